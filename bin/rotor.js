@@ -1,0 +1,5 @@
+#!/usr/bin/env node
+// The installed `rotor` command: loads the TypeScript sources through tsx, so no build step is needed.
+import { register } from 'tsx/esm/api';
+register();
+await import('../src/cli.ts');

@@ -1,0 +1,71 @@
+// The one pino logger. Redaction is by key wherever the key appears (pino's paths need a depth, so the
+// common depths are listed) plus a serializer for errors whose messages might carry credentials.
+import { pino, type Logger, type LoggerOptions } from 'pino';
+
+export type { Logger };
+
+const SECRET_KEYS = [
+  'appSecret',
+  'password',
+  'pwd',
+  'newPassword',
+  'token',
+  'authorization',
+  'Authorization',
+  'proxy-authorization',
+  'Proxy-Authorization',
+  'proxyAuthorization',
+  'secret',
+  'pass',
+];
+
+/** Paths for pino's redact at the top level and up to three levels down. */
+export const REDACT_PATHS = SECRET_KEYS.flatMap((k) => {
+  const key = /^[A-Za-z_$][\w$]*$/.test(k) ? k : `["${k}"]`;
+  const dot = key.startsWith('[') ? key : `.${key}`;
+  return [key.startsWith('[') ? key : k, `*${dot}`, `*.*${dot}`, `*.*.*${dot}`];
+});
+
+/** Removes credentials embedded in URLs and proxy strings: scheme://user:pass@host → scheme://user:***@host. */
+export function redactText(text: string): string {
+  return text
+    .replace(/([a-z][a-z0-9+.-]*:\/\/[^:/@\s]+:)[^@\s]+@/gi, '$1***@')
+    .replace(/(Bearer\s+)[A-Za-z0-9._~+/=-]+/g, '$1***')
+    .replace(/(Basic\s+)[A-Za-z0-9+/=]+/g, '$1***');
+}
+
+export interface LoggerSettings {
+  level?: string;
+  /** Pretty-print for humans; default: when stdout is a TTY. */
+  pretty?: boolean;
+  destination?: pino.DestinationStream;
+}
+
+export function createLogger(settings: LoggerSettings = {}): Logger {
+  const level = settings.level ?? process.env.ROTOR_LOG_LEVEL ?? 'info';
+  const options: LoggerOptions = {
+    level,
+    base: { service: 'rotor' },
+    redact: { paths: REDACT_PATHS, censor: '***' },
+    serializers: {
+      err: (err: unknown) => {
+        const s = pino.stdSerializers.err(err as Error);
+        if (s && typeof s.message === 'string') s.message = redactText(s.message);
+        if (s && typeof s.stack === 'string') s.stack = redactText(s.stack);
+        return s;
+      },
+    },
+    hooks: {
+      // Messages are free text; scrub credentials out of them too.
+      logMethod(args, method) {
+        const a = args as unknown[];
+        for (let i = 0; i < a.length; i++) if (typeof a[i] === 'string') a[i] = redactText(a[i] as string);
+        method.apply(this, args);
+      },
+    },
+  };
+  if (settings.destination) return pino(options, settings.destination);
+  const pretty = settings.pretty ?? (process.stdout.isTTY === true && level !== 'silent');
+  if (pretty) return pino({ ...options, transport: { target: 'pino-pretty', options: { colorize: true } } });
+  return pino(options);
+}

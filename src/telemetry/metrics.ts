@@ -1,0 +1,66 @@
+// One prom-client registry per Rotor process (per daemon instance in tests), holding the metric names of
+// interface.md as constants. Components receive the Metrics object; none creates metrics of its own.
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+export const METRIC = {
+  connectionsActive: 'rotor_proxy_connections_active',
+  connectionsTotal: 'rotor_proxy_connections_total',
+  bytesTotal: 'rotor_proxy_bytes_total',
+  upstreamConnectSeconds: 'rotor_upstream_connect_seconds',
+  upstreamFailures: 'rotor_upstream_failures_total',
+  poolProxies: 'rotor_pool_proxies',
+  sessionsActive: 'rotor_sessions_active',
+  sessionRotations: 'rotor_session_rotations_total',
+  draws: 'rotor_draws_total',
+  platformRequests: 'rotor_platform_requests_total',
+  platformRequestSeconds: 'rotor_platform_request_seconds',
+  flowBalance: 'rotor_flow_balance_megabytes',
+  userUsedBytes: 'rotor_user_used_bytes',
+  userLimitBytes: 'rotor_user_limit_bytes',
+  orders: 'rotor_orders',
+  callbacks: 'rotor_callbacks_total',
+  instances: 'rotor_instances',
+} as const;
+
+/** Results a connection ends with (label `result` of rotor_proxy_connections_total). */
+export type ConnectionResult = 'ok' | 'auth_failed' | 'limited' | 'upstream_error' | 'bad_request';
+
+export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
+  const registry = new Registry();
+  if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry, prefix: 'rotor_' });
+  const registers = [registry];
+  return {
+    registry,
+    connectionsActive: new Gauge({ name: METRIC.connectionsActive, help: 'Client connections open now', labelNames: ['listener'] as const, registers }),
+    connectionsTotal: new Counter({ name: METRIC.connectionsTotal, help: 'Client connections by outcome', labelNames: ['listener', 'result'] as const, registers }),
+    bytesTotal: new Counter({ name: METRIC.bytesTotal, help: 'Bytes relayed per user', labelNames: ['user', 'direction'] as const, registers }),
+    upstreamConnectSeconds: new Histogram({
+      name: METRIC.upstreamConnectSeconds,
+      help: 'Time to an established upstream tunnel',
+      labelNames: ['kind'] as const,
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers,
+    }),
+    upstreamFailures: new Counter({ name: METRIC.upstreamFailures, help: 'Upstream dial failures by reason', labelNames: ['reason'] as const, registers }),
+    poolProxies: new Gauge({ name: METRIC.poolProxies, help: 'Upstream nodes per pool and state', labelNames: ['pool', 'state'] as const, registers }),
+    sessionsActive: new Gauge({ name: METRIC.sessionsActive, help: 'Sticky sessions held', registers }),
+    sessionRotations: new Counter({ name: METRIC.sessionRotations, help: 'Sticky sessions moved to a new node', labelNames: ['reason'] as const, registers }),
+    draws: new Counter({ name: METRIC.draws, help: 'Draws from the platform', labelNames: ['method', 'result'] as const, registers }),
+    platformRequests: new Counter({ name: METRIC.platformRequests, help: 'Platform calls by operation and result code', labelNames: ['operation', 'code'] as const, registers }),
+    platformRequestSeconds: new Histogram({
+      name: METRIC.platformRequestSeconds,
+      help: 'Platform call duration, retries included',
+      labelNames: ['operation'] as const,
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers,
+    }),
+    flowBalance: new Gauge({ name: METRIC.flowBalance, help: 'Dynamic traffic balance, MB', labelNames: ['account', 'product'] as const, registers }),
+    userUsedBytes: new Gauge({ name: METRIC.userUsedBytes, help: 'Bytes used per local user', labelNames: ['user'] as const, registers }),
+    userLimitBytes: new Gauge({ name: METRIC.userLimitBytes, help: 'Byte limit per local user (-1 unlimited)', labelNames: ['user'] as const, registers }),
+    orders: new Gauge({ name: METRIC.orders, help: 'Local order records by type and status', labelNames: ['type', 'status'] as const, registers }),
+    callbacks: new Counter({ name: METRIC.callbacks, help: 'Platform callbacks received', labelNames: ['type', 'result'] as const, registers }),
+    instances: new Gauge({ name: METRIC.instances, help: 'Static instances by status', labelNames: ['status'] as const, registers }),
+  };
+}
+
+export type Metrics = ReturnType<typeof createMetrics>;
