@@ -1,0 +1,55 @@
+import { test, describe } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { AesEnvelope, DecryptError, SecretLengthError } from '../../src/platform/envelope.ts';
+
+describe('AES envelope (seed part 5)', () => {
+  test('known-answer vector: TestMessage under qwertyuiop123456asdfghjk', () => {
+    const env = new AesEnvelope('qwertyuiop123456asdfghjk');
+    assert.equal(env.encrypt('TestMessage'), 'gzwsunohuhAvu75NKQhEHQ==');
+    assert.equal(env.decrypt('gzwsunohuhAvu75NKQhEHQ=='), 'TestMessage');
+  });
+
+  const openssl = spawnSync('openssl', ['version'], { encoding: 'utf8' });
+  const haveOpenssl = openssl.status === 0;
+  const secrets = {
+    128: 'abcdefghijklmnop',
+    192: 'qwertyuiop123456asdfghjk',
+    256: '0123456789abcdefABCDEFGHIJKLMNOP',
+  } as const;
+  const plaintexts = ['', 'x', 'exactly16bytes!!', '{"appUsername":"alice","sessTime":"5","note":"ünïcødé ✓"}', 'a'.repeat(1000)];
+
+  for (const [bits, secret] of Object.entries(secrets)) {
+    test(`AES-${bits}-CBC agrees with openssl enc`, { skip: haveOpenssl ? false : 'openssl not found on PATH' }, () => {
+      const env = new AesEnvelope(secret);
+      const key = Buffer.from(secret, 'utf8');
+      for (const plain of plaintexts) {
+        const out = spawnSync(
+          'openssl',
+          ['enc', `-aes-${bits}-cbc`, '-K', key.toString('hex'), '-iv', key.subarray(0, 16).toString('hex'), '-base64', '-A'],
+          { input: plain, encoding: 'utf8' },
+        );
+        assert.equal(out.status, 0, out.stderr);
+        const expected = out.stdout.trim();
+        assert.equal(env.encrypt(plain), expected, `plaintext of ${plain.length} bytes`);
+        assert.equal(env.decrypt(expected), plain);
+      }
+    });
+  }
+
+  test('secrets of other lengths are refused', () => {
+    for (const s of ['', 'short', '0123456789abcde', '0123456789abcdef0', 'x'.repeat(31), 'x'.repeat(33), 'x'.repeat(64)]) {
+      assert.throws(() => new AesEnvelope(s), (e: unknown) => e instanceof SecretLengthError && e.code === 'SECRET_LENGTH' && !e.message.includes(s || '\u0000'));
+    }
+  });
+
+  test('a reply under another key is a DecryptError, never a crash', () => {
+    const a = new AesEnvelope('abcdefghijklmnop');
+    const b = new AesEnvelope('ponmlkjihgfedcba');
+    const cipher = a.encryptJson({ hello: 'world' });
+    assert.throws(() => b.decryptJson(cipher), DecryptError);
+    assert.throws(() => a.decryptJson('not base64 !!'), DecryptError);
+    assert.throws(() => a.decryptJson(a.encrypt('not json')), DecryptError);
+    assert.deepEqual(a.decryptJson(cipher), { hello: 'world' });
+  });
+});
