@@ -1,0 +1,82 @@
+// Numbered schema migrations. Each runs once, in its own transaction, and is recorded in `migrations`;
+// never edit a published one — add the next number.
+
+export interface Migration {
+  id: number;
+  name: string;
+  sql: string;
+}
+
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    id: 1,
+    name: 'orders, instances, journal, callbacks, usage, kv',
+    sql: `
+      CREATE TABLE orders (
+        app_order_no TEXT PRIMARY KEY NOT NULL,
+        order_no     TEXT UNIQUE,
+        type         INTEGER NOT NULL,
+        status       INTEGER NOT NULL,
+        amount       TEXT,
+        count        INTEGER,
+        request      TEXT NOT NULL,
+        created_at   INTEGER NOT NULL,
+        updated_at   INTEGER NOT NULL
+      );
+      CREATE INDEX orders_status ON orders (status);
+
+      CREATE TABLE instances (
+        instance_no  TEXT PRIMARY KEY NOT NULL,
+        order_no     TEXT,
+        product_no   TEXT,
+        status       INTEGER,
+        ip           TEXT,
+        port         INTEGER,
+        username     TEXT,
+        pwd          TEXT,
+        protocol     TEXT,
+        user_expired INTEGER,
+        raw          TEXT NOT NULL,
+        updated_at   INTEGER NOT NULL
+      );
+      CREATE INDEX instances_order ON instances (order_no);
+      CREATE INDEX instances_expiry ON instances (user_expired);
+
+      CREATE TABLE journal (
+        merchant_no  TEXT PRIMARY KEY NOT NULL,
+        operation    TEXT NOT NULL,
+        request      TEXT NOT NULL,
+        req_id       TEXT NOT NULL,
+        state        TEXT NOT NULL CHECK (state IN ('intent', 'sent', 'accepted', 'rejected', 'unknown')),
+        result       TEXT,
+        order_no     TEXT,
+        attempts     INTEGER NOT NULL DEFAULT 0,
+        created_at   INTEGER NOT NULL,
+        updated_at   INTEGER NOT NULL
+      );
+      CREATE INDEX journal_state ON journal (state);
+
+      CREATE TABLE callbacks (
+        type         TEXT NOT NULL,
+        no           TEXT NOT NULL,
+        op           TEXT NOT NULL,
+        received_at  INTEGER NOT NULL,
+        count        INTEGER NOT NULL DEFAULT 1,
+        processed    INTEGER NOT NULL DEFAULT 0,
+        UNIQUE (type, no, op)
+      );
+
+      CREATE TABLE usage (
+        user         TEXT PRIMARY KEY NOT NULL,
+        used_bytes   INTEGER NOT NULL DEFAULT 0,
+        limit_bytes  INTEGER NOT NULL DEFAULT -1,
+        updated_at   INTEGER NOT NULL
+      );
+
+      CREATE TABLE kv (
+        key          TEXT PRIMARY KEY NOT NULL,
+        value        TEXT NOT NULL
+      );
+    `,
+  },
+];

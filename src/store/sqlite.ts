@@ -1,0 +1,373 @@
+// The SQLite store (better-sqlite3): one file, WAL journal, numbered migrations. better-sqlite3 is
+// synchronous; the methods are async only to honour the Store interface (a Redis driver will need it).
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import Database from 'better-sqlite3';
+import { MIGRATIONS, type Migration } from './migrations.ts';
+import { StoreConflictError, StoreUnavailableError } from './errors.ts';
+import type {
+  CallbackKey,
+  CallbackRecord,
+  InstanceFilter,
+  InstanceRecord,
+  JournalEntry,
+  JournalState,
+  OrderFilter,
+  OrderRecord,
+  Store,
+  UsageRecord,
+} from './types.ts';
+
+export interface SqliteStoreOptions {
+  /** Clock for timestamps (epoch ms); default Date.now. */
+  now?: () => number;
+  /** Migrations to apply (tests add to the list); default MIGRATIONS. */
+  migrations?: readonly Migration[];
+}
+
+type Row = Record<string, unknown>;
+
+const FINAL_ORDER_STATUSES = [3, 4, 5];
+
+const json = (v: unknown): string => JSON.stringify(v ?? null);
+const parse = (s: unknown): unknown => (typeof s === 'string' ? JSON.parse(s) : null);
+const str = (v: unknown): string | null => (v === null || v === undefined ? null : String(v));
+const num = (v: unknown): number | null => (v === null || v === undefined ? null : Number(v));
+
+function toOrder(r: Row): OrderRecord {
+  return {
+    appOrderNo: String(r.app_order_no),
+    orderNo: str(r.order_no),
+    type: Number(r.type),
+    status: Number(r.status),
+    amount: str(r.amount),
+    count: num(r.count),
+    request: parse(r.request),
+    createdAt: Number(r.created_at),
+    updatedAt: Number(r.updated_at),
+  };
+}
+
+function toInstance(r: Row): InstanceRecord {
+  return {
+    instanceNo: String(r.instance_no),
+    orderNo: str(r.order_no),
+    productNo: str(r.product_no),
+    status: num(r.status),
+    ip: str(r.ip),
+    port: num(r.port),
+    username: str(r.username),
+    pwd: str(r.pwd),
+    protocol: str(r.protocol),
+    userExpired: num(r.user_expired),
+    raw: parse(r.raw),
+    updatedAt: Number(r.updated_at),
+  };
+}
+
+function toJournal(r: Row): JournalEntry {
+  return {
+    merchantNo: String(r.merchant_no),
+    operation: String(r.operation),
+    request: parse(r.request),
+    reqId: String(r.req_id),
+    state: r.state as JournalState,
+    result: parse(r.result),
+    orderNo: str(r.order_no),
+    attempts: Number(r.attempts),
+    createdAt: Number(r.created_at),
+    updatedAt: Number(r.updated_at),
+  };
+}
+
+function toUsage(r: Row): UsageRecord {
+  return { user: String(r.user), usedBytes: Number(r.used_bytes), limitBytes: Number(r.limit_bytes), updatedAt: Number(r.updated_at) };
+}
+
+function toCallback(r: Row): CallbackRecord {
+  return {
+    type: String(r.type),
+    no: String(r.no),
+    op: String(r.op),
+    receivedAt: Number(r.received_at),
+    count: Number(r.count),
+    processed: Number(r.processed) === 1,
+  };
+}
+
+/** Applies every migration not yet recorded; safe to run on every open. Returns the ids applied now. */
+export function migrate(db: Database.Database, migrations: readonly Migration[] = MIGRATIONS, now: () => number = Date.now): number[] {
+  db.exec('CREATE TABLE IF NOT EXISTS migrations (id INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)');
+  const done = new Set((db.prepare('SELECT id FROM migrations').all() as Row[]).map((r) => Number(r.id)));
+  const applied: number[] = [];
+  const record = db.prepare('INSERT INTO migrations (id, name, applied_at) VALUES (?, ?, ?)');
+  for (const m of [...migrations].sort((a, b) => a.id - b.id)) {
+    if (done.has(m.id)) continue;
+    db.transaction(() => {
+      db.exec(m.sql);
+      record.run(m.id, m.name, now());
+    })();
+    applied.push(m.id);
+  }
+  return applied;
+}
+
+export class SqliteStore implements Store {
+  private readonly db: Database.Database;
+  private readonly now: () => number;
+  private closed = false;
+
+  constructor(path: string, options: SqliteStoreOptions = {}) {
+    this.now = options.now ?? Date.now;
+    try {
+      if (path !== ':memory:' && !path.startsWith('file:')) mkdirSync(dirname(path), { recursive: true });
+      this.db = new Database(path);
+      this.db.pragma('journal_mode = WAL');
+      // NORMAL under WAL: a commit survives a process crash (SIGKILL); only an OS crash may lose the last one.
+      this.db.pragma('synchronous = NORMAL');
+      this.db.pragma('busy_timeout = 5000');
+      this.db.pragma('foreign_keys = ON');
+      migrate(this.db, options.migrations ?? MIGRATIONS, this.now);
+    } catch (err) {
+      throw new StoreUnavailableError(`cannot open store at ${path}: ${(err as Error).message}`, { cause: err });
+    }
+  }
+
+  /** The ids of applied migrations (for tests and readiness checks). */
+  appliedMigrations(): number[] {
+    return (this.q().prepare('SELECT id FROM migrations ORDER BY id').all() as Row[]).map((r) => Number(r.id));
+  }
+
+  /** SQLite's journal mode (expected: wal, or memory for ':memory:'). */
+  journalMode(): string {
+    return String(this.q().pragma('journal_mode', { simple: true }));
+  }
+
+  private q(): Database.Database {
+    if (this.closed) throw new StoreUnavailableError('store is closed');
+    return this.db;
+  }
+
+  // ── orders ──
+  async putOrder(o: OrderRecord): Promise<void> {
+    this.q()
+      .prepare(
+        `INSERT INTO orders (app_order_no, order_no, type, status, amount, count, request, created_at, updated_at)
+         VALUES (@appOrderNo, @orderNo, @type, @status, @amount, @count, @request, @createdAt, @updatedAt)
+         ON CONFLICT (app_order_no) DO UPDATE SET order_no = excluded.order_no, type = excluded.type,
+           status = excluded.status, amount = excluded.amount, count = excluded.count, request = excluded.request,
+           updated_at = excluded.updated_at`,
+      )
+      .run({ ...o, request: json(o.request) });
+  }
+
+  async getOrder(no: string): Promise<OrderRecord | undefined> {
+    const r = this.q().prepare('SELECT * FROM orders WHERE app_order_no = ? OR order_no = ? ORDER BY app_order_no = ? DESC LIMIT 1').get(no, no, no) as Row | undefined;
+    return r ? toOrder(r) : undefined;
+  }
+
+  async listOrders(filter: OrderFilter = {}): Promise<OrderRecord[]> {
+    const where: string[] = [];
+    const args: unknown[] = [];
+    if (filter.type !== undefined) {
+      where.push('type = ?');
+      args.push(filter.type);
+    }
+    if (filter.statuses?.length) {
+      where.push(`status IN (${filter.statuses.map(() => '?').join(',')})`);
+      args.push(...filter.statuses);
+    }
+    if (filter.open) where.push(`status NOT IN (${FINAL_ORDER_STATUSES.join(',')})`);
+    const sql = `SELECT * FROM orders ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY created_at DESC, app_order_no LIMIT ? OFFSET ?`;
+    args.push(filter.limit ?? -1, filter.offset ?? 0);
+    return (this.q().prepare(sql).all(...args) as Row[]).map(toOrder);
+  }
+
+  async countOrders(): Promise<{ type: number; status: number; count: number }[]> {
+    return (this.q().prepare('SELECT type, status, COUNT(*) AS n FROM orders GROUP BY type, status').all() as Row[]).map((r) => ({
+      type: Number(r.type),
+      status: Number(r.status),
+      count: Number(r.n),
+    }));
+  }
+
+  // ── instances ──
+  async putInstances(instances: InstanceRecord[]): Promise<void> {
+    const db = this.q();
+    const stmt = db.prepare(
+      `INSERT INTO instances (instance_no, order_no, product_no, status, ip, port, username, pwd, protocol, user_expired, raw, updated_at)
+       VALUES (@instanceNo, @orderNo, @productNo, @status, @ip, @port, @username, @pwd, @protocol, @userExpired, @raw, @updatedAt)
+       ON CONFLICT (instance_no) DO UPDATE SET order_no = excluded.order_no, product_no = excluded.product_no,
+         status = excluded.status, ip = excluded.ip, port = excluded.port, username = excluded.username, pwd = excluded.pwd,
+         protocol = excluded.protocol, user_expired = excluded.user_expired, raw = excluded.raw, updated_at = excluded.updated_at`,
+    );
+    db.transaction((list: InstanceRecord[]) => {
+      for (const i of list) stmt.run({ ...i, raw: json(i.raw) });
+    })(instances);
+  }
+
+  async getInstance(instanceNo: string): Promise<InstanceRecord | undefined> {
+    const r = this.q().prepare('SELECT * FROM instances WHERE instance_no = ?').get(instanceNo) as Row | undefined;
+    return r ? toInstance(r) : undefined;
+  }
+
+  async listInstances(filter: InstanceFilter = {}): Promise<InstanceRecord[]> {
+    const where: string[] = [];
+    const args: unknown[] = [];
+    if (filter.orderNo !== undefined) {
+      where.push('order_no = ?');
+      args.push(filter.orderNo);
+    }
+    if (filter.productNo !== undefined) {
+      where.push('product_no = ?');
+      args.push(filter.productNo);
+    }
+    if (filter.statuses?.length) {
+      where.push(`status IN (${filter.statuses.map(() => '?').join(',')})`);
+      args.push(...filter.statuses);
+    }
+    if (filter.expiresBefore !== undefined) {
+      where.push('user_expired IS NOT NULL AND user_expired <= ?');
+      args.push(filter.expiresBefore);
+    }
+    const sql = `SELECT * FROM instances ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY instance_no LIMIT ? OFFSET ?`;
+    args.push(filter.limit ?? -1, filter.offset ?? 0);
+    return (this.q().prepare(sql).all(...args) as Row[]).map(toInstance);
+  }
+
+  async countInstances(): Promise<{ status: number | null; count: number }[]> {
+    return (this.q().prepare('SELECT status, COUNT(*) AS n FROM instances GROUP BY status').all() as Row[]).map((r) => ({ status: num(r.status), count: Number(r.n) }));
+  }
+
+  // ── journal ──
+  async addIntent(entry: Pick<JournalEntry, 'merchantNo' | 'operation' | 'request' | 'reqId'>): Promise<JournalEntry> {
+    const t = this.now();
+    try {
+      this.q()
+        .prepare(
+          `INSERT INTO journal (merchant_no, operation, request, req_id, state, result, order_no, attempts, created_at, updated_at)
+           VALUES (?, ?, ?, ?, 'intent', NULL, NULL, 0, ?, ?)`,
+        )
+        .run(entry.merchantNo, entry.operation, json(entry.request), entry.reqId, t, t);
+    } catch (err) {
+      if ((err as { code?: string }).code === 'SQLITE_CONSTRAINT_PRIMARYKEY') throw new StoreConflictError(`journal entry ${entry.merchantNo}`);
+      throw err;
+    }
+    return { ...entry, state: 'intent', result: null, orderNo: null, attempts: 0, createdAt: t, updatedAt: t };
+  }
+
+  async updateJournal(merchantNo: string, patch: { state: JournalState; result?: unknown; orderNo?: string | null; sent?: boolean }): Promise<void> {
+    this.q()
+      .prepare(
+        `UPDATE journal SET state = @state,
+           result = CASE WHEN @hasResult THEN @result ELSE result END,
+           order_no = CASE WHEN @hasOrderNo THEN @orderNo ELSE order_no END,
+           attempts = attempts + @sent, updated_at = @now
+         WHERE merchant_no = @merchantNo`,
+      )
+      .run({
+        merchantNo,
+        state: patch.state,
+        hasResult: patch.result !== undefined ? 1 : 0,
+        result: patch.result !== undefined ? json(patch.result) : null,
+        hasOrderNo: patch.orderNo !== undefined ? 1 : 0,
+        orderNo: patch.orderNo ?? null,
+        sent: patch.sent ? 1 : 0,
+        now: this.now(),
+      });
+  }
+
+  async getJournal(merchantNo: string): Promise<JournalEntry | undefined> {
+    const r = this.q().prepare('SELECT * FROM journal WHERE merchant_no = ?').get(merchantNo) as Row | undefined;
+    return r ? toJournal(r) : undefined;
+  }
+
+  async listJournal(states?: readonly JournalState[]): Promise<JournalEntry[]> {
+    if (states && states.length === 0) return [];
+    const sql = states ? `SELECT * FROM journal WHERE state IN (${states.map(() => '?').join(',')}) ORDER BY created_at, merchant_no` : 'SELECT * FROM journal ORDER BY created_at, merchant_no';
+    return (this.q().prepare(sql).all(...(states ?? [])) as Row[]).map(toJournal);
+  }
+
+  // ── callbacks ──
+  async recordCallback(key: CallbackKey, receivedAt: number): Promise<{ duplicate: boolean; processed: boolean }> {
+    const db = this.q();
+    return db.transaction(() => {
+      const existing = db.prepare('SELECT processed FROM callbacks WHERE type = ? AND no = ? AND op = ?').get(key.type, key.no, key.op) as Row | undefined;
+      if (existing) {
+        db.prepare('UPDATE callbacks SET count = count + 1 WHERE type = ? AND no = ? AND op = ?').run(key.type, key.no, key.op);
+        return { duplicate: true, processed: Number(existing.processed) === 1 };
+      }
+      db.prepare('INSERT INTO callbacks (type, no, op, received_at) VALUES (?, ?, ?, ?)').run(key.type, key.no, key.op, receivedAt);
+      return { duplicate: false, processed: false };
+    })();
+  }
+
+  async markCallbackProcessed(key: CallbackKey): Promise<void> {
+    this.q().prepare('UPDATE callbacks SET processed = 1 WHERE type = ? AND no = ? AND op = ?').run(key.type, key.no, key.op);
+  }
+
+  async listCallbacks(filter: { processed?: boolean } = {}): Promise<CallbackRecord[]> {
+    const rows =
+      filter.processed === undefined
+        ? this.q().prepare('SELECT * FROM callbacks ORDER BY received_at, rowid').all()
+        : this.q().prepare('SELECT * FROM callbacks WHERE processed = ? ORDER BY received_at, rowid').all(filter.processed ? 1 : 0);
+    return (rows as Row[]).map(toCallback);
+  }
+
+  // ── usage ──
+  async addUsage(deltas: { user: string; bytes: number }[]): Promise<void> {
+    const db = this.q();
+    const stmt = db.prepare(
+      `INSERT INTO usage (user, used_bytes, limit_bytes, updated_at) VALUES (?, ?, -1, ?)
+       ON CONFLICT (user) DO UPDATE SET used_bytes = used_bytes + excluded.used_bytes, updated_at = excluded.updated_at`,
+    );
+    const t = this.now();
+    db.transaction((list: { user: string; bytes: number }[]) => {
+      for (const d of list) stmt.run(d.user, Math.trunc(d.bytes), t);
+    })(deltas);
+  }
+
+  async getUsage(user: string): Promise<UsageRecord | undefined> {
+    const r = this.q().prepare('SELECT * FROM usage WHERE user = ?').get(user) as Row | undefined;
+    return r ? toUsage(r) : undefined;
+  }
+
+  async listUsage(): Promise<UsageRecord[]> {
+    return (this.q().prepare('SELECT * FROM usage ORDER BY user').all() as Row[]).map(toUsage);
+  }
+
+  async setLimit(user: string, limitBytes: number): Promise<void> {
+    this.q()
+      .prepare(
+        `INSERT INTO usage (user, used_bytes, limit_bytes, updated_at) VALUES (?, 0, ?, ?)
+         ON CONFLICT (user) DO UPDATE SET limit_bytes = excluded.limit_bytes, updated_at = excluded.updated_at`,
+      )
+      .run(user, Math.trunc(limitBytes), this.now());
+  }
+
+  // ── kv ──
+  async kvGet<T = unknown>(key: string): Promise<T | undefined> {
+    const r = this.q().prepare('SELECT value FROM kv WHERE key = ?').get(key) as Row | undefined;
+    return r ? (parse(r.value) as T) : undefined;
+  }
+
+  async kvSet(key: string, value: unknown): Promise<void> {
+    this.q().prepare('INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value').run(key, json(value));
+  }
+
+  async kvDelete(key: string): Promise<void> {
+    this.q().prepare('DELETE FROM kv WHERE key = ?').run(key);
+  }
+
+  async kvList<T = unknown>(prefix: string): Promise<{ key: string; value: T }[]> {
+    // substr comparison, not LIKE: keys may contain % and _.
+    const rows = this.q().prepare('SELECT key, value FROM kv WHERE substr(key, 1, ?) = ? ORDER BY key').all(prefix.length, prefix) as Row[];
+    return rows.map((r) => ({ key: String(r.key), value: parse(r.value) as T }));
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.db.close();
+  }
+}

@@ -1,0 +1,155 @@
+// The store as every component sees it: one small, coarse, Promise-returning interface, so the SQLite
+// driver (one daemon) and a Redis driver (a fleet) can both stand behind it. Records use plain English
+// names except where they mirror a platform field (orderNo, appOrderNo, instanceNo, userExpired).
+
+/** Where an order-placing request stands in the idempotency journal. */
+export type JournalState = 'intent' | 'sent' | 'accepted' | 'rejected' | 'unknown';
+
+/** States whose outcome Rotor does not know: they are re-sent, with the same number and reqId, on resume. */
+export const UNRESOLVED_STATES: readonly JournalState[] = ['intent', 'sent', 'unknown'];
+
+export interface JournalEntry {
+  /** The merchant number (appOrderNo, release orderNo, change appOrderNo or resetNo): the idempotency key. */
+  merchantNo: string;
+  /** Interface name of the operation (InstanceOpen, InstanceRenew, ChangeProxy, ResetProxyPassword, …). */
+  operation: string;
+  /** The exact request sent (and re-sent). */
+  request: unknown;
+  /** The reqId used for every send of this request. */
+  reqId: string;
+  state: JournalState;
+  /** The platform's answer (accepted) or the refusal {code, platformCode, message} (rejected, unknown). */
+  result: unknown;
+  /** Platform order number, once accepted. */
+  orderNo: string | null;
+  attempts: number;
+  createdAt: number;
+  updatedAt: number;
+}
+
+export interface OrderRecord {
+  /** Merchant number; the primary key (Rotor always knows it, the platform number comes later). */
+  appOrderNo: string;
+  /** Platform order number; null until accepted. */
+  orderNo: string | null;
+  /** Seed 2.7: 1 new, 2 renew, 3 release, 5 change. */
+  type: number;
+  /** Seed part 3: 1 pending, 2 processing, 3 succeeded, 4 failed, 5 partial. */
+  status: number;
+  amount: string | null;
+  count: number | null;
+  request: unknown;
+  createdAt: number;
+  updatedAt: number;
+}
+
+export interface InstanceRecord {
+  instanceNo: string;
+  orderNo: string | null;
+  productNo: string | null;
+  /** Seed part 3: 1 to be created, 2 creating, 3 running, 6 stopped, 10 closed, 11 released. */
+  status: number | null;
+  ip: string | null;
+  port: number | null;
+  username: string | null;
+  /** Stored because the gateway needs it; never logged, never in error messages. */
+  pwd: string | null;
+  /** Comma-separated protocol codes (1 socks5, 2 http, 3 https, 4 ssh). */
+  protocol: string | null;
+  /** Epoch seconds. */
+  userExpired: number | null;
+  /** The platform's record as last read (pwd included: treat as secret). */
+  raw: unknown;
+  updatedAt: number;
+}
+
+export interface CallbackKey {
+  type: string;
+  no: string;
+  /** '' when the platform sent none (instance and product callbacks). */
+  op: string;
+}
+
+export interface CallbackRecord extends CallbackKey {
+  receivedAt: number;
+  /** Times received (repeats included). */
+  count: number;
+  processed: boolean;
+}
+
+export interface UsageRecord {
+  user: string;
+  usedBytes: number;
+  /** -1 = unlimited. */
+  limitBytes: number;
+  updatedAt: number;
+}
+
+export interface OrderFilter {
+  type?: number;
+  /** Only these statuses. */
+  statuses?: number[];
+  /** Only orders not yet in a final status (3, 4, 5). */
+  open?: boolean;
+  limit?: number;
+  offset?: number;
+}
+
+export interface InstanceFilter {
+  orderNo?: string;
+  productNo?: string;
+  statuses?: number[];
+  /** Only instances expiring (userExpired, epoch seconds) at or before this. */
+  expiresBefore?: number;
+  limit?: number;
+  offset?: number;
+}
+
+export interface Store {
+  // Orders
+  /** Inserts or replaces the order with this appOrderNo. */
+  putOrder(order: OrderRecord): Promise<void>;
+  /** By merchant number or platform number. */
+  getOrder(no: string): Promise<OrderRecord | undefined>;
+  listOrders(filter?: OrderFilter): Promise<OrderRecord[]>;
+  /** Counts by (type, status), for the rotor_orders gauge. */
+  countOrders(): Promise<{ type: number; status: number; count: number }[]>;
+
+  // Instances
+  /** Inserts or replaces each instance, in one transaction. */
+  putInstances(instances: InstanceRecord[]): Promise<void>;
+  getInstance(instanceNo: string): Promise<InstanceRecord | undefined>;
+  listInstances(filter?: InstanceFilter): Promise<InstanceRecord[]>;
+  /** Counts by status, for the rotor_instances gauge. */
+  countInstances(): Promise<{ status: number | null; count: number }[]>;
+
+  // Idempotency journal
+  /** Writes a new intent; rejects with StoreConflictError if the merchant number is already journaled. */
+  addIntent(entry: Pick<JournalEntry, 'merchantNo' | 'operation' | 'request' | 'reqId'>): Promise<JournalEntry>;
+  /** Moves an entry on; `attempts` is incremented when `sent` is true. */
+  updateJournal(merchantNo: string, patch: { state: JournalState; result?: unknown; orderNo?: string | null; sent?: boolean }): Promise<void>;
+  getJournal(merchantNo: string): Promise<JournalEntry | undefined>;
+  listJournal(states?: readonly JournalState[]): Promise<JournalEntry[]>;
+
+  // Callbacks
+  /** Durably records a callback; `duplicate` when (type, no, op) was seen before (its count grows). */
+  recordCallback(key: CallbackKey, receivedAt: number): Promise<{ duplicate: boolean; processed: boolean }>;
+  markCallbackProcessed(key: CallbackKey): Promise<void>;
+  listCallbacks(filter?: { processed?: boolean }): Promise<CallbackRecord[]>;
+
+  // Usage (accounting)
+  /** Adds every delta in one transaction (users unknown so far start at 0 bytes, unlimited). */
+  addUsage(deltas: { user: string; bytes: number }[]): Promise<void>;
+  getUsage(user: string): Promise<UsageRecord | undefined>;
+  listUsage(): Promise<UsageRecord[]>;
+  setLimit(user: string, limitBytes: number): Promise<void>;
+
+  // Small key/value state (JSON values)
+  kvGet<T = unknown>(key: string): Promise<T | undefined>;
+  kvSet(key: string, value: unknown): Promise<void>;
+  kvDelete(key: string): Promise<void>;
+  /** Entries whose key starts with the prefix. */
+  kvList<T = unknown>(prefix: string): Promise<{ key: string; value: T }[]>;
+
+  close(): Promise<void>;
+}
