@@ -1,0 +1,441 @@
+// A pool of upstream nodes for one (user, product, region), fed by a Drawer. Selection is staged (after gost's
+// selector filters): ready nodes go through the strategy; when none is ready, the least recently failed
+// cooling node is the last resort; only an empty pool waits, bounded, for a draw. Refill runs in the
+// background below the low-water mark, so a connection never waits on the platform while a node is ready.
+// Concurrent acquires share one in-flight draw; failed draws back off exponentially.
+import type { Logger } from '../telemetry/logger.ts';
+import type { Metrics } from '../telemetry/metrics.ts';
+import type { Drawer } from './drawer.ts';
+import { PoolEmptyError, poolKeyId, type FailureReason, type NodeSource, type PoolKey, type UpstreamNode } from './types.ts';
+
+export type Strategy = 'round_robin' | 'least_connections' | 'random';
+export type NodeState = 'ready' | 'cooling';
+
+export interface PoolTuning {
+  strategy?: Strategy;
+  /** Draw in the background when fewer nodes than this are ready. Default 2. */
+  lowWater?: number;
+  /** Nodes asked for per draw. Default 5. */
+  drawBatch?: number;
+  /** Failures within failWindowMs that send a node cooling. Default 2. */
+  maxFails?: number;
+  failWindowMs?: number;
+  coolDownMs?: number;
+  /** Upper bound on nodes held; the worst (cooling, then idle oldest) make room for fresh ones. Default 50. */
+  maxNodes?: number;
+  /** How long an acquire on an empty pool waits for a draw. Default 10 s. */
+  acquireTimeoutMs?: number;
+  /** First delay after a failed draw, doubled per consecutive failure up to backoffMaxMs. Defaults 1 s, 60 s. */
+  backoffBaseMs?: number;
+  backoffMaxMs?: number;
+}
+
+export interface PoolOptions extends PoolTuning {
+  key: PoolKey;
+  drawer: Drawer;
+  now?: () => number;
+  random?: () => number;
+  metrics?: Metrics;
+  logger?: Logger;
+}
+
+export interface NodeSnapshot {
+  id: string;
+  protocol: UpstreamNode['protocol'];
+  host: string;
+  port: number;
+  source: UpstreamNode['source'];
+  state: NodeState;
+  /** Failures counted in the current window. */
+  fails: number;
+  activeConnections: number;
+  expiresAt?: number;
+  coolingUntil?: number;
+  lastFailedAt?: number;
+}
+
+export interface PoolSnapshot {
+  id: string;
+  key: PoolKey;
+  strategy: Strategy;
+  ready: number;
+  cooling: number;
+  drawing: boolean;
+  /** Set while draws fail: the last draw error's message and when the next draw may start. */
+  drawError?: { message: string; code?: string; consecutive: number; retryAt: number };
+  nodes: NodeSnapshot[];
+}
+
+interface Entry {
+  node: UpstreamNode;
+  failTimes: number[];
+  coolingUntil: number;
+  lastFailedAt: number;
+  active: number;
+  addedAt: number;
+}
+
+/** Failures that say nothing about the node: the target itself refused. */
+const NOT_THE_NODE: ReadonlySet<FailureReason> = new Set(['target_refused']);
+
+function errorCode(err: unknown): string | undefined {
+  const code = err && typeof err === 'object' ? (err as { code?: unknown }).code : undefined;
+  return typeof code === 'string' ? code : undefined;
+}
+
+function errorMessage(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+export class Pool implements NodeSource {
+  readonly id: string;
+  readonly key: PoolKey;
+  readonly strategy: Strategy;
+  private readonly drawer: Drawer;
+  private readonly lowWater: number;
+  private readonly drawBatch: number;
+  private readonly maxFails: number;
+  private readonly failWindowMs: number;
+  private readonly coolDownMs: number;
+  private readonly maxNodes: number;
+  private readonly acquireTimeoutMs: number;
+  private readonly backoffBaseMs: number;
+  private readonly backoffMaxMs: number;
+  private readonly now: () => number;
+  private readonly random: () => number;
+  private readonly metrics: Metrics | undefined;
+  private readonly logger: Logger | undefined;
+
+  private entries: Entry[] = [];
+  private readonly byId = new Map<string, Entry>();
+  private cursor = 0;
+  private inflight: Promise<void> | undefined;
+  private drawFailures = 0;
+  private retryAt = 0;
+  private lastDrawError: unknown;
+  private readonly waiters = new Set<(err: Error) => void>();
+  private gaugeReady = -1;
+  private gaugeCooling = -1;
+  private closed = false;
+
+  constructor(options: PoolOptions) {
+    this.key = { ...options.key };
+    this.id = poolKeyId(options.key);
+    this.drawer = options.drawer;
+    this.strategy = options.strategy ?? 'round_robin';
+    this.lowWater = options.lowWater ?? 2;
+    this.drawBatch = Math.max(1, options.drawBatch ?? 5);
+    this.maxFails = Math.max(1, options.maxFails ?? 2);
+    this.failWindowMs = options.failWindowMs ?? 30_000;
+    this.coolDownMs = options.coolDownMs ?? 30_000;
+    this.maxNodes = Math.max(1, options.maxNodes ?? 50);
+    this.acquireTimeoutMs = options.acquireTimeoutMs ?? 10_000;
+    this.backoffBaseMs = options.backoffBaseMs ?? 1_000;
+    this.backoffMaxMs = options.backoffMaxMs ?? 60_000;
+    this.now = options.now ?? Date.now;
+    this.random = options.random ?? Math.random;
+    this.metrics = options.metrics;
+    this.logger = options.logger;
+    this.census(this.now());
+  }
+
+  async acquire(exclude?: ReadonlySet<string>): Promise<UpstreamNode> {
+    if (this.closed) throw new PoolEmptyError(this.id, 'pool closed');
+    const now = this.now();
+    this.dropExpired(now);
+    const picked = this.pick(exclude, now);
+    this.refillIfLow(now);
+    if (picked) {
+      picked.active++;
+      return picked.node;
+    }
+    return this.waitForDraw(exclude);
+  }
+
+  release(node: UpstreamNode): void {
+    const e = this.byId.get(node.id);
+    if (e && e.active > 0) e.active--;
+  }
+
+  reportFailure(node: UpstreamNode, reason: FailureReason): void {
+    if (NOT_THE_NODE.has(reason)) return;
+    const e = this.byId.get(node.id);
+    if (!e) return;
+    const now = this.now();
+    e.lastFailedAt = now;
+    if (e.coolingUntil > now || reason === 'auth') {
+      // A cooling node used as last resort failed again, or the credential was refused: cool (again) at once.
+      e.coolingUntil = now + this.coolDownMs;
+      e.failTimes = [];
+    } else {
+      e.failTimes = e.failTimes.filter((t) => now - t < this.failWindowMs);
+      e.failTimes.push(now);
+      if (e.failTimes.length >= this.maxFails) {
+        e.coolingUntil = now + this.coolDownMs;
+        e.failTimes = [];
+      }
+    }
+    this.census(now);
+    this.refillIfLow(now);
+  }
+
+  reportSuccess(node: UpstreamNode): void {
+    const e = this.byId.get(node.id);
+    if (!e) return;
+    e.failTimes = [];
+    e.coolingUntil = 0;
+    this.census(this.now());
+  }
+
+  isUsable(node: UpstreamNode): boolean {
+    const e = this.byId.get(node.id);
+    if (!e) return false;
+    const now = this.now();
+    return e.coolingUntil <= now && (e.node.expiresAt === undefined || e.node.expiresAt > now);
+  }
+
+  /** Nodes and draw state for the admin API; never passwords. */
+  snapshot(): PoolSnapshot {
+    const now = this.now();
+    this.dropExpired(now);
+    const { ready, cooling } = this.census(now);
+    const snap: PoolSnapshot = {
+      id: this.id,
+      key: { ...this.key },
+      strategy: this.strategy,
+      ready,
+      cooling,
+      drawing: this.inflight !== undefined,
+      nodes: this.entries.map((e) => {
+        const n: NodeSnapshot = {
+          id: e.node.id,
+          protocol: e.node.protocol,
+          host: e.node.host,
+          port: e.node.port,
+          source: e.node.source,
+          state: e.coolingUntil > now ? 'cooling' : 'ready',
+          fails: e.failTimes.filter((t) => now - t < this.failWindowMs).length,
+          activeConnections: e.active,
+        };
+        if (e.node.expiresAt !== undefined) n.expiresAt = e.node.expiresAt;
+        if (e.coolingUntil > now) n.coolingUntil = e.coolingUntil;
+        if (e.lastFailedAt > 0) n.lastFailedAt = e.lastFailedAt;
+        return n;
+      }),
+    };
+    if (this.drawFailures > 0) {
+      const code = errorCode(this.lastDrawError);
+      snap.drawError = { message: errorMessage(this.lastDrawError), consecutive: this.drawFailures, retryAt: this.retryAt, ...(code ? { code } : {}) };
+    }
+    return snap;
+  }
+
+  /** Draws now (the pool is kept warm at start, for instance); resolves when the draw settled. */
+  async prefill(): Promise<void> {
+    await this.startDraw().catch(() => undefined);
+  }
+
+  /** Stops handing out nodes, rejects acquires waiting on a draw and clears this pool's gauges. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    const err = new PoolEmptyError(this.id, 'pool closed');
+    for (const reject of this.waiters) reject(err);
+    this.waiters.clear();
+    this.metrics?.poolProxies.remove({ pool: this.id, state: 'ready' });
+    this.metrics?.poolProxies.remove({ pool: this.id, state: 'cooling' });
+  }
+
+  // ---- selection ----
+
+  private isReady(e: Entry, now: number, exclude: ReadonlySet<string> | undefined): boolean {
+    return e.coolingUntil <= now && !(exclude?.has(e.node.id) ?? false);
+  }
+
+  private pick(exclude: ReadonlySet<string> | undefined, now: number): Entry | undefined {
+    const n = this.entries.length;
+    if (n === 0) return undefined;
+    let chosen: Entry | undefined;
+    if (this.strategy === 'random') {
+      const ready = this.entries.filter((e) => this.isReady(e, now, exclude));
+      if (ready.length > 0) chosen = ready[Math.min(ready.length - 1, Math.floor(this.random() * ready.length))];
+    } else {
+      // Walk from the cursor so ties (and plain round robin) spread over the nodes.
+      let best = -1;
+      for (let i = 0; i < n; i++) {
+        const idx = (this.cursor + i) % n;
+        const e = this.entries[idx]!;
+        if (!this.isReady(e, now, exclude)) continue;
+        if (best < 0 || e.active < this.entries[best]!.active) best = idx;
+        if (this.strategy === 'round_robin' || e.active === 0) break;
+      }
+      if (best >= 0) {
+        chosen = this.entries[best];
+        this.cursor = (best + 1) % n;
+      }
+    }
+    if (chosen) return chosen;
+    // Last resort: a cooling node beats no node; the one that failed longest ago is likeliest healed.
+    for (const e of this.entries) {
+      if (exclude?.has(e.node.id)) continue;
+      if (!chosen || e.lastFailedAt < chosen.lastFailedAt) chosen = e;
+    }
+    return chosen;
+  }
+
+  private dropExpired(now: number): void {
+    let dropped = false;
+    for (const e of this.entries) {
+      if (e.node.expiresAt !== undefined && e.node.expiresAt <= now) {
+        this.byId.delete(e.node.id);
+        dropped = true;
+      }
+    }
+    if (dropped) {
+      this.entries = this.entries.filter((e) => this.byId.get(e.node.id) === e);
+      this.census(now);
+    }
+  }
+
+  /** Counts ready and cooling nodes and moves the gauges only when a count changed. */
+  private census(now: number): { ready: number; cooling: number } {
+    let cooling = 0;
+    for (const e of this.entries) if (e.coolingUntil > now) cooling++;
+    const ready = this.entries.length - cooling;
+    if (this.metrics && !this.closed) {
+      if (ready !== this.gaugeReady) this.metrics.poolProxies.set({ pool: this.id, state: 'ready' }, ready);
+      if (cooling !== this.gaugeCooling) this.metrics.poolProxies.set({ pool: this.id, state: 'cooling' }, cooling);
+    }
+    this.gaugeReady = ready;
+    this.gaugeCooling = cooling;
+    return { ready, cooling };
+  }
+
+  // ---- drawing ----
+
+  private refillIfLow(now: number): void {
+    if (this.closed || this.inflight || now < this.retryAt) return;
+    const { ready } = this.census(now);
+    if (ready >= this.lowWater) return;
+    void this.startDraw().catch(() => undefined);
+  }
+
+  /** One draw at a time; callers arriving meanwhile share it. */
+  private startDraw(): Promise<void> {
+    if (this.inflight) return this.inflight;
+    const p = Promise.resolve()
+      .then(() => this.drawer.draw(this.drawBatch))
+      .then((nodes) => {
+        if (nodes.length === 0) throw new PoolEmptyError(this.id, 'draw returned no node');
+        this.onDrawOk(nodes);
+      })
+      .catch((err: unknown) => {
+        this.onDrawFailed(err);
+        throw err;
+      })
+      .finally(() => {
+        if (this.inflight === p) this.inflight = undefined;
+      });
+    this.inflight = p;
+    return p;
+  }
+
+  private onDrawOk(nodes: UpstreamNode[]): void {
+    const now = this.now();
+    if (this.drawFailures > 0) this.logger?.info({ pool: this.id, after: this.drawFailures }, 'pool draws recovered');
+    this.drawFailures = 0;
+    this.retryAt = 0;
+    this.lastDrawError = undefined;
+    if (this.closed) return;
+    this.dropExpired(now);
+    const fresh = new Set<Entry>();
+    for (const node of nodes) {
+      if (node.expiresAt !== undefined && node.expiresAt <= now) continue;
+      const known = this.byId.get(node.id);
+      if (known) {
+        // Drawn again: newer credentials and expiry, same history.
+        known.node = node;
+        continue;
+      }
+      const e: Entry = { node, failTimes: [], coolingUntil: 0, lastFailedAt: 0, active: 0, addedAt: now };
+      this.entries.push(e);
+      this.byId.set(node.id, e);
+      fresh.add(e);
+    }
+    this.evictOverflow(now, fresh);
+    this.census(now);
+  }
+
+  /** Keeps at most maxNodes: cooling nodes go first (longest cooling first), then idle ready ones, oldest first. */
+  private evictOverflow(now: number, fresh: ReadonlySet<Entry>): void {
+    let excess = this.entries.length - this.maxNodes;
+    if (excess <= 0) return;
+    const victims = this.entries
+      .filter((e) => !fresh.has(e))
+      .sort((a, b) => {
+        const ac = a.coolingUntil > now ? 0 : 1;
+        const bc = b.coolingUntil > now ? 0 : 1;
+        if (ac !== bc) return ac - bc;
+        if (a.active !== b.active) return a.active - b.active;
+        return a.addedAt - b.addedAt;
+      });
+    for (const v of victims) {
+      if (excess <= 0) break;
+      this.byId.delete(v.node.id);
+      excess--;
+    }
+    // Still too many (the draw alone exceeded maxNodes): drop the surplus fresh ones.
+    this.entries = this.entries.filter((e) => this.byId.get(e.node.id) === e);
+    if (this.entries.length > this.maxNodes) {
+      for (const e of this.entries.slice(this.maxNodes)) this.byId.delete(e.node.id);
+      this.entries = this.entries.slice(0, this.maxNodes);
+    }
+  }
+
+  private onDrawFailed(err: unknown): void {
+    const now = this.now();
+    this.drawFailures++;
+    this.lastDrawError = err;
+    const delay = Math.min(this.backoffMaxMs, this.backoffBaseMs * 2 ** Math.min(30, this.drawFailures - 1));
+    this.retryAt = now + delay;
+    // Logged on the change from healthy to failing, not on every retry.
+    if (this.drawFailures === 1) this.logger?.warn({ pool: this.id, err, code: errorCode(err), retryInMs: delay }, 'pool draw failed; backing off');
+  }
+
+  private waitForDraw(exclude: ReadonlySet<string> | undefined): Promise<UpstreamNode> {
+    const now = this.now();
+    if (!this.inflight && now < this.retryAt) {
+      return Promise.reject(new PoolEmptyError(this.id, `draws failing (${errorCode(this.lastDrawError) ?? 'error'}: ${errorMessage(this.lastDrawError)}); next draw in ${this.retryAt - now} ms`));
+    }
+    const draw = this.startDraw();
+    return new Promise<UpstreamNode>((resolve, reject) => {
+      let settled = false;
+      const finish = (fn: () => void) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        this.waiters.delete(onClose);
+        fn();
+      };
+      const onClose = (err: Error) => finish(() => reject(err));
+      this.waiters.add(onClose);
+      const timer = setTimeout(() => finish(() => reject(new PoolEmptyError(this.id, `no node within ${this.acquireTimeoutMs} ms (draw still running)`))), this.acquireTimeoutMs);
+      draw.then(
+        () =>
+          finish(() => {
+            const t = this.now();
+            this.dropExpired(t);
+            const e = this.pick(exclude, t);
+            if (!e) return reject(new PoolEmptyError(this.id, 'the draw brought no usable node'));
+            e.active++;
+            resolve(e.node);
+          }),
+        (err: unknown) => {
+          const failure = new PoolEmptyError(this.id, `draw failed (${errorCode(err) ?? 'error'}: ${errorMessage(err)})`);
+          (failure as Error & { cause?: unknown }).cause = err;
+          finish(() => reject(failure));
+        },
+      );
+    });
+  }
+}

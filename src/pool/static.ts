@@ -1,0 +1,64 @@
+// A source with one fixed node: the static instance behind an `-instance-<instanceNo>` route. There is no
+// other node to fall back to, so failures are recorded for the admin view but never withhold the node.
+import { PoolEmptyError, type FailureReason, type NodeSource, type UpstreamNode } from './types.ts';
+
+export interface StaticSnapshot {
+  id: string;
+  nodeId: string;
+  activeConnections: number;
+  consecutiveFailures: number;
+  lastFailure?: FailureReason;
+}
+
+export class StaticPool implements NodeSource {
+  private active = 0;
+  private failures = 0;
+  private lastFailure: FailureReason | undefined;
+
+  constructor(
+    /** e.g. `instance/<instanceNo>` */
+    readonly id: string,
+    private node: UpstreamNode,
+  ) {}
+
+  /** The instance changed address or credentials (change-proxy, password reset). */
+  setNode(node: UpstreamNode): void {
+    this.node = node;
+    this.failures = 0;
+    this.lastFailure = undefined;
+  }
+
+  get current(): UpstreamNode {
+    return this.node;
+  }
+
+  async acquire(exclude?: ReadonlySet<string>): Promise<UpstreamNode> {
+    if (exclude?.has(this.node.id)) throw new PoolEmptyError(this.id, 'the instance is the only upstream and it already failed');
+    this.active++;
+    return this.node;
+  }
+
+  release(node: UpstreamNode): void {
+    if (node.id === this.node.id && this.active > 0) this.active--;
+  }
+
+  reportFailure(node: UpstreamNode, reason: FailureReason): void {
+    if (node.id !== this.node.id) return;
+    this.failures++;
+    this.lastFailure = reason;
+  }
+
+  reportSuccess(node: UpstreamNode): void {
+    if (node.id === this.node.id) this.failures = 0;
+  }
+
+  isUsable(node: UpstreamNode): boolean {
+    return node.id === this.node.id && (node.expiresAt === undefined || node.expiresAt > Date.now());
+  }
+
+  snapshot(): StaticSnapshot {
+    const s: StaticSnapshot = { id: this.id, nodeId: this.node.id, activeConnections: this.active, consecutiveFailures: this.failures };
+    if (this.lastFailure) s.lastFailure = this.lastFailure;
+    return s;
+  }
+}

@@ -1,0 +1,55 @@
+// Shapes shared by the pool (src/pool/), the session table (src/session/) and the gateway (src/proxy/).
+
+export type UpstreamProtocol = 'socks5' | 'http';
+
+/** One upstream proxy Rotor can leave through. */
+export interface UpstreamNode {
+  /** Stable identity: protocol://username@host:port (never the password). */
+  readonly id: string;
+  readonly protocol: UpstreamProtocol;
+  readonly host: string;
+  readonly port: number;
+  readonly username?: string;
+  readonly password?: string;
+  /** Where it came from. */
+  readonly source: 'pwd' | 'api' | 'instance';
+  /** Epoch ms after which the node is not handed out (from sessTime at draw); undefined: no expiry. */
+  readonly expiresAt?: number;
+}
+
+/** What the gateway asks for: which pool serves a connection. */
+export interface PoolKey {
+  user: string;
+  productNo: string;
+  /** addressCode; '' = any */
+  region: string;
+}
+
+export function poolKeyId(key: PoolKey): string {
+  return `${key.user}/${key.productNo}/${key.region}`;
+}
+
+export type FailureReason = 'connect_timeout' | 'refused' | 'reset' | 'handshake' | 'auth' | 'target_refused' | 'other';
+
+/** A pool as the gateway uses it. Selection never waits on the platform while a ready node exists. */
+export interface NodeSource {
+  /** A ready node not in `exclude`; waits (bounded) for a draw only when nothing is ready. Rejects with PoolEmptyError. */
+  acquire(exclude?: ReadonlySet<string>): Promise<UpstreamNode>;
+  /** The connection through `node` ended (least-connections bookkeeping). */
+  release(node: UpstreamNode): void;
+  reportFailure(node: UpstreamNode, reason: FailureReason): void;
+  reportSuccess(node: UpstreamNode): void;
+  /** Is this node still usable (in the pool, not cooling, not expired)? For sticky sessions. */
+  isUsable(node: UpstreamNode): boolean;
+}
+
+export class PoolEmptyError extends Error {
+  readonly code = 'POOL_EMPTY';
+  constructor(
+    readonly pool: string,
+    readonly reason: string,
+  ) {
+    super(`no upstream available in pool ${pool}: ${reason}`);
+    this.name = 'PoolEmptyError';
+  }
+}
