@@ -8,7 +8,15 @@ export interface Meter {
   add(bytes: number): boolean;
 }
 
-export type Grant = { ok: true; meter: Meter } | { ok: false; reason: string };
+/**
+ * Why an authority said no, so an HTTP upstream can answer 407 ('credentials') or 403 with the reason
+ * ('forbidden': balance, disabled, not whitelisted). SOCKS5 cannot tell them apart: a refusal at RFC 1929 time is
+ * a failed auth status, a refusal on a whitelist port is reply 'not allowed'. When absent, password-checked ports
+ * treat it as 'credentials', whitelist ports as 'forbidden'.
+ */
+export type Refusal = 'credentials' | 'forbidden';
+
+export type Grant = { ok: true; meter: Meter } | { ok: false; reason: string; refusal?: Refusal };
 
 /** What a DrawByPwd credential carries; encoded into the drawn user name by the upstreams module. */
 export interface DrawnCredential {
