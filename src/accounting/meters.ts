@@ -1,0 +1,361 @@
+// Per-user byte meters and limits (the gateway's MeterProvider). The data path only ever touches a
+// UserMeter: `add` is two number adds, a sum and a compare that may set `exhausted`; nothing allocates, logs
+// or awaits there. Everything slow happens off the data path: a timer takes what changed since the last
+// flush and writes it to the store in one batch (at most one interval is lost on a crash; `close()` flushes
+// the rest), and metrics are brought up to date at the same moment. Modelled on gost's x/limiter/quota (the
+// quota checked in memory, the store behind it) and x/internal/util/stats (report only what changed).
+//
+// Limit precedence: the config's `limitBytes` is the initial limit. An admin override (`setLimit`) is
+// stored and wins over the config across restarts — until the config changes that user's `limitBytes`;
+// then the new config value wins (and is stored). The config value last applied is remembered in the store's
+// kv under `accounting.configLimit.<user>` to tell "config changed" from "admin overrode".
+import type { Store, UsageRecord } from '../store/types.ts';
+import type { Metrics } from '../telemetry/metrics.ts';
+import type { Logger } from '../telemetry/logger.ts';
+import { UNLIMITED, checkLocalLimit } from './units.ts';
+
+/** The part of the store accounting uses. */
+export type UsageStore = Pick<Store, 'addUsage' | 'listUsage' | 'setLimit' | 'kvGet' | 'kvSet'>;
+
+/** What the gateway asks before it does any work for a connection. */
+export type Admission = { ok: true } | { ok: false; reason: string };
+
+/** One user's meter as the relay sees it: checked and fed once per chunk. */
+export interface UserMeter {
+  readonly exhausted: boolean;
+  add(up: number, down: number): void;
+}
+
+/** The gateway's view of accounting (structurally src/proxy/types.ts MeterProvider). */
+export interface MeterProvider {
+  admit(user: string): Admission;
+  meter(user: string): UserMeter;
+  connectionOpened(user: string): void;
+  connectionClosed(user: string): void;
+}
+
+/** A local user as accounting needs it (a subset of the config's users[]). */
+export interface AccountingUser {
+  name: string;
+  /** bytes, both directions; -1 = unlimited */
+  limitBytes: number;
+}
+
+/** One row of GET /v1/users. */
+export interface UserUsage {
+  name: string;
+  usedBytes: number;
+  limitBytes: number;
+  activeConnections: number;
+}
+
+export interface LimitChange {
+  user: string;
+  limitBytes: number;
+  /** config: set from the config (first sight or the config changed); admin: setLimit. */
+  source: 'config' | 'admin';
+}
+
+export interface AccountingOptions {
+  store: UsageStore;
+  metrics?: Metrics;
+  logger?: Logger;
+  /** How often changed counters are written to the store; default 2000 ms. */
+  flushIntervalMs?: number;
+}
+
+export const DEFAULT_FLUSH_INTERVAL_MS = 2000;
+const CONFIG_LIMIT_KEY = 'accounting.configLimit.';
+
+/** A reason a user is refused other than the byte limit (disabled account, empty balance), by cause. */
+type Refusals = Map<string, string>;
+
+class Meter implements UserMeter {
+  exhausted = false;
+  /** bytes since this process started, per direction (for rotor_proxy_bytes_total) */
+  up = 0;
+  down = 0;
+  /** total bytes used, as persisted plus what is not yet persisted */
+  used: number;
+  limit: number;
+  /** `used` as last written to the store */
+  persisted: number;
+  reportedUp = 0;
+  reportedDown = 0;
+  active = 0;
+  configured = false;
+  refusals: Refusals | null = null;
+
+  constructor(
+    readonly name: string,
+    used: number,
+    limit: number,
+  ) {
+    this.used = used;
+    this.persisted = used;
+    this.limit = limit;
+    this.exhausted = limit !== UNLIMITED && used >= limit;
+  }
+
+  add(up: number, down: number): void {
+    this.up += up;
+    this.down += down;
+    this.used += up + down;
+    if (this.limit !== UNLIMITED && this.used >= this.limit) this.exhausted = true;
+  }
+
+  recheck(): void {
+    this.exhausted = this.limit !== UNLIMITED && this.used >= this.limit;
+  }
+}
+
+/** Accounting failures callers branch on. */
+export class AccountingError extends Error {
+  readonly code: 'UNKNOWN_USER' | 'ACCOUNTING_CLOSED';
+  constructor(code: 'UNKNOWN_USER' | 'ACCOUNTING_CLOSED', message: string) {
+    super(message);
+    this.name = 'AccountingError';
+    this.code = code;
+  }
+}
+
+export class Accounting implements MeterProvider {
+  private readonly store: UsageStore;
+  private readonly metrics: Metrics | undefined;
+  private readonly logger: Logger | undefined;
+  private readonly flushIntervalMs: number;
+  private readonly meters = new Map<string, Meter>();
+  private readonly limitListeners: ((change: LimitChange) => void)[] = [];
+  private timer: NodeJS.Timeout | undefined;
+  private flushing: Promise<void> | undefined;
+  private closed = false;
+
+  constructor(options: AccountingOptions) {
+    this.store = options.store;
+    this.metrics = options.metrics;
+    this.logger = options.logger;
+    this.flushIntervalMs = options.flushIntervalMs ?? DEFAULT_FLUSH_INTERVAL_MS;
+    if (!(this.flushIntervalMs > 0)) throw new RangeError('flushIntervalMs must be positive');
+  }
+
+  /** Loads every stored counter and limit, applies the configured users and starts the flush timer. */
+  async start(users: readonly AccountingUser[]): Promise<LimitChange[]> {
+    const stored = await this.store.listUsage();
+    for (const rec of stored) {
+      if (!this.meters.has(rec.user)) this.meters.set(rec.user, new Meter(rec.user, rec.usedBytes, rec.limitBytes));
+    }
+    const changes = await this.setUsers(users, stored);
+    if (!this.timer && !this.closed) {
+      this.timer = setInterval(() => void this.flush(), this.flushIntervalMs);
+      this.timer.unref();
+    }
+    return changes;
+  }
+
+  /**
+   * Applies the configured users (at start and on reload): new users start at their stored usage; limits
+   * follow the precedence described at the top of this file. Users no longer configured are refused
+   * (their counters stay in the store). Returns the limits that changed.
+   */
+  async setUsers(users: readonly AccountingUser[], known?: UsageRecord[]): Promise<LimitChange[]> {
+    const records = new Map((known ?? (await this.store.listUsage())).map((r) => [r.user, r]));
+    const changes: LimitChange[] = [];
+    const wanted = new Set<string>();
+    for (const u of users) {
+      checkLocalLimit(u.limitBytes, `users.${u.name}.limitBytes`);
+      wanted.add(u.name);
+      const lastConfig = await this.store.kvGet<number>(CONFIG_LIMIT_KEY + u.name);
+      const rec = records.get(u.name);
+      let limit: number;
+      if (lastConfig === u.limitBytes && rec !== undefined) {
+        limit = rec.limitBytes;
+      } else {
+        limit = u.limitBytes;
+        if (rec === undefined || rec.limitBytes !== limit) await this.store.setLimit(u.name, limit);
+        await this.store.kvSet(CONFIG_LIMIT_KEY + u.name, u.limitBytes);
+      }
+      const m = this.entry(u.name, rec?.usedBytes ?? 0, limit);
+      m.configured = true;
+      if (m.limit !== limit) {
+        m.limit = limit;
+        m.recheck();
+        changes.push({ user: u.name, limitBytes: limit, source: 'config' });
+      } else if (lastConfig !== u.limitBytes) {
+        changes.push({ user: u.name, limitBytes: limit, source: 'config' });
+      }
+      this.metrics?.userLimitBytes.set({ user: u.name }, m.limit);
+      this.metrics?.userUsedBytes.set({ user: u.name }, m.used);
+    }
+    for (const m of this.meters.values()) {
+      if (m.configured && !wanted.has(m.name)) {
+        m.configured = false;
+        this.metrics?.userLimitBytes.remove({ user: m.name });
+        this.metrics?.userUsedBytes.remove({ user: m.name });
+      }
+    }
+    for (const c of changes) this.emit(c);
+    return changes;
+  }
+
+  admit(user: string): Admission {
+    const m = this.meters.get(user);
+    if (m === undefined || !m.configured) return { ok: false, reason: `unknown user ${user}` };
+    if (m.exhausted) return { ok: false, reason: `traffic limit of user ${user} reached (${m.limit} bytes)` };
+    if (m.refusals !== null) {
+      for (const reason of m.refusals.values()) return { ok: false, reason };
+    }
+    return { ok: true };
+  }
+
+  /** The user's meter; the same object for every connection of the user. */
+  meter(user: string): UserMeter {
+    // A user the gateway let through is always known; an unknown one still gets counted, never dropped.
+    return this.meters.get(user) ?? this.entry(user, 0, UNLIMITED);
+  }
+
+  connectionOpened(user: string): void {
+    const m = this.meters.get(user) ?? this.entry(user, 0, UNLIMITED);
+    m.active += 1;
+  }
+
+  connectionClosed(user: string): void {
+    const m = this.meters.get(user);
+    if (m !== undefined && m.active > 0) m.active -= 1;
+  }
+
+  /**
+   * Admin override of a user's limit (PUT /v1/users/:name/limit): stored, applied at once (lifts
+   * `exhausted` when the user is now under it, sets it when over).
+   */
+  async setLimit(user: string, limitBytes: number): Promise<UserUsage> {
+    checkLocalLimit(limitBytes);
+    const m = this.meters.get(user);
+    if (m === undefined || !m.configured) throw new AccountingError('UNKNOWN_USER', `unknown user ${user}`);
+    await this.store.setLimit(user, limitBytes);
+    m.limit = limitBytes;
+    m.recheck();
+    this.metrics?.userLimitBytes.set({ user }, limitBytes);
+    this.logger?.info({ user, limitBytes }, 'user traffic limit set');
+    this.emit({ user, limitBytes, source: 'admin' });
+    return this.row(m);
+  }
+
+  /**
+   * Usage the platform reports for the user (GetProxyUserInfo `useFlow`, bytes). Rotor never under-counts:
+   * when the platform has seen more than Rotor, Rotor adopts the platform's number. Returns true if it did.
+   */
+  adoptUsage(user: string, usedBytes: number): boolean {
+    const m = this.meters.get(user);
+    if (m === undefined || !Number.isFinite(usedBytes) || usedBytes <= m.used) return false;
+    this.logger?.info({ user, localBytes: m.used, platformBytes: usedBytes }, 'platform reports more usage than counted locally; adopting it');
+    m.used = usedBytes;
+    m.recheck();
+    return true;
+  }
+
+  /** Refuses the user's new connections for a cause (e.g. 'account', 'balance') with a reason; null lifts it. */
+  setRefusal(user: string, cause: string, reason: string | null): void {
+    const m = this.meters.get(user) ?? this.entry(user, 0, UNLIMITED);
+    if (reason === null) {
+      m.refusals?.delete(cause);
+      if (m.refusals?.size === 0) m.refusals = null;
+    } else {
+      (m.refusals ??= new Map()).set(cause, reason);
+    }
+  }
+
+  /** The limit in force for a user (undefined when unknown). */
+  limitOf(user: string): number | undefined {
+    return this.meters.get(user)?.limit;
+  }
+
+  get(user: string): UserUsage | undefined {
+    const m = this.meters.get(user);
+    return m?.configured ? this.row(m) : undefined;
+  }
+
+  /** GET /v1/users: every configured user. */
+  list(): UserUsage[] {
+    const out: UserUsage[] = [];
+    for (const m of this.meters.values()) if (m.configured) out.push(this.row(m));
+    return out.sort((a, b) => a.name.localeCompare(b.name));
+  }
+
+  /** Called with every limit change (config or admin), e.g. by the platform-side limit sync. */
+  onLimitChange(listener: (change: LimitChange) => void): void {
+    this.limitListeners.push(listener);
+  }
+
+  /** Writes what changed since the last flush; concurrent calls share one write. */
+  flush(): Promise<void> {
+    if (this.flushing) return this.flushing.then(() => this.flushOnce());
+    return this.flushOnce();
+  }
+
+  /** Stops the timer and flushes everything (graceful shutdown loses nothing). */
+  async close(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    this.closed = true;
+    await this.flush();
+  }
+
+  private flushOnce(): Promise<void> {
+    if (this.flushing) return this.flushing;
+    const run = this.writeChanges().finally(() => {
+      this.flushing = undefined;
+    });
+    this.flushing = run;
+    return run;
+  }
+
+  private async writeChanges(): Promise<void> {
+    const deltas: { user: string; bytes: number }[] = [];
+    const targets: { m: Meter; to: number }[] = [];
+    for (const m of this.meters.values()) {
+      const dUp = m.up - m.reportedUp;
+      const dDown = m.down - m.reportedDown;
+      if (dUp > 0) this.metrics?.bytesTotal.inc({ user: m.name, direction: 'up' }, dUp);
+      if (dDown > 0) this.metrics?.bytesTotal.inc({ user: m.name, direction: 'down' }, dDown);
+      m.reportedUp = m.up;
+      m.reportedDown = m.down;
+      const used = m.used;
+      if (used !== m.persisted) {
+        deltas.push({ user: m.name, bytes: used - m.persisted });
+        targets.push({ m, to: used });
+        if (m.configured) this.metrics?.userUsedBytes.set({ user: m.name }, used);
+      }
+    }
+    if (deltas.length === 0) return;
+    try {
+      await this.store.addUsage(deltas);
+      for (const t of targets) t.m.persisted = t.to;
+    } catch (err) {
+      // Kept in memory: the next flush writes them again.
+      this.logger?.warn({ err, users: deltas.length }, 'could not persist traffic counters; will retry');
+    }
+  }
+
+  private entry(name: string, used: number, limit: number): Meter {
+    let m = this.meters.get(name);
+    if (m === undefined) {
+      m = new Meter(name, used, limit);
+      this.meters.set(name, m);
+    }
+    return m;
+  }
+
+  private row(m: Meter): UserUsage {
+    return { name: m.name, usedBytes: m.used, limitBytes: m.limit, activeConnections: m.active };
+  }
+
+  private emit(change: LimitChange): void {
+    for (const l of this.limitListeners) {
+      try {
+        l(change);
+      } catch (err) {
+        this.logger?.warn({ err, user: change.user }, 'limit listener failed');
+      }
+    }
+  }
+}
