@@ -145,7 +145,8 @@ function parseColonForm(text: string, defaultProtocol: UpstreamProtocol): Parsed
     // [v6]:port or [v6]:port:user:pass
     const close = text.indexOf(']');
     if (close < 0) throw new ProxyStringError('bad_host', 'unclosed [ in IPv6 address');
-    const afterPort = text.indexOf(':', text.indexOf(':', close) + 1);
+    const portColon = text.indexOf(':', close);
+    const afterPort = portColon < 0 ? -1 : text.indexOf(':', portColon + 1);
     if (afterPort < 0) return { protocol: defaultProtocol, ...parseHostPort(text) };
     const hostPort = parseHostPort(text.slice(0, afterPort));
     const cred = splitUserinfo(text.slice(afterPort + 1), false);

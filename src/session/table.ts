@@ -1,0 +1,136 @@
+// Sticky sessions: (user, session id) → the node the session leaves through. A session keeps its node until
+// sessTime minutes after it BEGAN (not sliding: traffic does not extend it) or until the node fails; then the
+// gateway binds a new one. Held in an lru-cache bounded in size, with the entry's TTL = sessTime and the
+// cache's clock injectable. Expired entries are found on lookup (no autopurge timers) and counted as
+// rotations with reason 'expired'.
+import { LRUCache } from 'lru-cache';
+import type { UpstreamNode } from '../pool/types.ts';
+import type { Metrics } from '../telemetry/metrics.ts';
+
+export type RotationReason = 'expired' | 'failed' | 'manual';
+
+export interface StickySession {
+  user: string;
+  sessionId: string;
+  node: UpstreamNode;
+  /** Epoch ms the session began (its node was bound). */
+  startedAt: number;
+  expiresAt: number;
+}
+
+export interface SessionView {
+  user: string;
+  sessionId: string;
+  nodeId: string;
+  startedAt: number;
+  expiresAt: number;
+}
+
+export interface SessionTableOptions {
+  /** Most sessions held; the least recently used go first. Default 100 000. */
+  maxSessions?: number;
+  now?: () => number;
+  metrics?: Metrics;
+}
+
+// \u0000 cannot appear in user names or session ids (both are [A-Za-z0-9_.]+), so keys never collide.
+const key = (user: string, sessionId: string) => `${user}\u0000${sessionId}`;
+
+export class SessionTable {
+  private readonly cache: LRUCache<string, StickySession>;
+  private readonly now: () => number;
+  private readonly metrics: Metrics | undefined;
+
+  constructor(options: SessionTableOptions = {}) {
+    this.now = options.now ?? Date.now;
+    this.metrics = options.metrics;
+    this.cache = new LRUCache<string, StickySession>({
+      max: Math.max(1, options.maxSessions ?? 100_000),
+      // TTL is given per entry at bind; the cache only needs TTL tracking on.
+      ttl: 60_000,
+      ttlAutopurge: false,
+      noUpdateTTL: true,
+      updateAgeOnGet: false,
+      allowStale: false,
+      ttlResolution: 0,
+      perf: { now: this.now },
+    });
+    this.updateGauge();
+  }
+
+  /** The session's node while the session lasts; undefined when there is none or it just expired (counted). */
+  get(user: string, sessionId: string): StickySession | undefined {
+    const k = key(user, sessionId);
+    // allowStale returns an expired entry once (and drops it), so expiry is seen and counted here.
+    const s = this.cache.get(k, { allowStale: true });
+    if (!s) return undefined;
+    if (s.expiresAt <= this.now()) {
+      this.cache.delete(k);
+      this.metrics?.sessionRotations.inc({ reason: 'expired' });
+      this.updateGauge();
+      return undefined;
+    }
+    return s;
+  }
+
+  /**
+   * Starts a session on `node` for sessTimeMinutes. Replaces any current binding (a new session begins).
+   * sessTime ≤ 0 means "a new exit on every use": nothing is held and undefined is returned.
+   */
+  bind(user: string, sessionId: string, node: UpstreamNode, sessTimeMinutes: number): StickySession | undefined {
+    const k = key(user, sessionId);
+    if (!(sessTimeMinutes > 0)) {
+      if (this.cache.delete(k)) this.updateGauge();
+      return undefined;
+    }
+    const startedAt = this.now();
+    const ttl = Math.round(sessTimeMinutes * 60_000);
+    const s: StickySession = { user, sessionId, node, startedAt, expiresAt: startedAt + ttl };
+    this.cache.set(k, s, { ttl, noUpdateTTL: false });
+    this.updateGauge();
+    return s;
+  }
+
+  /** Ends a session so the next connection gets a new node. Returns whether a live session was there. */
+  rotate(user: string, sessionId: string, reason: RotationReason): boolean {
+    const k = key(user, sessionId);
+    const s = this.cache.get(k, { allowStale: true });
+    if (!s) return false;
+    this.cache.delete(k);
+    // A session that already ran out is counted as expired whatever the caller's reason.
+    this.metrics?.sessionRotations.inc({ reason: s.expiresAt <= this.now() ? 'expired' : reason });
+    this.updateGauge();
+    return s.expiresAt > this.now();
+  }
+
+  /** Live sessions for the admin API (expired ones are dropped without counting a rotation). */
+  list(): SessionView[] {
+    this.sweep();
+    const out: SessionView[] = [];
+    for (const s of this.cache.values()) out.push({ user: s.user, sessionId: s.sessionId, nodeId: s.node.id, startedAt: s.startedAt, expiresAt: s.expiresAt });
+    return out;
+  }
+
+  /** Drops expired entries nobody asked for again; no rotation is counted (no connection moved). */
+  sweep(): number {
+    const before = this.cache.size;
+    this.cache.purgeStale();
+    const removed = before - this.cache.size;
+    if (removed > 0) this.updateGauge();
+    return removed;
+  }
+
+  /** Sessions held, expired-but-not-yet-swept ones included; call sweep() first for an exact count. */
+  get size(): number {
+    return this.cache.size;
+  }
+
+  clear(): void {
+    this.cache.clear();
+    this.updateGauge();
+  }
+
+  private updateGauge(): void {
+    this.metrics?.sessionsActive.set(this.cache.size);
+  }
+}
