@@ -1,0 +1,132 @@
+// The configuration of interface.md ("Configuration") as one zod schema with its defaults, plus the keys
+// Rotor adds (documented in config/default.yaml). Unknown keys are errors, so a typo never silently falls
+// back to a default.
+import { isIP } from 'node:net';
+import { z } from 'zod';
+import { SESS_TIME_MAX, SESS_TIME_MIN } from '../platform/operations.ts';
+
+const port = z.number().int().min(0).max(65_535);
+const host = z.string().min(1);
+const millis = z.number().int().min(1);
+
+const listener = (defaultPort: number) => z.strictObject({ host: host.default('127.0.0.1'), port: port.default(defaultPort) }).prefault({});
+
+export const SECRET_LENGTHS = [16, 24, 32] as const;
+
+/** True for addresses only this machine can reach: 127.0.0.0/8, ::1, localhost. */
+export function isLoopbackHost(h: string): boolean {
+  const bare = h.startsWith('[') && h.endsWith(']') ? h.slice(1, -1) : h;
+  if (bare === 'localhost') return true;
+  if (isIP(bare) === 4) return bare.startsWith('127.');
+  if (isIP(bare) === 6) return bare === '::1' || bare === '0:0:0:0:0:0:0:1' || /^::ffff:127\./i.test(bare);
+  return false;
+}
+
+const platform = z
+  .strictObject({
+    mode: z.enum(['embedded', 'remote']).default('embedded'),
+    baseUrl: z.string().default(''),
+    appKey: z.string().default(''),
+    appSecret: z.string().default(''),
+    /** Envelope `version`: the seed states both `v2` and `2.0`. */
+    version: z.enum(['v2', '2.0']).default('v2'),
+    /** Envelope `encrypt`; live clients send `aes` or `AES`. */
+    encrypt: z.string().min(1).default('aes'),
+    timeoutMs: millis.default(10_000),
+    retries: z.number().int().min(0).max(10).default(3),
+    backoff: z
+      .strictObject({ baseMs: z.number().int().min(0).default(200), maxMs: z.number().int().min(0).default(5_000) })
+      .prefault({}),
+  })
+  .prefault({})
+  .superRefine((p, ctx) => {
+    const secretBytes = Buffer.byteLength(p.appSecret, 'utf8');
+    if (p.appSecret !== '' && !(SECRET_LENGTHS as readonly number[]).includes(secretBytes)) {
+      ctx.addIssue({ code: 'custom', path: ['appSecret'], message: `must be 16, 24 or 32 bytes (got ${secretBytes})` });
+    }
+    if (p.baseUrl !== '') {
+      let ok = false;
+      try {
+        const u = new URL(p.baseUrl);
+        ok = u.protocol === 'http:' || u.protocol === 'https:';
+      } catch {
+        ok = false;
+      }
+      if (!ok) ctx.addIssue({ code: 'custom', path: ['baseUrl'], message: 'must be an http:// or https:// URL' });
+    }
+    if (p.mode === 'remote') {
+      // Embedded mode takes key and secret from the in-process simulator; remote mode cannot.
+      if (p.baseUrl === '') ctx.addIssue({ code: 'custom', path: ['baseUrl'], message: 'required when platform.mode is remote' });
+      if (p.appKey === '') ctx.addIssue({ code: 'custom', path: ['appKey'], message: 'required when platform.mode is remote' });
+      if (p.appSecret === '') ctx.addIssue({ code: 'custom', path: ['appSecret'], message: 'required when platform.mode is remote (16, 24 or 32 bytes)' });
+    }
+  });
+
+const proxy = z
+  .strictObject({
+    http: listener(8080),
+    socks5: listener(1080),
+    /** Bound on dialing an upstream (proxy-chain sets none). */
+    connectTimeoutMs: millis.default(10_000),
+    /** Bound on a client's SOCKS5 handshake / HTTP request head. */
+    handshakeTimeoutMs: millis.default(10_000),
+    /** A relayed connection with no bytes either way for this long is closed; 0 = never. */
+    idleTimeoutMs: z.number().int().min(0).default(300_000),
+    /** Other upstreams tried after a failed dial, before the client is answered with an error. */
+    retries: z.number().int().min(0).max(20).default(3),
+  })
+  .prefault({});
+
+const admin = z
+  .strictObject({ host: host.default('127.0.0.1'), port: port.default(9090), token: z.string().default('') })
+  .prefault({})
+  .superRefine((a, ctx) => {
+    if (a.token === '' && !isLoopbackHost(a.host)) {
+      ctx.addIssue({ code: 'custom', path: ['token'], message: `required when admin.host (${a.host}) is not a loopback address` });
+    }
+  });
+
+const callback = z
+  .strictObject({
+    host: host.default('127.0.0.1'),
+    port: port.default(9091),
+    path: z.string().regex(/^\/\S*$/, "must start with '/'").default('/callback'),
+  })
+  .prefault({});
+
+const store = z.strictObject({ path: z.string().min(1).default('data/rotor.db') }).prefault({});
+
+const log = z.strictObject({ level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info') }).prefault({});
+
+/** User names and option values of the proxy user-name grammar; '-' separates options, so it is excluded. */
+export const USER_NAME = /^[A-Za-z0-9_.]+$/;
+
+const user = z.strictObject({
+  // The sub account's appUsername is string(32) (seed 4.13).
+  name: z.string().regex(USER_NAME, "use only letters, digits, '_' and '.' ('-' separates user-name options)").max(32),
+  password: z.string().min(1).max(255),
+  mainAccount: z.string().min(1).max(64).regex(/^\S+$/, 'must not contain spaces'),
+  /** productNo drawn from; empty: the first dynamic product the merchant is authorized for. */
+  product: z.string().default(''),
+  draw: z.enum(['pwd', 'api']).default('pwd'),
+  sessTime: z.number().int().min(SESS_TIME_MIN).max(SESS_TIME_MAX).default(5),
+  limitBytes: z.number().int().min(-1).default(-1),
+});
+
+const users = z
+  .array(user)
+  .default([])
+  .superRefine((list, ctx) => {
+    const seen = new Set<string>();
+    list.forEach((u, i) => {
+      if (seen.has(u.name)) ctx.addIssue({ code: 'custom', path: [i, 'name'], message: `duplicate user name ${u.name}` });
+      seen.add(u.name);
+    });
+  });
+
+export const configSchema = z.strictObject({ platform, proxy, admin, callback, store, log, users });
+
+export type Config = z.output<typeof configSchema>;
+export type ConfigInput = z.input<typeof configSchema>;
+export type UserConfig = Config['users'][number];
+export type PlatformConfig = Config['platform'];
