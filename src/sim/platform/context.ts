@@ -1,0 +1,25 @@
+// What every handler of the sandbox platform shares.
+import type { z } from 'zod';
+import type { operations, OperationName } from '../../platform/operations.ts';
+import type { Upstreams } from '../contracts.ts';
+import type { CallbackSender } from './callbacks.ts';
+import type { SimClock } from './clock.ts';
+import type { Faults } from './faults.ts';
+import type { SimState } from './state.ts';
+
+export interface SimContext {
+  state: SimState;
+  clock: SimClock;
+  callbacks: CallbackSender;
+  faults: Faults;
+  upstreams: Upstreams | null;
+  /** platform time from acceptance to the final state of an order */
+  orderDelayMs: number;
+  /** base URL of the sandbox's own HTTP server (extraction links point here) */
+  baseUrl(): string;
+}
+
+/** A request after validation by the operation table's schema. */
+export type In<N extends OperationName> = z.output<(typeof operations)[N]['request']>;
+
+export type Handler<N extends OperationName> = (ctx: SimContext, params: In<N>) => unknown;

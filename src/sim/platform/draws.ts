@@ -1,0 +1,126 @@
+// Drawing dynamic proxies (seed 4.15, 4.16) and the extraction link.
+//
+// The seed shows neither the drawn strings' format nor the link's output; the sandbox's choices:
+// - DrawByPwd answers list: [{proxyUrl: <first string>, list: [<num strings>]}]. The string form depends on
+//   the product, so every form Rotor must parse gets exercised:
+//     DYN-104-FLOW  socks5://<user>:<pass>@<host>:<port>   (user and pass URL-encoded)
+//     DYN-105-FLOW  <host>:<port>:<user>:<pass>
+//     DYN-104-IP    <user>:<pass>@<host>:<port>
+//   <user> is the upstreams' encoding of {sub account, product, session, sessTime, addressCode}; <pass> is
+//   the sub account's password; ports rotate over the password gateways. sessTime 0/-1 on a product without
+//   proxyEverytimeChange becomes 5 (seed 4.15); above the product's pwdDrawSessionRange → 10093.
+//   maxFlowLimit > 0 sets the sub account's limit for the product to that many MB.
+// - DrawByApi answers list: [{proxyUrl: '<sandbox>/sim/extract/<token>'}]. GET on the link (from a
+//   whitelisted address) extracts `num` entries of <host>:<whitelistPort>: txt joined by the delimiter
+//   (1 CRLF, 2 the literal "/br", 3 CR, 4 LF, 5 TAB; no trailing delimiter), or json
+//   {"code":0,"msg":"success","data":[{"ip","port"}]}. Refusals answer HTTP 200 with
+//   {"code":<part-7 code>,"msg":"…"} in either mode, as extraction services commonly do.
+import { CODE } from '../../platform/codes.ts';
+import type { DrawnCredential } from '../contracts.ts';
+import { drawableCodes, SIM_PRODUCTS, type SimProduct } from './catalog.ts';
+import type { In, SimContext } from './context.ts';
+import { SimError } from './errors.ts';
+import { dynamicProduct, mainByEither } from './accounts.ts';
+import { bytesPerMb } from './money.ts';
+
+const MAX_DRAW = 100;
+
+function checkRegion(product: SimProduct, addressCode: string | undefined, globalFlag: number): void {
+  if (!addressCode) {
+    if (globalFlag !== 1) throw new SimError(CODE.INVALID_PARAMS, 'the product needs an addressCode');
+    return;
+  }
+  if (!drawableCodes(product.productNo).has(addressCode)) throw new SimError(CODE.REGION_NOT_FOUND, addressCode);
+}
+
+function sessionMinutes(product: SimProduct, sessTime: string | undefined): number {
+  const n = sessTime === undefined || sessTime === '' ? 5 : Number(sessTime);
+  if (n === 0 || n === -1) return product.proxyEverytimeChange === 1 ? n : 5;
+  const [lo, hi] = (product.pwdDrawSessionRange || '1-120').split('-').map(Number);
+  if (n < (lo ?? 1) || n > (hi ?? 120)) throw new SimError(CODE.SESS_TIME_RANGE);
+  return n;
+}
+
+export function drawByPwd(ctx: SimContext, params: In<'DrawByPwd'>): unknown {
+  const { state, upstreams } = ctx;
+  const sub = state.subs.get(params.appUsername);
+  if (!sub) throw new SimError(CODE.SUB_USERNAME_NOT_FOUND, params.appUsername);
+  const product = dynamicProduct(ctx, params.productNo, params.proxyType);
+  if (product.pwdDrawProxyUser !== 1) throw new SimError(CODE.INVALID_PARAMS, 'the product has no password draw');
+  checkRegion(product, params.addressCode, product.proxyGlobalRandom);
+  const sessTime = sessionMinutes(product, params.sessTime);
+  const num = params.num ?? 1;
+  if (num > MAX_DRAW) throw new SimError(CODE.INVALID_PARAMS, `num above ${MAX_DRAW}`);
+  if (product.ipCount > 0) {
+    const b = state.mains.get(sub.main)?.balances.get(product.productNo);
+    if (!b || b.ipTotal - b.ipUsed < num) throw new SimError(CODE.ALLOCATE_BALANCE, 'not enough IPs');
+    b.ipUsed += num;
+  }
+  if (params.maxFlowLimit !== undefined && params.maxFlowLimit > 0) {
+    sub.limits.set(product.productNo, params.maxFlowLimit * bytesPerMb(product.flowConversionBase));
+  }
+  const host = upstreams?.host ?? '127.0.0.1';
+  const ports = upstreams?.gatewayPorts.length ? upstreams.gatewayPorts : [0];
+  const list: string[] = [];
+  for (let i = 0; i < num; i++) {
+    const credential: DrawnCredential = {
+      account: sub.appUsername, productNo: product.productNo, sessionId: state.token(10), sessTime,
+      ...(params.addressCode ? { addressCode: params.addressCode } : {}),
+    };
+    const user = upstreams ? upstreams.encodeUsername(credential) : `${credential.account}.${credential.sessionId}`;
+    list.push(formatDrawn(product.productNo, host, ports[i % ports.length] ?? 0, user, sub.password));
+  }
+  return { list: [{ proxyUrl: list[0], list }] };
+}
+
+function formatDrawn(productNo: string, host: string, port: number, user: string, pass: string): string {
+  if (productNo === SIM_PRODUCTS.dynamicTrafficCn) return `${host}:${port}:${user}:${pass}`;
+  if (productNo === SIM_PRODUCTS.dynamicIpCount) return `${user}:${pass}@${host}:${port}`;
+  return `socks5://${encodeURIComponent(user)}:${encodeURIComponent(pass)}@${host}:${port}`;
+}
+
+export function drawByApi(ctx: SimContext, params: In<'DrawByApi'>): unknown {
+  const main = mainByEither(ctx, undefined, params.appUsername);
+  const product = dynamicProduct(ctx, params.productNo, params.proxyType);
+  if (product.ipWhiteList !== 1) throw new SimError(CODE.INVALID_PARAMS, 'the product has no whitelist draw');
+  checkRegion(product, params.addressCode, product.apiDrawGlobalRandom);
+  const num = params.num ?? 1;
+  if (num > MAX_DRAW) throw new SimError(CODE.INVALID_PARAMS, `num above ${MAX_DRAW}`);
+  const token = ctx.state.token(24);
+  ctx.state.extractTokens.set(token, {
+    account: main.appUsername, productNo: product.productNo, num, protocol: params.protocol ?? 'socks5',
+    returnType: params.returnType ?? 'txt', delimiter: params.delimiter ?? 1, addressCode: params.addressCode ?? '',
+  });
+  return { list: [{ proxyUrl: `${ctx.baseUrl()}/sim/extract/${token}` }] };
+}
+
+const DELIMITERS: Record<number, string> = { 1: '\r\n', 2: '/br', 3: '\r', 4: '\n', 5: '\t' };
+
+export interface Extracted {
+  contentType: string;
+  body: string;
+}
+
+const refusal = (code: number, msg: string): Extracted => ({ contentType: 'application/json', body: JSON.stringify({ code, msg }) });
+
+/** GET /sim/extract/<token> from clientIp. */
+export async function extract(ctx: SimContext, token: string, clientIp: string): Promise<Extracted> {
+  const t = ctx.state.extractTokens.get(token);
+  if (!t) return refusal(CODE.INVALID_PARAMS, 'unknown extraction link');
+  const main = ctx.state.mains.get(t.account);
+  const product = ctx.state.product(t.productNo);
+  const b = main?.balances.get(t.productNo);
+  const ip = clientIp.startsWith('::ffff:') ? clientIp.slice(7) : clientIp;
+  if (!main || !product) return refusal(CODE.USER_NOT_FOUND, 'account or product no longer exists');
+  if (!b || b.whitelist.length === 0) return refusal(CODE.INVALID_PARAMS, 'the whitelist is empty: add this address first');
+  if (!b.whitelist.includes(ip)) return refusal(CODE.INVALID_PARAMS, `${ip} is not on the whitelist`);
+  if (product.ipCount > 0) {
+    if (b.ipTotal - b.ipUsed < t.num) return refusal(CODE.ALLOCATE_BALANCE, 'not enough IPs');
+    b.ipUsed += t.num;
+  } else if (b.usedBytes >= b.totalBytes) return refusal(CODE.ALLOCATE_BALANCE, 'balance exhausted');
+  const host = ctx.upstreams?.host ?? '127.0.0.1';
+  const port = ctx.upstreams ? await ctx.upstreams.whitelistPort(t.account, t.productNo) : 0;
+  const entries = Array.from({ length: t.num }, () => ({ ip: host, port }));
+  if (t.returnType === 'json') return { contentType: 'application/json', body: JSON.stringify({ code: 0, msg: 'success', data: entries }) };
+  return { contentType: 'text/plain', body: entries.map((e) => `${e.ip}:${e.port}`).join(DELIMITERS[t.delimiter] ?? '\r\n') };
+}

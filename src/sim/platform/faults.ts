@@ -1,0 +1,77 @@
+// Fault knobs for tests, applied to calls on the seed's paths only (never to /sim routes).
+
+export interface CallFault {
+  /** how many matching calls the fault still applies to (Infinity = until cleared) */
+  count: number;
+  /** only calls of this operation (interface name); absent = every operation */
+  operation?: string;
+  /** for failures: the fraction of matching calls that fail (default 1) */
+  fraction?: number;
+}
+
+export type OrderOutcome = 'fail' | 'partial';
+
+export interface FaultSettings {
+  latencyMs?: number;
+  /** answer code 500 without doing anything */
+  fail?: CallFault | null;
+  /** do the work, change state, then destroy the socket without a reply */
+  drop?: CallFault | null;
+  callbacks?: boolean;
+  /** the next `count` orders to finish end this way (partial: the later half of the lines fail) */
+  orderOutcome?: { outcome: OrderOutcome; count: number } | null;
+}
+
+export class Faults {
+  latencyMs = 0;
+  fail: CallFault | null = null;
+  drop: CallFault | null = null;
+  orderOutcome: { outcome: OrderOutcome; count: number } | null = null;
+
+  constructor(private readonly random: () => number) {}
+
+  set(settings: FaultSettings): void {
+    if (settings.latencyMs !== undefined) this.latencyMs = Math.max(0, settings.latencyMs);
+    if (settings.fail !== undefined) this.fail = settings.fail ? { ...settings.fail, count: settings.fail.count ?? Infinity } : null;
+    if (settings.drop !== undefined) this.drop = settings.drop ? { ...settings.drop, count: settings.drop.count ?? Infinity } : null;
+    if (settings.orderOutcome !== undefined) this.orderOutcome = settings.orderOutcome;
+  }
+
+  reset(): void {
+    this.latencyMs = 0;
+    this.fail = null;
+    this.drop = null;
+    this.orderOutcome = null;
+  }
+
+  /** Consumes one use of the failure knob when it applies to this call. */
+  takeFail(operation: string): boolean {
+    return take(this.fail, operation, this.random) && this.spend('fail');
+  }
+
+  takeDrop(operation: string): boolean {
+    return take(this.drop, operation, () => 0) && this.spend('drop');
+  }
+
+  takeOrderOutcome(): OrderOutcome | null {
+    const o = this.orderOutcome;
+    if (!o || o.count <= 0) return null;
+    o.count -= 1;
+    if (o.count <= 0) this.orderOutcome = null;
+    return o.outcome;
+  }
+
+  private spend(which: 'fail' | 'drop'): boolean {
+    const f = this[which];
+    if (!f) return false;
+    f.count -= 1;
+    if (f.count <= 0) this[which] = null;
+    return true;
+  }
+}
+
+function take(f: CallFault | null, operation: string, random: () => number): boolean {
+  if (!f || f.count <= 0) return false;
+  if (f.operation && f.operation !== operation) return false;
+  return random() < (f.fraction ?? 1);
+}

@@ -1,0 +1,206 @@
+// The sandbox's HTTP server: every operation of the table at its path with the envelope of seed part 5, and
+// the test routes under /sim. Tolerant like the live service: version "v2" or "2.0", encrypt in any case,
+// missing reqId, empty or "{}" params; both POST and GET are answered on the operation paths.
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { CODE } from '../../platform/codes.ts';
+import { AesEnvelope, DecryptError } from '../../platform/envelope.ts';
+import { operationByPath, operations, type OperationName } from '../../platform/operations.ts';
+import type { Fault } from '../contracts.ts';
+import type { SimContext } from './context.ts';
+import type { FaultControl, Inspect } from './control.ts';
+import { extract } from './draws.ts';
+import { SimError } from './errors.ts';
+import { handlers } from './handlers.ts';
+
+const MAX_BODY = 1024 * 1024;
+
+export interface ServerOptions {
+  host: string;
+  port: number;
+  appKey: string;
+  appSecret: string;
+  ctx: SimContext;
+  inspect: Inspect;
+  faults: FaultControl;
+}
+
+export interface SimServer {
+  server: Server;
+  port: number;
+  close(): Promise<void>;
+}
+
+type Reply = { reqId: string; code: number; msg: string; data?: string };
+
+export async function startServer(opts: ServerOptions): Promise<SimServer> {
+  const envelope = new AesEnvelope(opts.appSecret);
+  const server = createServer((req, res) => {
+    void route(req, res).catch(() => {
+      if (!res.headersSent) sendJson(res, 500, { code: 500, msg: 'system error' });
+      else res.destroy();
+    });
+  });
+
+  async function route(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? '/', 'http://sandbox');
+    const body = await readBody(req);
+    if (body === null) return sendJson(res, 413, { code: CODE.INVALID_PARAMS, msg: 'body too large' });
+    if (url.pathname.startsWith('/sim/')) return simRoute(req, res, url, body);
+    const name = operationByPath(url.pathname);
+    if (!name) return sendJson(res, 404, { code: 404, msg: 'no such operation' });
+    if (req.method !== 'POST' && req.method !== 'GET') return sendJson(res, 405, { code: 405, msg: 'method not allowed' });
+    const reply = await operate(name, body);
+    if (opts.ctx.faults.takeDrop(name)) {
+      req.socket.destroy();
+      return;
+    }
+    sendJson(res, 200, reply);
+  }
+
+  async function operate(name: OperationName, body: string): Promise<Reply> {
+    let raw: unknown;
+    try {
+      raw = JSON.parse(body);
+    } catch {
+      return { reqId: '', code: CODE.INVALID_PARAMS, msg: 'request body is not JSON' };
+    }
+    const env = (typeof raw === 'object' && raw !== null ? raw : {}) as Record<string, unknown>;
+    const reqId = typeof env.reqId === 'string' ? env.reqId : '';
+    const fail = (code: number, msg: string): Reply => ({ reqId, code, msg });
+    if (env.appKey !== opts.appKey) return fail(CODE.DECRYPT, 'decryption failed (unknown appKey)');
+    const version = String(env.version ?? 'v2');
+    if (version !== 'v2' && version !== '2.0') return fail(CODE.INVALID_PARAMS, `unsupported version ${version}`);
+    const encrypt = String(env.encrypt ?? 'aes').toLowerCase();
+    if (encrypt !== 'aes') return fail(CODE.INVALID_PARAMS, `unsupported encrypt ${encrypt}`);
+    let params: unknown = {};
+    if (typeof env.params === 'string' && env.params.length > 0) {
+      try {
+        params = envelope.decryptJson(env.params);
+      } catch (err) {
+        if (err instanceof DecryptError) return fail(CODE.DECRYPT, 'decryption failed (check the secret)');
+        throw err;
+      }
+    } else if (env.params !== undefined && env.params !== null && env.params !== '') {
+      return fail(CODE.INVALID_PARAMS, 'params must be a base64 string');
+    }
+    if (params === null) params = {};
+    if (opts.ctx.faults.latencyMs > 0) await new Promise((r) => setTimeout(r, opts.ctx.faults.latencyMs));
+    if (opts.ctx.faults.takeFail(name)) return fail(CODE.SYSTEM, 'system error');
+    const parsed = operations[name].request.safeParse(params);
+    if (!parsed.success) {
+      const issues = parsed.error.issues;
+      const code = issues.some((i) => i.path[0] === 'sessTime') ? CODE.SESS_TIME_RANGE : CODE.INVALID_PARAMS;
+      return fail(code, `invalid parameters: ${issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')}`);
+    }
+    try {
+      const handler = handlers[name] as (ctx: SimContext, p: unknown) => unknown;
+      const data = handler(opts.ctx, parsed.data);
+      if (operations[name].response === null) return { reqId, code: CODE.OK, msg: 'success' };
+      return { reqId, code: CODE.OK, msg: 'success', data: envelope.encryptJson(data) };
+    } catch (err) {
+      if (err instanceof SimError) return fail(err.code, err.message);
+      return fail(CODE.SYSTEM, 'system error');
+    }
+  }
+
+  async function simRoute(req: IncomingMessage, res: ServerResponse, url: URL, body: string): Promise<void> {
+    const parts = url.pathname.split('/').filter(Boolean).slice(1).map(decodeURIComponent);
+    const method = req.method ?? 'GET';
+    let input: Record<string, unknown> = {};
+    if (body) {
+      try {
+        input = JSON.parse(body) as Record<string, unknown>;
+      } catch {
+        return sendJson(res, 400, { error: 'body is not JSON' });
+      }
+    }
+    const q = (k: string) => url.searchParams.get(k) ?? undefined;
+    const [head, arg, tail] = parts;
+    const { inspect, faults } = opts;
+    if (head === 'extract' && arg) {
+      const out = await extract(opts.ctx, arg, req.socket.remoteAddress ?? '');
+      res.writeHead(200, { 'content-type': out.contentType });
+      res.end(out.body);
+      return;
+    }
+    if (method === 'GET') {
+      switch (head) {
+        case 'merchant': return sendJson(res, 200, inspect.merchant());
+        case 'charges': return sendJson(res, 200, inspect.charges(q('no')));
+        case 'callbacks': return sendJson(res, 200, inspect.callbacks({ type: q('type'), no: q('no') }));
+        case 'orders': return arg ? sendFound(res, inspect.order(arg)) : sendJson(res, 200, inspect.orders());
+        case 'instances': return sendJson(res, 200, inspect.instances());
+        case 'accounts': return sendJson(res, 200, inspect.accounts());
+        case 'balances': return sendJson(res, 200, inspect.balances());
+        case 'clock': return sendJson(res, 200, { now: inspect.now(), speed: opts.ctx.clock.speed });
+      }
+    }
+    if (method === 'POST' || method === 'PUT') {
+      switch (head) {
+        case 'faults': faults.set(input); return sendJson(res, 200, { ok: true });
+        case 'upstreams':
+          faults.upstream(input.port === '*' ? '*' : Number(input.port), (input.fault ?? null) as Fault | null);
+          return sendJson(res, 200, { ok: true });
+        case 'clock':
+          if (typeof input.speed === 'number') faults.clockSpeed(input.speed);
+          if (typeof input.advanceMs === 'number') faults.advanceClock(input.advanceMs);
+          return sendJson(res, 200, { now: inspect.now(), speed: opts.ctx.clock.speed });
+        case 'merchant': faults.setMerchant(input); return sendJson(res, 200, inspect.merchant());
+        case 'products': return sendFound(res, arg && faults.updateProduct(arg, input) ? { ok: true } : undefined);
+        case 'instances':
+          if (tail === 'status') return sendFound(res, arg && faults.setInstanceStatus(arg, Number(input.status)) ? { ok: true } : undefined);
+      }
+    }
+    if (method === 'DELETE' && head === 'faults') {
+      faults.reset();
+      return sendJson(res, 200, { ok: true });
+    }
+    sendJson(res, 404, { error: 'no such sandbox route' });
+  }
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(opts.port, opts.host, () => resolve());
+  });
+  const port = (server.address() as AddressInfo).port;
+  return {
+    server,
+    port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}
+
+function sendJson(res: ServerResponse, status: number, value: unknown): void {
+  const text = JSON.stringify(value);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+}
+
+function sendFound(res: ServerResponse, value: unknown): void {
+  if (value === undefined) sendJson(res, 404, { error: 'not found' });
+  else sendJson(res, 200, value);
+}
+
+function readBody(req: IncomingMessage): Promise<string | null> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (c: Buffer) => {
+      size += c.length;
+      if (size > MAX_BODY) {
+        resolve(null);
+        req.destroy();
+        return;
+      }
+      chunks.push(c);
+    });
+    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    req.on('error', reject);
+  });
+}
+

@@ -1,0 +1,223 @@
+// Everything the sandbox platform remembers, in memory, in one place. Handlers in orders.ts, accounts.ts and
+// draws.ts read and change it; inspect.ts snapshots it for tests.
+import { createCatalog, type SimProduct } from './catalog.ts';
+import { parseMoney } from './money.ts';
+
+export interface Merchant {
+  appName: string;
+  /** money in ten-thousandths (money.ts) */
+  coin: number;
+  credit: number;
+  useBridge: number;
+  callbackUrl: string;
+  status: number;
+  /** capabilities the operator enables per merchant (seed 5: after-sale, change proxy) */
+  afterSale: boolean;
+  changeProxy: boolean;
+}
+
+export type OrderKind = 'open' | 'renew' | 'release' | 'aftersale' | 'change';
+export const ORDER_TYPE: Record<OrderKind, number> = { open: 1, renew: 2, release: 3, aftersale: 3, change: 5 };
+
+/** One line of an order: the instance it concerns and what it cost (refunded if the line fails). */
+export interface OrderLine {
+  instanceNo: string;
+  amount: number;
+  /** renew: periods bought; open: periods of the new instance */
+  cycleTimes: number;
+  ok?: boolean;
+}
+
+export interface Order {
+  orderNo: string;
+  appOrderNo: string;
+  kind: OrderKind;
+  status: number;
+  amount: number;
+  refunded: number;
+  lines: OrderLine[];
+  createdAt: number;
+  /** the first answer, returned again for a repeated merchant number */
+  accepted: Record<string, unknown>;
+  /** canonical request, to tell a repeat from a different request under the same number */
+  fingerprint: string;
+}
+
+export interface Instance {
+  instanceNo: string;
+  orderNo: string;
+  productNo: string;
+  proxyType: number;
+  protocol: string;
+  ip: string;
+  port: number;
+  username: string;
+  pwd: string;
+  countryCode: string;
+  cityCode: string;
+  useType: string;
+  asnType: number;
+  /** epoch seconds; 0 = unlimited */
+  userExpired: number;
+  status: number;
+  openAt: number;
+  renewAt: number;
+  releaseAt: number;
+  projectId: string;
+  /** the public exit address the platform assigned (from a segment, or the specified IP) */
+  extendIp: string;
+  cycleTimes: number;
+  extBandWidth: number;
+  /** dynamic packages: MB (traffic) or IP count */
+  flowTotal: number;
+  dynamic: boolean;
+  mainAccount: string;
+  /** a change order in progress */
+  changing: string | null;
+}
+
+export interface FlowBucket {
+  /** epoch seconds of the minute */
+  minute: number;
+  used: number;
+  total: number;
+  balance: number;
+}
+
+/** A main account's holding in one dynamic product. */
+export interface Balance {
+  productNo: string;
+  /** bytes bought (traffic products) */
+  totalBytes: number;
+  usedBytes: number;
+  /** IP-count products */
+  ipTotal: number;
+  ipUsed: number;
+  whitelist: string[];
+  log: FlowBucket[];
+}
+
+export interface MainAccount {
+  appUsername: string;
+  username: string;
+  password: string;
+  status: number;
+  authStatus: number;
+  phone: string;
+  email: string;
+  authName: string;
+  balances: Map<string, Balance>;
+}
+
+export interface SubAccount {
+  appUsername: string;
+  username: string;
+  password: string;
+  status: number;
+  authStatus: number;
+  main: string;
+  remark: string;
+  /** limit given at creation, MB (≤ 0 = unlimited); applied per product with that product's base */
+  limitMb: number;
+  /** per product: limit in bytes set by SetProxyUserFlowLimit (-1 = unlimited) */
+  limits: Map<string, number>;
+  /** per product: bytes used */
+  used: Map<string, number>;
+}
+
+export interface Charge {
+  merchantNo: string;
+  operation: string;
+  orderNo: string;
+  /** positive = charged, negative = refunded (ten-thousandths) */
+  amount: number;
+  at: number;
+}
+
+export interface ResetRecord {
+  resetNo: string;
+  instances: string[];
+  answer: Record<string, unknown>;
+}
+
+export interface ExtractToken {
+  account: string;
+  productNo: string;
+  num: number;
+  protocol: string;
+  returnType: string;
+  delimiter: number;
+  addressCode: string;
+}
+
+export class SimState {
+  merchant: Merchant;
+  products: Map<string, SimProduct>;
+  orders = new Map<string, Order>();
+  /** merchant number → platform order number, per business (open, renew, release, aftersale, change) */
+  merchantNos = new Map<string, { kind: OrderKind; orderNo: string }>();
+  instances = new Map<string, Instance>();
+  mains = new Map<string, MainAccount>();
+  subs = new Map<string, SubAccount>();
+  charges: Charge[] = [];
+  resets = new Map<string, ResetRecord>();
+  extractTokens = new Map<string, ExtractToken>();
+  /** specified IPs already sold */
+  soldIps = new Set<string>();
+  /** bytes relayed through each static instance */
+  instanceBytes = new Map<string, number>();
+  private counter = 0;
+  private rand: () => number;
+
+  constructor(seed: number, callbackUrl: string) {
+    this.merchant = {
+      appName: 'Rotor Sandbox', coin: parseMoney('10000'), credit: parseMoney('500'), useBridge: 1, callbackUrl,
+      status: 1, afterSale: true, changeProxy: true,
+    };
+    this.products = new Map(createCatalog().map((p) => [p.productNo, p]));
+    this.rand = mulberry32(seed);
+  }
+
+  /** Deterministic per seed: ids and generated credentials repeat across runs with the same seed. */
+  random(): number {
+    return this.rand();
+  }
+
+  token(length: number, alphabet = 'abcdefghijkmnpqrstuvwxyz23456789'): string {
+    let s = '';
+    for (let i = 0; i < length; i++) s += alphabet[Math.floor(this.rand() * alphabet.length)];
+    return s;
+  }
+
+  nextId(prefix: string): string {
+    this.counter += 1;
+    return `${prefix}${String(this.counter).padStart(8, '0')}`;
+  }
+
+  product(productNo: string): SimProduct | undefined {
+    const p = this.products.get(productNo);
+    return p && p.authorized ? p : undefined;
+  }
+
+  /** Money the merchant can still spend: balance plus credit line. */
+  spendable(): number {
+    return this.merchant.coin + this.merchant.credit;
+  }
+
+  charge(merchantNo: string, operation: string, orderNo: string, amount: number, at: number): void {
+    if (amount === 0) return;
+    this.merchant.coin -= amount;
+    this.charges.push({ merchantNo, operation, orderNo, amount, at });
+  }
+}
+
+function mulberry32(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
