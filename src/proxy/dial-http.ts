@@ -1,0 +1,135 @@
+// HTTP CONNECT through an HTTP upstream proxy, with a connect and a response deadline (proxy-chain has
+// neither), Basic credentials, and the bytes that arrive behind the response header kept as `head`.
+import type { Socket } from 'node:net';
+import type { UpstreamNode } from '../pool/types.ts';
+import type { Metrics } from '../telemetry/metrics.ts';
+import { UpstreamDialError } from './errors.ts';
+import { connectTcp, guardedDial } from './dial-tcp.ts';
+import type { Target } from './types.ts';
+
+export interface DialOptions {
+  /** TCP connect to the upstream */
+  connectTimeoutMs: number;
+  /** upstream's answer to the tunnel request */
+  handshakeTimeoutMs: number;
+  signal?: AbortSignal;
+  metrics?: Metrics;
+}
+
+/** An established tunnel to the target; `head` holds target bytes that arrived with the upstream's answer. */
+export interface Tunnel {
+  socket: Socket;
+  head: Buffer | null;
+}
+
+const MAX_RESPONSE_HEADER = 16 * 1024;
+const HEADER_END = Buffer.from('\r\n\r\n');
+
+export function hostPort(target: Target): string {
+  return target.host.includes(':') ? `[${target.host}]:${target.port}` : `${target.host}:${target.port}`;
+}
+
+export function basicAuth(node: UpstreamNode): string | undefined {
+  if (node.username === undefined && node.password === undefined) return undefined;
+  return `Basic ${Buffer.from(`${node.username ?? ''}:${node.password ?? ''}`).toString('base64')}`;
+}
+
+/** Maps the upstream's status to the reason the pool is told: 407 is the node's fault, 502/504 the target's. */
+function failureFor(status: number): UpstreamDialError {
+  if (status === 407) return new UpstreamDialError('auth', 'upstream refused its credentials (407)');
+  if (status === 504) return new UpstreamDialError('target_refused', 'upstream could not reach the target in time (504)', true);
+  // 403: the upstream refuses this account (balance, disabled, whitelist): the node is unusable for us.
+  if (status === 403) return new UpstreamDialError('auth', 'upstream refused the tunnel (403)');
+  if (status === 502 || status === 503)
+    return new UpstreamDialError('target_refused', `upstream could not open the tunnel (${status})`);
+  return new UpstreamDialError('handshake', `upstream answered ${status} to CONNECT`);
+}
+
+/** Reads the upstream's answer to CONNECT. Resolves with the bytes after the header, or rejects typed. */
+function readConnectResponse(socket: Socket, options: DialOptions): Promise<Buffer | null> {
+  let onData: (chunk: Buffer) => void = () => {};
+  let onEnd: () => void = () => {};
+  let onError: (err: Error) => void = () => {};
+  const detach = (): void => {
+    socket.off('data', onData);
+    socket.off('end', onEnd);
+    socket.off('close', onEnd);
+    socket.off('error', onError);
+  };
+  return guardedDial<Buffer | null>(
+    options.handshakeTimeoutMs,
+    options.signal,
+    `upstream did not answer CONNECT within ${options.handshakeTimeoutMs} ms`,
+    (ok, fail) => {
+      let buffer: Buffer = Buffer.alloc(0);
+      onData = (chunk) => {
+        buffer = buffer.length === 0 ? chunk : Buffer.concat([buffer, chunk]);
+        const end = buffer.indexOf(HEADER_END);
+        if (end < 0) {
+          if (buffer.length > MAX_RESPONSE_HEADER) fail(new UpstreamDialError('handshake', 'upstream answer header too large'));
+          return;
+        }
+        const statusLine = buffer.toString('latin1', 0, Math.min(buffer.indexOf('\r\n'), 200));
+        const match = /^HTTP\/1\.[01] (\d{3})(?: |$)/.exec(statusLine);
+        if (!match) {
+          fail(new UpstreamDialError('handshake', 'upstream answered something other than HTTP/1.x'));
+          return;
+        }
+        const status = Number(match[1]);
+        if (status !== 200) {
+          fail(failureFor(status));
+          return;
+        }
+        socket.pause();
+        detach();
+        const rest = buffer.length > end + 4 ? Buffer.from(buffer.subarray(end + 4)) : null;
+        ok(rest);
+      };
+      onEnd = () => fail(new UpstreamDialError('reset', 'upstream closed before answering CONNECT'));
+      onError = (err: NodeJS.ErrnoException) => fail(new UpstreamDialError('reset', `upstream failed during CONNECT: ${err.code ?? 'error'}`));
+      socket.on('data', onData);
+      socket.once('end', onEnd);
+      socket.once('close', onEnd);
+      socket.once('error', onError);
+    },
+    () => {
+      detach();
+      socket.destroy();
+    },
+  );
+}
+
+/** Opens a tunnel to `target` through an HTTP proxy node with CONNECT. */
+export async function dialHttpConnect(node: UpstreamNode, target: Target, options: DialOptions): Promise<Tunnel> {
+  const started = performance.now();
+  try {
+    const socket = await connectTcp(node.host, node.port, options.connectTimeoutMs, options.signal);
+    const auth = basicAuth(node);
+    const where = hostPort(target);
+    socket.write(
+      `CONNECT ${where} HTTP/1.1\r\nHost: ${where}\r\n${auth ? `Proxy-Authorization: ${auth}\r\n` : ''}\r\n`,
+    );
+    const head = await readConnectResponse(socket, options);
+    options.metrics?.upstreamConnectSeconds.observe({ kind: 'http' }, (performance.now() - started) / 1000);
+    return { socket, head };
+  } catch (err) {
+    if (err instanceof UpstreamDialError) options.metrics?.upstreamFailures.inc({ reason: err.reason });
+    throw err;
+  }
+}
+
+/**
+ * A plain TCP connection to an HTTP proxy node, for forwarding absolute-URI requests to it (no tunnel).
+ * Timed as kind 'http' like a tunnel.
+ */
+export async function dialHttpForward(node: UpstreamNode, options: DialOptions): Promise<Tunnel> {
+  const started = performance.now();
+  try {
+    const socket = await connectTcp(node.host, node.port, options.connectTimeoutMs, options.signal);
+    options.metrics?.upstreamConnectSeconds.observe({ kind: 'http' }, (performance.now() - started) / 1000);
+    return { socket, head: null };
+  } catch (err) {
+    if (err instanceof UpstreamDialError) options.metrics?.upstreamFailures.inc({ reason: err.reason });
+    throw err;
+  }
+}

@@ -1,0 +1,65 @@
+// Stable failure codes of the gateway and how each is answered on either listener.
+import { REPLY, type ReplyCode } from '../wire/socks5.ts';
+import type { FailureReason } from '../pool/types.ts';
+
+/** A dial through one upstream node failed. `reason` is what the pool is told. */
+export class UpstreamDialError extends Error {
+  readonly code = 'UPSTREAM_DIAL_FAILED';
+  constructor(
+    readonly reason: FailureReason,
+    message: string,
+    /** The upstream or the target did not answer in time (HTTP 504, SOCKS 0x04) rather than refused. */
+    readonly timedOut: boolean = reason === 'connect_timeout',
+  ) {
+    super(message);
+    this.name = 'UpstreamDialError';
+  }
+}
+
+/** The client went away (or the caller aborted) while a dial was in flight. */
+export class DialAbortedError extends Error {
+  readonly code = 'DIAL_ABORTED';
+  constructor() {
+    super('dial aborted: the client went away');
+    this.name = 'DialAbortedError';
+  }
+}
+
+export type GatewayErrorCode = 'NO_UPSTREAM' | 'UPSTREAM_TIMEOUT' | 'UPSTREAM_FAILED' | 'LIMITED' | 'DIAL_ABORTED';
+
+/** What Router.dial rejects with: one code, the answer for each listener, a one-line reason. */
+export class GatewayError extends Error {
+  constructor(
+    readonly code: GatewayErrorCode,
+    message: string,
+    /** last upstream failure, when there was one */
+    readonly upstreamReason?: FailureReason,
+  ) {
+    super(message);
+    this.name = 'GatewayError';
+  }
+
+  get httpStatus(): number {
+    return HTTP_STATUS[this.code];
+  }
+
+  get socksReply(): ReplyCode {
+    return SOCKS_REPLY[this.code];
+  }
+}
+
+const HTTP_STATUS: Record<GatewayErrorCode, number> = {
+  NO_UPSTREAM: 503,
+  UPSTREAM_TIMEOUT: 504,
+  UPSTREAM_FAILED: 502,
+  LIMITED: 403,
+  DIAL_ABORTED: 499,
+};
+
+const SOCKS_REPLY: Record<GatewayErrorCode, ReplyCode> = {
+  NO_UPSTREAM: REPLY.networkUnreachable,
+  UPSTREAM_TIMEOUT: REPLY.hostUnreachable,
+  UPSTREAM_FAILED: REPLY.connectionRefused,
+  LIMITED: REPLY.notAllowed,
+  DIAL_ABORTED: REPLY.generalFailure,
+};

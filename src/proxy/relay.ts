@@ -1,0 +1,209 @@
+// Moves bytes both ways between a client and its upstream tunnel. Per chunk the data path does a write,
+// two number adds (the connection's own counters and the user's meter) and a flag check; the handlers are
+// created once per connection. The user's meter decides when to stop: once `exhausted` is set (by this or
+// another connection of the user) both sides are destroyed on the next chunk. Idle detection and the
+// rotor_proxy_bytes_total updates share one coarse timer per connection, so neither happens per chunk.
+import type { Socket } from 'node:net';
+import type { Counter } from 'prom-client';
+import type { Metrics } from '../telemetry/metrics.ts';
+import type { UserMeter } from './types.ts';
+
+export type RelayEnd = 'closed' | 'idle' | 'limit' | 'error' | 'stopped';
+
+export interface RelayStats {
+  /** client → upstream */
+  up: number;
+  /** upstream → client */
+  down: number;
+  end: RelayEnd;
+}
+
+export interface RelayOptions {
+  meter: UserMeter;
+  /** No byte either way for this long closes both sides. */
+  idleTimeoutMs: number;
+  /** Client bytes already read (sent behind a CONNECT or SOCKS5 request): go upstream first. */
+  clientHead?: Buffer | null;
+  /** Upstream bytes already read (behind the upstream's tunnel answer): go to the client first. */
+  upstreamHead?: Buffer | null;
+  /** rotor_proxy_bytes_total{user,direction}, updated on the timer and at the end. */
+  bytes?: { metrics: Metrics; user: string };
+  /** How often the byte counter is updated. Default 5000 ms. */
+  flushIntervalMs?: number;
+  onEnd?: (stats: RelayStats) => void;
+}
+
+export interface RelayHandle {
+  readonly stats: RelayStats;
+  /** Ends the relay now (shutdown): both sides destroyed. */
+  stop(): void;
+}
+
+type CounterChild = ReturnType<Counter<'user' | 'direction'>['labels']>;
+
+class Relay implements RelayHandle {
+  readonly stats: RelayStats = { up: 0, down: 0, end: 'closed' };
+  private done = false;
+  private active = false;
+  private idleFor = 0;
+  private flushedUp = 0;
+  private flushedDown = 0;
+  private readonly tickMs: number;
+  private readonly timer: NodeJS.Timeout;
+  private readonly upCounter: CounterChild | undefined;
+  private readonly downCounter: CounterChild | undefined;
+
+  constructor(
+    private readonly client: Socket,
+    private readonly upstream: Socket,
+    private readonly options: RelayOptions,
+  ) {
+    if (options.bytes) {
+      this.upCounter = options.bytes.metrics.bytesTotal.labels({ user: options.bytes.user, direction: 'up' });
+      this.downCounter = options.bytes.metrics.bytesTotal.labels({ user: options.bytes.user, direction: 'down' });
+    }
+    this.tickMs = Math.max(10, Math.min(options.idleTimeoutMs, options.flushIntervalMs ?? 5000));
+    this.timer = setInterval(this.onTick, this.tickMs);
+    this.timer.unref();
+
+    client.on('data', this.onClientData);
+    upstream.on('data', this.onUpstreamData);
+    client.on('drain', this.onClientDrain);
+    upstream.on('drain', this.onUpstreamDrain);
+    client.on('end', this.onClientEnd);
+    upstream.on('end', this.onUpstreamEnd);
+    client.on('close', this.onClose);
+    upstream.on('close', this.onClose);
+    client.on('error', this.onError);
+    upstream.on('error', this.onError);
+
+    const { clientHead, upstreamHead } = options;
+    if (clientHead && clientHead.length > 0) this.onClientData(clientHead);
+    if (upstreamHead && upstreamHead.length > 0 && !this.done) this.onUpstreamData(upstreamHead);
+    if (this.done) return;
+    if (client.destroyed || upstream.destroyed) {
+      this.finish('closed');
+      return;
+    }
+    client.resume();
+    upstream.resume();
+  }
+
+  private readonly onClientData = (chunk: Buffer): void => {
+    const n = chunk.length;
+    this.stats.up += n;
+    this.active = true;
+    const meter = this.options.meter;
+    meter.add(n, 0);
+    if (meter.exhausted) {
+      this.finish('limit');
+      return;
+    }
+    if (!this.upstream.write(chunk)) this.client.pause();
+  };
+
+  private readonly onUpstreamData = (chunk: Buffer): void => {
+    const n = chunk.length;
+    this.stats.down += n;
+    this.active = true;
+    const meter = this.options.meter;
+    meter.add(0, n);
+    if (meter.exhausted) {
+      this.finish('limit');
+      return;
+    }
+    if (!this.client.write(chunk)) this.upstream.pause();
+  };
+
+  private readonly onClientDrain = (): void => {
+    this.upstream.resume();
+  };
+
+  private readonly onUpstreamDrain = (): void => {
+    this.client.resume();
+  };
+
+  // Half-close is passed on: the other side may still be sending.
+  private readonly onClientEnd = (): void => {
+    this.upstream.end();
+  };
+
+  private readonly onUpstreamEnd = (): void => {
+    this.client.end();
+  };
+
+  private readonly onClose = (): void => {
+    this.finish('closed');
+  };
+
+  private readonly onError = (): void => {
+    this.finish('error');
+  };
+
+  private readonly onTick = (): void => {
+    this.flush();
+    if (this.active) {
+      this.active = false;
+      this.idleFor = 0;
+      return;
+    }
+    this.idleFor += this.tickMs;
+    if (this.idleFor >= this.options.idleTimeoutMs) this.finish('idle');
+  };
+
+  private flush(): void {
+    const { up, down } = this.stats;
+    if (this.upCounter && up > this.flushedUp) this.upCounter.inc(up - this.flushedUp);
+    if (this.downCounter && down > this.flushedDown) this.downCounter.inc(down - this.flushedDown);
+    this.flushedUp = up;
+    this.flushedDown = down;
+  }
+
+  stop(): void {
+    this.finish('stopped');
+  }
+
+  private finish(end: RelayEnd): void {
+    if (this.done) return;
+    this.done = true;
+    this.stats.end = end;
+    clearInterval(this.timer);
+    const { client, upstream } = this;
+    client.off('data', this.onClientData);
+    upstream.off('data', this.onUpstreamData);
+    client.off('drain', this.onClientDrain);
+    upstream.off('drain', this.onUpstreamDrain);
+    client.off('end', this.onClientEnd);
+    upstream.off('end', this.onUpstreamEnd);
+    client.off('close', this.onClose);
+    upstream.off('close', this.onClose);
+    client.off('error', this.onError);
+    upstream.off('error', this.onError);
+    // Late errors (a reset racing the destroy) must not crash the process.
+    client.on('error', noop);
+    upstream.on('error', noop);
+    if (end === 'closed') {
+      // One side is gone; let the other flush what it was given before closing.
+      if (!client.destroyed) client.end();
+      if (!upstream.destroyed) upstream.end();
+      client.destroySoon?.();
+      upstream.destroySoon?.();
+      setTimeout(() => {
+        client.destroy();
+        upstream.destroy();
+      }, 1000).unref();
+    } else {
+      client.destroy();
+      upstream.destroy();
+    }
+    this.flush();
+    this.options.onEnd?.(this.stats);
+  }
+}
+
+function noop(): void {}
+
+/** Starts relaying; returns at once. Both sockets are owned by the relay from here on. */
+export function relay(client: Socket, upstream: Socket, options: RelayOptions): RelayHandle {
+  return new Relay(client, upstream, options);
+}

@@ -1,0 +1,250 @@
+// The orchestration between a listener and the upstreams: who is this client and where may it go
+// (authorize), and how to get a tunnel to its target (dial): sticky session or pool, dial with deadlines,
+// on a failure before any byte reached the client mark the node, rotate the session and try another node.
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { PoolEmptyError, type NodeSource, type PoolKey, type UpstreamNode } from '../pool/types.ts';
+import type { Logger } from '../telemetry/logger.ts';
+import type { Metrics } from '../telemetry/metrics.ts';
+import { dialHttpConnect, dialHttpForward, type DialOptions, type Tunnel } from './dial-http.ts';
+import { dialSocks5 } from './dial-socks5.ts';
+import { DialAbortedError, GatewayError, UpstreamDialError } from './errors.ts';
+import type { InstanceDirectory, LocalUser, MeterProvider, PoolProvider, SessionStore, Target, UserDirectory } from './types.ts';
+import { parseUsername } from './username.ts';
+
+export interface Route {
+  user: LocalUser;
+  /** sticky session id; absent = rotating */
+  sessionId?: string;
+  /** minutes */
+  sessTime: number;
+  poolKey: PoolKey;
+  instanceNo?: string;
+}
+
+export type RefusalKind = 'auth' | 'forbidden' | 'bad_request';
+export interface Refusal {
+  kind: RefusalKind;
+  /** one line, safe to show the client */
+  reason: string;
+}
+
+export type Authorization = { ok: true; route: Route } | ({ ok: false } & Refusal);
+
+/**
+ * 'tunnel': a byte stream to the target (CONNECT, SOCKS5). 'forward': for plain-HTTP forwarding: an HTTP
+ * node is only connected to (the request goes to it in absolute form), a SOCKS5 node tunnels to the target.
+ */
+export type DialMode = 'tunnel' | 'forward';
+
+export interface Dialed extends Tunnel {
+  node: UpstreamNode;
+  /** true when `socket` is a connection to an HTTP proxy node (mode 'forward'), not a tunnel to the target */
+  viaProxy: boolean;
+  /** Call once when the client connection ends: hands the node back to its pool. Idempotent. */
+  release(): void;
+}
+
+export type Dialer = (node: UpstreamNode, target: Target, options: DialOptions) => Promise<Tunnel>;
+
+export interface RouterOptions {
+  users: UserDirectory;
+  meters: MeterProvider;
+  pools: PoolProvider;
+  sessions: SessionStore;
+  instances?: InstanceDirectory;
+  metrics?: Metrics;
+  logger?: Logger;
+  /** Further nodes tried after the first fails (config proxy.retries). Default 3. */
+  retries?: number;
+  /** TCP connect to one upstream. Default 5000 ms. */
+  connectTimeoutMs?: number;
+  /** The upstream's answer to the tunnel request. Default 10000 ms. */
+  handshakeTimeoutMs?: number;
+  /** Everything: pool waits and all attempts. Default 30000 ms. */
+  dialDeadlineMs?: number;
+  /** Override the dialers (tests). */
+  dialers?: { socks5?: Dialer; http?: Dialer };
+  now?: () => number;
+}
+
+const DUMMY_PASSWORD = Buffer.alloc(32);
+
+function digest(text: string): Buffer {
+  return createHash('sha256').update(text, 'utf8').digest();
+}
+
+export class Router {
+  private users: UserDirectory;
+  private readonly retries: number;
+  private readonly connectTimeoutMs: number;
+  private readonly handshakeTimeoutMs: number;
+  private readonly dialDeadlineMs: number;
+  private readonly dialSocks5: Dialer;
+  private readonly dialHttp: Dialer;
+  private readonly now: () => number;
+
+  constructor(private readonly options: RouterOptions) {
+    this.users = options.users;
+    this.retries = Math.max(0, options.retries ?? 3);
+    this.connectTimeoutMs = options.connectTimeoutMs ?? 5000;
+    this.handshakeTimeoutMs = options.handshakeTimeoutMs ?? 10_000;
+    this.dialDeadlineMs = options.dialDeadlineMs ?? 30_000;
+    this.dialSocks5 = options.dialers?.socks5 ?? dialSocks5;
+    this.dialHttp = options.dialers?.http ?? dialHttpConnect;
+    this.now = options.now ?? Date.now;
+  }
+
+  get meters(): MeterProvider {
+    return this.options.meters;
+  }
+
+  /** Config reload: later authorizations see the new users; running connections keep their route. */
+  setUsers(users: UserDirectory): void {
+    this.users = users;
+  }
+
+  authorize(username: string, password: string): Authorization {
+    const users = this.users;
+    const parsed = parseUsername(username, (name) => users.get(name) !== undefined);
+    if (!parsed.ok) return { ok: false, kind: 'auth', reason: parsed.reason };
+    const user = users.get(parsed.user);
+    // Compare digests so the time taken says nothing about the password's length or an unknown user.
+    const matches = timingSafeEqual(digest(password), user ? digest(user.password) : DUMMY_PASSWORD);
+    if (!user || !matches) return { ok: false, kind: 'auth', reason: 'wrong user name or password' };
+
+    const o = parsed.options;
+    if (o.instance !== undefined) {
+      const instances = this.options.instances;
+      if (!instances || !instances.get(o.instance)) return { ok: false, kind: 'forbidden', reason: `unknown instance '${o.instance}'` };
+      if (!instances.allowed(user.name, o.instance))
+        return { ok: false, kind: 'forbidden', reason: `user may not use instance '${o.instance}'` };
+    }
+    const admission = this.options.meters.admit(user.name);
+    if (!admission.ok) return { ok: false, kind: 'forbidden', reason: admission.reason };
+
+    const route: Route = {
+      user,
+      sessTime: o.sessTime ?? user.sessTime,
+      poolKey: { user: user.name, productNo: o.product ?? user.product, region: o.region ?? '' },
+    };
+    if (o.sessionId !== undefined) route.sessionId = o.sessionId;
+    if (o.instance !== undefined) route.instanceNo = o.instance;
+    return { ok: true, route };
+  }
+
+  /**
+   * A tunnel to `target` for `route`. Rejects with GatewayError (NO_UPSTREAM, UPSTREAM_TIMEOUT,
+   * UPSTREAM_FAILED, LIMITED, DIAL_ABORTED). The caller must call `release()` when the connection ends.
+   */
+  async dial(route: Route, target: Target, signal?: AbortSignal, mode: DialMode = 'tunnel'): Promise<Dialed> {
+    if (this.options.meters.meter(route.user.name).exhausted) throw new GatewayError('LIMITED', 'traffic limit reached');
+    const deadline = this.now() + this.dialDeadlineMs;
+    const source = this.sourceFor(route);
+    const sessions = this.options.sessions;
+    const user = route.user.name;
+    const exclude = new Set<string>();
+    let last: UpstreamDialError | undefined;
+
+    for (let attempt = 0; attempt <= this.retries; attempt++) {
+      let node: UpstreamNode | undefined;
+      let sticky = false;
+      if (route.sessionId !== undefined && attempt === 0) {
+        const bound = sessions.get(user, route.sessionId)?.node;
+        if (bound && source.isUsable(bound)) {
+          node = bound;
+          sticky = true;
+        } else if (bound) {
+          sessions.rotate(user, route.sessionId, bound.expiresAt !== undefined && bound.expiresAt <= this.now() ? 'expired' : 'failed');
+        }
+      }
+      if (!node) {
+        try {
+          node = await source.acquire(exclude);
+        } catch (err) {
+          if (!(err instanceof PoolEmptyError)) throw err;
+          if (last) break;
+          this.options.metrics?.upstreamFailures.inc({ reason: 'no_upstream' });
+          throw new GatewayError('NO_UPSTREAM', 'no upstream available');
+        }
+      }
+      // Sticky hits were not acquired, so they are not released either.
+      const acquired = !sticky;
+      const giveBack = (): void => {
+        if (acquired) source.release(node);
+      };
+      if (signal?.aborted) {
+        giveBack();
+        throw new GatewayError('DIAL_ABORTED', 'the client went away');
+      }
+      const remaining = deadline - this.now();
+      if (remaining <= 0) {
+        giveBack();
+        break;
+      }
+      try {
+        const tunnel = await this.dialNode(node, target, mode, {
+          connectTimeoutMs: Math.min(this.connectTimeoutMs, remaining),
+          handshakeTimeoutMs: Math.min(this.handshakeTimeoutMs, remaining),
+          ...(signal ? { signal } : {}),
+          ...(this.options.metrics ? { metrics: this.options.metrics } : {}),
+        });
+        source.reportSuccess(node);
+        if (route.sessionId !== undefined && !sticky) sessions.bind(user, route.sessionId, node, route.sessTime);
+        let released = false;
+        return {
+          ...tunnel,
+          node,
+          viaProxy: mode === 'forward' && node.protocol === 'http',
+          release: () => {
+            if (released) return;
+            released = true;
+            giveBack();
+          },
+        };
+      } catch (err) {
+        giveBack();
+        if (err instanceof DialAbortedError) throw new GatewayError('DIAL_ABORTED', 'the client went away');
+        if (!(err instanceof UpstreamDialError)) throw err;
+        last = err;
+        // The target's own refusal says nothing about the node, and another node would be refused too.
+        if (err.reason === 'target_refused') break;
+        source.reportFailure(node, err.reason);
+        if (sticky && route.sessionId !== undefined) sessions.rotate(user, route.sessionId, 'failed');
+        exclude.add(node.id);
+        this.options.logger?.debug({ node: node.id, reason: err.reason, attempt }, 'upstream dial failed');
+      }
+    }
+    if (!last) throw new GatewayError('UPSTREAM_TIMEOUT', 'no upstream answered before the deadline', 'connect_timeout');
+    throw new GatewayError(last.timedOut ? 'UPSTREAM_TIMEOUT' : 'UPSTREAM_FAILED', last.message, last.reason);
+  }
+
+  private dialNode(node: UpstreamNode, target: Target, mode: DialMode, options: DialOptions): Promise<Tunnel> {
+    if (node.protocol === 'socks5') return this.dialSocks5(node, target, options);
+    if (mode === 'forward') return dialHttpForward(node, options);
+    return this.dialHttp(node, target, options);
+  }
+
+  private sourceFor(route: Route): NodeSource {
+    if (route.instanceNo === undefined) return this.options.pools.pool(route.poolKey);
+    const instances = this.options.instances;
+    const source = instances?.source?.(route.instanceNo);
+    if (source) return source;
+    const node = instances?.get(route.instanceNo);
+    if (!node) throw new GatewayError('NO_UPSTREAM', `unknown instance '${route.instanceNo}'`);
+    return singleNode(node);
+  }
+}
+
+/** A NodeSource over one fixed node, for instances given without a source of their own. */
+function singleNode(node: UpstreamNode): NodeSource {
+  return {
+    acquire: async (exclude) => {
+      if (exclude?.has(node.id)) throw new PoolEmptyError(`instance/${node.id}`, 'the instance already failed');
+      return node;
+    },
+    release: () => {},
+    reportFailure: () => {},
+    reportSuccess: () => {},
+    isUsable: (n) => n.id === node.id,
+  };
+}

@@ -1,0 +1,181 @@
+// The SOCKS5 listener: RFC 1928 CONNECT with RFC 1929 user/password (the handshake is src/wire/socks5.ts),
+// then Router.dial and the relay. Refusals follow interface.md: wrong credentials or user-name options fail
+// RFC 1929 (status 0x01); a user who may not go on (limit, instance not allowed) passes auth and gets reply
+// 0x02 to the CONNECT, so the client can tell "who are you" from "you may not".
+import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import type { Logger } from '../telemetry/logger.ts';
+import type { ConnectionResult, Metrics } from '../telemetry/metrics.ts';
+import { REPLY, Socks5HandshakeError, acceptSocks5, writeReply, type AuthDecision } from '../wire/socks5.ts';
+import { GatewayError } from './errors.ts';
+import { relay, type RelayHandle } from './relay.ts';
+import type { Refusal, Route, Router } from './router.ts';
+
+export interface Socks5ListenerOptions {
+  router: Router;
+  /** Default 127.0.0.1. */
+  host?: string;
+  /** 0 = any free port (read it from listen()'s result). */
+  port: number;
+  /** Whole handshake, greeting to CONNECT request. Default 10000 ms. */
+  handshakeTimeoutMs?: number;
+  /** Relay idle timeout. Default 300000 ms. */
+  idleTimeoutMs?: number;
+  metrics?: Metrics;
+  logger?: Logger;
+}
+
+type Decision = { route: Route } | { refusal: Refusal };
+
+const LISTENER = 'socks5';
+
+export class Socks5Listener {
+  private readonly server: Server;
+  private readonly sockets = new Set<Socket>();
+  private readonly relays = new Set<RelayHandle>();
+  private readonly handshakeTimeoutMs: number;
+  private readonly idleTimeoutMs: number;
+
+  constructor(private readonly options: Socks5ListenerOptions) {
+    this.handshakeTimeoutMs = options.handshakeTimeoutMs ?? 10_000;
+    this.idleTimeoutMs = options.idleTimeoutMs ?? 300_000;
+    this.server = createServer({ allowHalfOpen: true, pauseOnConnect: false }, (socket) => this.onConnection(socket));
+  }
+
+  /** Starts listening; resolves with the bound address. */
+  listen(): Promise<{ host: string; port: number }> {
+    return new Promise((resolve, reject) => {
+      const onError = (err: Error): void => reject(err);
+      this.server.once('error', onError);
+      this.server.listen(this.options.port, this.options.host ?? '127.0.0.1', () => {
+        this.server.off('error', onError);
+        const a = this.server.address() as AddressInfo;
+        resolve({ host: a.address, port: a.port });
+      });
+    });
+  }
+
+  get port(): number {
+    return (this.server.address() as AddressInfo | null)?.port ?? 0;
+  }
+
+  /** Client connections open now. */
+  get connections(): number {
+    return this.sockets.size;
+  }
+
+  /** Stops accepting; running connections get `drainMs` to finish, then are closed. */
+  async close(drainMs = 0): Promise<void> {
+    const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+    if (this.sockets.size > 0 && drainMs > 0) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, drainMs);
+        const check = setInterval(() => {
+          if (this.sockets.size === 0) {
+            clearTimeout(timer);
+            clearInterval(check);
+            resolve();
+          }
+        }, 20);
+        timer.unref();
+        check.unref();
+      });
+    }
+    for (const r of this.relays) r.stop();
+    for (const s of this.sockets) s.destroy();
+    await closed;
+  }
+
+  private count(result: ConnectionResult): void {
+    this.options.metrics?.connectionsTotal.inc({ listener: LISTENER, result });
+  }
+
+  private onConnection(socket: Socket): void {
+    socket.on('error', noop);
+    socket.setNoDelay(true);
+    this.sockets.add(socket);
+    const metrics = this.options.metrics;
+    metrics?.connectionsActive.inc({ listener: LISTENER });
+    socket.once('close', () => {
+      this.sockets.delete(socket);
+      metrics?.connectionsActive.dec({ listener: LISTENER });
+    });
+    void this.handle(socket);
+  }
+
+  private async handle(socket: Socket): Promise<void> {
+    const router = this.options.router;
+    let request;
+    try {
+      request = await acceptSocks5<Decision>(socket, {
+        timeoutMs: this.handshakeTimeoutMs,
+        auth: 'password',
+        authenticate: (username, password): AuthDecision<Decision> => {
+          const a = router.authorize(username, password);
+          if (a.ok) return { ok: true, context: { route: a.route } };
+          if (a.kind === 'auth') return { ok: false };
+          // Forbidden: authentication passes; the CONNECT is answered "not allowed".
+          return { ok: true, context: { refusal: { kind: a.kind, reason: a.reason } } };
+        },
+      });
+    } catch (err) {
+      const code = err instanceof Socks5HandshakeError ? err.code : 'CLOSED';
+      this.count(code === 'AUTH_FAILED' ? 'auth_failed' : 'bad_request');
+      this.options.logger?.debug({ listener: LISTENER, code }, 'socks5 handshake failed');
+      return;
+    }
+    const decision = request.context;
+    if (!decision || 'refusal' in decision) {
+      writeReply(socket, REPLY.notAllowed);
+      this.count('limited');
+      this.options.logger?.debug({ listener: LISTENER, reason: decision?.refusal.reason }, 'socks5 connect refused');
+      return;
+    }
+    const route = decision.route;
+    const user = route.user.name;
+    const meters = router.meters;
+    const abort = new AbortController();
+    const onGone = (): void => abort.abort();
+    socket.once('close', onGone);
+    meters.connectionOpened(user);
+    let dialed;
+    try {
+      dialed = await router.dial(route, { host: request.host, port: request.port }, abort.signal);
+    } catch (err) {
+      socket.off('close', onGone);
+      meters.connectionClosed(user);
+      if (!(err instanceof GatewayError)) throw err;
+      if (err.code === 'DIAL_ABORTED') return;
+      writeReply(socket, err.socksReply);
+      this.count(err.code === 'LIMITED' ? 'limited' : 'upstream_error');
+      this.options.logger?.info({ listener: LISTENER, user, code: err.code, reason: err.upstreamReason }, 'socks5 connect failed');
+      return;
+    }
+    socket.off('close', onGone);
+    if (socket.destroyed) {
+      dialed.socket.destroy();
+      dialed.release();
+      meters.connectionClosed(user);
+      return;
+    }
+    writeReply(socket, REPLY.succeeded);
+    this.count('ok');
+    let handle: RelayHandle | undefined;
+    let ended = false;
+    handle = relay(socket, dialed.socket, {
+      meter: meters.meter(user),
+      idleTimeoutMs: this.idleTimeoutMs,
+      clientHead: request.head,
+      upstreamHead: dialed.head,
+      ...(this.options.metrics ? { bytes: { metrics: this.options.metrics, user } } : {}),
+      onEnd: () => {
+        ended = true;
+        if (handle) this.relays.delete(handle);
+        dialed.release();
+        meters.connectionClosed(user);
+      },
+    });
+    if (!ended) this.relays.add(handle);
+  }
+}
+
+function noop(): void {}

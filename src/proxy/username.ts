@@ -1,0 +1,118 @@
+// The proxy user name carries routing options (interface.md, "Local proxy users"):
+//   <user>[-session-<id>][-sesstime-<minutes>][-region-<addressCode>][-product-<productNo>][-instance-<instanceNo>]
+// Options are read from the right; what remains is the user. A local user name may itself contain '-', so
+// when the caller can say which names are users, a remainder like "alice-colour-red" is told apart from a
+// user called "alice-colour-red": if "alice" is a user, "colour" is reported as an unknown option.
+
+export const USERNAME_OPTIONS = ['session', 'sesstime', 'region', 'product', 'instance'] as const;
+export type UsernameOption = (typeof USERNAME_OPTIONS)[number];
+
+export interface UsernameOptions {
+  sessionId?: string;
+  /** minutes */
+  sessTime?: number;
+  region?: string;
+  product?: string;
+  instance?: string;
+}
+
+export interface ParsedUsername {
+  ok: true;
+  user: string;
+  options: UsernameOptions;
+}
+
+export type UsernameErrorCode = 'EMPTY_USER' | 'UNKNOWN_OPTION' | 'BAD_VALUE' | 'DUPLICATE_OPTION' | 'MISSING_VALUE';
+
+export interface UsernameRefusal {
+  ok: false;
+  code: UsernameErrorCode;
+  /** One line, safe to show the client (never contains a password). */
+  reason: string;
+}
+
+const VALUE = /^[A-Za-z0-9_.]+$/;
+/** Seed 4.9 / part 7 (10093): a session lasts 1 to 120 minutes. */
+export const SESSTIME_MIN = 1;
+export const SESSTIME_MAX = 120;
+
+function isOption(key: string | undefined): key is UsernameOption {
+  return key !== undefined && (USERNAME_OPTIONS as readonly string[]).includes(key);
+}
+
+function refuse(code: UsernameErrorCode, reason: string): UsernameRefusal {
+  return { ok: false, code, reason };
+}
+
+function shown(text: string): string {
+  // Keep the reason one short line whatever the client sent.
+  const clean = text.replace(/[^\x20-\x7e]/g, '?');
+  return clean.length > 40 ? `${clean.slice(0, 40)}...` : clean;
+}
+
+/**
+ * Parses a proxy user name. `isUser` (optional) says whether a name is a configured user; without it a user
+ * name cannot contain '-' (anything after the first '-' must be options).
+ */
+export function parseUsername(raw: string, isUser?: (name: string) => boolean): ParsedUsername | UsernameRefusal {
+  const tokens = raw.split('-');
+  const options: UsernameOptions = {};
+  const seen = new Set<UsernameOption>();
+  let end = tokens.length;
+  // Consume (option, value) pairs from the right while the key is a known option.
+  while (end >= 3) {
+    const key = tokens[end - 2];
+    if (!isOption(key)) break;
+    const value = tokens[end - 1]!;
+    if (seen.has(key)) return refuse('DUPLICATE_OPTION', `option '${key}' given twice`);
+    if (!VALUE.test(value)) return refuse('BAD_VALUE', `bad value for option '${key}': must match [A-Za-z0-9_.]+`);
+    seen.add(key);
+    switch (key) {
+      case 'session':
+        options.sessionId = value;
+        break;
+      case 'sesstime': {
+        if (!/^[0-9]{1,4}$/.test(value) || Number(value) < SESSTIME_MIN || Number(value) > SESSTIME_MAX) {
+          return refuse('BAD_VALUE', `bad value for option 'sesstime': minutes ${SESSTIME_MIN}-${SESSTIME_MAX}`);
+        }
+        options.sessTime = Number(value);
+        break;
+      }
+      case 'region':
+        options.region = value;
+        break;
+      case 'product':
+        options.product = value;
+        break;
+      case 'instance':
+        options.instance = value;
+        break;
+    }
+    end -= 2;
+  }
+  const user = tokens.slice(0, end).join('-');
+  if (user === '' || tokens[0] === '') return refuse('EMPTY_USER', 'empty user name');
+  if (end === 1 || isUser?.(user)) return { ok: true, user, options };
+
+  // The remainder holds a '-' and is not itself a user: find where the user ends and what follows it.
+  let at = 1;
+  if (isUser) {
+    at = 0;
+    for (let j = 1; j < end; j++) {
+      if (isUser(tokens.slice(0, j).join('-'))) {
+        at = j;
+        break;
+      }
+    }
+    // No prefix is a user either: the name is simply unknown; the caller refuses it as such.
+    if (at === 0) return { ok: true, user, options };
+  }
+  const key = tokens[at]!;
+  if (isOption(key)) {
+    const value = tokens[at + 1];
+    if (value === undefined) return refuse('MISSING_VALUE', `option '${key}' needs a value`);
+    return refuse('BAD_VALUE', `bad value for option '${key}': must match [A-Za-z0-9_.]+`);
+  }
+  if (key === '') return refuse('BAD_VALUE', 'empty option name');
+  return refuse('UNKNOWN_OPTION', `unknown option '${shown(key)}'`);
+}

@@ -1,0 +1,320 @@
+// The server side of a SOCKS5 handshake (RFC 1928 CONNECT, RFC 1929 user/password), shared by Rotor's own
+// listener and the sandbox's upstream proxies. It is a small state machine over the socket's 'data'
+// events rather than a chain of awaited reads, so a handshake costs one closure and one buffer, and every
+// malformed or stalled input ends in a typed error and a closed socket instead of a hung promise.
+import type { Socket } from 'node:net';
+import { isIPv4, isIPv6 } from 'node:net';
+
+export const SOCKS_VERSION = 0x05;
+export const AUTH_VERSION = 0x01;
+
+export const REPLY = {
+  succeeded: 0x00,
+  generalFailure: 0x01,
+  notAllowed: 0x02,
+  networkUnreachable: 0x03,
+  hostUnreachable: 0x04,
+  connectionRefused: 0x05,
+  ttlExpired: 0x06,
+  commandNotSupported: 0x07,
+  addressTypeNotSupported: 0x08,
+} as const;
+export type ReplyCode = (typeof REPLY)[keyof typeof REPLY];
+
+export type HandshakeFailure =
+  | 'TIMEOUT'
+  | 'CLOSED'
+  | 'BAD_VERSION'
+  | 'NO_ACCEPTABLE_METHOD'
+  | 'BAD_AUTH_VERSION'
+  | 'AUTH_FAILED'
+  | 'BAD_COMMAND'
+  | 'BAD_ADDRESS';
+
+export class Socks5HandshakeError extends Error {
+  constructor(
+    readonly code: HandshakeFailure,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'Socks5HandshakeError';
+  }
+}
+
+export type AuthDecision<T> = { ok: true; context: T } | { ok: false };
+
+export interface HandshakeOptions<T> {
+  timeoutMs: number;
+  /** 'password': RFC 1929 is required. 'none': only "no authentication" is offered (whitelist ports). */
+  auth: 'password' | 'none';
+  /** Called once with the RFC 1929 credentials; not called for auth 'none'. */
+  authenticate?: (username: string, password: string) => AuthDecision<T> | Promise<AuthDecision<T>>;
+}
+
+export interface ConnectRequest<T> {
+  host: string;
+  port: number;
+  /** 1 IPv4, 3 domain name, 4 IPv6 */
+  addressType: 1 | 3 | 4;
+  username: string;
+  context: T | undefined;
+  /** Bytes the client sent after its request, before our reply; hand them on to the upstream. */
+  head: Buffer | null;
+}
+
+const enum Stage {
+  Greeting,
+  Auth,
+  Authenticating,
+  Request,
+  Done,
+}
+
+// Greeting, auth and request together are under 800 bytes; the rest allows a client that pipelines its first
+// payload (a TLS ClientHello) behind the request while authentication is still being decided.
+const MAX_HANDSHAKE_BYTES = 16 * 1024;
+
+/**
+ * Runs the handshake up to and including the CONNECT request. The caller then dials and answers with
+ * writeReply(). On failure the socket has been answered where the protocol allows it, and destroyed.
+ */
+export function acceptSocks5<T = undefined>(socket: Socket, options: HandshakeOptions<T>): Promise<ConnectRequest<T>> {
+  return new Promise((resolve, reject) => {
+    let stage = Stage.Greeting;
+    let buffer: Buffer = Buffer.alloc(0);
+    let username = '';
+    let context: T | undefined;
+
+    const timer = setTimeout(() => fail('TIMEOUT', 'handshake timed out'), options.timeoutMs);
+
+    function cleanup(): void {
+      clearTimeout(timer);
+      socket.off('data', onData);
+      socket.off('close', onClose);
+      socket.off('end', onClose);
+      socket.off('error', onError);
+    }
+    function fail(code: HandshakeFailure, message: string, answer?: Buffer): void {
+      if (stage === Stage.Done) return;
+      stage = Stage.Done;
+      cleanup();
+      // Keep a no-op error listener: the peer may reset while we answer.
+      socket.on('error', noop);
+      if (answer && socket.writable) socket.end(answer);
+      else socket.destroy();
+      if (answer) setTimeout(() => socket.destroy(), 1000).unref();
+      reject(new Socks5HandshakeError(code, message));
+    }
+    function onClose(): void {
+      fail('CLOSED', 'client closed during the handshake');
+    }
+    function onError(): void {
+      fail('CLOSED', 'client connection failed during the handshake');
+    }
+    function onData(chunk: Buffer): void {
+      buffer = buffer.length === 0 ? chunk : Buffer.concat([buffer, chunk]);
+      if (buffer.length > MAX_HANDSHAKE_BYTES && stage !== Stage.Request) {
+        fail('BAD_VERSION', 'handshake too large');
+        return;
+      }
+      advance();
+    }
+
+    function advance(): void {
+      while (stage !== Stage.Done && stage !== Stage.Authenticating) {
+        const consumed = step();
+        if (consumed === 0) return;
+        buffer = buffer.subarray(consumed);
+      }
+    }
+
+    /** Handles one message at the current stage; returns the bytes it consumed, 0 when more are needed. */
+    function step(): number {
+      switch (stage) {
+        case Stage.Greeting: {
+          if (buffer.length < 2) return 0;
+          if (buffer[0] !== SOCKS_VERSION) {
+            fail('BAD_VERSION', `unsupported SOCKS version ${buffer[0]}`);
+            return 0;
+          }
+          const n = buffer[1]!;
+          if (n === 0) {
+            fail('NO_ACCEPTABLE_METHOD', 'no authentication methods offered', Buffer.from([SOCKS_VERSION, 0xff]));
+            return 0;
+          }
+          if (buffer.length < 2 + n) return 0;
+          const wanted = options.auth === 'password' ? 0x02 : 0x00;
+          if (!buffer.subarray(2, 2 + n).includes(wanted)) {
+            fail('NO_ACCEPTABLE_METHOD', 'client offers no acceptable method', Buffer.from([SOCKS_VERSION, 0xff]));
+            return 0;
+          }
+          socket.write(Buffer.from([SOCKS_VERSION, wanted]));
+          stage = options.auth === 'password' ? Stage.Auth : Stage.Request;
+          return 2 + n;
+        }
+        case Stage.Auth: {
+          if (buffer.length < 2) return 0;
+          if (buffer[0] !== AUTH_VERSION) {
+            fail('BAD_AUTH_VERSION', `unsupported auth version ${buffer[0]}`, Buffer.from([AUTH_VERSION, 0x01]));
+            return 0;
+          }
+          const ulen = buffer[1]!;
+          if (buffer.length < 3 + ulen) return 0;
+          const plen = buffer[2 + ulen]!;
+          if (buffer.length < 3 + ulen + plen) return 0;
+          const user = buffer.toString('utf8', 2, 2 + ulen);
+          const pass = buffer.toString('utf8', 3 + ulen, 3 + ulen + plen);
+          stage = Stage.Authenticating;
+          const consumed = 3 + ulen + plen;
+          buffer = buffer.subarray(consumed);
+          decide(user, pass);
+          return 0;
+        }
+        case Stage.Request: {
+          if (buffer.length < 5) return 0;
+          if (buffer[0] !== SOCKS_VERSION) {
+            fail('BAD_VERSION', `unsupported SOCKS version ${buffer[0]} in request`);
+            return 0;
+          }
+          if (buffer[1] !== 0x01) {
+            fail('BAD_COMMAND', `unsupported command ${buffer[1]}`, replyBuffer(REPLY.commandNotSupported));
+            return 0;
+          }
+          const atyp = buffer[3];
+          let host: string;
+          let end: number;
+          if (atyp === 0x01) {
+            end = 4 + 4 + 2;
+            if (buffer.length < end) return 0;
+            host = `${buffer[4]}.${buffer[5]}.${buffer[6]}.${buffer[7]}`;
+          } else if (atyp === 0x04) {
+            end = 4 + 16 + 2;
+            if (buffer.length < end) return 0;
+            const parts: string[] = [];
+            for (let i = 0; i < 8; i++) parts.push(buffer.readUInt16BE(4 + i * 2).toString(16));
+            host = parts.join(':');
+          } else if (atyp === 0x03) {
+            const len = buffer[4]!;
+            if (len === 0) {
+              fail('BAD_ADDRESS', 'empty domain name', replyBuffer(REPLY.addressTypeNotSupported));
+              return 0;
+            }
+            end = 5 + len + 2;
+            if (buffer.length < end) return 0;
+            host = buffer.toString('latin1', 5, 5 + len);
+            if (!/^[A-Za-z0-9._-]+$/.test(host)) {
+              fail('BAD_ADDRESS', 'malformed domain name', replyBuffer(REPLY.hostUnreachable));
+              return 0;
+            }
+          } else {
+            fail('BAD_ADDRESS', `unsupported address type ${atyp}`, replyBuffer(REPLY.addressTypeNotSupported));
+            return 0;
+          }
+          const port = buffer.readUInt16BE(end - 2);
+          if (port === 0) {
+            fail('BAD_ADDRESS', 'port 0', replyBuffer(REPLY.hostUnreachable));
+            return 0;
+          }
+          const rest = buffer.length > end ? Buffer.from(buffer.subarray(end)) : null;
+          stage = Stage.Done;
+          // Hold further client bytes in the socket until the caller's relay reads them.
+          socket.pause();
+          cleanup();
+          socket.on('error', noop);
+          resolve({ host, port, addressType: atyp as 1 | 3 | 4, username, context, head: rest });
+          return 0;
+        }
+        default:
+          return 0;
+      }
+    }
+
+    function decide(user: string, pass: string): void {
+      const onDecision = (decision: AuthDecision<T>): void => {
+        if (stage !== Stage.Authenticating) return;
+        if (!decision.ok) {
+          fail('AUTH_FAILED', 'authentication failed', Buffer.from([AUTH_VERSION, 0x01]));
+          return;
+        }
+        username = user;
+        context = decision.context;
+        socket.write(Buffer.from([AUTH_VERSION, 0x00]));
+        stage = Stage.Request;
+        advance();
+      };
+      if (!options.authenticate) {
+        onDecision({ ok: false });
+        return;
+      }
+      let result: AuthDecision<T> | Promise<AuthDecision<T>>;
+      try {
+        result = options.authenticate(user, pass);
+      } catch {
+        onDecision({ ok: false });
+        return;
+      }
+      if (result instanceof Promise) result.then(onDecision, () => onDecision({ ok: false }));
+      else onDecision(result);
+    }
+
+    socket.on('data', onData);
+    socket.once('close', onClose);
+    // A half-open client (FIN sent) will never finish its handshake.
+    socket.once('end', onClose);
+    socket.on('error', onError);
+  });
+}
+
+function noop(): void {}
+
+const ZERO_BIND = Buffer.from([SOCKS_VERSION, 0, 0x00, 0x01, 0, 0, 0, 0, 0, 0]);
+
+/** The reply to a CONNECT request. The bound address is reported as 0.0.0.0:0 unless given. */
+export function replyBuffer(code: ReplyCode, bound?: { host: string; port: number }): Buffer {
+  if (!bound) {
+    const b = Buffer.from(ZERO_BIND);
+    b[1] = code;
+    return b;
+  }
+  if (isIPv4(bound.host)) {
+    const b = Buffer.alloc(10);
+    b[0] = SOCKS_VERSION;
+    b[1] = code;
+    b[3] = 0x01;
+    bound.host.split('.').forEach((o, i) => (b[4 + i] = Number(o)));
+    b.writeUInt16BE(bound.port, 8);
+    return b;
+  }
+  if (isIPv6(bound.host)) {
+    const b = Buffer.alloc(22);
+    b[0] = SOCKS_VERSION;
+    b[1] = code;
+    b[3] = 0x04;
+    expandIPv6(bound.host).copy(b, 4);
+    b.writeUInt16BE(bound.port, 20);
+    return b;
+  }
+  const b = replyBuffer(code);
+  return b;
+}
+
+function expandIPv6(host: string): Buffer {
+  const out = Buffer.alloc(16);
+  const [head, tail] = host.split('::') as [string, string | undefined];
+  const headParts = head ? head.split(':') : [];
+  const tailParts = tail ? tail.split(':') : [];
+  const groups = [...headParts, ...Array(8 - headParts.length - tailParts.length).fill('0'), ...tailParts];
+  groups.forEach((g, i) => out.writeUInt16BE(parseInt(g || '0', 16), i * 2));
+  return out;
+}
+
+/** Answers the CONNECT request; on failure codes the socket is ended after the reply. */
+export function writeReply(socket: Socket, code: ReplyCode, bound?: { host: string; port: number }): void {
+  const reply = replyBuffer(code, bound);
+  if (code === REPLY.succeeded) {
+    socket.write(reply);
+    return;
+  }
+  if (socket.writable) socket.end(reply);
+  setTimeout(() => socket.destroy(), 1000).unref();
+}
