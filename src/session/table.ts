@@ -115,6 +115,11 @@ export class SessionTable {
   sweep(): number {
     const before = this.cache.size;
     this.cache.purgeStale();
+    // lru-cache calls an entry stale only after its TTL has fully passed; Rotor's expiry includes the boundary.
+    const now = this.now();
+    const ended: string[] = [];
+    for (const [k, s] of this.cache.entries()) if (s.expiresAt <= now) ended.push(k);
+    for (const k of ended) this.cache.delete(k);
     const removed = before - this.cache.size;
     if (removed > 0) this.updateGauge();
     return removed;

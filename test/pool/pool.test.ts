@@ -1,0 +1,364 @@
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Writable } from 'node:stream';
+import { Pool, type PoolOptions } from '../../src/pool/pool.ts';
+import { PoolRegistry } from '../../src/pool/registry.ts';
+import { StaticPool } from '../../src/pool/static.ts';
+import type { Drawer } from '../../src/pool/drawer.ts';
+import { PoolEmptyError, type UpstreamNode } from '../../src/pool/types.ts';
+import { createMetrics } from '../../src/telemetry/metrics.ts';
+import { createLogger } from '../../src/telemetry/logger.ts';
+
+let serial = 0;
+function node(port: number, expiresAt?: number): UpstreamNode {
+  return { id: `socks5://u@127.0.0.1:${port}`, protocol: 'socks5', host: '127.0.0.1', port, username: 'u', password: 'pw', source: 'pwd', ...(expiresAt === undefined ? {} : { expiresAt }) };
+}
+const fresh = (n: number, expiresAt?: number) => Array.from({ length: n }, () => node(20000 + ++serial, expiresAt));
+
+/** A drawer whose answers the test queues; records each call. A draw with nothing queued waits for `push`. */
+class ScriptedDrawer implements Drawer {
+  calls: number[] = [];
+  private queue: (UpstreamNode[] | Error)[] = [];
+  private pending: ((v: UpstreamNode[] | Error) => void)[] = [];
+  push(answer: UpstreamNode[] | Error): void {
+    const p = this.pending.shift();
+    if (p) p(answer);
+    else this.queue.push(answer);
+  }
+  async draw(count: number): Promise<UpstreamNode[]> {
+    this.calls.push(count);
+    const a = this.queue.shift() ?? (await new Promise<UpstreamNode[] | Error>((resolve) => this.pending.push(resolve)));
+    if (a instanceof Error) throw a;
+    return a;
+  }
+}
+
+const key = { user: 'alice', productNo: 'P1', region: '' };
+function clock(start = 1_000_000) {
+  const c = { t: start, now: () => c.t };
+  return c;
+}
+function makePool(drawer: Drawer, extra: Partial<PoolOptions> = {}) {
+  return new Pool({ key, drawer, lowWater: 0, ...extra });
+}
+async function primed(nodes: UpstreamNode[], extra: Partial<PoolOptions> = {}) {
+  const d = new ScriptedDrawer();
+  d.push(nodes);
+  const pool = makePool(d, extra);
+  await pool.prefill();
+  return { pool, drawer: d };
+}
+const flush = () => new Promise((resolve) => setImmediate(resolve));
+
+describe('strategies', () => {
+  test('round robin visits every node in turn', async () => {
+    const nodes = fresh(3);
+    const { pool } = await primed(nodes);
+    const got: string[] = [];
+    for (let i = 0; i < 6; i++) got.push((await pool.acquire()).id);
+    assert.deepEqual(got, [...nodes, ...nodes].map((n) => n.id));
+  });
+
+  test('least connections prefers the node with fewest open connections', async () => {
+    const nodes = fresh(3);
+    const { pool } = await primed(nodes, { strategy: 'least_connections' });
+    const a = await pool.acquire();
+    const b = await pool.acquire();
+    const c = await pool.acquire();
+    assert.equal(new Set([a.id, b.id, c.id]).size, 3, 'idle nodes spread');
+    pool.release(b);
+    assert.equal((await pool.acquire()).id, b.id);
+    pool.release(a);
+    pool.release(a); // extra releases never go below zero
+    assert.equal((await pool.acquire()).id, a.id);
+    const snap = pool.snapshot();
+    assert.deepEqual(snap.nodes.map((n) => n.activeConnections), [1, 1, 1]);
+  });
+
+  test('random uses the injected random source', async () => {
+    const nodes = fresh(4);
+    const rolls = [0.99, 0, 0.5, 0.26];
+    const { pool } = await primed(nodes, { strategy: 'random', random: () => rolls.shift()! });
+    const got = [];
+    for (let i = 0; i < 4; i++) got.push((await pool.acquire()).id);
+    assert.deepEqual(got, [nodes[3]!.id, nodes[0]!.id, nodes[2]!.id, nodes[1]!.id]);
+  });
+
+  test('exclude skips nodes (retry on another node)', async () => {
+    const nodes = fresh(2);
+    const { pool } = await primed(nodes);
+    for (let i = 0; i < 3; i++) assert.equal((await pool.acquire(new Set([nodes[0]!.id]))).id, nodes[1]!.id);
+  });
+});
+
+describe('fail marking and cooling', () => {
+  test('maxFails within the window → cooling; back after coolDown', async () => {
+    const c = clock();
+    const nodes = fresh(2);
+    const metrics = createMetrics({ defaultMetrics: false });
+    const { pool } = await primed(nodes, { now: c.now, maxFails: 2, failWindowMs: 10_000, coolDownMs: 30_000, metrics });
+    const [a, b] = nodes as [UpstreamNode, UpstreamNode];
+    pool.reportFailure(a, 'refused');
+    assert.ok(pool.isUsable(a), 'one failure is not enough');
+    c.t += 11_000; // outside the window: the first failure no longer counts
+    pool.reportFailure(a, 'refused');
+    assert.ok(pool.isUsable(a));
+    c.t += 1_000;
+    pool.reportFailure(a, 'connect_timeout');
+    assert.ok(!pool.isUsable(a), 'two failures within the window cool it');
+    assert.equal((await metrics.poolProxies.get()).values.find((v) => v.labels.state === 'cooling')?.value, 1);
+    for (let i = 0; i < 3; i++) assert.equal((await pool.acquire()).id, b.id);
+    assert.equal(pool.snapshot().nodes.find((n) => n.id === a.id)?.state, 'cooling');
+    c.t += 30_001;
+    assert.ok(pool.isUsable(a));
+    const seen = new Set([(await pool.acquire()).id, (await pool.acquire()).id]);
+    assert.ok(seen.has(a.id), 'cooled node serves again');
+    pool.snapshot();
+    assert.equal((await metrics.poolProxies.get()).values.find((v) => v.labels.state === 'ready')?.value, 2);
+  });
+
+  test('target_refused does not count against the node; auth cools at once; success clears', async () => {
+    const c = clock();
+    const [a] = fresh(1) as [UpstreamNode];
+    const { pool } = await primed([a], { now: c.now, maxFails: 2 });
+    pool.reportFailure(a, 'target_refused');
+    pool.reportFailure(a, 'target_refused');
+    pool.reportFailure(a, 'target_refused');
+    assert.ok(pool.isUsable(a));
+    pool.reportFailure(a, 'reset');
+    pool.reportSuccess(a);
+    pool.reportFailure(a, 'reset');
+    assert.ok(pool.isUsable(a), 'success reset the count');
+    pool.reportFailure(a, 'auth');
+    assert.ok(!pool.isUsable(a));
+    pool.reportSuccess(a);
+    assert.ok(pool.isUsable(a), 'a success through a cooling node brings it back');
+  });
+
+  test('last resort: with none ready, the least recently failed cooling node', async () => {
+    const c = clock();
+    const nodes = fresh(3);
+    const d = new ScriptedDrawer();
+    d.push(nodes);
+    const pool = new Pool({ key, drawer: d, now: c.now, maxFails: 1, lowWater: 1 });
+    await pool.prefill();
+    const [a, b, x] = nodes as [UpstreamNode, UpstreamNode, UpstreamNode];
+    pool.reportFailure(b, 'refused');
+    c.t += 10;
+    pool.reportFailure(a, 'refused');
+    c.t += 10;
+    pool.reportFailure(x, 'refused');
+    assert.equal((await pool.acquire()).id, b.id, 'b failed first');
+    assert.equal((await pool.acquire(new Set([b.id]))).id, a.id);
+    // Meanwhile the pool, below low water, drew in the background.
+    assert.equal(d.calls.length, 2);
+    pool.close();
+  });
+
+  test('unknown nodes are ignored by report/release/isUsable', async () => {
+    const { pool } = await primed(fresh(1));
+    const stranger = node(1);
+    pool.reportFailure(stranger, 'refused');
+    pool.reportSuccess(stranger);
+    pool.release(stranger);
+    assert.equal(pool.isUsable(stranger), false);
+  });
+});
+
+describe('expiry', () => {
+  test('expired nodes are dropped and never handed out', async () => {
+    const c = clock();
+    const short = fresh(1, c.t + 1_000);
+    const long = fresh(1, c.t + 60_000);
+    const { pool } = await primed([...short, ...long], { now: c.now });
+    assert.ok(pool.isUsable(short[0]!));
+    c.t += 1_000;
+    assert.ok(!pool.isUsable(short[0]!));
+    for (let i = 0; i < 3; i++) assert.equal((await pool.acquire()).id, long[0]!.id);
+    assert.deepEqual(pool.snapshot().nodes.map((n) => n.id), [long[0]!.id]);
+  });
+});
+
+describe('drawing', () => {
+  test('low-water refill runs in the background and does not block a servable acquire', async () => {
+    const nodes = fresh(1);
+    const d = new ScriptedDrawer();
+    d.push(nodes);
+    const pool = new Pool({ key, drawer: d, lowWater: 3, drawBatch: 4 });
+    await pool.prefill();
+    // The refill draw will hang until pushed; acquires must still be served at once.
+    const first = await pool.acquire();
+    const second = await pool.acquire();
+    assert.equal(first.id, nodes[0]!.id);
+    assert.equal(second.id, nodes[0]!.id);
+    assert.deepEqual(d.calls, [4, 4], 'one refill started, shared by both acquires');
+    assert.equal(pool.snapshot().drawing, true);
+    const more = fresh(3);
+    d.push(more);
+    await flush();
+    assert.equal(pool.snapshot().ready, 4);
+    assert.equal(pool.snapshot().drawing, false);
+    pool.close();
+  });
+
+  test('concurrent acquires on an empty pool share one draw', async () => {
+    const d = new ScriptedDrawer();
+    const pool = makePool(d);
+    const waiting = Array.from({ length: 10 }, () => pool.acquire());
+    await flush();
+    assert.equal(d.calls.length, 1);
+    const nodes = fresh(5);
+    d.push(nodes);
+    const got = await Promise.all(waiting);
+    assert.equal(d.calls.length, 1);
+    assert.equal(new Set(got.map((n) => n.id)).size, 5, 'round robin spread the waiters');
+  });
+
+  test('bounded wait: a hanging draw → PoolEmptyError within acquireTimeoutMs', async () => {
+    const d = new ScriptedDrawer();
+    const pool = makePool(d, { acquireTimeoutMs: 100 });
+    const started = Date.now();
+    await assert.rejects(pool.acquire(), (err: unknown) => err instanceof PoolEmptyError && err.code === 'POOL_EMPTY' && err.pool === 'alice/P1/' && /within 100 ms/.test(err.message));
+    assert.ok(Date.now() - started < 1_000);
+    // The late draw still fills the pool for the next acquire.
+    const nodes = fresh(1);
+    d.push(nodes);
+    await flush();
+    assert.equal((await pool.acquire()).id, nodes[0]!.id);
+    assert.equal(d.calls.length, 1);
+  });
+
+  test('everything excluded → a draw for new nodes', async () => {
+    const first = fresh(1);
+    const { pool, drawer } = await primed(first);
+    const next = fresh(1);
+    drawer.push(next);
+    assert.equal((await pool.acquire(new Set([first[0]!.id]))).id, next[0]!.id);
+  });
+
+  test('a failed draw rejects the waiters with the cause, then backs off exponentially; logged once', async () => {
+    const c = clock();
+    const lines: string[] = [];
+    const logger = createLogger({ level: 'info', destination: new Writable({ write(chunk, _e, cb) { lines.push(String(chunk)); cb(); } }) });
+    const d = new ScriptedDrawer();
+    const pool = makePool(d, { now: c.now, logger, backoffBaseMs: 1_000, backoffMaxMs: 4_000, lowWater: 1 });
+    const boom = Object.assign(new Error('platform error 10072: insufficient balance'), { code: 'PLATFORM_ERROR' });
+    d.push(boom);
+    await assert.rejects(pool.acquire(), (err: unknown) => err instanceof PoolEmptyError && /PLATFORM_ERROR/.test(err.message) && (err as Error & { cause?: unknown }).cause === boom);
+    // Within the backoff: rejected at once, no new draw.
+    await assert.rejects(pool.acquire(), (err: unknown) => err instanceof PoolEmptyError && /next draw in 1000 ms/.test(err.message));
+    assert.equal(d.calls.length, 1);
+    const snap = pool.snapshot();
+    assert.equal(snap.drawError?.consecutive, 1);
+    assert.equal(snap.drawError?.code, 'PLATFORM_ERROR');
+    // Delays double: 1 s, 2 s, 4 s, capped at 4 s.
+    const delays: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      c.t = pool.snapshot().drawError!.retryAt;
+      d.push(boom);
+      await assert.rejects(pool.acquire());
+      delays.push(pool.snapshot().drawError!.retryAt - c.t);
+    }
+    assert.deepEqual(delays, [2_000, 4_000, 4_000]);
+    assert.equal(lines.filter((l) => l.includes('pool draw failed')).length, 1, 'logged once, not per failure');
+    c.t = pool.snapshot().drawError!.retryAt;
+    const nodes = fresh(2);
+    d.push(nodes);
+    assert.equal((await pool.acquire()).id, nodes[0]!.id);
+    assert.equal(pool.snapshot().drawError, undefined);
+    assert.equal(lines.filter((l) => l.includes('pool draws recovered')).length, 1);
+    assert.ok(!lines.join('').includes('"password"'));
+  });
+
+  test('an empty draw counts as a failed draw (no tight refill loop)', async () => {
+    const d = new ScriptedDrawer();
+    const pool = makePool(d, { acquireTimeoutMs: 1_000 });
+    d.push([]);
+    await assert.rejects(pool.acquire(), (err: unknown) => err instanceof PoolEmptyError && /no node/.test(err.message));
+    await assert.rejects(pool.acquire(), (err: unknown) => err instanceof PoolEmptyError && /next draw/.test(err.message));
+    assert.equal(d.calls.length, 1);
+  });
+
+  test('maxNodes: fresh nodes replace cooling ones first', async () => {
+    const c = clock();
+    const old = fresh(3);
+    const { pool, drawer } = await primed(old, { now: c.now, maxNodes: 3, maxFails: 1 });
+    pool.reportFailure(old[1]!, 'refused');
+    const next = fresh(1);
+    drawer.push(next);
+    await pool.prefill();
+    assert.deepEqual(pool.snapshot().nodes.map((n) => n.id).sort(), [old[0]!.id, old[2]!.id, next[0]!.id].sort());
+  });
+
+  test('a re-drawn node keeps its history and gets the new credentials', async () => {
+    const c = clock();
+    const a = node(30001, c.t + 1000);
+    const { pool, drawer } = await primed([a], { now: c.now });
+    pool.reportFailure(a, 'reset');
+    drawer.push([{ ...a, password: 'new', expiresAt: c.t + 9000 }]);
+    await pool.prefill();
+    const s = pool.snapshot();
+    assert.equal(s.nodes.length, 1);
+    assert.equal(s.nodes[0]!.fails, 1);
+    assert.equal(s.nodes[0]!.expiresAt, c.t + 9000);
+    assert.equal((await pool.acquire()).password, 'new');
+    assert.ok(!JSON.stringify(s).includes('new'), 'snapshot carries no password');
+  });
+
+  test('close rejects waiters and refuses further acquires', async () => {
+    const d = new ScriptedDrawer();
+    const metrics = createMetrics({ defaultMetrics: false });
+    const pool = makePool(d, { metrics });
+    const waiting = pool.acquire();
+    await flush();
+    pool.close();
+    await assert.rejects(waiting, (err: unknown) => err instanceof PoolEmptyError && /closed/.test(err.message));
+    await assert.rejects(pool.acquire(), PoolEmptyError);
+    assert.equal((await metrics.poolProxies.get()).values.length, 0);
+  });
+});
+
+describe('PoolRegistry', () => {
+  test('creates one pool per key lazily, lists and closes them', async () => {
+    const made: string[] = [];
+    const reg = new PoolRegistry({
+      drawerFor: (k) => {
+        made.push(`${k.user}/${k.region}`);
+        return { draw: async () => [node(k.region === 'USA' ? 40001 : 40002)] };
+      },
+      tuning: { lowWater: 0 },
+    });
+    const a = reg.get({ user: 'alice', productNo: 'P', region: 'USA' });
+    assert.equal(reg.get({ user: 'alice', productNo: 'P', region: 'USA' }), a);
+    const b = reg.get({ user: 'alice', productNo: 'P', region: '' });
+    assert.notEqual(a, b);
+    assert.deepEqual(made, ['alice/USA', 'alice/']);
+    assert.equal((await a.acquire()).port, 40001);
+    assert.equal(reg.find('alice/P/USA'), a);
+    assert.deepEqual(reg.snapshot().map((s) => [s.id, s.ready]), [['alice/P/USA', 1], ['alice/P/', 0]]);
+    assert.equal(reg.delete({ user: 'alice', productNo: 'P', region: '' }), true);
+    assert.equal(reg.list().length, 1);
+    reg.close();
+    await assert.rejects(a.acquire(), PoolEmptyError);
+    assert.throws(() => reg.get(key), PoolEmptyError);
+  });
+});
+
+describe('StaticPool', () => {
+  test('always the one node unless excluded; setNode swaps it', async () => {
+    const n = node(50001);
+    const s = new StaticPool('instance/I1', n);
+    assert.equal(await s.acquire(), n);
+    s.reportFailure(n, 'refused');
+    assert.equal(await s.acquire(), n, 'no other node to prefer');
+    assert.equal(s.snapshot().consecutiveFailures, 1);
+    assert.equal(s.snapshot().activeConnections, 2);
+    s.release(n);
+    await assert.rejects(s.acquire(new Set([n.id])), PoolEmptyError);
+    const m = node(50002);
+    s.setNode(m);
+    assert.equal(s.isUsable(n), false);
+    assert.equal(s.isUsable(m), true);
+    assert.equal((await s.acquire(new Set([n.id]))).id, m.id);
+  });
+});
