@@ -1,0 +1,111 @@
+// Drawing from the real sandbox platform through the real client, then leaving through a drawn node: the
+// parser's output must be credentials the sandbox's upstreams accept.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createServer, type Server, type AddressInfo } from 'node:net';
+import { SocksClient } from 'socks';
+import { startSimulator, SIM_PRODUCTS, type Simulator } from '../../src/sim/index.ts';
+import { PlatformClient } from '../../src/platform/client.ts';
+import { ApiDrawer, PwdDrawer, drawApiFromClient } from '../../src/pool/drawer.ts';
+import { Pool } from '../../src/pool/pool.ts';
+import type { UpstreamNode } from '../../src/pool/types.ts';
+
+let sim: Simulator;
+let client: PlatformClient;
+let target: Server;
+let targetPort: number;
+
+async function waitOrder(orderNo: string): Promise<void> {
+  const until = Date.now() + 10_000;
+  for (;;) {
+    const o = await client.call('GetOrder', { orderNo });
+    if (o.status === 3) return;
+    if (o.status === 4 || o.status === 5 || Date.now() > until) throw new Error(`order ${orderNo} ended in status ${o.status}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/** Opens a SOCKS5 tunnel through the node to the loopback echo target and checks bytes come back. */
+async function echoThrough(node: UpstreamNode): Promise<string> {
+  assert.equal(node.protocol, 'socks5');
+  const { socket } = await SocksClient.createConnection({
+    proxy: { host: node.host, port: node.port, type: 5, ...(node.username ? { userId: node.username, password: node.password ?? '' } : {}) },
+    command: 'connect',
+    destination: { host: '127.0.0.1', port: targetPort },
+    timeout: 3000,
+  });
+  try {
+    const reply = new Promise<string>((resolve, reject) => {
+      socket.once('data', (b) => resolve(b.toString()));
+      socket.once('error', reject);
+    });
+    socket.write('ping');
+    return await reply;
+  } finally {
+    socket.destroy();
+  }
+}
+
+before(async () => {
+  target = createServer((s) => s.on('data', (b) => s.end(`echo:${b.toString()}`)).on('error', () => undefined));
+  await new Promise<void>((resolve) => target.listen(0, '127.0.0.1', resolve));
+  targetPort = (target.address() as AddressInfo).port;
+  sim = await startSimulator({ orderDelayMs: 20 });
+  client = new PlatformClient({ baseUrl: sim.baseUrl, appKey: sim.appKey, appSecret: sim.appSecret, retries: 0, timeoutMs: 5000 });
+  await client.call('CreateUser', { appUsername: 'shop1', status: 1 });
+  await client.call('CreateProxyUser', { appUsername: 'alice', appMainUsername: 'shop1', limitFlow: 100, status: 1 });
+  for (const [i, productNo] of [SIM_PRODUCTS.dynamicTraffic, SIM_PRODUCTS.dynamicTrafficCn].entries()) {
+    const o = await client.call('InstanceOpen', { appOrderNo: `pool-test-${i}`, params: [{ productNo, appUsername: 'shop1', flow: 100 }] });
+    await waitOrder(o.orderNo);
+  }
+});
+
+after(async () => {
+  client.close();
+  await sim.close();
+  await new Promise<void>((resolve) => target.close(() => resolve()));
+});
+
+describe('drawing from the sandbox', () => {
+  test('PwdDrawer: URL form (DYN-104) and colon form (DYN-105) parse into working nodes', async () => {
+    const api = drawApiFromClient(client);
+    for (const productNo of [SIM_PRODUCTS.dynamicTraffic, SIM_PRODUCTS.dynamicTrafficCn]) {
+      const drawer = new PwdDrawer({ api, subAccount: 'alice', productNo, sessTime: 5, protocol: 'socks5' });
+      const nodes = await drawer.draw(3);
+      assert.equal(nodes.length, 3, productNo);
+      assert.ok(nodes.every((n) => n.username && n.password && n.expiresAt && n.source === 'pwd'));
+      assert.equal(await echoThrough(nodes[0]!), 'echo:ping', productNo);
+    }
+  });
+
+  test('a pool fed by PwdDrawer hands out sandbox nodes', async () => {
+    const drawer = new PwdDrawer({ api: drawApiFromClient(client), subAccount: 'alice', productNo: SIM_PRODUCTS.dynamicTraffic, sessTime: 5 });
+    const pool = new Pool({ key: { user: 'alice', productNo: SIM_PRODUCTS.dynamicTraffic, region: '' }, drawer, lowWater: 0, drawBatch: 4 });
+    const a = await pool.acquire();
+    const b = await pool.acquire();
+    assert.notEqual(a.id, b.id);
+    assert.equal(await echoThrough(b), 'echo:ping');
+    assert.equal(pool.snapshot().ready, 4);
+    pool.close();
+  });
+
+  test('PwdDrawer: a platform refusal surfaces with its code', async () => {
+    const drawer = new PwdDrawer({ api: drawApiFromClient(client), subAccount: 'nobody', productNo: SIM_PRODUCTS.dynamicTraffic });
+    await assert.rejects(drawer.draw(1), (err: unknown) => (err as { platformCode?: number }).platformCode === 10092);
+  });
+
+  test('ApiDrawer: txt with /br and json extraction links from the whitelist', async () => {
+    const api = drawApiFromClient(client);
+    const productNo = SIM_PRODUCTS.dynamicTraffic;
+    const refused = new ApiDrawer({ api, mainAccount: 'shop1', productNo, proxyType: 104 });
+    await assert.rejects(refused.draw(2), (err: unknown) => (err as { code?: string }).code === 'EXTRACTION_FAILED' && /whitelist/.test((err as Error).message));
+    await client.call('AddIpWhiteList', { appUsername: 'shop1', ip: '127.0.0.1', proxyType: 104, productNo });
+    for (const opts of [{ returnType: 'txt' as const, delimiter: 2 as const }, { returnType: 'json' as const }]) {
+      const drawer = new ApiDrawer({ api, mainAccount: 'shop1', productNo, proxyType: 104, ...opts });
+      const nodes = await drawer.draw(3);
+      assert.ok(nodes.length >= 1);
+      assert.ok(nodes.every((n) => n.source === 'api' && n.username === undefined));
+      assert.equal(await echoThrough(nodes[0]!), 'echo:ping');
+    }
+  });
+});
