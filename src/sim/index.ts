@@ -17,7 +17,7 @@ export { SIM_PRODUCTS } from './platform/catalog.ts';
 export type { Inspect, FaultControl, ProductPatch, MerchantPatch } from './platform/control.ts';
 export type { FaultSettings, OrderOutcome } from './platform/faults.ts';
 export type { CallbackRecord } from './platform/callbacks.ts';
-export type { SimClock } from './platform/clock.ts';
+export { createClock, type SimClock } from './platform/clock.ts';
 
 /** Fixed development credentials (the secret is 32 bytes: AES-256), for config/default.yaml. */
 export const SIM_DEFAULTS = {
