@@ -1,0 +1,143 @@
+// Keeps the platform's sub-account limit in step with Rotor's local limit, and Rotor's usage honest against
+// the platform's, for products that support sub-account limits (`proxyUserFlowLimit` = 1).
+//
+// The platform takes a set-limit `limitFlow` of -1 or >= 1,024,000 bytes. A local limit below that is sent
+// as 1,024,000: the platform then holds a looser backstop and Rotor enforces the exact, smaller limit on its
+// own data path (units.platformLimitFor). Usage: GetProxyUserInfo `useFlow` (bytes) is compared with the
+// local counter; when the platform has seen more, Rotor adopts the platform's number (never under-count).
+// Nothing here touches the data path: it runs on a timer and on limit changes.
+import type { PlatformClient } from '../platform/client.ts';
+import { PlatformError } from '../platform/errors.ts';
+import type { Logger } from '../telemetry/logger.ts';
+import type { Accounting, LimitChange } from './meters.ts';
+import type { ProductCatalog } from './products.ts';
+import { platformLimitFor } from './units.ts';
+
+export interface SyncedUser {
+  name: string;
+  /** productNo from the config ('' = the first dynamic product) */
+  product: string;
+}
+
+export interface UserSyncResult {
+  user: string;
+  productNo: string | undefined;
+  /** unsupported: the product has no sub-account limits; error: see `error` */
+  outcome: 'synced' | 'unsupported' | 'no_product' | 'error';
+  platformUsedBytes?: number;
+  /** the set-limit limitFlow sent this time (absent when the platform already had it) */
+  limitSent?: number;
+  adopted?: boolean;
+  error?: string;
+}
+
+export interface PlatformLimitSyncOptions {
+  client: Pick<PlatformClient, 'call'>;
+  accounting: Accounting;
+  products: ProductCatalog;
+  logger?: Logger;
+  /** How often usage is reconciled and limits re-checked; default 60 s. */
+  intervalMs?: number;
+}
+
+export class PlatformLimitSync {
+  private readonly client: Pick<PlatformClient, 'call'>;
+  private readonly accounting: Accounting;
+  private readonly products: ProductCatalog;
+  private readonly logger: Logger | undefined;
+  private readonly intervalMs: number;
+  private users = new Map<string, SyncedUser>();
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<UserSyncResult[]> | undefined;
+  private readonly pending = new Set<Promise<unknown>>();
+  private listening = false;
+  private subscribed = false;
+
+  constructor(options: PlatformLimitSyncOptions) {
+    this.client = options.client;
+    this.accounting = options.accounting;
+    this.products = options.products;
+    this.logger = options.logger;
+    this.intervalMs = options.intervalMs ?? 60_000;
+  }
+
+  setUsers(users: readonly SyncedUser[]): void {
+    this.users = new Map(users.map((u) => [u.name, { name: u.name, product: u.product }]));
+  }
+
+  /** Subscribes to limit changes and reconciles on the interval (the first pass runs now). */
+  start(): Promise<UserSyncResult[]> {
+    this.listening = true;
+    if (!this.subscribed) {
+      this.subscribed = true;
+      this.accounting.onLimitChange((c) => this.onLimitChange(c));
+    }
+    if (!this.timer) {
+      this.timer = setInterval(() => void this.reconcile(), this.intervalMs);
+      this.timer.unref();
+    }
+    return this.reconcile();
+  }
+
+  /** Stops the timer and waits for calls in flight. */
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    this.listening = false;
+    await Promise.allSettled([...this.pending, this.running]);
+  }
+
+  /** One pass over every user: adopt higher platform usage, and correct a platform limit that drifted. */
+  reconcile(): Promise<UserSyncResult[]> {
+    if (this.running) return this.running;
+    const run = (async () => {
+      const out: UserSyncResult[] = [];
+      for (const u of this.users.values()) out.push(await this.syncUser(u));
+      return out;
+    })().finally(() => {
+      this.running = undefined;
+    });
+    this.running = run;
+    return run;
+  }
+
+  /** Reconciles one user now (also used after an admin limit change). */
+  async syncUser(u: SyncedUser): Promise<UserSyncResult> {
+    let productNo: string | undefined;
+    try {
+      productNo = await this.products.productFor(u.product);
+      if (!productNo) return { user: u.name, productNo, outcome: 'no_product' };
+      const facts = await this.products.facts(productNo);
+      if (!facts.dynamic || !facts.subAccountLimits) return { user: u.name, productNo, outcome: 'unsupported' };
+      const info = await this.client.call('GetProxyUserInfo', { appUsername: u.name, productNo });
+      const result: UserSyncResult = { user: u.name, productNo, outcome: 'synced' };
+      if (info.useFlow !== undefined && info.useFlow !== null) {
+        result.platformUsedBytes = Number(info.useFlow);
+        result.adopted = this.accounting.adoptUsage(u.name, result.platformUsedBytes);
+      }
+      const local = this.accounting.limitOf(u.name);
+      if (local !== undefined) {
+        const wanted = platformLimitFor(local);
+        if (info.limitFlow === undefined || info.limitFlow === null || Number(info.limitFlow) !== wanted) {
+          await this.client.call('SetProxyUserFlowLimit', { appUsername: u.name, productNo, limitFlow: wanted });
+          result.limitSent = wanted;
+          this.logger?.info({ user: u.name, productNo, limitFlow: wanted, localLimitBytes: local }, 'platform sub-account limit set');
+        }
+      }
+      return result;
+    } catch (err) {
+      const error = err instanceof PlatformError ? `platform error ${err.platformCode}: ${err.meaning}` : (err as Error).message;
+      this.logger?.warn({ user: u.name, productNo, err }, 'sub-account limit sync failed');
+      return { user: u.name, productNo, outcome: 'error', error };
+    }
+  }
+
+  private onLimitChange(change: LimitChange): void {
+    if (!this.listening) return;
+    const u = this.users.get(change.user);
+    if (!u) return;
+    const p = this.syncUser(u);
+    this.pending.add(p);
+    void p.finally(() => this.pending.delete(p));
+  }
+}

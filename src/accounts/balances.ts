@@ -1,0 +1,253 @@
+// Dynamic traffic balances (ProxyInfo, MB) per (main account, product), polled on an interval and at once
+// after a draw error that smells of balance. When a balance runs out Rotor says so once in the log, stops
+// drawing for that pair (`canDraw` false) and — unless told otherwise — refuses the users who draw from it
+// with that reason (Accounting admission) instead of letting them hang on dead upstreams; when the balance
+// comes back (a new dynamic order credits flow), draws and users resume and the log says so once.
+// For products sold by IP count the balance is the IPs left (ipTotal - ipUsed); the gauge still shows the
+// platform's MB figure.
+import type { PlatformClient } from '../platform/client.ts';
+import { PlatformError } from '../platform/errors.ts';
+import { CODE } from '../platform/codes.ts';
+import type { Accounting } from '../accounting/meters.ts';
+import type { ProductCatalog } from '../accounting/products.ts';
+import { mbToBytes } from '../accounting/units.ts';
+import type { Metrics } from '../telemetry/metrics.ts';
+import type { Logger } from '../telemetry/logger.ts';
+
+export interface Balance {
+  account: string;
+  productNo: string;
+  proxyType: number;
+  /** ProxyInfo `balance`, MB */
+  balanceMb: number;
+  /** the same in bytes at the product's base, rounded down */
+  balanceBytes: number;
+  usedMb: number | undefined;
+  totalMb: number | undefined;
+  ipUsed: number | undefined;
+  ipTotal: number | undefined;
+  whitelist: string[];
+  /** traffic (or IPs) left */
+  hasBalance: boolean;
+  /** epoch ms */
+  checkedAt: number;
+}
+
+export interface BalanceUser {
+  name: string;
+  mainAccount: string;
+  product: string;
+}
+
+export interface BalanceWatcherOptions {
+  client: Pick<PlatformClient, 'call'>;
+  products: ProductCatalog;
+  metrics?: Metrics;
+  logger?: Logger;
+  /** Refuse users of an empty (account, product) through its admission; default true when given. */
+  accounting?: Accounting;
+  refuseWhenEmpty?: boolean;
+  /** default 60 s */
+  intervalMs?: number;
+  now?: () => number;
+}
+
+/** The cause under which balance refusals are registered with Accounting. */
+export const BALANCE_REFUSAL = 'balance';
+
+/** Platform codes that say "no traffic/money left". */
+const BALANCE_CODES: number[] = [CODE.CREATE_BALANCE, CODE.RENEW_BALANCE, CODE.ALLOCATE_BALANCE, CODE.RETURN_BALANCE];
+
+/** Does this error (from a draw or an extraction link) suggest the balance ran out? */
+export function smellsOfBalance(err: unknown): boolean {
+  if (err instanceof PlatformError) return BALANCE_CODES.includes(err.platformCode);
+  const e = err as { platformCode?: unknown; message?: unknown } | null;
+  if (e && typeof e.platformCode === 'number' && BALANCE_CODES.includes(e.platformCode)) return true;
+  return typeof e?.message === 'string' && /balance|insufficient|exhausted|not enough/i.test(e.message);
+}
+
+const key = (account: string, productNo: string) => `${account}\n${productNo}`;
+
+export class BalanceWatcher {
+  private readonly client: Pick<PlatformClient, 'call'>;
+  private readonly products: ProductCatalog;
+  private readonly metrics: Metrics | undefined;
+  private readonly logger: Logger | undefined;
+  private readonly accounting: Accounting | undefined;
+  private readonly refuseWhenEmpty: boolean;
+  private readonly intervalMs: number;
+  private readonly now: () => number;
+  private users: BalanceUser[] = [];
+  private readonly balances = new Map<string, Balance>();
+  /** users currently refused for an empty balance */
+  private readonly refused = new Set<string>();
+  private timer: NodeJS.Timeout | undefined;
+  private polling: Promise<Balance[]> | undefined;
+  private again = false;
+
+  constructor(options: BalanceWatcherOptions) {
+    this.client = options.client;
+    this.products = options.products;
+    this.metrics = options.metrics;
+    this.logger = options.logger;
+    this.accounting = options.accounting;
+    this.refuseWhenEmpty = options.refuseWhenEmpty ?? true;
+    this.intervalMs = options.intervalMs ?? 60_000;
+    this.now = options.now ?? Date.now;
+  }
+
+  /** The users whose (main account, product) pairs are watched; at start and on reload. */
+  setUsers(users: readonly BalanceUser[]): void {
+    this.users = users.map((u) => ({ name: u.name, mainAccount: u.mainAccount, product: u.product }));
+  }
+
+  /** Polls now, then every interval. */
+  start(): Promise<Balance[]> {
+    if (!this.timer) {
+      this.timer = setInterval(() => void this.poll(), this.intervalMs);
+      this.timer.unref();
+    }
+    return this.poll();
+  }
+
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    await this.polling?.catch(() => undefined);
+  }
+
+  /**
+   * Polls every watched pair. A poll asked for while one runs starts again right after it (so a nudge after
+   * a draw error always sees a fresh answer), and both callers get that later result.
+   */
+  poll(): Promise<Balance[]> {
+    if (this.polling) {
+      this.again = true;
+      return this.polling;
+    }
+    const run = this.pollOnce().finally(() => {
+      this.polling = undefined;
+      if (this.again) {
+        this.again = false;
+        void this.poll();
+      }
+    });
+    this.polling = run;
+    return run;
+  }
+
+  /** Polls now (after a draw error that smells of balance, or after a dynamic order / traffic return). */
+  nudge(): Promise<Balance[]> {
+    return this.poll();
+  }
+
+  /** For drawers: call after a failed draw; polls at once when the error smells of balance. */
+  drawFailed(err: unknown): void {
+    if (smellsOfBalance(err)) void this.nudge();
+  }
+
+  /** The last known balance of a pair. */
+  get(account: string, productNo: string): Balance | undefined {
+    return this.balances.get(key(account, productNo));
+  }
+
+  list(): Balance[] {
+    return [...this.balances.values()];
+  }
+
+  /** True when the last poll found traffic (or IPs) left; false when empty; true when never polled. */
+  hasBalance(account: string, productNo: string): boolean {
+    return this.balances.get(key(account, productNo))?.hasBalance ?? true;
+  }
+
+  /** Should a drawer draw for this pair now? (Unknown pairs may: the platform has the last word.) */
+  canDraw(account: string, productNo: string): boolean {
+    return this.hasBalance(account, productNo);
+  }
+
+  /** One ProxyInfo read (also GET /v1/accounts/:name/balance); updates the gauge and the state. */
+  async fetch(account: string, productNo: string): Promise<Balance> {
+    const facts = await this.products.facts(productNo);
+    const info = await this.client.call('ProxyInfo', { appUsername: account, proxyType: facts.proxyType as 104 | 105, productNo });
+    const entry = info.list?.find((e) => e.productNo === productNo) ?? info.list?.[0];
+    const balanceMb = Number(entry?.balance ?? 0);
+    const ipTotal = entry?.ipTotal ?? undefined;
+    const ipUsed = entry?.ipUsed ?? undefined;
+    const hasBalance = facts.byIpCount ? (ipTotal ?? 0) - (ipUsed ?? 0) > 0 : balanceMb > 0;
+    const balance: Balance = {
+      account,
+      productNo,
+      proxyType: facts.proxyType,
+      balanceMb,
+      balanceBytes: Math.max(0, mbToBytes(balanceMb, facts.base)),
+      usedMb: entry?.used ?? undefined,
+      totalMb: entry?.total ?? undefined,
+      ipUsed,
+      ipTotal,
+      whitelist: entry?.ipWhiteList ?? [],
+      hasBalance,
+      checkedAt: this.now(),
+    };
+    this.record(balance);
+    return balance;
+  }
+
+  private async pollOnce(): Promise<Balance[]> {
+    const pairs = new Map<string, { account: string; productNo: string; users: string[] }>();
+    for (const u of this.users) {
+      let productNo: string | undefined;
+      try {
+        productNo = await this.products.productFor(u.product);
+        if (!productNo || !(await this.products.facts(productNo)).dynamic) continue;
+      } catch (err) {
+        this.logger?.warn({ user: u.name, err }, 'balance poll: product unknown');
+        continue;
+      }
+      const k = key(u.mainAccount, productNo);
+      const pair = pairs.get(k) ?? { account: u.mainAccount, productNo, users: [] };
+      pair.users.push(u.name);
+      pairs.set(k, pair);
+    }
+    const out: Balance[] = [];
+    for (const pair of pairs.values()) {
+      try {
+        const b = await this.fetch(pair.account, pair.productNo);
+        out.push(b);
+        this.applyRefusals(pair.users, b);
+      } catch (err) {
+        this.logger?.warn({ account: pair.account, productNo: pair.productNo, err }, 'balance poll failed');
+      }
+    }
+    // Users no longer watched, or whose pair has balance again, are not refused for balance.
+    const watched = new Set([...pairs.values()].flatMap((p) => p.users));
+    for (const user of [...this.refused]) {
+      if (!watched.has(user)) {
+        this.refused.delete(user);
+        this.accounting?.setRefusal(user, BALANCE_REFUSAL, null);
+      }
+    }
+    return out;
+  }
+
+  private record(b: Balance): void {
+    const k = key(b.account, b.productNo);
+    const before = this.balances.get(k);
+    this.balances.set(k, b);
+    this.metrics?.flowBalance.set({ account: b.account, product: b.productNo }, b.balanceMb);
+    if (before?.hasBalance !== false && !b.hasBalance) {
+      this.logger?.warn({ account: b.account, productNo: b.productNo }, `traffic balance of main account ${b.account} for product ${b.productNo} is exhausted; draws stop until it is topped up`);
+    } else if (before?.hasBalance === false && b.hasBalance) {
+      this.logger?.info({ account: b.account, productNo: b.productNo, balanceMb: b.balanceMb }, `traffic balance of main account ${b.account} for product ${b.productNo} is back; draws resume`);
+    }
+  }
+
+  private applyRefusals(users: string[], b: Balance): void {
+    if (!this.accounting || !this.refuseWhenEmpty) return;
+    const reason = b.hasBalance ? null : `traffic balance of main account ${b.account} for product ${b.productNo} is exhausted`;
+    for (const user of users) {
+      this.accounting.setRefusal(user, BALANCE_REFUSAL, reason);
+      if (reason) this.refused.add(user);
+      else this.refused.delete(user);
+    }
+  }
+}
