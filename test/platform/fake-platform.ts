@@ -31,6 +31,8 @@ export type Behaviour =
   | { kind: 'truncate' };
 
 export type Responder = (operation: OperationName | undefined, params: unknown) => unknown;
+/** Picks a behaviour from the request itself (for concurrent clients, where a queue's order is unknown). */
+export type Router = (operation: OperationName | undefined, params: unknown) => Behaviour | undefined;
 
 export class FakePlatform {
   readonly appKey: string;
@@ -41,6 +43,7 @@ export class FakePlatform {
   private readonly script: Behaviour[] = [];
   private readonly sockets = new Set<import('node:net').Socket>();
   responder: Responder;
+  router: Router | undefined;
   baseUrl = '';
 
   constructor(options: { appKey?: string; appSecret?: string; responder?: Responder } = {}) {
@@ -70,6 +73,7 @@ export class FakePlatform {
   reset(): void {
     this.received.length = 0;
     this.script.length = 0;
+    this.router = undefined;
   }
 
   /** Encrypts text like the platform does, for tests that craft replies. */
@@ -103,7 +107,7 @@ export class FakePlatform {
     const reqId = typeof envelope.reqId === 'string' ? envelope.reqId : '';
     this.received.push({ path, operation, envelope, reqId, params, body });
 
-    let behaviour = this.script.shift();
+    let behaviour = this.script.shift() ?? this.router?.(operation, params);
     while (behaviour?.kind === 'delay') {
       await new Promise((r) => setTimeout(r, (behaviour as { ms: number }).ms));
       behaviour = behaviour.then;
