@@ -66,17 +66,20 @@ export async function waitFor<T>(probe: () => T | undefined | false | Promise<T 
 export interface CallbackListener {
   url: string;
   received: { type: string; no: string; op: string }[];
-  /** answers: each call shifts one; when empty, success */
-  script: Array<'fail' | 'success'>;
+  /** per callback type: how many of the next callbacks of that type to answer with a non-success code */
+  failures: Record<string, number>;
   close(): Promise<void>;
 }
 
 export async function callbackListener(): Promise<CallbackListener> {
-  const listener: CallbackListener = { url: '', received: [], script: [], close: async () => undefined };
+  const listener: CallbackListener = { url: '', received: [], failures: {}, close: async () => undefined };
   const server: Server = createServer((req, res) => {
     const u = new URL(req.url ?? '/', 'http://x');
     listener.received.push({ type: u.searchParams.get('type') ?? '', no: u.searchParams.get('no') ?? '', op: u.searchParams.get('op') ?? '' });
-    const answer = listener.script.shift() ?? 'success';
+    const type = u.searchParams.get('type') ?? '';
+    const failing = (listener.failures[type] ?? 0) > 0;
+    if (failing) listener.failures[type]! -= 1;
+    const answer = failing ? 'fail' : 'success';
     res.setHeader('content-type', 'application/json');
     res.end(JSON.stringify(answer === 'success' ? { code: 'success', msg: 'ok' } : { code: 'retry', msg: 'busy' }));
   });
