@@ -105,6 +105,7 @@ export interface PwdDrawerOptions {
   maxFlowLimit?: number;
   /** Extraction links DrawByPwd may return in `proxyUrl`, fetched with this timeout. */
   fetchTimeoutMs?: number;
+  fetch?: typeof fetch;
   now?: () => number;
   metrics?: Metrics;
 }
@@ -140,7 +141,7 @@ export class PwdDrawer implements Drawer {
     }
     const { parsed, rejected, problem } = parseAll(strings, protocol);
     for (const link of links) {
-      const r = await fetchExtraction(link, { defaultProtocol: protocol, timeoutMs: o.fetchTimeoutMs ?? 10_000 });
+      const r = await fetchExtraction(link, { defaultProtocol: protocol, timeoutMs: o.fetchTimeoutMs ?? 10_000, ...(o.fetch ? { fetch: o.fetch } : {}) });
       parsed.push(...r.proxies);
     }
     if (parsed.length === 0 && rejected > 0) throw new DrawUnparsableError('pwd', rejected, problem ?? 'unknown');

@@ -194,6 +194,18 @@ export class Pool implements NodeSource {
     return e.coolingUntil <= now && (e.node.expiresAt === undefined || e.node.expiresAt > now);
   }
 
+  /**
+   * Why a node is or is not usable: lets a sticky session tell an expired credential ('expired' rotation)
+   * from a failing one ('failed'). 'gone': not in this pool (evicted, or never drawn here).
+   */
+  stateOf(node: UpstreamNode): NodeState | 'expired' | 'gone' {
+    const e = this.byId.get(node.id);
+    if (!e) return 'gone';
+    const now = this.now();
+    if (e.node.expiresAt !== undefined && e.node.expiresAt <= now) return 'expired';
+    return e.coolingUntil > now ? 'cooling' : 'ready';
+  }
+
   /** Nodes and draw state for the admin API; never passwords. */
   snapshot(): PoolSnapshot {
     const now = this.now();

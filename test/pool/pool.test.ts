@@ -106,6 +106,8 @@ describe('fail marking and cooling', () => {
     c.t += 1_000;
     pool.reportFailure(a, 'connect_timeout');
     assert.ok(!pool.isUsable(a), 'two failures within the window cool it');
+    assert.equal(pool.stateOf(a), 'cooling');
+    assert.equal(pool.stateOf(node(1)), 'gone');
     assert.equal((await metrics.poolProxies.get()).values.find((v) => v.labels.state === 'cooling')?.value, 1);
     for (let i = 0; i < 3; i++) assert.equal((await pool.acquire()).id, b.id);
     assert.equal(pool.snapshot().nodes.find((n) => n.id === a.id)?.state, 'cooling');
@@ -172,8 +174,10 @@ describe('expiry', () => {
     const long = fresh(1, c.t + 60_000);
     const { pool } = await primed([...short, ...long], { now: c.now });
     assert.ok(pool.isUsable(short[0]!));
+    assert.equal(pool.stateOf(short[0]!), 'ready');
     c.t += 1_000;
     assert.ok(!pool.isUsable(short[0]!));
+    assert.equal(pool.stateOf(short[0]!), 'expired');
     for (let i = 0; i < 3; i++) assert.equal((await pool.acquire()).id, long[0]!.id);
     assert.deepEqual(pool.snapshot().nodes.map((n) => n.id), [long[0]!.id]);
   });
