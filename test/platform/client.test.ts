@@ -16,6 +16,7 @@ import {
   UnknownOperationError,
 } from '../../src/platform/errors.ts';
 import { createMetrics } from '../../src/telemetry/metrics.ts';
+import { createLogger } from '../../src/telemetry/logger.ts';
 import { FakePlatform } from './fake-platform.ts';
 import { SAMPLES } from './samples.ts';
 
@@ -329,6 +330,21 @@ describe('PlatformClient against a loopback platform', () => {
     const p = client().call('GetAppInfo', {}, { signal: ac.signal });
     setTimeout(() => ac.abort(), 30);
     await assert.rejects(p, (e: unknown) => e instanceof TransportError && e.reason === 'aborted');
+  });
+
+  test('debug logs carry operation and reqId, never params, passwords or the secret', async () => {
+    const lines: string[] = [];
+    const logger = createLogger({ level: 'debug', pretty: false, destination: { write: (s: string) => void lines.push(s) } });
+    let n = 0;
+    const c = client({ logger, reqIdFactory: () => `rid-${++n}` });
+    fake.enqueue({ kind: 'drop' });
+    await c.call('CreateUser', { appUsername: 'shop1', password: 'pw-very-secret-9', status: 1 });
+    assert.deepEqual(fake.received.map((r) => r.reqId), ['rid-1', 'rid-1']);
+    const text = lines.join('');
+    assert.match(text, /"operation":"CreateUser"/);
+    assert.match(text, /"reqId":"rid-1"/);
+    assert.match(text, /retrying/);
+    for (const secret of ['pw-very-secret-9', SECRET, fake.received[0]!.envelope.params as string]) assert.ok(!text.includes(secret), secret);
   });
 
   test('bad construction is refused: secret length, base URL', () => {
