@@ -1,0 +1,354 @@
+// Following orders to their end. Every order not yet final (3, 4, 5) is polled with a growing delay, and a
+// callback (a hint) makes Rotor read it at once; either way only what GetOrder / GetInstance answer is
+// stored. Also here: the periodic sweep (unknown intents resent, unprocessed callbacks replayed), the expiry
+// watch with its optional local auto-renew, and the rotor_orders / rotor_instances gauges.
+import { PlatformError } from '../platform/errors.ts';
+import { CODE } from '../platform/codes.ts';
+import type { Instance } from '../platform/schemas.ts';
+import type { Logger } from '../telemetry/logger.ts';
+import type { Metrics } from '../telemetry/metrics.ts';
+import { UNRESOLVED_STATES, type CallbackKey, type InstanceRecord, type OrderRecord, type Store } from '../store/types.ts';
+import type { Catalog } from './catalog.ts';
+import { realClock, type OrdersClock } from './clock.ts';
+import { derivedMerchantNo } from './numbers.ts';
+import type { Placer } from './placer.ts';
+import { instanceRecord, instancesOfOrder, orderRecord } from './records.ts';
+import { FINAL_ORDER_STATUS, INSTANCE_STATUS, type PlatformCaller } from './types.ts';
+
+export interface TrackerSettings {
+  /** Delay before the first poll of a new order, then multiplied by `factor` up to `maxMs`. */
+  pollInitialMs?: number;
+  pollMaxMs?: number;
+  pollFactor?: number;
+  /** Period of the sweep: resend unknown intents, replay unprocessed callbacks. */
+  sweepMs?: number;
+  /** Warn when a running instance expires within this many hours. */
+  expiryWarnHours?: number;
+  expiryCheckMs?: number;
+  /** Local auto-renew: off unless `enabled`. Renews `cycleTimes` periods `hoursBefore` expiry, once per expiry. */
+  autoRenew?: { enabled: boolean; hoursBefore: number; cycleTimes?: number };
+}
+
+export interface TrackerOptions extends TrackerSettings {
+  client: PlatformCaller;
+  store: Store;
+  catalog: Catalog;
+  placer: Placer;
+  metrics?: Metrics;
+  logger?: Logger;
+  clock?: OrdersClock;
+}
+
+const PAGE_SIZE = 100;
+
+interface Followed {
+  attempt: number;
+  cancel: () => void;
+}
+
+export class Tracker {
+  private readonly client: PlatformCaller;
+  private readonly store: Store;
+  private readonly catalog: Catalog;
+  private readonly placer: Placer;
+  private readonly metrics: Metrics | undefined;
+  private readonly logger: Logger | undefined;
+  private readonly clock: OrdersClock;
+  private readonly s: Required<Omit<TrackerSettings, 'autoRenew'>> & { autoRenew: TrackerSettings['autoRenew'] };
+  private readonly followed = new Map<string, Followed>();
+  private readonly refreshing = new Map<string, Promise<OrderRecord | undefined>>();
+  private readonly work = new Set<Promise<unknown>>();
+  private readonly cancels = new Set<() => void>();
+  private readonly warned = new Set<string>();
+  private running = false;
+
+  constructor(options: TrackerOptions) {
+    this.client = options.client;
+    this.store = options.store;
+    this.catalog = options.catalog;
+    this.placer = options.placer;
+    this.metrics = options.metrics;
+    this.logger = options.logger;
+    this.clock = options.clock ?? realClock;
+    this.s = {
+      pollInitialMs: options.pollInitialMs ?? 2_000,
+      pollMaxMs: options.pollMaxMs ?? 60_000,
+      pollFactor: options.pollFactor ?? 2,
+      sweepMs: options.sweepMs ?? 30_000,
+      expiryWarnHours: options.expiryWarnHours ?? 72,
+      expiryCheckMs: options.expiryCheckMs ?? 600_000,
+      autoRenew: options.autoRenew,
+    };
+  }
+
+  async start(): Promise<void> {
+    if (this.running) return;
+    this.running = true;
+    for (const order of await this.store.listOrders({ open: true })) this.follow(order, 0);
+    this.every(this.s.sweepMs, () => this.sweep());
+    this.every(this.s.expiryCheckMs, () => this.checkExpiry());
+    await this.sweep();
+    await this.checkExpiry();
+    await this.updateGauges();
+  }
+
+  /** Stops every timer and waits for work in progress. */
+  async stop(): Promise<void> {
+    this.running = false;
+    for (const f of this.followed.values()) f.cancel();
+    this.followed.clear();
+    for (const c of this.cancels) c();
+    this.cancels.clear();
+    await this.idle();
+  }
+
+  /** Resolves once no refresh, callback or sweep is in progress (tests use it). */
+  async idle(): Promise<void> {
+    while (this.work.size) await Promise.allSettled([...this.work]);
+  }
+
+  /** Orders being followed (merchant numbers). */
+  following(): string[] {
+    return [...this.followed.keys()];
+  }
+
+  /** Polls the order until it is final; `delayMs` before the first poll (default pollInitialMs). */
+  follow(order: OrderRecord, delayMs = this.s.pollInitialMs, restart = false): void {
+    if (!this.running || FINAL_ORDER_STATUS.has(order.status)) return;
+    const key = order.appOrderNo;
+    const current = this.followed.get(key);
+    if (current && !restart) return;
+    current?.cancel();
+    const f: Followed = { attempt: current && !restart ? current.attempt : 0, cancel: () => undefined };
+    const arm = (ms: number) => {
+      f.cancel = this.clock.schedule(ms, () => {
+        this.track(
+          this.refreshOrder(key)
+            .catch((err: unknown) => {
+              this.logger?.warn({ appOrderNo: key, err }, 'order poll failed');
+              return undefined;
+            })
+            .then((o) => {
+              if (this.followed.get(key) !== f) return;
+              if (o && FINAL_ORDER_STATUS.has(o.status)) {
+                this.followed.delete(key);
+                return;
+              }
+              f.attempt += 1;
+              arm(Math.min(this.s.pollMaxMs, this.s.pollInitialMs * this.s.pollFactor ** f.attempt));
+            }),
+        );
+      });
+    };
+    this.followed.set(key, f);
+    arm(delayMs);
+  }
+
+  /**
+   * Reads one order (by platform or merchant number) with all its instances from the platform and stores
+   * it. Undefined when the platform does not know it. A final order also has its instances re-read.
+   */
+  refreshOrder(no: string): Promise<OrderRecord | undefined> {
+    const running = this.refreshing.get(no);
+    if (running) return running;
+    const p = this.track(this.doRefreshOrder(no)).finally(() => this.refreshing.delete(no));
+    this.refreshing.set(no, p);
+    return p;
+  }
+
+  private async doRefreshOrder(no: string): Promise<OrderRecord | undefined> {
+    const local = await this.store.getOrder(no);
+    const platformNo = local?.orderNo ?? undefined;
+    const queries: { orderNo?: string; appOrderNo?: string }[] = platformNo
+      ? [{ orderNo: platformNo }]
+      : no.length <= 32
+        ? [{ orderNo: no }, { appOrderNo: no }]
+        : [{ appOrderNo: no }];
+    let first;
+    let query: { orderNo?: string; appOrderNo?: string } | undefined;
+    for (const q of queries) {
+      try {
+        first = await this.client.call('GetOrder', { ...q, page: 1, pageSize: PAGE_SIZE });
+        query = q;
+        break;
+      } catch (err) {
+        if (err instanceof PlatformError && err.platformCode === CODE.ORDER_NOT_FOUND) continue;
+        throw err;
+      }
+    }
+    if (!first || !query) return undefined;
+    const instances: Instance[] = [...(first.instances ?? [])];
+    const total = first.total ?? instances.length;
+    const pages = Math.ceil(total / PAGE_SIZE);
+    for (let page = 2; page <= pages && instances.length < total; page++) {
+      const next = await this.client.call('GetOrder', { ...query, page, pageSize: PAGE_SIZE });
+      if (!next.instances?.length) break;
+      instances.push(...next.instances);
+    }
+    const now = this.clock.now();
+    const existing = local ?? (first.appOrderNo ? await this.store.getOrder(first.appOrderNo) : undefined);
+    const order = orderRecord(first, existing, now);
+    await this.storeInstances(instances);
+    await this.store.putOrder(order);
+    if (FINAL_ORDER_STATUS.has(order.status)) {
+      if (!existing || !FINAL_ORDER_STATUS.has(existing.status)) {
+        const involved = instancesOfOrder(order, instances.map((i) => i.instanceNo));
+        if (involved.length) await this.refreshInstances(involved).catch((err: unknown) => this.logger?.warn({ orderNo: order.orderNo, err }, 'reading the instances of a finished order failed'));
+        const level = order.status === 3 ? 'info' : 'warn';
+        this.logger?.[level]({ orderNo: order.orderNo, appOrderNo: order.appOrderNo, type: order.type, status: order.status }, 'order finished');
+      }
+      const f = this.followed.get(order.appOrderNo);
+      f?.cancel();
+      this.followed.delete(order.appOrderNo);
+    } else {
+      this.follow(order);
+    }
+    await this.updateGauges();
+    return order;
+  }
+
+  /** Reads instances (GetInstance, 100 at a time) and stores them; numbers the platform does not know are skipped. */
+  async refreshInstances(instanceNos: string[]): Promise<InstanceRecord[]> {
+    const stored: InstanceRecord[] = [];
+    for (let i = 0; i < instanceNos.length; i += PAGE_SIZE) {
+      const batch = instanceNos.slice(i, i + PAGE_SIZE);
+      let list: Instance[];
+      try {
+        list = await this.client.call('GetInstance', { instances: batch });
+      } catch (err) {
+        if (err instanceof PlatformError && err.platformCode === CODE.INSTANCE_NOT_FOUND) continue;
+        throw err;
+      }
+      stored.push(...(await this.storeInstances(list)));
+    }
+    await this.updateGauges();
+    return stored;
+  }
+
+  private async storeInstances(list: Instance[]): Promise<InstanceRecord[]> {
+    if (!list.length) return [];
+    const now = this.clock.now();
+    const records: InstanceRecord[] = [];
+    for (const i of list) records.push(instanceRecord(i, await this.store.getInstance(i.instanceNo), now));
+    await this.store.putInstances(records);
+    return records;
+  }
+
+  /** A recorded callback: read what it points at, then mark it processed. Failures leave it for the sweep. */
+  async onCallback(key: CallbackKey, alreadyProcessed = false): Promise<void> {
+    await this.track(this.processCallback(key, alreadyProcessed));
+  }
+
+  private async processCallback(key: CallbackKey, alreadyProcessed: boolean): Promise<void> {
+    switch (key.type) {
+      case 'order': {
+        const local = await this.store.getOrder(key.no);
+        // A repeat of a callback already acted on, for an order already final, needs nothing more.
+        if (alreadyProcessed && local && FINAL_ORDER_STATUS.has(local.status)) return;
+        const order = await this.refreshOrder(key.no);
+        if (!order) this.logger?.warn({ no: key.no }, 'order callback for an order the platform does not know');
+        else if (!FINAL_ORDER_STATUS.has(order.status)) this.follow(order, this.s.pollInitialMs, true);
+        break;
+      }
+      case 'instance':
+        await this.refreshInstances([key.no]);
+        break;
+      case 'product':
+        await this.catalog.refreshProduct(key.no);
+        break;
+    }
+    await this.store.markCallbackProcessed(key);
+  }
+
+  /** Resends unknown intents and replays callbacks recorded but not processed (e.g. before a crash). */
+  async sweep(): Promise<void> {
+    await this.track(
+      (async () => {
+        if ((await this.store.listJournal(UNRESOLVED_STATES)).length) await this.placer.resumeIntents();
+        for (const cb of await this.store.listCallbacks({ processed: false })) {
+          await this.processCallback(cb, false).catch((err: unknown) => this.logger?.warn({ type: cb.type, no: cb.no, err }, 'callback replay failed'));
+        }
+        for (const order of await this.store.listOrders({ open: true })) if (order.orderNo) this.follow(order);
+      })().catch((err: unknown) => this.logger?.warn({ err }, 'order sweep failed')),
+    );
+  }
+
+  /** Warns about running instances close to expiry and, when enabled, renews them once per expiry. */
+  async checkExpiry(): Promise<void> {
+    const nowSec = Math.floor(this.clock.now() / 1000);
+    const renew = this.s.autoRenew?.enabled ? this.s.autoRenew : undefined;
+    const horizon = Math.max(this.s.expiryWarnHours, renew?.hoursBefore ?? 0) * 3600;
+    const soon = await this.store.listInstances({ statuses: [INSTANCE_STATUS.running], expiresBefore: nowSec + horizon });
+    for (const inst of soon) {
+      const expires = inst.userExpired ?? 0;
+      const left = expires - nowSec;
+      const mark = `${inst.instanceNo}:${expires}`;
+      if (left <= this.s.expiryWarnHours * 3600 && !this.warned.has(mark)) {
+        this.warned.add(mark);
+        this.logger?.warn({ instanceNo: inst.instanceNo, userExpired: expires, hoursLeft: Math.round((left / 3600) * 10) / 10 }, left > 0 ? 'static instance expires soon' : 'static instance has expired');
+      }
+      if (renew && left > 0 && left <= renew.hoursBefore * 3600) {
+        // Derived from the expiry being renewed: a restart, a second sweep or a second daemon on the same
+        // store finds the number journaled and places nothing.
+        const appOrderNo = derivedMerchantNo('RA', mark);
+        if (await this.store.getJournal(appOrderNo)) continue;
+        try {
+          await this.placer.renew({ appOrderNo, instances: [{ instanceNo: inst.instanceNo, cycleTimes: renew.cycleTimes ?? 1 }] });
+          this.logger?.info({ instanceNo: inst.instanceNo, appOrderNo }, 'auto-renew placed');
+        } catch (err) {
+          this.logger?.warn({ instanceNo: inst.instanceNo, appOrderNo, err }, 'auto-renew failed');
+        }
+      }
+    }
+  }
+
+  async updateGauges(): Promise<void> {
+    if (!this.metrics) return;
+    const [orders, instances] = await Promise.all([this.store.countOrders(), this.store.countInstances()]);
+    this.metrics.orders.reset();
+    for (const o of orders) this.metrics.orders.set({ type: String(o.type), status: String(o.status) }, o.count);
+    this.metrics.instances.reset();
+    for (const i of instances) this.metrics.instances.set({ status: String(i.status ?? 'unknown') }, i.count);
+  }
+
+  /** Schedules a reset poll with backoff until the reset settles. */
+  followReset(resetNo: string, attempt = 0): void {
+    if (!this.running || attempt > 20) return;
+    const cancel = this.clock.schedule(Math.min(this.s.pollMaxMs, this.s.pollInitialMs * this.s.pollFactor ** attempt), () => {
+      this.cancels.delete(cancel);
+      this.track(
+        this.placer
+          .pollReset(resetNo)
+          .then((r) => {
+            if (r.status < 3) this.followReset(resetNo, attempt + 1);
+          })
+          .catch((err: unknown) => {
+            this.logger?.warn({ resetNo, err }, 'password reset poll failed');
+            this.followReset(resetNo, attempt + 1);
+          }),
+      );
+    });
+    this.cancels.add(cancel);
+  }
+
+  /** Runs fn every ms while running (the next run is armed after the previous one ends). */
+  private every(ms: number, fn: () => Promise<void>): void {
+    const arm = () => {
+      const cancel = this.clock.schedule(ms, () => {
+        this.cancels.delete(cancel);
+        if (!this.running) return;
+        void this.track(fn().catch(() => undefined)).finally(() => {
+          if (this.running) arm();
+        });
+      });
+      this.cancels.add(cancel);
+    };
+    arm();
+  }
+
+  private track<T>(p: Promise<T>): Promise<T> {
+    this.work.add(p);
+    void p.finally(() => this.work.delete(p)).catch(() => undefined);
+    return p;
+  }
+}
