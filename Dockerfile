@@ -1,0 +1,28 @@
+# Rotor: multi-stage build. The first stage compiles the native SQLite addon from source (no prebuilt
+# downloads); the runtime stage carries production dependencies only and runs as a non-root user.
+FROM node:20-bookworm-slim AS build
+RUN apt-get update && apt-get install -y --no-install-recommends python3 make g++ && rm -rf /var/lib/apt/lists/*
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --build-from-source
+COPY bin ./bin
+COPY src ./src
+COPY config ./config
+
+FROM node:20-bookworm-slim
+ENV NODE_ENV=production
+WORKDIR /app
+COPY --from=build /app /app
+RUN groupadd --system rotor && useradd --system --gid rotor --home /app rotor \
+  && mkdir -p /app/data && chown rotor:rotor /app/data
+USER rotor
+# Inside a container the listeners must bind beyond loopback to be reachable; publish the ports only to
+# the interfaces you mean (e.g. -p 127.0.0.1:8080:8080) and set ROTOR_ADMIN_TOKEN.
+ENV ROTOR_CONFIG=/app/config/default.yaml ROTOR_STORE=/app/data/rotor.db
+VOLUME ["/app/config", "/app/data"]
+# 8080 HTTP proxy, 1080 SOCKS5 proxy, 9090 admin API and metrics, 9091 platform callbacks
+EXPOSE 8080 1080 9090 9091
+HEALTHCHECK --interval=30s --timeout=3s --start-period=20s --retries=3 \
+  CMD node -e "fetch('http://127.0.0.1:9090/healthz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"
+ENTRYPOINT ["node", "bin/rotor.js"]
+CMD ["start"]
