@@ -1,0 +1,251 @@
+// Real loopback servers and small in-test implementations of the gateway's seams, shared by the proxy tests.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
+import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { PoolEmptyError, type FailureReason, type NodeSource, type PoolKey, type UpstreamNode } from '../../src/pool/types.ts';
+import type { LocalUser, PoolProvider, SessionStore, UserDirectory } from '../../src/proxy/types.ts';
+
+export function listenPort(server: Server | HttpServer): Promise<number> {
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve((server.address() as AddressInfo).port)));
+}
+
+export function closeServer(server: Server | HttpServer): Promise<void> {
+  return new Promise((resolve) => {
+    (server as HttpServer).closeAllConnections?.();
+    server.close(() => resolve());
+  });
+}
+
+/** A port with nothing listening on it (bound then released). */
+export async function deadPort(): Promise<number> {
+  const s = createServer();
+  const port = await listenPort(s);
+  await closeServer(s);
+  return port;
+}
+
+/**
+ * The loopback target: GET /hello → "hello from target", GET /bytes/<n> → n bytes sent in 16 KiB chunks
+ * paced by the client's reads, POST /echo → the body.
+ */
+export async function startTarget(): Promise<{ port: number; close: () => Promise<void>; server: HttpServer }> {
+  const server = createHttpServer((req, res) => {
+    const m = /^\/bytes\/(\d+)$/.exec(req.url ?? '');
+    if (req.url === '/hello') {
+      res.end('hello from target');
+    } else if (m) {
+      let left = Number(m[1]);
+      res.writeHead(200, { 'content-length': String(left) });
+      const chunk = Buffer.alloc(16 * 1024, 0x61);
+      const pump = (): void => {
+        while (left > 0) {
+          const n = Math.min(left, chunk.length);
+          left -= n;
+          if (!res.write(n === chunk.length ? chunk : chunk.subarray(0, n))) {
+            res.once('drain', pump);
+            return;
+          }
+        }
+        res.end();
+      };
+      pump();
+    } else if (req.url === '/echo') {
+      const parts: Buffer[] = [];
+      req.on('data', (c: Buffer) => parts.push(c));
+      req.on('end', () => res.end(Buffer.concat(parts)));
+    } else {
+      res.statusCode = 404;
+      res.end('not found');
+    }
+  });
+  const port = await listenPort(server);
+  return { port, server, close: () => closeServer(server) };
+}
+
+/** A server that accepts connections and never says a word. */
+export async function startSilent(): Promise<{ port: number; close: () => Promise<void> }> {
+  const sockets = new Set<Socket>();
+  const server = createServer((s) => {
+    sockets.add(s);
+    s.on('error', () => {});
+    s.on('close', () => sockets.delete(s));
+  });
+  const port = await listenPort(server);
+  return {
+    port,
+    close: async () => {
+      for (const s of sockets) s.destroy();
+      await closeServer(server);
+    },
+  };
+}
+
+function waitForPort(port: number, deadlineMs = 5000): Promise<void> {
+  const until = Date.now() + deadlineMs;
+  return new Promise((resolve, reject) => {
+    const attempt = (): void => {
+      const s = connect({ host: '127.0.0.1', port });
+      s.once('connect', () => {
+        s.destroy();
+        resolve();
+      });
+      s.once('error', () => {
+        s.destroy();
+        if (Date.now() > until) reject(new Error(`port ${port} never opened`));
+        else setTimeout(attempt, 25);
+      });
+    };
+    attempt();
+  });
+}
+
+export interface Child {
+  port: number;
+  stop: () => Promise<void>;
+}
+
+function stopChild(child: ChildProcess): Promise<void> {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolve();
+    child.once('exit', () => resolve());
+    child.kill('SIGTERM');
+  });
+}
+
+/** Debian's microsocks on a free loopback port with user/password auth. */
+export async function startMicrosocks(user: string, pass: string): Promise<Child> {
+  const port = await deadPort();
+  const child = spawn('microsocks', ['-i', '127.0.0.1', '-p', String(port), '-u', user, '-P', pass], { stdio: 'ignore' });
+  await waitForPort(port);
+  return { port, stop: () => stopChild(child) };
+}
+
+/** Debian's tinyproxy in the foreground with Basic auth and CONNECT to any port. */
+export async function startTinyproxy(user: string, pass: string): Promise<Child> {
+  const port = await deadPort();
+  const dir = mkdtempSync(join(tmpdir(), 'rotor-tinyproxy-'));
+  const conf = join(dir, 'tinyproxy.conf');
+  const lines = [
+    `Port ${port}`,
+    'Listen 127.0.0.1',
+    'Timeout 30',
+    'MaxClients 50',
+    'LogLevel Critical',
+    `BasicAuth ${user} ${pass}`,
+    'Allow 127.0.0.1',
+    'ConnectPort 0',
+    'DisableViaHeader Yes',
+  ];
+  if (process.getuid?.() === 0) lines.push('User nobody', 'Group nogroup');
+  writeFileSync(conf, `${lines.join('\n')}\n`);
+  const child = spawn('tinyproxy', ['-d', '-c', conf], { stdio: 'ignore' });
+  await waitForPort(port);
+  return {
+    port,
+    stop: async () => {
+      await stopChild(child);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+export function node(protocol: 'socks5' | 'http', port: number, username?: string, password?: string): UpstreamNode {
+  return {
+    id: `${protocol}://${username ?? ''}@127.0.0.1:${port}`,
+    protocol,
+    host: '127.0.0.1',
+    port,
+    source: 'pwd',
+    ...(username !== undefined ? { username } : {}),
+    ...(password !== undefined ? { password } : {}),
+  };
+}
+
+/** A fixed list of nodes handed out in order (the pool is not what these tests test); records what it is told. */
+export class FixedPool implements NodeSource {
+  next = 0;
+  readonly failures: Array<{ id: string; reason: FailureReason }> = [];
+  readonly successes: string[] = [];
+  released = 0;
+  acquired = 0;
+  constructor(public nodes: UpstreamNode[]) {}
+  async acquire(exclude?: ReadonlySet<string>): Promise<UpstreamNode> {
+    for (let i = 0; i < this.nodes.length; i++) {
+      const n = this.nodes[(this.next + i) % this.nodes.length]!;
+      if (exclude?.has(n.id)) continue;
+      this.next = (this.next + i + 1) % this.nodes.length;
+      this.acquired++;
+      return n;
+    }
+    throw new PoolEmptyError('fixed', 'every node excluded');
+  }
+  release(): void {
+    this.released++;
+  }
+  reportFailure(n: UpstreamNode, reason: FailureReason): void {
+    this.failures.push({ id: n.id, reason });
+  }
+  reportSuccess(n: UpstreamNode): void {
+    this.successes.push(n.id);
+  }
+  isUsable(n: UpstreamNode): boolean {
+    return !this.failures.some((f) => f.id === n.id);
+  }
+}
+
+export class FixedPools implements PoolProvider {
+  readonly keys: PoolKey[] = [];
+  constructor(readonly source: NodeSource) {}
+  pool(key: PoolKey): NodeSource {
+    this.keys.push(key);
+    return this.source;
+  }
+}
+
+export class MapSessions implements SessionStore {
+  readonly map = new Map<string, UpstreamNode>();
+  readonly rotations: string[] = [];
+  get(user: string, id: string): { node: UpstreamNode } | undefined {
+    const n = this.map.get(`${user}/${id}`);
+    return n ? { node: n } : undefined;
+  }
+  bind(user: string, id: string, n: UpstreamNode): void {
+    this.map.set(`${user}/${id}`, n);
+  }
+  rotate(user: string, id: string, reason: string): void {
+    this.rotations.push(`${user}/${id}:${reason}`);
+    this.map.delete(`${user}/${id}`);
+  }
+}
+
+export function user(name: string, password: string, extra: Partial<LocalUser> = {}): LocalUser {
+  return { name, password, mainAccount: 'shop1', product: 'p1', draw: 'pwd', sessTime: 5, limitBytes: -1, ...extra };
+}
+
+export class Users implements UserDirectory {
+  private readonly map: Map<string, LocalUser>;
+  constructor(list: LocalUser[]) {
+    this.map = new Map(list.map((u) => [u.name, u]));
+  }
+  get(name: string): LocalUser | undefined {
+    return this.map.get(name);
+  }
+}
+
+/** Runs curl; resolves with its exit code, stdout and stderr (never rejects on a non-zero exit). */
+export function curl(args: string[], timeoutMs = 15_000): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn('curl', ['-sS', '--max-time', String(Math.ceil(timeoutMs / 1000)), ...args], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin' },
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    child.on('close', (code) => resolve({ code: code ?? -1, stdout, stderr }));
+  });
+}
