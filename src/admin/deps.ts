@@ -1,0 +1,171 @@
+// Everything the admin routes need, as narrow structural interfaces: the real components (PlatformClient,
+// Catalog, Orders, Accounts, Accounting, PoolRegistry, SessionTable, the metrics registry) satisfy them as
+// they are, and src/main.ts passes them in. Nothing here is constructed by the admin component.
+import type { OperationName, OpRequest, OpResponse } from '../platform/operations.ts';
+import type { CallOptions } from '../platform/client.ts';
+import type { AreaNode, City, Product, Project } from '../platform/schemas.ts';
+
+/** PlatformClient. */
+export interface PlatformPort {
+  call<N extends OperationName>(name: N, params: OpRequest<N>, options?: CallOptions): Promise<OpResponse<N>>;
+  /** Validates against the operation table; UnknownOperationError for a name not in it. */
+  callRaw(name: string, params: unknown): Promise<unknown>;
+}
+
+/** src/orders/catalog.ts Catalog (dictionaries and products, cached). */
+export interface CatalogPort {
+  areas(codes?: string[]): Promise<AreaNode[]>;
+  cities(codes?: string[]): Promise<City[]>;
+  projects(codes?: string[]): Promise<Project[]>;
+  products(query?: { proxyType?: number[] }): Promise<Product[]>;
+  /** undefined when the merchant is not (or no longer) authorized for it. */
+  product(productNo: string, options?: { fresh?: boolean }): Promise<Product | undefined>;
+  productAreas(productNo: string, proxyType: 104 | 105): Promise<unknown[]>;
+}
+
+/** An order as the routes answer it (OrderRecord and OrderView both fit; extra fields are not sent). */
+export interface OrderAnswer {
+  orderNo: string | null;
+  appOrderNo: string;
+  type: number;
+  status: number;
+  amount: string | null;
+}
+
+/** An instance as the routes answer it (password never included). */
+export interface InstanceAnswer {
+  instanceNo: string;
+}
+
+type Optional<T, K extends keyof T> = Omit<T, K> & Partial<Pick<T, K>>;
+export type OpenInput = Optional<OpRequest<'InstanceOpen'>, 'appOrderNo'>;
+export type AssignIpInput = Optional<OpRequest<'InstanceOpenAssignIp'>, 'appOrderNo'>;
+export type RenewInput = Optional<OpRequest<'InstanceRenew'>, 'appOrderNo'>;
+export type ReleaseInput = Optional<OpRequest<'InstanceRelease'>, 'orderNo'>;
+export type AfterSaleInput = Optional<OpRequest<'InstanceAfterSale'>, 'orderNo'>;
+export type ChangeInput = Optional<OpRequest<'ChangeProxy'>, 'appOrderNo'>;
+export type ResetInput = Optional<OpRequest<'ResetProxyPassword'>, 'resetNo'>;
+
+export interface OrderListFilter {
+  type?: number;
+  statuses?: number[];
+  open?: boolean;
+  limit?: number;
+  offset?: number;
+}
+
+export interface InstanceListFilter {
+  orderNo?: string;
+  productNo?: string;
+  statuses?: number[];
+  limit?: number;
+  offset?: number;
+}
+
+/** The Orders facade (src/orders/index.ts). */
+export interface OrdersPort {
+  open(input: OpenInput): Promise<OrderAnswer>;
+  renew(input: RenewInput): Promise<OrderAnswer>;
+  release(input: ReleaseInput): Promise<OrderAnswer>;
+  afterSale(input: AfterSaleInput): Promise<OrderAnswer>;
+  assignIp(input: AssignIpInput): Promise<OrderAnswer>;
+  checkAssignIp(ip: string): Promise<{ ip: string; canBuyStatus: boolean }>;
+  change(input: ChangeInput): Promise<OrderAnswer>;
+  resetPassword(input: ResetInput): Promise<unknown>;
+  listOrders(filter?: OrderListFilter): Promise<OrderAnswer[]>;
+  /** By platform or merchant number, refreshed from the platform; undefined when unknown. */
+  getOrder(no: string): Promise<OrderAnswer | undefined>;
+  listInstances(filter?: InstanceListFilter): Promise<InstanceAnswer[]>;
+  getInstance(instanceNo: string): Promise<InstanceAnswer | undefined>;
+}
+
+/** Platform callbacks (src/orders/callbacks.ts handleCallback). */
+export type CallbackHandler = (query: Record<string, unknown>) => Promise<{ status: number; body: unknown }>;
+
+export type CreateMainInput = OpRequest<'CreateUser'>;
+export type AuthInput = Omit<OpRequest<'UserAuth'>, 'username' | 'appUsername'>;
+export type CreateSubInput = OpRequest<'CreateProxyUser'>;
+export interface BalanceQuery {
+  productNo: string;
+  proxyType: 104 | 105;
+}
+export interface FlowLogQuery {
+  productNo: string;
+  startTime?: string;
+  endTime?: string;
+  page?: number;
+  pageSize?: number;
+}
+export type ReturnInput = Omit<OpRequest<'DynamicProxyReturn'>, 'appUsername'>;
+export type SubLimitInput = Omit<OpRequest<'SetProxyUserFlowLimit'>, 'appUsername'>;
+export interface WhitelistInput {
+  account: string;
+  productNo: string;
+  ip: string;
+  proxyType?: 104 | 105;
+}
+
+/** Main accounts, sub accounts, whitelist (src/accounts/). */
+export interface AccountsPort {
+  createMainAccount(input: CreateMainInput): Promise<object>;
+  authMainAccount(name: string, input: AuthInput): Promise<object>;
+  balance(name: string, query: BalanceQuery): Promise<object>;
+  flowLog(name: string, query: FlowLogQuery): Promise<object>;
+  returnTraffic(name: string, input: ReturnInput): Promise<object>;
+  createSubAccount(input: CreateSubInput): Promise<object>;
+  getSubAccount(name: string, productNo: string): Promise<object>;
+  setSubAccountLimit(name: string, input: SubLimitInput): Promise<unknown>;
+  listWhitelist(account: string, productNo: string): Promise<string[]>;
+  addWhitelist(input: WhitelistInput): Promise<string[]>;
+  removeWhitelist(input: WhitelistInput): Promise<string[]>;
+}
+
+export interface UserRow {
+  name: string;
+  usedBytes: number;
+  limitBytes: number;
+  activeConnections: number;
+}
+
+/** src/accounting/meters.ts Accounting. */
+export interface UsersPort {
+  list(): UserRow[];
+  /** AccountingError UNKNOWN_USER for a user not configured; UnitsError for a bad limit. */
+  setLimit(user: string, limitBytes: number): Promise<UserRow>;
+}
+
+/** src/pool/registry.ts PoolRegistry. */
+export interface PoolsPort {
+  snapshot(): object[];
+}
+
+/** src/session/table.ts SessionTable. */
+export interface SessionsPort {
+  list(): { user: string; sessionId: string; nodeId: string; startedAt: number; expiresAt: number }[];
+  rotate(user: string, sessionId: string, reason: 'manual'): boolean;
+}
+
+/** The prom-client registry of createMetrics(). */
+export interface MetricsPort {
+  contentType: string;
+  metrics(): Promise<string>;
+}
+
+export interface Readiness {
+  platform: boolean;
+  store: boolean;
+  listeners: boolean;
+}
+
+export interface AdminDeps {
+  platform: PlatformPort;
+  catalog: CatalogPort;
+  orders: OrdersPort;
+  accounts: AccountsPort;
+  users: UsersPort;
+  pools: PoolsPort;
+  sessions: SessionsPort;
+  metrics: MetricsPort;
+  /** Real checks, see readiness.ts createReadiness(). */
+  ready(): Promise<Readiness>;
+}
