@@ -36,7 +36,8 @@ export function basicAuth(node: UpstreamNode): string | undefined {
 
 /** Maps the upstream's status to the reason the pool is told: 407 is the node's fault, 502/504 the target's. */
 function failureFor(status: number): UpstreamDialError {
-  if (status === 407) return new UpstreamDialError('auth', 'upstream refused its credentials (407)');
+  // tinyproxy answers 401 where RFC 9110 says 407.
+  if (status === 407 || status === 401) return new UpstreamDialError('auth', `upstream refused its credentials (${status})`);
   if (status === 504) return new UpstreamDialError('target_refused', 'upstream could not reach the target in time (504)', true);
   // 403: the upstream refuses this account (balance, disabled, whitelist): the node is unusable for us.
   if (status === 403) return new UpstreamDialError('auth', 'upstream refused the tunnel (403)');

@@ -159,22 +159,22 @@ export class Socks5Listener {
     }
     writeReply(socket, REPLY.succeeded);
     this.count('ok');
-    let handle: RelayHandle | undefined;
-    let ended = false;
-    handle = relay(socket, dialed.socket, {
+    // onEnd may run inside relay() itself (a side already gone), before `relay` has returned.
+    const ref: { handle?: RelayHandle; ended?: boolean } = {};
+    ref.handle = relay(socket, dialed.socket, {
       meter: meters.meter(user),
       idleTimeoutMs: this.idleTimeoutMs,
       clientHead: request.head,
       upstreamHead: dialed.head,
       ...(this.options.metrics ? { bytes: { metrics: this.options.metrics, user } } : {}),
       onEnd: () => {
-        ended = true;
-        if (handle) this.relays.delete(handle);
+        ref.ended = true;
+        if (ref.handle) this.relays.delete(ref.handle);
         dialed.release();
         meters.connectionClosed(user);
       },
     });
-    if (!ended) this.relays.add(handle);
+    if (!ref.ended) this.relays.add(ref.handle);
   }
 }
 

@@ -136,7 +136,7 @@ export async function startTinyproxy(user: string, pass: string): Promise<Child>
     'LogLevel Critical',
     `BasicAuth ${user} ${pass}`,
     'Allow 127.0.0.1',
-    'ConnectPort 0',
+    // No ConnectPort line: CONNECT to any port.
     'DisableViaHeader Yes',
   ];
   if (process.getuid?.() === 0) lines.push('User nobody', 'Group nogroup');

@@ -1,0 +1,361 @@
+// The HTTP proxy listener, on proxy-chain's Server.
+//
+// The split, and why: proxy-chain parses requests, checks Basic proxy credentials through
+// prepareRequestFunction, answers 407 with Proxy-Authenticate, cleans hop-by-hop headers and forwards
+// absolute-URI requests (forward()); we keep it for all of that. Its CONNECT path cannot meet the contract:
+// its dialers set no upstream connect timeout, cannot retry on another node, and `customConnectServer`
+// answers 200 before anything is dialed, so a dead upstream could never become a 502/504. So the http.Server's
+// 'connect' event (which proxy-chain registers) is taken over here: credentials, Router.dial (retries,
+// deadlines), then 200 only once the upstream tunnel is up, and our relay (meter, idle timeout).
+// Plain-HTTP requests stay on proxy-chain but never let it dial: prepareRequestFunction runs per request,
+// dials through Router.dial itself (mode 'forward': to an HTTP node the request goes in absolute form; through
+// a SOCKS5 node a tunnel to the target is opened) and hands the ready socket to forward() with a one-shot
+// http.Agent. A refusal or a failed dial becomes a customResponseFunction (403, 502, 503, 504).
+import { Agent, type IncomingMessage, type Server as HttpServer } from 'node:http';
+import type { Socket } from 'node:net';
+import { Server, type PrepareRequestFunctionOpts, type PrepareRequestFunctionResult } from 'proxy-chain';
+import type { Logger } from '../telemetry/logger.ts';
+import type { ConnectionResult, Metrics } from '../telemetry/metrics.ts';
+import { GatewayError } from './errors.ts';
+import { relay, type RelayHandle } from './relay.ts';
+import type { Dialed, Route, Router } from './router.ts';
+import type { Target } from './types.ts';
+
+export interface HttpListenerOptions {
+  router: Router;
+  /** Default 127.0.0.1. */
+  host?: string;
+  /** 0 = any free port (read it from listen()'s result). */
+  port: number;
+  /** CONNECT tunnel idle timeout. Default 300000 ms. */
+  idleTimeoutMs?: number;
+  /** Plain-HTTP forwarding: longest silence from the upstream while a response is due. Default 60000 ms. */
+  responseTimeoutMs?: number;
+  /** Realm of Proxy-Authenticate. Default 'rotor'. */
+  realm?: string;
+  metrics?: Metrics;
+  logger?: Logger;
+}
+
+const LISTENER = 'http';
+
+function noop(): void {}
+
+/** Parses `host:port` / `[v6]:port` of a CONNECT request line. */
+export function parseConnectTarget(url: string | undefined): Target | undefined {
+  if (!url) return undefined;
+  const m = /^(?:\[([0-9A-Fa-f:.]+)\]|([A-Za-z0-9._-]+)):(\d{1,5})$/.exec(url);
+  if (!m) return undefined;
+  const port = Number(m[3]);
+  if (port < 1 || port > 65535) return undefined;
+  return { host: (m[1] ?? m[2])!, port };
+}
+
+/** Basic credentials of a Proxy-Authorization header; undefined when absent or not Basic. */
+export function parseBasic(header: string | undefined): { username: string; password: string } | undefined {
+  if (!header) return undefined;
+  const m = /^\s*basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(header);
+  if (!m) return undefined;
+  const text = Buffer.from(m[1]!, 'base64').toString('utf8');
+  const colon = text.indexOf(':');
+  if (colon < 0) return { username: text, password: '' };
+  return { username: text.slice(0, colon), password: text.slice(colon + 1) };
+}
+
+/**
+ * An http.Agent that hands out one already-connected socket (our dialed upstream) and never pools it.
+ * `onUse` runs when forward() creates its request, synchronously before it pipes the client's body, so a
+ * body listener added there misses no chunk.
+ */
+class DialedAgent extends Agent {
+  constructor(
+    private readonly socket: Socket,
+    private readonly onUse: () => void,
+  ) {
+    super({ keepAlive: false, maxSockets: 1 });
+  }
+  override createConnection(): Socket {
+    this.onUse();
+    return this.socket;
+  }
+}
+
+export class HttpListener {
+  private readonly proxy: Server;
+  private readonly server: HttpServer;
+  private readonly relays = new Set<RelayHandle>();
+  private readonly sockets = new Set<Socket>();
+  private readonly realm: string;
+  private readonly idleTimeoutMs: number;
+  private readonly responseTimeoutMs: number;
+
+  constructor(private readonly options: HttpListenerOptions) {
+    this.realm = options.realm ?? 'rotor';
+    this.idleTimeoutMs = options.idleTimeoutMs ?? 300_000;
+    this.responseTimeoutMs = options.responseTimeoutMs ?? 60_000;
+    this.proxy = new Server({
+      port: options.port,
+      host: options.host ?? '127.0.0.1',
+      authRealm: this.realm,
+      prepareRequestFunction: (o) => this.prepare(o),
+    });
+    this.server = this.proxy.server as HttpServer;
+    // See the file comment: CONNECT is ours.
+    this.server.removeAllListeners('connect');
+    this.server.on('connect', (req: IncomingMessage, socket: Socket, head: Buffer) => this.onConnect(req, socket, head));
+    const metrics = options.metrics;
+    this.server.on('connection', (socket: Socket) => {
+      socket.setNoDelay(true);
+      this.sockets.add(socket);
+      metrics?.connectionsActive.inc({ listener: LISTENER });
+      socket.once('close', () => {
+        this.sockets.delete(socket);
+        metrics?.connectionsActive.dec({ listener: LISTENER });
+      });
+    });
+  }
+
+  async listen(): Promise<{ host: string; port: number }> {
+    await this.proxy.listen();
+    const a = this.server.address();
+    if (!a || typeof a === 'string') throw new Error('http listener has no address');
+    return { host: a.address, port: a.port };
+  }
+
+  get port(): number {
+    return this.proxy.port;
+  }
+
+  get connections(): number {
+    return this.sockets.size;
+  }
+
+  /** Stops accepting; running connections get `drainMs` to finish, then are closed. */
+  async close(drainMs = 0): Promise<void> {
+    const closed = this.proxy.close(false);
+    this.server.closeIdleConnections?.();
+    if (this.sockets.size > 0 && drainMs > 0) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, drainMs);
+        const check = setInterval(() => {
+          if (this.sockets.size === 0) {
+            clearTimeout(timer);
+            clearInterval(check);
+            resolve();
+          }
+        }, 20);
+        timer.unref();
+        check.unref();
+      });
+    }
+    for (const r of this.relays) r.stop();
+    for (const s of this.sockets) s.destroy();
+    await closed;
+  }
+
+  private count(result: ConnectionResult): void {
+    this.options.metrics?.connectionsTotal.inc({ listener: LISTENER, result });
+  }
+
+  /** A complete HTTP answer on a raw socket, then close (CONNECT refusals and failures). */
+  private answer(socket: Socket, status: number, reason: string): void {
+    const body = `${reason}\n`;
+    const text = STATUS_TEXT[status] ?? 'Error';
+    const auth = status === 407 ? `Proxy-Authenticate: Basic realm="${this.realm}"\r\n` : '';
+    if (socket.writable) {
+      socket.end(
+        `HTTP/1.1 ${status} ${text}\r\nConnection: close\r\nContent-Type: text/plain; charset=utf-8\r\n` +
+          `Content-Length: ${Buffer.byteLength(body)}\r\n${auth}\r\n${body}`,
+      );
+    }
+    setTimeout(() => socket.destroy(), 1000).unref();
+  }
+
+  private async onConnect(req: IncomingMessage, socket: Socket, head: Buffer): Promise<void> {
+    socket.on('error', noop);
+    // Hold client bytes sent ahead of our answer until the relay reads them.
+    socket.pause();
+    const target = parseConnectTarget(req.url);
+    if (!target) {
+      this.count('bad_request');
+      this.answer(socket, 400, 'CONNECT target must be host:port');
+      return;
+    }
+    const credentials = parseBasic(req.headers['proxy-authorization']);
+    if (!credentials) {
+      this.count('auth_failed');
+      this.answer(socket, 407, 'proxy credentials required (Basic)');
+      return;
+    }
+    const router = this.options.router;
+    const a = router.authorize(credentials.username, credentials.password);
+    if (!a.ok) {
+      this.count(a.kind === 'auth' ? 'auth_failed' : a.kind === 'forbidden' ? 'limited' : 'bad_request');
+      this.answer(socket, a.kind === 'auth' ? 407 : a.kind === 'forbidden' ? 403 : 400, a.reason);
+      return;
+    }
+    const dialed = await this.dial(a.route, target, socket, 'tunnel');
+    if (!dialed) return;
+    const user = a.route.user.name;
+    socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+    this.count('ok');
+    const meters = router.meters;
+    // onEnd may run inside relay() itself (a side already gone), before `relay` has returned.
+    const ref: { handle?: RelayHandle; ended?: boolean } = {};
+    ref.handle = relay(socket, dialed.socket, {
+      meter: meters.meter(user),
+      idleTimeoutMs: this.idleTimeoutMs,
+      clientHead: head.length > 0 ? head : null,
+      upstreamHead: dialed.head,
+      ...(this.options.metrics ? { bytes: { metrics: this.options.metrics, user } } : {}),
+      onEnd: () => {
+        ref.ended = true;
+        if (ref.handle) this.relays.delete(ref.handle);
+        dialed.release();
+        meters.connectionClosed(user);
+      },
+    });
+    if (!ref.ended) this.relays.add(ref.handle);
+  }
+
+  /**
+   * Router.dial bound to the client's life. On failure the client has been answered (CONNECT) or the error
+   * is returned for a custom response (plain HTTP); on success connectionOpened has been counted.
+   */
+  private async dial(route: Route, target: Target, client: Socket, mode: 'tunnel'): Promise<Dialed | undefined>;
+  private async dial(route: Route, target: Target, client: Socket, mode: 'forward'): Promise<Dialed | GatewayError>;
+  private async dial(route: Route, target: Target, client: Socket, mode: 'tunnel' | 'forward'): Promise<Dialed | GatewayError | undefined> {
+    const router = this.options.router;
+    const user = route.user.name;
+    const abort = new AbortController();
+    const onGone = (): void => abort.abort();
+    client.once('close', onGone);
+    router.meters.connectionOpened(user);
+    try {
+      const dialed = await router.dial(route, target, abort.signal, mode);
+      if (client.destroyed) {
+        dialed.socket.destroy();
+        dialed.release();
+        router.meters.connectionClosed(user);
+        return undefined;
+      }
+      return dialed;
+    } catch (err) {
+      router.meters.connectionClosed(user);
+      if (!(err instanceof GatewayError)) throw err;
+      if (err.code !== 'DIAL_ABORTED') {
+        this.count(err.code === 'LIMITED' ? 'limited' : 'upstream_error');
+        this.options.logger?.info({ listener: LISTENER, user, code: err.code, reason: err.upstreamReason }, 'http upstream failed');
+      }
+      if (mode === 'forward') return err;
+      if (err.code !== 'DIAL_ABORTED') this.answer(client, err.httpStatus, err.message);
+      return undefined;
+    } finally {
+      client.off('close', onGone);
+    }
+  }
+
+  /** proxy-chain calls this for plain-HTTP requests only (CONNECT is ours): once per request. */
+  private async prepare(o: PrepareRequestFunctionOpts): Promise<PrepareRequestFunctionResult> {
+    if (!o.request.headers['proxy-authorization']) {
+      this.count('auth_failed');
+      return { requestAuthentication: true, failMsg: 'proxy credentials required (Basic)' };
+    }
+    const router = this.options.router;
+    const a = router.authorize(o.username, o.password);
+    if (!a.ok) {
+      if (a.kind === 'auth') {
+        this.count('auth_failed');
+        return { requestAuthentication: true, failMsg: a.reason };
+      }
+      this.count(a.kind === 'forbidden' ? 'limited' : 'bad_request');
+      return textResponse(a.kind === 'forbidden' ? 403 : 400, a.reason);
+    }
+    const client = o.request.socket;
+    const target = { host: o.hostname, port: o.port };
+    const dialed = await this.dial(a.route, target, client, 'forward');
+    if (!dialed) return textResponse(502, 'client went away');
+    if (dialed instanceof GatewayError) return textResponse(dialed.code === 'DIAL_ABORTED' ? 502 : dialed.httpStatus, dialed.message);
+    this.count('ok');
+    const attachBody = this.meterForward(a.route, dialed, o.request);
+    const result: PrepareRequestFunctionResult = { httpAgent: new DialedAgent(dialed.socket, attachBody) };
+    if (dialed.viaProxy) {
+      const n = dialed.node;
+      const auth =
+        n.username !== undefined ? `${encodeURIComponent(n.username)}:${encodeURIComponent(n.password ?? '')}@` : '';
+      result.upstreamProxyUrl = `http://${auth}${n.host.includes(':') ? `[${n.host}]` : n.host}:${n.port}`;
+    }
+    return result;
+  }
+
+  /**
+   * Counts one forwarded request's bytes into the user's meter (closing both sides once it is exhausted),
+   * bounds the upstream's silence, and gives the node back when the upstream socket closes. Returns the
+   * function that starts counting the request body (see DialedAgent).
+   */
+  private meterForward(route: Route, dialed: Dialed, request: IncomingMessage): () => void {
+    const router = this.options.router;
+    const user = route.user.name;
+    const meter = router.meters.meter(user);
+    const upstream = dialed.socket;
+    const client = request.socket;
+    if (dialed.head) upstream.unshift(dialed.head);
+    let up = 0;
+    let down = 0;
+    const stop = (): void => {
+      upstream.destroy();
+      client.destroy();
+    };
+    const onUp = (chunk: Buffer): void => {
+      up += chunk.length;
+      meter.add(chunk.length, 0);
+      if (meter.exhausted) stop();
+    };
+    const onDown = (chunk: Buffer): void => {
+      down += chunk.length;
+      meter.add(0, chunk.length);
+      if (meter.exhausted) stop();
+    };
+    upstream.on('data', onDown);
+    upstream.setTimeout(this.responseTimeoutMs, () => {
+      upstream.destroy(Object.assign(new Error('upstream response timed out'), { code: 'ETIMEDOUT' }));
+    });
+    upstream.once('close', () => {
+      request.off('data', onUp);
+      upstream.off('data', onDown);
+      // Request headers went out unseen by onUp; count everything written.
+      const headerBytes = Math.max(0, upstream.bytesWritten - up);
+      if (headerBytes > 0) meter.add(headerBytes, 0);
+      const metrics = this.options.metrics;
+      if (metrics) {
+        metrics.bytesTotal.inc({ user, direction: 'up' }, up + headerBytes);
+        metrics.bytesTotal.inc({ user, direction: 'down' }, down);
+      }
+      dialed.release();
+      router.meters.connectionClosed(user);
+    });
+    return () => {
+      request.on('data', onUp);
+    };
+  }
+}
+
+function textResponse(statusCode: number, reason: string): PrepareRequestFunctionResult {
+  return {
+    customResponseFunction: () => ({
+      statusCode,
+      headers: { 'content-type': 'text/plain; charset=utf-8', connection: 'close' },
+      body: `${reason}\n`,
+    }),
+  };
+}
+
+const STATUS_TEXT: Record<number, string> = {
+  400: 'Bad Request',
+  403: 'Forbidden',
+  407: 'Proxy Authentication Required',
+  499: 'Client Closed Request',
+  502: 'Bad Gateway',
+  503: 'Service Unavailable',
+  504: 'Gateway Timeout',
+};
