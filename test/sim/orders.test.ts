@@ -205,4 +205,22 @@ describe('sandbox static orders', () => {
     await waitFor(() => cb.received.find((r) => r.type === 'product' && r.no === US));
     assert.equal(cb.received.find((r) => r.type === 'product')!.op, '');
   });
+
+  test('expiry: running → stopped (6) with a callback; renewable in the grace period; closed (10) after it', async () => {
+    const o = await client.call('InstanceOpen', { appOrderNo: 'exp-open', params: [{ productNo: SIM_PRODUCTS.staticSgDay }] });
+    const inst = (await finalOrder(client, o.orderNo)).instances![0]!;
+    const status = async () => Number((await client.call('GetInstance', { instances: [inst.instanceNo] }))[0]!.status);
+    sim.faults.advanceClock(86_400_000 + 1000);
+    assert.equal(await status(), 6);
+    await waitFor(() => cb.received.some((r) => r.type === 'instance' && r.no === inst.instanceNo));
+    assert.equal(await codeOf(client.call('InstanceRelease', { orderNo: 'exp-rel', instances: [inst.instanceNo] })), 10022);
+    const renew = await client.call('InstanceRenew', { appOrderNo: 'exp-renew', instances: [{ instanceNo: inst.instanceNo, cycleTimes: 3 }] });
+    assert.equal((await finalOrder(client, renew.orderNo)).status, 3);
+    assert.equal(await status(), 3);
+    sim.faults.advanceClock(3 * 86_400_000);
+    assert.equal(await status(), 6);
+    sim.faults.advanceClock(8 * 86_400_000);
+    assert.equal(await status(), 10);
+    assert.equal(await codeOf(client.call('InstanceRenew', { appOrderNo: 'exp-renew-2', instances: [{ instanceNo: inst.instanceNo }] })), 10011);
+  });
 });

@@ -15,6 +15,8 @@ export interface SimClock {
   stop(): void;
 }
 
+const MAX_TIMER_MS = 2_147_483_647;
+
 interface Task {
   due: number;
   fn: () => void;
@@ -38,8 +40,9 @@ export function createClock(options: ClockOptions = {}): SimClock {
 
   const arm = (task: Task) => {
     if (task.timer) clearTimeout(task.timer);
-    const wait = Math.max(0, (task.due - now()) / speed);
-    task.timer = setTimeout(() => run(task), Math.ceil(wait));
+    // setTimeout fires at once above 2^31-1 ms; long waits (instance expiry months ahead) re-arm instead
+    const wait = Math.min(MAX_TIMER_MS, Math.max(0, (task.due - now()) / speed));
+    task.timer = setTimeout(() => (task.due > now() ? arm(task) : run(task)), Math.ceil(wait));
     task.timer.unref?.();
   };
   const run = (task: Task) => {

@@ -18,9 +18,10 @@ function newOrder(ctx: SimContext, kind: OrderKind, appOrderNo: string, lines: O
   return order;
 }
 
-function runningStatic(ctx: SimContext, instanceNo: string, missing: number): Instance {
+function runningStatic(ctx: SimContext, instanceNo: string, missing: number, alsoStopped = false): Instance {
   const inst = ctx.state.instances.get(instanceNo);
-  if (!inst || inst.dynamic || inst.status !== INSTANCE_STATUS.running) throw new SimError(missing, instanceNo);
+  const usable = inst?.status === INSTANCE_STATUS.running || (alsoStopped && inst?.status === INSTANCE_STATUS.stopped);
+  if (!inst || inst.dynamic || !usable) throw new SimError(missing, instanceNo);
   return inst;
 }
 
@@ -29,7 +30,8 @@ export function instanceRenew(ctx: SimContext, params: In<'InstanceRenew'>): unk
   const prior = repeated(ctx, 'renew', params.appOrderNo, fingerprint);
   if (prior) return prior.accepted;
   const lines = params.instances.map((item) => {
-    const inst = runningStatic(ctx, item.instanceNo, CODE.RENEW_NO_INSTANCE);
+    // a stopped (expired) instance can be renewed within the grace period; after it, it is closed
+    const inst = runningStatic(ctx, item.instanceNo, CODE.RENEW_NO_INSTANCE, true);
     const product = ctx.state.products.get(inst.productNo);
     if (!product) throw new SimError(CODE.RENEW_NO_INSTANCE, item.instanceNo);
     // cycleTimes wins; else the compatibility `duration` in the product's unit; else the original period
@@ -52,7 +54,9 @@ function release(ctx: SimContext, kind: 'release' | 'aftersale', merchantNo: str
   if (kind === 'aftersale' && !ctx.state.merchant.afterSale) throw new SimError(CODE.INVALID_PARAMS, 'after-sale is not enabled for this merchant');
   const nowSec = Math.floor(ctx.clock.now() / 1000);
   const chosen = instances.map((no) => {
-    const inst = runningStatic(ctx, no, CODE.RELEASE_NO_INSTANCE);
+    const stopped = ctx.state.instances.get(no);
+    if (kind === 'release' && stopped && !stopped.dynamic && stopped.status === INSTANCE_STATUS.stopped) throw new SimError(CODE.RELEASE_PERIOD, no);
+    const inst = runningStatic(ctx, no, CODE.RELEASE_NO_INSTANCE, kind === 'aftersale');
     if (inst.changing) throw new SimError(CODE.RELEASE_NO_INSTANCE, `${no} has an order in progress`);
     // an ordinary release is only possible before expiry; after-sale exists for the cases it excludes
     if (kind === 'release' && inst.userExpired > 0 && inst.userExpired < nowSec) throw new SimError(CODE.RELEASE_PERIOD, no);

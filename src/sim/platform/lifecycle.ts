@@ -96,18 +96,25 @@ async function applyLine(ctx: SimContext, order: Order, inst: Instance, cycleTim
       inst.status = INSTANCE_STATUS.running;
       inst.openAt = nowMs;
       inst.userExpired = product ? addPeriod(nowSec, product.unit, product.duration * cycleTimes) : 0;
+      if (!inst.dynamic) watchExpiry(ctx, inst);
       return true;
     }
     case 'renew': {
-      if (!product || inst.status !== INSTANCE_STATUS.running) return false;
+      if (!product || (inst.status !== INSTANCE_STATUS.running && inst.status !== INSTANCE_STATUS.stopped)) return false;
       const from = inst.userExpired > 0 ? inst.userExpired : nowSec;
       inst.userExpired = addPeriod(from, product.unit, product.duration * cycleTimes);
       inst.renewAt = nowMs;
+      if (inst.status === INSTANCE_STATUS.stopped && inst.userExpired * 1000 > nowMs) {
+        inst.status = INSTANCE_STATUS.running;
+        ctx.callbacks.send('instance', inst.instanceNo, '');
+      }
+      watchExpiry(ctx, inst);
       return true;
     }
     case 'release':
     case 'aftersale': {
-      if (inst.status !== INSTANCE_STATUS.running) return false;
+      const stoppedAfterSale = order.kind === 'aftersale' && inst.status === INSTANCE_STATUS.stopped;
+      if (inst.status !== INSTANCE_STATUS.running && !stoppedAfterSale) return false;
       inst.status = INSTANCE_STATUS.released;
       inst.releaseAt = nowMs;
       if (ctx.upstreams) await ctx.upstreams.closeInstance(inst.instanceNo).catch(() => undefined);
@@ -174,4 +181,38 @@ export function requireRunningStatic(ctx: SimContext, instanceNo: string, code: 
   const inst = ctx.state.instances.get(instanceNo);
   if (!inst || inst.dynamic) throw new SimError(code, `instance ${instanceNo}`);
   return inst;
+}
+
+/** After expiry a static instance stops (6) and may still be renewed for this long; then it is closed (10). */
+export const RENEW_GRACE_MS = 7 * 86_400_000;
+
+/** One pending clock check per instance (a renewal replaces it); each check re-reads userExpired. */
+function watchExpiry(ctx: SimContext, inst: Instance): void {
+  inst.unwatch?.();
+  inst.unwatch = undefined;
+  if (!inst.userExpired) return;
+  const later = (ms: number) => {
+    inst.unwatch = ctx.clock.schedule(ms, check);
+  };
+  const check = () => {
+    if (inst.status !== INSTANCE_STATUS.running && inst.status !== INSTANCE_STATUS.stopped) return;
+    const now = ctx.clock.now();
+    const expiry = inst.userExpired * 1000;
+    if (expiry > now) {
+      later(expiry - now);
+      return;
+    }
+    if (inst.status === INSTANCE_STATUS.running) {
+      inst.status = INSTANCE_STATUS.stopped;
+      ctx.callbacks.send('instance', inst.instanceNo, '');
+    }
+    if (expiry + RENEW_GRACE_MS > now) {
+      later(expiry + RENEW_GRACE_MS - now);
+      return;
+    }
+    inst.status = INSTANCE_STATUS.closed;
+    void ctx.upstreams?.closeInstance(inst.instanceNo).catch(() => undefined);
+    ctx.callbacks.send('instance', inst.instanceNo, '');
+  };
+  later(inst.userExpired * 1000 - ctx.clock.now());
 }

@@ -74,6 +74,8 @@ export interface Instance {
   mainAccount: string;
   /** a change order in progress */
   changing: string | null;
+  /** cancels the pending expiry check (lifecycle.ts) */
+  unwatch?: () => void;
 }
 
 export interface FlowBucket {
