@@ -1,6 +1,8 @@
 // Everything the admin routes need, as narrow structural interfaces: the real components (PlatformClient,
-// Catalog, Orders, Accounts, Accounting, PoolRegistry, SessionTable, the metrics registry) satisfy them as
-// they are, and src/main.ts passes them in. Nothing here is constructed by the admin component.
+// Orders and its Catalog, BalanceWatcher, Traffic, Whitelist, Accounting, PoolRegistry, SessionTable, the
+// metrics registry) satisfy them as they are, and src/main.ts passes them in. Main-account and sub-account
+// routes (CreateUser, UserAuth, CreateProxyUser, GetProxyUserInfo, SetProxyUserFlowLimit) hold no Rotor
+// state, so they go to the platform port directly.
 import type { OperationName, OpRequest, OpResponse } from '../platform/operations.ts';
 import type { CallOptions } from '../platform/client.ts';
 import type { AreaNode, City, Product, Project } from '../platform/schemas.ts';
@@ -70,54 +72,52 @@ export interface OrdersPort {
   afterSale(input: AfterSaleInput): Promise<OrderAnswer>;
   assignIp(input: AssignIpInput): Promise<OrderAnswer>;
   checkAssignIp(ip: string): Promise<{ ip: string; canBuyStatus: boolean }>;
-  change(input: ChangeInput): Promise<OrderAnswer>;
+  change(instanceNo: string, input?: Omit<ChangeInput, 'instanceNo'>): Promise<OrderAnswer>;
   resetPassword(input: ResetInput): Promise<unknown>;
   listOrders(filter?: OrderListFilter): Promise<OrderAnswer[]>;
   /** By platform or merchant number, refreshed from the platform; undefined when unknown. */
   getOrder(no: string): Promise<OrderAnswer | undefined>;
   listInstances(filter?: InstanceListFilter): Promise<InstanceAnswer[]>;
-  getInstance(instanceNo: string): Promise<InstanceAnswer | undefined>;
+  /** `refresh` reads it from the platform first. */
+  getInstance(instanceNo: string, options?: { refresh?: boolean }): Promise<InstanceAnswer | undefined>;
 }
 
 /** Platform callbacks (src/orders/callbacks.ts handleCallback). */
 export type CallbackHandler = (query: Record<string, unknown>) => Promise<{ status: number; body: unknown }>;
 
-export type CreateMainInput = OpRequest<'CreateUser'>;
-export type AuthInput = Omit<OpRequest<'UserAuth'>, 'username' | 'appUsername'>;
-export type CreateSubInput = OpRequest<'CreateProxyUser'>;
-export interface BalanceQuery {
-  productNo: string;
-  proxyType: 104 | 105;
+/** src/accounts/balances.ts BalanceWatcher: one ProxyInfo read (the proxy type follows from the product). */
+export interface BalancesPort {
+  fetch(account: string, productNo: string): Promise<object>;
 }
+
 export interface FlowLogQuery {
+  account: string;
   productNo: string;
   startTime?: string;
   endTime?: string;
   page?: number;
   pageSize?: number;
 }
-export type ReturnInput = Omit<OpRequest<'DynamicProxyReturn'>, 'appUsername'>;
-export type SubLimitInput = Omit<OpRequest<'SetProxyUserFlowLimit'>, 'appUsername'>;
-export interface WhitelistInput {
+
+export interface TrafficReturnInput {
   account: string;
   productNo: string;
-  ip: string;
-  proxyType?: 104 | 105;
+  flowNum?: number;
+  ipNum?: number;
+  remark?: string;
 }
 
-/** Main accounts, sub accounts, whitelist (src/accounts/). */
-export interface AccountsPort {
-  createMainAccount(input: CreateMainInput): Promise<object>;
-  authMainAccount(name: string, input: AuthInput): Promise<object>;
-  balance(name: string, query: BalanceQuery): Promise<object>;
-  flowLog(name: string, query: FlowLogQuery): Promise<object>;
-  returnTraffic(name: string, input: ReturnInput): Promise<object>;
-  createSubAccount(input: CreateSubInput): Promise<object>;
-  getSubAccount(name: string, productNo: string): Promise<object>;
-  setSubAccountLimit(name: string, input: SubLimitInput): Promise<unknown>;
-  listWhitelist(account: string, productNo: string): Promise<string[]>;
-  addWhitelist(input: WhitelistInput): Promise<string[]>;
-  removeWhitelist(input: WhitelistInput): Promise<string[]>;
+/** src/accounts/traffic.ts Traffic: flow-use log (bytes) and traffic return (MB). */
+export interface TrafficPort {
+  flowLog(query: FlowLogQuery): Promise<object>;
+  returnTraffic(input: TrafficReturnInput): Promise<object>;
+}
+
+/** src/accounts/whitelist.ts Whitelist: each answers the platform's list as it now stands. */
+export interface WhitelistPort {
+  list(account: string, productNo: string): Promise<string[]>;
+  add(account: string, productNo: string, ip: string): Promise<string[]>;
+  remove(account: string, productNo: string, ip: string): Promise<string[]>;
 }
 
 export interface UserRow {
@@ -161,7 +161,9 @@ export interface AdminDeps {
   platform: PlatformPort;
   catalog: CatalogPort;
   orders: OrdersPort;
-  accounts: AccountsPort;
+  balances: BalancesPort;
+  traffic: TrafficPort;
+  whitelist: WhitelistPort;
   users: UsersPort;
   pools: PoolsPort;
   sessions: SessionsPort;

@@ -5,7 +5,7 @@ import { operations } from '../../platform/operations.ts';
 import { notFound } from '../errors.ts';
 import { instanceSchema, looseObject, orderSchema } from '../schemas.ts';
 import { zs } from '../validation.ts';
-import { doc, intListQuery, name, type RegisterRoutes } from './common.ts';
+import { boolQuery, doc, intListQuery, name, type RegisterRoutes } from './common.ts';
 
 const changeBody = operations.ChangeProxy.request.omit({ instanceNo: true }).extend({ appOrderNo: z.string().min(1).max(64).optional() });
 const resetBody = operations.ResetProxyPassword.request.extend({ resetNo: operations.ResetProxyPassword.request.shape.resetNo.optional() });
@@ -47,11 +47,17 @@ export const instanceRoutes: RegisterRoutes = (app, deps) => {
     },
   );
 
-  app.get<{ Params: { instanceNo: string } }>(
+  app.get<{ Params: { instanceNo: string }; Querystring: { refresh?: boolean } }>(
     '/instances/:instanceNo',
-    { schema: { params: zs(z.strictObject({ instanceNo: name })), ...doc('instances', 'one static instance', { 200: instanceSchema }) } },
+    {
+      schema: {
+        params: zs(z.strictObject({ instanceNo: name })),
+        querystring: zs(z.strictObject({ refresh: boolQuery.optional() })),
+        ...doc('instances', 'one static instance; refresh=true reads it from the platform first', { 200: instanceSchema }),
+      },
+    },
     async (req) => {
-      const instance = await deps.orders.getInstance(req.params.instanceNo);
+      const instance = await deps.orders.getInstance(req.params.instanceNo, { refresh: req.query.refresh === true });
       if (!instance) throw notFound(`instance ${req.params.instanceNo}`);
       return instance;
     },
@@ -67,7 +73,7 @@ export const instanceRoutes: RegisterRoutes = (app, deps) => {
       },
     },
     async (req, reply) => {
-      const order = await deps.orders.change({ ...req.body, instanceNo: req.params.instanceNo });
+      const order = await deps.orders.change(req.params.instanceNo, req.body);
       return reply.status(202).send(order);
     },
   );

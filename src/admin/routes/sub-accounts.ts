@@ -1,13 +1,14 @@
 // Dynamic sub accounts: POST /v1/sub-accounts (CreateProxyUser, limitFlow in MB), GET /v1/sub-accounts/:name
-// (GetProxyUserInfo), PUT /v1/sub-accounts/:name/limit (SetProxyUserFlowLimit, limitFlow in bytes).
+// (GetProxyUserInfo, bytes), PUT /v1/sub-accounts/:name/limit (SetProxyUserFlowLimit, limitFlow in bytes:
+// -1 or at least 1024000). Passwords the platform returns are not passed on.
 import { z } from 'zod';
 import { operations } from '../../platform/operations.ts';
-import type { SubLimitInput } from '../deps.ts';
 import { fromZod } from '../schemas.ts';
 import { zs } from '../validation.ts';
 import { doc, name, type RegisterRoutes } from './common.ts';
 
 const subParams = zs(z.strictObject({ name }));
+const limitBody = operations.SetProxyUserFlowLimit.request.omit({ appUsername: true });
 
 export const subAccountRoutes: RegisterRoutes = (app, deps) => {
   app.post<{ Body: z.output<typeof operations.CreateProxyUser.request> }>(
@@ -18,7 +19,10 @@ export const subAccountRoutes: RegisterRoutes = (app, deps) => {
         ...doc('sub-accounts', 'create a sub account (CreateProxyUser; limitFlow in MB)', { 200: fromZod(operations.CreateProxyUser.response) }),
       },
     },
-    async (req) => deps.accounts.createSubAccount(req.body),
+    async (req) => {
+      const { password: _password, ...account } = await deps.platform.call('CreateProxyUser', req.body);
+      return account;
+    },
   );
 
   app.get<{ Params: { name: string }; Querystring: { productNo: string } }>(
@@ -30,22 +34,25 @@ export const subAccountRoutes: RegisterRoutes = (app, deps) => {
         ...doc('sub-accounts', 'sub-account info, bytes (GetProxyUserInfo)', { 200: fromZod(operations.GetProxyUserInfo.response) }),
       },
     },
-    async (req) => deps.accounts.getSubAccount(req.params.name, req.query.productNo),
+    async (req) => {
+      const { password: _password, ...info } = await deps.platform.call('GetProxyUserInfo', { appUsername: req.params.name, productNo: req.query.productNo });
+      return info;
+    },
   );
 
-  app.put<{ Params: { name: string }; Body: SubLimitInput }>(
+  app.put<{ Params: { name: string }; Body: z.output<typeof limitBody> }>(
     '/sub-accounts/:name/limit',
     {
       schema: {
         params: subParams,
-        body: zs(operations.SetProxyUserFlowLimit.request.omit({ appUsername: true })),
+        body: zs(limitBody),
         ...doc('sub-accounts', 'set the platform-side limit, bytes: -1 or >= 1024000 (SetProxyUserFlowLimit)', {
           200: { type: 'object', properties: { name: { type: 'string' }, productNo: { type: 'string' }, limitFlow: { type: 'integer' } } },
         }),
       },
     },
     async (req) => {
-      await deps.accounts.setSubAccountLimit(req.params.name, req.body);
+      await deps.platform.call('SetProxyUserFlowLimit', { ...req.body, appUsername: req.params.name });
       return { name: req.params.name, productNo: req.body.productNo, limitFlow: req.body.limitFlow };
     },
   );

@@ -1,8 +1,8 @@
 // IP whitelist of a main account for a product: GET /v1/whitelist?account=&productNo=, POST and DELETE
-// /v1/whitelist with {account, productNo, ip, proxyType?}. Every answer is the list as it now stands.
+// /v1/whitelist with {account, productNo, ip, proxyType?} (the type is taken from the product). Every
+// answer is the list as it now stands.
 import { isIP } from 'node:net';
 import { z } from 'zod';
-import type { WhitelistInput } from '../deps.ts';
 import { zs } from '../validation.ts';
 import { doc, dynamicType, name, type RegisterRoutes } from './common.ts';
 
@@ -10,6 +10,7 @@ const listAnswer = {
   type: 'object',
   properties: { account: { type: 'string' }, productNo: { type: 'string' }, ipWhiteList: { type: 'array', items: { type: 'string' } } },
 };
+type Entry = { account: string; productNo: string; ip: string; proxyType?: number };
 const entry = zs(
   z.strictObject({
     account: name,
@@ -23,16 +24,16 @@ export const whitelistRoutes: RegisterRoutes = (app, deps) => {
   app.get<{ Querystring: { account: string; productNo: string } }>(
     '/whitelist',
     { schema: { querystring: zs(z.strictObject({ account: name, productNo: name })), ...doc('whitelist', 'whitelisted IPs of a main account for a product', { 200: listAnswer }) } },
-    async (req) => ({ ...req.query, ipWhiteList: await deps.accounts.listWhitelist(req.query.account, req.query.productNo) }),
+    async (req) => ({ ...req.query, ipWhiteList: await deps.whitelist.list(req.query.account, req.query.productNo) }),
   );
-  app.post<{ Body: WhitelistInput }>('/whitelist', { schema: { body: entry, ...doc('whitelist', 'add an IP (AddIpWhiteList)', { 200: listAnswer }) } }, async (req) => ({
+  app.post<{ Body: Entry }>('/whitelist', { schema: { body: entry, ...doc('whitelist', 'add an IP (AddIpWhiteList)', { 200: listAnswer }) } }, async (req) => ({
     account: req.body.account,
     productNo: req.body.productNo,
-    ipWhiteList: await deps.accounts.addWhitelist(req.body),
+    ipWhiteList: await deps.whitelist.add(req.body.account, req.body.productNo, req.body.ip),
   }));
-  app.delete<{ Body: WhitelistInput }>('/whitelist', { schema: { body: entry, ...doc('whitelist', 'remove an IP (DelIpWhiteList)', { 200: listAnswer }) } }, async (req) => ({
+  app.delete<{ Body: Entry }>('/whitelist', { schema: { body: entry, ...doc('whitelist', 'remove an IP (DelIpWhiteList)', { 200: listAnswer }) } }, async (req) => ({
     account: req.body.account,
     productNo: req.body.productNo,
-    ipWhiteList: await deps.accounts.removeWhitelist(req.body),
+    ipWhiteList: await deps.whitelist.remove(req.body.account, req.body.productNo, req.body.ip),
   }));
 };
