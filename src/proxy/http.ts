@@ -17,6 +17,7 @@ import { Server, type PrepareRequestFunctionOpts, type PrepareRequestFunctionRes
 import type { Logger } from '../telemetry/logger.ts';
 import type { ConnectionResult, Metrics } from '../telemetry/metrics.ts';
 import { GatewayError } from './errors.ts';
+import { holdClient } from './hold.ts';
 import { relay, type RelayHandle } from './relay.ts';
 import type { Dialed, Route, Router } from './router.ts';
 import type { Target } from './types.ts';
@@ -159,7 +160,7 @@ export class HttpListener {
 
   /** A complete HTTP answer on a raw socket, then close (CONNECT refusals and failures). */
   private answer(socket: Socket, status: number, reason: string): void {
-    const body = `${reason}\n`;
+    const body = reason;
     const text = STATUS_TEXT[status] ?? 'Error';
     const auth = status === 407 ? `Proxy-Authenticate: Basic realm="${this.realm}"\r\n` : '';
     if (socket.writable) {
@@ -173,8 +174,6 @@ export class HttpListener {
 
   private async onConnect(req: IncomingMessage, socket: Socket, head: Buffer): Promise<void> {
     socket.on('error', noop);
-    // Hold client bytes sent ahead of our answer until the relay reads them.
-    socket.pause();
     const target = parseConnectTarget(req.url);
     if (!target) {
       this.count('bad_request');
@@ -194,7 +193,8 @@ export class HttpListener {
       this.answer(socket, a.kind === 'auth' ? 407 : a.kind === 'forbidden' ? 403 : 400, a.reason);
       return;
     }
-    const dialed = await this.dial(a.route, target, socket, 'tunnel');
+    const held = { head: head.length > 0 ? head : null };
+    const dialed = await this.dial(a.route, target, socket, 'tunnel', held);
     if (!dialed) return;
     const user = a.route.user.name;
     socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
@@ -205,7 +205,7 @@ export class HttpListener {
     ref.handle = relay(socket, dialed.socket, {
       meter: meters.meter(user),
       idleTimeoutMs: this.idleTimeoutMs,
-      clientHead: head.length > 0 ? head : null,
+      clientHead: held.head,
       upstreamHead: dialed.head,
       ...(this.options.metrics ? { bytes: { metrics: this.options.metrics, user } } : {}),
       onEnd: () => {
@@ -222,18 +222,28 @@ export class HttpListener {
    * Router.dial bound to the client's life. On failure the client has been answered (CONNECT) or the error
    * is returned for a custom response (plain HTTP); on success connectionOpened has been counted.
    */
-  private async dial(route: Route, target: Target, client: Socket, mode: 'tunnel'): Promise<Dialed | undefined>;
+  private async dial(route: Route, target: Target, client: Socket, mode: 'tunnel', held: { head: Buffer | null }): Promise<Dialed | undefined>;
   private async dial(route: Route, target: Target, client: Socket, mode: 'forward'): Promise<Dialed | GatewayError>;
-  private async dial(route: Route, target: Target, client: Socket, mode: 'tunnel' | 'forward'): Promise<Dialed | GatewayError | undefined> {
+  private async dial(
+    route: Route,
+    target: Target,
+    client: Socket,
+    mode: 'tunnel' | 'forward',
+    held?: { head: Buffer | null },
+  ): Promise<Dialed | GatewayError | undefined> {
     const router = this.options.router;
     const user = route.user.name;
     const abort = new AbortController();
     const onGone = (): void => abort.abort();
-    client.once('close', onGone);
+    // A CONNECT socket is ours: keep reading it so a client that leaves is seen. A plain request's socket
+    // is read by the http server, whose 'close' is enough.
+    let release: (() => Buffer | null) | undefined;
+    if (held) release = holdClient(client, held.head, onGone);
+    else client.once('close', onGone);
     router.meters.connectionOpened(user);
     try {
       const dialed = await router.dial(route, target, abort.signal, mode);
-      if (client.destroyed) {
+      if (client.destroyed || abort.signal.aborted) {
         dialed.socket.destroy();
         dialed.release();
         router.meters.connectionClosed(user);
@@ -251,7 +261,8 @@ export class HttpListener {
       if (err.code !== 'DIAL_ABORTED') this.answer(client, err.httpStatus, err.message);
       return undefined;
     } finally {
-      client.off('close', onGone);
+      if (release && held) held.head = release();
+      else client.off('close', onGone);
     }
   }
 
@@ -336,6 +347,8 @@ export class HttpListener {
     });
     return () => {
       request.on('data', onUp);
+      // Dialers hand over paused sockets; the http client's own 'data' listener would not resume it.
+      upstream.resume();
     };
   }
 }
@@ -345,7 +358,7 @@ function textResponse(statusCode: number, reason: string): PrepareRequestFunctio
     customResponseFunction: () => ({
       statusCode,
       headers: { 'content-type': 'text/plain; charset=utf-8', connection: 'close' },
-      body: `${reason}\n`,
+      body: reason,
     }),
   };
 }

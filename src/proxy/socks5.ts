@@ -7,6 +7,7 @@ import type { Logger } from '../telemetry/logger.ts';
 import type { ConnectionResult, Metrics } from '../telemetry/metrics.ts';
 import { REPLY, Socks5HandshakeError, acceptSocks5, writeReply, type AuthDecision } from '../wire/socks5.ts';
 import { GatewayError } from './errors.ts';
+import { holdClient } from './hold.ts';
 import { relay, type RelayHandle } from './relay.ts';
 import type { Refusal, Route, Router } from './router.ts';
 
@@ -134,14 +135,14 @@ export class Socks5Listener {
     const user = route.user.name;
     const meters = router.meters;
     const abort = new AbortController();
-    const onGone = (): void => abort.abort();
-    socket.once('close', onGone);
+    const release = holdClient(socket, request.head, () => abort.abort());
     meters.connectionOpened(user);
     let dialed;
+    let head: Buffer | null;
     try {
       dialed = await router.dial(route, { host: request.host, port: request.port }, abort.signal);
     } catch (err) {
-      socket.off('close', onGone);
+      release();
       meters.connectionClosed(user);
       if (!(err instanceof GatewayError)) throw err;
       if (err.code === 'DIAL_ABORTED') return;
@@ -150,8 +151,8 @@ export class Socks5Listener {
       this.options.logger?.info({ listener: LISTENER, user, code: err.code, reason: err.upstreamReason }, 'socks5 connect failed');
       return;
     }
-    socket.off('close', onGone);
-    if (socket.destroyed) {
+    head = release();
+    if (socket.destroyed || abort.signal.aborted) {
       dialed.socket.destroy();
       dialed.release();
       meters.connectionClosed(user);
@@ -164,7 +165,7 @@ export class Socks5Listener {
     ref.handle = relay(socket, dialed.socket, {
       meter: meters.meter(user),
       idleTimeoutMs: this.idleTimeoutMs,
-      clientHead: request.head,
+      clientHead: head,
       upstreamHead: dialed.head,
       ...(this.options.metrics ? { bytes: { metrics: this.options.metrics, user } } : {}),
       onEnd: () => {

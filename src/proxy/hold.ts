@@ -1,0 +1,42 @@
+// While an upstream is being dialed, the client socket must keep being read: a paused socket never sees
+// the client's FIN, so a client that gives up would hold a dial (and a pool slot) until its deadline. Bytes
+// the client pipelines meanwhile are kept (bounded) and handed to the relay as the head.
+import type { Socket } from 'node:net';
+
+const MAX_HELD_BYTES = 64 * 1024;
+
+/**
+ * Reads `socket` until released; `onGone` runs once if the client ends, closes or fails first. Returns the
+ * release function: it pauses the socket, detaches, and gives back `head` plus everything held.
+ */
+export function holdClient(socket: Socket, head: Buffer | null, onGone: () => void): () => Buffer | null {
+  const held: Buffer[] = head && head.length > 0 ? [head] : [];
+  let size = head?.length ?? 0;
+  const onData = (chunk: Buffer): void => {
+    held.push(chunk);
+    size += chunk.length;
+    // Enough: stop reading (the client is not waiting for our answer anyway).
+    if (size >= MAX_HELD_BYTES) socket.pause();
+  };
+  const gone = (): void => {
+    detach();
+    onGone();
+  };
+  const detach = (): void => {
+    socket.off('data', onData);
+    socket.off('end', gone);
+    socket.off('close', gone);
+    socket.off('error', gone);
+  };
+  socket.on('data', onData);
+  socket.once('end', gone);
+  socket.once('close', gone);
+  socket.once('error', gone);
+  socket.resume();
+  return () => {
+    socket.pause();
+    detach();
+    if (held.length === 0) return null;
+    return held.length === 1 ? held[0]! : Buffer.concat(held, size);
+  };
+}
