@@ -59,6 +59,7 @@ export class Catalog {
     this.cache = new LRUCache<string, Entry>({
       max: 500,
       ttl: options.ttlMs ?? 600_000,
+      ttlResolution: 0,
       perf: { now: () => this.now() },
       fetchMethod: async (key) => ({ value: await this.load(key) }),
     });
