@@ -75,3 +75,5 @@ export function buildAdminServer(deps: AdminDeps, options: AdminServerOptions): 
   );
   return app;
 }
+
+export { buildCallbackServer, type CallbackServerOptions } from './callback-server.ts';

@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { AdminDeps } from '../deps.ts';
 import { errorResponses, security } from '../schemas.ts';
+import { zs } from '../validation.ts';
 
 export type RegisterRoutes = (app: FastifyInstance, deps: AdminDeps) => void;
 
@@ -10,6 +11,9 @@ export type RegisterRoutes = (app: FastifyInstance, deps: AdminDeps) => void;
 export function doc(tag: string, summary: string, response: Record<string | number, unknown>): Record<string, unknown> {
   return { tags: [tag], summary, security, response: { ...response, ...errorResponses } };
 }
+
+/** For routes that take no query: an unknown parameter is a mistake worth saying so. */
+export const noQuery = zs(z.strictObject({}));
 
 /** Path or query text of the seed's identifiers. */
 export const name = z.string().min(1).max(128);

@@ -1,5 +1,5 @@
 // GET /v1/pools: every upstream pool with its nodes (no passwords).
-import { doc, type RegisterRoutes } from './common.ts';
+import { doc, noQuery, type RegisterRoutes } from './common.ts';
 
 const node = {
   type: 'object',
@@ -33,7 +33,10 @@ const pool = {
 };
 
 export const poolRoutes: RegisterRoutes = (app, deps) => {
-  app.get('/pools', { schema: doc('pools', 'upstream pools per (user, product, region) and their nodes', { 200: { type: 'array', items: pool } }) }, async () =>
+  app.get(
+    '/pools',
+    { schema: { querystring: noQuery, ...doc('pools', 'upstream pools per (user, product, region) and their nodes', { 200: { type: 'array', items: pool } }) } },
+    async () =>
     deps.pools.snapshot(),
   );
 };

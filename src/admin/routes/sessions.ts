@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { USER_NAME } from '../../config/schema.ts';
 import { notFound } from '../errors.ts';
 import { zs } from '../validation.ts';
-import { doc, type RegisterRoutes } from './common.ts';
+import { doc, noQuery, type RegisterRoutes } from './common.ts';
 
 const session = {
   type: 'object',
@@ -13,7 +13,7 @@ const session = {
 const ident = z.string().regex(USER_NAME, 'expected [A-Za-z0-9_.]+').max(128);
 
 export const sessionRoutes: RegisterRoutes = (app, deps) => {
-  app.get('/sessions', { schema: doc('sessions', 'live sticky sessions', { 200: { type: 'array', items: session } }) }, async () => deps.sessions.list());
+  app.get('/sessions', { schema: { querystring: noQuery, ...doc('sessions', 'live sticky sessions', { 200: { type: 'array', items: session } }) } }, async () => deps.sessions.list());
   app.delete<{ Params: { user: string; id: string } }>(
     '/sessions/:user/:id',
     {

@@ -1,7 +1,7 @@
 // Local proxy users: GET /v1/users (bytes used, limit, active connections), PUT /v1/users/:name/limit.
 import { z } from 'zod';
 import { zs } from '../validation.ts';
-import { doc, name, type RegisterRoutes } from './common.ts';
+import { doc, name, noQuery, type RegisterRoutes } from './common.ts';
 
 const userRow = {
   type: 'object',
@@ -15,7 +15,10 @@ const userRow = {
 };
 
 export const userRoutes: RegisterRoutes = (app, deps) => {
-  app.get('/users', { schema: doc('users', 'local users: bytes used (both directions), limit, active connections', { 200: { type: 'array', items: userRow } }) }, async () =>
+  app.get(
+    '/users',
+    { schema: { querystring: noQuery, ...doc('users', 'local users: bytes used (both directions), limit, active connections', { 200: { type: 'array', items: userRow } }) } },
+    async () =>
     deps.users.list(),
   );
   app.put<{ Params: { name: string }; Body: { limitBytes: number } }>(

@@ -1,0 +1,120 @@
+// The admin API over real components: the sandbox platform, the real client, an in-memory SQLite store,
+// Orders (catalog, placer, tracker, callbacks), BalanceWatcher, Traffic, Whitelist, Accounting, a
+// PoolRegistry with real password drawers, a SessionTable and the metrics registry. The callback server
+// listens on loopback and the sandbox sends its callbacks there.
+import type { FastifyInstance } from 'fastify';
+import type { AddressInfo } from 'node:net';
+import { buildAdminServer, buildCallbackServer, createReadiness, type AdminDeps } from '../../src/admin/index.ts';
+import { Accounting } from '../../src/accounting/meters.ts';
+import { ProductCatalog } from '../../src/accounting/products.ts';
+import { BalanceWatcher } from '../../src/accounts/balances.ts';
+import { Traffic } from '../../src/accounts/traffic.ts';
+import { Whitelist } from '../../src/accounts/whitelist.ts';
+import { Orders } from '../../src/orders/index.ts';
+import { PlatformClient } from '../../src/platform/client.ts';
+import { PwdDrawer, drawApiFromClient } from '../../src/pool/drawer.ts';
+import { PoolRegistry } from '../../src/pool/registry.ts';
+import { SessionTable } from '../../src/session/table.ts';
+import { startSimulator, SIM_PRODUCTS, type Simulator } from '../../src/sim/index.ts';
+import { SqliteStore } from '../../src/store/index.ts';
+import { createMetrics, type Metrics } from '../../src/telemetry/metrics.ts';
+
+export const TOKEN = 'admin-test-token-5f2c';
+export const AUTH = { authorization: `Bearer ${TOKEN}` };
+export const FLOW = SIM_PRODUCTS.dynamicTraffic;
+export const US = SIM_PRODUCTS.staticUsSocks;
+
+export interface Harness {
+  sim: Simulator;
+  client: PlatformClient;
+  store: SqliteStore;
+  orders: Orders;
+  accounting: Accounting;
+  pools: PoolRegistry;
+  sessions: SessionTable;
+  metrics: Metrics;
+  deps: AdminDeps;
+  app: FastifyInstance;
+  callbacks: FastifyInstance;
+  /** flips what readiness reports for the proxy listeners */
+  listeners: { up: boolean };
+  close(): Promise<void>;
+}
+
+export async function startHarness(): Promise<Harness> {
+  const sim = await startSimulator({ orderDelayMs: 60, callbackBackoffMs: 20, gatewayPorts: 1 });
+  const client = new PlatformClient({ baseUrl: sim.baseUrl, appKey: sim.appKey, appSecret: sim.appSecret, retries: 1, backoff: { baseMs: 5, maxMs: 10 }, timeoutMs: 3000 });
+  const store = new SqliteStore(':memory:');
+  const metrics = createMetrics({ defaultMetrics: false });
+  const orders = new Orders({ client, store, metrics, tracking: { pollInitialMs: 40, pollMaxMs: 200, sweepMs: 150, expiryCheckMs: 3_600_000 } });
+  await orders.start();
+  const products = new ProductCatalog({ client });
+  const accounting = new Accounting({ store, metrics, flushIntervalMs: 60_000 });
+  await accounting.start([
+    { name: 'alice', limitBytes: -1 },
+    { name: 'bob', limitBytes: 5_000_000 },
+  ]);
+  const api = drawApiFromClient(client);
+  const pools = new PoolRegistry({
+    drawerFor: (key) => new PwdDrawer({ api, subAccount: key.user, productNo: key.productNo, region: key.region, sessTime: 5, metrics }),
+    metrics,
+  });
+  const sessions = new SessionTable({ metrics });
+  const listeners = { up: true };
+  const deps: AdminDeps = {
+    platform: client,
+    catalog: orders.catalog,
+    orders,
+    balances: new BalanceWatcher({ client, products, metrics }),
+    traffic: new Traffic({ client, products }),
+    whitelist: new Whitelist({ client, products, store, egressIp: '127.0.0.1' }),
+    users: accounting,
+    pools,
+    sessions,
+    metrics: metrics.registry,
+    ready: createReadiness({
+      probePlatform: () => client.call('GetAppInfo', {}),
+      probeStore: () => store.kvGet('readyz.probe'),
+      listenersUp: () => listeners.up,
+      platformCacheMs: 0,
+    }),
+  };
+  const app = buildAdminServer(deps, { host: '127.0.0.1', token: TOKEN });
+  const callbacks = buildCallbackServer((q) => orders.handleCallback(q), { path: '/callback' });
+  await callbacks.listen({ host: '127.0.0.1', port: 0 });
+  sim.setCallbackUrl(`http://127.0.0.1:${(callbacks.server.address() as AddressInfo).port}/callback`);
+  return {
+    sim,
+    client,
+    store,
+    orders,
+    accounting,
+    pools,
+    sessions,
+    metrics,
+    deps,
+    app,
+    callbacks,
+    listeners,
+    async close() {
+      await app.close();
+      await callbacks.close();
+      await orders.stop();
+      pools.close();
+      await accounting.close();
+      client.close();
+      await sim.close();
+      await store.close();
+    },
+  };
+}
+
+export async function waitFor<T>(probe: () => T | undefined | null | false | Promise<T | undefined | null | false>, timeoutMs = 5000, what = 'condition'): Promise<T> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await probe();
+    if (v) return v;
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 15));
+  }
+}
