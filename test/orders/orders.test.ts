@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { SIM_PRODUCTS, startSimulator, type Simulator } from '../../src/sim/index.ts';
 import { OrderError, nodeOf } from '../../src/orders/index.ts';
-import { finalOrder, harness, waitFor, type Harness } from './helpers.ts';
+import { finalOrder, harness, waitFor } from './helpers.ts';
 
 const run = promisify(execFile);
 
@@ -398,4 +398,58 @@ test('nodeOf: protocol from the instance, nothing for stopped, expired or ssh-on
   assert.equal(nodeOf({ ...base, status: 6 }, 1_000_000), undefined);
   assert.equal(nodeOf(base, 2_000_000), undefined, 'expired');
   assert.deepEqual(nodeOf(base, 0), { id: 'socks5://u@127.0.0.1:1000', protocol: 'socks5', host: '127.0.0.1', port: 1000, username: 'u', password: 'p', source: 'instance', expiresAt: 2_000_000 });
+});
+
+describe('SIGKILL while an order is in flight', () => {
+  test('a restarted Orders finishes the order without placing it again', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'rotor-kill-'));
+    const sim = await startSimulator({ orderDelayMs: 100, callbackBackoffMs: 20, upstreams: false });
+    const path = join(dir, 'kill.db');
+    try {
+      sim.faults.latency(1200);
+      const { spawn } = await import('node:child_process');
+      const child = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, 'fixtures', 'place-order.ts'), sim.baseUrl, sim.appKey, sim.appSecret, path, SG], {
+        stdio: ['ignore', 'pipe', 'inherit'],
+      });
+      let out = '';
+      child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+      const exited = new Promise<NodeJS.Signals | null>((r) => child.on('exit', (_code, signal) => r(signal)));
+      // Watch the journal from another connection (WAL allows it) until the order is on the wire.
+      const { SqliteStore } = await import('../../src/store/index.ts');
+      const sent = await waitFor(async () => {
+        try {
+          const s = new SqliteStore(path);
+          const list = await s.listJournal(['sent']);
+          await s.close();
+          return list[0];
+        } catch {
+          return undefined;
+        }
+      }, 10_000, 'the order to be sent');
+      child.kill('SIGKILL');
+      const killedAt = Date.now();
+      assert.equal(await exited, 'SIGKILL');
+      assert.equal(out.includes('answered'), false, 'killed before learning the result');
+      sim.faults.latency(0);
+
+      const h = await harness(sim, path);
+      try {
+        await h.orders.start();
+        const o = await finalOrder(h, sent.merchantNo);
+        assert.equal(o.status, 3);
+        // The killed process's request is still held by the platform's latency; let it land too.
+        await new Promise((r) => setTimeout(r, Math.max(0, killedAt + 1400 - Date.now())));
+        assert.equal(sim.inspect.charges(sent.merchantNo).length, 1);
+        assert.equal(sim.inspect.orders().filter((x) => x.appOrderNo === sent.merchantNo).length, 1);
+        const j = await h.store.getJournal(sent.merchantNo);
+        assert.equal(j?.reqId, sent.reqId, 'resent with the same reqId');
+        assert.equal(j?.state, 'accepted');
+      } finally {
+        await h.close();
+      }
+    } finally {
+      await sim.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });

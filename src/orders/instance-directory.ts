@@ -1,0 +1,61 @@
+// The static instances as the gateway's InstanceDirectory: the gateway asks synchronously on every
+// `-instance-<instanceNo>` connection, so the running instances are kept in memory and refreshed from the
+// store (which the tracker keeps current from callbacks and polling) on a short interval.
+import type { Logger } from '../telemetry/logger.ts';
+import type { Store } from '../store/index.ts';
+import type { UpstreamNode } from '../pool/types.ts';
+import { nodeOf } from './index.ts';
+
+export interface InstanceDirectoryOptions {
+  logger?: Logger;
+  /** default 2000 ms */
+  refreshMs?: number;
+  now?: () => number;
+}
+
+export class InstanceDirectoryCache {
+  private nodes = new Map<string, UpstreamNode>();
+  private timer: NodeJS.Timeout | undefined;
+  private readonly now: () => number;
+
+  constructor(
+    private readonly store: Pick<Store, 'listInstances'>,
+    private readonly options: InstanceDirectoryOptions = {},
+  ) {
+    this.now = options.now ?? Date.now;
+  }
+
+  async start(): Promise<void> {
+    await this.refresh();
+    this.timer = setInterval(() => {
+      this.refresh().catch((err: unknown) => this.options.logger?.warn({ err }, 'instance directory refresh failed'));
+    }, this.options.refreshMs ?? 2000);
+    this.timer.unref();
+  }
+
+  async refresh(): Promise<void> {
+    const now = this.now();
+    const next = new Map<string, UpstreamNode>();
+    for (const inst of await this.store.listInstances({ statuses: [3] })) {
+      const node = nodeOf(inst, now);
+      if (node) next.set(inst.instanceNo, node);
+    }
+    this.nodes = next;
+  }
+
+  get(instanceNo: string): UpstreamNode | undefined {
+    const node = this.nodes.get(instanceNo);
+    if (node?.expiresAt !== undefined && node.expiresAt <= this.now()) return undefined;
+    return node;
+  }
+
+  /** One merchant's daemon: every configured user may use the merchant's running instances. */
+  allowed(_user: string, instanceNo: string): boolean {
+    return this.nodes.has(instanceNo);
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+  }
+}
