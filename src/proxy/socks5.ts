@@ -138,7 +138,6 @@ export class Socks5Listener {
     const release = holdClient(socket, request.head, () => abort.abort());
     meters.connectionOpened(user);
     let dialed;
-    let head: Buffer | null;
     try {
       dialed = await router.dial(route, { host: request.host, port: request.port }, abort.signal);
     } catch (err) {
@@ -151,7 +150,7 @@ export class Socks5Listener {
       this.options.logger?.info({ listener: LISTENER, user, code: err.code, reason: err.upstreamReason }, 'socks5 connect failed');
       return;
     }
-    head = release();
+    const head = release();
     if (socket.destroyed || abort.signal.aborted) {
       dialed.socket.destroy();
       dialed.release();
