@@ -400,6 +400,32 @@ test('nodeOf: protocol from the instance, nothing for stopped, expired or ssh-on
   assert.deepEqual(nodeOf(base, 0), { id: 'socks5://u@127.0.0.1:1000', protocol: 'socks5', host: '127.0.0.1', port: 1000, username: 'u', password: 'p', source: 'instance', expiresAt: 2_000_000 });
 });
 
+test('an order of 120 instances is read page by page (pageSize 100)', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'rotor-pages-'));
+  const sim = await startSimulator({ orderDelayMs: 60_000, upstreams: false });
+  const h = await harness(sim, join(dir, 'p.db'));
+  try {
+    await h.orders.start();
+    const placed = await h.orders.open({ params: [{ productNo: US, count: 60 }, { productNo: US, count: 60 }] });
+    assert.equal(placed.count, 120);
+    // Not final yet: only GetOrder's pages can have brought the instances in.
+    const pending = await h.orders.tracker.refreshOrder(placed.orderNo!);
+    assert.ok(pending && pending.status < 3);
+    assert.equal((await h.store.listInstances({ orderNo: placed.orderNo! })).length, 120);
+    sim.faults.advanceClock(60_000);
+    assert.equal((await finalOrder(h, placed.appOrderNo)).status, 3);
+    await h.orders.tracker.idle();
+    const stored = await h.store.listInstances({ orderNo: placed.orderNo! });
+    assert.equal(stored.length, 120);
+    assert.ok(stored.every((i) => i.status === 3 && i.pwd));
+    assert.equal((await h.orders.getOrder(placed.orderNo!)).instances?.length, 120);
+  } finally {
+    await h.close();
+    await sim.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 describe('SIGKILL while an order is in flight', () => {
   test('a restarted Orders finishes the order without placing it again', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'rotor-kill-'));
