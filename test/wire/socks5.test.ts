@@ -15,7 +15,7 @@ import {
 type Outcome = { ok: true; request: ConnectRequest<string>; socket: Socket } | { ok: false; code: string; ms: number };
 
 let options: HandshakeOptions<string>;
-let outcomes: Array<(o: Outcome) => void> = [];
+const outcomes: Array<(o: Outcome) => void> = [];
 let seenUsers: string[] = [];
 
 const defaults = (): HandshakeOptions<string> => ({
