@@ -112,7 +112,11 @@ export class AccountReconciler {
       const main = await this.reconcileMain(account, members, options.auth?.[account]);
       report.mains.push(main);
       for (const u of members) {
-        const sub = await this.reconcileSub(u, main);
+        // Nothing is created under a main account that could not be reconciled.
+        const sub: SubAccountResult =
+          main.action === 'error'
+            ? { user: u.name, mainAccount: account, productNo: main.productNo, action: 'skipped', status: undefined, error: 'main account not reconciled' }
+            : await this.reconcileSub(u, main);
         report.subs.push(sub);
         verdicts.set(u.name, this.verdict(u, main, sub));
       }
@@ -134,8 +138,8 @@ export class AccountReconciler {
   private verdict(u: AccountUser, main: MainAccountResult, sub: SubAccountResult): string | null | undefined {
     if (main.status === 2) return `main account ${u.mainAccount} is disabled on the platform`;
     if (sub.status === 2) return `sub account ${u.name} is disabled on the platform`;
-    if (sub.action === 'error' && sub.error?.startsWith('MAIN_ACCOUNT_UNUSABLE')) return `main account ${u.mainAccount} is missing or disabled on the platform`;
     if (main.action === 'error' && main.error?.startsWith('MAIN_ACCOUNT_NAME_TAKEN')) return `main account name ${u.mainAccount} is taken on the platform`;
+    if (sub.action === 'error' && sub.error?.startsWith('MAIN_ACCOUNT_UNUSABLE')) return `main account ${u.mainAccount} is missing or disabled on the platform`;
     if (main.action === 'error' || sub.action === 'error') return undefined;
     return null;
   }
@@ -242,7 +246,6 @@ export class AccountReconciler {
       result.productNo = facts.productNo;
       // A user named like its main account is that main account's own sub account.
       if (u.name === u.mainAccount) {
-        if (main.action === 'error') throw new AccountsError('MAIN_ACCOUNT_UNUSABLE', `main account ${u.mainAccount} could not be reconciled`);
         result.status = main.status;
         return result;
       }
