@@ -135,5 +135,6 @@ function fastifyCode(code: string, status: number): string {
   if (status === 415) return 'UNSUPPORTED_MEDIA_TYPE';
   if (code === 'FST_ERR_CTP_INVALID_JSON_BODY' || code === 'FST_ERR_CTP_EMPTY_JSON_BODY') return 'INVALID_JSON';
   if (status === 404) return 'NOT_FOUND';
+  if (code === 'FST_ERR_MAX_PARAM_LENGTH') return 'URI_TOO_LONG';
   return 'INVALID_INPUT';
 }

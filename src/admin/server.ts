@@ -1,7 +1,7 @@
 // The admin HTTP server: fastify with one plugin per resource under /v1, a bearer token on every /v1 route,
 // one error handler for the error shape of interface.md, OpenAPI from the route schemas, and the
 // unauthenticated probes /healthz, /readyz and /metrics.
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
 import swagger from '@fastify/swagger';
 import { isLoopbackHost } from '../config/schema.ts';
 import { bearerChecker } from './auth.ts';
@@ -31,8 +31,13 @@ export function buildAdminServer(deps: AdminDeps, options: AdminServerOptions): 
     ...(options.logger ? { loggerInstance: options.logger } : { logger: false }),
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: options.bodyLimit ?? 1024 * 1024,
-    // Query strings like ?a=1&a=2 are refused by the schemas rather than half-read.
-    routerOptions: { ignoreTrailingSlash: true },
+    // Longer than any identifier the routes take, so the schemas (not the router) say what is wrong.
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 256 },
+    // Errors the router raises before any route runs (bad URL encoding, overlong parameters) keep the shape.
+    frameworkErrors: (err, _request, reply) => {
+      const r = toErrorReply(err);
+      void (reply as unknown as FastifyReply).status(r.status).send(r.body);
+    },
   });
   app.setValidatorCompiler(zodValidatorCompiler);
 
