@@ -7,6 +7,7 @@ import { spawn } from 'node:child_process';
 import { SqliteStore } from '../../src/store/sqlite.ts';
 import { Accounting, AccountingError, type LimitChange } from '../../src/accounting/meters.ts';
 import { createMetrics, type Metrics } from '../../src/telemetry/metrics.ts';
+import type { MeterProvider } from '../../src/proxy/types.ts';
 
 const dirs: string[] = [];
 const cleanups: (() => Promise<void>)[] = [];
@@ -44,7 +45,8 @@ async function metricValue(metrics: Metrics, name: string, labels: Record<string
 describe('Accounting: limits on the data path', () => {
   test('add() past the limit sets exhausted; admit refuses the next connection', async () => {
     const { accounting } = await open(dbPath(), [{ name: 'alice', limitBytes: 5000 }]);
-    assert.deepEqual(accounting.admit('alice'), { ok: true });
+    const provider: MeterProvider = accounting; // the gateway's seam, checked by the typechecker
+    assert.deepEqual(provider.admit('alice'), { ok: true });
     const meter = accounting.meter('alice');
     assert.equal(accounting.meter('alice'), meter, 'one meter object per user');
     meter.add(1000, 3999);
