@@ -183,15 +183,21 @@ class Relay implements RelayHandle {
     client.on('error', noop);
     upstream.on('error', noop);
     if (end === 'closed') {
-      // One side is gone; let the other flush what it was given before closing.
-      if (!client.destroyed) client.end();
-      if (!upstream.destroyed) upstream.end();
-      client.destroySoon?.();
-      upstream.destroySoon?.();
-      setTimeout(() => {
+      // One side is gone; the other ends once it has flushed what it was given (destroySoon), and a peer
+      // that stops reading is cut off after the idle timeout.
+      client.destroySoon();
+      upstream.destroySoon();
+      const cutoff = setTimeout(() => {
         client.destroy();
         upstream.destroy();
-      }, 1000).unref();
+      }, this.options.idleTimeoutMs).unref();
+      let open = (client.closed ? 0 : 1) + (upstream.closed ? 0 : 1);
+      const closed = (): void => {
+        if (--open <= 0) clearTimeout(cutoff);
+      };
+      if (open === 0) clearTimeout(cutoff);
+      if (!client.closed) client.once('close', closed);
+      if (!upstream.closed) upstream.once('close', closed);
     } else {
       client.destroy();
       upstream.destroy();
