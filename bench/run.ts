@@ -1,0 +1,453 @@
+// `npm run bench`: Rotor against the direct path on loopback (issue 8).
+//
+//   direct: client -> upstream (microsocks | tinyproxy) -> target
+//   rotor:  client -> Rotor (bench/gateway.ts, own process) -> upstream -> target
+//
+// Every case runs both paths in the same run, interleaved (the order flips each repetition), and reports the
+// median of the repetitions and the ratio Rotor/direct. The target (bench/target.ts), the load client
+// (bench/client.ts) and Rotor are separate processes; wrk drives M1.
+//
+//   npm run bench [-- --quick | --smoke] [--case M1,M3] [--reps N] [--profile DIR] [--meters accounting]
+//                    [--out FILE] [--json FILE] [--note TEXT]
+//
+// A full run (no --quick/--smoke/--case) rewrites the results block of docs/benchmarks.md; otherwise the docs
+// are written only when --out names a file.
+import { execFileSync, fork, type ChildProcess } from 'node:child_process';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpus, release, totalmem } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import type { BulkResult, ClientJob, ClientReply, HoldResult, LatencyResult, ProxySpec, RateResult, UseResult } from './client.ts';
+import { BENCH_PASSWORD, HTTP_USER, SOCKS_USER, type GatewaySpec } from './spec.ts';
+import { rssBytes, startJsonChild, startMicrosocks, startTinyproxy, type Proc, type Upstream } from './procs.ts';
+import { fmt, median } from './stats.ts';
+import { runWrk } from './wrk.ts';
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const ROOT = resolve(HERE, '..');
+const UP_USER = 'upuser';
+const UP_PASS = 'up-pass';
+const CASES = ['M1', 'M2', 'M3', 'M4', 'M5'] as const;
+type CaseId = (typeof CASES)[number];
+type Path = 'direct' | 'rotor';
+type Proto = 'connect' | 'socks5';
+
+interface Settings {
+  m1Seconds: number;
+  m1Connections: number;
+  m2Ms: number;
+  m2Concurrency: number;
+  m3Bytes: number;
+  m4Count: number;
+  m5Count: number;
+  reps: number;
+}
+
+const FULL: Settings = { m1Seconds: 5, m1Connections: 50, m2Ms: 5000, m2Concurrency: 32, m3Bytes: 1024 ** 3, m4Count: 500, m5Count: 1000, reps: 3 };
+const QUICK: Settings = { ...FULL, m1Seconds: 2, m2Ms: 2000, m3Bytes: 128 * 1024 ** 2, m4Count: 100, m5Count: 200 };
+const SMOKE: Settings = { ...FULL, m1Seconds: 1, m1Connections: 10, m2Ms: 400, m2Concurrency: 8, m3Bytes: 8 * 1024 ** 2, m4Count: 20, m5Count: 20, reps: 1 };
+
+export interface Row {
+  case: CaseId;
+  name: string;
+  unit: string;
+  direct: number;
+  rotor: number;
+  /** rotor / direct */
+  ratio: number;
+  /** rotor - direct, for latencies */
+  added?: number;
+  target: string;
+  /** null: no target for this row */
+  met: boolean | null;
+  /** failed operations over all samples, both paths */
+  errors: number;
+  note?: string;
+}
+
+class BenchError extends Error {
+  readonly code = 'BENCH_FAILED';
+}
+
+function parseFlags(argv: string[]) {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      quick: { type: 'boolean', default: false },
+      smoke: { type: 'boolean', default: false },
+      case: { type: 'string', multiple: true },
+      reps: { type: 'string' },
+      profile: { type: 'string' },
+      meters: { type: 'string', default: 'unlimited' },
+      out: { type: 'string' },
+      json: { type: 'string' },
+      note: { type: 'string' },
+    },
+    strict: true,
+  });
+  const settings = { ...(values.smoke ? SMOKE : values.quick ? QUICK : FULL) };
+  if (values.reps !== undefined) {
+    const n = Number(values.reps);
+    if (!Number.isInteger(n) || n < 1) throw new BenchError('--reps takes a whole number >= 1');
+    settings.reps = n;
+  }
+  const cases = (values.case ?? []).flatMap((c) => c.split(',')).map((c) => c.trim().toUpperCase()).filter(Boolean);
+  for (const c of cases) if (!(CASES as readonly string[]).includes(c)) throw new BenchError(`unknown case ${c} (M1..M5)`);
+  if (values.meters !== 'unlimited' && values.meters !== 'accounting') throw new BenchError('--meters is unlimited or accounting');
+  const selected = cases.length > 0 ? (cases as CaseId[]) : [...CASES];
+  const full = !values.quick && !values.smoke && cases.length === 0 && values.reps === undefined;
+  const out = values.out ?? (full ? join(ROOT, 'docs', 'benchmarks.md') : undefined);
+  return {
+    settings,
+    cases: selected,
+    profile: values.profile ? resolve(values.profile) : undefined,
+    meters: values.meters as 'unlimited' | 'accounting',
+    out,
+    json: values.json,
+    note: values.note,
+    mode: values.smoke ? 'smoke' : values.quick ? 'quick' : 'full',
+  };
+}
+
+/** The load client child: one job at a time over IPC. */
+class Client {
+  private constructor(private readonly child: ChildProcess) {}
+
+  static start(): Promise<Client> {
+    return new Promise((resolveStart, reject) => {
+      const child = fork(join(HERE, 'client.ts'), [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+      child.once('error', reject);
+      child.once('exit', (code) => reject(new BenchError(`load client exited early (${code})`)));
+      child.once('message', () => {
+        child.removeAllListeners('exit');
+        resolveStart(new Client(child));
+      });
+    });
+  }
+
+  run<T>(job: ClientJob): Promise<T> {
+    return new Promise((resolveJob, reject) => {
+      const onExit = (): void => reject(new BenchError('load client died'));
+      this.child.once('exit', onExit);
+      this.child.once('message', (reply: ClientReply) => {
+        this.child.off('exit', onExit);
+        if (reply.ok) resolveJob(reply.result as T);
+        else reject(new BenchError(`client ${job.op}: ${reply.error}`));
+      });
+      this.child.send(job);
+    });
+  }
+
+  stop(): void {
+    this.child.disconnect();
+  }
+}
+
+interface Gateway extends Proc {
+  http: number;
+  socks5: number;
+}
+
+async function startGateway(spec: GatewaySpec, profileDir: string | undefined): Promise<Gateway> {
+  const nodeFlags = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [];
+  const { info, proc } = await startJsonChild<{ http: number; socks5: number; pid: number }>(process.execPath, [
+    ...nodeFlags,
+    '--import',
+    'tsx',
+    join(HERE, 'gateway.ts'),
+    JSON.stringify(spec),
+  ]);
+  return { ...proc, http: info.http, socks5: info.socks5 };
+}
+
+function gatewaySpec(socks: Upstream, http: Upstream, meters: 'unlimited' | 'accounting'): GatewaySpec {
+  return {
+    socks5: { port: socks.port, username: socks.username, password: socks.password },
+    http: { port: http.port, username: http.username, password: http.password },
+    meters,
+  };
+}
+
+function tool(cmd: string, args: string[]): string {
+  try {
+    return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim().split('\n')[0] ?? '';
+  } catch (err) {
+    const out = (err as { stdout?: string }).stdout;
+    return typeof out === 'string' && out.trim() ? out.trim().split('\n')[0]! : 'unknown';
+  }
+}
+
+function machine() {
+  const cpuinfo = existsSync('/proc/cpuinfo') ? readFileSync('/proc/cpuinfo', 'utf8') : '';
+  const model = /^model name\s*:\s*(.+)$/m.exec(cpuinfo)?.[1] ?? cpus()[0]?.model ?? 'unknown';
+  return {
+    cpus: cpus().length,
+    cpuModel: model.trim(),
+    memoryGiB: Math.round((totalmem() / 1024 ** 3) * 10) / 10,
+    kernel: release(),
+  };
+}
+
+function versions() {
+  return {
+    node: process.version,
+    microsocks: tool('dpkg-query', ['-W', '-f', '${Version}', 'microsocks']),
+    tinyproxy: tool('tinyproxy', ['-v']).replace(/^tinyproxy\s*/, ''),
+    wrk: tool('wrk', ['-v']).replace(/^wrk\s*/, '').replace(/\s+\[.*$/, ''),
+  };
+}
+
+type Samples = Map<string, { direct: number[]; rotor: number[]; errors: number; note?: string }>;
+
+function record(samples: Samples, key: string, path: Path, value: number, errors = 0): void {
+  let s = samples.get(key);
+  if (!s) {
+    s = { direct: [], rotor: [], errors: 0 };
+    samples.set(key, s);
+  }
+  s[path].push(value);
+  s.errors += errors;
+}
+
+const log = (text: string): void => {
+  process.stderr.write(`${text}\n`);
+};
+
+async function main(): Promise<void> {
+  const flags = parseFlags(process.argv.slice(2));
+  const s = flags.settings;
+  const started = Date.now();
+  log(`rotor bench: ${flags.mode}, cases ${flags.cases.join(' ')}, ${s.reps} repetition(s)${flags.profile ? `, profiling into ${flags.profile}` : ''}`);
+
+  const procs: Proc[] = [];
+  let client: Client | undefined;
+  const samples: Samples = new Map();
+  try {
+    const target = await startJsonChild<{ port: number; pid: number }>(process.execPath, ['--import', 'tsx', join(HERE, 'target.ts')]);
+    procs.push(target.proc);
+    const tport = target.info.port;
+    const maxClients = Math.max(200, s.m5Count * 2 + 100);
+    const socks = await startMicrosocks(UP_USER, UP_PASS);
+    procs.push(socks);
+    const tiny = await startTinyproxy(UP_USER, UP_PASS, maxClients);
+    procs.push(tiny);
+    const gw = await startGateway(gatewaySpec(socks, tiny, flags.meters), flags.profile);
+    procs.push(gw);
+    client = await Client.start();
+    const c = client;
+
+    const proxyFor = (path: Path, proto: Proto, up: { socks: Upstream; tiny: Upstream }, g: Gateway): ProxySpec => {
+      if (path === 'direct') {
+        const u = proto === 'connect' ? up.tiny : up.socks;
+        return { kind: proto, port: u.port, username: u.username, password: u.password };
+      }
+      return proto === 'connect'
+        ? { kind: 'connect', port: g.http, username: HTTP_USER, password: BENCH_PASSWORD }
+        : { kind: 'socks5', port: g.socks5, username: SOCKS_USER, password: BENCH_PASSWORD };
+    };
+    const proxy = (path: Path, proto: Proto): ProxySpec => proxyFor(path, proto, { socks, tiny }, gw);
+    const wrkJob = (path: Path, seconds: number) =>
+      path === 'direct'
+        ? { proxyPort: tiny.port, targetPort: tport, username: UP_USER, password: UP_PASS, connections: s.m1Connections, durationSeconds: seconds }
+        : { proxyPort: gw.http, targetPort: tport, username: HTTP_USER, password: BENCH_PASSWORD, connections: s.m1Connections, durationSeconds: seconds };
+
+    // Warm-up: JIT, connection caches and the kernel's socket buffers on both paths; not recorded.
+    for (const path of ['direct', 'rotor'] as const) {
+      for (const proto of ['connect', 'socks5'] as const) {
+        await c.run<LatencyResult>({ op: 'latency', proxy: proxy(path, proto), target: tport, count: Math.min(100, s.m4Count) });
+        if (flags.cases.includes('M3')) await c.run<BulkResult>({ op: 'bulk', proxy: proxy(path, proto), target: tport, bytes: Math.min(s.m3Bytes, 32 * 1024 ** 2) });
+      }
+      if (flags.cases.includes('M1')) await runWrk(wrkJob(path, 1));
+    }
+
+    const measure: Record<CaseId, (path: Path, rep: number) => Promise<void>> = {
+      M1: async (path) => {
+        const r = await runWrk(wrkJob(path, s.m1Seconds));
+        record(samples, 'M1', path, r.requestsPerSecond, r.errors);
+      },
+      M2: async (path) => {
+        for (const proto of ['connect', 'socks5'] as const) {
+          const r = await c.run<RateResult>({ op: 'rate', proxy: proxy(path, proto), target: tport, concurrency: s.m2Concurrency, durationMs: s.m2Ms });
+          record(samples, `M2 ${proto}`, path, r.perSecond, r.errors);
+        }
+      },
+      M3: async (path) => {
+        for (const proto of ['connect', 'socks5'] as const) {
+          const r = await c.run<BulkResult>({ op: 'bulk', proxy: proxy(path, proto), target: tport, bytes: s.m3Bytes });
+          record(samples, `M3 ${proto}`, path, r.mibPerSecond, r.bytes === s.m3Bytes ? 0 : 1);
+        }
+      },
+      M4: async (path) => {
+        for (const proto of ['connect', 'socks5'] as const) {
+          const r = await c.run<LatencyResult>({ op: 'latency', proxy: proxy(path, proto), target: tport, count: s.m4Count });
+          record(samples, `M4 ${proto} p50`, path, r.p50Ms, r.errors);
+          record(samples, `M4 ${proto} p99`, path, r.p99Ms, 0);
+        }
+      },
+      M5: async (path) => {
+        // Fresh processes, so the figure is not flattered by heap left over from the other cases.
+        for (const proto of ['connect', 'socks5'] as const) {
+          const up = { socks: await startMicrosocks(UP_USER, UP_PASS), tiny: await startTinyproxy(UP_USER, UP_PASS, maxClients) };
+          let g: Gateway | undefined;
+          try {
+            g = path === 'rotor' ? await startGateway(gatewaySpec(up.socks, up.tiny, flags.meters), flags.profile) : undefined;
+            const p = proxyFor(path, proto, up, g ?? gw);
+            const measured = g ? g.pid : proto === 'connect' ? up.tiny.pid : up.socks.pid;
+            // A few tunnels first, so code paths are loaded and the heap has its working shape.
+            await c.run<HoldResult>({ op: 'hold', proxy: p, target: tport, count: 20, concurrency: 8 });
+            await c.run<UseResult>({ op: 'use', concurrency: 8 });
+            await sleep(300);
+            const before = rssBytes(measured);
+            const held = await c.run<HoldResult>({ op: 'hold', proxy: p, target: tport, count: s.m5Count, concurrency: 32 });
+            await sleep(500);
+            const after = rssBytes(measured);
+            const used = await c.run<UseResult>({ op: 'use', concurrency: 32 });
+            const perTunnelKiB = held.held > 0 ? (after - before) / held.held / 1024 : NaN;
+            record(samples, `M5 ${proto}`, path, perTunnelKiB, held.errors + used.failed + (s.m5Count - used.ok - used.failed));
+            const entry = samples.get(`M5 ${proto}`)!;
+            if (path === 'rotor') entry.note = `${used.ok}/${s.m5Count} usable after`;
+          } finally {
+            await g?.stop();
+            await up.socks.stop();
+            await up.tiny.stop();
+          }
+        }
+      },
+    };
+
+    for (let rep = 0; rep < s.reps; rep++) {
+      for (const id of flags.cases) {
+        const order: Path[] = rep % 2 === 0 ? ['direct', 'rotor'] : ['rotor', 'direct'];
+        for (const path of order) {
+          const t = Date.now();
+          await measure[id](path, rep);
+          log(`  rep ${rep + 1}/${s.reps} ${id} ${path}: ${((Date.now() - t) / 1000).toFixed(1)} s`);
+        }
+      }
+    }
+  } finally {
+    client?.stop();
+    for (const p of procs.reverse()) await p.stop();
+  }
+
+  const rows = buildRows(samples, flags.cases, s);
+  const seconds = (Date.now() - started) / 1000;
+  const command = `npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`;
+  const context = { machine: machine(), versions: versions(), command, seconds, date: new Date().toISOString(), settings: s, note: flags.note, meters: flags.meters };
+  process.stdout.write(`\n${textTable(rows)}\n\n${settingsLine(s, flags.meters)}; ${seconds.toFixed(0)} s\n`);
+  if (flags.json) writeFileSync(flags.json, `${JSON.stringify({ ...context, rows }, null, 2)}\n`);
+  if (flags.out) {
+    writeDocs(flags.out, rows, context);
+    log(`results written to ${flags.out}`);
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+const NAMES: Record<string, { name: string; unit: string; higher: boolean; target?: (ratio: number, added: number, rotor: number) => boolean; targetText: string }> = {
+  M1: { name: 'M1 plain-HTTP forwarding, keep-alive', unit: 'req/s', higher: true, target: (r) => r >= 0.55, targetText: 'ratio >= 0.55' },
+  'M2 connect': { name: 'M2 new tunnels, CONNECT', unit: 'tunnels/s', higher: true, target: (r) => r >= 0.8, targetText: 'ratio >= 0.8' },
+  'M2 socks5': { name: 'M2 new tunnels, SOCKS5', unit: 'tunnels/s', higher: true, target: (r) => r >= 0.8, targetText: 'ratio >= 0.8' },
+  'M3 connect': { name: 'M3 bulk, one CONNECT tunnel', unit: 'MiB/s', higher: true, target: (r) => r >= 0.8, targetText: 'ratio >= 0.8' },
+  'M3 socks5': { name: 'M3 bulk, one SOCKS5 tunnel', unit: 'MiB/s', higher: true, target: (r) => r >= 0.95, targetText: 'ratio >= 0.95' },
+  'M4 connect p50': { name: 'M4 fresh tunnel, CONNECT, p50', unit: 'ms', higher: false, target: (_r, a) => a <= 0.1, targetText: 'added <= 0.1 ms' },
+  'M4 connect p99': { name: 'M4 fresh tunnel, CONNECT, p99', unit: 'ms', higher: false, targetText: '-' },
+  'M4 socks5 p50': { name: 'M4 fresh tunnel, SOCKS5, p50', unit: 'ms', higher: false, target: (_r, a) => a <= 0.1, targetText: 'added <= 0.1 ms' },
+  'M4 socks5 p99': { name: 'M4 fresh tunnel, SOCKS5, p99', unit: 'ms', higher: false, targetText: '-' },
+  'M5 connect': { name: 'M5 RSS per idle tunnel, CONNECT (direct = tinyproxy itself)', unit: 'KiB', higher: false, target: (_r, _a, v) => v <= 20, targetText: '<= 20 KiB' },
+  'M5 socks5': { name: 'M5 RSS per idle tunnel, SOCKS5 (direct = microsocks itself)', unit: 'KiB', higher: false, target: (_r, _a, v) => v <= 20, targetText: '<= 20 KiB' },
+};
+
+function buildRows(samples: Samples, cases: CaseId[], _s: Settings): Row[] {
+  const rows: Row[] = [];
+  for (const [key, meta] of Object.entries(NAMES)) {
+    const id = key.slice(0, 2) as CaseId;
+    if (!cases.includes(id)) continue;
+    const sample = samples.get(key);
+    const direct = median(sample?.direct ?? []);
+    const rotor = median(sample?.rotor ?? []);
+    const ratio = rotor / direct;
+    const row: Row = {
+      case: id,
+      name: meta.name,
+      unit: meta.unit,
+      direct,
+      rotor,
+      ratio,
+      target: meta.targetText,
+      met: meta.target ? meta.target(ratio, rotor - direct, rotor) : null,
+      errors: sample?.errors ?? 0,
+    };
+    if (!meta.higher && meta.unit === 'ms') row.added = rotor - direct;
+    if (sample?.note) row.note = sample.note;
+    rows.push(row);
+  }
+  return rows;
+}
+
+function cells(r: Row): string[] {
+  const met = r.met === null ? '' : r.met ? 'yes' : 'NO';
+  const extra = [r.added !== undefined ? `added ${r.added >= 0 ? '+' : ''}${fmt(r.added)} ms` : '', r.note ?? '', r.errors ? `${r.errors} errors` : '']
+    .filter(Boolean)
+    .join('; ');
+  return [r.name, r.unit, fmt(r.direct), fmt(r.rotor), fmt(r.ratio), r.target, met, extra];
+}
+
+const HEADERS = ['case', 'unit', 'direct', 'rotor', 'rotor/direct', 'target', 'met', 'notes'];
+
+export function textTable(rows: Row[]): string {
+  const data = [HEADERS, ...rows.map(cells)];
+  const widths = HEADERS.map((_, i) => Math.max(...data.map((d) => d[i]!.length)));
+  const line = (d: string[]) => d.map((x, i) => (i >= 2 && i <= 4 ? x.padStart(widths[i]!) : x.padEnd(widths[i]!))).join('  ').trimEnd();
+  return [line(HEADERS), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map((r) => line(cells(r)))].join('\n');
+}
+
+function markdownTable(rows: Row[]): string {
+  const line = (d: string[]) => `| ${d.join(' | ')} |`;
+  return [line(HEADERS), line(HEADERS.map((_, i) => (i >= 2 && i <= 4 ? '---:' : '---'))), ...rows.map((r) => line(cells(r)))].join('\n');
+}
+
+function settingsLine(s: Settings, meters: string): string {
+  return (
+    `M1 wrk -t1 -c${s.m1Connections} ${s.m1Seconds} s; M2 ${s.m2Concurrency} concurrent for ${s.m2Ms / 1000} s; ` +
+    `M3 ${fmt(s.m3Bytes / 1024 ** 2)} MiB; M4 ${s.m4Count} sequential; M5 ${s.m5Count} tunnels; ` +
+    `${s.reps} repetition(s), medians; meters: ${meters}`
+  );
+}
+
+const BEGIN = '<!-- bench:results:begin -->';
+const END = '<!-- bench:results:end -->';
+
+function writeDocs(
+  file: string,
+  rows: Row[],
+  ctx: { machine: ReturnType<typeof machine>; versions: ReturnType<typeof versions>; command: string; seconds: number; date: string; settings: Settings; note: string | undefined; meters: string },
+): void {
+  const m = ctx.machine;
+  const v = ctx.versions;
+  const block = [
+    BEGIN,
+    `Run of ${ctx.date.slice(0, 16).replace('T', ' ')} UTC, ${ctx.seconds.toFixed(0)} s, with \`${ctx.command}\`.`,
+    '',
+    `- Machine: ${m.cpus} CPUs (${m.cpuModel}), ${m.memoryGiB} GiB memory, Linux ${m.kernel}; loopback only.`,
+    `- Versions: Node ${v.node}, microsocks ${v.microsocks}, tinyproxy ${v.tinyproxy}, wrk ${v.wrk}.`,
+    `- Settings: ${settingsLine(ctx.settings, ctx.meters)}.`,
+    ...(ctx.note ? [`- Note: ${ctx.note}`] : []),
+    '',
+    markdownTable(rows),
+    END,
+  ].join('\n');
+  let text = existsSync(file) ? readFileSync(file, 'utf8') : '# Benchmarks\n\n## Latest run\n\n';
+  const a = text.indexOf(BEGIN);
+  const b = text.indexOf(END);
+  text = a >= 0 && b > a ? `${text.slice(0, a)}${block}${text.slice(b + END.length)}` : `${text.trimEnd()}\n\n${block}\n`;
+  writeFileSync(file, text);
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`bench failed: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exitCode = 1;
+});
