@@ -1,0 +1,67 @@
+// The CI-sized bench: `bench/run.ts --smoke` end to end (real microsocks, tinyproxy, wrk, Rotor and target
+// processes on loopback). No thresholds: it proves the bench still runs and yields a number for every case.
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+
+const TOOLS = ['microsocks', 'tinyproxy', 'wrk'];
+const missing = TOOLS.filter((t) => spawnSync('sh', ['-c', `command -v ${t}`]).status !== 0);
+
+interface Row {
+  case: string;
+  name: string;
+  direct: number;
+  rotor: number;
+  ratio: number;
+  errors: number;
+  note?: string;
+}
+
+function run(args: string[], timeoutMs: number): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'bench/run.ts', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+test(
+  'bench --smoke measures every case on both paths',
+  { skip: missing.length > 0 ? `needs ${missing.join(', ')} (Debian packages ${missing.join(' ')})` : false, timeout: 120_000 },
+  async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'rotor-bench-smoke-'));
+    try {
+      const json = join(dir, 'result.json');
+      const r = await run(['--smoke', '--json', json], 110_000);
+      assert.equal(r.code, 0, `bench failed:\n${r.stderr}`);
+      for (const id of ['M1', 'M2', 'M3', 'M4', 'M5']) assert.match(r.stdout, new RegExp(`^${id} `, 'm'), `table lacks ${id}`);
+      assert.match(r.stdout, /rotor\/direct/);
+
+      const result = JSON.parse(readFileSync(json, 'utf8')) as { rows: Row[] };
+      const keys = result.rows.map((row) => row.name);
+      assert.equal(result.rows.length, 11, `rows: ${keys.join(', ')}`);
+      for (const row of result.rows) {
+        for (const field of ['direct', 'rotor', 'ratio'] as const) {
+          assert.ok(Number.isFinite(row[field]), `${row.name}: ${field} = ${row[field]}`);
+        }
+        if (row.case !== 'M5') assert.ok(row.direct > 0 && row.rotor > 0, `${row.name}: ${row.direct} / ${row.rotor}`);
+        assert.equal(row.errors, 0, `${row.name}: ${row.errors} failed operations`);
+      }
+      for (const row of result.rows.filter((x) => x.case === 'M5')) assert.match(row.note ?? '', /^(\d+)\/\1 usable after$/);
+      // The smoke run must not overwrite the published results.
+      assert.doesNotMatch(r.stderr, /results written/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  },
+);
