@@ -35,7 +35,8 @@ async function run(command: Command): Promise<number> {
     case 'start': {
       const config = loadConfig({ file: command.config });
       const { runDaemon } = await import('./main.ts');
-      await runDaemon(config);
+      // The file is resolved once so a SIGHUP reload reads the same file the daemon started with.
+      await runDaemon(config, resolveConfigFile({ file: command.config }));
       return EXIT.OK;
     }
   }

@@ -1,15 +1,417 @@
-// The composition root: wires the components from a validated Config and runs until a signal.
-// Placeholder until the daemon is wired; `rotor start` reports it as such.
-import type { Config } from './config/schema.ts';
+// The composition root: builds every component from a validated Config, starts them in dependency order,
+// and stops them in the reverse order. It holds no logic of its own beyond wiring, reload and shutdown.
+import type { Config, UserConfig } from './config/schema.ts';
+import { loadConfig } from './config/index.ts';
+import { createLogger, type Logger } from './telemetry/logger.ts';
+import { createMetrics, type Metrics } from './telemetry/metrics.ts';
+import { PlatformClient } from './platform/client.ts';
+import { openStore, type Store } from './store/index.ts';
+import { Accounting, PlatformLimitSync, ProductCatalog } from './accounting/index.ts';
+import { AccountReconciler, BalanceWatcher, Traffic, Whitelist } from './accounts/index.ts';
+import { Orders } from './orders/index.ts';
+import { PoolRegistry } from './pool/registry.ts';
+import { ApiDrawer, PwdDrawer, drawApiFromClient, type Drawer } from './pool/drawer.ts';
+import { SessionTable } from './session/table.ts';
+import { Router } from './proxy/router.ts';
+import { Socks5Listener } from './proxy/socks5.ts';
+import { HttpListener } from './proxy/http.ts';
+import type { LocalUser, UserDirectory } from './proxy/types.ts';
+import type { PoolKey } from './pool/types.ts';
+import { buildAdminServer, buildCallbackServer } from './admin/server.ts';
+import { createReadiness } from './admin/readiness.ts';
+import { InstanceDirectoryCache } from './orders/instance-directory.ts';
+import type { FastifyInstance } from 'fastify';
+import type { Simulator } from './sim/index.ts';
 
-export class DaemonNotWiredError extends Error {
-  readonly code = 'NOT_WIRED';
-  constructor() {
-    super('the daemon is not wired yet (src/main.ts runDaemon)');
-    this.name = 'DaemonNotWiredError';
+export interface DaemonOptions {
+  logger?: Logger;
+  metrics?: Metrics;
+  /** Embedded mode: options for the in-process sandbox (tests speed its clock up). */
+  sim?: { orderDelayMs?: number; clockSpeed?: number };
+  /** The gateway's clock (sticky sessions, pools, dial deadlines); tests move it to expire sessions. */
+  now?: () => number;
+}
+
+export interface Daemon {
+  readonly config: Config;
+  readonly ports: { http: number; socks5: number; admin: number; callback: number };
+  readonly platform: { baseUrl: string; appKey: string };
+  /** The in-process sandbox in embedded mode. */
+  readonly sim: Simulator | undefined;
+  readonly logger: Logger;
+  readonly metrics: Metrics;
+  readonly accounting: Accounting;
+  readonly orders: Orders;
+  readonly sessions: SessionTable;
+  readonly pools: PoolRegistry;
+  /** Applies a new config (users, limits, pools) without dropping live connections. */
+  reload(next: Config): Promise<void>;
+  /** Stop accepting, drain live connections up to `drainMs`, flush counters, close everything. */
+  close(drainMs?: number): Promise<void>;
+}
+
+/** users[] as the gateway sees them; `product` resolved to a productNo. */
+class ConfigUsers implements UserDirectory {
+  private readonly byName: Map<string, LocalUser>;
+  constructor(users: readonly LocalUser[]) {
+    this.byName = new Map(users.map((u) => [u.name, u]));
+  }
+  get(name: string): LocalUser | undefined {
+    return this.byName.get(name);
+  }
+  list(): LocalUser[] {
+    return [...this.byName.values()];
   }
 }
 
-export async function runDaemon(_config: Config): Promise<void> {
-  throw new DaemonNotWiredError();
+async function resolveProducts(users: readonly UserConfig[], products: ProductCatalog, logger: Logger): Promise<LocalUser[]> {
+  const out: LocalUser[] = [];
+  for (const u of users) {
+    let product = u.product;
+    if (product === '') {
+      product = (await products.productFor('')) ?? '';
+      if (product === '') logger.warn({ user: u.name }, 'no dynamic product is authorized for the merchant; the user cannot draw');
+    }
+    out.push({ ...u, product });
+  }
+  return out;
+}
+
+export async function startDaemon(config: Config, options: DaemonOptions = {}): Promise<Daemon> {
+  const logger = options.logger ?? createLogger({ level: config.log.level });
+  const metrics = options.metrics ?? createMetrics();
+  const stack: Array<{ name: string; stop: () => Promise<unknown> | unknown }> = [];
+  const onStop = (name: string, stop: () => Promise<unknown> | unknown): void => {
+    stack.push({ name, stop });
+  };
+  const closeAll = async (): Promise<void> => {
+    while (stack.length > 0) {
+      const { name, stop } = stack.pop()!;
+      try {
+        await stop();
+      } catch (err) {
+        logger.error({ err, component: name }, 'error while stopping');
+      }
+    }
+  };
+
+  try {
+    // 1. The platform: the in-process sandbox in embedded mode, else the configured one.
+    let sim: Simulator | undefined;
+    let platformConfig = config.platform;
+    if (config.platform.mode === 'embedded') {
+      const { startSimulator } = await import('./sim/index.ts');
+      sim = await startSimulator({
+        ...(options.sim?.orderDelayMs !== undefined ? { orderDelayMs: options.sim.orderDelayMs } : {}),
+        ...(options.sim?.clockSpeed !== undefined ? { clock: { speed: options.sim.clockSpeed } } : {}),
+      });
+      const started = sim;
+      onStop('sandbox', () => started.close());
+      platformConfig = { ...config.platform, baseUrl: sim.baseUrl, appKey: sim.appKey, appSecret: sim.appSecret };
+      logger.info({ baseUrl: sim.baseUrl }, 'embedded sandbox platform started');
+    }
+    const client = new PlatformClient({
+      baseUrl: platformConfig.baseUrl,
+      appKey: platformConfig.appKey,
+      appSecret: platformConfig.appSecret,
+      version: platformConfig.version,
+      encrypt: platformConfig.encrypt,
+      timeoutMs: platformConfig.timeoutMs,
+      retries: platformConfig.retries,
+      backoff: platformConfig.backoff,
+      logger: logger.child({ component: 'platform' }),
+      metrics,
+    });
+    onStop('platform client', () => client.close());
+
+    // 2. State.
+    const store: Store = openStore(config.store.path);
+    onStop('store', () => store.close());
+
+    // 3. Accounts, limits, balances.
+    const products = new ProductCatalog({ client });
+    const users = await resolveProducts(config.users, products, logger);
+    const accounting = new Accounting({ store, metrics, flushIntervalMs: config.accounts.flushIntervalMs, logger: logger.child({ component: 'accounting' }) });
+    await accounting.start(users);
+    onStop('accounting', () => accounting.close());
+
+    const reconciler = new AccountReconciler({ client, products, accounting, logger: logger.child({ component: 'accounts' }) });
+    const whitelist = new Whitelist({ client, products, store, egressIp: config.accounts.egressIp, logger: logger.child({ component: 'whitelist' }) });
+    const balances = new BalanceWatcher({ client, products, metrics, accounting, intervalMs: config.accounts.balancePollMs, logger: logger.child({ component: 'balances' }) });
+    const limitSync = new PlatformLimitSync({ client, accounting, products, intervalMs: config.accounts.limitSyncMs, logger: logger.child({ component: 'limits' }) });
+    const traffic = new Traffic({ client, products, onReturned: () => void balances.nudge() });
+
+    const applyAccounts = async (list: readonly LocalUser[]): Promise<void> => {
+      const report = await reconciler.reconcile(list);
+      logger.info({ accounts: report }, 'platform accounts reconciled');
+      if (sim && config.accounts.sandboxFlowMb > 0) await creditDemoFlow(client, list, config.accounts.sandboxFlowMb, logger);
+      const wl = await whitelist.reconcile(list);
+      logger.info({ whitelist: wl }, 'whitelist reconciled');
+      balances.setUsers(list);
+      limitSync.setUsers(list);
+    };
+    await applyAccounts(users);
+    await balances.start();
+    onStop('balances', () => balances.stop());
+    await limitSync.start();
+    onStop('limit sync', () => limitSync.stop());
+
+    // 4. Static orders.
+    const o = config.orders;
+    const orders = new Orders({
+      client,
+      store,
+      metrics,
+      logger: logger.child({ component: 'orders' }),
+      tracking: {
+        pollInitialMs: o.pollInitialMs,
+        pollMaxMs: o.pollMaxMs,
+        sweepMs: o.sweepMs,
+        expiryWarnHours: o.expiryWarnHours,
+        ...(o.autoRenew.enabled ? { autoRenew: o.autoRenew } : {}),
+      },
+    });
+    await orders.start();
+    onStop('orders', () => orders.stop());
+    const instances = new InstanceDirectoryCache(store, { logger });
+    await instances.start();
+    onStop('instance directory', () => instances.stop());
+
+    // 5. The gateway.
+    let directory = new ConfigUsers(users);
+    const drawApi = drawApiFromClient(client);
+    const drawerFor = (key: PoolKey): Drawer => {
+      const user = directory.get(key.user);
+      if (!user) throw new Error(`unknown user ${key.user}`);
+      const common = { api: drawApi, productNo: key.productNo, metrics, ...(key.region ? { region: key.region } : {}) };
+      const inner =
+        user.draw === 'api'
+          ? new ApiDrawer({ ...common, mainAccount: user.mainAccount, proxyType: 104 })
+          : new PwdDrawer({ ...common, subAccount: user.name, sessTime: user.sessTime });
+      return guardDrawer(inner, user, key.productNo, { whitelist, balances });
+    };
+    const { strategy, lowWater, drawBatch, maxFails, failWindowMs, coolDownMs, acquireTimeoutMs } = config.pool;
+    const pools = new PoolRegistry({
+      drawerFor,
+      ...(options.now ? { now: options.now } : {}),
+      tuning: { strategy, lowWater, drawBatch, maxFails, failWindowMs, coolDownMs, acquireTimeoutMs },
+      metrics,
+      logger: logger.child({ component: 'pool' }),
+    });
+    onStop('pools', () => pools.close());
+    const sessions = new SessionTable({ metrics, ...(options.now ? { now: options.now } : {}) });
+    const sweep = setInterval(() => sessions.sweep(), 30_000);
+    sweep.unref();
+    onStop('session sweep', () => clearInterval(sweep));
+
+    const router = new Router({
+      users: directory,
+      meters: accounting,
+      pools: { pool: (key) => pools.get(key) },
+      sessions,
+      instances,
+      metrics,
+      logger: logger.child({ component: 'gateway' }),
+      retries: config.proxy.retries,
+      connectTimeoutMs: config.proxy.connectTimeoutMs,
+      handshakeTimeoutMs: config.proxy.connectTimeoutMs,
+      ...(options.now ? { now: options.now } : {}),
+    });
+    const httpListener = new HttpListener({
+      router,
+      host: config.proxy.http.host,
+      port: config.proxy.http.port,
+      idleTimeoutMs: config.proxy.idleTimeoutMs,
+      metrics,
+      logger: logger.child({ component: 'http' }),
+    });
+    const socksListener = new Socks5Listener({
+      router,
+      host: config.proxy.socks5.host,
+      port: config.proxy.socks5.port,
+      handshakeTimeoutMs: config.proxy.handshakeTimeoutMs,
+      idleTimeoutMs: config.proxy.idleTimeoutMs,
+      metrics,
+      logger: logger.child({ component: 'socks5' }),
+    });
+    const httpAddr = await httpListener.listen();
+    const socksAddr = await socksListener.listen();
+    let draining = 0;
+    onStop('listeners', () => Promise.all([httpListener.close(draining), socksListener.close(draining)]));
+
+    // 6. Admin API and platform callbacks.
+    const ready = createReadiness({
+      probePlatform: () => client.call('GetAppInfo', {}),
+      probeStore: () => store.listUsage(),
+      listenersUp: () => httpListener.port > 0 && socksListener.port > 0,
+    });
+    const admin: FastifyInstance = buildAdminServer(
+      {
+        platform: client,
+        catalog: orders.catalog,
+        orders,
+        balances,
+        traffic,
+        whitelist,
+        users: accounting,
+        pools: { snapshot: () => pools.snapshot() },
+        sessions,
+        metrics: metrics.registry,
+        ready,
+      },
+      { token: config.admin.token, host: config.admin.host },
+    );
+    await admin.listen({ host: config.admin.host, port: config.admin.port });
+    onStop('admin', () => admin.close());
+    const callbacks = buildCallbackServer((query) => orders.handleCallback(query), { path: config.callback.path });
+    await callbacks.listen({ host: config.callback.host, port: config.callback.port });
+    onStop('callbacks', () => callbacks.close());
+    const adminPort = portOf(admin);
+    const callbackPort = portOf(callbacks);
+    if (sim) sim.setCallbackUrl(`http://${urlHost(config.callback.host)}:${callbackPort}${config.callback.path}`);
+
+    logger.info(
+      { http: httpAddr, socks5: socksAddr, admin: adminPort, callback: callbackPort, users: users.map((u) => u.name) },
+      'rotor is ready',
+    );
+
+    let closed = false;
+    const daemon: Daemon = {
+      config,
+      ports: { http: httpAddr.port, socks5: socksAddr.port, admin: adminPort, callback: callbackPort },
+      platform: { baseUrl: platformConfig.baseUrl, appKey: platformConfig.appKey },
+      sim,
+      logger,
+      metrics,
+      accounting,
+      orders,
+      sessions,
+      pools,
+      async reload(next: Config): Promise<void> {
+        const nextUsers = await resolveProducts(next.users, products, logger);
+        const previous = directory;
+        directory = new ConfigUsers(nextUsers);
+        router.setUsers(directory);
+        await accounting.setUsers(nextUsers);
+        // Pools whose user went away or changed how it draws are dropped; live connections keep their node.
+        for (const old of previous.list()) {
+          const now = directory.get(old.name);
+          if (!now || now.draw !== old.draw || now.product !== old.product || now.mainAccount !== old.mainAccount || now.sessTime !== old.sessTime) {
+            for (const pool of pools.list()) if (pool.key.user === old.name) pools.delete(pool.key);
+          }
+        }
+        await applyAccounts(nextUsers);
+        (this as { config: Config }).config = next;
+        logger.info({ users: nextUsers.map((u) => u.name) }, 'configuration reloaded');
+      },
+      async close(drainMs = 0): Promise<void> {
+        if (closed) return;
+        closed = true;
+        draining = drainMs;
+        await closeAll();
+      },
+    };
+    return daemon;
+  } catch (err) {
+    await closeAll();
+    throw err;
+  }
+}
+
+/**
+ * Draws are where accounts meet the pool: no draw while the account's balance is known to be empty, the
+ * egress address whitelisted before an API draw, and a failed draw that smells of balance re-polls it.
+ */
+function guardDrawer(
+  inner: Drawer,
+  user: LocalUser,
+  productNo: string,
+  deps: { whitelist: Whitelist; balances: BalanceWatcher },
+): Drawer {
+  return {
+    async draw(count: number) {
+      if (!deps.balances.canDraw(user.mainAccount, productNo)) {
+        throw new PoolDrawRefused(`traffic balance of ${user.mainAccount} for ${productNo} is exhausted`);
+      }
+      if (user.draw === 'api') await deps.whitelist.ensure(user.mainAccount, productNo);
+      try {
+        return await inner.draw(count);
+      } catch (err) {
+        deps.balances.drawFailed(err);
+        throw err;
+      }
+    },
+  };
+}
+
+export class PoolDrawRefused extends Error {
+  readonly code = 'DRAW_REFUSED';
+  constructor(message: string) {
+    super(message);
+    this.name = 'PoolDrawRefused';
+  }
+}
+
+/** In the sandbox only: a new main account has no traffic, so a demo would refuse every connection. */
+async function creditDemoFlow(client: PlatformClient, users: readonly LocalUser[], flowMb: number, logger: Logger): Promise<void> {
+  const seen = new Set<string>();
+  for (const u of users) {
+    const key = `${u.mainAccount}/${u.product}`;
+    if (seen.has(key) || u.product === '') continue;
+    seen.add(key);
+    const info = await client.call('ProxyInfo', { appUsername: u.mainAccount, proxyType: 104, productNo: u.product }).catch(() => undefined);
+    const balance = Number(info?.list?.find((e) => e.productNo === u.product || e.productNo == null)?.balance ?? 0);
+    if (balance > 0) continue;
+    const appOrderNo = `demo${Date.now().toString(36)}${Math.floor(Math.random() * 1e6).toString(36)}`.slice(0, 32);
+    await client.call('InstanceOpen', { appOrderNo, params: [{ productNo: u.product, appUsername: u.mainAccount, flow: flowMb, cycleTimes: 1 }] });
+    // Orders are asynchronous: wait for the credit so the first balance poll sees it.
+    for (let i = 0; i < 100; i++) {
+      const order = await client.call('GetOrder', { appOrderNo }).catch(() => undefined);
+      if (order?.status != null && order.status >= 3) break;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    logger.info({ account: u.mainAccount, product: u.product, flowMb }, 'sandbox: credited demo traffic');
+  }
+}
+
+function portOf(server: FastifyInstance): number {
+  const address = server.server.address();
+  return typeof address === 'object' && address ? address.port : 0;
+}
+
+function urlHost(host: string): string {
+  return host.includes(':') ? `[${host}]` : host;
+}
+
+/**
+ * `rotor start`: run until SIGINT/SIGTERM, reload on SIGHUP (an invalid file is refused and the old config
+ * kept). Resolves once the daemon has shut down.
+ */
+export async function runDaemon(config: Config, configFile?: string): Promise<void> {
+  const logger = createLogger({ level: config.log.level });
+  const daemon = await startDaemon(config, { logger });
+  await new Promise<void>((resolve) => {
+    let stopping = false;
+    const stop = (signal: string): void => {
+      if (stopping) return;
+      stopping = true;
+      logger.info({ signal }, 'shutting down: draining connections');
+      daemon.close(10_000).then(resolve, (err: unknown) => {
+        logger.error({ err }, 'shutdown failed');
+        resolve();
+      });
+    };
+    process.once('SIGINT', () => stop('SIGINT'));
+    process.once('SIGTERM', () => stop('SIGTERM'));
+    process.on('SIGHUP', () => {
+      void (async () => {
+        try {
+          const next = loadConfig(configFile ? { file: configFile } : {});
+          await daemon.reload(next);
+        } catch (err) {
+          logger.error({ err }, 'reload refused; the running configuration is kept');
+        }
+      })();
+    });
+  });
 }

@@ -124,7 +124,57 @@ const users = z
     });
   });
 
-export const configSchema = z.strictObject({ platform, proxy, admin, callback, store, log, users });
+/** How pools draw and judge upstreams (src/pool/pool.ts). */
+const pool = z
+  .strictObject({
+    strategy: z.enum(['round_robin', 'least_connections', 'random']).default('round_robin'),
+    /** Refill in the background when fewer ready nodes than this. */
+    lowWater: z.number().int().min(0).default(2),
+    /** Nodes asked for per draw. */
+    drawBatch: z.number().int().min(1).max(100).default(5),
+    /** Failures within failWindowMs that send a node cooling for coolDownMs. */
+    maxFails: z.number().int().min(1).default(2),
+    failWindowMs: millis.default(30_000),
+    coolDownMs: millis.default(30_000),
+    /** Longest a connection waits for a draw when its pool is empty. */
+    acquireTimeoutMs: millis.default(10_000),
+  })
+  .prefault({});
+
+/** Static-order tracking (src/orders/tracker.ts). */
+const orders = z
+  .strictObject({
+    pollInitialMs: millis.default(2_000),
+    pollMaxMs: millis.default(60_000),
+    sweepMs: millis.default(30_000),
+    expiryWarnHours: z.number().min(0).default(72),
+    autoRenew: z
+      .strictObject({
+        enabled: z.boolean().default(false),
+        hoursBefore: z.number().min(0).default(24),
+        cycleTimes: z.number().int().min(1).default(1),
+      })
+      .prefault({}),
+  })
+  .prefault({});
+
+/** Dynamic accounts, balances and counters (src/accounts/, src/accounting/). */
+const accounts = z
+  .strictObject({
+    /** The address the platform sees Rotor's proxy connections come from, whitelisted for `draw: api` users. */
+    egressIp: z.string().min(1).default('127.0.0.1'),
+    /** ProxyInfo poll interval per (main account, product). */
+    balancePollMs: millis.default(60_000),
+    /** Platform-side limit and usage reconciliation interval. */
+    limitSyncMs: millis.default(60_000),
+    /** How often per-user byte counters are written to the store (the most a crash can lose). */
+    flushIntervalMs: millis.default(2_000),
+    /** In embedded mode only: MB credited to a (main account, product) that has no traffic; 0 = none. */
+    sandboxFlowMb: z.number().int().min(0).default(10_240),
+  })
+  .prefault({});
+
+export const configSchema = z.strictObject({ platform, proxy, pool, admin, callback, store, log, users, orders, accounts });
 
 export type Config = z.output<typeof configSchema>;
 export type ConfigInput = z.input<typeof configSchema>;
