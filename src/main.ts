@@ -242,7 +242,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     // 6. Admin API and platform callbacks.
     const ready = createReadiness({
       probePlatform: () => client.call('GetAppInfo', {}),
-      probeStore: () => store.listUsage(),
+      probeStore: () => store.kvGet('readyz.probe'),
       listenersUp: () => httpListener.port > 0 && socksListener.port > 0,
     });
     const admin: FastifyInstance = buildAdminServer(
