@@ -183,7 +183,15 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     const drawerFor = (key: PoolKey): Drawer => {
       const user = directory.get(key.user);
       if (!user) throw new Error(`unknown user ${key.user}`);
-      const common = { api: drawApi, productNo: key.productNo, metrics, ...(key.region ? { region: key.region } : {}) };
+      // Drawers stamp node expiry (drawn at + sessTime) on the same clock the pools judge it by; with
+      // Date.now here and an injected `now` in the pools, nodes drawn after the clock moved were born expired.
+      const common = {
+        api: drawApi,
+        productNo: key.productNo,
+        metrics,
+        ...(key.region ? { region: key.region } : {}),
+        ...(options.now ? { now: options.now } : {}),
+      };
       const inner =
         user.draw === 'api'
           ? new ApiDrawer({ ...common, mainAccount: user.mainAccount, proxyType: 104 })
