@@ -27,7 +27,8 @@ export interface DaemonOptions {
   logger?: Logger;
   metrics?: Metrics;
   /** Embedded mode: options for the in-process sandbox (tests speed its clock up). */
-  sim?: { orderDelayMs?: number; clockSpeed?: number };
+  /** gatewayPorts: how many password-gateway ports (upstream "nodes") the sandbox opens; default 4. */
+  sim?: { orderDelayMs?: number; clockSpeed?: number; gatewayPorts?: number };
   /** The gateway's clock (sticky sessions, pools, dial deadlines); tests move it to expire sessions. */
   now?: () => number;
 }
@@ -104,6 +105,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       sim = await startSimulator({
         ...(options.sim?.orderDelayMs !== undefined ? { orderDelayMs: options.sim.orderDelayMs } : {}),
         ...(options.sim?.clockSpeed !== undefined ? { clock: { speed: options.sim.clockSpeed } } : {}),
+        ...(options.sim?.gatewayPorts !== undefined ? { gatewayPorts: options.sim.gatewayPorts } : {}),
       });
       const started = sim;
       onStop('sandbox', () => started.close());
