@@ -140,3 +140,17 @@ export function rssBytes(pid: number): number {
   if (!m) throw new BenchSetupError(`no VmRSS for pid ${pid}`);
   return Number(m[1]) * 1024;
 }
+
+const TICKS_PER_SECOND = 100;
+
+/** CPU time (user + system, all threads) a process has used, in ms; NaN once it is gone. */
+export function cpuMs(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the command name (which may hold spaces) start at index 2 (state); utime, stime are 14, 15.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / TICKS_PER_SECOND;
+  } catch {
+    return NaN;
+  }
+}

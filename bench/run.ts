@@ -20,7 +20,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import type { BulkResult, ClientJob, ClientReply, HoldResult, LatencyResult, ProxySpec, RateResult, UseResult } from './client.ts';
 import { BENCH_PASSWORD, HTTP_USER, SOCKS_USER, type GatewaySpec } from './spec.ts';
-import { rssBytes, startJsonChild, startMicrosocks, startTinyproxy, type Proc, type Upstream } from './procs.ts';
+import { cpuMs, rssBytes, startJsonChild, startMicrosocks, startTinyproxy, type Proc, type Upstream } from './procs.ts';
 import { fmt, median } from './stats.ts';
 import { runWrk } from './wrk.ts';
 
@@ -113,6 +113,10 @@ function parseFlags(argv: string[]) {
 /** The load client child: one job at a time over IPC. */
 class Client {
   private constructor(private readonly child: ChildProcess) {}
+
+  get pid(): number {
+    return this.child.pid!;
+  }
 
   static start(): Promise<Client> {
     return new Promise((resolveStart, reject) => {
@@ -210,6 +214,24 @@ function record(samples: Samples, key: string, path: Path, value: number, errors
   s.errors += errors;
 }
 
+const ROLES = ['gateway', 'upstream', 'target', 'client'] as const;
+type Role = (typeof ROLES)[number];
+/** CPU ms per operation, by row key, path and process. */
+type CpuSamples = Map<string, Record<Path, Record<Role, number[]>>>;
+
+function recordCpu(cpu: CpuSamples, key: string, path: Path, spent: Partial<Record<Role, number>>, ops: number): void {
+  let entry = cpu.get(key);
+  if (!entry) {
+    const empty = (): Record<Role, number[]> => ({ gateway: [], upstream: [], target: [], client: [] });
+    entry = { direct: empty(), rotor: empty() };
+    cpu.set(key, entry);
+  }
+  for (const role of ROLES) {
+    const ms = spent[role];
+    if (ms !== undefined && ops > 0) entry[path][role].push(ms / ops);
+  }
+}
+
 const log = (text: string): void => {
   process.stderr.write(`${text}\n`);
 };
@@ -223,6 +245,7 @@ async function main(): Promise<void> {
   const procs: Proc[] = [];
   let client: Client | undefined;
   const samples: Samples = new Map();
+  const cpu: CpuSamples = new Map();
   try {
     const target = await startJsonChild<{ port: number; pid: number }>(process.execPath, ['--import', 'tsx', join(HERE, 'target.ts')]);
     procs.push(target.proc);
@@ -236,6 +259,20 @@ async function main(): Promise<void> {
     procs.push(gw);
     client = await Client.start();
     const c = client;
+    /** Runs `work` and returns the CPU each process spent meanwhile (the gateway only on the rotor path). */
+    const metered = async <T>(path: Path, proto: Proto, work: () => Promise<T>, withClient = true): Promise<{ value: T; spent: Partial<Record<Role, number>> }> => {
+      const pids: Partial<Record<Role, number>> = {
+        upstream: proto === 'connect' ? tiny.pid : socks.pid,
+        target: target.proc.pid,
+        ...(withClient ? { client: c.pid } : {}),
+        ...(path === 'rotor' ? { gateway: gw.pid } : {}),
+      };
+      const before = Object.fromEntries(Object.entries(pids).map(([r, pid]) => [r, cpuMs(pid)]));
+      const value = await work();
+      const spent: Partial<Record<Role, number>> = {};
+      for (const [r, pid] of Object.entries(pids)) spent[r as Role] = cpuMs(pid) - before[r]!;
+      return { value, spent };
+    };
 
     const proxyFor = (path: Path, proto: Proto, up: { socks: Upstream; tiny: Upstream }, g: Gateway): ProxySpec => {
       if (path === 'direct') {
@@ -263,25 +300,32 @@ async function main(): Promise<void> {
 
     const measure: Record<CaseId, (path: Path, rep: number) => Promise<void>> = {
       M1: async (path) => {
-        const r = await runWrk(wrkJob(path, s.m1Seconds));
+        const { value: r, spent } = await metered(path, 'connect', () => runWrk(wrkJob(path, s.m1Seconds)), false);
         record(samples, 'M1', path, r.requestsPerSecond, r.errors);
+        recordCpu(cpu, 'M1', path, spent, r.requests);
       },
       M2: async (path) => {
         for (const proto of ['connect', 'socks5'] as const) {
-          const r = await c.run<RateResult>({ op: 'rate', proxy: proxy(path, proto), target: tport, concurrency: s.m2Concurrency, durationMs: s.m2Ms });
+          const job: ClientJob = { op: 'rate', proxy: proxy(path, proto), target: tport, concurrency: s.m2Concurrency, durationMs: s.m2Ms };
+          const { value: r, spent } = await metered(path, proto, () => c.run<RateResult>(job));
           record(samples, `M2 ${proto}`, path, r.perSecond, r.errors);
+          recordCpu(cpu, `M2 ${proto}`, path, spent, r.completed);
         }
       },
       M3: async (path) => {
         for (const proto of ['connect', 'socks5'] as const) {
-          const r = await c.run<BulkResult>({ op: 'bulk', proxy: proxy(path, proto), target: tport, bytes: s.m3Bytes });
+          const job: ClientJob = { op: 'bulk', proxy: proxy(path, proto), target: tport, bytes: s.m3Bytes };
+          const { value: r, spent } = await metered(path, proto, () => c.run<BulkResult>(job));
           record(samples, `M3 ${proto}`, path, r.mibPerSecond, r.bytes === s.m3Bytes ? 0 : 1);
+          recordCpu(cpu, `M3 ${proto}`, path, spent, r.bytes / 1024 ** 2);
         }
       },
       M4: async (path) => {
         for (const proto of ['connect', 'socks5'] as const) {
-          const r = await c.run<LatencyResult>({ op: 'latency', proxy: proxy(path, proto), target: tport, count: s.m4Count });
+          const job: ClientJob = { op: 'latency', proxy: proxy(path, proto), target: tport, count: s.m4Count };
+          const { value: r, spent } = await metered(path, proto, () => c.run<LatencyResult>(job));
           record(samples, `M4 ${proto} p50`, path, r.p50Ms, r.errors);
+          recordCpu(cpu, `M4 ${proto}`, path, spent, r.count);
           record(samples, `M4 ${proto} p99`, path, r.p99Ms, 0);
         }
       },
@@ -335,10 +379,12 @@ async function main(): Promise<void> {
   const seconds = (Date.now() - started) / 1000;
   const command = `npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`;
   const context = { machine: machine(), versions: versions(), command, seconds, date: new Date().toISOString(), settings: s, note: flags.note, meters: flags.meters };
+  const cpuRows = buildCpuRows(cpu);
   process.stdout.write(`\n${textTable(rows)}\n\n${settingsLine(s, flags.meters)}; ${seconds.toFixed(0)} s\n`);
-  if (flags.json) writeFileSync(flags.json, `${JSON.stringify({ ...context, rows }, null, 2)}\n`);
+  if (cpuRows.length > 0) process.stdout.write(`\nCPU per operation (median), ms:\n${textGrid(CPU_HEADERS, cpuRows)}\n`);
+  if (flags.json) writeFileSync(flags.json, `${JSON.stringify({ ...context, rows, cpu: cpuRows }, null, 2)}\n`);
   if (flags.out) {
-    writeDocs(flags.out, rows, context);
+    writeDocs(flags.out, rows, cpuRows, context);
     log(`results written to ${flags.out}`);
   }
 }
@@ -406,8 +452,35 @@ export function textTable(rows: Row[]): string {
 }
 
 function markdownTable(rows: Row[]): string {
+  return markdownGrid(HEADERS, rows.map(cells), [2, 3, 4]);
+}
+
+function markdownGrid(headers: string[], data: string[][], right: number[]): string {
   const line = (d: string[]) => `| ${d.join(' | ')} |`;
-  return [line(HEADERS), line(HEADERS.map((_, i) => (i >= 2 && i <= 4 ? '---:' : '---'))), ...rows.map((r) => line(cells(r)))].join('\n');
+  return [line(headers), line(headers.map((_, i) => (right.includes(i) ? '---:' : '---'))), ...data.map(line)].join('\n');
+}
+
+function textGrid(headers: string[], data: string[][]): string {
+  const all = [headers, ...data];
+  const widths = headers.map((_, i) => Math.max(...all.map((d) => d[i]!.length)));
+  const line = (d: string[]) => d.map((x, i) => (i >= 2 ? x.padStart(widths[i]!) : x.padEnd(widths[i]!))).join('  ').trimEnd();
+  return [line(headers), widths.map((w) => '-'.repeat(w)).join('  '), ...data.map(line)].join('\n');
+}
+
+const CPU_HEADERS = ['case', 'per', 'path', 'gateway', 'upstream', 'target', 'client', 'sum'];
+const CPU_UNITS: Record<string, string> = { M1: 'request', M2: 'tunnel', M3: 'MiB', M4: 'tunnel' };
+
+/** CPU ms per operation by process (medians of the repetitions); the client of M1 is wrk, not measured. */
+function buildCpuRows(cpu: CpuSamples): string[][] {
+  const out: string[][] = [];
+  for (const [key, entry] of cpu) {
+    for (const path of ['direct', 'rotor'] as const) {
+      const m = ROLES.map((role) => median(entry[path][role]));
+      const sum = m.filter((x) => Number.isFinite(x)).reduce((a, b) => a + b, 0);
+      out.push([key, CPU_UNITS[key.slice(0, 2)] ?? 'op', path, ...m.map((x) => (Number.isFinite(x) ? fmt(x) : '-')), fmt(sum)]);
+    }
+  }
+  return out;
 }
 
 function settingsLine(s: Settings, meters: string): string {
@@ -424,6 +497,7 @@ const END = '<!-- bench:results:end -->';
 function writeDocs(
   file: string,
   rows: Row[],
+  cpuRows: string[][],
   ctx: { machine: ReturnType<typeof machine>; versions: ReturnType<typeof versions>; command: string; seconds: number; date: string; settings: Settings; note: string | undefined; meters: string },
 ): void {
   const m = ctx.machine;
@@ -438,6 +512,10 @@ function writeDocs(
     ...(ctx.note ? [`- Note: ${ctx.note}`] : []),
     '',
     markdownTable(rows),
+    '',
+    'CPU time per operation, ms (user + system, all threads; medians; the gateway column is Rotor, M1\'s client is wrk and not measured):',
+    '',
+    markdownGrid(CPU_HEADERS, cpuRows, [3, 4, 5, 6, 7]),
     END,
   ].join('\n');
   let text = existsSync(file) ? readFileSync(file, 'utf8') : '# Benchmarks\n\n## Latest run\n\n';
