@@ -1,17 +1,19 @@
 // Keeps the platform's sub-account limit in step with Rotor's local limit, and Rotor's usage honest against
 // the platform's, for products that support sub-account limits (`proxyUserFlowLimit` = 1).
 //
-// The platform takes a set-limit `limitFlow` of -1 or >= 1,024,000 bytes. A local limit below that is sent
-// as 1,024,000: the platform then holds a looser backstop and Rotor enforces the exact, smaller limit on its
-// own data path (units.platformLimitFor). Usage: GetProxyUserInfo `useFlow` (bytes) is compared with the
-// local counter; when the platform has seen more, Rotor adopts the platform's number (never under-count).
+// The platform takes a set-limit `limitFlow` of -1 or >= 1,024,000 bytes. Each local limit is sent as a
+// looser backstop (units.platformBackstopFor: the local limit plus headroom, at least 1,024,000) and Rotor
+// enforces the exact limit on its own data path. The headroom matters: the platform counts every byte
+// before Rotor does, so an equal limit would always trip there first and leave the user refused upstream
+// instead of by Rotor. Usage: GetProxyUserInfo `useFlow` (bytes) is compared with the local counter; when
+// the platform has seen more, Rotor adopts the platform's number (never under-count).
 // Nothing here touches the data path: it runs on a timer and on limit changes.
 import type { PlatformClient } from '../platform/client.ts';
 import { PlatformError } from '../platform/errors.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Accounting, LimitChange } from './meters.ts';
 import type { ProductCatalog } from './products.ts';
-import { platformLimitFor } from './units.ts';
+import { platformBackstopFor } from './units.ts';
 
 export interface SyncedUser {
   name: string;
@@ -117,7 +119,8 @@ export class PlatformLimitSync {
       }
       const local = this.accounting.limitOf(u.name);
       if (local !== undefined) {
-        const wanted = platformLimitFor(local);
+        // Looser than the local limit so Rotor, not the platform, cuts first and refuses with a reason.
+        const wanted = platformBackstopFor(local);
         if (info.limitFlow === undefined || info.limitFlow === null || Number(info.limitFlow) !== wanted) {
           await this.client.call('SetProxyUserFlowLimit', { appUsername: u.name, productNo, limitFlow: wanted });
           result.limitSent = wanted;

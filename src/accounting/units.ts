@@ -100,6 +100,28 @@ export function platformLimitFor(localLimitBytes: number): number {
 }
 
 /**
+ * Bytes the platform-side limit sits above Rotor's own. The platform relays (and counts) every byte before
+ * Rotor sees it, so a platform limit equal to the local one always trips first: the platform cuts the
+ * connection with Rotor's counter still just under the limit, and the user's next connection is admitted
+ * by Rotor only to be refused upstream (a 502 / SOCKS 0x05 instead of a clear 403 / 0x02). Rotor overshoots
+ * its limit by at most one chunk per open connection (64 KiB), so 1 MiB covers 16 connections at once; 1 %
+ * covers counting differences that grow with volume.
+ */
+export const PLATFORM_LIMIT_HEADROOM_BYTES = 1_048_576;
+
+/**
+ * The set-limit `limitFlow` (bytes) Rotor keeps on the platform for a local limit: a backstop strictly
+ * looser than the local limit (see PLATFORM_LIMIT_HEADROOM_BYTES), never below the platform's minimum;
+ * -1 stays -1.
+ */
+export function platformBackstopFor(localLimitBytes: number): number {
+  checkLocalLimit(localLimitBytes);
+  if (localLimitBytes === UNLIMITED) return UNLIMITED;
+  const headroom = Math.max(PLATFORM_LIMIT_HEADROOM_BYTES, Math.ceil(localLimitBytes / 100));
+  return platformLimitFor(Math.min(Number.MAX_SAFE_INTEGER, localLimitBytes + headroom));
+}
+
+/**
  * The create-sub-account `limitFlow` (whole MB) that backs a local limit: -1 stays -1; otherwise the local
  * limit rounded up to whole MB, and at least 1 (the sandbox, like a cautious reading of the seed, takes
  * 0 as "unlimited", which a 0-byte local limit must not become).

@@ -14,6 +14,7 @@ import { SqliteStore } from '../../src/store/sqlite.ts';
 import { Accounting } from '../../src/accounting/meters.ts';
 import { ProductCatalog } from '../../src/accounting/products.ts';
 import { PlatformLimitSync } from '../../src/accounting/platform-sync.ts';
+import { platformBackstopFor } from '../../src/accounting/units.ts';
 import { UnitsError } from '../../src/accounting/units.ts';
 import { AccountReconciler, type AccountUser } from '../../src/accounts/reconcile.ts';
 import { Whitelist, fetchEgressIp } from '../../src/accounts/whitelist.ts';
@@ -290,17 +291,17 @@ describe('balances', () => {
 });
 
 describe('platform-side limits and usage', () => {
-  test('limits below 1,024,000 are sent as 1,024,000; admin changes follow; higher platform usage is adopted', async () => {
+  test('limits are sent with headroom (at least 1,024,000); admin changes follow; higher platform usage is adopted', async () => {
     const sync = new PlatformLimitSync({ client, products, accounting, intervalMs: 60_000 });
     sync.setUsers(users);
     try {
       const results = await sync.start();
       const alice = results.find((r) => r.user === 'alice');
       assert.equal(alice?.outcome, 'synced');
-      assert.equal(alice?.limitSent, 1_024_000);
+      assert.equal(alice?.limitSent, platformBackstopFor(500_000));
       const subs = () => sim.inspect.accounts().flatMap((a) => a.subs);
-      assert.equal(subs().find((s) => s.appUsername === 'alice')?.limits[FLOW], 1_024_000);
-      assert.equal(subs().find((s) => s.appUsername === 'carl')?.limits[FLOW], 5_000_000);
+      assert.equal(subs().find((s) => s.appUsername === 'alice')?.limits[FLOW], platformBackstopFor(500_000));
+      assert.equal(subs().find((s) => s.appUsername === 'carl')?.limits[FLOW], platformBackstopFor(5_000_000));
       assert.equal(results.find((r) => r.user === 'bob')?.limitSent, undefined, 'unlimited since creation: nothing to send');
       assert.equal((await client.call('GetProxyUserInfo', { appUsername: 'bob', productNo: FLOW_CN })).limitFlow, -1);
       // Idempotent: nothing sent when the platform already holds the limit.
@@ -308,7 +309,7 @@ describe('platform-side limits and usage', () => {
       assert.equal(again.find((r) => r.user === 'alice')?.limitSent, undefined);
 
       await accounting.setLimit('alice', 8_000_000);
-      await eventually(() => subs().find((s) => s.appUsername === 'alice')?.limits[FLOW] === 8_000_000);
+      await eventually(() => subs().find((s) => s.appUsername === 'alice')?.limits[FLOW] === platformBackstopFor(8_000_000));
 
       // alice relayed 300,000+ bytes through the sandbox directly (not through Rotor): the first pass adopted it.
       const platformUsed = alice?.platformUsedBytes ?? 0;
