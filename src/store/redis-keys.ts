@@ -1,0 +1,87 @@
+// Where each record lives in Redis. Every key starts with the configured prefix (default `rotor:`); record
+// keys and index keys use different first segments so no record id can ever name an index.
+// Layout (P = prefix):
+//   P o:<appOrderNo>          hash   one order (absent field = null)
+//   P orders:all / :open      set    appOrderNos (open = not in a final status)
+//   P orders:no               hash   platform orderNo -> appOrderNo
+//   P instances               hash   instanceNo -> instance JSON
+//   P j:<merchantNo>          hash   one journal entry
+//   P journal:all / :state:<s> set   merchantNos
+//   P cb:<[type,no,op]>       hash   one callback; P callbacks:all / :unprocessed sets; P callbacks:seq counter
+//   P u:<user>                hash   used, limit, updatedAt (bytes; limit -1 = unlimited)
+//   P usage:all               set    users
+//   P kv                      hash   key -> JSON
+//   P allow:<user>            hash   fleet allowance: instance id -> bytes leased (src/fleet/allowance.ts)
+//   P alive:<instance>        string an instance's heartbeat (PX ttl); its leases die with it
+//   P sess:<user>:<sessionId> string shared sticky session (src/fleet/sessions.ts)
+//   P lease:<name>            string generic lease (src/fleet/lease.ts)
+
+export const DEFAULT_REDIS_PREFIX = 'rotor:';
+
+export class RedisKeys {
+  constructor(readonly prefix: string = DEFAULT_REDIS_PREFIX) {}
+
+  order(appOrderNo: string): string {
+    return `${this.prefix}o:${appOrderNo}`;
+  }
+  get ordersAll(): string {
+    return `${this.prefix}orders:all`;
+  }
+  get ordersOpen(): string {
+    return `${this.prefix}orders:open`;
+  }
+  get orderNumbers(): string {
+    return `${this.prefix}orders:no`;
+  }
+  get instances(): string {
+    return `${this.prefix}instances`;
+  }
+  journal(merchantNo: string): string {
+    return `${this.prefix}j:${merchantNo}`;
+  }
+  get journalAll(): string {
+    return `${this.prefix}journal:all`;
+  }
+  journalState(state: string): string {
+    return `${this.prefix}journal:state:${state}`;
+  }
+  callbackId(type: string, no: string, op: string): string {
+    return JSON.stringify([type, no, op]);
+  }
+  callback(id: string): string {
+    return `${this.prefix}cb:${id}`;
+  }
+  get callbacksAll(): string {
+    return `${this.prefix}callbacks:all`;
+  }
+  get callbacksUnprocessed(): string {
+    return `${this.prefix}callbacks:unprocessed`;
+  }
+  get callbacksSeq(): string {
+    return `${this.prefix}callbacks:seq`;
+  }
+  usage(user: string): string {
+    return `${this.prefix}u:${user}`;
+  }
+  get usageAll(): string {
+    return `${this.prefix}usage:all`;
+  }
+  get kv(): string {
+    return `${this.prefix}kv`;
+  }
+  allowance(user: string): string {
+    return `${this.prefix}allow:${user}`;
+  }
+  alive(instance: string): string {
+    return `${this.prefix}alive:${instance}`;
+  }
+  get aliveBase(): string {
+    return `${this.prefix}alive:`;
+  }
+  session(user: string, sessionId: string): string {
+    return `${this.prefix}sess:${user}:${sessionId}`;
+  }
+  lease(name: string): string {
+    return `${this.prefix}lease:${name}`;
+  }
+}

@@ -1,0 +1,492 @@
+// The Redis store (ioredis): the same Store contract as SQLite, for a fleet of daemons sharing one Redis.
+// Every write that reads before it writes (order upsert keeping createdAt and the orderNo index, journal
+// intent/update, callback dedupe) is one Lua script, so two daemons racing see the same outcome SQLite's
+// transactions give one daemon. Batches (instances, usage) are one MULTI. Payloads (request, result, raw)
+// are JSON encoded by Node and stored as opaque strings: Lua never re-encodes them (its cjson would turn []
+// into {} and round large numbers). Scripts build a few keys from the prefix, so this targets one Redis (or
+// a primary with replicas), not Redis Cluster. Listings read everything of a kind and filter in Node, like
+// the SQLite driver's small tables; open orders and journal states have their own index sets.
+import type { Redis } from 'ioredis';
+import type { Logger } from '../telemetry/logger.ts';
+import { StoreConflictError, StoreError } from './errors.ts';
+import { RedisConnection, type RedisConnectionOptions } from './redis-connection.ts';
+import { DEFAULT_REDIS_PREFIX, RedisKeys } from './redis-keys.ts';
+import type {
+  CallbackKey,
+  CallbackRecord,
+  InstanceFilter,
+  InstanceRecord,
+  JournalEntry,
+  JournalState,
+  OrderFilter,
+  OrderRecord,
+  Store,
+  UsageRecord,
+} from './types.ts';
+
+export interface RedisStoreOptions extends Omit<RedisConnectionOptions, 'name'> {
+  /** Key prefix shared by every daemon of the fleet; default `rotor:`. */
+  prefix?: string;
+  /** Clock for timestamps (epoch ms); default Date.now. */
+  now?: () => number;
+  logger?: Logger;
+}
+
+const FINAL_ORDER_STATUSES = new Set([3, 4, 5]);
+const JOURNAL_STATES: readonly JournalState[] = ['intent', 'sent', 'accepted', 'rejected', 'unknown'];
+
+type Hash = Record<string, string>;
+
+const json = (v: unknown): string => JSON.stringify(v ?? null);
+const parse = (s: string | undefined): unknown => (s === undefined ? null : JSON.parse(s));
+const optNum = (s: string | undefined): number | null => (s === undefined ? null : Number(s));
+const byKey = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+
+// KEYS: order hash, orderNo index, all set, open set.
+// ARGV: appOrderNo, orderNo ('' with hasNo 0 = null), hasNo, open, createdAt, n, n field/value pairs, fields to delete...
+const PUT_ORDER = `
+local a, newNo, hasNo = ARGV[1], ARGV[2], ARGV[3] == '1'
+if hasNo then
+  local owner = redis.call('HGET', KEYS[2], newNo)
+  if owner and owner ~= a then return redis.error_reply('ROTOR_CONFLICT order number ' .. newNo .. ' already belongs to another order') end
+end
+local oldNo = redis.call('HGET', KEYS[1], 'orderNo')
+if oldNo and ((not hasNo) or oldNo ~= newNo) then redis.call('HDEL', KEYS[2], oldNo) end
+if hasNo then redis.call('HSET', KEYS[2], newNo, a) end
+local n = tonumber(ARGV[6])
+local fv = {}
+for i = 7, 6 + 2 * n do fv[#fv + 1] = ARGV[i] end
+redis.call('HSET', KEYS[1], unpack(fv))
+for i = 7 + 2 * n, #ARGV do redis.call('HDEL', KEYS[1], ARGV[i]) end
+redis.call('HSETNX', KEYS[1], 'createdAt', ARGV[5])
+redis.call('SADD', KEYS[3], a)
+if ARGV[4] == '1' then redis.call('SADD', KEYS[4], a) else redis.call('SREM', KEYS[4], a) end
+return 1
+`;
+
+// KEYS: entry hash, all set, intent set. ARGV: merchantNo, operation, request, reqId, now.
+const ADD_INTENT = `
+if redis.call('EXISTS', KEYS[1]) == 1 then return redis.error_reply('ROTOR_CONFLICT journal entry ' .. ARGV[1] .. ' already exists') end
+redis.call('HSET', KEYS[1], 'operation', ARGV[2], 'request', ARGV[3], 'reqId', ARGV[4], 'state', 'intent', 'result', 'null',
+  'attempts', 0, 'createdAt', ARGV[5], 'updatedAt', ARGV[5])
+redis.call('SADD', KEYS[2], ARGV[1])
+redis.call('SADD', KEYS[3], ARGV[1])
+return 1
+`;
+
+// KEYS: entry hash. ARGV: merchantNo, state, hasResult, result, orderNoMode (0 keep, 1 set, 2 null), orderNo,
+// sent (0/1), now, state-set key prefix.
+const UPDATE_JOURNAL = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local old = redis.call('HGET', KEYS[1], 'state')
+redis.call('HSET', KEYS[1], 'state', ARGV[2], 'updatedAt', ARGV[8])
+if ARGV[3] == '1' then redis.call('HSET', KEYS[1], 'result', ARGV[4]) end
+if ARGV[5] == '1' then redis.call('HSET', KEYS[1], 'orderNo', ARGV[6]) elseif ARGV[5] == '2' then redis.call('HDEL', KEYS[1], 'orderNo') end
+if ARGV[7] == '1' then redis.call('HINCRBY', KEYS[1], 'attempts', 1) end
+if old ~= ARGV[2] then
+  if old then redis.call('SREM', ARGV[9] .. old, ARGV[1]) end
+  redis.call('SADD', ARGV[9] .. ARGV[2], ARGV[1])
+end
+return 1
+`;
+
+// KEYS: callback hash, all set, unprocessed set, seq counter. ARGV: id, type, no, op, receivedAt.
+const RECORD_CALLBACK = `
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('HINCRBY', KEYS[1], 'count', 1)
+  return {1, tonumber(redis.call('HGET', KEYS[1], 'processed'))}
+end
+local seq = redis.call('INCR', KEYS[4])
+redis.call('HSET', KEYS[1], 'type', ARGV[2], 'no', ARGV[3], 'op', ARGV[4], 'receivedAt', ARGV[5], 'count', 1, 'processed', 0, 'seq', seq)
+redis.call('SADD', KEYS[2], ARGV[1])
+redis.call('SADD', KEYS[3], ARGV[1])
+return {0, 0}
+`;
+
+// KEYS: callback hash, unprocessed set. ARGV: id.
+const MARK_CALLBACK = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'processed', 1)
+redis.call('SREM', KEYS[2], ARGV[1])
+return 1
+`;
+
+const SCRIPTS = {
+  rotorPutOrder: { numberOfKeys: 4, lua: PUT_ORDER },
+  rotorAddIntent: { numberOfKeys: 3, lua: ADD_INTENT },
+  rotorUpdateJournal: { numberOfKeys: 1, lua: UPDATE_JOURNAL },
+  rotorRecordCallback: { numberOfKeys: 4, lua: RECORD_CALLBACK },
+  rotorMarkCallback: { numberOfKeys: 2, lua: MARK_CALLBACK },
+} as const;
+
+type ScriptName = keyof typeof SCRIPTS;
+type ScriptCaller = (...args: (string | number)[]) => Promise<unknown>;
+
+/** Registers Lua scripts on a client once (ioredis sends EVALSHA and falls back to EVAL itself). */
+export function defineScripts(client: Redis, scripts: Record<string, { numberOfKeys: number; lua: string }>): void {
+  const defined = client as unknown as Record<string, unknown>;
+  for (const [name, s] of Object.entries(scripts)) if (typeof defined[name] !== 'function') client.defineCommand(name, s);
+}
+
+/** Calls a script registered with defineScripts. */
+export function callScript(client: Redis, name: string, args: (string | number)[]): Promise<unknown> {
+  const fn = (client as unknown as Record<string, ScriptCaller>)[name];
+  if (typeof fn !== 'function') throw new StoreError('STORE_FAILED', `script ${name} is not defined`);
+  return fn.apply(client, args);
+}
+
+function toOrder(appOrderNo: string, h: Hash): OrderRecord {
+  return {
+    appOrderNo,
+    orderNo: h.orderNo ?? null,
+    type: Number(h.type),
+    status: Number(h.status),
+    amount: h.amount ?? null,
+    count: optNum(h.count),
+    request: parse(h.request),
+    createdAt: Number(h.createdAt),
+    updatedAt: Number(h.updatedAt),
+  };
+}
+
+function toJournal(merchantNo: string, h: Hash): JournalEntry {
+  return {
+    merchantNo,
+    operation: String(h.operation),
+    request: parse(h.request),
+    reqId: String(h.reqId),
+    state: h.state as JournalState,
+    result: parse(h.result),
+    orderNo: h.orderNo ?? null,
+    attempts: Number(h.attempts),
+    createdAt: Number(h.createdAt),
+    updatedAt: Number(h.updatedAt),
+  };
+}
+
+function toUsage(user: string, h: Hash): UsageRecord {
+  return { user, usedBytes: Number(h.used ?? 0), limitBytes: Number(h.limit ?? -1), updatedAt: Number(h.updatedAt ?? 0) };
+}
+
+function toCallback(h: Hash): CallbackRecord & { seq: number } {
+  return {
+    type: String(h.type),
+    no: String(h.no),
+    op: String(h.op),
+    receivedAt: Number(h.receivedAt),
+    count: Number(h.count),
+    processed: h.processed === '1',
+    seq: Number(h.seq),
+  };
+}
+
+function checkUser(user: unknown, what: string): string {
+  if (typeof user !== 'string') throw new StoreError('STORE_INVALID', `${what}: user must be a string`);
+  return user;
+}
+
+function checkBytes(bytes: unknown, what: string): number {
+  if (typeof bytes !== 'number' || !Number.isFinite(bytes)) throw new StoreError('STORE_INVALID', `${what}: bytes must be a finite number`);
+  return Math.trunc(bytes);
+}
+
+export class RedisStore implements Store {
+  readonly keys: RedisKeys;
+  readonly connection: RedisConnection;
+  private readonly now: () => number;
+
+  /** Does not connect: call `connect()` (openRedisStore does) before use. */
+  constructor(url: string, options: RedisStoreOptions = {}) {
+    this.keys = new RedisKeys(options.prefix ?? DEFAULT_REDIS_PREFIX);
+    this.now = options.now ?? Date.now;
+    this.connection = new RedisConnection(url, { ...options, name: 'rotor-store' });
+    defineScripts(this.connection.client, SCRIPTS);
+  }
+
+  /** Connects; rejects with StoreUnavailableError (code STORE_UNAVAILABLE) when Redis cannot be reached. */
+  async connect(): Promise<this> {
+    await this.connection.connect();
+    return this;
+  }
+
+  private run<T>(what: string, op: (client: Redis) => Promise<T>): Promise<T> {
+    return this.connection.run(what, op);
+  }
+
+  private script(client: Redis, name: ScriptName, args: (string | number)[]): Promise<unknown> {
+    return callScript(client, name, args);
+  }
+
+  /** HGETALL of many keys in one round trip; empty hashes (missing keys) come back as undefined. */
+  private async hashes(client: Redis, keys: string[]): Promise<(Hash | undefined)[]> {
+    if (keys.length === 0) return [];
+    const pipe = client.pipeline();
+    for (const k of keys) pipe.hgetall(k);
+    const results = (await pipe.exec()) ?? [];
+    return results.map(([err, value]) => {
+      if (err) throw err;
+      const h = value as Hash;
+      return Object.keys(h).length ? h : undefined;
+    });
+  }
+
+  // ── orders ──
+  async putOrder(o: OrderRecord): Promise<void> {
+    const set: (string | number)[] = ['type', o.type, 'status', o.status, 'request', json(o.request), 'updatedAt', o.updatedAt];
+    const del: string[] = [];
+    if (o.orderNo === null) del.push('orderNo');
+    else set.push('orderNo', o.orderNo);
+    if (o.amount === null) del.push('amount');
+    else set.push('amount', o.amount);
+    if (o.count === null) del.push('count');
+    else set.push('count', o.count);
+    const k = this.keys;
+    await this.run(`order ${o.appOrderNo}`, (c) =>
+      this.script(c, 'rotorPutOrder', [
+        k.order(o.appOrderNo), k.orderNumbers, k.ordersAll, k.ordersOpen,
+        o.appOrderNo, o.orderNo ?? '', o.orderNo === null ? '0' : '1', FINAL_ORDER_STATUSES.has(o.status) ? '0' : '1', o.createdAt,
+        set.length / 2, ...set, ...del,
+      ]),
+    ).catch((err: unknown) => {
+      if (err instanceof StoreError && err.code === 'STORE_CONFLICT') throw new StoreConflictError(`order number ${o.orderNo ?? ''}`);
+      throw err;
+    });
+  }
+
+  async getOrder(no: string): Promise<OrderRecord | undefined> {
+    return this.run(`order ${no}`, async (c) => {
+      const direct = await c.hgetall(this.keys.order(no));
+      if (Object.keys(direct).length) return toOrder(no, direct);
+      const app = await c.hget(this.keys.orderNumbers, no);
+      if (app === null) return undefined;
+      const h = await c.hgetall(this.keys.order(app));
+      return Object.keys(h).length ? toOrder(app, h) : undefined;
+    });
+  }
+
+  async listOrders(filter: OrderFilter = {}): Promise<OrderRecord[]> {
+    const all = await this.run('orders', async (c) => {
+      const ids = await c.smembers(filter.open ? this.keys.ordersOpen : this.keys.ordersAll);
+      const hs = await this.hashes(c, ids.map((id) => this.keys.order(id)));
+      const out: OrderRecord[] = [];
+      ids.forEach((id, i) => {
+        const h = hs[i];
+        if (h) out.push(toOrder(id, h));
+      });
+      return out;
+    });
+    const statuses = filter.statuses?.length ? new Set(filter.statuses) : undefined;
+    const picked = all
+      .filter((o) => (filter.type === undefined || o.type === filter.type) && (!statuses || statuses.has(o.status)) && (!filter.open || !FINAL_ORDER_STATUSES.has(o.status)))
+      .sort((a, b) => b.createdAt - a.createdAt || byKey(a.appOrderNo, b.appOrderNo));
+    return window(picked, filter.limit, filter.offset);
+  }
+
+  async countOrders(): Promise<{ type: number; status: number; count: number }[]> {
+    const counts = new Map<string, { type: number; status: number; count: number }>();
+    for (const o of await this.listOrders()) {
+      const k = `${o.type}/${o.status}`;
+      const c = counts.get(k) ?? { type: o.type, status: o.status, count: 0 };
+      c.count += 1;
+      counts.set(k, c);
+    }
+    return [...counts.values()].sort((a, b) => a.type - b.type || a.status - b.status);
+  }
+
+  // ── instances ──
+  async putInstances(instances: InstanceRecord[]): Promise<void> {
+    if (instances.length === 0) return;
+    const args: string[] = [];
+    for (const i of instances) args.push(i.instanceNo, JSON.stringify({ ...i, raw: i.raw ?? null }));
+    // One HSET with every pair: applied as one command, so all or nothing.
+    await this.run('instances', (c) => c.hset(this.keys.instances, ...args));
+  }
+
+  async getInstance(instanceNo: string): Promise<InstanceRecord | undefined> {
+    const v = await this.run(`instance ${instanceNo}`, (c) => c.hget(this.keys.instances, instanceNo));
+    return v === null ? undefined : (JSON.parse(v) as InstanceRecord);
+  }
+
+  async listInstances(filter: InstanceFilter = {}): Promise<InstanceRecord[]> {
+    const values = await this.run('instances', (c) => c.hvals(this.keys.instances));
+    const statuses = filter.statuses?.length ? new Set(filter.statuses) : undefined;
+    const picked = values
+      .map((v) => JSON.parse(v) as InstanceRecord)
+      .filter(
+        (i) =>
+          (filter.orderNo === undefined || i.orderNo === filter.orderNo) &&
+          (filter.productNo === undefined || i.productNo === filter.productNo) &&
+          (!statuses || (i.status !== null && statuses.has(i.status))) &&
+          (filter.expiresBefore === undefined || (i.userExpired !== null && i.userExpired <= filter.expiresBefore)),
+      )
+      .sort((a, b) => byKey(a.instanceNo, b.instanceNo));
+    return window(picked, filter.limit, filter.offset);
+  }
+
+  async countInstances(): Promise<{ status: number | null; count: number }[]> {
+    const counts = new Map<number | null, number>();
+    for (const i of await this.listInstances()) counts.set(i.status, (counts.get(i.status) ?? 0) + 1);
+    return [...counts.entries()].map(([status, count]) => ({ status, count }));
+  }
+
+  // ── journal ──
+  async addIntent(entry: Pick<JournalEntry, 'merchantNo' | 'operation' | 'request' | 'reqId'>): Promise<JournalEntry> {
+    const t = this.now();
+    const k = this.keys;
+    await this.run(`journal entry ${entry.merchantNo}`, (c) =>
+      this.script(c, 'rotorAddIntent', [k.journal(entry.merchantNo), k.journalAll, k.journalState('intent'), entry.merchantNo, entry.operation, json(entry.request), entry.reqId, t]),
+    ).catch((err: unknown) => {
+      if (err instanceof StoreError && err.code === 'STORE_CONFLICT') throw new StoreConflictError(`journal entry ${entry.merchantNo}`);
+      throw err;
+    });
+    return { ...entry, state: 'intent', result: null, orderNo: null, attempts: 0, createdAt: t, updatedAt: t };
+  }
+
+  async updateJournal(merchantNo: string, patch: { state: JournalState; result?: unknown; orderNo?: string | null; sent?: boolean }): Promise<void> {
+    if (!JOURNAL_STATES.includes(patch.state)) throw new StoreError('STORE_INVALID', `journal entry ${merchantNo}: unknown state`);
+    const orderNoMode = patch.orderNo === undefined ? '0' : patch.orderNo === null ? '2' : '1';
+    await this.run(`journal entry ${merchantNo}`, (c) =>
+      this.script(c, 'rotorUpdateJournal', [
+        this.keys.journal(merchantNo),
+        merchantNo, patch.state, patch.result !== undefined ? '1' : '0', patch.result !== undefined ? json(patch.result) : '',
+        orderNoMode, patch.orderNo ?? '', patch.sent ? '1' : '0', this.now(), this.keys.journalState(''),
+      ]),
+    );
+  }
+
+  async getJournal(merchantNo: string): Promise<JournalEntry | undefined> {
+    const h = await this.run(`journal entry ${merchantNo}`, (c) => c.hgetall(this.keys.journal(merchantNo)));
+    return Object.keys(h).length ? toJournal(merchantNo, h) : undefined;
+  }
+
+  async listJournal(states?: readonly JournalState[]): Promise<JournalEntry[]> {
+    if (states && states.length === 0) return [];
+    const entries = await this.run('journal', async (c) => {
+      const ids = states ? await c.sunion(...states.map((s) => this.keys.journalState(s))) : await c.smembers(this.keys.journalAll);
+      const hs = await this.hashes(c, ids.map((id) => this.keys.journal(id)));
+      const out: JournalEntry[] = [];
+      ids.forEach((id, i) => {
+        const h = hs[i];
+        if (h) out.push(toJournal(id, h));
+      });
+      return out;
+    });
+    // The state sets are moved in the same script as the entry, but filter anyway: a listing is a snapshot.
+    const wanted = states ? new Set(states) : undefined;
+    return entries.filter((e) => !wanted || wanted.has(e.state)).sort((a, b) => a.createdAt - b.createdAt || byKey(a.merchantNo, b.merchantNo));
+  }
+
+  // ── callbacks ──
+  async recordCallback(key: CallbackKey, receivedAt: number): Promise<{ duplicate: boolean; processed: boolean }> {
+    const k = this.keys;
+    const id = k.callbackId(key.type, key.no, key.op);
+    const r = (await this.run(`callback ${key.type} ${key.no}`, (c) =>
+      this.script(c, 'rotorRecordCallback', [k.callback(id), k.callbacksAll, k.callbacksUnprocessed, k.callbacksSeq, id, key.type, key.no, key.op, receivedAt]),
+    )) as [number, number];
+    return { duplicate: r[0] === 1, processed: r[1] === 1 };
+  }
+
+  async markCallbackProcessed(key: CallbackKey): Promise<void> {
+    const id = this.keys.callbackId(key.type, key.no, key.op);
+    await this.run(`callback ${key.type} ${key.no}`, (c) => this.script(c, 'rotorMarkCallback', [this.keys.callback(id), this.keys.callbacksUnprocessed, id]));
+  }
+
+  async listCallbacks(filter: { processed?: boolean } = {}): Promise<CallbackRecord[]> {
+    const all = await this.run('callbacks', async (c) => {
+      const ids = await c.smembers(filter.processed === false ? this.keys.callbacksUnprocessed : this.keys.callbacksAll);
+      return (await this.hashes(c, ids.map((id) => this.keys.callback(id)))).filter((h): h is Hash => h !== undefined).map(toCallback);
+    });
+    return all
+      .filter((cb) => filter.processed === undefined || cb.processed === filter.processed)
+      .sort((a, b) => a.receivedAt - b.receivedAt || a.seq - b.seq)
+      .map(({ seq: _seq, ...cb }) => cb);
+  }
+
+  // ── usage ──
+  async addUsage(deltas: { user: string; bytes: number }[]): Promise<void> {
+    if (deltas.length === 0) return;
+    // Checked before anything is sent: a bad entry leaves the whole batch unapplied, as in SQLite.
+    const checked = deltas.map((d) => ({ user: checkUser(d.user, 'usage'), bytes: checkBytes(d.bytes, 'usage') }));
+    const t = this.now();
+    await this.run('usage', async (c) => {
+      const m = c.multi();
+      for (const d of checked) {
+        const key = this.keys.usage(d.user);
+        m.hincrby(key, 'used', d.bytes).hsetnx(key, 'limit', -1).hset(key, 'updatedAt', t).sadd(this.keys.usageAll, d.user);
+      }
+      const results = (await m.exec()) ?? [];
+      for (const [err] of results) if (err) throw err;
+    });
+  }
+
+  async getUsage(user: string): Promise<UsageRecord | undefined> {
+    const h = await this.run(`usage of ${user}`, (c) => c.hgetall(this.keys.usage(user)));
+    return Object.keys(h).length ? toUsage(user, h) : undefined;
+  }
+
+  async listUsage(): Promise<UsageRecord[]> {
+    return this.run('usage', async (c) => {
+      const users = (await c.smembers(this.keys.usageAll)).sort(byKey);
+      const hs = await this.hashes(c, users.map((u) => this.keys.usage(u)));
+      const out: UsageRecord[] = [];
+      users.forEach((u, i) => {
+        const h = hs[i];
+        if (h) out.push(toUsage(u, h));
+      });
+      return out;
+    });
+  }
+
+  async setLimit(user: string, limitBytes: number): Promise<void> {
+    checkUser(user, 'limit');
+    const limit = checkBytes(limitBytes, 'limit');
+    const key = this.keys.usage(user);
+    const t = this.now();
+    await this.run(`limit of ${user}`, async (c) => {
+      const results = (await c.multi().hset(key, 'limit', limit, 'updatedAt', t).hsetnx(key, 'used', 0).sadd(this.keys.usageAll, user).exec()) ?? [];
+      for (const [err] of results) if (err) throw err;
+    });
+  }
+
+  // ── kv ──
+  async kvGet<T = unknown>(key: string): Promise<T | undefined> {
+    const v = await this.run(`kv ${key}`, (c) => c.hget(this.keys.kv, key));
+    return v === null ? undefined : (JSON.parse(v) as T);
+  }
+
+  async kvSet(key: string, value: unknown): Promise<void> {
+    await this.run(`kv ${key}`, (c) => c.hset(this.keys.kv, key, json(value)));
+  }
+
+  async kvDelete(key: string): Promise<void> {
+    await this.run(`kv ${key}`, (c) => c.hdel(this.keys.kv, key));
+  }
+
+  async kvList<T = unknown>(prefix: string): Promise<{ key: string; value: T }[]> {
+    const all = await this.run('kv', (c) => c.hgetall(this.keys.kv));
+    return Object.keys(all)
+      .filter((k) => k.startsWith(prefix))
+      .sort(byKey)
+      .map((k) => ({ key: k, value: JSON.parse(all[k] as string) as T }));
+  }
+
+  async close(): Promise<void> {
+    await this.connection.close();
+  }
+}
+
+function window<T>(list: T[], limit: number | undefined, offset: number | undefined): T[] {
+  const from = Math.max(0, offset ?? 0);
+  return limit === undefined || limit < 0 ? list.slice(from) : list.slice(from, from + limit);
+}
+
+/** Opens and connects a Redis store; rejects with StoreUnavailableError (and leaves nothing running) if it cannot. */
+export async function openRedisStore(url: string, options: RedisStoreOptions = {}): Promise<RedisStore> {
+  const store = new RedisStore(url, options);
+  try {
+    return await store.connect();
+  } catch (err) {
+    await store.close();
+    throw err;
+  }
+}

@@ -1,0 +1,89 @@
+// Starts a real redis-server for a test: loopback only, a free port, no persistence, in a temp dir; stopped
+// (and the dir removed) by stop(). When the binary is missing, `redisMissing` says why and tests skip.
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const BIN = process.env.ROTOR_REDIS_SERVER ?? 'redis-server';
+
+/** Why Redis tests cannot run here (undefined when redis-server is available). */
+export const redisMissing: string | undefined = (() => {
+  const r = spawnSync(BIN, ['--version'], { encoding: 'utf8' });
+  return r.error || r.status !== 0 ? `${BIN} not found: install the Debian package redis-server (or set ROTOR_REDIS_SERVER)` : undefined;
+})();
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      const port = typeof addr === 'object' && addr ? addr.port : 0;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+function accepts(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = connect({ host: '127.0.0.1', port });
+    s.once('connect', () => {
+      s.destroy();
+      resolve(true);
+    });
+    s.once('error', () => resolve(false));
+  });
+}
+
+export class RedisServer {
+  private child: ChildProcess | undefined;
+  private readonly dir = mkdtempSync(join(tmpdir(), 'rotor-redis-'));
+  port = 0;
+
+  get url(): string {
+    return `redis://127.0.0.1:${this.port}`;
+  }
+
+  /** Starts (or restarts on the same port) and resolves once it accepts connections. */
+  async start(): Promise<this> {
+    if (this.child) return this;
+    if (this.port === 0) this.port = await freePort();
+    const child = spawn(BIN, ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', this.dir, '--daemonize', 'no', '--loglevel', 'warning'], {
+      stdio: 'ignore',
+    });
+    this.child = child;
+    child.once('exit', () => {
+      if (this.child === child) this.child = undefined;
+    });
+    const deadline = Date.now() + 5000;
+    while (!(await accepts(this.port))) {
+      if (!this.child) throw new Error(`redis-server exited before listening on ${this.port}`);
+      if (Date.now() > deadline) throw new Error(`redis-server did not listen on ${this.port} within 5 s`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    return this;
+  }
+
+  /** Kills the server (SIGKILL: as if the host died) and waits for it to be gone. */
+  async kill(signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
+    const child = this.child;
+    if (!child) return;
+    const gone = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    child.kill(signal);
+    await gone;
+    this.child = undefined;
+  }
+
+  async stop(): Promise<void> {
+    await this.kill('SIGTERM');
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+/** A started server, or undefined when redis-server is missing. */
+export async function startRedis(): Promise<RedisServer | undefined> {
+  if (redisMissing) return undefined;
+  return new RedisServer().start();
+}
