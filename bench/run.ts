@@ -377,7 +377,9 @@ async function main(): Promise<void> {
 
   const rows = buildRows(samples, flags.cases, s);
   const seconds = (Date.now() - started) / 1000;
-  const command = `npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`;
+  // The note is shown on its own line; the command is what reproduces the figures.
+  const args = process.argv.slice(2).filter((a, i, all) => a !== '--note' && all[i - 1] !== '--note' && !a.startsWith('--note='));
+  const command = `npm run bench${args.length > 0 ? ` -- ${args.join(' ')}` : ''}`;
   const context = { machine: machine(), versions: versions(), command, seconds, date: new Date().toISOString(), settings: s, note: flags.note, meters: flags.meters };
   const cpuRows = buildCpuRows(cpu);
   process.stdout.write(`\n${textTable(rows)}\n\n${settingsLine(s, flags.meters)}; ${seconds.toFixed(0)} s\n`);
