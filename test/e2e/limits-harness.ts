@@ -1,0 +1,345 @@
+// Helpers for the limits and operator end-to-end tests, beside harness.ts (startGateway, via*, metricValue):
+// the daemon as a child process (`rotor start --config FILE`, the real CLI with its signal handling), a
+// loopback target that serves any number of bytes, curl and raw-socket clients, and admin/metrics readers.
+// Everything listens on 127.0.0.1 port 0; every store lives in a temp dir removed by `cleanup()`.
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
+import { connect, type AddressInfo, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { stringify } from 'yaml';
+import type { ConfigInput } from '../../src/config/index.ts';
+
+export const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
+export const MB5 = 5 * 1024 * 1024;
+export const CHUNK = 64 * 1024;
+
+const dirs: string[] = [];
+/** A fresh temp dir, removed by cleanup(). */
+export function tempDir(prefix = 'rotor-e2e-'): string {
+  const d = mkdtempSync(join(tmpdir(), prefix));
+  dirs.push(d);
+  return d;
+}
+export function cleanup(): void {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+}
+
+export interface TestUser {
+  name: string;
+  password: string;
+  mainAccount: string;
+  draw?: 'pwd' | 'api';
+  product?: string;
+  limitBytes?: number;
+}
+
+/** A raw config for a child's YAML file: every listener on port 0, the store in `dir`, logs at info. */
+export function rawConfig(dir: string, users: TestUser[], extra: { accounts?: Record<string, unknown>; admin?: Record<string, unknown>; log?: string } = {}): ConfigInput {
+  return {
+    platform: { mode: 'embedded' },
+    proxy: { http: { host: '127.0.0.1', port: 0 }, socks5: { host: '127.0.0.1', port: 0 }, connectTimeoutMs: 3000, handshakeTimeoutMs: 3000 },
+    admin: { host: '127.0.0.1', port: 0, ...(extra.admin ?? {}) },
+    callback: { host: '127.0.0.1', port: 0 },
+    store: { path: join(dir, 'rotor.db') },
+    // The child's ready line (and its ports) is an info line.
+    log: { level: (extra.log ?? 'info') as 'info' },
+    users: users.map((u) => ({ draw: 'pwd', product: '', limitBytes: -1, sessTime: 5, ...u })),
+    pool: { lowWater: 1, drawBatch: 2 },
+    orders: { pollInitialMs: 100, pollMaxMs: 500, sweepMs: 1000 },
+    accounts: { balancePollMs: 60_000, limitSyncMs: 60_000, flushIntervalMs: 500, ...(extra.accounts ?? {}) },
+  } as ConfigInput;
+}
+
+/** GET /bytes/<n>: n bytes of 'a' in 16 KiB writes paced by the reader. Anything else: 404. */
+export interface BytesTarget {
+  port: number;
+  url: (bytes: number) => string;
+  close: () => Promise<void>;
+}
+
+export async function startTarget(): Promise<BytesTarget> {
+  const server = createHttpServer((req, res) => {
+    const m = /^\/bytes\/(\d+)$/.exec(req.url ?? '');
+    if (!m) {
+      res.statusCode = 404;
+      res.end('not found');
+      return;
+    }
+    let left = Number(m[1]);
+    res.writeHead(200, { 'content-length': String(left), 'content-type': 'application/octet-stream' });
+    const chunk = Buffer.alloc(16 * 1024, 0x61);
+    const pump = (): void => {
+      while (left > 0) {
+        const n = Math.min(left, chunk.length);
+        left -= n;
+        if (!res.write(n === chunk.length ? chunk : chunk.subarray(0, n))) {
+          res.once('drain', pump);
+          return;
+        }
+      }
+      res.end();
+    };
+    res.on('close', () => {
+      left = 0;
+    });
+    pump();
+  });
+  server.on('clientError', (_e, s) => s.destroy());
+  const port = await new Promise<number>((r) => server.listen(0, '127.0.0.1', () => r((server.address() as AddressInfo).port)));
+  return {
+    port,
+    url: (bytes) => `http://127.0.0.1:${port}/bytes/${bytes}`,
+    close: () =>
+      new Promise<void>((r) => {
+        (server as HttpServer).closeAllConnections();
+        server.close(() => r());
+      }),
+  };
+}
+
+export interface CurlResult {
+  /** curl's exit code (0 ok; 56 recv failure / CONNECT refused; 97 SOCKS5 refusal; 18 partial) */
+  code: number;
+  /** body bytes received */
+  size: number;
+  /** final HTTP status (0 when none) */
+  http: number;
+  /** the CONNECT answer's status (curl -p), 0 when none */
+  connect: number;
+  stderr: string;
+  /** the body, when `body: true` */
+  body: string;
+  ms: number;
+}
+
+/** Runs curl quietly; `-w` reports size, status and CONNECT status. The body is discarded unless asked for. */
+export function curl(args: string[], options: { body?: boolean; maxTimeS?: number } = {}): Promise<CurlResult> {
+  const started = Date.now();
+  const out = options.body ? [] : ['-o', '/dev/null'];
+  const fmt = '\n%{size_download} %{http_code} %{http_connect}';
+  return new Promise((resolve) => {
+    execFile(
+      'curl',
+      ['-sS', '--max-time', String(options.maxTimeS ?? 20), ...out, '-w', fmt, ...args],
+      { maxBuffer: 64 * 1024 * 1024, encoding: 'latin1' },
+      (err, stdout, stderr) => {
+        const nl = stdout.lastIndexOf('\n');
+        const [size, http, conn] = stdout.slice(nl + 1).trim().split(' ');
+        const e = err as (Error & { code?: number }) | null;
+        resolve({
+          code: e ? (typeof e.code === 'number' ? e.code : -1) : 0,
+          size: Number(size ?? 0),
+          http: Number(http ?? 0),
+          connect: Number(conn ?? 0),
+          stderr: String(stderr),
+          body: stdout.slice(0, nl),
+          ms: Date.now() - started,
+        });
+      },
+    );
+  });
+}
+
+/**
+ * A SOCKS5 CONNECT by hand (RFC 1928/1929) to 127.0.0.1:`targetPort`; resolves the server's reply code
+ * (REP of the CONNECT reply, or 0x100 + the auth status when the user/password step fails).
+ */
+export function socks5ReplyCode(port: number, user: string, pass: string, targetPort: number, timeoutMs = 5000): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s: Socket = connect({ host: '127.0.0.1', port });
+    let buf = Buffer.alloc(0);
+    let stage = 0;
+    const timer = setTimeout(() => {
+      s.destroy();
+      reject(new Error(`no SOCKS5 reply within ${timeoutMs} ms (stage ${stage})`));
+    }, timeoutMs);
+    const done = (code: number): void => {
+      clearTimeout(timer);
+      s.destroy();
+      resolve(code);
+    };
+    s.on('error', (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
+    s.on('connect', () => s.write(Buffer.from([5, 1, 2])));
+    s.on('data', (d: Buffer) => {
+      buf = Buffer.concat([buf, d]);
+      if (stage === 0 && buf.length >= 2) {
+        buf = buf.subarray(2);
+        stage = 1;
+        const u = Buffer.from(user);
+        const p = Buffer.from(pass);
+        s.write(Buffer.concat([Buffer.from([1, u.length]), u, Buffer.from([p.length]), p]));
+      }
+      if (stage === 1 && buf.length >= 2) {
+        const status = buf[1]!;
+        buf = buf.subarray(2);
+        if (status !== 0) return done(0x100 + status);
+        stage = 2;
+        const req = Buffer.from([5, 1, 0, 1, 127, 0, 0, 1, (targetPort >> 8) & 0xff, targetPort & 0xff]);
+        s.write(req);
+      }
+      if (stage === 2 && buf.length >= 2) done(buf[1]!);
+    });
+  });
+}
+
+export async function adminGet<T = unknown>(port: number, path: string, token?: string): Promise<T> {
+  const res = await fetch(`http://127.0.0.1:${port}${path}`, { headers: token ? { authorization: `Bearer ${token}` } : {} });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`GET ${path}: ${res.status} ${text}`);
+  return JSON.parse(text) as T;
+}
+
+export async function adminSend<T = unknown>(port: number, method: string, path: string, body: unknown, token?: string): Promise<{ status: number; body: T }> {
+  const res = await fetch(`http://127.0.0.1:${port}${path}`, {
+    method,
+    headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+    body: JSON.stringify(body),
+  });
+  const text = await res.text();
+  return { status: res.status, body: (text ? JSON.parse(text) : undefined) as T };
+}
+
+export interface UserRow {
+  name: string;
+  usedBytes: number;
+  limitBytes: number;
+  activeConnections: number;
+}
+
+export async function userRow(adminPort: number, name: string, token?: string): Promise<UserRow> {
+  const rows = await adminGet<UserRow[]>(adminPort, '/v1/users', token);
+  const row = rows.find((r) => r.name === name);
+  if (!row) throw new Error(`user ${name} not in GET /v1/users`);
+  return row;
+}
+
+export async function scrape(adminPort: number): Promise<string> {
+  const res = await fetch(`http://127.0.0.1:${adminPort}/metrics`);
+  return res.text();
+}
+
+/** Value of one sample `name{labels}` in Prometheus text (labels matched as a subset); undefined if absent. */
+export function sample(text: string, name: string, labels: Record<string, string> = {}): number | undefined {
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue;
+    const m = /^([^{\s]+)(?:\{(.*)\})?\s+(\S+)/.exec(line);
+    if (!m || m[1] !== name) continue;
+    const have = Object.fromEntries([...(m[2] ?? '').matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map((x) => [x[1], x[2]]));
+    if (Object.entries(labels).every(([k, v]) => have[k] === v)) return Number(m[3]);
+  }
+  return undefined;
+}
+
+export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** Polls `check` until it returns a value other than undefined/false, or throws after `timeoutMs`. */
+export async function waitFor<T>(what: string, check: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 5000, everyMs = 50): Promise<T> {
+  const until = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = await check();
+      if (v !== undefined && v !== false) return v;
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
+    await sleep(everyMs);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The daemon as a child process: `node --import tsx src/cli.ts start --config FILE`, stdout+stderr (pino
+// JSON) to a log file. Ports come from the "rotor is ready" line (the config asks for port 0).
+
+export interface ChildDaemon {
+  child: ChildProcess;
+  pid: number;
+  ports: { http: number; socks5: number; admin: number; callback: number };
+  logFile: string;
+  /** parsed JSON log lines so far (non-JSON lines as {raw}) */
+  lines(): Array<Record<string, unknown>>;
+  logText(): string;
+  signal(sig: NodeJS.Signals): void;
+  /** resolves with the exit code/signal */
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** SIGTERM and wait (SIGKILL after `ms`) */
+  stop(ms?: number): Promise<void>;
+}
+
+export function writeConfigFile(file: string, raw: ConfigInput | Record<string, unknown>): void {
+  writeFileSync(file, stringify(raw));
+}
+
+export async function spawnDaemon(configFile: string, logFile: string, env: Record<string, string> = {}): Promise<ChildDaemon> {
+  const fd = openSync(logFile, 'a');
+  const childEnv: Record<string, string | undefined> = { ...process.env, ...env };
+  // run-tests.mjs sets ROTOR_LOG_LEVEL=silent, which would override the file's log.level.
+  delete childEnv.ROTOR_LOG_LEVEL;
+  for (const k of Object.keys(childEnv)) if (k.startsWith('ROTOR_') && !(k in env)) delete childEnv[k];
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'start', '--config', configFile], {
+    cwd: ROOT,
+    env: childEnv,
+    stdio: ['ignore', fd, fd],
+  });
+  closeSync(fd);
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => child.once('exit', (code, signal) => r({ code, signal })));
+  const logText = (): string => {
+    try {
+      return readFileSync(logFile, 'utf8');
+    } catch {
+      return '';
+    }
+  };
+  const lines = (): Array<Record<string, unknown>> =>
+    logText()
+      .split('\n')
+      .filter((l) => l.trim() !== '')
+      .map((l) => {
+        try {
+          return JSON.parse(l) as Record<string, unknown>;
+        } catch {
+          return { raw: l };
+        }
+      });
+  let gone = false;
+  void exited.then(() => {
+    gone = true;
+  });
+  const ready = await waitFor(
+    'the child daemon to be ready',
+    () => {
+      if (gone) throw new Error(`daemon exited early:\n${logText().slice(-2000)}`);
+      return lines().find((l) => l.msg === 'rotor is ready');
+    },
+    30_000,
+    50,
+  ).catch((err: unknown) => {
+    child.kill('SIGKILL');
+    throw err;
+  });
+  const r = ready as { http: { port: number }; socks5: { port: number }; admin: number; callback: number };
+  return {
+    child,
+    pid: child.pid!,
+    ports: { http: r.http.port, socks5: r.socks5.port, admin: r.admin, callback: r.callback },
+    logFile,
+    lines,
+    logText,
+    signal: (sig) => child.kill(sig),
+    exited,
+    async stop(ms = 15_000) {
+      if (gone) return;
+      child.kill('SIGTERM');
+      const t = setTimeout(() => child.kill('SIGKILL'), ms);
+      await exited;
+      clearTimeout(t);
+    },
+  };
+}
