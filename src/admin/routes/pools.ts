@@ -13,6 +13,8 @@ const node = {
     fails: { type: 'integer' },
     activeConnections: { type: 'integer' },
     expiresAt: { type: 'integer' },
+    coolingUntil: { type: 'integer' },
+    lastFailedAt: { type: 'integer' },
   },
 };
 const pool = {
@@ -36,7 +38,6 @@ export const poolRoutes: RegisterRoutes = (app, deps) => {
   app.get(
     '/pools',
     { schema: { querystring: noQuery, ...doc('pools', 'upstream pools per (user, product, region) and their nodes', { 200: { type: 'array', items: pool } }) } },
-    async () =>
-    deps.pools.snapshot(),
+    async () => deps.pools.snapshot(),
   );
 };
