@@ -87,3 +87,11 @@ export async function startRedis(): Promise<RedisServer | undefined> {
   if (redisMissing) return undefined;
   return new RedisServer().start();
 }
+
+/** A connected fleet connection to `url` (close it after). */
+export async function connection(url: string, name = 'test'): Promise<import('../../src/store/redis-connection.ts').RedisConnection> {
+  const { RedisConnection } = await import('../../src/store/redis-connection.ts');
+  const c = new RedisConnection(url, { name, commandTimeoutMs: 500, maxReconnectDelayMs: 100 });
+  await c.connect();
+  return c;
+}

@@ -1,0 +1,295 @@
+// A user's traffic limit enforced across the fleet without Redis on the data path. Each daemon leases a
+// slice of the user's remaining allowance from Redis, spends it locally (a sync subtraction per chunk) and
+// asks for more when it runs low; what it spent moves from its lease to the user's `used` counter in the
+// same Lua script that grants the next slice, so `used + Σ leases ≤ limit` holds in Redis at every moment.
+//
+// Overshoot bound (how far the fleet's total can pass the limit):
+//   • Redis reachable by every daemon: none beyond the chunks in flight. A daemon stops a user when its
+//     lease is spent, and leases never sum above what is left. In-flight: each connection may relay the
+//     one chunk that crosses zero (≤ chunk size × the user's open connections on that daemon).
+//   • A daemon that cannot reach Redis for longer than `aliveTtlMs` (dead, partitioned, or Redis itself
+//     down) has its lease handed back to the others (its heartbeat key expired) while it may still be
+//     spending it: ≤ sliceBytes per such daemon. It may then spend `offlineBytes` more on its own (the
+//     "keep serving with local limits" allowance; default one slice) and refuses the user after that until
+//     Redis is back.
+//   So with N daemons: total ≤ limit + N × (sliceBytes + offlineBytes) + in-flight chunks; with
+//   offlineBytes = 0 the bound is limit + N × sliceBytes. When Redis comes back, each daemon's next sync
+//   moves everything it spent (offline included) into `used`: the books are exact afterwards, only the
+//   enforcement was approximate.
+//
+// Choose sliceBytes ≥ 2 × (one user's peak rate through one daemon) × (Redis round trip + scheduling),
+// so a refill (started at half a slice) lands before the slice is spent; 1 MiB is plenty on a LAN.
+import type { Redis } from 'ioredis';
+import type { Logger } from '../telemetry/logger.ts';
+import type { Store } from '../store/types.ts';
+import type { RedisConnection } from '../store/redis-connection.ts';
+import { DEFAULT_REDIS_PREFIX, RedisKeys } from '../store/redis-keys.ts';
+import { callScript, defineScripts } from '../store/redis.ts';
+
+// KEYS: usage hash (used, limit), allowance hash (instance -> leased), usage:all set.
+// ARGV: instance, user, spent (bytes to move from our lease to used), want (lease to hold after: top up
+// to it, or give back down to it), alive key prefix, alive ttl ms, now.
+// Returns {held, granted, limit, used}; granted -1 and held 0 for an unlimited user.
+const SYNC = `
+local inst, spent, want = ARGV[1], tonumber(ARGV[3]), tonumber(ARGV[4])
+redis.call('SET', ARGV[5] .. inst, '1', 'PX', ARGV[6])
+local mine = tonumber(redis.call('HGET', KEYS[2], inst) or '0')
+if spent > 0 then
+  redis.call('HINCRBY', KEYS[1], 'used', spent)
+  redis.call('HSETNX', KEYS[1], 'limit', -1)
+  redis.call('HSET', KEYS[1], 'updatedAt', ARGV[7])
+  redis.call('SADD', KEYS[3], ARGV[2])
+  mine = mine - math.min(spent, mine)
+end
+local others = 0
+local all = redis.call('HGETALL', KEYS[2])
+for i = 1, #all, 2 do
+  if all[i] ~= inst then
+    if redis.call('EXISTS', ARGV[5] .. all[i]) == 0 then redis.call('HDEL', KEYS[2], all[i])
+    else others = others + tonumber(all[i + 1]) end
+  end
+end
+local limit = tonumber(redis.call('HGET', KEYS[1], 'limit') or '-1')
+local used = tonumber(redis.call('HGET', KEYS[1], 'used') or '0')
+local granted = 0
+if limit < 0 then
+  mine = 0
+  granted = -1
+elseif want <= mine then
+  mine = want
+else
+  local left = limit - used - others - mine
+  if left > 0 then granted = math.min(want - mine, left) end
+  mine = mine + granted
+end
+if mine > 0 then redis.call('HSET', KEYS[2], inst, mine) else redis.call('HDEL', KEYS[2], inst) end
+return {mine, granted, limit, used}
+`;
+const SCRIPTS = { rotorAllowanceSync: { numberOfKeys: 3, lua: SYNC } };
+
+export interface AllowanceOptions {
+  /** This daemon's identity, unique in the fleet. */
+  instance: string;
+  /** Most bytes of one user's allowance a daemon holds at a time. */
+  sliceBytes: number;
+  /** Refill when what is left of the lease falls to this; default sliceBytes / 2. */
+  lowWaterBytes?: number;
+  /** Bytes a daemon may spend per user on its own while Redis is unreachable; default sliceBytes. */
+  offlineBytes?: number;
+  /** The heartbeat's TTL: leases of a daemon silent this long go back to the fleet. Default 10 000 ms. */
+  aliveTtlMs?: number;
+  /** How often every user is synced (spent reported, exhausted users retried, heartbeat); default aliveTtlMs / 3. */
+  syncEveryMs?: number;
+  prefix?: string;
+  now?: () => number;
+  logger?: Logger;
+  /** Called when a user's allowance changes from exhausted to available or back (off the data path). */
+  onChange?: (user: string, exhausted: boolean) => void;
+}
+
+/** One user's allowance on this daemon: the data path's handle. `spend` is sync and allocates nothing. */
+export class UserAllowance {
+  /** Lease held as of the last sync (bytes), plus any offline allowance taken since. */
+  held = 0;
+  /** Spent since the last sync. */
+  spent = 0;
+  unlimited = false;
+  /** Redis could not be reached at the last attempt. */
+  offline = false;
+  /** Bytes spent by traffic since the accounting layer last flushed (to find its non-traffic deltas). */
+  unflushed = 0;
+  /** Non-traffic usage to move into `used` at the next sync (e.g. the platform counted more). */
+  extra = 0;
+  /** Whether this user's offline allowance was taken in the current outage. */
+  offlineTaken = false;
+  syncing: Promise<void> | undefined;
+  /** Last exhausted state told to onChange. */
+  wasExhausted = true;
+  /** No data-path refill before this (epoch ms): after a failed sync or one that granted nothing. */
+  quietUntil = 0;
+
+  constructor(
+    readonly user: string,
+    private readonly lowWater: number,
+    private readonly refill: (a: UserAllowance) => void,
+  ) {}
+
+  /** Bytes this daemon may still relay for the user without asking Redis (Infinity when unlimited). */
+  get available(): number {
+    return this.unlimited ? Infinity : this.held - this.spent;
+  }
+
+  get exhausted(): boolean {
+    return !this.unlimited && this.held - this.spent <= 0;
+  }
+
+  /** Counts relayed bytes; returns false once the allowance is spent (the caller stops the user). */
+  spend(bytes: number): boolean {
+    this.spent += bytes;
+    this.unflushed += bytes;
+    if (this.unlimited) return true;
+    const left = this.held - this.spent;
+    if (left <= this.lowWater && this.syncing === undefined) this.refill(this);
+    return left > 0;
+  }
+}
+
+export class AllowanceLeaser {
+  readonly instance: string;
+  private readonly keys: RedisKeys;
+  private readonly slice: number;
+  private readonly lowWater: number;
+  private readonly offlineBytes: number;
+  private readonly aliveTtlMs: number;
+  private readonly now: () => number;
+  private readonly logger: Logger | undefined;
+  private readonly onChange: AllowanceOptions['onChange'];
+  private readonly users = new Map<string, UserAllowance>();
+  private readonly timer: NodeJS.Timeout;
+  private readonly syncEveryMs: number;
+  private readonly refill = (a: UserAllowance): void => {
+    if (this.now() < a.quietUntil) return;
+    void this.sync(a, this.slice);
+  };
+  private closed = false;
+
+  constructor(
+    private readonly connection: RedisConnection,
+    options: AllowanceOptions,
+  ) {
+    if (!(options.sliceBytes > 0)) throw new RangeError('sliceBytes must be positive');
+    this.instance = options.instance;
+    this.keys = new RedisKeys(options.prefix ?? DEFAULT_REDIS_PREFIX);
+    this.slice = Math.floor(options.sliceBytes);
+    this.lowWater = options.lowWaterBytes ?? Math.floor(this.slice / 2);
+    this.offlineBytes = options.offlineBytes ?? this.slice;
+    this.aliveTtlMs = options.aliveTtlMs ?? 10_000;
+    this.now = options.now ?? Date.now;
+    this.logger = options.logger;
+    this.onChange = options.onChange;
+    defineScripts(connection.client, SCRIPTS);
+    this.syncEveryMs = options.syncEveryMs ?? Math.max(10, Math.floor(this.aliveTtlMs / 3));
+    this.timer = setInterval(() => void this.syncAll(), this.syncEveryMs);
+    this.timer.unref();
+  }
+
+  /** The data path's handle for a user (the same object every time). */
+  user(name: string): UserAllowance {
+    let a = this.users.get(name);
+    if (a === undefined) {
+      a = new UserAllowance(name, this.lowWater, this.refill);
+      this.users.set(name, a);
+    }
+    return a;
+  }
+
+  /**
+   * Tops the user's lease up to one slice (reporting what was spent); resolves to the bytes this daemon may
+   * now spend (Infinity: unlimited; 0: the fleet's allowance is used up). Never rejects: when Redis is
+   * unreachable the offline allowance applies.
+   */
+  async acquire(user: string): Promise<number> {
+    const a = this.user(user);
+    await this.sync(a, this.slice);
+    return a.available;
+  }
+
+  /**
+   * Usage that did not go through `spend` (e.g. adopted from the platform): moved into `used` at the next
+   * sync, which this starts and awaits.
+   */
+  async report(user: string, usedBytes: number): Promise<void> {
+    const a = this.user(user);
+    if (usedBytes > 0) a.extra += Math.trunc(usedBytes);
+    await this.sync(a, this.slice);
+  }
+
+  /** Reports what was spent and gives the unspent lease back to the fleet. */
+  async release(user: string): Promise<void> {
+    const a = this.users.get(user);
+    if (a) await this.sync(a, 0);
+  }
+
+  /** Syncs every user now (the timer does it every syncEveryMs): reports spending, retries exhausted users. */
+  async syncAll(): Promise<void> {
+    await Promise.all([...this.users.values()].map((a) => this.sync(a, a.exhausted || a.available <= this.lowWater ? this.slice : Math.max(0, a.held - a.spent))));
+  }
+
+  /**
+   * A UsageStore for the accounting layer in fleet mode: its flush no longer adds traffic to `used` (each
+   * sync does), only what it counted beyond the bytes that went through `spend` (adopted usage).
+   */
+  usageStore<S extends Pick<Store, 'addUsage'>>(store: S): S {
+    const addUsage = async (deltas: { user: string; bytes: number }[]): Promise<void> => {
+      const waits: Promise<void>[] = [];
+      for (const d of deltas) {
+        const a = this.user(d.user);
+        const beyond = d.bytes - a.unflushed;
+        a.unflushed = 0;
+        if (beyond > 0) waits.push(this.report(d.user, beyond));
+      }
+      await Promise.all(waits);
+    };
+    return new Proxy(store, { get: (target, prop, receiver) => (prop === 'addUsage' ? addUsage : Reflect.get(target, prop, receiver)) });
+  }
+
+  /** Stops the timer and gives every unspent lease back (best effort when Redis is down). */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    clearInterval(this.timer);
+    await Promise.all([...this.users.values()].map((a) => this.sync(a, 0)));
+  }
+
+  private sync(a: UserAllowance, want: number): Promise<void> {
+    if (a.syncing) return a.syncing.then(() => this.sync(a, want));
+    const run = this.syncOnce(a, want).finally(() => {
+      a.syncing = undefined;
+    });
+    a.syncing = run;
+    return run;
+  }
+
+  private async syncOnce(a: UserAllowance, want: number): Promise<void> {
+    const spent = a.spent;
+    const extra = a.extra;
+    const reported = Math.max(0, Math.trunc(spent)) + extra;
+    let r: [number, number, number, number];
+    try {
+      r = (await this.connection.run(`allowance of ${a.user}`, (c: Redis) =>
+        callScript(c, 'rotorAllowanceSync', [
+          this.keys.usage(a.user), this.keys.allowance(a.user), this.keys.usageAll,
+          this.instance, a.user, reported, Math.max(0, Math.floor(want)), this.keys.aliveBase, this.aliveTtlMs, this.now(),
+        ]),
+      )) as [number, number, number, number];
+    } catch {
+      // Unreachable (the connection logged it): serve on the offline allowance, once per user per outage.
+      if (!a.offline) this.logger?.warn({ user: a.user, offlineBytes: this.offlineBytes }, 'allowance: redis unreachable; serving this user on the offline allowance');
+      a.offline = true;
+      a.quietUntil = this.now() + this.syncEveryMs;
+      if (!a.offlineTaken && !a.unlimited) {
+        a.offlineTaken = true;
+        a.held += this.offlineBytes;
+      }
+      this.tell(a);
+      return;
+    }
+    // Bytes spent while the script ran stay in `spent`, to be reported next time.
+    a.spent -= spent;
+    a.extra -= extra;
+    a.unlimited = r[1] === -1;
+    a.held = r[0];
+    a.offline = false;
+    a.offlineTaken = false;
+    a.quietUntil = r[1] === 0 && want > r[0] ? this.now() + this.syncEveryMs : 0;
+    this.tell(a);
+  }
+
+  private tell(a: UserAllowance): void {
+    const exhausted = a.exhausted;
+    if (exhausted !== a.wasExhausted) {
+      a.wasExhausted = exhausted;
+      this.onChange?.(a.user, exhausted);
+    }
+  }
+}

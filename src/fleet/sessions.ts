@@ -1,0 +1,94 @@
+// Sticky sessions shared by the fleet: (user, session id) -> the node the session leaves through, kept in
+// Redis with the session's TTL so the same session id leaves through the same exit whichever daemon the
+// client reaches. The first daemon to bind wins (SET NX PX); the others follow what it stored. Like the
+// local SessionTable the expiry is fixed when the session begins (traffic does not extend it). Ending a
+// session compares the node first (Lua), so a daemon rotating away from a failed node never deletes the
+// newer binding another daemon made meanwhile.
+//
+// The node is stored as the gateway hands it over (a password included, when it has one): Redis holds the
+// same secrets as the SQLite file and must be as private.
+import { StoreError } from '../store/errors.ts';
+import type { RedisConnection } from '../store/redis-connection.ts';
+import { DEFAULT_REDIS_PREFIX, RedisKeys } from '../store/redis-keys.ts';
+import { callScript, defineScripts } from '../store/redis.ts';
+
+/** The part of an upstream node a session needs (structurally src/pool/types.ts UpstreamNode). */
+export interface SharedNode {
+  readonly id: string;
+  readonly protocol: 'socks5' | 'http';
+  readonly host: string;
+  readonly port: number;
+  readonly username?: string;
+  readonly password?: string;
+  readonly source: 'pwd' | 'api' | 'instance';
+  readonly expiresAt?: number;
+}
+
+export interface SharedSession<N extends SharedNode = SharedNode> {
+  node: N;
+  /** Epoch ms the session began (the daemon that bound it). */
+  startedAt: number;
+  expiresAt: number;
+}
+
+const END_IF_NODE = `
+local v = redis.call('GET', KEYS[1])
+if not v then return 0 end
+local ok, s = pcall(cjson.decode, v)
+if ok and s.node and s.node.id == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+`;
+const SCRIPTS = { rotorSessionEnd: { numberOfKeys: 1, lua: END_IF_NODE } };
+
+export interface SharedSessionsOptions {
+  prefix?: string;
+  now?: () => number;
+}
+
+/** Every method fails with StoreUnavailableError when Redis cannot be reached: the caller then stays local. */
+export class SharedSessions<N extends SharedNode = SharedNode> {
+  private readonly keys: RedisKeys;
+  private readonly now: () => number;
+
+  constructor(
+    private readonly connection: RedisConnection,
+    options: SharedSessionsOptions = {},
+  ) {
+    this.keys = new RedisKeys(options.prefix ?? DEFAULT_REDIS_PREFIX);
+    this.now = options.now ?? Date.now;
+    defineScripts(connection.client, SCRIPTS);
+  }
+
+  /** The fleet's session, if one is live. */
+  async get(user: string, sessionId: string): Promise<SharedSession<N> | undefined> {
+    const v = await this.connection.run(`session of ${user}`, (c) => c.get(this.keys.session(user, sessionId)));
+    if (v === null) return undefined;
+    const s = JSON.parse(v) as SharedSession<N>;
+    return s.expiresAt > this.now() ? s : undefined;
+  }
+
+  /**
+   * Binds the session to `node` for ttlMs unless another daemon already bound it: returns the session in
+   * force (ours, or the winner's) and whether ours won.
+   */
+  async claim(user: string, sessionId: string, node: N, ttlMs: number): Promise<{ session: SharedSession<N>; won: boolean }> {
+    const ttl = Math.max(1, Math.round(ttlMs));
+    const startedAt = this.now();
+    const mine: SharedSession<N> = { node, startedAt, expiresAt: startedAt + ttl };
+    const key = this.keys.session(user, sessionId);
+    return this.connection.run(`session of ${user}`, async (c) => {
+      // A loop because the winner's entry may expire between our SET NX and our GET.
+      for (let i = 0; i < 3; i++) {
+        if ((await c.set(key, JSON.stringify(mine), 'PX', ttl, 'NX')) === 'OK') return { session: mine, won: true };
+        const v = await c.get(key);
+        if (v !== null) return { session: JSON.parse(v) as SharedSession<N>, won: false };
+      }
+      throw new StoreError('STORE_FAILED', `session of ${user}: the binding kept changing`);
+    });
+  }
+
+  /** Ends the session if it is still on `nodeId` (a failed node); true when it ended it. */
+  async end(user: string, sessionId: string, nodeId: string): Promise<boolean> {
+    return this.connection.run(`session of ${user}`, async (c) => (await callScript(c, 'rotorSessionEnd', [this.keys.session(user, sessionId), nodeId])) === 1);
+  }
+}

@@ -1,0 +1,72 @@
+// Generic leases against a real redis-server: one holder at a time, owner-checked renew and release,
+// takeover after the holder dies (its lease expires), the keeper noticing a lost lease.
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { Leases, LeaseKeeper } from '../../src/fleet/lease.ts';
+import { redisMissing, RedisServer, connection } from './redis-server.ts';
+
+const server = new RedisServer();
+before(async () => {
+  if (!redisMissing) await server.start();
+});
+after(() => server.stop());
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('Leases', { skip: redisMissing }, () => {
+  test('one holder; renew and release only by the owner; free after release', async () => {
+    const ca = await connection(server.url, 'a');
+    const cb = await connection(server.url, 'b');
+    const a = new Leases(ca, { owner: 'A', ttlMs: 5000, prefix: 'l1:' });
+    const b = new Leases(cb, { owner: 'B', ttlMs: 5000, prefix: 'l1:' });
+    const raced = await Promise.all([a.acquire('order:PO1'), b.acquire('order:PO1'), a.acquire('order:PO1'), b.acquire('order:PO1')]);
+    const holder = await a.holder('order:PO1');
+    assert.ok(holder === 'A' || holder === 'B');
+    // Re-acquiring our own lease is true; the other's is false.
+    assert.deepEqual(raced, holder === 'A' ? [true, false, true, false] : [false, true, false, true]);
+    const [mine, theirs] = holder === 'A' ? [a, b] : [b, a];
+    assert.equal(await theirs.renew('order:PO1'), false);
+    assert.equal(await theirs.release('order:PO1'), false);
+    assert.equal(await mine.holder('order:PO1'), holder);
+    assert.equal(await mine.renew('order:PO1'), true);
+    assert.equal(await mine.release('order:PO1'), true);
+    assert.equal(await theirs.acquire('order:PO1'), true);
+    assert.equal(await mine.holder('order:PO1'), theirs.owner);
+    await ca.close();
+    await cb.close();
+  });
+
+  test('the holder dies: its lease expires, another takes over, the old holder finds it lost', async () => {
+    const ca = await connection(server.url, 'a');
+    const cb = await connection(server.url, 'b');
+    const lost: string[] = [];
+    const a = new LeaseKeeper(new Leases(ca, { owner: 'A', ttlMs: 300, prefix: 'l2:' }), { onLost: (n) => lost.push(n), renewEveryMs: 60_000 });
+    const b = new LeaseKeeper(new Leases(cb, { owner: 'B', ttlMs: 300, prefix: 'l2:' }));
+    assert.equal(await a.acquire('order:PO2'), true);
+    assert.equal(await b.acquire('order:PO2'), false);
+    // A renews on its own while alive (keeper of b renews every 100 ms; a's timer is off, we renew by hand).
+    await sleep(200);
+    await a.renewAll();
+    const renewedAt = Date.now();
+    await sleep(200);
+    assert.equal(await b.acquire('order:PO2'), false, 'renewed lease still held by A');
+    // A stops renewing (as if dead); once the TTL since its last renewal has passed, B takes over.
+    while (!(await b.acquire('order:PO2'))) await sleep(10);
+    const waited = Date.now() - renewedAt;
+    assert.ok(waited >= 290 && waited < 1000, `took over ${waited} ms after the last renewal`);
+    assert.equal(await b.leases.holder('order:PO2'), 'B');
+    // B keeps it alive well past the TTL by itself.
+    await sleep(700);
+    assert.equal(await b.leases.holder('order:PO2'), 'B');
+    // A comes back: its renewal fails and it is told the lease is lost; it cannot release B's lease.
+    await a.renewAll();
+    assert.deepEqual(lost, ['order:PO2']);
+    assert.equal(a.isHeld('order:PO2'), false);
+    await a.close();
+    assert.equal(await b.leases.holder('order:PO2'), 'B');
+    await b.close();
+    assert.equal(await b.leases.holder('order:PO2'), null, 'close releases what is held');
+    await ca.close();
+    await cb.close();
+  });
+});
