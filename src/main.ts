@@ -133,7 +133,8 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     // 3. Accounts, limits, balances.
     const products = new ProductCatalog({ client });
     const users = await resolveProducts(config.users, products, logger);
-    const accounting = new Accounting({ store, metrics, flushIntervalMs: config.accounts.flushIntervalMs, logger: logger.child({ component: 'accounting' }) });
+    // countBytes false: the listeners' relays already feed rotor_proxy_bytes_total (else it counted twice).
+    const accounting = new Accounting({ store, metrics, flushIntervalMs: config.accounts.flushIntervalMs, countBytes: false, logger: logger.child({ component: 'accounting' }) });
     await accounting.start(users);
     onStop('accounting', () => accounting.close());
 
@@ -232,6 +233,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       host: config.proxy.http.host,
       port: config.proxy.http.port,
       idleTimeoutMs: config.proxy.idleTimeoutMs,
+      handshakeTimeoutMs: config.proxy.handshakeTimeoutMs,
       metrics,
       logger: logger.child({ component: 'http' }),
     });

@@ -30,6 +30,11 @@ export interface HttpListenerOptions {
   port: number;
   /** CONNECT tunnel idle timeout. Default 300000 ms. */
   idleTimeoutMs?: number;
+  /**
+   * Bound on a new connection's first request head (config proxy.handshakeTimeoutMs). Default 10000 ms.
+   * Node's own headersTimeout is only checked every 30 s, so a silent or trickling client needs this.
+   */
+  handshakeTimeoutMs?: number;
   /** Plain-HTTP forwarding: longest silence from the upstream while a response is due. Default 60000 ms. */
   responseTimeoutMs?: number;
   /** Realm of Proxy-Authenticate. Default 'rotor'. */
@@ -105,11 +110,22 @@ export class HttpListener {
     this.server.removeAllListeners('connect');
     this.server.on('connect', (req: IncomingMessage, socket: Socket, head: Buffer) => this.onConnect(req, socket, head));
     const metrics = options.metrics;
+    const handshakeMs = options.handshakeTimeoutMs ?? 10_000;
+    this.server.headersTimeout = handshakeMs;
+    // Connections whose first request head has arrived; the rest are closed at the handshake deadline.
+    const started = new WeakSet<Socket>();
+    this.server.prependListener('request', (req: IncomingMessage) => started.add(req.socket));
+    this.server.prependListener('connect', (req: IncomingMessage) => started.add(req.socket));
     this.server.on('connection', (socket: Socket) => {
       socket.setNoDelay(true);
       this.sockets.add(socket);
       metrics?.connectionsActive.inc({ listener: LISTENER });
+      const deadline = setTimeout(() => {
+        if (!started.has(socket)) socket.destroy();
+      }, handshakeMs);
+      deadline.unref();
       socket.once('close', () => {
+        clearTimeout(deadline);
         this.sockets.delete(socket);
         metrics?.connectionsActive.dec({ listener: LISTENER });
       });
@@ -244,6 +260,8 @@ export class HttpListener {
     try {
       const dialed = await router.dial(route, target, abort.signal, mode);
       if (client.destroyed || abort.signal.aborted) {
+        // A CONNECT socket is ours and half-open after the client's FIN: close it, or it stays open forever.
+        if (mode === 'tunnel') client.destroy();
         dialed.socket.destroy();
         dialed.release();
         router.meters.connectionClosed(user);
@@ -259,6 +277,8 @@ export class HttpListener {
       }
       if (mode === 'forward') return err;
       if (err.code !== 'DIAL_ABORTED') this.answer(client, err.httpStatus, err.message);
+      // The client ended mid-dial; its CONNECT socket is half-open and nobody else will close it.
+      else client.destroy();
       return undefined;
     } finally {
       if (release && held) held.head = release();

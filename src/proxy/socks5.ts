@@ -144,7 +144,12 @@ export class Socks5Listener {
       release();
       meters.connectionClosed(user);
       if (!(err instanceof GatewayError)) throw err;
-      if (err.code === 'DIAL_ABORTED') return;
+      // The client ended or failed mid-dial: close our side too. The listener is allowHalfOpen, so without
+      // this a client that sent FIN after its request would leave the socket (and the gauge) open forever.
+      if (err.code === 'DIAL_ABORTED') {
+        socket.destroy();
+        return;
+      }
       writeReply(socket, err.socksReply);
       this.count(err.code === 'LIMITED' ? 'limited' : 'upstream_error');
       this.options.logger?.info({ listener: LISTENER, user, code: err.code, reason: err.upstreamReason }, 'socks5 connect failed');
@@ -152,6 +157,7 @@ export class Socks5Listener {
     }
     const head = release();
     if (socket.destroyed || abort.signal.aborted) {
+      socket.destroy(); // half-open after the client's FIN: see DIAL_ABORTED above
       dialed.socket.destroy();
       dialed.release();
       meters.connectionClosed(user);
