@@ -62,6 +62,11 @@ export interface AccountingOptions {
   logger?: Logger;
   /** How often changed counters are written to the store; default 2000 ms. */
   flushIntervalMs?: number;
+  /**
+   * Add the metered bytes to rotor_proxy_bytes_total on each flush; default true. The daemon passes false:
+   * its listeners already count every relayed byte there, and both counting doubled the metric.
+   */
+  countBytes?: boolean;
 }
 
 export const DEFAULT_FLUSH_INTERVAL_MS = 2000;
@@ -124,6 +129,7 @@ export class Accounting implements MeterProvider {
   private readonly metrics: Metrics | undefined;
   private readonly logger: Logger | undefined;
   private readonly flushIntervalMs: number;
+  private readonly countBytes: boolean;
   private readonly meters = new Map<string, Meter>();
   private readonly limitListeners: ((change: LimitChange) => void)[] = [];
   private timer: NodeJS.Timeout | undefined;
@@ -135,6 +141,7 @@ export class Accounting implements MeterProvider {
     this.metrics = options.metrics;
     this.logger = options.logger;
     this.flushIntervalMs = options.flushIntervalMs ?? DEFAULT_FLUSH_INTERVAL_MS;
+    this.countBytes = options.countBytes ?? true;
     if (!(this.flushIntervalMs > 0)) throw new RangeError('flushIntervalMs must be positive');
   }
 
@@ -315,8 +322,8 @@ export class Accounting implements MeterProvider {
     for (const m of this.meters.values()) {
       const dUp = m.up - m.reportedUp;
       const dDown = m.down - m.reportedDown;
-      if (dUp > 0) this.metrics?.bytesTotal.inc({ user: m.name, direction: 'up' }, dUp);
-      if (dDown > 0) this.metrics?.bytesTotal.inc({ user: m.name, direction: 'down' }, dDown);
+      if (this.countBytes && dUp > 0) this.metrics?.bytesTotal.inc({ user: m.name, direction: 'up' }, dUp);
+      if (this.countBytes && dDown > 0) this.metrics?.bytesTotal.inc({ user: m.name, direction: 'down' }, dDown);
       m.reportedUp = m.up;
       m.reportedDown = m.down;
       const used = m.used;
