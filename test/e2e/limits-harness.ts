@@ -53,24 +53,30 @@ export function rawConfig(dir: string, users: TestUser[], extra: { accounts?: Re
   } as ConfigInput;
 }
 
-/** GET /bytes/<n>: n bytes of 'a' in 16 KiB writes paced by the reader. Anything else: 404. */
+/**
+ * GET /bytes/<n>[?rate=<bytes per second>]: n bytes of 'a' in 16 KiB writes paced by the reader, or — with
+ * `rate` — by the server's own clock (so a download really is slow at the source: kernel buffers along a
+ * proxy chain would otherwise swallow megabytes ahead of a slow client). Anything else: 404.
+ */
 export interface BytesTarget {
   port: number;
-  url: (bytes: number) => string;
+  url: (bytes: number, rate?: number) => string;
   close: () => Promise<void>;
 }
 
 export async function startTarget(): Promise<BytesTarget> {
   const server = createHttpServer((req, res) => {
-    const m = /^\/bytes\/(\d+)$/.exec(req.url ?? '');
+    const m = /^\/bytes\/(\d+)(?:\?rate=(\d+))?$/.exec(req.url ?? '');
     if (!m) {
       res.statusCode = 404;
       res.end('not found');
       return;
     }
     let left = Number(m[1]);
+    const rate = m[2] ? Number(m[2]) : 0;
     res.writeHead(200, { 'content-length': String(left), 'content-type': 'application/octet-stream' });
     const chunk = Buffer.alloc(16 * 1024, 0x61);
+    let timer: NodeJS.Timeout | undefined;
     const pump = (): void => {
       while (left > 0) {
         const n = Math.min(left, chunk.length);
@@ -82,16 +88,27 @@ export async function startTarget(): Promise<BytesTarget> {
       }
       res.end();
     };
+    const TICK_MS = 20;
+    const perTick = Math.max(1, Math.round((rate * TICK_MS) / 1000));
+    const paced = (): void => {
+      const n = Math.min(left, perTick);
+      left -= n;
+      res.write(Buffer.alloc(n, 0x61));
+      if (left > 0) timer = setTimeout(paced, TICK_MS);
+      else res.end();
+    };
     res.on('close', () => {
       left = 0;
+      if (timer) clearTimeout(timer);
     });
-    pump();
+    if (rate > 0) paced();
+    else pump();
   });
   server.on('clientError', (_e, s) => s.destroy());
   const port = await new Promise<number>((r) => server.listen(0, '127.0.0.1', () => r((server.address() as AddressInfo).port)));
   return {
     port,
-    url: (bytes) => `http://127.0.0.1:${port}/bytes/${bytes}`,
+    url: (bytes, rate) => `http://127.0.0.1:${port}/bytes/${bytes}${rate ? `?rate=${rate}` : ''}`,
     close: () =>
       new Promise<void>((r) => {
         (server as HttpServer).closeAllConnections();
@@ -198,8 +215,8 @@ export async function adminGet<T = unknown>(port: number, path: string, token?: 
 export async function adminSend<T = unknown>(port: number, method: string, path: string, body: unknown, token?: string): Promise<{ status: number; body: T }> {
   const res = await fetch(`http://127.0.0.1:${port}${path}`, {
     method,
-    headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
-    body: JSON.stringify(body),
+    headers: { ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...(token ? { authorization: `Bearer ${token}` } : {}) },
+    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
   });
   const text = await res.text();
   return { status: res.status, body: (text ? JSON.parse(text) : undefined) as T };
