@@ -176,7 +176,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     });
     await orders.start();
     onStop('orders', () => orders.stop());
-    const instances = new InstanceDirectoryCache(store, { logger });
+    const instances = new InstanceDirectoryCache(store, { logger, ...(options.now ? { now: options.now } : {}) });
     await instances.start();
     onStop('instance directory', () => instances.stop());
 
@@ -313,6 +313,8 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
           }
         }
         await applyAccounts(nextUsers);
+        // A user new to the config gets its platform-side backstop now, not at the next sync interval.
+        await limitSync.reconcile();
         (this as { config: Config }).config = next;
         logger.info({ users: nextUsers.map((u) => u.name) }, 'configuration reloaded');
       },
