@@ -18,7 +18,7 @@ import type { Logger } from '../telemetry/logger.ts';
 import type { ConnectionResult, Metrics } from '../telemetry/metrics.ts';
 import { GatewayError } from './errors.ts';
 import { holdClient } from './hold.ts';
-import { relay, type RelayHandle } from './relay.ts';
+import { relay, upstreamFailedEarly, type RelayHandle } from './relay.ts';
 import type { Dialed, Route, Router } from './router.ts';
 import type { Target } from './types.ts';
 
@@ -224,10 +224,10 @@ export class HttpListener {
       clientHead: held.head,
       upstreamHead: dialed.head,
       ...(this.options.metrics ? { bytes: { metrics: this.options.metrics, user } } : {}),
-      onEnd: () => {
+      onEnd: (stats) => {
         ref.ended = true;
         if (ref.handle) this.relays.delete(ref.handle);
-        dialed.release();
+        dialed.release(upstreamFailedEarly(stats, dialed.socket));
         meters.connectionClosed(user);
       },
     });

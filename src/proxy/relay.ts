@@ -209,6 +209,14 @@ class Relay implements RelayHandle {
 
 function noop(): void {}
 
+/**
+ * 'reset' when the upstream failed (an error, not a clean close) before sending the client one byte: the node
+ * answered the tunnel and died, which the pool must hear about (Dialed.release). Else undefined.
+ */
+export function upstreamFailedEarly(stats: RelayStats, upstream: Socket): 'reset' | undefined {
+  return stats.down === 0 && stats.end === 'error' && upstream.errored ? 'reset' : undefined;
+}
+
 /** Starts relaying; returns at once. Both sockets are owned by the relay from here on. */
 export function relay(client: Socket, upstream: Socket, options: RelayOptions): RelayHandle {
   return new Relay(client, upstream, options);

@@ -2,7 +2,7 @@
 // (authorize), and how to get a tunnel to its target (dial): sticky session or pool, dial with deadlines,
 // on a failure before any byte reached the client mark the node, rotate the session and try another node.
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { PoolEmptyError, type NodeSource, type PoolKey, type UpstreamNode } from '../pool/types.ts';
+import { PoolEmptyError, type FailureReason, type NodeSource, type PoolKey, type UpstreamNode } from '../pool/types.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import { dialHttpConnect, dialHttpForward, type DialOptions, type Tunnel } from './dial-http.ts';
@@ -40,8 +40,12 @@ export interface Dialed extends Tunnel {
   node: UpstreamNode;
   /** true when `socket` is a connection to an HTTP proxy node (mode 'forward'), not a tunnel to the target */
   viaProxy: boolean;
-  /** Call once when the client connection ends: hands the node back to its pool. Idempotent. */
-  release(): void;
+  /**
+   * Call once when the client connection ends: hands the node back to its pool. Idempotent. `failure`: the
+   * upstream died before sending a byte (a node that answers CONNECT and then resets), told to the pool so
+   * the node cools like one that failed its dial instead of taking its share of every later connection.
+   */
+  release(failure?: FailureReason): void;
 }
 
 export type Dialer = (node: UpstreamNode, target: Target, options: DialOptions) => Promise<Tunnel>;
@@ -78,6 +82,8 @@ export class Router {
   private readonly retries: number;
   private readonly connectTimeoutMs: number;
   private readonly handshakeTimeoutMs: number;
+  /** Nodes whose last tunnel failed before carrying a byte (see Dialed.release). */
+  private readonly suspect = new WeakSet<UpstreamNode>();
   private readonly dialDeadlineMs: number;
   private readonly dialSocks5: Dialer;
   private readonly dialHttp: Dialer;
@@ -188,16 +194,26 @@ export class Router {
           ...(signal ? { signal } : {}),
           ...(this.options.metrics ? { metrics: this.options.metrics } : {}),
         });
-        source.reportSuccess(node);
+        // A node whose last tunnel died before its first byte is told "success" only once a tunnel through it
+        // ends well (release): otherwise each CONNECT it answers would wipe its failures and it never cools.
+        if (!this.suspect.has(node)) source.reportSuccess(node);
         if (route.sessionId !== undefined && !sticky) sessions.bind(user, route.sessionId, node, route.sessTime);
         let released = false;
         return {
           ...tunnel,
           node,
           viaProxy: mode === 'forward' && node.protocol === 'http',
-          release: () => {
+          release: (failure?: FailureReason) => {
             if (released) return;
             released = true;
+            if (failure) {
+              this.suspect.add(node);
+              this.options.metrics?.upstreamFailures.inc({ reason: failure });
+              source.reportFailure(node, failure);
+              if (route.sessionId !== undefined && sessions.get(user, route.sessionId)?.node === node) sessions.rotate(user, route.sessionId, 'failed');
+            } else if (this.suspect.delete(node)) {
+              source.reportSuccess(node);
+            }
             giveBack();
           },
         };

@@ -8,7 +8,7 @@ import type { ConnectionResult, Metrics } from '../telemetry/metrics.ts';
 import { REPLY, Socks5HandshakeError, acceptSocks5, writeReply, type AuthDecision } from '../wire/socks5.ts';
 import { GatewayError } from './errors.ts';
 import { holdClient } from './hold.ts';
-import { relay, type RelayHandle } from './relay.ts';
+import { relay, upstreamFailedEarly, type RelayHandle } from './relay.ts';
 import type { Refusal, Route, Router } from './router.ts';
 
 export interface Socks5ListenerOptions {
@@ -173,10 +173,10 @@ export class Socks5Listener {
       clientHead: head,
       upstreamHead: dialed.head,
       ...(this.options.metrics ? { bytes: { metrics: this.options.metrics, user } } : {}),
-      onEnd: () => {
+      onEnd: (stats) => {
         ref.ended = true;
         if (ref.handle) this.relays.delete(ref.handle);
-        dialed.release();
+        dialed.release(upstreamFailedEarly(stats, dialed.socket));
         meters.connectionClosed(user);
       },
     });
