@@ -1,0 +1,197 @@
+// The SOCKS5 client handshake over real loopback sockets: against our own server side (acceptSocks5) and
+// against scripted servers that answer in pieces, refuse, or speak something else.
+import assert from 'node:assert/strict';
+import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import { describe, test } from 'node:test';
+import { Socks5ClientError, connectRequest, socks5Connect } from '../../src/wire/socks5-client.ts';
+import { acceptSocks5, writeReply, REPLY } from '../../src/wire/socks5.ts';
+
+const open = new Map<Server, Set<Socket>>();
+
+function listen(onSocket: (s: Socket) => void): Promise<{ server: Server; port: number }> {
+  const sockets = new Set<Socket>();
+  const server = createServer((s) => {
+    sockets.add(s);
+    s.once('close', () => sockets.delete(s));
+    onSocket(s);
+  });
+  open.set(server, sockets);
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve({ server, port: (server.address() as AddressInfo).port })));
+}
+
+function close(server: Server): Promise<void> {
+  for (const s of open.get(server) ?? []) s.destroy();
+  open.delete(server);
+  return new Promise((resolve) => server.close(() => resolve()));
+}
+
+function dial(port: number): Promise<Socket> {
+  return new Promise((resolve, reject) => {
+    const s = connect({ host: '127.0.0.1', port });
+    s.once('connect', () => resolve(s));
+    s.once('error', reject);
+  });
+}
+
+function run(
+  socket: Socket,
+  target: { host: string; port: number },
+  creds?: { username: string; password: string },
+): Promise<{ err: Socks5ClientError | null; head: Buffer | null }> {
+  return new Promise((resolve) => socks5Connect(socket, target, creds, (err, head) => resolve({ err, head })));
+}
+
+/** A server that reads everything and answers with `script(received)` parts, one write each. */
+async function scripted(answer: (received: Buffer, s: Socket) => void): Promise<{ server: Server; port: number }> {
+  return listen((s) => {
+    s.on('error', () => {});
+    s.on('data', (chunk: Buffer) => answer(chunk, s));
+  });
+}
+
+describe('SOCKS5 client', () => {
+  test('against our own server: user/pass, domain target, request fields and the head behind the reply', async () => {
+    const seen: Array<{ host: string; port: number; user: string }> = [];
+    const { server, port } = await listen((s) => {
+      void acceptSocks5<string>(s, {
+        timeoutMs: 1000,
+        auth: 'password',
+        authenticate: (u, p) => (u === 'up' && p === 'pässword' ? { ok: true, context: u } : { ok: false }),
+      }).then(
+        (r) => {
+          seen.push({ host: r.host, port: r.port, user: r.username });
+          // Reply and the target's first bytes in one write: they must come back as head.
+          s.write(Buffer.concat([Buffer.from([5, 0, 0, 1, 0, 0, 0, 0, 0, 0]), Buffer.from('BANNER')]));
+        },
+        () => {},
+      );
+    });
+    try {
+      const socket = await dial(port);
+      const r = await run(socket, { host: 'example.test', port: 8443 }, { username: 'up', password: 'pässword' });
+      assert.equal(r.err, null);
+      assert.equal(r.head?.toString(), 'BANNER');
+      assert.equal(socket.isPaused(), true);
+      assert.equal(socket.listenerCount('data'), 0);
+      assert.deepEqual(seen, [{ host: 'example.test', port: 8443, user: 'up' }]);
+      socket.destroy();
+
+      const bad = await dial(port);
+      const f = await run(bad, { host: '127.0.0.1', port: 80 }, { username: 'up', password: 'wrong' });
+      assert.equal(f.err?.code, 'AUTH_FAILED');
+      assert.doesNotMatch(f.err?.message ?? '', /wrong/);
+      bad.destroy();
+    } finally {
+      await close(server);
+    }
+  });
+
+  test('answers split into single bytes, no-auth method chosen, IPv6 bound address', async () => {
+    const { server, port } = await listen((s) => {
+      s.on('error', () => {});
+      let stage = 0;
+      s.on('data', () => {
+        const answer = stage++ === 0 ? [5, 0] : [5, 0, 0, 4, ...Array<number>(16).fill(0), 0, 80, 0x41];
+        // One byte per write, with a pause, so the client must reassemble.
+        let i = 0;
+        const next = (): void => {
+          if (i < answer.length) s.write(Buffer.from([answer[i++]!]), () => setTimeout(next, 1));
+        };
+        next();
+      });
+    });
+    try {
+      const socket = await dial(port);
+      const r = await run(socket, { host: '::1', port: 443 }, { username: 'u', password: 'p' });
+      assert.equal(r.err, null);
+      assert.equal(r.head?.toString(), 'A');
+      socket.destroy();
+    } finally {
+      await close(server);
+    }
+  });
+
+  test('refusals and foreign answers are typed', async () => {
+    const cases: Array<{ answer: number[][]; code: string; reply?: number }> = [
+      { answer: [[5, 0xff]], code: 'NO_ACCEPTABLE_METHOD' },
+      { answer: [[5, 0x01]], code: 'BAD_REPLY' },
+      { answer: [[0x48, 0x54]], code: 'BAD_REPLY' },
+      { answer: [[5, 2], [1, 0], [5, REPLY.connectionRefused, 0, 1, 0, 0, 0, 0, 0, 0]], code: 'REJECTED', reply: REPLY.connectionRefused },
+      { answer: [[5, 2], [1, 0], [5, 0, 0, 9]], code: 'BAD_REPLY' },
+    ];
+    for (const c of cases) {
+      const { server, port } = await scripted((_, s) => {
+        const part = c.answer.shift();
+        if (part) s.write(Buffer.from(part));
+      });
+      try {
+        const socket = await dial(port);
+        const r = await run(socket, { host: '127.0.0.1', port: 1 }, { username: 'u', password: 'p' });
+        assert.equal(r.err?.code, c.code, JSON.stringify(c));
+        if (c.reply !== undefined) assert.equal(r.err?.reply, c.reply);
+        socket.destroy();
+      } finally {
+        await close(server);
+      }
+    }
+  });
+
+  test('the server closing mid-handshake is CLOSED; the returned detach silences a cancelled dial', async () => {
+    const { server, port } = await scripted((_, s) => s.end());
+    try {
+      const socket = await dial(port);
+      const r = await run(socket, { host: '127.0.0.1', port: 1 });
+      assert.equal(r.err?.code, 'CLOSED');
+      socket.destroy();
+
+      const silent = await listen((s) => s.on('error', () => {}));
+      const quiet = await dial(silent.port);
+      let called = false;
+      const detach = socks5Connect(quiet, { host: '127.0.0.1', port: 1 }, undefined, () => (called = true));
+      detach();
+      quiet.destroy();
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      assert.equal(called, false);
+      assert.equal(quiet.listenerCount('data'), 0);
+      await close(silent.server);
+    } finally {
+      await close(server);
+    }
+  });
+
+  test('request encoding: IPv4, IPv6 (with an IPv4 tail), domain; unencodable targets refused', async () => {
+    assert.deepEqual([...connectRequest('10.1.2.3', 258)!], [5, 1, 0, 1, 10, 1, 2, 3, 1, 2]);
+    const v6 = connectRequest('::ffff:1.2.3.4', 1)!;
+    assert.deepEqual([...v6.subarray(3, 22)], [4, ...Array<number>(10).fill(0), 0xff, 0xff, 1, 2, 3, 4, 0, 1]);
+    assert.deepEqual([...connectRequest('a.b', 1)!], [5, 1, 0, 3, 3, 0x61, 0x2e, 0x62, 0, 1]);
+    assert.equal(connectRequest('x'.repeat(256), 1), undefined);
+    assert.equal(connectRequest('a.b', 0), undefined);
+    const { server, port } = await listen((s) => s.on('error', () => {}));
+    try {
+      const socket = await dial(port);
+      const r = await run(socket, { host: 'a.b', port: 1 }, { username: 'u'.repeat(256), password: '' });
+      assert.equal(r.err?.code, 'BAD_REQUEST');
+      socket.destroy();
+    } finally {
+      await close(server);
+    }
+  });
+
+  test('writeReply of our server side and the client agree on a failure code', async () => {
+    const { server, port } = await listen((s) => {
+      void acceptSocks5(s, { timeoutMs: 1000, auth: 'none' }).then(
+        () => writeReply(s, REPLY.notAllowed),
+        () => {},
+      );
+    });
+    try {
+      const socket = await dial(port);
+      const r = await run(socket, { host: '127.0.0.1', port: 9 });
+      assert.equal(r.err?.code, 'REJECTED');
+      assert.equal(r.err?.reply, REPLY.notAllowed);
+      socket.destroy();
+    } finally {
+      await close(server);
+    }
+  });
+});
