@@ -2,7 +2,8 @@
 // two number adds (the connection's own counters and the user's meter) and a flag check; the handlers are
 // created once per connection. The user's meter decides when to stop: once `exhausted` is set (by this or
 // another connection of the user) both sides are destroyed on the next chunk. Idle detection and the
-// rotor_proxy_bytes_total updates share one coarse timer per connection, so neither happens per chunk.
+// rotor_proxy_bytes_total updates run on one coarse timer shared by all relays with the same tick (not a
+// timer per connection: an idle tunnel should cost its sockets and little else), so neither happens per chunk.
 import type { Socket } from 'node:net';
 import type { Counter } from 'prom-client';
 import type { Metrics } from '../telemetry/metrics.ts';
@@ -44,12 +45,12 @@ type CounterChild = ReturnType<Counter<'user' | 'direction'>['labels']>;
 class Relay implements RelayHandle {
   readonly stats: RelayStats = { up: 0, down: 0, end: 'closed' };
   private done = false;
-  private active = false;
+  // Starts true: the shared tick's phase is arbitrary, so the first (partial) tick must not count as idle.
+  private active = true;
   private idleFor = 0;
   private flushedUp = 0;
   private flushedDown = 0;
-  private readonly tickMs: number;
-  private readonly timer: NodeJS.Timeout;
+  readonly tickMs: number;
   private readonly upCounter: CounterChild | undefined;
   private readonly downCounter: CounterChild | undefined;
 
@@ -63,8 +64,6 @@ class Relay implements RelayHandle {
       this.downCounter = options.bytes.metrics.bytesTotal.labels({ user: options.bytes.user, direction: 'down' });
     }
     this.tickMs = Math.max(10, Math.min(options.idleTimeoutMs, options.flushIntervalMs ?? 5000));
-    this.timer = setInterval(this.onTick, this.tickMs);
-    this.timer.unref();
 
     client.on('data', this.onClientData);
     upstream.on('data', this.onUpstreamData);
@@ -87,6 +86,7 @@ class Relay implements RelayHandle {
     }
     client.resume();
     upstream.resume();
+    joinTicker(this);
   }
 
   private readonly onClientData = (chunk: Buffer): void => {
@@ -140,7 +140,8 @@ class Relay implements RelayHandle {
     this.finish('error');
   };
 
-  private readonly onTick = (): void => {
+  /** Called by the shared ticker every tickMs. */
+  tick(): void {
     this.flush();
     if (this.active) {
       this.active = false;
@@ -149,7 +150,7 @@ class Relay implements RelayHandle {
     }
     this.idleFor += this.tickMs;
     if (this.idleFor >= this.options.idleTimeoutMs) this.finish('idle');
-  };
+  }
 
   private flush(): void {
     const { up, down } = this.stats;
@@ -167,7 +168,7 @@ class Relay implements RelayHandle {
     if (this.done) return;
     this.done = true;
     this.stats.end = end;
-    clearInterval(this.timer);
+    leaveTicker(this);
     const { client, upstream } = this;
     client.off('data', this.onClientData);
     upstream.off('data', this.onUpstreamData);
@@ -208,6 +209,31 @@ class Relay implements RelayHandle {
 }
 
 function noop(): void {}
+
+/** Relays by tick length, each group on one unref'd interval that stops when the group empties. */
+const tickers = new Map<number, { relays: Set<Relay>; timer: NodeJS.Timeout }>();
+
+function joinTicker(r: Relay): void {
+  let group = tickers.get(r.tickMs);
+  if (!group) {
+    const relays = new Set<Relay>();
+    const timer = setInterval(() => {
+      // finish() inside tick() deletes from the set; a Set iterator tolerates that.
+      for (const each of relays) each.tick();
+    }, r.tickMs);
+    timer.unref();
+    group = { relays, timer };
+    tickers.set(r.tickMs, group);
+  }
+  group.relays.add(r);
+}
+
+function leaveTicker(r: Relay): void {
+  const group = tickers.get(r.tickMs);
+  if (!group || !group.relays.delete(r) || group.relays.size > 0) return;
+  clearInterval(group.timer);
+  tickers.delete(r.tickMs);
+}
 
 /**
  * 'reset' when the upstream failed (an error, not a clean close) before sending the client one byte: the node
