@@ -1,0 +1,155 @@
+// The fleet allowance against a real redis-server: slices granted from what is left, spending moved into
+// `used`, two daemons racing for one user's limit, and the documented overshoot bound when a daemon's
+// lease is handed back while it is still spending (the worst case).
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { AllowanceLeaser } from '../../src/fleet/allowance.ts';
+import { openRedisStore, type RedisStore } from '../../src/store/index.ts';
+import { redisMissing, RedisServer, connection } from './redis-server.ts';
+
+const server = new RedisServer();
+before(async () => {
+  if (!redisMissing) await server.start();
+});
+after(() => server.stop());
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const tick = () => new Promise((r) => setImmediate(r));
+
+async function storeFor(prefix: string): Promise<RedisStore> {
+  return openRedisStore(server.url, { prefix });
+}
+
+/** Relays `chunk` bytes at a time while the allowance lasts, asking for more when it is spent. */
+async function drain(leaser: AllowanceLeaser, user: string, chunk: number): Promise<number> {
+  const a = leaser.user(user);
+  let total = 0;
+  for (;;) {
+    if (a.exhausted && (await leaser.acquire(user)) <= 0) return total;
+    a.spend(chunk);
+    total += chunk;
+    await tick();
+  }
+}
+
+describe('AllowanceLeaser', { skip: redisMissing }, () => {
+  test('slices come from what is left; spending moves into used; release gives the rest back', async () => {
+    const store = await storeFor('a1:');
+    await store.setLimit('alice', 100_000);
+    await store.addUsage([{ user: 'alice', bytes: 20_000 }]);
+    const conn = await connection(server.url);
+    const changes: [string, boolean][] = [];
+    const leaser = new AllowanceLeaser(conn, { instance: 'A', sliceBytes: 30_000, prefix: 'a1:', onChange: (u, e) => changes.push([u, e]) });
+    assert.equal(await leaser.acquire('alice'), 30_000);
+    const a = leaser.user('alice');
+    assert.equal(a.spend(10_000), true);
+    assert.equal(a.available, 20_000);
+    // Topping up reports the 10 000 spent and holds a full slice again.
+    assert.equal(await leaser.acquire('alice'), 30_000);
+    assert.equal((await store.getUsage('alice'))?.usedBytes, 30_000);
+    // 100 000 - 30 000 used - 30 000 held: a second daemon gets at most 40 000.
+    const conn2 = await connection(server.url);
+    const other = new AllowanceLeaser(conn2, { instance: 'B', sliceBytes: 50_000, prefix: 'a1:' });
+    assert.equal(await other.acquire('alice'), 40_000);
+    assert.equal(await other.acquire('alice'), 40_000, 'nothing more is left');
+    await other.release('alice');
+    assert.equal(await other.acquire('alice'), 40_000, 'released lease is available again');
+    // Spending past the lease: refused once it crosses zero.
+    assert.equal(a.spend(29_999), true);
+    assert.equal(a.spend(2), false);
+    assert.equal(a.exhausted, true);
+    await leaser.release('alice');
+    await other.release('alice');
+    assert.equal((await store.getUsage('alice'))?.usedBytes, 60_001);
+    assert.deepEqual(changes, [['alice', false], ['alice', true]]);
+    await leaser.close();
+    await other.close();
+    await conn.close();
+    await conn2.close();
+    await store.close();
+  });
+
+  test('an unlimited user is never exhausted and is still counted', async () => {
+    const store = await storeFor('a2:');
+    const conn = await connection(server.url);
+    const leaser = new AllowanceLeaser(conn, { instance: 'A', sliceBytes: 1000, prefix: 'a2:' });
+    assert.equal(await leaser.acquire('free'), Infinity);
+    const a = leaser.user('free');
+    for (let i = 0; i < 10; i++) assert.equal(a.spend(5000), true);
+    await leaser.syncAll();
+    assert.deepEqual(await store.getUsage('free'), { user: 'free', usedBytes: 50_000, limitBytes: -1, updatedAt: (await store.getUsage('free'))!.updatedAt });
+    await leaser.close();
+    await conn.close();
+    await store.close();
+  });
+
+  test('usageStore: the accounting flush adds only what did not go through spend', async () => {
+    const store = await storeFor('a3:');
+    await store.setLimit('alice', 1_000_000);
+    const conn = await connection(server.url);
+    const leaser = new AllowanceLeaser(conn, { instance: 'A', sliceBytes: 100_000, prefix: 'a3:' });
+    const usage = leaser.usageStore(store);
+    await leaser.acquire('alice');
+    leaser.user('alice').spend(7000);
+    // The flush carries the 7000 relayed plus 500 adopted from the platform.
+    await usage.addUsage([{ user: 'alice', bytes: 7500 }]);
+    await leaser.syncAll();
+    assert.equal((await store.getUsage('alice'))?.usedBytes, 7500);
+    assert.equal((await usage.getUsage('alice'))?.limitBytes, 1_000_000, 'other methods pass through');
+    await leaser.close();
+    await conn.close();
+    await store.close();
+  });
+
+  test('two daemons racing for one limit: the fleet relays the limit, plus at most one chunk each', async () => {
+    const limit = 2_000_000;
+    const slice = 64_000;
+    const chunk = 1500;
+    const store = await storeFor('a4:');
+    await store.setLimit('alice', limit);
+    const conns = await Promise.all([connection(server.url, 'a'), connection(server.url, 'b')]);
+    const leasers = conns.map((c, i) => new AllowanceLeaser(c, { instance: `D${i}`, sliceBytes: slice, prefix: 'a4:' }));
+    const relayed = await Promise.all(leasers.map((l) => drain(l, 'alice', chunk)));
+    const total = relayed[0]! + relayed[1]!;
+    assert.ok(relayed.every((r) => r > limit / 10), `both daemons relayed: ${relayed.join(', ')}`);
+    assert.ok(total >= limit, `the whole limit was usable: ${total}`);
+    assert.ok(total <= limit + 2 * chunk, `overshoot ${total - limit} > 2 chunks`);
+    await Promise.all(leasers.map((l) => l.close()));
+    // Every relayed byte is in `used`; no lease is left behind.
+    assert.equal((await store.getUsage('alice'))?.usedBytes, total);
+    const raw = conns[0]!.client;
+    assert.deepEqual(await raw.hgetall('a4:allow:alice'), {});
+    await Promise.all(conns.map((c) => c.close()));
+    await store.close();
+  });
+
+  test('worst case: a daemon cut off from Redis keeps spending its lease; overshoot stays within instances × (slice + offline)', async () => {
+    const limit = 1_000_000;
+    const slice = 100_000;
+    const offline = 50_000;
+    const chunk = 1000;
+    const store = await storeFor('a5:');
+    await store.setLimit('alice', limit);
+    const ca = await connection(server.url, 'a');
+    const cb = await connection(server.url, 'b');
+    const options = { sliceBytes: slice, offlineBytes: offline, prefix: 'a5:', aliveTtlMs: 300, syncEveryMs: 60_000 };
+    const a = new AllowanceLeaser(ca, { ...options, instance: 'A' });
+    const b = new AllowanceLeaser(cb, { ...options, instance: 'B' });
+    assert.equal(await a.acquire('alice'), slice);
+    // A loses Redis (its connection is cut and stays cut); its heartbeat runs out after aliveTtlMs.
+    ca.client.disconnect();
+    await sleep(400);
+    // B now gets everything, A's lease included; A spends its lease and then its offline allowance.
+    const [byA, byB] = await Promise.all([drain(a, 'alice', chunk), drain(b, 'alice', chunk)]);
+    const total = byA + byB;
+    const bound = limit + 2 * (slice + offline) + 2 * chunk;
+    assert.equal(byB, limit, 'B relayed the whole limit');
+    assert.equal(byA, slice + offline, 'A relayed its lease and its offline allowance');
+    assert.ok(total > limit && total <= bound, `total ${total}, limit ${limit}, bound ${bound}`);
+    await a.close();
+    await b.close();
+    await ca.close();
+    await cb.close();
+    await store.close();
+  });
+});

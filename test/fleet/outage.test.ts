@@ -1,0 +1,109 @@
+// Redis going away mid-run: every shared operation fails fast with a typed StoreError (never hangs), the
+// outage is logged once, the allowance keeps serving on its offline share, and everything works again —
+// spending made offline reconciled into `used` — once redis-server is back on the same port.
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { Writable } from 'node:stream';
+import { AllowanceLeaser } from '../../src/fleet/allowance.ts';
+import { Leases } from '../../src/fleet/lease.ts';
+import { SharedSessions } from '../../src/fleet/sessions.ts';
+import { openRedisStore, RedisConnection, StoreError } from '../../src/store/index.ts';
+import { createLogger } from '../../src/telemetry/logger.ts';
+import { redisMissing, RedisServer } from './redis-server.ts';
+
+const server = new RedisServer();
+before(async () => {
+  if (!redisMissing) await server.start();
+});
+after(() => server.stop());
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Resolves how long `op` took to reject with STORE_UNAVAILABLE; fails if it resolves or another error. */
+async function failsFast(what: string, op: () => Promise<unknown>): Promise<number> {
+  const t0 = Date.now();
+  await assert.rejects(op(), (e: unknown) => e instanceof StoreError && e.code === 'STORE_UNAVAILABLE', what);
+  return Date.now() - t0;
+}
+
+describe('Redis outage', { skip: redisMissing }, () => {
+  test('fails fast with typed errors while down, logs once, recovers and reconciles when back', async () => {
+    const lines: { level: number; msg: string }[] = [];
+    const sink = new Writable({
+      write(chunk: Buffer, _enc, done) {
+        for (const l of chunk.toString().split('\n')) if (l) lines.push(JSON.parse(l) as { level: number; msg: string });
+        done();
+      },
+    });
+    const logger = createLogger({ level: 'info', destination: sink });
+    const fast = { commandTimeoutMs: 500, maxReconnectDelayMs: 100, logger };
+    const store = await openRedisStore(server.url, { prefix: 'o:', ...fast });
+    const fleet = new RedisConnection(server.url, { name: 'rotor-fleet', ...fast });
+    await fleet.connect();
+    const leases = new Leases(fleet, { owner: 'A', ttlMs: 5000, prefix: 'o:' });
+    const sessions = new SharedSessions(fleet, { prefix: 'o:' });
+    const leaser = new AllowanceLeaser(fleet, { instance: 'A', sliceBytes: 10_000, offlineBytes: 5000, prefix: 'o:', logger });
+    await store.setLimit('alice', 1_000_000);
+    assert.equal(await leaser.acquire('alice'), 10_000);
+    assert.equal(await leases.acquire('order:1'), true);
+
+    // Traffic in flight while Redis dies.
+    const inflight = Promise.allSettled(Array.from({ length: 50 }, (_, i) => store.kvSet(`k${i}`, i)));
+    await server.kill();
+    await inflight;
+
+    const took = [
+      await failsFast('kvGet', () => store.kvGet('k1')),
+      await failsFast('recordCallback', () => store.recordCallback({ type: 'order', no: 'P1', op: '1' }, 1)),
+      await failsFast('addUsage', () => store.addUsage([{ user: 'alice', bytes: 1 }])),
+      await failsFast('listOrders', () => store.listOrders()),
+      await failsFast('lease acquire', () => leases.acquire('order:2')),
+      await failsFast('session get', () => sessions.get('alice', 's1')),
+    ];
+    assert.ok(Math.max(...took) < 1000, `slowest failure took ${Math.max(...took)} ms`);
+
+    // The allowance keeps serving: the lease it held, then its offline share, then stop.
+    const a = leaser.user('alice');
+    assert.equal(a.spend(10_000), false);
+    const t0 = Date.now();
+    assert.equal(await leaser.acquire('alice'), 5000);
+    assert.ok(Date.now() - t0 < 1000);
+    assert.equal(a.offline, true);
+    a.spend(5000);
+    assert.equal(await leaser.acquire('alice'), 0, 'one offline share per outage');
+
+    // A socket can refuse writes a moment before its close event is handled: give the log that moment.
+    const errors = () => lines.filter((l) => l.level >= 50 && /redis is unreachable/.test(l.msg));
+    for (let i = 0; i < 50 && errors().length < 2; i++) await sleep(10);
+    await sleep(50);
+    assert.equal(errors().length, 2, 'one error line per connection, not per call');
+
+    // Back on the same port (empty: no persistence); the connections come back by themselves.
+    await server.start();
+    const deadline = Date.now() + 5000;
+    for (;;) {
+      try {
+        await store.kvSet('back', true);
+        break;
+      } catch (err) {
+        if (Date.now() > deadline) throw err;
+        await sleep(50);
+      }
+    }
+    assert.equal(await store.kvGet('back'), true);
+    while (!fleet.ready && Date.now() < deadline) await sleep(20);
+    assert.equal(await leases.acquire('order:2'), true);
+    assert.equal((await sessions.claim('alice', 's1', { id: 'n1', protocol: 'http', host: '127.0.0.1', port: 1, source: 'pwd' }, 1000)).won, true);
+    // Reconcile: the 15 000 bytes relayed (5 000 of them while offline) land in `used` at the next sync.
+    await store.setLimit('alice', 1_000_000);
+    await leaser.syncAll();
+    assert.equal((await store.getUsage('alice'))?.usedBytes, 15_000);
+    assert.equal(a.offline, false);
+    assert.equal(await leaser.acquire('alice'), 10_000);
+    assert.ok(lines.some((l) => l.level === 30 && /redis is reachable again/.test(l.msg)));
+
+    await leaser.close();
+    await fleet.close();
+    await store.close();
+  });
+});
