@@ -9,7 +9,7 @@ import { dialHttpConnect, dialHttpForward, type DialOptions, type Tunnel } from 
 import { dialSocks5 } from './dial-socks5.ts';
 import { DialAbortedError, GatewayError, UpstreamDialError } from './errors.ts';
 import type { InstanceDirectory, LocalUser, MeterProvider, PoolProvider, SessionStore, Target, UserDirectory } from './types.ts';
-import { parseUsername } from './username.ts';
+import { parseUsername, type UsernameOptions } from './username.ts';
 
 export interface Route {
   user: LocalUser;
@@ -72,6 +72,15 @@ export interface RouterOptions {
 }
 
 const DUMMY_PASSWORD = Buffer.alloc(32);
+/** Bound of the credential cache; on overflow it starts over (a flood of distinct valid names is rare). */
+const AUTH_CACHE_MAX = 4096;
+
+/** A credential pair that matched: the user object and password it matched, and its parsed options. */
+interface CachedAuth {
+  user: LocalUser;
+  password: string;
+  options: UsernameOptions;
+}
 
 function digest(text: string): Buffer {
   return createHash('sha256').update(text, 'utf8').digest();
@@ -79,6 +88,10 @@ function digest(text: string): Buffer {
 
 export class Router {
   private users: UserDirectory;
+  // Plain-HTTP clients send the same Proxy-Authorization on every request; the user-name parse and the two
+  // digests run once per distinct accepted pair. Refusals are never cached; limits and instance rights are
+  // checked on every call.
+  private readonly authCache = new Map<string, CachedAuth>();
   private readonly retries: number;
   private readonly connectTimeoutMs: number;
   private readonly handshakeTimeoutMs: number;
@@ -107,18 +120,32 @@ export class Router {
   /** Config reload: later authorizations see the new users; running connections keep their route. */
   setUsers(users: UserDirectory): void {
     this.users = users;
+    this.authCache.clear();
   }
 
   authorize(username: string, password: string): Authorization {
     const users = this.users;
-    const parsed = parseUsername(username, (name) => users.get(name) !== undefined);
-    if (!parsed.ok) return { ok: false, kind: 'auth', reason: parsed.reason };
-    const user = users.get(parsed.user);
-    // Compare digests so the time taken says nothing about the password's length or an unknown user.
-    const matches = timingSafeEqual(digest(password), user ? digest(user.password) : DUMMY_PASSWORD);
-    if (!user || !matches) return { ok: false, kind: 'auth', reason: 'wrong user name or password' };
-
-    const o = parsed.options;
+    const key = `${username}\u0000${password}`;
+    const hit = this.authCache.get(key);
+    let user: LocalUser;
+    let o: UsernameOptions;
+    // A hit stands only while the directory still holds that very user with that very password (a reload may
+    // swap the directory's contents without setUsers).
+    if (hit && users.get(hit.user.name) === hit.user && hit.user.password === hit.password) {
+      user = hit.user;
+      o = hit.options;
+    } else {
+      const parsed = parseUsername(username, (name) => users.get(name) !== undefined);
+      if (!parsed.ok) return { ok: false, kind: 'auth', reason: parsed.reason };
+      const found = users.get(parsed.user);
+      // Compare digests so the time taken says nothing about the password's length or an unknown user.
+      const matches = timingSafeEqual(digest(password), found ? digest(found.password) : DUMMY_PASSWORD);
+      if (!found || !matches) return { ok: false, kind: 'auth', reason: 'wrong user name or password' };
+      user = found;
+      o = parsed.options;
+      if (this.authCache.size >= AUTH_CACHE_MAX) this.authCache.clear();
+      this.authCache.set(key, { user, password: found.password, options: o });
+    }
     if (o.instance !== undefined) {
       const instances = this.options.instances;
       if (!instances || !instances.get(o.instance)) return { ok: false, kind: 'forbidden', reason: `unknown instance '${o.instance}'` };

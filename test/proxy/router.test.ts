@@ -83,9 +83,39 @@ describe('Router.authorize', () => {
 
   test('setUsers swaps the directory (config reload)', () => {
     const { r } = router();
+    assert.ok(r.authorize('alice', 'secret').ok);
     r.setUsers(new Users([user('carol', 'c')]));
     assert.ok(r.authorize('carol', 'c').ok);
     assert.ok(!r.authorize('alice', 'secret').ok);
+  });
+
+  test('repeated credentials (credential cache) still see reloads in place, limits and the options', () => {
+    const alice = user('alice', 'secret', { product: 'P0' });
+    const map = new Map([['alice', alice]]);
+    const limits = new Map([['alice', 10]]);
+    const r = new Router({
+      users: { get: (name) => map.get(name) },
+      meters: new UnlimitedMeters(limits),
+      pools: new FixedPools(new FixedPool([node('socks5', 1)])),
+      sessions: new MapSessions(),
+    });
+    const first = r.authorize('alice-session-s1-region-US', 'secret');
+    const again = r.authorize('alice-session-s1-region-US', 'secret');
+    assert.ok(first.ok && again.ok);
+    assert.deepEqual(again.route, first.route);
+    assert.ok(!r.authorize('alice', 'Secret').ok);
+    // The directory's contents change without setUsers: a new object, then a password changed in place.
+    const renewed = user('alice', 'new-pass', { product: 'P0' });
+    map.set('alice', renewed);
+    assert.ok(!r.authorize('alice-session-s1-region-US', 'secret').ok);
+    assert.ok(r.authorize('alice', 'new-pass').ok);
+    renewed.password = 'third';
+    assert.ok(!r.authorize('alice', 'new-pass').ok);
+    assert.ok(r.authorize('alice', 'third').ok);
+    // Admission is checked on every call, cached or not.
+    r.meters.meter('alice').add(10, 0);
+    const limited = r.authorize('alice', 'third');
+    assert.ok(!limited.ok && limited.kind === 'forbidden');
   });
 });
 
