@@ -89,8 +89,11 @@ export class Catalog {
    */
   async product(productNo: string, options: { fresh?: boolean } = {}): Promise<Product | undefined> {
     const key = `product:${productNo}`;
-    if (options.fresh) this.cache.delete(key);
-    return (await this.get(key)) as Product | undefined;
+    // forceRefresh, not delete(): deleting aborts a fetch other callers await (lru-cache rejects them with
+    // Error('deleted')), so concurrent orders for one product failed each other whenever the platform was
+    // slow (found by test/reliability/platform-faults). A forced refresh joins a fetch already in flight.
+    const entry = await this.cache.fetch(key, options.fresh ? { forceRefresh: true } : {});
+    return entry?.value as Product | undefined;
   }
 
   /** Regions of a dynamic product (ProductAreaList). */

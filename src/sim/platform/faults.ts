@@ -50,7 +50,9 @@ export class Faults {
   }
 
   takeDrop(operation: string): boolean {
-    return take(this.drop, operation, () => 0) && this.spend('drop');
+    // `fraction` applies to drops too (reliability tests drop 10% of replies); without it every matching call
+    // drops, and no random number is drawn, so seeded runs without a fraction see the same sequence as before.
+    return take(this.drop, operation, () => (this.drop?.fraction === undefined ? 0 : this.random())) && this.spend('drop');
   }
 
   takeOrderOutcome(): OrderOutcome | null {
