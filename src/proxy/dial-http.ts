@@ -3,6 +3,7 @@
 import type { Socket } from 'node:net';
 import type { UpstreamNode } from '../pool/types.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
+import type { DialSignal } from './cancel.ts';
 import { UpstreamDialError } from './errors.ts';
 import { connectTcp, guardedDial } from './dial-tcp.ts';
 import type { Target } from './types.ts';
@@ -12,7 +13,7 @@ export interface DialOptions {
   connectTimeoutMs: number;
   /** upstream's answer to the tunnel request */
   handshakeTimeoutMs: number;
-  signal?: AbortSignal;
+  signal?: DialSignal;
   metrics?: Metrics;
 }
 

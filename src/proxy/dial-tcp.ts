@@ -2,6 +2,7 @@
 // failures classified into the pool's FailureReason.
 import { connect, type Socket } from 'node:net';
 import type { FailureReason } from '../pool/types.ts';
+import type { DialSignal } from './cancel.ts';
 import { DialAbortedError, UpstreamDialError } from './errors.ts';
 
 export function classifySocketError(err: NodeJS.ErrnoException): FailureReason {
@@ -24,7 +25,7 @@ export function classifySocketError(err: NodeJS.ErrnoException): FailureReason {
  */
 export function guardedDial<T>(
   timeoutMs: number,
-  signal: AbortSignal | undefined,
+  signal: DialSignal | undefined,
   timeoutMessage: string,
   start: (ok: (value: T) => void, fail: (err: Error) => void) => void,
   onCancel: () => void,
@@ -59,7 +60,7 @@ export function guardedDial<T>(
 }
 
 /** Opens a TCP connection to host:port within timeoutMs. */
-export function connectTcp(host: string, port: number, timeoutMs: number, signal?: AbortSignal): Promise<Socket> {
+export function connectTcp(host: string, port: number, timeoutMs: number, signal?: DialSignal): Promise<Socket> {
   let socket: Socket | undefined;
   return guardedDial<Socket>(
     timeoutMs,

@@ -16,6 +16,7 @@ import type { Socket } from 'node:net';
 import { Server, type PrepareRequestFunctionOpts, type PrepareRequestFunctionResult } from 'proxy-chain';
 import type { Logger } from '../telemetry/logger.ts';
 import type { ConnectionResult, Metrics } from '../telemetry/metrics.ts';
+import { DialCancel } from './cancel.ts';
 import { GatewayError } from './errors.ts';
 import { holdClient } from './hold.ts';
 import { relay, upstreamFailedEarly, type RelayHandle } from './relay.ts';
@@ -249,7 +250,7 @@ export class HttpListener {
   ): Promise<Dialed | GatewayError | undefined> {
     const router = this.options.router;
     const user = route.user.name;
-    const abort = new AbortController();
+    const abort = new DialCancel();
     const onGone = (): void => abort.abort();
     // A CONNECT socket is ours: keep reading it so a client that leaves is seen. A plain request's socket
     // is read by the http server, whose 'close' is enough.
@@ -258,8 +259,8 @@ export class HttpListener {
     else client.once('close', onGone);
     router.meters.connectionOpened(user);
     try {
-      const dialed = await router.dial(route, target, abort.signal, mode);
-      if (client.destroyed || abort.signal.aborted) {
+      const dialed = await router.dial(route, target, abort, mode);
+      if (client.destroyed || abort.aborted) {
         // A CONNECT socket is ours and half-open after the client's FIN: close it, or it stays open forever.
         if (mode === 'tunnel') client.destroy();
         dialed.socket.destroy();

@@ -5,6 +5,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { PoolEmptyError, type FailureReason, type NodeSource, type PoolKey, type UpstreamNode } from '../pool/types.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
+import type { DialSignal } from './cancel.ts';
 import { dialHttpConnect, dialHttpForward, type DialOptions, type Tunnel } from './dial-http.ts';
 import { dialSocks5 } from './dial-socks5.ts';
 import { DialAbortedError, GatewayError, UpstreamDialError } from './errors.ts';
@@ -169,7 +170,7 @@ export class Router {
    * A tunnel to `target` for `route`. Rejects with GatewayError (NO_UPSTREAM, UPSTREAM_TIMEOUT,
    * UPSTREAM_FAILED, LIMITED, DIAL_ABORTED). The caller must call `release()` when the connection ends.
    */
-  async dial(route: Route, target: Target, signal?: AbortSignal, mode: DialMode = 'tunnel'): Promise<Dialed> {
+  async dial(route: Route, target: Target, signal?: DialSignal, mode: DialMode = 'tunnel'): Promise<Dialed> {
     if (this.options.meters.meter(route.user.name).exhausted) throw new GatewayError('LIMITED', 'traffic limit reached');
     const deadline = this.now() + this.dialDeadlineMs;
     const source = this.sourceFor(route);

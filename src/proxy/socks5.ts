@@ -6,6 +6,7 @@ import { createServer, type AddressInfo, type Server, type Socket } from 'node:n
 import type { Logger } from '../telemetry/logger.ts';
 import type { ConnectionResult, Metrics } from '../telemetry/metrics.ts';
 import { REPLY, Socks5HandshakeError, acceptSocks5, writeReply, type AuthDecision } from '../wire/socks5.ts';
+import { DialCancel } from './cancel.ts';
 import { GatewayError } from './errors.ts';
 import { holdClient } from './hold.ts';
 import { relay, upstreamFailedEarly, type RelayHandle } from './relay.ts';
@@ -134,12 +135,12 @@ export class Socks5Listener {
     const route = decision.route;
     const user = route.user.name;
     const meters = router.meters;
-    const abort = new AbortController();
+    const abort = new DialCancel();
     const release = holdClient(socket, request.head, () => abort.abort());
     meters.connectionOpened(user);
     let dialed;
     try {
-      dialed = await router.dial(route, { host: request.host, port: request.port }, abort.signal);
+      dialed = await router.dial(route, { host: request.host, port: request.port }, abort);
     } catch (err) {
       release();
       meters.connectionClosed(user);
@@ -156,7 +157,7 @@ export class Socks5Listener {
       return;
     }
     const head = release();
-    if (socket.destroyed || abort.signal.aborted) {
+    if (socket.destroyed || abort.aborted) {
       socket.destroy(); // half-open after the client's FIN: see DIAL_ABORTED above
       dialed.socket.destroy();
       dialed.release();

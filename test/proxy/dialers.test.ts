@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { createServer, type Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
+import { DialCancel } from '../../src/proxy/cancel.ts';
 import { dialHttpConnect } from '../../src/proxy/dial-http.ts';
 import { dialSocks5 } from '../../src/proxy/dial-socks5.ts';
 import { DialAbortedError, UpstreamDialError } from '../../src/proxy/errors.ts';
@@ -143,19 +144,23 @@ describe('upstream dialers against real proxies', () => {
     }
   });
 
-  test('an abort while the upstream is silent ends the dial at once', async () => {
+  test('an abort while the upstream is silent ends the dial at once (AbortSignal and DialCancel)', async () => {
     const silent = await startSilent();
     try {
       for (const kind of ['socks5', 'http'] as const) {
-        const dial = kind === 'socks5' ? dialSocks5 : dialHttpConnect;
-        const ac = new AbortController();
-        const started = Date.now();
-        setTimeout(() => ac.abort(), 50);
-        await assert.rejects(
-          dial(node(kind, silent.port), { host: '127.0.0.1', port: target.port }, { connectTimeoutMs: 5000, handshakeTimeoutMs: 5000, signal: ac.signal }),
-          (e: unknown) => e instanceof DialAbortedError,
-        );
-        assert.ok(Date.now() - started < 1000);
+        for (const flavour of ['AbortController', 'DialCancel'] as const) {
+          const dial = kind === 'socks5' ? dialSocks5 : dialHttpConnect;
+          const ac = new AbortController();
+          const cancel = new DialCancel();
+          const signal = flavour === 'AbortController' ? ac.signal : cancel;
+          const started = Date.now();
+          setTimeout(() => (flavour === 'AbortController' ? ac.abort() : cancel.abort()), 50);
+          await assert.rejects(
+            dial(node(kind, silent.port), { host: '127.0.0.1', port: target.port }, { connectTimeoutMs: 5000, handshakeTimeoutMs: 5000, signal }),
+            (e: unknown) => e instanceof DialAbortedError,
+          );
+          assert.ok(Date.now() - started < 1000, `${kind} ${flavour}`);
+        }
       }
     } finally {
       await silent.close();
