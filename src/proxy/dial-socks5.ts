@@ -1,5 +1,5 @@
 // SOCKS5 CONNECT through an upstream node. The TCP leg is connectTcp (errno-classified failures), the
-// handshake is our own client (src/wire/socks5-client.ts) under one deadline and the caller's AbortSignal;
+// handshake is our own client (src/wire/socks5-client.ts) under one deadline and the caller's DialSignal;
 // either cancels by destroying the socket. Nothing of a dial outlives it: no timer, no listener.
 import type { Socket } from 'node:net';
 import type { UpstreamNode } from '../pool/types.ts';

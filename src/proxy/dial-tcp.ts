@@ -1,5 +1,5 @@
-// The TCP leg of every upstream dial: connect with a deadline, cancellable by the client's AbortSignal,
-// failures classified into the pool's FailureReason.
+// The TCP leg of every upstream dial: connect with a deadline, cancellable by the client's DialSignal
+// (cancel.ts), failures classified into the pool's FailureReason.
 import { connect, type Socket } from 'node:net';
 import type { FailureReason } from '../pool/types.ts';
 import type { DialSignal } from './cancel.ts';
