@@ -84,11 +84,12 @@ describe('upstream faults: refusing, stalling and resetting nodes', { timeout: 1
     t.diagnostic(`added latency: p50 +${(faulty.p50 - clean.p50).toFixed(1)} ms, p95 +${(faulty.p95 - clean.p95).toFixed(1)} ms`);
     // A node that accepts the tunnel and then resets cannot be retried transparently: the client was already
     // told the tunnel is up. Those losses are bounded by the reset port's drawn nodes x pool.maxFails; every
-    // other fault (refused, stalled) must be absorbed by retrying on another node before the first byte.
+    // other fault (refused, stalled) is absorbed by retrying on another node before the first byte, except
+    // while the faulty nodes are not yet cooling and a connection meets 1 + proxy.retries of them in a row.
     const afterTunnel = faulty.errors['echo_closed'] ?? 0;
     const beforeFirstByte = Object.values(faulty.errors).reduce((n, v) => n + v, 0) - afterTunnel;
     assert.ok(faulty.ratio >= 0.9, `success ratio ${faulty.ratio} < 0.9: ${line(faulty)}`);
-    assert.ok(beforeFirstByte <= CONNECTIONS * 0.02, `failures before the first byte must be retried: ${line(faulty)}`);
+    assert.ok(beforeFirstByte <= CONNECTIONS * 0.03, `failures before the first byte must be retried: ${line(faulty)}`);
     // The faults were really met: the gateway saw failures and reported them.
     const failures = await d.daemon.metrics.registry.getSingleMetric('rotor_upstream_failures_total')?.get();
     const total = (failures?.values ?? []).reduce((n, v) => n + v.value, 0);
