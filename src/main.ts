@@ -5,7 +5,9 @@ import { loadConfig } from './config/index.ts';
 import { createLogger, type Logger } from './telemetry/logger.ts';
 import { createMetrics, type Metrics } from './telemetry/metrics.ts';
 import { PlatformClient } from './platform/client.ts';
-import { openStore, type Store } from './store/index.ts';
+import { isRedisUrl, openStoreFor, RedisStore, type Store } from './store/index.ts';
+import { FleetRouter, FleetSessions, startFleet, type Fleet } from './fleet/index.ts';
+import { orderLeaseName } from './orders/index.ts';
 import { Accounting, PlatformLimitSync, ProductCatalog } from './accounting/index.ts';
 import { AccountReconciler, BalanceWatcher, Traffic, Whitelist } from './accounts/index.ts';
 import { Orders } from './orders/index.ts';
@@ -45,6 +47,8 @@ export interface Daemon {
   readonly orders: Orders;
   readonly sessions: SessionTable;
   readonly pools: PoolRegistry;
+  /** Fleet mode (`store.path: redis://…`): the shared allowance, sessions and leases; undefined with SQLite. */
+  readonly fleet: Fleet | undefined;
   /** Applies a new config (users, limits, pools) without dropping live connections. */
   reload(next: Config): Promise<void>;
   /** Stop accepting, drain live connections up to `drainMs`, flush counters, close everything. */
@@ -126,15 +130,40 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     });
     onStop('platform client', () => client.close());
 
-    // 2. State.
-    const store: Store = openStore(config.store.path);
+    // 2. State: SQLite for one daemon; Redis (and the fleet's shared parts on its connection) for several.
+    const fleetConfig = config.fleet;
+    const store: Store = await openStoreFor(config.store.path, isRedisUrl(config.store.path) ? { prefix: fleetConfig.prefix, logger: logger.child({ component: 'store' }) } : {});
     onStop('store', () => store.close());
+    let fleet: Fleet | undefined;
+    if (store instanceof RedisStore) {
+      const started = startFleet(store.connection, {
+        ...(fleetConfig.instanceId ? { instanceId: fleetConfig.instanceId } : {}),
+        prefix: fleetConfig.prefix,
+        sliceBytes: fleetConfig.sliceBytes,
+        offlineBytes: fleetConfig.offlineBytes,
+        aliveTtlMs: fleetConfig.aliveTtlMs,
+        leaseTtlMs: fleetConfig.leaseTtlMs,
+        logger: logger.child({ component: 'fleet' }),
+        ...(options.now ? { now: options.now } : {}),
+      });
+      fleet = started;
+      // After the accounting's last flush and the orders' stop (both registered later, so stopped earlier).
+      onStop('fleet', () => started.close());
+      logger.info({ instance: started.instance, sliceBytes: fleetConfig.sliceBytes, offlineBytes: fleetConfig.offlineBytes }, 'fleet mode: limits, sticky sessions and order tracking shared through redis');
+    }
 
     // 3. Accounts, limits, balances.
     const products = new ProductCatalog({ client });
     const users = await resolveProducts(config.users, products, logger);
     // countBytes false: the listeners' relays already feed rotor_proxy_bytes_total (else it counted twice).
-    const accounting = new Accounting({ store, metrics, flushIntervalMs: config.accounts.flushIntervalMs, countBytes: false, logger: logger.child({ component: 'accounting' }) });
+    const accounting = new Accounting({
+      store,
+      metrics,
+      flushIntervalMs: config.accounts.flushIntervalMs,
+      countBytes: false,
+      logger: logger.child({ component: 'accounting' }),
+      ...(fleet ? { allowance: fleet.allowance } : {}),
+    });
     await accounting.start(users);
     onStop('accounting', () => accounting.close());
 
@@ -173,6 +202,10 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         expiryWarnHours: o.expiryWarnHours,
         ...(o.autoRenew.enabled ? { autoRenew: o.autoRenew } : {}),
       },
+      ...(fleet ? { claims: fleet.leases } : {}),
+    });
+    fleet?.onLeaseLost((name) => {
+      if (name.startsWith(orderLeaseName(''))) orders.tracker.drop(name.slice(orderLeaseName('').length));
     });
     await orders.start();
     onStop('orders', () => orders.stop());
@@ -215,11 +248,13 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     sweep.unref();
     onStop('session sweep', () => clearInterval(sweep));
 
-    const router = new Router({
+    const poolProvider = { pool: (key: PoolKey) => pools.get(key) };
+    const fleetSessions = fleet
+      ? new FleetSessions({ table: sessions, shared: fleet.sessions, pools: poolProvider, logger: logger.child({ component: 'fleet' }), ...(options.now ? { now: options.now } : {}) })
+      : undefined;
+    const routerOptions = {
       users: directory,
       meters: accounting,
-      pools: { pool: (key) => pools.get(key) },
-      sessions,
       instances,
       metrics,
       logger: logger.child({ component: 'gateway' }),
@@ -227,7 +262,8 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       connectTimeoutMs: config.proxy.connectTimeoutMs,
       handshakeTimeoutMs: config.proxy.connectTimeoutMs,
       ...(options.now ? { now: options.now } : {}),
-    });
+    };
+    const router = fleetSessions ? new FleetRouter(routerOptions, fleetSessions) : new Router({ ...routerOptions, pools: poolProvider, sessions });
     const httpListener = new HttpListener({
       router,
       host: config.proxy.http.host,
@@ -267,7 +303,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         whitelist,
         users: accounting,
         pools: { snapshot: () => pools.snapshot() },
-        sessions,
+        sessions: fleetSessions ?? sessions,
         metrics: metrics.registry,
         ready,
       },
@@ -299,6 +335,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       orders,
       sessions,
       pools,
+      fleet,
       async reload(next: Config): Promise<void> {
         const nextUsers = await resolveProducts(next.users, products, logger);
         const previous = directory;

@@ -9,6 +9,13 @@
 // stored and wins over the config across restarts — until the config changes that user's `limitBytes`;
 // then the new config value wins (and is stored). The config value last applied is remembered in the store's
 // kv under `accounting.configLimit.<user>` to tell "config changed" from "admin overrode".
+//
+// In a fleet (an `allowance` given: src/fleet/allowance.ts AllowanceLeaser) the limit is the fleet's: each
+// meter spends from this daemon's slice of the user's remaining allowance (a sync subtraction, no Redis on
+// the data path) and is exhausted when the slice is, the flush goes through the leaser's usageStore (its
+// syncs move traffic into the shared `used`; the flush adds only usage adopted from the platform), and after
+// each flush `used` and `limit` are re-read from the shared store so GET /v1/users and the platform
+// comparison see the fleet's totals and a limit set on another daemon.
 import type { Store, UsageRecord } from '../store/types.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import type { Logger } from '../telemetry/logger.ts';
@@ -32,6 +39,28 @@ export interface MeterProvider {
   meter(user: string): UserMeter;
   connectionOpened(user: string): void;
   connectionClosed(user: string): void;
+}
+
+/** One user's share of a fleet-wide allowance (structurally src/fleet/allowance.ts UserAllowance). */
+export interface FleetAllowance {
+  readonly exhausted: boolean;
+  /** Spent here since the last sync with the shared store. */
+  readonly spent: number;
+  /** What to rebuild the shared record from if the shared store lost it. */
+  seedLimit: number | null;
+  seedUsed: number;
+  /** Counts relayed bytes; false once the slice is spent. Sync, allocates nothing. */
+  spend(bytes: number): boolean;
+}
+
+/** The fleet's allowances (structurally src/fleet/allowance.ts AllowanceLeaser). */
+export interface AllowanceSource {
+  user(name: string): FleetAllowance;
+  /** Tops the user's slice up; never rejects. */
+  acquire(user: string): Promise<number>;
+  /** Reports spending and gives the unspent slice back. */
+  release(user: string): Promise<void>;
+  usageStore<S extends Pick<Store, 'addUsage'>>(store: S): S;
 }
 
 /** A local user as accounting needs it (a subset of the config's users[]). */
@@ -67,6 +96,8 @@ export interface AccountingOptions {
    * its listeners already count every relayed byte there, and both counting doubled the metric.
    */
   countBytes?: boolean;
+  /** Fleet mode: the shared allowance every meter spends from (see the top of this file). */
+  allowance?: AllowanceSource;
 }
 
 export const DEFAULT_FLUSH_INTERVAL_MS = 2000;
@@ -76,7 +107,10 @@ const CONFIG_LIMIT_KEY = 'accounting.configLimit.';
 type Refusals = Map<string, string>;
 
 class Meter implements UserMeter {
-  exhausted = false;
+  /** Local mode: the limit is reached. */
+  overLimit = false;
+  /** Fleet mode: this daemon's share of the user's allowance; it alone decides `exhausted`. */
+  allowance: FleetAllowance | null = null;
   /** bytes since this process started, per direction (for rotor_proxy_bytes_total) */
   up = 0;
   down = 0;
@@ -99,18 +133,24 @@ class Meter implements UserMeter {
     this.used = used;
     this.persisted = used;
     this.limit = limit;
-    this.exhausted = limit !== UNLIMITED && used >= limit;
+    this.overLimit = limit !== UNLIMITED && used >= limit;
+  }
+
+  get exhausted(): boolean {
+    return this.allowance === null ? this.overLimit : this.allowance.exhausted;
   }
 
   add(up: number, down: number): void {
+    const n = up + down;
     this.up += up;
     this.down += down;
-    this.used += up + down;
-    if (this.limit !== UNLIMITED && this.used >= this.limit) this.exhausted = true;
+    this.used += n;
+    if (this.allowance !== null) this.allowance.spend(n);
+    else if (this.limit !== UNLIMITED && this.used >= this.limit) this.overLimit = true;
   }
 
   recheck(): void {
-    this.exhausted = this.limit !== UNLIMITED && this.used >= this.limit;
+    this.overLimit = this.limit !== UNLIMITED && this.used >= this.limit;
   }
 }
 
@@ -130,6 +170,7 @@ export class Accounting implements MeterProvider {
   private readonly logger: Logger | undefined;
   private readonly flushIntervalMs: number;
   private readonly countBytes: boolean;
+  private readonly allowance: AllowanceSource | undefined;
   private readonly meters = new Map<string, Meter>();
   private readonly limitListeners: ((change: LimitChange) => void)[] = [];
   private timer: NodeJS.Timeout | undefined;
@@ -137,7 +178,9 @@ export class Accounting implements MeterProvider {
   private closed = false;
 
   constructor(options: AccountingOptions) {
-    this.store = options.store;
+    this.allowance = options.allowance;
+    // Fleet: traffic reaches the shared `used` through the leaser's syncs, not through addUsage.
+    this.store = options.allowance ? options.allowance.usageStore(options.store) : options.store;
     this.metrics = options.metrics;
     this.logger = options.logger;
     this.flushIntervalMs = options.flushIntervalMs ?? DEFAULT_FLUSH_INTERVAL_MS;
@@ -193,6 +236,20 @@ export class Accounting implements MeterProvider {
       this.metrics?.userLimitBytes.set({ user: u.name }, m.limit);
       this.metrics?.userUsedBytes.set({ user: u.name }, m.used);
     }
+    if (this.allowance) {
+      const changed = new Set(changes.map((c) => c.user));
+      await Promise.all(
+        [...wanted].map(async (name) => {
+          const m = this.meters.get(name)!;
+          const a = this.allowance!.user(name);
+          a.seedLimit = m.limit;
+          a.seedUsed = records.get(name)?.usedBytes ?? 0;
+          // A changed limit: give the old slice back first so the new one is cut from the new limit.
+          if (changed.has(name)) await this.allowance!.release(name);
+          await this.allowance!.acquire(name);
+        }),
+      );
+    }
     for (const m of this.meters.values()) {
       if (m.configured && !wanted.has(m.name)) {
         m.configured = false;
@@ -241,6 +298,11 @@ export class Accounting implements MeterProvider {
     await this.store.setLimit(user, limitBytes);
     m.limit = limitBytes;
     m.recheck();
+    if (this.allowance) {
+      this.allowance.user(user).seedLimit = limitBytes;
+      await this.allowance.release(user);
+      await this.allowance.acquire(user);
+    }
     this.metrics?.userLimitBytes.set({ user }, limitBytes);
     this.logger?.info({ user, limitBytes }, 'user traffic limit set');
     this.emit({ user, limitBytes, source: 'admin' });
@@ -317,6 +379,35 @@ export class Accounting implements MeterProvider {
   }
 
   private async writeChanges(): Promise<void> {
+    await this.writeDeltas();
+    if (this.allowance) await this.readFleet();
+  }
+
+  /** Fleet mode: the shared totals (every daemon's traffic) and limit (maybe set on another daemon). */
+  private async readFleet(): Promise<void> {
+    let records: UsageRecord[];
+    try {
+      records = await this.store.listUsage();
+    } catch {
+      return; // the shared store is down: already logged; keep the last view
+    }
+    for (const rec of records) {
+      const m = this.meters.get(rec.user);
+      if (m === undefined || m.allowance === null) continue;
+      // Not yet synced spending is ours on top of the shared figure.
+      m.used = rec.usedBytes + m.allowance.spent;
+      m.persisted = m.used;
+      m.limit = rec.limitBytes;
+      m.allowance.seedLimit = rec.limitBytes;
+      m.allowance.seedUsed = rec.usedBytes;
+      if (m.configured) {
+        this.metrics?.userUsedBytes.set({ user: m.name }, m.used);
+        this.metrics?.userLimitBytes.set({ user: m.name }, m.limit);
+      }
+    }
+  }
+
+  private async writeDeltas(): Promise<void> {
     const deltas: { user: string; bytes: number }[] = [];
     const targets: { m: Meter; to: number }[] = [];
     for (const m of this.meters.values()) {
@@ -347,6 +438,7 @@ export class Accounting implements MeterProvider {
     let m = this.meters.get(name);
     if (m === undefined) {
       m = new Meter(name, used, limit);
+      if (this.allowance) m.allowance = this.allowance.user(name);
       this.meters.set(name, m);
     }
     return m;

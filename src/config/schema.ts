@@ -174,7 +174,25 @@ const accounts = z
   })
   .prefault({});
 
-export const configSchema = z.strictObject({ platform, proxy, pool, admin, callback, store, log, users, orders, accounts });
+/** Several daemons on one Redis (`store.path: redis://…`); ignored with a SQLite store (src/fleet/). */
+const fleet = z
+  .strictObject({
+    /** Key prefix every daemon of one fleet shares (two fleets on one Redis use different prefixes). */
+    prefix: z.string().min(1).default('rotor:'),
+    /** This daemon's identity in the fleet; empty: hostname:pid:random. */
+    instanceId: z.string().default(''),
+    /** Most bytes of one user's allowance a daemon holds at a time; the fleet's overshoot is at most daemons × this. */
+    sliceBytes: z.number().int().min(1024).default(1_048_576),
+    /** Bytes a daemon may spend per user on its own while Redis is unreachable (once per outage); 0 = none. */
+    offlineBytes: z.number().int().min(0).default(1_048_576),
+    /** A daemon silent this long (dead, partitioned) has its allowance leases handed back to the others. */
+    aliveTtlMs: millis.default(10_000),
+    /** Order-tracking lease: another daemon takes an order over this long after its tracker died. */
+    leaseTtlMs: millis.default(15_000),
+  })
+  .prefault({});
+
+export const configSchema = z.strictObject({ platform, proxy, pool, admin, callback, store, log, users, orders, accounts, fleet });
 
 export type Config = z.output<typeof configSchema>;
 export type ConfigInput = z.input<typeof configSchema>;

@@ -28,10 +28,17 @@ import { callScript, defineScripts } from '../store/redis.ts';
 
 // KEYS: usage hash (used, limit), allowance hash (instance -> leased), usage:all set.
 // ARGV: instance, user, spent (bytes to move from our lease to used), want (lease to hold after: top up
-// to it, or give back down to it), alive key prefix, alive ttl ms, now.
-// Returns {held, granted, limit, used}; granted -1 and held 0 for an unlimited user.
+// to it, or give back down to it), alive key prefix, alive ttl ms, now, seed limit ('' = none), seed used.
+// Returns {held, granted, limit, used, seeded}; granted -1 and held 0 for an unlimited user. `seeded` 1:
+// the usage hash was missing (Redis came back empty) and was rebuilt from this daemon's last view.
 const SYNC = `
 local inst, spent, want = ARGV[1], tonumber(ARGV[3]), tonumber(ARGV[4])
+local seeded = 0
+if ARGV[8] ~= '' and redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('HSET', KEYS[1], 'limit', ARGV[8], 'used', ARGV[9], 'updatedAt', ARGV[7])
+  redis.call('SADD', KEYS[3], ARGV[2])
+  seeded = 1
+end
 redis.call('SET', ARGV[5] .. inst, '1', 'PX', ARGV[6])
 local mine = tonumber(redis.call('HGET', KEYS[2], inst) or '0')
 if spent > 0 then
@@ -63,7 +70,7 @@ else
   mine = mine + granted
 end
 if mine > 0 then redis.call('HSET', KEYS[2], inst, mine) else redis.call('HDEL', KEYS[2], inst) end
-return {mine, granted, limit, used}
+return {mine, granted, limit, used, seeded}
 `;
 const SCRIPTS = { rotorAllowanceSync: { numberOfKeys: 3, lua: SYNC } };
 
@@ -107,6 +114,13 @@ export class UserAllowance {
   wasExhausted = true;
   /** No data-path refill before this (epoch ms): after a failed sync or one that granted nothing. */
   quietUntil = 0;
+  /**
+   * The user's limit and fleet usage as this daemon last saw them (kept by the accounting layer): when a
+   * sync finds Redis without the user's usage (it restarted empty), it rebuilds it from these instead of
+   * letting the user run unlimited. null: nothing to rebuild from.
+   */
+  seedLimit: number | null = null;
+  seedUsed = 0;
 
   constructor(
     readonly user: string,
@@ -254,14 +268,15 @@ export class AllowanceLeaser {
     const spent = a.spent;
     const extra = a.extra;
     const reported = Math.max(0, Math.trunc(spent)) + extra;
-    let r: [number, number, number, number];
+    let r: [number, number, number, number, number];
     try {
       r = (await this.connection.run(`allowance of ${a.user}`, (c: Redis) =>
         callScript(c, 'rotorAllowanceSync', [
           this.keys.usage(a.user), this.keys.allowance(a.user), this.keys.usageAll,
           this.instance, a.user, reported, Math.max(0, Math.floor(want)), this.keys.aliveBase, this.aliveTtlMs, this.now(),
+          a.seedLimit === null ? '' : Math.trunc(a.seedLimit), Math.max(0, Math.trunc(a.seedUsed)),
         ]),
-      )) as [number, number, number, number];
+      )) as [number, number, number, number, number];
     } catch {
       // Unreachable (the connection logged it): serve on the offline allowance, once per user per outage.
       if (!a.offline) this.logger?.warn({ user: a.user, offlineBytes: this.offlineBytes }, 'allowance: redis unreachable; serving this user on the offline allowance');
@@ -274,6 +289,7 @@ export class AllowanceLeaser {
       this.tell(a);
       return;
     }
+    if (r[4] === 1) this.logger?.warn({ user: a.user, limitBytes: a.seedLimit, usedBytes: a.seedUsed }, 'allowance: redis had lost this user\'s usage (restarted empty?); rebuilt it from this instance\'s last view');
     // Bytes spent while the script ran stay in `spent`, to be reported next time.
     a.spent -= spent;
     a.extra -= extra;

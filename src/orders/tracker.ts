@@ -2,6 +2,12 @@
 // callback (a hint) makes Rotor read it at once; either way only what GetOrder / GetInstance answer is
 // stored. Also here: the periodic sweep (unknown intents resent, unprocessed callbacks replayed), the expiry
 // watch with its optional local auto-renew, and the rotor_orders / rotor_instances gauges.
+//
+// In a fleet (`claims` given: src/fleet/lease.ts LeaseKeeper) one daemon at a time follows a given order:
+// it polls only while it holds the lease `order:<appOrderNo>`, lets go when the order is final, and stops
+// when the lease is lost (`drop`). A daemon that dies stops renewing; once its lease expires, the next
+// sweep of another daemon (which re-follows every open order) takes the order over. Callbacks may reach
+// any daemon: they only read the platform and are deduplicated by the shared store.
 import { PlatformError } from '../platform/errors.ts';
 import { CODE } from '../platform/codes.ts';
 import type { Instance } from '../platform/schemas.ts';
@@ -29,6 +35,16 @@ export interface TrackerSettings {
   autoRenew?: { enabled: boolean; hoursBefore: number; cycleTimes?: number };
 }
 
+/** Named leases with expiry, kept renewed while held (structurally src/fleet/lease.ts LeaseKeeper). */
+export interface OrderClaims {
+  acquire(name: string): Promise<boolean>;
+  isHeld(name: string): boolean;
+  release(name: string): Promise<void>;
+}
+
+/** The lease name under which one daemon of a fleet follows an order. */
+export const orderLeaseName = (appOrderNo: string): string => `order:${appOrderNo}`;
+
 export interface TrackerOptions extends TrackerSettings {
   client: PlatformCaller;
   store: Store;
@@ -37,6 +53,8 @@ export interface TrackerOptions extends TrackerSettings {
   metrics?: Metrics;
   logger?: Logger;
   clock?: OrdersClock;
+  /** Fleet mode: follow an order only while holding its lease. */
+  claims?: OrderClaims;
 }
 
 const PAGE_SIZE = 100;
@@ -60,6 +78,9 @@ export class Tracker {
   private readonly work = new Set<Promise<unknown>>();
   private readonly cancels = new Set<() => void>();
   private readonly warned = new Set<string>();
+  private readonly claims: OrderClaims | undefined;
+  /** Orders whose lease is being asked for. */
+  private readonly claiming = new Set<string>();
   private running = false;
 
   constructor(options: TrackerOptions) {
@@ -70,6 +91,7 @@ export class Tracker {
     this.metrics = options.metrics;
     this.logger = options.logger;
     this.clock = options.clock ?? realClock;
+    this.claims = options.claims;
     this.s = {
       pollInitialMs: options.pollInitialMs ?? 2_000,
       pollMaxMs: options.pollMaxMs ?? 60_000,
@@ -118,6 +140,24 @@ export class Tracker {
     const key = order.appOrderNo;
     const current = this.followed.get(key);
     if (current && !restart) return;
+    if (this.claims && !this.claims.isHeld(orderLeaseName(key))) {
+      // Another daemon may follow it; we take over only when its lease is free (the sweep asks again).
+      if (this.claiming.has(key)) return;
+      this.claiming.add(key);
+      void this.track(
+        this.claims
+          .acquire(orderLeaseName(key))
+          .then((ok) => {
+            this.claiming.delete(key);
+            if (ok) this.follow(order, delayMs, restart);
+          })
+          .catch((err: unknown) => {
+            this.claiming.delete(key);
+            this.logger?.warn({ appOrderNo: key, err }, 'could not take the order-tracking lease; the sweep will try again');
+          }),
+      );
+      return;
+    }
     current?.cancel();
     const f: Followed = { attempt: current && !restart ? current.attempt : 0, cancel: () => undefined };
     const arm = (ms: number) => {
@@ -132,6 +172,7 @@ export class Tracker {
               if (this.followed.get(key) !== f) return;
               if (o && FINAL_ORDER_STATUS.has(o.status)) {
                 this.followed.delete(key);
+                this.letGo(key);
                 return;
               }
               f.attempt += 1;
@@ -200,11 +241,29 @@ export class Tracker {
       const f = this.followed.get(order.appOrderNo);
       f?.cancel();
       this.followed.delete(order.appOrderNo);
+      this.letGo(order.appOrderNo);
     } else {
       this.follow(order);
     }
     await this.updateGauges();
     return order;
+  }
+
+  /**
+   * Stops following an order without reading it again: its lease was lost (expired while Redis was away,
+   * or taken over by another daemon), so another daemon follows it now.
+   */
+  drop(appOrderNo: string): void {
+    const f = this.followed.get(appOrderNo);
+    if (!f) return;
+    f.cancel();
+    this.followed.delete(appOrderNo);
+  }
+
+  /** Fleet mode: hands a finished order's lease back. */
+  private letGo(appOrderNo: string): void {
+    const name = orderLeaseName(appOrderNo);
+    if (this.claims?.isHeld(name)) void this.claims.release(name).catch(() => undefined);
   }
 
   /** Reads instances (GetInstance, 100 at a time) and stores them; numbers the platform does not know are skipped. */

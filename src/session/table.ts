@@ -91,6 +91,24 @@ export class SessionTable {
     return s;
   }
 
+  /**
+   * Holds a session that began elsewhere (another daemon of a fleet bound it) with its own start and
+   * expiry, so it ends here when it ends there. Replaces any current binding; nothing when already over.
+   */
+  adopt(user: string, sessionId: string, node: UpstreamNode, startedAt: number, expiresAt: number): StickySession | undefined {
+    const ttl = expiresAt - this.now();
+    if (!(ttl > 0)) return undefined;
+    const s: StickySession = { user, sessionId, node, startedAt, expiresAt };
+    this.cache.set(key(user, sessionId), s, { ttl, noUpdateTTL: false });
+    this.updateGauge();
+    return s;
+  }
+
+  /** The session as held, expired or not, without counting anything (for callers that act on its node). */
+  peek(user: string, sessionId: string): StickySession | undefined {
+    return this.cache.peek(key(user, sessionId), { allowStale: true });
+  }
+
   /** Ends a session so the next connection gets a new node. Returns whether a live session was there. */
   rotate(user: string, sessionId: string, reason: RotationReason): boolean {
     const k = key(user, sessionId);

@@ -1,0 +1,75 @@
+// The fleet's shared parts on one Redis connection (the store's): the allowance leaser (limits), shared
+// sticky sessions and the lease keeper (one daemon per order). Built by the composition root when
+// `store.path` is a redis:// URL; closed before the store.
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import type { UpstreamNode } from '../pool/types.ts';
+import type { RedisConnection } from '../store/redis-connection.ts';
+import type { Logger } from '../telemetry/logger.ts';
+import { AllowanceLeaser } from './allowance.ts';
+import { LeaseKeeper, Leases } from './lease.ts';
+import { SharedSessions } from './sessions.ts';
+
+export { AllowanceLeaser, UserAllowance, type AllowanceOptions } from './allowance.ts';
+export { Leases, LeaseKeeper, type LeasesOptions, type LeaseKeeperOptions } from './lease.ts';
+export { SharedSessions, type SharedNode, type SharedSession, type SharedSessionsOptions } from './sessions.ts';
+export { FleetSessions, FleetRouter, type FleetSessionsOptions } from './gateway.ts';
+
+export interface FleetOptions {
+  /** This daemon's identity; default hostname:pid:random. */
+  instanceId?: string;
+  prefix: string;
+  sliceBytes: number;
+  offlineBytes: number;
+  aliveTtlMs: number;
+  leaseTtlMs: number;
+  logger?: Logger;
+  /** The gateway's clock (session start and expiry stamps). */
+  now?: () => number;
+}
+
+export interface Fleet {
+  readonly instance: string;
+  readonly allowance: AllowanceLeaser;
+  readonly sessions: SharedSessions<UpstreamNode>;
+  readonly leases: LeaseKeeper;
+  /** Who to tell about each lease found lost (expired or taken over): whoever holds leases. */
+  onLeaseLost(handler: (name: string) => void): void;
+  /** Gives allowance slices and leases back (best effort when Redis is down). Does not close the connection. */
+  close(): Promise<void>;
+}
+
+export function defaultInstanceId(): string {
+  return `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
+}
+
+export function startFleet(connection: RedisConnection, options: FleetOptions): Fleet {
+  const instance = options.instanceId || defaultInstanceId();
+  const logger = options.logger;
+  const allowance = new AllowanceLeaser(connection, {
+    instance,
+    sliceBytes: options.sliceBytes,
+    offlineBytes: options.offlineBytes,
+    aliveTtlMs: options.aliveTtlMs,
+    prefix: options.prefix,
+    ...(logger ? { logger } : {}),
+  });
+  const sessions = new SharedSessions<UpstreamNode>(connection, { prefix: options.prefix, ...(options.now ? { now: options.now } : {}) });
+  let lost: ((name: string) => void) | undefined;
+  const leases = new LeaseKeeper(new Leases(connection, { owner: instance, ttlMs: options.leaseTtlMs, prefix: options.prefix }), {
+    ...(logger ? { logger } : {}),
+    onLost: (name) => lost?.(name),
+  });
+  return {
+    instance,
+    allowance,
+    sessions,
+    leases,
+    onLeaseLost(handler) {
+      lost = handler;
+    },
+    async close() {
+      await Promise.allSettled([allowance.close(), leases.close()]);
+    },
+  };
+}
