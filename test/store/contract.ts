@@ -1,6 +1,6 @@
-// The Store contract every driver must keep, run for SQLite and Redis (test/store/contract-*.test.ts).
-// The cases are those of sqlite.test.ts's "semantics" block (copied, not moved: that file stays as it is)
-// plus reading back through a second handle on the same data, and two handles racing.
+// The Store contract every driver must keep, run for SQLite and Redis (test/store/contract-sqlite.test.ts,
+// test/store/redis.test.ts): the single home of the shared semantics, including reading back through a
+// second handle on the same data and two handles racing. Driver files test only what is their own.
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import { StoreConflictError, StoreError, UNRESOLVED_STATES, type InstanceRecord, type OrderRecord, type Store } from '../../src/store/index.ts';
