@@ -192,7 +192,7 @@ export class Accounting implements MeterProvider {
   async start(users: readonly AccountingUser[]): Promise<LimitChange[]> {
     const stored = await this.store.listUsage();
     for (const rec of stored) {
-      if (!this.meters.has(rec.user)) this.meters.set(rec.user, new Meter(rec.user, rec.usedBytes, rec.limitBytes));
+      this.entry(rec.user, rec.usedBytes, rec.limitBytes);
     }
     const changes = await this.setUsers(users, stored);
     if (!this.timer && !this.closed) {
