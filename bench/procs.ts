@@ -1,11 +1,9 @@
 // The processes of a bench run: children that announce themselves with one JSON line, Debian's microsocks
 // and tinyproxy on free loopback ports, and the RSS of a process read from /proc.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { connect, createServer, type AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
+import { startMicrosocks, startTinyproxy as startTinyproxyDaemon, stopChild, type UpstreamDaemon } from '../test/support/upstreams.ts';
 
 export interface Proc {
   pid: number;
@@ -18,18 +16,6 @@ export class BenchSetupError extends Error {
     super(message);
     this.name = 'BenchSetupError';
   }
-}
-
-function stopChild(child: ChildProcess, graceMs = 5000): Promise<void> {
-  return new Promise((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null) return resolve();
-    const kill = setTimeout(() => child.kill('SIGKILL'), graceMs);
-    child.once('exit', () => {
-      clearTimeout(kill);
-      resolve();
-    });
-    child.kill('SIGTERM');
-  });
 }
 
 /** Starts `command args` and resolves with the first line it prints on stdout, parsed as JSON. */
@@ -59,79 +45,12 @@ export function startJsonChild<T extends { pid: number }>(
   });
 }
 
-/** A free loopback port (bound, read and released). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
+export type Upstream = UpstreamDaemon;
+export { startMicrosocks };
 
-function waitForPort(port: number, deadlineMs = 5000): Promise<void> {
-  const until = Date.now() + deadlineMs;
-  return new Promise((resolve, reject) => {
-    const attempt = (): void => {
-      const s = connect({ host: '127.0.0.1', port });
-      s.once('connect', () => {
-        s.destroy();
-        resolve();
-      });
-      s.once('error', () => {
-        s.destroy();
-        if (Date.now() > until) reject(new BenchSetupError(`port ${port} never opened`));
-        else setTimeout(attempt, 25);
-      });
-    };
-    attempt();
-  });
-}
-
-export interface Upstream extends Proc {
-  port: number;
-  username: string;
-  password: string;
-}
-
-export async function startMicrosocks(username: string, password: string): Promise<Upstream> {
-  const port = await freePort();
-  const child = spawn('microsocks', ['-i', '127.0.0.1', '-p', String(port), '-u', username, '-P', password], { stdio: 'ignore' });
-  await waitForPort(port);
-  return { pid: child.pid!, port, username, password, stop: () => stopChild(child) };
-}
-
-/** tinyproxy in the foreground: Basic auth, CONNECT to any port, room for the memory case's tunnels. */
-export async function startTinyproxy(username: string, password: string, maxClients: number): Promise<Upstream> {
-  const port = await freePort();
-  const dir = mkdtempSync(join(tmpdir(), 'rotor-bench-tinyproxy-'));
-  const conf = join(dir, 'tinyproxy.conf');
-  const lines = [
-    `Port ${port}`,
-    'Listen 127.0.0.1',
-    'Timeout 600',
-    `MaxClients ${maxClients}`,
-    'LogLevel Critical',
-    `BasicAuth ${username} ${password}`,
-    'Allow 127.0.0.1',
-    'DisableViaHeader Yes',
-  ];
-  if (process.getuid?.() === 0) lines.push('User nobody', 'Group nogroup');
-  writeFileSync(conf, `${lines.join('\n')}\n`);
-  const child = spawn('tinyproxy', ['-d', '-c', conf], { stdio: 'ignore' });
-  await waitForPort(port);
-  return {
-    pid: child.pid!,
-    port,
-    username,
-    password,
-    stop: async () => {
-      await stopChild(child);
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
+/** tinyproxy with room for the memory case's tunnels: `maxClients` clients, idle for up to 10 minutes. */
+export function startTinyproxy(username: string, password: string, maxClients: number): Promise<Upstream> {
+  return startTinyproxyDaemon(username, password, { maxClients, timeoutSeconds: 600 });
 }
 
 /** Resident set size of a process in bytes (VmRSS), threads included. */

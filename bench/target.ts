@@ -3,6 +3,7 @@
 //   GET /bytes/<n>    -> n bytes, written in 1 MiB slices paced by the reader (the bulk case)
 // Prints one JSON line {"port","pid"} when listening; exits on SIGTERM or when its parent goes away.
 import { createServer } from 'node:http';
+import { writeBytes } from '../test/support/bytes.ts';
 
 const SMALL = Buffer.alloc(64, 0x61);
 const SLICE = Buffer.alloc(1024 * 1024, 0x62);
@@ -19,20 +20,9 @@ const server = createServer((req, res) => {
     res.end();
     return;
   }
-  let left = Number(m[1]);
-  res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': left });
-  const pump = (): void => {
-    while (left > 0) {
-      const n = Math.min(left, SLICE.length);
-      left -= n;
-      if (!res.write(n === SLICE.length ? SLICE : SLICE.subarray(0, n))) {
-        res.once('drain', pump);
-        return;
-      }
-    }
-    res.end();
-  };
-  pump();
+  const count = Number(m[1]);
+  res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': count });
+  writeBytes(res, count, SLICE);
 });
 // Idle tunnels (the memory case) hold connections that have not sent a byte yet; nothing here may cut them.
 server.keepAliveTimeout = 600_000;

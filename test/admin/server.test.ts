@@ -2,11 +2,12 @@
 // and internal failures, the token rule; and the platform-callback server.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer, type AddressInfo } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { AdminConfigError, buildAdminServer, buildCallbackServer, createReadiness } from '../../src/admin/index.ts';
 import { PlatformClient } from '../../src/platform/client.ts';
 import { SqliteStore } from '../../src/store/index.ts';
 import { AUTH, US, startHarness, waitFor, type Harness } from './harness.ts';
+import { freePort as deadPort } from '../support/ports.ts';
 
 let h: Harness;
 before(async () => {
@@ -15,15 +16,6 @@ before(async () => {
 after(async () => {
   await h.close();
 });
-
-/** A loopback port nothing listens on. */
-async function deadPort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as AddressInfo).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
 
 describe('probes', () => {
   test('GET /healthz answers without a token', async () => {

@@ -11,6 +11,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { stringify } from 'yaml';
 import type { ConfigInput } from '../../src/config/index.ts';
+import { writeBytes } from '../support/bytes.ts';
 
 export const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
 export const MB5 = 5 * 1024 * 1024;
@@ -75,19 +76,7 @@ export async function startTarget(): Promise<BytesTarget> {
     let left = Number(m[1]);
     const rate = m[2] ? Number(m[2]) : 0;
     res.writeHead(200, { 'content-length': String(left), 'content-type': 'application/octet-stream' });
-    const chunk = Buffer.alloc(16 * 1024, 0x61);
     let timer: NodeJS.Timeout | undefined;
-    const pump = (): void => {
-      while (left > 0) {
-        const n = Math.min(left, chunk.length);
-        left -= n;
-        if (!res.write(n === chunk.length ? chunk : chunk.subarray(0, n))) {
-          res.once('drain', pump);
-          return;
-        }
-      }
-      res.end();
-    };
     const TICK_MS = 20;
     const perTick = Math.max(1, Math.round((rate * TICK_MS) / 1000));
     const paced = (): void => {
@@ -102,7 +91,7 @@ export async function startTarget(): Promise<BytesTarget> {
       if (timer) clearTimeout(timer);
     });
     if (rate > 0) paced();
-    else pump();
+    else writeBytes(res, left, Buffer.alloc(16 * 1024, 0x61));
   });
   server.on('clientError', (_e, s) => s.destroy());
   const port = await new Promise<number>((r) => server.listen(0, '127.0.0.1', () => r((server.address() as AddressInfo).port)));

@@ -1,12 +1,10 @@
 // Real loopback servers and small in-test implementations of the gateway's seams, shared by the proxy tests.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
 import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
-import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { PoolEmptyError, type FailureReason, type NodeSource, type PoolKey, type UpstreamNode } from '../../src/pool/types.ts';
 import type { LocalUser, PoolProvider, SessionStore, UserDirectory } from '../../src/proxy/types.ts';
+import { writeBytes } from '../support/bytes.ts';
 
 export function listenPort(server: Server | HttpServer): Promise<number> {
   return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve((server.address() as AddressInfo).port)));
@@ -19,13 +17,7 @@ export function closeServer(server: Server | HttpServer): Promise<void> {
   });
 }
 
-/** A port with nothing listening on it (bound then released). */
-export async function deadPort(): Promise<number> {
-  const s = createServer();
-  const port = await listenPort(s);
-  await closeServer(s);
-  return port;
-}
+export { freePort as deadPort } from '../support/ports.ts';
 
 /**
  * The loopback target: GET /hello → "hello from target", GET /bytes/<n> → n bytes sent in 16 KiB chunks
@@ -37,21 +29,9 @@ export async function startTarget(): Promise<{ port: number; close: () => Promis
     if (req.url === '/hello') {
       res.end('hello from target');
     } else if (m) {
-      let left = Number(m[1]);
-      res.writeHead(200, { 'content-length': String(left) });
-      const chunk = Buffer.alloc(16 * 1024, 0x61);
-      const pump = (): void => {
-        while (left > 0) {
-          const n = Math.min(left, chunk.length);
-          left -= n;
-          if (!res.write(n === chunk.length ? chunk : chunk.subarray(0, n))) {
-            res.once('drain', pump);
-            return;
-          }
-        }
-        res.end();
-      };
-      pump();
+      const count = Number(m[1]);
+      res.writeHead(200, { 'content-length': String(count) });
+      writeBytes(res, count, Buffer.alloc(16 * 1024, 0x61));
     } else if (req.url === '/echo') {
       const parts: Buffer[] = [];
       req.on('data', (c: Buffer) => parts.push(c));
@@ -83,74 +63,8 @@ export async function startSilent(): Promise<{ port: number; close: () => Promis
   };
 }
 
-function waitForPort(port: number, deadlineMs = 5000): Promise<void> {
-  const until = Date.now() + deadlineMs;
-  return new Promise((resolve, reject) => {
-    const attempt = (): void => {
-      const s = connect({ host: '127.0.0.1', port });
-      s.once('connect', () => {
-        s.destroy();
-        resolve();
-      });
-      s.once('error', () => {
-        s.destroy();
-        if (Date.now() > until) reject(new Error(`port ${port} never opened`));
-        else setTimeout(attempt, 25);
-      });
-    };
-    attempt();
-  });
-}
-
-export interface Child {
-  port: number;
-  stop: () => Promise<void>;
-}
-
-function stopChild(child: ChildProcess): Promise<void> {
-  return new Promise((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null) return resolve();
-    child.once('exit', () => resolve());
-    child.kill('SIGTERM');
-  });
-}
-
-/** Debian's microsocks on a free loopback port with user/password auth. */
-export async function startMicrosocks(user: string, pass: string): Promise<Child> {
-  const port = await deadPort();
-  const child = spawn('microsocks', ['-i', '127.0.0.1', '-p', String(port), '-u', user, '-P', pass], { stdio: 'ignore' });
-  await waitForPort(port);
-  return { port, stop: () => stopChild(child) };
-}
-
-/** Debian's tinyproxy in the foreground with Basic auth and CONNECT to any port. */
-export async function startTinyproxy(user: string, pass: string): Promise<Child> {
-  const port = await deadPort();
-  const dir = mkdtempSync(join(tmpdir(), 'rotor-tinyproxy-'));
-  const conf = join(dir, 'tinyproxy.conf');
-  const lines = [
-    `Port ${port}`,
-    'Listen 127.0.0.1',
-    'Timeout 30',
-    'MaxClients 50',
-    'LogLevel Critical',
-    `BasicAuth ${user} ${pass}`,
-    'Allow 127.0.0.1',
-    // No ConnectPort line: CONNECT to any port.
-    'DisableViaHeader Yes',
-  ];
-  if (process.getuid?.() === 0) lines.push('User nobody', 'Group nogroup');
-  writeFileSync(conf, `${lines.join('\n')}\n`);
-  const child = spawn('tinyproxy', ['-d', '-c', conf], { stdio: 'ignore' });
-  await waitForPort(port);
-  return {
-    port,
-    stop: async () => {
-      await stopChild(child);
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
-}
+export { startMicrosocks, startTinyproxy } from '../support/upstreams.ts';
+export type { UpstreamDaemon as Child } from '../support/upstreams.ts';
 
 export function node(protocol: 'socks5' | 'http', port: number, username?: string, password?: string): UpstreamNode {
   return {

@@ -4,6 +4,7 @@ import { execFile } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import { connect, type AddressInfo, type Socket } from 'node:net';
 import type { DrawnCredential, Grant, Meter, UpstreamAuthority } from '../../../src/sim/contracts.ts';
+import { writeBytes } from '../../support/bytes.ts';
 
 export class StubAuthority implements UpstreamAuthority {
   password = 'secret';
@@ -75,20 +76,7 @@ export async function startTarget(): Promise<Target> {
         res.end(Buffer.alloc(total, 0x61));
         return;
       }
-      const piece = Buffer.alloc(64 * 1024, 0x62);
-      let sent = 0;
-      const pump = (): void => {
-        while (sent < total) {
-          const n = Math.min(piece.length, total - sent);
-          sent += n;
-          if (!res.write(n === piece.length ? piece : piece.subarray(0, n))) {
-            res.once('drain', pump);
-            return;
-          }
-        }
-        res.end();
-      };
-      pump();
+      writeBytes(res, total, Buffer.alloc(64 * 1024, 0x62));
       return;
     }
     res.statusCode = 404;
