@@ -19,7 +19,7 @@ import type { ConnectionResult, Metrics } from '../telemetry/metrics.ts';
 import { DialCancel } from './cancel.ts';
 import { GatewayError } from './errors.ts';
 import { holdClient } from './hold.ts';
-import { relay, upstreamFailedEarly, type RelayHandle } from './relay.ts';
+import { ListenerConnections } from './connections.ts';
 import type { Dialed, Route, Router } from './router.ts';
 import type { Target } from './types.ts';
 
@@ -90,8 +90,7 @@ class DialedAgent extends Agent {
 export class HttpListener {
   private readonly proxy: Server;
   private readonly server: HttpServer;
-  private readonly relays = new Set<RelayHandle>();
-  private readonly sockets = new Set<Socket>();
+  private readonly conns = new ListenerConnections();
   private readonly realm: string;
   private readonly idleTimeoutMs: number;
   private readonly responseTimeoutMs: number;
@@ -119,7 +118,7 @@ export class HttpListener {
     this.server.prependListener('connect', (req: IncomingMessage) => started.add(req.socket));
     this.server.on('connection', (socket: Socket) => {
       socket.setNoDelay(true);
-      this.sockets.add(socket);
+      this.conns.sockets.add(socket);
       metrics?.connectionsActive.inc({ listener: LISTENER });
       const deadline = setTimeout(() => {
         if (!started.has(socket)) socket.destroy();
@@ -127,7 +126,7 @@ export class HttpListener {
       deadline.unref();
       socket.once('close', () => {
         clearTimeout(deadline);
-        this.sockets.delete(socket);
+        this.conns.sockets.delete(socket);
         metrics?.connectionsActive.dec({ listener: LISTENER });
       });
     });
@@ -145,29 +144,14 @@ export class HttpListener {
   }
 
   get connections(): number {
-    return this.sockets.size;
+    return this.conns.sockets.size;
   }
 
   /** Stops accepting; running connections get `drainMs` to finish, then are closed. */
   async close(drainMs = 0): Promise<void> {
     const closed = this.proxy.close(false);
     this.server.closeIdleConnections?.();
-    if (this.sockets.size > 0 && drainMs > 0) {
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, drainMs);
-        const check = setInterval(() => {
-          if (this.sockets.size === 0) {
-            clearTimeout(timer);
-            clearInterval(check);
-            resolve();
-          }
-        }, 20);
-        timer.unref();
-        check.unref();
-      });
-    }
-    for (const r of this.relays) r.stop();
-    for (const s of this.sockets) s.destroy();
+    await this.conns.drainThenClose(drainMs);
     await closed;
   }
 
@@ -216,23 +200,7 @@ export class HttpListener {
     const user = a.route.user.name;
     socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
     this.count('ok');
-    const meters = router.meters;
-    // onEnd may run inside relay() itself (a side already gone), before `relay` has returned.
-    const ref: { handle?: RelayHandle; ended?: boolean } = {};
-    ref.handle = relay(socket, dialed.socket, {
-      meter: meters.meter(user),
-      idleTimeoutMs: this.idleTimeoutMs,
-      clientHead: held.head,
-      upstreamHead: dialed.head,
-      ...(this.options.metrics ? { bytes: { metrics: this.options.metrics, user } } : {}),
-      onEnd: (stats) => {
-        ref.ended = true;
-        if (ref.handle) this.relays.delete(ref.handle);
-        dialed.release(upstreamFailedEarly(stats, dialed.socket));
-        meters.connectionClosed(user);
-      },
-    });
-    if (!ref.ended) this.relays.add(ref.handle);
+    this.conns.relay(socket, dialed, held.head, user, router.meters, { idleTimeoutMs: this.idleTimeoutMs, metrics: this.options.metrics });
   }
 
   /**

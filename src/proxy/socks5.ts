@@ -9,7 +9,7 @@ import { REPLY, Socks5HandshakeError, acceptSocks5, writeReply, type AuthDecisio
 import { DialCancel } from './cancel.ts';
 import { GatewayError } from './errors.ts';
 import { holdClient } from './hold.ts';
-import { relay, upstreamFailedEarly, type RelayHandle } from './relay.ts';
+import { ListenerConnections } from './connections.ts';
 import type { Refusal, Route, Router } from './router.ts';
 
 export interface Socks5ListenerOptions {
@@ -32,8 +32,7 @@ const LISTENER = 'socks5';
 
 export class Socks5Listener {
   private readonly server: Server;
-  private readonly sockets = new Set<Socket>();
-  private readonly relays = new Set<RelayHandle>();
+  private readonly conns = new ListenerConnections();
   private readonly handshakeTimeoutMs: number;
   private readonly idleTimeoutMs: number;
 
@@ -62,28 +61,13 @@ export class Socks5Listener {
 
   /** Client connections open now. */
   get connections(): number {
-    return this.sockets.size;
+    return this.conns.sockets.size;
   }
 
   /** Stops accepting; running connections get `drainMs` to finish, then are closed. */
   async close(drainMs = 0): Promise<void> {
     const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
-    if (this.sockets.size > 0 && drainMs > 0) {
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, drainMs);
-        const check = setInterval(() => {
-          if (this.sockets.size === 0) {
-            clearTimeout(timer);
-            clearInterval(check);
-            resolve();
-          }
-        }, 20);
-        timer.unref();
-        check.unref();
-      });
-    }
-    for (const r of this.relays) r.stop();
-    for (const s of this.sockets) s.destroy();
+    await this.conns.drainThenClose(drainMs);
     await closed;
   }
 
@@ -94,11 +78,11 @@ export class Socks5Listener {
   private onConnection(socket: Socket): void {
     socket.on('error', noop);
     socket.setNoDelay(true);
-    this.sockets.add(socket);
+    this.conns.sockets.add(socket);
     const metrics = this.options.metrics;
     metrics?.connectionsActive.inc({ listener: LISTENER });
     socket.once('close', () => {
-      this.sockets.delete(socket);
+      this.conns.sockets.delete(socket);
       metrics?.connectionsActive.dec({ listener: LISTENER });
     });
     void this.handle(socket);
@@ -166,22 +150,7 @@ export class Socks5Listener {
     }
     writeReply(socket, REPLY.succeeded);
     this.count('ok');
-    // onEnd may run inside relay() itself (a side already gone), before `relay` has returned.
-    const ref: { handle?: RelayHandle; ended?: boolean } = {};
-    ref.handle = relay(socket, dialed.socket, {
-      meter: meters.meter(user),
-      idleTimeoutMs: this.idleTimeoutMs,
-      clientHead: head,
-      upstreamHead: dialed.head,
-      ...(this.options.metrics ? { bytes: { metrics: this.options.metrics, user } } : {}),
-      onEnd: (stats) => {
-        ref.ended = true;
-        if (ref.handle) this.relays.delete(ref.handle);
-        dialed.release(upstreamFailedEarly(stats, dialed.socket));
-        meters.connectionClosed(user);
-      },
-    });
-    if (!ref.ended) this.relays.add(ref.handle);
+    this.conns.relay(socket, dialed, head, user, meters, { idleTimeoutMs: this.idleTimeoutMs, metrics: this.options.metrics });
   }
 }
 

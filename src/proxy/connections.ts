@@ -1,0 +1,64 @@
+// What both listeners keep of their client connections: the open sockets and the running relays, how a
+// relay is started and forgotten, and the graceful stop (a drain period, then everything cut).
+import type { Socket } from 'node:net';
+import type { Metrics } from '../telemetry/metrics.ts';
+import { relay, upstreamFailedEarly, type RelayHandle } from './relay.ts';
+import type { Dialed } from './router.ts';
+import type { MeterProvider } from './types.ts';
+
+export class ListenerConnections {
+  /** Client sockets open now (each listener adds on accept and removes on 'close'). */
+  readonly sockets = new Set<Socket>();
+  private readonly relays = new Set<RelayHandle>();
+
+  /**
+   * Relays `client` ↔ the dialed upstream, counted into the user's meter. At the end the node goes back to its
+   * pool (as failed when the upstream died before its first byte) and the connection is counted closed.
+   */
+  relay(
+    client: Socket,
+    dialed: Dialed,
+    clientHead: Buffer | null,
+    user: string,
+    meters: MeterProvider,
+    options: { idleTimeoutMs: number; metrics?: Metrics | undefined },
+  ): void {
+    // onEnd may run inside relay() itself (a side already gone), before `relay` has returned.
+    const ref: { handle?: RelayHandle; ended?: boolean } = {};
+    ref.handle = relay(client, dialed.socket, {
+      meter: meters.meter(user),
+      idleTimeoutMs: options.idleTimeoutMs,
+      clientHead,
+      upstreamHead: dialed.head,
+      ...(options.metrics ? { bytes: { metrics: options.metrics, user } } : {}),
+      onEnd: (stats) => {
+        ref.ended = true;
+        if (ref.handle) this.relays.delete(ref.handle);
+        dialed.release(upstreamFailedEarly(stats, dialed.socket));
+        meters.connectionClosed(user);
+      },
+    });
+    if (!ref.ended) this.relays.add(ref.handle);
+  }
+
+  /** Gives open connections up to `drainMs` to finish on their own, then stops every relay and socket. */
+  async drainThenClose(drainMs: number): Promise<void> {
+    if (this.sockets.size > 0 && drainMs > 0) {
+      await new Promise<void>((resolve) => {
+        const done = (): void => {
+          clearTimeout(timer);
+          clearInterval(check);
+          resolve();
+        };
+        const timer = setTimeout(done, drainMs);
+        const check = setInterval(() => {
+          if (this.sockets.size === 0) done();
+        }, 20);
+        timer.unref();
+        check.unref();
+      });
+    }
+    for (const r of this.relays) r.stop();
+    for (const s of this.sockets) s.destroy();
+  }
+}
