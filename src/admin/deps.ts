@@ -6,6 +6,8 @@
 import type { OperationName, OpRequest, OpResponse } from '../platform/operations.ts';
 import type { CallOptions } from '../platform/client.ts';
 import type { AreaNode, City, Product, Project } from '../platform/schemas.ts';
+import type { FlowLogQuery, TrafficReturn } from '../accounts/traffic.ts';
+import type { AfterSaleInput, AssignIpInput, ChangeInput, OpenInput, ReleaseInput, RenewInput, ResetInput } from '../orders/placer.ts';
 
 /** PlatformClient. */
 export interface PlatformPort {
@@ -38,15 +40,6 @@ export interface OrderAnswer {
 export interface InstanceAnswer {
   instanceNo: string;
 }
-
-type Optional<T, K extends keyof T> = Omit<T, K> & Partial<Pick<T, K>>;
-export type OpenInput = Optional<OpRequest<'InstanceOpen'>, 'appOrderNo'>;
-export type AssignIpInput = Optional<OpRequest<'InstanceOpenAssignIp'>, 'appOrderNo'>;
-export type RenewInput = Optional<OpRequest<'InstanceRenew'>, 'appOrderNo'>;
-export type ReleaseInput = Optional<OpRequest<'InstanceRelease'>, 'orderNo'>;
-export type AfterSaleInput = Optional<OpRequest<'InstanceAfterSale'>, 'orderNo'>;
-export type ChangeInput = Optional<OpRequest<'ChangeProxy'>, 'appOrderNo'>;
-export type ResetInput = Optional<OpRequest<'ResetProxyPassword'>, 'resetNo'>;
 
 export interface OrderListFilter {
   type?: number;
@@ -90,27 +83,12 @@ export interface BalancesPort {
   fetch(account: string, productNo: string): Promise<object>;
 }
 
-export interface FlowLogQuery {
-  account: string;
-  productNo: string;
-  startTime?: string;
-  endTime?: string;
-  page?: number;
-  pageSize?: number;
-}
-
-export interface TrafficReturnInput {
-  account: string;
-  productNo: string;
-  flowNum?: number;
-  ipNum?: number;
-  remark?: string;
-}
+export type { FlowLogQuery };
 
 /** src/accounts/traffic.ts Traffic: flow-use log (bytes) and traffic return (MB). */
 export interface TrafficPort {
   flowLog(query: FlowLogQuery): Promise<object>;
-  returnTraffic(input: TrafficReturnInput): Promise<object>;
+  returnTraffic(input: TrafficReturn): Promise<object>;
 }
 
 /** src/accounts/whitelist.ts Whitelist: each answers the platform's list as it now stands. */
