@@ -1,17 +1,19 @@
-// Shared by the order tests: an Orders over a real SQLite file and the real client, with a tiny loopback
+// Shared by the order tests: an Orders over a real store (a SQLite file, or Redis with ROTOR_TEST_STORE=redis:
+// test/support/store.ts) and the real client, with a tiny loopback
 // HTTP listener that hands the sandbox's callbacks to Orders.handleCallback.
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import { PlatformClient } from '../../src/platform/client.ts';
-import { SqliteStore } from '../../src/store/index.ts';
+import type { Store } from '../../src/store/index.ts';
+import { openTestStore } from '../support/store.ts';
 import { Orders, type TrackerSettings } from '../../src/orders/index.ts';
 import { createMetrics, type Metrics } from '../../src/telemetry/metrics.ts';
 import { createLogger, type Logger } from '../../src/telemetry/logger.ts';
 import type { Simulator } from '../../src/sim/index.ts';
 
 export interface Harness {
-  store: SqliteStore;
+  store: Store;
   client: PlatformClient;
   orders: Orders;
   metrics: Metrics;
@@ -23,8 +25,8 @@ export interface Harness {
   close(): Promise<void>;
 }
 
-export async function harness(sim: Simulator, dbPath: string, options: { retries?: number; tracking?: TrackerSettings; listen?: boolean } = {}): Promise<Harness> {
-  const store = new SqliteStore(dbPath);
+export async function harness(sim: Simulator, dbPath: string, options: { retries?: number; tracking?: TrackerSettings; listen?: boolean; sqlite?: boolean } = {}): Promise<Harness> {
+  const store = await openTestStore(dbPath, options.sqlite ? { driver: 'sqlite' } : {});
   const client = new PlatformClient({ baseUrl: sim.baseUrl, appKey: sim.appKey, appSecret: sim.appSecret, retries: options.retries ?? 2, backoff: { baseMs: 10, maxMs: 20 }, timeoutMs: 3000 });
   const metrics = createMetrics({ defaultMetrics: false });
   const logs: string[] = [];
@@ -81,15 +83,9 @@ export async function harness(sim: Simulator, dbPath: string, options: { retries
   };
 }
 
-export async function waitFor<T>(probe: () => T | undefined | null | false | Promise<T | undefined | null | false>, timeoutMs = 5000, what = 'condition'): Promise<T> {
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v) return v;
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 15));
-  }
-}
+import { waitFor } from '../support/wait.ts';
+
+export { waitFor };
 
 /** Waits until the stored order (platform or merchant number) is final. */
 export function finalOrder(h: Harness, no: string, timeoutMs = 5000) {

@@ -426,6 +426,7 @@ test('an order of 120 instances is read page by page (pageSize 100)', async () =
   }
 });
 
+// SQLite only (also under ROTOR_TEST_STORE=redis): the killed child and the restarted Orders share the file.
 describe('SIGKILL while an order is in flight', () => {
   test('a restarted Orders finishes the order without placing it again', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'rotor-kill-'));
@@ -458,7 +459,7 @@ describe('SIGKILL while an order is in flight', () => {
       assert.equal(out.includes('answered'), false, 'killed before learning the result');
       sim.faults.latency(0);
 
-      const h = await harness(sim, path);
+      const h = await harness(sim, path, { sqlite: true });
       try {
         await h.orders.start();
         const o = await finalOrder(h, sent.merchantNo);

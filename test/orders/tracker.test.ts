@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { PlatformClient } from '../../src/platform/client.ts';
-import { SqliteStore } from '../../src/store/index.ts';
+import { openTestStore } from '../support/store.ts';
 import { Orders, type OrdersClock } from '../../src/orders/index.ts';
 import { SIM_PRODUCTS, startSimulator } from '../../src/sim/index.ts';
 
@@ -35,7 +35,7 @@ function manualClock() {
 
 test('polls with capped exponential backoff until final, then stops', async () => {
   const sim = await startSimulator({ orderDelayMs: 3_600_000, upstreams: false });
-  const store = new SqliteStore(':memory:');
+  const store = await openTestStore();
   const client = new PlatformClient({ baseUrl: sim.baseUrl, appKey: sim.appKey, appSecret: sim.appSecret, retries: 0 });
   const m = manualClock();
   // Sweep and expiry timers far out so the poll timer is always the earliest.
