@@ -1,4 +1,5 @@
-// The admin API over real components: the sandbox platform, the real client, an in-memory SQLite store,
+// The admin API over real components: the sandbox platform, the real client, a store (in-memory SQLite, or
+// Redis with ROTOR_TEST_STORE=redis: test/support/store.ts),
 // Orders (catalog, placer, tracker, callbacks), BalanceWatcher, Traffic, Whitelist, Accounting, a
 // PoolRegistry with real password drawers, a SessionTable and the metrics registry. The callback server
 // listens on loopback and the sandbox sends its callbacks there.
@@ -16,7 +17,8 @@ import { PwdDrawer, drawApiFromClient } from '../../src/pool/drawer.ts';
 import { PoolRegistry } from '../../src/pool/registry.ts';
 import { SessionTable } from '../../src/session/table.ts';
 import { startSimulator, SIM_PRODUCTS, type Simulator } from '../../src/sim/index.ts';
-import { SqliteStore } from '../../src/store/index.ts';
+import type { Store } from '../../src/store/index.ts';
+import { openTestStore } from '../support/store.ts';
 import { createMetrics, type Metrics } from '../../src/telemetry/metrics.ts';
 
 export const TOKEN = 'admin-test-token-5f2c';
@@ -27,7 +29,7 @@ export const US = SIM_PRODUCTS.staticUsSocks;
 export interface Harness {
   sim: Simulator;
   client: PlatformClient;
-  store: SqliteStore;
+  store: Store;
   orders: Orders;
   accounting: Accounting;
   pools: PoolRegistry;
@@ -45,7 +47,7 @@ export async function startHarness(): Promise<Harness> {
   const sim = await startSimulator({ orderDelayMs: 60, callbackBackoffMs: 20, gatewayPorts: 1 });
   const metrics = createMetrics({ defaultMetrics: false });
   const client = new PlatformClient({ baseUrl: sim.baseUrl, appKey: sim.appKey, appSecret: sim.appSecret, retries: 1, backoff: { baseMs: 5, maxMs: 10 }, timeoutMs: 3000, metrics });
-  const store = new SqliteStore(':memory:');
+  const store = await openTestStore();
   const orders = new Orders({ client, store, metrics, tracking: { pollInitialMs: 40, pollMaxMs: 200, sweepMs: 150, expiryCheckMs: 3_600_000 } });
   await orders.start();
   const products = new ProductCatalog({ client });

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import type { AddressInfo } from 'node:net';
 import { AdminConfigError, buildAdminServer, buildCallbackServer, createReadiness } from '../../src/admin/index.ts';
 import { PlatformClient } from '../../src/platform/client.ts';
-import { SqliteStore } from '../../src/store/index.ts';
+import { openTestStore } from '../support/store.ts';
 import { AUTH, US, startHarness, waitFor, type Harness } from './harness.ts';
 import { freePort as deadPort } from '../support/ports.ts';
 
@@ -40,7 +40,7 @@ describe('probes', () => {
 
   test('readiness really probes: an unreachable platform and a closed store are reported', async () => {
     const dead = new PlatformClient({ baseUrl: `http://127.0.0.1:${await deadPort()}`, appKey: h.sim.appKey, appSecret: h.sim.appSecret, retries: 0, timeoutMs: 1000 });
-    const closed = new SqliteStore(':memory:');
+    const closed = await openTestStore();
     await closed.close();
     const ready = createReadiness({ probePlatform: () => dead.call('GetAppInfo', {}), probeStore: () => closed.kvGet('x'), listenersUp: () => true });
     const app = buildAdminServer({ ...h.deps, ready }, { host: '127.0.0.1' });
