@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawn } from 'node:child_process';
 import { SqliteStore } from '../../src/store/sqlite.ts';
+import { openTestStore, type TestDriver } from '../support/store.ts';
 import { Accounting, AccountingError, type LimitChange } from '../../src/accounting/meters.ts';
 import { createMetrics, type Metrics } from '../../src/telemetry/metrics.ts';
 import type { MeterProvider } from '../../src/proxy/types.ts';
@@ -21,8 +22,9 @@ afterEach(async () => {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 
-async function open(path: string, users: { name: string; limitBytes: number }[], metrics?: Metrics, flushIntervalMs = 60_000) {
-  const store = new SqliteStore(path);
+// The store follows ROTOR_TEST_STORE (a path reopened maps to the same data on Redis too) unless pinned.
+async function open(path: string, users: { name: string; limitBytes: number }[], metrics?: Metrics, flushIntervalMs = 60_000, driver?: TestDriver) {
+  const store = await openTestStore(path, driver ? { driver } : {});
   const accounting = new Accounting({ store, metrics, flushIntervalMs });
   const changes = await accounting.start(users);
   let closed = false;
@@ -179,6 +181,7 @@ describe('Accounting: persistence', () => {
     assert.equal((await store.getUsage('bob'))?.updatedAt, bobBefore, 'an unchanged user is not rewritten');
   });
 
+  // SQLite only (also under ROTOR_TEST_STORE=redis): the SIGKILLed child writes the file this process reads.
   test('a crash (SIGKILL, no close) loses at most the unflushed interval', async () => {
     const path = dbPath();
     // Create the schema first so the child and this process agree on the file.
@@ -191,7 +194,7 @@ describe('Accounting: persistence', () => {
     const exited = new Promise((r) => child.on('exit', r));
     child.kill('SIGKILL');
     await exited;
-    const { accounting } = await open(path, [{ name: 'carol', limitBytes: -1 }]);
+    const { accounting } = await open(path, [{ name: 'carol', limitBytes: -1 }], undefined, 60_000, 'sqlite');
     const used = accounting.get('carol')?.usedBytes ?? 0;
     assert.ok(used >= 1000, `flushed bytes survive the crash (got ${used})`);
     assert.ok(used <= 1500, `nothing is invented (got ${used})`);
@@ -199,7 +202,7 @@ describe('Accounting: persistence', () => {
 
   test('a failed store write keeps the counts for the next flush', async () => {
     const path = dbPath();
-    const store = new SqliteStore(path);
+    const store = await openTestStore(path);
     let fail = true;
     const flaky = {
       addUsage: (d: { user: string; bytes: number }[]) => (fail ? Promise.reject(new Error('disk full')) : store.addUsage(d)),

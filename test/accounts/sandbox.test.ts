@@ -1,5 +1,5 @@
 // Accounts, whitelist, balances, platform-side limits, flow log and traffic return against the real sandbox
-// platform, through the real client and a real SQLite store.
+// platform, through the real client and a real store (SQLite, or Redis under ROTOR_TEST_STORE=redis).
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -10,7 +10,8 @@ import { createServer, type AddressInfo, type Server } from 'node:net';
 import { SocksClient } from 'socks';
 import { startSimulator, SIM_PRODUCTS, type Simulator } from '../../src/sim/index.ts';
 import { PlatformClient } from '../../src/platform/client.ts';
-import { SqliteStore } from '../../src/store/sqlite.ts';
+import type { Store } from '../../src/store/index.ts';
+import { openTestStore } from '../support/store.ts';
 import { Accounting } from '../../src/accounting/meters.ts';
 import { ProductCatalog } from '../../src/accounting/products.ts';
 import { PlatformLimitSync } from '../../src/accounting/platform-sync.ts';
@@ -23,6 +24,7 @@ import { Traffic } from '../../src/accounts/traffic.ts';
 import { AccountsError } from '../../src/accounts/errors.ts';
 import { PlatformError } from '../../src/platform/errors.ts';
 import { createMetrics, type Metrics } from '../../src/telemetry/metrics.ts';
+import { orderSucceeded } from '../support/orders.ts';
 
 const FLOW = SIM_PRODUCTS.dynamicTraffic; // 104, base 1024, sub-account limits, whitelist, flow log
 const FLOW_CN = SIM_PRODUCTS.dynamicTrafficCn; // 105, base 1000
@@ -31,7 +33,7 @@ let sim: Simulator;
 let client: PlatformClient;
 let products: ProductCatalog;
 let dir: string;
-let store: SqliteStore;
+let store: Store;
 let accounting: Accounting;
 let target: Server;
 let targetPort: number;
@@ -43,15 +45,7 @@ const users: AccountUser[] = [
   { name: 'carl', mainAccount: 'shop2', product: FLOW, draw: 'pwd', limitBytes: 5_000_000 },
 ];
 
-async function waitOrder(orderNo: string): Promise<void> {
-  const until = Date.now() + 10_000;
-  for (;;) {
-    const o = await client.call('GetOrder', { orderNo });
-    if (o.status === 3) return;
-    if (o.status === 4 || o.status === 5 || Date.now() > until) throw new Error(`order ${orderNo} ended in status ${o.status}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
+const waitOrder = (orderNo: string): Promise<void> => orderSucceeded(client, orderNo);
 
 async function buyFlow(account: string, productNo: string, flow: number): Promise<void> {
   orderSeq += 1;
@@ -105,7 +99,7 @@ before(async () => {
   client = new PlatformClient({ baseUrl: sim.baseUrl, appKey: sim.appKey, appSecret: sim.appSecret, retries: 0, timeoutMs: 5000 });
   products = new ProductCatalog({ client });
   dir = mkdtempSync(join(tmpdir(), 'rotor-accounts-'));
-  store = new SqliteStore(join(dir, 'rotor.db'));
+  store = await openTestStore(join(dir, 'rotor.db'));
   accounting = new Accounting({ store, flushIntervalMs: 60_000 });
   await accounting.start(users);
 });
