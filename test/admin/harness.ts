@@ -111,12 +111,4 @@ export async function startHarness(): Promise<Harness> {
   };
 }
 
-export async function waitFor<T>(probe: () => T | undefined | null | false | Promise<T | undefined | null | false>, timeoutMs = 5000, what = 'condition'): Promise<T> {
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v) return v;
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 15));
-  }
-}
+export { waitFor } from '../support/wait.ts';

@@ -9,21 +9,14 @@ import { PlatformClient } from '../../src/platform/client.ts';
 import { ApiDrawer, PwdDrawer, drawApiFromClient } from '../../src/pool/drawer.ts';
 import { Pool } from '../../src/pool/pool.ts';
 import type { UpstreamNode } from '../../src/pool/types.ts';
+import { orderSucceeded } from '../support/orders.ts';
 
 let sim: Simulator;
 let client: PlatformClient;
 let target: Server;
 let targetPort: number;
 
-async function waitOrder(orderNo: string): Promise<void> {
-  const until = Date.now() + 10_000;
-  for (;;) {
-    const o = await client.call('GetOrder', { orderNo });
-    if (o.status === 3) return;
-    if (o.status === 4 || o.status === 5 || Date.now() > until) throw new Error(`order ${orderNo} ended in status ${o.status}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+const waitOrder = (orderNo: string): Promise<void> => orderSucceeded(client, orderNo);
 
 /** Opens a SOCKS5 tunnel through the node to the loopback echo target and checks bytes come back. */
 async function echoThrough(node: UpstreamNode): Promise<string> {

@@ -53,15 +53,7 @@ export async function codeOf(p: Promise<unknown>): Promise<number> {
   throw new Error('expected a platform error');
 }
 
-export async function waitFor<T>(probe: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 5000, what = 'condition'): Promise<T> {
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v) return v;
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+export { waitFor } from '../support/wait.ts';
 
 export interface CallbackListener {
   url: string;
