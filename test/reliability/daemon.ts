@@ -101,14 +101,5 @@ export async function eventually(check: () => boolean | Promise<boolean>, ms: nu
   }
 }
 
-/** mulberry32: a small seeded generator, so a failing fuzz case can be replayed from its seed. */
-export function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** A seeded generator, so a failing fuzz case can be replayed from its seed. */
+export { seededRandom as seeded } from '../../src/sim/platform/random.ts';

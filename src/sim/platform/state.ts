@@ -2,6 +2,7 @@
 // draws.ts read and change it; inspect.ts snapshots it for tests.
 import { createCatalog, type SimProduct } from './catalog.ts';
 import { parseMoney } from './money.ts';
+import { seededRandom } from './random.ts';
 
 export interface Merchant {
   appName: string;
@@ -177,7 +178,7 @@ export class SimState {
       status: 1, afterSale: true, changeProxy: true,
     };
     this.products = new Map(createCatalog().map((p) => [p.productNo, p]));
-    this.rand = mulberry32(seed);
+    this.rand = seededRandom(seed);
   }
 
   /** Deterministic per seed: ids and generated credentials repeat across runs with the same seed. */
@@ -211,15 +212,4 @@ export class SimState {
     this.merchant.coin -= amount;
     this.charges.push({ merchantNo, operation, orderNo, amount, at });
   }
-}
-
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
