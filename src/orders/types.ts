@@ -15,19 +15,7 @@ export const INSTANCE_STATUS = { toCreate: 1, creating: 2, running: 3, stopped: 
 export const ORDER_TYPE = { open: 1, renew: 2, release: 3, change: 5 } as const;
 
 /** An instance as the admin API shows it: no password unless asked for. */
-export interface InstanceView {
-  instanceNo: string;
-  orderNo: string | null;
-  productNo: string | null;
-  status: number | null;
-  ip: string | null;
-  port: number | null;
-  username: string | null;
-  protocol: string | null;
-  userExpired: number | null;
-  updatedAt: number;
-  pwd?: string | null;
-}
+export type InstanceView = Omit<InstanceRecord, 'pwd' | 'raw'> & { pwd?: string | null };
 
 export interface OrderView {
   orderNo: string | null;
