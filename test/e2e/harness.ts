@@ -13,7 +13,7 @@
 // loopback delivers those to a target listening on 127.0.0.1, so the target's `remoteAddress` names the exit.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { request as httpRequest, createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import { request as httpRequest, createServer, type IncomingHttpHeaders, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -22,6 +22,8 @@ import { SocksClient } from 'socks';
 import { parse as parseYaml } from 'yaml';
 import { parseConfig, type Config } from '../../src/config/index.ts';
 import { startDaemon, type Daemon, type DaemonOptions } from '../../src/main.ts';
+import { isRedisUrl } from '../../src/store/index.ts';
+import { testStoreConfig } from '../support/store.ts';
 
 export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 export const DEFAULT_CONFIG_FILE = join(REPO_ROOT, 'config/default.yaml');
@@ -81,6 +83,17 @@ export function testConfig(overrides: ConfigOverrides = {}): Config {
   return parseConfig(deepMerge(forTests, overrides), { env: {} });
 }
 
+/**
+ * The store of `overrides` (':memory:' when it names none) on the driver of ROTOR_TEST_STORE: under redis the
+ * daemon runs as a fleet of one on the test Redis (test/support/store.ts). A redis:// path is kept as given.
+ */
+async function withTestStore(overrides: ConfigOverrides): Promise<ConfigOverrides> {
+  const store = isMapping(overrides.store) ? overrides.store : {};
+  const path = typeof store.path === 'string' ? store.path : ':memory:';
+  if (isRedisUrl(path)) return overrides;
+  return deepMerge(overrides, await testStoreConfig(path));
+}
+
 // ───────────────────────────── the daemon in-process ─────────────────────────────
 
 export interface GatewayOptions {
@@ -117,7 +130,7 @@ export interface Gateway {
 }
 
 export async function startGateway(options: GatewayOptions = {}): Promise<Gateway> {
-  const config = testConfig(options.config);
+  const config = testConfig(await withTestStore(options.config ?? {}));
   const clock = options.clock ?? manualClock();
   const daemon = await startDaemon(config, {
     ...options.daemon,
@@ -388,14 +401,19 @@ export function nodeHttpGet(proxyPort: number, user: string | undefined, pass: s
     });
     req.once('timeout', () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
     req.once('error', reject);
-    req.once('response', (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => (body += c));
-      res.once('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body, elapsedMs: Date.now() - started }));
-      res.once('error', reject);
-    });
+    req.once('response', (res) => readResult(res, started).then(resolve, reject));
     req.end();
+  });
+}
+
+/** The whole answer as an HttpResult, `elapsedMs` counted from `started`. */
+function readResult(res: IncomingMessage, started: number): Promise<HttpResult> {
+  return new Promise((resolve, reject) => {
+    let body = '';
+    res.setEncoding('utf8');
+    res.on('data', (c: string) => (body += c));
+    res.once('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body, elapsedMs: Date.now() - started }));
+    res.once('error', reject);
   });
 }
 
@@ -435,12 +453,7 @@ export function nodeConnectGet(proxyPort: number, user: string, pass: string, ta
     req.once('timeout', () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
     req.once('error', reject);
     // A refused CONNECT may arrive as a normal response (with a body) rather than the 'connect' event.
-    req.once('response', (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => (body += c));
-      res.once('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body, elapsedMs: Date.now() - started }));
-    });
+    req.once('response', (res) => readResult(res, started).then(resolve, reject));
     req.once('connect', (res, socket) => {
       if (res.statusCode !== 200) {
         socket.destroy();
