@@ -91,7 +91,9 @@ async function withTestStore(overrides: ConfigOverrides): Promise<ConfigOverride
   const store = isMapping(overrides.store) ? overrides.store : {};
   const path = typeof store.path === 'string' ? store.path : ':memory:';
   if (isRedisUrl(path)) return overrides;
-  return deepMerge(overrides, await testStoreConfig(path));
+  const { store: resolved, fleet } = await testStoreConfig(path);
+  // The test's own fleet settings win, except the prefix that keeps its keys apart.
+  return deepMerge(deepMerge(fleet ? { fleet } : {}, overrides), { store: resolved, ...(fleet ? { fleet: { prefix: fleet.prefix } } : {}) });
 }
 
 // ───────────────────────────── the daemon in-process ─────────────────────────────

@@ -69,10 +69,19 @@ export async function openTestStore(path = ':memory:', options: { now?: () => nu
 }
 
 /**
- * The `store` (and, on Redis, `fleet.prefix`) part of a daemon config: `path` as given on SQLite; on Redis the
+ * Allowance slice for daemons on the test Redis. The README's sizing rule (sliceBytes ≥ 2 × one user's peak
+ * rate × Redis round trip) meets unpaced loopback downloads (hundreds of MB/s on a loaded 2-core box): with
+ * the 1 MiB default a slice is spent before its refill lands and the user is cut early although allowance
+ * is left (README, "Limits without Redis on the data path"). A fleet of one then behaves like one daemon;
+ * test/fleet measures the bound with small slices and paced downloads.
+ */
+export const TEST_SLICE_BYTES = 64 * 1024 * 1024;
+
+/**
+ * The `store` (and, on Redis, `fleet`) part of a daemon config: `path` as given on SQLite; on Redis the
  * shared server's URL, which makes the daemon a fleet of one under its own prefix.
  */
-export async function testStoreConfig(path = ':memory:'): Promise<{ store: { path: string }; fleet?: { prefix: string } }> {
+export async function testStoreConfig(path = ':memory:'): Promise<{ store: { path: string }; fleet?: { prefix: string; sliceBytes: number } }> {
   if (testDriver === 'sqlite') return { store: { path } };
-  return { store: { path: await testRedisUrl() }, fleet: { prefix: redisPrefixFor(path) } };
+  return { store: { path: await testRedisUrl() }, fleet: { prefix: redisPrefixFor(path), sliceBytes: TEST_SLICE_BYTES } };
 }
