@@ -26,10 +26,20 @@ export const REDACT_PATHS = SECRET_KEYS.flatMap((k) => {
   return [key.startsWith('[') ? key : k, `*${dot}`, `*.*${dot}`, `*.*.*${dot}`];
 });
 
-/** Removes credentials embedded in URLs and proxy strings: scheme://user:pass@host → scheme://user:***@host. */
+/** A JSON member whose name is a secret key, up to the end of its string value. */
+const SECRET_MEMBER = new RegExp(`("(?:${SECRET_KEYS.join('|')})"\\s*:\\s*")(?:[^"\\\\]|\\\\.)*"`, 'gi');
+
+/**
+ * Removes credentials from free text: in URLs and every proxy-string form of interface.md
+ * (scheme://user:pass@host, user:pass@host:port, host:port:user:pass → the password becomes ***), in
+ * Bearer/Basic authorization values, and in JSON members named like a secret ("password":"…").
+ */
 export function redactText(text: string): string {
   return text
     .replace(/([a-z][a-z0-9+.-]*:\/\/[^:/@\s]+:)[^@\s]+@/gi, '$1***@')
+    .replace(/(^|[\s"'(,;[{=])([^\s"'(,;[{=:/@]+:)(?!\*\*\*@)[^\s"'@/]+@/g, '$1$2***@')
+    .replace(/(^|[\s"'(,;[{=])([A-Za-z0-9.-]+:\d{1,5}:[^\s"':@]+:)[^\s"',;]+/g, '$1$2***')
+    .replace(SECRET_MEMBER, '$1***"')
     .replace(/(Bearer\s+)[A-Za-z0-9._~+/=-]+/g, '$1***')
     .replace(/(Basic\s+)[A-Za-z0-9+/=]+/g, '$1***');
 }

@@ -114,6 +114,22 @@ describe('extraction failures', () => {
     });
   });
 
+  test('entries that do not parse: no password of theirs reaches the message or body', () => {
+    for (const text of [
+      'u1:hunter2@127.0.0.1:99999',
+      '127.0.0.1:99999:u1:hunter2',
+      JSON.stringify([{ ip: 'bad host', port: 1, user: 'u1', password: 'hunter2' }]),
+      JSON.stringify([{ proxy: 'u1:hunter2@[::1' }]),
+    ]) {
+      assert.throws(() => parseExtractionBody(text, 'socks5'), (err: unknown) => {
+        assert.ok(err instanceof ExtractionError && err.problem === 'error_body', text);
+        assert.ok(!err.message.includes('hunter2'), err.message);
+        assert.ok(!(err.body ?? '').includes('hunter2'), err.body);
+        return true;
+      });
+    }
+  });
+
   test('plain-text error → error_body, truncated', async () => {
     routes.set('/err/txt', body(200, `balance exhausted ${'x'.repeat(1000)}`));
     await assert.rejects(fetchExtraction(`${base}/err/txt`, { defaultProtocol: 'socks5' }), (err: unknown) => {
