@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { parseConfig, type ConfigInput } from '../../src/config/index.ts';
 import { startDaemon, type Daemon, type DaemonOptions } from '../../src/main.ts';
 import { createLogger } from '../../src/telemetry/logger.ts';
+import { testStoreConfig } from '../support/store.ts';
 
 export interface TestDaemon {
   daemon: Daemon;
@@ -35,7 +36,8 @@ export async function startTestDaemon(
     },
     admin: { host: '127.0.0.1', port: 0, ...overrides.admin },
     callback: { host: '127.0.0.1', port: 0, path: '/callback' },
-    store: { path: join(dir, 'rotor.db') },
+    // A file in `dir`, or a fleet of one on the test Redis under ROTOR_TEST_STORE=redis (test/support/store.ts).
+    ...(await testStoreConfig(join(dir, 'rotor.db'))),
     log: { level: 'silent' },
     users: USERS.map((u) => ({ ...u, product: '', draw: 'pwd' as const, limitBytes: -1 })),
     pool: { ...overrides.pool },
