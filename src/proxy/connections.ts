@@ -1,6 +1,8 @@
 // What both listeners keep of their client connections: the open sockets and the running relays, how a
-// relay is started and forgotten, and the graceful stop (a drain period, then everything cut).
+// relay is started and forgotten, the graceful stop (a drain period, then everything cut), and what a failed
+// accept does.
 import type { Socket } from 'node:net';
+import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import { relay, upstreamFailedEarly, type RelayHandle } from './relay.ts';
 import type { Dialed } from './router.ts';
@@ -61,4 +63,13 @@ export class ListenerConnections {
     for (const r of this.relays) r.stop();
     for (const s of this.sockets) s.destroy();
   }
+}
+
+/**
+ * Once listening, an 'error' on the server is a failed accept (EMFILE, ENFILE, ENOBUFS): the server goes on
+ * accepting, so it is logged; without a listener it would take the process down. Before that, listen()'s
+ * own handler rejects.
+ */
+export function onServerError(listening: boolean, err: Error, logger: Logger | undefined): void {
+  if (listening) logger?.warn({ err }, 'proxy listener could not accept a connection');
 }

@@ -19,7 +19,7 @@ import type { ConnectionResult, Metrics } from '../telemetry/metrics.ts';
 import { DialCancel } from './cancel.ts';
 import { GatewayError } from './errors.ts';
 import { holdClient } from './hold.ts';
-import { ListenerConnections } from './connections.ts';
+import { ListenerConnections, onServerError } from './connections.ts';
 import type { Dialed, Route, Router } from './router.ts';
 import type { Target } from './types.ts';
 
@@ -106,6 +106,7 @@ export class HttpListener {
       prepareRequestFunction: (o) => this.prepare(o),
     });
     this.server = this.proxy.server as HttpServer;
+    this.server.on('error', (err) => onServerError(this.server.listening, err, options.logger));
     // See the file comment: CONNECT is ours.
     this.server.removeAllListeners('connect');
     this.server.on('connect', (req: IncomingMessage, socket: Socket, head: Buffer) => this.onConnect(req, socket, head));
