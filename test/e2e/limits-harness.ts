@@ -38,13 +38,18 @@ export interface TestUser {
 }
 
 /** A raw config for a child's YAML file: every listener on port 0, the store in `dir`, logs at info. */
-export function rawConfig(dir: string, users: TestUser[], extra: { accounts?: Record<string, unknown>; admin?: Record<string, unknown>; log?: string } = {}): ConfigInput {
+export function rawConfig(
+  dir: string,
+  users: TestUser[],
+  extra: { accounts?: Record<string, unknown>; admin?: Record<string, unknown>; log?: string; store?: { store: { path: string }; fleet?: Record<string, unknown> } } = {},
+): ConfigInput {
   return {
     platform: { mode: 'embedded' },
     proxy: { http: { host: '127.0.0.1', port: 0 }, socks5: { host: '127.0.0.1', port: 0 }, connectTimeoutMs: 3000, handshakeTimeoutMs: 3000 },
     admin: { host: '127.0.0.1', port: 0, ...(extra.admin ?? {}) },
     callback: { host: '127.0.0.1', port: 0 },
-    store: { path: join(dir, 'rotor.db') },
+    // `extra.store`: testStoreConfig()'s answer (test/support/store.ts) to follow ROTOR_TEST_STORE.
+    ...(extra.store ?? { store: { path: join(dir, 'rotor.db') } }),
     // The child's ready line (and its ports) is an info line.
     log: { level: (extra.log ?? 'info') as 'info' },
     users: users.map((u) => ({ draw: 'pwd', product: '', limitBytes: -1, sessTime: 5, ...u })),

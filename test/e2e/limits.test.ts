@@ -157,6 +157,8 @@ describe('counters survive a restart', () => {
     }
   });
 
+  // SQLite only (also under ROTOR_TEST_STORE=redis): what survives a SIGKILL is what reached the store file;
+  // in a fleet the bound is the allowance's (test/fleet/daemons.test.ts kills a daemon on Redis).
   test('kill -9 of `rotor start` loses at most the last flush interval', async () => {
     const dir = tempDir();
     const configFile = join(dir, 'rotor.yaml');

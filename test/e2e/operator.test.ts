@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { SIM_DEFAULTS, SIM_PRODUCTS } from '../../src/sim/index.ts';
 import { METRIC } from '../../src/telemetry/metrics.ts';
 import { metricValue, viaConnect, viaHttp, viaSocks5h } from './harness.ts';
+import { testStoreConfig } from '../support/store.ts';
 import {
   CHUNK,
   adminGet,
@@ -50,18 +51,21 @@ let target: BytesTarget;
 let daemon: ChildDaemon;
 let dir: string;
 let configFile: string;
+let store: Awaited<ReturnType<typeof testStoreConfig>>;
 
 function config(limits: Record<string, number>): ReturnType<typeof rawConfig> {
   return rawConfig(
     dir,
     users.map((u) => ({ ...u, limitBytes: limits[u.name] ?? u.limitBytes })),
-    { admin: { token: TOKEN }, log: 'debug', accounts: { balancePollMs: 500, flushIntervalMs: 500 } },
+    { admin: { token: TOKEN }, log: 'debug', accounts: { balancePollMs: 500, flushIntervalMs: 500 }, store },
   );
 }
 
 before(async () => {
   target = await startTarget();
   dir = tempDir();
+  // The child daemon's store follows ROTOR_TEST_STORE (on Redis: a fleet of one on this process's test Redis).
+  store = await testStoreConfig(join(dir, 'rotor.db'));
   configFile = join(dir, 'rotor.yaml');
   writeConfigFile(configFile, config({}));
   daemon = await spawnDaemon(configFile, join(dir, 'rotor.log'));
