@@ -161,8 +161,14 @@ export async function startServer(opts: ServerOptions): Promise<SimServer> {
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(opts.port, opts.host, () => resolve());
+    server.listen(opts.port, opts.host, () => {
+      server.off('error', reject);
+      resolve();
+    });
   });
+  // Embedded, the sandbox shares the daemon's process: a failed accept (EMFILE…) must not end it. The server
+  // goes on accepting by itself.
+  server.on('error', noop);
   const port = (server.address() as AddressInfo).port;
   return {
     server,
@@ -204,3 +210,4 @@ function readBody(req: IncomingMessage): Promise<string | null> {
   });
 }
 
+function noop(): void {}

@@ -54,6 +54,8 @@ export class UpstreamPort {
       this.server.once('error', onError);
       this.server.listen(0, host, () => {
         this.server.off('error', onError);
+        // Embedded, the sandbox shares the daemon's process: a failed accept (EMFILE…) must not end it.
+        this.server.on('error', noop);
         resolve();
       });
     });
