@@ -1,9 +1,19 @@
 #!/usr/bin/env node
 // Runs the whole suite with node's own test runner and tsx as the TypeScript loader.
 // Node 20's --test takes no globs, so the files are listed here; pass paths or substrings to narrow.
-import { spawn } from 'node:child_process';
-import { readdirSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+//
+// The Redis pass (issue 10: the suite passes on the Redis driver as on SQLite): every test file that opens its
+// store through test/support/store.ts (directly or through a harness) runs a second time with
+// ROTOR_TEST_STORE=redis, on one redis-server this script starts for the run (ROTOR_TEST_REDIS_URL) and stops
+// at the end. Both passes are one `node --test` run — each Redis copy is a small wrapper file that sets the
+// variable and imports the test file inside a suite named "redis: <path>" — so the closing lines are node's
+// own summary of both, and one exit code. Skipped when redis-server is missing (a line says so) or with
+// ROTOR_TEST_REDIS_PASS=off.
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync, mkdirSync, existsSync } from 'node:fs';
+import { connect, createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
 
 function walk(dir) {
   const out = [];
@@ -15,15 +25,102 @@ function walk(dir) {
   return out;
 }
 
+const STORE_SEAM = resolve('test/support/store.ts');
+// Reach the seam only for a helper they do not use to open a store (SQLite-specific by design).
+const NOT_STORE_USERS = new Set(['test/reliability/crash.test.ts']);
+
+/** Whether `file` imports the store seam, directly or through relative imports (test helpers). */
+function usesTestStore(file, seen = new Set()) {
+  const abs = resolve(file);
+  if (abs === STORE_SEAM) return true;
+  if (seen.has(abs) || !existsSync(abs) || abs.includes('/src/')) return false;
+  seen.add(abs);
+  const text = readFileSync(abs, 'utf8');
+  for (const m of text.matchAll(/(?:from\s+|import\s*\(\s*)['"](\.{1,2}\/[^'"]+\.ts)['"]/g)) {
+    if (usesTestStore(join(dirname(abs), m[1]), seen)) return true;
+  }
+  return false;
+}
+
+function freePort() {
+  return new Promise((done, fail) => {
+    const s = createServer();
+    s.once('error', fail);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => done(port));
+    });
+  });
+}
+
+async function startRedis(dir) {
+  const bin = process.env.ROTOR_REDIS_SERVER ?? 'redis-server';
+  if (spawnSync(bin, ['--version']).status !== 0) return undefined;
+  const port = await freePort();
+  mkdirSync(dir, { recursive: true });
+  const child = spawn(bin, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, '--loglevel', 'warning'], { stdio: 'ignore' });
+  const until = Date.now() + 5000;
+  for (;;) {
+    const up = await new Promise((done) => {
+      const s = connect({ host: '127.0.0.1', port });
+      s.once('connect', () => (s.destroy(), done(true)));
+      s.once('error', () => (s.destroy(), done(false)));
+    });
+    if (up) return { child, url: `redis://127.0.0.1:${port}` };
+    if (child.exitCode !== null || Date.now() > until) {
+      child.kill('SIGKILL');
+      return undefined;
+    }
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
 const filters = process.argv.slice(2);
 const files = walk('test').sort().filter((f) => filters.length === 0 || filters.some((x) => f.includes(x)));
 if (files.length === 0) {
   console.error('no test files matched');
   process.exit(1);
 }
+
+const env = { ...process.env, ROTOR_LOG_LEVEL: process.env.ROTOR_LOG_LEVEL ?? 'silent' };
+const work = mkdtempSync(join(tmpdir(), 'rotor-test-run-'));
+let redis;
+const redisFiles = [];
+const wantRedisPass = (process.env.ROTOR_TEST_REDIS_PASS ?? 'on') !== 'off' && (process.env.ROTOR_TEST_STORE ?? 'sqlite') === 'sqlite';
+const storeUsers = files.filter((f) => !NOT_STORE_USERS.has(f) && usesTestStore(f));
+if (storeUsers.length > 0 && (wantRedisPass || process.env.ROTOR_TEST_STORE === 'redis')) {
+  redis = await startRedis(join(work, 'redis'));
+  if (redis) env.ROTOR_TEST_REDIS_URL = redis.url;
+}
+if (wantRedisPass && storeUsers.length > 0) {
+  if (redis) {
+    for (const f of storeUsers) {
+      const wrapper = join(work, 'redis-pass', f.replace(/\.ts$/, '.mjs'));
+      mkdirSync(dirname(wrapper), { recursive: true });
+      writeFileSync(
+        wrapper,
+        `import { describe } from 'node:test';\nprocess.env.ROTOR_TEST_STORE = 'redis';\n` +
+          `describe(${JSON.stringify(`redis: ${f}`)}, async () => {\n  await import(${JSON.stringify(resolve(f))});\n});\n`,
+      );
+      redisFiles.push(wrapper);
+    }
+    console.log(`# redis pass: ${redisFiles.length} files (${storeUsers.join(' ')}) on ${redis.url}, in the same run`);
+  } else {
+    console.log(`# redis pass: skipped (no redis-server started; install the Debian package redis-server or set ROTOR_REDIS_SERVER)`);
+  }
+}
+
 const child = spawn(
   process.execPath,
-  ['--import', 'tsx', '--test', '--test-concurrency=2', '--test-timeout=120000', ...files],
-  { stdio: 'inherit', env: { ...process.env, ROTOR_LOG_LEVEL: process.env.ROTOR_LOG_LEVEL ?? 'silent' } },
+  ['--import', 'tsx', '--test', '--test-concurrency=2', '--test-timeout=120000', ...files, ...redisFiles],
+  { stdio: 'inherit', env },
 );
-child.on('exit', (code, signal) => process.exit(signal ? 1 : (code ?? 1)));
+const cleanup = () => {
+  redis?.child.kill('SIGKILL');
+  rmSync(work, { recursive: true, force: true });
+};
+for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => child.kill(sig));
+child.on('exit', (code, signal) => {
+  cleanup();
+  process.exit(signal ? 1 : (code ?? 1));
+});
