@@ -109,7 +109,13 @@ export class HttpListener {
     this.server.on('error', (err) => onServerError(this.server.listening, err, options.logger));
     // See the file comment: CONNECT is ours.
     this.server.removeAllListeners('connect');
-    this.server.on('connect', (req: IncomingMessage, socket: Socket, head: Buffer) => this.onConnect(req, socket, head));
+    this.server.on('connect', (req: IncomingMessage, socket: Socket, head: Buffer) => {
+      this.onConnect(req, socket, head).catch((err: unknown) => {
+        // A defect, not a client or upstream failure: say so once and drop the connection, never the process.
+        this.options.logger?.error({ listener: LISTENER, err }, 'http CONNECT failed unexpectedly');
+        socket.destroy();
+      });
+    });
     const metrics = options.metrics;
     const handshakeMs = options.handshakeTimeoutMs ?? 10_000;
     this.server.headersTimeout = handshakeMs;
@@ -240,7 +246,14 @@ export class HttpListener {
       return dialed;
     } catch (err) {
       router.meters.connectionClosed(user);
-      if (!(err instanceof GatewayError)) throw err;
+      if (!(err instanceof GatewayError)) {
+        // proxy-chain answers a plain request whose prepareRequestFunction throws; a CONNECT is ours.
+        if (mode === 'forward') throw err;
+        this.count('upstream_error');
+        this.options.logger?.error({ listener: LISTENER, user, err }, 'http dial failed unexpectedly');
+        this.answer(client, 500, 'internal error');
+        return undefined;
+      }
       if (err.code !== 'DIAL_ABORTED') {
         this.count(err.code === 'LIMITED' ? 'limited' : 'upstream_error');
         this.options.logger?.info({ listener: LISTENER, user, code: err.code, reason: err.upstreamReason }, 'http upstream failed');
@@ -358,6 +371,7 @@ const STATUS_TEXT: Record<number, string> = {
   403: 'Forbidden',
   407: 'Proxy Authentication Required',
   499: 'Client Closed Request',
+  500: 'Internal Server Error',
   502: 'Bad Gateway',
   503: 'Service Unavailable',
   504: 'Gateway Timeout',

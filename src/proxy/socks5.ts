@@ -86,7 +86,11 @@ export class Socks5Listener {
       this.conns.sockets.delete(socket);
       metrics?.connectionsActive.dec({ listener: LISTENER });
     });
-    void this.handle(socket);
+    this.handle(socket).catch((err: unknown) => {
+      // A defect, not a client or upstream failure: say so once and drop the connection, never the process.
+      this.options.logger?.error({ listener: LISTENER, err }, 'socks5 connection failed unexpectedly');
+      socket.destroy();
+    });
   }
 
   private async handle(socket: Socket): Promise<void> {
@@ -129,7 +133,12 @@ export class Socks5Listener {
     } catch (err) {
       release();
       meters.connectionClosed(user);
-      if (!(err instanceof GatewayError)) throw err;
+      if (!(err instanceof GatewayError)) {
+        writeReply(socket, REPLY.generalFailure);
+        this.count('upstream_error');
+        this.options.logger?.error({ listener: LISTENER, user, err }, 'socks5 dial failed unexpectedly');
+        return;
+      }
       // The client ended or failed mid-dial: close our side too. The listener is allowHalfOpen, so without
       // this a client that sent FIN after its request would leave the socket (and the gauge) open forever.
       if (err.code === 'DIAL_ABORTED') {

@@ -55,3 +55,52 @@ describe('a failed accept on a listening server', () => {
     });
   }
 });
+
+describe('an unexpected failure while dialing (a defect, not an upstream failure)', () => {
+  for (const kind of ['socks5', 'http'] as const) {
+    test(`${kind}: the client is answered and closed, nothing is left unhandled`, async () => {
+      const unhandled: unknown[] = [];
+      const onUnhandled = (reason: unknown): void => {
+        unhandled.push(reason);
+      };
+      process.on('unhandledRejection', onUnhandled);
+      const meters = new UnlimitedMeters();
+      const router = new Router({
+        users: new Users([user('alice', 'alice-pass')]),
+        meters,
+        pools: {
+          pool: () => {
+            throw new TypeError('a defect in the pool registry');
+          },
+        },
+        sessions: new MapSessions(),
+      });
+      const listener = kind === 'socks5' ? new Socks5Listener({ router, port: 0 }) : new HttpListener({ router, port: 0 });
+      const { port } = await listener.listen();
+      try {
+        const answer = await new Promise<Buffer>((resolve, reject) => {
+          const s = connect({ host: '127.0.0.1', port });
+          const parts: Buffer[] = [];
+          s.once('error', reject);
+          s.on('data', (d: Buffer) => parts.push(d));
+          s.once('close', () => resolve(Buffer.concat(parts)));
+          if (kind === 'http') {
+            s.write(`CONNECT 127.0.0.1:9 HTTP/1.1\r\nProxy-Authorization: Basic ${Buffer.from('alice:alice-pass').toString('base64')}\r\n\r\n`);
+          } else {
+            s.write(Buffer.from([5, 1, 2]));
+            s.write(Buffer.concat([Buffer.from([1, 5]), Buffer.from('alice'), Buffer.from([10]), Buffer.from('alice-pass')]));
+            s.write(Buffer.from([5, 1, 0, 1, 127, 0, 0, 1, 0, 9]));
+          }
+        });
+        if (kind === 'socks5') assert.deepEqual([...answer.subarray(-10, -8)], [5, 1]); // general failure
+        else assert.match(answer.toString(), /^HTTP\/1\.1 500 /);
+        await new Promise((r) => setTimeout(r, 50));
+        assert.deepEqual(unhandled, []);
+        assert.equal(meters.usage('alice').active, 0);
+      } finally {
+        process.off('unhandledRejection', onUnhandled);
+        await listener.close();
+      }
+    });
+  }
+});
