@@ -26,8 +26,9 @@ function walk(dir) {
 }
 
 const STORE_SEAM = resolve('test/support/store.ts');
-// Reach the seam only for a helper they do not use to open a store (SQLite-specific by design).
-const NOT_STORE_USERS = new Set(['test/reliability/crash.test.ts']);
+// Not run twice although they reach the seam: the fleet and store tests pick their drivers themselves, and
+// the crash test imports a helper of daemon.ts but is SQLite-specific by design.
+const chooseOwnStore = (f) => f.startsWith('test/fleet/') || f.startsWith('test/store/') || f === 'test/reliability/crash.test.ts';
 
 /** Whether `file` imports the store seam, directly or through relative imports (test helpers). */
 function usesTestStore(file, seen = new Set()) {
@@ -87,7 +88,7 @@ const work = mkdtempSync(join(tmpdir(), 'rotor-test-run-'));
 let redis;
 const redisFiles = [];
 const wantRedisPass = (process.env.ROTOR_TEST_REDIS_PASS ?? 'on') !== 'off' && (process.env.ROTOR_TEST_STORE ?? 'sqlite') === 'sqlite';
-const storeUsers = files.filter((f) => !NOT_STORE_USERS.has(f) && usesTestStore(f));
+const storeUsers = files.filter((f) => !chooseOwnStore(f) && usesTestStore(f));
 if (storeUsers.length > 0 && (wantRedisPass || process.env.ROTOR_TEST_STORE === 'redis')) {
   redis = await startRedis(join(work, 'redis'));
   if (redis) env.ROTOR_TEST_REDIS_URL = redis.url;
