@@ -53,15 +53,16 @@ export class CallbackSender {
 
   private async attempt(record: CallbackRecord): Promise<void> {
     if (this.closed) return;
-    const target = new URL(record.url);
-    target.searchParams.set('type', record.type);
-    target.searchParams.set('no', record.no);
-    target.searchParams.set('op', record.op);
     const attempt: CallbackAttempt = { at: this.clock.now(), ok: false };
     const abort = new AbortController();
     this.inFlight.add(abort);
     const timer = setTimeout(() => abort.abort(), ATTEMPT_TIMEOUT_MS);
     try {
+      // Inside the try: a merchant callback address that is not a URL is a failed attempt, not a crash.
+      const target = new URL(record.url);
+      target.searchParams.set('type', record.type);
+      target.searchParams.set('no', record.no);
+      target.searchParams.set('op', record.op);
       const res = await fetch(target, { method: 'GET', signal: abort.signal });
       attempt.httpStatus = res.status;
       attempt.body = (await res.text()).slice(0, 500);
