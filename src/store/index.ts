@@ -1,5 +1,6 @@
-// Opens the store named by config `store.path`: a file path (or ':memory:') selects SQLite. A redis:// URL
-// is reserved for the fleet driver, which implements the same Store interface.
+// Opens the store named by config `store.path`: a file path (or ':memory:') selects SQLite, a redis:// URL
+// the fleet's Redis driver, which implements the same Store interface (openStoreFor picks; openStore is the
+// synchronous SQLite-only opener).
 import { SqliteStore, type SqliteStoreOptions } from './sqlite.ts';
 import { StoreError } from './errors.ts';
 import type { Store } from './types.ts';
@@ -13,8 +14,9 @@ export { RedisStore, openRedisStore, type RedisStoreOptions } from './redis.ts';
 export { RedisKeys, DEFAULT_REDIS_PREFIX } from './redis-keys.ts';
 export { RedisConnection, type RedisConnectionOptions } from './redis-connection.ts';
 
+/** SQLite only, opened synchronously; StoreError STORE_UNSUPPORTED for a redis:// URL (use openStoreFor). */
 export function openStore(path: string, options: SqliteStoreOptions = {}): Store {
-  if (/^rediss?:\/\//i.test(path)) throw new StoreError('STORE_UNSUPPORTED', 'store.path: the redis driver is not available in this build; use a SQLite file path');
+  if (isRedisUrl(path)) throw new StoreError('STORE_UNSUPPORTED', 'store.path: a redis:// URL is opened by openStoreFor (the Redis driver connects asynchronously)');
   return new SqliteStore(path, options);
 }
 

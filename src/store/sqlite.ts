@@ -1,5 +1,5 @@
 // The SQLite store (better-sqlite3): one file, WAL journal, numbered migrations. better-sqlite3 is
-// synchronous; the methods are async only to honour the Store interface (a Redis driver will need it).
+// synchronous; the methods are async only to honour the Store interface (the Redis driver needs it).
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
