@@ -45,14 +45,6 @@ export function zodValidatorCompiler({ schema, httpPart, method, url }: { schema
   };
 }
 
-// Query-string helpers: values arrive as strings.
-export const qInt = (min?: number, max?: number) => {
-  let n = z.coerce.number().int();
-  if (min !== undefined) n = n.min(min);
-  if (max !== undefined) n = n.max(max);
-  return n;
-};
-
 /** A request schema validated by `schema` but documented by `docs` (for shapes JSON schema says poorly). */
 export function zsWith(docs: Record<string, unknown>, schema: z.ZodType): Record<string, unknown> {
   const json = { ...docs };

@@ -97,14 +97,6 @@ export function citiesOf(areas: AreaNode[]): CityRecord[] {
   return out;
 }
 
-/** Every code in the tree (area, country, state, city). */
-export function allAreaCodes(areas: AreaNode[]): Set<string> {
-  const codes = new Set<string>();
-  const walk = (nodes: AreaNode[]) => nodes.forEach((n) => { codes.add(n.code); walk(n.children ?? []); });
-  walk(areas);
-  return codes;
-}
-
 export const PROJECTS = [
   { code: 'tiktok', name: 'TikTok', status: 1 },
   { code: 'amazon', name: 'Amazon', status: 1 },

@@ -177,12 +177,6 @@ function nextExitIp(ctx: SimContext, current: string): string {
   return current;
 }
 
-export function requireRunningStatic(ctx: SimContext, instanceNo: string, code: number): Instance {
-  const inst = ctx.state.instances.get(instanceNo);
-  if (!inst || inst.dynamic) throw new SimError(code, `instance ${instanceNo}`);
-  return inst;
-}
-
 /** After expiry a static instance stops (6) and may still be renewed for this long; then it is closed (10). */
 export const RENEW_GRACE_MS = 7 * 86_400_000;
 

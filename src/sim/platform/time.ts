@@ -24,10 +24,7 @@ export function rfc3339(ms: number): string {
   return new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z');
 }
 
-/** "YYYY-MM-DD HH:MM:SS" (UTC) ⇄ epoch ms */
+/** "YYYY-MM-DD HH:MM:SS" (UTC) → epoch ms */
 export function parseDateTime(text: string): number {
   return Date.parse(`${text.replace(' ', 'T')}Z`);
-}
-export function formatDateTime(ms: number): string {
-  return new Date(ms).toISOString().slice(0, 19).replace('T', ' ');
 }
