@@ -3,10 +3,9 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { AddressInfo } from 'node:net';
-import { Writable } from 'node:stream';
 import { AdminConfigError, buildAdminServer, buildCallbackServer, createReadiness } from '../../src/admin/index.ts';
 import { PlatformClient } from '../../src/platform/client.ts';
-import { createLogger } from '../../src/telemetry/logger.ts';
+import { captureLogger } from '../support/logger.ts';
 import { openTestStore } from '../support/store.ts';
 import { AUTH, US, startHarness, waitFor, type Harness } from './harness.ts';
 import { freePort as deadPort } from '../support/ports.ts';
@@ -186,17 +185,7 @@ describe('error mapping and the token rule', () => {
 
 describe('a failed accept on a listening admin or callback server', () => {
   test('is logged, not thrown; both servers still answer', async () => {
-    let out = '';
-    const logger = createLogger({
-      level: 'warn',
-      pretty: false,
-      destination: new Writable({
-        write(c: Buffer, _e, cb) {
-          out += c.toString();
-          cb();
-        },
-      }),
-    });
+    const { logger, text } = captureLogger('warn');
     const admin = buildAdminServer(h.deps, { host: '127.0.0.1', token: 'tok', logger });
     const callbacks = buildCallbackServer(async () => ({ status: 200, body: { code: 'success', msg: 'ok' } }), { path: '/cb', logger });
     try {
@@ -205,8 +194,8 @@ describe('a failed accept on a listening admin or callback server', () => {
         const emfile = Object.assign(new Error('accept EMFILE'), { code: 'EMFILE', syscall: 'accept' });
         assert.doesNotThrow(() => app.server.emit('error', emfile));
       }
-      assert.match(out, /admin server could not accept a connection/);
-      assert.match(out, /callback server could not accept a connection/);
+      assert.match(text(), /admin server could not accept a connection/);
+      assert.match(text(), /callback server could not accept a connection/);
       const adminPort = (admin.server.address() as AddressInfo).port;
       assert.equal((await fetch(`http://127.0.0.1:${adminPort}/healthz`)).status, 200);
       const cbPort = (callbacks.server.address() as AddressInfo).port;

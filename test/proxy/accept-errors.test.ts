@@ -3,13 +3,12 @@
 import assert from 'node:assert/strict';
 import type { EventEmitter } from 'node:events';
 import { connect } from 'node:net';
-import { Writable } from 'node:stream';
 import { describe, test } from 'node:test';
 import { HttpListener } from '../../src/proxy/http.ts';
 import { UnlimitedMeters } from '../../src/proxy/meters.ts';
 import { Router } from '../../src/proxy/router.ts';
 import { Socks5Listener } from '../../src/proxy/socks5.ts';
-import { createLogger } from '../../src/telemetry/logger.ts';
+import { captureLogger } from '../support/logger.ts';
 import { FixedPool, FixedPools, MapSessions, Users, user } from './fixtures.ts';
 
 function firstBytes(port: number, send: Buffer | string): Promise<Buffer> {
@@ -27,25 +26,15 @@ function firstBytes(port: number, send: Buffer | string): Promise<Buffer> {
 describe('a failed accept on a listening server', () => {
   for (const kind of ['socks5', 'http'] as const) {
     test(`${kind}: logged, not thrown; the listener still serves`, async () => {
-      let out = '';
-      const logger = createLogger({
-        level: 'warn',
-        pretty: false,
-        destination: new Writable({
-          write(c: Buffer, _e, cb) {
-            out += c.toString();
-            cb();
-          },
-        }),
-      });
+      const { logger, text } = captureLogger('warn');
       const router = new Router({ users: new Users([user('alice', 'alice-pass')]), meters: new UnlimitedMeters(), pools: new FixedPools(new FixedPool([])), sessions: new MapSessions() });
       const listener = kind === 'socks5' ? new Socks5Listener({ router, port: 0, logger }) : new HttpListener({ router, port: 0, logger });
       const { port } = await listener.listen();
       try {
         const server = (listener as unknown as { server: EventEmitter }).server;
         assert.doesNotThrow(() => server.emit('error', Object.assign(new Error('accept EMFILE'), { code: 'EMFILE', syscall: 'accept' })));
-        assert.match(out, /could not accept a connection/);
-        assert.match(out, /EMFILE/);
+        assert.match(text(), /could not accept a connection/);
+        assert.match(text(), /EMFILE/);
         const reply = kind === 'socks5' ? await firstBytes(port, Buffer.from([5, 1, 2])) : await firstBytes(port, 'GET http://127.0.0.1:9/ HTTP/1.1\r\nHost: 127.0.0.1:9\r\n\r\n');
         if (kind === 'socks5') assert.deepEqual([...reply], [5, 2]);
         else assert.match(reply.toString(), /^HTTP\/1\.1 407/);

@@ -2,19 +2,8 @@
 // messages and error messages).
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
-import { Writable } from 'node:stream';
-import { createLogger, redactText } from '../../src/telemetry/logger.ts';
-
-function capture(): { logger: ReturnType<typeof createLogger>; lines: () => string } {
-  let out = '';
-  const destination = new Writable({
-    write(chunk: Buffer, _enc, cb) {
-      out += chunk.toString();
-      cb();
-    },
-  });
-  return { logger: createLogger({ level: 'debug', pretty: false, destination }), lines: () => out };
-}
+import { redactText } from '../../src/telemetry/logger.ts';
+import { captureLogger } from '../support/logger.ts';
 
 describe('redactText', () => {
   test('every proxy-string form loses its password, the rest stays', () => {
@@ -44,11 +33,11 @@ describe('redactText', () => {
 
 describe('createLogger', () => {
   test('secret keys, error messages and message text are redacted', () => {
-    const { logger, lines } = capture();
+    const { logger, text } = captureLogger();
     const err = Object.assign(new Error('dial u1:hunter2@127.0.0.1:1 failed'), { node: { host: '127.0.0.1', password: 'hunter2' } });
     logger.warn({ err, config: { platform: { appSecret: 'S3CRET-KEY' } }, user: { pwd: 'pw-9' } }, 'draw returned 127.0.0.1:1:u1:hunter2');
     logger.flush();
-    const out = lines();
+    const out = text();
     assert.match(out, /draw returned/);
     for (const secret of ['hunter2', 'S3CRET-KEY', 'pw-9']) assert.ok(!out.includes(secret), out);
   });
