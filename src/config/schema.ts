@@ -181,8 +181,8 @@ const fleet = z
     prefix: z.string().min(1).default('rotor:'),
     /** This daemon's identity in the fleet; empty: hostname:pid:random. */
     instanceId: z.string().default(''),
-    /** Most bytes of one user's allowance a daemon holds at a time; the fleet's overshoot is at most daemons × this. */
-    sliceBytes: z.number().int().min(1024).default(1_048_576),
+    /** Most bytes of one user's allowance a daemon holds at a time; size it by the users' peak rate (README "Running a fleet"). */
+    sliceBytes: z.number().int().min(1024).default(8_388_608),
     /** Bytes a daemon may spend per user on its own while Redis is unreachable (once per outage); 0 = none. */
     offlineBytes: z.number().int().min(0).default(1_048_576),
     /** A daemon silent this long (dead, partitioned) has its allowance leases handed back to the others. */

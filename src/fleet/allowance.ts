@@ -12,8 +12,13 @@
 //     spending it: ≤ sliceBytes per such daemon. It may then spend `offlineBytes` more on its own (the
 //     "keep serving with local limits" allowance; default one slice) and refuses the user after that until
 //     Redis is back.
-//   So with N daemons: total ≤ limit + N × (sliceBytes + offlineBytes) + in-flight chunks; with
-//   offlineBytes = 0 the bound is limit + N × sliceBytes. When Redis comes back, each daemon's next sync
+//   • While a refill is in flight, and only when the previous sync granted the whole lease asked for (the
+//     fleet was not near the limit), a daemon lets the user overdraw its lease by up to lowWaterBytes (half
+//     a slice by default), so a fast user is not cut for one Redis round trip; the refill reports the
+//     overdraft as used. Other daemons spending the last of the allowance in that round trip is the only
+//     way this passes the limit with Redis reachable: ≤ lowWaterBytes per daemon.
+//   So with N daemons: total ≤ limit + N × (sliceBytes + lowWaterBytes + offlineBytes) + in-flight chunks in
+//   the worst case (an outage); limit + N × lowWaterBytes + in-flight chunks while Redis is reachable. When Redis comes back, each daemon's next sync
 //   moves everything it spent (offline included) into `used`: the books are exact afterwards, only the
 //   enforcement was approximate.
 //
@@ -112,6 +117,8 @@ export class UserAllowance {
   syncing: Promise<void> | undefined;
   /** Last exhausted state told to onChange. */
   wasExhausted = true;
+  /** The last sync granted the whole lease it asked for: the fleet is not near this user's limit. */
+  roomy = false;
   /** No data-path refill before this (epoch ms): after a failed sync or one that granted nothing. */
   quietUntil = 0;
   /**
@@ -133,8 +140,19 @@ export class UserAllowance {
     return this.unlimited ? Infinity : this.held - this.spent;
   }
 
+  /**
+   * While a refill is on its way the user may run up to `lowWater` past the lease (the overdraft), so a fast
+   * connection is not cut for the length of one Redis round trip; the refill then reports the overdraft
+   * as used. Only while the fleet has room (the last sync granted all it was asked): near the limit, or
+   * with no refill in flight, the lease is the limit.
+   */
   get exhausted(): boolean {
-    return !this.unlimited && this.held - this.spent <= 0;
+    return !this.unlimited && this.held - this.spent <= this.floor();
+  }
+
+  /** How far below zero the lease may go now: the overdraft while a refill is on its way (see above). */
+  private floor(): number {
+    return this.syncing !== undefined && this.roomy ? -this.lowWater : 0;
   }
 
   /** Counts relayed bytes; returns false once the allowance is spent (the caller stops the user). */
@@ -144,7 +162,7 @@ export class UserAllowance {
     if (this.unlimited) return true;
     const left = this.held - this.spent;
     if (left <= this.lowWater && this.syncing === undefined) this.refill(this);
-    return left > 0;
+    return left > this.floor();
   }
 }
 
@@ -295,6 +313,7 @@ export class AllowanceLeaser {
     a.extra -= extra;
     a.unlimited = r[1] === -1;
     a.held = r[0];
+    a.roomy = want > 0 && r[0] >= want;
     a.offline = false;
     a.offlineTaken = false;
     a.quietUntil = r[1] === 0 && want > r[0] ? this.now() + this.syncEveryMs : 0;

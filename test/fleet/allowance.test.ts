@@ -54,9 +54,12 @@ describe('AllowanceLeaser', { skip: redisMissing }, () => {
     assert.equal(await other.acquire('alice'), 40_000, 'nothing more is left');
     await other.release('alice');
     assert.equal(await other.acquire('alice'), 40_000, 'released lease is available again');
-    // Spending past the lease: refused once it crosses zero.
+    // Spending to the end of the lease starts a refill; while it is in flight the user may overdraw by at
+    // most lowWater (half a slice), then the refill finds nothing left and the user is refused.
     assert.equal(a.spend(29_999), true);
-    assert.equal(a.spend(2), false);
+    assert.ok(a.syncing !== undefined, 'running low started a refill');
+    assert.equal(a.spend(2), true, 'a refill in flight lets the user overdraw a little (the fleet had room)');
+    await a.syncing;
     assert.equal(a.exhausted, true);
     await leaser.release('alice');
     await other.release('alice');
@@ -101,7 +104,7 @@ describe('AllowanceLeaser', { skip: redisMissing }, () => {
     await store.close();
   });
 
-  test('two daemons racing for one limit: the fleet relays the limit, plus at most one chunk each', async () => {
+  test('two daemons racing for one limit: the fleet relays the limit, plus at most half a slice and a chunk each', async () => {
     const limit = 2_000_000;
     const slice = 64_000;
     const chunk = 1500;
@@ -113,7 +116,10 @@ describe('AllowanceLeaser', { skip: redisMissing }, () => {
     const total = relayed[0]! + relayed[1]!;
     assert.ok(relayed.every((r) => r > limit / 10), `both daemons relayed: ${relayed.join(', ')}`);
     assert.ok(total >= limit, `the whole limit was usable: ${total}`);
-    assert.ok(total <= limit + 2 * chunk, `overshoot ${total - limit} > 2 chunks`);
+    // The documented bound with Redis reachable: each daemon may overdraw by lowWater (half a slice) while a
+    // refill that it started with room left is in flight, plus the chunk that crosses the line.
+    const bound = 2 * (slice / 2) + 2 * chunk;
+    assert.ok(total <= limit + bound, `overshoot ${total - limit} > ${bound}`);
     await Promise.all(leasers.map((l) => l.close()));
     // Every relayed byte is in `used`; no lease is left behind.
     assert.equal((await store.getUsage('alice'))?.usedBytes, total);
