@@ -327,7 +327,14 @@ export class Tracker {
         for (const cb of await this.store.listCallbacks({ processed: false })) {
           await this.processCallback(cb, false).catch((err: unknown) => this.logger?.warn({ type: cb.type, no: cb.no, err }, 'callback replay failed'));
         }
-        for (const order of await this.store.listOrders({ open: true })) if (order.orderNo) this.follow(order);
+        const now = this.clock.now();
+        for (const order of await this.store.listOrders({ open: true })) {
+          if (!order.orderNo) continue;
+          // In a fleet the daemon that placed an order claims it as the order is accepted; the others leave
+          // a new order to it for one sweep period instead of racing it for the lease.
+          if (this.claims && now - order.createdAt < this.s.sweepMs) continue;
+          this.follow(order);
+        }
       })().catch((err: unknown) => this.logger?.warn({ err }, 'order sweep failed')),
     );
   }
