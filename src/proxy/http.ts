@@ -316,9 +316,11 @@ export class HttpListener {
     if (dialed.head) upstream.unshift(dialed.head);
     let up = 0;
     let down = 0;
+    // The client first: once the upstream is gone proxy-chain answers a request still waiting for its
+    // response head with a 59x status, which must not reach a client that is being cut off.
     const stop = (): void => {
-      upstream.destroy();
       client.destroy();
+      upstream.destroy();
     };
     const onUp = (chunk: Buffer): void => {
       up += chunk.length;

@@ -61,7 +61,11 @@ describe('a user limited to 5 MB who downloads 20 MB', () => {
   const CONNS = 2;
   async function downloadAll(args: string[]): Promise<number> {
     const runs = await Promise.all(Array.from({ length: CONNS }, () => curl([...args, target.url(MB20)])));
-    for (const r of runs) assert.notEqual(r.code, 0, `a 20 MB download must be cut (got ${r.size} bytes)`);
+    // Each download is cut mid-body, or (plain HTTP, when the other download reached the limit while this
+    // request was still waiting for its response head) answered with an error status instead of a body.
+    for (const r of runs) {
+      assert.ok(r.code !== 0 || (r.http ?? 0) >= 400, `a 20 MB download must be cut (got ${r.size} bytes, HTTP ${r.http})`);
+    }
     return runs.reduce((s, r) => s + r.size, 0);
   }
 
