@@ -11,18 +11,10 @@ import { StoreError } from '../store/errors.ts';
 import type { RedisConnection } from '../store/redis-connection.ts';
 import { DEFAULT_REDIS_PREFIX, RedisKeys } from '../store/redis-keys.ts';
 import { callScript, defineScripts } from '../store/redis.ts';
+import type { UpstreamNode } from '../pool/types.ts';
 
-/** The part of an upstream node a session needs (structurally src/pool/types.ts UpstreamNode). */
-export interface SharedNode {
-  readonly id: string;
-  readonly protocol: 'socks5' | 'http';
-  readonly host: string;
-  readonly port: number;
-  readonly username?: string;
-  readonly password?: string;
-  readonly source: 'pwd' | 'api' | 'instance';
-  readonly expiresAt?: number;
-}
+/** The node a shared session leaves through: stored whole, credentials included (keep Redis private). */
+export type SharedNode = UpstreamNode;
 
 export interface SharedSession<N extends SharedNode = SharedNode> {
   node: N;
