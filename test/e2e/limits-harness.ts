@@ -11,6 +11,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { stringify } from 'yaml';
 import type { ConfigInput } from '../../src/config/index.ts';
+import { socks5Connect } from '../../src/wire/socks5-client.ts';
 import { writeBytes } from '../support/bytes.ts';
 
 export const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
@@ -155,46 +156,30 @@ export function curl(args: string[], options: { body?: boolean; maxTimeS?: numbe
 }
 
 /**
- * A SOCKS5 CONNECT by hand (RFC 1928/1929) to 127.0.0.1:`targetPort`; resolves the server's reply code
- * (REP of the CONNECT reply, or 0x100 + the auth status when the user/password step fails).
+ * A SOCKS5 CONNECT (Rotor's own client, src/wire/socks5-client.ts) to 127.0.0.1:`targetPort`; resolves the
+ * server's reply code: 0 success, the REP of a refused CONNECT, or 0x101 when the user/password step fails.
  */
 export function socks5ReplyCode(port: number, user: string, pass: string, targetPort: number, timeoutMs = 5000): Promise<number> {
   return new Promise((resolve, reject) => {
     const s: Socket = connect({ host: '127.0.0.1', port });
-    let buf = Buffer.alloc(0);
-    let stage = 0;
     const timer = setTimeout(() => {
       s.destroy();
-      reject(new Error(`no SOCKS5 reply within ${timeoutMs} ms (stage ${stage})`));
+      reject(new Error(`no SOCKS5 reply within ${timeoutMs} ms`));
     }, timeoutMs);
-    const done = (code: number): void => {
+    const finish = (result: number | Error): void => {
       clearTimeout(timer);
       s.destroy();
-      resolve(code);
+      if (typeof result === 'number') resolve(result);
+      else reject(result);
     };
-    s.on('error', (err) => {
-      clearTimeout(timer);
-      reject(err);
-    });
-    s.on('connect', () => s.write(Buffer.from([5, 1, 2])));
-    s.on('data', (d: Buffer) => {
-      buf = Buffer.concat([buf, d]);
-      if (stage === 0 && buf.length >= 2) {
-        buf = buf.subarray(2);
-        stage = 1;
-        const u = Buffer.from(user);
-        const p = Buffer.from(pass);
-        s.write(Buffer.concat([Buffer.from([1, u.length]), u, Buffer.from([p.length]), p]));
-      }
-      if (stage === 1 && buf.length >= 2) {
-        const status = buf[1]!;
-        buf = buf.subarray(2);
-        if (status !== 0) return done(0x100 + status);
-        stage = 2;
-        const req = Buffer.from([5, 1, 0, 1, 127, 0, 0, 1, (targetPort >> 8) & 0xff, targetPort & 0xff]);
-        s.write(req);
-      }
-      if (stage === 2 && buf.length >= 2) done(buf[1]!);
+    s.once('error', finish);
+    s.once('connect', () => {
+      socks5Connect(s, { host: '127.0.0.1', port: targetPort }, { username: user, password: pass }, (err) => {
+        if (!err) finish(0);
+        else if (err.code === 'REJECTED' && err.reply !== undefined) finish(err.reply);
+        else if (err.code === 'AUTH_FAILED') finish(0x101);
+        else finish(err);
+      });
     });
   });
 }

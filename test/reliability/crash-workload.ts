@@ -30,6 +30,7 @@ import { PlatformClient } from '../../src/platform/client.ts';
 import { SIM_PRODUCTS, startSimulator, type Simulator } from '../../src/sim/index.ts';
 import { SqliteStore } from '../../src/store/index.ts';
 import type { ConfigInput } from '../../src/config/index.ts';
+import { socks5Connect } from '../../src/wire/socks5-client.ts';
 import { seeded } from './daemon.ts';
 import { spawnDaemon, startTarget, writeConfigFile, type BytesTarget, type ChildDaemon } from '../e2e/limits-harness.ts';
 
@@ -128,15 +129,13 @@ function tunnelDownload(kind: 'socks5' | 'http', proxyPort: number, user: string
   return new Promise((resolve) => {
     const s = connect({ host: '127.0.0.1', port: proxyPort });
     sockets.add(s);
-    let stage = 0; // 0 greeting/CONNECT sent, 1 socks auth sent, 2 socks connect sent, 3 tunnel
-    let buf: Buffer = Buffer.alloc(0);
     const request = Buffer.from(`GET ${path} HTTP/1.1\r\nHost: 127.0.0.1:${targetPort}\r\nConnection: close\r\n\r\n`);
-    const tunnel = (rest: Buffer): void => {
-      stage = 3;
-      buf = Buffer.alloc(0);
+    const tunnel = (rest: Buffer | null): void => {
+      s.on('data', (d: Buffer) => count(d.length));
       s.write(request);
       count(request.length);
-      if (rest.length > 0) count(rest.length);
+      if (rest && rest.length > 0) count(rest.length);
+      s.resume();
     };
     s.on('error', () => {});
     s.on('close', () => {
@@ -144,46 +143,27 @@ function tunnelDownload(kind: 'socks5' | 'http', proxyPort: number, user: string
       resolve();
     });
     s.on('connect', () => {
-      if (kind === 'socks5') s.write(Buffer.from([5, 1, 2]));
-      else {
-        const auth = Buffer.from(`${user}:${pass}`).toString('base64');
-        s.write(`CONNECT 127.0.0.1:${targetPort} HTTP/1.1\r\nHost: 127.0.0.1:${targetPort}\r\nProxy-Authorization: Basic ${auth}\r\n\r\n`);
-      }
-    });
-    s.on('data', (d: Buffer) => {
-      if (stage === 3) {
-        count(d.length);
+      if (kind === 'socks5') {
+        // Rotor's own SOCKS5 client (src/wire/socks5-client.ts): a refusal ends the download with nothing counted.
+        socks5Connect(s, { host: '127.0.0.1', port: targetPort }, { username: user, password: pass }, (err, head) => {
+          if (err) s.destroy();
+          else tunnel(head);
+        });
         return;
       }
-      buf = buf.length === 0 ? d : Buffer.concat([buf, d]);
-      if (kind === 'http') {
+      const auth = Buffer.from(`${user}:${pass}`).toString('base64');
+      s.write(`CONNECT 127.0.0.1:${targetPort} HTTP/1.1\r\nHost: 127.0.0.1:${targetPort}\r\nProxy-Authorization: Basic ${auth}\r\n\r\n`);
+      let buf: Buffer = Buffer.alloc(0);
+      const onHead = (d: Buffer): void => {
+        buf = buf.length === 0 ? d : Buffer.concat([buf, d]);
         const end = buf.indexOf('\r\n\r\n');
         if (end < 0) return;
+        s.off('data', onHead);
         if (!/^HTTP\/1\.[01] 200/.test(buf.subarray(0, 12).toString('latin1'))) return void s.destroy();
+        s.pause();
         tunnel(buf.subarray(end + 4));
-        return;
-      }
-      if (stage === 0 && buf.length >= 2) {
-        if (buf[1] !== 2) return void s.destroy();
-        buf = buf.subarray(2);
-        stage = 1;
-        const u = Buffer.from(user);
-        const p = Buffer.from(pass);
-        s.write(Buffer.concat([Buffer.from([1, u.length]), u, Buffer.from([p.length]), p]));
-      }
-      if (stage === 1 && buf.length >= 2) {
-        if (buf[1] !== 0) return void s.destroy();
-        buf = buf.subarray(2);
-        stage = 2;
-        s.write(Buffer.from([5, 1, 0, 1, 127, 0, 0, 1, (targetPort >> 8) & 0xff, targetPort & 0xff]));
-      }
-      if (stage === 2 && buf.length >= 5) {
-        if (buf[1] !== 0) return void s.destroy();
-        const atyp = buf[3];
-        const len = atyp === 1 ? 10 : atyp === 4 ? 22 : 7 + buf[4]!;
-        if (buf.length < len) return;
-        tunnel(buf.subarray(len));
-      }
+      };
+      s.on('data', onHead);
     });
   });
 }
