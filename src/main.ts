@@ -10,6 +10,7 @@ import { FleetRouter, FleetSessions, startFleet, type Fleet } from './fleet/inde
 import { orderLeaseName } from './orders/index.ts';
 import { Accounting, PlatformLimitSync, ProductCatalog } from './accounting/index.ts';
 import { AccountReconciler, BalanceWatcher, Traffic, Whitelist } from './accounts/index.ts';
+import { guardDrawer } from './accounts/draw-guard.ts';
 import { Orders } from './orders/index.ts';
 import { PoolRegistry } from './pool/registry.ts';
 import { ApiDrawer, PwdDrawer, drawApiFromClient, type Drawer } from './pool/drawer.ts';
@@ -366,40 +367,6 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
   } catch (err) {
     await closeAll();
     throw err;
-  }
-}
-
-/**
- * Draws are where accounts meet the pool: no draw while the account's balance is known to be empty, the
- * egress address whitelisted before an API draw, and a failed draw that smells of balance re-polls it.
- */
-function guardDrawer(
-  inner: Drawer,
-  user: LocalUser,
-  productNo: string,
-  deps: { whitelist: Whitelist; balances: BalanceWatcher },
-): Drawer {
-  return {
-    async draw(count: number) {
-      if (!deps.balances.canDraw(user.mainAccount, productNo)) {
-        throw new PoolDrawRefused(`traffic balance of ${user.mainAccount} for ${productNo} is exhausted`);
-      }
-      if (user.draw === 'api') await deps.whitelist.ensure(user.mainAccount, productNo);
-      try {
-        return await inner.draw(count);
-      } catch (err) {
-        deps.balances.drawFailed(err);
-        throw err;
-      }
-    },
-  };
-}
-
-export class PoolDrawRefused extends Error {
-  readonly code = 'DRAW_REFUSED';
-  constructor(message: string) {
-    super(message);
-    this.name = 'PoolDrawRefused';
   }
 }
 

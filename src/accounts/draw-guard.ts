@@ -1,0 +1,41 @@
+// Draws are where accounts meet the pool: no draw while the account's balance is known to be empty, the
+// egress address whitelisted before an API draw, and a failed draw that smells of balance re-polls it.
+import type { Drawer } from '../pool/drawer.ts';
+import type { UpstreamNode } from '../pool/types.ts';
+
+export class DrawRefusedError extends Error {
+  readonly code = 'DRAW_REFUSED';
+  constructor(message: string) {
+    super(message);
+    this.name = 'DrawRefusedError';
+  }
+}
+
+/** The drawing user as the guard needs it. */
+export interface GuardedUser {
+  mainAccount: string;
+  draw: 'pwd' | 'api';
+}
+
+/** Structurally src/accounts/whitelist.ts Whitelist and src/accounts/balances.ts BalanceWatcher. */
+export interface DrawGuardDeps {
+  whitelist: { ensure(account: string, productNo: string): Promise<void> };
+  balances: { canDraw(account: string, productNo: string): boolean; drawFailed(err: unknown): void };
+}
+
+export function guardDrawer(inner: Drawer, user: GuardedUser, productNo: string, deps: DrawGuardDeps): Drawer {
+  return {
+    async draw(count: number): Promise<UpstreamNode[]> {
+      if (!deps.balances.canDraw(user.mainAccount, productNo)) {
+        throw new DrawRefusedError(`traffic balance of ${user.mainAccount} for ${productNo} is exhausted`);
+      }
+      if (user.draw === 'api') await deps.whitelist.ensure(user.mainAccount, productNo);
+      try {
+        return await inner.draw(count);
+      } catch (err) {
+        deps.balances.drawFailed(err);
+        throw err;
+      }
+    },
+  };
+}
