@@ -79,4 +79,26 @@ export const MIGRATIONS: readonly Migration[] = [
       );
     `,
   },
+  {
+    // Number 10 was handed to issue 15 (users as data) so parallel branches do not clash.
+    id: 10,
+    name: 'users as data: records, tombstones for followers',
+    sql: `
+      CREATE TABLE users (
+        name          TEXT PRIMARY KEY NOT NULL,
+        data          TEXT NOT NULL,
+        password_hash TEXT NOT NULL,
+        state         TEXT NOT NULL CHECK (state IN ('creating', 'ready')),
+        version       INTEGER NOT NULL,
+        updated_at    INTEGER NOT NULL
+      );
+      CREATE INDEX users_version ON users (version);
+      CREATE TABLE user_tombstones (
+        name          TEXT PRIMARY KEY NOT NULL,
+        version       INTEGER NOT NULL
+      );
+      CREATE TABLE user_version (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL);
+      INSERT INTO user_version (id, version) VALUES (1, 0);
+    `,
+  },
 ];

@@ -11,6 +11,9 @@
 //   P u:<user>                hash   used, limit, updatedAt (bytes; limit -1 = unlimited)
 //   P usage:all               set    users
 //   P kv                      hash   key -> JSON
+//   P usr:<name>              hash   one user record (data JSON, passwordHash, state, version, updatedAt)
+//   P users:live / :gone      zset   name -> version of its last write / of its deletion
+//   P users:version           string counter every user write and delete takes its version from
 //   P allow:<user>            hash   fleet allowance: instance id -> bytes leased (src/fleet/allowance.ts)
 //   P alive:<instance>        string an instance's heartbeat (PX ttl); its leases die with it
 //   P sess:<user>:<sessionId> string shared sticky session (src/fleet/sessions.ts)
@@ -68,6 +71,18 @@ export class RedisKeys {
   }
   get kv(): string {
     return `${this.prefix}kv`;
+  }
+  user(name: string): string {
+    return `${this.prefix}usr:${name}`;
+  }
+  get usersLive(): string {
+    return `${this.prefix}users:live`;
+  }
+  get usersGone(): string {
+    return `${this.prefix}users:gone`;
+  }
+  get usersVersion(): string {
+    return `${this.prefix}users:version`;
   }
   allowance(user: string): string {
     return `${this.prefix}allow:${user}`;

@@ -21,6 +21,7 @@ import type {
   OrderFilter,
   OrderRecord,
   Store,
+  StoredUser,
   UsageRecord,
 } from './types.ts';
 
@@ -111,7 +112,35 @@ redis.call('SREM', KEYS[2], ARGV[1])
 return 1
 `;
 
+// KEYS: user hash, live zset, gone zset, version counter. ARGV: name, data, passwordHash, state, now,
+// mode ('' none, 'absent', 'version'), expected version.
+const PUT_USER = `
+local exists = redis.call('EXISTS', KEYS[1]) == 1
+if ARGV[6] == 'absent' and exists then return redis.error_reply('ROTOR_CONFLICT user ' .. ARGV[1] .. ' exists') end
+if ARGV[6] == 'version' then
+  local v = exists and redis.call('HGET', KEYS[1], 'version') or '-1'
+  if v ~= ARGV[7] then return redis.error_reply('ROTOR_CONFLICT user ' .. ARGV[1] .. ' changed meanwhile') end
+end
+local version = redis.call('INCR', KEYS[4])
+redis.call('HSET', KEYS[1], 'data', ARGV[2], 'passwordHash', ARGV[3], 'state', ARGV[4], 'version', version, 'updatedAt', ARGV[5])
+redis.call('ZADD', KEYS[2], version, ARGV[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
+return version
+`;
+
+// KEYS: user hash, live zset, gone zset, version counter. ARGV: name.
+const DELETE_USER = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('DEL', KEYS[1])
+local version = redis.call('INCR', KEYS[4])
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('ZADD', KEYS[3], version, ARGV[1])
+return 1
+`;
+
 const SCRIPTS = {
+  rotorPutUser: { numberOfKeys: 4, lua: PUT_USER },
+  rotorDeleteUser: { numberOfKeys: 4, lua: DELETE_USER },
   rotorPutOrder: { numberOfKeys: 4, lua: PUT_ORDER },
   rotorAddIntent: { numberOfKeys: 3, lua: ADD_INTENT },
   rotorUpdateJournal: { numberOfKeys: 1, lua: UPDATE_JOURNAL },
@@ -166,6 +195,17 @@ function toJournal(merchantNo: string, h: Hash): JournalEntry {
 
 function toUsage(user: string, h: Hash): UsageRecord {
   return { user, usedBytes: Number(h.used ?? 0), limitBytes: Number(h.limit ?? -1), updatedAt: Number(h.updatedAt ?? 0) };
+}
+
+function toUser(name: string, h: Hash): StoredUser {
+  return {
+    name,
+    data: parse(h.data),
+    passwordHash: String(h.passwordHash ?? ''),
+    state: h.state === 'creating' ? 'creating' : 'ready',
+    version: Number(h.version ?? 0),
+    updatedAt: Number(h.updatedAt ?? 0),
+  };
 }
 
 function toCallback(h: Hash): CallbackRecord & { seq: number } {
@@ -445,6 +485,65 @@ export class RedisStore implements Store {
     await this.run(`limit of ${user}`, async (c) => {
       const results = (await c.multi().hset(key, 'limit', limit, 'updatedAt', t).hsetnx(key, 'used', 0).sadd(this.keys.usageAll, user).exec()) ?? [];
       for (const [err] of results) if (err) throw err;
+    });
+  }
+
+  // ── users ──
+  async putUser(user: Omit<StoredUser, 'version' | 'updatedAt'>, options: { ifAbsent?: boolean; ifVersion?: number } = {}): Promise<StoredUser> {
+    checkUser(user.name, 'user');
+    const k = this.keys;
+    const t = this.now();
+    const mode = options.ifAbsent ? 'absent' : options.ifVersion !== undefined ? 'version' : '';
+    const version = await this.run(`user ${user.name}`, (c) =>
+      this.script(c, 'rotorPutUser', [
+        k.user(user.name), k.usersLive, k.usersGone, k.usersVersion,
+        user.name, json(user.data), user.passwordHash, user.state, t, mode, String(options.ifVersion ?? ''),
+      ]),
+    ).catch((err: unknown) => {
+      if (err instanceof StoreError && err.code === 'STORE_CONFLICT') throw new StoreConflictError(`user ${user.name}`);
+      throw err;
+    });
+    return { ...user, version: Number(version), updatedAt: t };
+  }
+
+  async getUser(name: string): Promise<StoredUser | undefined> {
+    const h = await this.run(`user ${name}`, (c) => c.hgetall(this.keys.user(name)));
+    return Object.keys(h).length ? toUser(name, h) : undefined;
+  }
+
+  async listUsers(): Promise<StoredUser[]> {
+    return this.run('users', async (c) => {
+      const names = (await c.zrange(this.keys.usersLive, 0, -1)).sort(byKey);
+      const hs = await this.hashes(c, names.map((n) => this.keys.user(n)));
+      const out: StoredUser[] = [];
+      names.forEach((n, i) => {
+        const h = hs[i];
+        if (h) out.push(toUser(n, h));
+      });
+      return out;
+    });
+  }
+
+  async deleteUser(name: string): Promise<boolean> {
+    const k = this.keys;
+    const r = await this.run(`user ${name}`, (c) => this.script(c, 'rotorDeleteUser', [k.user(name), k.usersLive, k.usersGone, k.usersVersion, name]));
+    return Number(r) === 1;
+  }
+
+  async usersChangedSince(version: number): Promise<{ changed: StoredUser[]; deleted: string[]; version: number }> {
+    return this.run('users', async (c) => {
+      // The counter first: a write landing between the reads is seen now or by the next call, never lost.
+      const now = Number((await c.get(this.keys.usersVersion)) ?? 0);
+      const names = await c.zrangebyscore(this.keys.usersLive, `(${version}`, '+inf');
+      const deleted = await c.zrangebyscore(this.keys.usersGone, `(${version}`, '+inf');
+      const hs = await this.hashes(c, names.map((n) => this.keys.user(n)));
+      const changed: StoredUser[] = [];
+      names.forEach((n, i) => {
+        const h = hs[i];
+        if (h) changed.push(toUser(n, h));
+      });
+      // Entries written after `now` was read come again next time (applying a record twice is harmless).
+      return { changed, deleted, version: now };
     });
   }
 

@@ -15,6 +15,7 @@ import type {
   OrderFilter,
   OrderRecord,
   Store,
+  StoredUser,
   UsageRecord,
 } from './types.ts';
 
@@ -82,6 +83,17 @@ function toJournal(r: Row): JournalEntry {
 
 function toUsage(r: Row): UsageRecord {
   return { user: String(r.user), usedBytes: Number(r.used_bytes), limitBytes: Number(r.limit_bytes), updatedAt: Number(r.updated_at) };
+}
+
+function toUser(r: Row): StoredUser {
+  return {
+    name: String(r.name),
+    data: parse(r.data),
+    passwordHash: String(r.password_hash),
+    state: r.state === 'creating' ? 'creating' : 'ready',
+    version: Number(r.version),
+    updatedAt: Number(r.updated_at),
+  };
 }
 
 function toCallback(r: Row): CallbackRecord {
@@ -343,6 +355,61 @@ export class SqliteStore implements Store {
          ON CONFLICT (user) DO UPDATE SET limit_bytes = excluded.limit_bytes, updated_at = excluded.updated_at`,
       )
       .run(user, Math.trunc(limitBytes), this.now());
+  }
+
+  // ── users ──
+  async putUser(user: Omit<StoredUser, 'version' | 'updatedAt'>, options: { ifAbsent?: boolean; ifVersion?: number } = {}): Promise<StoredUser> {
+    const db = this.q();
+    return db.transaction(() => {
+      const existing = db.prepare('SELECT version FROM users WHERE name = ?').get(user.name) as Row | undefined;
+      if (options.ifAbsent && existing) throw new StoreConflictError(`user ${user.name}`);
+      if (options.ifVersion !== undefined && Number(existing?.version ?? -1) !== options.ifVersion) throw new StoreConflictError(`user ${user.name} changed meanwhile`);
+      const version = this.nextUserVersion(db);
+      const t = this.now();
+      db.prepare(
+        `INSERT INTO users (name, data, password_hash, state, version, updated_at) VALUES (?, ?, ?, ?, ?, ?)
+         ON CONFLICT (name) DO UPDATE SET data = excluded.data, password_hash = excluded.password_hash, state = excluded.state,
+           version = excluded.version, updated_at = excluded.updated_at`,
+      ).run(user.name, json(user.data), user.passwordHash, user.state, version, t);
+      db.prepare('DELETE FROM user_tombstones WHERE name = ?').run(user.name);
+      return { ...user, version, updatedAt: t };
+    })();
+  }
+
+  private nextUserVersion(db: Database.Database): number {
+    db.prepare('UPDATE user_version SET version = version + 1 WHERE id = 1').run();
+    return Number((db.prepare('SELECT version FROM user_version WHERE id = 1').get() as Row).version);
+  }
+
+  async getUser(name: string): Promise<StoredUser | undefined> {
+    const r = this.q().prepare('SELECT * FROM users WHERE name = ?').get(name) as Row | undefined;
+    return r ? toUser(r) : undefined;
+  }
+
+  async listUsers(): Promise<StoredUser[]> {
+    return (this.q().prepare('SELECT * FROM users ORDER BY name').all() as Row[]).map(toUser);
+  }
+
+  async deleteUser(name: string): Promise<boolean> {
+    const db = this.q();
+    return db.transaction(() => {
+      const gone = db.prepare('DELETE FROM users WHERE name = ?').run(name).changes > 0;
+      if (gone) {
+        const version = this.nextUserVersion(db);
+        db.prepare('INSERT INTO user_tombstones (name, version) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET version = excluded.version').run(name, version);
+      }
+      return gone;
+    })();
+  }
+
+  async usersChangedSince(version: number): Promise<{ changed: StoredUser[]; deleted: string[]; version: number }> {
+    const db = this.q();
+    return db.transaction(() => {
+      const changed = (db.prepare('SELECT * FROM users WHERE version > ? ORDER BY version').all(version) as Row[]).map(toUser);
+      const deleted = (db.prepare('SELECT name FROM user_tombstones WHERE version > ? ORDER BY version').all(version) as Row[]).map((r) => String(r.name));
+      const now = Number((db.prepare('SELECT version FROM user_version WHERE id = 1').get() as Row).version);
+      return { changed, deleted, version: now };
+    })();
   }
 
   // ── kv ──

@@ -85,6 +85,20 @@ export interface UsageRecord {
   updatedAt: number;
 }
 
+/** A user record as stored (src/users/ owns its shape; the store keeps it as opaque JSON). */
+export interface StoredUser {
+  name: string;
+  /** Every field of the record except the password (src/users/record.ts UserData). */
+  data: unknown;
+  /** scrypt hash (src/users/password.ts); never the password. */
+  passwordHash: string;
+  /** 'creating': the platform sub account may not exist yet (the creation journal); 'ready'. */
+  state: 'creating' | 'ready';
+  /** Grows with every write of any user: daemons of a fleet follow changes by it (usersChangedSince). */
+  version: number;
+  updatedAt: number;
+}
+
 export interface OrderFilter {
   type?: number;
   /** Only these statuses. */
@@ -143,6 +157,20 @@ export interface Store {
   getUsage(user: string): Promise<UsageRecord | undefined>;
   listUsage(): Promise<UsageRecord[]>;
   setLimit(user: string, limitBytes: number): Promise<void>;
+
+  // Users as data (src/users/)
+  /**
+   * Writes the user (version assigned by the store). `ifAbsent`: rejects with StoreConflictError when the
+   * name exists; `ifVersion`: only when the stored version is that one (else StoreConflictError).
+   */
+  putUser(user: Omit<StoredUser, 'version' | 'updatedAt'>, options?: { ifAbsent?: boolean; ifVersion?: number }): Promise<StoredUser>;
+  getUser(name: string): Promise<StoredUser | undefined>;
+  /** Every user, by name. */
+  listUsers(): Promise<StoredUser[]>;
+  /** false when there was none. */
+  deleteUser(name: string): Promise<boolean>;
+  /** Users written and names deleted after `version`, and the newest version now. */
+  usersChangedSince(version: number): Promise<{ changed: StoredUser[]; deleted: string[]; version: number }>;
 
   // Small key/value state (JSON values)
   kvGet<T = unknown>(key: string): Promise<T | undefined>;

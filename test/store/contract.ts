@@ -265,6 +265,41 @@ export function storeContract(name: string, factory: StoreFactory): void {
       await s.close();
     });
 
+    test('users: put (if absent, if version), read through another handle, list, delete, follow changes', async () => {
+      const space = fresh();
+      const s = await factory.open(space, { now: () => 42 });
+      const a = await s.putUser({ name: 'cust1', data: { mainAccount: 'shop1', quota: { bytes: 5, period: 'day' }, list: [] }, passwordHash: 'scrypt$x', state: 'creating' }, { ifAbsent: true });
+      assert.equal(a.updatedAt, 42);
+      await assert.rejects(s.putUser({ name: 'cust1', data: {}, passwordHash: 'h', state: 'ready' }, { ifAbsent: true }), (e: unknown) => e instanceof StoreConflictError);
+      await assert.rejects(s.putUser({ name: 'cust1', data: {}, passwordHash: 'h', state: 'ready' }, { ifVersion: a.version + 100 }), (e: unknown) => e instanceof StoreConflictError);
+      const b = await s.putUser({ name: 'cust1', data: { mainAccount: 'shop2', list: [] }, passwordHash: 'scrypt$y', state: 'ready' }, { ifVersion: a.version });
+      assert.ok(b.version > a.version);
+      const mark = b.version;
+      await s.putUser({ name: 'bob', data: { n: 1 }, passwordHash: 'h2', state: 'ready' });
+
+      const r = await factory.open(space);
+      assert.deepEqual(await r.getUser('cust1'), { name: 'cust1', data: { mainAccount: 'shop2', list: [] }, passwordHash: 'scrypt$y', state: 'ready', version: b.version, updatedAt: 42 });
+      assert.equal(await r.getUser('nobody'), undefined);
+      assert.deepEqual((await r.listUsers()).map((u) => u.name), ['bob', 'cust1']);
+      const since = await r.usersChangedSince(mark);
+      assert.deepEqual(since.changed.map((u) => u.name), ['bob']);
+      assert.deepEqual(since.deleted, []);
+      assert.equal(await r.deleteUser('cust1'), true);
+      assert.equal(await r.deleteUser('cust1'), false);
+      const after = await s.usersChangedSince(since.version);
+      assert.deepEqual(after.changed, []);
+      assert.deepEqual(after.deleted, ['cust1']);
+      assert.ok(after.version > since.version);
+      assert.deepEqual((await s.listUsers()).map((u) => u.name), ['bob']);
+      // Re-created: no longer reported deleted.
+      await s.putUser({ name: 'cust1', data: {}, passwordHash: 'h', state: 'ready' }, { ifAbsent: true });
+      const again = await s.usersChangedSince(since.version);
+      assert.deepEqual(again.deleted, []);
+      assert.deepEqual(again.changed.map((u) => u.name), ['cust1']);
+      await s.close();
+      await r.close();
+    });
+
     test('a closed store fails with STORE_UNAVAILABLE; close twice is fine', async () => {
       const s = await factory.open(fresh());
       await s.close();
