@@ -16,13 +16,23 @@
 // syncs move traffic into the shared `used`; the flush adds only usage adopted from the platform), and after
 // each flush `used` and `limit` are re-read from the shared store so GET /v1/users and the platform
 // comparison see the fleet's totals and a limit set on another daemon.
+//
+// Quota periods (src/users/period.ts): a user whose quota is per `day`, `week` or `month` has its usage kept
+// under the key `<user>@<periodKey>` (e.g. `alice@day:2026-11-24`), `total` under the plain name as before.
+// So every period's usage stays in the store as history, a new period starts at 0 by itself, a restart finds
+// the current period's row, and in a fleet every daemon leases from the same period row (the allowance is
+// keyed the same way). The meter object the relays hold stays the same across a boundary: only its key,
+// `used` and allowance change (rolled by the flush timer and by admission once `endsAt` has passed); the
+// bytes not yet written for the old period are written to the old key. The user's limit stays on the plain
+// name's row (and, in a fleet, is copied to the period row the allowance reads).
 import type { Store, UsageRecord } from '../store/types.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import { UNLIMITED, checkLocalLimit } from './units.ts';
+import { periodWindow, type QuotaPeriod } from '../users/period.ts';
 
 /** The part of the store accounting uses. */
-export type UsageStore = Pick<Store, 'addUsage' | 'listUsage' | 'setLimit' | 'kvGet' | 'kvSet'>;
+export type UsageStore = Pick<Store, 'addUsage' | 'listUsage' | 'setLimit' | 'kvGet' | 'kvSet'> & Partial<Pick<Store, 'getUsage'>>;
 
 /** What the gateway asks before it does any work for a connection. */
 export type Admission = { ok: true } | { ok: false; reason: string };
@@ -68,6 +78,8 @@ export interface AccountingUser {
   name: string;
   /** bytes, both directions; -1 = unlimited */
   limitBytes: number;
+  /** The quota's period; default 'total'. */
+  period?: QuotaPeriod;
 }
 
 /** One row of GET /v1/users. */
@@ -98,6 +110,10 @@ export interface AccountingOptions {
   countBytes?: boolean;
   /** Fleet mode: the shared allowance every meter spends from (see the top of this file). */
   allowance?: AllowanceSource;
+  /** IANA zone quota periods are calendar periods in (config billing.timezone); default UTC. */
+  timeZone?: string;
+  /** Clock for quota periods; default Date.now. */
+  now?: () => number;
 }
 
 export const DEFAULT_FLUSH_INTERVAL_MS = 2000;
@@ -123,13 +139,22 @@ class Meter implements UserMeter {
   reportedDown = 0;
   active = 0;
   configured = false;
+  /** Set by the config (setUsers) rather than the users directory (upsertUser). */
+  fromConfig = false;
   refusals: Refusals | null = null;
+  period: QuotaPeriod = 'total';
+  /** The store key of the current period's usage (the name for 'total'). */
+  key: string;
+  periodKey = 'total';
+  /** When the current period ends (Infinity for 'total'). */
+  endsAt = Infinity;
 
   constructor(
     readonly name: string,
     used: number,
     limit: number,
   ) {
+    this.key = name;
     this.used = used;
     this.persisted = used;
     this.limit = limit;
@@ -171,6 +196,10 @@ export class Accounting implements MeterProvider {
   private readonly flushIntervalMs: number;
   private readonly countBytes: boolean;
   private readonly allowance: AllowanceSource | undefined;
+  private readonly timeZone: string;
+  private readonly now: () => number;
+  /** Usage of periods that ended before it was written, written with the next flush. */
+  private carry: { user: string; bytes: number }[] = [];
   private readonly meters = new Map<string, Meter>();
   private readonly limitListeners: ((change: LimitChange) => void)[] = [];
   private timer: NodeJS.Timeout | undefined;
@@ -185,6 +214,8 @@ export class Accounting implements MeterProvider {
     this.logger = options.logger;
     this.flushIntervalMs = options.flushIntervalMs ?? DEFAULT_FLUSH_INTERVAL_MS;
     this.countBytes = options.countBytes ?? true;
+    this.timeZone = options.timeZone ?? 'UTC';
+    this.now = options.now ?? Date.now;
     if (!(this.flushIntervalMs > 0)) throw new RangeError('flushIntervalMs must be positive');
   }
 
@@ -192,6 +223,8 @@ export class Accounting implements MeterProvider {
   async start(users: readonly AccountingUser[]): Promise<LimitChange[]> {
     const stored = await this.store.listUsage();
     for (const rec of stored) {
+      // Period rows (`user@period`) are history or the current period, read when the user is applied.
+      if (rec.user.includes('@')) continue;
       this.entry(rec.user, rec.usedBytes, rec.limitBytes);
     }
     const changes = await this.setUsers(users, stored);
@@ -226,6 +259,8 @@ export class Accounting implements MeterProvider {
       }
       const m = this.entry(u.name, rec?.usedBytes ?? 0, limit);
       m.configured = true;
+      m.fromConfig = true;
+      await this.applyPeriod(m, u.period ?? 'total', records);
       if (m.limit !== limit) {
         m.limit = limit;
         m.recheck();
@@ -241,18 +276,19 @@ export class Accounting implements MeterProvider {
       await Promise.all(
         [...wanted].map(async (name) => {
           const m = this.meters.get(name)!;
-          const a = this.allowance!.user(name);
+          const a = this.allowance!.user(m.key);
           a.seedLimit = m.limit;
-          a.seedUsed = records.get(name)?.usedBytes ?? 0;
+          a.seedUsed = records.get(m.key)?.usedBytes ?? 0;
           // A changed limit: give the old slice back first so the new one is cut from the new limit.
-          if (changed.has(name)) await this.allowance!.release(name);
-          await this.allowance!.acquire(name);
+          if (changed.has(name)) await this.allowance!.release(m.key);
+          await this.allowance!.acquire(m.key);
         }),
       );
     }
     for (const m of this.meters.values()) {
-      if (m.configured && !wanted.has(m.name)) {
+      if (m.configured && m.fromConfig && !wanted.has(m.name)) {
         m.configured = false;
+        m.fromConfig = false;
         this.metrics?.userLimitBytes.remove({ user: m.name });
         this.metrics?.userUsedBytes.remove({ user: m.name });
       }
@@ -261,9 +297,124 @@ export class Accounting implements MeterProvider {
     return changes;
   }
 
+  /**
+   * A user of the users directory (API-made, or a config user's record): its limit and period are the
+   * record's (no config precedence), applied at once. The usage already stored for it is kept.
+   */
+  async upsertUser(u: AccountingUser): Promise<void> {
+    checkLocalLimit(u.limitBytes, `users.${u.name}.limitBytes`);
+    const known = this.meters.get(u.name);
+    const rec = known ? undefined : await this.store.getUsage?.(u.name);
+    const m = this.entry(u.name, rec?.usedBytes ?? 0, u.limitBytes);
+    m.configured = true;
+    const limitChanged = m.limit !== u.limitBytes || rec === undefined;
+    const periodChanged = m.period !== (u.period ?? 'total');
+    if (limitChanged) {
+      m.limit = u.limitBytes;
+      await this.store.setLimit(u.name, u.limitBytes);
+    }
+    if (periodChanged || known === undefined) await this.applyPeriod(m, u.period ?? 'total');
+    m.recheck();
+    if (this.allowance) {
+      const a = this.allowance.user(m.key);
+      a.seedLimit = m.limit;
+      if (limitChanged || periodChanged) {
+        if (m.key !== m.name) await this.store.setLimit(m.key, m.limit);
+        await this.allowance.release(m.key);
+      }
+      await this.allowance.acquire(m.key);
+    }
+    if (limitChanged && known !== undefined) this.emit({ user: u.name, limitBytes: u.limitBytes, source: 'admin' });
+  }
+
+  /** The user is gone (deleted): refused from now on; its stored usage stays as history. */
+  removeUser(name: string): void {
+    const m = this.meters.get(name);
+    if (!m) return;
+    m.configured = false;
+    m.fromConfig = false;
+    this.metrics?.userLimitBytes.remove({ user: name });
+    this.metrics?.userUsedBytes.remove({ user: name });
+  }
+
+  /** The quota period of a user (undefined when unknown). */
+  periodOf(user: string): QuotaPeriod | undefined {
+    return this.meters.get(user)?.period;
+  }
+
+  /** The current period's key of a user ('total' for a lifetime quota). */
+  periodKeyOf(user: string): string | undefined {
+    return this.meters.get(user)?.periodKey;
+  }
+
+  /** Every configured user's counters, for the bounded per-user metric series (src/users/series.ts). */
+  *snapshot(): IterableIterator<{ name: string; up: number; down: number; used: number; limit: number }> {
+    for (const m of this.meters.values()) if (m.configured) yield m;
+  }
+
+  /** Sets the meter's period and moves it to the period containing now (see the top of this file). */
+  private async applyPeriod(m: Meter, period: QuotaPeriod, records?: Map<string, UsageRecord>): Promise<void> {
+    if (m.period === period && m.key !== m.name) return;
+    if (m.period !== period) {
+      // A different period: usage not yet written belongs to the row it was counted under.
+      const delta = m.used - m.persisted;
+      if (delta !== 0) this.carry.push({ user: m.key, bytes: delta });
+      m.period = period;
+      m.endsAt = -Infinity;
+      if (period === 'total') {
+        m.key = m.name;
+        m.periodKey = 'total';
+        m.endsAt = Infinity;
+        const rec = records?.get(m.name) ?? (await this.store.getUsage?.(m.name));
+        m.used = rec?.usedBytes ?? 0;
+        m.persisted = m.used;
+        if (this.allowance) m.allowance = this.allowance.user(m.key);
+        m.recheck();
+        return;
+      }
+    }
+    await this.roll(m, records);
+  }
+
+  /** Moves a period meter to the period containing now, if it is not there yet. */
+  private async roll(m: Meter, records?: Map<string, UsageRecord>): Promise<void> {
+    if (m.period === 'total') return;
+    const now = this.now();
+    const w = periodWindow(m.period, this.timeZone, now);
+    m.endsAt = w.endsAt;
+    const key = `${m.name}@${w.key}`;
+    if (key === m.key) return;
+    const delta = m.used - m.persisted;
+    if (delta !== 0 && m.key !== m.name) this.carry.push({ user: m.key, bytes: delta });
+    m.key = key;
+    m.periodKey = w.key;
+    m.used = 0;
+    m.persisted = 0;
+    if (this.allowance) {
+      const a = this.allowance.user(key);
+      a.seedLimit = m.limit;
+      a.seedUsed = 0;
+      m.allowance = a;
+    }
+    m.recheck();
+    // What earlier runs (or other daemons) already counted in this period.
+    const rec = records?.get(key) ?? (await this.store.getUsage?.(key));
+    if (m.key === key && rec) {
+      m.used += rec.usedBytes;
+      m.persisted += rec.usedBytes;
+      m.recheck();
+    }
+    if (this.allowance && m.key === key) {
+      await this.store.setLimit(key, m.limit);
+      await this.allowance.acquire(key);
+    }
+    this.logger?.debug({ user: m.name, period: m.period, key: m.periodKey }, 'quota period started');
+  }
+
   admit(user: string): Admission {
     const m = this.meters.get(user);
     if (m === undefined || !m.configured) return { ok: false, reason: `unknown user ${user}` };
+    if (m.endsAt <= this.now()) void this.roll(m);
     if (m.exhausted) return { ok: false, reason: `traffic limit of user ${user} reached (${m.limit} bytes)` };
     if (m.refusals !== null) {
       for (const reason of m.refusals.values()) return { ok: false, reason };
@@ -299,9 +450,10 @@ export class Accounting implements MeterProvider {
     m.limit = limitBytes;
     m.recheck();
     if (this.allowance) {
-      this.allowance.user(user).seedLimit = limitBytes;
-      await this.allowance.release(user);
-      await this.allowance.acquire(user);
+      if (m.key !== user) await this.store.setLimit(m.key, limitBytes);
+      this.allowance.user(m.key).seedLimit = limitBytes;
+      await this.allowance.release(m.key);
+      await this.allowance.acquire(m.key);
     }
     this.metrics?.userLimitBytes.set({ user }, limitBytes);
     this.logger?.info({ user, limitBytes }, 'user traffic limit set');
@@ -379,6 +531,8 @@ export class Accounting implements MeterProvider {
   }
 
   private async writeChanges(): Promise<void> {
+    const now = this.now();
+    for (const m of this.meters.values()) if (m.endsAt <= now) await this.roll(m);
     await this.writeDeltas();
     if (this.allowance) await this.readFleet();
   }
@@ -391,8 +545,10 @@ export class Accounting implements MeterProvider {
     } catch {
       return; // the shared store is down: already logged; keep the last view
     }
+    const byKey = new Map<string, Meter>();
+    for (const m of this.meters.values()) byKey.set(m.key, m);
     for (const rec of records) {
-      const m = this.meters.get(rec.user);
+      const m = byKey.get(rec.user);
       if (m === undefined || m.allowance === null) continue;
       // Not yet synced spending is ours on top of the shared figure.
       m.used = rec.usedBytes + m.allowance.spent;
@@ -408,7 +564,9 @@ export class Accounting implements MeterProvider {
   }
 
   private async writeDeltas(): Promise<void> {
-    const deltas: { user: string; bytes: number }[] = [];
+    const carried = this.carry;
+    this.carry = [];
+    const deltas: { user: string; bytes: number }[] = [...carried];
     const targets: { m: Meter; to: number }[] = [];
     for (const m of this.meters.values()) {
       const dUp = m.up - m.reportedUp;
@@ -419,7 +577,7 @@ export class Accounting implements MeterProvider {
       m.reportedDown = m.down;
       const used = m.used;
       if (used !== m.persisted) {
-        deltas.push({ user: m.name, bytes: used - m.persisted });
+        deltas.push({ user: m.key, bytes: used - m.persisted });
         targets.push({ m, to: used });
         if (m.configured) this.metrics?.userUsedBytes.set({ user: m.name }, used);
       }
@@ -429,6 +587,7 @@ export class Accounting implements MeterProvider {
       await this.store.addUsage(deltas);
       for (const t of targets) t.m.persisted = t.to;
     } catch (err) {
+      this.carry.unshift(...carried);
       // Kept in memory: the next flush writes them again.
       this.logger?.warn({ err, users: deltas.length }, 'could not persist traffic counters; will retry');
     }
@@ -438,7 +597,7 @@ export class Accounting implements MeterProvider {
     let m = this.meters.get(name);
     if (m === undefined) {
       m = new Meter(name, used, limit);
-      if (this.allowance) m.allowance = this.allowance.user(name);
+      if (this.allowance) m.allowance = this.allowance.user(m.key);
       this.meters.set(name, m);
     }
     return m;

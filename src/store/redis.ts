@@ -513,7 +513,7 @@ export class RedisStore implements Store {
 
   async listUsers(): Promise<StoredUser[]> {
     return this.run('users', async (c) => {
-      const names = (await c.zrange(this.keys.usersLive, 0, -1)).sort(byKey);
+      const names = (await c.zrange(this.keys.usersLive, '0', '-1')).sort(byKey);
       const hs = await this.hashes(c, names.map((n) => this.keys.user(n)));
       const out: StoredUser[] = [];
       names.forEach((n, i) => {
@@ -534,8 +534,8 @@ export class RedisStore implements Store {
     return this.run('users', async (c) => {
       // The counter first: a write landing between the reads is seen now or by the next call, never lost.
       const now = Number((await c.get(this.keys.usersVersion)) ?? 0);
-      const names = await c.zrangebyscore(this.keys.usersLive, `(${version}`, '+inf');
-      const deleted = await c.zrangebyscore(this.keys.usersGone, `(${version}`, '+inf');
+      const names = await c.zrangebyscore(this.keys.usersLive, `(${String(version)}`, '+inf');
+      const deleted = await c.zrangebyscore(this.keys.usersGone, `(${String(version)}`, '+inf');
       const hs = await this.hashes(c, names.map((n) => this.keys.user(n)));
       const changed: StoredUser[] = [];
       names.forEach((n, i) => {

@@ -1,0 +1,172 @@
+// The user record of interface.md ("Users as data"): its fields, their defaults, and the zod schemas the
+// admin routes and the config seed validate with. The password is never part of the record: the store keeps
+// its scrypt hash beside it (StoredUser.passwordHash) and the routes return it once, when Rotor made it up.
+// `rules` and `listen` are stored and returned here; enforcing them is the destination-rules and
+// per-user-port code's job.
+import { isIP } from 'node:net';
+import { z } from 'zod';
+import { SESS_TIME_MAX, SESS_TIME_MIN } from '../platform/operations.ts';
+import { QUOTA_PERIODS, type QuotaPeriod } from './period.ts';
+
+/** User names of the proxy user-name grammar ('-' separates options); the sub account's appUsername is string(32). */
+export const USER_NAME = /^[A-Za-z0-9_.]+$/;
+export const userName = z.string().regex(USER_NAME, "use only letters, digits, '_' and '.' ('-' separates user-name options)").min(1).max(32);
+
+function isCidrOrIp(v: string): boolean {
+  const [ip, bits, ...rest] = v.split('/');
+  if (rest.length > 0 || ip === undefined) return false;
+  const family = isIP(ip);
+  if (family === 0) return false;
+  if (bits === undefined) return true;
+  if (!/^\d{1,3}$/.test(bits)) return false;
+  return Number(bits) <= (family === 4 ? 32 : 128);
+}
+
+const HOST_PATTERN = /^(\*\.)?[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*\.?$/;
+const portNumber = z.number().int().min(1).max(65_535);
+const hostRule = z.string().min(1).max(253).refine((v) => HOST_PATTERN.test(v) || isCidrOrIp(v), 'must be a host name, *.domain or an IP/CIDR');
+
+export const rulesSchema = z.strictObject({
+  denyPorts: z.array(portNumber).max(1000).default([]),
+  denyHosts: z.array(hostRule).max(1000).default([]),
+  allowPorts: z.array(portNumber).max(1000).default([]),
+  allowHosts: z.array(hostRule).max(1000).default([]),
+});
+
+export const listenSchema = z.strictObject({
+  port: portNumber,
+  allowIps: z.array(z.string().max(64).refine(isCidrOrIp, 'must be an IP address or CIDR')).max(1000).default([]),
+});
+
+export const quotaSchema = z.strictObject({
+  /** Bytes per period, both directions; -1 = unlimited. */
+  bytes: z.number().int().min(-1).max(Number.MAX_SAFE_INTEGER),
+  period: z.enum(QUOTA_PERIODS as unknown as [QuotaPeriod, ...QuotaPeriod[]]).default('total'),
+});
+
+const rfc3339 = z
+  .string()
+  .max(64)
+  .regex(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/i, 'must be an RFC 3339 date-time (e.g. 2026-12-31T23:59:59Z)')
+  .refine((v) => Number.isFinite(Date.parse(v)), 'must be a valid date-time');
+
+/** Every field of a record a client may set (besides name and password), with defaults. */
+const fields = {
+  mainAccount: z.string().min(1).max(64).regex(/^\S+$/, 'must not contain spaces'),
+  /** productNo drawn from; empty: the first dynamic product the merchant is authorized for. */
+  product: z.string().max(64).default(''),
+  draw: z.enum(['pwd', 'api']).default('pwd'),
+  sessTime: z.number().int().min(SESS_TIME_MIN).max(SESS_TIME_MAX).default(5),
+  quota: quotaSchema.default({ bytes: -1, period: 'total' }),
+  rateBytesPerSec: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).default(0),
+  maxConnections: z.number().int().min(0).max(1_000_000).default(0),
+  expiresAt: rfc3339.nullable().default(null),
+  enabled: z.boolean().default(true),
+  pricePerGb: z.number().min(0).max(1e9).nullable().default(null),
+  listen: listenSchema.nullable().default(null),
+  rules: rulesSchema.default({ denyPorts: [], denyHosts: [], allowPorts: [], allowHosts: [] }),
+  /** Always export this user's per-user metric series (within the bound, see src/users/series.ts). */
+  metrics: z.boolean().default(false),
+};
+
+/** POST /v1/users. */
+export const createUserSchema = z.strictObject({
+  name: userName,
+  password: z.string().min(1).max(255).optional(),
+  ...fields,
+});
+
+/** PATCH /v1/users/:name: any subset, no defaults (an absent field is left as it is). */
+export const patchUserSchema = z
+  .strictObject({
+    mainAccount: fields.mainAccount,
+    product: z.string().max(64),
+    draw: z.enum(['pwd', 'api']),
+    sessTime: z.number().int().min(SESS_TIME_MIN).max(SESS_TIME_MAX),
+    quota: quotaSchema,
+    rateBytesPerSec: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
+    maxConnections: z.number().int().min(0).max(1_000_000),
+    expiresAt: rfc3339.nullable(),
+    enabled: z.boolean(),
+    pricePerGb: z.number().min(0).max(1e9).nullable(),
+    listen: listenSchema.nullable(),
+    rules: rulesSchema,
+    metrics: z.boolean(),
+  })
+  .partial();
+
+export const passwordBodySchema = z.strictObject({ password: z.string().min(1).max(255).optional() });
+
+export type CreateUserInput = z.output<typeof createUserSchema>;
+export type UserPatch = z.output<typeof patchUserSchema>;
+export type UserRules = z.output<typeof rulesSchema>;
+export type UserListen = z.output<typeof listenSchema>;
+
+/** Where a user came from: the config's `users:` (config fields win at every start and reload) or the API. */
+export type UserSource = 'config' | 'api';
+
+/** The stored part of a record (StoredUser.data). */
+export interface UserData {
+  name: string;
+  mainAccount: string;
+  product: string;
+  draw: 'pwd' | 'api';
+  sessTime: number;
+  quota: { bytes: number; period: QuotaPeriod };
+  rateBytesPerSec: number;
+  maxConnections: number;
+  expiresAt: string | null;
+  enabled: boolean;
+  pricePerGb: number | null;
+  listen: UserListen | null;
+  rules: UserRules;
+  metrics: boolean;
+  source: UserSource;
+  createdAt: number;
+}
+
+/** A record as the admin API answers it (interface.md): the stored part plus live usage. */
+export interface UserView extends Omit<UserData, 'createdAt'> {
+  usedBytes: number;
+  limitBytes: number;
+  activeConnections: number;
+  /** The current quota period's key (src/users/period.ts periodKey). */
+  periodKey: string;
+  /** 'creating' while the platform sub account is being made (the creation journal). */
+  state: 'creating' | 'ready';
+  createdAt: string;
+  /** Only in the answer that made it up (create without a password, password generate). */
+  password?: string;
+}
+
+/** The schema-checked stored data, tolerant of fields added later (defaults fill them). */
+const storedSchema = z.looseObject({ name: userName, source: z.enum(['config', 'api']).default('api'), createdAt: z.number().default(0), ...fields });
+
+export function readStoredData(name: string, data: unknown): UserData | undefined {
+  const r = storedSchema.safeParse({ ...(typeof data === 'object' && data !== null ? data : {}), name });
+  if (!r.success) return undefined;
+  const d = r.data;
+  return {
+    name: d.name,
+    mainAccount: d.mainAccount,
+    product: d.product,
+    draw: d.draw,
+    sessTime: d.sessTime,
+    quota: d.quota,
+    rateBytesPerSec: d.rateBytesPerSec,
+    maxConnections: d.maxConnections,
+    expiresAt: d.expiresAt,
+    enabled: d.enabled,
+    pricePerGb: d.pricePerGb,
+    listen: d.listen,
+    rules: d.rules,
+    metrics: d.metrics,
+    source: d.source,
+    createdAt: d.createdAt,
+  };
+}
+
+/** Epoch ms of expiresAt (null: never). */
+export function expiryOf(d: Pick<UserData, 'expiresAt'>): number | null {
+  return d.expiresAt === null ? null : Date.parse(d.expiresAt);
+}
