@@ -18,11 +18,16 @@ import { SessionTable } from './session/table.ts';
 import { Router } from './proxy/router.ts';
 import { Socks5Listener } from './proxy/socks5.ts';
 import { HttpListener } from './proxy/http.ts';
-import type { LocalUser, UserDirectory } from './proxy/types.ts';
+import type { LocalUser } from './proxy/types.ts';
 import type { PoolKey } from './pool/types.ts';
 import { buildAdminServer, buildCallbackServer } from './admin/server.ts';
 import { createReadiness } from './admin/readiness.ts';
 import { InstanceDirectoryCache } from './orders/instance-directory.ts';
+import { Users } from './users/directory.ts';
+import { UserGate } from './users/gate.ts';
+import { boundUserSeries } from './users/series.ts';
+import { SubAccounts } from './users/sub-account.ts';
+import { usersPort } from './users/admin-port.ts';
 import type { FastifyInstance } from 'fastify';
 import type { Simulator } from './sim/index.ts';
 
@@ -48,26 +53,14 @@ export interface Daemon {
   readonly orders: Orders;
   readonly sessions: SessionTable;
   readonly pools: PoolRegistry;
+  /** The users directory (users as data). */
+  readonly users: Users;
   /** Fleet mode (`store.path: redis://…`): the shared allowance, sessions and leases; undefined with SQLite. */
   readonly fleet: Fleet | undefined;
   /** Applies a new config (users, limits, pools) without dropping live connections. */
   reload(next: Config): Promise<void>;
   /** Stop accepting, drain live connections up to `drainMs`, flush counters, close everything. */
   close(drainMs?: number): Promise<void>;
-}
-
-/** users[] as the gateway sees them; `product` resolved to a productNo. */
-class ConfigUsers implements UserDirectory {
-  private readonly byName: Map<string, LocalUser>;
-  constructor(users: readonly LocalUser[]) {
-    this.byName = new Map(users.map((u) => [u.name, u]));
-  }
-  get(name: string): LocalUser | undefined {
-    return this.byName.get(name);
-  }
-  list(): LocalUser[] {
-    return [...this.byName.values()];
-  }
 }
 
 async function resolveProducts(users: readonly UserConfig[], products: ProductCatalog, logger: Logger): Promise<LocalUser[]> {
@@ -162,6 +155,8 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       metrics,
       flushIntervalMs: config.accounts.flushIntervalMs,
       countBytes: false,
+      timeZone: config.billing.timezone,
+      ...(options.now ? { now: options.now } : {}),
       logger: logger.child({ component: 'accounting' }),
       ...(fleet ? { allowance: fleet.allowance } : {}),
     });
@@ -184,6 +179,25 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       limitSync.setUsers(list);
     };
     await applyAccounts(users);
+
+    // Users as data: the store's records (config users seeded into them), mirrored in memory for the gateway.
+    const defaultProduct = (await products.productFor('')) ?? '';
+    let refreshLists: (names: string[], removed: string[]) => void = () => undefined;
+    const usersDir = new Users({
+      store,
+      accounting,
+      platform: new SubAccounts(client, products, logger.child({ component: 'users' })),
+      defaultProduct: () => defaultProduct,
+      logger: logger.child({ component: 'users' }),
+      ...(options.now ? { now: options.now } : {}),
+      ...(fleet ? { followMs: 1000 } : {}),
+      onChange: (names, removed) => refreshLists(names, removed),
+    });
+    await usersDir.start(users);
+    onStop('users', () => usersDir.close());
+    balances.setUsers(usersDir.locals());
+    limitSync.setUsers(usersDir.locals());
+    boundUserSeries({ metrics, source: accounting, marked: () => usersDir.marked(), max: config.metrics.userSeriesMax });
     await balances.start();
     onStop('balances', () => balances.stop());
     await limitSync.start();
@@ -215,7 +229,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     onStop('instance directory', () => instances.stop());
 
     // 5. The gateway.
-    let directory = new ConfigUsers(users);
+    const directory = usersDir;
     const drawApi = drawApiFromClient(client);
     const drawerFor = (key: PoolKey): Drawer => {
       const user = directory.get(key.user);
@@ -255,7 +269,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       : undefined;
     const routerOptions = {
       users: directory,
-      meters: accounting,
+      meters: new UserGate(usersDir, accounting, options.now ?? Date.now),
       instances,
       metrics,
       logger: logger.child({ component: 'gateway' }),
@@ -302,7 +316,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         balances,
         traffic,
         whitelist,
-        users: accounting,
+        users: usersPort(usersDir),
         pools: { snapshot: () => pools.snapshot() },
         sessions: fleetSessions ?? sessions,
         metrics: metrics.registry,
@@ -324,6 +338,28 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       'rotor is ready',
     );
 
+    // A user changed or removed through the API (or by another daemon): its pools follow, and so do the
+    // balance watcher's, the limit sync's and the whitelist's lists.
+    const drawShape = new Map(usersDir.locals().map((u) => [u.name, drawKey(u)]));
+    refreshLists = (names, removed) => {
+      for (const name of [...names, ...removed]) {
+        const now = usersDir.get(name);
+        const shape = now ? drawKey(now) : undefined;
+        if (drawShape.get(name) !== shape) {
+          for (const pool of pools.list()) if (pool.key.user === name) pools.delete(pool.key);
+          if (shape === undefined) drawShape.delete(name);
+          else drawShape.set(name, shape);
+        }
+      }
+      const all = usersDir.locals();
+      balances.setUsers(all);
+      limitSync.setUsers(all);
+      if (names.some((n) => usersDir.get(n)?.draw === 'api')) {
+        whitelist.reconcile(all).catch((err: unknown) => logger.warn({ err }, 'whitelist reconcile after a user change failed'));
+      }
+      router.setUsers(usersDir);
+    };
+
     let closed = false;
     const daemon: Daemon = {
       config,
@@ -336,21 +372,15 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       orders,
       sessions,
       pools,
+      users: usersDir,
       fleet,
       async reload(next: Config): Promise<void> {
         const nextUsers = await resolveProducts(next.users, products, logger);
-        const previous = directory;
-        directory = new ConfigUsers(nextUsers);
-        router.setUsers(directory);
-        await accounting.setUsers(nextUsers);
-        // Pools whose user went away or changed how it draws are dropped; live connections keep their node.
-        for (const old of previous.list()) {
-          const now = directory.get(old.name);
-          if (!now || now.draw !== old.draw || now.product !== old.product || now.mainAccount !== old.mainAccount || now.sessTime !== old.sessTime) {
-            for (const pool of pools.list()) if (pool.key.user === old.name) pools.delete(pool.key);
-          }
-        }
+        // Config users are seeded again (config fields win); API users stay. Pools of users that went away
+        // or changed how they draw are dropped (refreshLists); live connections keep their node.
+        await usersDir.seed(nextUsers);
         await applyAccounts(nextUsers);
+        refreshLists([], []);
         // A user new to the config gets its platform-side backstop now, not at the next sync interval.
         await limitSync.reconcile();
         (this as { config: Config }).config = next;
@@ -390,6 +420,11 @@ async function creditDemoFlow(client: PlatformClient, users: readonly LocalUser[
     }
     logger.info({ account: u.mainAccount, product: u.product, flowMb }, 'sandbox: credited demo traffic');
   }
+}
+
+/** What a user's pools depend on: when it changes, its pools are dropped. */
+function drawKey(u: LocalUser): string {
+  return `${u.draw}|${u.product}|${u.mainAccount}|${u.sessTime}`;
 }
 
 function portOf(server: FastifyInstance): number {

@@ -7,6 +7,8 @@ import type { OperationName, OpRequest, OpResponse } from '../platform/operation
 import type { CallOptions } from '../platform/client.ts';
 import type { AreaNode, City, Product, Project } from '../platform/schemas.ts';
 import type { FlowLogQuery, TrafficReturn } from '../accounts/traffic.ts';
+import type { UserListQuery } from '../users/directory.ts';
+import type { CreateUserInput, UserPatch, UserView } from '../users/record.ts';
 import type { AfterSaleInput, AssignIpInput, ChangeInput, OpenInput, ReleaseInput, RenewInput, ResetInput } from '../orders/placer.ts';
 
 /** PlatformClient. */
@@ -105,10 +107,17 @@ export interface UserRow {
   activeConnections: number;
 }
 
-/** src/accounting/meters.ts Accounting. */
+/** src/users/admin-port.ts over the users directory (src/users/directory.ts). */
 export interface UsersPort {
-  list(): UserRow[];
-  /** AccountingError UNKNOWN_USER for a user not configured; UnitsError for a bad limit. */
+  /** Name order; `next` = the last name of a full page (pass it as `after`), null on the last page. */
+  list(query?: UserListQuery): { items: UserRow[]; next: string | null };
+  get(name: string): UserView | undefined;
+  create(input: CreateUserInput): Promise<UserView>;
+  patch(name: string, patch: UserPatch): Promise<UserView>;
+  remove(name: string): Promise<void>;
+  /** Sets `password`, or generates one (returned once in the answer). */
+  setPassword(name: string, password?: string): Promise<UserView>;
+  /** UNKNOWN_USER (404) for a user not known; a bad limit is 400. */
   setLimit(user: string, limitBytes: number): Promise<UserRow>;
 }
 

@@ -4,6 +4,8 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { SESS_TIME_MAX, SESS_TIME_MIN } from '../platform/operations.ts';
+import { isTimeZone } from '../users/period.ts';
+import { quotaSchema } from '../users/record.ts';
 
 const port = z.number().int().min(0).max(65_535);
 const host = z.string().min(1);
@@ -111,6 +113,16 @@ const user = z.strictObject({
   draw: z.enum(['pwd', 'api']).default('pwd'),
   sessTime: z.number().int().min(SESS_TIME_MIN).max(SESS_TIME_MAX).default(5),
   limitBytes: z.number().int().min(-1).default(-1),
+  // Users as data (src/users/record.ts): the same fields as a record made through the admin API.
+  /** Per-period quota; when given it wins over limitBytes. */
+  quota: quotaSchema.optional(),
+  rateBytesPerSec: z.number().int().min(0).default(0),
+  maxConnections: z.number().int().min(0).default(0),
+  expiresAt: z.string().refine((v) => Number.isFinite(Date.parse(v)), 'must be an RFC 3339 date-time').nullable().default(null),
+  enabled: z.boolean().default(true),
+  pricePerGb: z.number().min(0).nullable().default(null),
+  /** Always export this user's per-user metric series. */
+  metrics: z.boolean().default(false),
 });
 
 const users = z
@@ -192,7 +204,15 @@ const fleet = z
   })
   .prefault({});
 
-export const configSchema = z.strictObject({ platform, proxy, pool, admin, callback, store, log, users, orders, accounts, fleet });
+/** Billing (src/users/period.ts): quota periods are calendar periods in this IANA time zone. */
+const billing = z
+  .strictObject({ timezone: z.string().refine(isTimeZone, 'must be an IANA time zone (e.g. UTC, Europe/Berlin)').default('UTC') })
+  .prefault({});
+
+/** Per-user metric series are exported for at most this many users (src/users/series.ts). */
+const metricsSection = z.strictObject({ userSeriesMax: z.number().int().min(0).max(10_000).default(100) }).prefault({});
+
+export const configSchema = z.strictObject({ platform, proxy, pool, admin, callback, store, log, users, orders, accounts, fleet, billing, metrics: metricsSection });
 
 export type Config = z.output<typeof configSchema>;
 export type ConfigInput = z.input<typeof configSchema>;

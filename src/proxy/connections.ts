@@ -27,20 +27,28 @@ export class ListenerConnections {
   ): void {
     // onEnd may run inside relay() itself (a side already gone), before `relay` has returned.
     const ref: { handle?: RelayHandle; ended?: boolean } = {};
+    const limiter = meters.limiter?.(user);
     ref.handle = relay(client, dialed.socket, {
       meter: meters.meter(user),
+      ...(limiter ? { limiter } : {}),
       idleTimeoutMs: options.idleTimeoutMs,
       clientHead,
       upstreamHead: dialed.head,
       ...(options.metrics ? { bytes: { metrics: options.metrics, user } } : {}),
       onEnd: (stats) => {
         ref.ended = true;
-        if (ref.handle) this.relays.delete(ref.handle);
+        if (ref.handle) {
+          this.relays.delete(ref.handle);
+          limiter?.detach(ref.handle);
+        }
         dialed.release(upstreamFailedEarly(stats, dialed.socket));
         meters.connectionClosed(user);
       },
     });
-    if (!ref.ended) this.relays.add(ref.handle);
+    if (!ref.ended) {
+      this.relays.add(ref.handle);
+      limiter?.attach(ref.handle);
+    }
   }
 
   /** Gives open connections up to `drainMs` to finish on their own, then stops every relay and socket. */

@@ -7,7 +7,7 @@
 import type { Socket } from 'node:net';
 import type { Counter } from 'prom-client';
 import type { Metrics } from '../telemetry/metrics.ts';
-import type { UserMeter } from './types.ts';
+import type { RelayLimiter, UserMeter } from './types.ts';
 
 export type RelayEnd = 'closed' | 'idle' | 'limit' | 'error' | 'stopped';
 
@@ -29,6 +29,11 @@ export interface RelayOptions {
   upstreamHead?: Buffer | null;
   /** rotor_proxy_bytes_total{user,direction}, updated on the timer and at the end. */
   bytes?: { metrics: Metrics; user: string };
+  /**
+   * The user's rate and relay registry (src/users/limiter.ts): over the rate, the side just read is paused
+   * until the limiter wakes it (backpressure; the chunk read is forwarded). Absent: no rate.
+   */
+  limiter?: RelayLimiter;
   /** How often the byte counter is updated. Default 5000 ms. */
   flushIntervalMs?: number;
   onEnd?: (stats: RelayStats) => void;
@@ -51,6 +56,10 @@ class Relay implements RelayHandle {
   private flushedUp = 0;
   private flushedDown = 0;
   readonly tickMs: number;
+  private readonly limiter: RelayLimiter | undefined;
+  /** Paused by the limiter (not by the other side's backpressure). */
+  private clientHeld = false;
+  private upstreamHeld = false;
   private readonly upCounter: CounterChild | undefined;
   private readonly downCounter: CounterChild | undefined;
 
@@ -64,6 +73,7 @@ class Relay implements RelayHandle {
       this.downCounter = options.bytes.metrics.bytesTotal.labels({ user: options.bytes.user, direction: 'down' });
     }
     this.tickMs = Math.max(10, Math.min(options.idleTimeoutMs, options.flushIntervalMs ?? 5000));
+    this.limiter = options.limiter;
 
     client.on('data', this.onClientData);
     upstream.on('data', this.onUpstreamData);
@@ -100,6 +110,11 @@ class Relay implements RelayHandle {
       return;
     }
     if (!this.upstream.write(chunk)) this.client.pause();
+    if (this.limiter !== undefined && !this.limiter.take(n)) {
+      this.clientHeld = true;
+      this.client.pause();
+      this.limiter.wait(this.onClientWake);
+    }
   };
 
   private readonly onUpstreamData = (chunk: Buffer): void => {
@@ -113,14 +128,30 @@ class Relay implements RelayHandle {
       return;
     }
     if (!this.client.write(chunk)) this.upstream.pause();
+    if (this.limiter !== undefined && !this.limiter.take(n)) {
+      this.upstreamHeld = true;
+      this.upstream.pause();
+      this.limiter.wait(this.onUpstreamWake);
+    }
   };
 
+  // A side paused by the limiter stays paused through the other side's 'drain', and the reverse.
   private readonly onClientDrain = (): void => {
-    this.upstream.resume();
+    if (!this.upstreamHeld) this.upstream.resume();
   };
 
   private readonly onUpstreamDrain = (): void => {
-    this.client.resume();
+    if (!this.clientHeld) this.client.resume();
+  };
+
+  private readonly onClientWake = (): void => {
+    this.clientHeld = false;
+    if (!this.done && !this.upstream.writableNeedDrain) this.client.resume();
+  };
+
+  private readonly onUpstreamWake = (): void => {
+    this.upstreamHeld = false;
+    if (!this.done && !this.client.writableNeedDrain) this.upstream.resume();
   };
 
   // Half-close is passed on: the other side may still be sending.

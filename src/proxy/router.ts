@@ -140,7 +140,10 @@ export class Router {
       if (!parsed.ok) return { ok: false, kind: 'auth', reason: parsed.reason };
       const found = users.get(parsed.user);
       // Compare digests so the time taken says nothing about the password's length or an unknown user.
-      const matches = timingSafeEqual(digest(password), found ? digest(found.password) : DUMMY_PASSWORD);
+      const matches =
+        found !== undefined && users.verify !== undefined
+          ? users.verify(found, password)
+          : timingSafeEqual(digest(password), found ? digest(found.password) : DUMMY_PASSWORD);
       if (!found || !matches) return { ok: false, kind: 'auth', reason: 'wrong user name or password' };
       user = found;
       o = parsed.options;

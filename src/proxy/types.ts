@@ -20,6 +20,11 @@ export interface LocalUser {
 /** Config-backed; a reload swaps the object (Router.setUsers) or its contents. */
 export interface UserDirectory {
   get(name: string): LocalUser | undefined;
+  /**
+   * Optional: checks a password against the user's stored (hashed) one; src/users/directory.ts. Without it
+   * the router compares with `password` as plain text (config users, tests).
+   */
+  verify?(user: LocalUser, password: string): boolean;
 }
 
 /** One user's byte counter as the data path sees it: an add and a flag, nothing slower. */
@@ -31,6 +36,20 @@ export interface UserMeter {
 
 export type Admission = { ok: true } | { ok: false; reason: string };
 
+/**
+ * One user's live limits as a relay consults them (src/users/limiter.ts UserLimiter): a rate shared by all
+ * the user's connections, enforced by pausing the socket that was read (backpressure, nothing dropped), and
+ * the registry that lets disable/delete stop the user's running relays. `take` is per chunk: no allocation.
+ */
+export interface RelayLimiter {
+  /** Counts bytes just relayed; false: the user is over its rate — pause reading and call wait(). */
+  take(bytes: number): boolean;
+  /** Calls `wake` (the same function each time, made once per relay) when the user may read again. */
+  wait(wake: () => void): void;
+  attach(relay: { stop(): void }): void;
+  detach(relay: { stop(): void }): void;
+}
+
 /** Implemented by the accounting component; UnlimitedMeters (src/proxy/meters.ts) until then. */
 export interface MeterProvider {
   /** May this user open a new connection now (limit not reached, account usable)? */
@@ -39,6 +58,8 @@ export interface MeterProvider {
   /** Active-connection bookkeeping (GET /v1/users `activeConnections`). */
   connectionOpened(user: string): void;
   connectionClosed(user: string): void;
+  /** Optional: the user's live limits for its relays (rate, stop on disable/delete); src/users/gate.ts. */
+  limiter?(user: string): RelayLimiter | undefined;
 }
 
 /** Static instances Rotor knows about, as upstreams for `-instance-<instanceNo>`. */

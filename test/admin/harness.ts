@@ -20,6 +20,9 @@ import { startSimulator, SIM_PRODUCTS, type Simulator } from '../../src/sim/inde
 import type { Store } from '../../src/store/index.ts';
 import { openTestStore } from '../support/store.ts';
 import { createMetrics, type Metrics } from '../../src/telemetry/metrics.ts';
+import { Users } from '../../src/users/directory.ts';
+import { usersPort } from '../../src/users/admin-port.ts';
+import { SubAccounts } from '../../src/users/sub-account.ts';
 
 export const TOKEN = 'admin-test-token-5f2c';
 export const AUTH = { authorization: `Bearer ${TOKEN}` };
@@ -32,6 +35,8 @@ export interface Harness {
   store: Store;
   orders: Orders;
   accounting: Accounting;
+  /** The users directory (config users alice and bob seeded, as the daemon does). */
+  users: Users;
   pools: PoolRegistry;
   sessions: SessionTable;
   metrics: Metrics;
@@ -56,6 +61,11 @@ export async function startHarness(): Promise<Harness> {
     { name: 'alice', limitBytes: -1 },
     { name: 'bob', limitBytes: 5_000_000 },
   ]);
+  const users = new Users({ store, accounting, platform: new SubAccounts(client, products) });
+  await users.start([
+    { name: 'alice', password: 'alice-pass', mainAccount: 'shop1', limitBytes: -1 },
+    { name: 'bob', password: 'bob-pass', mainAccount: 'shop1', limitBytes: 5_000_000 },
+  ]);
   const api = drawApiFromClient(client);
   const pools = new PoolRegistry({
     drawerFor: (key) => new PwdDrawer({ api, subAccount: key.user, productNo: key.productNo, region: key.region, sessTime: 5, metrics }),
@@ -70,7 +80,7 @@ export async function startHarness(): Promise<Harness> {
     balances: new BalanceWatcher({ client, products, metrics }),
     traffic: new Traffic({ client, products }),
     whitelist: new Whitelist({ client, products, store, egressIp: '127.0.0.1' }),
-    users: accounting,
+    users: usersPort(users),
     pools,
     sessions,
     metrics: metrics.registry,
@@ -91,6 +101,7 @@ export async function startHarness(): Promise<Harness> {
     store,
     orders,
     accounting,
+    users,
     pools,
     sessions,
     metrics,
@@ -103,6 +114,7 @@ export async function startHarness(): Promise<Harness> {
       await callbacks.close();
       await orders.stop();
       pools.close();
+      await users.close();
       await accounting.close();
       client.close();
       await sim.close();

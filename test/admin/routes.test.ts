@@ -371,7 +371,8 @@ describe('local users, pools, sessions', () => {
   test('GET /v1/users and PUT /v1/users/:name/limit', async () => {
     const users: { name: string; usedBytes: number; limitBytes: number; activeConnections: number }[] = await ok({ method: 'GET', url: '/v1/users' });
     assert.deepEqual(users.map((u) => u.name), ['alice', 'bob']);
-    assert.deepEqual(users[1], { name: 'bob', usedBytes: 0, limitBytes: 5_000_000, activeConnections: 0 });
+    const { name, usedBytes, limitBytes, activeConnections } = users[1]!;
+    assert.deepEqual({ name, usedBytes, limitBytes, activeConnections }, { name: 'bob', usedBytes: 0, limitBytes: 5_000_000, activeConnections: 0 });
     const set: { limitBytes: number } = await ok({ method: 'PUT', url: '/v1/users/bob/limit', payload: { limitBytes: 7_000 } });
     assert.equal(set.limitBytes, 7_000);
     assert.equal(h.accounting.limitOf('bob'), 7_000);

@@ -120,10 +120,10 @@ describe('error mapping and the token rule', () => {
       ...h.deps,
       platform: dead,
       users: {
+        ...h.deps.users,
         list: () => {
           throw new Error('database file /secret/path is corrupt');
         },
-        setLimit: h.deps.users.setLimit.bind(h.deps.users),
       },
     };
     const app = buildAdminServer(broken, { host: '127.0.0.1', token: 'tok' });

@@ -1,33 +1,146 @@
-// Local proxy users: GET /v1/users (bytes used, limit, active connections), PUT /v1/users/:name/limit.
+// Users as data (interface.md "Users as data"): list (paged, filtered), create, read, patch, delete, set or
+// generate a password, and the older PUT …/limit. Records come from the users directory (src/users/).
+// Paging: GET /v1/users stays an array (each item keeps name, usedBytes, limitBytes, activeConnections);
+// `?limit=N` caps a page and, when more follow, the `x-next-cursor` response header holds the name to pass
+// as `?after=` for the next page (names in ascending order). Without `limit` every match comes back.
 import { z } from 'zod';
+import { createUserSchema, passwordBodySchema, patchUserSchema, userName } from '../../users/record.ts';
 import { zs } from '../validation.ts';
-import { doc, name, noQuery, type RegisterRoutes } from './common.ts';
+import { boolQuery, doc, noQuery, type RegisterRoutes } from './common.ts';
 
-const userRow = {
+const nullable = (schema: Record<string, unknown>) => ({ anyOf: [schema, { type: 'null' }] });
+const stringList = { type: 'array', items: { type: 'string' } };
+const portList = { type: 'array', items: { type: 'integer' } };
+
+/** A user record as answered (fast-json-stringify writes exactly these fields). */
+const userView = {
   type: 'object',
   required: ['name', 'usedBytes', 'limitBytes', 'activeConnections'],
   properties: {
     name: { type: 'string' },
-    usedBytes: { type: 'integer' },
-    limitBytes: { type: 'integer', description: '-1 = unlimited' },
+    usedBytes: { type: 'integer', description: 'bytes used in the current quota period, both directions' },
+    limitBytes: { type: 'integer', description: 'quota.bytes; -1 = unlimited' },
     activeConnections: { type: 'integer' },
+    mainAccount: { type: 'string' },
+    product: { type: 'string' },
+    draw: { type: 'string', enum: ['pwd', 'api'] },
+    sessTime: { type: 'integer' },
+    quota: { type: 'object', properties: { bytes: { type: 'integer' }, period: { type: 'string', enum: ['total', 'day', 'week', 'month'] } } },
+    periodKey: { type: 'string', description: 'the current quota period (total, day:YYYY-MM-DD, week:YYYY-MM-DD (Monday), month:YYYY-MM)' },
+    rateBytesPerSec: { type: 'integer', description: 'both directions, all connections; 0 = none' },
+    maxConnections: { type: 'integer', description: 'concurrent; 0 = none' },
+    expiresAt: { type: ['string', 'null'] },
+    enabled: { type: 'boolean' },
+    pricePerGb: { type: ['number', 'null'] },
+    listen: nullable({ type: 'object', properties: { port: { type: 'integer' }, allowIps: stringList } }),
+    rules: { type: 'object', properties: { denyPorts: portList, denyHosts: stringList, allowPorts: portList, allowHosts: stringList } },
+    metrics: { type: 'boolean', description: 'always export this user\'s per-user metric series' },
+    source: { type: 'string', enum: ['config', 'api'] },
+    state: { type: 'string', enum: ['creating', 'ready'] },
+    createdAt: { type: 'string' },
+    password: { type: 'string', description: 'only when Rotor generated it, in that one answer' },
   },
 };
 
+const nameParams = zs(z.strictObject({ name: userName }));
+
+const listQuery = z.strictObject({
+  prefix: z.string().max(32).optional(),
+  enabled: boolQuery.optional(),
+  source: z.enum(['config', 'api']).optional(),
+  period: z.enum(['total', 'day', 'week', 'month']).optional(),
+  limit: z.coerce.number().int().min(1).max(10_000).optional(),
+  after: z.string().max(32).optional(),
+});
+
 export const userRoutes: RegisterRoutes = (app, deps) => {
-  app.get(
+  app.get<{ Querystring: z.output<typeof listQuery> }>(
     '/users',
-    { schema: { querystring: noQuery, ...doc('users', 'local users: bytes used (both directions), limit, active connections', { 200: { type: 'array', items: userRow } }) } },
-    async () =>
-    deps.users.list(),
+    {
+      schema: {
+        operationId: 'listUsers',
+        querystring: zs(listQuery),
+        ...doc('users', 'users with their usage (name order); ?limit= pages, the x-next-cursor header gives ?after= for the next page', {
+          200: { type: 'array', items: userView },
+        }),
+      },
+    },
+    async (req, reply) => {
+      const { items, next } = deps.users.list(req.query);
+      if (next !== null) void reply.header('x-next-cursor', next);
+      return items;
+    },
+  );
+  app.post<{ Body: z.output<typeof createUserSchema> }>(
+    '/users',
+    {
+      schema: {
+        operationId: 'createUser',
+        body: zs(createUserSchema),
+        ...doc('users', 'create a user and its platform sub account (password generated and returned once when absent); 409 when the name exists', { 201: userView }),
+      },
+    },
+    async (req, reply) => {
+      const view = await deps.users.create(req.body);
+      return reply.code(201).send(view);
+    },
+  );
+  app.get<{ Params: { name: string } }>(
+    '/users/:name',
+    { schema: { operationId: 'getUser', params: nameParams, querystring: noQuery, ...doc('users', 'one user record with its usage', { 200: userView }) } },
+    async (req) => {
+      const view = deps.users.get(req.params.name);
+      if (!view) throw Object.assign(new Error(`unknown user ${req.params.name}`), { code: 'UNKNOWN_USER', httpStatus: 404 });
+      return view;
+    },
+  );
+  app.patch<{ Params: { name: string }; Body: z.output<typeof patchUserSchema> }>(
+    '/users/:name',
+    {
+      schema: {
+        operationId: 'patchUser',
+        params: nameParams,
+        body: zs(patchUserSchema),
+        ...doc('users', 'change any subset of a user\'s fields; rate and quota act on open connections, disabling closes them', { 200: userView }),
+      },
+    },
+    async (req) => deps.users.patch(req.params.name, req.body),
+  );
+  app.delete<{ Params: { name: string } }>(
+    '/users/:name',
+    {
+      schema: {
+        operationId: 'deleteUser',
+        params: nameParams,
+        querystring: noQuery,
+        ...doc('users', 'delete a user: new connections refused at once, open ones closed (its usage history stays)', { 204: { type: 'null', description: 'deleted' } }),
+      },
+    },
+    async (req, reply) => {
+      await deps.users.remove(req.params.name);
+      return reply.code(204).send();
+    },
+  );
+  app.post<{ Params: { name: string }; Body: z.output<typeof passwordBodySchema> | undefined }>(
+    '/users/:name/password',
+    {
+      schema: {
+        operationId: 'setUserPassword',
+        params: nameParams,
+        body: zs(passwordBodySchema.optional()),
+        ...doc('users', 'set the user\'s password ({"password"}) or generate one ({} or no body: returned once as `password`)', { 200: userView }),
+      },
+    },
+    async (req) => deps.users.setPassword(req.params.name, req.body?.password),
   );
   app.put<{ Params: { name: string }; Body: { limitBytes: number } }>(
     '/users/:name/limit',
     {
       schema: {
-        params: zs(z.strictObject({ name })),
+        operationId: 'setUserLimit',
+        params: nameParams,
         body: zs(z.strictObject({ limitBytes: z.number().int().min(-1).max(Number.MAX_SAFE_INTEGER) })),
-        ...doc('users', 'set a local user\'s limit in bytes (-1 = unlimited); kept across restarts until the config changes it', { 200: userRow }),
+        ...doc('users', 'set a user\'s quota bytes (-1 = unlimited); a config user keeps it across restarts until the config changes it', { 200: userView }),
       },
     },
     async (req) => deps.users.setLimit(req.params.name, req.body.limitBytes),

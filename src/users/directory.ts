@@ -1,0 +1,537 @@
+// The users directory: user records in the store (SQLite, or Redis shared by a fleet) mirrored in memory,
+// which is all the proxy's hot path reads. It is the gateway's UserDirectory (get, verify), the source of each
+// user's live limits (src/users/limiter.ts, src/users/gate.ts) and what the admin routes change.
+//
+// Creation is journaled like orders (src/orders/placer.ts): the record is written first in state `creating`
+// (the intent), then the platform sub account and its limit are made (src/users/sub-account.ts, which reads
+// before it writes), then the record becomes `ready`. A crash between the platform call and the last write
+// leaves the intent; `resume()` (at start and on every sweep) runs the platform step again — it finds the sub
+// account made the first time — and finishes: one consistent user. A platform refusal removes the intent and
+// comes back to the client with the platform's code; an unknown outcome (unreachable) keeps it for the sweep.
+//
+// Passwords: the store keeps only the scrypt hash. Hashing costs ~40 ms, so it is paid once per user and
+// process: a verified password's SHA-256 is remembered in memory (never stored) and every later check is one
+// digest and a constant-time compare; the router's credential cache sits in front of that. Changing a user
+// swaps its LocalUser object, which invalidates the router's cached pairs for it.
+//
+// Config users (`users:` in the config) are records too (source 'config'): at start and reload the config's
+// fields win for them; config users no longer in the config are removed. API users survive restarts and
+// reloads. In a fleet each daemon follows the others' changes through the store's version counter
+// (usersChangedSince) every `followMs`.
+import { timingSafeEqual } from 'node:crypto';
+import type { Accounting } from '../accounting/meters.ts';
+import { PlatformError } from '../platform/errors.ts';
+import type { LocalUser, UserDirectory } from '../proxy/types.ts';
+import { StoreConflictError } from '../store/errors.ts';
+import type { Store, StoredUser } from '../store/types.ts';
+import type { Logger } from '../telemetry/logger.ts';
+import { UserChangedError, UserExistsError, UserNotFoundError } from './errors.ts';
+import { UserLimiter } from './limiter.ts';
+import { generatePassword, hashPassword, passwordDigest, verifyPassword } from './password.ts';
+import { expiryOf, readStoredData, type CreateUserInput, type UserData, type UserPatch, type UserView } from './record.ts';
+import type { SubAccountPort } from './sub-account.ts';
+
+/** A config `users:` entry as the directory takes it (src/config/schema.ts UserConfig). */
+export interface ConfigUserInput extends Partial<Omit<UserData, 'name' | 'source' | 'createdAt' | 'mainAccount'>> {
+  name: string;
+  password: string;
+  mainAccount: string;
+  limitBytes?: number;
+}
+
+interface Entry {
+  data: UserData;
+  hash: string;
+  state: 'creating' | 'ready';
+  version: number;
+  /** What the router sees; a new object on every change (invalidates the router's credential cache). */
+  local: LocalUser;
+  limiter: UserLimiter;
+  expiresAt: number | null;
+  /** SHA-256 of the password last verified (or set) in this process; memory only. */
+  verified: Buffer | null;
+  /** Recently refused passwords' digests, so a client repeating a wrong one costs no scrypt. */
+  wrong: Buffer[];
+}
+
+export interface UserListQuery {
+  /** Names starting with this. */
+  prefix?: string;
+  enabled?: boolean;
+  source?: 'config' | 'api';
+  period?: string;
+  /** Page size; absent = every match. */
+  limit?: number;
+  /** Names after this one (the previous page's `next`). */
+  after?: string;
+}
+
+export interface UsersOptions {
+  store: Store;
+  accounting: Accounting;
+  platform: SubAccountPort;
+  /** The productNo a user with product '' draws from (resolved at start). */
+  defaultProduct?: () => string;
+  logger?: Logger;
+  now?: () => number;
+  /** Fleet: follow the other daemons' changes this often (ms); 0 = not at all (one daemon). */
+  followMs?: number;
+  /** Retry unfinished creations this often; default 5000 ms. */
+  sweepMs?: number;
+  /** Called after users were added, changed or removed (names), off the data path. */
+  onChange?: (names: string[], removed: string[]) => void;
+}
+
+const WRONG_MEMO = 16;
+
+export class Users implements UserDirectory {
+  private readonly entries = new Map<string, Entry>();
+  private readonly store: Store;
+  private readonly accounting: Accounting;
+  private readonly platform: SubAccountPort;
+  private readonly logger: Logger | undefined;
+  private readonly now: () => number;
+  private readonly defaultProduct: () => string;
+  private readonly onChange: UsersOptions['onChange'];
+  private version = 0;
+  private timers: NodeJS.Timeout[] = [];
+  private resuming: Promise<void> | undefined;
+  private following: Promise<void> | undefined;
+  private closed = false;
+
+  constructor(private readonly options: UsersOptions) {
+    this.store = options.store;
+    this.accounting = options.accounting;
+    this.platform = options.platform;
+    this.logger = options.logger;
+    this.now = options.now ?? Date.now;
+    this.defaultProduct = options.defaultProduct ?? (() => '');
+    this.onChange = options.onChange;
+  }
+
+  // ── the gateway's view ──
+
+  get(name: string): LocalUser | undefined {
+    const e = this.entries.get(name);
+    return e !== undefined && e.state === 'ready' ? e.local : undefined;
+  }
+
+  verify(user: LocalUser, password: string): boolean {
+    const e = this.entries.get(user.name);
+    if (e === undefined || e.local !== user) return false;
+    const d = passwordDigest(password);
+    // Only one password is right: once it is known here, any other is wrong without hashing.
+    if (e.verified !== null) return timingSafeEqual(d, e.verified);
+    for (const w of e.wrong) if (timingSafeEqual(d, w)) return false;
+    const hash = e.hash;
+    const ok = verifyPassword(password, hash);
+    // The entry may have been swapped while hashing? No: verifyPassword is synchronous.
+    if (ok) e.verified = d;
+    else {
+      e.wrong.push(d);
+      if (e.wrong.length > WRONG_MEMO) e.wrong.shift();
+    }
+    return ok;
+  }
+
+  limiter(name: string): UserLimiter | undefined {
+    return this.entries.get(name)?.limiter;
+  }
+
+  /** Why a known user may not connect now (disabled, expired), or undefined. */
+  refusal(name: string, now: number): string | undefined {
+    const e = this.entries.get(name);
+    if (e === undefined) return undefined;
+    if (!e.data.enabled) return `user ${name} is disabled`;
+    if (e.expiresAt !== null && now >= e.expiresAt) return `user ${name} expired at ${e.data.expiresAt ?? ''}`;
+    return undefined;
+  }
+
+  /** Users marked for per-user metric series. */
+  marked(): Set<string> {
+    const out = new Set<string>();
+    for (const [name, e] of this.entries) if (e.data.metrics) out.add(name);
+    return out;
+  }
+
+  /** Every ready user as the gateway sees it (balances, limit sync, whitelist). */
+  locals(): LocalUser[] {
+    const out: LocalUser[] = [];
+    for (const e of this.entries.values()) if (e.state === 'ready') out.push(e.local);
+    return out;
+  }
+
+  get size(): number {
+    return this.entries.size;
+  }
+
+  // ── lifecycle ──
+
+  /** Loads every stored user, seeds the config's, applies them to accounting, starts the sweeps. */
+  async start(configUsers: readonly ConfigUserInput[]): Promise<void> {
+    const { changed, version } = await this.store.usersChangedSince(0);
+    this.version = version;
+    for (const s of changed) this.install(s);
+    await this.seed(configUsers);
+    for (const e of this.entries.values()) if (e.state === 'ready' && e.data.source === 'api') await this.applyAccounting(e);
+    const sweepMs = this.options.sweepMs ?? 5000;
+    this.timers.push(setInterval(() => void this.resume(), sweepMs));
+    // Expiry closes the user's running connections (admission refuses new ones by itself).
+    this.timers.push(setInterval(() => this.expireRunning(), 1000));
+    if (this.options.followMs) this.timers.push(setInterval(() => void this.follow(), this.options.followMs));
+    for (const t of this.timers) t.unref();
+    void this.resume();
+  }
+
+  /**
+   * Applies the config's users (start and SIGHUP): config fields win for them; config users gone from the
+   * config are removed. Their limits go through Accounting.setUsers (its config/admin precedence).
+   */
+  async seed(configUsers: readonly ConfigUserInput[]): Promise<void> {
+    const wanted = new Set(configUsers.map((u) => u.name));
+    const removed: string[] = [];
+    for (const [name, e] of [...this.entries]) {
+      if (e.data.source === 'config' && !wanted.has(name)) {
+        await this.store.deleteUser(name);
+        this.uninstall(name);
+        removed.push(name);
+      }
+    }
+    await this.accounting.setUsers(configUsers.map((u) => ({ name: u.name, limitBytes: u.quota?.bytes ?? u.limitBytes ?? -1, period: u.quota?.period ?? 'total' })));
+    for (const u of configUsers) {
+      const before = this.entries.get(u.name);
+      const limit = this.accounting.limitOf(u.name) ?? u.quota?.bytes ?? u.limitBytes ?? -1;
+      const data: UserData = {
+        ...defaults(),
+        ...(before?.data ?? {}),
+        ...stripUndefined({ ...u, password: undefined, limitBytes: undefined }),
+        name: u.name,
+        quota: { bytes: limit, period: u.quota?.period ?? 'total' },
+        source: 'config',
+        createdAt: before?.data.createdAt ?? this.now(),
+      } as UserData;
+      const hash = before && verifyPassword(u.password, before.hash) ? before.hash : hashPassword(u.password);
+      if (before && before.state === 'ready' && hash === before.hash && same(before.data, data)) {
+        before.verified = passwordDigest(u.password);
+        continue;
+      }
+      // The config's users are reconciled with the platform by the accounts component, not journaled here.
+      const stored = await this.store.putUser({ name: u.name, data, passwordHash: hash, state: 'ready' });
+      const e = this.install(stored);
+      e.verified = passwordDigest(u.password);
+    }
+    this.onChange?.(configUsers.map((u) => u.name), removed);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const t of this.timers) clearInterval(t);
+    this.timers = [];
+    await Promise.allSettled([this.resuming, this.following]);
+    for (const e of this.entries.values()) e.limiter.close();
+  }
+
+  // ── admin operations ──
+
+  async create(input: CreateUserInput): Promise<UserView> {
+    const existing = this.entries.get(input.name);
+    if (existing) throw new UserExistsError(input.name, existing.state === 'creating');
+    const generated = input.password === undefined;
+    const password = input.password ?? generatePassword();
+    const { password: _omit, ...fields } = input;
+    const data: UserData = { ...fields, source: 'api', createdAt: this.now() };
+    let stored: StoredUser;
+    try {
+      stored = await this.store.putUser({ name: input.name, data, passwordHash: hashPassword(password), state: 'creating' }, { ifAbsent: true });
+    } catch (err) {
+      if (err instanceof StoreConflictError) throw new UserExistsError(input.name);
+      throw err;
+    }
+    this.install(stored).verified = passwordDigest(password);
+    await this.finishCreation(stored);
+    const view = this.view(input.name)!;
+    return generated ? { ...view, password } : view;
+  }
+
+  /** The platform step and the last write of a creation (also run by resume). */
+  private async finishCreation(stored: StoredUser): Promise<void> {
+    const data = readStoredData(stored.name, stored.data);
+    if (!data) throw new Error(`stored user ${stored.name} is unreadable`);
+    try {
+      await this.platform.ensure(data);
+    } catch (err) {
+      if (err instanceof PlatformError) {
+        // A refusal: the user does not come to be.
+        await this.store.deleteUser(stored.name).catch(() => false);
+        this.uninstall(stored.name);
+        this.logger?.warn({ user: stored.name, platformCode: err.platformCode }, 'user not created: the platform refused its sub account');
+      } else {
+        this.logger?.warn({ user: stored.name, err }, 'user creation unfinished (platform outcome unknown); it will be resumed');
+      }
+      throw err;
+    }
+    let ready: StoredUser;
+    try {
+      ready = await this.store.putUser({ name: stored.name, data: stored.data, passwordHash: stored.passwordHash, state: 'ready' }, { ifVersion: stored.version });
+    } catch (err) {
+      if (!(err instanceof StoreConflictError)) throw err;
+      // Finished (or deleted) by someone else meanwhile: take what the store says.
+      const now = await this.store.getUser(stored.name);
+      if (now) this.install(now);
+      else this.uninstall(stored.name);
+      return;
+    }
+    const e = this.install(ready);
+    await this.applyAccounting(e);
+    this.logger?.info({ user: stored.name }, 'user created');
+    this.onChange?.([stored.name], []);
+  }
+
+  /** Finishes every creation left unfinished (crash, platform unreachable). */
+  resume(): Promise<void> {
+    if (this.resuming || this.closed) return this.resuming ?? Promise.resolve();
+    const run = (async () => {
+      const pending = (await this.store.listUsers().catch(() => [] as StoredUser[])).filter((u) => u.state === 'creating');
+      for (const s of pending) {
+        try {
+          this.install(s);
+          await this.finishCreation(s);
+          this.logger?.info({ user: s.name }, 'unfinished user creation resumed and finished');
+        } catch {
+          // logged by finishCreation; the next sweep tries again
+        }
+      }
+    })().finally(() => {
+      this.resuming = undefined;
+    });
+    this.resuming = run;
+    return run;
+  }
+
+  async patch(name: string, patch: UserPatch): Promise<UserView> {
+    const e = this.require(name);
+    const data: UserData = { ...e.data, ...stripUndefined(patch) } as UserData;
+    const stored = await this.write(e, data, e.hash);
+    const next = this.install(stored);
+    next.verified = e.verified;
+    await this.applyAccounting(next);
+    if (!next.data.enabled && e.data.enabled) this.stopRunning(next, 'disabled');
+    if (platformFieldsChanged(e.data, data)) await this.platform.ensure(data).catch((err: unknown) => this.logger?.warn({ user: name, err }, 'platform side of a user change failed; the limit sync retries'));
+    this.onChange?.([name], []);
+    return this.view(name)!;
+  }
+
+  async setLimit(name: string, limitBytes: number): Promise<UserView> {
+    const e = this.require(name);
+    return this.patch(name, { quota: { bytes: limitBytes, period: e.data.quota.period } });
+  }
+
+  async remove(name: string): Promise<void> {
+    this.require(name);
+    await this.store.deleteUser(name);
+    const e = this.entries.get(name);
+    this.uninstall(name);
+    if (e) this.stopRunning(e, 'deleted');
+    this.onChange?.([], [name]);
+    this.logger?.info({ user: name }, 'user deleted');
+  }
+
+  /** Sets the password, or makes one up (then returned once). */
+  async setPassword(name: string, password?: string): Promise<UserView> {
+    const e = this.require(name);
+    const next = password ?? generatePassword();
+    const stored = await this.write(e, e.data, hashPassword(next));
+    this.install(stored).verified = passwordDigest(next);
+    const view = this.view(name)!;
+    return password === undefined ? { ...view, password: next } : view;
+  }
+
+  view(name: string): UserView | undefined {
+    const e = this.entries.get(name);
+    if (!e) return undefined;
+    const usage = this.accounting.get(name);
+    const { createdAt, ...data } = e.data;
+    return {
+      ...data,
+      usedBytes: usage?.usedBytes ?? 0,
+      limitBytes: e.data.quota.bytes,
+      activeConnections: usage?.activeConnections ?? 0,
+      periodKey: this.accounting.periodKeyOf(name) ?? 'total',
+      state: e.state,
+      createdAt: new Date(createdAt).toISOString(),
+    };
+  }
+
+  list(query: UserListQuery = {}): { items: UserView[]; next: string | null } {
+    const names = [...this.entries.keys()].sort();
+    const items: UserView[] = [];
+    let next: string | null = null;
+    for (const name of names) {
+      if (query.after !== undefined && name <= query.after) continue;
+      if (query.prefix !== undefined && !name.startsWith(query.prefix)) continue;
+      const e = this.entries.get(name)!;
+      if (query.enabled !== undefined && e.data.enabled !== query.enabled) continue;
+      if (query.source !== undefined && e.data.source !== query.source) continue;
+      if (query.period !== undefined && e.data.quota.period !== query.period) continue;
+      if (query.limit !== undefined && items.length >= query.limit) {
+        next = items[items.length - 1]!.name;
+        break;
+      }
+      items.push(this.view(name)!);
+    }
+    return { items, next };
+  }
+
+  // ── internals ──
+
+  private require(name: string): Entry {
+    const e = this.entries.get(name);
+    if (!e || e.state !== 'ready') throw new UserNotFoundError(name);
+    return e;
+  }
+
+  private async write(e: Entry, data: UserData, hash: string): Promise<StoredUser> {
+    try {
+      return await this.store.putUser({ name: e.data.name, data, passwordHash: hash, state: e.state }, { ifVersion: e.version });
+    } catch (err) {
+      if (!(err instanceof StoreConflictError)) throw err;
+      // Another daemon changed it: take its version, so the client's retry applies to what is there.
+      const now = await this.store.getUser(e.data.name);
+      if (now) this.install(now);
+      throw new UserChangedError(e.data.name);
+    }
+  }
+
+  /** Puts a stored record in memory (new LocalUser object; the limiter is kept across changes). */
+  private install(s: StoredUser): Entry {
+    const data = readStoredData(s.name, s.data);
+    if (!data) {
+      this.logger?.error({ user: s.name }, 'stored user record is unreadable; ignored');
+      throw new Error(`stored user ${s.name} is unreadable`);
+    }
+    const before = this.entries.get(s.name);
+    const limiter = before?.limiter ?? new UserLimiter(s.name);
+    limiter.setRate(data.rateBytesPerSec);
+    limiter.maxConnections = data.maxConnections;
+    const local: LocalUser = {
+      name: s.name,
+      password: s.passwordHash,
+      mainAccount: data.mainAccount,
+      product: data.product === '' ? this.defaultProduct() : data.product,
+      draw: data.draw,
+      sessTime: data.sessTime,
+      limitBytes: data.quota.bytes,
+    };
+    const e: Entry = {
+      data,
+      hash: s.passwordHash,
+      state: s.state,
+      version: s.version,
+      local,
+      limiter,
+      expiresAt: expiryOf(data),
+      verified: before && before.hash === s.passwordHash ? before.verified : null,
+      wrong: before && before.hash === s.passwordHash ? before.wrong : [],
+    };
+    this.entries.set(s.name, e);
+    return e;
+  }
+
+  private uninstall(name: string): void {
+    const e = this.entries.get(name);
+    if (!e) return;
+    this.entries.delete(name);
+    this.accounting.removeUser(name);
+    e.limiter.close();
+  }
+
+  private async applyAccounting(e: Entry): Promise<void> {
+    if (e.state !== 'ready') return;
+    if (e.data.source === 'config') {
+      // Limit precedence stays Accounting's (setUsers); an admin change is its setLimit.
+      if (this.accounting.limitOf(e.data.name) !== e.data.quota.bytes) await this.accounting.setLimit(e.data.name, e.data.quota.bytes);
+      return;
+    }
+    await this.accounting.upsertUser({ name: e.data.name, limitBytes: e.data.quota.bytes, period: e.data.quota.period });
+  }
+
+  private stopRunning(e: Entry, why: string): void {
+    const n = e.limiter.stopAll();
+    if (n > 0) this.logger?.info({ user: e.data.name, connections: n, why }, 'closed the user\'s open connections');
+  }
+
+  private expireRunning(): void {
+    const now = this.now();
+    for (const e of this.entries.values()) {
+      if (e.expiresAt !== null && now >= e.expiresAt && e.limiter.running > 0) this.stopRunning(e, 'expired');
+    }
+  }
+
+  /** Fleet: applies what other daemons wrote since the last look. */
+  private follow(): Promise<void> {
+    if (this.following || this.closed) return this.following ?? Promise.resolve();
+    const run = (async () => {
+      const { changed, deleted, version } = await this.store.usersChangedSince(this.version);
+      const names: string[] = [];
+      for (const s of changed) {
+        const before = this.entries.get(s.name);
+        if (before && before.version >= s.version) continue;
+        const e = this.install(s);
+        await this.applyAccounting(e);
+        if (before?.data.enabled && !e.data.enabled) this.stopRunning(e, 'disabled');
+        names.push(s.name);
+      }
+      const removed: string[] = [];
+      for (const name of deleted) {
+        const e = this.entries.get(name);
+        if (!e) continue;
+        // A tombstone older than our copy is a delete followed by a re-create we already have.
+        const current = await this.store.getUser(name);
+        if (current) continue;
+        this.uninstall(name);
+        this.stopRunning(e, 'deleted');
+        removed.push(name);
+      }
+      this.version = version;
+      if (names.length + removed.length > 0) this.onChange?.(names, removed);
+    })()
+      .catch((err: unknown) => this.logger?.warn({ err }, 'could not follow user changes; retrying'))
+      .finally(() => {
+        this.following = undefined;
+      });
+    this.following = run;
+    return run;
+  }
+}
+
+function defaults(): Omit<UserData, 'name' | 'mainAccount' | 'source' | 'createdAt'> {
+  return {
+    product: '',
+    draw: 'pwd',
+    sessTime: 5,
+    quota: { bytes: -1, period: 'total' },
+    rateBytesPerSec: 0,
+    maxConnections: 0,
+    expiresAt: null,
+    enabled: true,
+    pricePerGb: null,
+    listen: null,
+    rules: { denyPorts: [], denyHosts: [], allowPorts: [], allowHosts: [] },
+    metrics: false,
+  };
+}
+
+function stripUndefined<T extends object>(o: T): Partial<T> {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
+
+/** Equal as JSON, whatever the key order. */
+function same(a: unknown, b: unknown): boolean {
+  const canonical = (v: unknown): string =>
+    JSON.stringify(v, (_k, x: unknown) => (x && typeof x === 'object' && !Array.isArray(x) ? Object.fromEntries(Object.entries(x as Record<string, unknown>).sort(([p], [q]) => (p < q ? -1 : 1))) : x));
+  return canonical(a) === canonical(b);
+}
+
+function platformFieldsChanged(a: UserData, b: UserData): boolean {
+  return a.mainAccount !== b.mainAccount || a.product !== b.product || a.quota.bytes !== b.quota.bytes || a.quota.period !== b.quota.period;
+}

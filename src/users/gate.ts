@@ -1,0 +1,47 @@
+// The admission seam (src/proxy/types.ts MeterProvider) with the users directory's live limits in front of
+// accounting: one object the listeners consult once per connection, in this order — disabled, expired
+// (the record), quota and account refusals (accounting), then a connection slot (maxConnections). The slot is
+// reserved in the same synchronous step that admits, so the cap is exact however many clients race; it
+// becomes the connection's at connectionOpened. Per chunk the relay only sees the meter (accounting) and the
+// limiter (rate, stop on disable/delete).
+// In a fleet maxConnections is per daemon (each daemon counts its own connections).
+import type { Accounting } from '../accounting/meters.ts';
+import type { Admission, MeterProvider, RelayLimiter, UserMeter } from '../proxy/types.ts';
+import type { Users } from './directory.ts';
+
+export class UserGate implements MeterProvider {
+  constructor(
+    private readonly users: Users,
+    private readonly accounting: Accounting,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  admit(user: string): Admission {
+    const now = this.now();
+    const refused = this.users.refusal(user, now);
+    if (refused !== undefined) return { ok: false, reason: refused };
+    const a = this.accounting.admit(user);
+    if (!a.ok) return a;
+    const limiter = this.users.limiter(user);
+    if (limiter !== undefined && !limiter.reserve(now)) return { ok: false, reason: `user ${user} has reached its ${limiter.maxConnections} concurrent connections` };
+    return a;
+  }
+
+  meter(user: string): UserMeter {
+    return this.accounting.meter(user);
+  }
+
+  connectionOpened(user: string): void {
+    this.accounting.connectionOpened(user);
+    this.users.limiter(user)?.opened();
+  }
+
+  connectionClosed(user: string): void {
+    this.accounting.connectionClosed(user);
+    this.users.limiter(user)?.closed();
+  }
+
+  limiter(user: string): RelayLimiter | undefined {
+    return this.users.limiter(user);
+  }
+}

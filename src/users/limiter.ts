@@ -1,0 +1,151 @@
+// One user's live limits as the data path sees them: the rate (a token bucket shared by every connection of
+// the user, both directions), the connection cap, and the user's running relays (so disable and delete can
+// stop them). Modelled on 3proxy's bandlim (one bucket per user over all its connections) and gost's
+// x/limiter traffic limiter, but enforced by backpressure: a relay that takes more than the bucket holds
+// pauses reading the socket it read from and is woken when the bucket has refilled — the chunk already read
+// is always forwarded, nothing is dropped. Per chunk: one clock read, a few number operations, no allocation.
+// The wake-up runs on one timer per user, re-armed with refresh() (no new Timeout per pause).
+import { performance } from 'node:perf_hooks';
+import type { RelayLimiter } from '../proxy/types.ts';
+
+/** Tokens a bucket holds at most: 1/8 s of rate, at least 64 KiB (one socket read), so bursts stay small. */
+function burstFor(rate: number): number {
+  return Math.max(64 * 1024, Math.floor(rate / 8));
+}
+
+/** How often a throttled user's bucket is looked at. */
+const WAKE_MS = 10;
+
+/** A relay the limiter can stop (src/proxy/relay.ts RelayHandle). */
+export interface Stoppable {
+  stop(): void;
+}
+
+export class UserLimiter implements RelayLimiter {
+  /** bytes per second, both directions together; 0 = none */
+  private rate = 0;
+  private burst = 64 * 1024;
+  private tokens = 64 * 1024;
+  private last = performance.now();
+  private readonly waiters = new Set<() => void>();
+  private timer: NodeJS.Timeout | undefined;
+  private readonly relays = new Set<Stoppable>();
+  /** Concurrent connections allowed; 0 = no cap. */
+  maxConnections = 0;
+  /** Connections counted open (connectionOpened .. connectionClosed). */
+  active = 0;
+  /** Admissions not yet opened: the expiry time of each (admitted but not counted open yet). */
+  private readonly reserved: number[] = [];
+
+  constructor(
+    readonly user: string,
+    /** How long an admission holds a slot before its connection is counted open (the handshake's bound). */
+    private readonly reserveMs = 15_000,
+  ) {}
+
+  get rateBytesPerSec(): number {
+    return this.rate;
+  }
+
+  /** Changes the rate live: running connections follow at their next chunk (or wake, when lifted). */
+  setRate(rate: number): void {
+    this.refill();
+    this.rate = Math.max(0, Math.floor(rate));
+    this.burst = burstFor(this.rate);
+    this.tokens = Math.min(this.tokens, this.burst);
+    if (this.rate === 0) this.wakeAll();
+  }
+
+  take(bytes: number): boolean {
+    if (this.rate === 0) return true;
+    this.refill();
+    this.tokens -= bytes;
+    return this.tokens > 0;
+  }
+
+  wait(wake: () => void): void {
+    if (this.rate === 0) {
+      wake();
+      return;
+    }
+    this.waiters.add(wake);
+    if (this.timer === undefined) {
+      this.timer = setTimeout(this.onTimer, WAKE_MS);
+      this.timer.unref();
+    } else {
+      this.timer.refresh();
+    }
+  }
+
+  attach(relay: Stoppable): void {
+    this.relays.add(relay);
+  }
+
+  detach(relay: Stoppable): void {
+    this.relays.delete(relay);
+  }
+
+  /** Stops every running relay of the user (disable, delete). Returns how many. */
+  stopAll(): number {
+    const n = this.relays.size;
+    for (const r of [...this.relays]) r.stop();
+    this.relays.clear();
+    this.wakeAll();
+    return n;
+  }
+
+  get running(): number {
+    return this.relays.size;
+  }
+
+  /**
+   * Reserves a connection slot at admission (false: the cap is reached). The slot is the connection's once
+   * it is counted open; a reservation whose connection never opens (a handshake that failed after auth)
+   * lapses after reserveMs. Exact under concurrency: admission and reservation are one synchronous step.
+   */
+  reserve(now: number): boolean {
+    if (this.maxConnections === 0) return true;
+    while (this.reserved.length > 0 && this.reserved[0]! <= now) this.reserved.shift();
+    if (this.active + this.reserved.length >= this.maxConnections) return false;
+    this.reserved.push(now + this.reserveMs);
+    return true;
+  }
+
+  opened(): void {
+    this.active += 1;
+    if (this.reserved.length > 0) this.reserved.shift();
+  }
+
+  closed(): void {
+    if (this.active > 0) this.active -= 1;
+  }
+
+  /** Timers off (the user is gone); waiting relays are woken so nothing stays paused. */
+  close(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    this.wakeAll();
+  }
+
+  private refill(): void {
+    const now = performance.now();
+    const t = this.tokens + ((now - this.last) * this.rate) / 1000;
+    this.tokens = t > this.burst ? this.burst : t;
+    this.last = now;
+  }
+
+  private readonly onTimer = (): void => {
+    if (this.waiters.size === 0) return;
+    this.refill();
+    if (this.rate === 0 || this.tokens > 0) this.wakeAll();
+    else this.timer?.refresh();
+  };
+
+  private wakeAll(): void {
+    // Deleting while iterating is safe for a Set; a woken relay re-registers only on a later chunk.
+    for (const w of this.waiters) {
+      this.waiters.delete(w);
+      w();
+    }
+  }
+}
