@@ -55,7 +55,8 @@ export function buildAdminServer(deps: AdminDeps, options: AdminServerOptions): 
 
   const authorized = bearerChecker(options.token);
   app.addHook('onRequest', async (request, reply) => {
-    if (!isV1(request.url) || authorized(request.headers.authorization)) return;
+    // The matched route too, not only the raw URL: `/%76%31/…` and `http://x/v1/…` reach /v1 routes.
+    if (!(isV1(request.url) || isV1(request.routeOptions.url ?? '')) || authorized(request.headers.authorization)) return;
     reply.header('www-authenticate', 'Bearer');
     return reply.status(401).send({ error: { code: 'UNAUTHORIZED', message: request.headers.authorization ? 'bad token' : 'missing bearer token' } });
   });
