@@ -113,14 +113,17 @@ export class PlatformLimitSync {
       if (!facts.dynamic || !facts.subAccountLimits) return { user: u.name, productNo, outcome: 'unsupported' };
       const info = await this.client.call('GetProxyUserInfo', { appUsername: u.name, productNo });
       const result: UserSyncResult = { user: u.name, productNo, outcome: 'synced' };
-      if (info.useFlow !== undefined && info.useFlow !== null) {
+      // A per-period quota (day, week, month) is Rotor's alone: the platform counts lifetime usage, which
+      // is neither comparable with the period's nor a backstop for it (so its platform limit is -1).
+      const periodic = (this.accounting.periodOf(u.name) ?? 'total') !== 'total';
+      if (!periodic && info.useFlow !== undefined && info.useFlow !== null) {
         result.platformUsedBytes = Number(info.useFlow);
         result.adopted = this.accounting.adoptUsage(u.name, result.platformUsedBytes);
       }
       const local = this.accounting.limitOf(u.name);
       if (local !== undefined) {
         // Looser than the local limit so Rotor, not the platform, cuts first and refuses with a reason.
-        const wanted = platformBackstopFor(local);
+        const wanted = periodic ? -1 : platformBackstopFor(local);
         if (info.limitFlow === undefined || info.limitFlow === null || Number(info.limitFlow) !== wanted) {
           await this.client.call('SetProxyUserFlowLimit', { appUsername: u.name, productNo, limitFlow: wanted });
           result.limitSent = wanted;
