@@ -27,7 +27,7 @@ import type { Store, StoredUser } from '../store/types.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import { UserChangedError, UserExistsError, UserNotFoundError } from './errors.ts';
 import { UserLimiter } from './limiter.ts';
-import { generatePassword, hashPassword, passwordDigest, verifyPassword } from './password.ts';
+import { generatePassword, hashPassword, hashPasswordAsync, passwordDigest, verifyPassword } from './password.ts';
 import { expiryOf, readStoredData, type CreateUserInput, type UserData, type UserPatch, type UserView } from './record.ts';
 import type { SubAccountPort } from './sub-account.ts';
 
@@ -242,7 +242,7 @@ export class Users implements UserDirectory {
     const data: UserData = { ...fields, source: 'api', createdAt: this.now() };
     let stored: StoredUser;
     try {
-      stored = await this.store.putUser({ name: input.name, data, passwordHash: hashPassword(password), state: 'creating' }, { ifAbsent: true });
+      stored = await this.store.putUser({ name: input.name, data, passwordHash: await hashPasswordAsync(password), state: 'creating' }, { ifAbsent: true });
     } catch (err) {
       if (err instanceof StoreConflictError) throw new UserExistsError(input.name);
       throw err;
@@ -340,7 +340,7 @@ export class Users implements UserDirectory {
   async setPassword(name: string, password?: string): Promise<UserView> {
     const e = this.require(name);
     const next = password ?? generatePassword();
-    const stored = await this.write(e, e.data, hashPassword(next));
+    const stored = await this.write(e, e.data, await hashPasswordAsync(next));
     this.install(stored).verified = passwordDigest(next);
     const view = this.view(name)!;
     return password === undefined ? { ...view, password: next } : view;

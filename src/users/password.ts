@@ -3,7 +3,7 @@
 // authorization is (Router.authorize answers inside the SOCKS5 handshake callback): it costs ~40 ms of CPU at
 // N=2^14, so it runs once per user and process — the directory then remembers a SHA-256 of the verified
 // password in memory (never stored) and every later check is O(1) (src/users/directory.ts).
-import { createHash, randomBytes, scryptSync, timingSafeEqual } from 'node:crypto';
+import { createHash, randomBytes, scrypt, scryptSync, timingSafeEqual } from 'node:crypto';
 
 const N = 16_384;
 const R = 8;
@@ -13,6 +13,16 @@ const KEY_LENGTH = 32;
 export function hashPassword(password: string, salt: Buffer = randomBytes(16)): string {
   const key = scryptSync(password, salt, KEY_LENGTH, { N, r: R, p: P, maxmem: 64 * 1024 * 1024 });
   return `scrypt$${N}$${R}$${P}$${salt.toString('base64')}$${key.toString('base64')}`;
+}
+
+/** hashPassword on libuv's thread pool: what the admin routes use, so a create never stalls the proxy's event loop. */
+export function hashPasswordAsync(password: string, salt: Buffer = randomBytes(16)): Promise<string> {
+  return new Promise((resolve, reject) => {
+    scrypt(password, salt, KEY_LENGTH, { N, r: R, p: P, maxmem: 64 * 1024 * 1024 }, (err, key) => {
+      if (err) reject(err);
+      else resolve(`scrypt$${N}$${R}$${P}$${salt.toString('base64')}$${key.toString('base64')}`);
+    });
+  });
 }
 
 /** True when `password` is the one `stored` was made from; false for any malformed hash. */
