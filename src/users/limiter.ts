@@ -27,7 +27,9 @@ export class UserLimiter implements RelayLimiter {
   private burst = 64 * 1024;
   private tokens = 64 * 1024;
   private last = performance.now();
-  private readonly waiters = new Set<() => void>();
+  private waiters = new Set<() => void>();
+  /** The other of two sets swapped at each wake, so a waiter that waits again lands in the next round. */
+  private spare = new Set<() => void>();
   private timer: NodeJS.Timeout | undefined;
   private readonly relays = new Set<Stoppable>();
   /** Concurrent connections allowed; 0 = no cap. */
@@ -142,10 +144,12 @@ export class UserLimiter implements RelayLimiter {
   };
 
   private wakeAll(): void {
-    // Deleting while iterating is safe for a Set; a woken relay re-registers only on a later chunk.
-    for (const w of this.waiters) {
-      this.waiters.delete(w);
-      w();
-    }
+    const woken = this.waiters;
+    this.waiters = this.spare;
+    this.spare = woken;
+    for (const w of woken) w();
+    woken.clear();
+    // Someone waited again while being woken: keep the timer going for them.
+    if (this.waiters.size > 0 && this.rate > 0) this.timer?.refresh();
   }
 }

@@ -110,6 +110,18 @@ describe('probes', () => {
     assert.deepEqual(doc.paths['/v1/app']!.get!.security, [{ bearer: [] }]);
     assert.ok(doc.paths['/v1/orders/renew']!.post!.requestBody, 'request bodies documented');
     assert.equal(doc.paths['/v1/platform/{operation}'], undefined, 'the catch-all is hidden');
+    // Users as data: every route documented with an operationId.
+    const userRoutes: [string, string, string][] = [
+      ['/v1/users', 'get', 'listUsers'], ['/v1/users', 'post', 'createUser'], ['/v1/users/{name}', 'get', 'getUser'],
+      ['/v1/users/{name}', 'patch', 'patchUser'], ['/v1/users/{name}', 'delete', 'deleteUser'],
+      ['/v1/users/{name}/password', 'post', 'setUserPassword'], ['/v1/users/{name}/limit', 'put', 'setUserLimit'],
+    ];
+    for (const [path, method, id] of userRoutes) {
+      const op = doc.paths[path]?.[method] as { operationId?: string; security?: unknown[] } | undefined;
+      assert.equal(op?.operationId, id, `${method.toUpperCase()} ${path} operationId`);
+      assert.deepEqual(op?.security, [{ bearer: [] }]);
+    }
+    assert.ok(doc.paths['/v1/users']!.post!.requestBody, 'the create body is documented');
   });
 });
 

@@ -1,0 +1,52 @@
+// Quota period arithmetic (src/users/period.ts) against known calendar facts: ISO weeks from Monday, month
+// ends, time zones east and west of UTC, and a DST change (a 23-hour and a 25-hour day).
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { isTimeZone, periodEnd, periodKey, periodStart, periodWindow } from '../../src/users/period.ts';
+
+const iso = (t: number) => new Date(t).toISOString();
+
+test('day, week and month in UTC', () => {
+  const t = Date.parse('2026-11-24T13:45:00Z'); // a Tuesday
+  assert.equal(periodKey('day', 'UTC', t), 'day:2026-11-24');
+  assert.equal(iso(periodStart('day', 'UTC', t)), '2026-11-24T00:00:00.000Z');
+  assert.equal(iso(periodEnd('day', 'UTC', t)), '2026-11-25T00:00:00.000Z');
+  assert.equal(periodKey('week', 'UTC', t), 'week:2026-11-23');
+  assert.equal(iso(periodEnd('week', 'UTC', t)), '2026-11-30T00:00:00.000Z');
+  assert.equal(periodKey('month', 'UTC', t), 'month:2026-11');
+  assert.equal(iso(periodEnd('month', 'UTC', Date.parse('2026-12-31T23:59:59Z'))), '2027-01-01T00:00:00.000Z');
+  assert.equal(periodKey('total', 'UTC', t), 'total');
+  assert.equal(periodStart('total', 'UTC', t), 0);
+  assert.equal(periodEnd('total', 'UTC', t), Infinity);
+  // A Sunday belongs to the week that began on the Monday before.
+  assert.equal(periodKey('week', 'UTC', Date.parse('2026-11-29T23:00:00Z')), 'week:2026-11-23');
+});
+
+test('time zones: the local calendar decides, boundaries are local midnights', () => {
+  const t = Date.parse('2026-11-24T23:30:00Z');
+  assert.equal(periodKey('day', 'UTC', t), 'day:2026-11-24');
+  assert.equal(periodKey('day', 'Asia/Kolkata', t), 'day:2026-11-25');
+  assert.equal(iso(periodStart('day', 'Asia/Kolkata', t)), '2026-11-24T18:30:00.000Z');
+  assert.equal(periodKey('day', 'America/Los_Angeles', t), 'day:2026-11-24');
+  assert.equal(iso(periodStart('day', 'America/Los_Angeles', t)), '2026-11-24T08:00:00.000Z');
+  assert.equal(periodKey('month', 'Pacific/Kiritimati', Date.parse('2026-11-30T11:00:00Z')), 'month:2026-12');
+});
+
+test('DST: the spring day has 23 hours, the autumn day 25', () => {
+  const spring = Date.parse('2026-03-29T12:00:00Z');
+  assert.equal(periodEnd('day', 'Europe/Berlin', spring) - periodStart('day', 'Europe/Berlin', spring), 23 * 3600_000);
+  const autumn = Date.parse('2026-10-25T12:00:00Z');
+  assert.equal(periodEnd('day', 'Europe/Berlin', autumn) - periodStart('day', 'Europe/Berlin', autumn), 25 * 3600_000);
+  const w = periodWindow('day', 'Europe/Berlin', autumn);
+  assert.equal(w.key, 'day:2026-10-25');
+  assert.equal(iso(w.endsAt), '2026-10-25T23:00:00.000Z');
+});
+
+test('a boundary instant starts the next period; unknown zones are refused', () => {
+  const end = periodEnd('day', 'UTC', Date.parse('2026-11-24T10:00:00Z'));
+  assert.equal(periodKey('day', 'UTC', end), 'day:2026-11-25');
+  assert.equal(periodKey('day', 'UTC', end - 1), 'day:2026-11-24');
+  assert.equal(isTimeZone('Europe/Berlin'), true);
+  assert.equal(isTimeZone('Mars/Olympus'), false);
+  assert.throws(() => periodKey('day', 'Mars/Olympus', 0), /unknown time zone/);
+});
