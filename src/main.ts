@@ -351,14 +351,26 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
           else drawShape.set(name, shape);
         }
       }
-      const all = usersDir.locals();
-      balances.setUsers(all);
-      limitSync.setUsers(all);
-      if (names.some((n) => usersDir.get(n)?.draw === 'api')) {
-        whitelist.reconcile(all).catch((err: unknown) => logger.warn({ err }, 'whitelist reconcile after a user change failed'));
-      }
+      if (names.some((n) => usersDir.get(n)?.draw === 'api')) whitelistDue = true;
       router.setUsers(usersDir);
+      // The lists are O(users): rebuilt once per burst of changes (10,000 creations are not 10,000 rebuilds).
+      if (listsTimer === undefined) {
+        listsTimer = setTimeout(() => {
+          listsTimer = undefined;
+          const all = usersDir.locals();
+          balances.setUsers(all);
+          limitSync.setUsers(all);
+          if (whitelistDue) {
+            whitelistDue = false;
+            whitelist.reconcile(all).catch((err: unknown) => logger.warn({ err }, 'whitelist reconcile after a user change failed'));
+          }
+        }, 200);
+        listsTimer.unref();
+      }
     };
+    let listsTimer: NodeJS.Timeout | undefined;
+    let whitelistDue = false;
+    onStop('user lists', () => clearTimeout(listsTimer));
 
     let closed = false;
     const daemon: Daemon = {
