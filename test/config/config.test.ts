@@ -65,7 +65,14 @@ describe('config', () => {
 
   test('user defaults: product "", draw pwd, sessTime 5, limitBytes -1', () => {
     const c = parseConfig({ users: [{ name: 'u.1_x', password: 'p', mainAccount: 'm' }] }, { env: {} });
-    assert.deepEqual(c.users[0], { name: 'u.1_x', password: 'p', mainAccount: 'm', product: '', draw: 'pwd', sessTime: 5, limitBytes: -1 });
+    assert.deepEqual(c.users[0], {
+      name: 'u.1_x', password: 'p', mainAccount: 'm', product: '', draw: 'pwd', sessTime: 5, limitBytes: -1,
+      // users as data (src/users/record.ts)
+      rateBytesPerSec: 0, maxConnections: 0, expiresAt: null, enabled: true, pricePerGb: null, metrics: false,
+    });
+    assert.equal(c.billing.timezone, 'UTC');
+    assert.equal(c.metrics.userSeriesMax, 100);
+    assert.throws(() => parseConfig({ billing: { timezone: 'Mars/Olympus' } }, { env: {} }), /billing\.timezone/);
   });
 
   test('environment overrides win over the file', () => {
