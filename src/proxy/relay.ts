@@ -94,8 +94,9 @@ class Relay implements RelayHandle {
       this.finish('closed');
       return;
     }
-    client.resume();
-    upstream.resume();
+    // A head over the user's rate leaves its side paused until the limiter wakes it.
+    if (!this.clientHeld) client.resume();
+    if (!this.upstreamHeld) upstream.resume();
     joinTicker(this);
   }
 

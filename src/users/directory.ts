@@ -447,7 +447,7 @@ export class Users implements UserDirectory {
 
   private async applyAccounting(e: Entry): Promise<void> {
     if (e.state !== 'ready') return;
-    if (e.data.source === 'config') {
+    if (e.data.source === 'config' && this.accounting.periodOf(e.data.name) === e.data.quota.period) {
       // Limit precedence stays Accounting's (setUsers); an admin change is its setLimit.
       if (this.accounting.limitOf(e.data.name) !== e.data.quota.bytes) await this.accounting.setLimit(e.data.name, e.data.quota.bytes);
       return;
