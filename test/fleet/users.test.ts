@@ -107,7 +107,8 @@ describe('users shared by two daemons on one Redis', { skip: redisMissing }, () 
 
     // Disabled on B: A refuses within its follow interval; deleted on A: B forgets the user.
     await admin(b, 'POST', '/v1/users', { name: 'shared2', password: 'shared2-pass', mainAccount: 'shop1', product: PRODUCT });
-    await waitFor('A to know shared2', async () => ((await curl(['-p', '-x', `http://shared2:shared2-pass@127.0.0.1:${a.ports.http}`, bytes.url(10)])).http === 200 ? true : undefined), 5000, 100);
+    await waitFor('A to know shared2', async () => ((await admin(a, 'GET', '/v1/users/shared2')).status === 200 ? true : undefined), 5000, 100);
+    await waitFor('A to serve shared2', async () => ((await curl(['-p', '-x', `http://shared2:shared2-pass@127.0.0.1:${a.ports.http}`, bytes.url(10)])).http === 200 ? true : undefined), 15_000, 200);
     assert.equal((await admin(b, 'PATCH', '/v1/users/shared2', { enabled: false })).status, 200);
     await waitFor('A to refuse the disabled user', async () => ((await curl(['-p', '-x', `http://shared2:shared2-pass@127.0.0.1:${a.ports.http}`, bytes.url(10)])).connect === 403 ? true : undefined), 5000, 100);
     assert.equal((await admin(a, 'DELETE', '/v1/users/shared2')).status, 204);
