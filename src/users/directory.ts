@@ -98,6 +98,8 @@ export class Users implements UserDirectory {
   private resuming: Promise<void> | undefined;
   private following: Promise<void> | undefined;
   private closed = false;
+  /** Creations running in a request now (the sweep leaves them alone). */
+  private readonly creating = new Set<string>();
 
   constructor(private readonly options: UsersOptions) {
     this.store = options.store;
@@ -248,7 +250,12 @@ export class Users implements UserDirectory {
       throw err;
     }
     this.install(stored).verified = passwordDigest(password);
-    await this.finishCreation(stored);
+    this.creating.add(input.name);
+    try {
+      await this.finishCreation(stored);
+    } finally {
+      this.creating.delete(input.name);
+    }
     const view = this.view(input.name)!;
     return generated ? { ...view, password } : view;
   }
@@ -291,8 +298,12 @@ export class Users implements UserDirectory {
   resume(): Promise<void> {
     if (this.resuming || this.closed) return this.resuming ?? Promise.resolve();
     const run = (async () => {
-      const pending = (await this.store.listUsers().catch(() => [] as StoredUser[])).filter((u) => u.state === 'creating');
-      for (const s of pending) {
+      // Only the intents known here (loaded at start, or followed from the fleet): no scan of every user.
+      const names: string[] = [];
+      for (const [name, e] of this.entries) if (e.state === 'creating' && !this.creating.has(name)) names.push(name);
+      for (const name of names) {
+        const s = await this.store.getUser(name).catch(() => undefined);
+        if (!s || s.state !== 'creating') continue;
         try {
           this.install(s);
           await this.finishCreation(s);
