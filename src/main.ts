@@ -25,6 +25,7 @@ import { createReadiness } from './admin/readiness.ts';
 import { InstanceDirectoryCache } from './orders/instance-directory.ts';
 import type { FastifyInstance } from 'fastify';
 import type { Simulator } from './sim/index.ts';
+import { DestinationPolicy } from './users/rules.ts';
 
 export interface DaemonOptions {
   logger?: Logger;
@@ -253,7 +254,9 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     const fleetSessions = fleet
       ? new FleetSessions({ table: sessions, shared: fleet.sessions, pools: poolProvider, logger: logger.child({ component: 'fleet' }), ...(options.now ? { now: options.now } : {}) })
       : undefined;
+    const destinations = new DestinationPolicy(config.proxy.rules);
     const routerOptions = {
+      destinations,
       users: directory,
       meters: accounting,
       instances,
@@ -342,6 +345,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         const previous = directory;
         directory = new ConfigUsers(nextUsers);
         router.setUsers(directory);
+        destinations.setDefaults(next.proxy.rules);
         await accounting.setUsers(nextUsers);
         // Pools whose user went away or changed how it draws are dropped; live connections keep their node.
         for (const old of previous.list()) {

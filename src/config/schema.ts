@@ -4,6 +4,7 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { SESS_TIME_MAX, SESS_TIME_MIN } from '../platform/operations.ts';
+import { listenSchema, rulesSchema } from '../users/schemas.ts';
 
 const port = z.number().int().min(0).max(65_535);
 const host = z.string().min(1);
@@ -74,6 +75,8 @@ const proxy = z
     idleTimeoutMs: z.number().int().min(0).default(300_000),
     /** Other upstreams tried after a failed dial, before the client is answered with an error. */
     retries: z.number().int().min(0).max(20).default(3),
+    /** Destination rules every user is held to (src/users/rules.ts); the user's own `rules` apply as well. */
+    rules: rulesSchema.prefault({}),
   })
   .prefault({});
 
@@ -111,6 +114,10 @@ const user = z.strictObject({
   draw: z.enum(['pwd', 'api']).default('pwd'),
   sessTime: z.number().int().min(SESS_TIME_MIN).max(SESS_TIME_MAX).default(5),
   limitBytes: z.number().int().min(-1).default(-1),
+  /** Destination rules of this user, on top of proxy.rules (src/users/rules.ts). */
+  rules: rulesSchema.optional(),
+  /** A dedicated port for this user (src/users/ports.ts); null or absent = none. */
+  listen: listenSchema.nullable().optional(),
 });
 
 const users = z

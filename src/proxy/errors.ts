@@ -25,7 +25,7 @@ export class DialAbortedError extends Error {
   }
 }
 
-export type GatewayErrorCode = 'NO_UPSTREAM' | 'UPSTREAM_TIMEOUT' | 'UPSTREAM_FAILED' | 'LIMITED' | 'DIAL_ABORTED';
+export type GatewayErrorCode = 'NO_UPSTREAM' | 'UPSTREAM_TIMEOUT' | 'UPSTREAM_FAILED' | 'LIMITED' | 'DIAL_ABORTED' | 'NOT_ALLOWED';
 
 /** What Router.dial rejects with: one code, the answer for each listener, a one-line reason. */
 export class GatewayError extends Error {
@@ -46,6 +46,11 @@ export class GatewayError extends Error {
   get socksReply(): ReplyCode {
     return SOCKS_REPLY[this.code];
   }
+
+  /** The `result` label of rotor_proxy_connections_total this failure counts under. */
+  get connectionResult(): 'limited' | 'not_allowed' | 'upstream_error' {
+    return this.code === 'LIMITED' ? 'limited' : this.code === 'NOT_ALLOWED' ? 'not_allowed' : 'upstream_error';
+  }
 }
 
 const HTTP_STATUS: Record<GatewayErrorCode, number> = {
@@ -54,6 +59,7 @@ const HTTP_STATUS: Record<GatewayErrorCode, number> = {
   UPSTREAM_FAILED: 502,
   LIMITED: 403,
   DIAL_ABORTED: 499,
+  NOT_ALLOWED: 403,
 };
 
 const SOCKS_REPLY: Record<GatewayErrorCode, ReplyCode> = {
@@ -62,4 +68,5 @@ const SOCKS_REPLY: Record<GatewayErrorCode, ReplyCode> = {
   UPSTREAM_FAILED: REPLY.connectionRefused,
   LIMITED: REPLY.notAllowed,
   DIAL_ABORTED: REPLY.generalFailure,
+  NOT_ALLOWED: REPLY.notAllowed,
 };

@@ -255,7 +255,7 @@ export class HttpListener {
         return undefined;
       }
       if (err.code !== 'DIAL_ABORTED') {
-        this.count(err.code === 'LIMITED' ? 'limited' : 'upstream_error');
+        this.count(err.connectionResult);
         this.options.logger?.info({ listener: LISTENER, user, code: err.code, reason: err.upstreamReason }, 'http upstream failed');
       }
       if (mode === 'forward') return err;

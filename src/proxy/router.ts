@@ -11,6 +11,7 @@ import { dialSocks5 } from './dial-socks5.ts';
 import { DialAbortedError, GatewayError, UpstreamDialError } from './errors.ts';
 import type { InstanceDirectory, LocalUser, MeterProvider, PoolProvider, SessionStore, Target, UserDirectory } from './types.ts';
 import { parseUsername, type UsernameOptions } from './username.ts';
+import type { DestinationPolicy } from '../users/rules.ts';
 
 export interface Route {
   user: LocalUser;
@@ -70,6 +71,8 @@ export interface RouterOptions {
   /** Override the dialers (tests). */
   dialers?: { socks5?: Dialer; http?: Dialer };
   now?: () => number;
+  /** Destination rules (src/users/rules.ts), checked before anything is dialed; none = every target. */
+  destinations?: DestinationPolicy;
 }
 
 const DUMMY_PASSWORD = Buffer.alloc(32);
@@ -147,6 +150,21 @@ export class Router {
       if (this.authCache.size >= AUTH_CACHE_MAX) this.authCache.clear();
       this.authCache.set(key, { user, password: found.password, options: o });
     }
+    return this.admit(user, o);
+  }
+
+  /**
+   * A client admitted as `name` without credentials (a user's own port, its address in `listen.allowIps`:
+   * src/users/ports.ts): the same admission as after a password matched, with the user's defaults.
+   */
+  authorizeUser(name: string, options: UsernameOptions = {}): Authorization {
+    const user = this.users.get(name);
+    if (!user) return { ok: false, kind: 'auth', reason: 'unknown user' };
+    return this.admit(user, options);
+  }
+
+  /** What follows a known user: instance rights, limits, the route. */
+  private admit(user: LocalUser, o: UsernameOptions): Authorization {
     if (o.instance !== undefined) {
       const instances = this.options.instances;
       if (!instances || !instances.get(o.instance)) return { ok: false, kind: 'forbidden', reason: `unknown instance '${o.instance}'` };
@@ -172,6 +190,7 @@ export class Router {
    */
   async dial(route: Route, target: Target, signal?: DialSignal, mode: DialMode = 'tunnel'): Promise<Dialed> {
     if (this.options.meters.meter(route.user.name).exhausted) throw new GatewayError('LIMITED', 'traffic limit reached');
+    this.checkDestination(route, target);
     const deadline = this.now() + this.dialDeadlineMs;
     const source = this.sourceFor(route);
     const sessions = this.options.sessions;
@@ -260,6 +279,12 @@ export class Router {
     }
     if (!last) throw new GatewayError('UPSTREAM_TIMEOUT', 'no upstream answered before the deadline', 'connect_timeout');
     throw new GatewayError(last.timedOut ? 'UPSTREAM_TIMEOUT' : 'UPSTREAM_FAILED', last.message, last.reason);
+  }
+
+  /** Destination rules, before any pool is asked for a node: a refused target costs no draw and no dial. */
+  private checkDestination(route: Route, target: Target): void {
+    const refusal = this.options.destinations?.check(route.user, target);
+    if (refusal !== undefined) throw new GatewayError('NOT_ALLOWED', refusal);
   }
 
   private dialNode(node: UpstreamNode, target: Target, mode: DialMode, options: DialOptions): Promise<Tunnel> {

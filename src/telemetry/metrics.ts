@@ -23,7 +23,7 @@ export const METRIC = {
 } as const;
 
 /** Results a connection ends with (label `result` of rotor_proxy_connections_total). */
-export type ConnectionResult = 'ok' | 'auth_failed' | 'limited' | 'upstream_error' | 'bad_request';
+export type ConnectionResult = 'ok' | 'auth_failed' | 'limited' | 'upstream_error' | 'bad_request' | 'not_allowed';
 
 export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
   const registry = new Registry();
