@@ -1,5 +1,6 @@
 // Numbered schema migrations. Each runs once, in its own transaction, and is recorded in `migrations`;
 // never edit a published one — add the next number.
+import { EVENTS_MIGRATION_SQL } from './sqlite-events.ts';
 
 export interface Migration {
   id: number;
@@ -79,4 +80,5 @@ export const MIGRATIONS: readonly Migration[] = [
       );
     `,
   },
+  { id: 20, name: 'event outbox and once-only markers', sql: EVENTS_MIGRATION_SQL },
 ];
