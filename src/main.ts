@@ -26,6 +26,7 @@ import { InstanceDirectoryCache } from './orders/instance-directory.ts';
 import type { FastifyInstance } from 'fastify';
 import type { Simulator } from './sim/index.ts';
 import { DestinationPolicy } from './users/rules.ts';
+import { Events, ExpiryWatcher, QuotaWatcher, WebhookDelivery, balanceLowListener, orderFinalEmitter } from './events/index.ts';
 
 export interface DaemonOptions {
   logger?: Logger;
@@ -51,6 +52,8 @@ export interface Daemon {
   readonly pools: PoolRegistry;
   /** Fleet mode (`store.path: redis://…`): the shared allowance, sessions and leases; undefined with SQLite. */
   readonly fleet: Fleet | undefined;
+  /** The event outbox, its webhook worker (when events.webhookUrl is set) and the quota watcher (src/events/). */
+  readonly events: { outbox: Events; delivery: WebhookDelivery | undefined; quota: QuotaWatcher };
   /** Applies a new config (users, limits, pools) without dropping live connections. */
   reload(next: Config): Promise<void>;
   /** Stop accepting, drain live connections up to `drainMs`, flush counters, close everything. */
@@ -154,6 +157,27 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       logger.info({ instance: started.instance, sliceBytes: fleetConfig.sliceBytes, offlineBytes: fleetConfig.offlineBytes }, 'fleet mode: limits, sticky sessions and order tracking shared through redis');
     }
 
+    // Events: written to the store's outbox, delivered by one worker (src/events/).
+    const ev = config.events;
+    const delivery = ev.webhookUrl
+      ? new WebhookDelivery({
+          store,
+          url: ev.webhookUrl,
+          secret: ev.secret,
+          timeoutMs: ev.timeoutMs,
+          retryBaseMs: ev.retryBaseMs,
+          retryMaxMs: ev.retryMaxMs,
+          pollMs: ev.pollMs,
+          retentionMs: ev.retentionDays * 86_400_000,
+          logger: logger.child({ component: 'events' }),
+        })
+      : undefined;
+    const events = new Events({ store, deliver: delivery !== undefined, onAppended: () => delivery?.nudge(), logger: logger.child({ component: 'events' }) });
+    if (delivery) {
+      delivery.start();
+      onStop('webhook delivery', () => delivery.stop());
+    }
+
     // 3. Accounts, limits, balances.
     const products = new ProductCatalog({ client });
     const users = await resolveProducts(config.users, products, logger);
@@ -184,6 +208,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       balances.setUsers(list);
       limitSync.setUsers(list);
     };
+    balances.onBalance(balanceLowListener(events, ev.balanceLowMb, logger.child({ component: 'events' })));
     await applyAccounts(users);
     await balances.start();
     onStop('balances', () => balances.stop());
@@ -205,6 +230,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         ...(o.autoRenew.enabled ? { autoRenew: o.autoRenew } : {}),
       },
       ...(fleet ? { claims: fleet.leases } : {}),
+      onOrderFinal: orderFinalEmitter(events),
     });
     fleet?.onLeaseLost((name) => {
       if (name.startsWith(orderLeaseName(''))) orders.tracker.drop(name.slice(orderLeaseName('').length));
@@ -291,6 +317,29 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     let draining = 0;
     onStop('listeners', () => Promise.all([httpListener.close(draining), socksListener.close(draining)]));
 
+    // Quota thresholds and expiries, checked off the data path. Usage is today's lifetime meter (period
+    // 'total'); quota periods feed their period key through the same reading.
+    const quota = new QuotaWatcher({
+      read: () => accounting.list().map((u) => ({ user: u.name, periodKey: 'total', usedBytes: u.usedBytes, limitBytes: u.limitBytes })),
+      events,
+      intervalMs: ev.checkMs,
+      logger: logger.child({ component: 'events' }),
+    });
+    quota.start();
+    onStop('quota watcher', () => quota.stop());
+    const expiry = new ExpiryWatcher({
+      read: () =>
+        directory.list().map((u) => {
+          const at = u.expiresAt ? Date.parse(u.expiresAt) : NaN;
+          return { user: u.name, expiresAt: Number.isFinite(at) ? at : null };
+        }),
+      events,
+      intervalMs: ev.checkMs,
+      logger: logger.child({ component: 'events' }),
+    });
+    expiry.start();
+    onStop('expiry watcher', () => expiry.stop());
+
     // 6. Admin API and platform callbacks.
     const ready = createReadiness({
       probePlatform: () => client.call('GetAppInfo', {}),
@@ -310,6 +359,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         sessions: fleetSessions ?? sessions,
         metrics: metrics.registry,
         ready,
+        events,
       },
       { token: config.admin.token, host: config.admin.host },
     );
@@ -340,6 +390,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       sessions,
       pools,
       fleet,
+      events: { outbox: events, delivery, quota },
       async reload(next: Config): Promise<void> {
         const nextUsers = await resolveProducts(next.users, products, logger);
         const previous = directory;

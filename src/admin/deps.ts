@@ -7,6 +7,7 @@ import type { OperationName, OpRequest, OpResponse } from '../platform/operation
 import type { CallOptions } from '../platform/client.ts';
 import type { AreaNode, City, Product, Project } from '../platform/schemas.ts';
 import type { FlowLogQuery, TrafficReturn } from '../accounts/traffic.ts';
+import type { EventRecord } from '../store/events.ts';
 import type { AfterSaleInput, AssignIpInput, ChangeInput, OpenInput, ReleaseInput, RenewInput, ResetInput } from '../orders/placer.ts';
 
 /** PlatformClient. */
@@ -135,6 +136,11 @@ export interface Readiness {
   listeners: boolean;
 }
 
+/** src/events/outbox.ts Events: the outbox as GET /v1/events reads it. */
+export interface EventsPort {
+  list(filter: { since: number; limit: number }): Promise<EventRecord[]>;
+}
+
 export interface AdminDeps {
   platform: PlatformPort;
   catalog: CatalogPort;
@@ -148,4 +154,6 @@ export interface AdminDeps {
   metrics: MetricsPort;
   /** Real checks, see readiness.ts createReadiness(). */
   ready(): Promise<Readiness>;
+  /** The event outbox (GET /v1/events); without it the route answers 503 EVENTS_UNAVAILABLE. */
+  events?: EventsPort;
 }

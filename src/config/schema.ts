@@ -76,7 +76,7 @@ const proxy = z
     /** Other upstreams tried after a failed dial, before the client is answered with an error. */
     retries: z.number().int().min(0).max(20).default(3),
     /** Destination rules every user is held to (src/users/rules.ts); the user's own `rules` apply as well. */
-    rules: rulesSchema.prefault({}),
+    rules: rulesSchema.prefault({ denyPorts: [25] }),
   })
   .prefault({});
 
@@ -199,7 +199,36 @@ const fleet = z
   })
   .prefault({});
 
-export const configSchema = z.strictObject({ platform, proxy, pool, admin, callback, store, log, users, orders, accounts, fleet });
+/** Events and their webhook (src/events/). */
+const events = z
+  .strictObject({
+    /** Where events are POSTed; empty: events are only listed by GET /v1/events. */
+    webhookUrl: z
+      .string()
+      .default('')
+      .refine((u) => u === '' || /^https?:\/\/[^\s]+$/i.test(u), { message: 'must be an http:// or https:// URL' }),
+    /** HMAC-SHA256 key of the X-Rotor-Signature header. */
+    secret: z.string().default(''),
+    /** One POST, until the answer's status line. */
+    timeoutMs: millis.default(10_000),
+    /** Retries: this delay doubled per failed attempt, up to retryMaxMs (times a random factor in [1, 1.5)). */
+    retryBaseMs: millis.default(1_000),
+    retryMaxMs: millis.default(300_000),
+    /** How often the outbox is looked at when nothing new was written. */
+    pollMs: millis.default(1_000),
+    /** How often quota thresholds and expiries are checked (off the data path). */
+    checkMs: millis.default(1_000),
+    /** Delivered events are listed this long, then pruned. */
+    retentionDays: z.number().int().min(1).default(30),
+    /** balance.low: a dynamic balance under this many MB (or exhausted). */
+    balanceLowMb: z.number().min(0).default(1024),
+  })
+  .prefault({})
+  .superRefine((e, ctx) => {
+    if (e.webhookUrl !== '' && e.secret === '') ctx.addIssue({ code: 'custom', path: ['secret'], message: 'required when events.webhookUrl is set (receivers check the signature)' });
+  });
+
+export const configSchema = z.strictObject({ platform, proxy, pool, admin, callback, store, log, users, orders, accounts, fleet, events });
 
 export type Config = z.output<typeof configSchema>;
 export type ConfigInput = z.input<typeof configSchema>;

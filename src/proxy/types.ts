@@ -18,6 +18,8 @@ export interface LocalUser {
   limitBytes: number;
   /** destination rules on top of proxy.rules (src/users/rules.ts DestinationRules) */
   rules?: DestinationRules | null | undefined;
+  /** RFC 3339 or null: when the user expires (the user directory sets it; src/events/ announces it) */
+  expiresAt?: string | null | undefined;
   /** a dedicated port served by src/users/ports.ts UserPorts */
   listen?: { port: number; allowIps: readonly string[] } | null | undefined;
 }
