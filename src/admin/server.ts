@@ -55,7 +55,8 @@ export function buildAdminServer(deps: AdminDeps, options: AdminServerOptions): 
 
   const authorized = bearerChecker(options.token);
   app.addHook('onRequest', async (request, reply) => {
-    if (!isV1(request.url) || authorized(request.headers.authorization)) return;
+    // The matched route (not the raw URL): /%76%31/... reaches a /v1 route too, and must not skip the token.
+    if (!isV1(request.routeOptions.url ?? request.url) || authorized(request.headers.authorization)) return;
     reply.header('www-authenticate', 'Bearer');
     return reply.status(401).send({ error: { code: 'UNAUTHORIZED', message: request.headers.authorization ? 'bad token' : 'missing bearer token' } });
   });

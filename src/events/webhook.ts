@@ -18,7 +18,7 @@ export interface WebhookOptions {
   retryMaxMs?: number;
   /** How often the outbox is looked at when nothing nudges the worker. Default 1000 ms. */
   pollMs?: number;
-  /** Events claimed per round. Default 10. */
+  /** Events claimed per round. Default 5. A claim lasts batch × timeoutMs + 2 s: after a crash mid-round, that long until another worker (or the restarted one) sends them. */
   batch?: number;
   /** Delivered events are kept this long (GET /v1/events), then pruned. Default 30 days. */
   retentionMs?: number;
@@ -52,7 +52,7 @@ export class WebhookDelivery {
     this.retryBaseMs = options.retryBaseMs ?? 1_000;
     this.retryMaxMs = options.retryMaxMs ?? 300_000;
     this.pollMs = options.pollMs ?? 1_000;
-    this.batch = options.batch ?? 10;
+    this.batch = options.batch ?? 5;
     this.retentionMs = options.retentionMs ?? 30 * 86_400_000;
     this.now = options.now ?? Date.now;
     this.random = options.random ?? Math.random;
@@ -82,7 +82,7 @@ export class WebhookDelivery {
   async runOnce(): Promise<number> {
     const store = this.options.store;
     // The claim covers the whole batch's POSTs at their timeout, plus a margin.
-    const claimed = await store.claimEvents(this.now(), this.batch * this.timeoutMs + 5_000, this.batch);
+    const claimed = await store.claimEvents(this.now(), this.batch * this.timeoutMs + 2_000, this.batch);
     for (const e of claimed) {
       if (!this.running) break;
       await this.deliver(e);
