@@ -26,6 +26,7 @@ import { InstanceDirectoryCache } from './orders/instance-directory.ts';
 import type { FastifyInstance } from 'fastify';
 import type { Simulator } from './sim/index.ts';
 import { DestinationPolicy } from './users/rules.ts';
+import { UserPorts } from './users/ports.ts';
 import { Events, ExpiryWatcher, QuotaWatcher, WebhookDelivery, balanceLowListener, orderFinalEmitter } from './events/index.ts';
 
 export interface DaemonOptions {
@@ -54,6 +55,8 @@ export interface Daemon {
   readonly fleet: Fleet | undefined;
   /** The event outbox, its webhook worker (when events.webhookUrl is set) and the quota watcher (src/events/). */
   readonly events: { outbox: Events; delivery: WebhookDelivery | undefined; quota: QuotaWatcher };
+  /** Users' own ports (`listen`), kept in step with the users (src/users/ports.ts). */
+  readonly userPorts: UserPorts;
   /** Applies a new config (users, limits, pools) without dropping live connections. */
   reload(next: Config): Promise<void>;
   /** Stop accepting, drain live connections up to `drainMs`, flush counters, close everything. */
@@ -294,7 +297,17 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       ...(options.now ? { now: options.now } : {}),
     };
     const router = fleetSessions ? new FleetRouter(routerOptions, fleetSessions) : new Router({ ...routerOptions, pools: poolProvider, sessions });
+    // Users' own ports hand their sockets to the shared listeners, which admit an allowed address without
+    // credentials through userPorts.admit.
+    const userPorts = new UserPorts({
+      host: config.proxy.http.host,
+      listeners: { http: { handleSocket: (s) => httpListener.handleSocket(s) }, socks5: { handleSocket: (s) => socksListener.handleSocket(s) } },
+      authorizeUser: (name) => router.authorizeUser(name),
+      handshakeTimeoutMs: config.proxy.handshakeTimeoutMs,
+      logger: logger.child({ component: 'user-ports' }),
+    });
     const httpListener = new HttpListener({
+      anonymous: (socket) => userPorts.admit(socket),
       router,
       host: config.proxy.http.host,
       port: config.proxy.http.port,
@@ -304,6 +317,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       logger: logger.child({ component: 'http' }),
     });
     const socksListener = new Socks5Listener({
+      anonymous: (socket) => userPorts.admit(socket),
       router,
       host: config.proxy.socks5.host,
       port: config.proxy.socks5.port,
@@ -316,6 +330,8 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     const socksAddr = await socksListener.listen();
     let draining = 0;
     onStop('listeners', () => Promise.all([httpListener.close(draining), socksListener.close(draining)]));
+    await userPorts.sync(directory.list());
+    onStop('user ports', () => userPorts.close());
 
     // Quota thresholds and expiries, checked off the data path. Usage is today's lifetime meter (period
     // 'total'); quota periods feed their period key through the same reading.
@@ -391,12 +407,14 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       pools,
       fleet,
       events: { outbox: events, delivery, quota },
+      userPorts,
       async reload(next: Config): Promise<void> {
         const nextUsers = await resolveProducts(next.users, products, logger);
         const previous = directory;
         directory = new ConfigUsers(nextUsers);
         router.setUsers(directory);
         destinations.setDefaults(next.proxy.rules);
+        await userPorts.sync(nextUsers);
         await accounting.setUsers(nextUsers);
         // Pools whose user went away or changed how it draws are dropped; live connections keep their node.
         for (const old of previous.list()) {

@@ -20,7 +20,7 @@ import { DialCancel } from './cancel.ts';
 import { GatewayError } from './errors.ts';
 import { holdClient } from './hold.ts';
 import { ListenerConnections, onServerError } from './connections.ts';
-import type { Dialed, Route, Router } from './router.ts';
+import type { Authorization, Dialed, Route, Router } from './router.ts';
 import type { Target } from './types.ts';
 
 export interface HttpListenerOptions {
@@ -42,6 +42,8 @@ export interface HttpListenerOptions {
   realm?: string;
   metrics?: Metrics;
   logger?: Logger;
+  /** Admission without credentials (a user's own port: src/users/ports.ts UserPorts.admit); undefined = none. */
+  anonymous?: (socket: Socket) => Authorization | undefined;
 }
 
 const LISTENER = 'http';
@@ -162,6 +164,11 @@ export class HttpListener {
     await closed;
   }
 
+  /** Serves a socket accepted elsewhere (a user's own port, src/users/handover.ts). */
+  handleSocket(socket: Socket): void {
+    this.server.emit('connection', socket);
+  }
+
   private count(result: ConnectionResult): void {
     this.options.metrics?.connectionsTotal.inc({ listener: LISTENER, result });
   }
@@ -189,13 +196,13 @@ export class HttpListener {
       return;
     }
     const credentials = parseBasic(req.headers['proxy-authorization']);
-    if (!credentials) {
+    const router = this.options.router;
+    const a = credentials ? router.authorize(credentials.username, credentials.password) : this.options.anonymous?.(socket);
+    if (!a) {
       this.count('auth_failed');
       this.answer(socket, 407, 'proxy credentials required (Basic)');
       return;
     }
-    const router = this.options.router;
-    const a = router.authorize(credentials.username, credentials.password);
     if (!a.ok) {
       this.count(a.kind === 'auth' ? 'auth_failed' : a.kind === 'forbidden' ? 'limited' : 'bad_request');
       this.answer(socket, a.kind === 'auth' ? 407 : a.kind === 'forbidden' ? 403 : 400, a.reason);
@@ -271,12 +278,12 @@ export class HttpListener {
 
   /** proxy-chain calls this for plain-HTTP requests only (CONNECT is ours): once per request. */
   private async prepare(o: PrepareRequestFunctionOpts): Promise<PrepareRequestFunctionResult> {
-    if (!o.request.headers['proxy-authorization']) {
+    const router = this.options.router;
+    const a = o.request.headers['proxy-authorization'] ? router.authorize(o.username, o.password) : this.options.anonymous?.(o.request.socket);
+    if (!a) {
       this.count('auth_failed');
       return { requestAuthentication: true, failMsg: 'proxy credentials required (Basic)' };
     }
-    const router = this.options.router;
-    const a = router.authorize(o.username, o.password);
     if (!a.ok) {
       if (a.kind === 'auth') {
         this.count('auth_failed');

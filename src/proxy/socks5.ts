@@ -10,7 +10,7 @@ import { DialCancel } from './cancel.ts';
 import { GatewayError } from './errors.ts';
 import { holdClient } from './hold.ts';
 import { ListenerConnections, onServerError } from './connections.ts';
-import type { Refusal, Route, Router } from './router.ts';
+import type { Authorization, Refusal, Route, Router } from './router.ts';
 
 export interface Socks5ListenerOptions {
   router: Router;
@@ -24,6 +24,8 @@ export interface Socks5ListenerOptions {
   idleTimeoutMs?: number;
   metrics?: Metrics;
   logger?: Logger;
+  /** Admission without credentials (a user's own port: src/users/ports.ts UserPorts.admit); undefined = none. */
+  anonymous?: (socket: Socket) => Authorization | undefined;
 }
 
 type Decision = { route: Route } | { refusal: Refusal };
@@ -72,6 +74,11 @@ export class Socks5Listener {
     await closed;
   }
 
+  /** Serves a socket accepted elsewhere (a user's own port, src/users/handover.ts). */
+  handleSocket(socket: Socket): void {
+    this.onConnection(socket);
+  }
+
   private count(result: ConnectionResult): void {
     this.options.metrics?.connectionsTotal.inc({ listener: LISTENER, result });
   }
@@ -107,6 +114,7 @@ export class Socks5Listener {
           // Forbidden: authentication passes; the CONNECT is answered "not allowed".
           return { ok: true, context: { refusal: { kind: a.kind, reason: a.reason } } };
         },
+        ...(this.options.anonymous ? { noAuth: () => decide(this.options.anonymous!(socket)) } : {}),
       });
     } catch (err) {
       const code = err instanceof Socks5HandshakeError ? err.code : 'CLOSED';
@@ -165,4 +173,10 @@ export class Socks5Listener {
 }
 
 function noop(): void {}
+
+/** An admission without credentials as the handshake's decision (none or an auth refusal: no way in). */
+function decide(a: Authorization | undefined): AuthDecision<Decision> {
+  if (!a || (!a.ok && a.kind === 'auth')) return { ok: false };
+  return a.ok ? { ok: true, context: { route: a.route } } : { ok: true, context: { refusal: { kind: a.kind, reason: a.reason } } };
+}
 
