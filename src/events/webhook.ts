@@ -105,9 +105,10 @@ export class WebhookDelivery {
         this.options.logger?.warn({ err }, 'event delivery round failed');
       }
       if (!this.running) break;
+      // More may be due, or an event was written while this round ran: look again at once.
       if (attempted > 0 || this.nudged) {
         this.nudged = false;
-        if (attempted > 0) continue;
+        continue;
       }
       await new Promise<void>((resolve) => {
         const timer = setTimeout(done, this.pollMs);

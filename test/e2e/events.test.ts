@@ -92,6 +92,21 @@ describe('events: a daemon, a user past its quota, a webhook', () => {
     assert.ok((e100.data.usedBytes as number) >= LIMIT);
   });
 
+  test('order.final: a static order placed through the admin API is announced once when it finishes', async () => {
+    const opened = await gw.admin<{ appOrderNo: string }>('/v1/orders/open', { body: { productNo: 'STC-101-USA-SOCKS', count: 1, cycleTimes: 1 } });
+    assert.equal(opened.status, 202, JSON.stringify(opened.body));
+    const no = opened.body.appOrderNo;
+    const mine = () => receiver.accepted().filter((e) => e.type === 'order.final' && e.data.appOrderNo === no);
+    await waitFor(() => (mine().length > 0 ? true : undefined), 15_000, 'order.final at the receiver');
+    // Reading the order again (a refresh from the platform) does not announce it again.
+    await gw.admin(`/v1/orders/${no}`);
+    await gw.admin(`/v1/orders/${no}`);
+    const listed = (await gw.admin<ListedEvent[]>('/v1/events')).body.filter((e) => e.type === 'order.final' && (e.data as unknown as { appOrderNo: string }).appOrderNo === no);
+    assert.equal(listed.length, 1);
+    assert.equal(mine().length, 1);
+    assert.equal(mine()[0]!.data.status, 3);
+  });
+
   test('GET /v1/events lists them, pages with since, and keeps the admin rules', async () => {
     const all = await gw.admin<ListedEvent[]>('/v1/events');
     assert.equal(all.status, 200);
