@@ -125,9 +125,13 @@ const users = z
   .default([])
   .superRefine((list, ctx) => {
     const seen = new Set<string>();
+    const ports = new Map<number, string>();
     list.forEach((u, i) => {
       if (seen.has(u.name)) ctx.addIssue({ code: 'custom', path: [i, 'name'], message: `duplicate user name ${u.name}` });
       seen.add(u.name);
+      const port = u.listen?.port ?? 0;
+      if (port !== 0 && ports.has(port)) ctx.addIssue({ code: 'custom', path: [i, 'listen', 'port'], message: `port ${port} is already ${ports.get(port)}'s` });
+      if (port !== 0) ports.set(port, u.name);
     });
   });
 
