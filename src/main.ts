@@ -172,10 +172,11 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
           retryMaxMs: ev.retryMaxMs,
           pollMs: ev.pollMs,
           retentionMs: ev.retentionDays * 86_400_000,
+          metrics,
           logger: logger.child({ component: 'events' }),
         })
       : undefined;
-    const events = new Events({ store, deliver: delivery !== undefined, onAppended: () => delivery?.nudge(), logger: logger.child({ component: 'events' }) });
+    const events = new Events({ store, deliver: delivery !== undefined, onAppended: () => delivery?.nudge(), metrics, logger: logger.child({ component: 'events' }) });
     if (delivery) {
       delivery.start();
       onStop('webhook delivery', () => delivery.stop());

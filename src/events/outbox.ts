@@ -4,6 +4,7 @@
 // re-check on their next round; a once-only marker keeps the event single).
 import type { EventOutbox, EventRecord } from '../store/events.ts';
 import type { Logger } from '../telemetry/logger.ts';
+import type { Metrics } from '../telemetry/metrics.ts';
 import type { EmitOptions, EventSink, EventType } from './types.ts';
 
 export interface EventsOptions {
@@ -14,6 +15,7 @@ export interface EventsOptions {
   onAppended?: () => void;
   now?: () => number;
   logger?: Logger;
+  metrics?: Metrics;
 }
 
 export class Events implements EventSink {
@@ -37,6 +39,7 @@ export class Events implements EventSink {
     });
     if (written) {
       this.options.logger?.info({ event: type, id: written.id }, `event ${type}`);
+      this.options.metrics?.events.inc({ type });
       this.options.onAppended?.();
     }
     return written;

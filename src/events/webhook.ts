@@ -5,6 +5,7 @@
 // sending the same event at once. Delivered events are pruned after `retentionDays`.
 import type { EventOutbox, EventRecord } from '../store/events.ts';
 import type { Logger } from '../telemetry/logger.ts';
+import type { Metrics } from '../telemetry/metrics.ts';
 import { signBody, SIGNATURE_HEADER } from './signature.ts';
 import { eventBody } from './types.ts';
 
@@ -25,6 +26,7 @@ export interface WebhookOptions {
   now?: () => number;
   random?: () => number;
   logger?: Logger;
+  metrics?: Metrics;
 }
 
 const PRUNE_EVERY_MS = 3_600_000;
@@ -155,11 +157,13 @@ export class WebhookDelivery {
     const store = this.options.store;
     if (error === undefined) {
       this.stats.delivered++;
+      this.options.metrics?.webhookDeliveries.inc({ result: 'delivered' });
       await store.settleEvent(e.id, { deliveredAt: this.now() });
       this.options.logger?.debug({ id: e.id, event: e.type }, 'event delivered');
       return;
     }
     this.stats.failed++;
+    this.options.metrics?.webhookDeliveries.inc({ result: 'failed' });
     const delay = Math.min(this.retryMaxMs, this.retryBaseMs * 2 ** Math.min(e.attempts, 30)) * (1 + this.random() * 0.5);
     await store.settleEvent(e.id, { error, nextAttemptAt: this.now() + Math.round(delay) });
     this.options.logger?.warn({ id: e.id, event: e.type, attempts: e.attempts + 1, error, retryInMs: Math.round(delay) }, 'event delivery failed; will retry');

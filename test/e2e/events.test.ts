@@ -86,6 +86,9 @@ describe('events: a daemon, a user past its quota, a webhook', () => {
     await waitFor(async () => (gw.daemon.events.quota.stats.attempts === rounds && (await gw.admin<ListedEvent[]>('/v1/events')).body.every((e) => e.delivery.delivered) ? true : undefined), 5000, 'settled');
     assert.deepEqual(quotaTypes(receiver), ['user.quota.100', 'user.quota.80']);
     assertSigned(receiver);
+    assert.equal(await gw.metric('rotor_events_total', { type: 'user.quota.80' }), 1);
+    assert.equal(await gw.metric('rotor_events_total', { type: 'user.quota.100' }), 1);
+    assert.ok((await gw.metric('rotor_webhook_deliveries_total', { result: 'delivered' })) >= 2);
     const e100 = receiver.accepted().find((e) => e.type === 'user.quota.100')!;
     assert.equal(e100.data.user, 'alice');
     assert.equal(e100.data.limitBytes, LIMIT);
