@@ -78,7 +78,15 @@ const proxy = z
   .prefault({});
 
 const admin = z
-  .strictObject({ host: host.default('127.0.0.1'), port: port.default(9090), token: z.string().default('') })
+  .strictObject({
+    host: host.default('127.0.0.1'),
+    port: port.default(9090),
+    token: z.string().default(''),
+    /** Host names (besides IP literals, loopback names and admin.host) the admin port answers; '*' = any. */
+    allowedHosts: z.array(z.string().min(1)).default([]),
+    /** Web origins (besides the admin port itself) whose pages may call the admin port; '*' = any. */
+    allowedOrigins: z.array(z.string().min(1)).default([]),
+  })
   .prefault({})
   .superRefine((a, ctx) => {
     if (a.token === '' && !isLoopbackHost(a.host)) {
