@@ -22,6 +22,7 @@ import type { LocalUser, UserDirectory } from './proxy/types.ts';
 import type { PoolKey } from './pool/types.ts';
 import { buildAdminServer, buildCallbackServer } from './admin/server.ts';
 import { checkListenAddresses, listenAs } from './startup/ports.ts';
+import { RegionDirectory } from './orders/regions.ts';
 import { createReadiness } from './admin/readiness.ts';
 import { InstanceDirectoryCache } from './orders/instance-directory.ts';
 import type { FastifyInstance } from 'fastify';
@@ -263,7 +264,11 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     const fleetSessions = fleet
       ? new FleetSessions({ table: sessions, shared: fleet.sessions, pools: poolProvider, logger: logger.child({ component: 'fleet' }), ...(options.now ? { now: options.now } : {}) })
       : undefined;
+    const regions = new RegionDirectory(orders.catalog, { logger: logger.child({ component: 'regions' }) });
+    await regions.start();
+    onStop('regions', () => regions.stop());
     const routerOptions = {
+      regionKnown: (code: string) => regions.isKnown(code),
       users: directory,
       meters: accounting,
       instances,

@@ -71,6 +71,11 @@ export interface RouterOptions {
   /** Override the dialers (tests). */
   dialers?: { socks5?: Dialer; http?: Dialer };
   now?: () => number;
+  /**
+   * Whether a `-region-` code is in the platform's dictionaries (src/orders/regions.ts); undefined = not
+   * known yet (let through). An unknown code is refused (403) before any pool or draw exists for it.
+   */
+  regionKnown?: (code: string) => boolean | undefined;
 }
 
 const DUMMY_PASSWORD = Buffer.alloc(32);
@@ -160,6 +165,9 @@ export class Router {
       if (!instances || !instances.get(o.instance)) return { ok: false, kind: 'forbidden', reason: `unknown instance '${o.instance}'` };
       if (!instances.allowed(user.name, o.instance))
         return { ok: false, kind: 'forbidden', reason: `user may not use instance '${o.instance}'` };
+    }
+    if (o.region !== undefined && this.options.regionKnown?.(o.region) === false) {
+      return { ok: false, kind: 'forbidden', reason: `unknown region '${o.region}'` };
     }
     const admission = this.options.meters.admit(user.name);
     if (!admission.ok) return { ok: false, kind: 'forbidden', reason: admission.reason };

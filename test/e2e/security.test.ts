@@ -145,6 +145,24 @@ describe('proxy ports against hostile input', () => {
     assert.ok(sessions.length > 0 && sessions.every((s) => s.sessionId.length <= 64), 'no overlong id kept');
   });
 
+  test('-region- codes outside the platform dictionaries are 403 before any pool or draw: 300 names, no new pool', async () => {
+    const poolsBefore = (await gw.admin<PoolView[]>('/v1/pools')).body.length;
+    const drawsBefore = await gw.metric('rotor_draws_total');
+    for (let i = 0; i < 300; i++) {
+      const r = await raw(gw.ports.http, `CONNECT 127.0.0.1:${target.port} HTTP/1.1\r\nHost: x\r\n${basic(`${ALICE}-region-ZZ${i}`, ALICE_PASS)}\r\n`);
+      assert.equal(r.status, 403, `${r.status} ${r.body}`);
+      assert.match(r.body, /unknown region/);
+    }
+    assert.equal(await socksConnect(gw.ports.socks5, `${ALICE}-region-ZZ1`, ALICE_PASS, '127.0.0.1', target.port), 0x02);
+    assert.equal((await gw.admin<PoolView[]>('/v1/pools')).body.length, poolsBefore, 'no pool per forged region');
+    assert.equal(await gw.metric('rotor_draws_total'), drawsBefore, 'no draw for a forged region');
+    // A code of the dictionaries passes.
+    const areas = (await gw.admin<{ code: string }[]>('/v1/areas')).body;
+    assert.ok(areas.length > 0);
+    const known = await raw(gw.ports.http, `CONNECT 127.0.0.1:${target.port} HTTP/1.1\r\nHost: x\r\n${basic(`${ALICE}-region-${areas[0]!.code}`, ALICE_PASS)}\r\n`);
+    assert.notEqual(known.status, 403, known.body);
+  });
+
   test('502 answers say what failed, never the upstream address or its credentials', async () => {
     const upstreams = gw.daemon.sim!.upstreams!;
     for (const p of gw.gatewayPorts) upstreams.setFault(p, { mode: 'refuse' });
