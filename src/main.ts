@@ -249,6 +249,8 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     const { strategy, lowWater, drawBatch, maxFails, failWindowMs, coolDownMs, acquireTimeoutMs } = config.pool;
     const pools = new PoolRegistry({
       drawerFor,
+      maxPerUser: config.pool.maxPerUser,
+      idleEvictMs: config.pool.idleEvictMs,
       ...(options.now ? { now: options.now } : {}),
       tuning: { strategy, lowWater, drawBatch, maxFails, failWindowMs, coolDownMs, acquireTimeoutMs },
       metrics,

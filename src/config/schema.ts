@@ -146,6 +146,10 @@ const pool = z
     coolDownMs: millis.default(30_000),
     /** Longest a connection waits for a draw when its pool is empty. */
     acquireTimeoutMs: millis.default(10_000),
+    /** Pools (product × region) one user may hold; room is made by closing that user's least recently used idle pool. */
+    maxPerUser: z.number().int().min(1).default(32),
+    /** A pool unused this long (and with nothing in use) is closed; longer than any session (120 min) by default. */
+    idleEvictMs: millis.default(7_800_000),
   })
   .prefault({});
 
