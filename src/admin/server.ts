@@ -78,6 +78,13 @@ export function buildAdminServer(deps: AdminDeps, options: AdminServerOptions): 
     reply.header('www-authenticate', 'Bearer');
     return reply.status(401).send({ error: { code: 'UNAUTHORIZED', message: request.headers.authorization ? 'bad token' : 'missing bearer token' } });
   };
+  // Defence in depth: a /v1 route registered anywhere (not only in the /v1 scope below) gets the token check
+  // too. routeOptions.url is the route's pattern, what the router matches against, not the raw target.
+  app.addHook('onRoute', (route) => {
+    if (!/^\/v1(?:\/|$)/i.test(route.url ?? '')) return;
+    const hooks = route.onRequest === undefined ? [] : Array.isArray(route.onRequest) ? route.onRequest : [route.onRequest];
+    route.onRequest = [requireToken, ...hooks];
+  });
   app.addHook('onResponse', async (request, reply) => {
     request.log.debug({ method: request.method, route: request.routeOptions.url, status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'admin request');
   });

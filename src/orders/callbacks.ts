@@ -6,7 +6,7 @@
 // (issue 13): reads are coalesced per (type, no) with a rate bound (callback-gate.ts); only callbacks about
 // something Rotor knows (an order or instance in the store, a product the catalogue has seen) are recorded
 // in the store; others are read through a small token bucket and never written (so distinct forged numbers
-// add no rows), answered 503 when the bucket is empty (the platform calls again, a forger gets nothing), and
+// add no rows), answered 429 when the bucket is empty (the platform calls again, a forger gets nothing), and
 // product callbacks for products never seen are answered and ignored (a new product shows up in listings).
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
@@ -17,8 +17,8 @@ import type { Tracker } from './tracker.ts';
 import { CallbackGate } from './callback-gate.ts';
 
 export interface CallbackAnswer {
-  /** 200 recorded (or a repeat, or read without recording); 400 malformed; 503 the store could not record it or too many unknown callbacks (the platform retries). */
-  status: 200 | 400 | 503;
+  /** 200 recorded (or a repeat, or read without recording); 400 malformed; 429 too many callbacks about unknown numbers; 503 the store could not record it (the platform retries both). */
+  status: 200 | 400 | 429 | 503;
   body: { code: string; msg: string };
 }
 
@@ -137,7 +137,8 @@ export class CallbackHandler {
         }
         if (!this.takeUnknownToken()) {
           this.metrics?.callbacks.inc({ type: key.type, result: 'throttled' });
-          return { status: 503, body: { code: 'BUSY', msg: 'too many callbacks; send again later' } };
+          // Not `success`, so the platform calls again; 429, not 5xx: Rotor is well, the caller is too eager.
+          return { status: 429, body: { code: 'TOO_MANY_CALLBACKS', msg: 'too many callbacks; send again later' } };
         }
         this.metrics?.callbacks.inc({ type: key.type, result: 'unknown' });
         this.logger?.debug({ ...key }, 'callback about an unknown number: read, not recorded');

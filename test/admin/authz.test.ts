@@ -186,6 +186,25 @@ describe('admin token: decided on the matched route', () => {
     assert.equal((await send(port, 'GET', 'http://x/v1/app', auth)).status, 200);
   });
 
+  test('a /v1 route registered outside the /v1 scope is guarded too', async () => {
+    const extra = buildAdminServer(h.deps, { host: '127.0.0.1', token: TOKEN });
+    let ran = 0;
+    extra.get('/v1/extra', async () => {
+      ran++;
+      return { secret: true };
+    });
+    try {
+      const extraPort = await listen(extra);
+      for (const target of ['/v1/extra', '/%76%31/extra', 'http://127.0.0.1/v1/extra', '/v1/extra/']) {
+        assert.equal((await send(extraPort, 'GET', target, {})).status, 401, target);
+      }
+      assert.equal(ran, 0);
+      assert.equal((await send(extraPort, 'GET', '/v1/extra', { authorization: `Bearer ${TOKEN}` })).status, 200);
+    } finally {
+      await extra.close();
+    }
+  });
+
   test('named spellings: encodings, slashes, dot segments, absolute form, params, case, trailing slash, ? tricks', async () => {
     calls.length = 0;
     const targets = [
