@@ -191,7 +191,14 @@ export class Router {
     const target = checkTarget(requested);
     if (this.options.meters.meter(route.user.name).exhausted) throw new GatewayError('LIMITED', 'traffic limit reached');
     const deadline = this.now() + this.dialDeadlineMs;
-    const source = this.sourceFor(route);
+    let source: NodeSource;
+    try {
+      source = this.sourceFor(route);
+    } catch (err) {
+      // The registry refuses a new pool when all of the user's pools are busy (pool.maxPerUser).
+      if (err instanceof PoolEmptyError) throw new GatewayError('NO_UPSTREAM', 'no upstream available: too many regions or products in use');
+      throw err;
+    }
     const sessions = this.options.sessions;
     const user = route.user.name;
     const exclude = new Set<string>();

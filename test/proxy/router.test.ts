@@ -4,6 +4,8 @@ import { describe, test } from 'node:test';
 import { UnlimitedMeters } from '../../src/proxy/meters.ts';
 import { relay, type RelayStats } from '../../src/proxy/relay.ts';
 import { Router } from '../../src/proxy/router.ts';
+import { GatewayError } from '../../src/proxy/errors.ts';
+import { PoolEmptyError } from '../../src/pool/types.ts';
 import type { InstanceDirectory } from '../../src/proxy/types.ts';
 import { FixedPool, FixedPools, MapSessions, Users, node, user } from './fixtures.ts';
 
@@ -85,6 +87,22 @@ describe('Router.authorize', () => {
     // Not loaded yet (undefined): let through.
     const early = new Router({ users: new Users([user('alice', 'secret')]), meters: new UnlimitedMeters(), pools, sessions: new MapSessions(), regionKnown: () => undefined });
     assert.ok(early.authorize('alice-region-ZZ9', 'secret').ok);
+  });
+
+  test('a pool the registry refuses (every pool of the user busy) is NO_UPSTREAM, not an internal error', async () => {
+    const r = new Router({
+      users: new Users([user('alice', 'secret')]),
+      meters: new UnlimitedMeters(),
+      pools: {
+        pool: (key) => {
+          throw new PoolEmptyError(`${key.user}/${key.productNo}/${key.region}`, 'user alice has 32 pools in use (pool.maxPerUser)');
+        },
+      },
+      sessions: new MapSessions(),
+    });
+    const a = r.authorize('alice-region-US', 'secret');
+    assert.ok(a.ok);
+    await assert.rejects(r.dial(a.route, { host: 'example.com', port: 443 }), (err: unknown) => err instanceof GatewayError && err.code === 'NO_UPSTREAM' && err.httpStatus === 503);
   });
 
   test('instances: unknown or not allowed -> forbidden; allowed -> route', () => {
