@@ -41,7 +41,7 @@ function assertSigned(receiver: WebhookReceiver): void {
 }
 
 /** A raw HTTP/1.1 GET on the admin port, so the request line is exactly what the test says. */
-function rawGet(port: number, target: string, token?: string): Promise<{ status: number; body: string }> {
+function rawGet(port: number, target: string, token?: string, host = `127.0.0.1:${port}`): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
     const s = connect(port, '127.0.0.1');
     let text = '';
@@ -51,7 +51,7 @@ function rawGet(port: number, target: string, token?: string): Promise<{ status:
       const split = text.indexOf('\r\n\r\n');
       resolve({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1] ?? 0), body: split >= 0 ? text.slice(split + 4) : '' });
     });
-    s.write(`GET ${target} HTTP/1.1\r\nHost: x\r\n${token ? `Authorization: Bearer ${token}\r\n` : ''}Connection: close\r\n\r\n`);
+    s.write(`GET ${target} HTTP/1.1\r\nHost: ${host}\r\n${token ? `Authorization: Bearer ${token}\r\n` : ''}Connection: close\r\n\r\n`);
   });
 }
 
@@ -125,10 +125,13 @@ describe('events: a daemon, a user past its quota, a webhook', () => {
     const encoded = await rawGet(port, '/%76%31/events', TOKEN);
     assert.ok(encoded.status === 200 || encoded.status === 401 || encoded.status === 404, `percent-encoded path: ${encoded.status}`);
     assert.equal((await rawGet(port, '/%76%31/events')).status === 200, false, 'a percent-encoded path never skips the token');
-    const absolute = await rawGet(port, 'http://x/v1/events', TOKEN);
+    const absolute = await rawGet(port, `http://127.0.0.1:${port}/v1/events`, TOKEN);
     assert.equal(absolute.status, 200, 'absolute-form target');
     assert.equal(JSON.parse(absolute.body).length, all.body.length);
-    assert.equal((await rawGet(port, 'http://x/v1/events')).status, 401, 'absolute form without a token');
+    assert.equal((await rawGet(port, `http://127.0.0.1:${port}/v1/events`)).status, 401, 'absolute form without a token');
+    const foreign = await rawGet(port, 'http://x/v1/events', TOKEN, 'x');
+    assert.ok(foreign.status >= 400 && foreign.status < 500, `absolute form naming another host: ${foreign.status}`);
+    assert.notEqual((await rawGet(port, 'http://x/v1/events', undefined, 'x')).status, 200);
     const bad = await gw.admin<{ error: { code: string; message: string } }>('/v1/events?since=abc');
     assert.equal(bad.status, 400);
     assert.match(bad.body.error.message, /since/);
