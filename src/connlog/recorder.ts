@@ -85,7 +85,7 @@ export class ConnectionLog implements ConnectionRecorder {
   private readonly queueMax: number;
   private readonly ids: () => string;
   private readonly now: () => number;
-  private readonly timer: NodeJS.Timeout;
+  private readonly timer: NodeJS.Timeout | undefined;
   private writing: Promise<void> | null = null;
   private soon = false;
   private closed = false;
@@ -98,8 +98,10 @@ export class ConnectionLog implements ConnectionRecorder {
     this.queueMax = Math.max(this.batchSize, options.queueMax ?? 50_000);
     this.ids = options.ids ?? connectionIds();
     this.now = options.now ?? Date.now;
-    this.timer = setInterval(() => void this.flush(), options.flushIntervalMs ?? 1000);
-    this.timer.unref();
+    if (this.recording) {
+      this.timer = setInterval(() => void this.flush(), options.flushIntervalMs ?? 1000);
+      this.timer.unref();
+    }
   }
 
   /** Whether records are kept anywhere (else only the live list and the ids serve). */
@@ -225,9 +227,17 @@ export class ConnectionLog implements ConnectionRecorder {
   /** Last flush (after the listeners closed, so every connection has its record), then the sinks. */
   async close(): Promise<void> {
     if (this.closed) return;
-    clearInterval(this.timer);
+    if (this.timer) clearInterval(this.timer);
     await this.flush();
     this.closed = true;
     for (const sink of this.sinks) await sink.close().catch(() => undefined);
   }
+}
+
+let unrecorded: ConnectionLog | undefined;
+
+/** For listeners built without a connection log (unit tests, tools): ids and a live list, no records. */
+export function unrecordedConnections(): ConnectionLog {
+  unrecorded ??= new ConnectionLog();
+  return unrecorded;
 }
