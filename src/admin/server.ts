@@ -23,6 +23,17 @@ export interface AdminServerOptions {
 
 const isV1 = (url: string) => url === '/v1' || url.startsWith('/v1/') || url.startsWith('/v1?');
 
+/** The request target's path, percent-decoded, without scheme and authority (absolute form). */
+function decodedPath(url: string): string {
+  let path = url.replace(/^[a-z][a-z0-9+.-]*:\/\/[^/]*/i, '');
+  try {
+    path = decodeURIComponent(path);
+  } catch {
+    // Undecodable: judged as spelled; the router refuses it anyway.
+  }
+  return path.startsWith('/') ? path : `/${path}`;
+}
+
 /**
  * Once listening, an 'error' on the server is a failed accept (EMFILE, ENFILE, ENOBUFS: the proxy listeners
  * share the process's descriptors): the server goes on accepting, so it is logged; without a listener it would
@@ -55,7 +66,10 @@ export function buildAdminServer(deps: AdminDeps, options: AdminServerOptions): 
 
   const authorized = bearerChecker(options.token);
   app.addHook('onRequest', async (request, reply) => {
-    if (!isV1(request.url) || authorized(request.headers.authorization)) return;
+    // The matched route's pattern when there is one: the router matches the decoded path, so a raw
+    // `/%76%31/...` or an absolute-form `http://x/v1/...` must be judged by what it reached, not how it was spelled.
+    const path = request.routeOptions.url ?? decodedPath(request.url);
+    if (!isV1(path) || authorized(request.headers.authorization)) return;
     reply.header('www-authenticate', 'Bearer');
     return reply.status(401).send({ error: { code: 'UNAUTHORIZED', message: request.headers.authorization ? 'bad token' : 'missing bearer token' } });
   });

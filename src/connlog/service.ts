@@ -4,7 +4,8 @@ import { RotorError } from '../errors/rotor-error.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import { decodeCursor, encodeCursor } from './cursor.ts';
 import type { ConnectionLog } from './recorder.ts';
-import type { ConnectionLogStore, ConnectionRecord, Granularity, LiveConnection, RecordResult, RetentionLimits } from './types.ts';
+import { periodStart } from './rollup.ts';
+import type { ConnectionLogStore, ConnectionRecord, Granularity, LiveConnection, RecordResult, RetentionLimits, UsageRollup } from './types.ts';
 import { comparePlatform, usageRows, type PlatformCompareRow, type PlatformFlow, type PriceOf, type UsageRow, type UserAccount } from './usage.ts';
 
 const DAY_MS = 86_400_000;
@@ -122,13 +123,17 @@ export class ConnectionLogService {
     return this.options.recorder.kill(id);
   }
 
+  /** Every period that overlaps [from, to): a `from` inside an hour or day includes that period. */
+  private rollups(q: UsageListQuery): Promise<UsageRollup[]> {
+    return this.store().usage({ ...q, from: periodStart(q.from, q.granularity) });
+  }
+
   async usage(q: UsageListQuery): Promise<UsageRow[]> {
-    const rollups = await this.store().usage(q);
-    return usageRows(rollups, this.options.priceOf);
+    return usageRows(await this.rollups(q), this.options.priceOf);
   }
 
   async comparePlatform(q: UsageListQuery): Promise<PlatformCompareRow[]> {
-    const rollups = await this.store().usage(q);
+    const rollups = await this.rollups(q);
     const flow: PlatformFlow = this.options.platformFlow ?? (async () => null);
     return comparePlatform(rollups, this.options.accountOf, flow, q);
   }
