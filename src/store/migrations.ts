@@ -81,7 +81,7 @@ export const MIGRATIONS: readonly Migration[] = [
   },
   {
     // Issue 16: the connection log (one row per accepted connection) and the usage rollups folded from it.
-    // Queries read newest first, optionally by user or result, so each index ends in (started_at, id).
+    // Queries read newest first, by user, result or both, so each index ends in (started_at, id).
     id: 30,
     name: 'connection log and usage rollups',
     sql: `
@@ -105,6 +105,7 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX connections_started ON connections (started_at, id);
       CREATE INDEX connections_user ON connections (user, started_at, id);
       CREATE INDEX connections_result ON connections (result, started_at, id);
+      CREATE INDEX connections_user_result ON connections (user, result, started_at, id);
 
       CREATE TABLE usage_rollups (
         granularity  TEXT NOT NULL CHECK (granularity IN ('hour', 'day')),
