@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { cleanup, curl, rawConfig, spawnDaemon, startTarget, tempDir, waitFor, writeConfigFile, type BytesTarget } from '../e2e/limits-harness.ts';
+import { cleanup, curl, rawConfig, spawnDaemon, startTarget, tempDir, writeConfigFile, type BytesTarget } from '../e2e/limits-harness.ts';
 import { viaSocks5h } from '../e2e/harness.ts';
 
 const FLUSH_MS = 400;
