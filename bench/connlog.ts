@@ -16,7 +16,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import type { ClientJob, ClientReply, LatencyResult, ProxySpec, RateResult } from './client.ts';
 import { fillConnectionLog, timeQueries } from './connlog-query.ts';
-import { startJsonChild, startMicrosocks, startTinyproxy, type Proc } from './procs.ts';
+import { cpuMs, startJsonChild, startMicrosocks, startTinyproxy, type Proc } from './procs.ts';
 import { BENCH_PASSWORD, HTTP_USER, SOCKS_USER, type GatewaySpec } from './spec.ts';
 import { fmt, median } from './stats.ts';
 import { SqliteStore } from '../src/store/sqlite.ts';
@@ -56,7 +56,7 @@ async function tunnels(reps: number, ms: number, concurrency: number): Promise<v
     procs.push(socks);
     const tiny = await startTinyproxy(UP_USER, UP_PASS, 400);
     procs.push(tiny);
-    const gateways = {} as Record<Variant, { http: number; socks5: number }>;
+    const gateways = {} as Record<Variant, { http: number; socks5: number; pid: number }>;
     for (const records of ['off', 'store'] as const) {
       const spec: GatewaySpec = {
         socks5: { port: socks.port, username: socks.username, password: socks.password },
@@ -78,10 +78,14 @@ async function tunnels(reps: number, ms: number, concurrency: number): Promise<v
       const order: Variant[] = rep % 2 === 0 ? ['off', 'store'] : ['store', 'off'];
       for (const proto of ['connect', 'socks5'] as const) {
         for (const v of order) {
+          const cpuBefore = cpuMs(gateways[v].pid);
           const r = await client.run<RateResult>({ op: 'rate', proxy: proxy(v, proto), target: target.info.port, concurrency, durationMs: ms });
+          // The gateway's own CPU per tunnel: steadier than tunnels/s on a machine shared with other work.
+          const perTunnel = (cpuMs(gateways[v].pid) - cpuBefore) / Math.max(1, r.completed);
           const key = `${proto} ${v}`;
           samples.set(key, [...(samples.get(key) ?? []), r.perSecond]);
-          log(`rep ${rep + 1} ${proto} records ${v}: ${fmt(r.perSecond)} tunnels/s (${r.errors} errors)`);
+          samples.set(`${key} cpu`, [...(samples.get(`${key} cpu`) ?? []), perTunnel]);
+          log(`rep ${rep + 1} ${proto} records ${v}: ${fmt(r.perSecond)} tunnels/s, ${perTunnel.toFixed(3)} gateway CPU ms/tunnel (${r.errors} errors)`);
         }
       }
     }
@@ -89,11 +93,14 @@ async function tunnels(reps: number, ms: number, concurrency: number): Promise<v
     const rows = (['connect', 'socks5'] as const).map((proto) => {
       const off = median(samples.get(`${proto} off`)!);
       const on = median(samples.get(`${proto} store`)!);
-      return { proto, off, on, ratio: on / off };
+      const cpuOff = median(samples.get(`${proto} off cpu`)!);
+      const cpuOn = median(samples.get(`${proto} store cpu`)!);
+      return { proto, off, on, ratio: on / off, cpuOff, cpuOn, cpuRatio: cpuOn / cpuOff };
     });
     process.stdout.write(`M2 new tunnels/s, ${concurrency} concurrent, ${ms} ms x ${reps} reps (median)\n`);
-    process.stdout.write('| proto | records off | records on (SQLite) | on/off |\n|---|---|---|---|\n');
-    for (const r of rows) process.stdout.write(`| ${r.proto} | ${fmt(r.off)} | ${fmt(r.on)} | ${r.ratio.toFixed(3)} |\n`);
+    process.stdout.write('| proto | tunnels/s off | tunnels/s on (SQLite) | on/off | gateway CPU ms/tunnel off | on | on/off |\n|---|---|---|---|---|---|---|\n');
+    for (const r of rows)
+      process.stdout.write(`| ${r.proto} | ${fmt(r.off)} | ${fmt(r.on)} | ${r.ratio.toFixed(3)} | ${r.cpuOff.toFixed(3)} | ${r.cpuOn.toFixed(3)} | ${r.cpuRatio.toFixed(3)} |\n`);
     process.stdout.write(`${JSON.stringify({ m2: rows })}\n`);
   } finally {
     for (const p of procs.reverse()) await p.stop();
