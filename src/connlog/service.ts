@@ -66,6 +66,7 @@ export interface ConnectionLogServiceOptions {
 
 export class ConnectionLogService {
   private readonly timer: NodeJS.Timeout | undefined;
+  private readonly firstPrune: NodeJS.Timeout | undefined;
   private readonly now: () => number;
   private pruning: Promise<unknown> | null = null;
 
@@ -74,6 +75,9 @@ export class ConnectionLogService {
     if (options.store) {
       this.timer = setInterval(() => void this.prune(), options.retention.intervalMs ?? 3_600_000);
       this.timer.unref();
+      // Once soon after start too: a daemon restarted more often than hourly must still trim.
+      this.firstPrune = setTimeout(() => void this.prune(), 10_000);
+      this.firstPrune.unref();
     }
   }
 
@@ -167,6 +171,7 @@ export class ConnectionLogService {
   /** Stops retention, then the recorder's last flush. */
   async close(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
+    if (this.firstPrune) clearTimeout(this.firstPrune);
     if (this.pruning) await this.pruning.catch(() => undefined);
     await this.options.recorder.close();
   }

@@ -190,6 +190,26 @@ describe('the recorder', () => {
     await rec.close();
   });
 
+  test('targets: false keeps the target out of records and the live list', async () => {
+    const written: ConnectionRecord[] = [];
+    const sink: ConnectionLogStore = {
+      append: async (b) => void written.push(...b),
+      query: async () => [],
+      usage: async () => [],
+      prune: async () => 0,
+      count: async () => 0,
+    };
+    const rec = new ConnectionLog({ store: sink, targets: false });
+    const c = rec.open('socks5');
+    c.target = 'secret.example.com:443';
+    assert.ok(!('target' in rec.active()[0]!));
+    c.end({ result: 'ok' });
+    await rec.close();
+    assert.equal(written.length, 1);
+    assert.ok(!('target' in written[0]!));
+    assert.doesNotMatch(JSON.stringify(written), /secret\.example/);
+  });
+
   test('a full queue drops the oldest and counts it, and ending a connection never waits for the store', async () => {
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
