@@ -8,7 +8,10 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { cleanup, curl, rawConfig, spawnDaemon, startTarget, tempDir, writeConfigFile, type BytesTarget } from '../e2e/limits-harness.ts';
-import { viaSocks5h } from '../e2e/harness.ts';
+
+/** curl through the child's SOCKS5 port (here, not from e2e/harness.ts: that module pulls in the store seam,
+ * which would run this SQLite-file test a second time in the Redis pass). */
+const viaSocks5h = (port: number, user: string, pass: string): string[] => ['-x', `socks5h://${user}:${pass}@127.0.0.1:${port}`];
 
 const FLUSH_MS = 400;
 
