@@ -30,6 +30,8 @@ import type { Simulator } from './sim/index.ts';
 import { DestinationPolicy } from './users/rules.ts';
 import { UserPorts } from './users/ports.ts';
 import { Events, ExpiryWatcher, QuotaWatcher, WebhookDelivery, balanceLowListener, orderFinalEmitter } from './events/index.ts';
+import { createConnectionLog, type ConnectionLogService } from './connlog/index.ts';
+import { platformFlowFrom } from './connlog/platform-flow.ts';
 
 export interface DaemonOptions {
   logger?: Logger;
@@ -39,6 +41,8 @@ export interface DaemonOptions {
   sim?: { orderDelayMs?: number; clockSpeed?: number; gatewayPorts?: number };
   /** The gateway's clock (sticky sessions, pools, dial deadlines); tests move it to expire sessions. */
   now?: () => number;
+  /** Connection ids (tests inject a sequence); default random prefix + counter. */
+  connectionIds?: () => string;
 }
 
 export interface Daemon {
@@ -59,6 +63,8 @@ export interface Daemon {
   readonly events: { outbox: Events; delivery: WebhookDelivery | undefined; quota: QuotaWatcher };
   /** Users' own ports (`listen`), kept in step with the users (src/users/ports.ts). */
   readonly userPorts: UserPorts;
+  /** The connection log: live connections, records, usage rollups. */
+  readonly connections: ConnectionLogService;
   /** Applies a new config (users, limits, pools) without dropping live connections. */
   reload(next: Config): Promise<void>;
   /** Stop accepting, drain live connections up to `drainMs`, flush counters, close everything. */
@@ -324,8 +330,22 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       handshakeTimeoutMs: config.proxy.handshakeTimeoutMs,
       logger: logger.child({ component: 'user-ports' }),
     });
+    // Registered before the listeners, so it stops after them: every connection has ended into a record
+    // before the last flush.
+    const connections = createConnectionLog({
+      config,
+      store,
+      priceOf: (user) => directory.get(user)?.pricePerGb ?? config.billing.defaultPricePerGb,
+      accountOf: (user) => directory.get(user),
+      platformFlow: platformFlowFrom(traffic),
+      metrics,
+      logger: logger.child({ component: 'connlog' }),
+      ...(options.connectionIds ? { ids: options.connectionIds } : {}),
+    });
+    onStop('connection log', () => connections.close());
     const httpListener = new HttpListener({
       anonymous: (socket) => userPorts.admit(socket),
+      recorder: connections.recorder,
       router,
       host: config.proxy.http.host,
       port: config.proxy.http.port,
@@ -336,6 +356,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     });
     const socksListener = new Socks5Listener({
       anonymous: (socket) => userPorts.admit(socket),
+      recorder: connections.recorder,
       router,
       host: config.proxy.socks5.host,
       port: config.proxy.socks5.port,
@@ -394,13 +415,25 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         metrics: metrics.registry,
         ready,
         events,
+        connections,
+        billing: { currency: config.billing.currency },
       },
-      { token: config.admin.token, host: config.admin.host, allowedHosts: config.admin.allowedHosts, allowedOrigins: config.admin.allowedOrigins },
+      {
+        token: config.admin.token,
+        host: config.admin.host,
+        allowedHosts: config.admin.allowedHosts,
+        allowedOrigins: config.admin.allowedOrigins,
+        logger: logger.child({ component: 'admin' }),
+      },
     );
-    await listenAs(addresses.admin, () => admin.listen({ host: config.admin.host, port: config.admin.port }));
+    await listenAs(addresses.admin, () =>
+      admin.listen({ host: config.admin.host, port: config.admin.port, listenTextResolver: (address) => `admin API listening at ${address}` }),
+    );
     onStop('admin', () => admin.close());
-    const callbacks = buildCallbackServer((query) => orders.handleCallback(query), { path: config.callback.path });
-    await listenAs(addresses.callback, () => callbacks.listen({ host: config.callback.host, port: config.callback.port }));
+    const callbacks = buildCallbackServer((query) => orders.handleCallback(query), { path: config.callback.path, logger: logger.child({ component: 'callback' }) });
+    await listenAs(addresses.callback, () =>
+      callbacks.listen({ host: config.callback.host, port: config.callback.port, listenTextResolver: (address) => `platform callbacks listening at ${address}` }),
+    );
     onStop('callbacks', () => callbacks.close());
     const adminPort = portOf(admin);
     const callbackPort = portOf(callbacks);
@@ -426,6 +459,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       fleet,
       events: { outbox: events, delivery, quota },
       userPorts,
+      connections,
       async reload(next: Config): Promise<void> {
         const nextUsers = await resolveProducts(next.users, products, logger);
         const previous = directory;
@@ -452,6 +486,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         closed = true;
         draining = drainMs;
         await closeAll();
+        logger.info('rotor stopped');
       },
     };
     return daemon;

@@ -239,7 +239,7 @@ export class BalanceWatcher {
     const k = key(b.account, b.productNo);
     const before = this.balances.get(k);
     this.balances.set(k, b);
-    this.metrics?.flowBalance.set({ account: b.account, product: b.productNo }, b.balanceMb);
+    this.metrics?.flowBalance.set({ account: b.account, product: b.productNo }, b.balanceBytes);
     for (const listener of this.listeners) listener(b);
     if (before?.hasBalance !== false && !b.hasBalance) {
       this.logger?.warn({ account: b.account, productNo: b.productNo }, `traffic balance of main account ${b.account} for product ${b.productNo} is exhausted; draws stop until it is topped up`);

@@ -22,6 +22,8 @@ export interface LocalUser {
   expiresAt?: string | null | undefined;
   /** a dedicated port served by src/users/ports.ts UserPorts */
   listen?: { port: number; allowIps: readonly string[] } | null | undefined;
+  /** Price per GB for usage amounts (GET /v1/usage); null/absent = billing.defaultPricePerGb. */
+  pricePerGb?: number | null | undefined;
 }
 
 /** Config-backed; a reload swaps the object (Router.setUsers) or its contents. */
