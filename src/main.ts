@@ -21,6 +21,8 @@ import { HttpListener } from './proxy/http.ts';
 import type { LocalUser } from './proxy/types.ts';
 import type { PoolKey } from './pool/types.ts';
 import { buildAdminServer, buildCallbackServer } from './admin/server.ts';
+import { checkListenAddresses, listenAs } from './startup/ports.ts';
+import { RegionDirectory } from './orders/regions.ts';
 import { createReadiness } from './admin/readiness.ts';
 import { InstanceDirectoryCache } from './orders/instance-directory.ts';
 import { Users } from './users/directory.ts';
@@ -30,6 +32,11 @@ import { SubAccounts } from './users/sub-account.ts';
 import { usersPort } from './users/admin-port.ts';
 import type { FastifyInstance } from 'fastify';
 import type { Simulator } from './sim/index.ts';
+import { DestinationPolicy } from './users/rules.ts';
+import { UserPorts } from './users/ports.ts';
+import { Events, ExpiryWatcher, QuotaWatcher, WebhookDelivery, balanceLowListener, orderFinalEmitter } from './events/index.ts';
+import { createConnectionLog, type ConnectionLogService } from './connlog/index.ts';
+import { platformFlowFrom } from './connlog/platform-flow.ts';
 
 export interface DaemonOptions {
   logger?: Logger;
@@ -39,6 +46,8 @@ export interface DaemonOptions {
   sim?: { orderDelayMs?: number; clockSpeed?: number; gatewayPorts?: number };
   /** The gateway's clock (sticky sessions, pools, dial deadlines); tests move it to expire sessions. */
   now?: () => number;
+  /** Connection ids (tests inject a sequence); default random prefix + counter. */
+  connectionIds?: () => string;
 }
 
 export interface Daemon {
@@ -57,6 +66,12 @@ export interface Daemon {
   readonly users: Users;
   /** Fleet mode (`store.path: redis://…`): the shared allowance, sessions and leases; undefined with SQLite. */
   readonly fleet: Fleet | undefined;
+  /** The event outbox, its webhook worker (when events.webhookUrl is set) and the quota watcher (src/events/). */
+  readonly events: { outbox: Events; delivery: WebhookDelivery | undefined; quota: QuotaWatcher };
+  /** Users' own ports (`listen`), kept in step with the users (src/users/ports.ts). */
+  readonly userPorts: UserPorts;
+  /** The connection log: live connections, records, usage rollups. */
+  readonly connections: ConnectionLogService;
   /** Applies a new config (users, limits, pools) without dropping live connections. */
   reload(next: Config): Promise<void>;
   /** Stop accepting, drain live connections up to `drainMs`, flush counters, close everything. */
@@ -93,6 +108,15 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       }
     }
   };
+
+  // Every listener address is bound (and released) before anything touches the platform (src/startup/ports.ts).
+  const addresses = {
+    http: { section: 'proxy.http', host: config.proxy.http.host, port: config.proxy.http.port },
+    socks5: { section: 'proxy.socks5', host: config.proxy.socks5.host, port: config.proxy.socks5.port },
+    admin: { section: 'admin', host: config.admin.host, port: config.admin.port },
+    callback: { section: 'callback', host: config.callback.host, port: config.callback.port },
+  };
+  await checkListenAddresses(Object.values(addresses));
 
   try {
     // 1. The platform: the in-process sandbox in embedded mode, else the configured one.
@@ -146,6 +170,28 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       logger.info({ instance: started.instance, sliceBytes: fleetConfig.sliceBytes, offlineBytes: fleetConfig.offlineBytes }, 'fleet mode: limits, sticky sessions and order tracking shared through redis');
     }
 
+    // Events: written to the store's outbox, delivered by one worker (src/events/).
+    const ev = config.events;
+    const delivery = ev.webhookUrl
+      ? new WebhookDelivery({
+          store,
+          url: ev.webhookUrl,
+          secret: ev.secret,
+          timeoutMs: ev.timeoutMs,
+          retryBaseMs: ev.retryBaseMs,
+          retryMaxMs: ev.retryMaxMs,
+          pollMs: ev.pollMs,
+          retentionMs: ev.retentionDays * 86_400_000,
+          metrics,
+          logger: logger.child({ component: 'events' }),
+        })
+      : undefined;
+    const events = new Events({ store, deliver: delivery !== undefined, onAppended: () => delivery?.nudge(), metrics, logger: logger.child({ component: 'events' }) });
+    if (delivery) {
+      delivery.start();
+      onStop('webhook delivery', () => delivery.stop());
+    }
+
     // 3. Accounts, limits, balances.
     const products = new ProductCatalog({ client });
     const users = await resolveProducts(config.users, products, logger);
@@ -178,6 +224,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       balances.setUsers(list);
       limitSync.setUsers(list);
     };
+    balances.onBalance(balanceLowListener(events, ev.balanceLowMb, logger.child({ component: 'events' })));
     await applyAccounts(users);
 
     // Users as data: the store's records (config users seeded into them), mirrored in memory for the gateway.
@@ -218,6 +265,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         ...(o.autoRenew.enabled ? { autoRenew: o.autoRenew } : {}),
       },
       ...(fleet ? { claims: fleet.leases } : {}),
+      onOrderFinal: orderFinalEmitter(events),
     });
     fleet?.onLeaseLost((name) => {
       if (name.startsWith(orderLeaseName(''))) orders.tracker.drop(name.slice(orderLeaseName('').length));
@@ -252,6 +300,8 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     const { strategy, lowWater, drawBatch, maxFails, failWindowMs, coolDownMs, acquireTimeoutMs } = config.pool;
     const pools = new PoolRegistry({
       drawerFor,
+      maxPerUser: config.pool.maxPerUser,
+      idleEvictMs: config.pool.idleEvictMs,
       ...(options.now ? { now: options.now } : {}),
       tuning: { strategy, lowWater, drawBatch, maxFails, failWindowMs, coolDownMs, acquireTimeoutMs },
       metrics,
@@ -267,7 +317,13 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     const fleetSessions = fleet
       ? new FleetSessions({ table: sessions, shared: fleet.sessions, pools: poolProvider, logger: logger.child({ component: 'fleet' }), ...(options.now ? { now: options.now } : {}) })
       : undefined;
+    const regions = new RegionDirectory(orders.catalog, { logger: logger.child({ component: 'regions' }) });
+    await regions.start();
+    onStop('regions', () => regions.stop());
+    const destinations = new DestinationPolicy(config.proxy.rules);
     const routerOptions = {
+      destinations,
+      regionKnown: (code: string) => regions.isKnown(code),
       users: directory,
       meters: new UserGate(usersDir, accounting, options.now ?? Date.now),
       instances,
@@ -279,7 +335,31 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       ...(options.now ? { now: options.now } : {}),
     };
     const router = fleetSessions ? new FleetRouter(routerOptions, fleetSessions) : new Router({ ...routerOptions, pools: poolProvider, sessions });
+    // Users' own ports hand their sockets to the shared listeners, which admit an allowed address without
+    // credentials through userPorts.admit.
+    const userPorts = new UserPorts({
+      host: config.proxy.http.host,
+      listeners: { http: { handleSocket: (s) => httpListener.handleSocket(s) }, socks5: { handleSocket: (s) => socksListener.handleSocket(s) } },
+      authorizeUser: (name) => router.authorizeUser(name),
+      handshakeTimeoutMs: config.proxy.handshakeTimeoutMs,
+      logger: logger.child({ component: 'user-ports' }),
+    });
+    // Registered before the listeners, so it stops after them: every connection has ended into a record
+    // before the last flush.
+    const connections = createConnectionLog({
+      config,
+      store,
+      priceOf: (user) => directory.get(user)?.pricePerGb ?? config.billing.defaultPricePerGb,
+      accountOf: (user) => directory.get(user),
+      platformFlow: platformFlowFrom(traffic),
+      metrics,
+      logger: logger.child({ component: 'connlog' }),
+      ...(options.connectionIds ? { ids: options.connectionIds } : {}),
+    });
+    onStop('connection log', () => connections.close());
     const httpListener = new HttpListener({
+      anonymous: (socket) => userPorts.admit(socket),
+      recorder: connections.recorder,
       router,
       host: config.proxy.http.host,
       port: config.proxy.http.port,
@@ -289,6 +369,8 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       logger: logger.child({ component: 'http' }),
     });
     const socksListener = new Socks5Listener({
+      anonymous: (socket) => userPorts.admit(socket),
+      recorder: connections.recorder,
       router,
       host: config.proxy.socks5.host,
       port: config.proxy.socks5.port,
@@ -297,10 +379,35 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       metrics,
       logger: logger.child({ component: 'socks5' }),
     });
-    const httpAddr = await httpListener.listen();
-    const socksAddr = await socksListener.listen();
+    const httpAddr = await listenAs(addresses.http, () => httpListener.listen());
+    const socksAddr = await listenAs(addresses.socks5, () => socksListener.listen());
     let draining = 0;
     onStop('listeners', () => Promise.all([httpListener.close(draining), socksListener.close(draining)]));
+    await userPorts.sync(directory.locals());
+    onStop('user ports', () => userPorts.close());
+
+    // Quota thresholds and expiries, checked off the data path: each user's usage of its current quota
+    // period, under that period's key (src/users/period.ts), so a threshold fires once per period.
+    const quota = new QuotaWatcher({
+      read: () => accounting.list().map((u) => ({ user: u.name, periodKey: accounting.periodKeyOf(u.name) ?? 'total', usedBytes: u.usedBytes, limitBytes: u.limitBytes })),
+      events,
+      intervalMs: ev.checkMs,
+      logger: logger.child({ component: 'events' }),
+    });
+    quota.start();
+    onStop('quota watcher', () => quota.stop());
+    const expiry = new ExpiryWatcher({
+      read: () =>
+        directory.locals().map((u) => {
+          const at = u.expiresAt ? Date.parse(u.expiresAt) : NaN;
+          return { user: u.name, expiresAt: Number.isFinite(at) ? at : null };
+        }),
+      events,
+      intervalMs: ev.checkMs,
+      logger: logger.child({ component: 'events' }),
+    });
+    expiry.start();
+    onStop('expiry watcher', () => expiry.stop());
 
     // 6. Admin API and platform callbacks.
     const ready = createReadiness({
@@ -321,13 +428,26 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         sessions: fleetSessions ?? sessions,
         metrics: metrics.registry,
         ready,
+        events,
+        connections,
+        billing: { currency: config.billing.currency },
       },
-      { token: config.admin.token, host: config.admin.host },
+      {
+        token: config.admin.token,
+        host: config.admin.host,
+        allowedHosts: config.admin.allowedHosts,
+        allowedOrigins: config.admin.allowedOrigins,
+        logger: logger.child({ component: 'admin' }),
+      },
     );
-    await admin.listen({ host: config.admin.host, port: config.admin.port });
+    await listenAs(addresses.admin, () =>
+      admin.listen({ host: config.admin.host, port: config.admin.port, listenTextResolver: (address) => `admin API listening at ${address}` }),
+    );
     onStop('admin', () => admin.close());
-    const callbacks = buildCallbackServer((query) => orders.handleCallback(query), { path: config.callback.path });
-    await callbacks.listen({ host: config.callback.host, port: config.callback.port });
+    const callbacks = buildCallbackServer((query) => orders.handleCallback(query), { path: config.callback.path, logger: logger.child({ component: 'callback' }) });
+    await listenAs(addresses.callback, () =>
+      callbacks.listen({ host: config.callback.host, port: config.callback.port, listenTextResolver: (address) => `platform callbacks listening at ${address}` }),
+    );
     onStop('callbacks', () => callbacks.close());
     const adminPort = portOf(admin);
     const callbackPort = portOf(callbacks);
@@ -360,6 +480,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
           const all = usersDir.locals();
           balances.setUsers(all);
           limitSync.setUsers(all);
+          userPorts.sync(all).catch((err: unknown) => logger.warn({ err }, 'user ports could not follow a user change'));
           if (whitelistDue) {
             whitelistDue = false;
             whitelist.reconcile(all).catch((err: unknown) => logger.warn({ err }, 'whitelist reconcile after a user change failed'));
@@ -386,11 +507,16 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       pools,
       users: usersDir,
       fleet,
+      events: { outbox: events, delivery, quota },
+      userPorts,
+      connections,
       async reload(next: Config): Promise<void> {
         const nextUsers = await resolveProducts(next.users, products, logger);
         // Config users are seeded again (config fields win); API users stay. Pools of users that went away
         // or changed how they draw are dropped (refreshLists); live connections keep their node.
+        destinations.setDefaults(next.proxy.rules);
         await usersDir.seed(nextUsers);
+        await userPorts.sync(usersDir.locals());
         await applyAccounts(nextUsers);
         refreshLists([], []);
         // A user new to the config gets its platform-side backstop now, not at the next sync interval.
@@ -403,6 +529,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         closed = true;
         draining = drainMs;
         await closeAll();
+        logger.info('rotor stopped');
       },
     };
     return daemon;

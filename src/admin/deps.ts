@@ -9,6 +9,10 @@ import type { AreaNode, City, Product, Project } from '../platform/schemas.ts';
 import type { FlowLogQuery, TrafficReturn } from '../accounts/traffic.ts';
 import type { UserListQuery } from '../users/directory.ts';
 import type { CreateUserInput, UserPatch, UserView } from '../users/record.ts';
+import type { EventRecord } from '../store/events.ts';
+import type { ConnectionListQuery, UsageListQuery } from '../connlog/service.ts';
+import type { ConnectionRecord, LiveConnection } from '../connlog/types.ts';
+import type { PlatformCompareRow, UsageRow } from '../connlog/usage.ts';
 import type { AfterSaleInput, AssignIpInput, ChangeInput, OpenInput, ReleaseInput, RenewInput, ResetInput } from '../orders/placer.ts';
 
 /** PlatformClient. */
@@ -144,6 +148,21 @@ export interface Readiness {
   listeners: boolean;
 }
 
+/** src/events/outbox.ts Events: the outbox as GET /v1/events reads it. */
+export interface EventsPort {
+  list(filter: { since: number; limit: number }): Promise<EventRecord[]>;
+}
+
+/** src/connlog/service.ts ConnectionLogService: the connection log and the usage rollups. */
+export interface ConnectionsPort {
+  list(q: ConnectionListQuery): Promise<{ items: ConnectionRecord[]; next: string | null }>;
+  active(): LiveConnection[];
+  /** false when no such connection is live */
+  closeConnection(id: string): boolean;
+  usage(q: UsageListQuery): Promise<UsageRow[]>;
+  comparePlatform(q: UsageListQuery): Promise<PlatformCompareRow[]>;
+}
+
 export interface AdminDeps {
   platform: PlatformPort;
   catalog: CatalogPort;
@@ -157,4 +176,9 @@ export interface AdminDeps {
   metrics: MetricsPort;
   /** Real checks, see readiness.ts createReadiness(). */
   ready(): Promise<Readiness>;
+  /** The event outbox (GET /v1/events); without it the route answers 503 EVENTS_UNAVAILABLE. */
+  events?: EventsPort;
+  connections: ConnectionsPort;
+  /** config billing: the currency usage amounts are in */
+  billing: { currency: string };
 }

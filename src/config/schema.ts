@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { SESS_TIME_MAX, SESS_TIME_MIN } from '../platform/operations.ts';
 import { isTimeZone } from '../users/period.ts';
 import { quotaSchema } from '../users/record.ts';
+import { listenSchema, rulesSchema } from '../users/schemas.ts';
 
 const port = z.number().int().min(0).max(65_535);
 const host = z.string().min(1);
@@ -76,11 +77,21 @@ const proxy = z
     idleTimeoutMs: z.number().int().min(0).default(300_000),
     /** Other upstreams tried after a failed dial, before the client is answered with an error. */
     retries: z.number().int().min(0).max(20).default(3),
+    /** Destination rules every user is held to (src/users/rules.ts); the user's own `rules` apply as well. */
+    rules: rulesSchema.prefault({ denyPorts: [25] }),
   })
   .prefault({});
 
 const admin = z
-  .strictObject({ host: host.default('127.0.0.1'), port: port.default(9090), token: z.string().default('') })
+  .strictObject({
+    host: host.default('127.0.0.1'),
+    port: port.default(9090),
+    token: z.string().default(''),
+    /** Host names (besides IP literals, loopback names and admin.host) the admin port answers; '*' = any. */
+    allowedHosts: z.array(z.string().min(1)).default([]),
+    /** Web origins (besides the admin port itself) whose pages may call the admin port; '*' = any. */
+    allowedOrigins: z.array(z.string().min(1)).default([]),
+  })
   .prefault({})
   .superRefine((a, ctx) => {
     if (a.token === '' && !isLoopbackHost(a.host)) {
@@ -98,7 +109,45 @@ const callback = z
 
 const store = z.strictObject({ path: z.string().min(1).default('data/rotor.db') }).prefault({});
 
-const log = z.strictObject({ level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info') }).prefault({});
+/** The connection log (src/connlog): one record per accepted connection, to the store and/or a file. */
+const access = z
+  .strictObject({
+    /** Keep records (and the usage rollups) in the store. */
+    store: z.boolean().default(true),
+    /** JSON-lines file of records; '' = none. */
+    file: z.string().default(''),
+    /** Rotate the file at this size (e.g. 100M, 512K). */
+    fileMaxSize: z.string().regex(/^\d+[BKMG]$/, 'expected a size such as 100M, 512K or 1G').default('100M'),
+    /** Rotated files kept. */
+    fileRotate: z.number().int().min(1).max(1000).default(10),
+    /** false: records keep no target host:port. */
+    targets: z.boolean().default(true),
+    retentionDays: z.number().min(0).default(7),
+    maxRecords: z.number().int().min(0).default(1_000_000),
+    /** Records are written in batches this often (the most a crash can lose). */
+    flushIntervalMs: millis.default(1000),
+    batchSize: z.number().int().min(1).max(100_000).default(500),
+    /** Records waiting at most; when full the oldest is dropped (rotor_connlog_dropped_total). */
+    queueMax: z.number().int().min(1).default(50_000),
+  })
+  .prefault({});
+
+const log = z
+  .strictObject({ level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'), access })
+  .prefault({});
+
+/** Usage rollups and the amounts of GET /v1/usage. */
+const billing = z
+  .strictObject({
+    currency: z.string().regex(/^[A-Z]{3}$/, 'expected an ISO 4217 code such as USD').default('USD'),
+    /** Quota periods (day, week, month) are calendar periods in this IANA time zone (src/users/period.ts). */
+    timezone: z.string().refine(isTimeZone, 'must be an IANA time zone (e.g. UTC, Europe/Berlin)').default('UTC'),
+    /** Price per GB (2^30 bytes, both directions) for users without their own; null = no amount. */
+    defaultPricePerGb: z.number().min(0).nullable().default(null),
+    /** Hour and day rollups kept this long. */
+    usageRetentionDays: z.number().min(1).default(400),
+  })
+  .prefault({});
 
 /** User names and option values of the proxy user-name grammar; '-' separates options, so it is excluded. */
 export const USER_NAME = /^[A-Za-z0-9_.]+$/;
@@ -113,6 +162,12 @@ const user = z.strictObject({
   draw: z.enum(['pwd', 'api']).default('pwd'),
   sessTime: z.number().int().min(SESS_TIME_MIN).max(SESS_TIME_MAX).default(5),
   limitBytes: z.number().int().min(-1).default(-1),
+  /** Destination rules of this user, on top of proxy.rules (src/users/rules.ts). */
+  rules: rulesSchema.optional(),
+  /** A dedicated port for this user (src/users/ports.ts); null or absent = none. */
+  listen: listenSchema.nullable().optional(),
+  /** Price per GB for GET /v1/usage amounts; null/absent = billing.defaultPricePerGb. */
+  pricePerGb: z.number().min(0).nullable().optional(),
   // Users as data (src/users/record.ts): the same fields as a record made through the admin API.
   /** Per-period quota; when given it wins over limitBytes. */
   quota: quotaSchema.optional(),
@@ -120,7 +175,6 @@ const user = z.strictObject({
   maxConnections: z.number().int().min(0).default(0),
   expiresAt: z.string().refine((v) => Number.isFinite(Date.parse(v)), 'must be an RFC 3339 date-time').nullable().default(null),
   enabled: z.boolean().default(true),
-  pricePerGb: z.number().min(0).nullable().default(null),
   /** Always export this user's per-user metric series. */
   metrics: z.boolean().default(false),
 });
@@ -130,9 +184,13 @@ const users = z
   .default([])
   .superRefine((list, ctx) => {
     const seen = new Set<string>();
+    const ports = new Map<number, string>();
     list.forEach((u, i) => {
       if (seen.has(u.name)) ctx.addIssue({ code: 'custom', path: [i, 'name'], message: `duplicate user name ${u.name}` });
       seen.add(u.name);
+      const port = u.listen?.port ?? 0;
+      if (port !== 0 && ports.has(port)) ctx.addIssue({ code: 'custom', path: [i, 'listen', 'port'], message: `port ${port} is already ${ports.get(port)}'s` });
+      if (port !== 0) ports.set(port, u.name);
     });
   });
 
@@ -150,6 +208,10 @@ const pool = z
     coolDownMs: millis.default(30_000),
     /** Longest a connection waits for a draw when its pool is empty. */
     acquireTimeoutMs: millis.default(10_000),
+    /** Pools (product × region) one user may hold; room is made by closing that user's least recently used idle pool. */
+    maxPerUser: z.number().int().min(1).default(32),
+    /** A pool unused this long (and with nothing in use) is closed; longer than any session (120 min) by default. */
+    idleEvictMs: millis.default(7_800_000),
   })
   .prefault({});
 
@@ -204,15 +266,39 @@ const fleet = z
   })
   .prefault({});
 
-/** Billing (src/users/period.ts): quota periods are calendar periods in this IANA time zone. */
-const billing = z
-  .strictObject({ timezone: z.string().refine(isTimeZone, 'must be an IANA time zone (e.g. UTC, Europe/Berlin)').default('UTC') })
-  .prefault({});
+/** Events and their webhook (src/events/). */
+const events = z
+  .strictObject({
+    /** Where events are POSTed; empty: events are only listed by GET /v1/events. */
+    webhookUrl: z
+      .string()
+      .default('')
+      .refine((u) => u === '' || /^https?:\/\/[^\s]+$/i.test(u), { message: 'must be an http:// or https:// URL' }),
+    /** HMAC-SHA256 key of the X-Rotor-Signature header. */
+    secret: z.string().default(''),
+    /** One POST, until the answer's status line. */
+    timeoutMs: millis.default(10_000),
+    /** Retries: this delay doubled per failed attempt, up to retryMaxMs (times a random factor in [1, 1.5)). */
+    retryBaseMs: millis.default(1_000),
+    retryMaxMs: millis.default(300_000),
+    /** How often the outbox is looked at when nothing new was written. */
+    pollMs: millis.default(1_000),
+    /** How often quota thresholds and expiries are checked (off the data path). */
+    checkMs: millis.default(1_000),
+    /** Delivered events are listed this long, then pruned. */
+    retentionDays: z.number().int().min(1).default(30),
+    /** balance.low: a dynamic balance under this many MB (or exhausted). */
+    balanceLowMb: z.number().min(0).default(1024),
+  })
+  .prefault({})
+  .superRefine((e, ctx) => {
+    if (e.webhookUrl !== '' && e.secret === '') ctx.addIssue({ code: 'custom', path: ['secret'], message: 'required when events.webhookUrl is set (receivers check the signature)' });
+  });
 
 /** Per-user metric series are exported for at most this many users (src/users/series.ts). */
 const metricsSection = z.strictObject({ userSeriesMax: z.number().int().min(0).max(10_000).default(100) }).prefault({});
 
-export const configSchema = z.strictObject({ platform, proxy, pool, admin, callback, store, log, users, orders, accounts, fleet, billing, metrics: metricsSection });
+export const configSchema = z.strictObject({ platform, proxy, pool, admin, callback, store, log, users, orders, accounts, fleet, billing, events, metrics: metricsSection });
 
 export type Config = z.output<typeof configSchema>;
 export type ConfigInput = z.input<typeof configSchema>;

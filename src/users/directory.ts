@@ -32,11 +32,16 @@ import { expiryOf, readStoredData, type CreateUserInput, type UserData, type Use
 import type { SubAccountPort } from './sub-account.ts';
 
 /** A config `users:` entry as the directory takes it (src/config/schema.ts UserConfig). */
-export interface ConfigUserInput extends Partial<Omit<UserData, 'name' | 'source' | 'createdAt' | 'mainAccount'>> {
+export interface ConfigUserInput extends Partial<Omit<UserData, 'name' | 'source' | 'createdAt' | 'mainAccount' | 'rules' | 'listen' | 'expiresAt' | 'pricePerGb'>> {
   name: string;
   password: string;
   mainAccount: string;
   limitBytes?: number;
+  /** Shapes of src/users/schemas.ts (the config's); stored as given. */
+  rules?: unknown;
+  listen?: { port: number; allowIps: readonly string[] } | null | undefined;
+  expiresAt?: string | null | undefined;
+  pricePerGb?: number | null | undefined;
 }
 
 interface Entry {
@@ -432,6 +437,10 @@ export class Users implements UserDirectory {
       draw: data.draw,
       sessTime: data.sessTime,
       limitBytes: data.quota.bytes,
+      rules: data.rules,
+      expiresAt: data.expiresAt,
+      listen: data.listen,
+      pricePerGb: data.pricePerGb,
     };
     const e: Entry = {
       data,

@@ -3,40 +3,18 @@
 // its scrypt hash beside it (StoredUser.passwordHash) and the routes return it once, when Rotor made it up.
 // `rules` and `listen` are stored and returned here; enforcing them is the destination-rules and
 // per-user-port code's job.
-import { isIP } from 'node:net';
 import { z } from 'zod';
 import { SESS_TIME_MAX, SESS_TIME_MIN } from '../platform/operations.ts';
 import { QUOTA_PERIODS, type QuotaPeriod } from './period.ts';
+import { listenSchema, rulesSchema } from './schemas.ts';
 
 /** User names of the proxy user-name grammar ('-' separates options); the sub account's appUsername is string(32). */
 export const USER_NAME = /^[A-Za-z0-9_.]+$/;
 export const userName = z.string().regex(USER_NAME, "use only letters, digits, '_' and '.' ('-' separates user-name options)").min(1).max(32);
 
-function isCidrOrIp(v: string): boolean {
-  const [ip, bits, ...rest] = v.split('/');
-  if (rest.length > 0 || ip === undefined) return false;
-  const family = isIP(ip);
-  if (family === 0) return false;
-  if (bits === undefined) return true;
-  if (!/^\d{1,3}$/.test(bits)) return false;
-  return Number(bits) <= (family === 4 ? 32 : 128);
-}
-
-const HOST_PATTERN = /^(\*\.)?[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*\.?$/;
-const portNumber = z.number().int().min(1).max(65_535);
-const hostRule = z.string().min(1).max(253).refine((v) => HOST_PATTERN.test(v) || isCidrOrIp(v), 'must be a host name, *.domain or an IP/CIDR');
-
-export const rulesSchema = z.strictObject({
-  denyPorts: z.array(portNumber).max(1000).default([]),
-  denyHosts: z.array(hostRule).max(1000).default([]),
-  allowPorts: z.array(portNumber).max(1000).default([]),
-  allowHosts: z.array(hostRule).max(1000).default([]),
-});
-
-export const listenSchema = z.strictObject({
-  port: portNumber,
-  allowIps: z.array(z.string().max(64).refine(isCidrOrIp, 'must be an IP address or CIDR')).max(1000).default([]),
-});
+// One definition of `rules` and `listen` for the config and the API: the destination-rules and user-port
+// code's own (src/users/schemas.ts).
+export { listenSchema, rulesSchema };
 
 export const quotaSchema = z.strictObject({
   /** Bytes per period, both directions; -1 = unlimited. */

@@ -4,6 +4,7 @@ import { appRoutes } from './app.ts';
 import { assignIpRoutes } from './assign-ip.ts';
 import type { RegisterRoutes } from './common.ts';
 import { dictionaryRoutes } from './dictionaries.ts';
+import { eventRoutes } from './events.ts';
 import { instanceRoutes } from './instances.ts';
 import { orderRoutes } from './orders.ts';
 import { platformRoutes } from './platform.ts';
@@ -13,6 +14,8 @@ import { sessionRoutes } from './sessions.ts';
 import { subAccountRoutes } from './sub-accounts.ts';
 import { userRoutes } from './users.ts';
 import { whitelistRoutes } from './whitelist.ts';
+import { connectionRoutes } from './connections.ts';
+import { usageRoutes } from './usage.ts';
 
 export const ROUTES: readonly RegisterRoutes[] = [
   appRoutes,
@@ -28,4 +31,7 @@ export const ROUTES: readonly RegisterRoutes[] = [
   poolRoutes,
   sessionRoutes,
   platformRoutes,
+  eventRoutes,
+  connectionRoutes,
+  usageRoutes,
 ];
