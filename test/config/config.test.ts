@@ -68,7 +68,7 @@ describe('config', () => {
     assert.deepEqual(c.users[0], {
       name: 'u.1_x', password: 'p', mainAccount: 'm', product: '', draw: 'pwd', sessTime: 5, limitBytes: -1,
       // users as data (src/users/record.ts)
-      rateBytesPerSec: 0, maxConnections: 0, expiresAt: null, enabled: true, pricePerGb: null, metrics: false,
+      rateBytesPerSec: 0, maxConnections: 0, expiresAt: null, enabled: true, metrics: false,
     });
     assert.equal(c.billing.timezone, 'UTC');
     assert.equal(c.metrics.userSeriesMax, 100);
