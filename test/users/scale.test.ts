@@ -61,8 +61,9 @@ test('authentication with 10,000 users costs what it costs with one; /metrics ca
   const r1 = median(samples.map((s) => s.one));
   const rn = median(samples.map((s) => s.many));
   console.log(`# authorize (cache miss, new session id each): 1 user ${Math.round(r1)}/s, 10,000 users ${Math.round(rn)}/s, ratio ${(rn / r1).toFixed(3)}`);
-  // Interleaved medians on a shared machine: O(n) would be thousands of times slower, not 20 %.
-  assert.ok(rn / r1 > 0.8, `ratio ${(rn / r1).toFixed(3)}`);
+  // Interleaved medians on a shared machine. A scan over the users would make 10,000 users thousands of
+  // times slower; what remains at a few microseconds a call is the CPU cache of bigger maps and the noise.
+  assert.ok(rn / r1 > 0.5, `ratio ${(rn / r1).toFixed(3)}`);
 
   // Every user moves bytes; the scrape holds at most 100 users' series, the marked user among them.
   for (let i = 0; i < 10_000; i++) many.accounting.meter(`u${i}`).add(i + 1, 1);
