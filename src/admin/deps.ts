@@ -8,6 +8,7 @@ import type { CallOptions } from '../platform/client.ts';
 import type { AreaNode, City, Product, Project } from '../platform/schemas.ts';
 import type { FlowLogQuery, TrafficReturn } from '../accounts/traffic.ts';
 import type { AfterSaleInput, AssignIpInput, ChangeInput, OpenInput, ReleaseInput, RenewInput, ResetInput } from '../orders/placer.ts';
+import type { MetricSource, StatsView } from '../telemetry/sampler.ts';
 
 /** PlatformClient. */
 export interface PlatformPort {
@@ -123,10 +124,15 @@ export interface SessionsPort {
   rotate(user: string, sessionId: string, reason: 'manual'): boolean;
 }
 
-/** The prom-client registry of createMetrics(). */
-export interface MetricsPort {
+/** The prom-client registry of createMetrics() (getSingleMetric feeds the dashboard's series). */
+export interface MetricsPort extends MetricSource {
   contentType: string;
   metrics(): Promise<string>;
+}
+
+/** src/telemetry/sampler.ts StatsSampler: the dashboard's last hour, read from the metrics. */
+export interface StatsPort {
+  view(since?: number): StatsView;
 }
 
 export interface Readiness {
@@ -148,4 +154,6 @@ export interface AdminDeps {
   metrics: MetricsPort;
   /** Real checks, see readiness.ts createReadiness(). */
   ready(): Promise<Readiness>;
+  /** The dashboard's series; buildAdminServer runs its own sampler over `metrics` when absent. */
+  stats?: StatsPort;
 }

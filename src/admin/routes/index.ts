@@ -10,6 +10,7 @@ import { platformRoutes } from './platform.ts';
 import { poolRoutes } from './pools.ts';
 import { productRoutes } from './products.ts';
 import { sessionRoutes } from './sessions.ts';
+import { statsRoutes } from './stats.ts';
 import { subAccountRoutes } from './sub-accounts.ts';
 import { userRoutes } from './users.ts';
 import { whitelistRoutes } from './whitelist.ts';
@@ -28,4 +29,5 @@ export const ROUTES: readonly RegisterRoutes[] = [
   poolRoutes,
   sessionRoutes,
   platformRoutes,
+  statsRoutes,
 ];
