@@ -81,6 +81,8 @@ export function registerDashboard(app: FastifyInstance): void {
       cacheControl: false,
       setHeaders: (reply) => void reply.header('cache-control', 'no-cache'),
     });
+    // The app's one page, for /ui and /ui/ alike (the router ignores a trailing slash; every URL in it is absolute).
+    ui.get('/ui/', { schema: { hide: true } }, async (_request, reply) => reply.sendFile('index.html'));
     ui.get<{ Params: { file: string } }>('/ui/vendor/:file', { schema: { hide: true } }, async (request, reply) => {
       const entry = vendor.get(request.params.file);
       if (!entry) throw notFound(`asset ${request.params.file}`);
