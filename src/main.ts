@@ -308,7 +308,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         metrics: metrics.registry,
         ready,
       },
-      { token: config.admin.token, host: config.admin.host },
+      { token: config.admin.token, host: config.admin.host, callbackPath: config.callback.path },
     );
     await admin.listen({ host: config.admin.host, port: config.admin.port });
     onStop('admin', () => admin.close());
