@@ -5,7 +5,7 @@ import uPlot from 'uplot';
 
 const COLORS = ['#2a7ae2', '#e2612a', '#2aa876', '#a83aa8'];
 
-export function Chart({ title, times, series, format = (v) => String(v) }) {
+export function Chart({ title, times, series, format = (v) => String(v), axisFormat = format }) {
   const box = useRef(null);
   const plot = useRef(null);
   const data = [times, ...series.map((s) => s.values)];
@@ -16,7 +16,7 @@ export function Chart({ title, times, series, format = (v) => String(v) }) {
       width: Math.max(200, el.clientWidth),
       height: 180,
       series: [{}, ...series.map((s, i) => ({ label: s.label, stroke: COLORS[i % COLORS.length], width: 1.5, value: (_u, v) => (v === null ? '–' : format(v)) }))],
-      axes: [{}, { values: (_u, ticks) => ticks.map(format), size: 70 }],
+      axes: [{}, { values: (_u, ticks) => ticks.map(axisFormat), size: 80 }],
       scales: { x: { time: true } },
       legend: { live: true },
     };

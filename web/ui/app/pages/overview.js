@@ -51,7 +51,7 @@ export function OverviewPage() {
       <article><small>Relayed since start</small><p class="big">${bytes((view?.totals.bytesUp ?? 0) + (view?.totals.bytesDown ?? 0))}</p></article>
     </div>
     <div class="grid-2">
-      <${Chart} title="Throughput (last hour)" times=${times} format=${rate}
+      <${Chart} title="Throughput (last hour)" times=${times} format=${rate} axisFormat=${bytes}
         series=${[{ label: 'up', values: points.map((p) => p.upBytesPerSec) }, { label: 'down', values: points.map((p) => p.downBytesPerSec) }]} />
       <${Chart} title="Connections (last hour)" times=${times} format=${(v) => count(Math.round(v))}
         series=${[{ label: 'open', values: points.map((p) => p.connectionsActive) }, { label: 'refused or failed', values: points.map((p) => Object.entries(p.connections).reduce((a, [k, v]) => (k === 'ok' ? a : a + v), 0)) }]} />
