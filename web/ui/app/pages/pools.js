@@ -11,7 +11,7 @@ function probeText(n) {
   if (!p) return html`<span class="muted">–</span>`;
   const result = p.result ?? (p.ok === true ? 'ok' : p.ok === false ? 'failed' : '');
   const latency = p.latencyMs ?? p.ms;
-  return html`<span title=${time(p.at ?? p.time)}>${result}${latency !== undefined ? ` · ${duration(latency)}` : ''}</span>`;
+  return html`<span title=${`${time(p.at ?? p.time)}${p.reason ? ` — ${p.reason}` : ''}`}>${p.ok === false ? html`<mark>${result}</mark>` : result}${latency !== undefined ? ` · ${duration(latency)}` : ''}</span>`;
 }
 
 function Pool({ pool }) {
@@ -19,7 +19,7 @@ function Pool({ pool }) {
   return html`<details open>
     <summary>
       <strong>${k.user ?? pool.id}</strong> · ${k.productNo || 'default product'}${k.region ? ` · ${k.region}` : ''}
-      <small class="muted"> — ${pool.strategy}, ${pool.ready} ready, ${pool.cooling} cooling${pool.drawing ? ', drawing' : ''}</small>
+      <small class="muted"> — ${pool.strategy}, ${pool.ready} ready, ${pool.cooling} cooling${pool.drawing ? ', drawing' : ''}${pool.ipsLeft !== undefined ? `, ${pool.ipsLeft} IPs left` : ''}</small>
     </summary>
     ${pool.drawError && html`<p class="error" role="alert">Draws failing (${pool.drawError.consecutive}×): <strong>${pool.drawError.code ?? ''}</strong> ${pool.drawError.message} — next try ${relative(pool.drawError.retryAt)}</p>`}
     <${Table} label=${`nodes of ${pool.id}`} head=${['node', 'address', 'state', 'fails', 'open', 'probe', 'cooling until', 'expires']} empty="No nodes.">
@@ -27,7 +27,7 @@ function Pool({ pool }) {
         (n) => html`<tr>
           <td><code>${n.id}</code></td>
           <td>${n.protocol}://${n.host}:${n.port}</td>
-          <td>${n.state === 'cooling' ? html`<mark>cooling</mark>` : n.state}</td>
+          <td>${n.state === 'cooling' ? html`<mark>cooling</mark>` : n.state}${n.awaitingProbe ? html`<br /><small class="muted">awaiting a probe</small>` : null}</td>
           <td class="num">${count(n.fails)}</td>
           <td class="num">${count(n.activeConnections)}</td>
           <td>${probeText(n)}</td>
