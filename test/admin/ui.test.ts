@@ -6,7 +6,9 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { WEB_ROOT } from '../../src/admin/ui/dashboard.ts';
+import Fastify from 'fastify';
+import { toErrorReply } from '../../src/admin/errors.ts';
+import { WEB_ROOT, registerDashboard } from '../../src/admin/ui/dashboard.ts';
 import { AUTH, startHarness, type Harness } from './harness.ts';
 
 let h: Harness;
@@ -51,6 +53,24 @@ describe('GET /ui/', () => {
       assert.ok([403, 404].includes(r.statusCode), `${url}: ${r.statusCode}`);
       assert.doesNotMatch(r.body, /"dependencies"/, url);
     }
+  });
+});
+
+describe('an install without web/ui', () => {
+  test('the server still starts; /ui/ answers 503 naming what is missing', async () => {
+    const app = Fastify();
+    app.setErrorHandler((err, _req, reply) => {
+      const r = toErrorReply(err);
+      return reply.status(r.status).send(r.body);
+    });
+    registerDashboard(app, join(WEB_ROOT, 'not-there'));
+    for (const url of ['/ui/', '/ui/app/main.js']) {
+      const r = await app.inject({ method: 'GET', url });
+      assert.equal(r.statusCode, 503, url);
+      assert.equal(r.json().error.code, 'DASHBOARD_MISSING');
+      assert.match(r.json().error.message, /not-there/);
+    }
+    await app.close();
   });
 });
 

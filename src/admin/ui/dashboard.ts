@@ -10,7 +10,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { notFound } from '../errors.ts';
+import { AdminError, notFound } from '../errors.ts';
 
 /** web/ui at the package root (the same from src/admin/ui and from a compiled dist/admin/ui). */
 export const WEB_ROOT = fileURLToPath(new URL('../../../web/ui/', import.meta.url));
@@ -62,8 +62,16 @@ export function dashboardCsp(indexHtml: string): string {
   ].join('; ');
 }
 
-export function registerDashboard(app: FastifyInstance): void {
-  const csp = dashboardCsp(readFileSync(join(WEB_ROOT, 'index.html'), 'utf8'));
+export function registerDashboard(app: FastifyInstance, root = WEB_ROOT): void {
+  const index = join(root, 'index.html');
+  if (!existsSync(index)) {
+    // An install without web/ (a trimmed image): the API runs on, the dashboard says what is missing.
+    app.get('/ui/*', { schema: { hide: true } }, async () => {
+      throw new AdminError(503, 'DASHBOARD_MISSING', `the dashboard's files are not installed (${index})`);
+    });
+    return;
+  }
+  const csp = dashboardCsp(readFileSync(index, 'utf8'));
   const vendor = new Map(Object.entries(VENDOR).map(([name, [pkg, file]]) => [name, { root: packageDir(pkg), file }]));
 
   void app.register(async (ui) => {
@@ -73,7 +81,7 @@ export function registerDashboard(app: FastifyInstance): void {
       reply.header('referrer-policy', 'no-referrer');
     });
     await ui.register(fastifyStatic, {
-      root: WEB_ROOT,
+      root,
       prefix: '/ui/',
       index: 'index.html',
       dotfiles: 'ignore',
