@@ -169,7 +169,7 @@ describe('dashboard in Chromium', () => {
     await done(page);
   });
 
-  test('an open order placed from the page reaches success without a reload', async () => {
+  test('an open order placed from the page reaches success without a reload; its instance\'s password is reset and its proxy changed', async () => {
     const page = await loggedIn('orders');
     const form = page.getByRole('form', { name: 'open an order' });
     await form.getByLabel('Product').selectOption(SIM_PRODUCTS.staticUsSocks);
@@ -183,7 +183,23 @@ describe('dashboard in Chromium', () => {
     // The new instance appears in the instances list without a reload.
     const instanceNo = order.body.instances?.[0]?.instanceNo;
     assert.ok(instanceNo);
-    await page.locator(`tr[data-instance="${instanceNo}"]`).waitFor();
+    const row = page.locator(`tr[data-instance="${instanceNo}"]`);
+    await row.waitFor();
+
+    // Reset its password: confirmed, then said done; the platform changed it.
+    const platformPassword = async () =>
+      (await gw.admin<{ data: { pwd?: string }[] }>('/v1/platform/GetInstance', { body: { instances: [instanceNo] } })).body.data[0]?.pwd;
+    const before = await platformPassword();
+    assert.ok(before, 'the platform reports the instance password');
+    await row.getByRole('button', { name: 'Reset password' }).click();
+    await answerDialog(page, 'Reset');
+    await page.getByRole('status').filter({ hasText: `Password of ${instanceNo} reset` }).waitFor();
+    assert.notEqual(await platformPassword(), before);
+
+    // Change its proxy: a change order, followed on the page to success.
+    await row.getByRole('button', { name: 'Change' }).click();
+    await answerDialog(page, 'Change');
+    await page.locator('[data-order]').filter({ hasText: 'change' }).locator('[data-testid=order-status]').filter({ hasText: 'succeeded' }).waitFor({ timeout: 20_000 });
     await done(page);
   });
 

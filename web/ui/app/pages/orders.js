@@ -149,7 +149,7 @@ export function OrdersPage() {
               instanceAct(
                 { title: `Reset the password of ${i.instanceNo}?`, body: 'The old password stops working.', confirmLabel: 'Reset' },
                 () => api('/v1/instances/reset-password', { method: 'POST', body: { instanceNoList: [i.instanceNo] } }),
-                (r) => `Password of ${i.instanceNo} reset${r?.list?.[0]?.newPassword ? ': stored on the instance' : ''}.`,
+                (r) => `Password of ${i.instanceNo} reset${r?.list?.[0]?.passwordChanged || r?.list?.[0]?.newPassword ? ': the new one is stored on the instance' : ''}.`,
               )}>Reset password</button>
           </td>
         </tr>`,
