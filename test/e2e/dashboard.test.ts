@@ -169,7 +169,7 @@ describe('dashboard in Chromium', () => {
     await done(page);
   });
 
-  test('an open order placed from the page reaches success without a reload; its instance\'s password is reset and its proxy changed', async () => {
+  test('an open order placed from the page reaches success without a reload; its instance\'s password is reset, its proxy changed, then it is released', async () => {
     const page = await loggedIn('orders');
     const form = page.getByRole('form', { name: 'open an order' });
     await form.getByLabel('Product').selectOption(SIM_PRODUCTS.staticUsSocks);
@@ -200,6 +200,19 @@ describe('dashboard in Chromium', () => {
     await row.getByRole('button', { name: 'Change' }).click();
     await answerDialog(page, 'Change');
     await page.locator('[data-order]').filter({ hasText: 'change' }).locator('[data-testid=order-status]').filter({ hasText: 'succeeded' }).waitFor({ timeout: 20_000 });
+
+    // The open order's details.
+    await page.getByRole('region', { name: 'orders' }).locator('tr').filter({ hasText: no! }).getByRole('button', { name: 'Details' }).click();
+    const details = page.getByRole('article', { name: 'order details' });
+    await details.getByText('succeeded').waitFor();
+    assert.match((await details.textContent()) ?? '', new RegExp(instanceNo));
+
+    // Release it: selected, confirmed, the release order followed to success, the instance shown released.
+    await row.getByRole('checkbox').check();
+    await page.getByRole('button', { name: 'Release selected' }).click();
+    await answerDialog(page, 'Release');
+    await page.locator('[data-order]').filter({ hasText: 'release' }).locator('[data-testid=order-status]').filter({ hasText: 'succeeded' }).waitFor({ timeout: 20_000 });
+    await row.filter({ hasText: 'released' }).waitFor({ timeout: 20_000 });
     await done(page);
   });
 
