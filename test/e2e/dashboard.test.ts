@@ -169,6 +169,54 @@ describe('dashboard in Chromium', () => {
     await done(page);
   });
 
+  test('a user is edited, disabled, given a new password and deleted, each after a confirmation', async (t) => {
+    if (!has('PATCH', '/v1/users/{name}') || !has('DELETE', '/v1/users/{name}') || !has('POST', '/v1/users/{name}/password')) {
+      return t.skip('PATCH/DELETE /v1/users/:name and POST /v1/users/:name/password are not in this daemon (users as data, issue 15)');
+    }
+    const created = await gw.admin('/v1/users', { body: { name: 'cust2', mainAccount: 'shop1', password: 'cust2-pass' } });
+    assert.equal(created.status, 201);
+    const page = await loggedIn('users');
+    const row = page.locator('tr[data-user="cust2"]');
+    await row.waitFor();
+
+    // Edit: a 5 MiB monthly quota and 3 connections at most.
+    await row.getByRole('button', { name: 'Edit' }).click();
+    await page.getByLabel('Quota, MiB').fill('5');
+    await page.getByLabel('Quota period').selectOption('month');
+    await page.getByLabel('Max connections').fill('3');
+    await page.getByRole('button', { name: 'Save' }).click();
+    await page.getByRole('status').filter({ hasText: 'Saved cust2.' }).waitFor();
+    const edited = await gw.admin<{ quota: { bytes: number; period: string }; maxConnections: number }>('/v1/users/cust2');
+    assert.deepEqual(edited.body.quota, { bytes: 5 * MIB, period: 'month' });
+    assert.equal(edited.body.maxConnections, 3);
+    await row.locator('progress').waitFor();
+
+    // Disable: refused at the proxy afterwards.
+    await row.getByRole('button', { name: 'Disable' }).click();
+    await answerDialog(page, 'Disable');
+    await row.getByText('disabled', { exact: true }).waitFor();
+    const refused = await curl([...viaHttp(gw.ports.http, 'cust2', 'cust2-pass'), target.url(16), '-o', '/dev/null']);
+    assert.equal(refused.status, 403);
+
+    // New password: shown once; the old one stops working.
+    await row.getByRole('button', { name: 'New password' }).click();
+    await answerDialog(page, 'Generate');
+    const password = (await page.getByTestId('new-password').textContent()) ?? '';
+    assert.ok(password.length >= 8, 'a generated password is shown');
+    await row.getByRole('button', { name: 'Enable' }).click();
+    await answerDialog(page, 'Enable');
+    await row.getByText('enabled', { exact: true }).waitFor();
+    assert.equal((await curl([...viaHttp(gw.ports.http, 'cust2', password), target.url(16), '-o', '/dev/null'])).status, 200);
+    assert.equal((await curl([...viaHttp(gw.ports.http, 'cust2', 'cust2-pass'), target.url(16), '-o', '/dev/null'])).status, 407);
+
+    // Delete.
+    await row.getByRole('button', { name: 'Delete' }).click();
+    await answerDialog(page, 'Delete');
+    await row.waitFor({ state: 'detached' });
+    assert.equal((await gw.admin('/v1/users/cust2')).status, 404);
+    await done(page);
+  });
+
   test('an open order placed from the page reaches success without a reload; its instance\'s password is reset, its proxy changed, then it is released', async () => {
     const page = await loggedIn('orders');
     const form = page.getByRole('form', { name: 'open an order' });
