@@ -30,7 +30,8 @@ const target = await startTarget();
 const held: Socket[] = [];
 try {
   const docs = (await (await fetch(`${gw.adminUrl}/docs/json`)).json()) as { paths: Record<string, Record<string, unknown>> };
-  if (docs.paths['/v1/users']?.post) {
+  const withUsers = Boolean(docs.paths['/v1/users']?.post);
+  if (withUsers) {
     await gw.admin('/v1/users', { body: { name: 'cust1', mainAccount: 'shop1', password: 'cust1-pass', quota: { bytes: 64 * MIB, period: 'month' }, maxConnections: 10 } });
   }
   const order = await gw.admin<{ appOrderNo: string }>('/v1/orders/open', { body: { productNo: SIM_PRODUCTS.staticUsSocks, count: 2, cycleTimes: 1 } });
@@ -44,6 +45,7 @@ try {
       curl([...viaHttp(gw.ports.http, 'alice', 'alice-pass'), target.url(3 * MIB), '-o', '/dev/null']),
       curl([...viaSocks5h(gw.ports.socks5, 'alice-session-demo', 'alice-pass'), target.url(MIB), '-o', '/dev/null']),
       curl([...viaHttp(gw.ports.http, 'bob', 'bob-pass'), target.url(MIB / 2), '-o', '/dev/null']),
+      withUsers ? curl([...viaHttp(gw.ports.http, 'cust1', 'cust1-pass'), target.url(MIB), '-o', '/dev/null']) : undefined,
     ]);
   }
   // A tunnel held open for the live list.
