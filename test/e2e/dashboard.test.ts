@@ -333,6 +333,20 @@ describe('dashboard in Chromium', () => {
     await done(page);
   });
 
+  test('a daemon without an admin token opens on the overview, with no login', async () => {
+    const open = await startGateway({ config: { admin: { token: '' } } });
+    try {
+      const page = await newPage();
+      await page.goto(`${open.adminUrl}/ui/`);
+      await page.getByRole('heading', { name: 'Overview', level: 1 }).waitFor();
+      await page.getByText('no admin token set').waitFor();
+      assert.equal(await page.getByLabel('Admin token').count(), 0);
+      await done(page);
+    } finally {
+      await open.close();
+    }
+  });
+
   test('the API\'s errors are shown as it wrote them (a refused whitelist entry; a route this daemon lacks)', async () => {
     const page = await loggedIn('platform');
     await page.getByRole('button', { name: 'Whitelist' }).first().click();
