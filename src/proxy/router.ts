@@ -6,6 +6,7 @@ import { PoolEmptyError, type FailureReason, type NodeSource, type PoolKey, type
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import type { DialSignal } from './cancel.ts';
+import type { DialTrace } from '../connlog/types.ts';
 import { dialHttpConnect, dialHttpForward, type DialOptions, type Tunnel } from './dial-http.ts';
 import { dialSocks5 } from './dial-socks5.ts';
 import { DialAbortedError, GatewayError, UpstreamDialError } from './errors.ts';
@@ -28,6 +29,10 @@ export interface Refusal {
   kind: RefusalKind;
   /** one line, safe to show the client */
   reason: string;
+  /** The authenticated user a 'forbidden' refusal is about (for the connection record). */
+  user?: string;
+  /** What a 'forbidden' refusal counts as (rotor_proxy_connections_total result); default 'limited'. */
+  result?: 'limited' | 'not_allowed';
 }
 
 export type Authorization = { ok: true; route: Route } | ({ ok: false } & Refusal);
@@ -162,15 +167,16 @@ export class Router {
     }
     if (o.instance !== undefined) {
       const instances = this.options.instances;
-      if (!instances || !instances.get(o.instance)) return { ok: false, kind: 'forbidden', reason: `unknown instance '${o.instance}'` };
+      if (!instances || !instances.get(o.instance))
+        return { ok: false, kind: 'forbidden', reason: `unknown instance '${o.instance}'`, user: user.name, result: 'not_allowed' };
       if (!instances.allowed(user.name, o.instance))
-        return { ok: false, kind: 'forbidden', reason: `user may not use instance '${o.instance}'` };
+        return { ok: false, kind: 'forbidden', reason: `user may not use instance '${o.instance}'`, user: user.name, result: 'not_allowed' };
     }
     if (o.region !== undefined && this.options.regionKnown?.(o.region) === false) {
       return { ok: false, kind: 'forbidden', reason: `unknown region '${o.region}'` };
     }
     const admission = this.options.meters.admit(user.name);
-    if (!admission.ok) return { ok: false, kind: 'forbidden', reason: admission.reason };
+    if (!admission.ok) return { ok: false, kind: 'forbidden', reason: admission.reason, user: user.name, result: 'limited' };
 
     const route: Route = {
       user,
@@ -186,7 +192,7 @@ export class Router {
    * A tunnel to `target` for `route`. Rejects with GatewayError (NO_UPSTREAM, UPSTREAM_TIMEOUT,
    * UPSTREAM_FAILED, LIMITED, DIAL_ABORTED). The caller must call `release()` when the connection ends.
    */
-  async dial(route: Route, requested: Target, signal?: DialSignal, mode: DialMode = 'tunnel'): Promise<Dialed> {
+  async dial(route: Route, requested: Target, signal?: DialSignal, mode: DialMode = 'tunnel', trace?: DialTrace): Promise<Dialed> {
     // Before any pool is asked: a malformed target is the client's fault and must never be charged to a node.
     const target = checkTarget(requested);
     if (this.options.meters.meter(route.user.name).exhausted) throw new GatewayError('LIMITED', 'traffic limit reached');
@@ -205,6 +211,7 @@ export class Router {
     let last: UpstreamDialError | undefined;
 
     for (let attempt = 0; attempt <= this.retries; attempt++) {
+      if (trace) trace.retries = attempt;
       let node: UpstreamNode | undefined;
       let sticky = false;
       if (route.sessionId !== undefined && attempt === 0) {
@@ -280,7 +287,7 @@ export class Router {
         source.reportFailure(node, err.reason);
         if (sticky && route.sessionId !== undefined) sessions.rotate(user, route.sessionId, 'failed');
         exclude.add(node.id);
-        this.options.logger?.debug({ node: node.id, reason: err.reason, attempt }, 'upstream dial failed');
+        this.options.logger?.debug({ conn: trace?.id, node: node.id, reason: err.reason, attempt }, 'upstream dial failed');
       }
     }
     if (!last) throw new GatewayError('UPSTREAM_TIMEOUT', 'no upstream answered before the deadline', 'connect_timeout');

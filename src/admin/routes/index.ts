@@ -14,6 +14,8 @@ import { statsRoutes } from './stats.ts';
 import { subAccountRoutes } from './sub-accounts.ts';
 import { userRoutes } from './users.ts';
 import { whitelistRoutes } from './whitelist.ts';
+import { connectionRoutes } from './connections.ts';
+import { usageRoutes } from './usage.ts';
 
 export const ROUTES: readonly RegisterRoutes[] = [
   appRoutes,
@@ -30,4 +32,6 @@ export const ROUTES: readonly RegisterRoutes[] = [
   sessionRoutes,
   platformRoutes,
   statsRoutes,
+  connectionRoutes,
+  usageRoutes,
 ];
