@@ -7,6 +7,7 @@ import { ErrorBox, Notice, Table, confirmed, usePoll } from '../components.js';
 import { bytes, duration, time } from '../format.js';
 
 const RESULTS = ['', 'ok', 'auth_failed', 'limited', 'not_allowed', 'upstream_error', 'bad_request'];
+const PAGE = 25;
 const fromLocalInput = (v) => (v ? new Date(v).toISOString() : undefined);
 
 function Live() {
@@ -34,7 +35,7 @@ function Live() {
           <td>${c.user}${c.session ? html`<br /><small class="muted">session ${c.session}</small>` : null}</td>
           <td>${c.listener}</td>
           <td>${c.target ?? '–'}</td>
-          <td><code>${c.node ?? '–'}</code></td>
+          <td class="clip" title=${c.node ?? ''}><code>${c.node ?? '–'}</code></td>
           <td class="num">${bytes(c.bytesUp)}</td>
           <td class="num">${bytes(c.bytesDown)}</td>
           <td>${time(c.startedAt)}</td>
@@ -46,7 +47,7 @@ function Live() {
 }
 
 function Log() {
-  const [filters, setFilters] = useState({});
+  const [filters, setFilters] = useState({ limit: PAGE });
   const [pages, setPages] = useState({ items: [], next: null });
   const [error, setError] = useState();
   const [busy, setBusy] = useState(false);
@@ -75,7 +76,7 @@ function Log() {
       <label>Result <select name="result">${RESULTS.map((r) => html`<option value=${r}>${r || 'any'}</option>`)}</select></label>
       <label>Since <input name="since" type="datetime-local" /></label>
       <label>Until <input name="until" type="datetime-local" /></label>
-      <label>Per page <input name="limit" type="number" min="1" max="1000" value="50" /></label>
+      <label>Per page <input name="limit" type="number" min="1" max="1000" value=${PAGE} /></label>
       <button type="submit" aria-busy=${busy}>Filter</button>
     </form>
     <${ErrorBox} error=${error} what="connection log" />
@@ -86,7 +87,7 @@ function Log() {
           <td>${c.user}${c.session ? html`<br /><small class="muted">${c.session}</small>` : null}</td>
           <td>${c.listener}</td>
           <td>${c.target ?? '–'}</td>
-          <td><code>${c.node ?? '–'}</code></td>
+          <td class="clip" title=${c.node ?? ''}><code>${c.node ?? '–'}</code></td>
           <td>${c.exit ?? '–'}</td>
           <td class="num">${bytes(c.bytesUp)}</td>
           <td class="num">${bytes(c.bytesDown)}</td>

@@ -25,7 +25,7 @@ function Pool({ pool }) {
     <${Table} label=${`nodes of ${pool.id}`} head=${['node', 'address', 'state', 'fails', 'open', 'probe', 'cooling until', 'expires']} empty="No nodes.">
       ${(pool.nodes ?? []).map(
         (n) => html`<tr>
-          <td><code>${n.id}</code></td>
+          <td class="clip" title=${n.id}><code>${n.id}</code></td>
           <td>${n.protocol}://${n.host}:${n.port}</td>
           <td>${n.state === 'cooling' ? html`<mark>cooling</mark>` : n.state}${n.awaitingProbe ? html`<br /><small class="muted">awaiting a probe</small>` : null}</td>
           <td class="num">${count(n.fails)}</td>
@@ -63,7 +63,7 @@ export function PoolsPage() {
         (s) => html`<tr data-session=${s.sessionId}>
           <td>${s.user}</td>
           <td><code>${s.sessionId}</code></td>
-          <td><code data-testid="session-node">${s.nodeId}</code></td>
+          <td class="clip" title=${s.nodeId}><code data-testid="session-node">${s.nodeId}</code></td>
           <td>${time(s.startedAt)}</td>
           <td>${relative(s.expiresAt)}</td>
           <td><button type="button" class="small outline" onClick=${() => rotate(s)}>Rotate</button></td>
