@@ -27,13 +27,16 @@ export interface Browser {
   close(): Promise<void>;
 }
 
-/** Chromium with a fresh user-data-dir (removed on close), headless unless ROTOR_HEADFUL is set. */
-export async function launchChromium(viewport: { width: number; height: number } = VIEWPORTS.desktop): Promise<Browser> {
+/**
+ * Chromium with a fresh user-data-dir (removed on close), headless unless ROTOR_HEADFUL is set. `args` are
+ * added to CHROMIUM_ARGS (a proxy to browse through, for instance).
+ */
+export async function launchChromium(viewport: { width: number; height: number } = VIEWPORTS.desktop, options: { args?: string[] } = {}): Promise<Browser> {
   const profile = mkdtempSync(join(tmpdir(), 'rotor-chromium-'));
   const context = await chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM,
     headless: !process.env.ROTOR_HEADFUL,
-    args: CHROMIUM_ARGS,
+    args: [...CHROMIUM_ARGS, ...(options.args ?? [])],
     viewport,
     timeout: 60_000,
   });
