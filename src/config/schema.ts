@@ -66,7 +66,7 @@ const proxy = z
   .strictObject({
     http: listener(8080),
     socks5: listener(1080),
-    /** Bound on dialing an upstream (proxy-chain sets none). */
+    /** Bound on dialing an upstream. */
     connectTimeoutMs: millis.default(10_000),
     /** Bound on a client's SOCKS5 handshake / HTTP request head. */
     handshakeTimeoutMs: millis.default(10_000),

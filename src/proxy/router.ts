@@ -262,6 +262,14 @@ export class Router {
     throw new GatewayError(last.timedOut ? 'UPSTREAM_TIMEOUT' : 'UPSTREAM_FAILED', last.message, last.reason);
   }
 
+  /**
+   * The id of the node a sticky route is bound to now, if any. Plain-HTTP forwarding keys its idle upstream
+   * connections by it, so a rotated or expired session never reuses a connection to its old node.
+   */
+  boundNodeId(route: Route): string | undefined {
+    return route.sessionId === undefined ? undefined : this.options.sessions.get(route.user.name, route.sessionId)?.node.id;
+  }
+
   private dialNode(node: UpstreamNode, target: Target, mode: DialMode, options: DialOptions): Promise<Tunnel> {
     if (node.protocol === 'socks5') return this.dialSocks5(node, target, options);
     if (mode === 'forward') return dialHttpForward(node, options);
