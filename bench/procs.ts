@@ -1,9 +1,9 @@
 // The processes of a bench run: children that announce themselves with one JSON line, Debian's microsocks
-// and tinyproxy on free loopback ports, and the RSS of a process read from /proc.
+// and squid on free loopback ports, and the RSS of a process read from /proc.
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
-import { startMicrosocks, startTinyproxy as startTinyproxyDaemon, stopChild, type UpstreamDaemon } from '../test/support/upstreams.ts';
+import { startMicrosocks, startSquid, stopChild, type UpstreamDaemon } from '../test/support/upstreams.ts';
 
 export interface Proc {
   pid: number;
@@ -46,12 +46,7 @@ export function startJsonChild<T extends { pid: number }>(
 }
 
 export type Upstream = UpstreamDaemon;
-export { startMicrosocks };
-
-/** tinyproxy with room for the memory case's tunnels: `maxClients` clients, idle for up to 10 minutes. */
-export function startTinyproxy(username: string, password: string, maxClients: number): Promise<Upstream> {
-  return startTinyproxyDaemon(username, password, { maxClients, timeoutSeconds: 600 });
-}
+export { startMicrosocks, startSquid };
 
 /** Resident set size of a process in bytes (VmRSS), threads included. */
 export function rssBytes(pid: number): number {
