@@ -4,8 +4,8 @@
 //   user `bh` (product DYN-104-FLOW) draws the HTTP upstream (squid),
 //   user `bs` (product DYN-105-FLOW) draws the SOCKS5 upstream (microsocks).
 // Ready when the log says 'rotor is ready' (listener ports read from that line).
-import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -45,6 +45,26 @@ export function benchConfig(http: UpstreamDaemon, socks: UpstreamDaemon, storePa
     // drawing again and again in the background.
     pool: { lowWater: 1, drawBatch: 1 },
   };
+}
+
+function newestMtime(dir: string): number {
+  let newest = 0;
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    newest = Math.max(newest, entry.isDirectory() ? newestMtime(path) : statSync(path).mtimeMs);
+  }
+  return newest;
+}
+
+/**
+ * `rotor start` runs dist/ (bin/rotor.js): a dist older than the sources would measure old code, so it is
+ * rebuilt first (`npm run build`), as `npm install` would have.
+ */
+export function ensureBuilt(log: (text: string) => void): void {
+  const cli = join(ROOT, 'dist', 'cli.js');
+  if (existsSync(cli) && statSync(cli).mtimeMs >= newestMtime(join(ROOT, 'src'))) return;
+  log('dist/ is missing or older than src/: building it (npm run build)');
+  execFileSync(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(ROOT, 'tsconfig.build.json')], { stdio: 'inherit' });
 }
 
 /** Starts `rotor start`; `nodeFlags` go to node (e.g. --cpu-prof). */

@@ -21,7 +21,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import type { BulkResult, ClientJob, ClientReply, HoldResult, LatencyResult, ProxySpec, RateResult, UseResult } from './client.ts';
-import { startDaemon } from './daemon.ts';
+import { ensureBuilt, startDaemon } from './daemon.ts';
 import { BENCH_PASSWORD, HTTP_USER, SOCKS_USER } from './spec.ts';
 import { cpuMs, rssBytes, startJsonChild, startMicrosocks, startSquid, type Proc, type Upstream } from './procs.ts';
 import { fmt, median } from './stats.ts';
@@ -241,6 +241,7 @@ async function main(): Promise<void> {
   const started = Date.now();
   log(`rotor bench: ${flags.mode}, cases ${flags.cases.join(' ')}, ${s.reps} repetition(s)${flags.profile ? `, profiling into ${flags.profile}` : ''}`);
 
+  ensureBuilt(log);
   const procs: Proc[] = [];
   let client: Client | undefined;
   const samples: Samples = new Map();
