@@ -1,7 +1,7 @@
 // Stable failure codes of the gateway and how each is answered on either listener.
+import { RotorError } from '../errors/rotor-error.ts';
 import { REPLY, type ReplyCode } from '../wire/socks5.ts';
 import type { FailureReason } from '../pool/types.ts';
-import { RotorError } from '../errors/rotor-error.ts';
 
 /** A dial through one upstream node failed. `reason` is what the pool is told. */
 export class UpstreamDialError extends Error {
@@ -26,27 +26,15 @@ export class DialAbortedError extends Error {
   }
 }
 
-export type GatewayErrorCode = 'NO_UPSTREAM' | 'UPSTREAM_TIMEOUT' | 'UPSTREAM_FAILED' | 'LIMITED' | 'DIAL_ABORTED';
-
-/** Each code's answer on either listener and, where the caller's text may name an upstream, the text shown. */
-const ANSWERS: Record<GatewayErrorCode, { httpStatus: number; socksReply: ReplyCode; shown?: string }> = {
-  NO_UPSTREAM: { httpStatus: 503, socksReply: REPLY.networkUnreachable },
-  UPSTREAM_TIMEOUT: { httpStatus: 504, socksReply: REPLY.hostUnreachable, shown: 'the upstream did not answer in time' },
-  UPSTREAM_FAILED: { httpStatus: 502, socksReply: REPLY.connectionRefused, shown: 'the upstream failed' },
-  LIMITED: { httpStatus: 403, socksReply: REPLY.notAllowed },
-  DIAL_ABORTED: { httpStatus: 499, socksReply: REPLY.generalFailure },
-};
+export type GatewayErrorCode = 'NO_UPSTREAM' | 'UPSTREAM_TIMEOUT' | 'UPSTREAM_FAILED' | 'LIMITED' | 'DIAL_ABORTED' | 'BAD_TARGET';
 
 /**
  * What Router.dial rejects with: one code, the answer for each listener (RotorError's httpStatus and
- * socksReply), a one-line message safe to show the client. An upstream failure's own text names the node's
- * address, so it is kept as `detail` (for logs) and the message says only what failed.
+ * socksReply), a one-line reason that is shown to the client: it never names an upstream's address.
  */
 export class GatewayError extends RotorError {
   declare readonly code: GatewayErrorCode;
   declare readonly socksReply: ReplyCode;
-  /** The text the error was raised with (may name an upstream host:port): logs only, never a client. */
-  readonly detail: string;
 
   constructor(
     code: GatewayErrorCode,
@@ -54,8 +42,24 @@ export class GatewayError extends RotorError {
     /** last upstream failure, when there was one */
     readonly upstreamReason?: FailureReason,
   ) {
-    const answer = ANSWERS[code];
-    super(code, answer.shown ?? message, { httpStatus: answer.httpStatus, socksReply: answer.socksReply });
-    this.detail = message;
+    super(code, message, { httpStatus: HTTP_STATUS[code], socksReply: SOCKS_REPLY[code] });
   }
 }
+
+const HTTP_STATUS: Record<GatewayErrorCode, number> = {
+  NO_UPSTREAM: 503,
+  UPSTREAM_TIMEOUT: 504,
+  UPSTREAM_FAILED: 502,
+  LIMITED: 403,
+  DIAL_ABORTED: 499,
+  BAD_TARGET: 400,
+};
+
+const SOCKS_REPLY: Record<GatewayErrorCode, ReplyCode> = {
+  NO_UPSTREAM: REPLY.networkUnreachable,
+  UPSTREAM_TIMEOUT: REPLY.hostUnreachable,
+  UPSTREAM_FAILED: REPLY.connectionRefused,
+  LIMITED: REPLY.notAllowed,
+  DIAL_ABORTED: REPLY.generalFailure,
+  BAD_TARGET: REPLY.generalFailure,
+};

@@ -17,6 +17,7 @@ import { Agent, request as httpRequest, type ClientRequest, type ClientRequestAr
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Counter } from 'prom-client';
+import type { ConnectionContext } from '../connlog/types.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import { DialCancel } from './cancel.ts';
 import { basicAuth } from './dial-http.ts';
@@ -50,6 +51,8 @@ interface ForwardArgs extends ClientRequestArgs {
   rotorRoute: Route;
   rotorTarget: AbsoluteTarget;
   rotorCancel: DialCancel;
+  /** the request's connection record: Router.dial notes its retries there */
+  rotorTrace: ConnectionContext;
 }
 
 /** One client request across its tries. */
@@ -58,6 +61,12 @@ interface Exchange {
   bodyStarted: boolean;
   /** the client's Expect: 100-continue has been answered (or there was none) */
   continued: boolean;
+  /** the request's connection record */
+  conn: ConnectionContext;
+  /** the kept upstream carrying it, and that upstream's counters when it started */
+  upstream: Upstream | null;
+  upBase: number;
+  downBase: number;
 }
 
 /** Marks the key of a sticky session not bound to a node yet (its connection is used once). */
@@ -125,11 +134,19 @@ export class Forwarder {
    * upstream carries the request (the client's `Expect: 100-continue` is answered there); `fail` answers a
    * failure that happened before the response head.
    */
-  forward(req: IncomingMessage, res: ServerResponse, route: Route, target: AbsoluteTarget, expectContinue: boolean, fail: ForwardFailure): void {
+  forward(
+    req: IncomingMessage,
+    res: ServerResponse,
+    route: Route,
+    target: AbsoluteTarget,
+    expectContinue: boolean,
+    conn: ConnectionContext,
+    fail: ForwardFailure,
+  ): void {
     const client = req.socket;
     const key = this.keyFor(route, target, client);
     const headers = toHeaderObject(forwardHeaders(req.rawHeaders, { drop: DROP }), target.authority);
-    const exchange: Exchange = { bodyStarted: false, continued: !expectContinue };
+    const exchange: Exchange = { bodyStarted: false, continued: !expectContinue, conn, upBase: 0, downBase: 0, upstream: null };
     this.attempt(req, res, route, target, key, headers, exchange, fail, true);
   }
 
@@ -164,6 +181,7 @@ export class Forwarder {
       rotorRoute: route,
       rotorTarget: target,
       rotorCancel: cancel,
+      rotorTrace: exchange.conn,
     };
     const up: ClientRequest = httpRequest(args);
     let responded = false;
@@ -179,6 +197,10 @@ export class Forwarder {
       const upstream = (s as TaggedSocket)[UPSTREAM];
       if (!upstream) return;
       upstream.client = client;
+      this.recordExchange(exchange, upstream, () => {
+        client.destroy();
+        up.destroy();
+      });
       if (upstream.dialed.viaProxy) {
         up.path = target.absolute;
         const auth = basicAuth(upstream.dialed.node);
@@ -201,18 +223,53 @@ export class Forwarder {
       answer.once('end', () => {
         const upstream = (up.socket as TaggedSocket | null)?.[UPSTREAM];
         if (upstream) this.settle(up.socket!, upstream);
+        this.endExchange(exchange, 'ok', 'closed');
       });
     });
-    up.once('close', () => client.off('close', onClientGone));
+    up.once('close', () => {
+      client.off('close', onClientGone);
+      // Whatever ended the exchange without an answer or a failure said: the limit or the client leaving.
+      if (exchange.upstream?.meter.exhausted) this.endExchange(exchange, 'ok', 'limit');
+      else if (client.destroyed) this.endExchange(exchange, 'client_abort', 'the client went away');
+    });
     up.on('error', (err) => {
       if (client.destroyed) return;
       if (mayRetry && up.reusedSocket && !responded && !exchange.bodyStarted && !cancel.aborted) {
         this.attempt(req, res, route, target, key, headers, exchange, fail, false);
         return;
       }
-      if (res.headersSent) client.destroy();
-      else fail(err, res);
+      if (res.headersSent) {
+        client.destroy();
+        this.endExchange(exchange, 'upstream_error', 'the upstream failed during the response');
+      } else {
+        fail(err, res);
+      }
     });
+  }
+
+  /** The request's record learns its upstream and counts its own bytes from here on. */
+  private recordExchange(exchange: Exchange, upstream: Upstream, closer: () => void): void {
+    const conn = exchange.conn;
+    exchange.upstream = upstream;
+    exchange.upBase = upstream.upCounted;
+    exchange.downBase = upstream.down;
+    conn.node = upstream.dialed.node.id;
+    conn.exit = upstream.dialed.node.host;
+    conn.closer = closer;
+    conn.bytes = {
+      get up() {
+        return upstream.upCounted - exchange.upBase;
+      },
+      get down() {
+        return upstream.down - exchange.downBase;
+      },
+    };
+  }
+
+  private endExchange(exchange: Exchange, result: 'ok' | 'client_abort' | 'upstream_error', reason: string): void {
+    const u = exchange.upstream;
+    if (u) exchange.conn.end({ result, reason, up: u.upCounted - exchange.upBase, down: u.down - exchange.downBase });
+    else exchange.conn.end({ result, reason });
   }
 
   /** Client body → upstream, counted chunk by chunk into the user's meter. */
@@ -288,7 +345,7 @@ export class Forwarder {
     const router = this.options.router;
     const route = args.rotorRoute;
     const user = route.user.name;
-    const dialed = await router.dial(route, args.rotorTarget, args.rotorCancel, 'forward');
+    const dialed = await router.dial(route, args.rotorTarget, args.rotorCancel, 'forward', args.rotorTrace);
     const socket = dialed.socket as TaggedSocket;
     const metrics = this.options.metrics;
     const upstream: Upstream = {

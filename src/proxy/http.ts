@@ -33,6 +33,8 @@ import {
 import { ListenerConnections, onServerError } from './connections.ts';
 import type { Dialed, Route, Router } from './router.ts';
 import type { Target } from './types.ts';
+import { unrecordedConnections } from '../connlog/recorder.ts';
+import type { ConnectionContext, ConnectionRecorder, RecordResult } from '../connlog/types.ts';
 
 export { parseBasic, parseConnectTarget } from './http-message.ts';
 
@@ -57,6 +59,8 @@ export interface HttpListenerOptions {
   realm?: string;
   metrics?: Metrics;
   logger?: Logger;
+  /** The connection log (one context per CONNECT, Upgrade or forwarded request); default ids only. */
+  recorder?: ConnectionRecorder;
 }
 
 const LISTENER = 'http';
@@ -64,13 +68,19 @@ const CREDENTIALS_REQUIRED = 'proxy credentials required (Basic)';
 
 function noop(): void {}
 
-/** A client's authorized route, or the refusal to answer with and how to count it. */
-type Admission = { route: Route } | { refusal: Refusal; result: ConnectionResult };
+/** A client's authorized route, or the refusal to answer with and how to count and record it. */
+type Admission = { route: Route } | { refusal: Refusal; result: ConnectionResult; user: string | null };
+
+/** A failure as the client is answered and the connection recorded. */
+interface Failure extends Refusal {
+  result: RecordResult;
+}
 
 export class HttpListener {
   private readonly server: HttpServer;
   private readonly conns = new ListenerConnections();
   private readonly forwarder: Forwarder;
+  private readonly recorder: ConnectionRecorder;
   private readonly realm: string;
   private readonly idleTimeoutMs: number;
   private readonly handshakeMs: number;
@@ -80,6 +90,7 @@ export class HttpListener {
   private readonly started = new WeakSet<Socket>();
 
   constructor(private readonly options: HttpListenerOptions) {
+    this.recorder = options.recorder ?? unrecordedConnections();
     this.realm = options.realm ?? 'rotor';
     this.idleTimeoutMs = options.idleTimeoutMs ?? 300_000;
     this.handshakeMs = options.handshakeTimeoutMs ?? 10_000;
@@ -97,12 +108,8 @@ export class HttpListener {
     this.server.on('connection', (socket: Socket) => this.onConnection(socket));
     this.server.on('request', (req: IncomingMessage, res: ServerResponse) => this.onRequest(req, res, false));
     this.server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => this.onRequest(req, res, true));
-    this.server.on('connect', (req: IncomingMessage, socket: Socket, head: Buffer) => {
-      this.onTunnel(req, socket, head, 'connect').catch((err: unknown) => this.defect(socket, err));
-    });
-    this.server.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => {
-      this.onTunnel(req, socket, head, 'upgrade').catch((err: unknown) => this.defect(socket, err));
-    });
+    this.server.on('connect', (req: IncomingMessage, socket: Socket, head: Buffer) => this.tunnel(req, socket, head, 'connect'));
+    this.server.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => this.tunnel(req, socket, head, 'upgrade'));
     this.server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => {
       // A malformed request: 400 as node would, but counted. A timed-out or reset client gets nothing.
       if (err.code === 'ECONNRESET' || err.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
@@ -179,61 +186,73 @@ export class HttpListener {
     this.options.metrics?.connectionsTotal.inc({ listener: LISTENER, result });
   }
 
-  private defect(socket: Socket, err: unknown): void {
+  /** A connection or request that ends before any relay: counted (except a client abort) and recorded. */
+  private record(conn: ConnectionContext, result: RecordResult, reason: string): void {
+    if (result !== 'client_abort') this.count(result);
+    conn.end({ result, reason });
+  }
+
+  private defect(socket: Socket, conn: ConnectionContext, err: unknown): void {
     // Not a client or upstream failure: say so once and drop the connection, never the process.
-    this.options.logger?.error({ listener: LISTENER, err }, 'http tunnel failed unexpectedly');
+    this.options.logger?.error({ listener: LISTENER, conn: conn.id, err }, 'http tunnel failed unexpectedly');
     socket.destroy();
+    conn.end({ result: 'upstream_error', reason: 'internal error' });
   }
 
   /** Credentials and admission, the same for every kind of request. */
   private admit(req: IncomingMessage): Admission {
     const credentials = parseBasic(req.headers['proxy-authorization']);
-    if (!credentials) return { refusal: { status: 407, reason: CREDENTIALS_REQUIRED }, result: 'auth_failed' };
+    if (!credentials) return { refusal: { status: 407, reason: CREDENTIALS_REQUIRED }, result: 'auth_failed', user: null };
     const a = this.options.router.authorize(credentials.username, credentials.password);
     if (a.ok) return { route: a.route };
-    if (a.kind === 'auth') return { refusal: { status: 407, reason: a.reason }, result: 'auth_failed' };
-    if (a.kind === 'forbidden') return { refusal: { status: 403, reason: a.reason }, result: 'limited' };
-    return { refusal: { status: 400, reason: a.reason }, result: 'bad_request' };
+    if (a.kind === 'auth') return { refusal: { status: 407, reason: a.reason }, result: 'auth_failed', user: null };
+    if (a.kind === 'forbidden') return { refusal: { status: 403, reason: a.reason }, result: a.result ?? 'limited', user: a.user ?? null };
+    return { refusal: { status: 400, reason: a.reason }, result: 'bad_request', user: a.user ?? null };
   }
 
-  /** An error as the client is answered: the error's own status and safe message, else 500. */
-  private failure(err: unknown, user: string | undefined): Refusal {
+  /**
+   * An error as the client is answered and the connection recorded: the error's own status and message
+   * (RotorError's are safe to show), else 502/504 for a failed upstream exchange, 500 for a defect.
+   */
+  private failure(err: unknown, conn: ConnectionContext): Failure {
     if (err instanceof GatewayError) {
-      if (err.code !== 'DIAL_ABORTED') {
-        this.count(err.code === 'LIMITED' ? 'limited' : 'upstream_error');
-        this.options.logger?.info({ listener: LISTENER, user, code: err.code, reason: err.upstreamReason, detail: err.detail }, 'http upstream failed');
-      }
-      return { status: err.httpStatus, reason: err.message };
+      if (err.code === 'DIAL_ABORTED') return { status: err.httpStatus, reason: err.message, result: 'client_abort' };
+      const result: RecordResult = err.code === 'LIMITED' ? 'limited' : err.code === 'BAD_TARGET' ? 'bad_request' : 'upstream_error';
+      this.options.logger?.info({ listener: LISTENER, conn: conn.id, user: conn.user, code: err.code, reason: err.upstreamReason }, 'http upstream failed');
+      return { status: err.httpStatus, reason: err.message, result };
     }
-    if (isRotorError(err)) {
-      this.count('upstream_error');
-      return { status: err.httpStatus, reason: err.message };
-    }
+    if (isRotorError(err)) return { status: err.httpStatus, reason: err.message, result: 'upstream_error' };
     const code = (err as NodeJS.ErrnoException | undefined)?.code;
-    this.count('upstream_error');
-    if (code === 'ETIMEDOUT') return { status: 504, reason: 'the upstream did not answer in time' };
-    if (code === 'ECONNRESET' || code === 'EPIPE' || code === 'HPE_INVALID_CONSTANT' || code?.startsWith('HPE_'))
-      return { status: 502, reason: 'the upstream failed' };
-    this.options.logger?.error({ listener: LISTENER, user, err }, 'http forward failed unexpectedly');
-    return { status: 500, reason: 'internal error' };
+    if (code === 'ETIMEDOUT') return { status: 504, reason: 'the upstream did not answer in time', result: 'upstream_error' };
+    if (code === 'ECONNRESET' || code === 'EPIPE' || code?.startsWith('HPE_')) return { status: 502, reason: 'the upstream failed', result: 'upstream_error' };
+    this.options.logger?.error({ listener: LISTENER, conn: conn.id, user: conn.user, err }, 'http forward failed unexpectedly');
+    return { status: 500, reason: 'internal error', result: 'upstream_error' };
   }
 
   private onRequest(req: IncomingMessage, res: ServerResponse, expectContinue: boolean): void {
     const client = req.socket;
     this.started.add(client);
+    // Each forwarded request is one connection of the log (its upstream connection may be a kept one).
+    const conn = this.recorder.open(LISTENER);
+    conn.closer = () => client.destroy();
     const target = parseAbsoluteTarget(req.url);
     if (!target) {
-      this.count('bad_request');
-      refuseResponse(res, { status: 400, reason: 'a proxy request needs an absolute http:// URI (or CONNECT)' }, this.realm);
+      const reason = 'a proxy request needs an absolute http:// URI (or CONNECT)';
+      this.record(conn, 'bad_request', reason);
+      refuseResponse(res, { status: 400, reason }, this.realm);
       return;
     }
+    conn.target = `${target.host.includes(':') ? `[${target.host}]` : target.host}:${target.port}`;
     const admission = this.admit(req);
     if ('refusal' in admission) {
-      this.count(admission.result);
+      conn.user = admission.user;
+      this.record(conn, admission.result, admission.refusal.reason);
       refuseResponse(res, admission.refusal, this.realm);
       return;
     }
     const route = admission.route;
+    conn.user = route.user.name;
+    conn.session = route.sessionId ?? null;
     const user = route.user.name;
     const counted = this.activeUser.get(client);
     if (counted !== user) {
@@ -242,13 +261,22 @@ export class HttpListener {
       meters.connectionOpened(user);
       this.activeUser.set(client, user);
     }
-    this.forwarder.forward(req, res, route, target, expectContinue, (err, answer) => {
-      refuseResponse(answer, this.failure(err, user), this.realm);
+    this.forwarder.forward(req, res, route, target, expectContinue, conn, (err, answer) => {
+      const f = this.failure(err, conn);
+      this.record(conn, f.result, f.reason);
+      if (f.result === 'client_abort') answer.destroy();
+      else refuseResponse(answer, f, this.realm);
     });
   }
 
+  private tunnel(req: IncomingMessage, socket: Socket, head: Buffer, kind: 'connect' | 'upgrade'): void {
+    const conn = this.recorder.open(LISTENER);
+    conn.closer = () => socket.destroy();
+    this.onTunnel(req, socket, head, kind, conn).catch((err: unknown) => this.defect(socket, conn, err));
+  }
+
   /** CONNECT, or an absolute-URI request with Upgrade: the socket is ours from here. */
-  private async onTunnel(req: IncomingMessage, socket: Socket, head: Buffer, kind: 'connect' | 'upgrade'): Promise<void> {
+  private async onTunnel(req: IncomingMessage, socket: Socket, head: Buffer, kind: 'connect' | 'upgrade', conn: ConnectionContext): Promise<void> {
     this.started.add(socket);
     socket.on('error', noop);
     let target: Target | undefined;
@@ -256,21 +284,26 @@ export class HttpListener {
     if (kind === 'connect') target = parseConnectTarget(req.url);
     else target = absolute = parseAbsoluteTarget(req.url);
     if (!target) {
-      this.count('bad_request');
-      refuseSocket(socket, { status: 400, reason: kind === 'connect' ? 'CONNECT target must be host:port' : 'an Upgrade request needs an absolute http:// or ws:// URI' }, this.realm);
+      const reason = kind === 'connect' ? 'CONNECT target must be host:port' : 'an Upgrade request needs an absolute http:// or ws:// URI';
+      this.record(conn, 'bad_request', reason);
+      refuseSocket(socket, { status: 400, reason }, this.realm);
       return;
     }
+    conn.target = `${target.host.includes(':') ? `[${target.host}]` : target.host}:${target.port}`;
     const admission = this.admit(req);
     if ('refusal' in admission) {
-      this.count(admission.result);
+      conn.user = admission.user;
+      this.record(conn, admission.result, admission.refusal.reason);
       refuseSocket(socket, admission.refusal, this.realm);
       return;
     }
     const route = admission.route;
+    conn.user = route.user.name;
+    conn.session = route.sessionId ?? null;
     const held = { head: head.length > 0 ? head : null };
     // An Upgrade goes through a tunnel to the target (CONNECT to an HTTP node): HTTP proxies commonly drop
     // Upgrade on forwarded requests, and a tunnel carries whatever protocol the 101 switches to.
-    const dialed = await this.dial(route, target, socket, 'tunnel', held);
+    const dialed = await this.dial(route, target, socket, conn, held);
     if (!dialed) return;
     if (absolute) {
       // The Upgrade request goes on as we received it, hop-by-hop fields removed but Upgrade kept.
@@ -282,11 +315,11 @@ export class HttpListener {
     }
     this.count('ok');
     const router = this.options.router;
-    this.conns.relay(socket, dialed, held.head, route.user.name, router.meters, { idleTimeoutMs: this.idleTimeoutMs, metrics: this.options.metrics });
+    this.conns.relay(socket, dialed, held.head, route.user.name, router.meters, { idleTimeoutMs: this.idleTimeoutMs, metrics: this.options.metrics }, conn);
   }
 
   /** Router.dial bound to the client's life; on failure the client has been answered (or is gone). */
-  private async dial(route: Route, target: Target, client: Socket, mode: 'tunnel', held: { head: Buffer | null }): Promise<Dialed | undefined> {
+  private async dial(route: Route, target: Target, client: Socket, conn: ConnectionContext, held: { head: Buffer | null }): Promise<Dialed | undefined> {
     const router = this.options.router;
     const user = route.user.name;
     const abort = new DialCancel();
@@ -294,24 +327,25 @@ export class HttpListener {
     const release = holdClient(client, held.head, () => abort.abort());
     router.meters.connectionOpened(user);
     try {
-      const dialed = await router.dial(route, target, abort, mode);
+      const dialed = await router.dial(route, target, abort, 'tunnel', conn);
       if (client.destroyed || abort.aborted) {
         // Half-open after the client's FIN: close it, or it stays open forever.
         client.destroy();
         dialed.socket.destroy();
         dialed.release();
         router.meters.connectionClosed(user);
+        conn.node = dialed.node.id;
+        this.record(conn, 'client_abort', 'the client went away');
         return undefined;
       }
       return dialed;
     } catch (err) {
       router.meters.connectionClosed(user);
-      if (err instanceof GatewayError && err.code === 'DIAL_ABORTED') {
-        // The client ended mid-dial; its socket is half-open and nobody else will close it.
-        client.destroy();
-        return undefined;
-      }
-      refuseSocket(client, this.failure(err, user), this.realm);
+      const f = this.failure(err, conn);
+      this.record(conn, f.result, f.reason);
+      // The client ended mid-dial: its socket is half-open and nobody else will close it.
+      if (f.result === 'client_abort') client.destroy();
+      else refuseSocket(client, f, this.realm);
       return undefined;
     } finally {
       held.head = release();
