@@ -7,6 +7,7 @@ import type { OperationName, OpRequest, OpResponse } from '../platform/operation
 import type { CallOptions } from '../platform/client.ts';
 import type { AreaNode, City, Product, Project } from '../platform/schemas.ts';
 import type { FlowLogQuery, TrafficReturn } from '../accounts/traffic.ts';
+import type { EventRecord } from '../store/events.ts';
 import type { ConnectionListQuery, UsageListQuery } from '../connlog/service.ts';
 import type { ConnectionRecord, LiveConnection } from '../connlog/types.ts';
 import type { PlatformCompareRow, UsageRow } from '../connlog/usage.ts';
@@ -138,6 +139,11 @@ export interface Readiness {
   listeners: boolean;
 }
 
+/** src/events/outbox.ts Events: the outbox as GET /v1/events reads it. */
+export interface EventsPort {
+  list(filter: { since: number; limit: number }): Promise<EventRecord[]>;
+}
+
 /** src/connlog/service.ts ConnectionLogService: the connection log and the usage rollups. */
 export interface ConnectionsPort {
   list(q: ConnectionListQuery): Promise<{ items: ConnectionRecord[]; next: string | null }>;
@@ -161,6 +167,8 @@ export interface AdminDeps {
   metrics: MetricsPort;
   /** Real checks, see readiness.ts createReadiness(). */
   ready(): Promise<Readiness>;
+  /** The event outbox (GET /v1/events); without it the route answers 503 EVENTS_UNAVAILABLE. */
+  events?: EventsPort;
   connections: ConnectionsPort;
   /** config billing: the currency usage amounts are in */
   billing: { currency: string };

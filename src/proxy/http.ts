@@ -31,7 +31,7 @@ import {
   type Refusal,
 } from './http-message.ts';
 import { ListenerConnections, onServerError } from './connections.ts';
-import type { Dialed, Route, Router } from './router.ts';
+import type { Authorization, Dialed, Route, Router } from './router.ts';
 import type { Target } from './types.ts';
 import { unrecordedConnections } from '../connlog/recorder.ts';
 import type { ConnectionContext, ConnectionRecorder, RecordResult } from '../connlog/types.ts';
@@ -61,6 +61,8 @@ export interface HttpListenerOptions {
   logger?: Logger;
   /** The connection log (one context per CONNECT, Upgrade or forwarded request); default ids only. */
   recorder?: ConnectionRecorder;
+  /** Admission without credentials (a user's own port: src/users/ports.ts UserPorts.admit); undefined = none. */
+  anonymous?: (socket: Socket) => Authorization | undefined;
 }
 
 const LISTENER = 'http';
@@ -202,8 +204,8 @@ export class HttpListener {
   /** Credentials and admission, the same for every kind of request. */
   private admit(req: IncomingMessage): Admission {
     const credentials = parseBasic(req.headers['proxy-authorization']);
-    if (!credentials) return { refusal: { status: 407, reason: CREDENTIALS_REQUIRED }, result: 'auth_failed', user: null };
-    const a = this.options.router.authorize(credentials.username, credentials.password);
+    const a = credentials ? this.options.router.authorize(credentials.username, credentials.password) : this.options.anonymous?.(req.socket);
+    if (!a) return { refusal: { status: 407, reason: CREDENTIALS_REQUIRED }, result: 'auth_failed', user: null };
     if (a.ok) return { route: a.route };
     if (a.kind === 'auth') return { refusal: { status: 407, reason: a.reason }, result: 'auth_failed', user: null };
     if (a.kind === 'forbidden') return { refusal: { status: 403, reason: a.reason }, result: a.result ?? 'limited', user: a.user ?? null };
@@ -217,7 +219,7 @@ export class HttpListener {
   private failure(err: unknown, conn: ConnectionContext): Failure {
     if (err instanceof GatewayError) {
       if (err.code === 'DIAL_ABORTED') return { status: err.httpStatus, reason: err.message, result: 'client_abort' };
-      const result: RecordResult = err.code === 'LIMITED' ? 'limited' : err.code === 'BAD_TARGET' ? 'bad_request' : 'upstream_error';
+      const result: RecordResult = err.connectionResult;
       this.options.logger?.info({ listener: LISTENER, conn: conn.id, user: conn.user, code: err.code, reason: err.upstreamReason }, 'http upstream failed');
       return { status: err.httpStatus, reason: err.message, result };
     }

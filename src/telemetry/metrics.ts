@@ -20,6 +20,8 @@ export const METRIC = {
   orders: 'rotor_orders',
   callbacks: 'rotor_callbacks_total',
   instances: 'rotor_instances',
+  events: 'rotor_events_total',
+  webhookDeliveries: 'rotor_webhook_deliveries_total',
   connlogDropped: 'rotor_connlog_dropped_total',
   connlogWritten: 'rotor_connlog_records_total',
 } as const;
@@ -71,6 +73,8 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     orders: new Gauge({ name: METRIC.orders, help: 'Local order records by type and status', labelNames: ['type', 'status'] as const, registers }),
     callbacks: new Counter({ name: METRIC.callbacks, help: 'Platform callbacks received', labelNames: ['type', 'result'] as const, registers }),
     instances: new Gauge({ name: METRIC.instances, help: 'Static instances by status', labelNames: ['status'] as const, registers }),
+    events: new Counter({ name: METRIC.events, help: 'Events written to the outbox, by type', labelNames: ['type'] as const, registers }),
+    webhookDeliveries: new Counter({ name: METRIC.webhookDeliveries, help: 'Webhook POSTs by outcome (delivered: a 2xx; failed: retried later)', labelNames: ['result'] as const, registers }),
     connlogDropped: new Counter({ name: METRIC.connlogDropped, help: 'Connection records dropped because the write queue was full (oldest first)', registers }),
     connlogWritten: new Counter({ name: METRIC.connlogWritten, help: 'Connection records written, by sink', labelNames: ['sink'] as const, registers }),
   };

@@ -4,6 +4,7 @@ import { appRoutes } from './app.ts';
 import { assignIpRoutes } from './assign-ip.ts';
 import type { RegisterRoutes } from './common.ts';
 import { dictionaryRoutes } from './dictionaries.ts';
+import { eventRoutes } from './events.ts';
 import { instanceRoutes } from './instances.ts';
 import { orderRoutes } from './orders.ts';
 import { platformRoutes } from './platform.ts';
@@ -30,6 +31,7 @@ export const ROUTES: readonly RegisterRoutes[] = [
   poolRoutes,
   sessionRoutes,
   platformRoutes,
+  eventRoutes,
   connectionRoutes,
   usageRoutes,
 ];
