@@ -135,6 +135,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         ...(options.sim?.orderDelayMs !== undefined ? { orderDelayMs: options.sim.orderDelayMs } : {}),
         ...(options.sim?.clockSpeed !== undefined ? { clock: { speed: options.sim.clockSpeed } } : {}),
         ...(options.sim?.gatewayPorts !== undefined ? { gatewayPorts: options.sim.gatewayPorts } : {}),
+        ...(Object.keys(config.platform.sandbox.drawnLines).length > 0 ? { drawnLines: config.platform.sandbox.drawnLines } : {}),
       });
       const started = sim;
       onStop('sandbox', () => started.close());

@@ -63,7 +63,7 @@ export async function startSilent(): Promise<{ port: number; close: () => Promis
   };
 }
 
-export { startMicrosocks, startTinyproxy } from '../support/upstreams.ts';
+export { startMicrosocks, startSquid, startTinyproxy } from '../support/upstreams.ts';
 export type { UpstreamDaemon as Child } from '../support/upstreams.ts';
 
 export function node(protocol: 'socks5' | 'http', port: number, username?: string, password?: string): UpstreamNode {
