@@ -19,7 +19,7 @@ import { Router } from './proxy/router.ts';
 import { Socks5Listener } from './proxy/socks5.ts';
 import { HttpListener } from './proxy/http.ts';
 import type { LocalUser, UserDirectory } from './proxy/types.ts';
-import type { PoolKey } from './pool/types.ts';
+import { PoolEmptyError, poolKeyId, type PoolKey } from './pool/types.ts';
 import { buildAdminServer, buildCallbackServer } from './admin/server.ts';
 import { createReadiness } from './admin/readiness.ts';
 import { InstanceDirectoryCache } from './orders/instance-directory.ts';
@@ -219,7 +219,8 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     const drawApi = drawApiFromClient(client);
     const drawerFor = (key: PoolKey): Drawer => {
       const user = directory.get(key.user);
-      if (!user) throw new Error(`unknown user ${key.user}`);
+      // A user removed by a reload while its first connection was on the way: that pool has nothing to draw.
+      if (!user) throw new PoolEmptyError(poolKeyId(key), `user ${key.user} is no longer configured`);
       // Drawers stamp node expiry (drawn at + sessTime) on the same clock the pools judge it by; with
       // Date.now here and an injected `now` in the pools, nodes drawn after the clock moved were born expired.
       const common = {

@@ -20,6 +20,7 @@ import type { Store, UsageRecord } from '../store/types.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import { UNLIMITED, checkLocalLimit } from './units.ts';
+import { RotorError } from '../errors/rotor-error.ts';
 
 /** The part of the store accounting uses. */
 export type UsageStore = Pick<Store, 'addUsage' | 'listUsage' | 'setLimit' | 'kvGet' | 'kvSet'>;
@@ -155,12 +156,10 @@ class Meter implements UserMeter {
 }
 
 /** Accounting failures callers branch on. */
-export class AccountingError extends Error {
-  readonly code: 'UNKNOWN_USER' | 'ACCOUNTING_CLOSED';
+export class AccountingError extends RotorError {
+  declare readonly code: 'UNKNOWN_USER' | 'ACCOUNTING_CLOSED';
   constructor(code: 'UNKNOWN_USER' | 'ACCOUNTING_CLOSED', message: string) {
-    super(message);
-    this.name = 'AccountingError';
-    this.code = code;
+    super(code, message, { httpStatus: code === 'UNKNOWN_USER' ? 404 : 503 });
   }
 }
 

@@ -9,6 +9,7 @@
 // Rotor converts: a local byte limit rounded up to whole MB at base 1000 is never below the same limit at
 // base 1024 (so a platform-side limit never cuts a user off before Rotor's own, exact one), and a balance
 // in MB read as bytes at base 1000 never overstates what is left.
+import { RotorError } from '../errors/rotor-error.ts';
 
 /** A product's traffic base as Rotor uses it. */
 export type FlowBase = 1000 | 1024;
@@ -23,13 +24,12 @@ export const MIN_PLATFORM_LIMIT_BYTES = 1_024_000;
 export const UNLIMITED = -1;
 
 /** A units rule broken by a caller (admin input, config); `code` is stable. */
-export class UnitsError extends Error {
-  readonly code: 'LIMIT_INVALID' | 'AMOUNT_INVALID';
+export class UnitsError extends RotorError {
+  declare readonly code: 'LIMIT_INVALID' | 'AMOUNT_INVALID';
   readonly field: string;
   constructor(code: 'LIMIT_INVALID' | 'AMOUNT_INVALID', field: string, message: string) {
-    super(`${field}: ${message}`);
-    this.name = 'UnitsError';
-    this.code = code;
+    // Always the caller's input: 400 on the admin API.
+    super(code, `${field}: ${message}`, { httpStatus: 400 });
     this.field = field;
   }
 }
