@@ -42,7 +42,7 @@ export interface MeterProvider {
   connectionClosed(user: string): void;
 }
 
-/** One user's share of a fleet-wide allowance (structurally src/fleet/allowance.ts UserAllowance). */
+/** One user's share of a fleet-wide allowance (src/fleet/allowance.ts UserAllowance implements it). */
 export interface FleetAllowance {
   readonly exhausted: boolean;
   /** Spent here since the last sync with the shared store. */
@@ -54,7 +54,7 @@ export interface FleetAllowance {
   spend(bytes: number): boolean;
 }
 
-/** The fleet's allowances (structurally src/fleet/allowance.ts AllowanceLeaser). */
+/** The fleet's allowances (src/fleet/allowance.ts AllowanceLeaser implements it). */
 export interface AllowanceSource {
   user(name: string): FleetAllowance;
   /** Tops the user's slice up; never rejects. */

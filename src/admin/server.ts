@@ -4,6 +4,7 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
 import swagger from '@fastify/swagger';
 import { isLoopbackHost } from '../config/schema.ts';
+import { logFailedAccepts } from '../errors/failed-accept.ts';
 import { bearerChecker } from './auth.ts';
 import type { AdminDeps } from './deps.ts';
 import { AdminConfigError, toErrorReply } from './errors.ts';
@@ -23,17 +24,6 @@ export interface AdminServerOptions {
 
 const isV1 = (url: string) => url === '/v1' || url.startsWith('/v1/') || url.startsWith('/v1?');
 
-/**
- * Once listening, an 'error' on the server is a failed accept (EMFILE, ENFILE, ENOBUFS: the proxy listeners
- * share the process's descriptors): the server goes on accepting, so it is logged; without a listener it would
- * take the process down. Before that, fastify's listen() rejects on its own.
- */
-export function keepAcceptingOnError(app: FastifyInstance, name: string): void {
-  app.server.on('error', (err) => {
-    if (app.server.listening) app.log.warn({ err }, `${name} server could not accept a connection`);
-  });
-}
-
 export function buildAdminServer(deps: AdminDeps, options: AdminServerOptions): FastifyInstance {
   if (!options.token && !isLoopbackHost(options.host)) {
     throw new AdminConfigError('admin.token', `required when admin.host (${options.host}) is not a loopback address`);
@@ -51,7 +41,7 @@ export function buildAdminServer(deps: AdminDeps, options: AdminServerOptions): 
     },
   });
   app.setValidatorCompiler(zodValidatorCompiler);
-  keepAcceptingOnError(app, 'admin');
+  logFailedAccepts(app.server, 'admin server', app.log);
 
   const authorized = bearerChecker(options.token);
   app.addHook('onRequest', async (request, reply) => {

@@ -13,14 +13,14 @@ import { realClock, type OrdersClock } from './clock.ts';
 import { OrderError } from './errors.ts';
 import { Placer, type AfterSaleInput, type AssignIpInput, type ChangeInput, type OpenInput, type ReleaseInput, type RenewInput, type ResetInput, type ResetOutcome, type ResumeReport } from './placer.ts';
 import { instancesOfOrder } from './records.ts';
-import { Tracker, type OrderClaims, type TrackerSettings } from './tracker.ts';
-import { INSTANCE_STATUS, instanceView, orderView, type InstanceView, type OrderView, type PlatformCaller } from './types.ts';
+import { Tracker, type TrackerSettings } from './tracker.ts';
+import { INSTANCE_STATUS, instanceView, orderView, type InstanceView, type OrderClaims, type OrderView, type PlatformCaller } from './types.ts';
 
 export { Catalog, isPurchasable, isDynamic, ALL_PROXY_TYPES, STATIC_PROXY_TYPES, DYNAMIC_PROXY_TYPES } from './catalog.ts';
 export { OrderError, type OrderErrorCode } from './errors.ts';
 export { Placer, PLACING_OPERATIONS } from './placer.ts';
 export type { OpenInput, AssignIpInput, RenewInput, ReleaseInput, AfterSaleInput, ChangeInput, ResetInput, ResetOutcome, ResumeReport, PlacingOperation } from './placer.ts';
-export { Tracker, orderLeaseName, type TrackerSettings, type OrderClaims } from './tracker.ts';
+export { Tracker, orderLeaseName, type TrackerSettings } from './tracker.ts';
 export { CallbackHandler, CALLBACK_TYPES, type CallbackAnswer } from './callbacks.ts';
 export { realClock, type OrdersClock } from './clock.ts';
 export { newMerchantNo } from './numbers.ts';

@@ -19,7 +19,7 @@ import { realClock, type OrdersClock } from './clock.ts';
 import { derivedMerchantNo } from './numbers.ts';
 import type { Placer } from './placer.ts';
 import { instanceRecord, instancesOfOrder, orderRecord } from './records.ts';
-import { FINAL_ORDER_STATUS, INSTANCE_STATUS, type PlatformCaller } from './types.ts';
+import { FINAL_ORDER_STATUS, INSTANCE_STATUS, type OrderClaims, type PlatformCaller } from './types.ts';
 
 export interface TrackerSettings {
   /** Delay before the first poll of a new order, then multiplied by `factor` up to `maxMs`. */
@@ -33,13 +33,6 @@ export interface TrackerSettings {
   expiryCheckMs?: number;
   /** Local auto-renew: off unless `enabled`. Renews `cycleTimes` periods `hoursBefore` expiry, once per expiry. */
   autoRenew?: { enabled: boolean; hoursBefore: number; cycleTimes?: number };
-}
-
-/** Named leases with expiry, kept renewed while held (structurally src/fleet/lease.ts LeaseKeeper). */
-export interface OrderClaims {
-  acquire(name: string): Promise<boolean>;
-  isHeld(name: string): boolean;
-  release(name: string): Promise<void>;
 }
 
 /** The lease name under which one daemon of a fleet follows an order. */

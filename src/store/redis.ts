@@ -7,6 +7,7 @@
 // a primary with replicas), not Redis Cluster. Listings read everything of a kind and filter in Node, like
 // the SQLite driver's small tables; open orders and journal states have their own index sets.
 import type { Redis } from 'ioredis';
+import { FINAL_ORDER_STATUS } from '../platform/order-status.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import { StoreConflictError, StoreError } from './errors.ts';
 import { RedisConnection, type RedisConnectionOptions } from './redis-connection.ts';
@@ -32,7 +33,6 @@ export interface RedisStoreOptions extends Omit<RedisConnectionOptions, 'name'> 
   logger?: Logger;
 }
 
-const FINAL_ORDER_STATUSES = new Set([3, 4, 5]);
 const JOURNAL_STATES: readonly JournalState[] = ['intent', 'sent', 'accepted', 'rejected', 'unknown'];
 
 type Hash = Record<string, string>;
@@ -244,7 +244,7 @@ export class RedisStore implements Store {
     await this.run(`order ${o.appOrderNo}`, (c) =>
       this.script(c, 'rotorPutOrder', [
         k.order(o.appOrderNo), k.orderNumbers, k.ordersAll, k.ordersOpen,
-        o.appOrderNo, o.orderNo ?? '', o.orderNo === null ? '0' : '1', FINAL_ORDER_STATUSES.has(o.status) ? '0' : '1', o.createdAt,
+        o.appOrderNo, o.orderNo ?? '', o.orderNo === null ? '0' : '1', FINAL_ORDER_STATUS.has(o.status) ? '0' : '1', o.createdAt,
         set.length / 2, ...set, ...del,
       ]),
     ).catch((err: unknown) => {
@@ -277,7 +277,7 @@ export class RedisStore implements Store {
     });
     const statuses = filter.statuses?.length ? new Set(filter.statuses) : undefined;
     const picked = all
-      .filter((o) => (filter.type === undefined || o.type === filter.type) && (!statuses || statuses.has(o.status)) && (!filter.open || !FINAL_ORDER_STATUSES.has(o.status)))
+      .filter((o) => (filter.type === undefined || o.type === filter.type) && (!statuses || statuses.has(o.status)) && (!filter.open || !FINAL_ORDER_STATUS.has(o.status)))
       .sort((a, b) => b.createdAt - a.createdAt || byKey(a.appOrderNo, b.appOrderNo));
     return window(picked, filter.limit, filter.offset);
   }
