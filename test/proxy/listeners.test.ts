@@ -4,7 +4,7 @@ import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import type { UpstreamNode } from '../../src/pool/types.ts';
 import { HttpListener } from '../../src/proxy/http.ts';
-import { UnlimitedMeters } from '../../src/proxy/meters.ts';
+import { UnlimitedMeters } from '../support/meters.ts';
 import { Router } from '../../src/proxy/router.ts';
 import { Socks5Listener } from '../../src/proxy/socks5.ts';
 import { createMetrics, type Metrics } from '../../src/telemetry/metrics.ts';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { describe, test } from 'node:test';
-import { UnlimitedMeters } from '../../src/proxy/meters.ts';
+import { UnlimitedMeters } from '../support/meters.ts';
 import { relay, type RelayStats } from '../../src/proxy/relay.ts';
 import { Router } from '../../src/proxy/router.ts';
 import type { InstanceDirectory } from '../../src/proxy/types.ts';
