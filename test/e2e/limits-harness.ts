@@ -2,17 +2,18 @@
 // the daemon as a child process (`rotor start --config FILE`, the real CLI with its signal handling), a
 // loopback target that serves any number of bytes, curl and raw-socket clients, and admin/metrics readers.
 // Everything listens on 127.0.0.1 port 0; every store lives in a temp dir removed by `cleanup()`.
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
-import { connect, type AddressInfo, type Socket } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { stringify } from 'yaml';
 import type { ConfigInput } from '../../src/config/index.ts';
 import { socks5Connect } from '../../src/wire/socks5-client.ts';
-import { writeBytes } from '../support/bytes.ts';
+import { poll } from '../support/wait.ts';
+import { runCurl } from '../support/curl.ts';
+import { startHttpTarget } from '../support/target.ts';
 
 export const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
 export const MB5 = 5 * 1024 * 1024;
@@ -72,44 +73,8 @@ export interface BytesTarget {
 }
 
 export async function startTarget(): Promise<BytesTarget> {
-  const server = createHttpServer((req, res) => {
-    const m = /^\/bytes\/(\d+)(?:\?rate=(\d+))?$/.exec(req.url ?? '');
-    if (!m) {
-      res.statusCode = 404;
-      res.end('not found');
-      return;
-    }
-    let left = Number(m[1]);
-    const rate = m[2] ? Number(m[2]) : 0;
-    res.writeHead(200, { 'content-length': String(left), 'content-type': 'application/octet-stream' });
-    let timer: NodeJS.Timeout | undefined;
-    const TICK_MS = 20;
-    const perTick = Math.max(1, Math.round((rate * TICK_MS) / 1000));
-    const paced = (): void => {
-      const n = Math.min(left, perTick);
-      left -= n;
-      res.write(Buffer.alloc(n, 0x61));
-      if (left > 0) timer = setTimeout(paced, TICK_MS);
-      else res.end();
-    };
-    res.on('close', () => {
-      left = 0;
-      if (timer) clearTimeout(timer);
-    });
-    if (rate > 0) paced();
-    else writeBytes(res, left, Buffer.alloc(16 * 1024, 0x61));
-  });
-  server.on('clientError', (_e, s) => s.destroy());
-  const port = await new Promise<number>((r) => server.listen(0, '127.0.0.1', () => r((server.address() as AddressInfo).port)));
-  return {
-    port,
-    url: (bytes, rate) => `http://127.0.0.1:${port}/bytes/${bytes}${rate ? `?rate=${rate}` : ''}`,
-    close: () =>
-      new Promise<void>((r) => {
-        (server as HttpServer).closeAllConnections();
-        server.close(() => r());
-      }),
-  };
+  const t = await startHttpTarget();
+  return { port: t.port, url: (bytes, rate) => t.url(`/bytes/${bytes}${rate ? `?rate=${rate}` : ''}`), close: () => t.close() };
 }
 
 export interface CurlResult {
@@ -128,31 +93,9 @@ export interface CurlResult {
 }
 
 /** Runs curl quietly; `-w` reports size, status and CONNECT status. The body is discarded unless asked for. */
-export function curl(args: string[], options: { body?: boolean; maxTimeS?: number } = {}): Promise<CurlResult> {
-  const started = Date.now();
-  const out = options.body ? [] : ['-o', '/dev/null'];
-  const fmt = '\n%{size_download} %{http_code} %{http_connect}';
-  return new Promise((resolve) => {
-    execFile(
-      'curl',
-      ['-sS', '--max-time', String(options.maxTimeS ?? 20), ...out, '-w', fmt, ...args],
-      { maxBuffer: 64 * 1024 * 1024, encoding: 'latin1' },
-      (err, stdout, stderr) => {
-        const nl = stdout.lastIndexOf('\n');
-        const [size, http, conn] = stdout.slice(nl + 1).trim().split(' ');
-        const e = err as (Error & { code?: number }) | null;
-        resolve({
-          code: e ? (typeof e.code === 'number' ? e.code : -1) : 0,
-          size: Number(size ?? 0),
-          http: Number(http ?? 0),
-          connect: Number(conn ?? 0),
-          stderr: String(stderr),
-          body: stdout.slice(0, nl),
-          ms: Date.now() - started,
-        });
-      },
-    );
-  });
+export async function curl(args: string[], options: { body?: boolean; maxTimeS?: number } = {}): Promise<CurlResult> {
+  const r = await runCurl([...(options.body ? [] : ['-o', '/dev/null']), ...args], { maxTimeS: options.maxTimeS ?? 20, report: true, encoding: 'latin1' });
+  return { code: r.exitCode, size: r.size, http: r.status, connect: r.connectStatus, stderr: r.stderr, body: r.stdout, ms: r.elapsedMs };
 }
 
 /**
@@ -235,19 +178,8 @@ export function sample(text: string, name: string, labels: Record<string, string
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** Polls `check` until it returns a value other than undefined/false, or throws after `timeoutMs`. */
-export async function waitFor<T>(what: string, check: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 5000, everyMs = 50): Promise<T> {
-  const until = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await check();
-      if (v !== undefined && v !== false) return v;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
-    await sleep(everyMs);
-  }
+export function waitFor<T>(what: string, check: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 5000, everyMs = 50): Promise<T> {
+  return poll(check, { what, timeoutMs, everyMs, ignoreErrors: true, done: (v) => v !== undefined && v !== false });
 }
 
 // ---------------------------------------------------------------------------------------------------------
