@@ -11,7 +11,7 @@
 //
 // The sandbox's upstream exits bind 127.0.0.2 .. 127.0.0.9 as their source address (`gw.exits`); Linux
 // loopback delivers those to a target listening on 127.0.0.1, so the target's `remoteAddress` names the exit.
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { request as httpRequest, type IncomingHttpHeaders, type IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
@@ -26,6 +26,8 @@ import { isRedisUrl } from '../../src/store/index.ts';
 import { testStoreConfig } from '../support/store.ts';
 import { poll } from '../support/wait.ts';
 import { runCurl } from '../support/curl.ts';
+import { sumSamples } from '../support/prometheus.ts';
+import { launchRotor } from '../support/rotor-process.ts';
 import { startHttpTarget, type HttpTarget } from '../support/target.ts';
 
 export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -179,18 +181,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
 }
 
 /** Sum of the samples of `name` in Prometheus text whose labels include every pair of `labels`. */
-export function metricValue(text: string, name: string, labels: Record<string, string> = {}): number {
-  let sum = 0;
-  for (const line of text.split('\n')) {
-    if (line.startsWith('#')) continue;
-    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)/.exec(line);
-    if (!m || m[1] !== name) continue;
-    const have = new Map<string, string>();
-    for (const pair of (m[2] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) have.set(pair[1]!, pair[2]!);
-    if (Object.entries(labels).every(([k, v]) => have.get(k) === v)) sum += Number(m[3]);
-  }
-  return sum;
-}
+export const metricValue = sumSamples;
 
 // ───────────────────────────── `rotor start` as a child process ─────────────────────────────
 
@@ -209,63 +200,29 @@ export interface RotorProcess {
  */
 export async function startRotorProcess(options: { args?: string[]; env?: Record<string, string>; readyTimeoutMs?: number } = {}): Promise<RotorProcess> {
   const dir = mkdtempSync(join(tmpdir(), 'rotor-e2e-'));
-  const env: Record<string, string> = {
-    ...(process.env as Record<string, string>),
-    ROTOR_HTTP_PORT: '0',
-    ROTOR_SOCKS_PORT: '0',
-    ROTOR_ADMIN_PORT: '0',
-    ROTOR_CALLBACK_PORT: '0',
-    ROTOR_STORE: join(dir, 'rotor.db'),
-    ROTOR_LOG_LEVEL: 'info',
-    ...options.env,
-  };
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'start', ...(options.args ?? [])], {
-    cwd: REPO_ROOT,
-    env,
-    stdio: ['ignore', 'pipe', 'pipe'],
+  const rotor = await launchRotor({
+    ...(options.args ? { args: options.args } : {}),
+    ...(options.readyTimeoutMs ? { readyTimeoutMs: options.readyTimeoutMs } : {}),
+    env: {
+      ROTOR_HTTP_PORT: '0',
+      ROTOR_SOCKS_PORT: '0',
+      ROTOR_ADMIN_PORT: '0',
+      ROTOR_CALLBACK_PORT: '0',
+      ROTOR_STORE: join(dir, 'rotor.db'),
+      ROTOR_LOG_LEVEL: 'info',
+      ...options.env,
+    },
+  }).catch((err: unknown) => {
+    rmSync(dir, { recursive: true, force: true });
+    throw err;
   });
-  let out = '';
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  const cleanup = () => rmSync(dir, { recursive: true, force: true });
-  void exited.then(cleanup);
-
-  const ports = await new Promise<RotorProcess['ports']>((resolve, reject) => {
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`rotor start was not ready within ${options.readyTimeoutMs ?? 30_000} ms:\n${out}`));
-    }, options.readyTimeoutMs ?? 30_000);
-    const onData = (chunk: Buffer) => {
-      out += chunk.toString('utf8');
-      for (const line of out.split('\n')) {
-        if (!line.includes('rotor is ready')) continue;
-        try {
-          const rec = JSON.parse(line) as { http: { port: number }; socks5: { port: number }; admin: number; callback: number };
-          clearTimeout(timer);
-          resolve({ http: rec.http.port, socks5: rec.socks5.port, admin: rec.admin, callback: rec.callback });
-        } catch {
-          // a partial line; the rest comes with the next chunk
-        }
-      }
-    };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', (c: Buffer) => (out += c.toString('utf8')));
-    void exited.then((code) => {
-      clearTimeout(timer);
-      reject(new Error(`rotor start exited (${code}) before it was ready:\n${out}`));
-    });
-  });
-
+  void rotor.exited.then(() => rmSync(dir, { recursive: true, force: true }));
   return {
-    child,
-    ports,
-    output: () => out,
+    child: rotor.child,
+    ports: rotor.ports,
+    output: rotor.output,
     async stop(signal: NodeJS.Signals = 'SIGTERM', timeoutMs = 15_000) {
-      if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
-      child.kill(signal);
-      const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-      const code = await exited;
-      clearTimeout(timer);
-      return code;
+      return (await rotor.stop(signal, timeoutMs)).code;
     },
   };
 }

@@ -2,8 +2,8 @@
 // the daemon as a child process (`rotor start --config FILE`, the real CLI with its signal handling), a
 // loopback target that serves any number of bytes, curl and raw-socket clients, and admin/metrics readers.
 // Everything listens on 127.0.0.1 port 0; every store lives in a temp dir removed by `cleanup()`.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import type { ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -13,6 +13,8 @@ import type { ConfigInput } from '../../src/config/index.ts';
 import { socks5Connect } from '../../src/wire/socks5-client.ts';
 import { poll } from '../support/wait.ts';
 import { runCurl } from '../support/curl.ts';
+import { findSample } from '../support/prometheus.ts';
+import { launchRotor } from '../support/rotor-process.ts';
 import { startHttpTarget } from '../support/target.ts';
 
 export const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
@@ -164,16 +166,7 @@ export async function scrape(adminPort: number): Promise<string> {
 }
 
 /** Value of one sample `name{labels}` in Prometheus text (labels matched as a subset); undefined if absent. */
-export function sample(text: string, name: string, labels: Record<string, string> = {}): number | undefined {
-  for (const line of text.split('\n')) {
-    if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue;
-    const m = /^([^{\s]+)(?:\{(.*)\})?\s+(\S+)/.exec(line);
-    if (!m || m[1] !== name) continue;
-    const have = Object.fromEntries([...(m[2] ?? '').matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map((x) => [x[1], x[2]]));
-    if (Object.entries(labels).every(([k, v]) => have[k] === v)) return Number(m[3]);
-  }
-  return undefined;
-}
+export const sample = findSample;
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
@@ -206,68 +199,18 @@ export function writeConfigFile(file: string, raw: ConfigInput | Record<string, 
 }
 
 export async function spawnDaemon(configFile: string, logFile: string, env: Record<string, string> = {}): Promise<ChildDaemon> {
-  const fd = openSync(logFile, 'a');
-  const childEnv: Record<string, string | undefined> = { ...process.env, ...env };
-  // run-tests.mjs sets ROTOR_LOG_LEVEL=silent, which would override the file's log.level.
-  delete childEnv.ROTOR_LOG_LEVEL;
-  for (const k of Object.keys(childEnv)) if (k.startsWith('ROTOR_') && !(k in env)) delete childEnv[k];
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'start', '--config', configFile], {
-    cwd: ROOT,
-    env: childEnv,
-    stdio: ['ignore', fd, fd],
-  });
-  closeSync(fd);
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => child.once('exit', (code, signal) => r({ code, signal })));
-  const logText = (): string => {
-    try {
-      return readFileSync(logFile, 'utf8');
-    } catch {
-      return '';
-    }
-  };
-  const lines = (): Array<Record<string, unknown>> =>
-    logText()
-      .split('\n')
-      .filter((l) => l.trim() !== '')
-      .map((l) => {
-        try {
-          return JSON.parse(l) as Record<string, unknown>;
-        } catch {
-          return { raw: l };
-        }
-      });
-  let gone = false;
-  void exited.then(() => {
-    gone = true;
-  });
-  const ready = await waitFor(
-    'the child daemon to be ready',
-    () => {
-      if (gone) throw new Error(`daemon exited early:\n${logText().slice(-2000)}`);
-      return lines().find((l) => l.msg === 'rotor is ready');
-    },
-    30_000,
-    50,
-  ).catch((err: unknown) => {
-    child.kill('SIGKILL');
-    throw err;
-  });
-  const r = ready as { http: { port: number }; socks5: { port: number }; admin: number; callback: number };
+  const d = await launchRotor({ args: ['--config', configFile], logFile, env });
   return {
-    child,
-    pid: child.pid!,
-    ports: { http: r.http.port, socks5: r.socks5.port, admin: r.admin, callback: r.callback },
+    child: d.child,
+    pid: d.pid,
+    ports: d.ports,
     logFile,
-    lines,
-    logText,
-    signal: (sig) => child.kill(sig),
-    exited,
+    lines: d.lines,
+    logText: d.output,
+    signal: d.signal,
+    exited: d.exited,
     async stop(ms = 15_000) {
-      if (gone) return;
-      child.kill('SIGTERM');
-      const t = setTimeout(() => child.kill('SIGKILL'), ms);
-      await exited;
-      clearTimeout(t);
+      await d.stop('SIGTERM', ms);
     },
   };
 }
