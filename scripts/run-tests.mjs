@@ -76,8 +76,16 @@ async function startRedis(dir) {
   }
 }
 
-const filters = process.argv.slice(2);
-const files = walk('test').sort().filter((f) => filters.length === 0 || filters.some((x) => f.includes(x)));
+// `--unit` (npm run test:unit): the fast tier, for a developer's loop. It leaves out the folders that run
+// daemons as child processes or against a Redis fleet (and their Redis pass); `npm test` runs everything.
+const SLOW_TIERS = ['test/e2e/', 'test/reliability/', 'test/bench/', 'test/fleet/', 'test/cli/'];
+const unit = process.argv.includes('--unit');
+if (unit) process.env.ROTOR_TEST_REDIS_PASS = 'off';
+const filters = process.argv.slice(2).filter((a) => a !== '--unit');
+const files = walk('test')
+  .sort()
+  .filter((f) => filters.length === 0 || filters.some((x) => f.includes(x)))
+  .filter((f) => !unit || !SLOW_TIERS.some((t) => f.startsWith(t)));
 if (files.length === 0) {
   console.error('no test files matched');
   process.exit(1);
