@@ -4,24 +4,15 @@
 // Imports are read with TypeScript's own pre-processor (no regexes over source), so comments and strings
 // never count. Run it to list the cycles (exit 1 when there is one); test/architecture/imports.test.ts runs
 // it in the suite.
-import { readdirSync, readFileSync, statSync } from 'node:fs';
-import { dirname, join, relative, resolve } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { dirname, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
-
-function walk(dir) {
-  const out = [];
-  for (const name of readdirSync(dir)) {
-    const p = join(dir, name);
-    if (statSync(p).isDirectory()) out.push(...walk(p));
-    else if (name.endsWith('.ts') && !name.endsWith('.d.ts')) out.push(p);
-  }
-  return out;
-}
+import { listFiles } from './files.mjs';
 
 /** file → the files it imports (relative imports of .ts files inside `root`). */
 export function importGraph(root) {
-  const files = walk(resolve(root));
+  const files = listFiles(resolve(root), (name) => name.endsWith('.ts') && !name.endsWith('.d.ts'));
   const known = new Set(files);
   const graph = new Map();
   for (const file of files) {

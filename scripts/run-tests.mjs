@@ -10,20 +10,13 @@
 // own summary of both, and one exit code. Skipped when redis-server is missing (a line says so) or with
 // ROTOR_TEST_REDIS_PASS=off.
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync, mkdirSync, existsSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync, mkdirSync, existsSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
+import { listFiles } from './files.mjs';
 
-function walk(dir) {
-  const out = [];
-  for (const name of readdirSync(dir)) {
-    const p = join(dir, name);
-    if (statSync(p).isDirectory()) out.push(...walk(p));
-    else if (name.endsWith('.test.ts')) out.push(p);
-  }
-  return out;
-}
+const walk = (dir) => listFiles(dir, (name) => name.endsWith('.test.ts'));
 
 const STORE_SEAM = resolve('test/support/store.ts');
 // Not run twice although they reach the seam: the fleet and store tests pick their drivers themselves, and
