@@ -22,7 +22,6 @@ import {
   curl,
   rawConfig,
   scrape,
-  sleep,
   spawnDaemon,
   startTarget,
   tempDir,
