@@ -21,10 +21,14 @@ import { HttpListener } from './proxy/http.ts';
 import type { LocalUser, UserDirectory } from './proxy/types.ts';
 import { PoolEmptyError, poolKeyId, type PoolKey } from './pool/types.ts';
 import { buildAdminServer, buildCallbackServer } from './admin/server.ts';
+import { checkListenAddresses, listenAs } from './startup/ports.ts';
+import { RegionDirectory } from './orders/regions.ts';
 import { createReadiness } from './admin/readiness.ts';
 import { InstanceDirectoryCache } from './orders/instance-directory.ts';
 import type { FastifyInstance } from 'fastify';
 import type { Simulator } from './sim/index.ts';
+import { createConnectionLog, type ConnectionLogService } from './connlog/index.ts';
+import { platformFlowFrom } from './connlog/platform-flow.ts';
 
 export interface DaemonOptions {
   logger?: Logger;
@@ -34,6 +38,8 @@ export interface DaemonOptions {
   sim?: { orderDelayMs?: number; clockSpeed?: number; gatewayPorts?: number };
   /** The gateway's clock (sticky sessions, pools, dial deadlines); tests move it to expire sessions. */
   now?: () => number;
+  /** Connection ids (tests inject a sequence); default random prefix + counter. */
+  connectionIds?: () => string;
 }
 
 export interface Daemon {
@@ -50,6 +56,8 @@ export interface Daemon {
   readonly pools: PoolRegistry;
   /** Fleet mode (`store.path: redis://…`): the shared allowance, sessions and leases; undefined with SQLite. */
   readonly fleet: Fleet | undefined;
+  /** The connection log: live connections, records, usage rollups. */
+  readonly connections: ConnectionLogService;
   /** Applies a new config (users, limits, pools) without dropping live connections. */
   reload(next: Config): Promise<void>;
   /** Stop accepting, drain live connections up to `drainMs`, flush counters, close everything. */
@@ -100,6 +108,15 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       }
     }
   };
+
+  // Every listener address is bound (and released) before anything touches the platform (src/startup/ports.ts).
+  const addresses = {
+    http: { section: 'proxy.http', host: config.proxy.http.host, port: config.proxy.http.port },
+    socks5: { section: 'proxy.socks5', host: config.proxy.socks5.host, port: config.proxy.socks5.port },
+    admin: { section: 'admin', host: config.admin.host, port: config.admin.port },
+    callback: { section: 'callback', host: config.callback.host, port: config.callback.port },
+  };
+  await checkListenAddresses(Object.values(addresses));
 
   try {
     // 1. The platform: the in-process sandbox in embedded mode, else the configured one.
@@ -242,6 +259,8 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     const { strategy, lowWater, drawBatch, maxFails, failWindowMs, coolDownMs, acquireTimeoutMs } = config.pool;
     const pools = new PoolRegistry({
       drawerFor,
+      maxPerUser: config.pool.maxPerUser,
+      idleEvictMs: config.pool.idleEvictMs,
       ...(options.now ? { now: options.now } : {}),
       tuning: { strategy, lowWater, drawBatch, maxFails, failWindowMs, coolDownMs, acquireTimeoutMs },
       metrics,
@@ -257,7 +276,11 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     const fleetSessions = fleet
       ? new FleetSessions({ table: sessions, shared: fleet.sessions, pools: poolProvider, logger: logger.child({ component: 'fleet' }), ...(options.now ? { now: options.now } : {}) })
       : undefined;
+    const regions = new RegionDirectory(orders.catalog, { logger: logger.child({ component: 'regions' }) });
+    await regions.start();
+    onStop('regions', () => regions.stop());
     const routerOptions = {
+      regionKnown: (code: string) => regions.isKnown(code),
       users: directory,
       meters: accounting,
       instances,
@@ -269,7 +292,21 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       ...(options.now ? { now: options.now } : {}),
     };
     const router = fleetSessions ? new FleetRouter(routerOptions, fleetSessions) : new Router({ ...routerOptions, pools: poolProvider, sessions });
+    // Registered before the listeners, so it stops after them: every connection has ended into a record
+    // before the last flush.
+    const connections = createConnectionLog({
+      config,
+      store,
+      priceOf: (user) => directory.get(user)?.pricePerGb ?? config.billing.defaultPricePerGb,
+      accountOf: (user) => directory.get(user),
+      platformFlow: platformFlowFrom(traffic),
+      metrics,
+      logger: logger.child({ component: 'connlog' }),
+      ...(options.connectionIds ? { ids: options.connectionIds } : {}),
+    });
+    onStop('connection log', () => connections.close());
     const httpListener = new HttpListener({
+      recorder: connections.recorder,
       router,
       host: config.proxy.http.host,
       port: config.proxy.http.port,
@@ -279,6 +316,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       logger: logger.child({ component: 'http' }),
     });
     const socksListener = new Socks5Listener({
+      recorder: connections.recorder,
       router,
       host: config.proxy.socks5.host,
       port: config.proxy.socks5.port,
@@ -287,8 +325,8 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       metrics,
       logger: logger.child({ component: 'socks5' }),
     });
-    const httpAddr = await httpListener.listen();
-    const socksAddr = await socksListener.listen();
+    const httpAddr = await listenAs(addresses.http, () => httpListener.listen());
+    const socksAddr = await listenAs(addresses.socks5, () => socksListener.listen());
     let draining = 0;
     onStop('listeners', () => Promise.all([httpListener.close(draining), socksListener.close(draining)]));
 
@@ -311,13 +349,25 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         sessions: fleetSessions ?? sessions,
         metrics: metrics.registry,
         ready,
+        connections,
+        billing: { currency: config.billing.currency },
       },
-      { token: config.admin.token, host: config.admin.host },
+      {
+        token: config.admin.token,
+        host: config.admin.host,
+        allowedHosts: config.admin.allowedHosts,
+        allowedOrigins: config.admin.allowedOrigins,
+        logger: logger.child({ component: 'admin' }),
+      },
     );
-    await admin.listen({ host: config.admin.host, port: config.admin.port });
+    await listenAs(addresses.admin, () =>
+      admin.listen({ host: config.admin.host, port: config.admin.port, listenTextResolver: (address) => `admin API listening at ${address}` }),
+    );
     onStop('admin', () => admin.close());
-    const callbacks = buildCallbackServer((query) => orders.handleCallback(query), { path: config.callback.path });
-    await callbacks.listen({ host: config.callback.host, port: config.callback.port });
+    const callbacks = buildCallbackServer((query) => orders.handleCallback(query), { path: config.callback.path, logger: logger.child({ component: 'callback' }) });
+    await listenAs(addresses.callback, () =>
+      callbacks.listen({ host: config.callback.host, port: config.callback.port, listenTextResolver: (address) => `platform callbacks listening at ${address}` }),
+    );
     onStop('callbacks', () => callbacks.close());
     const adminPort = portOf(admin);
     const callbackPort = portOf(callbacks);
@@ -345,6 +395,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       sessions,
       pools,
       fleet,
+      connections,
       async reload(next: Config): Promise<void> {
         const nextUsers = await resolveProducts(next.users, products, logger);
         const previous = directory;
@@ -369,6 +420,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         closed = true;
         draining = drainMs;
         await closeAll();
+        logger.info('rotor stopped');
       },
     };
     return daemon;

@@ -242,6 +242,11 @@ export class Pool implements NodeSource {
     return snap;
   }
 
+  /** A node is handed out, a draw runs or a client waits for one: the pool must not be evicted now. */
+  get busy(): boolean {
+    return this.inflight !== undefined || this.waiters.size > 0 || this.entries.some((e) => e.active > 0);
+  }
+
   /** Draws now (the pool is kept warm at start, for instance); resolves when the draw settled. */
   async prefill(): Promise<void> {
     await this.startDraw().catch(() => undefined);

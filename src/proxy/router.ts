@@ -6,9 +6,11 @@ import { PoolEmptyError, type FailureReason, type NodeSource, type PoolKey, type
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import type { DialSignal } from './cancel.ts';
+import type { DialTrace } from '../connlog/types.ts';
 import { dialHttpConnect, dialHttpForward, type DialOptions, type Tunnel } from './dial-http.ts';
 import { dialSocks5 } from './dial-socks5.ts';
 import { DialAbortedError, GatewayError, UpstreamDialError } from './errors.ts';
+import { checkTarget } from './target.ts';
 import type { InstanceDirectory, LocalUser, MeterProvider, PoolProvider, SessionStore, Target, UserDirectory } from './types.ts';
 import { parseUsername, type UsernameOptions } from './username.ts';
 
@@ -27,6 +29,10 @@ export interface Refusal {
   kind: RefusalKind;
   /** one line, safe to show the client */
   reason: string;
+  /** The authenticated user a 'forbidden' refusal is about (for the connection record). */
+  user?: string;
+  /** What a 'forbidden' refusal counts as (rotor_proxy_connections_total result); default 'limited'. */
+  result?: 'limited' | 'not_allowed';
 }
 
 export type Authorization = { ok: true; route: Route } | ({ ok: false } & Refusal);
@@ -70,9 +76,17 @@ export interface RouterOptions {
   /** Override the dialers (tests). */
   dialers?: { socks5?: Dialer; http?: Dialer };
   now?: () => number;
+  /**
+   * Whether a `-region-` code is in the platform's dictionaries (src/orders/regions.ts); undefined = not
+   * known yet (let through). An unknown code is refused (403) before any pool or draw exists for it.
+   */
+  regionKnown?: (code: string) => boolean | undefined;
 }
 
 const DUMMY_PASSWORD = Buffer.alloc(32);
+/** The one 407 reason of a failed authentication (see authorize). */
+export const AUTH_FAILED = 'wrong user name or password';
+const MAX_USERNAME_LENGTH = 1024;
 /** Bound of the credential cache; on overflow it starts over (a flood of distinct valid names is rare). */
 const AUTH_CACHE_MAX = 4096;
 
@@ -126,6 +140,8 @@ export class Router {
 
   authorize(username: string, password: string): Authorization {
     const users = this.users;
+    // No configured name with its options comes near this; refusing here keeps the parse's cost bounded.
+    if (username.length > MAX_USERNAME_LENGTH) return { ok: false, kind: 'auth', reason: AUTH_FAILED };
     const key = `${username}\u0000${password}`;
     const hit = this.authCache.get(key);
     let user: LocalUser;
@@ -137,11 +153,13 @@ export class Router {
       o = hit.options;
     } else {
       const parsed = parseUsername(username, (name) => users.get(name) !== undefined);
-      if (!parsed.ok) return { ok: false, kind: 'auth', reason: parsed.reason };
-      const found = users.get(parsed.user);
+      // One reason for every failure, whatever was wrong, so that nobody learns which user names exist; the
+      // name's own problem (an option misspelt) is told only to a client whose password proves the user.
+      const found = users.get(parsed.ok ? parsed.user : userPrefix(username, users));
       // Compare digests so the time taken says nothing about the password's length or an unknown user.
       const matches = timingSafeEqual(digest(password), found ? digest(found.password) : DUMMY_PASSWORD);
-      if (!found || !matches) return { ok: false, kind: 'auth', reason: 'wrong user name or password' };
+      if (!found || !matches) return { ok: false, kind: 'auth', reason: AUTH_FAILED };
+      if (!parsed.ok) return { ok: false, kind: 'auth', reason: parsed.reason };
       user = found;
       o = parsed.options;
       if (this.authCache.size >= AUTH_CACHE_MAX) this.authCache.clear();
@@ -149,12 +167,16 @@ export class Router {
     }
     if (o.instance !== undefined) {
       const instances = this.options.instances;
-      if (!instances || !instances.get(o.instance)) return { ok: false, kind: 'forbidden', reason: `unknown instance '${o.instance}'` };
+      if (!instances || !instances.get(o.instance))
+        return { ok: false, kind: 'forbidden', reason: `unknown instance '${o.instance}'`, user: user.name, result: 'not_allowed' };
       if (!instances.allowed(user.name, o.instance))
-        return { ok: false, kind: 'forbidden', reason: `user may not use instance '${o.instance}'` };
+        return { ok: false, kind: 'forbidden', reason: `user may not use instance '${o.instance}'`, user: user.name, result: 'not_allowed' };
+    }
+    if (o.region !== undefined && this.options.regionKnown?.(o.region) === false) {
+      return { ok: false, kind: 'forbidden', reason: `unknown region '${o.region}'` };
     }
     const admission = this.options.meters.admit(user.name);
-    if (!admission.ok) return { ok: false, kind: 'forbidden', reason: admission.reason };
+    if (!admission.ok) return { ok: false, kind: 'forbidden', reason: admission.reason, user: user.name, result: 'limited' };
 
     const route: Route = {
       user,
@@ -170,16 +192,26 @@ export class Router {
    * A tunnel to `target` for `route`. Rejects with GatewayError (NO_UPSTREAM, UPSTREAM_TIMEOUT,
    * UPSTREAM_FAILED, LIMITED, DIAL_ABORTED). The caller must call `release()` when the connection ends.
    */
-  async dial(route: Route, target: Target, signal?: DialSignal, mode: DialMode = 'tunnel'): Promise<Dialed> {
+  async dial(route: Route, requested: Target, signal?: DialSignal, mode: DialMode = 'tunnel', trace?: DialTrace): Promise<Dialed> {
+    // Before any pool is asked: a malformed target is the client's fault and must never be charged to a node.
+    const target = checkTarget(requested);
     if (this.options.meters.meter(route.user.name).exhausted) throw new GatewayError('LIMITED', 'traffic limit reached');
     const deadline = this.now() + this.dialDeadlineMs;
-    const source = this.sourceFor(route);
+    let source: NodeSource;
+    try {
+      source = this.sourceFor(route);
+    } catch (err) {
+      // The registry refuses a new pool when all of the user's pools are busy (pool.maxPerUser).
+      if (err instanceof PoolEmptyError) throw new GatewayError('NO_UPSTREAM', 'no upstream available: too many regions or products in use');
+      throw err;
+    }
     const sessions = this.options.sessions;
     const user = route.user.name;
     const exclude = new Set<string>();
     let last: UpstreamDialError | undefined;
 
     for (let attempt = 0; attempt <= this.retries; attempt++) {
+      if (trace) trace.retries = attempt;
       let node: UpstreamNode | undefined;
       let sticky = false;
       if (route.sessionId !== undefined && attempt === 0) {
@@ -255,11 +287,12 @@ export class Router {
         source.reportFailure(node, err.reason);
         if (sticky && route.sessionId !== undefined) sessions.rotate(user, route.sessionId, 'failed');
         exclude.add(node.id);
-        this.options.logger?.debug({ node: node.id, reason: err.reason, attempt }, 'upstream dial failed');
+        this.options.logger?.debug({ conn: trace?.id, node: node.id, reason: err.reason, attempt }, 'upstream dial failed');
       }
     }
     if (!last) throw new GatewayError('UPSTREAM_TIMEOUT', 'no upstream answered before the deadline', 'connect_timeout');
-    throw new GatewayError(last.timedOut ? 'UPSTREAM_TIMEOUT' : 'UPSTREAM_FAILED', last.message, last.reason);
+    // The client is told what went wrong, never where: dialers' messages name the node's host:port.
+    throw new GatewayError(last.timedOut ? 'UPSTREAM_TIMEOUT' : 'UPSTREAM_FAILED', clientMessage(last), last.reason);
   }
 
   private dialNode(node: UpstreamNode, target: Target, mode: DialMode, options: DialOptions): Promise<Tunnel> {
@@ -276,6 +309,30 @@ export class Router {
     const node = instances?.get(route.instanceNo);
     if (!node) throw new GatewayError('NO_UPSTREAM', `unknown instance '${route.instanceNo}'`);
     return singleNode(node);
+  }
+}
+
+/** The longest '-'-separated prefix of `raw` that names a user ('' when none does). */
+function userPrefix(raw: string, users: UserDirectory): string {
+  const tokens = raw.split('-');
+  for (let n = tokens.length - 1; n > 0; n--) {
+    const name = tokens.slice(0, n).join('-');
+    if (users.get(name)) return name;
+  }
+  return '';
+}
+
+/** What the client is told about the last upstream failure: the kind, never the node's address or account. */
+function clientMessage(err: UpstreamDialError): string {
+  switch (err.reason) {
+    case 'target_refused':
+      return err.timedOut ? 'the upstream could not reach the target in time' : 'the target could not be reached through the upstream';
+    case 'connect_timeout':
+      return 'no upstream answered in time';
+    case 'auth':
+      return 'the upstream refused the connection';
+    default:
+      return 'the upstream failed';
   }
 }
 
