@@ -70,15 +70,18 @@ async function startRedis(dir) {
 }
 
 // `--unit` (npm run test:unit): the fast tier, for a developer's loop. It leaves out the folders that run
-// daemons as child processes or against a Redis fleet (and their Redis pass); `npm test` runs everything.
+// daemons as child processes or against a Redis fleet, any other file that starts a whole daemon (through
+// the e2e harnesses or the child launcher), and the Redis pass; `npm test` runs everything.
 const SLOW_TIERS = ['test/e2e/', 'test/reliability/', 'test/bench/', 'test/fleet/', 'test/cli/'];
+const RUNS_A_DAEMON = /e2e\/(?:limits-)?harness\.ts|support\/rotor-process\.ts|'src\/cli\.ts'/;
+const slowTier = (f) => SLOW_TIERS.some((t) => f.startsWith(t)) || RUNS_A_DAEMON.test(readFileSync(f, 'utf8'));
 const unit = process.argv.includes('--unit');
 if (unit) process.env.ROTOR_TEST_REDIS_PASS = 'off';
 const filters = process.argv.slice(2).filter((a) => a !== '--unit');
 const files = walk('test')
   .sort()
   .filter((f) => filters.length === 0 || filters.some((x) => f.includes(x)))
-  .filter((f) => !unit || !SLOW_TIERS.some((t) => f.startsWith(t)));
+  .filter((f) => !unit || !slowTier(f));
 if (files.length === 0) {
   console.error('no test files matched');
   process.exit(1);
