@@ -25,7 +25,7 @@
 // Choose sliceBytes ≥ 2 × (one user's peak rate through one daemon) × (Redis round trip + scheduling),
 // so a refill (started at half a slice) lands before the slice is spent; 1 MiB is plenty on a LAN.
 import type { Redis } from 'ioredis';
-import type { AllowanceSource, FleetAllowance } from '../accounting/meters.ts';
+import type { AllowanceSource, FleetAllowance } from '../accounting/accounting.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Store } from '../store/types.ts';
 import type { RedisConnection } from '../store/redis-connection.ts';

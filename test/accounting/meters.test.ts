@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { spawn } from 'node:child_process';
 import { SqliteStore } from '../../src/store/sqlite.ts';
 import { openTestStore, type TestDriver } from '../support/store.ts';
-import { Accounting, AccountingError, type LimitChange } from '../../src/accounting/meters.ts';
+import { Accounting, AccountingError, type LimitChange } from '../../src/accounting/accounting.ts';
 import { createMetrics, type Metrics } from '../../src/telemetry/metrics.ts';
 import type { MeterProvider } from '../../src/proxy/types.ts';
 import { poll } from '../support/wait.ts';

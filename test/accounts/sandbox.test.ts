@@ -12,7 +12,7 @@ import { startSimulator, SIM_PRODUCTS, type Simulator } from '../../src/sim/inde
 import { PlatformClient } from '../../src/platform/client.ts';
 import type { Store } from '../../src/store/index.ts';
 import { openTestStore } from '../support/store.ts';
-import { Accounting } from '../../src/accounting/meters.ts';
+import { Accounting } from '../../src/accounting/accounting.ts';
 import { ProductCatalog } from '../../src/accounting/products.ts';
 import { PlatformLimitSync } from '../../src/accounting/platform-sync.ts';
 import { platformBackstopFor } from '../../src/accounting/units.ts';

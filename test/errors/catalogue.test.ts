@@ -3,7 +3,7 @@
 // contract as it stood when the table keyed by codes (src/admin/errors.ts) was removed; they must not move.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { AccountingError } from '../../src/accounting/meters.ts';
+import { AccountingError } from '../../src/accounting/accounting.ts';
 import { UnitsError } from '../../src/accounting/units.ts';
 import { AccountsError } from '../../src/accounts/errors.ts';
 import { AdminConfigError, AdminError, toErrorReply } from '../../src/admin/errors.ts';
