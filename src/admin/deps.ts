@@ -110,7 +110,7 @@ export interface UserRow {
   activeConnections: number;
 }
 
-/** src/accounting/meters.ts Accounting. */
+/** src/accounting/accounting.ts Accounting. */
 export interface UsersPort {
   list(): UserRow[];
   /** AccountingError UNKNOWN_USER for a user not configured; UnitsError for a bad limit. */

@@ -8,6 +8,7 @@
 // `GET http://x/v1/app` through. Before any route, every request passes the Host/Origin policy (origin.ts).
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { isLoopbackHost } from '../config/schema.ts';
+import { logFailedAccepts } from '../errors/failed-accept.ts';
 import { bearerChecker } from './auth.ts';
 import { createOriginPolicy } from './origin.ts';
 import type { AdminDeps } from './deps.ts';
@@ -37,16 +38,6 @@ export interface AdminServerOptions {
   stats?: Omit<StatsSamplerOptions, 'source'>;
 }
 
-/**
- * Once listening, an 'error' on the server is a failed accept (EMFILE, ENFILE, ENOBUFS: the proxy listeners
- * share the process's descriptors): the server goes on accepting, so it is logged; without a listener it would
- * take the process down. Before that, fastify's listen() rejects on its own.
- */
-export function keepAcceptingOnError(app: FastifyInstance, name: string): void {
-  app.server.on('error', (err) => {
-    if (app.server.listening) app.log.warn({ err }, `${name} server could not accept a connection`);
-  });
-}
 
 export function buildAdminServer(deps: AdminDeps, options: AdminServerOptions): FastifyInstance {
   if (!options.token && !isLoopbackHost(options.host)) {
@@ -65,7 +56,7 @@ export function buildAdminServer(deps: AdminDeps, options: AdminServerOptions): 
     },
   });
   app.setValidatorCompiler(zodValidatorCompiler);
-  keepAcceptingOnError(app, 'admin');
+  logFailedAccepts(app.server, 'admin server', app.log);
 
   // Forms post text/plain without a CORS preflight; no route takes it, so no parser either (415).
   app.removeContentTypeParser('text/plain');

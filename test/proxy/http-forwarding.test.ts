@@ -9,7 +9,7 @@ import { after, before, describe, test } from 'node:test';
 import { WebSocket, WebSocketServer } from 'ws';
 import type { UpstreamNode } from '../../src/pool/types.ts';
 import { HttpListener } from '../../src/proxy/http.ts';
-import { UnlimitedMeters } from '../../src/proxy/meters.ts';
+import { UnlimitedMeters } from '../support/meters.ts';
 import { Router } from '../../src/proxy/router.ts';
 import { createMetrics } from '../../src/telemetry/metrics.ts';
 import { closeServer, curl, deadPort, FixedPool, FixedPools, listenPort, MapSessions, node, startMicrosocks, startSquid, startTinyproxy, user, Users, type Child } from './fixtures.ts';
