@@ -1,13 +1,17 @@
 # Rotor: multi-stage build. The first stage compiles the native SQLite addon from source (no prebuilt
-# downloads); the runtime stage carries production dependencies only and runs as a non-root user.
+# downloads) and the TypeScript sources to dist/ (npm ci runs the prepare script), then drops the
+# development dependencies; the runtime stage carries the compiled JavaScript and production dependencies
+# only, and runs as a non-root user.
 FROM node:20-bookworm-slim AS build
 RUN apt-get update && apt-get install -y --no-install-recommends python3 make g++ && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
-COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --build-from-source
-COPY bin ./bin
+COPY package.json package-lock.json tsconfig.json tsconfig.build.json ./
 COPY src ./src
+RUN npm ci --build-from-source && npm prune --omit=dev
+COPY bin ./bin
 COPY config ./config
+COPY web ./web
+RUN rm -rf src tsconfig.json tsconfig.build.json
 
 FROM node:20-bookworm-slim
 ENV NODE_ENV=production

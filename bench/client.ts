@@ -107,12 +107,15 @@ export function openTunnel(proxy: ProxySpec, targetPort: number): Promise<Socket
  * Sends GET `path` on an open tunnel and resolves once the whole body (Content-Length) is in, with its
  * length. Does not close the socket.
  */
-export function request(socket: Socket, targetPort: number, path: string, close: boolean): Promise<number> {
+export function request(socket: Socket, targetPort: number, path: string, close: boolean, timeoutMs = 30_000): Promise<number> {
   return new Promise((resolve, reject) => {
     let header: Buffer | null = null;
     let bodyLeft = -1;
     let bodyLength = 0;
+    // Bounded: a tunnel that never answers fails its operation instead of holding the whole run.
+    const timer = setTimeout(() => finish(new TunnelError(`no complete response within ${timeoutMs} ms`)), timeoutMs);
     const finish = (err?: Error): void => {
+      clearTimeout(timer);
       socket.off('data', onData);
       socket.off('error', onError);
       socket.off('close', onClose);
@@ -247,9 +250,10 @@ async function use(job: Extract<ClientJob, { op: 'use' }>): Promise<UseResult> {
       return;
     }
     try {
-      await request(entry.socket, heldTarget, '/small', true);
+      await request(entry.socket, heldTarget, '/small', true, 5000);
       ok++;
-    } catch {
+    } catch (err) {
+      if (process.env.BENCH_DEBUG) process.stderr.write(`use failed: ${(err as Error).message}\n`);
       failed++;
     }
   });

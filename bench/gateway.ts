@@ -15,7 +15,7 @@ import { Accounting } from '../src/accounting/index.ts';
 import { StaticPool } from '../src/pool/static.ts';
 import type { NodeSource, PoolKey, UpstreamNode } from '../src/pool/types.ts';
 import { HttpListener } from '../src/proxy/http.ts';
-import { UnlimitedMeters } from '../src/proxy/meters.ts';
+import { UnlimitedMeters } from '../test/support/meters.ts';
 import { Router } from '../src/proxy/router.ts';
 import { Socks5Listener } from '../src/proxy/socks5.ts';
 import type { LocalUser, MeterProvider, PoolProvider, UserDirectory } from '../src/proxy/types.ts';

@@ -1,9 +1,9 @@
 // The processes of a bench run: children that announce themselves with one JSON line, Debian's microsocks
-// and tinyproxy on free loopback ports, and the RSS of a process read from /proc.
+// squid and tinyproxy on free loopback ports, and the RSS of a process read from /proc.
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
-import { startMicrosocks, startTinyproxy as startTinyproxyDaemon, stopChild, type UpstreamDaemon } from '../test/support/upstreams.ts';
+import { startMicrosocks, startSquid, startTinyproxy as startTinyproxyDaemon, stopChild, type UpstreamDaemon } from '../test/support/upstreams.ts';
 
 export interface Proc {
   pid: number;
@@ -46,9 +46,9 @@ export function startJsonChild<T extends { pid: number }>(
 }
 
 export type Upstream = UpstreamDaemon;
-export { startMicrosocks };
+export { startMicrosocks, startSquid };
 
-/** tinyproxy with room for the memory case's tunnels: `maxClients` clients, idle for up to 10 minutes. */
+/** tinyproxy with room for many tunnels: `maxClients` clients, idle for up to 10 minutes (bench/connlog.ts). */
 export function startTinyproxy(username: string, password: string, maxClients: number): Promise<Upstream> {
   return startTinyproxyDaemon(username, password, { maxClients, timeoutSeconds: 600 });
 }

@@ -10,25 +10,21 @@
 // own summary of both, and one exit code. Skipped when redis-server is missing (a line says so) or with
 // ROTOR_TEST_REDIS_PASS=off.
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync, mkdirSync, existsSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync, mkdirSync, existsSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
+import { listFiles } from './files.mjs';
 
-function walk(dir) {
-  const out = [];
-  for (const name of readdirSync(dir)) {
-    const p = join(dir, name);
-    if (statSync(p).isDirectory()) out.push(...walk(p));
-    else if (name.endsWith('.test.ts')) out.push(p);
-  }
-  return out;
-}
+const walk = (dir) => listFiles(dir, (name) => name.endsWith('.test.ts'));
 
 const STORE_SEAM = resolve('test/support/store.ts');
 // Not run twice although they reach the seam: the fleet and store tests pick their drivers themselves, and
-// the crash test imports a helper of daemon.ts but is SQLite-specific by design.
-const chooseOwnStore = (f) => f.startsWith('test/fleet/') || f.startsWith('test/store/') || f === 'test/reliability/crash.test.ts';
+// the crash test imports a helper of daemon.ts but is SQLite-specific by design. The dashboard's browser test
+// drives the UI over the admin API, which the store passes already cover; a second browser run would only
+// double its time.
+const chooseOwnStore = (f) =>
+  f.startsWith('test/fleet/') || f.startsWith('test/store/') || f === 'test/reliability/crash.test.ts' || f === 'test/e2e/dashboard.test.ts';
 
 /** Whether `file` imports the store seam, directly or through relative imports (test helpers). */
 function usesTestStore(file, seen = new Set()) {
@@ -76,8 +72,19 @@ async function startRedis(dir) {
   }
 }
 
-const filters = process.argv.slice(2);
-const files = walk('test').sort().filter((f) => filters.length === 0 || filters.some((x) => f.includes(x)));
+// `--unit` (npm run test:unit): the fast tier, for a developer's loop. It leaves out the folders that run
+// daemons as child processes or against a Redis fleet, any other file that starts a whole daemon (through
+// the e2e harnesses or the child launcher), and the Redis pass; `npm test` runs everything.
+const SLOW_TIERS = ['test/e2e/', 'test/reliability/', 'test/bench/', 'test/fleet/', 'test/cli/'];
+const RUNS_A_DAEMON = /e2e\/(?:limits-)?harness\.ts|support\/rotor-process\.ts|'src\/cli\.ts'/;
+const slowTier = (f) => SLOW_TIERS.some((t) => f.startsWith(t)) || RUNS_A_DAEMON.test(readFileSync(f, 'utf8'));
+const unit = process.argv.includes('--unit');
+if (unit) process.env.ROTOR_TEST_REDIS_PASS = 'off';
+const filters = process.argv.slice(2).filter((a) => a !== '--unit');
+const files = walk('test')
+  .sort()
+  .filter((f) => filters.length === 0 || filters.some((x) => f.includes(x)))
+  .filter((f) => !unit || !slowTier(f));
 if (files.length === 0) {
   console.error('no test files matched');
   process.exit(1);

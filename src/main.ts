@@ -19,7 +19,7 @@ import { Router } from './proxy/router.ts';
 import { Socks5Listener } from './proxy/socks5.ts';
 import { HttpListener } from './proxy/http.ts';
 import type { LocalUser } from './proxy/types.ts';
-import type { PoolKey } from './pool/types.ts';
+import { PoolEmptyError, poolKeyId, type PoolKey } from './pool/types.ts';
 import { buildAdminServer, buildCallbackServer } from './admin/server.ts';
 import { checkListenAddresses, listenAs } from './startup/ports.ts';
 import { RegionDirectory } from './orders/regions.ts';
@@ -128,6 +128,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         ...(options.sim?.orderDelayMs !== undefined ? { orderDelayMs: options.sim.orderDelayMs } : {}),
         ...(options.sim?.clockSpeed !== undefined ? { clock: { speed: options.sim.clockSpeed } } : {}),
         ...(options.sim?.gatewayPorts !== undefined ? { gatewayPorts: options.sim.gatewayPorts } : {}),
+        ...(Object.keys(config.platform.sandbox.drawnLines).length > 0 ? { drawnLines: config.platform.sandbox.drawnLines } : {}),
       });
       const started = sim;
       onStop('sandbox', () => started.close());
@@ -218,7 +219,10 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     const applyAccounts = async (list: readonly LocalUser[]): Promise<void> => {
       const report = await reconciler.reconcile(list);
       logger.info({ accounts: report }, 'platform accounts reconciled');
-      if (sim && config.accounts.sandboxFlowMb > 0) await creditDemoFlow(client, list, config.accounts.sandboxFlowMb, logger);
+      if (sim && config.accounts.sandboxFlowMb > 0) {
+        const { creditDemoFlow } = await import('./sim/demo-credit.ts');
+        await creditDemoFlow(list, { client, clock: sim.clock, flowMb: config.accounts.sandboxFlowMb, logger });
+      }
       const wl = await whitelist.reconcile(list);
       logger.info({ whitelist: wl }, 'whitelist reconciled');
       balances.setUsers(list);
@@ -281,7 +285,8 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     const drawApi = drawApiFromClient(client);
     const drawerFor = (key: PoolKey): Drawer => {
       const user = directory.get(key.user);
-      if (!user) throw new Error(`unknown user ${key.user}`);
+      // A user removed by a reload while its first connection was on the way: that pool has nothing to draw.
+      if (!user) throw new PoolEmptyError(poolKeyId(key), `user ${key.user} is no longer configured`);
       // Drawers stamp node expiry (drawn at + sessTime) on the same clock the pools judge it by; with
       // Date.now here and an injected `now` in the pools, nodes drawn after the clock moved were born expired.
       const common = {
@@ -438,6 +443,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         allowedHosts: config.admin.allowedHosts,
         allowedOrigins: config.admin.allowedOrigins,
         logger: logger.child({ component: 'admin' }),
+        callbackPath: config.callback.path,
       },
     );
     await listenAs(addresses.admin, () =>
@@ -494,8 +500,12 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     onStop('user lists', () => clearTimeout(listsTimer));
 
     let closed = false;
+    // Read-only to callers, replaced by reload: a getter over this, not a cast that writes a readonly field.
+    let currentConfig = config;
     const daemon: Daemon = {
-      config,
+      get config() {
+        return currentConfig;
+      },
       ports: { http: httpAddr.port, socks5: socksAddr.port, admin: adminPort, callback: callbackPort },
       platform: { baseUrl: platformConfig.baseUrl, appKey: platformConfig.appKey },
       sim,
@@ -521,7 +531,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         refreshLists([], []);
         // A user new to the config gets its platform-side backstop now, not at the next sync interval.
         await limitSync.reconcile();
-        (this as { config: Config }).config = next;
+        currentConfig = next;
         logger.info({ users: nextUsers.map((u) => u.name) }, 'configuration reloaded');
       },
       async close(drainMs = 0): Promise<void> {
@@ -536,28 +546,6 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
   } catch (err) {
     await closeAll();
     throw err;
-  }
-}
-
-/** In the sandbox only: a new main account has no traffic, so a demo would refuse every connection. */
-async function creditDemoFlow(client: PlatformClient, users: readonly LocalUser[], flowMb: number, logger: Logger): Promise<void> {
-  const seen = new Set<string>();
-  for (const u of users) {
-    const key = `${u.mainAccount}/${u.product}`;
-    if (seen.has(key) || u.product === '') continue;
-    seen.add(key);
-    const info = await client.call('ProxyInfo', { appUsername: u.mainAccount, proxyType: 104, productNo: u.product }).catch(() => undefined);
-    const balance = Number(info?.list?.find((e) => e.productNo === u.product || e.productNo == null)?.balance ?? 0);
-    if (balance > 0) continue;
-    const appOrderNo = `demo${Date.now().toString(36)}${Math.floor(Math.random() * 1e6).toString(36)}`.slice(0, 32);
-    await client.call('InstanceOpen', { appOrderNo, params: [{ productNo: u.product, appUsername: u.mainAccount, flow: flowMb, cycleTimes: 1 }] });
-    // Orders are asynchronous: wait for the credit so the first balance poll sees it.
-    for (let i = 0; i < 100; i++) {
-      const order = await client.call('GetOrder', { appOrderNo }).catch(() => undefined);
-      if (order?.status != null && order.status >= 3) break;
-      await new Promise((r) => setTimeout(r, 200));
-    }
-    logger.info({ account: u.mainAccount, product: u.product, flowMb }, 'sandbox: credited demo traffic');
   }
 }
 

@@ -1,5 +1,5 @@
 // The accounting component: per-user byte meters and limits, units, product facts, platform-side limit sync.
 export * from './units.ts';
-export * from './meters.ts';
+export * from './accounting.ts';
 export * from './products.ts';
 export * from './platform-sync.ts';

@@ -11,7 +11,7 @@
 import type { PlatformClient } from '../platform/client.ts';
 import { PlatformError } from '../platform/errors.ts';
 import type { Logger } from '../telemetry/logger.ts';
-import type { Accounting, LimitChange } from './meters.ts';
+import type { Accounting, LimitChange } from './accounting.ts';
 import type { ProductCatalog } from './products.ts';
 import { platformBackstopFor } from './units.ts';
 

@@ -9,6 +9,7 @@
 // Rotor converts: a local byte limit rounded up to whole MB at base 1000 is never below the same limit at
 // base 1024 (so a platform-side limit never cuts a user off before Rotor's own, exact one), and a balance
 // in MB read as bytes at base 1000 never overstates what is left.
+import { RotorError } from '../errors/rotor-error.ts';
 
 /** A product's traffic base as Rotor uses it. */
 export type FlowBase = 1000 | 1024;
@@ -23,13 +24,12 @@ export const MIN_PLATFORM_LIMIT_BYTES = 1_024_000;
 export const UNLIMITED = -1;
 
 /** A units rule broken by a caller (admin input, config); `code` is stable. */
-export class UnitsError extends Error {
-  readonly code: 'LIMIT_INVALID' | 'AMOUNT_INVALID';
+export class UnitsError extends RotorError {
+  declare readonly code: 'LIMIT_INVALID' | 'AMOUNT_INVALID';
   readonly field: string;
   constructor(code: 'LIMIT_INVALID' | 'AMOUNT_INVALID', field: string, message: string) {
-    super(`${field}: ${message}`);
-    this.name = 'UnitsError';
-    this.code = code;
+    // Always the caller's input: 400 on the admin API.
+    super(code, `${field}: ${message}`, { httpStatus: 400 });
     this.field = field;
   }
 }
@@ -53,19 +53,9 @@ export function mbToBytes(mb: number, base: FlowBase = DEFAULT_FLOW_BASE): numbe
   return Math.floor(mb * bytesPerMb(base));
 }
 
-/** Bytes as MB (fractional), for display and gauges. */
-export function bytesToMb(bytes: number, base: FlowBase = DEFAULT_FLOW_BASE): number {
-  return bytes / bytesPerMb(base);
-}
-
 /** Bytes as whole MB rounded up (an allowance that must cover `bytes`). */
 export function bytesToWholeMbCeil(bytes: number, base: FlowBase = DEFAULT_FLOW_BASE): number {
   return Math.ceil(bytes / bytesPerMb(base));
-}
-
-/** Bytes as whole MB rounded down (an amount that must not exceed `bytes`, e.g. traffic to return). */
-export function bytesToWholeMbFloor(bytes: number, base: FlowBase = DEFAULT_FLOW_BASE): number {
-  return Math.floor(bytes / bytesPerMb(base));
 }
 
 /** Checks a local limit in bytes: -1 (unlimited) or a whole number >= 0. Returns it. */
@@ -74,19 +64,6 @@ export function checkLocalLimit(limitBytes: number, field = 'limitBytes'): numbe
     throw new UnitsError('LIMIT_INVALID', field, 'must be -1 (unlimited) or a whole number of bytes >= 0');
   }
   return limitBytes;
-}
-
-/** Is this a valid set-limit `limitFlow` as the platform takes it (-1, or >= 1,024,000 bytes)? */
-export function isPlatformLimit(limitFlow: number): boolean {
-  return Number.isSafeInteger(limitFlow) && (limitFlow === UNLIMITED || limitFlow >= MIN_PLATFORM_LIMIT_BYTES);
-}
-
-/** Checks a set-limit `limitFlow` given directly (admin PUT /v1/sub-accounts/:name/limit). Returns it. */
-export function checkPlatformLimit(limitFlow: number, field = 'limitFlow'): number {
-  if (!isPlatformLimit(limitFlow)) {
-    throw new UnitsError('LIMIT_INVALID', field, `must be -1 (unlimited) or a whole number of bytes >= ${MIN_PLATFORM_LIMIT_BYTES}`);
-  }
-  return limitFlow;
 }
 
 /**

@@ -8,7 +8,7 @@
 import type { PlatformClient } from '../platform/client.ts';
 import { PlatformError } from '../platform/errors.ts';
 import { CODE } from '../platform/codes.ts';
-import type { Accounting } from '../accounting/meters.ts';
+import type { Accounting } from '../accounting/accounting.ts';
 import type { ProductCatalog } from '../accounting/products.ts';
 import { mbToBytes } from '../accounting/units.ts';
 import type { Metrics } from '../telemetry/metrics.ts';

@@ -1,5 +1,6 @@
-// Failures of the accounts component, with stable codes the admin API maps to HTTP statuses. Messages name
+// Failures of the accounts component, with stable codes and the HTTP status the admin API answers each with. Messages name
 // accounts and products, never passwords.
+import { RotorError } from '../errors/rotor-error.ts';
 import { PlatformError } from '../platform/errors.ts';
 
 export type AccountsErrorCode =
@@ -16,17 +17,22 @@ export type AccountsErrorCode =
   /** Invalid input (admin routes). */
   | 'INVALID_INPUT';
 
-export class AccountsError extends Error {
-  readonly code: AccountsErrorCode;
-  /** The platform's code, when the platform refused. */
-  readonly platformCode: number | undefined;
+const HTTP_STATUS: Record<AccountsErrorCode, number> = {
+  INVALID_INPUT: 400,
+  NO_PRODUCT: 404,
+  NOT_SUPPORTED: 409,
+  MAIN_ACCOUNT_NAME_TAKEN: 409,
+  MAIN_ACCOUNT_UNUSABLE: 409,
+  EGRESS_UNKNOWN: 503,
+};
+
+export class AccountsError extends RotorError {
+  declare readonly code: AccountsErrorCode;
 
   constructor(code: AccountsErrorCode, message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = 'AccountsError';
-    this.code = code;
     const cause = options?.cause;
-    this.platformCode = cause instanceof PlatformError ? cause.platformCode : undefined;
+    // The platform's code rides along when the platform refused.
+    super(code, message, { httpStatus: HTTP_STATUS[code], platformCode: cause instanceof PlatformError ? cause.platformCode : undefined, cause });
   }
 }
 

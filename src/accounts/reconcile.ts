@@ -13,7 +13,7 @@
 // otherwise 10061 means the main account is missing or disabled, and the user is refused saying so.
 import type { PlatformClient } from '../platform/client.ts';
 import { CODE } from '../platform/codes.ts';
-import type { Accounting } from '../accounting/meters.ts';
+import type { Accounting } from '../accounting/accounting.ts';
 import type { ProductCatalog, ProductFacts } from '../accounting/products.ts';
 import { createLimitMbFor } from '../accounting/units.ts';
 import type { Logger } from '../telemetry/logger.ts';

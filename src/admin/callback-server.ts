@@ -4,7 +4,7 @@
 // platform as a crash: any failure answers a code other than `success`, so the platform calls again.
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { CallbackHandler } from './deps.ts';
-import { keepAcceptingOnError } from './server.ts';
+import { logFailedAccepts } from '../errors/failed-accept.ts';
 
 export interface CallbackServerOptions {
   /** config callback.path, e.g. /callback */
@@ -18,7 +18,7 @@ export function buildCallbackServer(handle: CallbackHandler, options: CallbackSe
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: 16 * 1024,
   });
-  keepAcceptingOnError(app, 'callback');
+  logFailedAccepts(app.server, 'callback server', app.log);
 
   app.get(options.path, async (request, reply) => {
     const answer = await handle((request.query ?? {}) as Record<string, unknown>);

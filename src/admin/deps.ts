@@ -14,6 +14,7 @@ import type { ConnectionListQuery, UsageListQuery } from '../connlog/service.ts'
 import type { ConnectionRecord, LiveConnection } from '../connlog/types.ts';
 import type { PlatformCompareRow, UsageRow } from '../connlog/usage.ts';
 import type { AfterSaleInput, AssignIpInput, ChangeInput, OpenInput, ReleaseInput, RenewInput, ResetInput } from '../orders/placer.ts';
+import type { MetricSource, StatsView } from '../telemetry/sampler.ts';
 
 /** PlatformClient. */
 export interface PlatformPort {
@@ -136,10 +137,15 @@ export interface SessionsPort {
   rotate(user: string, sessionId: string, reason: 'manual'): boolean;
 }
 
-/** The prom-client registry of createMetrics(). */
-export interface MetricsPort {
+/** The prom-client registry of createMetrics() (getSingleMetric feeds the dashboard's series). */
+export interface MetricsPort extends MetricSource {
   contentType: string;
   metrics(): Promise<string>;
+}
+
+/** src/telemetry/sampler.ts StatsSampler: the dashboard's last hour, read from the metrics. */
+export interface StatsPort {
+  view(since?: number): StatsView;
 }
 
 export interface Readiness {
@@ -176,6 +182,8 @@ export interface AdminDeps {
   metrics: MetricsPort;
   /** Real checks, see readiness.ts createReadiness(). */
   ready(): Promise<Readiness>;
+  /** The dashboard's series; buildAdminServer runs its own sampler over `metrics` when absent. */
+  stats?: StatsPort;
   /** The event outbox (GET /v1/events); without it the route answers 503 EVENTS_UNAVAILABLE. */
   events?: EventsPort;
   connections: ConnectionsPort;

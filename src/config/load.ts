@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { parseDocument } from 'yaml';
 import type { z } from 'zod';
 import { configSchema, type Config } from './schema.ts';
+import { RotorError } from '../errors/rotor-error.ts';
 
 /** Environment variables and the key each one sets; `number` ones are read as whole numbers. */
 export const ENV_OVERRIDES = [
@@ -32,15 +33,13 @@ export interface ConfigIssue {
   env?: string;
 }
 
-export class ConfigError extends Error {
-  readonly code = 'CONFIG_INVALID';
+export class ConfigError extends RotorError {
   readonly issues: ConfigIssue[];
   readonly file: string | undefined;
 
   constructor(issues: ConfigIssue[], file?: string) {
     const lines = issues.map((i) => `  ${i.key || '(config)'}${i.env ? ` (from ${i.env})` : ''}: ${i.problem}`);
-    super(`invalid configuration${file ? ` in ${file}` : ''}:\n${lines.join('\n')}`);
-    this.name = 'ConfigError';
+    super('CONFIG_INVALID', `invalid configuration${file ? ` in ${file}` : ''}:\n${lines.join('\n')}`);
     this.issues = issues;
     this.file = file;
   }

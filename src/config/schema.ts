@@ -40,6 +40,13 @@ const platform = z
     backoff: z
       .strictObject({ baseMs: z.number().int().min(0).default(200), maxMs: z.number().int().min(0).default(5_000) })
       .prefault({}),
+    /** Embedded mode only: settings of the in-process sandbox. */
+    sandbox: z
+      .strictObject({
+        /** Per productNo, proxy strings DrawByPwd hands out instead of the sandbox's gateways (the bench's upstreams). */
+        drawnLines: z.record(z.string().min(1), z.array(z.string().min(1)).min(1)).default({}),
+      })
+      .prefault({}),
   })
   .prefault({})
   .superRefine((p, ctx) => {
@@ -69,7 +76,7 @@ const proxy = z
   .strictObject({
     http: listener(8080),
     socks5: listener(1080),
-    /** Bound on dialing an upstream (proxy-chain sets none). */
+    /** Bound on dialing an upstream. */
     connectTimeoutMs: millis.default(10_000),
     /** Bound on a client's SOCKS5 handshake / HTTP request head. */
     handshakeTimeoutMs: millis.default(10_000),

@@ -25,6 +25,7 @@
 // Choose sliceBytes ≥ 2 × (one user's peak rate through one daemon) × (Redis round trip + scheduling),
 // so a refill (started at half a slice) lands before the slice is spent; 1 MiB is plenty on a LAN.
 import type { Redis } from 'ioredis';
+import type { AllowanceSource, FleetAllowance } from '../accounting/accounting.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Store } from '../store/types.ts';
 import type { RedisConnection } from '../store/redis-connection.ts';
@@ -100,7 +101,7 @@ export interface AllowanceOptions {
 }
 
 /** One user's allowance on this daemon: the data path's handle. `spend` is sync and allocates nothing. */
-export class UserAllowance {
+export class UserAllowance implements FleetAllowance {
   /** Lease held as of the last sync (bytes), plus any offline allowance taken since. */
   held = 0;
   /** Spent since the last sync. */
@@ -166,7 +167,7 @@ export class UserAllowance {
   }
 }
 
-export class AllowanceLeaser {
+export class AllowanceLeaser implements AllowanceSource {
   readonly instance: string;
   private readonly keys: RedisKeys;
   private readonly slice: number;

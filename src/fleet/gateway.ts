@@ -15,6 +15,7 @@ import type { DialTrace } from '../connlog/types.ts';
 import type { PoolKey, NodeSource, UpstreamNode } from '../pool/types.ts';
 import type { DialMode, Dialed, Route, RouterOptions } from '../proxy/router.ts';
 import { Router } from '../proxy/router.ts';
+import type { DialSignal } from '../proxy/cancel.ts';
 import type { PoolProvider, RotationReason, SessionStore, Target } from '../proxy/types.ts';
 import type { SessionTable, SessionView } from '../session/table.ts';
 import type { Logger } from '../telemetry/logger.ts';
@@ -189,7 +190,7 @@ export class FleetRouter extends Router {
     this.fleetSessions = sessions;
   }
 
-  override async dial(route: Route, target: Target, signal?: AbortSignal, mode?: DialMode, trace?: DialTrace): Promise<Dialed> {
+  override async dial(route: Route, target: Target, signal?: DialSignal, mode?: DialMode, trace?: DialTrace): Promise<Dialed> {
     checkTarget(target); // a malformed target prepares no shared session (Router.dial refuses it anyway)
     if (route.sessionId !== undefined && route.instanceNo === undefined) {
       await this.fleetSessions.prepare(route.user.name, route.sessionId, route.sessTime, route.poolKey);

@@ -4,6 +4,7 @@
 // holder that dies stops renewing and the lease expires after at most `ttlMs`: then another daemon's
 // acquire succeeds. LeaseKeeper renews what it holds every ttl/3 and reports leases it lost.
 import type { Redis } from 'ioredis';
+import type { OrderClaims } from '../orders/types.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { RedisConnection } from '../store/redis-connection.ts';
 import { DEFAULT_REDIS_PREFIX, RedisKeys } from '../store/redis-keys.ts';
@@ -84,7 +85,7 @@ export interface LeaseKeeperOptions {
  * retried on the next tick; leases whose TTL passes meanwhile are found lost at the first renewal after
  * Redis returns (the holder must then stop the work: another daemon may have taken it over).
  */
-export class LeaseKeeper {
+export class LeaseKeeper implements OrderClaims {
   private readonly held = new Set<string>();
   private readonly timer: NodeJS.Timeout;
   private renewing: Promise<void> | undefined;

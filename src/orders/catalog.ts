@@ -40,12 +40,14 @@ export function isDynamic(p: Pick<Product, 'proxyType'>): boolean {
 }
 
 type Entry = { value: unknown };
+/** How a cache miss is loaded: passed with each fetch (lru-cache's fetch context), so no key is parsed back. */
+type Loader = () => Promise<unknown>;
 
 export class Catalog {
   private readonly client: PlatformCaller;
   private readonly logger: Logger | undefined;
   private readonly now: () => number;
-  private readonly cache: LRUCache<string, Entry>;
+  private readonly cache: LRUCache<string, Entry, Loader>;
   /** productNo → proxyType of every product ever seen authorized. */
   private readonly known = new Map<string, number>();
   private readonly unauthorized = new Set<string>();
@@ -56,31 +58,36 @@ export class Catalog {
     this.client = options.client;
     this.logger = options.logger;
     this.now = options.now ?? Date.now;
-    this.cache = new LRUCache<string, Entry>({
+    this.cache = new LRUCache<string, Entry, Loader>({
       max: 500,
       ttl: options.ttlMs ?? 600_000,
       ttlResolution: 0,
       perf: { now: () => this.now() },
-      fetchMethod: async (key) => ({ value: await this.load(key) }),
+      fetchMethod: async (_key, _stale, { context }) => ({ value: await context() }),
     });
   }
 
   async areas(codes?: string[]): Promise<AreaNode[]> {
-    return (await this.get(`areas:${JSON.stringify(codes ?? null)}`)) as AreaNode[];
+    return (await this.get(`areas:${JSON.stringify(codes ?? null)}`, () => this.client.call('GetArea', { codes: codes ?? null }))) as AreaNode[];
   }
 
   async cities(codes?: string[]): Promise<City[]> {
-    return (await this.get(`cities:${JSON.stringify(codes ?? null)}`)) as City[];
+    return (await this.get(`cities:${JSON.stringify(codes ?? null)}`, () => this.client.call('GetCityList', { codes: codes ?? null }))) as City[];
   }
 
   async projects(codes?: string[]): Promise<Project[]> {
-    return (await this.get(`projects:${JSON.stringify(codes ?? null)}`)) as Project[];
+    return (await this.get(`projects:${JSON.stringify(codes ?? null)}`, () => this.client.call('GetProjectList', { codes: codes ?? null }))) as Project[];
   }
 
   /** A product listing (GetProductStock); every proxy type when none is named. */
   async products(query: ProductQuery = {}): Promise<Product[]> {
     const q = { ...query, proxyType: query.proxyType?.length ? [...query.proxyType].sort() : ALL_PROXY_TYPES };
-    return (await this.get(`products:${JSON.stringify(q, Object.keys(q).sort())}`)) as Product[];
+    const load = async (): Promise<Product[]> => {
+      const list = await this.client.call('GetProductStock', q as OpRequest<'GetProductStock'>);
+      this.learnListing(q as OpRequest<'GetProductStock'>, list);
+      return list;
+    };
+    return (await this.get(`products:${JSON.stringify(q, Object.keys(q).sort())}`, load)) as Product[];
   }
 
   /**
@@ -92,13 +99,14 @@ export class Catalog {
     // forceRefresh, not delete(): deleting aborts a fetch other callers await (lru-cache rejects them with
     // Error('deleted')), so concurrent orders for one product failed each other whenever the platform was
     // slow (found by test/reliability/platform-faults). A forced refresh joins a fetch already in flight.
-    const entry = await this.cache.fetch(key, options.fresh ? { forceRefresh: true } : {});
+    const context = () => this.loadProduct(productNo);
+    const entry = await this.cache.fetch(key, options.fresh ? { forceRefresh: true, context } : { context });
     return entry?.value as Product | undefined;
   }
 
   /** Regions of a dynamic product (ProductAreaList). */
   async productAreas(productNo: string, proxyType: 104 | 105): Promise<unknown[]> {
-    return (await this.get(`areas-of:${proxyType}:${productNo}`)) as unknown[];
+    return (await this.get(`areas-of:${proxyType}:${productNo}`, () => this.client.call('ProductAreaList', { productNo, proxyType }))) as unknown[];
   }
 
   /**
@@ -137,37 +145,9 @@ export class Catalog {
     this.cache.clear();
   }
 
-  private async get(key: string): Promise<unknown> {
-    const entry = await this.cache.fetch(key);
+  private async get(key: string, load: Loader): Promise<unknown> {
+    const entry = await this.cache.fetch(key, { context: load });
     return entry?.value;
-  }
-
-  private async load(key: string): Promise<unknown> {
-    const sep = key.indexOf(':');
-    const kind = key.slice(0, sep);
-    const arg = key.slice(sep + 1);
-    switch (kind) {
-      case 'areas':
-        return this.client.call('GetArea', { codes: JSON.parse(arg) as string[] | null });
-      case 'cities':
-        return this.client.call('GetCityList', { codes: JSON.parse(arg) as string[] | null });
-      case 'projects':
-        return this.client.call('GetProjectList', { codes: JSON.parse(arg) as string[] | null });
-      case 'products': {
-        const query = JSON.parse(arg) as OpRequest<'GetProductStock'>;
-        const list = await this.client.call('GetProductStock', query);
-        this.learnListing(query, list);
-        return list;
-      }
-      case 'product':
-        return this.loadProduct(arg);
-      case 'areas-of': {
-        const [type, productNo] = [Number(arg.slice(0, 3)), arg.slice(4)];
-        return this.client.call('ProductAreaList', { productNo, proxyType: type as 104 | 105 });
-      }
-      default:
-        throw new Error(`catalog: unknown cache key kind ${kind}`);
-    }
   }
 
   private async loadProduct(productNo: string): Promise<Product | undefined> {

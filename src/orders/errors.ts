@@ -1,6 +1,7 @@
 // Failures of the order surface, each with a stable code and the HTTP status the admin API answers with.
 // Platform refusals are not wrapped: the client's PlatformError (with platformCode) reaches the caller as is.
 // Messages never carry passwords or request bodies.
+import { RotorError } from '../errors/rotor-error.ts';
 import type { FieldIssue } from '../platform/errors.ts';
 
 export type OrderErrorCode =
@@ -28,9 +29,8 @@ const HTTP_STATUS: Record<OrderErrorCode, number> = {
   ORDER_OUTCOME_UNKNOWN: 503,
 };
 
-export class OrderError extends Error {
-  readonly code: OrderErrorCode;
-  readonly httpStatus: number;
+export class OrderError extends RotorError {
+  declare readonly code: OrderErrorCode;
   /** The offending field (dotted path), when one is to blame. */
   readonly field: string | undefined;
   readonly issues: FieldIssue[] | undefined;
@@ -38,10 +38,7 @@ export class OrderError extends Error {
   readonly merchantNo: string | undefined;
 
   constructor(code: OrderErrorCode, message: string, extra: { field?: string; issues?: FieldIssue[]; merchantNo?: string; cause?: unknown } = {}) {
-    super(message, extra.cause !== undefined ? { cause: extra.cause } : undefined);
-    this.name = 'OrderError';
-    this.code = code;
-    this.httpStatus = HTTP_STATUS[code];
+    super(code, message, { httpStatus: HTTP_STATUS[code], cause: extra.cause });
     this.field = extra.field ?? extra.issues?.[0]?.path;
     this.issues = extra.issues;
     this.merchantNo = extra.merchantNo;

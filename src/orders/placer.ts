@@ -4,12 +4,12 @@
 // outcome Rotor cannot know (no reply, a system error after the retries) leaves the entry unresolved;
 // `resumeIntents` re-sends it later, or after a restart, with the SAME number and reqId, so the platform's
 // idempotency answers with the first result instead of charging again.
-import { isRetryable, PlatformClientError, PlatformError, RequestInvalidError, fieldIssues } from '../platform/errors.ts';
+import { isRetryable, PlatformClientError, PlatformError, RequestInvalidError } from '../platform/errors.ts';
 import { operations, type OperationSpec, type OpRequest, type OpResponse } from '../platform/operations.ts';
-import type { Product } from '../platform/schemas.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import { UNRESOLVED_STATES, type JournalEntry, type OrderRecord, type Store } from '../store/types.ts';
-import { isDynamic, isPurchasable, type Catalog } from './catalog.ts';
+import type { Catalog } from './catalog.ts';
+import { OrderChecks, validateRequest, withOpenDefaults } from './request-checks.ts';
 import { OrderError } from './errors.ts';
 import { newMerchantNo, newReqId } from './numbers.ts';
 import { FINAL_ORDER_STATUS, INSTANCE_STATUS, ORDER_STATUS, ORDER_TYPE, type PlatformCaller } from './types.ts';
@@ -27,7 +27,6 @@ function orderTypeOf(op: PlacingOperation): number | undefined {
   return (operations[op] as OperationSpec).orderType;
 }
 
-type OpenItem = OpRequest<'InstanceOpen'>['params'][number];
 type Optional<T, K extends keyof T> = Omit<T, K> & Partial<Pick<T, K>>;
 
 export type OpenInput = Optional<OpRequest<'InstanceOpen'>, 'appOrderNo'>;
@@ -85,6 +84,7 @@ export class Placer {
   private readonly now: () => number;
   private readonly makeMerchantNo: (now: number) => string;
   private readonly makeReqId: () => string;
+  private readonly checks: OrderChecks;
   /** One send at a time per merchant number (a resume and a caller's resubmit must not race). */
   private readonly inFlight = new Map<string, Promise<JournalEntry>>();
 
@@ -103,13 +103,14 @@ export class Placer {
     this.now = options.now ?? Date.now;
     this.makeMerchantNo = options.newMerchantNo ?? newMerchantNo;
     this.makeReqId = options.newReqId ?? newReqId;
+    this.checks = new OrderChecks(this.catalog);
   }
 
   // ── the operations ──
 
   async open(input: OpenInput): Promise<OrderRecord> {
-    const params = input.params.map((item) => this.withDefaults(item));
-    for (const [i, item] of params.entries()) await this.checkOpenItem(item, i);
+    const params = input.params.map(withOpenDefaults);
+    for (const [i, item] of params.entries()) await this.checks.openItem(item, i);
     return this.placeOrder('InstanceOpen', { ...input, params, appOrderNo: input.appOrderNo ?? this.makeMerchantNo(this.now()) });
   }
 
@@ -123,10 +124,8 @@ export class Placer {
     // A resubmitted number whose order was accepted needs no new check (the IP is now ours).
     const prior = input.appOrderNo ? await this.store.getJournal(input.appOrderNo) : undefined;
     if (!prior) {
-      this.validate('InstanceOpenAssignIp', { ...input, appOrderNo: merchantNo });
-      const product = await this.requireProduct(input.productNo, 'productNo');
-      if (isDynamic(product)) throw new OrderError('ORDER_INVALID', 'a specified IP can be bought for static products only', { field: 'productNo' });
-      if (product.assignIp !== 1) throw new OrderError('ORDER_INVALID', `product ${input.productNo} does not support buying a specified IP`, { field: 'productNo' });
+      validateRequest('InstanceOpenAssignIp', { ...input, appOrderNo: merchantNo });
+      await this.checks.assignIpProduct(input.productNo);
       const info = await this.checkAssignIp(input.assignIp);
       if (!info.canBuyStatus) throw new OrderError('IP_NOT_PURCHASABLE', `IP ${input.assignIp} cannot be bought`, { field: 'assignIp' });
     }
@@ -204,18 +203,10 @@ export class Placer {
     return order;
   }
 
-  private validate(op: PlacingOperation, request: Record<string, unknown>): void {
-    const checked = operations[op].request.safeParse(request);
-    if (!checked.success) {
-      const issues = fieldIssues(checked.error);
-      throw new OrderError('ORDER_INVALID', `${op}: ${issues.map((i) => `${i.path || '(request)'}: ${i.message}`).join('; ')}`, { issues });
-    }
-  }
-
   private async place(op: PlacingOperation, raw: Record<string, unknown>): Promise<JournalEntry> {
     // Exactly what will be sent, now and on every resend: JSON-clean (no undefined keys).
     const request = JSON.parse(JSON.stringify(raw)) as Record<string, unknown>;
-    this.validate(op, request);
+    validateRequest(op, request);
     const merchantNo = String(request[merchantField(op)]);
     const prior = await this.store.getJournal(merchantNo);
     if (prior) {
@@ -337,67 +328,6 @@ export class Placer {
     // Pending until every item is settled; then failed if any item failed.
     const status = unsettled.length ? Math.min(...unsettled) : statuses.includes(4) ? 4 : 3;
     return { resetNo: entry.merchantNo, status, list };
-  }
-
-  // ── local checks of seed 4.3 before anything is journaled ──
-
-  private withDefaults(item: OpenItem): OpenItem {
-    const out = { ...item };
-    if (out.cycleTimes === undefined && out.duration === undefined) out.cycleTimes = 1;
-    return out;
-  }
-
-  private async requireProduct(productNo: string, field: string): Promise<Product> {
-    const product = await this.catalog.product(productNo, { fresh: true });
-    if (!product) throw new OrderError('PRODUCT_UNAUTHORIZED', `product ${productNo} is not authorized for this merchant`, { field });
-    return product;
-  }
-
-  private async checkOpenItem(item: OpenItem, i: number): Promise<void> {
-    const at = (f: string) => `params.${i}.${f}`;
-    const count = item.count ?? 1;
-    if (!item.productNo) {
-      if (item.cidrBlocks?.length) throw new OrderError('ORDER_INVALID', 'segments can be chosen only with a productNo', { field: at('cidrBlocks') });
-      if (item.productType === 2 && !item.projectId) throw new OrderError('PROJECT_REQUIRED', 'shared products need a projectId (a project code)', { field: at('projectId') });
-      return;
-    }
-    const product = await this.requireProduct(item.productNo, at('productNo'));
-    if (!isPurchasable(product)) {
-      throw new OrderError('PRODUCT_NOT_PURCHASABLE', `product ${item.productNo} is not purchasable (enable ${product.enable ?? 'unset'}, inventory ${product.inventory ?? 0})`, { field: at('productNo') });
-    }
-    if (product.productType === 2) {
-      if (!item.projectId) throw new OrderError('PROJECT_REQUIRED', `product ${item.productNo} is shared: projectId (a project code) is required`, { field: at('projectId') });
-      const project = product.projectList?.find((p) => p.code === item.projectId);
-      if (product.projectList && !project) throw new OrderError('ORDER_INVALID', `project ${item.projectId} is not offered with product ${item.productNo}`, { field: at('projectId') });
-      if (project && project.inventory !== undefined && project.inventory !== null && project.inventory < count) {
-        throw new OrderError('PRODUCT_NOT_PURCHASABLE', `project ${item.projectId} of product ${item.productNo} has no stock for ${count}`, { field: at('projectId') });
-      }
-    }
-    if (isDynamic(product)) {
-      if (!item.appUsername) throw new OrderError('ORDER_INVALID', 'dynamic products need appUsername (the main account)', { field: at('appUsername') });
-      const byIpCount = (product.ipCount ?? 0) > 0;
-      if (!byIpCount && (product.flow ?? 0) > 0) {
-        if (!item.flow) throw new OrderError('ORDER_INVALID', `product ${item.productNo} is sold by traffic: flow (MB) is required`, { field: at('flow') });
-        if (item.flow < (product.flow ?? 0)) throw new OrderError('ORDER_INVALID', `flow must be at least ${product.flow} MB for product ${item.productNo}`, { field: at('flow') });
-      }
-      return;
-    }
-    if (item.flow !== undefined) throw new OrderError('ORDER_INVALID', 'flow applies to dynamic products only', { field: at('flow') });
-    if ((product.inventory ?? 0) < count) {
-      throw new OrderError('PRODUCT_NOT_PURCHASABLE', `product ${item.productNo} has ${product.inventory ?? 0} in stock, ${count} asked`, { field: at('count') });
-    }
-    const maxBw = product.maxBandWidth ?? 0;
-    if (item.extBandWidth && maxBw > 0 && item.extBandWidth > maxBw) {
-      throw new OrderError('ORDER_INVALID', `extBandWidth must be at most ${maxBw} Mbps for product ${item.productNo}`, { field: at('extBandWidth') });
-    }
-    if (item.cidrBlocks?.length) {
-      if (product.cidrStatus !== 1) throw new OrderError('ORDER_INVALID', `product ${item.productNo} does not sell IP segments`, { field: at('cidrBlocks') });
-      const sum = item.cidrBlocks.reduce((s, b) => s + b.count, 0);
-      if (sum !== count) throw new OrderError('ORDER_INVALID', `segment counts add up to ${sum}, but count is ${count}`, { field: at('cidrBlocks') });
-      const available = new Set(this.catalog.availableSegments(product));
-      const missing = item.cidrBlocks.find((b) => !available.has(b.cidr));
-      if (missing) throw new OrderError('SEGMENT_UNAVAILABLE', `segment ${missing.cidr} is not offered (offline or unknown) for product ${item.productNo}`, { field: at('cidrBlocks') });
-    }
   }
 }
 

@@ -1,7 +1,8 @@
 // Following orders to their end. Every order not yet final (3, 4, 5) is polled with a growing delay, and a
 // callback (a hint) makes Rotor read it at once; either way only what GetOrder / GetInstance answer is
-// stored. Also here: the periodic sweep (unknown intents resent, unprocessed callbacks replayed), the expiry
-// watch with its optional local auto-renew, and the rotor_orders / rotor_instances gauges.
+// stored. Also here: the periodic sweep (unknown intents resent, unprocessed callbacks replayed), the timer of
+// the expiry watch (src/orders/expiry.ts: warnings and the optional local auto-renew), and the rotor_orders /
+// rotor_instances gauges.
 //
 // In a fleet (`claims` given: src/fleet/lease.ts LeaseKeeper) one daemon at a time follows a given order:
 // it polls only while it holds the lease `order:<appOrderNo>`, lets go when the order is final, and stops
@@ -16,10 +17,10 @@ import type { Metrics } from '../telemetry/metrics.ts';
 import { UNRESOLVED_STATES, type CallbackKey, type InstanceRecord, type OrderRecord, type Store } from '../store/types.ts';
 import type { Catalog } from './catalog.ts';
 import { realClock, type OrdersClock } from './clock.ts';
-import { derivedMerchantNo } from './numbers.ts';
+import { ExpiryWatch, type AutoRenewSettings } from './expiry.ts';
 import type { Placer } from './placer.ts';
 import { instanceRecord, instancesOfOrder, orderRecord } from './records.ts';
-import { FINAL_ORDER_STATUS, INSTANCE_STATUS, type PlatformCaller } from './types.ts';
+import { FINAL_ORDER_STATUS, type OrderClaims, type PlatformCaller } from './types.ts';
 
 export interface TrackerSettings {
   /** Delay before the first poll of a new order, then multiplied by `factor` up to `maxMs`. */
@@ -31,15 +32,8 @@ export interface TrackerSettings {
   /** Warn when a running instance expires within this many hours. */
   expiryWarnHours?: number;
   expiryCheckMs?: number;
-  /** Local auto-renew: off unless `enabled`. Renews `cycleTimes` periods `hoursBefore` expiry, once per expiry. */
-  autoRenew?: { enabled: boolean; hoursBefore: number; cycleTimes?: number };
-}
-
-/** Named leases with expiry, kept renewed while held (structurally src/fleet/lease.ts LeaseKeeper). */
-export interface OrderClaims {
-  acquire(name: string): Promise<boolean>;
-  isHeld(name: string): boolean;
-  release(name: string): Promise<void>;
+  /** Local auto-renew (src/orders/expiry.ts). */
+  autoRenew?: AutoRenewSettings;
 }
 
 /** The lease name under which one daemon of a fleet follows an order. */
@@ -78,12 +72,12 @@ export class Tracker {
   private readonly metrics: Metrics | undefined;
   private readonly logger: Logger | undefined;
   private readonly clock: OrdersClock;
-  private readonly s: Required<Omit<TrackerSettings, 'autoRenew'>> & { autoRenew: TrackerSettings['autoRenew'] };
+  private readonly s: Required<Omit<TrackerSettings, 'autoRenew' | 'expiryWarnHours'>>;
   private readonly followed = new Map<string, Followed>();
   private readonly refreshing = new Map<string, Promise<OrderRecord | undefined>>();
   private readonly work = new Set<Promise<unknown>>();
   private readonly cancels = new Set<() => void>();
-  private readonly warned = new Set<string>();
+  private readonly expiry: ExpiryWatch;
   private readonly claims: OrderClaims | undefined;
   private readonly onFinal: ((order: OrderRecord) => Promise<void>) | undefined;
   /** Orders whose lease is being asked for. */
@@ -105,10 +99,16 @@ export class Tracker {
       pollMaxMs: options.pollMaxMs ?? 60_000,
       pollFactor: options.pollFactor ?? 2,
       sweepMs: options.sweepMs ?? 30_000,
-      expiryWarnHours: options.expiryWarnHours ?? 72,
       expiryCheckMs: options.expiryCheckMs ?? 600_000,
-      autoRenew: options.autoRenew,
     };
+    this.expiry = new ExpiryWatch({
+      store: this.store,
+      placer: this.placer,
+      clock: this.clock,
+      warnHours: options.expiryWarnHours ?? 72,
+      autoRenew: options.autoRenew,
+      logger: this.logger,
+    });
   }
 
   async start(): Promise<void> {
@@ -348,33 +348,9 @@ export class Tracker {
     );
   }
 
-  /** Warns about running instances close to expiry and, when enabled, renews them once per expiry. */
-  async checkExpiry(): Promise<void> {
-    const nowSec = Math.floor(this.clock.now() / 1000);
-    const renew = this.s.autoRenew?.enabled ? this.s.autoRenew : undefined;
-    const horizon = Math.max(this.s.expiryWarnHours, renew?.hoursBefore ?? 0) * 3600;
-    const soon = await this.store.listInstances({ statuses: [INSTANCE_STATUS.running], expiresBefore: nowSec + horizon });
-    for (const inst of soon) {
-      const expires = inst.userExpired ?? 0;
-      const left = expires - nowSec;
-      const mark = `${inst.instanceNo}:${expires}`;
-      if (left <= this.s.expiryWarnHours * 3600 && !this.warned.has(mark)) {
-        this.warned.add(mark);
-        this.logger?.warn({ instanceNo: inst.instanceNo, userExpired: expires, hoursLeft: Math.round((left / 3600) * 10) / 10 }, left > 0 ? 'static instance expires soon' : 'static instance has expired');
-      }
-      if (renew && left > 0 && left <= renew.hoursBefore * 3600) {
-        // Derived from the expiry being renewed: a restart, a second sweep or a second daemon on the same
-        // store finds the number journaled and places nothing.
-        const appOrderNo = derivedMerchantNo('RA', mark);
-        if (await this.store.getJournal(appOrderNo)) continue;
-        try {
-          await this.placer.renew({ appOrderNo, instances: [{ instanceNo: inst.instanceNo, cycleTimes: renew.cycleTimes ?? 1 }] });
-          this.logger?.info({ instanceNo: inst.instanceNo, appOrderNo }, 'auto-renew placed');
-        } catch (err) {
-          this.logger?.warn({ instanceNo: inst.instanceNo, appOrderNo, err }, 'auto-renew failed');
-        }
-      }
-    }
+  /** Runs the expiry watch once (its timer runs it every expiryCheckMs). */
+  checkExpiry(): Promise<void> {
+    return this.expiry.check();
   }
 
   async updateGauges(): Promise<void> {

@@ -8,11 +8,17 @@ export interface PlatformCaller {
   call<N extends OperationName>(name: N, params: OpRequest<N>, options?: CallOptions): Promise<OpResponse<N>>;
 }
 
-/** Final order statuses (seed part 3). */
-export const FINAL_ORDER_STATUS = new Set([3, 4, 5]);
-export const ORDER_STATUS = { pending: 1, processing: 2, succeeded: 3, failed: 4, partial: 5 } as const;
+// Order statuses are the platform's vocabulary, defined once in src/platform/order-status.ts.
+export { FINAL_ORDER_STATUS, ORDER_STATUS } from '../platform/order-status.ts';
 export const INSTANCE_STATUS = { toCreate: 1, creating: 2, running: 3, stopped: 6, closed: 10, released: 11 } as const;
 export const ORDER_TYPE = { open: 1, renew: 2, release: 3, change: 5 } as const;
+
+/** Named leases with expiry, kept renewed while held: how a fleet shares out orders (src/fleet/lease.ts LeaseKeeper implements it). */
+export interface OrderClaims {
+  acquire(name: string): Promise<boolean>;
+  isHeld(name: string): boolean;
+  release(name: string): Promise<void>;
+}
 
 /** An instance as the admin API shows it: no password unless asked for. */
 export type InstanceView = Omit<InstanceRecord, 'pwd' | 'raw'> & { pwd?: string | null };

@@ -189,7 +189,7 @@ export class PlatformClient {
           reqId,
           reason: reply.status >= 400 ? 'http_status' : 'bad_envelope',
           detail: reply.status >= 400 ? `HTTP ${reply.status}` : `HTTP ${reply.status} with a body that is not a response envelope`,
-          httpStatus: reply.status,
+          responseStatus: reply.status,
         });
       }
       label = String(envelope.code);
@@ -201,7 +201,7 @@ export class PlatformClient {
       }
       if (reply.status >= 400) {
         label = 'transport';
-        throw new TransportError({ operation: name, reqId, reason: 'http_status', detail: `HTTP ${reply.status} with code 200`, httpStatus: reply.status });
+        throw new TransportError({ operation: name, reqId, reason: 'http_status', detail: `HTTP ${reply.status} with code 200`, responseStatus: reply.status });
       }
       const payload = this.decryptData(name, reqId, envelope.data);
       this.logger?.debug({ operation: name, reqId, attempt, code: 200, ms: Math.round(performance.now() - t0) }, 'platform call');

@@ -1,6 +1,7 @@
 // The encrypted envelope of seed part 5: AES-CBC, PKCS#7, key = the secret's bytes, IV = its first 16 bytes.
 // Shared by the client and the sandbox simulator, so both sides speak exactly the same wire format.
 import { createCipheriv, createDecipheriv } from 'node:crypto';
+import { RotorError } from '../errors/rotor-error.ts';
 
 export type ApiVersion = 'v2' | '2.0';
 
@@ -19,19 +20,15 @@ export interface ResponseEnvelope {
   data?: string;
 }
 
-export class SecretLengthError extends Error {
-  readonly code = 'SECRET_LENGTH';
+export class SecretLengthError extends RotorError {
   constructor(length: number) {
-    super(`appSecret must be 16, 24 or 32 bytes, got ${length}`);
-    this.name = 'SecretLengthError';
+    super('SECRET_LENGTH', `appSecret must be 16, 24 or 32 bytes, got ${length}`);
   }
 }
 
-export class DecryptError extends Error {
-  readonly code = 'DECRYPT_FAILED';
+export class DecryptError extends RotorError {
   constructor(reason: string) {
-    super(`cannot decrypt: ${reason}`);
-    this.name = 'DecryptError';
+    super('DECRYPT_FAILED', `cannot decrypt: ${reason}`);
   }
 }
 

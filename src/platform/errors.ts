@@ -1,20 +1,41 @@
 // The client's failures, one class per condition with a stable `code` (modelled on undici's lib/core/errors.js).
 // Callers branch on the class or on `code`; platform refusals also carry the part 7 number and its meaning.
 // No message ever includes request parameters or the secret: only operation names, field paths, codes.
+// Each class also says how the admin API answers it: its HTTP status and the code and message shown there
+// (`publicCode`/`publicMessage`, which differ from `code`/`message` where the admin contract names the
+// condition from the caller's side, e.g. TRANSPORT is shown as PLATFORM_UNREACHABLE).
 import type { z } from 'zod';
+import { RotorError } from '../errors/rotor-error.ts';
 import { CODE, codeMeaning } from './codes.ts';
 
+interface ClientErrorDefinition {
+  code: string;
+  httpStatus: number;
+  message: string;
+  operation: string;
+  reqId: string | undefined;
+  publicCode?: string;
+  publicMessage?: string;
+  platformCode?: number;
+  cause?: unknown;
+}
+
 /** Everything the platform client throws derives from this. */
-export abstract class PlatformClientError extends Error {
-  abstract readonly code: string;
+export abstract class PlatformClientError extends RotorError {
   readonly operation: string;
   /** The reqId sent, when something was sent. */
   readonly reqId: string | undefined;
+  /** The code the admin API shows for this failure. */
+  readonly publicCode: string;
+  /** The message the admin API shows for this failure. */
+  readonly publicMessage: string;
 
-  constructor(message: string, operation: string, reqId: string | undefined, options?: { cause?: unknown }) {
-    super(message, options);
-    this.operation = operation;
-    this.reqId = reqId;
+  constructor(def: ClientErrorDefinition) {
+    super(def.code, def.message, { httpStatus: def.httpStatus, platformCode: def.platformCode, cause: def.cause });
+    this.operation = def.operation;
+    this.reqId = def.reqId;
+    this.publicCode = def.publicCode ?? def.code;
+    this.publicMessage = def.publicMessage ?? def.message;
   }
 }
 
@@ -26,8 +47,7 @@ const CONDITION_BY_CODE = new Map<number, PlatformCondition>(
 
 /** The platform answered, with a code other than 200. Its `data` was not parsed. */
 export class PlatformError extends PlatformClientError {
-  readonly code = 'PLATFORM_ERROR';
-  readonly platformCode: number;
+  declare readonly platformCode: number;
   /** The seed's meaning of the code (part 7). */
   readonly meaning: string;
   /** The platform's own `msg`. */
@@ -37,9 +57,16 @@ export class PlatformError extends PlatformClientError {
 
   constructor(args: { operation: string; reqId: string | undefined; platformCode: number; platformMsg: string }) {
     const meaning = codeMeaning(args.platformCode);
-    super(`platform error ${args.platformCode}: ${args.platformMsg || meaning}`, args.operation, args.reqId);
-    this.name = 'PlatformError';
-    this.platformCode = args.platformCode;
+    const said = args.platformMsg || meaning;
+    super({
+      code: 'PLATFORM_ERROR',
+      httpStatus: 502,
+      message: `platform error ${args.platformCode}: ${said}`,
+      publicMessage: `${args.operation}: platform refused with ${args.platformCode}: ${said}`,
+      operation: args.operation,
+      reqId: args.reqId,
+      platformCode: args.platformCode,
+    });
     this.meaning = meaning;
     this.platformMsg = args.platformMsg;
     this.condition = CONDITION_BY_CODE.get(args.platformCode) ?? 'UNKNOWN';
@@ -62,14 +89,20 @@ function describeIssues(issues: FieldIssue[]): string {
 
 /** The request breaks the operation's schema or a part 8 limit; nothing was sent. */
 export class RequestInvalidError extends PlatformClientError {
-  readonly code = 'REQUEST_INVALID';
   readonly issues: FieldIssue[];
   /** The first offending field's path. */
   readonly field: string;
 
   constructor(operation: string, issues: FieldIssue[]) {
-    super(`${operation}: invalid request: ${describeIssues(issues)}`, operation, undefined);
-    this.name = 'RequestInvalidError';
+    super({
+      code: 'REQUEST_INVALID',
+      httpStatus: 400,
+      message: `${operation}: invalid request: ${describeIssues(issues)}`,
+      publicCode: 'INVALID_INPUT',
+      publicMessage: describeIssues(issues),
+      operation,
+      reqId: undefined,
+    });
     this.issues = issues;
     this.field = issues[0]?.path ?? '';
   }
@@ -77,10 +110,15 @@ export class RequestInvalidError extends PlatformClientError {
 
 /** The operation name is not in the table. */
 export class UnknownOperationError extends PlatformClientError {
-  readonly code = 'UNKNOWN_OPERATION';
   constructor(operation: string) {
-    super(`unknown operation ${JSON.stringify(operation)}`, operation, undefined);
-    this.name = 'UnknownOperationError';
+    super({
+      code: 'UNKNOWN_OPERATION',
+      httpStatus: 404,
+      message: `unknown operation ${JSON.stringify(operation)}`,
+      publicMessage: `no platform operation named ${JSON.stringify(operation)}`,
+      operation,
+      reqId: undefined,
+    });
   }
 }
 
@@ -98,49 +136,50 @@ export type TransportReason =
 
 /** No usable answer reached us: timeout, refused, dropped, an HTTP error page, a body that is not an envelope. */
 export class TransportError extends PlatformClientError {
-  readonly code = 'TRANSPORT';
   readonly reason: TransportReason;
-  /** HTTP status, when a response arrived. */
-  readonly httpStatus: number | undefined;
+  /** The platform's HTTP status, when a response arrived (not the status the admin API answers with). */
+  readonly responseStatus: number | undefined;
 
-  constructor(args: { operation: string; reqId: string | undefined; reason: TransportReason; detail: string; httpStatus?: number; cause?: unknown }) {
-    super(`${args.operation}: transport failure (${args.reason}): ${args.detail}`, args.operation, args.reqId, { cause: args.cause });
-    this.name = 'TransportError';
+  constructor(args: { operation: string; reqId: string | undefined; reason: TransportReason; detail: string; responseStatus?: number; cause?: unknown }) {
+    super({
+      code: 'TRANSPORT',
+      httpStatus: 503,
+      message: `${args.operation}: transport failure (${args.reason}): ${args.detail}`,
+      publicCode: 'PLATFORM_UNREACHABLE',
+      publicMessage: `${args.operation}: platform unreachable (${args.reason})`,
+      operation: args.operation,
+      reqId: args.reqId,
+      cause: args.cause,
+    });
     this.reason = args.reason;
-    this.httpStatus = args.httpStatus;
+    this.responseStatus = args.responseStatus;
   }
 }
 
 /** The platform said 200 but its `data` does not decrypt with our secret, or decrypts to something not JSON. */
 export class DecryptReplyError extends PlatformClientError {
-  readonly code = 'DECRYPT_REPLY';
   readonly reason: string;
 
   constructor(operation: string, reqId: string, reason: string) {
-    super(`${operation}: undecryptable reply: ${reason}`, operation, reqId);
-    this.name = 'DecryptReplyError';
+    super({ code: 'DECRYPT_REPLY', httpStatus: 502, message: `${operation}: undecryptable reply: ${reason}`, operation, reqId });
     this.reason = reason;
   }
 }
 
 /** The platform said 200 without `data` for an operation whose answer carries a record. */
 export class EmptyReplyError extends PlatformClientError {
-  readonly code = 'EMPTY_REPLY';
   constructor(operation: string, reqId: string) {
-    super(`${operation}: the platform answered 200 without data`, operation, reqId);
-    this.name = 'EmptyReplyError';
+    super({ code: 'EMPTY_REPLY', httpStatus: 502, message: `${operation}: the platform answered 200 without data`, operation, reqId });
   }
 }
 
 /** The decrypted answer does not fit the operation's response schema (lenient as it is). */
 export class ResponseInvalidError extends PlatformClientError {
-  readonly code = 'RESPONSE_INVALID';
   readonly issues: FieldIssue[];
   readonly field: string;
 
   constructor(operation: string, reqId: string, issues: FieldIssue[]) {
-    super(`${operation}: unexpected reply: ${describeIssues(issues)}`, operation, reqId);
-    this.name = 'ResponseInvalidError';
+    super({ code: 'RESPONSE_INVALID', httpStatus: 502, message: `${operation}: unexpected reply: ${describeIssues(issues)}`, operation, reqId });
     this.issues = issues;
     this.field = issues[0]?.path ?? '';
   }
@@ -150,19 +189,17 @@ export class ResponseInvalidError extends PlatformClientError {
 export function isRetryable(err: unknown): boolean {
   if (err instanceof PlatformError) return err.platformCode === CODE.SYSTEM;
   if (err instanceof TransportError) {
-    if (err.reason === 'http_status') return err.httpStatus !== undefined && err.httpStatus >= 500;
+    if (err.reason === 'http_status') return err.responseStatus !== undefined && err.responseStatus >= 500;
     return err.reason === 'timeout' || err.reason === 'refused' || err.reason === 'reset' || err.reason === 'network' || err.reason === 'dns';
   }
   return false;
 }
 
 /** The client was constructed with settings it cannot work with (bad base URL, bad timeouts). */
-export class ClientConfigError extends Error {
-  readonly code = 'CLIENT_CONFIG';
+export class ClientConfigError extends RotorError {
   readonly key: string;
   constructor(key: string, problem: string) {
-    super(`${key}: ${problem}`);
-    this.name = 'ClientConfigError';
+    super('CLIENT_CONFIG', `${key}: ${problem}`);
     this.key = key;
   }
 }

@@ -1,4 +1,5 @@
 // Shapes shared by the pool (src/pool/), the session table (src/session/) and the gateway (src/proxy/).
+import { RotorError } from '../errors/rotor-error.ts';
 
 export type UpstreamProtocol = 'socks5' | 'http';
 
@@ -43,13 +44,11 @@ export interface NodeSource {
   isUsable(node: UpstreamNode): boolean;
 }
 
-export class PoolEmptyError extends Error {
-  readonly code = 'POOL_EMPTY';
+export class PoolEmptyError extends RotorError {
   constructor(
     readonly pool: string,
     readonly reason: string,
   ) {
-    super(`no upstream available in pool ${pool}: ${reason}`);
-    this.name = 'PoolEmptyError';
+    super('POOL_EMPTY', `no upstream available in pool ${pool}: ${reason}`, { httpStatus: 503 });
   }
 }

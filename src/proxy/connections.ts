@@ -2,6 +2,7 @@
 // relay is started and forgotten, the graceful stop (a drain period, then everything cut), and what a failed
 // accept does.
 import type { Socket } from 'node:net';
+import { reportFailedAccept } from '../errors/failed-accept.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import { relay, upstreamFailedEarly, type RelayHandle } from './relay.ts';
@@ -86,11 +87,7 @@ export class ListenerConnections {
   }
 }
 
-/**
- * Once listening, an 'error' on the server is a failed accept (EMFILE, ENFILE, ENOBUFS): the server goes on
- * accepting, so it is logged; without a listener it would take the process down. Before that, listen()'s
- * own handler rejects.
- */
+/** A proxy listener's server 'error' (src/errors/failed-accept.ts says what it means). */
 export function onServerError(listening: boolean, err: Error, logger: Logger | undefined): void {
-  if (listening) logger?.warn({ err }, 'proxy listener could not accept a connection');
+  reportFailedAccept(listening, err, 'proxy listener', logger);
 }

@@ -1,5 +1,5 @@
-// HTTP CONNECT through an HTTP upstream proxy, with a connect and a response deadline (proxy-chain has
-// neither), Basic credentials, and the bytes that arrive behind the response header kept as `head`.
+// HTTP CONNECT through an HTTP upstream proxy, with a connect and a response deadline,
+// Basic credentials, and the bytes that arrive behind the response header kept as `head`.
 import type { Socket } from 'node:net';
 import type { UpstreamNode } from '../pool/types.ts';
 import type { Metrics } from '../telemetry/metrics.ts';

@@ -1,29 +1,42 @@
-// The HTTP proxy listener, on proxy-chain's Server.
-//
-// The split, and why: proxy-chain parses requests, checks Basic proxy credentials through
-// prepareRequestFunction, answers 407 with Proxy-Authenticate, cleans hop-by-hop headers and forwards
-// absolute-URI requests (forward()); we keep it for all of that. Its CONNECT path cannot meet the contract:
-// its dialers set no upstream connect timeout, cannot retry on another node, and `customConnectServer`
-// answers 200 before anything is dialed, so a dead upstream could never become a 502/504. So the http.Server's
-// 'connect' event (which proxy-chain registers) is taken over here: credentials, Router.dial (retries,
-// deadlines), then 200 only once the upstream tunnel is up, and our relay (meter, idle timeout).
-// Plain-HTTP requests stay on proxy-chain but never let it dial: prepareRequestFunction runs per request,
-// dials through Router.dial itself (mode 'forward': to an HTTP node the request goes in absolute form; through
-// a SOCKS5 node a tunnel to the target is opened) and hands the ready socket to forward() with a one-shot
-// http.Agent. A refusal or a failed dial becomes a customResponseFunction (403, 502, 503, 504).
-import { Agent, type IncomingMessage, type Server as HttpServer } from 'node:http';
-import type { Socket } from 'node:net';
-import { Server, type PrepareRequestFunctionOpts, type PrepareRequestFunctionResult } from 'proxy-chain';
+// The HTTP proxy listener, on node:http's server, owned here end to end: one Basic parser, one refusal
+// writer (http-message.ts), one connection registry (ListenerConnections) for CONNECT tunnels, Upgrade
+// tunnels and absolute-URI requests alike.
+//   - CONNECT ('connect' event): credentials, Router.dial (retries, deadlines), 200 only once the upstream
+//     tunnel is up, then the relay (meter, idle timeout).
+//   - Absolute-URI requests ('request', and 'checkContinue' so that `Expect: 100-continue` is answered only
+//     once the client is authenticated, admitted and an upstream carries the request): forwarded over
+//     kept-alive upstream connections (http-forward.ts). Answers go through node's ServerResponse, so on a
+//     pipelined connection a refusal waits its turn behind the responses still due.
+//   - Absolute-URI requests with `Upgrade` (WebSocket, 'upgrade' event): dialed like a forward, the request
+//     head written by us with Upgrade kept, then relayed as a tunnel (the upstream's 101 passes through).
+// A connection opens and closes in one place (onConnection); handleSocket() serves a socket accepted
+// elsewhere (a port that sniffs the protocol first).
+import { createServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+import { isRotorError } from '../errors/rotor-error.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { ConnectionResult, Metrics } from '../telemetry/metrics.ts';
 import { DialCancel } from './cancel.ts';
 import { GatewayError } from './errors.ts';
 import { holdClient } from './hold.ts';
+import { Forwarder } from './http-forward.ts';
+import {
+  forwardHeaders,
+  parseAbsoluteTarget,
+  parseBasic,
+  parseConnectTarget,
+  refuseResponse,
+  refuseSocket,
+  requestHead,
+  type Refusal,
+} from './http-message.ts';
 import { ListenerConnections, onServerError } from './connections.ts';
 import type { Authorization, Dialed, Route, Router } from './router.ts';
 import type { Target } from './types.ts';
 import { unrecordedConnections } from '../connlog/recorder.ts';
 import type { ConnectionContext, ConnectionRecorder, RecordResult } from '../connlog/types.ts';
+
+export { parseBasic, parseConnectTarget } from './http-message.ts';
 
 export interface HttpListenerOptions {
   router: Router;
@@ -40,142 +53,135 @@ export interface HttpListenerOptions {
   handshakeTimeoutMs?: number;
   /** Plain-HTTP forwarding: longest silence from the upstream while a response is due. Default 60000 ms. */
   responseTimeoutMs?: number;
+  /** Plain-HTTP forwarding: idle kept-alive upstream connections close after this. Default 30000 ms. */
+  upstreamIdleMs?: number;
   /** Realm of Proxy-Authenticate. Default 'rotor'. */
   realm?: string;
   metrics?: Metrics;
   logger?: Logger;
-  /** The connection log (one context per CONNECT or forwarded request); default ids only. */
+  /** The connection log (one context per CONNECT, Upgrade or forwarded request); default ids only. */
   recorder?: ConnectionRecorder;
   /** Admission without credentials (a user's own port: src/users/ports.ts UserPorts.admit); undefined = none. */
   anonymous?: (socket: Socket) => Authorization | undefined;
 }
 
 const LISTENER = 'http';
+const CREDENTIALS_REQUIRED = 'proxy credentials required (Basic)';
 
 function noop(): void {}
 
-/** Parses `host:port` / `[v6]:port` of a CONNECT request line. */
-export function parseConnectTarget(url: string | undefined): Target | undefined {
-  if (!url) return undefined;
-  const m = /^(?:\[([0-9A-Fa-f:.]+)\]|([A-Za-z0-9._-]+)):(\d{1,5})$/.exec(url);
-  if (!m) return undefined;
-  const port = Number(m[3]);
-  if (port < 1 || port > 65535) return undefined;
-  return { host: (m[1] ?? m[2])!, port };
-}
+/** A client's authorized route, or the refusal to answer with and how to count and record it. */
+type Admission = { route: Route } | { refusal: Refusal; result: ConnectionResult; user: string | null };
 
-/** Basic credentials of a Proxy-Authorization header; undefined when absent or not Basic. */
-export function parseBasic(header: string | undefined): { username: string; password: string } | undefined {
-  if (!header) return undefined;
-  const m = /^\s*basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(header);
-  if (!m) return undefined;
-  const text = Buffer.from(m[1]!, 'base64').toString('utf8');
-  const colon = text.indexOf(':');
-  if (colon < 0) return { username: text, password: '' };
-  return { username: text.slice(0, colon), password: text.slice(colon + 1) };
-}
-
-/**
- * An http.Agent that hands out one already-connected socket (our dialed upstream) and never pools it.
- * `onUse` runs when forward() creates its request, synchronously before it pipes the client's body, so a
- * body listener added there misses no chunk.
- */
-class DialedAgent extends Agent {
-  constructor(
-    private readonly socket: Socket,
-    private readonly onUse: () => void,
-  ) {
-    super({ keepAlive: false, maxSockets: 1 });
-  }
-  override createConnection(): Socket {
-    this.onUse();
-    return this.socket;
-  }
+/** A failure as the client is answered and the connection recorded. */
+interface Failure extends Refusal {
+  result: RecordResult;
 }
 
 export class HttpListener {
-  private readonly proxy: Server;
   private readonly server: HttpServer;
   private readonly conns = new ListenerConnections();
+  private readonly forwarder: Forwarder;
+  private readonly recorder: ConnectionRecorder;
   private readonly realm: string;
   private readonly idleTimeoutMs: number;
-  private readonly responseTimeoutMs: number;
-  private readonly recorder: ConnectionRecorder;
+  private readonly handshakeMs: number;
+  /** Per client connection: the user counted active on it (plain HTTP; tunnels count per dial). */
+  private readonly activeUser = new WeakMap<Socket, string>();
+  /** Connections whose first request head has arrived; the rest are closed at the handshake deadline. */
+  private readonly started = new WeakSet<Socket>();
 
   constructor(private readonly options: HttpListenerOptions) {
     this.recorder = options.recorder ?? unrecordedConnections();
     this.realm = options.realm ?? 'rotor';
     this.idleTimeoutMs = options.idleTimeoutMs ?? 300_000;
-    this.responseTimeoutMs = options.responseTimeoutMs ?? 60_000;
-    this.proxy = new Server({
-      port: options.port,
-      host: options.host ?? '127.0.0.1',
-      authRealm: this.realm,
-      prepareRequestFunction: (o) => this.prepare(o),
+    this.handshakeMs = options.handshakeTimeoutMs ?? 10_000;
+    this.forwarder = new Forwarder({
+      router: options.router,
+      responseTimeoutMs: options.responseTimeoutMs ?? 60_000,
+      ...(options.upstreamIdleMs !== undefined ? { idleMs: options.upstreamIdleMs } : {}),
+      metrics: options.metrics,
+      onForwarded: () => this.count('ok'),
     });
-    this.server = this.proxy.server as HttpServer;
+    // requestTimeout off: a proxied upload may rightly take longer than node's 5 minutes; the handshake
+    // deadline bounds a silent client's first head, the response timeout and relay idle bound the rest.
+    this.server = createServer({ noDelay: true, headersTimeout: this.handshakeMs, requestTimeout: 0 });
     this.server.on('error', (err) => onServerError(this.server.listening, err, options.logger));
-    // See the file comment: CONNECT is ours.
-    this.server.removeAllListeners('connect');
-    this.server.on('connect', (req: IncomingMessage, socket: Socket, head: Buffer) => {
-      const conn = this.recorder.open(LISTENER);
-      conn.closer = () => socket.destroy();
-      this.onConnect(req, socket, head, conn).catch((err: unknown) => {
-        // A defect, not a client or upstream failure: say so once and drop the connection, never the process.
-        this.options.logger?.error({ listener: LISTENER, conn: conn.id, err }, 'http CONNECT failed unexpectedly');
+    this.server.on('connection', (socket: Socket) => this.onConnection(socket));
+    this.server.on('request', (req: IncomingMessage, res: ServerResponse) => this.onRequest(req, res, false));
+    this.server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => this.onRequest(req, res, true));
+    this.server.on('connect', (req: IncomingMessage, socket: Socket, head: Buffer) => this.tunnel(req, socket, head, 'connect'));
+    this.server.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => this.tunnel(req, socket, head, 'upgrade'));
+    this.server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => {
+      // A malformed request: 400 as node would, but counted. A timed-out or reset client gets nothing.
+      if (err.code === 'ECONNRESET' || err.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
         socket.destroy();
-        conn.end({ result: 'upstream_error', reason: 'internal error' });
-      });
-    });
-    const metrics = options.metrics;
-    const handshakeMs = options.handshakeTimeoutMs ?? 10_000;
-    this.server.headersTimeout = handshakeMs;
-    // Connections whose first request head has arrived; the rest are closed at the handshake deadline.
-    const started = new WeakSet<Socket>();
-    this.server.prependListener('request', (req: IncomingMessage) => started.add(req.socket));
-    this.server.prependListener('connect', (req: IncomingMessage) => started.add(req.socket));
-    this.server.on('connection', (socket: Socket) => {
-      socket.setNoDelay(true);
-      this.conns.sockets.add(socket);
-      metrics?.connectionsActive.inc({ listener: LISTENER });
-      const deadline = setTimeout(() => {
-        if (!started.has(socket)) socket.destroy();
-      }, handshakeMs);
-      deadline.unref();
-      socket.once('close', () => {
-        clearTimeout(deadline);
-        this.conns.sockets.delete(socket);
-        metrics?.connectionsActive.dec({ listener: LISTENER });
-      });
+        return;
+      }
+      this.count('bad_request');
+      if (socket.writable) refuseSocket(socket, { status: 400, reason: 'malformed request' }, this.realm);
+      else socket.destroy();
     });
   }
 
   async listen(): Promise<{ host: string; port: number }> {
-    await this.proxy.listen();
-    const a = this.server.address();
-    if (!a || typeof a === 'string') throw new Error('http listener has no address');
+    await new Promise<void>((resolve, reject) => {
+      const onError = (err: Error): void => reject(err);
+      this.server.once('error', onError);
+      this.server.listen(this.options.port, this.options.host ?? '127.0.0.1', () => {
+        this.server.off('error', onError);
+        resolve();
+      });
+    });
+    const a = this.server.address() as AddressInfo;
     return { host: a.address, port: a.port };
   }
 
   get port(): number {
-    return this.proxy.port;
+    return (this.server.address() as AddressInfo | null)?.port ?? 0;
   }
 
   get connections(): number {
     return this.conns.sockets.size;
   }
 
+  /**
+   * Serves a client socket accepted elsewhere (a port that reads the first byte to choose between HTTP and
+   * SOCKS5): bytes already read from it must be put back with `socket.unshift()` first.
+   */
+  handleSocket(socket: Socket): void {
+    this.server.emit('connection', socket);
+    // A socket accepted paused (pauseOnConnect) or paused by the sniffer must flow for the parser.
+    socket.resume();
+  }
+
   /** Stops accepting; running connections get `drainMs` to finish, then are closed. */
   async close(drainMs = 0): Promise<void> {
-    const closed = this.proxy.close(false);
-    this.server.closeIdleConnections?.();
+    const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+    this.server.closeIdleConnections();
     await this.conns.drainThenClose(drainMs);
+    this.forwarder.close();
     await closed;
   }
 
-  /** Serves a socket accepted elsewhere (a user's own port, src/users/handover.ts). */
-  handleSocket(socket: Socket): void {
-    this.server.emit('connection', socket);
+  /** Where a client connection opens and closes: the registry, the gauge, the handshake deadline. */
+  private onConnection(socket: Socket): void {
+    socket.on('error', noop);
+    socket.setNoDelay(true);
+    this.conns.sockets.add(socket);
+    const metrics = this.options.metrics;
+    metrics?.connectionsActive.inc({ listener: LISTENER });
+    const deadline = setTimeout(() => {
+      if (!this.started.has(socket)) socket.destroy();
+    }, this.handshakeMs);
+    deadline.unref();
+    socket.once('close', () => {
+      clearTimeout(deadline);
+      this.conns.sockets.delete(socket);
+      metrics?.connectionsActive.dec({ listener: LISTENER });
+      const user = this.activeUser.get(socket);
+      if (user !== undefined) this.options.router.meters.connectionClosed(user);
+    });
   }
 
   private count(result: ConnectionResult): void {
@@ -183,253 +189,170 @@ export class HttpListener {
   }
 
   /** A connection or request that ends before any relay: counted (except a client abort) and recorded. */
-  private refuse(conn: ConnectionContext, result: RecordResult, reason: string): void {
+  private record(conn: ConnectionContext, result: RecordResult, reason: string): void {
     if (result !== 'client_abort') this.count(result);
     conn.end({ result, reason });
   }
 
-  /** The record's result for a refused authorization. */
-  private static refusalResult(a: Authorization & { ok: false }): RecordResult {
-    return a.kind === 'auth' ? 'auth_failed' : a.kind === 'forbidden' ? (a.result ?? 'limited') : 'bad_request';
+  private defect(socket: Socket, conn: ConnectionContext, err: unknown): void {
+    // Not a client or upstream failure: say so once and drop the connection, never the process.
+    this.options.logger?.error({ listener: LISTENER, conn: conn.id, err }, 'http tunnel failed unexpectedly');
+    socket.destroy();
+    conn.end({ result: 'upstream_error', reason: 'internal error' });
   }
 
-  /** A complete HTTP answer on a raw socket, then close (CONNECT refusals and failures). */
-  private answer(socket: Socket, status: number, reason: string): void {
-    const body = reason;
-    const text = STATUS_TEXT[status] ?? 'Error';
-    const auth = status === 407 ? `Proxy-Authenticate: Basic realm="${this.realm}"\r\n` : '';
-    if (socket.writable) {
-      socket.end(
-        `HTTP/1.1 ${status} ${text}\r\nConnection: close\r\nContent-Type: text/plain; charset=utf-8\r\n` +
-          `Content-Length: ${Buffer.byteLength(body)}\r\n${auth}\r\n${body}`,
-      );
-    }
-    setTimeout(() => socket.destroy(), 1000).unref();
-  }
-
-  private async onConnect(req: IncomingMessage, socket: Socket, head: Buffer, conn: ConnectionContext): Promise<void> {
-    socket.on('error', noop);
-    const target = parseConnectTarget(req.url);
-    if (!target) {
-      this.refuse(conn, 'bad_request', 'CONNECT target must be host:port');
-      this.answer(socket, 400, 'CONNECT target must be host:port');
-      return;
-    }
-    conn.target = req.url ?? null;
+  /** Credentials and admission, the same for every kind of request. */
+  private admit(req: IncomingMessage): Admission {
     const credentials = parseBasic(req.headers['proxy-authorization']);
-    const router = this.options.router;
-    const a = credentials ? router.authorize(credentials.username, credentials.password) : this.options.anonymous?.(socket);
-    if (!a) {
-      this.refuse(conn, 'auth_failed', 'proxy credentials required (Basic)');
-      this.answer(socket, 407, 'proxy credentials required (Basic)');
-      return;
-    }
-    if (!a.ok) {
-      conn.user = a.user ?? null;
-      this.refuse(conn, HttpListener.refusalResult(a), a.reason);
-      this.answer(socket, a.kind === 'auth' ? 407 : a.kind === 'forbidden' ? 403 : 400, a.reason);
-      return;
-    }
-    conn.user = a.route.user.name;
-    conn.session = a.route.sessionId ?? null;
-    const held = { head: head.length > 0 ? head : null };
-    const dialed = await this.dial(a.route, target, socket, 'tunnel', conn, held);
-    if (!dialed) return;
-    const user = a.route.user.name;
-    socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
-    this.count('ok');
-    this.conns.relay(socket, dialed, held.head, user, router.meters, { idleTimeoutMs: this.idleTimeoutMs, metrics: this.options.metrics }, conn);
+    const a = credentials ? this.options.router.authorize(credentials.username, credentials.password) : this.options.anonymous?.(req.socket);
+    if (!a) return { refusal: { status: 407, reason: CREDENTIALS_REQUIRED }, result: 'auth_failed', user: null };
+    if (a.ok) return { route: a.route };
+    if (a.kind === 'auth') return { refusal: { status: 407, reason: a.reason }, result: 'auth_failed', user: null };
+    if (a.kind === 'forbidden') return { refusal: { status: 403, reason: a.reason }, result: a.result ?? 'limited', user: a.user ?? null };
+    return { refusal: { status: 400, reason: a.reason }, result: 'bad_request', user: a.user ?? null };
   }
 
   /**
-   * Router.dial bound to the client's life. On failure the client has been answered (CONNECT) or the error
-   * is returned for a custom response (plain HTTP); on success connectionOpened has been counted.
+   * An error as the client is answered and the connection recorded: the error's own status and message
+   * (RotorError's are safe to show), else 502/504 for a failed upstream exchange, 500 for a defect.
    */
-  private async dial(route: Route, target: Target, client: Socket, mode: 'tunnel', conn: ConnectionContext, held: { head: Buffer | null }): Promise<Dialed | undefined>;
-  private async dial(route: Route, target: Target, client: Socket, mode: 'forward', conn: ConnectionContext): Promise<Dialed | GatewayError>;
-  private async dial(
-    route: Route,
-    target: Target,
-    client: Socket,
-    mode: 'tunnel' | 'forward',
-    conn: ConnectionContext,
-    held?: { head: Buffer | null },
-  ): Promise<Dialed | GatewayError | undefined> {
+  private failure(err: unknown, conn: ConnectionContext): Failure {
+    if (err instanceof GatewayError) {
+      if (err.code === 'DIAL_ABORTED') return { status: err.httpStatus, reason: err.message, result: 'client_abort' };
+      const result: RecordResult = err.connectionResult;
+      this.options.logger?.info({ listener: LISTENER, conn: conn.id, user: conn.user, code: err.code, reason: err.upstreamReason }, 'http upstream failed');
+      return { status: err.httpStatus, reason: err.message, result };
+    }
+    if (isRotorError(err)) return { status: err.httpStatus, reason: err.message, result: 'upstream_error' };
+    const code = (err as NodeJS.ErrnoException | undefined)?.code;
+    if (code === 'ETIMEDOUT') return { status: 504, reason: 'the upstream did not answer in time', result: 'upstream_error' };
+    if (code === 'ECONNRESET' || code === 'EPIPE' || code?.startsWith('HPE_')) return { status: 502, reason: 'the upstream failed', result: 'upstream_error' };
+    this.options.logger?.error({ listener: LISTENER, conn: conn.id, user: conn.user, err }, 'http forward failed unexpectedly');
+    return { status: 500, reason: 'internal error', result: 'upstream_error' };
+  }
+
+  private onRequest(req: IncomingMessage, res: ServerResponse, expectContinue: boolean): void {
+    const client = req.socket;
+    this.started.add(client);
+    // Each forwarded request is one connection of the log (its upstream connection may be a kept one).
+    const conn = this.recorder.open(LISTENER);
+    conn.closer = () => client.destroy();
+    const target = parseAbsoluteTarget(req.url);
+    if (!target) {
+      const reason = 'a proxy request needs an absolute http:// URI (or CONNECT)';
+      this.record(conn, 'bad_request', reason);
+      refuseResponse(res, { status: 400, reason }, this.realm);
+      return;
+    }
+    conn.target = `${target.host.includes(':') ? `[${target.host}]` : target.host}:${target.port}`;
+    const admission = this.admit(req);
+    if ('refusal' in admission) {
+      conn.user = admission.user;
+      this.record(conn, admission.result, admission.refusal.reason);
+      refuseResponse(res, admission.refusal, this.realm);
+      return;
+    }
+    const route = admission.route;
+    conn.user = route.user.name;
+    conn.session = route.sessionId ?? null;
+    const user = route.user.name;
+    const counted = this.activeUser.get(client);
+    if (counted !== user) {
+      const meters = this.options.router.meters;
+      if (counted !== undefined) meters.connectionClosed(counted);
+      meters.connectionOpened(user);
+      this.activeUser.set(client, user);
+    }
+    this.forwarder.forward(req, res, route, target, expectContinue, conn, (err, answer) => {
+      const f = this.failure(err, conn);
+      this.record(conn, f.result, f.reason);
+      if (f.result === 'client_abort') answer.destroy();
+      else refuseResponse(answer, f, this.realm);
+    });
+  }
+
+  private tunnel(req: IncomingMessage, socket: Socket, head: Buffer, kind: 'connect' | 'upgrade'): void {
+    const conn = this.recorder.open(LISTENER);
+    conn.closer = () => socket.destroy();
+    this.onTunnel(req, socket, head, kind, conn).catch((err: unknown) => this.defect(socket, conn, err));
+  }
+
+  /** CONNECT, or an absolute-URI request with Upgrade: the socket is ours from here. */
+  private async onTunnel(req: IncomingMessage, socket: Socket, head: Buffer, kind: 'connect' | 'upgrade', conn: ConnectionContext): Promise<void> {
+    this.started.add(socket);
+    socket.on('error', noop);
+    let target: Target | undefined;
+    let absolute: ReturnType<typeof parseAbsoluteTarget>;
+    if (kind === 'connect') target = parseConnectTarget(req.url);
+    else target = absolute = parseAbsoluteTarget(req.url);
+    if (!target) {
+      const reason = kind === 'connect' ? 'CONNECT target must be host:port' : 'an Upgrade request needs an absolute http:// or ws:// URI';
+      this.record(conn, 'bad_request', reason);
+      refuseSocket(socket, { status: 400, reason }, this.realm);
+      return;
+    }
+    conn.target = `${target.host.includes(':') ? `[${target.host}]` : target.host}:${target.port}`;
+    const admission = this.admit(req);
+    if ('refusal' in admission) {
+      conn.user = admission.user;
+      this.record(conn, admission.result, admission.refusal.reason);
+      refuseSocket(socket, admission.refusal, this.realm);
+      return;
+    }
+    const route = admission.route;
+    conn.user = route.user.name;
+    conn.session = route.sessionId ?? null;
+    const held = { head: head.length > 0 ? head : null };
+    // An Upgrade goes through a tunnel to the target (CONNECT to an HTTP node): HTTP proxies commonly drop
+    // Upgrade on forwarded requests, and a tunnel carries whatever protocol the 101 switches to.
+    const dialed = await this.dial(route, target, socket, conn, held);
+    if (!dialed) return;
+    if (absolute) {
+      // The Upgrade request goes on as we received it, hop-by-hop fields removed but Upgrade kept.
+      const headers = forwardHeaders(req.rawHeaders, { keepUpgrade: true, drop: HOST });
+      headers.unshift('Host', absolute.authority);
+      dialed.socket.write(requestHead(req.method ?? 'GET', absolute.path, headers));
+    } else {
+      socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+    }
+    this.count('ok');
+    const router = this.options.router;
+    this.conns.relay(socket, dialed, held.head, route.user.name, router.meters, { idleTimeoutMs: this.idleTimeoutMs, metrics: this.options.metrics }, conn);
+  }
+
+  /** Router.dial bound to the client's life; on failure the client has been answered (or is gone). */
+  private async dial(route: Route, target: Target, client: Socket, conn: ConnectionContext, held: { head: Buffer | null }): Promise<Dialed | undefined> {
     const router = this.options.router;
     const user = route.user.name;
     const abort = new DialCancel();
-    const onGone = (): void => abort.abort();
-    // A CONNECT socket is ours: keep reading it so a client that leaves is seen. A plain request's socket
-    // is read by the http server, whose 'close' is enough.
-    let release: (() => Buffer | null) | undefined;
-    if (held) release = holdClient(client, held.head, onGone);
-    else client.once('close', onGone);
+    // The socket is ours: keep reading it so a client that leaves is seen.
+    const release = holdClient(client, held.head, () => abort.abort());
     router.meters.connectionOpened(user);
     try {
-      const dialed = await router.dial(route, target, abort, mode, conn);
+      const dialed = await router.dial(route, target, abort, 'tunnel', conn);
       if (client.destroyed || abort.aborted) {
-        // A CONNECT socket is ours and half-open after the client's FIN: close it, or it stays open forever.
-        if (mode === 'tunnel') client.destroy();
+        // Half-open after the client's FIN: close it, or it stays open forever.
+        client.destroy();
         dialed.socket.destroy();
         dialed.release();
         router.meters.connectionClosed(user);
         conn.node = dialed.node.id;
-        this.refuse(conn, 'client_abort', 'the client went away');
+        this.record(conn, 'client_abort', 'the client went away');
         return undefined;
       }
       return dialed;
     } catch (err) {
       router.meters.connectionClosed(user);
-      if (!(err instanceof GatewayError)) {
-        conn.end({ result: 'upstream_error', reason: 'internal error' });
-        // proxy-chain answers a plain request whose prepareRequestFunction throws; a CONNECT is ours.
-        if (mode === 'forward') throw err;
-        this.count('upstream_error');
-        this.options.logger?.error({ listener: LISTENER, conn: conn.id, user, err }, 'http dial failed unexpectedly');
-        this.answer(client, 500, 'internal error');
-        return undefined;
-      }
-      if (err.code !== 'DIAL_ABORTED') {
-        this.refuse(conn, err.connectionResult, err.upstreamReason ? `${err.message} (${err.upstreamReason})` : err.message);
-        this.options.logger?.info({ listener: LISTENER, conn: conn.id, user, code: err.code, reason: err.upstreamReason }, 'http upstream failed');
-      } else {
-        this.refuse(conn, 'client_abort', err.message);
-      }
-      if (mode === 'forward') return err;
-      if (err.code !== 'DIAL_ABORTED') this.answer(client, err.httpStatus, err.message);
-      // The client ended mid-dial; its CONNECT socket is half-open and nobody else will close it.
-      else client.destroy();
+      const f = this.failure(err, conn);
+      this.record(conn, f.result, f.reason);
+      // The client ended mid-dial: its socket is half-open and nobody else will close it.
+      if (f.result === 'client_abort') client.destroy();
+      else refuseSocket(client, f, this.realm);
       return undefined;
     } finally {
-      if (release && held) held.head = release();
-      else client.off('close', onGone);
+      held.head = release();
     }
-  }
-
-  /** proxy-chain calls this for plain-HTTP requests only (CONNECT is ours): once per request. */
-  private async prepare(o: PrepareRequestFunctionOpts): Promise<PrepareRequestFunctionResult> {
-    // Plain HTTP: each forwarded request is dialed on its own, so each is one connection of the log.
-    const conn = this.recorder.open(LISTENER);
-    conn.target = `${o.hostname.includes(':') ? `[${o.hostname}]` : o.hostname}:${o.port}`;
-    const router = this.options.router;
-    const a = o.request.headers['proxy-authorization'] ? router.authorize(o.username, o.password) : this.options.anonymous?.(o.request.socket);
-    if (!a) {
-      this.refuse(conn, 'auth_failed', 'proxy credentials required (Basic)');
-      return { requestAuthentication: true, failMsg: 'proxy credentials required (Basic)' };
-    }
-    if (!a.ok) {
-      conn.user = a.user ?? null;
-      this.refuse(conn, HttpListener.refusalResult(a), a.reason);
-      if (a.kind === 'auth') return { requestAuthentication: true, failMsg: a.reason };
-      return textResponse(a.kind === 'forbidden' ? 403 : 400, a.reason);
-    }
-    conn.user = a.route.user.name;
-    conn.session = a.route.sessionId ?? null;
-    const client = o.request.socket;
-    conn.closer = () => client.destroy();
-    const target = { host: o.hostname, port: o.port };
-    const dialed = await this.dial(a.route, target, client, 'forward', conn);
-    if (!dialed) return textResponse(502, 'client went away');
-    if (dialed instanceof GatewayError) return textResponse(dialed.code === 'DIAL_ABORTED' ? 502 : dialed.httpStatus, dialed.message);
-    this.count('ok');
-    const attachBody = this.meterForward(a.route, dialed, o.request, conn);
-    const result: PrepareRequestFunctionResult = { httpAgent: new DialedAgent(dialed.socket, attachBody) };
-    if (dialed.viaProxy) {
-      const n = dialed.node;
-      const auth =
-        n.username !== undefined ? `${encodeURIComponent(n.username)}:${encodeURIComponent(n.password ?? '')}@` : '';
-      result.upstreamProxyUrl = `http://${auth}${n.host.includes(':') ? `[${n.host}]` : n.host}:${n.port}`;
-    }
-    return result;
-  }
-
-  /**
-   * Counts one forwarded request's bytes into the user's meter (closing both sides once it is exhausted),
-   * bounds the upstream's silence, and gives the node back when the upstream socket closes. Returns the
-   * function that starts counting the request body (see DialedAgent).
-   */
-  private meterForward(route: Route, dialed: Dialed, request: IncomingMessage, conn: ConnectionContext): () => void {
-    const router = this.options.router;
-    const user = route.user.name;
-    const meter = router.meters.meter(user);
-    const upstream = dialed.socket;
-    const client = request.socket;
-    if (dialed.head) upstream.unshift(dialed.head);
-    // The request's bytes so far, also what GET /v1/connections/active shows.
-    const counts = { up: 0, down: 0 };
-    conn.bytes = counts;
-    conn.node = dialed.node.id;
-    conn.exit = dialed.node.host;
-    // The client first: once the upstream is gone proxy-chain answers a request still waiting for its
-    // response head with a 59x status, which must not reach a client that is being cut off.
-    let end = 'closed';
-    const stop = (): void => {
-      client.destroy();
-      upstream.destroy();
-    };
-    conn.closer = stop;
-    const onUp = (chunk: Buffer): void => {
-      counts.up += chunk.length;
-      meter.add(chunk.length, 0);
-      if (meter.exhausted) {
-        end = 'limit';
-        stop();
-      }
-    };
-    const onDown = (chunk: Buffer): void => {
-      counts.down += chunk.length;
-      meter.add(0, chunk.length);
-      if (meter.exhausted) {
-        end = 'limit';
-        stop();
-      }
-    };
-    upstream.on('data', onDown);
-    upstream.setTimeout(this.responseTimeoutMs, () => {
-      end = 'idle';
-      upstream.destroy(Object.assign(new Error('upstream response timed out'), { code: 'ETIMEDOUT' }));
-    });
-    upstream.once('close', () => {
-      request.off('data', onUp);
-      upstream.off('data', onDown);
-      // Request headers went out unseen by onUp; count everything written.
-      const { up, down } = counts;
-      const headerBytes = Math.max(0, upstream.bytesWritten - up);
-      if (headerBytes > 0) meter.add(headerBytes, 0);
-      const metrics = this.options.metrics;
-      if (metrics) {
-        metrics.bytesTotal.inc({ user, direction: 'up' }, up + headerBytes);
-        metrics.bytesTotal.inc({ user, direction: 'down' }, down);
-      }
-      dialed.release();
-      router.meters.connectionClosed(user);
-      conn.end({ result: 'ok', reason: end, up: up + headerBytes, down });
-    });
-    return () => {
-      request.on('data', onUp);
-      // Dialers hand over paused sockets; the http client's own 'data' listener would not resume it.
-      upstream.resume();
-    };
   }
 }
 
-function textResponse(statusCode: number, reason: string): PrepareRequestFunctionResult {
-  return {
-    customResponseFunction: () => ({
-      statusCode,
-      headers: { 'content-type': 'text/plain; charset=utf-8', connection: 'close' },
-      body: reason,
-    }),
-  };
-}
-
-const STATUS_TEXT: Record<number, string> = {
-  400: 'Bad Request',
-  403: 'Forbidden',
-  407: 'Proxy Authentication Required',
-  499: 'Client Closed Request',
-  500: 'Internal Server Error',
-  502: 'Bad Gateway',
-  503: 'Service Unavailable',
-  504: 'Gateway Timeout',
-};
+const HOST = new Set(['host']);

@@ -317,6 +317,14 @@ export class Router {
     throw new GatewayError(last.timedOut ? 'UPSTREAM_TIMEOUT' : 'UPSTREAM_FAILED', clientMessage(last), last.reason);
   }
 
+  /**
+   * The id of the node a sticky route is bound to now, if any. Plain-HTTP forwarding keys its idle upstream
+   * connections by it, so a rotated or expired session never reuses a connection to its old node.
+   */
+  boundNodeId(route: Route): string | undefined {
+    return route.sessionId === undefined ? undefined : this.options.sessions.get(route.user.name, route.sessionId)?.node.id;
+  }
+
   /** Destination rules, before any pool is asked for a node: a refused target costs no draw and no dial. */
   private checkDestination(route: Route, target: Target): void {
     const refusal = this.options.destinations?.check(route.user, target);

@@ -9,7 +9,8 @@ import { REPLY, Socks5HandshakeError, acceptSocks5, writeReply, type AuthDecisio
 import { DialCancel } from './cancel.ts';
 import { GatewayError } from './errors.ts';
 import { holdClient } from './hold.ts';
-import { ListenerConnections, onServerError } from './connections.ts';
+import { logFailedAccepts } from '../errors/failed-accept.ts';
+import { ListenerConnections } from './connections.ts';
 import type { Authorization, Refusal, Route, Router } from './router.ts';
 import { unrecordedConnections } from '../connlog/recorder.ts';
 import type { ConnectionContext, ConnectionRecorder, RecordResult } from '../connlog/types.ts';
@@ -48,7 +49,7 @@ export class Socks5Listener {
     this.handshakeTimeoutMs = options.handshakeTimeoutMs ?? 10_000;
     this.idleTimeoutMs = options.idleTimeoutMs ?? 300_000;
     this.server = createServer({ allowHalfOpen: true, pauseOnConnect: false }, (socket) => this.onConnection(socket));
-    this.server.on('error', (err) => onServerError(this.server.listening, err, options.logger));
+    logFailedAccepts(this.server, 'proxy listener', options.logger);
   }
 
   /** Starts listening; resolves with the bound address. */

@@ -59,7 +59,7 @@ export interface RelayLimiter {
   detach(relay: { stop(): void }): void;
 }
 
-/** Implemented by the accounting component; UnlimitedMeters (src/proxy/meters.ts) until then. */
+/** Implemented by the accounting component; test/support/meters.ts UnlimitedMeters in tests. */
 export interface MeterProvider {
   /** May this user open a new connection now (limit not reached, account usable)? */
   admit(user: string): Admission;

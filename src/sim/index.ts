@@ -48,6 +48,11 @@ export interface SimOptions {
   gatewayPorts?: number;
   /** seeds generated names, passwords and tokens; default 1 */
   seed?: number;
+  /**
+   * Per productNo, proxy strings (`http://host:port`, `socks5://user:pass@host:port`) DrawByPwd hands out
+   * instead of the sandbox's own gateways, round robin: a benchmark's upstreams drawn like real lines.
+   */
+  drawnLines?: Record<string, string[]>;
 }
 
 /** A type (not an interface) so it is assignable to Record<string, unknown> (src/cli/simulator.ts). */
@@ -85,6 +90,7 @@ export async function startSimulator(opts: SimOptions = {}): Promise<Simulator> 
     upstreams: null,
     orderDelayMs: opts.orderDelayMs ?? 2000,
     baseUrl: () => baseUrl,
+    ...(opts.drawnLines ? { drawnLines: new Map(Object.entries(opts.drawnLines)) } : {}),
   };
   if (opts.upstreams !== false) {
     ctx.upstreams = await startUpstreams({

@@ -1,11 +1,18 @@
-// Store failures with stable codes. Messages name tables and keys, never record contents.
+// Store failures with stable codes and the HTTP status the admin API answers each with. Messages name tables
+// and keys, never record contents.
+import { RotorError } from '../errors/rotor-error.ts';
 
-export class StoreError extends Error {
-  readonly code: string;
+// Codes with a status of their own; any other STORE_* code (STORE_FAILED, STORE_INVALID, a Redis script's
+// own) is an internal failure: 500.
+const HTTP_STATUS: Record<string, number> = {
+  STORE_CONFLICT: 409,
+  STORE_UNAVAILABLE: 503,
+  STORE_UNSUPPORTED: 503,
+};
+
+export class StoreError extends RotorError {
   constructor(code: string, message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = 'StoreError';
-    this.code = code;
+    super(code, message, { httpStatus: HTTP_STATUS[code] ?? 500, cause: options?.cause });
   }
 }
 
@@ -13,7 +20,6 @@ export class StoreError extends Error {
 export class StoreConflictError extends StoreError {
   constructor(what: string) {
     super('STORE_CONFLICT', `${what} already exists`);
-    this.name = 'StoreConflictError';
   }
 }
 
@@ -21,6 +27,5 @@ export class StoreConflictError extends StoreError {
 export class StoreUnavailableError extends StoreError {
   constructor(message: string, options?: { cause?: unknown }) {
     super('STORE_UNAVAILABLE', message, options);
-    this.name = 'StoreUnavailableError';
   }
 }

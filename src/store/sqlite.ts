@@ -3,6 +3,7 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
+import { FINAL_ORDER_STATUS } from '../platform/order-status.ts';
 import { MIGRATIONS, type Migration } from './migrations.ts';
 import { StoreConflictError, StoreUnavailableError } from './errors.ts';
 import * as outbox from './sqlite-events.ts';
@@ -29,8 +30,6 @@ export interface SqliteStoreOptions {
 }
 
 type Row = Record<string, unknown>;
-
-const FINAL_ORDER_STATUSES = [3, 4, 5];
 
 const json = (v: unknown): string => JSON.stringify(v ?? null);
 const parse = (s: unknown): unknown => (typeof s === 'string' ? JSON.parse(s) : null);
@@ -199,7 +198,7 @@ export class SqliteStore implements Store {
       where.push(`status IN (${filter.statuses.map(() => '?').join(',')})`);
       args.push(...filter.statuses);
     }
-    if (filter.open) where.push(`status NOT IN (${FINAL_ORDER_STATUSES.join(',')})`);
+    if (filter.open) where.push(`status NOT IN (${[...FINAL_ORDER_STATUS].join(',')})`);
     const sql = `SELECT * FROM orders ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY created_at DESC, app_order_no LIMIT ? OFFSET ?`;
     args.push(filter.limit ?? -1, filter.offset ?? 0);
     return (this.q().prepare(sql).all(...args) as Row[]).map(toOrder);

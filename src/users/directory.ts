@@ -19,7 +19,7 @@
 // reloads. In a fleet each daemon follows the others' changes through the store's version counter
 // (usersChangedSince) every `followMs`.
 import { timingSafeEqual } from 'node:crypto';
-import type { Accounting } from '../accounting/meters.ts';
+import type { Accounting } from '../accounting/accounting.ts';
 import { PlatformError } from '../platform/errors.ts';
 import type { LocalUser, UserDirectory } from '../proxy/types.ts';
 import { StoreConflictError } from '../store/errors.ts';

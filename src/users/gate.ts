@@ -5,7 +5,7 @@
 // becomes the connection's at connectionOpened. Per chunk the relay only sees the meter (accounting) and the
 // limiter (rate, stop on disable/delete).
 // In a fleet maxConnections is per daemon (each daemon counts its own connections).
-import type { Accounting } from '../accounting/meters.ts';
+import type { Accounting } from '../accounting/accounting.ts';
 import type { Admission, MeterProvider, RelayLimiter, UserMeter } from '../proxy/types.ts';
 import type { Users } from './directory.ts';
 

@@ -25,6 +25,8 @@ export type HandshakeFailure =
   | 'TIMEOUT'
   | 'CLOSED'
   | 'BAD_VERSION'
+  /** The client sent more than MAX_HANDSHAKE_BYTES before its request was complete (a flood, not a version). */
+  | 'TOO_LARGE'
   | 'NO_ACCEPTABLE_METHOD'
   | 'BAD_AUTH_VERSION'
   | 'AUTH_FAILED'
@@ -120,7 +122,7 @@ export function acceptSocks5<T = undefined>(socket: Socket, options: HandshakeOp
     function onData(chunk: Buffer): void {
       buffer = buffer.length === 0 ? chunk : Buffer.concat([buffer, chunk]);
       if (buffer.length > MAX_HANDSHAKE_BYTES && stage !== Stage.Request) {
-        fail('BAD_VERSION', 'handshake too large');
+        fail('TOO_LARGE', `handshake larger than ${MAX_HANDSHAKE_BYTES} bytes`);
         return;
       }
       advance();

@@ -1,7 +1,7 @@
 // Child process for the crash test: counts traffic with a real store, lets the timer flush, counts more, says
 // "ready" and waits to be killed with SIGKILL (no close, no final flush).
 import { SqliteStore } from '../../src/store/sqlite.ts';
-import { Accounting } from '../../src/accounting/meters.ts';
+import { Accounting } from '../../src/accounting/accounting.ts';
 
 const [path, interval] = process.argv.slice(2);
 const store = new SqliteStore(path!);

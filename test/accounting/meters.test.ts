@@ -6,9 +6,10 @@ import { join } from 'node:path';
 import { spawn } from 'node:child_process';
 import { SqliteStore } from '../../src/store/sqlite.ts';
 import { openTestStore, type TestDriver } from '../support/store.ts';
-import { Accounting, AccountingError, type LimitChange } from '../../src/accounting/meters.ts';
+import { Accounting, AccountingError, type LimitChange } from '../../src/accounting/accounting.ts';
 import { createMetrics, type Metrics } from '../../src/telemetry/metrics.ts';
 import type { MeterProvider } from '../../src/proxy/types.ts';
+import { poll } from '../support/wait.ts';
 
 const dirs: string[] = [];
 const cleanups: (() => Promise<void>)[] = [];
@@ -170,14 +171,15 @@ describe('Accounting: persistence', () => {
   test('the timer writes only changed users, in batches', async () => {
     const path = dbPath();
     const { store, accounting } = await open(path, [{ name: 'alice', limitBytes: -1 }, { name: 'bob', limitBytes: -1 }], undefined, 30);
+    // No flush() here: what is awaited is the timer's own write, seen in the store.
+    const stored = async (user: string): Promise<number> => (await store.getUsage(user))?.usedBytes ?? 0;
     accounting.meter('alice').add(10, 0);
-    const deadline = Date.now() + 2000;
-    while (((await store.getUsage('alice'))?.usedBytes ?? 0) < 10 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
-    assert.equal((await store.getUsage('alice'))?.usedBytes, 10);
+    await poll(async () => (await stored('alice')) >= 10, { what: 'the first timed flush', timeoutMs: 5000, everyMs: 5 });
+    assert.equal(await stored('alice'), 10);
     const bobBefore = (await store.getUsage('bob'))?.updatedAt;
     accounting.meter('alice').add(5, 5);
-    await new Promise((r) => setTimeout(r, 100));
-    assert.equal((await store.getUsage('alice'))?.usedBytes, 20);
+    await poll(async () => (await stored('alice')) >= 20, { what: 'the second timed flush', timeoutMs: 5000, everyMs: 5 });
+    assert.equal(await stored('alice'), 20);
     assert.equal((await store.getUsage('bob'))?.updatedAt, bobBefore, 'an unchanged user is not rewritten');
   });
 

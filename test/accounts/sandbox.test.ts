@@ -12,7 +12,7 @@ import { startSimulator, SIM_PRODUCTS, type Simulator } from '../../src/sim/inde
 import { PlatformClient } from '../../src/platform/client.ts';
 import type { Store } from '../../src/store/index.ts';
 import { openTestStore } from '../support/store.ts';
-import { Accounting } from '../../src/accounting/meters.ts';
+import { Accounting } from '../../src/accounting/accounting.ts';
 import { ProductCatalog } from '../../src/accounting/products.ts';
 import { PlatformLimitSync } from '../../src/accounting/platform-sync.ts';
 import { platformBackstopFor } from '../../src/accounting/units.ts';
@@ -25,6 +25,7 @@ import { AccountsError } from '../../src/accounts/errors.ts';
 import { PlatformError } from '../../src/platform/errors.ts';
 import { createMetrics, type Metrics } from '../../src/telemetry/metrics.ts';
 import { orderSucceeded } from '../support/orders.ts';
+import { poll } from '../support/wait.ts';
 
 const FLOW = SIM_PRODUCTS.dynamicTraffic; // 104, base 1024, sub-account limits, whitelist, flow log
 const FLOW_CN = SIM_PRODUCTS.dynamicTrafficCn; // 105, base 1000
@@ -79,13 +80,7 @@ async function gauge(metrics: Metrics, name: string, labels: Record<string, stri
   return m?.values.find((v) => Object.entries(labels).every(([k, val]) => v.labels[k] === val))?.value;
 }
 
-async function eventually(check: () => Promise<boolean> | boolean, ms = 2000): Promise<void> {
-  const until = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > until) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
+const eventually = (check: () => Promise<boolean> | boolean, ms = 2000): Promise<boolean> => poll(check, { timeoutMs: ms, everyMs: 10 });
 
 before(async () => {
   target = createServer((s) => {

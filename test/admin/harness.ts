@@ -6,7 +6,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { AddressInfo } from 'node:net';
 import { buildAdminServer, buildCallbackServer, createReadiness, type AdminDeps } from '../../src/admin/index.ts';
-import { Accounting } from '../../src/accounting/meters.ts';
+import { Accounting } from '../../src/accounting/accounting.ts';
 import { ProductCatalog } from '../../src/accounting/products.ts';
 import { BalanceWatcher } from '../../src/accounts/balances.ts';
 import { Traffic } from '../../src/accounts/traffic.ts';

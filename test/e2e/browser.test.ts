@@ -4,16 +4,14 @@
 // the target saw: one of the sandbox's upstream exits, not 127.0.0.1), and a screenshot of it is saved in
 // the test's output directory (ROTOR_TEST_OUTPUT, else a temp dir) and its path printed.
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, statSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { chromium } from 'playwright-core';
+import { CHROMIUM, VIEWPORTS, launchChromium } from '../support/browser.ts';
 import { startGateway, type Gateway } from './harness.ts';
-
-const CHROMIUM = process.env.ROTOR_CHROMIUM ?? '/usr/bin/chromium';
 
 describe('headless Chromium through a user port, no credentials', () => {
   let gw: Gateway;
@@ -21,7 +19,6 @@ describe('headless Chromium through a user port, no credentials', () => {
   let pagePort: number;
   let seen: string[] = [];
   const out = process.env.ROTOR_TEST_OUTPUT ?? mkdtempSync(join(tmpdir(), 'rotor-browser-'));
-  const profiles: string[] = [];
 
   before(async () => {
     assert.ok(existsSync(CHROMIUM), `${CHROMIUM} is missing: install the Debian package chromium (.ci/run does)`);
@@ -44,33 +41,21 @@ describe('headless Chromium through a user port, no credentials', () => {
       page.close(() => r());
     });
     await gw.close();
-    for (const p of profiles) rmSync(p, { recursive: true, force: true });
   });
 
   for (const scheme of ['http', 'socks5'] as const) {
     test(`--proxy-server=${scheme}://127.0.0.1:<port>`, async () => {
       const port = gw.daemon.userPorts.portOf('alice')!;
-      const profile = mkdtempSync(join(tmpdir(), 'rotor-chromium-profile-'));
-      profiles.push(profile);
       seen = [];
-      const browser = await chromium.launchPersistentContext(profile, {
-        executablePath: CHROMIUM,
-        headless: true,
+      const browser = await launchChromium(VIEWPORTS.desktop, {
         args: [
-          '--no-sandbox',
-          '--disable-gpu',
-          '--disable-quic',
-          '--no-first-run',
-          '--disable-background-networking',
-          '--disable-component-update',
-          '--disable-sync',
           `--proxy-server=${scheme}://127.0.0.1:${port}`,
           // Chromium sends loopback targets past any proxy unless told not to.
           '--proxy-bypass-list=<-loopback>',
         ],
       });
       try {
-        const tab = browser.pages()[0] ?? (await browser.newPage());
+        const tab = browser.context.pages()[0] ?? (await browser.context.newPage());
         const res = await tab.goto(`http://127.0.0.1:${pagePort}/`, { timeout: 30_000 });
         assert.equal(res?.status(), 200);
         assert.equal(await tab.textContent('#title'), 'Loaded through Rotor');

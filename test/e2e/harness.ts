@@ -11,10 +11,10 @@
 //
 // The sandbox's upstream exits bind 127.0.0.2 .. 127.0.0.9 as their source address (`gw.exits`); Linux
 // loopback delivers those to a target listening on 127.0.0.1, so the target's `remoteAddress` names the exit.
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { request as httpRequest, createServer, type IncomingHttpHeaders, type IncomingMessage, type Server } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import { request as httpRequest, type IncomingHttpHeaders, type IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -24,6 +24,11 @@ import { parseConfig, type Config } from '../../src/config/index.ts';
 import { startDaemon, type Daemon, type DaemonOptions } from '../../src/main.ts';
 import { isRedisUrl } from '../../src/store/index.ts';
 import { testStoreConfig } from '../support/store.ts';
+import { poll } from '../support/wait.ts';
+import { runCurl } from '../support/curl.ts';
+import { sumSamples } from '../support/prometheus.ts';
+import { launchRotor } from '../support/rotor-process.ts';
+import { startHttpTarget, type HttpTarget } from '../support/target.ts';
 
 export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 export const DEFAULT_CONFIG_FILE = join(REPO_ROOT, 'config/default.yaml');
@@ -176,18 +181,7 @@ export async function startGateway(options: GatewayOptions = {}): Promise<Gatewa
 }
 
 /** Sum of the samples of `name` in Prometheus text whose labels include every pair of `labels`. */
-export function metricValue(text: string, name: string, labels: Record<string, string> = {}): number {
-  let sum = 0;
-  for (const line of text.split('\n')) {
-    if (line.startsWith('#')) continue;
-    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)/.exec(line);
-    if (!m || m[1] !== name) continue;
-    const have = new Map<string, string>();
-    for (const pair of (m[2] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) have.set(pair[1]!, pair[2]!);
-    if (Object.entries(labels).every(([k, v]) => have.get(k) === v)) sum += Number(m[3]);
-  }
-  return sum;
-}
+export const metricValue = sumSamples;
 
 // ───────────────────────────── `rotor start` as a child process ─────────────────────────────
 
@@ -206,103 +200,39 @@ export interface RotorProcess {
  */
 export async function startRotorProcess(options: { args?: string[]; env?: Record<string, string>; readyTimeoutMs?: number } = {}): Promise<RotorProcess> {
   const dir = mkdtempSync(join(tmpdir(), 'rotor-e2e-'));
-  const env: Record<string, string> = {
-    ...(process.env as Record<string, string>),
-    ROTOR_HTTP_PORT: '0',
-    ROTOR_SOCKS_PORT: '0',
-    ROTOR_ADMIN_PORT: '0',
-    ROTOR_CALLBACK_PORT: '0',
-    ROTOR_STORE: join(dir, 'rotor.db'),
-    ROTOR_LOG_LEVEL: 'info',
-    ...options.env,
-  };
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'start', ...(options.args ?? [])], {
-    cwd: REPO_ROOT,
-    env,
-    stdio: ['ignore', 'pipe', 'pipe'],
+  const rotor = await launchRotor({
+    ...(options.args ? { args: options.args } : {}),
+    ...(options.readyTimeoutMs ? { readyTimeoutMs: options.readyTimeoutMs } : {}),
+    env: {
+      ROTOR_HTTP_PORT: '0',
+      ROTOR_SOCKS_PORT: '0',
+      ROTOR_ADMIN_PORT: '0',
+      ROTOR_CALLBACK_PORT: '0',
+      ROTOR_STORE: join(dir, 'rotor.db'),
+      ROTOR_LOG_LEVEL: 'info',
+      ...options.env,
+    },
+  }).catch((err: unknown) => {
+    rmSync(dir, { recursive: true, force: true });
+    throw err;
   });
-  let out = '';
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  const cleanup = () => rmSync(dir, { recursive: true, force: true });
-  void exited.then(cleanup);
-
-  const ports = await new Promise<RotorProcess['ports']>((resolve, reject) => {
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`rotor start was not ready within ${options.readyTimeoutMs ?? 30_000} ms:\n${out}`));
-    }, options.readyTimeoutMs ?? 30_000);
-    const onData = (chunk: Buffer) => {
-      out += chunk.toString('utf8');
-      for (const line of out.split('\n')) {
-        if (!line.includes('rotor is ready')) continue;
-        try {
-          const rec = JSON.parse(line) as { http: { port: number }; socks5: { port: number }; admin: number; callback: number };
-          clearTimeout(timer);
-          resolve({ http: rec.http.port, socks5: rec.socks5.port, admin: rec.admin, callback: rec.callback });
-        } catch {
-          // a partial line; the rest comes with the next chunk
-        }
-      }
-    };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', (c: Buffer) => (out += c.toString('utf8')));
-    void exited.then((code) => {
-      clearTimeout(timer);
-      reject(new Error(`rotor start exited (${code}) before it was ready:\n${out}`));
-    });
-  });
-
+  void rotor.exited.then(() => rmSync(dir, { recursive: true, force: true }));
   return {
-    child,
-    ports,
-    output: () => out,
+    child: rotor.child,
+    ports: rotor.ports,
+    output: rotor.output,
     async stop(signal: NodeJS.Signals = 'SIGTERM', timeoutMs = 15_000) {
-      if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
-      child.kill(signal);
-      const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-      const code = await exited;
-      clearTimeout(timer);
-      return code;
+      return (await rotor.stop(signal, timeoutMs)).code;
     },
   };
 }
 
 // ───────────────────────────── the target ─────────────────────────────
 
-export interface Target {
-  port: number;
-  /** http://127.0.0.1:<port><path> */
-  url(path?: string): string;
-  /** How many requests it answered. */
-  readonly requests: number;
-  close(): Promise<void>;
-}
+export type Target = HttpTarget;
 
-/** An HTTP server on 127.0.0.1 that answers every request with the peer address as text (and `x-remote-address`). */
-export async function startTarget(): Promise<Target> {
-  let requests = 0;
-  const server: Server = createServer((req, res) => {
-    requests++;
-    const remote = req.socket.remoteAddress ?? '';
-    res.setHeader('x-remote-address', remote);
-    res.setHeader('content-type', 'text/plain');
-    res.end(remote);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as AddressInfo).port;
-  return {
-    port,
-    url: (path = '/') => `http://127.0.0.1:${port}${path}`,
-    get requests() {
-      return requests;
-    },
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
-}
+/** An HTTP server on 127.0.0.1 that answers a request with the peer address as text (test/support/target.ts). */
+export const startTarget = startHttpTarget;
 
 // ───────────────────────────── curl ─────────────────────────────
 
@@ -316,30 +246,13 @@ export interface CurlResult {
   elapsedMs: number;
 }
 
-const STATUS_MARK = '\n@@status@@';
-
 /**
  * Runs curl with `args` (proxy args from via*(), then the URL, then any flags) and `-sS --max-time`, and
  * reports exit code, HTTP status, body and elapsed time. Never rejects on curl's own failures.
  */
-export function curl(args: string[], options: { maxTimeS?: number } = {}): Promise<CurlResult> {
-  const started = Date.now();
-  return new Promise((resolve, reject) => {
-    const child = spawn('curl', ['-sS', '--max-time', String(options.maxTimeS ?? 30), '-w', `${STATUS_MARK}%{http_code}`, ...args], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (c: Buffer) => (stdout += c.toString('utf8')));
-    child.stderr.on('data', (c: Buffer) => (stderr += c.toString('utf8')));
-    child.once('error', reject);
-    child.once('close', (code) => {
-      const at = stdout.lastIndexOf(STATUS_MARK);
-      const body = at >= 0 ? stdout.slice(0, at) : stdout;
-      const status = at >= 0 ? Number(stdout.slice(at + STATUS_MARK.length)) || 0 : 0;
-      resolve({ exitCode: code ?? -1, status, body, stderr, elapsedMs: Date.now() - started });
-    });
-  });
+export async function curl(args: string[], options: { maxTimeS?: number } = {}): Promise<CurlResult> {
+  const r = await runCurl(args, { maxTimeS: options.maxTimeS ?? 30, report: true });
+  return { exitCode: r.exitCode, status: r.status, body: r.stdout, stderr: r.stderr, elapsedMs: r.elapsedMs };
 }
 
 const cred = (user: string, pass: string) => `${encodeURIComponent(user)}:${encodeURIComponent(pass)}`;
@@ -493,19 +406,6 @@ export async function nodeSocksGet(socksPort: number, user: string, pass: string
  * Polls `probe` until it returns a value other than undefined, or rejects after `timeoutMs`. A probe that
  * throws counts as "not yet" (its last error is in the timeout message): keep assertions out of probes.
  */
-export async function waitFor<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 15_000, everyMs = 100): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let lastError: unknown;
-  for (;;) {
-    try {
-      const v = await probe();
-      if (v !== undefined) return v;
-    } catch (err) {
-      lastError = err;
-    }
-    if (Date.now() > deadline) {
-      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${lastError ? `: ${String(lastError)}` : ''}`);
-    }
-    await new Promise((r) => setTimeout(r, everyMs));
-  }
+export function waitFor<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 15_000, everyMs = 100): Promise<T> {
+  return poll(probe, { what, timeoutMs, everyMs, ignoreErrors: true, done: (v) => v !== undefined });
 }

@@ -2,17 +2,20 @@
 // the daemon as a child process (`rotor start --config FILE`, the real CLI with its signal handling), a
 // loopback target that serves any number of bytes, curl and raw-socket clients, and admin/metrics readers.
 // Everything listens on 127.0.0.1 port 0; every store lives in a temp dir removed by `cleanup()`.
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
-import { connect, type AddressInfo, type Socket } from 'node:net';
+import type { ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { stringify } from 'yaml';
 import type { ConfigInput } from '../../src/config/index.ts';
 import { socks5Connect } from '../../src/wire/socks5-client.ts';
-import { writeBytes } from '../support/bytes.ts';
+import { poll } from '../support/wait.ts';
+import { runCurl } from '../support/curl.ts';
+import { findSample } from '../support/prometheus.ts';
+import { launchRotor } from '../support/rotor-process.ts';
+import { startHttpTarget } from '../support/target.ts';
 
 export const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
 export const MB5 = 5 * 1024 * 1024;
@@ -72,44 +75,8 @@ export interface BytesTarget {
 }
 
 export async function startTarget(): Promise<BytesTarget> {
-  const server = createHttpServer((req, res) => {
-    const m = /^\/bytes\/(\d+)(?:\?rate=(\d+))?$/.exec(req.url ?? '');
-    if (!m) {
-      res.statusCode = 404;
-      res.end('not found');
-      return;
-    }
-    let left = Number(m[1]);
-    const rate = m[2] ? Number(m[2]) : 0;
-    res.writeHead(200, { 'content-length': String(left), 'content-type': 'application/octet-stream' });
-    let timer: NodeJS.Timeout | undefined;
-    const TICK_MS = 20;
-    const perTick = Math.max(1, Math.round((rate * TICK_MS) / 1000));
-    const paced = (): void => {
-      const n = Math.min(left, perTick);
-      left -= n;
-      res.write(Buffer.alloc(n, 0x61));
-      if (left > 0) timer = setTimeout(paced, TICK_MS);
-      else res.end();
-    };
-    res.on('close', () => {
-      left = 0;
-      if (timer) clearTimeout(timer);
-    });
-    if (rate > 0) paced();
-    else writeBytes(res, left, Buffer.alloc(16 * 1024, 0x61));
-  });
-  server.on('clientError', (_e, s) => s.destroy());
-  const port = await new Promise<number>((r) => server.listen(0, '127.0.0.1', () => r((server.address() as AddressInfo).port)));
-  return {
-    port,
-    url: (bytes, rate) => `http://127.0.0.1:${port}/bytes/${bytes}${rate ? `?rate=${rate}` : ''}`,
-    close: () =>
-      new Promise<void>((r) => {
-        (server as HttpServer).closeAllConnections();
-        server.close(() => r());
-      }),
-  };
+  const t = await startHttpTarget();
+  return { port: t.port, url: (bytes, rate) => t.url(`/bytes/${bytes}${rate ? `?rate=${rate}` : ''}`), close: () => t.close() };
 }
 
 export interface CurlResult {
@@ -128,31 +95,9 @@ export interface CurlResult {
 }
 
 /** Runs curl quietly; `-w` reports size, status and CONNECT status. The body is discarded unless asked for. */
-export function curl(args: string[], options: { body?: boolean; maxTimeS?: number } = {}): Promise<CurlResult> {
-  const started = Date.now();
-  const out = options.body ? [] : ['-o', '/dev/null'];
-  const fmt = '\n%{size_download} %{http_code} %{http_connect}';
-  return new Promise((resolve) => {
-    execFile(
-      'curl',
-      ['-sS', '--max-time', String(options.maxTimeS ?? 20), ...out, '-w', fmt, ...args],
-      { maxBuffer: 64 * 1024 * 1024, encoding: 'latin1' },
-      (err, stdout, stderr) => {
-        const nl = stdout.lastIndexOf('\n');
-        const [size, http, conn] = stdout.slice(nl + 1).trim().split(' ');
-        const e = err as (Error & { code?: number }) | null;
-        resolve({
-          code: e ? (typeof e.code === 'number' ? e.code : -1) : 0,
-          size: Number(size ?? 0),
-          http: Number(http ?? 0),
-          connect: Number(conn ?? 0),
-          stderr: String(stderr),
-          body: stdout.slice(0, nl),
-          ms: Date.now() - started,
-        });
-      },
-    );
-  });
+export async function curl(args: string[], options: { body?: boolean; maxTimeS?: number } = {}): Promise<CurlResult> {
+  const r = await runCurl([...(options.body ? [] : ['-o', '/dev/null']), ...args], { maxTimeS: options.maxTimeS ?? 20, report: true, encoding: 'latin1' });
+  return { code: r.exitCode, size: r.size, http: r.status, connect: r.connectStatus, stderr: r.stderr, body: r.stdout, ms: r.elapsedMs };
 }
 
 /**
@@ -221,33 +166,13 @@ export async function scrape(adminPort: number): Promise<string> {
 }
 
 /** Value of one sample `name{labels}` in Prometheus text (labels matched as a subset); undefined if absent. */
-export function sample(text: string, name: string, labels: Record<string, string> = {}): number | undefined {
-  for (const line of text.split('\n')) {
-    if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue;
-    const m = /^([^{\s]+)(?:\{(.*)\})?\s+(\S+)/.exec(line);
-    if (!m || m[1] !== name) continue;
-    const have = Object.fromEntries([...(m[2] ?? '').matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map((x) => [x[1], x[2]]));
-    if (Object.entries(labels).every(([k, v]) => have[k] === v)) return Number(m[3]);
-  }
-  return undefined;
-}
+export const sample = findSample;
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** Polls `check` until it returns a value other than undefined/false, or throws after `timeoutMs`. */
-export async function waitFor<T>(what: string, check: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 5000, everyMs = 50): Promise<T> {
-  const until = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await check();
-      if (v !== undefined && v !== false) return v;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
-    await sleep(everyMs);
-  }
+export function waitFor<T>(what: string, check: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 5000, everyMs = 50): Promise<T> {
+  return poll(check, { what, timeoutMs, everyMs, ignoreErrors: true, done: (v) => v !== undefined && v !== false });
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -274,68 +199,18 @@ export function writeConfigFile(file: string, raw: ConfigInput | Record<string, 
 }
 
 export async function spawnDaemon(configFile: string, logFile: string, env: Record<string, string> = {}): Promise<ChildDaemon> {
-  const fd = openSync(logFile, 'a');
-  const childEnv: Record<string, string | undefined> = { ...process.env, ...env };
-  // run-tests.mjs sets ROTOR_LOG_LEVEL=silent, which would override the file's log.level.
-  delete childEnv.ROTOR_LOG_LEVEL;
-  for (const k of Object.keys(childEnv)) if (k.startsWith('ROTOR_') && !(k in env)) delete childEnv[k];
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'start', '--config', configFile], {
-    cwd: ROOT,
-    env: childEnv,
-    stdio: ['ignore', fd, fd],
-  });
-  closeSync(fd);
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => child.once('exit', (code, signal) => r({ code, signal })));
-  const logText = (): string => {
-    try {
-      return readFileSync(logFile, 'utf8');
-    } catch {
-      return '';
-    }
-  };
-  const lines = (): Array<Record<string, unknown>> =>
-    logText()
-      .split('\n')
-      .filter((l) => l.trim() !== '')
-      .map((l) => {
-        try {
-          return JSON.parse(l) as Record<string, unknown>;
-        } catch {
-          return { raw: l };
-        }
-      });
-  let gone = false;
-  void exited.then(() => {
-    gone = true;
-  });
-  const ready = await waitFor(
-    'the child daemon to be ready',
-    () => {
-      if (gone) throw new Error(`daemon exited early:\n${logText().slice(-2000)}`);
-      return lines().find((l) => l.msg === 'rotor is ready');
-    },
-    30_000,
-    50,
-  ).catch((err: unknown) => {
-    child.kill('SIGKILL');
-    throw err;
-  });
-  const r = ready as { http: { port: number }; socks5: { port: number }; admin: number; callback: number };
+  const d = await launchRotor({ args: ['--config', configFile], logFile, env });
   return {
-    child,
-    pid: child.pid!,
-    ports: { http: r.http.port, socks5: r.socks5.port, admin: r.admin, callback: r.callback },
+    child: d.child,
+    pid: d.pid,
+    ports: d.ports,
     logFile,
-    lines,
-    logText,
-    signal: (sig) => child.kill(sig),
-    exited,
+    lines: d.lines,
+    logText: d.output,
+    signal: d.signal,
+    exited: d.exited,
     async stop(ms = 15_000) {
-      if (gone) return;
-      child.kill('SIGTERM');
-      const t = setTimeout(() => child.kill('SIGKILL'), ms);
-      await exited;
-      clearTimeout(t);
+      await d.stop('SIGTERM', ms);
     },
   };
 }

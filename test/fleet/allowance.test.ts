@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { AllowanceLeaser } from '../../src/fleet/allowance.ts';
 import { openRedisStore, type RedisStore } from '../../src/store/index.ts';
 import { redisMissing, RedisServer, connection } from './redis-server.ts';
+import { poll } from '../support/wait.ts';
 
 const server = new RedisServer();
 before(async () => {
@@ -13,7 +14,6 @@ before(async () => {
 });
 after(() => server.stop());
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const tick = () => new Promise((r) => setImmediate(r));
 
 async function storeFor(prefix: string): Promise<RedisStore> {
@@ -144,7 +144,9 @@ describe('AllowanceLeaser', { skip: redisMissing }, () => {
     assert.equal(await a.acquire('alice'), slice);
     // A loses Redis (its connection is cut and stays cut); its heartbeat runs out after aliveTtlMs.
     ca.client.disconnect();
-    await sleep(400);
+    // Redis keeps the heartbeat's clock (PX): its TTL is made to run out now rather than waited for.
+    assert.equal(await cb.client.pexpire('a5:alive:A', 1), 1, "A's heartbeat key exists");
+    await poll(async () => (await cb.client.exists('a5:alive:A')) === 0, { what: "A's heartbeat to expire", timeoutMs: 5000, everyMs: 5 });
     // B now gets everything, A's lease included; A spends its lease and then its offline allowance.
     const [byA, byB] = await Promise.all([drain(a, 'alice', chunk), drain(b, 'alice', chunk)]);
     const total = byA + byB;

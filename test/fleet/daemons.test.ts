@@ -21,6 +21,7 @@ import type { RedisConnection } from '../../src/store/redis-connection.ts';
 import { startTarget as startExitTarget, testConfig, type Target } from '../e2e/harness.ts';
 import { CHUNK, cleanup, curl, spawnDaemon, startTarget as startBytesTarget, tempDir, writeConfigFile, type BytesTarget, type ChildDaemon } from '../e2e/limits-harness.ts';
 import { connection, redisMissing, RedisServer } from './redis-server.ts';
+import { poll } from '../support/wait.ts';
 
 const MiB = 1024 * 1024;
 const SLICE = MiB;
@@ -34,22 +35,8 @@ const USERS = [
   { name: 'erin', password: 'erin-pass', limitBytes: 50 * MiB },
 ].map((u) => ({ ...u, mainAccount: 'shop1', product: PRODUCT, draw: 'pwd' as const, sessTime: 5 }));
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function until<T>(what: string, probe: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 15_000, everyMs = 50): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    let v: T | undefined | false;
-    try {
-      v = await probe();
-    } catch {
-      v = undefined;
-    }
-    if (v !== undefined && v !== false) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(everyMs);
-  }
-}
+const until = <T>(what: string, probe: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 15_000, everyMs = 50): Promise<T> =>
+  poll(probe, { what, timeoutMs, everyMs, ignoreErrors: true, done: (v) => v !== undefined && v !== false });
 
 interface LogLine {
   level: number;

@@ -4,14 +4,13 @@ import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { Leases, LeaseKeeper } from '../../src/fleet/lease.ts';
 import { redisMissing, RedisServer, connection } from './redis-server.ts';
+import { poll } from '../support/wait.ts';
 
 const server = new RedisServer();
 before(async () => {
   if (!redisMissing) await server.start();
 });
 after(() => server.stop());
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('Leases', { skip: redisMissing }, () => {
   test('one holder; renew and release only by the owner; free after release', async () => {
@@ -39,24 +38,29 @@ describe('Leases', { skip: redisMissing }, () => {
   test('the holder dies: its lease expires, another takes over, the old holder finds it lost', async () => {
     const ca = await connection(server.url, 'a');
     const cb = await connection(server.url, 'b');
+    const key = 'l2:lease:order:PO2';
+    // Redis keeps the clock of a lease (PX): rather than wait for it, the test moves a lease's remaining time
+    // with PEXPIRE and reads it back with PTTL.
+    const ttlLeft = (): Promise<number> => ca.client.pttl(key);
     const lost: string[] = [];
-    const a = new LeaseKeeper(new Leases(ca, { owner: 'A', ttlMs: 300, prefix: 'l2:' }), { onLost: (n) => lost.push(n), renewEveryMs: 60_000 });
+    const a = new LeaseKeeper(new Leases(ca, { owner: 'A', ttlMs: 5000, prefix: 'l2:' }), { onLost: (n) => lost.push(n), renewEveryMs: 60_000 });
     const b = new LeaseKeeper(new Leases(cb, { owner: 'B', ttlMs: 300, prefix: 'l2:' }));
     assert.equal(await a.acquire('order:PO2'), true);
     assert.equal(await b.acquire('order:PO2'), false);
-    // A renews on its own while alive (keeper of b renews every 100 ms; a's timer is off, we renew by hand).
-    await sleep(200);
+    // A renewal gives the holder its whole TTL again (A's timer is off: it renews by hand).
+    assert.equal(await ca.client.pexpire(key, 1000), 1, 'the lease key exists');
     await a.renewAll();
-    const renewedAt = Date.now();
-    await sleep(200);
+    assert.ok((await ttlLeft()) > 1000, 'renewal extended the lease');
     assert.equal(await b.acquire('order:PO2'), false, 'renewed lease still held by A');
-    // A stops renewing (as if dead); once the TTL since its last renewal has passed, B takes over.
-    while (!(await b.acquire('order:PO2'))) await sleep(10);
-    const waited = Date.now() - renewedAt;
-    assert.ok(waited >= 290 && waited < 1000, `took over ${waited} ms after the last renewal`);
+    // A stops renewing (as if dead) and its TTL runs out: B takes over at its next try.
+    await ca.client.pexpire(key, 1);
+    await poll(() => b.acquire('order:PO2'), { what: 'B to take the expired lease', timeoutMs: 5000, everyMs: 5 });
     assert.equal(await b.leases.holder('order:PO2'), 'B');
-    // B keeps it alive well past the TTL by itself.
-    await sleep(700);
+    // B keeps it alive by itself: each time its remaining time is cut short, B's keeper renews it.
+    for (let round = 0; round < 3; round++) {
+      await ca.client.pexpire(key, 150);
+      await poll(async () => (await ttlLeft()) > 150, { what: `B's renewal (round ${round})`, timeoutMs: 5000, everyMs: 5 });
+    }
     assert.equal(await b.leases.holder('order:PO2'), 'B');
     // A comes back: its renewal fails and it is told the lease is lost; it cannot release B's lease.
     await a.renewAll();

@@ -4,6 +4,7 @@ import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { SharedSessions, type SharedNode } from '../../src/fleet/sessions.ts';
 import { redisMissing, RedisServer, connection } from './redis-server.ts';
+import { poll } from '../support/wait.ts';
 
 const server = new RedisServer();
 before(async () => {
@@ -12,7 +13,6 @@ before(async () => {
 after(() => server.stop());
 
 const node = (n: number): SharedNode => ({ id: `socks5://u${n}@127.0.0.1:${20000 + n}`, protocol: 'socks5', host: '127.0.0.1', port: 20000 + n, username: `u${n}`, password: 'pw', source: 'pwd' });
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('SharedSessions', { skip: redisMissing }, () => {
   test('two daemons binding one session at once: one node wins, both leave through it', async () => {
@@ -43,11 +43,14 @@ describe('SharedSessions', { skip: redisMissing }, () => {
   test('a session ends at its TTL whatever the traffic', async () => {
     const c = await connection(server.url);
     const s = new SharedSessions(c, { prefix: 's2:' });
-    await s.claim('alice', 'x', node(1), 250);
-    await sleep(120);
-    assert.equal((await s.claim('alice', 'x', node(2), 250)).session.node.id, node(1).id);
-    await sleep(200);
-    assert.equal(await s.get('alice', 'x'), undefined);
+    // Redis keeps the session's clock (PX): the test reads it with PTTL and runs it out with PEXPIRE.
+    const key = 's2:sess:alice:x';
+    await s.claim('alice', 'x', node(1), 60_000);
+    assert.equal(await c.client.pexpire(key, 30_000), 1, 'the session key exists');
+    assert.equal((await s.claim('alice', 'x', node(2), 60_000)).session.node.id, node(1).id);
+    assert.ok((await c.client.pttl(key)) <= 30_000, 'a later claim does not extend the session');
+    await c.client.pexpire(key, 1);
+    await poll(async () => (await s.get('alice', 'x')) === undefined, { what: 'the session to end at its TTL', timeoutMs: 5000, everyMs: 5 });
     assert.equal((await s.claim('alice', 'x', node(2), 250)).won, true);
     await c.close();
   });

@@ -2,18 +2,14 @@
 // renew / change / release / reset, charging once under dropped replies and crashes, callback hygiene.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { SIM_PRODUCTS, startSimulator, type Simulator } from '../../src/sim/index.ts';
 import { OrderError, nodeOf } from '../../src/orders/index.ts';
 import { finalOrder, harness, waitFor } from './helpers.ts';
-
-const run = promisify(execFile);
+import { runCurl } from '../support/curl.ts';
+import { startHttpTarget, type HttpTarget } from '../support/target.ts';
 
 interface SimInstance {
   instanceNo: string;
@@ -29,8 +25,7 @@ const SG = SIM_PRODUCTS.staticSgDay;
 describe('orders on the sandbox', () => {
   let sim: Simulator;
   let dir: string;
-  let target: Server;
-  let targetPort = 0;
+  let target: HttpTarget;
   let n = 0;
   const db = () => join(dir, `o${++n}.db`);
   const simInstances = () => sim.inspect.instances() as unknown as SimInstance[];
@@ -38,21 +33,19 @@ describe('orders on the sandbox', () => {
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'rotor-orders-'));
     sim = await startSimulator({ orderDelayMs: 100, callbackBackoffMs: 20 });
-    target = createServer((_req, res) => res.end('through-the-instance'));
-    await new Promise<void>((r) => target.listen(0, '127.0.0.1', r));
-    targetPort = (target.address() as AddressInfo).port;
+    target = await startHttpTarget();
   });
   after(async () => {
-    target.closeAllConnections();
-    await new Promise<void>((r) => target.close(() => r()));
+    await target.close();
     await sim.close();
     rmSync(dir, { recursive: true, force: true });
   });
 
   async function curlThrough(node: { protocol: string; host: string; port: number; username?: string; password?: string }): Promise<string> {
     const proxyArgs = node.protocol === 'socks5' ? ['--socks5-hostname', `${node.host}:${node.port}`] : ['-x', `http://${node.host}:${node.port}`];
-    const { stdout } = await run('curl', ['-sS', '--max-time', '5', ...proxyArgs, '--proxy-user', `${node.username}:${node.password}`, `http://127.0.0.1:${targetPort}/`]);
-    return stdout;
+    const r = await runCurl([...proxyArgs, '--proxy-user', `${node.username}:${node.password}`, target.url('/hello')], { maxTimeS: 5 });
+    if (r.exitCode !== 0) throw new Error(`curl exited ${r.exitCode}: ${r.stderr}`);
+    return r.stdout;
   }
 
   test('open → callback → order 3 → instances stored; instanceNode is the live endpoint', async () => {
@@ -94,7 +87,7 @@ describe('orders on the sandbox', () => {
       assert.equal(node.port, first.port);
       assert.equal(node.source, 'instance');
       assert.equal(node.id.includes(node.password!), false, 'the id never holds the password');
-      assert.equal(await curlThrough(node), 'through-the-instance');
+      assert.equal(await curlThrough(node), 'hello from target');
       const gauge = await h.metrics.registry.getSingleMetricAsString('rotor_orders');
       assert.match(gauge, /rotor_orders\{type="1",status="3"\} 1/);
       assert.match(await h.metrics.registry.getSingleMetricAsString('rotor_instances'), /rotor_instances\{status="3"\} 2/);
@@ -294,7 +287,7 @@ describe('orders on the sandbox', () => {
       assert.equal(after5.port, real.port);
       assert.notEqual(after5.username, oldNode.username);
       const newNode = (await h.orders.instanceNode(inst.instanceNo))!;
-      assert.equal(await curlThrough(newNode), 'through-the-instance');
+      assert.equal(await curlThrough(newNode), 'hello from target');
       await assert.rejects(curlThrough({ ...newNode, password: oldNode.password! }), 'the old password no longer works');
 
       // reset password: the new password is stored and works
@@ -304,7 +297,7 @@ describe('orders on the sandbox', () => {
       const afterReset = (await h.store.getInstance(inst.instanceNo))!;
       assert.equal(afterReset.pwd, simInstances().find((i) => i.instanceNo === inst.instanceNo)!.pwd);
       assert.notEqual(afterReset.pwd, after5.pwd);
-      assert.equal(await curlThrough((await h.orders.instanceNode(inst.instanceNo))!), 'through-the-instance');
+      assert.equal(await curlThrough((await h.orders.instanceNode(inst.instanceNo))!), 'hello from target');
       assert.equal(JSON.stringify((await h.store.getJournal(reset.resetNo))?.result).includes(afterReset.pwd!), false, 'the journal keeps no password');
 
       // release: status 11, no longer routable

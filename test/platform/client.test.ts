@@ -250,7 +250,7 @@ describe('PlatformClient against a loopback platform', () => {
 
   test('HTTP 4xx with a non-envelope body is a TransportError, not retried', async () => {
     fake.enqueue({ kind: 'http', status: 404, body: 'not found' });
-    await assert.rejects(client().call('GetAppInfo', {}), (e: unknown) => e instanceof TransportError && e.reason === 'http_status' && e.httpStatus === 404);
+    await assert.rejects(client().call('GetAppInfo', {}), (e: unknown) => e instanceof TransportError && e.reason === 'http_status' && e.responseStatus === 404);
     assert.equal(fake.received.length, 1);
   });
 

@@ -5,7 +5,7 @@ import type { EventEmitter } from 'node:events';
 import { connect } from 'node:net';
 import { describe, test } from 'node:test';
 import { HttpListener } from '../../src/proxy/http.ts';
-import { UnlimitedMeters } from '../../src/proxy/meters.ts';
+import { UnlimitedMeters } from '../support/meters.ts';
 import { Router } from '../../src/proxy/router.ts';
 import { Socks5Listener } from '../../src/proxy/socks5.ts';
 import { captureLogger } from '../support/logger.ts';

@@ -1,10 +1,10 @@
 // Real loopback servers and small in-test implementations of the gateway's seams, shared by the proxy tests.
-import { spawn } from 'node:child_process';
-import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
+import type { Server as HttpServer } from 'node:http';
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { PoolEmptyError, type FailureReason, type NodeSource, type PoolKey, type UpstreamNode } from '../../src/pool/types.ts';
 import type { LocalUser, PoolProvider, SessionStore, UserDirectory } from '../../src/proxy/types.ts';
-import { writeBytes } from '../support/bytes.ts';
+import { runCurl } from '../support/curl.ts';
+import { startHttpTarget } from '../support/target.ts';
 
 export function listenPort(server: Server | HttpServer): Promise<number> {
   return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve((server.address() as AddressInfo).port)));
@@ -19,31 +19,8 @@ export function closeServer(server: Server | HttpServer): Promise<void> {
 
 export { freePort as deadPort } from '../support/ports.ts';
 
-/**
- * The loopback target: GET /hello → "hello from target", GET /bytes/<n> → n bytes sent in 16 KiB chunks
- * paced by the client's reads, POST /echo → the body.
- */
-export async function startTarget(): Promise<{ port: number; close: () => Promise<void>; server: HttpServer }> {
-  const server = createHttpServer((req, res) => {
-    const m = /^\/bytes\/(\d+)$/.exec(req.url ?? '');
-    if (req.url === '/hello') {
-      res.end('hello from target');
-    } else if (m) {
-      const count = Number(m[1]);
-      res.writeHead(200, { 'content-length': String(count) });
-      writeBytes(res, count, Buffer.alloc(16 * 1024, 0x61));
-    } else if (req.url === '/echo') {
-      const parts: Buffer[] = [];
-      req.on('data', (c: Buffer) => parts.push(c));
-      req.on('end', () => res.end(Buffer.concat(parts)));
-    } else {
-      res.statusCode = 404;
-      res.end('not found');
-    }
-  });
-  const port = await listenPort(server);
-  return { port, server, close: () => closeServer(server) };
-}
+/** The loopback target (test/support/target.ts): /hello, /bytes/<n> paced by the client's reads, POST /echo. */
+export const startTarget = startHttpTarget;
 
 /** A server that accepts connections and never says a word. */
 export async function startSilent(): Promise<{ port: number; close: () => Promise<void> }> {
@@ -63,7 +40,7 @@ export async function startSilent(): Promise<{ port: number; close: () => Promis
   };
 }
 
-export { startMicrosocks, startTinyproxy } from '../support/upstreams.ts';
+export { startMicrosocks, startSquid, startTinyproxy } from '../support/upstreams.ts';
 export type { UpstreamDaemon as Child } from '../support/upstreams.ts';
 
 export function node(protocol: 'socks5' | 'http', port: number, username?: string, password?: string): UpstreamNode {
@@ -150,16 +127,7 @@ export class Users implements UserDirectory {
 }
 
 /** Runs curl; resolves with its exit code, stdout and stderr (never rejects on a non-zero exit). */
-export function curl(args: string[], timeoutMs = 15_000): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn('curl', ['-sS', '--max-time', String(Math.ceil(timeoutMs / 1000)), ...args], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: { PATH: process.env.PATH ?? '/usr/bin:/bin' },
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
-    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-    child.on('close', (code) => resolve({ code: code ?? -1, stdout, stderr }));
-  });
+export async function curl(args: string[], timeoutMs = 15_000): Promise<{ code: number; stdout: string; stderr: string }> {
+  const r = await runCurl(args, { maxTimeS: Math.ceil(timeoutMs / 1000) });
+  return { code: r.exitCode, stdout: r.stdout, stderr: r.stderr };
 }

@@ -4,7 +4,8 @@ import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import type { UpstreamNode } from '../../src/pool/types.ts';
 import { HttpListener } from '../../src/proxy/http.ts';
-import { UnlimitedMeters } from '../../src/proxy/meters.ts';
+import { UnlimitedMeters } from '../support/meters.ts';
+import { waitFor } from '../support/wait.ts';
 import { Router } from '../../src/proxy/router.ts';
 import { Socks5Listener } from '../../src/proxy/socks5.ts';
 import { createMetrics, type Metrics } from '../../src/telemetry/metrics.ts';
@@ -296,8 +297,7 @@ describe('listeners end to end with curl', () => {
         assert.equal(socksReply(s.stderr), 2, s.stderr);
         assert.ok((await counter(gw.metrics, 'http', 'limited')) >= 1);
         // Connections are counted closed again.
-        await new Promise((r) => setTimeout(r, 50));
-        assert.equal(gw.meters.usage('lim').active, 0);
+        await waitFor(() => gw.meters.usage('lim').active === 0, 5000, 'lim\'s connections counted closed');
       } finally {
         await gw.close();
       }
@@ -308,7 +308,8 @@ describe('listeners end to end with curl', () => {
     const gw = await gateway([node('socks5', socksUp.port, 'up', 'uppass')]);
     try {
       await curl(['-x', `socks5h://alice:alice-pass@127.0.0.1:${gw.socks}`, '-o', '/dev/null', `http://127.0.0.1:${target.port}/bytes/100000`]);
-      await new Promise((r) => setTimeout(r, 50));
+      // The bytes are counted when the relay ends, which follows curl's exit by a moment.
+      await waitFor(() => gw.meters.usage('alice').active === 0, 5000, 'the relay to end');
       const m = await gw.metrics.bytesTotal.get();
       const down = m.values.find((v) => v.labels.user === 'alice' && v.labels.direction === 'down')?.value ?? 0;
       const up = m.values.find((v) => v.labels.user === 'alice' && v.labels.direction === 'up')?.value ?? 0;
@@ -327,11 +328,9 @@ describe('listeners end to end with curl', () => {
     try {
       const s = connect({ host: '127.0.0.1', port: gw.http });
       s.write(`CONNECT 127.0.0.1:${target.port} HTTP/1.1\r\nProxy-Authorization: Basic ${Buffer.from('alice:alice-pass').toString('base64')}\r\n\r\n`);
-      await new Promise((r) => setTimeout(r, 100));
-      assert.equal(gw.meters.usage('alice').active, 1);
+      await waitFor(() => gw.meters.usage('alice').active === 1, 5000, 'the dial to start');
       s.destroy();
-      await new Promise((r) => setTimeout(r, 100));
-      assert.equal(gw.meters.usage('alice').active, 0);
+      await waitFor(() => gw.meters.usage('alice').active === 0 && gw.pool.released === gw.pool.acquired, 5000, 'the dial to be cancelled');
       assert.equal(gw.pool.released, gw.pool.acquired);
       assert.deepEqual(gw.pool.failures, []);
     } finally {

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { describe, test } from 'node:test';
-import { UnlimitedMeters } from '../../src/proxy/meters.ts';
+import { UnlimitedMeters } from '../support/meters.ts';
+import { waitFor } from '../support/wait.ts';
 import { relay, type RelayStats } from '../../src/proxy/relay.ts';
 import { Router } from '../../src/proxy/router.ts';
 import { GatewayError } from '../../src/proxy/errors.ts';
@@ -202,8 +203,7 @@ describe('relay', () => {
     assert.deepEqual({ up: stats.up, down: stats.down }, { up: 5, down: 8 });
     assert.deepEqual(meters.usage('x'), { up: 5, down: 8, active: 0 });
     // Both sides were closed by the relay.
-    await new Promise((r) => setTimeout(r, 20));
-    assert.ok(client.b.destroyed && upstream.a.destroyed);
+    await waitFor(() => client.b.destroyed && upstream.a.destroyed, 2000, 'the relay to close both sides');
     client.a.destroy();
     upstream.b.destroy();
     client.close();

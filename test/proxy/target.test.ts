@@ -2,7 +2,7 @@
 // target's never cools a node.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { UnlimitedMeters } from '../../src/proxy/meters.ts';
+import { UnlimitedMeters } from '../support/meters.ts';
 import { GatewayError, UpstreamDialError } from '../../src/proxy/errors.ts';
 import { Router, type Dialer } from '../../src/proxy/router.ts';
 import { BadTargetError, checkTarget } from '../../src/proxy/target.ts';

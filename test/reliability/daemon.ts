@@ -93,15 +93,8 @@ export async function activeConnections(daemon: Daemon): Promise<Record<string, 
   return out;
 }
 
-/** Waits until `check` holds or `ms` passes; returns its last value. */
-export async function eventually(check: () => boolean | Promise<boolean>, ms: number, stepMs = 25): Promise<boolean> {
-  const end = Date.now() + ms;
-  for (;;) {
-    if (await check()) return true;
-    if (Date.now() > end) return false;
-    await new Promise((r) => setTimeout(r, stepMs));
-  }
-}
+/** Waits until `check` holds or `ms` passes (test/support/wait.ts). */
+export { eventually } from '../support/wait.ts';
 
 /** A seeded generator, so a failing fuzz case can be replayed from its seed. */
 export { seededRandom as seeded } from '../../src/sim/platform/random.ts';

@@ -1,7 +1,7 @@
 // Debian's microsocks and tinyproxy as real upstream proxies on free loopback ports, for the proxy tests and
 // the bench.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort, waitForPort } from './ports.ts';
@@ -79,4 +79,44 @@ export async function startTinyproxy(username: string, password: string, options
     password,
     stop,
   };
+}
+
+/**
+ * Debian's squid as a plain HTTP upstream proxy (no auth: credentials a client sends are ignored), with
+ * keep-alive both ways, no cache, CONNECT to any port. Used where an upstream must keep connections alive
+ * (tinyproxy closes after every response) and by the bench as the HTTP upstream.
+ */
+export async function startSquid(): Promise<UpstreamDaemon> {
+  const port = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), 'rotor-squid-'));
+  // squid started as root runs as user proxy: its log directory must be writable by it.
+  chmodSync(dir, 0o777);
+  const conf = join(dir, 'squid.conf');
+  const lines = [
+    `http_port 127.0.0.1:${port}`,
+    `pid_filename ${join(dir, 'squid.pid')}`,
+    `cache_log ${join(dir, 'cache.log')}`,
+    `coredump_dir ${dir}`,
+    'access_log none',
+    'cache_store_log none',
+    'netdb_filename none',
+    'pinger_enable off',
+    'cache deny all',
+    'cache_mem 4 MB',
+    'http_access allow all',
+    'shutdown_lifetime 0 seconds',
+    'via off',
+    'forwarded_for delete',
+  ];
+  writeFileSync(conf, `${lines.join('\n')}\n`);
+  const child = spawn('squid', ['-N', '-f', conf], { stdio: 'ignore' });
+  const stop = async (): Promise<void> => {
+    await stopChild(child);
+    rmSync(dir, { recursive: true, force: true });
+  };
+  await waitForPort(port, 15_000).catch(async (e: unknown) => {
+    await stop();
+    throw e;
+  });
+  return { pid: child.pid!, port, username: '', password: '', stop };
 }

@@ -6,7 +6,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
-import { Accounting } from '../../src/accounting/meters.ts';
+import { Accounting } from '../../src/accounting/accounting.ts';
 import { Router } from '../../src/proxy/router.ts';
 import { SqliteStore } from '../../src/store/sqlite.ts';
 import { createMetrics } from '../../src/telemetry/metrics.ts';

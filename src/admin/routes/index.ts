@@ -11,6 +11,7 @@ import { platformRoutes } from './platform.ts';
 import { poolRoutes } from './pools.ts';
 import { productRoutes } from './products.ts';
 import { sessionRoutes } from './sessions.ts';
+import { statsRoutes } from './stats.ts';
 import { subAccountRoutes } from './sub-accounts.ts';
 import { userRoutes } from './users.ts';
 import { whitelistRoutes } from './whitelist.ts';
@@ -31,6 +32,7 @@ export const ROUTES: readonly RegisterRoutes[] = [
   poolRoutes,
   sessionRoutes,
   platformRoutes,
+  statsRoutes,
   eventRoutes,
   connectionRoutes,
   usageRoutes,

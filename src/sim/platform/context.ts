@@ -17,6 +17,10 @@ export interface SimContext {
   orderDelayMs: number;
   /** base URL of the sandbox's own HTTP server (extraction links point here) */
   baseUrl(): string;
+  /** Per productNo: proxy strings DrawByPwd hands out instead of the sandbox's own gateways (SimOptions.drawnLines). */
+  drawnLines?: ReadonlyMap<string, readonly string[]>;
+  /** Round-robin position per product in drawnLines. */
+  drawnNext?: Map<string, number>;
 }
 
 /** A request after validation by the operation table's schema. */

@@ -59,6 +59,11 @@ export function drawByPwd(ctx: SimContext, params: In<'DrawByPwd'>): unknown {
   if (params.maxFlowLimit !== undefined && params.maxFlowLimit > 0) {
     sub.limits.set(product.productNo, params.maxFlowLimit * bytesPerMb(product.flowConversionBase));
   }
+  const external = ctx.drawnLines?.get(product.productNo);
+  if (external && external.length > 0) {
+    const lines = drawExternal(ctx, product.productNo, external, num);
+    return { list: [{ proxyUrl: lines[0], list: lines }] };
+  }
   const host = upstreams?.host ?? '127.0.0.1';
   const ports = upstreams?.gatewayPorts.length ? upstreams.gatewayPorts : [0];
   const list: string[] = [];
@@ -71,6 +76,19 @@ export function drawByPwd(ctx: SimContext, params: In<'DrawByPwd'>): unknown {
     list.push(formatDrawn(product.productNo, host, ports[i % ports.length] ?? 0, user, sub.password));
   }
   return { list: [{ proxyUrl: list[0], list }] };
+}
+
+/**
+ * Lines of proxies outside the sandbox (a benchmark's squid and microsocks), handed out round robin in place
+ * of the sandbox's gateways: the draw is checked and charged as usual, the traffic never passes the sandbox.
+ */
+function drawExternal(ctx: SimContext, productNo: string, lines: readonly string[], num: number): string[] {
+  const next = (ctx.drawnNext ??= new Map());
+  let at = next.get(productNo) ?? 0;
+  const out: string[] = [];
+  for (let i = 0; i < num; i++) out.push(lines[at++ % lines.length]!);
+  next.set(productNo, at % lines.length);
+  return out;
 }
 
 function formatDrawn(productNo: string, host: string, port: number, user: string, pass: string): string {

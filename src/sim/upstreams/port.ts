@@ -43,7 +43,9 @@ export class UpstreamPort {
     private readonly faultFor: (port: number) => Fault | undefined,
     private readonly timeouts: PortTimeouts,
   ) {
-    this.server = createServer({ allowHalfOpen: true }, (socket) => this.onConnection(socket));
+    // noDelay: the sandbox stands in for real upstreams; Nagle on its sockets held small writes (an HTTP/2
+    // upload's frames) for an ACK and made every test and benchmark through it measure the sandbox.
+    this.server = createServer({ allowHalfOpen: true, noDelay: true }, (socket) => this.onConnection(socket));
   }
 
   async listen(host: string): Promise<number> {

@@ -16,8 +16,8 @@ export function dial(options: DialOptions): Promise<Socket> {
   return new Promise((resolve, reject) => {
     // An IPv6 target cannot be reached from an IPv4 exit; every other name is resolved to IPv4 so the exit binds.
     const target = isIPv6(options.host)
-      ? connect({ host: options.host, port: options.port, allowHalfOpen: true })
-      : connect({ host: options.host, port: options.port, localAddress: options.exit, family: 4, allowHalfOpen: true });
+      ? connect({ host: options.host, port: options.port, allowHalfOpen: true, noDelay: true })
+      : connect({ host: options.host, port: options.port, localAddress: options.exit, family: 4, allowHalfOpen: true, noDelay: true });
     const timer = setTimeout(() => {
       target.destroy(Object.assign(new Error('connect timed out'), { code: 'ETIMEDOUT' }));
     }, options.timeoutMs);

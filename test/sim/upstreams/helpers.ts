@@ -1,10 +1,9 @@
 // Test fixtures for the upstream proxies: a stub authority (the platform side is not under test here), a
 // loopback HTTP target that tells which exit carried a request, curl and raw-socket clients.
-import { execFile } from 'node:child_process';
-import { createServer, type Server } from 'node:http';
-import { connect, type AddressInfo, type Socket } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import type { DrawnCredential, Grant, Meter, UpstreamAuthority } from '../../../src/sim/contracts.ts';
-import { writeBytes } from '../../support/bytes.ts';
+import { runCurl } from '../../support/curl.ts';
+import { startHttpTarget } from '../../support/target.ts';
 
 export class StubAuthority implements UpstreamAuthority {
   password = 'secret';
@@ -57,43 +56,8 @@ export interface Target {
   close(): Promise<void>;
 }
 
-/**
- * /ip answers the peer address (the exit); /bytes/N answers N bytes; /stream/N answers N bytes in 64 KiB
- * pieces paced by the socket, for downloads that must be cut while running.
- */
-export async function startTarget(): Promise<Target> {
-  const server: Server = createServer((req, res) => {
-    const url = req.url ?? '/';
-    if (url === '/ip') {
-      res.end(req.socket.remoteAddress ?? '');
-      return;
-    }
-    const bytes = /^\/(bytes|stream)\/(\d+)$/.exec(url);
-    if (bytes) {
-      const total = Number(bytes[2]);
-      res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': String(total) });
-      if (bytes[1] === 'bytes') {
-        res.end(Buffer.alloc(total, 0x61));
-        return;
-      }
-      writeBytes(res, total, Buffer.alloc(64 * 1024, 0x62));
-      return;
-    }
-    res.statusCode = 404;
-    res.end('not found');
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as AddressInfo).port;
-  return {
-    port,
-    url: (path) => `http://127.0.0.1:${port}${path}`,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
-}
+/** /ip answers the peer address (the exit); /bytes/N and /stream/N answer N bytes paced by the socket (test/support/target.ts). */
+export const startTarget: () => Promise<Target> = startHttpTarget;
 
 export interface CurlResult {
   code: number;
@@ -101,22 +65,9 @@ export interface CurlResult {
   stderr: string;
 }
 
-const CLEAN_ENV: NodeJS.ProcessEnv = Object.fromEntries(
-  Object.entries(process.env).filter(([k]) => !/_proxy$/i.test(k)),
-);
-
-export function curl(args: string[]): Promise<CurlResult> {
-  return new Promise((resolve) => {
-    execFile(
-      'curl',
-      ['-sS', '--max-time', '10', ...args],
-      { env: CLEAN_ENV, maxBuffer: 64 * 1024 * 1024 },
-      (err, stdout, stderr) => {
-        const code = err ? (typeof err.code === 'number' ? err.code : -1) : 0;
-        resolve({ code, stdout, stderr });
-      },
-    );
-  });
+export async function curl(args: string[]): Promise<CurlResult> {
+  const r = await runCurl(args, { maxTimeS: 10 });
+  return { code: r.exitCode, stdout: r.stdout, stderr: r.stderr };
 }
 
 export interface RawExchange {

@@ -1,7 +1,7 @@
-// An in-memory MeterProvider for running the gateway before (or without) the accounting component: it
-// counts bytes per user and, when given one, honours a per-user limit the same way accounting will
+// An in-memory MeterProvider for gateway tests and the gateway bench (no store, no accounting): it
+// counts bytes per user and, when given one, honours a per-user limit the same way accounting does
 // (admission refused and running connections closed once used >= limit).
-import type { Admission, MeterProvider, UserMeter } from './types.ts';
+import type { Admission, MeterProvider, UserMeter } from '../../src/proxy/types.ts';
 
 class CountingMeter implements UserMeter {
   up = 0;

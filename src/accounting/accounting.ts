@@ -30,6 +30,7 @@ import type { Metrics } from '../telemetry/metrics.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import { UNLIMITED, checkLocalLimit } from './units.ts';
 import { periodWindow, type QuotaPeriod } from '../users/period.ts';
+import { RotorError } from '../errors/rotor-error.ts';
 
 /** The part of the store accounting uses. */
 export type UsageStore = Pick<Store, 'addUsage' | 'listUsage' | 'setLimit' | 'kvGet' | 'kvSet'> & Partial<Pick<Store, 'getUsage'>>;
@@ -51,7 +52,7 @@ export interface MeterProvider {
   connectionClosed(user: string): void;
 }
 
-/** One user's share of a fleet-wide allowance (structurally src/fleet/allowance.ts UserAllowance). */
+/** One user's share of a fleet-wide allowance (src/fleet/allowance.ts UserAllowance implements it). */
 export interface FleetAllowance {
   readonly exhausted: boolean;
   /** Spent here since the last sync with the shared store. */
@@ -63,7 +64,7 @@ export interface FleetAllowance {
   spend(bytes: number): boolean;
 }
 
-/** The fleet's allowances (structurally src/fleet/allowance.ts AllowanceLeaser). */
+/** The fleet's allowances (src/fleet/allowance.ts AllowanceLeaser implements it). */
 export interface AllowanceSource {
   user(name: string): FleetAllowance;
   /** Tops the user's slice up; never rejects. */
@@ -180,12 +181,10 @@ class Meter implements UserMeter {
 }
 
 /** Accounting failures callers branch on. */
-export class AccountingError extends Error {
-  readonly code: 'UNKNOWN_USER' | 'ACCOUNTING_CLOSED';
+export class AccountingError extends RotorError {
+  declare readonly code: 'UNKNOWN_USER' | 'ACCOUNTING_CLOSED';
   constructor(code: 'UNKNOWN_USER' | 'ACCOUNTING_CLOSED', message: string) {
-    super(message);
-    this.name = 'AccountingError';
-    this.code = code;
+    super(code, message, { httpStatus: code === 'UNKNOWN_USER' ? 404 : 503 });
   }
 }
 

@@ -1,0 +1,122 @@
+// The daemon as users run it, for the bench: `bin/rotor.js start` in its own process with a config of its
+// own: the embedded sandbox platform told (platform.sandbox.drawnLines) to hand out the bench's upstreams as
+// drawn lines, so the pools fill by DrawByPwd like production; accounting on a SQLite store; metrics served.
+//   user `bh` (product DYN-104-FLOW) draws the HTTP upstream (squid),
+//   user `bs` (product DYN-105-FLOW) draws the SOCKS5 upstream (microsocks).
+// Ready when the log says 'rotor is ready' (listener ports read from that line).
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { stringify } from 'yaml';
+import { stopChild, type UpstreamDaemon } from '../test/support/upstreams.ts';
+import { BenchSetupError, type Proc } from './procs.ts';
+import { BENCH_PASSWORD, HTTP_USER, SOCKS_USER } from './spec.ts';
+
+const ROOT = resolve(fileURLToPath(new URL('.', import.meta.url)), '..');
+export const HTTP_PRODUCT = 'DYN-104-FLOW';
+export const SOCKS_PRODUCT = 'DYN-105-FLOW';
+
+export interface Daemon extends Proc {
+  http: number;
+  socks5: number;
+  admin: number;
+  /** Everything the daemon logged. */
+  output(): string;
+}
+
+function userUrl(protocol: 'http' | 'socks5', u: UpstreamDaemon): string {
+  const auth = u.username ? `${encodeURIComponent(u.username)}:${encodeURIComponent(u.password)}@` : '';
+  return `${protocol}://${auth}127.0.0.1:${u.port}`;
+}
+
+export function benchConfig(http: UpstreamDaemon, socks: UpstreamDaemon, storePath: string): Record<string, unknown> {
+  const user = (name: string, product: string) => ({ name, password: BENCH_PASSWORD, mainAccount: 'bench', product, draw: 'pwd', sessTime: 5, limitBytes: -1 });
+  return {
+    platform: { mode: 'embedded', sandbox: { drawnLines: { [HTTP_PRODUCT]: [userUrl('http', http)], [SOCKS_PRODUCT]: [userUrl('socks5', socks)] } } },
+    proxy: { http: { host: '127.0.0.1', port: 0 }, socks5: { host: '127.0.0.1', port: 0 } },
+    admin: { host: '127.0.0.1', port: 0 },
+    callback: { host: '127.0.0.1', port: 0 },
+    store: { path: storePath },
+    log: { level: 'info' },
+    users: [user(HTTP_USER, HTTP_PRODUCT), user(SOCKS_USER, SOCKS_PRODUCT)],
+    // One upstream per product: one node is all a draw can yield, so a low water of 1 keeps the pool from
+    // drawing again and again in the background.
+    pool: { lowWater: 1, drawBatch: 1 },
+  };
+}
+
+function newestMtime(dir: string): number {
+  let newest = 0;
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    newest = Math.max(newest, entry.isDirectory() ? newestMtime(path) : statSync(path).mtimeMs);
+  }
+  return newest;
+}
+
+/**
+ * `rotor start` runs dist/ (bin/rotor.js): a dist older than the sources would measure old code, so it is
+ * rebuilt first (`npm run build`), as `npm install` would have.
+ */
+export function ensureBuilt(log: (text: string) => void): void {
+  const cli = join(ROOT, 'dist', 'cli.js');
+  if (existsSync(cli) && statSync(cli).mtimeMs >= newestMtime(join(ROOT, 'src'))) return;
+  log('dist/ is missing or older than src/: building it (npm run build)');
+  execFileSync(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(ROOT, 'tsconfig.build.json')], { stdio: 'inherit' });
+}
+
+/** Starts `rotor start`; `nodeFlags` go to node (e.g. --cpu-prof). */
+export async function startDaemon(http: UpstreamDaemon, socks: UpstreamDaemon, nodeFlags: string[] = [], readyTimeoutMs = 60_000): Promise<Daemon> {
+  const dir = mkdtempSync(join(tmpdir(), 'rotor-bench-daemon-'));
+  const config = join(dir, 'rotor.yaml');
+  writeFileSync(config, stringify(benchConfig(http, socks, join(dir, 'rotor.db'))));
+  const env = { ...process.env } as Record<string, string>;
+  for (const k of Object.keys(env)) if (k.startsWith('ROTOR_')) delete env[k];
+  env.ROTOR_CONFIG = config;
+  const child = spawn(process.execPath, [...nodeFlags, join(ROOT, 'bin', 'rotor.js'), 'start'], { cwd: dir, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  const cleanup = (): void => rmSync(dir, { recursive: true, force: true });
+  const ports = await new Promise<{ http: number; socks5: number; admin: number }>((resolveReady, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new BenchSetupError(`rotor start was not ready within ${readyTimeoutMs} ms:\n${out.slice(-2000)}`));
+    }, readyTimeoutMs);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      cleanup();
+      reject(new BenchSetupError(`rotor start exited (${code}) before it was ready:\n${out.slice(-2000)}`));
+    });
+    let ready = false;
+    const onData = (chunk: Buffer): void => {
+      out += chunk.toString('utf8');
+      if (ready) {
+        // Keep the tail only: a long run must not grow the bench's memory with the daemon's log.
+        if (out.length > 256 * 1024) out = out.slice(-64 * 1024);
+        return;
+      }
+      const at = out.indexOf('rotor is ready');
+      if (at < 0) return;
+      const start = out.lastIndexOf('\n', at) + 1;
+      const end = out.indexOf('\n', at);
+      if (end < 0) return;
+      const rec = JSON.parse(out.slice(start, end)) as { http: { port: number }; socks5: { port: number }; admin: number };
+      ready = true;
+      clearTimeout(timer);
+      child.removeAllListeners('exit');
+      resolveReady({ http: rec.http.port, socks5: rec.socks5.port, admin: rec.admin });
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', (c: Buffer) => (out += c.toString('utf8')));
+  });
+  return {
+    pid: child.pid!,
+    ...ports,
+    output: () => out,
+    stop: async () => {
+      await stopChild(child, 15_000);
+      cleanup();
+    },
+  };
+}

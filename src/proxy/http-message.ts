@@ -1,0 +1,171 @@
+// What the HTTP listener reads from and writes to a client: request targets (CONNECT authority, absolute
+// URI), Basic proxy credentials, the headers forwarded (hop-by-hop ones removed, RFC 9110 §7.6.1), and the
+// one refusal writer used for every answer Rotor itself gives (on a ServerResponse, or on a raw socket for
+// CONNECT and Upgrade, whose sockets node:http hands over).
+import { STATUS_CODES, type ServerResponse } from 'node:http';
+import { isIPv6, type Socket } from 'node:net';
+import type { Target } from './types.ts';
+
+/** A DNS name or IPv4 literal as a target host: bounded, no characters a name cannot hold. */
+const HOST_NAME = /^[A-Za-z0-9_](?:[A-Za-z0-9._-]{0,252})$/;
+
+function validPort(text: string | undefined, fallback?: number): number | undefined {
+  if (text === undefined || text === '') return fallback;
+  if (!/^\d{1,5}$/.test(text)) return undefined;
+  const port = Number(text);
+  return port >= 1 && port <= 65535 ? port : undefined;
+}
+
+/** Parses `host:port` / `[v6]:port` of a CONNECT request line. */
+export function parseConnectTarget(url: string | undefined): Target | undefined {
+  if (!url) return undefined;
+  const m = /^(?:\[([0-9A-Fa-f:.]+)\]|([A-Za-z0-9._-]+)):(\d{1,5})$/.exec(url);
+  if (!m) return undefined;
+  const port = validPort(m[3]);
+  if (port === undefined) return undefined;
+  if (m[1] !== undefined) return isIPv6(m[1]) ? { host: m[1], port } : undefined;
+  return HOST_NAME.test(m[2]!) ? { host: m[2]!, port } : undefined;
+}
+
+/** An absolute-URI request target: where to dial, and the origin-form path for the target itself. */
+export interface AbsoluteTarget extends Target {
+  /** path and query, origin form (`/a?b`) */
+  path: string;
+  /** `host[:port]` as the Host header carries it (IPv6 in brackets) */
+  authority: string;
+  /** the URI as sent to an HTTP upstream proxy: http:// even for ws:// (the Upgrade header says the rest) */
+  absolute: string;
+}
+
+/**
+ * Parses an absolute-form target (`http://host[:port]/path`, `ws://…`; IPv6 literals in brackets). Undefined
+ * for origin form, other schemes (https:// belongs in a CONNECT) or a malformed authority.
+ */
+export function parseAbsoluteTarget(url: string | undefined): AbsoluteTarget | undefined {
+  if (!url) return undefined;
+  const m = /^(http|ws):\/\/(?:[^@/?#]*@)?(\[[0-9A-Fa-f:.]+\]|[^:/?#[\]]+)(?::(\d*))?([/?#].*)?$/i.exec(url);
+  if (!m) return undefined;
+  const port = validPort(m[3], 80);
+  if (port === undefined) return undefined;
+  const rawHost = m[2]!;
+  let host: string;
+  if (rawHost.startsWith('[')) {
+    host = rawHost.slice(1, -1);
+    if (!isIPv6(host)) return undefined;
+  } else {
+    host = rawHost.toLowerCase();
+    if (!HOST_NAME.test(host)) return undefined;
+  }
+  let path = m[4] ?? '/';
+  const hash = path.indexOf('#');
+  if (hash >= 0) path = path.slice(0, hash);
+  if (path.startsWith('?')) path = `/${path}`;
+  if (path === '') path = '/';
+  const authority = port === 80 ? rawHost : `${rawHost}:${port}`;
+  return { host, port, path, authority, absolute: `http://${authority}${path}` };
+}
+
+/** Basic credentials of a Proxy-Authorization header; undefined when absent or not Basic. */
+export function parseBasic(header: string | undefined): { username: string; password: string } | undefined {
+  if (!header) return undefined;
+  const m = /^\s*basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(header);
+  if (!m) return undefined;
+  const text = Buffer.from(m[1]!, 'base64').toString('utf8');
+  const colon = text.indexOf(':');
+  if (colon < 0) return { username: text, password: '' };
+  return { username: text.slice(0, colon), password: text.slice(colon + 1) };
+}
+
+/** RFC 9110 §7.6.1's hop-by-hop fields, plus the proxy's own: never passed on, either way. */
+const HOP_BY_HOP = new Set([
+  'connection',
+  'proxy-connection',
+  'keep-alive',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'proxy-authorization',
+  'proxy-authenticate',
+]);
+
+/**
+ * The headers to pass on, as a flat [name, value, …] list in the sender's order and case: hop-by-hop ones
+ * and every field the Connection header names removed. `keep` puts back fields this hop must carry on
+ * (Upgrade and `Connection: upgrade` for a WebSocket handshake); `drop` removes more (Expect, Host).
+ */
+export function forwardHeaders(raw: string[], options: { keepUpgrade?: boolean; drop?: ReadonlySet<string> } = {}): string[] {
+  let named: Set<string> | undefined;
+  for (let i = 0; i < raw.length; i += 2) {
+    if (raw[i]!.length === 10 && raw[i]!.toLowerCase() === 'connection') {
+      for (const token of raw[i + 1]!.split(',')) {
+        const t = token.trim().toLowerCase();
+        if (t) (named ??= new Set()).add(t);
+      }
+    }
+  }
+  const out: string[] = [];
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!;
+    const lower = name.toLowerCase();
+    if (HOP_BY_HOP.has(lower) || named?.has(lower) || options.drop?.has(lower)) continue;
+    out.push(name, raw[i + 1]!);
+  }
+  if (options.keepUpgrade) {
+    for (let i = 0; i < raw.length; i += 2) if (raw[i]!.toLowerCase() === 'upgrade') out.push('Upgrade', raw[i + 1]!);
+    out.push('Connection', 'Upgrade');
+  }
+  return out;
+}
+
+/** A request head in HTTP/1.1 wire form (for the Upgrade path, where the socket is ours). */
+export function requestHead(method: string, target: string, headers: string[]): string {
+  let head = `${method} ${target} HTTP/1.1\r\n`;
+  for (let i = 0; i < headers.length; i += 2) head += `${headers[i]}: ${headers[i + 1]}\r\n`;
+  return `${head}\r\n`;
+}
+
+/** An answer Rotor gives itself: refusals (400, 403, 407) and failures (5xx). */
+export interface Refusal {
+  status: number;
+  /** one line, safe to show the client */
+  reason: string;
+}
+
+/** The one place a refusal's wire form is decided. 407 carries the Basic challenge. */
+function refusalHeaders(r: Refusal, realm: string, body: string, close: boolean): Record<string, string> {
+  const headers: Record<string, string> = {
+    'Content-Type': 'text/plain; charset=utf-8',
+    'Content-Length': String(Buffer.byteLength(body)),
+  };
+  if (r.status === 407) headers['Proxy-Authenticate'] = `Basic realm="${realm}"`;
+  if (close) headers.Connection = 'close';
+  return headers;
+}
+
+/**
+ * Answers on the http server's response: in order behind answers still due on a pipelined connection.
+ * A 407 keeps the connection (the client retries with credentials on it); the others close it.
+ */
+export function refuseResponse(res: ServerResponse, r: Refusal, realm: string): void {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  const body = r.reason;
+  const close = r.status !== 407;
+  if (close) res.shouldKeepAlive = false;
+  res.writeHead(r.status, refusalHeaders(r, realm, body, close));
+  res.end(body);
+}
+
+/** Answers on a socket that is ours (CONNECT, Upgrade), then closes it once written (bounded). */
+export function refuseSocket(socket: Socket, r: Refusal, realm: string): void {
+  const body = r.reason;
+  if (socket.writable) {
+    let head = `HTTP/1.1 ${r.status} ${STATUS_CODES[r.status] ?? 'Error'}\r\n`;
+    for (const [k, v] of Object.entries(refusalHeaders(r, realm, body, true))) head += `${k}: ${v}\r\n`;
+    socket.end(`${head}\r\n${body}`);
+  }
+  setTimeout(() => socket.destroy(), 1000).unref();
+}

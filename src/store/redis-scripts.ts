@@ -1,0 +1,98 @@
+// The Lua scripts of the Redis store (src/store/redis.ts registers and calls them): every write that reads
+// before it writes is one script, so two daemons racing see the outcome SQLite's transactions give one.
+// A script fails with an error reply starting `ROTOR_<CODE>` (redis-connection.ts turns it into StoreError).
+
+// KEYS: order hash, orderNo index, all set, open set.
+// ARGV: appOrderNo, orderNo ('' with hasNo 0 = null), hasNo, open, createdAt, n, n field/value pairs, fields to delete...
+export const PUT_ORDER = `
+local a, newNo, hasNo = ARGV[1], ARGV[2], ARGV[3] == '1'
+if hasNo then
+  local owner = redis.call('HGET', KEYS[2], newNo)
+  if owner and owner ~= a then return redis.error_reply('ROTOR_CONFLICT order number ' .. newNo .. ' already belongs to another order') end
+end
+local oldNo = redis.call('HGET', KEYS[1], 'orderNo')
+if oldNo and ((not hasNo) or oldNo ~= newNo) then redis.call('HDEL', KEYS[2], oldNo) end
+if hasNo then redis.call('HSET', KEYS[2], newNo, a) end
+local n = tonumber(ARGV[6])
+local fv = {}
+for i = 7, 6 + 2 * n do fv[#fv + 1] = ARGV[i] end
+redis.call('HSET', KEYS[1], unpack(fv))
+for i = 7 + 2 * n, #ARGV do redis.call('HDEL', KEYS[1], ARGV[i]) end
+redis.call('HSETNX', KEYS[1], 'createdAt', ARGV[5])
+redis.call('SADD', KEYS[3], a)
+if ARGV[4] == '1' then redis.call('SADD', KEYS[4], a) else redis.call('SREM', KEYS[4], a) end
+return 1
+`;
+
+// KEYS: entry hash, all set, intent set. ARGV: merchantNo, operation, request, reqId, now.
+export const ADD_INTENT = `
+if redis.call('EXISTS', KEYS[1]) == 1 then return redis.error_reply('ROTOR_CONFLICT journal entry ' .. ARGV[1] .. ' already exists') end
+redis.call('HSET', KEYS[1], 'operation', ARGV[2], 'request', ARGV[3], 'reqId', ARGV[4], 'state', 'intent', 'result', 'null',
+  'attempts', 0, 'createdAt', ARGV[5], 'updatedAt', ARGV[5])
+redis.call('SADD', KEYS[2], ARGV[1])
+redis.call('SADD', KEYS[3], ARGV[1])
+return 1
+`;
+
+// KEYS: entry hash. ARGV: merchantNo, state, hasResult, result, orderNoMode (0 keep, 1 set, 2 null), orderNo,
+// sent (0/1), now, state-set key prefix.
+export const UPDATE_JOURNAL = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local old = redis.call('HGET', KEYS[1], 'state')
+redis.call('HSET', KEYS[1], 'state', ARGV[2], 'updatedAt', ARGV[8])
+if ARGV[3] == '1' then redis.call('HSET', KEYS[1], 'result', ARGV[4]) end
+if ARGV[5] == '1' then redis.call('HSET', KEYS[1], 'orderNo', ARGV[6]) elseif ARGV[5] == '2' then redis.call('HDEL', KEYS[1], 'orderNo') end
+if ARGV[7] == '1' then redis.call('HINCRBY', KEYS[1], 'attempts', 1) end
+if old ~= ARGV[2] then
+  if old then redis.call('SREM', ARGV[9] .. old, ARGV[1]) end
+  redis.call('SADD', ARGV[9] .. ARGV[2], ARGV[1])
+end
+return 1
+`;
+
+// KEYS: callback hash, all set, unprocessed set, seq counter. ARGV: id, type, no, op, receivedAt.
+export const RECORD_CALLBACK = `
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('HINCRBY', KEYS[1], 'count', 1)
+  return {1, tonumber(redis.call('HGET', KEYS[1], 'processed'))}
+end
+local seq = redis.call('INCR', KEYS[4])
+redis.call('HSET', KEYS[1], 'type', ARGV[2], 'no', ARGV[3], 'op', ARGV[4], 'receivedAt', ARGV[5], 'count', 1, 'processed', 0, 'seq', seq)
+redis.call('SADD', KEYS[2], ARGV[1])
+redis.call('SADD', KEYS[3], ARGV[1])
+return {0, 0}
+`;
+
+// KEYS: callback hash, unprocessed set. ARGV: id.
+export const MARK_CALLBACK = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'processed', 1)
+redis.call('SREM', KEYS[2], ARGV[1])
+return 1
+`;
+
+// KEYS: user hash, live zset, gone zset, version counter. ARGV: name, data, passwordHash, state, now,
+// mode ('' none, 'absent', 'version'), expected version.
+export const PUT_USER = `
+local exists = redis.call('EXISTS', KEYS[1]) == 1
+if ARGV[6] == 'absent' and exists then return redis.error_reply('ROTOR_CONFLICT user ' .. ARGV[1] .. ' exists') end
+if ARGV[6] == 'version' then
+  local v = exists and redis.call('HGET', KEYS[1], 'version') or '-1'
+  if v ~= ARGV[7] then return redis.error_reply('ROTOR_CONFLICT user ' .. ARGV[1] .. ' changed meanwhile') end
+end
+local version = redis.call('INCR', KEYS[4])
+redis.call('HSET', KEYS[1], 'data', ARGV[2], 'passwordHash', ARGV[3], 'state', ARGV[4], 'version', version, 'updatedAt', ARGV[5])
+redis.call('ZADD', KEYS[2], version, ARGV[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
+return version
+`;
+
+// KEYS: user hash, live zset, gone zset, version counter. ARGV: name.
+export const DELETE_USER = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('DEL', KEYS[1])
+local version = redis.call('INCR', KEYS[4])
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('ZADD', KEYS[3], version, ARGV[1])
+return 1
+`;
