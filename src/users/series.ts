@@ -32,15 +32,13 @@ export function boundUserSeries(options: SeriesOptions): () => Row[] {
     const marked = options.marked();
     const first: Row[] = [];
     const rest: Row[] = [];
-    for (const r of source.snapshot()) {
-      const row = { name: r.name, up: r.up, down: r.down, used: r.used, limit: r.limit };
-      (marked.has(r.name) ? first : rest).push(row);
-    }
+    // The meters themselves, not copies: the pick is reused for 250 ms, the values are read at each collect.
+    for (const r of source.snapshot()) (marked.has(r.name) ? first : rest).push(r);
     first.sort((a, b) => b.up + b.down - (a.up + a.down));
     rest.sort((a, b) => b.up + b.down - (a.up + a.down));
     return [...first, ...rest].slice(0, max);
   };
-  // One pick per scrape: the three metrics are collected one after the other.
+  // One pick per scrape (the three metrics are collected one after the other); values stay live.
   const current = (): Row[] => {
     const t = Date.now();
     if (t - pickedAt > 250) {
