@@ -29,7 +29,8 @@ export function poolKeyId(key: PoolKey): string {
   return `${key.user}/${key.productNo}/${key.region}`;
 }
 
-export type FailureReason = 'connect_timeout' | 'refused' | 'reset' | 'handshake' | 'auth' | 'target_refused' | 'other';
+/** 'stalled': accepted but did not finish its handshake within the hedge delay (a hedge won, or the client left). */
+export type FailureReason = 'connect_timeout' | 'refused' | 'reset' | 'handshake' | 'auth' | 'target_refused' | 'stalled' | 'other';
 
 /** A pool as the gateway uses it. Selection never waits on the platform while a ready node exists. */
 export interface NodeSource {

@@ -20,6 +20,8 @@ export const METRIC = {
   orders: 'rotor_orders',
   callbacks: 'rotor_callbacks_total',
   instances: 'rotor_instances',
+  upstreamHedges: 'rotor_upstream_hedges_total',
+  upstreamProbes: 'rotor_upstream_probes_total',
 } as const;
 
 /** Results a connection ends with (label `result` of rotor_proxy_connections_total). */
@@ -60,6 +62,8 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     orders: new Gauge({ name: METRIC.orders, help: 'Local order records by type and status', labelNames: ['type', 'status'] as const, registers }),
     callbacks: new Counter({ name: METRIC.callbacks, help: 'Platform callbacks received', labelNames: ['type', 'result'] as const, registers }),
     instances: new Gauge({ name: METRIC.instances, help: 'Static instances by status', labelNames: ['status'] as const, registers }),
+    upstreamHedges: new Counter({ name: METRIC.upstreamHedges, help: 'Parallel dials started because a node was slow to answer, by outcome', labelNames: ['outcome'] as const, registers }),
+    upstreamProbes: new Counter({ name: METRIC.upstreamProbes, help: 'Background health probes of upstream nodes, by result', labelNames: ['result'] as const, registers }),
   };
 }
 
