@@ -13,6 +13,7 @@ import { AccountReconciler, BalanceWatcher, Traffic, Whitelist } from './account
 import { guardDrawer } from './accounts/draw-guard.ts';
 import { Orders } from './orders/index.ts';
 import { PoolRegistry } from './pool/registry.ts';
+import { startHealthProbes } from './health/index.ts';
 import { ApiDrawer, PwdDrawer, drawApiFromClient, type Drawer } from './pool/drawer.ts';
 import { SessionTable } from './session/table.ts';
 import { Router } from './proxy/router.ts';
@@ -239,7 +240,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     const pools = new PoolRegistry({
       drawerFor,
       ...(options.now ? { now: options.now } : {}),
-      tuning: { strategy, lowWater, drawBatch, maxFails, failWindowMs, coolDownMs, acquireTimeoutMs },
+      tuning: { strategy, lowWater, drawBatch, maxFails, failWindowMs, coolDownMs, acquireTimeoutMs, probation: true },
       metrics,
       logger: logger.child({ component: 'pool' }),
     });
@@ -261,10 +262,22 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       logger: logger.child({ component: 'gateway' }),
       retries: config.proxy.retries,
       connectTimeoutMs: config.proxy.connectTimeoutMs,
-      handshakeTimeoutMs: config.proxy.connectTimeoutMs,
+      handshakeTimeoutMs: config.proxy.upstreamHandshakeTimeoutMs,
+      hedgeAfterMs: config.proxy.hedgeAfterMs,
       ...(options.now ? { now: options.now } : {}),
     };
     const router = fleetSessions ? new FleetRouter(routerOptions, fleetSessions) : new Router({ ...routerOptions, pools: poolProvider, sessions });
+    const prober = startHealthProbes({
+      pools: () => pools.list(),
+      healthCheck: config.pool.healthCheck,
+      connectTimeoutMs: config.proxy.connectTimeoutMs,
+      handshakeTimeoutMs: config.proxy.upstreamHandshakeTimeoutMs,
+      recentTarget: () => router.recentTarget(),
+      metrics,
+      logger: logger.child({ component: 'health' }),
+      ...(options.now ? { now: options.now } : {}),
+    });
+    onStop('health probes', () => prober.stop());
     const httpListener = new HttpListener({
       router,
       host: config.proxy.http.host,

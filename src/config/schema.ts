@@ -74,6 +74,10 @@ const proxy = z
     idleTimeoutMs: z.number().int().min(0).default(300_000),
     /** Other upstreams tried after a failed dial, before the client is answered with an error. */
     retries: z.number().int().min(0).max(20).default(3),
+    /** A node not through its handshake after this long gets the next node dialed in parallel; 0 = adaptive. */
+    hedgeAfterMs: z.number().int().min(0).max(60_000).default(0),
+    /** Bound on an upstream's answer to the tunnel request, after the TCP connect (connectTimeoutMs). */
+    upstreamHandshakeTimeoutMs: millis.default(10_000),
   })
   .prefault({});
 
@@ -138,6 +142,17 @@ const pool = z
     coolDownMs: millis.default(30_000),
     /** Longest a connection waits for a draw when its pool is empty. */
     acquireTimeoutMs: millis.default(10_000),
+    /**
+     * Background probes (src/health/prober.ts): failed nodes return to service only after one passes; idle
+     * ready nodes are probed one per pool per intervalMs. `url`: an http(s) URL fetched through the node
+     * as part of each probe ('' = connect and handshake only).
+     */
+    healthCheck: z
+      .strictObject({
+        url: z.union([z.literal(''), z.url({ protocol: /^https?$/ })]).default(''),
+        intervalMs: millis.default(30_000),
+      })
+      .prefault({}),
   })
   .prefault({});
 

@@ -113,6 +113,7 @@ export class Router {
   private readonly hedgeDelays: HedgeDelays;
   private readonly maxHedges: number;
   private readonly statics = new Map<string, StaticPool>();
+  private lastTarget: Target | undefined;
   private readonly dialSocks5: Dialer;
   private readonly dialHttp: Dialer;
   private readonly now: () => number;
@@ -219,6 +220,7 @@ export class Router {
       ...(this.options.metrics ? { metrics: this.options.metrics } : {}),
     });
     const { node, tunnel } = won;
+    this.lastTarget = target;
     const giveBack = (): void => {
       // Sticky hits were not acquired, so they are not released either.
       if (won.acquired) source.release(node);
@@ -271,6 +273,11 @@ export class Router {
       this.statics.set(route.instanceNo, pool);
     } else if (pool.current !== node) pool.setNode(node);
     return pool;
+  }
+
+  /** The last target a tunnel reached: health probes without a URL dial it (src/health/probe.ts). */
+  recentTarget(): Target | undefined {
+    return this.lastTarget;
   }
 
   /** The static instances dialed so far, with their failures (admin view). */

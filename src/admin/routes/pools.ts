@@ -15,6 +15,11 @@ const node = {
     expiresAt: { type: 'integer' },
     coolingUntil: { type: 'integer' },
     lastFailedAt: { type: 'integer' },
+    awaitingProbe: { type: 'boolean' },
+    lastProbe: {
+      type: 'object',
+      properties: { at: { type: 'integer' }, ok: { type: 'boolean' }, latencyMs: { type: 'integer' }, reason: { type: 'string' } },
+    },
   },
 };
 const pool = {
