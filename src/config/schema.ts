@@ -76,8 +76,8 @@ const proxy = z
     retries: z.number().int().min(0).max(20).default(3),
     /** A node not through its handshake after this long gets the next node dialed in parallel; 0 = adaptive. */
     hedgeAfterMs: z.number().int().min(0).max(60_000).default(0),
-    /** Bound on an upstream's answer to the tunnel request, after the TCP connect (connectTimeoutMs). */
-    upstreamHandshakeTimeoutMs: millis.default(10_000),
+    /** Bound on an upstream's answer to the tunnel request, after the TCP connect; absent = connectTimeoutMs. */
+    upstreamHandshakeTimeoutMs: millis.optional(),
   })
   .prefault({});
 

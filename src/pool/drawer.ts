@@ -13,6 +13,13 @@ import type { Logger } from '../telemetry/logger.ts';
 export interface Drawer {
   /** Draws up to `count` fresh nodes. Rejects with the platform's or the extraction's error. */
   draw(count: number): Promise<UpstreamNode[]>;
+  /** What the admin view shows of the drawer (IPs left of a package sold by IP count). */
+  status?(): DrawerStatus;
+}
+
+export interface DrawerStatus {
+  /** products sold by IP count: IPs left in the package, as of the last draw */
+  ipsLeft?: number;
 }
 
 /** The two platform operations drawers need; keeps drawers testable without the client. */

@@ -80,6 +80,8 @@ export interface PoolSnapshot {
   drawing: boolean;
   /** Set while draws fail: the last draw error's message and when the next draw may start. */
   drawError?: { message: string; code?: string; consecutive: number; retryAt: number };
+  /** products sold by IP count: IPs left in the package as of the last draw */
+  ipsLeft?: number;
   nodes: NodeSnapshot[];
 }
 
@@ -308,6 +310,8 @@ export class Pool implements NodeSource {
         return n;
       }),
     };
+    const ipsLeft = this.drawer.status?.().ipsLeft;
+    if (ipsLeft !== undefined) snap.ipsLeft = ipsLeft;
     if (this.drawFailures > 0) {
       const code = errorCode(this.lastDrawError);
       snap.drawError = { message: errorMessage(this.lastDrawError), consecutive: this.drawFailures, retryAt: this.retryAt, ...(code ? { code } : {}) };

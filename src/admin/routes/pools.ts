@@ -35,6 +35,7 @@ const pool = {
       type: 'object',
       properties: { message: { type: 'string' }, code: { type: 'string' }, consecutive: { type: 'integer' }, retryAt: { type: 'integer' } },
     },
+    ipsLeft: { type: 'integer' },
     nodes: { type: 'array', items: node },
   },
 };
