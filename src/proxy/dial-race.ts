@@ -33,6 +33,10 @@ export interface RaceSpec {
   times: HandshakeTimes;
   /** A node failed (or stalled): tell its pool, rotate a sticky session. */
   onNodeFailed: (node: UpstreamNode, reason: FailureReason, sticky: boolean) => void;
+  /** A node marked 'stalled' when a hedge won answered after all, within the grace: forgive it. */
+  onNodeAnswered?: (node: UpstreamNode) => void;
+  /** How long a loser marked stalled may still answer and be forgiven (then it is closed). Default 1000 ms. */
+  graceMs?: number;
   metrics?: Metrics;
 }
 
@@ -53,6 +57,8 @@ interface Attempt {
   cancel: DialCancel;
   startedAt: number;
   timer: NodeJS.Timeout | undefined;
+  /** marked 'stalled' when a hedge won; still running for the grace, forgiven if it answers */
+  onProbation: boolean;
 }
 
 export function raceDial(spec: RaceSpec): Promise<RaceWon> {
@@ -63,7 +69,7 @@ export function raceDial(spec: RaceSpec): Promise<RaceWon> {
     let acquiring = 0;
     let settled = false;
     let last: UpstreamDialError | undefined;
-    let poolEmpty = false;
+    let poolEmpty: PoolEmptyError | undefined;
     let retries = 0;
     let hedges = 0;
     let hedgeWinner = false;
@@ -82,22 +88,38 @@ export function raceDial(spec: RaceSpec): Promise<RaceWon> {
     const release = (a: Attempt): void => {
       if (!a.sticky) source.release(a.node);
     };
-    /** Cancels the attempts still running; those stalled past the hedge delay are their node's failure. */
-    const cancelRest = (): void => {
+    /**
+     * Cancels the attempts still running; those stalled past the hedge delay are their node's failure. When a
+     * hedge won (`grace`), such a loser is marked at once (so the next connections avoid it) but left to
+     * answer for a short grace: a node merely slowed (a loaded machine, a long route) that answers then is
+     * forgiven and closed; one still silent is counted a stall and cancelled.
+     */
+    const cancelRest = (grace: boolean): void => {
       const t = performance.now();
       for (const a of [...pending]) {
-        stop(a);
-        if (t - a.startedAt >= spec.hedgeDelayMs) {
-          metrics?.upstreamFailures.inc({ reason: 'stalled' });
-          spec.onNodeFailed(a.node, 'stalled', a.sticky);
+        const stalled = t - a.startedAt >= spec.hedgeDelayMs;
+        if (stalled) spec.onNodeFailed(a.node, 'stalled', a.sticky);
+        if (stalled && grace) {
+          clearTimeout(a.timer);
+          a.onProbation = true;
+          a.timer = setTimeout(() => {
+            if (!pending.has(a)) return;
+            stop(a);
+            metrics?.upstreamFailures.inc({ reason: 'stalled' });
+            a.cancel.abort();
+          }, spec.graceMs ?? 1000);
+          a.timer.unref?.();
+          continue;
         }
+        stop(a);
+        if (stalled) metrics?.upstreamFailures.inc({ reason: 'stalled' });
         a.cancel.abort();
       }
     };
     const onClientAbort = (): void => {
       if (settled) return;
       settled = true;
-      cancelRest();
+      cancelRest(false);
       countHedges('abandoned');
       reject(new GatewayError('DIAL_ABORTED', 'the client went away'));
     };
@@ -105,7 +127,7 @@ export function raceDial(spec: RaceSpec): Promise<RaceWon> {
       if (settled) return;
       settled = true;
       spec.signal?.removeEventListener('abort', onClientAbort);
-      cancelRest();
+      cancelRest(false);
       countHedges('failed');
       reject(err);
     };
@@ -114,23 +136,25 @@ export function raceDial(spec: RaceSpec): Promise<RaceWon> {
       if (last) fail(new GatewayError(last.timedOut ? 'UPSTREAM_TIMEOUT' : 'UPSTREAM_FAILED', last.message, last.reason));
       else if (poolEmpty) {
         metrics?.upstreamFailures.inc({ reason: 'no_upstream' });
-        fail(new GatewayError('NO_UPSTREAM', 'no upstream available'));
+        // The pool's reason (a refused draw names what to change) reaches the client, not only /v1/pools.
+        fail(new GatewayError('NO_UPSTREAM', `no upstream available: ${poolEmpty.reason}`));
       } else fail(new GatewayError('UPSTREAM_TIMEOUT', 'no upstream answered before the deadline', 'connect_timeout'));
     };
 
     const won = (a: Attempt, tunnel: Tunnel): void => {
       stop(a);
       if (settled) {
-        // Lost the race after all (or the client left): the node answered, its tunnel is not needed.
+        // Lost the race (or the client left): the node answered, its tunnel is not needed.
         tunnel.socket.destroy();
         release(a);
+        if (a.onProbation) spec.onNodeAnswered?.(a.node);
         return;
       }
       spec.times.record(performance.now() - a.startedAt);
       settled = true;
       spec.signal?.removeEventListener('abort', onClientAbort);
       hedgeWinner = a.hedge;
-      cancelRest();
+      cancelRest(true);
       countHedges(hedgeWinner ? 'won' : 'lost');
       resolve({ tunnel, node: a.node, sticky: a.sticky, acquired: !a.sticky, retries, hedges });
     };
@@ -144,7 +168,11 @@ export function raceDial(spec: RaceSpec): Promise<RaceWon> {
         return;
       }
       if (settled) {
-        if (err.reason !== 'target_refused') spec.onNodeFailed(a.node, err.reason, a.sticky);
+        if (a.onProbation) {
+          // Marked 'stalled' when the hedge won; it answered (the target refused) or it failed: settle that.
+          if (err.reason === 'target_refused') spec.onNodeAnswered?.(a.node);
+          else metrics?.upstreamFailures.inc({ reason: 'stalled' });
+        } else if (err.reason !== 'target_refused') spec.onNodeFailed(a.node, err.reason, a.sticky);
         return;
       }
       last = err;
@@ -178,7 +206,7 @@ export function raceDial(spec: RaceSpec): Promise<RaceWon> {
         } catch (err) {
           acquiring--;
           if (!(err instanceof PoolEmptyError)) return fail(err instanceof Error ? err : new Error(String(err)));
-          poolEmpty = true;
+          poolEmpty = err;
           // A hedge with no other node to try: the running attempt goes on alone.
           endIfIdle();
           return;
@@ -197,7 +225,7 @@ export function raceDial(spec: RaceSpec): Promise<RaceWon> {
       }
       exclude.add(node.id);
       if (hedge) hedges++;
-      const a: Attempt = { node, sticky, hedge, cancel: new DialCancel(), startedAt: performance.now(), timer: undefined };
+      const a: Attempt = { node, sticky, hedge, cancel: new DialCancel(), startedAt: performance.now(), timer: undefined, onProbation: false };
       pending.add(a);
       if (hedges < spec.maxHedges) {
         a.timer = setTimeout(() => onHedgeTimer(a), spec.hedgeDelayMs);

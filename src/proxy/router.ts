@@ -217,6 +217,7 @@ export class Router {
         if (wasSticky && route.sessionId !== undefined) sessions.rotate(user, route.sessionId, 'failed');
         this.options.logger?.debug({ node: node.id, reason }, 'upstream dial failed');
       },
+      onNodeAnswered: (node) => source.reportSuccess(node),
       ...(this.options.metrics ? { metrics: this.options.metrics } : {}),
     });
     const { node, tunnel } = won;

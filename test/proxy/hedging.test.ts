@@ -14,6 +14,7 @@ import { Router, type Dialer } from '../../src/proxy/router.ts';
 import type { InstanceDirectory } from '../../src/proxy/types.ts';
 import { createMetrics } from '../../src/telemetry/metrics.ts';
 import { FixedPool, FixedPools, MapSessions, Users, node, user } from './fixtures.ts';
+import { waitFor } from '../support/wait.ts';
 
 let stalled: Server;
 let healthy: Server;
@@ -95,8 +96,41 @@ describe('hedged dialing', () => {
     assert.equal(await counter(metrics, 'upstreamHedges', 'outcome', 'won'), 1);
     dialed.socket.destroy();
     dialed.release();
-    // Both acquired nodes went back to the pool.
-    assert.equal(pool.released, pool.acquired);
+    // The stalled loser gets a grace to answer; still silent, it is counted a stall and both nodes go back.
+    await waitFor(() => pool.released === pool.acquired, 5000, 'both nodes released');
+    assert.equal(await counter(metrics, 'upstreamFailures', 'reason', 'stalled'), 1);
+  });
+
+  test('a loser marked when the hedge won, that answers within the grace, is forgiven', async () => {
+    // The "slow" node answers after 300 ms: past the 100 ms hedge delay, within the 1 s grace.
+    const slowDialer: Dialer = async (n, target, options) => {
+      if (n.port !== stalledPort) return firstByteDialer(n, target, options);
+      const socket = await connectTcp(n.host, n.port, options.connectTimeoutMs, options.signal);
+      await new Promise((r) => setTimeout(r, 300));
+      return { socket, head: null };
+    };
+    const pool = new FixedPool([node('socks5', stalledPort), node('socks5', healthyPort)]);
+    const metrics = createMetrics({ defaultMetrics: false });
+    const r = new Router({
+      users: new Users([user('alice', 'secret')]),
+      meters: new UnlimitedMeters(),
+      pools: new FixedPools(pool),
+      sessions: new MapSessions(),
+      metrics,
+      hedgeAfterMs: 100,
+      dialers: { socks5: slowDialer, http: slowDialer },
+    });
+    const a = r.authorize('alice', 'secret');
+    assert.ok(a.ok);
+    const dialed = await r.dial(a.route, { host: '127.0.0.1', port: 9 });
+    assert.equal(dialed.node.port, healthyPort);
+    // The loser's late tunnel is closed and its node released (the winner is still held).
+    await waitFor(() => pool.released === pool.acquired - 1, 5000, 'the loser released');
+    assert.deepEqual(pool.failures.map((f) => f.reason), ['stalled'], 'marked at once, so the next connections avoid it');
+    assert.ok(pool.successes.includes(node('socks5', stalledPort).id), 'then forgiven: it answered');
+    assert.equal(await counter(metrics, 'upstreamFailures', 'reason', 'stalled'), 0);
+    dialed.socket.destroy();
+    dialed.release();
   });
 
   test('a healthy first node answers before the delay: no hedge, nothing marked', async () => {
