@@ -79,6 +79,19 @@ describe('(f) drawing as the product allows', () => {
     assert.equal(pool.ipsLeft, 5 - after.ipUsed);
     assert.equal(pool.nodes.length, 1);
   });
+
+  test('the exit is kept for its ipDuration (10 min), then one more IP is drawn', async () => {
+    const sim = gw.daemon.sim!;
+    const spent = sim.inspect.balance('shop2', SIM_PRODUCTS.dynamicIpFive)!.ipUsed;
+    gw.clock.advance(9 * 60_000);
+    assert.equal((await nodeHttpGet(gw.ports.http, 'dave', 'dave-pass', target.url('/d'), 10_000)).status, 200);
+    assert.equal(sim.inspect.balance('shop2', SIM_PRODUCTS.dynamicIpFive)!.ipUsed, spent, 'still within ipDuration: no new IP');
+    gw.clock.advance(60_000 + 1000);
+    assert.equal((await nodeHttpGet(gw.ports.http, 'dave', 'dave-pass', target.url('/d'), 10_000)).status, 200);
+    assert.equal(sim.inspect.balance('shop2', SIM_PRODUCTS.dynamicIpFive)!.ipUsed, spent + 1, 'past ipDuration: one new IP');
+    const { body } = await gw.admin<PoolView[]>('/v1/pools');
+    assert.equal(body.find((p) => p.key.user === 'dave')!.ipsLeft, 5 - spent - 1);
+  });
 });
 
 describe('planDraw: every flag of seed 2.6 that shapes a draw', () => {
