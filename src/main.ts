@@ -342,7 +342,8 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         traffic,
         whitelist,
         users: accounting,
-        pools: { snapshot: () => pools.snapshot() },
+        // Dynamic pools, then the static instances dialed so far (`instance/<instanceNo>`, their failures).
+        pools: { snapshot: () => [...pools.snapshot(), ...router.staticPools().map((p) => p.poolSnapshot())] },
         sessions: fleetSessions ?? sessions,
         metrics: metrics.registry,
         ready,

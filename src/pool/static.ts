@@ -1,6 +1,7 @@
 // A source with one fixed node: the static instance behind an `-instance-<instanceNo>` route (Router keeps
 // one per instance dialed). There is no other node to fall back to, so failures are recorded (admin view,
 // and the same marking a pool's node gets: a stall past the hedge delay counts) but never withhold the node.
+import type { PoolSnapshot } from './pool.ts';
 import { PoolEmptyError, type FailureReason, type NodeSource, type UpstreamNode } from './types.ts';
 
 export interface StaticSnapshot {
@@ -66,5 +67,31 @@ export class StaticPool implements NodeSource {
     if (this.lastFailure) s.lastFailure = this.lastFailure;
     if (this.lastFailedAt > 0) s.lastFailedAt = this.lastFailedAt;
     return s;
+  }
+
+  /** The instance in the shape of GET /v1/pools (one node, never withheld: `state` stays 'ready'). */
+  poolSnapshot(): PoolSnapshot {
+    const n = this.node;
+    return {
+      id: this.id,
+      key: { user: '', productNo: '', region: '' },
+      strategy: 'round_robin',
+      ready: 1,
+      cooling: 0,
+      drawing: false,
+      nodes: [
+        {
+          id: n.id,
+          protocol: n.protocol,
+          host: n.host,
+          port: n.port,
+          source: n.source,
+          state: 'ready',
+          fails: this.failures,
+          activeConnections: this.active,
+          ...(this.lastFailedAt > 0 ? { lastFailedAt: this.lastFailedAt } : {}),
+        },
+      ],
+    };
   }
 }

@@ -182,5 +182,10 @@ describe('hedged dialing', () => {
     assert.equal(snap.consecutiveFailures, 1);
     assert.equal(snap.lastFailure, 'stalled');
     assert.equal(snap.activeConnections, 0);
+    // As GET /v1/pools lists it.
+    const listed = pool.poolSnapshot();
+    assert.equal(listed.id, 'instance/I1');
+    assert.equal(listed.nodes[0]!.fails, 1);
+    assert.ok(listed.nodes[0]!.lastFailedAt);
   });
 });
