@@ -24,6 +24,8 @@ import { HttpListener } from './proxy/http.ts';
 import type { LocalUser, UserDirectory } from './proxy/types.ts';
 import type { PoolKey } from './pool/types.ts';
 import { buildAdminServer, buildCallbackServer } from './admin/server.ts';
+import { checkListenAddresses, listenAs } from './startup/ports.ts';
+import { RegionDirectory } from './orders/regions.ts';
 import { createReadiness } from './admin/readiness.ts';
 import { InstanceDirectoryCache } from './orders/instance-directory.ts';
 import type { FastifyInstance } from 'fastify';
@@ -103,6 +105,15 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       }
     }
   };
+
+  // Every listener address is bound (and released) before anything touches the platform (src/startup/ports.ts).
+  const addresses = {
+    http: { section: 'proxy.http', host: config.proxy.http.host, port: config.proxy.http.port },
+    socks5: { section: 'proxy.socks5', host: config.proxy.socks5.host, port: config.proxy.socks5.port },
+    admin: { section: 'admin', host: config.admin.host, port: config.admin.port },
+    callback: { section: 'callback', host: config.callback.host, port: config.callback.port },
+  };
+  await checkListenAddresses(Object.values(addresses));
 
   try {
     // 1. The platform: the in-process sandbox in embedded mode, else the configured one.
@@ -263,6 +274,8 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     const { strategy, lowWater, drawBatch, maxFails, failWindowMs, coolDownMs, acquireTimeoutMs } = config.pool;
     const pools = new PoolRegistry({
       drawerFor,
+      maxPerUser: config.pool.maxPerUser,
+      idleEvictMs: config.pool.idleEvictMs,
       ...(options.now ? { now: options.now } : {}),
       tuning: { strategy, lowWater, drawBatch, maxFails, failWindowMs, coolDownMs, acquireTimeoutMs, probation: true },
       // Sold by IP count: hold one exit at a time (every exit drawn spends an IP of the package).
@@ -280,7 +293,11 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     const fleetSessions = fleet
       ? new FleetSessions({ table: sessions, shared: fleet.sessions, pools: poolProvider, logger: logger.child({ component: 'fleet' }), ...(options.now ? { now: options.now } : {}) })
       : undefined;
+    const regions = new RegionDirectory(orders.catalog, { logger: logger.child({ component: 'regions' }) });
+    await regions.start();
+    onStop('regions', () => regions.stop());
     const routerOptions = {
+      regionKnown: (code: string) => regions.isKnown(code),
       users: directory,
       meters: accounting,
       instances,
@@ -322,8 +339,8 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       metrics,
       logger: logger.child({ component: 'socks5' }),
     });
-    const httpAddr = await httpListener.listen();
-    const socksAddr = await socksListener.listen();
+    const httpAddr = await listenAs(addresses.http, () => httpListener.listen());
+    const socksAddr = await listenAs(addresses.socks5, () => socksListener.listen());
     let draining = 0;
     onStop('listeners', () => Promise.all([httpListener.close(draining), socksListener.close(draining)]));
 
@@ -348,12 +365,12 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         metrics: metrics.registry,
         ready,
       },
-      { token: config.admin.token, host: config.admin.host },
+      { token: config.admin.token, host: config.admin.host, allowedHosts: config.admin.allowedHosts, allowedOrigins: config.admin.allowedOrigins },
     );
-    await admin.listen({ host: config.admin.host, port: config.admin.port });
+    await listenAs(addresses.admin, () => admin.listen({ host: config.admin.host, port: config.admin.port }));
     onStop('admin', () => admin.close());
     const callbacks = buildCallbackServer((query) => orders.handleCallback(query), { path: config.callback.path });
-    await callbacks.listen({ host: config.callback.host, port: config.callback.port });
+    await listenAs(addresses.callback, () => callbacks.listen({ host: config.callback.host, port: config.callback.port }));
     onStop('callbacks', () => callbacks.close());
     const adminPort = portOf(admin);
     const callbackPort = portOf(callbacks);

@@ -1,10 +1,16 @@
 // The admin HTTP server: fastify with one plugin per resource under /v1, a bearer token on every /v1 route,
 // one error handler for the error shape of interface.md, OpenAPI from the route schemas, and the
 // unauthenticated probes /healthz, /readyz and /metrics.
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
+//
+// The token is checked by a hook of the /v1 scope, so it runs for whatever route the router MATCHED there
+// (and for the scope's own 404), however the client spelled the target: percent-encoded, absolute form,
+// `;` parameters, dot segments. A check on the raw URL's prefix (as before) let `/%761/users` and
+// `GET http://x/v1/app` through. Before any route, every request passes the Host/Origin policy (origin.ts).
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import swagger from '@fastify/swagger';
 import { isLoopbackHost } from '../config/schema.ts';
 import { bearerChecker } from './auth.ts';
+import { createOriginPolicy } from './origin.ts';
 import type { AdminDeps } from './deps.ts';
 import { AdminConfigError, toErrorReply } from './errors.ts';
 import { registerProbes } from './probes.ts';
@@ -19,9 +25,11 @@ export interface AdminServerOptions {
   logger?: FastifyBaseLogger;
   /** Largest request body accepted, bytes; default 1 MiB. */
   bodyLimit?: number;
+  /** config admin.allowedHosts (see origin.ts) */
+  allowedHosts?: readonly string[];
+  /** config admin.allowedOrigins (see origin.ts) */
+  allowedOrigins?: readonly string[];
 }
-
-const isV1 = (url: string) => url === '/v1' || url.startsWith('/v1/') || url.startsWith('/v1?');
 
 /**
  * Once listening, an 'error' on the server is a failed accept (EMFILE, ENFILE, ENOBUFS: the proxy listeners
@@ -53,11 +61,29 @@ export function buildAdminServer(deps: AdminDeps, options: AdminServerOptions): 
   app.setValidatorCompiler(zodValidatorCompiler);
   keepAcceptingOnError(app, 'admin');
 
+  // Forms post text/plain without a CORS preflight; no route takes it, so no parser either (415).
+  app.removeContentTypeParser('text/plain');
+  const checkOrigin = createOriginPolicy({
+    host: options.host,
+    ...(options.allowedHosts ? { allowedHosts: options.allowedHosts } : {}),
+    ...(options.allowedOrigins ? { allowedOrigins: options.allowedOrigins } : {}),
+  });
+  app.addHook('onRequest', async (request) => {
+    const origin = request.headers.origin;
+    checkOrigin({ host: request.headers.host, origin: typeof origin === 'string' ? origin : undefined, url: request.raw.url ?? '' });
+  });
   const authorized = bearerChecker(options.token);
-  app.addHook('onRequest', async (request, reply) => {
-    if (!isV1(request.url) || authorized(request.headers.authorization)) return;
+  const requireToken = async (request: FastifyRequest, reply: FastifyReply): Promise<unknown> => {
+    if (authorized(request.headers.authorization)) return undefined;
     reply.header('www-authenticate', 'Bearer');
     return reply.status(401).send({ error: { code: 'UNAUTHORIZED', message: request.headers.authorization ? 'bad token' : 'missing bearer token' } });
+  };
+  // Defence in depth: a /v1 route registered anywhere (not only in the /v1 scope below) gets the token check
+  // too. routeOptions.url is the route's pattern, what the router matches against, not the raw target.
+  app.addHook('onRoute', (route) => {
+    if (!/^\/v1(?:\/|$)/i.test(route.url ?? '')) return;
+    const hooks = route.onRequest === undefined ? [] : Array.isArray(route.onRequest) ? route.onRequest : [route.onRequest];
+    route.onRequest = [requireToken, ...hooks];
   });
   app.addHook('onResponse', async (request, reply) => {
     request.log.debug({ method: request.method, route: request.routeOptions.url, status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'admin request');
@@ -86,6 +112,11 @@ export function buildAdminServer(deps: AdminDeps, options: AdminServerOptions): 
   });
   void app.register(
     async (v1) => {
+      v1.addHook('onRequest', requireToken);
+      // Unknown /v1 paths are answered here, after the token: without it every /v1 answer is 401.
+      v1.setNotFoundHandler((request, reply) =>
+        reply.status(404).send({ error: { code: 'NOT_FOUND', message: `no route ${request.method} ${request.url.split('?')[0]}` } }),
+      );
       for (const register of ROUTES) register(v1, deps);
     },
     { prefix: '/v1' },

@@ -2,6 +2,7 @@
 // and never carries a secret (the errors themselves never hold one).
 import { ConfigError } from '../config/load.ts';
 import { SecretLengthError } from '../platform/envelope.ts';
+import { ListenAddressError } from '../startup/ports.ts';
 import {
   ClientConfigError,
   DecryptReplyError,
@@ -45,6 +46,8 @@ export function describeFailure(err: unknown): { exitCode: number; message: stri
   if (err instanceof UsageError || err instanceof RequestInvalidError || err instanceof UnknownOperationError || err instanceof ConfigError) {
     return { exitCode: EXIT.USAGE, message: err.message };
   }
+  // A listener address that cannot be bound is a configuration problem: the message names the key.
+  if (err instanceof ListenAddressError) return { exitCode: EXIT.USAGE, message: err.message };
   if (err instanceof SecretLengthError) return { exitCode: EXIT.USAGE, message: `platform.appSecret: ${err.message}` };
   if (err instanceof ClientConfigError) return { exitCode: EXIT.USAGE, message: `platform.${err.message}` };
   if (err instanceof Error && (err as { code?: unknown }).code === 'NOT_WIRED') return { exitCode: EXIT.USAGE, message: err.message };

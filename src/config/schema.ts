@@ -82,7 +82,15 @@ const proxy = z
   .prefault({});
 
 const admin = z
-  .strictObject({ host: host.default('127.0.0.1'), port: port.default(9090), token: z.string().default('') })
+  .strictObject({
+    host: host.default('127.0.0.1'),
+    port: port.default(9090),
+    token: z.string().default(''),
+    /** Host names (besides IP literals, loopback names and admin.host) the admin port answers; '*' = any. */
+    allowedHosts: z.array(z.string().min(1)).default([]),
+    /** Web origins (besides the admin port itself) whose pages may call the admin port; '*' = any. */
+    allowedOrigins: z.array(z.string().min(1)).default([]),
+  })
   .prefault({})
   .superRefine((a, ctx) => {
     if (a.token === '' && !isLoopbackHost(a.host)) {
@@ -142,6 +150,10 @@ const pool = z
     coolDownMs: millis.default(30_000),
     /** Longest a connection waits for a draw when its pool is empty. */
     acquireTimeoutMs: millis.default(10_000),
+    /** Pools (product × region) one user may hold; room is made by closing that user's least recently used idle pool. */
+    maxPerUser: z.number().int().min(1).default(32),
+    /** A pool unused this long (and with nothing in use) is closed; longer than any session (120 min) by default. */
+    idleEvictMs: millis.default(7_800_000),
     /**
      * Background probes (src/health/prober.ts): failed nodes return to service only after one passes; idle
      * ready nodes are probed one per pool per intervalMs. `url`: an http(s) URL fetched through the node

@@ -10,6 +10,7 @@
 // node fails here the router rotates the session: the shared binding is ended if it is still on that node,
 // and the router's next bind (a node of our pool) is claimed again; a lost claim adopts the winner's node
 // for the connections after this one.
+import { checkTarget } from '../proxy/target.ts';
 import type { PoolKey, NodeSource, UpstreamNode } from '../pool/types.ts';
 import type { DialMode, Dialed, Route, RouterOptions } from '../proxy/router.ts';
 import { Router } from '../proxy/router.ts';
@@ -188,6 +189,7 @@ export class FleetRouter extends Router {
   }
 
   override async dial(route: Route, target: Target, signal?: AbortSignal, mode?: DialMode): Promise<Dialed> {
+    checkTarget(target); // a malformed target prepares no shared session (Router.dial refuses it anyway)
     if (route.sessionId !== undefined && route.instanceNo === undefined) {
       await this.fleetSessions.prepare(route.user.name, route.sessionId, route.sessTime, route.poolKey);
     }

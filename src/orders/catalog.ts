@@ -101,10 +101,18 @@ export class Catalog {
     return (await this.get(`areas-of:${proxyType}:${productNo}`)) as unknown[];
   }
 
-  /** A product callback: read it again and drop listings that may hold the old record. */
+  /**
+   * A product callback: read it again and drop only the listings that hold this product (a callback must
+   * not empty the whole catalogue: anyone can send one).
+   */
   async refreshProduct(productNo: string): Promise<Product | undefined> {
-    for (const key of [...this.cache.keys()]) if (key.startsWith('products:')) this.cache.delete(key);
-    return this.product(productNo, { fresh: true });
+    const fresh = await this.product(productNo, { fresh: true });
+    for (const key of [...this.cache.keys()]) {
+      if (!key.startsWith('products:')) continue;
+      const listing = this.cache.peek(key)?.value;
+      if (Array.isArray(listing) && listing.some((p: Product) => p.productNo === productNo)) this.cache.delete(key);
+    }
+    return fresh;
   }
 
   /** True/false once Rotor has learned it; undefined when the product was never seen. */

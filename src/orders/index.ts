@@ -85,7 +85,7 @@ export class Orders {
       clock,
       ...(options.claims ? { claims: options.claims } : {}),
     });
-    this.callbacks = new CallbackHandler({ store: options.store, tracker: this.tracker, metrics: options.metrics, logger: options.logger, clock });
+    this.callbacks = new CallbackHandler({ store: options.store, tracker: this.tracker, metrics: options.metrics, logger: options.logger, clock, isKnownProduct: (no) => this.catalog.isAuthorized(no) !== undefined });
     this.placer.onAccepted = (order) => {
       this.tracker.follow(order);
       void this.tracker.updateGauges().catch(() => undefined);

@@ -319,6 +319,11 @@ export class Pool implements NodeSource {
     return snap;
   }
 
+  /** A node is handed out, a draw runs or a client waits for one: the pool must not be evicted now. */
+  get busy(): boolean {
+    return this.inflight !== undefined || this.waiters.size > 0 || this.entries.some((e) => e.active > 0);
+  }
+
   /** Draws now (the pool is kept warm at start, for instance); resolves when the draw settled. */
   async prefill(): Promise<void> {
     await this.startDraw().catch(() => undefined);
@@ -504,7 +509,9 @@ export class Pool implements NodeSource {
   private waitForDraw(exclude: ReadonlySet<string> | undefined): Promise<UpstreamNode> {
     const now = this.now();
     if (!this.inflight && now < this.retryAt) {
-      return Promise.reject(new PoolEmptyError(this.id, `draws failing (${errorCode(this.lastDrawError) ?? 'error'}: ${errorMessage(this.lastDrawError)}); next draw in ${this.retryAt - now} ms`));
+      const failure = new PoolEmptyError(this.id, `draws failing (${errorCode(this.lastDrawError) ?? 'error'}: ${errorMessage(this.lastDrawError)}); next draw in ${this.retryAt - now} ms`);
+      (failure as Error & { cause?: unknown }).cause = this.lastDrawError;
+      return Promise.reject(failure);
     }
     const draw = this.startDraw();
     return new Promise<UpstreamNode>((resolve, reject) => {

@@ -1,5 +1,9 @@
-// Pools are created on first use per (user, product, region) and live until closed. The registry owns them
-// so the admin API can list them and shutdown can stop them in one place.
+// Pools are created on first use per (user, product, region). The registry owns them so the admin API can
+// list them and shutdown can stop them in one place. A client chooses the region (and product) in its user
+// name, so pools are bounded (issue 13): each user holds at most `maxPerUser` pools (making room evicts that
+// user's least recently used idle pool; with none idle the new pool is refused), and a pool unused for
+// `idleEvictMs` (longer than any sticky session lasts: 120 minutes) is closed, which removes its metric
+// series too. The region codes themselves are checked against the platform's dictionaries by the gateway.
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import type { Drawer } from './drawer.ts';
@@ -16,13 +20,67 @@ export interface PoolRegistryOptions {
   random?: () => number;
   metrics?: Metrics;
   logger?: Logger;
+  /** Pools per user at most (config pool.maxPerUser). Default 32. */
+  maxPerUser?: number;
+  /** A pool not asked for this long, with nothing in use, is closed (config pool.idleEvictMs). Default 130 min. */
+  idleEvictMs?: number;
 }
+
+const DEFAULT_MAX_PER_USER = 32;
+const DEFAULT_IDLE_EVICT_MS = 130 * 60_000;
 
 export class PoolRegistry {
   private readonly pools = new Map<string, Pool>();
+  /** pool id → when it was last asked for (registry clock) */
+  private readonly lastUsed = new Map<string, number>();
+  private readonly maxPerUser: number;
+  private readonly idleEvictMs: number;
+  private readonly now: () => number;
+  private readonly sweeper: NodeJS.Timeout;
   private closed = false;
 
-  constructor(private readonly options: PoolRegistryOptions) {}
+  constructor(private readonly options: PoolRegistryOptions) {
+    this.maxPerUser = Math.max(1, options.maxPerUser ?? DEFAULT_MAX_PER_USER);
+    this.idleEvictMs = options.idleEvictMs ?? DEFAULT_IDLE_EVICT_MS;
+    this.now = options.now ?? Date.now;
+    this.sweeper = setInterval(() => this.evictIdle(), Math.min(this.idleEvictMs, 60_000));
+    this.sweeper.unref();
+  }
+
+  /** Closes every pool unused for idleEvictMs that has nothing in use. Returns how many it closed. */
+  evictIdle(): number {
+    const cutoff = this.now() - this.idleEvictMs;
+    let n = 0;
+    for (const [id, pool] of this.pools) {
+      if ((this.lastUsed.get(id) ?? 0) <= cutoff && !pool.busy) {
+        this.forget(id, pool, 'idle');
+        n++;
+      }
+    }
+    return n;
+  }
+
+  private forget(id: string, pool: Pool, why: string): void {
+    pool.close();
+    this.pools.delete(id);
+    this.lastUsed.delete(id);
+    this.options.logger?.debug({ pool: id, why }, 'pool closed');
+  }
+
+  /** Makes room for one more pool of `user`, or throws when all of them are in use. */
+  private makeRoom(user: string, id: string): void {
+    let count = 0;
+    let oldest: { id: string; pool: Pool; at: number } | undefined;
+    for (const [pid, pool] of this.pools) {
+      if (pool.key.user !== user) continue;
+      count++;
+      const at = this.lastUsed.get(pid) ?? 0;
+      if (!pool.busy && (!oldest || at < oldest.at)) oldest = { id: pid, pool, at };
+    }
+    if (count < this.maxPerUser) return;
+    if (!oldest) throw new PoolEmptyError(id, `user ${user} has ${count} pools in use (pool.maxPerUser)`);
+    this.forget(oldest.id, oldest.pool, 'room for another region');
+  }
 
   /** The pool for this key, created (empty; it draws on first acquire) when absent. */
   get(key: PoolKey): Pool {
@@ -30,6 +88,7 @@ export class PoolRegistry {
     let pool = this.pools.get(id);
     if (!pool) {
       if (this.closed) throw new PoolEmptyError(id, 'pool registry closed');
+      this.makeRoom(key.user, id);
       const o = this.options;
       pool = new Pool({
         ...o.tuning,
@@ -43,6 +102,7 @@ export class PoolRegistry {
       });
       this.pools.set(id, pool);
     }
+    this.lastUsed.set(id, this.now());
     return pool;
   }
 
@@ -65,11 +125,13 @@ export class PoolRegistry {
     const pool = this.pools.get(id);
     if (!pool) return false;
     pool.close();
+    this.lastUsed.delete(id);
     return this.pools.delete(id);
   }
 
   close(): void {
     this.closed = true;
+    clearInterval(this.sweeper);
     for (const p of this.pools.values()) p.close();
     this.pools.clear();
   }

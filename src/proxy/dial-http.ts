@@ -42,6 +42,8 @@ function failureFor(status: number): UpstreamDialError {
   if (status === 504) return new UpstreamDialError('target_refused', 'upstream could not reach the target in time (504)', true);
   // 403: the upstream refuses this account (balance, disabled, whitelist): the node is unusable for us.
   if (status === 403) return new UpstreamDialError('auth', 'upstream refused the tunnel (403)');
+  // 400 to a CONNECT whose target Rotor already checked: the upstream objects to that target, not a broken node.
+  if (status === 400) return new UpstreamDialError('target_refused', 'upstream refused the target (400)');
   if (status === 502 || status === 503)
     return new UpstreamDialError('target_refused', `upstream could not open the tunnel (${status})`);
   return new UpstreamDialError('handshake', `upstream answered ${status} to CONNECT`);

@@ -6,6 +6,7 @@
 // Timers, one per running attempt, are the only cost; a dial that answers before the delay pays nothing more.
 import { PoolEmptyError, type FailureReason, type NodeSource, type UpstreamNode } from '../pool/types.ts';
 import type { HandshakeTimes } from '../health/handshake-times.ts';
+import { DrawNotAllowedError } from '../pool/planned-drawer.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import { DialCancel, type DialSignal } from './cancel.ts';
 import type { DialOptions, Tunnel } from './dial-http.ts';
@@ -35,6 +36,8 @@ export interface RaceSpec {
   onNodeFailed: (node: UpstreamNode, reason: FailureReason, sticky: boolean) => void;
   /** A node marked 'stalled' when a hedge won answered after all, within the grace: forgive it. */
   onNodeAnswered?: (node: UpstreamNode) => void;
+  /** What the client is told of the last upstream failure (never the node's address); default its message. */
+  clientMessage?: (err: UpstreamDialError) => string;
   /** How long a loser marked stalled may still answer and be forgiven (then it is closed). Default 1000 ms. */
   graceMs?: number;
   metrics?: Metrics;
@@ -133,11 +136,13 @@ export function raceDial(spec: RaceSpec): Promise<RaceWon> {
     };
     const endIfIdle = (): void => {
       if (settled || pending.size > 0 || acquiring > 0) return;
-      if (last) fail(new GatewayError(last.timedOut ? 'UPSTREAM_TIMEOUT' : 'UPSTREAM_FAILED', last.message, last.reason));
+      if (last) fail(new GatewayError(last.timedOut ? 'UPSTREAM_TIMEOUT' : 'UPSTREAM_FAILED', spec.clientMessage?.(last) ?? last.message, last.reason));
       else if (poolEmpty) {
         metrics?.upstreamFailures.inc({ reason: 'no_upstream' });
-        // The pool's reason (a refused draw names what to change) reaches the client, not only /v1/pools.
-        fail(new GatewayError('NO_UPSTREAM', `no upstream available: ${poolEmpty.reason}`));
+        // A product's refusal names what to change: it reaches the client, not only /v1/pools. Other draw
+        // failures stay in /v1/pools (they may name the platform's hosts).
+        const refusal = (poolEmpty as { cause?: unknown }).cause;
+        fail(new GatewayError('NO_UPSTREAM', refusal instanceof DrawNotAllowedError ? `no upstream available: ${refusal.message}` : 'no upstream available'));
       } else fail(new GatewayError('UPSTREAM_TIMEOUT', 'no upstream answered before the deadline', 'connect_timeout'));
     };
 

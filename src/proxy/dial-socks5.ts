@@ -26,6 +26,9 @@ export function classifySocksError(err: Socks5ClientError): UpstreamDialError {
           return new UpstreamDialError('target_refused', `upstream could not reach the target (reply ${err.reply})`, true);
         case REPLY.connectionRefused:
           return new UpstreamDialError('target_refused', 'the target refused the connection');
+        // The node cannot handle this target's address form: the target's trait, not the node's health.
+        case REPLY.addressTypeNotSupported:
+          return new UpstreamDialError('target_refused', 'upstream does not support this target address type');
         case REPLY.notAllowed:
           return new UpstreamDialError('auth', 'upstream does not allow this account (NotAllowed)');
         default:

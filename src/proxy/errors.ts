@@ -1,4 +1,5 @@
 // Stable failure codes of the gateway and how each is answered on either listener.
+import { RotorError } from '../errors/rotor-error.ts';
 import { REPLY, type ReplyCode } from '../wire/socks5.ts';
 import type { FailureReason } from '../pool/types.ts';
 
@@ -25,26 +26,23 @@ export class DialAbortedError extends Error {
   }
 }
 
-export type GatewayErrorCode = 'NO_UPSTREAM' | 'UPSTREAM_TIMEOUT' | 'UPSTREAM_FAILED' | 'LIMITED' | 'DIAL_ABORTED';
+export type GatewayErrorCode = 'NO_UPSTREAM' | 'UPSTREAM_TIMEOUT' | 'UPSTREAM_FAILED' | 'LIMITED' | 'DIAL_ABORTED' | 'BAD_TARGET';
 
-/** What Router.dial rejects with: one code, the answer for each listener, a one-line reason. */
-export class GatewayError extends Error {
+/**
+ * What Router.dial rejects with: one code, the answer for each listener (RotorError's httpStatus and
+ * socksReply), a one-line reason that is shown to the client: it never names an upstream's address.
+ */
+export class GatewayError extends RotorError {
+  declare readonly code: GatewayErrorCode;
+  declare readonly socksReply: ReplyCode;
+
   constructor(
-    readonly code: GatewayErrorCode,
+    code: GatewayErrorCode,
     message: string,
     /** last upstream failure, when there was one */
     readonly upstreamReason?: FailureReason,
   ) {
-    super(message);
-    this.name = 'GatewayError';
-  }
-
-  get httpStatus(): number {
-    return HTTP_STATUS[this.code];
-  }
-
-  get socksReply(): ReplyCode {
-    return SOCKS_REPLY[this.code];
+    super(code, message, { httpStatus: HTTP_STATUS[code], socksReply: SOCKS_REPLY[code] });
   }
 }
 
@@ -54,6 +52,7 @@ const HTTP_STATUS: Record<GatewayErrorCode, number> = {
   UPSTREAM_FAILED: 502,
   LIMITED: 403,
   DIAL_ABORTED: 499,
+  BAD_TARGET: 400,
 };
 
 const SOCKS_REPLY: Record<GatewayErrorCode, ReplyCode> = {
@@ -62,4 +61,5 @@ const SOCKS_REPLY: Record<GatewayErrorCode, ReplyCode> = {
   UPSTREAM_FAILED: REPLY.connectionRefused,
   LIMITED: REPLY.notAllowed,
   DIAL_ABORTED: REPLY.generalFailure,
+  BAD_TARGET: REPLY.generalFailure,
 };

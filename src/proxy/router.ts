@@ -3,7 +3,7 @@
 // on a failure before any byte reached the client mark the node, rotate the session and try another node.
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { StaticPool } from '../pool/static.ts';
-import type { FailureReason, NodeSource, PoolKey, UpstreamNode } from '../pool/types.ts';
+import { PoolEmptyError, type FailureReason, type NodeSource, type PoolKey, type UpstreamNode } from '../pool/types.ts';
 import { HedgeDelays } from '../health/handshake-times.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
@@ -11,7 +11,8 @@ import type { DialSignal } from './cancel.ts';
 import { dialHttpConnect, dialHttpForward, type DialOptions, type Tunnel } from './dial-http.ts';
 import { dialSocks5 } from './dial-socks5.ts';
 import { raceDial } from './dial-race.ts';
-import { GatewayError } from './errors.ts';
+import { GatewayError, type UpstreamDialError } from './errors.ts';
+import { checkTarget } from './target.ts';
 import type { InstanceDirectory, LocalUser, MeterProvider, PoolProvider, SessionStore, Target, UserDirectory } from './types.ts';
 import { parseUsername, type UsernameOptions } from './username.ts';
 
@@ -81,9 +82,17 @@ export interface RouterOptions {
   /** Override the dialers (tests). */
   dialers?: { socks5?: Dialer; http?: Dialer };
   now?: () => number;
+  /**
+   * Whether a `-region-` code is in the platform's dictionaries (src/orders/regions.ts); undefined = not
+   * known yet (let through). An unknown code is refused (403) before any pool or draw exists for it.
+   */
+  regionKnown?: (code: string) => boolean | undefined;
 }
 
 const DUMMY_PASSWORD = Buffer.alloc(32);
+/** The one 407 reason of a failed authentication (see authorize). */
+export const AUTH_FAILED = 'wrong user name or password';
+const MAX_USERNAME_LENGTH = 1024;
 /** Bound of the credential cache; on overflow it starts over (a flood of distinct valid names is rare). */
 const AUTH_CACHE_MAX = 4096;
 
@@ -143,6 +152,8 @@ export class Router {
 
   authorize(username: string, password: string): Authorization {
     const users = this.users;
+    // No configured name with its options comes near this; refusing here keeps the parse's cost bounded.
+    if (username.length > MAX_USERNAME_LENGTH) return { ok: false, kind: 'auth', reason: AUTH_FAILED };
     const key = `${username}\u0000${password}`;
     const hit = this.authCache.get(key);
     let user: LocalUser;
@@ -154,11 +165,13 @@ export class Router {
       o = hit.options;
     } else {
       const parsed = parseUsername(username, (name) => users.get(name) !== undefined);
-      if (!parsed.ok) return { ok: false, kind: 'auth', reason: parsed.reason };
-      const found = users.get(parsed.user);
+      // One reason for every failure, whatever was wrong, so that nobody learns which user names exist; the
+      // name's own problem (an option misspelt) is told only to a client whose password proves the user.
+      const found = users.get(parsed.ok ? parsed.user : userPrefix(username, users));
       // Compare digests so the time taken says nothing about the password's length or an unknown user.
       const matches = timingSafeEqual(digest(password), found ? digest(found.password) : DUMMY_PASSWORD);
-      if (!found || !matches) return { ok: false, kind: 'auth', reason: 'wrong user name or password' };
+      if (!found || !matches) return { ok: false, kind: 'auth', reason: AUTH_FAILED };
+      if (!parsed.ok) return { ok: false, kind: 'auth', reason: parsed.reason };
       user = found;
       o = parsed.options;
       if (this.authCache.size >= AUTH_CACHE_MAX) this.authCache.clear();
@@ -169,6 +182,9 @@ export class Router {
       if (!instances || !instances.get(o.instance)) return { ok: false, kind: 'forbidden', reason: `unknown instance '${o.instance}'` };
       if (!instances.allowed(user.name, o.instance))
         return { ok: false, kind: 'forbidden', reason: `user may not use instance '${o.instance}'` };
+    }
+    if (o.region !== undefined && this.options.regionKnown?.(o.region) === false) {
+      return { ok: false, kind: 'forbidden', reason: `unknown region '${o.region}'` };
     }
     const admission = this.options.meters.admit(user.name);
     if (!admission.ok) return { ok: false, kind: 'forbidden', reason: admission.reason };
@@ -187,9 +203,18 @@ export class Router {
    * A tunnel to `target` for `route`. Rejects with GatewayError (NO_UPSTREAM, UPSTREAM_TIMEOUT,
    * UPSTREAM_FAILED, LIMITED, DIAL_ABORTED). The caller must call `release()` when the connection ends.
    */
-  async dial(route: Route, target: Target, signal?: DialSignal, mode: DialMode = 'tunnel'): Promise<Dialed> {
+  async dial(route: Route, requested: Target, signal?: DialSignal, mode: DialMode = 'tunnel'): Promise<Dialed> {
+    // Before any pool is asked: a malformed target is the client's fault and must never be charged to a node.
+    const target = checkTarget(requested);
     if (this.options.meters.meter(route.user.name).exhausted) throw new GatewayError('LIMITED', 'traffic limit reached');
-    const source = this.sourceFor(route);
+    let source: NodeSource;
+    try {
+      source = this.sourceFor(route);
+    } catch (err) {
+      // The registry refuses a new pool when all of the user's pools are busy (pool.maxPerUser).
+      if (err instanceof PoolEmptyError) throw new GatewayError('NO_UPSTREAM', 'no upstream available: too many regions or products in use');
+      throw err;
+    }
     const sessions = this.options.sessions;
     const user = route.user.name;
     let sticky: UpstreamNode | undefined;
@@ -218,6 +243,7 @@ export class Router {
         this.options.logger?.debug({ node: node.id, reason }, 'upstream dial failed');
       },
       onNodeAnswered: (node) => source.reportSuccess(node),
+      clientMessage,
       ...(this.options.metrics ? { metrics: this.options.metrics } : {}),
     });
     const { node, tunnel } = won;
@@ -286,3 +312,28 @@ export class Router {
     return [...this.statics.values()];
   }
 }
+
+/** The longest '-'-separated prefix of `raw` that names a user ('' when none does). */
+function userPrefix(raw: string, users: UserDirectory): string {
+  const tokens = raw.split('-');
+  for (let n = tokens.length - 1; n > 0; n--) {
+    const name = tokens.slice(0, n).join('-');
+    if (users.get(name)) return name;
+  }
+  return '';
+}
+
+/** What the client is told about the last upstream failure: the kind, never the node's address or account. */
+function clientMessage(err: UpstreamDialError): string {
+  switch (err.reason) {
+    case 'target_refused':
+      return err.timedOut ? 'the upstream could not reach the target in time' : 'the target could not be reached through the upstream';
+    case 'connect_timeout':
+      return 'no upstream answered in time';
+    case 'auth':
+      return 'the upstream refused the connection';
+    default:
+      return 'the upstream failed';
+  }
+}
+

@@ -146,7 +146,7 @@ export class Socks5Listener {
         return;
       }
       writeReply(socket, err.socksReply);
-      this.count(err.code === 'LIMITED' ? 'limited' : 'upstream_error');
+      this.count(err.code === 'LIMITED' ? 'limited' : err.code === 'BAD_TARGET' ? 'bad_request' : 'upstream_error');
       this.options.logger?.info({ listener: LISTENER, user, code: err.code, reason: err.upstreamReason }, 'socks5 connect failed');
       return;
     }

@@ -32,6 +32,8 @@ export interface UsernameRefusal {
 }
 
 const VALUE = /^[A-Za-z0-9_.]+$/;
+/** Longest sticky-session id: ids are kept in the session table, so a client may not grow it at will. */
+export const SESSION_ID_MAX = 64;
 /** Seed 4.9 / part 7 (10093): a session lasts 1 to 120 minutes. */
 export const SESSTIME_MIN = 1;
 export const SESSTIME_MAX = 120;
@@ -69,6 +71,7 @@ export function parseUsername(raw: string, isUser?: (name: string) => boolean): 
     seen.add(key);
     switch (key) {
       case 'session':
+        if (value.length > SESSION_ID_MAX) return refuse('BAD_VALUE', `bad value for option 'session': at most ${SESSION_ID_MAX} characters`);
         options.sessionId = value;
         break;
       case 'sesstime': {

@@ -203,7 +203,7 @@ export function acceptSocks5<T = undefined>(socket: Socket, options: HandshakeOp
             if (buffer.length < end) return 0;
             host = buffer.toString('latin1', 5, 5 + len);
             if (!/^[A-Za-z0-9._-]+$/.test(host)) {
-              fail('BAD_ADDRESS', 'malformed domain name', replyBuffer(REPLY.hostUnreachable));
+              fail('BAD_ADDRESS', 'malformed domain name', replyBuffer(REPLY.generalFailure));
               return 0;
             }
           } else {
@@ -212,7 +212,8 @@ export function acceptSocks5<T = undefined>(socket: Socket, options: HandshakeOp
           }
           const port = buffer.readUInt16BE(end - 2);
           if (port === 0) {
-            fail('BAD_ADDRESS', 'port 0', replyBuffer(REPLY.hostUnreachable));
+            // A malformed request (like the HTTP listener's 400), not a statement about reachability.
+            fail('BAD_ADDRESS', 'port 0', replyBuffer(REPLY.generalFailure));
             return 0;
           }
           const rest = buffer.length > end ? Buffer.from(buffer.subarray(end)) : null;

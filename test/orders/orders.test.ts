@@ -229,7 +229,12 @@ describe('orders on the sandbox', () => {
       await h.orders.tracker.idle();
       assert.equal(await h.store.getOrder('SO-nope-1'), undefined);
       assert.equal((await h.store.listOrders()).length, 1);
-      // A product callback refreshes the catalogue.
+      // A product callback refreshes the catalogue for a product it has seen; one never seen is answered and
+      // ignored (issue 13: anyone can send callbacks; a new product appears in the next listing).
+      assert.equal((await h.orders.handleCallback({ type: 'product', no: 'NEVER_SEEN' })).status, 200);
+      await h.orders.tracker.idle();
+      assert.equal(h.orders.catalog.isAuthorized('NEVER_SEEN'), undefined);
+      await h.orders.catalog.product(US);
       assert.equal((await h.orders.handleCallback({ type: 'product', no: US })).status, 200);
       await h.orders.tracker.idle();
       assert.equal(h.orders.catalog.isAuthorized(US), true);

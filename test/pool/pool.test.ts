@@ -348,6 +348,67 @@ describe('PoolRegistry', () => {
   });
 });
 
+describe('PoolRegistry bounds (issue 13: regions chosen by the client)', () => {
+  test('at most maxPerUser pools per user: the least recently used idle one makes room; none idle = refused', async () => {
+    let now = 1_000;
+    const metrics = createMetrics({ defaultMetrics: false });
+    const reg = new PoolRegistry({ drawerFor: () => ({ draw: async () => [node(40010)] }), tuning: { lowWater: 0 }, maxPerUser: 3, now: () => now, metrics });
+    try {
+      const pools = ['R0', 'R1', 'R2'].map((region) => {
+        now += 10;
+        return reg.get({ user: 'alice', productNo: 'P', region });
+      });
+      const held = await pools[1]!.acquire(); // R1 in use
+      now += 10;
+      reg.get({ user: 'alice', productNo: 'P', region: 'R0' }); // R0 used again: R2 is now the oldest idle
+      now += 10;
+      reg.get({ user: 'alice', productNo: 'P', region: 'R3' });
+      assert.deepEqual(reg.list().map((p) => p.key.region).sort(), ['R0', 'R1', 'R3']);
+      assert.equal(reg.find('alice/P/R2'), undefined);
+      // Another user's pools are not counted against alice.
+      reg.get({ user: 'bob', productNo: 'P', region: 'R9' });
+      // 300 more regions: the pool count stays at the bound, and so do the metric series.
+      for (let i = 0; i < 300; i++) {
+        now += 1;
+        reg.get({ user: 'alice', productNo: 'P', region: `X${i}` });
+      }
+      assert.equal(reg.list().filter((p) => p.key.user === 'alice').length, 3);
+      const series = (await metrics.registry.getSingleMetric('rotor_pool_proxies')!.get()).values.length;
+      assert.ok(series <= 2 * 4, `${series} pool series`);
+      // All of alice's pools in use: a new region is refused rather than evicting a busy pool.
+      const busy = await Promise.all(reg.list().filter((p) => p.key.user === 'alice' && p !== pools[1]).map((p) => p.acquire()));
+      assert.equal(busy.length, 2);
+      assert.throws(() => reg.get({ user: 'alice', productNo: 'P', region: 'NEW' }), PoolEmptyError);
+      pools[1]!.release(held);
+    } finally {
+      reg.close();
+    }
+  });
+
+  test('a pool unused for idleEvictMs with nothing in use is closed; a busy one stays', async () => {
+    let now = 1_000;
+    const reg = new PoolRegistry({ drawerFor: () => ({ draw: async () => [node(40020)] }), tuning: { lowWater: 0 }, idleEvictMs: 60_000, now: () => now });
+    try {
+      const idle = reg.get({ user: 'alice', productNo: 'P', region: 'A' });
+      const used = reg.get({ user: 'alice', productNo: 'P', region: 'B' });
+      const n = await used.acquire();
+      await idle.acquire().then((x) => idle.release(x));
+      now += 59_999;
+      assert.equal(reg.evictIdle(), 0);
+      now += 2;
+      assert.equal(reg.evictIdle(), 1);
+      assert.equal(reg.find('alice/P/A'), undefined);
+      assert.equal(reg.find('alice/P/B'), used);
+      used.release(n);
+      assert.equal(reg.evictIdle(), 1);
+      assert.equal(reg.list().length, 0);
+      await assert.rejects(idle.acquire(), PoolEmptyError);
+    } finally {
+      reg.close();
+    }
+  });
+});
+
 describe('StaticPool', () => {
   test('always the one node unless excluded; setNode swaps it', async () => {
     const n = node(50001);

@@ -4,6 +4,8 @@ import { describe, test } from 'node:test';
 import { UnlimitedMeters } from '../../src/proxy/meters.ts';
 import { relay, type RelayStats } from '../../src/proxy/relay.ts';
 import { Router } from '../../src/proxy/router.ts';
+import { GatewayError } from '../../src/proxy/errors.ts';
+import { PoolEmptyError } from '../../src/pool/types.ts';
 import type { InstanceDirectory } from '../../src/proxy/types.ts';
 import { FixedPool, FixedPools, MapSessions, Users, node, user } from './fixtures.ts';
 
@@ -54,6 +56,53 @@ describe('Router.authorize', () => {
       assert.ok(!a.ok && a.kind === 'auth', name);
       assert.equal(a.reason, reason);
     }
+  });
+
+  test('one reason for every failed authentication unless the password is right (no user enumeration)', () => {
+    const { r } = router();
+    for (const name of ['nobody', 'alice', 'alice-colour-red', 'alice-sesstime-0', 'alice-session-a-session-b', 'bob-smith-colour-x', 'x'.repeat(2000), `alice-session-${'s'.repeat(65)}`]) {
+      const a = r.authorize(name, 'not-the-password');
+      assert.ok(!a.ok && a.kind === 'auth', name);
+      assert.equal(a.reason, 'wrong user name or password', name.slice(0, 40));
+    }
+    const long = r.authorize(`alice-session-${'s'.repeat(65)}`, 'secret');
+    assert.ok(!long.ok && /at most 64/.test(long.reason));
+    const ok = r.authorize(`alice-session-${'s'.repeat(64)}`, 'secret');
+    assert.ok(ok.ok && ok.route.sessionId?.length === 64);
+  });
+
+  test('-region- codes the dictionaries do not know are refused (403) before any pool exists', () => {
+    const pools = new FixedPools(new FixedPool([node('socks5', 1)]));
+    const known = new Set(['US', 'DE']);
+    const r = new Router({
+      users: new Users([user('alice', 'secret')]),
+      meters: new UnlimitedMeters(),
+      pools,
+      sessions: new MapSessions(),
+      regionKnown: (code) => known.has(code.toUpperCase()),
+    });
+    assert.ok(r.authorize('alice-region-us', 'secret').ok);
+    const bad = r.authorize('alice-region-ZZ9', 'secret');
+    assert.ok(!bad.ok && bad.kind === 'forbidden' && bad.reason === "unknown region 'ZZ9'");
+    // Not loaded yet (undefined): let through.
+    const early = new Router({ users: new Users([user('alice', 'secret')]), meters: new UnlimitedMeters(), pools, sessions: new MapSessions(), regionKnown: () => undefined });
+    assert.ok(early.authorize('alice-region-ZZ9', 'secret').ok);
+  });
+
+  test('a pool the registry refuses (every pool of the user busy) is NO_UPSTREAM, not an internal error', async () => {
+    const r = new Router({
+      users: new Users([user('alice', 'secret')]),
+      meters: new UnlimitedMeters(),
+      pools: {
+        pool: (key) => {
+          throw new PoolEmptyError(`${key.user}/${key.productNo}/${key.region}`, 'user alice has 32 pools in use (pool.maxPerUser)');
+        },
+      },
+      sessions: new MapSessions(),
+    });
+    const a = r.authorize('alice-region-US', 'secret');
+    assert.ok(a.ok);
+    await assert.rejects(r.dial(a.route, { host: 'example.com', port: 443 }), (err: unknown) => err instanceof GatewayError && err.code === 'NO_UPSTREAM' && err.httpStatus === 503);
   });
 
   test('instances: unknown or not allowed -> forbidden; allowed -> route', () => {

@@ -1,0 +1,76 @@
+// Issue 13, item 3: forged callbacks must not amplify into platform calls or grow the store. Before the fix
+// 1,000 identical forged order callbacks made hundreds of GetOrder calls, every distinct one added a row, and
+// any product callback emptied the whole product listing cache.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startSimulator, SIM_PRODUCTS, type Simulator } from '../../src/sim/index.ts';
+import { harness, type Harness } from './helpers.ts';
+
+describe('forged callbacks', () => {
+  let sim: Simulator;
+  let h: Harness;
+  let dir: string;
+  const calls: Record<string, number> = {};
+  before(async () => {
+    sim = await startSimulator({ orderDelayMs: 100, callbackBackoffMs: 20, upstreams: false });
+    dir = mkdtempSync(join(tmpdir(), 'rotor-forged-'));
+    h = await harness(sim, join(dir, 'rotor.db'), { listen: false });
+    // Count every platform call the orders component makes (instrumentation; the client still calls).
+    const call = h.client.call.bind(h.client);
+    h.client.call = ((op: string, req: unknown) => {
+      calls[op] = (calls[op] ?? 0) + 1;
+      return call(op as never, req as never);
+    }) as typeof h.client.call;
+    await h.orders.start();
+  });
+  after(async () => {
+    await h.close();
+    await sim.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test('1,000 identical forged order callbacks: at most two GetOrder calls, no row', async () => {
+    const before = calls.GetOrder ?? 0;
+    const answers = new Set<number>();
+    for (let i = 0; i < 1000; i++) answers.add((await h.orders.handleCallback({ type: 'order', no: 'SO-forged-1', op: '1' })).status);
+    await h.orders.tracker.idle();
+    assert.deepEqual([...answers], [200]);
+    assert.ok((calls.GetOrder ?? 0) - before <= 2, `${(calls.GetOrder ?? 0) - before} GetOrder calls`);
+    assert.deepEqual(await h.store.listCallbacks(), []);
+  });
+
+  test('1,000 distinct forged order and instance callbacks: no row, platform reads bounded by the bucket', async () => {
+    const before = (calls.GetOrder ?? 0) + (calls.GetInstanceList ?? 0) + (calls.GetOrderInstance ?? 0);
+    let busy = 0;
+    for (let i = 0; i < 1000; i++) {
+      const a = await h.orders.handleCallback({ type: i % 2 ? 'order' : 'instance', no: `FORGED${i}`, op: '1' });
+      if (a.status === 429) busy++;
+      else assert.equal(a.status, 200);
+    }
+    await h.orders.tracker.idle();
+    assert.ok(busy > 900, `${busy} answered 429`);
+    const reads = Object.values(calls).reduce((a, b) => a + b, 0);
+    assert.ok(reads - before < 60, `${reads - before} platform calls`);
+    assert.deepEqual(await h.store.listCallbacks(), []);
+  });
+
+  test('product callbacks: one never seen costs nothing; a known one drops only the listings holding it', async () => {
+    await h.orders.catalog.products({ proxyType: [101] });
+    await h.orders.catalog.products({ proxyType: [104, 105] });
+    const listed = calls.GetProductStock ?? 0;
+    for (let i = 0; i < 200; i++) assert.equal((await h.orders.handleCallback({ type: 'product', no: `P${i}` })).status, 200);
+    await h.orders.tracker.idle();
+    assert.equal(calls.GetProductInfo ?? 0, 0, 'no read for products never seen');
+    const dynamic = SIM_PRODUCTS.dynamicTraffic;
+    assert.equal((await h.orders.handleCallback({ type: 'product', no: dynamic })).status, 200);
+    await h.orders.tracker.idle();
+    assert.equal(calls.GetProductInfo, 1);
+    await h.orders.catalog.products({ proxyType: [101] });
+    assert.equal(calls.GetProductStock, listed, 'the static listing (without the product) stayed cached');
+    await h.orders.catalog.products({ proxyType: [104, 105] });
+    assert.equal(calls.GetProductStock, listed + 1, 'the listing that held it was read again');
+  });
+});
