@@ -23,6 +23,9 @@ import { SessionTable } from '../src/session/table.ts';
 import { openStore } from '../src/store/index.ts';
 import { createLogger } from '../src/telemetry/logger.ts';
 import { createMetrics } from '../src/telemetry/metrics.ts';
+import { ConnectionLog } from '../src/connlog/recorder.ts';
+import { SqliteConnectionLog } from '../src/connlog/sqlite-store.ts';
+import { SqliteStore } from '../src/store/sqlite.ts';
 import { BENCH_PASSWORD, HTTP_USER, SOCKS_USER, type GatewaySpec, type UpstreamSpec } from './spec.ts';
 
 function upstream(protocol: 'socks5' | 'http', s: UpstreamSpec): UpstreamNode {
@@ -68,9 +71,24 @@ async function main(): Promise<void> {
     meters = new UnlimitedMeters();
   }
 
+  // Records on: the daemon's path (a recorder writing batches to SQLite tables); off: ids only.
+  let recorder: ConnectionLog | undefined;
+  if (spec.records === 'store') {
+    const dir = mkdtempSync(join(tmpdir(), 'rotor-bench-records-'));
+    const store = new SqliteStore(join(dir, 'rotor.db'));
+    recorder = new ConnectionLog({ store: new SqliteConnectionLog(store.database()), metrics, logger });
+    const previous = cleanup;
+    cleanup = async () => {
+      await recorder!.close();
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+      await previous();
+    };
+  }
+  const withRecorder = recorder ? { recorder } : {};
   const router = new Router({ users: directory, meters, pools, sessions: new SessionTable({ metrics }), metrics, logger });
-  const http = new HttpListener({ router, port: 0, metrics, logger });
-  const socks5 = new Socks5Listener({ router, port: 0, metrics, logger });
+  const http = new HttpListener({ router, port: 0, metrics, logger, ...withRecorder });
+  const socks5 = new Socks5Listener({ router, port: 0, metrics, logger, ...withRecorder });
   const [h, s] = await Promise.all([http.listen(), socks5.listen()]);
   process.stdout.write(`${JSON.stringify({ http: h.port, socks5: s.port, pid: process.pid })}\n`);
 

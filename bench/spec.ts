@@ -15,4 +15,6 @@ export interface GatewaySpec {
   socks5: UpstreamSpec;
   http: UpstreamSpec;
   meters?: 'unlimited' | 'accounting';
+  /** Connection records (issue 16): 'store' writes them to a SQLite store in batches; default 'off'. */
+  records?: 'off' | 'store';
 }

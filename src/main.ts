@@ -30,6 +30,8 @@ import { createReadiness } from './admin/readiness.ts';
 import { InstanceDirectoryCache } from './orders/instance-directory.ts';
 import type { FastifyInstance } from 'fastify';
 import type { Simulator } from './sim/index.ts';
+import { createConnectionLog, type ConnectionLogService } from './connlog/index.ts';
+import { platformFlowFrom } from './connlog/platform-flow.ts';
 
 export interface DaemonOptions {
   logger?: Logger;
@@ -39,6 +41,8 @@ export interface DaemonOptions {
   sim?: { orderDelayMs?: number; clockSpeed?: number; gatewayPorts?: number };
   /** The gateway's clock (sticky sessions, pools, dial deadlines); tests move it to expire sessions. */
   now?: () => number;
+  /** Connection ids (tests inject a sequence); default random prefix + counter. */
+  connectionIds?: () => string;
 }
 
 export interface Daemon {
@@ -55,6 +59,8 @@ export interface Daemon {
   readonly pools: PoolRegistry;
   /** Fleet mode (`store.path: redis://…`): the shared allowance, sessions and leases; undefined with SQLite. */
   readonly fleet: Fleet | undefined;
+  /** The connection log: live connections, records, usage rollups. */
+  readonly connections: ConnectionLogService;
   /** Applies a new config (users, limits, pools) without dropping live connections. */
   reload(next: Config): Promise<void>;
   /** Stop accepting, drain live connections up to `drainMs`, flush counters, close everything. */
@@ -321,7 +327,21 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       ...(options.now ? { now: options.now } : {}),
     });
     onStop('health probes', () => prober.stop());
+    // Registered before the listeners, so it stops after them: every connection has ended into a record
+    // before the last flush.
+    const connections = createConnectionLog({
+      config,
+      store,
+      priceOf: (user) => directory.get(user)?.pricePerGb ?? config.billing.defaultPricePerGb,
+      accountOf: (user) => directory.get(user),
+      platformFlow: platformFlowFrom(traffic),
+      metrics,
+      logger: logger.child({ component: 'connlog' }),
+      ...(options.connectionIds ? { ids: options.connectionIds } : {}),
+    });
+    onStop('connection log', () => connections.close());
     const httpListener = new HttpListener({
+      recorder: connections.recorder,
       router,
       host: config.proxy.http.host,
       port: config.proxy.http.port,
@@ -331,6 +351,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       logger: logger.child({ component: 'http' }),
     });
     const socksListener = new Socks5Listener({
+      recorder: connections.recorder,
       router,
       host: config.proxy.socks5.host,
       port: config.proxy.socks5.port,
@@ -364,13 +385,25 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         sessions: fleetSessions ?? sessions,
         metrics: metrics.registry,
         ready,
+        connections,
+        billing: { currency: config.billing.currency },
       },
-      { token: config.admin.token, host: config.admin.host, allowedHosts: config.admin.allowedHosts, allowedOrigins: config.admin.allowedOrigins },
+      {
+        token: config.admin.token,
+        host: config.admin.host,
+        allowedHosts: config.admin.allowedHosts,
+        allowedOrigins: config.admin.allowedOrigins,
+        logger: logger.child({ component: 'admin' }),
+      },
     );
-    await listenAs(addresses.admin, () => admin.listen({ host: config.admin.host, port: config.admin.port }));
+    await listenAs(addresses.admin, () =>
+      admin.listen({ host: config.admin.host, port: config.admin.port, listenTextResolver: (address) => `admin API listening at ${address}` }),
+    );
     onStop('admin', () => admin.close());
-    const callbacks = buildCallbackServer((query) => orders.handleCallback(query), { path: config.callback.path });
-    await listenAs(addresses.callback, () => callbacks.listen({ host: config.callback.host, port: config.callback.port }));
+    const callbacks = buildCallbackServer((query) => orders.handleCallback(query), { path: config.callback.path, logger: logger.child({ component: 'callback' }) });
+    await listenAs(addresses.callback, () =>
+      callbacks.listen({ host: config.callback.host, port: config.callback.port, listenTextResolver: (address) => `platform callbacks listening at ${address}` }),
+    );
     onStop('callbacks', () => callbacks.close());
     const adminPort = portOf(admin);
     const callbackPort = portOf(callbacks);
@@ -394,6 +427,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       sessions,
       pools,
       fleet,
+      connections,
       async reload(next: Config): Promise<void> {
         const nextUsers = await resolveProducts(next.users, products, logger);
         const previous = directory;
@@ -418,6 +452,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         closed = true;
         draining = drainMs;
         await closeAll();
+        logger.info('rotor stopped');
       },
     };
     return daemon;

@@ -233,7 +233,7 @@ export class BalanceWatcher {
     const k = key(b.account, b.productNo);
     const before = this.balances.get(k);
     this.balances.set(k, b);
-    this.metrics?.flowBalance.set({ account: b.account, product: b.productNo }, b.balanceMb);
+    this.metrics?.flowBalance.set({ account: b.account, product: b.productNo }, b.balanceBytes);
     if (before?.hasBalance !== false && !b.hasBalance) {
       this.logger?.warn({ account: b.account, productNo: b.productNo }, `traffic balance of main account ${b.account} for product ${b.productNo} is exhausted; draws stop until it is topped up`);
     } else if (before?.hasBalance === false && b.hasBalance) {

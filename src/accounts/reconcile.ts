@@ -130,7 +130,8 @@ export class AccountReconciler {
     }
     const created = report.mains.filter((m) => m.action === 'created').length + report.subs.filter((s) => s.action === 'created').length;
     const failed = report.mains.filter((m) => m.action === 'error').length + report.subs.filter((s) => s.action === 'error').length;
-    this.logger?.info({ created, failed, refused: report.refused.length, mains: report.mains.length, subs: report.subs.length }, 'platform accounts reconciled');
+    // At debug: the composition root logs the report itself (one line per startup fact).
+    this.logger?.debug({ created, failed, refused: report.refused.length, mains: report.mains.length, subs: report.subs.length }, 'platform accounts reconciled');
     return report;
   }
 

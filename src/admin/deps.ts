@@ -7,6 +7,9 @@ import type { OperationName, OpRequest, OpResponse } from '../platform/operation
 import type { CallOptions } from '../platform/client.ts';
 import type { AreaNode, City, Product, Project } from '../platform/schemas.ts';
 import type { FlowLogQuery, TrafficReturn } from '../accounts/traffic.ts';
+import type { ConnectionListQuery, UsageListQuery } from '../connlog/service.ts';
+import type { ConnectionRecord, LiveConnection } from '../connlog/types.ts';
+import type { PlatformCompareRow, UsageRow } from '../connlog/usage.ts';
 import type { AfterSaleInput, AssignIpInput, ChangeInput, OpenInput, ReleaseInput, RenewInput, ResetInput } from '../orders/placer.ts';
 
 /** PlatformClient. */
@@ -135,6 +138,16 @@ export interface Readiness {
   listeners: boolean;
 }
 
+/** src/connlog/service.ts ConnectionLogService: the connection log and the usage rollups. */
+export interface ConnectionsPort {
+  list(q: ConnectionListQuery): Promise<{ items: ConnectionRecord[]; next: string | null }>;
+  active(): LiveConnection[];
+  /** false when no such connection is live */
+  closeConnection(id: string): boolean;
+  usage(q: UsageListQuery): Promise<UsageRow[]>;
+  comparePlatform(q: UsageListQuery): Promise<PlatformCompareRow[]>;
+}
+
 export interface AdminDeps {
   platform: PlatformPort;
   catalog: CatalogPort;
@@ -148,4 +161,7 @@ export interface AdminDeps {
   metrics: MetricsPort;
   /** Real checks, see readiness.ts createReadiness(). */
   ready(): Promise<Readiness>;
+  connections: ConnectionsPort;
+  /** config billing: the currency usage amounts are in */
+  billing: { currency: string };
 }

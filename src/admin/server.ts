@@ -91,8 +91,11 @@ export function buildAdminServer(deps: AdminDeps, options: AdminServerOptions): 
 
   app.setErrorHandler((err, request, reply) => {
     const r = toErrorReply(err);
-    if (r.status >= 500 && r.body.error.code === 'INTERNAL') request.log.error({ err }, 'admin route failed');
-    else request.log.debug({ code: r.body.error.code, status: r.status }, 'admin request refused');
+    // The route pattern, not the URL: a query string is the caller's and may carry anything.
+    const where = { method: request.method, route: request.routeOptions.url ?? request.url.split('?')[0], status: r.status, code: r.body.error.code, reason: r.body.error.message };
+    if (r.status >= 500 && r.body.error.code === 'INTERNAL') request.log.error({ ...where, err }, 'admin route failed');
+    else if (r.status >= 500) request.log.warn(where, 'admin route failed');
+    else request.log.debug(where, 'admin request refused');
     return reply.status(r.status).send(r.body);
   });
   app.setNotFoundHandler((request, reply) =>

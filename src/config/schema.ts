@@ -108,7 +108,43 @@ const callback = z
 
 const store = z.strictObject({ path: z.string().min(1).default('data/rotor.db') }).prefault({});
 
-const log = z.strictObject({ level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info') }).prefault({});
+/** The connection log (src/connlog): one record per accepted connection, to the store and/or a file. */
+const access = z
+  .strictObject({
+    /** Keep records (and the usage rollups) in the store. */
+    store: z.boolean().default(true),
+    /** JSON-lines file of records; '' = none. */
+    file: z.string().default(''),
+    /** Rotate the file at this size (e.g. 100M, 512K). */
+    fileMaxSize: z.string().regex(/^\d+[BKMG]$/, 'expected a size such as 100M, 512K or 1G').default('100M'),
+    /** Rotated files kept. */
+    fileRotate: z.number().int().min(1).max(1000).default(10),
+    /** false: records keep no target host:port. */
+    targets: z.boolean().default(true),
+    retentionDays: z.number().min(0).default(7),
+    maxRecords: z.number().int().min(0).default(1_000_000),
+    /** Records are written in batches this often (the most a crash can lose). */
+    flushIntervalMs: millis.default(1000),
+    batchSize: z.number().int().min(1).max(100_000).default(500),
+    /** Records waiting at most; when full the oldest is dropped (rotor_connlog_dropped_total). */
+    queueMax: z.number().int().min(1).default(50_000),
+  })
+  .prefault({});
+
+const log = z
+  .strictObject({ level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'), access })
+  .prefault({});
+
+/** Usage rollups and the amounts of GET /v1/usage. */
+const billing = z
+  .strictObject({
+    currency: z.string().regex(/^[A-Z]{3}$/, 'expected an ISO 4217 code such as USD').default('USD'),
+    /** Price per GB (2^30 bytes, both directions) for users without their own; null = no amount. */
+    defaultPricePerGb: z.number().min(0).nullable().default(null),
+    /** Hour and day rollups kept this long. */
+    usageRetentionDays: z.number().min(1).default(400),
+  })
+  .prefault({});
 
 /** User names and option values of the proxy user-name grammar; '-' separates options, so it is excluded. */
 export const USER_NAME = /^[A-Za-z0-9_.]+$/;
@@ -123,6 +159,8 @@ const user = z.strictObject({
   draw: z.enum(['pwd', 'api']).default('pwd'),
   sessTime: z.number().int().min(SESS_TIME_MIN).max(SESS_TIME_MAX).default(5),
   limitBytes: z.number().int().min(-1).default(-1),
+  /** Price per GB for GET /v1/usage amounts; null/absent = billing.defaultPricePerGb. */
+  pricePerGb: z.number().min(0).nullable().optional(),
 });
 
 const users = z
@@ -219,7 +257,7 @@ const fleet = z
   })
   .prefault({});
 
-export const configSchema = z.strictObject({ platform, proxy, pool, admin, callback, store, log, users, orders, accounts, fleet });
+export const configSchema = z.strictObject({ platform, proxy, pool, admin, callback, store, log, users, orders, accounts, fleet, billing });
 
 export type Config = z.output<typeof configSchema>;
 export type ConfigInput = z.input<typeof configSchema>;

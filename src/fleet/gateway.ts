@@ -11,6 +11,7 @@
 // and the router's next bind (a node of our pool) is claimed again; a lost claim adopts the winner's node
 // for the connections after this one.
 import { checkTarget } from '../proxy/target.ts';
+import type { DialTrace } from '../connlog/types.ts';
 import type { PoolKey, NodeSource, UpstreamNode } from '../pool/types.ts';
 import type { DialMode, Dialed, Route, RouterOptions } from '../proxy/router.ts';
 import { Router } from '../proxy/router.ts';
@@ -188,11 +189,11 @@ export class FleetRouter extends Router {
     this.fleetSessions = sessions;
   }
 
-  override async dial(route: Route, target: Target, signal?: AbortSignal, mode?: DialMode): Promise<Dialed> {
+  override async dial(route: Route, target: Target, signal?: AbortSignal, mode?: DialMode, trace?: DialTrace): Promise<Dialed> {
     checkTarget(target); // a malformed target prepares no shared session (Router.dial refuses it anyway)
     if (route.sessionId !== undefined && route.instanceNo === undefined) {
       await this.fleetSessions.prepare(route.user.name, route.sessionId, route.sessTime, route.poolKey);
     }
-    return super.dial(route, target, signal, mode);
+    return super.dial(route, target, signal, mode, trace);
   }
 }

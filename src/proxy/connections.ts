@@ -7,6 +7,7 @@ import type { Metrics } from '../telemetry/metrics.ts';
 import { relay, upstreamFailedEarly, type RelayHandle } from './relay.ts';
 import type { Dialed } from './router.ts';
 import type { MeterProvider } from './types.ts';
+import type { ConnectionContext } from '../connlog/types.ts';
 
 export class ListenerConnections {
   /** Client sockets open now (each listener adds on accept and removes on 'close'). */
@@ -24,9 +25,14 @@ export class ListenerConnections {
     user: string,
     meters: MeterProvider,
     options: { idleTimeoutMs: number; metrics?: Metrics | undefined },
+    conn?: ConnectionContext,
   ): void {
     // onEnd may run inside relay() itself (a side already gone), before `relay` has returned.
     const ref: { handle?: RelayHandle; ended?: boolean } = {};
+    if (conn) {
+      conn.node = dialed.node.id;
+      conn.exit = dialed.node.host;
+    }
     ref.handle = relay(client, dialed.socket, {
       meter: meters.meter(user),
       idleTimeoutMs: options.idleTimeoutMs,
@@ -38,9 +44,18 @@ export class ListenerConnections {
         if (ref.handle) this.relays.delete(ref.handle);
         dialed.release(upstreamFailedEarly(stats, dialed.socket));
         meters.connectionClosed(user);
+        // The record's bytes are the relay's own counters: the same adds the user's meter got.
+        conn?.end({ result: 'ok', reason: stats.end, up: stats.up, down: stats.down });
       },
     });
-    if (!ref.ended) this.relays.add(ref.handle);
+    if (!ref.ended) {
+      this.relays.add(ref.handle);
+      if (conn) {
+        const handle = ref.handle;
+        conn.bytes = handle.stats;
+        conn.closer = () => handle.stop();
+      }
+    }
   }
 
   /** Gives open connections up to `drainMs` to finish on their own, then stops every relay and socket. */

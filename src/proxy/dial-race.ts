@@ -38,6 +38,8 @@ export interface RaceSpec {
   onNodeAnswered?: (node: UpstreamNode) => void;
   /** What the client is told of the last upstream failure (never the node's address); default its message. */
   clientMessage?: (err: UpstreamDialError) => string;
+  /** The connection record's counters (src/connlog DialTrace), kept up to date as attempts start. */
+  trace?: { retries: number; hedges: number };
   /** How long a loser marked stalled may still answer and be forgiven (then it is closed). Default 1000 ms. */
   graceMs?: number;
   metrics?: Metrics;
@@ -189,6 +191,7 @@ export function raceDial(spec: RaceSpec): Promise<RaceWon> {
       spec.onNodeFailed(a.node, err.reason, a.sticky);
       if (retries < spec.retries && spec.deadline > spec.now()) {
         retries++;
+        if (spec.trace) spec.trace.retries = retries;
         void launch(false, false);
       } else endIfIdle();
     };
@@ -229,7 +232,10 @@ export function raceDial(spec: RaceSpec): Promise<RaceWon> {
         return;
       }
       exclude.add(node.id);
-      if (hedge) hedges++;
+      if (hedge) {
+        hedges++;
+        if (spec.trace) spec.trace.hedges = hedges;
+      }
       const a: Attempt = { node, sticky, hedge, cancel: new DialCancel(), startedAt: performance.now(), timer: undefined, onProbation: false };
       pending.add(a);
       if (hedges < spec.maxHedges) {

@@ -20,8 +20,10 @@ import { DialCancel } from './cancel.ts';
 import { GatewayError } from './errors.ts';
 import { holdClient } from './hold.ts';
 import { ListenerConnections, onServerError } from './connections.ts';
-import type { Dialed, Route, Router } from './router.ts';
+import type { Authorization, Dialed, Route, Router } from './router.ts';
 import type { Target } from './types.ts';
+import { unrecordedConnections } from '../connlog/recorder.ts';
+import type { ConnectionContext, ConnectionRecorder, RecordResult } from '../connlog/types.ts';
 
 export interface HttpListenerOptions {
   router: Router;
@@ -42,6 +44,8 @@ export interface HttpListenerOptions {
   realm?: string;
   metrics?: Metrics;
   logger?: Logger;
+  /** The connection log (one context per CONNECT or forwarded request); default ids only. */
+  recorder?: ConnectionRecorder;
 }
 
 const LISTENER = 'http';
@@ -94,8 +98,10 @@ export class HttpListener {
   private readonly realm: string;
   private readonly idleTimeoutMs: number;
   private readonly responseTimeoutMs: number;
+  private readonly recorder: ConnectionRecorder;
 
   constructor(private readonly options: HttpListenerOptions) {
+    this.recorder = options.recorder ?? unrecordedConnections();
     this.realm = options.realm ?? 'rotor';
     this.idleTimeoutMs = options.idleTimeoutMs ?? 300_000;
     this.responseTimeoutMs = options.responseTimeoutMs ?? 60_000;
@@ -110,10 +116,13 @@ export class HttpListener {
     // See the file comment: CONNECT is ours.
     this.server.removeAllListeners('connect');
     this.server.on('connect', (req: IncomingMessage, socket: Socket, head: Buffer) => {
-      this.onConnect(req, socket, head).catch((err: unknown) => {
+      const conn = this.recorder.open(LISTENER);
+      conn.closer = () => socket.destroy();
+      this.onConnect(req, socket, head, conn).catch((err: unknown) => {
         // A defect, not a client or upstream failure: say so once and drop the connection, never the process.
-        this.options.logger?.error({ listener: LISTENER, err }, 'http CONNECT failed unexpectedly');
+        this.options.logger?.error({ listener: LISTENER, conn: conn.id, err }, 'http CONNECT failed unexpectedly');
         socket.destroy();
+        conn.end({ result: 'upstream_error', reason: 'internal error' });
       });
     });
     const metrics = options.metrics;
@@ -166,6 +175,17 @@ export class HttpListener {
     this.options.metrics?.connectionsTotal.inc({ listener: LISTENER, result });
   }
 
+  /** A connection or request that ends before any relay: counted (except a client abort) and recorded. */
+  private refuse(conn: ConnectionContext, result: RecordResult, reason: string): void {
+    if (result !== 'client_abort') this.count(result);
+    conn.end({ result, reason });
+  }
+
+  /** The record's result for a refused authorization. */
+  private static refusalResult(a: Authorization & { ok: false }): RecordResult {
+    return a.kind === 'auth' ? 'auth_failed' : a.kind === 'forbidden' ? (a.result ?? 'limited') : 'bad_request';
+  }
+
   /** A complete HTTP answer on a raw socket, then close (CONNECT refusals and failures). */
   private answer(socket: Socket, status: number, reason: string): void {
     const body = reason;
@@ -180,47 +200,52 @@ export class HttpListener {
     setTimeout(() => socket.destroy(), 1000).unref();
   }
 
-  private async onConnect(req: IncomingMessage, socket: Socket, head: Buffer): Promise<void> {
+  private async onConnect(req: IncomingMessage, socket: Socket, head: Buffer, conn: ConnectionContext): Promise<void> {
     socket.on('error', noop);
     const target = parseConnectTarget(req.url);
     if (!target) {
-      this.count('bad_request');
+      this.refuse(conn, 'bad_request', 'CONNECT target must be host:port');
       this.answer(socket, 400, 'CONNECT target must be host:port');
       return;
     }
+    conn.target = req.url ?? null;
     const credentials = parseBasic(req.headers['proxy-authorization']);
     if (!credentials) {
-      this.count('auth_failed');
+      this.refuse(conn, 'auth_failed', 'proxy credentials required (Basic)');
       this.answer(socket, 407, 'proxy credentials required (Basic)');
       return;
     }
     const router = this.options.router;
     const a = router.authorize(credentials.username, credentials.password);
     if (!a.ok) {
-      this.count(a.kind === 'auth' ? 'auth_failed' : a.kind === 'forbidden' ? 'limited' : 'bad_request');
+      conn.user = a.user ?? null;
+      this.refuse(conn, HttpListener.refusalResult(a), a.reason);
       this.answer(socket, a.kind === 'auth' ? 407 : a.kind === 'forbidden' ? 403 : 400, a.reason);
       return;
     }
+    conn.user = a.route.user.name;
+    conn.session = a.route.sessionId ?? null;
     const held = { head: head.length > 0 ? head : null };
-    const dialed = await this.dial(a.route, target, socket, 'tunnel', held);
+    const dialed = await this.dial(a.route, target, socket, 'tunnel', conn, held);
     if (!dialed) return;
     const user = a.route.user.name;
     socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
     this.count('ok');
-    this.conns.relay(socket, dialed, held.head, user, router.meters, { idleTimeoutMs: this.idleTimeoutMs, metrics: this.options.metrics });
+    this.conns.relay(socket, dialed, held.head, user, router.meters, { idleTimeoutMs: this.idleTimeoutMs, metrics: this.options.metrics }, conn);
   }
 
   /**
    * Router.dial bound to the client's life. On failure the client has been answered (CONNECT) or the error
    * is returned for a custom response (plain HTTP); on success connectionOpened has been counted.
    */
-  private async dial(route: Route, target: Target, client: Socket, mode: 'tunnel', held: { head: Buffer | null }): Promise<Dialed | undefined>;
-  private async dial(route: Route, target: Target, client: Socket, mode: 'forward'): Promise<Dialed | GatewayError>;
+  private async dial(route: Route, target: Target, client: Socket, mode: 'tunnel', conn: ConnectionContext, held: { head: Buffer | null }): Promise<Dialed | undefined>;
+  private async dial(route: Route, target: Target, client: Socket, mode: 'forward', conn: ConnectionContext): Promise<Dialed | GatewayError>;
   private async dial(
     route: Route,
     target: Target,
     client: Socket,
     mode: 'tunnel' | 'forward',
+    conn: ConnectionContext,
     held?: { head: Buffer | null },
   ): Promise<Dialed | GatewayError | undefined> {
     const router = this.options.router;
@@ -234,29 +259,34 @@ export class HttpListener {
     else client.once('close', onGone);
     router.meters.connectionOpened(user);
     try {
-      const dialed = await router.dial(route, target, abort, mode);
+      const dialed = await router.dial(route, target, abort, mode, conn);
       if (client.destroyed || abort.aborted) {
         // A CONNECT socket is ours and half-open after the client's FIN: close it, or it stays open forever.
         if (mode === 'tunnel') client.destroy();
         dialed.socket.destroy();
         dialed.release();
         router.meters.connectionClosed(user);
+        conn.node = dialed.node.id;
+        this.refuse(conn, 'client_abort', 'the client went away');
         return undefined;
       }
       return dialed;
     } catch (err) {
       router.meters.connectionClosed(user);
       if (!(err instanceof GatewayError)) {
+        conn.end({ result: 'upstream_error', reason: 'internal error' });
         // proxy-chain answers a plain request whose prepareRequestFunction throws; a CONNECT is ours.
         if (mode === 'forward') throw err;
         this.count('upstream_error');
-        this.options.logger?.error({ listener: LISTENER, user, err }, 'http dial failed unexpectedly');
+        this.options.logger?.error({ listener: LISTENER, conn: conn.id, user, err }, 'http dial failed unexpectedly');
         this.answer(client, 500, 'internal error');
         return undefined;
       }
       if (err.code !== 'DIAL_ABORTED') {
-        this.count(err.code === 'LIMITED' ? 'limited' : 'upstream_error');
-        this.options.logger?.info({ listener: LISTENER, user, code: err.code, reason: err.upstreamReason }, 'http upstream failed');
+        this.refuse(conn, err.code === 'LIMITED' ? 'limited' : 'upstream_error', err.upstreamReason ? `${err.message} (${err.upstreamReason})` : err.message);
+        this.options.logger?.info({ listener: LISTENER, conn: conn.id, user, code: err.code, reason: err.upstreamReason }, 'http upstream failed');
+      } else {
+        this.refuse(conn, 'client_abort', err.message);
       }
       if (mode === 'forward') return err;
       if (err.code !== 'DIAL_ABORTED') this.answer(client, err.httpStatus, err.message);
@@ -271,27 +301,31 @@ export class HttpListener {
 
   /** proxy-chain calls this for plain-HTTP requests only (CONNECT is ours): once per request. */
   private async prepare(o: PrepareRequestFunctionOpts): Promise<PrepareRequestFunctionResult> {
+    // Plain HTTP: each forwarded request is dialed on its own, so each is one connection of the log.
+    const conn = this.recorder.open(LISTENER);
+    conn.target = `${o.hostname.includes(':') ? `[${o.hostname}]` : o.hostname}:${o.port}`;
     if (!o.request.headers['proxy-authorization']) {
-      this.count('auth_failed');
+      this.refuse(conn, 'auth_failed', 'proxy credentials required (Basic)');
       return { requestAuthentication: true, failMsg: 'proxy credentials required (Basic)' };
     }
     const router = this.options.router;
     const a = router.authorize(o.username, o.password);
     if (!a.ok) {
-      if (a.kind === 'auth') {
-        this.count('auth_failed');
-        return { requestAuthentication: true, failMsg: a.reason };
-      }
-      this.count(a.kind === 'forbidden' ? 'limited' : 'bad_request');
+      conn.user = a.user ?? null;
+      this.refuse(conn, HttpListener.refusalResult(a), a.reason);
+      if (a.kind === 'auth') return { requestAuthentication: true, failMsg: a.reason };
       return textResponse(a.kind === 'forbidden' ? 403 : 400, a.reason);
     }
+    conn.user = a.route.user.name;
+    conn.session = a.route.sessionId ?? null;
     const client = o.request.socket;
+    conn.closer = () => client.destroy();
     const target = { host: o.hostname, port: o.port };
-    const dialed = await this.dial(a.route, target, client, 'forward');
+    const dialed = await this.dial(a.route, target, client, 'forward', conn);
     if (!dialed) return textResponse(502, 'client went away');
     if (dialed instanceof GatewayError) return textResponse(dialed.code === 'DIAL_ABORTED' ? 502 : dialed.httpStatus, dialed.message);
     this.count('ok');
-    const attachBody = this.meterForward(a.route, dialed, o.request);
+    const attachBody = this.meterForward(a.route, dialed, o.request, conn);
     const result: PrepareRequestFunctionResult = { httpAgent: new DialedAgent(dialed.socket, attachBody) };
     if (dialed.viaProxy) {
       const n = dialed.node;
@@ -307,39 +341,52 @@ export class HttpListener {
    * bounds the upstream's silence, and gives the node back when the upstream socket closes. Returns the
    * function that starts counting the request body (see DialedAgent).
    */
-  private meterForward(route: Route, dialed: Dialed, request: IncomingMessage): () => void {
+  private meterForward(route: Route, dialed: Dialed, request: IncomingMessage, conn: ConnectionContext): () => void {
     const router = this.options.router;
     const user = route.user.name;
     const meter = router.meters.meter(user);
     const upstream = dialed.socket;
     const client = request.socket;
     if (dialed.head) upstream.unshift(dialed.head);
-    let up = 0;
-    let down = 0;
+    // The request's bytes so far, also what GET /v1/connections/active shows.
+    const counts = { up: 0, down: 0 };
+    conn.bytes = counts;
+    conn.node = dialed.node.id;
+    conn.exit = dialed.node.host;
     // The client first: once the upstream is gone proxy-chain answers a request still waiting for its
     // response head with a 59x status, which must not reach a client that is being cut off.
+    let end = 'closed';
     const stop = (): void => {
       client.destroy();
       upstream.destroy();
     };
+    conn.closer = stop;
     const onUp = (chunk: Buffer): void => {
-      up += chunk.length;
+      counts.up += chunk.length;
       meter.add(chunk.length, 0);
-      if (meter.exhausted) stop();
+      if (meter.exhausted) {
+        end = 'limit';
+        stop();
+      }
     };
     const onDown = (chunk: Buffer): void => {
-      down += chunk.length;
+      counts.down += chunk.length;
       meter.add(0, chunk.length);
-      if (meter.exhausted) stop();
+      if (meter.exhausted) {
+        end = 'limit';
+        stop();
+      }
     };
     upstream.on('data', onDown);
     upstream.setTimeout(this.responseTimeoutMs, () => {
+      end = 'idle';
       upstream.destroy(Object.assign(new Error('upstream response timed out'), { code: 'ETIMEDOUT' }));
     });
     upstream.once('close', () => {
       request.off('data', onUp);
       upstream.off('data', onDown);
       // Request headers went out unseen by onUp; count everything written.
+      const { up, down } = counts;
       const headerBytes = Math.max(0, upstream.bytesWritten - up);
       if (headerBytes > 0) meter.add(headerBytes, 0);
       const metrics = this.options.metrics;
@@ -349,6 +396,7 @@ export class HttpListener {
       }
       dialed.release();
       router.meters.connectionClosed(user);
+      conn.end({ result: 'ok', reason: end, up: up + headerBytes, down });
     });
     return () => {
       request.on('data', onUp);

@@ -8,6 +8,7 @@ import { HedgeDelays } from '../health/handshake-times.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import type { DialSignal } from './cancel.ts';
+import type { DialTrace } from '../connlog/types.ts';
 import { dialHttpConnect, dialHttpForward, type DialOptions, type Tunnel } from './dial-http.ts';
 import { dialSocks5 } from './dial-socks5.ts';
 import { raceDial } from './dial-race.ts';
@@ -31,6 +32,10 @@ export interface Refusal {
   kind: RefusalKind;
   /** one line, safe to show the client */
   reason: string;
+  /** The authenticated user a 'forbidden' refusal is about (for the connection record). */
+  user?: string;
+  /** What a 'forbidden' refusal counts as (rotor_proxy_connections_total result); default 'limited'. */
+  result?: 'limited' | 'not_allowed';
 }
 
 export type Authorization = { ok: true; route: Route } | ({ ok: false } & Refusal);
@@ -179,15 +184,16 @@ export class Router {
     }
     if (o.instance !== undefined) {
       const instances = this.options.instances;
-      if (!instances || !instances.get(o.instance)) return { ok: false, kind: 'forbidden', reason: `unknown instance '${o.instance}'` };
+      if (!instances || !instances.get(o.instance))
+        return { ok: false, kind: 'forbidden', reason: `unknown instance '${o.instance}'`, user: user.name, result: 'not_allowed' };
       if (!instances.allowed(user.name, o.instance))
-        return { ok: false, kind: 'forbidden', reason: `user may not use instance '${o.instance}'` };
+        return { ok: false, kind: 'forbidden', reason: `user may not use instance '${o.instance}'`, user: user.name, result: 'not_allowed' };
     }
     if (o.region !== undefined && this.options.regionKnown?.(o.region) === false) {
       return { ok: false, kind: 'forbidden', reason: `unknown region '${o.region}'` };
     }
     const admission = this.options.meters.admit(user.name);
-    if (!admission.ok) return { ok: false, kind: 'forbidden', reason: admission.reason };
+    if (!admission.ok) return { ok: false, kind: 'forbidden', reason: admission.reason, user: user.name, result: 'limited' };
 
     const route: Route = {
       user,
@@ -203,7 +209,7 @@ export class Router {
    * A tunnel to `target` for `route`. Rejects with GatewayError (NO_UPSTREAM, UPSTREAM_TIMEOUT,
    * UPSTREAM_FAILED, LIMITED, DIAL_ABORTED). The caller must call `release()` when the connection ends.
    */
-  async dial(route: Route, requested: Target, signal?: DialSignal, mode: DialMode = 'tunnel'): Promise<Dialed> {
+  async dial(route: Route, requested: Target, signal?: DialSignal, mode: DialMode = 'tunnel', trace?: DialTrace): Promise<Dialed> {
     // Before any pool is asked: a malformed target is the client's fault and must never be charged to a node.
     const target = checkTarget(requested);
     if (this.options.meters.meter(route.user.name).exhausted) throw new GatewayError('LIMITED', 'traffic limit reached');
@@ -240,10 +246,11 @@ export class Router {
       onNodeFailed: (node, reason, wasSticky) => {
         source.reportFailure(node, reason);
         if (wasSticky && route.sessionId !== undefined) sessions.rotate(user, route.sessionId, 'failed');
-        this.options.logger?.debug({ node: node.id, reason }, 'upstream dial failed');
+        this.options.logger?.debug({ conn: trace?.id, node: node.id, reason }, 'upstream dial failed');
       },
       onNodeAnswered: (node) => source.reportSuccess(node),
       clientMessage,
+      ...(trace ? { trace } : {}),
       ...(this.options.metrics ? { metrics: this.options.metrics } : {}),
     });
     const { node, tunnel } = won;

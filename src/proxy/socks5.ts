@@ -11,6 +11,8 @@ import { GatewayError } from './errors.ts';
 import { holdClient } from './hold.ts';
 import { ListenerConnections, onServerError } from './connections.ts';
 import type { Refusal, Route, Router } from './router.ts';
+import { unrecordedConnections } from '../connlog/recorder.ts';
+import type { ConnectionContext, ConnectionRecorder, RecordResult } from '../connlog/types.ts';
 
 export interface Socks5ListenerOptions {
   router: Router;
@@ -24,6 +26,8 @@ export interface Socks5ListenerOptions {
   idleTimeoutMs?: number;
   metrics?: Metrics;
   logger?: Logger;
+  /** The connection log (one context per connection: id, live list, record); default ids only. */
+  recorder?: ConnectionRecorder;
 }
 
 type Decision = { route: Route } | { refusal: Refusal };
@@ -35,8 +39,10 @@ export class Socks5Listener {
   private readonly conns = new ListenerConnections();
   private readonly handshakeTimeoutMs: number;
   private readonly idleTimeoutMs: number;
+  private readonly recorder: ConnectionRecorder;
 
   constructor(private readonly options: Socks5ListenerOptions) {
+    this.recorder = options.recorder ?? unrecordedConnections();
     this.handshakeTimeoutMs = options.handshakeTimeoutMs ?? 10_000;
     this.idleTimeoutMs = options.idleTimeoutMs ?? 300_000;
     this.server = createServer({ allowHalfOpen: true, pauseOnConnect: false }, (socket) => this.onConnection(socket));
@@ -76,6 +82,12 @@ export class Socks5Listener {
     this.options.metrics?.connectionsTotal.inc({ listener: LISTENER, result });
   }
 
+  /** A connection that ends before any relay: counted (except a client abort) and recorded. */
+  private refuse(conn: ConnectionContext, result: RecordResult, reason: string): void {
+    if (result !== 'client_abort') this.count(result);
+    conn.end({ result, reason });
+  }
+
   private onConnection(socket: Socket): void {
     socket.on('error', noop);
     socket.setNoDelay(true);
@@ -86,14 +98,17 @@ export class Socks5Listener {
       this.conns.sockets.delete(socket);
       metrics?.connectionsActive.dec({ listener: LISTENER });
     });
-    this.handle(socket).catch((err: unknown) => {
+    const conn = this.recorder.open(LISTENER);
+    conn.closer = () => socket.destroy();
+    this.handle(socket, conn).catch((err: unknown) => {
       // A defect, not a client or upstream failure: say so once and drop the connection, never the process.
-      this.options.logger?.error({ listener: LISTENER, err }, 'socks5 connection failed unexpectedly');
+      this.options.logger?.error({ listener: LISTENER, conn: conn.id, err }, 'socks5 connection failed unexpectedly');
       socket.destroy();
+      conn.end({ result: 'upstream_error', reason: 'internal error' });
     });
   }
 
-  private async handle(socket: Socket): Promise<void> {
+  private async handle(socket: Socket, conn: ConnectionContext): Promise<void> {
     const router = this.options.router;
     let request;
     try {
@@ -105,49 +120,63 @@ export class Socks5Listener {
           if (a.ok) return { ok: true, context: { route: a.route } };
           if (a.kind === 'auth') return { ok: false };
           // Forbidden: authentication passes; the CONNECT is answered "not allowed".
-          return { ok: true, context: { refusal: { kind: a.kind, reason: a.reason } } };
+          const { ok: _ok, ...refusal } = a;
+          return { ok: true, context: { refusal } };
         },
       });
     } catch (err) {
       const code = err instanceof Socks5HandshakeError ? err.code : 'CLOSED';
-      this.count(code === 'AUTH_FAILED' ? 'auth_failed' : 'bad_request');
-      this.options.logger?.debug({ listener: LISTENER, code }, 'socks5 handshake failed');
+      // A client offering no method we accept (e.g. only "no authentication") is refused for credentials.
+      const result = code === 'AUTH_FAILED' || code === 'NO_ACCEPTABLE_METHOD' ? 'auth_failed' : 'bad_request';
+      this.refuse(conn, result, err instanceof Error ? err.message : code);
+      this.options.logger?.debug({ listener: LISTENER, conn: conn.id, code }, 'socks5 handshake failed');
       return;
     }
+    const target = { host: request.host, port: request.port };
+    conn.target = `${hostText(request.host)}:${request.port}`;
     const decision = request.context;
     if (!decision || 'refusal' in decision) {
       writeReply(socket, REPLY.notAllowed);
-      this.count('limited');
-      this.options.logger?.debug({ listener: LISTENER, reason: decision?.refusal.reason }, 'socks5 connect refused');
+      const refusal = decision?.refusal;
+      conn.user = refusal?.user ?? null;
+      this.refuse(conn, refusal?.result ?? 'limited', refusal?.reason ?? 'not allowed');
+      this.options.logger?.debug({ listener: LISTENER, conn: conn.id, reason: refusal?.reason }, 'socks5 connect refused');
       return;
     }
     const route = decision.route;
     const user = route.user.name;
+    conn.user = user;
+    conn.session = route.sessionId ?? null;
     const meters = router.meters;
     const abort = new DialCancel();
     const release = holdClient(socket, request.head, () => abort.abort());
     meters.connectionOpened(user);
     let dialed;
     try {
-      dialed = await router.dial(route, { host: request.host, port: request.port }, abort);
+      dialed = await router.dial(route, target, abort, 'tunnel', conn);
     } catch (err) {
       release();
       meters.connectionClosed(user);
       if (!(err instanceof GatewayError)) {
         writeReply(socket, REPLY.generalFailure);
-        this.count('upstream_error');
-        this.options.logger?.error({ listener: LISTENER, user, err }, 'socks5 dial failed unexpectedly');
+        this.refuse(conn, 'upstream_error', 'internal error');
+        this.options.logger?.error({ listener: LISTENER, conn: conn.id, user, err }, 'socks5 dial failed unexpectedly');
         return;
       }
       // The client ended or failed mid-dial: close our side too. The listener is allowHalfOpen, so without
       // this a client that sent FIN after its request would leave the socket (and the gauge) open forever.
       if (err.code === 'DIAL_ABORTED') {
         socket.destroy();
+        this.refuse(conn, 'client_abort', err.message);
         return;
       }
       writeReply(socket, err.socksReply);
-      this.count(err.code === 'LIMITED' ? 'limited' : err.code === 'BAD_TARGET' ? 'bad_request' : 'upstream_error');
-      this.options.logger?.info({ listener: LISTENER, user, code: err.code, reason: err.upstreamReason }, 'socks5 connect failed');
+      this.refuse(
+        conn,
+        err.code === 'LIMITED' ? 'limited' : err.code === 'BAD_TARGET' ? 'bad_request' : 'upstream_error',
+        err.upstreamReason ? `${err.message} (${err.upstreamReason})` : err.message,
+      );
+      this.options.logger?.info({ listener: LISTENER, conn: conn.id, user, code: err.code, reason: err.upstreamReason }, 'socks5 connect failed');
       return;
     }
     const head = release();
@@ -156,13 +185,20 @@ export class Socks5Listener {
       dialed.socket.destroy();
       dialed.release();
       meters.connectionClosed(user);
+      conn.node = dialed.node.id;
+      this.refuse(conn, 'client_abort', 'the client went away');
       return;
     }
     writeReply(socket, REPLY.succeeded);
     this.count('ok');
-    this.conns.relay(socket, dialed, head, user, meters, { idleTimeoutMs: this.idleTimeoutMs, metrics: this.options.metrics });
+    this.conns.relay(socket, dialed, head, user, meters, { idleTimeoutMs: this.idleTimeoutMs, metrics: this.options.metrics }, conn);
   }
 }
 
 function noop(): void {}
+
+/** An IPv6 literal in brackets, so `host:port` stays readable. */
+function hostText(host: string): string {
+  return host.includes(':') ? `[${host}]` : host;
+}
 

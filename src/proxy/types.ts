@@ -15,6 +15,8 @@ export interface LocalUser {
   sessTime: number;
   /** bytes, both directions; -1 = unlimited */
   limitBytes: number;
+  /** Price per GB for usage amounts (GET /v1/usage); null/absent = billing.defaultPricePerGb. */
+  pricePerGb?: number | null | undefined;
 }
 
 /** Config-backed; a reload swaps the object (Router.setUsers) or its contents. */

@@ -79,4 +79,44 @@ export const MIGRATIONS: readonly Migration[] = [
       );
     `,
   },
+  {
+    // Issue 16: the connection log (one row per accepted connection) and the usage rollups folded from it.
+    // Queries read newest first, by user, result or both, so each index ends in (started_at, id).
+    id: 30,
+    name: 'connection log and usage rollups',
+    sql: `
+      CREATE TABLE connections (
+        id           TEXT PRIMARY KEY NOT NULL,
+        user         TEXT,
+        session      TEXT,
+        listener     TEXT NOT NULL,
+        target       TEXT,
+        node         TEXT,
+        exit         TEXT,
+        bytes_up     INTEGER NOT NULL,
+        bytes_down   INTEGER NOT NULL,
+        started_at   INTEGER NOT NULL,
+        duration_ms  INTEGER NOT NULL,
+        result       TEXT NOT NULL,
+        reason       TEXT,
+        retries      INTEGER NOT NULL DEFAULT 0,
+        hedges       INTEGER NOT NULL DEFAULT 0
+      );
+      CREATE INDEX connections_started ON connections (started_at, id);
+      CREATE INDEX connections_user ON connections (user, started_at, id);
+      CREATE INDEX connections_result ON connections (result, started_at, id);
+      CREATE INDEX connections_user_result ON connections (user, result, started_at, id);
+
+      CREATE TABLE usage_rollups (
+        granularity  TEXT NOT NULL CHECK (granularity IN ('hour', 'day')),
+        period       INTEGER NOT NULL,
+        user         TEXT NOT NULL,
+        bytes_up     INTEGER NOT NULL DEFAULT 0,
+        bytes_down   INTEGER NOT NULL DEFAULT 0,
+        connections  INTEGER NOT NULL DEFAULT 0,
+        failures     INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (granularity, period, user)
+      ) WITHOUT ROWID;
+    `,
+  },
 ];

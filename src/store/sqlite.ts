@@ -143,6 +143,14 @@ export class SqliteStore implements Store {
     return String(this.q().pragma('journal_mode', { simple: true }));
   }
 
+  /**
+   * The open database, for components that keep tables of their own in the same file (src/connlog): they
+   * write through their own prepared statements, so the Store interface need not grow for every one of them.
+   */
+  database(): Database.Database {
+    return this.q();
+  }
+
   private q(): Database.Database {
     if (this.closed) throw new StoreUnavailableError('store is closed');
     return this.db;

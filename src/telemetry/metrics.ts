@@ -14,7 +14,7 @@ export const METRIC = {
   draws: 'rotor_draws_total',
   platformRequests: 'rotor_platform_requests_total',
   platformRequestSeconds: 'rotor_platform_request_seconds',
-  flowBalance: 'rotor_flow_balance_megabytes',
+  flowBalance: 'rotor_flow_balance_bytes',
   userUsedBytes: 'rotor_user_used_bytes',
   userLimitBytes: 'rotor_user_limit_bytes',
   orders: 'rotor_orders',
@@ -22,14 +22,25 @@ export const METRIC = {
   instances: 'rotor_instances',
   upstreamHedges: 'rotor_upstream_hedges_total',
   upstreamProbes: 'rotor_upstream_probes_total',
+  connlogDropped: 'rotor_connlog_dropped_total',
+  connlogWritten: 'rotor_connlog_records_total',
 } as const;
 
+/**
+ * prom-client's default gauges whose names end in `_total` (promtool: "non-counter metrics should not have
+ * _total suffix"). Their per-type siblings (rotor_nodejs_active_handles{type}, …) carry the same counts.
+ */
+const MISNAMED_DEFAULT_GAUGES = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
+
 /** Results a connection ends with (label `result` of rotor_proxy_connections_total). */
-export type ConnectionResult = 'ok' | 'auth_failed' | 'limited' | 'upstream_error' | 'bad_request';
+export type ConnectionResult = 'ok' | 'auth_failed' | 'limited' | 'upstream_error' | 'bad_request' | 'not_allowed';
 
 export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
   const registry = new Registry();
-  if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry, prefix: 'rotor_' });
+  if (options.defaultMetrics ?? true) {
+    collectDefaultMetrics({ register: registry, prefix: 'rotor_' });
+    for (const name of MISNAMED_DEFAULT_GAUGES) registry.removeSingleMetric(`rotor_${name}`);
+  }
   const registers = [registry];
   return {
     registry,
@@ -56,7 +67,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
       buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
       registers,
     }),
-    flowBalance: new Gauge({ name: METRIC.flowBalance, help: 'Dynamic traffic balance, MB', labelNames: ['account', 'product'] as const, registers }),
+    flowBalance: new Gauge({ name: METRIC.flowBalance, help: "Dynamic traffic balance in bytes (the platform's MB at the product's MB size)", labelNames: ['account', 'product'] as const, registers }),
     userUsedBytes: new Gauge({ name: METRIC.userUsedBytes, help: 'Bytes used per local user', labelNames: ['user'] as const, registers }),
     userLimitBytes: new Gauge({ name: METRIC.userLimitBytes, help: 'Byte limit per local user (-1 unlimited)', labelNames: ['user'] as const, registers }),
     orders: new Gauge({ name: METRIC.orders, help: 'Local order records by type and status', labelNames: ['type', 'status'] as const, registers }),
@@ -64,6 +75,8 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     instances: new Gauge({ name: METRIC.instances, help: 'Static instances by status', labelNames: ['status'] as const, registers }),
     upstreamHedges: new Counter({ name: METRIC.upstreamHedges, help: 'Parallel dials started because a node was slow to answer, by outcome', labelNames: ['outcome'] as const, registers }),
     upstreamProbes: new Counter({ name: METRIC.upstreamProbes, help: 'Background health probes of upstream nodes, by result', labelNames: ['result'] as const, registers }),
+    connlogDropped: new Counter({ name: METRIC.connlogDropped, help: 'Connection records dropped because the write queue was full (oldest first)', registers }),
+    connlogWritten: new Counter({ name: METRIC.connlogWritten, help: 'Connection records written, by sink', labelNames: ['sink'] as const, registers }),
   };
 }
 

@@ -234,7 +234,7 @@ describe('balances', () => {
       await watcher.start();
       assert.equal(watcher.hasBalance('shop1', FLOW), false);
       assert.equal(watcher.canDraw('shop1', FLOW), false);
-      assert.equal(await gauge(metrics, 'rotor_flow_balance_megabytes', { account: 'shop1', product: FLOW }), 0);
+      assert.equal(await gauge(metrics, 'rotor_flow_balance_bytes', { account: 'shop1', product: FLOW }), 0);
       assert.match((accounting.admit('alice') as { reason: string }).reason, /traffic balance of main account shop1 for product DYN-104-FLOW is exhausted/);
 
       await buyFlow('shop1', FLOW, 100);
@@ -242,14 +242,15 @@ describe('balances', () => {
       await buyFlow('shop2', FLOW, 100);
       await watcher.nudge();
       assert.equal(watcher.canDraw('shop1', FLOW), true);
-      assert.equal(await gauge(metrics, 'rotor_flow_balance_megabytes', { account: 'shop1', product: FLOW }), 100);
+      // Bytes at the product's MB size (1024² for this product).
+      assert.equal(await gauge(metrics, 'rotor_flow_balance_bytes', { account: 'shop1', product: FLOW }), 100 * 1_048_576);
       assert.deepEqual(accounting.admit('alice'), { ok: true });
 
       // Traffic through the sandbox's upstream: the gauge follows within one poll interval, unnudged.
       await relay('alice', FLOW, 300_000);
-      await eventually(async () => ((await gauge(metrics, 'rotor_flow_balance_megabytes', { account: 'shop1', product: FLOW })) ?? 100) < 100, 1000);
+      await eventually(async () => ((await gauge(metrics, 'rotor_flow_balance_bytes', { account: 'shop1', product: FLOW })) ?? 100 * 1_048_576) < 100 * 1_048_576, 1000);
       const info = await client.call('ProxyInfo', { appUsername: 'shop1', proxyType: 104, productNo: FLOW });
-      await eventually(async () => (await gauge(metrics, 'rotor_flow_balance_megabytes', { account: 'shop1', product: FLOW })) === Number(info.list?.[0]?.balance), 1000);
+      await eventually(async () => (await gauge(metrics, 'rotor_flow_balance_bytes', { account: 'shop1', product: FLOW })) === Math.floor(Number(info.list?.[0]?.balance) * 1_048_576), 1000);
       const remaining = sim.inspect.balance('shop1', FLOW)?.remainingBytes ?? 0;
       assert.ok(remaining <= 100 * 1_048_576 - 300_000);
       assert.ok(Math.abs((watcher.get('shop1', FLOW)?.balanceBytes ?? 0) - remaining) < 1_048_576 / 100, 'bytes at the product base (1024)');

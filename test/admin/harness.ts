@@ -19,6 +19,8 @@ import { SessionTable } from '../../src/session/table.ts';
 import { startSimulator, SIM_PRODUCTS, type Simulator } from '../../src/sim/index.ts';
 import type { Store } from '../../src/store/index.ts';
 import { openTestStore } from '../support/store.ts';
+import { ConnectionLog, ConnectionLogService, connectionLogStoreFor } from '../../src/connlog/index.ts';
+import { platformFlowFrom } from '../../src/connlog/platform-flow.ts';
 import { createMetrics, type Metrics } from '../../src/telemetry/metrics.ts';
 
 export const TOKEN = 'admin-test-token-5f2c';
@@ -63,12 +65,22 @@ export async function startHarness(): Promise<Harness> {
   });
   const sessions = new SessionTable({ metrics });
   const listeners = { up: true };
+  const traffic = new Traffic({ client, products });
+  const connections = new ConnectionLogService({
+    recorder: new ConnectionLog({ store: connectionLogStoreFor(store), metrics }),
+    store: connectionLogStoreFor(store),
+    targets: true,
+    retention: { retentionDays: 7, maxRecords: 1000, usageRetentionDays: 400 },
+    priceOf: () => null,
+    accountOf: () => undefined,
+    platformFlow: platformFlowFrom(traffic),
+  });
   const deps: AdminDeps = {
     platform: client,
     catalog: orders.catalog,
     orders,
     balances: new BalanceWatcher({ client, products, metrics }),
-    traffic: new Traffic({ client, products }),
+    traffic,
     whitelist: new Whitelist({ client, products, store, egressIp: '127.0.0.1' }),
     users: accounting,
     pools,
@@ -80,6 +92,8 @@ export async function startHarness(): Promise<Harness> {
       listenersUp: () => listeners.up,
       platformCacheMs: 0,
     }),
+    connections,
+    billing: { currency: 'USD' },
   };
   const app = buildAdminServer(deps, { host: '127.0.0.1', token: TOKEN });
   const callbacks = buildCallbackServer((q) => orders.handleCallback(q), { path: '/callback' });
@@ -100,6 +114,7 @@ export async function startHarness(): Promise<Harness> {
     listeners,
     async close() {
       await app.close();
+      await connections.close();
       await callbacks.close();
       await orders.stop();
       pools.close();

@@ -13,6 +13,8 @@ import { sessionRoutes } from './sessions.ts';
 import { subAccountRoutes } from './sub-accounts.ts';
 import { userRoutes } from './users.ts';
 import { whitelistRoutes } from './whitelist.ts';
+import { connectionRoutes } from './connections.ts';
+import { usageRoutes } from './usage.ts';
 
 export const ROUTES: readonly RegisterRoutes[] = [
   appRoutes,
@@ -28,4 +30,6 @@ export const ROUTES: readonly RegisterRoutes[] = [
   poolRoutes,
   sessionRoutes,
   platformRoutes,
+  connectionRoutes,
+  usageRoutes,
 ];

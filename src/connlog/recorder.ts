@@ -1,0 +1,243 @@
+// The connection log's running part: mints a context per accepted connection (the one id that the
+// listeners, the router, the log lines, the live list and the record share), keeps the live list, and turns
+// each ended context into a record on a bounded queue that a timer drains in batches to the store and the
+// file. Nothing here runs per chunk: a context costs one object and one Map entry for the connection's life,
+// its record is built once at the end, and the queue never blocks a listener: when it is full the oldest
+// record is dropped and counted (rotor_connlog_dropped_total).
+import { randomBytes } from 'node:crypto';
+import type { Logger } from '../telemetry/logger.ts';
+import type { Metrics } from '../telemetry/metrics.ts';
+import type {
+  ByteCounters,
+  ConnectionContext,
+  ConnectionEnd,
+  ConnectionLogStore,
+  ConnectionRecord,
+  ConnectionRecorder,
+  LiveConnection,
+  RecordSink,
+} from './types.ts';
+
+export interface ConnectionLogOptions {
+  /** Where records and rollups are kept; absent: no store sink (log.access.store false). */
+  store?: ConnectionLogStore | undefined;
+  /** Further sinks (the JSON-lines file). */
+  sinks?: RecordSink[];
+  /** false: records carry no target (log.access.targets). Default true. */
+  targets?: boolean;
+  /** How often queued records are written. Default 1000 ms: a SIGKILL loses at most this batch. */
+  flushIntervalMs?: number;
+  /** Records written per batch; a full batch is written without waiting for the timer. Default 500. */
+  batchSize?: number;
+  /** Records waiting at most; beyond it the oldest are dropped. Default 50000. */
+  queueMax?: number;
+  /** Connection ids (tests inject a sequence). Default: a per-process random prefix and a counter. */
+  ids?: () => string;
+  now?: () => number;
+  metrics?: Metrics;
+  logger?: Logger;
+}
+
+/** Ids unique across restarts and daemons without a random draw per connection. */
+export function connectionIds(): () => string {
+  const prefix = randomBytes(6).toString('base64url');
+  let n = 0;
+  return () => `${prefix}${(++n).toString(36)}`;
+}
+
+const NO_BYTES: ByteCounters = { up: 0, down: 0 };
+
+class Context implements ConnectionContext {
+  user: string | null = null;
+  session: string | null = null;
+  target: string | null = null;
+  node: string | null = null;
+  exit: string | null = null;
+  bytes: ByteCounters | null = null;
+  closer: (() => void) | null = null;
+  retries = 0;
+  hedges = 0;
+  /** DELETE /v1/connections/:id asked for the end: an `ok` record says `killed`. */
+  killed = false;
+  private ended = false;
+
+  constructor(
+    readonly id: string,
+    readonly listener: string,
+    readonly startedAt: number,
+    private readonly log: ConnectionLog,
+  ) {}
+
+  end(outcome: ConnectionEnd): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.log.ended(this, outcome);
+  }
+}
+
+export class ConnectionLog implements ConnectionRecorder {
+  private readonly live = new Map<string, Context>();
+  private queue: ConnectionRecord[] = [];
+  private readonly store: ConnectionLogStore | undefined;
+  private readonly sinks: RecordSink[];
+  private readonly targets: boolean;
+  private readonly batchSize: number;
+  private readonly queueMax: number;
+  private readonly ids: () => string;
+  private readonly now: () => number;
+  private readonly timer: NodeJS.Timeout | undefined;
+  private writing: Promise<void> | null = null;
+  private soon = false;
+  private closed = false;
+
+  constructor(private readonly options: ConnectionLogOptions = {}) {
+    this.store = options.store;
+    this.sinks = options.sinks ?? [];
+    this.targets = options.targets ?? true;
+    this.batchSize = Math.max(1, options.batchSize ?? 500);
+    this.queueMax = Math.max(this.batchSize, options.queueMax ?? 50_000);
+    this.ids = options.ids ?? connectionIds();
+    this.now = options.now ?? Date.now;
+    if (this.recording) {
+      this.timer = setInterval(() => void this.flush(), options.flushIntervalMs ?? 1000);
+      this.timer.unref();
+    }
+  }
+
+  /** Whether records are kept anywhere (else only the live list and the ids serve). */
+  get recording(): boolean {
+    return this.store !== undefined || this.sinks.length > 0;
+  }
+
+  open(listener: string): ConnectionContext {
+    const ctx = new Context(this.ids(), listener, this.now(), this);
+    this.live.set(ctx.id, ctx);
+    return ctx;
+  }
+
+  /** Context.end lands here. */
+  ended(ctx: Context, outcome: ConnectionEnd): void {
+    this.live.delete(ctx.id);
+    if (!this.recording || this.closed) return;
+    const bytes = ctx.bytes ?? NO_BYTES;
+    const reason = outcome.result === 'ok' && ctx.killed ? 'killed' : (outcome.reason ?? null);
+    const record: ConnectionRecord = {
+      id: ctx.id,
+      user: ctx.user,
+      session: ctx.session,
+      listener: ctx.listener,
+      node: ctx.node,
+      exit: ctx.exit,
+      bytesUp: outcome.up ?? bytes.up,
+      bytesDown: outcome.down ?? bytes.down,
+      startedAt: ctx.startedAt,
+      durationMs: Math.max(0, this.now() - ctx.startedAt),
+      result: outcome.result,
+      reason,
+      retries: ctx.retries,
+      hedges: ctx.hedges,
+    };
+    if (this.targets) record.target = ctx.target;
+    if (this.queue.length >= this.queueMax) {
+      this.queue.shift();
+      this.options.metrics?.connlogDropped.inc();
+    }
+    this.queue.push(record);
+    if (this.queue.length >= this.batchSize && !this.soon) {
+      this.soon = true;
+      setImmediate(() => {
+        this.soon = false;
+        void this.flush();
+      });
+    }
+  }
+
+  /** Live connections with their bytes so far, oldest first. */
+  active(): LiveConnection[] {
+    const now = this.now();
+    const out: LiveConnection[] = [];
+    for (const c of this.live.values()) {
+      const bytes = c.bytes ?? NO_BYTES;
+      const item: LiveConnection = {
+        id: c.id,
+        user: c.user,
+        session: c.session,
+        listener: c.listener,
+        node: c.node,
+        exit: c.exit,
+        bytesUp: bytes.up,
+        bytesDown: bytes.down,
+        startedAt: c.startedAt,
+        durationMs: Math.max(0, now - c.startedAt),
+      };
+      if (this.targets) item.target = c.target;
+      out.push(item);
+    }
+    return out;
+  }
+
+  /** Ends one live connection now; false when no such connection is live (or it cannot be closed yet). */
+  kill(id: string): boolean {
+    const c = this.live.get(id);
+    if (!c?.closer) return false;
+    c.killed = true;
+    c.closer();
+    return true;
+  }
+
+  /** Records waiting to be written. */
+  get pending(): number {
+    return this.queue.length;
+  }
+
+  /** Writes everything queued, a batch at a time; resolves when written (or failed and logged). */
+  async flush(): Promise<void> {
+    while (this.writing) await this.writing;
+    while (this.queue.length > 0) {
+      const batch = this.queue.length <= this.batchSize ? this.queue : this.queue.slice(0, this.batchSize);
+      this.queue = this.queue.length <= this.batchSize ? [] : this.queue.slice(this.batchSize);
+      this.writing = this.write(batch);
+      await this.writing;
+      this.writing = null;
+    }
+  }
+
+  private async write(batch: ConnectionRecord[]): Promise<void> {
+    const metrics = this.options.metrics;
+    if (this.store) {
+      try {
+        await this.store.append(batch);
+        metrics?.connlogWritten.inc({ sink: 'store' }, batch.length);
+      } catch (err) {
+        // The data path never waits for the store, so a failing store costs records, not connections.
+        metrics?.connlogDropped.inc(batch.length);
+        this.options.logger?.error({ err, records: batch.length }, 'connection records could not be stored');
+      }
+    }
+    for (const sink of this.sinks) {
+      try {
+        await sink.write(batch);
+        metrics?.connlogWritten.inc({ sink: 'file' }, batch.length);
+      } catch (err) {
+        this.options.logger?.error({ err, records: batch.length }, 'connection records could not be written to the file');
+      }
+    }
+  }
+
+  /** Last flush (after the listeners closed, so every connection has its record), then the sinks. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    if (this.timer) clearInterval(this.timer);
+    await this.flush();
+    this.closed = true;
+    for (const sink of this.sinks) await sink.close().catch(() => undefined);
+  }
+}
+
+let unrecorded: ConnectionLog | undefined;
+
+/** For listeners built without a connection log (unit tests, tools): ids and a live list, no records. */
+export function unrecordedConnections(): ConnectionLog {
+  unrecorded ??= new ConnectionLog();
+  return unrecorded;
+}

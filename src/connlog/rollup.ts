@@ -1,0 +1,36 @@
+// Usage rollups folded from a batch of connection records: per user, per hour and per day (UTC), the bytes
+// both ways, the connections and the failures. A connection counts in the period it ended in, because its
+// byte total is known only then; over a window holding whole connections the sums equal the user meters.
+import type { ConnectionRecord, Granularity, UsageRollup } from './types.ts';
+
+const HOUR_MS = 3_600_000;
+const DAY_MS = 86_400_000;
+
+/** The start (epoch ms, UTC) of the hour or day holding `ms`. */
+export function periodStart(ms: number, granularity: Granularity): number {
+  const size = granularity === 'hour' ? HOUR_MS : DAY_MS;
+  return Math.floor(ms / size) * size;
+}
+
+/** The rollup increments of one batch: one entry per (granularity, user, period). Records without a user are skipped. */
+export function foldRollups(records: readonly ConnectionRecord[]): UsageRollup[] {
+  const out = new Map<string, UsageRollup>();
+  for (const r of records) {
+    if (r.user === null) continue;
+    const endedAt = r.startedAt + r.durationMs;
+    for (const granularity of ['hour', 'day'] as const) {
+      const period = periodStart(endedAt, granularity);
+      const key = `${granularity}\u0000${r.user}\u0000${period}`;
+      let row = out.get(key);
+      if (!row) {
+        row = { user: r.user, granularity, period, bytesUp: 0, bytesDown: 0, connections: 0, failures: 0 };
+        out.set(key, row);
+      }
+      row.bytesUp += r.bytesUp;
+      row.bytesDown += r.bytesDown;
+      row.connections += 1;
+      if (r.result !== 'ok') row.failures += 1;
+    }
+  }
+  return [...out.values()];
+}

@@ -1,0 +1,165 @@
+// The connection log's seams: what a listener holds for one client connection (ConnectionContext), how it
+// gets one (ConnectionRecorder.open, once at accept) and hands it back (ConnectionContext.end, once at
+// close), the record that results, and the store side that keeps records and usage rollups.
+//
+// The listeners only fill fields of the context as the connection goes (user, target, node) and call end()
+// once; everything else (the live list, batching, sinks, rollups) happens in src/connlog off the data path.
+
+/**
+ * How a connection ended, as the record says. The first six are rotor_proxy_connections_total's `result`
+ * values; `client_abort` is a client that left while its upstream was being dialed (not counted there).
+ */
+export type RecordResult = 'ok' | 'auth_failed' | 'limited' | 'not_allowed' | 'upstream_error' | 'bad_request' | 'client_abort';
+
+export const RECORD_RESULTS: readonly RecordResult[] = ['ok', 'auth_failed', 'limited', 'not_allowed', 'upstream_error', 'bad_request', 'client_abort'];
+
+/** One accepted connection (interface.md "Connection log and usage"), plus retries and hedges. */
+export interface ConnectionRecord {
+  id: string;
+  /** The authenticated local user; null when authentication failed (a client's guess is not a user). */
+  user: string | null;
+  /** Sticky session id from the user name; null = rotating. */
+  session: string | null;
+  /** 'http' | 'socks5' (or a listener added later). */
+  listener: string;
+  /** `host:port`; absent when `log.access.targets` is false; null when the client never named one. */
+  target?: string | null;
+  /** The upstream node's id (protocol://user@host:port, never its password); null when none was dialed. */
+  node: string | null;
+  /** The address the connection left Rotor through (the upstream's host); null when none was dialed. */
+  exit: string | null;
+  /** client → upstream, exactly what was counted into the user's meter */
+  bytesUp: number;
+  /** upstream → client */
+  bytesDown: number;
+  /** epoch ms at accept */
+  startedAt: number;
+  durationMs: number;
+  result: RecordResult;
+  /** One line: the refusal or failure, or for `ok` how the relay ended (closed, idle, limit, error, stopped, killed). */
+  reason: string | null;
+  /** Upstream attempts after the first. */
+  retries: number;
+  /** Hedged (parallel) dials started (issue 19's hedging fills it). */
+  hedges: number;
+}
+
+/** What Router.dial may fill in while it dials for a connection (its id is for its log lines). */
+export interface DialTrace {
+  readonly id: string;
+  retries: number;
+  hedges: number;
+}
+
+/** Bytes so far of a live connection: the relay's own counters object, read (never copied) when listed. */
+export interface ByteCounters {
+  readonly up: number;
+  readonly down: number;
+}
+
+export interface ConnectionEnd {
+  result: RecordResult;
+  reason?: string | null;
+  /** Final byte counts; default: the live counters' values. */
+  up?: number;
+  down?: number;
+}
+
+/** One client connection from accept to close, as a listener holds it. */
+export interface ConnectionContext extends DialTrace {
+  readonly listener: string;
+  readonly startedAt: number;
+  user: string | null;
+  session: string | null;
+  target: string | null;
+  node: string | null;
+  exit: string | null;
+  /** Set once a relay (or a forwarded request) runs. */
+  bytes: ByteCounters | null;
+  /** How DELETE /v1/connections/:id ends it (the listener sets it: destroy the socket, stop the relay). */
+  closer: (() => void) | null;
+  /** Ends the connection's life: leaves the live list and becomes a record. Idempotent (the first wins). */
+  end(outcome: ConnectionEnd): void;
+}
+
+/** Mints the context at accept; the connection log implements it (src/connlog/recorder.ts). */
+export interface ConnectionRecorder {
+  open(listener: string): ConnectionContext;
+}
+
+/** A live connection as GET /v1/connections/active answers it. */
+export interface LiveConnection {
+  id: string;
+  user: string | null;
+  session: string | null;
+  listener: string;
+  target?: string | null;
+  node: string | null;
+  exit: string | null;
+  bytesUp: number;
+  bytesDown: number;
+  startedAt: number;
+  durationMs: number;
+}
+
+export interface ConnectionQuery {
+  user?: string;
+  result?: RecordResult;
+  /** startedAt >= since (epoch ms) */
+  since?: number;
+  /** startedAt < until (epoch ms) */
+  until?: number;
+  limit: number;
+  /** Position after which to continue (newest first): the last item's startedAt and id. */
+  after?: { startedAt: number; id: string };
+}
+
+export type Granularity = 'hour' | 'day';
+
+/** One user's traffic in one period, as the rollups keep it. */
+export interface UsageRollup {
+  user: string;
+  granularity: Granularity;
+  /** epoch ms of the period's start (UTC) */
+  period: number;
+  bytesUp: number;
+  bytesDown: number;
+  connections: number;
+  failures: number;
+}
+
+export interface UsageQuery {
+  granularity: Granularity;
+  /** period >= from (epoch ms) */
+  from: number;
+  /** period < to (epoch ms) */
+  to: number;
+  user?: string;
+}
+
+export interface RetentionLimits {
+  /** Records that started before this (epoch ms) go. */
+  recordsBefore: number;
+  /** At most this many records are kept (the newest). */
+  maxRecords: number;
+  /** Rollup periods that start before this (epoch ms) go. */
+  usageBefore: number;
+}
+
+/** Where records and rollups are kept (SQLite or Redis, beside the daemon's Store). */
+export interface ConnectionLogStore {
+  /** Writes the records and folds them into the hour and day rollups, as one unit. */
+  append(records: readonly ConnectionRecord[]): Promise<void>;
+  /** Newest first, at most `limit`. */
+  query(q: ConnectionQuery): Promise<ConnectionRecord[]>;
+  usage(q: UsageQuery): Promise<UsageRollup[]>;
+  /** Applies retention; resolves with the records removed. */
+  prune(limits: RetentionLimits): Promise<number>;
+  count(): Promise<number>;
+}
+
+/** A place records go besides the store (the JSON-lines file). */
+export interface RecordSink {
+  write(records: readonly ConnectionRecord[]): Promise<void>;
+  close(): Promise<void>;
+}
