@@ -13,7 +13,7 @@ export interface HedgeDelayOptions {
   /** Adaptive bounds; defaults 150 ms and 2000 ms. */
   floorMs?: number;
   capMs?: number;
-  /** Adaptive, before any handshake was seen; default 1000 ms. */
+  /** Adaptive, before any handshake was seen: the cap (no guess at a pool's normal); default 2000 ms. */
   initialMs?: number;
   /** Handshakes remembered per pool; default 64. */
   window?: number;
@@ -64,7 +64,7 @@ export class HedgeDelays {
       quantile: Math.min(1, Math.max(0, options.quantile ?? 0.9)),
       floorMs: options.floorMs ?? 150,
       capMs: options.capMs ?? 2000,
-      initialMs: options.initialMs ?? 1000,
+      initialMs: options.initialMs ?? options.capMs ?? 2000,
       window: options.window ?? 64,
     };
   }
