@@ -6,7 +6,7 @@
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import type { Drawer } from './drawer.ts';
-import { PoolEmptyError, poolKeyId, type FailureReason, type NodeSource, type PoolKey, type UpstreamNode } from './types.ts';
+import { PoolEmptyError, poolKeyId, type AcquireOptions, type FailureReason, type NodeSource, type PoolKey, type UpstreamNode } from './types.ts';
 
 export type Strategy = 'round_robin' | 'least_connections' | 'random';
 export type NodeState = 'ready' | 'cooling';
@@ -166,12 +166,13 @@ export class Pool implements NodeSource {
     this.census(this.now());
   }
 
-  async acquire(exclude?: ReadonlySet<string>): Promise<UpstreamNode> {
+  async acquire(exclude?: ReadonlySet<string>, options?: AcquireOptions): Promise<UpstreamNode> {
     if (this.closed) throw new PoolEmptyError(this.id, 'pool closed');
     const now = this.now();
     this.dropExpired(now);
-    const picked = this.pick(exclude, now);
+    const picked = this.pick(exclude, now, options?.readyOnly ?? false);
     this.refillIfLow(now);
+    if (!picked && options?.readyOnly) throw new PoolEmptyError(this.id, 'no other node ready');
     if (picked) {
       picked.active++;
       picked.lastSeenAt = now;
@@ -356,7 +357,7 @@ export class Pool implements NodeSource {
     if (this.probation) e.needsProbe = true;
   }
 
-  private pick(exclude: ReadonlySet<string> | undefined, now: number): Entry | undefined {
+  private pick(exclude: ReadonlySet<string> | undefined, now: number, readyOnly = false): Entry | undefined {
     const n = this.entries.length;
     if (n === 0) return undefined;
     let chosen: Entry | undefined;
@@ -378,7 +379,7 @@ export class Pool implements NodeSource {
         this.cursor = (best + 1) % n;
       }
     }
-    if (chosen) return chosen;
+    if (chosen || readyOnly) return chosen;
     // Last resort: a cooling node beats no node; the one that failed longest ago is likeliest healed.
     for (const e of this.entries) {
       if (exclude?.has(e.node.id)) continue;

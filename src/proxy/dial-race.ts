@@ -210,10 +210,11 @@ export function raceDial(spec: RaceSpec): Promise<RaceWon> {
       else {
         acquiring++;
         try {
-          node = await source.acquire(exclude);
+          node = await source.acquire(exclude, hedge ? { readyOnly: true } : undefined);
         } catch (err) {
           acquiring--;
           if (!(err instanceof PoolEmptyError)) return fail(err instanceof Error ? err : new Error(String(err)));
+          if (hedge) return; // no other node ready: the running attempt goes on alone
           poolEmpty = err;
           // A hedge with no other node to try: the running attempt goes on alone.
           endIfIdle();

@@ -140,8 +140,8 @@ describe('(c) clients that give up after 1 s', () => {
   });
 
   test('with every node stalled, clients that leave still get the nodes they waited on marked', async () => {
-    // One node per draw, all on the stalled port: no hedge can win; the client leaves after 1 s.
-    gw = await startGateway(gatewayOptions({ pool: { drawBatch: 1, lowWater: 0 } }));
+    // Two nodes, both stalled: the hedge cannot win either; the client leaves after 1 s.
+    gw = await startGateway(gatewayOptions({ pool: { drawBatch: 2, lowWater: 0 } }));
     gw.daemon.sim!.upstreams!.setFault('*', { mode: 'stall' });
     for (let i = 0; i < 3; i++) {
       await assert.rejects(nodeSocksGet(gw.ports.socks5, 'alice', 'alice-pass', target.port, '/x', 1000));
