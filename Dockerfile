@@ -8,6 +8,7 @@ RUN npm ci --omit=dev --build-from-source
 COPY bin ./bin
 COPY src ./src
 COPY config ./config
+COPY web ./web
 
 FROM node:20-bookworm-slim
 ENV NODE_ENV=production

@@ -13,4 +13,11 @@ export default tseslint.config(
       'no-constant-condition': ['error', { checkLoops: false }],
     },
   },
+  // The dashboard's browser modules (web/ui, plain ES modules served as they are).
+  {
+    files: ['web/**/*.js'],
+    languageOptions: {
+      globals: { window: 'readonly', document: 'readonly', location: 'readonly', sessionStorage: 'readonly', fetch: 'readonly', FormData: 'readonly', URLSearchParams: 'readonly', ResizeObserver: 'readonly', addEventListener: 'readonly', removeEventListener: 'readonly', setTimeout: 'readonly', clearTimeout: 'readonly' },
+    },
+  },
 );

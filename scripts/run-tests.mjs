@@ -27,8 +27,11 @@ function walk(dir) {
 
 const STORE_SEAM = resolve('test/support/store.ts');
 // Not run twice although they reach the seam: the fleet and store tests pick their drivers themselves, and
-// the crash test imports a helper of daemon.ts but is SQLite-specific by design.
-const chooseOwnStore = (f) => f.startsWith('test/fleet/') || f.startsWith('test/store/') || f === 'test/reliability/crash.test.ts';
+// the crash test imports a helper of daemon.ts but is SQLite-specific by design. The dashboard's browser test
+// drives the UI over the admin API, which the store passes already cover; a second browser run would only
+// double its time.
+const chooseOwnStore = (f) =>
+  f.startsWith('test/fleet/') || f.startsWith('test/store/') || f === 'test/reliability/crash.test.ts' || f === 'test/e2e/dashboard.test.ts';
 
 /** Whether `file` imports the store seam, directly or through relative imports (test helpers). */
 function usesTestStore(file, seen = new Set()) {

@@ -30,6 +30,9 @@ import { createReadiness } from './admin/readiness.ts';
 import { InstanceDirectoryCache } from './orders/instance-directory.ts';
 import type { FastifyInstance } from 'fastify';
 import type { Simulator } from './sim/index.ts';
+import { DestinationPolicy } from './users/rules.ts';
+import { UserPorts } from './users/ports.ts';
+import { Events, ExpiryWatcher, QuotaWatcher, WebhookDelivery, balanceLowListener, orderFinalEmitter } from './events/index.ts';
 import { createConnectionLog, type ConnectionLogService } from './connlog/index.ts';
 import { platformFlowFrom } from './connlog/platform-flow.ts';
 
@@ -59,6 +62,10 @@ export interface Daemon {
   readonly pools: PoolRegistry;
   /** Fleet mode (`store.path: redis://…`): the shared allowance, sessions and leases; undefined with SQLite. */
   readonly fleet: Fleet | undefined;
+  /** The event outbox, its webhook worker (when events.webhookUrl is set) and the quota watcher (src/events/). */
+  readonly events: { outbox: Events; delivery: WebhookDelivery | undefined; quota: QuotaWatcher };
+  /** Users' own ports (`listen`), kept in step with the users (src/users/ports.ts). */
+  readonly userPorts: UserPorts;
   /** The connection log: live connections, records, usage rollups. */
   readonly connections: ConnectionLogService;
   /** Applies a new config (users, limits, pools) without dropping live connections. */
@@ -173,6 +180,28 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       logger.info({ instance: started.instance, sliceBytes: fleetConfig.sliceBytes, offlineBytes: fleetConfig.offlineBytes }, 'fleet mode: limits, sticky sessions and order tracking shared through redis');
     }
 
+    // Events: written to the store's outbox, delivered by one worker (src/events/).
+    const ev = config.events;
+    const delivery = ev.webhookUrl
+      ? new WebhookDelivery({
+          store,
+          url: ev.webhookUrl,
+          secret: ev.secret,
+          timeoutMs: ev.timeoutMs,
+          retryBaseMs: ev.retryBaseMs,
+          retryMaxMs: ev.retryMaxMs,
+          pollMs: ev.pollMs,
+          retentionMs: ev.retentionDays * 86_400_000,
+          metrics,
+          logger: logger.child({ component: 'events' }),
+        })
+      : undefined;
+    const events = new Events({ store, deliver: delivery !== undefined, onAppended: () => delivery?.nudge(), metrics, logger: logger.child({ component: 'events' }) });
+    if (delivery) {
+      delivery.start();
+      onStop('webhook delivery', () => delivery.stop());
+    }
+
     // 3. Accounts, limits, balances.
     const products = new ProductCatalog({ client });
     const users = await resolveProducts(config.users, products, logger);
@@ -203,6 +232,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       balances.setUsers(list);
       limitSync.setUsers(list);
     };
+    balances.onBalance(balanceLowListener(events, ev.balanceLowMb, logger.child({ component: 'events' })));
     await applyAccounts(users);
     await balances.start();
     onStop('balances', () => balances.stop());
@@ -224,6 +254,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         ...(o.autoRenew.enabled ? { autoRenew: o.autoRenew } : {}),
       },
       ...(fleet ? { claims: fleet.leases } : {}),
+      onOrderFinal: orderFinalEmitter(events),
     });
     fleet?.onLeaseLost((name) => {
       if (name.startsWith(orderLeaseName(''))) orders.tracker.drop(name.slice(orderLeaseName('').length));
@@ -302,7 +333,9 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     const regions = new RegionDirectory(orders.catalog, { logger: logger.child({ component: 'regions' }) });
     await regions.start();
     onStop('regions', () => regions.stop());
+    const destinations = new DestinationPolicy(config.proxy.rules);
     const routerOptions = {
+      destinations,
       regionKnown: (code: string) => regions.isKnown(code),
       users: directory,
       meters: accounting,
@@ -327,6 +360,15 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       ...(options.now ? { now: options.now } : {}),
     });
     onStop('health probes', () => prober.stop());
+    // Users' own ports hand their sockets to the shared listeners, which admit an allowed address without
+    // credentials through userPorts.admit.
+    const userPorts = new UserPorts({
+      host: config.proxy.http.host,
+      listeners: { http: { handleSocket: (s) => httpListener.handleSocket(s) }, socks5: { handleSocket: (s) => socksListener.handleSocket(s) } },
+      authorizeUser: (name) => router.authorizeUser(name),
+      handshakeTimeoutMs: config.proxy.handshakeTimeoutMs,
+      logger: logger.child({ component: 'user-ports' }),
+    });
     // Registered before the listeners, so it stops after them: every connection has ended into a record
     // before the last flush.
     const connections = createConnectionLog({
@@ -341,6 +383,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     });
     onStop('connection log', () => connections.close());
     const httpListener = new HttpListener({
+      anonymous: (socket) => userPorts.admit(socket),
       recorder: connections.recorder,
       router,
       host: config.proxy.http.host,
@@ -351,6 +394,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       logger: logger.child({ component: 'http' }),
     });
     const socksListener = new Socks5Listener({
+      anonymous: (socket) => userPorts.admit(socket),
       recorder: connections.recorder,
       router,
       host: config.proxy.socks5.host,
@@ -364,6 +408,31 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     const socksAddr = await listenAs(addresses.socks5, () => socksListener.listen());
     let draining = 0;
     onStop('listeners', () => Promise.all([httpListener.close(draining), socksListener.close(draining)]));
+    await userPorts.sync(directory.list());
+    onStop('user ports', () => userPorts.close());
+
+    // Quota thresholds and expiries, checked off the data path. Usage is today's lifetime meter (period
+    // 'total'); quota periods feed their period key through the same reading.
+    const quota = new QuotaWatcher({
+      read: () => accounting.list().map((u) => ({ user: u.name, periodKey: 'total', usedBytes: u.usedBytes, limitBytes: u.limitBytes })),
+      events,
+      intervalMs: ev.checkMs,
+      logger: logger.child({ component: 'events' }),
+    });
+    quota.start();
+    onStop('quota watcher', () => quota.stop());
+    const expiry = new ExpiryWatcher({
+      read: () =>
+        directory.list().map((u) => {
+          const at = u.expiresAt ? Date.parse(u.expiresAt) : NaN;
+          return { user: u.name, expiresAt: Number.isFinite(at) ? at : null };
+        }),
+      events,
+      intervalMs: ev.checkMs,
+      logger: logger.child({ component: 'events' }),
+    });
+    expiry.start();
+    onStop('expiry watcher', () => expiry.stop());
 
     // 6. Admin API and platform callbacks.
     const ready = createReadiness({
@@ -385,6 +454,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         sessions: fleetSessions ?? sessions,
         metrics: metrics.registry,
         ready,
+        events,
         connections,
         billing: { currency: config.billing.currency },
       },
@@ -394,6 +464,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         allowedHosts: config.admin.allowedHosts,
         allowedOrigins: config.admin.allowedOrigins,
         logger: logger.child({ component: 'admin' }),
+        callbackPath: config.callback.path,
       },
     );
     await listenAs(addresses.admin, () =>
@@ -427,12 +498,16 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       sessions,
       pools,
       fleet,
+      events: { outbox: events, delivery, quota },
+      userPorts,
       connections,
       async reload(next: Config): Promise<void> {
         const nextUsers = await resolveProducts(next.users, products, logger);
         const previous = directory;
         directory = new ConfigUsers(nextUsers);
         router.setUsers(directory);
+        destinations.setDefaults(next.proxy.rules);
+        await userPorts.sync(nextUsers);
         await accounting.setUsers(nextUsers);
         // Pools whose user went away or changed how it draws are dropped; live connections keep their node.
         for (const old of previous.list()) {

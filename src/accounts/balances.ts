@@ -83,6 +83,7 @@ export class BalanceWatcher {
   private readonly refused = new Set<string>();
   private timer: NodeJS.Timeout | undefined;
   private polling: Promise<Balance[]> | undefined;
+  private readonly listeners: Array<(b: Balance) => void> = [];
   private again = false;
 
   constructor(options: BalanceWatcherOptions) {
@@ -144,6 +145,11 @@ export class BalanceWatcher {
   /** For drawers: call after a failed draw; polls at once when the error smells of balance. */
   drawFailed(err: unknown): void {
     if (smellsOfBalance(err)) void this.nudge();
+  }
+
+  /** Called with every balance read (the balance.low event, src/events/balance-low.ts). */
+  onBalance(listener: (b: Balance) => void): void {
+    this.listeners.push(listener);
   }
 
   /** The last known balance of a pair. */
@@ -234,6 +240,7 @@ export class BalanceWatcher {
     const before = this.balances.get(k);
     this.balances.set(k, b);
     this.metrics?.flowBalance.set({ account: b.account, product: b.productNo }, b.balanceBytes);
+    for (const listener of this.listeners) listener(b);
     if (before?.hasBalance !== false && !b.hasBalance) {
       this.logger?.warn({ account: b.account, productNo: b.productNo }, `traffic balance of main account ${b.account} for product ${b.productNo} is exhausted; draws stop until it is topped up`);
     } else if (before?.hasBalance === false && b.hasBalance) {

@@ -7,10 +7,12 @@ import type { OperationName, OpRequest, OpResponse } from '../platform/operation
 import type { CallOptions } from '../platform/client.ts';
 import type { AreaNode, City, Product, Project } from '../platform/schemas.ts';
 import type { FlowLogQuery, TrafficReturn } from '../accounts/traffic.ts';
+import type { EventRecord } from '../store/events.ts';
 import type { ConnectionListQuery, UsageListQuery } from '../connlog/service.ts';
 import type { ConnectionRecord, LiveConnection } from '../connlog/types.ts';
 import type { PlatformCompareRow, UsageRow } from '../connlog/usage.ts';
 import type { AfterSaleInput, AssignIpInput, ChangeInput, OpenInput, ReleaseInput, RenewInput, ResetInput } from '../orders/placer.ts';
+import type { MetricSource, StatsView } from '../telemetry/sampler.ts';
 
 /** PlatformClient. */
 export interface PlatformPort {
@@ -126,16 +128,26 @@ export interface SessionsPort {
   rotate(user: string, sessionId: string, reason: 'manual'): boolean;
 }
 
-/** The prom-client registry of createMetrics(). */
-export interface MetricsPort {
+/** The prom-client registry of createMetrics() (getSingleMetric feeds the dashboard's series). */
+export interface MetricsPort extends MetricSource {
   contentType: string;
   metrics(): Promise<string>;
+}
+
+/** src/telemetry/sampler.ts StatsSampler: the dashboard's last hour, read from the metrics. */
+export interface StatsPort {
+  view(since?: number): StatsView;
 }
 
 export interface Readiness {
   platform: boolean;
   store: boolean;
   listeners: boolean;
+}
+
+/** src/events/outbox.ts Events: the outbox as GET /v1/events reads it. */
+export interface EventsPort {
+  list(filter: { since: number; limit: number }): Promise<EventRecord[]>;
 }
 
 /** src/connlog/service.ts ConnectionLogService: the connection log and the usage rollups. */
@@ -161,6 +173,10 @@ export interface AdminDeps {
   metrics: MetricsPort;
   /** Real checks, see readiness.ts createReadiness(). */
   ready(): Promise<Readiness>;
+  /** The dashboard's series; buildAdminServer runs its own sampler over `metrics` when absent. */
+  stats?: StatsPort;
+  /** The event outbox (GET /v1/events); without it the route answers 503 EVENTS_UNAVAILABLE. */
+  events?: EventsPort;
   connections: ConnectionsPort;
   /** config billing: the currency usage amounts are in */
   billing: { currency: string };

@@ -7,14 +7,16 @@
 // `;` parameters, dot segments. A check on the raw URL's prefix (as before) let `/%761/users` and
 // `GET http://x/v1/app` through. Before any route, every request passes the Host/Origin policy (origin.ts).
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
-import swagger from '@fastify/swagger';
 import { isLoopbackHost } from '../config/schema.ts';
 import { bearerChecker } from './auth.ts';
 import { createOriginPolicy } from './origin.ts';
 import type { AdminDeps } from './deps.ts';
+import { registerApiDocs } from './docs.ts';
 import { AdminConfigError, toErrorReply } from './errors.ts';
 import { registerProbes } from './probes.ts';
 import { ROUTES } from './routes/index.ts';
+import { registerDashboard } from './ui/dashboard.ts';
+import { StatsSampler, type StatsSamplerOptions } from '../telemetry/sampler.ts';
 import { zodValidatorCompiler } from './validation.ts';
 
 export interface AdminServerOptions {
@@ -29,6 +31,10 @@ export interface AdminServerOptions {
   allowedHosts?: readonly string[];
   /** config admin.allowedOrigins (see origin.ts) */
   allowedOrigins?: readonly string[];
+  /** config callback.path, for the OpenAPI document (the callback route lives on its own server). */
+  callbackPath?: string;
+  /** The dashboard's series (GET /v1/stats) when deps bring none: sampling interval, window, clock. */
+  stats?: Omit<StatsSamplerOptions, 'source'>;
 }
 
 /**
@@ -102,17 +108,15 @@ export function buildAdminServer(deps: AdminDeps, options: AdminServerOptions): 
     reply.status(404).send({ error: { code: 'NOT_FOUND', message: `no route ${request.method} ${request.url.split('?')[0]}` } }),
   );
 
-  void app.register(swagger, {
-    openapi: {
-      openapi: '3.0.3',
-      info: { title: 'Rotor admin API', version: '1', description: 'Admin API of the Rotor proxy gateway (interface.md "Admin API").' },
-      components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } },
-    },
-  });
-  void app.register(async (scope) => {
-    registerProbes(scope, deps);
-    scope.get('/docs/json', { schema: { hide: true } }, async () => scope.swagger());
-  });
+  registerApiDocs(app, options.callbackPath ? { callbackPath: options.callbackPath } : {});
+  registerDashboard(app);
+  void app.register(async (scope) => registerProbes(scope, deps));
+  const sampler = deps.stats ? undefined : new StatsSampler({ ...options.stats, source: deps.metrics });
+  if (sampler) {
+    app.addHook('onReady', () => sampler.start());
+    app.addHook('onClose', async () => sampler.stop());
+  }
+  const routeDeps: AdminDeps = sampler ? { ...deps, stats: sampler } : deps;
   void app.register(
     async (v1) => {
       v1.addHook('onRequest', requireToken);
@@ -120,7 +124,7 @@ export function buildAdminServer(deps: AdminDeps, options: AdminServerOptions): 
       v1.setNotFoundHandler((request, reply) =>
         reply.status(404).send({ error: { code: 'NOT_FOUND', message: `no route ${request.method} ${request.url.split('?')[0]}` } }),
       );
-      for (const register of ROUTES) register(v1, deps);
+      for (const register of ROUTES) register(v1, routeDeps);
     },
     { prefix: '/v1' },
   );

@@ -20,6 +20,8 @@ export const ENV_OVERRIDES = [
   { env: 'ROTOR_CALLBACK_PORT', key: 'callback.port', type: 'number' },
   { env: 'ROTOR_STORE', key: 'store.path', type: 'string' },
   { env: 'ROTOR_LOG_LEVEL', key: 'log.level', type: 'string' },
+  { env: 'ROTOR_EVENTS_WEBHOOK_URL', key: 'events.webhookUrl', type: 'string' },
+  { env: 'ROTOR_EVENTS_SECRET', key: 'events.secret', type: 'string' },
 ] as const;
 
 export interface ConfigIssue {

@@ -29,5 +29,6 @@ export function redactConfig(config: Config): Config {
     store: { ...config.store, path: redactUrl(config.store.path) },
     log: { ...config.log },
     users: config.users.map((u) => ({ ...u, password: mask(u.password) })),
+    events: { ...config.events, secret: mask(config.events.secret), webhookUrl: redactUrl(config.events.webhookUrl) },
   };
 }

@@ -4,6 +4,7 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { SESS_TIME_MAX, SESS_TIME_MIN } from '../platform/operations.ts';
+import { listenSchema, rulesSchema } from '../users/schemas.ts';
 
 const port = z.number().int().min(0).max(65_535);
 const host = z.string().min(1);
@@ -78,6 +79,8 @@ const proxy = z
     hedgeAfterMs: z.number().int().min(0).max(60_000).default(0),
     /** Bound on an upstream's answer to the tunnel request, after the TCP connect; absent = connectTimeoutMs. */
     upstreamHandshakeTimeoutMs: millis.optional(),
+    /** Destination rules every user is held to (src/users/rules.ts); the user's own `rules` apply as well. */
+    rules: rulesSchema.prefault({ denyPorts: [25] }),
   })
   .prefault({});
 
@@ -159,6 +162,10 @@ const user = z.strictObject({
   draw: z.enum(['pwd', 'api']).default('pwd'),
   sessTime: z.number().int().min(SESS_TIME_MIN).max(SESS_TIME_MAX).default(5),
   limitBytes: z.number().int().min(-1).default(-1),
+  /** Destination rules of this user, on top of proxy.rules (src/users/rules.ts). */
+  rules: rulesSchema.optional(),
+  /** A dedicated port for this user (src/users/ports.ts); null or absent = none. */
+  listen: listenSchema.nullable().optional(),
   /** Price per GB for GET /v1/usage amounts; null/absent = billing.defaultPricePerGb. */
   pricePerGb: z.number().min(0).nullable().optional(),
 });
@@ -168,9 +175,13 @@ const users = z
   .default([])
   .superRefine((list, ctx) => {
     const seen = new Set<string>();
+    const ports = new Map<number, string>();
     list.forEach((u, i) => {
       if (seen.has(u.name)) ctx.addIssue({ code: 'custom', path: [i, 'name'], message: `duplicate user name ${u.name}` });
       seen.add(u.name);
+      const port = u.listen?.port ?? 0;
+      if (port !== 0 && ports.has(port)) ctx.addIssue({ code: 'custom', path: [i, 'listen', 'port'], message: `port ${port} is already ${ports.get(port)}'s` });
+      if (port !== 0) ports.set(port, u.name);
     });
   });
 
@@ -257,7 +268,36 @@ const fleet = z
   })
   .prefault({});
 
-export const configSchema = z.strictObject({ platform, proxy, pool, admin, callback, store, log, users, orders, accounts, fleet, billing });
+/** Events and their webhook (src/events/). */
+const events = z
+  .strictObject({
+    /** Where events are POSTed; empty: events are only listed by GET /v1/events. */
+    webhookUrl: z
+      .string()
+      .default('')
+      .refine((u) => u === '' || /^https?:\/\/[^\s]+$/i.test(u), { message: 'must be an http:// or https:// URL' }),
+    /** HMAC-SHA256 key of the X-Rotor-Signature header. */
+    secret: z.string().default(''),
+    /** One POST, until the answer's status line. */
+    timeoutMs: millis.default(10_000),
+    /** Retries: this delay doubled per failed attempt, up to retryMaxMs (times a random factor in [1, 1.5)). */
+    retryBaseMs: millis.default(1_000),
+    retryMaxMs: millis.default(300_000),
+    /** How often the outbox is looked at when nothing new was written. */
+    pollMs: millis.default(1_000),
+    /** How often quota thresholds and expiries are checked (off the data path). */
+    checkMs: millis.default(1_000),
+    /** Delivered events are listed this long, then pruned. */
+    retentionDays: z.number().int().min(1).default(30),
+    /** balance.low: a dynamic balance under this many MB (or exhausted). */
+    balanceLowMb: z.number().min(0).default(1024),
+  })
+  .prefault({})
+  .superRefine((e, ctx) => {
+    if (e.webhookUrl !== '' && e.secret === '') ctx.addIssue({ code: 'custom', path: ['secret'], message: 'required when events.webhookUrl is set (receivers check the signature)' });
+  });
+
+export const configSchema = z.strictObject({ platform, proxy, pool, admin, callback, store, log, users, orders, accounts, fleet, billing, events });
 
 export type Config = z.output<typeof configSchema>;
 export type ConfigInput = z.input<typeof configSchema>;

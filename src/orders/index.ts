@@ -41,6 +41,8 @@ export interface OrdersOptions {
   tracking?: TrackerSettings;
   /** Fleet mode: one daemon at a time follows a given order (see tracker.ts). */
   claims?: OrderClaims;
+  /** An order reached a final status (the order.final event): see tracker.ts TrackerOptions.onFinal. */
+  onOrderFinal?: (order: OrderRecord) => Promise<void>;
   newMerchantNo?: (now: number) => string;
   newReqId?: () => string;
 }
@@ -84,6 +86,7 @@ export class Orders {
       logger: options.logger,
       clock,
       ...(options.claims ? { claims: options.claims } : {}),
+      ...(options.onOrderFinal ? { onFinal: options.onOrderFinal } : {}),
     });
     this.callbacks = new CallbackHandler({ store: options.store, tracker: this.tracker, metrics: options.metrics, logger: options.logger, clock, isKnownProduct: (no) => this.catalog.isAuthorized(no) !== undefined });
     this.placer.onAccepted = (order) => {

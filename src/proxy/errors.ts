@@ -26,7 +26,7 @@ export class DialAbortedError extends Error {
   }
 }
 
-export type GatewayErrorCode = 'NO_UPSTREAM' | 'UPSTREAM_TIMEOUT' | 'UPSTREAM_FAILED' | 'LIMITED' | 'DIAL_ABORTED' | 'BAD_TARGET';
+export type GatewayErrorCode = 'NO_UPSTREAM' | 'UPSTREAM_TIMEOUT' | 'UPSTREAM_FAILED' | 'LIMITED' | 'DIAL_ABORTED' | 'BAD_TARGET' | 'NOT_ALLOWED';
 
 /**
  * What Router.dial rejects with: one code, the answer for each listener (RotorError's httpStatus and
@@ -44,6 +44,11 @@ export class GatewayError extends RotorError {
   ) {
     super(code, message, { httpStatus: HTTP_STATUS[code], socksReply: SOCKS_REPLY[code] });
   }
+
+  /** The `result` label of rotor_proxy_connections_total this failure counts under. */
+  get connectionResult(): 'limited' | 'not_allowed' | 'bad_request' | 'upstream_error' {
+    return this.code === 'LIMITED' ? 'limited' : this.code === 'NOT_ALLOWED' ? 'not_allowed' : this.code === 'BAD_TARGET' ? 'bad_request' : 'upstream_error';
+  }
 }
 
 const HTTP_STATUS: Record<GatewayErrorCode, number> = {
@@ -53,6 +58,7 @@ const HTTP_STATUS: Record<GatewayErrorCode, number> = {
   LIMITED: 403,
   DIAL_ABORTED: 499,
   BAD_TARGET: 400,
+  NOT_ALLOWED: 403,
 };
 
 const SOCKS_REPLY: Record<GatewayErrorCode, ReplyCode> = {
@@ -62,4 +68,5 @@ const SOCKS_REPLY: Record<GatewayErrorCode, ReplyCode> = {
   LIMITED: REPLY.notAllowed,
   DIAL_ABORTED: REPLY.generalFailure,
   BAD_TARGET: REPLY.generalFailure,
+  NOT_ALLOWED: REPLY.notAllowed,
 };

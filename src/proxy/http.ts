@@ -46,6 +46,8 @@ export interface HttpListenerOptions {
   logger?: Logger;
   /** The connection log (one context per CONNECT or forwarded request); default ids only. */
   recorder?: ConnectionRecorder;
+  /** Admission without credentials (a user's own port: src/users/ports.ts UserPorts.admit); undefined = none. */
+  anonymous?: (socket: Socket) => Authorization | undefined;
 }
 
 const LISTENER = 'http';
@@ -171,6 +173,11 @@ export class HttpListener {
     await closed;
   }
 
+  /** Serves a socket accepted elsewhere (a user's own port, src/users/handover.ts). */
+  handleSocket(socket: Socket): void {
+    this.server.emit('connection', socket);
+  }
+
   private count(result: ConnectionResult): void {
     this.options.metrics?.connectionsTotal.inc({ listener: LISTENER, result });
   }
@@ -210,13 +217,13 @@ export class HttpListener {
     }
     conn.target = req.url ?? null;
     const credentials = parseBasic(req.headers['proxy-authorization']);
-    if (!credentials) {
+    const router = this.options.router;
+    const a = credentials ? router.authorize(credentials.username, credentials.password) : this.options.anonymous?.(socket);
+    if (!a) {
       this.refuse(conn, 'auth_failed', 'proxy credentials required (Basic)');
       this.answer(socket, 407, 'proxy credentials required (Basic)');
       return;
     }
-    const router = this.options.router;
-    const a = router.authorize(credentials.username, credentials.password);
     if (!a.ok) {
       conn.user = a.user ?? null;
       this.refuse(conn, HttpListener.refusalResult(a), a.reason);
@@ -283,7 +290,7 @@ export class HttpListener {
         return undefined;
       }
       if (err.code !== 'DIAL_ABORTED') {
-        this.refuse(conn, err.code === 'LIMITED' ? 'limited' : 'upstream_error', err.upstreamReason ? `${err.message} (${err.upstreamReason})` : err.message);
+        this.refuse(conn, err.connectionResult, err.upstreamReason ? `${err.message} (${err.upstreamReason})` : err.message);
         this.options.logger?.info({ listener: LISTENER, conn: conn.id, user, code: err.code, reason: err.upstreamReason }, 'http upstream failed');
       } else {
         this.refuse(conn, 'client_abort', err.message);
@@ -304,12 +311,12 @@ export class HttpListener {
     // Plain HTTP: each forwarded request is dialed on its own, so each is one connection of the log.
     const conn = this.recorder.open(LISTENER);
     conn.target = `${o.hostname.includes(':') ? `[${o.hostname}]` : o.hostname}:${o.port}`;
-    if (!o.request.headers['proxy-authorization']) {
+    const router = this.options.router;
+    const a = o.request.headers['proxy-authorization'] ? router.authorize(o.username, o.password) : this.options.anonymous?.(o.request.socket);
+    if (!a) {
       this.refuse(conn, 'auth_failed', 'proxy credentials required (Basic)');
       return { requestAuthentication: true, failMsg: 'proxy credentials required (Basic)' };
     }
-    const router = this.options.router;
-    const a = router.authorize(o.username, o.password);
     if (!a.ok) {
       conn.user = a.user ?? null;
       this.refuse(conn, HttpListener.refusalResult(a), a.reason);

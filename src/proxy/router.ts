@@ -16,6 +16,7 @@ import { GatewayError, type UpstreamDialError } from './errors.ts';
 import { checkTarget } from './target.ts';
 import type { InstanceDirectory, LocalUser, MeterProvider, PoolProvider, SessionStore, Target, UserDirectory } from './types.ts';
 import { parseUsername, type UsernameOptions } from './username.ts';
+import type { DestinationPolicy } from '../users/rules.ts';
 
 export interface Route {
   user: LocalUser;
@@ -87,6 +88,8 @@ export interface RouterOptions {
   /** Override the dialers (tests). */
   dialers?: { socks5?: Dialer; http?: Dialer };
   now?: () => number;
+  /** Destination rules (src/users/rules.ts), checked before anything is dialed; none = every target. */
+  destinations?: DestinationPolicy;
   /**
    * Whether a `-region-` code is in the platform's dictionaries (src/orders/regions.ts); undefined = not
    * known yet (let through). An unknown code is refused (403) before any pool or draw exists for it.
@@ -182,6 +185,21 @@ export class Router {
       if (this.authCache.size >= AUTH_CACHE_MAX) this.authCache.clear();
       this.authCache.set(key, { user, password: found.password, options: o });
     }
+    return this.admit(user, o);
+  }
+
+  /**
+   * A client admitted as `name` without credentials (a user's own port, its address in `listen.allowIps`:
+   * src/users/ports.ts): the same admission as after a password matched, with the user's defaults.
+   */
+  authorizeUser(name: string, options: UsernameOptions = {}): Authorization {
+    const user = this.users.get(name);
+    if (!user) return { ok: false, kind: 'auth', reason: 'unknown user' };
+    return this.admit(user, options);
+  }
+
+  /** What follows a known user: instance rights, limits, the route. */
+  private admit(user: LocalUser, o: UsernameOptions): Authorization {
     if (o.instance !== undefined) {
       const instances = this.options.instances;
       if (!instances || !instances.get(o.instance))
@@ -213,6 +231,7 @@ export class Router {
     // Before any pool is asked: a malformed target is the client's fault and must never be charged to a node.
     const target = checkTarget(requested);
     if (this.options.meters.meter(route.user.name).exhausted) throw new GatewayError('LIMITED', 'traffic limit reached');
+    this.checkDestination(route, target);
     let source: NodeSource;
     try {
       source = this.sourceFor(route);
@@ -284,6 +303,12 @@ export class Router {
         giveBack();
       },
     };
+  }
+
+  /** Destination rules, before any pool is asked for a node: a refused target costs no draw and no dial. */
+  private checkDestination(route: Route, target: Target): void {
+    const refusal = this.options.destinations?.check(route.user, target);
+    if (refusal !== undefined) throw new GatewayError('NOT_ALLOWED', refusal);
   }
 
   private dialNode(node: UpstreamNode, target: Target, mode: DialMode, options: DialOptions): Promise<Tunnel> {

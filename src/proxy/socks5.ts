@@ -10,7 +10,7 @@ import { DialCancel } from './cancel.ts';
 import { GatewayError } from './errors.ts';
 import { holdClient } from './hold.ts';
 import { ListenerConnections, onServerError } from './connections.ts';
-import type { Refusal, Route, Router } from './router.ts';
+import type { Authorization, Refusal, Route, Router } from './router.ts';
 import { unrecordedConnections } from '../connlog/recorder.ts';
 import type { ConnectionContext, ConnectionRecorder, RecordResult } from '../connlog/types.ts';
 
@@ -28,6 +28,8 @@ export interface Socks5ListenerOptions {
   logger?: Logger;
   /** The connection log (one context per connection: id, live list, record); default ids only. */
   recorder?: ConnectionRecorder;
+  /** Admission without credentials (a user's own port: src/users/ports.ts UserPorts.admit); undefined = none. */
+  anonymous?: (socket: Socket) => Authorization | undefined;
 }
 
 type Decision = { route: Route } | { refusal: Refusal };
@@ -78,6 +80,11 @@ export class Socks5Listener {
     await closed;
   }
 
+  /** Serves a socket accepted elsewhere (a user's own port, src/users/handover.ts). */
+  handleSocket(socket: Socket): void {
+    this.onConnection(socket);
+  }
+
   private count(result: ConnectionResult): void {
     this.options.metrics?.connectionsTotal.inc({ listener: LISTENER, result });
   }
@@ -123,6 +130,7 @@ export class Socks5Listener {
           const { ok: _ok, ...refusal } = a;
           return { ok: true, context: { refusal } };
         },
+        ...(this.options.anonymous ? { noAuth: () => decide(this.options.anonymous!(socket)) } : {}),
       });
     } catch (err) {
       const code = err instanceof Socks5HandshakeError ? err.code : 'CLOSED';
@@ -173,7 +181,7 @@ export class Socks5Listener {
       writeReply(socket, err.socksReply);
       this.refuse(
         conn,
-        err.code === 'LIMITED' ? 'limited' : err.code === 'BAD_TARGET' ? 'bad_request' : 'upstream_error',
+        err.connectionResult,
         err.upstreamReason ? `${err.message} (${err.upstreamReason})` : err.message,
       );
       this.options.logger?.info({ listener: LISTENER, conn: conn.id, user, code: err.code, reason: err.upstreamReason }, 'socks5 connect failed');
@@ -196,6 +204,14 @@ export class Socks5Listener {
 }
 
 function noop(): void {}
+
+/** An admission without credentials as the handshake's decision (none or an auth refusal: no way in). */
+function decide(a: Authorization | undefined): AuthDecision<Decision> {
+  if (!a || (!a.ok && a.kind === 'auth')) return { ok: false };
+  if (a.ok) return { ok: true, context: { route: a.route } };
+  const { ok: _ok, ...refusal } = a;
+  return { ok: true, context: { refusal } };
+}
 
 /** An IPv6 literal in brackets, so `host:port` stays readable. */
 function hostText(host: string): string {

@@ -1,6 +1,7 @@
 // What the gateway needs from the rest of Rotor. Each seam is a small interface so the listeners can be
 // tested with in-test implementations and the composition root (src/main.ts) can wire the real ones.
 import type { NodeSource, PoolKey, UpstreamNode } from '../pool/types.ts';
+import type { DestinationRules } from '../users/rules.ts';
 
 /** A local proxy user from the config (interface.md, `users:`). */
 export interface LocalUser {
@@ -15,6 +16,12 @@ export interface LocalUser {
   sessTime: number;
   /** bytes, both directions; -1 = unlimited */
   limitBytes: number;
+  /** destination rules on top of proxy.rules (src/users/rules.ts DestinationRules) */
+  rules?: DestinationRules | null | undefined;
+  /** RFC 3339 or null: when the user expires (the user directory sets it; src/events/ announces it) */
+  expiresAt?: string | null | undefined;
+  /** a dedicated port served by src/users/ports.ts UserPorts */
+  listen?: { port: number; allowIps: readonly string[] } | null | undefined;
   /** Price per GB for usage amounts (GET /v1/usage); null/absent = billing.defaultPricePerGb. */
   pricePerGb?: number | null | undefined;
 }

@@ -1,5 +1,6 @@
 // Numbered schema migrations. Each runs once, in its own transaction, and is recorded in `migrations`;
 // never edit a published one — add the next number.
+import { EVENTS_MIGRATION_SQL } from './sqlite-events.ts';
 
 export interface Migration {
   id: number;
@@ -79,6 +80,7 @@ export const MIGRATIONS: readonly Migration[] = [
       );
     `,
   },
+  { id: 20, name: 'event outbox and once-only markers', sql: EVENTS_MIGRATION_SQL },
   {
     // Issue 16: the connection log (one row per accepted connection) and the usage rollups folded from it.
     // Queries read newest first, by user, result or both, so each index ends in (started_at, id).

@@ -15,6 +15,7 @@
 //   P alive:<instance>        string an instance's heartbeat (PX ttl); its leases die with it
 //   P sess:<user>:<sessionId> string shared sticky session (src/fleet/sessions.ts)
 //   P lease:<name>            string generic lease (src/fleet/lease.ts)
+//   P ev:*, P events:*, P evm:* the event outbox (src/store/redis-events.ts)
 
 export const DEFAULT_REDIS_PREFIX = 'rotor:';
 

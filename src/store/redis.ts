@@ -11,6 +11,8 @@ import type { Logger } from '../telemetry/logger.ts';
 import { StoreConflictError, StoreError } from './errors.ts';
 import { RedisConnection, type RedisConnectionOptions } from './redis-connection.ts';
 import { DEFAULT_REDIS_PREFIX, RedisKeys } from './redis-keys.ts';
+import * as outbox from './redis-events.ts';
+import type { EventRecord, EventSettlement, NewEvent } from './events.ts';
 import type {
   CallbackKey,
   CallbackRecord,
@@ -194,6 +196,7 @@ export class RedisStore implements Store {
   readonly keys: RedisKeys;
   readonly connection: RedisConnection;
   private readonly now: () => number;
+  private readonly eventKeys: outbox.EventKeys;
 
   /** Does not connect: call `connect()` (openRedisStore does) before use. */
   constructor(url: string, options: RedisStoreOptions = {}) {
@@ -201,6 +204,8 @@ export class RedisStore implements Store {
     this.now = options.now ?? Date.now;
     this.connection = new RedisConnection(url, { ...options, name: 'rotor-store' });
     defineScripts(this.connection.client, SCRIPTS);
+    defineScripts(this.connection.client, outbox.EVENT_SCRIPTS);
+    this.eventKeys = outbox.eventKeys(this.keys.prefix);
   }
 
   /** Connects; rejects with StoreUnavailableError (code STORE_UNAVAILABLE) when Redis cannot be reached. */
@@ -468,6 +473,31 @@ export class RedisStore implements Store {
       .filter((k) => k.startsWith(prefix))
       .sort(byKey)
       .map((k) => ({ key: k, value: JSON.parse(all[k] as string) as T }));
+  }
+
+  // ── event outbox (redis-events.ts) ──
+  async appendEvent(event: NewEvent): Promise<EventRecord | undefined> {
+    return this.run('events', (c) => outbox.appendEvent((name, args) => callScript(c, name, args), this.eventKeys, event, this.now()));
+  }
+
+  async listEvents(filter?: { since?: number; limit?: number }): Promise<EventRecord[]> {
+    return this.run('events', (c) => outbox.listEvents(c, this.eventKeys, filter));
+  }
+
+  async claimEvents(now: number, leaseMs: number, limit: number): Promise<EventRecord[]> {
+    return this.run('events', (c) => outbox.claimEvents(c, (name, args) => callScript(c, name, args), this.eventKeys, now, leaseMs, limit));
+  }
+
+  async settleEvent(id: number, outcome: EventSettlement): Promise<void> {
+    await this.run(`event ${id}`, (c) => outbox.settleEvent(c, this.eventKeys, id, outcome));
+  }
+
+  async clearMarker(marker: string): Promise<void> {
+    await this.run('events', (c) => outbox.clearMarker(c, this.eventKeys, marker));
+  }
+
+  async pruneEvents(options: { deliveredBefore: number; now: number }): Promise<number> {
+    return this.run('events', (c) => outbox.pruneEvents(c, this.eventKeys, options));
   }
 
   async close(): Promise<void> {

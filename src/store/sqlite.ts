@@ -5,6 +5,8 @@ import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { MIGRATIONS, type Migration } from './migrations.ts';
 import { StoreConflictError, StoreUnavailableError } from './errors.ts';
+import * as outbox from './sqlite-events.ts';
+import type { EventRecord, EventSettlement, NewEvent } from './events.ts';
 import type {
   CallbackKey,
   CallbackRecord,
@@ -371,6 +373,31 @@ export class SqliteStore implements Store {
     // substr comparison, not LIKE: keys may contain % and _.
     const rows = this.q().prepare('SELECT key, value FROM kv WHERE substr(key, 1, ?) = ? ORDER BY key').all(prefix.length, prefix) as Row[];
     return rows.map((r) => ({ key: String(r.key), value: parse(r.value) as T }));
+  }
+
+  // ── event outbox (sqlite-events.ts) ──
+  async appendEvent(event: NewEvent): Promise<EventRecord | undefined> {
+    return outbox.appendEvent(this.q(), event);
+  }
+
+  async listEvents(filter?: { since?: number; limit?: number }): Promise<EventRecord[]> {
+    return outbox.listEvents(this.q(), filter);
+  }
+
+  async claimEvents(now: number, leaseMs: number, limit: number): Promise<EventRecord[]> {
+    return outbox.claimEvents(this.q(), now, leaseMs, limit);
+  }
+
+  async settleEvent(id: number, outcome: EventSettlement): Promise<void> {
+    outbox.settleEvent(this.q(), id, outcome);
+  }
+
+  async clearMarker(marker: string): Promise<void> {
+    outbox.clearMarker(this.q(), marker);
+  }
+
+  async pruneEvents(options: { deliveredBefore: number; now: number }): Promise<number> {
+    return outbox.pruneEvents(this.q(), options);
   }
 
   async close(): Promise<void> {

@@ -105,7 +105,10 @@ export interface InstanceFilter {
   offset?: number;
 }
 
-export interface Store {
+import type { EventOutbox } from './events.ts';
+export type { EventOutbox, EventRecord, EventSettlement, NewEvent } from './events.ts';
+
+export interface Store extends EventOutbox {
   // Orders
   /** Inserts or replaces the order with this appOrderNo. */
   putOrder(order: OrderRecord): Promise<void>;

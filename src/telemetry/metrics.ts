@@ -22,6 +22,8 @@ export const METRIC = {
   instances: 'rotor_instances',
   upstreamHedges: 'rotor_upstream_hedges_total',
   upstreamProbes: 'rotor_upstream_probes_total',
+  events: 'rotor_events_total',
+  webhookDeliveries: 'rotor_webhook_deliveries_total',
   connlogDropped: 'rotor_connlog_dropped_total',
   connlogWritten: 'rotor_connlog_records_total',
 } as const;
@@ -75,6 +77,8 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     instances: new Gauge({ name: METRIC.instances, help: 'Static instances by status', labelNames: ['status'] as const, registers }),
     upstreamHedges: new Counter({ name: METRIC.upstreamHedges, help: 'Parallel dials started because a node was slow to answer, by outcome', labelNames: ['outcome'] as const, registers }),
     upstreamProbes: new Counter({ name: METRIC.upstreamProbes, help: 'Background health probes of upstream nodes, by result', labelNames: ['result'] as const, registers }),
+    events: new Counter({ name: METRIC.events, help: 'Events written to the outbox, by type', labelNames: ['type'] as const, registers }),
+    webhookDeliveries: new Counter({ name: METRIC.webhookDeliveries, help: 'Webhook POSTs by outcome (delivered: a 2xx; failed: retried later)', labelNames: ['result'] as const, registers }),
     connlogDropped: new Counter({ name: METRIC.connlogDropped, help: 'Connection records dropped because the write queue was full (oldest first)', registers }),
     connlogWritten: new Counter({ name: METRIC.connlogWritten, help: 'Connection records written, by sink', labelNames: ['sink'] as const, registers }),
   };

@@ -49,6 +49,12 @@ export interface HandshakeOptions<T> {
   auth: 'password' | 'none';
   /** Called once with the RFC 1929 credentials; not called for auth 'none'. */
   authenticate?: (username: string, password: string) => AuthDecision<T> | Promise<AuthDecision<T>>;
+  /**
+   * With auth 'password': a client that offers "no authentication" but not user/password (a browser) is
+   * asked about here; ok lets it on without credentials (its context as if authenticated). A client offering
+   * user/password always authenticates with it.
+   */
+  noAuth?: () => AuthDecision<T>;
 }
 
 export interface ConnectRequest<T> {
@@ -143,13 +149,21 @@ export function acceptSocks5<T = undefined>(socket: Socket, options: HandshakeOp
             return 0;
           }
           if (buffer.length < 2 + n) return 0;
-          const wanted = options.auth === 'password' ? 0x02 : 0x00;
-          if (!buffer.subarray(2, 2 + n).includes(wanted)) {
+          const methods = buffer.subarray(2, 2 + n);
+          let wanted = options.auth === 'password' ? 0x02 : 0x00;
+          if (wanted === 0x02 && !methods.includes(0x02) && methods.includes(0x00) && options.noAuth) {
+            const decision = options.noAuth();
+            if (decision.ok) {
+              wanted = 0x00;
+              context = decision.context;
+            }
+          }
+          if (!methods.includes(wanted)) {
             fail('NO_ACCEPTABLE_METHOD', 'client offers no acceptable method', Buffer.from([SOCKS_VERSION, 0xff]));
             return 0;
           }
           socket.write(Buffer.from([SOCKS_VERSION, wanted]));
-          stage = options.auth === 'password' ? Stage.Auth : Stage.Request;
+          stage = wanted === 0x02 ? Stage.Auth : Stage.Request;
           return 2 + n;
         }
         case Stage.Auth: {

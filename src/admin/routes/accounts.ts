@@ -68,6 +68,7 @@ export const accountRoutes: RegisterRoutes = (app, deps) => {
     '/accounts',
     {
       schema: {
+        operationId: 'saveMainAccount',
         body: zs(operations.CreateUser.request),
         ...doc('accounts', 'create or modify a main account (CreateUser); the answer carries no password', { 200: fromZod(operations.CreateUser.response) }),
       },
@@ -81,7 +82,7 @@ export const accountRoutes: RegisterRoutes = (app, deps) => {
   app.post<{ Params: { name: string }; Body: z.output<typeof authBody> }>(
     '/accounts/:name/auth',
     {
-      schema: { params: accountParams, body: zs(authBody), ...doc('accounts', 'sync account verification (UserAuth)', { 200: fromZod(operations.UserAuth.response) }) },
+      schema: { operationId: 'verifyMainAccount', params: accountParams, body: zs(authBody), ...doc('accounts', 'sync account verification (UserAuth)', { 200: fromZod(operations.UserAuth.response) }) },
     },
     async (req) => deps.platform.call('UserAuth', { ...req.body, appUsername: req.params.name }),
   );
@@ -90,6 +91,7 @@ export const accountRoutes: RegisterRoutes = (app, deps) => {
     '/accounts/:name/balance',
     {
       schema: {
+        operationId: 'getAccountBalance',
         params: accountParams,
         querystring: zs(z.strictObject({ productNo: name, proxyType: dynamicTypeQuery.optional() })),
         ...doc('accounts', 'dynamic balance (ProxyInfo; MB and bytes at the product\'s base)', { 200: balanceAnswer }),
@@ -102,6 +104,7 @@ export const accountRoutes: RegisterRoutes = (app, deps) => {
     '/accounts/:name/flow-log',
     {
       schema: {
+        operationId: 'getAccountFlowLog',
         params: accountParams,
         querystring: zs(
           z.strictObject({
@@ -122,6 +125,7 @@ export const accountRoutes: RegisterRoutes = (app, deps) => {
     '/accounts/:name/return',
     {
       schema: {
+        operationId: 'returnTraffic',
         params: accountParams,
         body: zs(returnBody),
         ...doc('accounts', 'return dynamic traffic (DynamicProxyReturn): flowNum in whole MB, or ipNum', { 200: looseObject }),

@@ -4,12 +4,14 @@ import { appRoutes } from './app.ts';
 import { assignIpRoutes } from './assign-ip.ts';
 import type { RegisterRoutes } from './common.ts';
 import { dictionaryRoutes } from './dictionaries.ts';
+import { eventRoutes } from './events.ts';
 import { instanceRoutes } from './instances.ts';
 import { orderRoutes } from './orders.ts';
 import { platformRoutes } from './platform.ts';
 import { poolRoutes } from './pools.ts';
 import { productRoutes } from './products.ts';
 import { sessionRoutes } from './sessions.ts';
+import { statsRoutes } from './stats.ts';
 import { subAccountRoutes } from './sub-accounts.ts';
 import { userRoutes } from './users.ts';
 import { whitelistRoutes } from './whitelist.ts';
@@ -30,6 +32,8 @@ export const ROUTES: readonly RegisterRoutes[] = [
   poolRoutes,
   sessionRoutes,
   platformRoutes,
+  statsRoutes,
+  eventRoutes,
   connectionRoutes,
   usageRoutes,
 ];

@@ -23,6 +23,7 @@ export const instanceRoutes: RegisterRoutes = (app, deps) => {
     '/instances',
     {
       schema: {
+        operationId: 'listInstances',
         querystring: zs(
           z.strictObject({
             orderNo: name.optional(),
@@ -51,6 +52,7 @@ export const instanceRoutes: RegisterRoutes = (app, deps) => {
     '/instances/:instanceNo',
     {
       schema: {
+        operationId: 'getInstance',
         params: zs(z.strictObject({ instanceNo: name })),
         querystring: zs(z.strictObject({ refresh: boolQuery.optional() })),
         ...doc('instances', 'one static instance; refresh=true reads it from the platform first', { 200: instanceSchema }),
@@ -67,6 +69,7 @@ export const instanceRoutes: RegisterRoutes = (app, deps) => {
     '/instances/:instanceNo/change',
     {
       schema: {
+        operationId: 'changeInstance',
         params: zs(z.strictObject({ instanceNo: name })),
         body: zs(changeBody.prefault({})),
         ...doc('instances', 'change the proxy behind an instance (ChangeProxy); 202 with the change order', { 202: orderSchema }),
@@ -80,7 +83,7 @@ export const instanceRoutes: RegisterRoutes = (app, deps) => {
 
   app.post<{ Body: z.output<typeof resetBody> }>(
     '/instances/reset-password',
-    { schema: { body: zs(resetBody), ...doc('instances', 'reset instance passwords (ResetProxyPassword); new passwords are stored on the instances', { 202: looseObject }) } },
+    { schema: { operationId: 'resetInstancePasswords', body: zs(resetBody), ...doc('instances', 'reset instance passwords (ResetProxyPassword); new passwords are stored on the instances', { 202: looseObject }) } },
     async (req, reply) => reply.status(202).send(await deps.orders.resetPassword(req.body)),
   );
 };

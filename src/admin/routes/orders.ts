@@ -36,12 +36,12 @@ export const bodies = {
 const accepted = { 202: { description: 'accepted: the order record', ...orderSchema } };
 
 type Place = (deps: AdminDeps, body: never) => Promise<unknown>;
-const PLACING: [path: string, schema: Record<string, unknown>, summary: string, place: Place][] = [
-  ['/orders/open', bodies.open, 'open an order (InstanceOpen); {"params":[…]} or one item at the top level', (d, b) => d.orders.open(b)],
-  ['/orders/renew', bodies.renew, 'renew static instances (InstanceRenew)', (d, b) => d.orders.renew(b)],
-  ['/orders/release', bodies.release, 'release static instances (InstanceRelease)', (d, b) => d.orders.release(b)],
-  ['/orders/aftersale', bodies.aftersale, 'after-sale release (InstanceAfterSale)', (d, b) => d.orders.afterSale(b)],
-  ['/orders/assign-ip', bodies.assignIp, 'open a specified IP (InstanceOpenAssignIp)', (d, b) => d.orders.assignIp(b)],
+const PLACING: [path: string, operationId: string, schema: Record<string, unknown>, summary: string, place: Place][] = [
+  ['/orders/open', 'openOrder', bodies.open, 'open an order (InstanceOpen); {"params":[…]} or one item at the top level', (d, b) => d.orders.open(b)],
+  ['/orders/renew', 'renewInstances', bodies.renew, 'renew static instances (InstanceRenew)', (d, b) => d.orders.renew(b)],
+  ['/orders/release', 'releaseInstances', bodies.release, 'release static instances (InstanceRelease)', (d, b) => d.orders.release(b)],
+  ['/orders/aftersale', 'afterSaleInstances', bodies.aftersale, 'after-sale release (InstanceAfterSale)', (d, b) => d.orders.afterSale(b)],
+  ['/orders/assign-ip', 'openAssignedIp', bodies.assignIp, 'open a specified IP (InstanceOpenAssignIp)', (d, b) => d.orders.assignIp(b)],
 ];
 
 interface ListQuery {
@@ -53,8 +53,8 @@ interface ListQuery {
 }
 
 export const orderRoutes: RegisterRoutes = (app, deps) => {
-  for (const [path, body, summary, place] of PLACING) {
-    app.post(path, { schema: { body, ...doc('orders', summary, accepted) } }, async (req, reply) => {
+  for (const [path, operationId, body, summary, place] of PLACING) {
+    app.post(path, { schema: { operationId, body, ...doc('orders', summary, accepted) } }, async (req, reply) => {
       const order = await place(deps, req.body as never);
       return reply.status(202).send(order);
     });
@@ -64,6 +64,7 @@ export const orderRoutes: RegisterRoutes = (app, deps) => {
     '/orders',
     {
       schema: {
+        operationId: 'listOrders',
         querystring: zs(
           z.strictObject({
             type: z.coerce.number().int().optional(),
@@ -90,7 +91,7 @@ export const orderRoutes: RegisterRoutes = (app, deps) => {
 
   app.get<{ Params: { no: string } }>(
     '/orders/:no',
-    { schema: { params: zs(z.strictObject({ no: name })), ...doc('orders', 'one order by platform or merchant number, refreshed from the platform', { 200: orderSchema }) } },
+    { schema: { operationId: 'getOrder', params: zs(z.strictObject({ no: name })), ...doc('orders', 'one order by platform or merchant number, refreshed from the platform', { 200: orderSchema }) } },
     async (req) => {
       const order = await deps.orders.getOrder(req.params.no);
       if (!order) throw notFound(`order ${req.params.no}`);

@@ -21,6 +21,7 @@ export const platformRoutes: RegisterRoutes = (app, deps) => {
       `/platform/${op}`,
       {
         schema: {
+          operationId: `platform${op}`,
           body: zsWith(fromZod(spec.request), z.preprocess((v) => v ?? {}, spec.request)),
           ...doc('platform', `${op}: ${spec.summary} (${spec.path})`, { 200: answer }),
         },

@@ -14,6 +14,7 @@ export const productRoutes: RegisterRoutes = (app, deps) => {
     '/products',
     {
       schema: {
+        operationId: 'listProducts',
         querystring: zs(z.strictObject({ proxyType: intListQuery.optional() })),
         ...doc('products', 'authorized products (GetProductStock, cached); proxyType=104,105 filters', { 200: { type: 'array', items: productJson } }),
       },
@@ -25,6 +26,7 @@ export const productRoutes: RegisterRoutes = (app, deps) => {
     '/products/:productNo',
     {
       schema: {
+        operationId: 'getProduct',
         params: productParams,
         querystring: zs(z.strictObject({ fresh: boolQuery.optional() })),
         ...doc('products', 'one product (GetProductInfo); fresh=true skips the cache', { 200: productJson }),
@@ -41,6 +43,7 @@ export const productRoutes: RegisterRoutes = (app, deps) => {
     '/products/:productNo/areas',
     {
       schema: {
+        operationId: 'listProductAreas',
         params: productParams,
         querystring: zs(z.strictObject({ proxyType: dynamicTypeQuery.optional() })),
         ...doc('products', 'regions a dynamic product draws from (ProductAreaList)', { 200: { type: 'array', items: fromZod(productArea) } }),

@@ -13,11 +13,12 @@ const session = {
 const ident = z.string().regex(USER_NAME, 'expected [A-Za-z0-9_.]+').max(128);
 
 export const sessionRoutes: RegisterRoutes = (app, deps) => {
-  app.get('/sessions', { schema: { querystring: noQuery, ...doc('sessions', 'live sticky sessions', { 200: { type: 'array', items: session } }) } }, async () => deps.sessions.list());
+  app.get('/sessions', { schema: { operationId: 'listSessions', querystring: noQuery, ...doc('sessions', 'live sticky sessions', { 200: { type: 'array', items: session } }) } }, async () => deps.sessions.list());
   app.delete<{ Params: { user: string; id: string } }>(
     '/sessions/:user/:id',
     {
       schema: {
+        operationId: 'rotateSession',
         params: zs(z.strictObject({ user: ident, id: ident })),
         ...doc('sessions', 'end a sticky session now (rotation reason manual)', {
           200: { type: 'object', properties: { user: { type: 'string' }, sessionId: { type: 'string' }, rotated: { type: 'boolean' } } },

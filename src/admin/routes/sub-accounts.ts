@@ -15,6 +15,7 @@ export const subAccountRoutes: RegisterRoutes = (app, deps) => {
     '/sub-accounts',
     {
       schema: {
+        operationId: 'createSubAccount',
         body: zs(operations.CreateProxyUser.request),
         ...doc('sub-accounts', 'create a sub account (CreateProxyUser; limitFlow in MB)', { 200: fromZod(operations.CreateProxyUser.response) }),
       },
@@ -29,6 +30,7 @@ export const subAccountRoutes: RegisterRoutes = (app, deps) => {
     '/sub-accounts/:name',
     {
       schema: {
+        operationId: 'getSubAccount',
         params: subParams,
         querystring: zs(z.strictObject({ productNo: name })),
         ...doc('sub-accounts', 'sub-account info, bytes (GetProxyUserInfo)', { 200: fromZod(operations.GetProxyUserInfo.response) }),
@@ -44,6 +46,7 @@ export const subAccountRoutes: RegisterRoutes = (app, deps) => {
     '/sub-accounts/:name/limit',
     {
       schema: {
+        operationId: 'setSubAccountLimit',
         params: subParams,
         body: zs(limitBody),
         ...doc('sub-accounts', 'set the platform-side limit, bytes: -1 or >= 1024000 (SetProxyUserFlowLimit)', {

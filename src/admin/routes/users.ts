@@ -17,7 +17,7 @@ const userRow = {
 export const userRoutes: RegisterRoutes = (app, deps) => {
   app.get(
     '/users',
-    { schema: { querystring: noQuery, ...doc('users', 'local users: bytes used (both directions), limit, active connections', { 200: { type: 'array', items: userRow } }) } },
+    { schema: { operationId: 'listUsers', querystring: noQuery, ...doc('users', 'local users: bytes used (both directions), limit, active connections', { 200: { type: 'array', items: userRow } }) } },
     async () =>
     deps.users.list(),
   );
@@ -25,6 +25,7 @@ export const userRoutes: RegisterRoutes = (app, deps) => {
     '/users/:name/limit',
     {
       schema: {
+        operationId: 'setUserLimit',
         params: zs(z.strictObject({ name })),
         body: zs(z.strictObject({ limitBytes: z.number().int().min(-1).max(Number.MAX_SAFE_INTEGER) })),
         ...doc('users', 'set a local user\'s limit in bytes (-1 = unlimited); kept across restarts until the config changes it', { 200: userRow }),

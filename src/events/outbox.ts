@@ -1,0 +1,56 @@
+// Events: the one way components record something a webhook should hear about. An event goes into the store's
+// outbox (src/store/events.ts) and is delivered from there by the webhook worker (webhook.ts): a crash after
+// emit() returns loses nothing, a crash before it leaves the fact that caused it to be seen again (watchers
+// re-check on their next round; a once-only marker keeps the event single).
+import type { EventOutbox, EventRecord } from '../store/events.ts';
+import type { Logger } from '../telemetry/logger.ts';
+import type { Metrics } from '../telemetry/metrics.ts';
+import type { EmitOptions, EventSink, EventType } from './types.ts';
+
+export interface EventsOptions {
+  store: EventOutbox;
+  /** false when no webhook is configured: events are listed by GET /v1/events but never sent. */
+  deliver: boolean;
+  /** Called after an event was written (the webhook worker's nudge). */
+  onAppended?: () => void;
+  now?: () => number;
+  logger?: Logger;
+  metrics?: Metrics;
+}
+
+export class Events implements EventSink {
+  private readonly store: EventOutbox;
+  private readonly now: () => number;
+
+  constructor(private readonly options: EventsOptions) {
+    this.store = options.store;
+    this.now = options.now ?? Date.now;
+  }
+
+  async emit(type: EventType, data: Record<string, unknown>, options: EmitOptions = {}): Promise<EventRecord | undefined> {
+    const time = this.now();
+    const written = await this.store.appendEvent({
+      type,
+      time,
+      data,
+      deliver: this.options.deliver,
+      ...(options.marker !== undefined ? { marker: options.marker } : {}),
+      ...(options.marker !== undefined && options.markerTtlMs !== undefined ? { markerExpiresAt: time + options.markerTtlMs } : {}),
+    });
+    if (written) {
+      this.options.logger?.info({ event: type, id: written.id }, `event ${type}`);
+      this.options.metrics?.events.inc({ type });
+      this.options.onAppended?.();
+    }
+    return written;
+  }
+
+  clearMarker(marker: string): Promise<void> {
+    return this.store.clearMarker(marker);
+  }
+
+  /** GET /v1/events. */
+  list(filter: { since?: number; limit?: number }): Promise<EventRecord[]> {
+    return this.store.listEvents(filter);
+  }
+}

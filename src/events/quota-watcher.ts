@@ -1,0 +1,99 @@
+// Quota thresholds: off the data path, every `intervalMs` the watcher reads each user's current-period usage
+// and limit through an injected function and emits `user.quota.80` and `user.quota.100` the first time usage
+// reaches 80 % and 100 % of the limit in that period. Once per (user, period, threshold) across restarts and
+// daemons: each event carries the marker `quota:<threshold>:<user>:<periodKey>`, written with it atomically
+// (src/store/events.ts). Memory holds one small entry per user (the period and thresholds already settled),
+// so 10,000 users cost a loop of comparisons per round and a store write only when a threshold is crossed.
+import type { Logger } from '../telemetry/logger.ts';
+import type { EventSink } from './types.ts';
+
+/** One user's standing in its current quota period. */
+export interface QuotaReading {
+  user: string;
+  /** Names the period: 'total' for a lifetime quota, else a key that changes at the period's boundary. */
+  periodKey: string;
+  usedBytes: number;
+  /** -1 (or 0) = no quota: nothing to cross */
+  limitBytes: number;
+}
+
+export type QuotaSource = () => Iterable<QuotaReading>;
+
+export interface QuotaWatcherOptions {
+  read: QuotaSource;
+  events: EventSink;
+  /** Default 1000 ms. */
+  intervalMs?: number;
+  logger?: Logger;
+}
+
+const THRESHOLDS = [80, 100] as const;
+/** A marker of a bounded period is kept well past any calendar period (a month at most), then pruned. */
+const PERIOD_MARKER_TTL_MS = 62 * 86_400_000;
+
+export function quotaMarker(threshold: number, user: string, periodKey: string): string {
+  return `quota:${threshold}:${user}:${periodKey}`;
+}
+
+export class QuotaWatcher {
+  private readonly intervalMs: number;
+  /** user -> the period seen and the thresholds settled (emitted here, or found already emitted) in it */
+  private readonly settled = new Map<string, { periodKey: string; done: Set<number> }>();
+  private timer: NodeJS.Timeout | undefined;
+  private round: Promise<void> | undefined;
+  /** Emit attempts and events actually written (the rest found their marker taken). */
+  readonly stats = { attempts: 0, emitted: 0 };
+
+  constructor(private readonly options: QuotaWatcherOptions) {
+    this.intervalMs = options.intervalMs ?? 1_000;
+  }
+
+  start(): void {
+    if (this.timer) return;
+    this.timer = setInterval(() => void this.check(), this.intervalMs);
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    await this.round;
+  }
+
+  /** One round (rounds never overlap: a slow store makes the next one wait). */
+  check(): Promise<void> {
+    this.round ??= this.checkOnce().finally(() => (this.round = undefined));
+    return this.round;
+  }
+
+  private async checkOnce(): Promise<void> {
+    const seen = new Set<string>();
+    for (const r of this.options.read()) {
+      seen.add(r.user);
+      if (!(r.limitBytes > 0)) continue;
+      let state = this.settled.get(r.user);
+      if (!state || state.periodKey !== r.periodKey) {
+        state = { periodKey: r.periodKey, done: new Set() };
+        this.settled.set(r.user, state);
+      }
+      for (const threshold of THRESHOLDS) {
+        if (state.done.has(threshold) || r.usedBytes * 100 < r.limitBytes * threshold) continue;
+        this.stats.attempts++;
+        try {
+          const written = await this.options.events.emit(
+            threshold === 80 ? 'user.quota.80' : 'user.quota.100',
+            { user: r.user, period: r.periodKey, threshold, usedBytes: r.usedBytes, limitBytes: r.limitBytes },
+            { marker: quotaMarker(threshold, r.user, r.periodKey), ...(r.periodKey === 'total' ? {} : { markerTtlMs: PERIOD_MARKER_TTL_MS }) },
+          );
+          if (written) this.stats.emitted++;
+          state.done.add(threshold);
+        } catch (err) {
+          // Not settled: the next round tries again.
+          this.options.logger?.warn({ err, user: r.user, threshold }, 'quota event could not be recorded');
+          return;
+        }
+      }
+    }
+    for (const user of this.settled.keys()) if (!seen.has(user)) this.settled.delete(user);
+  }
+}

@@ -1,0 +1,161 @@
+// A dedicated port per user (interface.md "Users as data", `listen`): one socket speaking HTTP and SOCKS5
+// (src/users/handover.ts tells them apart), bound to proxy.http.host. Clients from the user's `allowIps` are
+// served as that user without credentials (browsers cannot send proxy credentials from their command line
+// and never do SOCKS5 authentication); credentials, with user-name options, are accepted as on the shared
+// listeners. The listeners themselves are the shared ones: they ask `admit(socket)` when a client brings no
+// credentials, and only sockets that came through a user port are admitted that way.
+//
+// `sync(users)` makes the open ports match the users: a new `listen` opens a port, a removed one (or a
+// removed user) closes it and its connections, a changed port moves, a changed allowIps applies to the next
+// connection. The composition root calls it at start and on reload; a user directory calls it on change.
+import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import type { Logger } from '../telemetry/logger.ts';
+import type { Authorization } from '../proxy/router.ts';
+import { CidrSet } from './cidr.ts';
+import { sniffAndHandOver, type HandoverTargets } from './handover.ts';
+
+/** The fields of a user this needs (src/proxy/types.ts LocalUser fits). */
+export interface PortUser {
+  name: string;
+  listen?: { port: number; allowIps: readonly string[] } | null | undefined;
+}
+
+export interface UserPortsOptions {
+  /** proxy.http.host */
+  host: string;
+  /** Where sniffed sockets go (the shared listeners). */
+  listeners: HandoverTargets;
+  /** Admission of a user let in by address (Router.authorizeUser). */
+  authorizeUser: (name: string) => Authorization;
+  /** Bound on the client's first bytes. Default 10000 ms. */
+  handshakeTimeoutMs?: number;
+  logger?: Logger;
+}
+
+export interface UserPortsReport {
+  opened: Array<{ user: string; port: number }>;
+  closed: Array<{ user: string; port: number }>;
+  failed: Array<{ user: string; port: number; error: string }>;
+}
+
+interface Entry {
+  user: string;
+  /** as configured (0 = any free port) */
+  requested: number;
+  port: number;
+  allow: CidrSet;
+  allowIps: readonly string[];
+  server: Server;
+  sockets: Set<Socket>;
+}
+
+export class UserPorts {
+  private readonly entries = new Map<string, Entry>();
+  /** sockets accepted on a user port -> that port's entry */
+  private readonly origin = new WeakMap<Socket, Entry>();
+  private readonly handshakeTimeoutMs: number;
+  private syncing: Promise<unknown> = Promise.resolve();
+
+  constructor(private readonly options: UserPortsOptions) {
+    this.handshakeTimeoutMs = options.handshakeTimeoutMs ?? 10_000;
+  }
+
+  /** Opens, moves and closes ports to match `users`; calls are queued, never interleaved. Never rejects. */
+  sync(users: Iterable<PortUser>): Promise<UserPortsReport> {
+    const list = [...users];
+    const run = this.syncing.then(() => this.syncNow(list));
+    this.syncing = run.catch(() => undefined);
+    return run;
+  }
+
+  /**
+   * The listeners' admission without credentials: the user of the port the socket came in on, when the
+   * client's address is in that user's allowIps; undefined otherwise (the listener asks for credentials).
+   */
+  admit(socket: Socket): Authorization | undefined {
+    const entry = this.origin.get(socket);
+    if (!entry || !entry.allow.has(socket.remoteAddress ?? '')) return undefined;
+    return this.options.authorizeUser(entry.user);
+  }
+
+  /** The ports open now. */
+  list(): Array<{ user: string; port: number; allowIps: readonly string[] }> {
+    return [...this.entries.values()].map((e) => ({ user: e.user, port: e.port, allowIps: e.allowIps }));
+  }
+
+  portOf(user: string): number | undefined {
+    return this.entries.get(user)?.port;
+  }
+
+  /** Closes every port and its connections. */
+  async close(): Promise<void> {
+    await this.syncing;
+    await Promise.all([...this.entries.values()].map((e) => this.closeEntry(e)));
+    this.entries.clear();
+  }
+
+  private async syncNow(users: PortUser[]): Promise<UserPortsReport> {
+    const report: UserPortsReport = { opened: [], closed: [], failed: [] };
+    const wanted = new Map<string, { port: number; allowIps: readonly string[] }>();
+    for (const u of users) if (u.listen) wanted.set(u.name, u.listen);
+    for (const [user, entry] of [...this.entries]) {
+      const want = wanted.get(user);
+      if (want && want.port === entry.requested) {
+        if (want.allowIps.join(',') !== entry.allowIps.join(',')) {
+          entry.allow = new CidrSet(want.allowIps);
+          entry.allowIps = [...want.allowIps];
+        }
+        continue;
+      }
+      this.entries.delete(user);
+      await this.closeEntry(entry);
+      report.closed.push({ user, port: entry.port });
+    }
+    for (const [user, want] of wanted) {
+      if (this.entries.has(user)) continue;
+      try {
+        const entry = await this.open(user, want.port, want.allowIps);
+        this.entries.set(user, entry);
+        report.opened.push({ user, port: entry.port });
+      } catch (err) {
+        report.failed.push({ user, port: want.port, error: (err as Error).message });
+      }
+    }
+    const log = this.options.logger;
+    for (const o of report.opened) log?.info(o, 'user port opened');
+    for (const c of report.closed) log?.info(c, 'user port closed');
+    for (const f of report.failed) log?.error(f, 'user port could not be opened');
+    return report;
+  }
+
+  private open(user: string, requested: number, allowIps: readonly string[]): Promise<Entry> {
+    const allow = new CidrSet(allowIps);
+    const server = createServer({ allowHalfOpen: true });
+    const entry: Entry = { user, requested, port: 0, allow, allowIps: [...allowIps], server, sockets: new Set() };
+    server.on('connection', (socket) => {
+      socket.on('error', noop);
+      entry.sockets.add(socket);
+      socket.once('close', () => entry.sockets.delete(socket));
+      this.origin.set(socket, entry);
+      sniffAndHandOver(socket, this.options.listeners, this.handshakeTimeoutMs);
+    });
+    return new Promise((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(requested, this.options.host, () => {
+        server.off('error', reject);
+        // Once listening, an error is a failed accept (EMFILE…): keep serving, say so.
+        server.on('error', (err) => this.options.logger?.warn({ err, user }, 'user port could not accept a connection'));
+        entry.port = (server.address() as AddressInfo).port;
+        resolve(entry);
+      });
+    });
+  }
+
+  private async closeEntry(entry: Entry): Promise<void> {
+    const closed = new Promise<void>((resolve) => entry.server.close(() => resolve()));
+    for (const s of entry.sockets) s.destroy();
+    await closed;
+  }
+}
+
+function noop(): void {}
