@@ -9,7 +9,7 @@ import { after, before, describe, test } from 'node:test';
 import { DialCancel } from '../../src/proxy/cancel.ts';
 import { connectTcp } from '../../src/proxy/dial-tcp.ts';
 import { DialAbortedError, GatewayError } from '../../src/proxy/errors.ts';
-import { UnlimitedMeters } from '../../src/proxy/meters.ts';
+import { UnlimitedMeters } from '../support/meters.ts';
 import { Router, type Dialer } from '../../src/proxy/router.ts';
 import type { InstanceDirectory } from '../../src/proxy/types.ts';
 import { createMetrics } from '../../src/telemetry/metrics.ts';
