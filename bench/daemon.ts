@@ -26,8 +26,10 @@ export interface Daemon extends Proc {
   output(): string;
 }
 
+// A password draw never yields a node without credentials (issue 19: a line without them is dropped), so an
+// upstream that takes none (squid here ignores what it is sent) is handed out with placeholder credentials.
 function userUrl(protocol: 'http' | 'socks5', u: UpstreamDaemon): string {
-  const auth = u.username ? `${encodeURIComponent(u.username)}:${encodeURIComponent(u.password)}@` : '';
+  const auth = u.username ? `${encodeURIComponent(u.username)}:${encodeURIComponent(u.password)}@` : 'bench:unused@';
   return `${protocol}://${auth}127.0.0.1:${u.port}`;
 }
 

@@ -14,9 +14,10 @@ async function run(command: Command): Promise<number> {
       out(`${USAGE}\n`);
       return EXIT.OK;
     case 'check-config': {
-      const { renderConfig } = await import('./cli/check-config.ts');
+      const { renderConfig, renderDrawPlans } = await import('./cli/check-config.ts');
       const config = loadConfig({ file: command.config });
       out(renderConfig(config, resolveConfigFile({ file: command.config })));
+      out(await renderDrawPlans(config));
       return EXIT.OK;
     }
     case 'call': {

@@ -13,6 +13,9 @@ import { AccountReconciler, BalanceWatcher, Traffic, Whitelist } from './account
 import { guardDrawer } from './accounts/draw-guard.ts';
 import { Orders } from './orders/index.ts';
 import { PoolRegistry } from './pool/registry.ts';
+import { startHealthProbes } from './health/index.ts';
+import { describePlan, planUsers } from './pool/draw-plan.ts';
+import { ipsLeft, PlannedDrawer } from './pool/planned-drawer.ts';
 import { ApiDrawer, PwdDrawer, drawApiFromClient, type Drawer } from './pool/drawer.ts';
 import { SessionTable } from './session/table.ts';
 import { Router } from './proxy/router.ts';
@@ -283,24 +286,46 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     // 5. The gateway.
     const directory = usersDir;
     const drawApi = drawApiFromClient(client);
+    const productRecord = (productNo: string) => orders.catalog.product(productNo);
+    // Each user's draw as the product record allows it, reported once at start (check-config prints the same).
+    const plans = await planUsers(users, productRecord);
+    for (const p of plans) {
+      const log = logger.child({ component: 'pool', user: p.user.name, productNo: p.productNo });
+      if (p.error) log.warn(`draw plan unknown: ${p.error}`);
+      else if (p.plan && !p.plan.ok) log.error(`draws refused: ${p.plan.reason}`);
+      else if (p.plan) {
+        for (const note of p.plan.notes) log.warn(note);
+        log.info(describePlan(p.user, p.productNo, p.plan));
+      }
+    }
+    const soldByIp = new Set(plans.filter((p) => p.plan?.ok && p.plan.byIp).map((p) => `${p.user.name}/${p.productNo}`));
     const drawerFor = (key: PoolKey): Drawer => {
       const user = directory.get(key.user);
       // A user removed by a reload while its first connection was on the way: that pool has nothing to draw.
       if (!user) throw new PoolEmptyError(poolKeyId(key), `user ${key.user} is no longer configured`);
-      // Drawers stamp node expiry (drawn at + sessTime) on the same clock the pools judge it by; with
-      // Date.now here and an injected `now` in the pools, nodes drawn after the clock moved were born expired.
-      const common = {
-        api: drawApi,
-        productNo: key.productNo,
-        metrics,
-        ...(key.region ? { region: key.region } : {}),
-        ...(options.now ? { now: options.now } : {}),
-      };
-      const inner =
-        user.draw === 'api'
-          ? new ApiDrawer({ ...common, mainAccount: user.mainAccount, proxyType: 104 })
-          : new PwdDrawer({ ...common, subAccount: user.name, sessTime: user.sessTime });
-      return guardDrawer(inner, user, key.productNo, { whitelist, balances });
+      return new PlannedDrawer({
+        user,
+        key,
+        product: productRecord,
+        ipsLeft: (main, productNo, proxyType) => ipsLeft(client, main, productNo, proxyType),
+        logger: logger.child({ component: 'pool', pool: `${key.user}/${key.productNo}/${key.region}` }),
+        build: (plan) => {
+          // Drawers stamp node expiry (drawn at + sessTime) on the same clock the pools judge it by; with
+          // Date.now here and an injected `now` in the pools, nodes drawn after the clock moved were born expired.
+          const common = {
+            api: drawApi,
+            productNo: key.productNo,
+            metrics,
+            ...(key.region ? { region: key.region } : {}),
+            ...(options.now ? { now: options.now } : {}),
+          };
+          const inner =
+            plan.method === 'api'
+              ? new ApiDrawer({ ...common, mainAccount: user.mainAccount, proxyType: 104 })
+              : new PwdDrawer({ ...common, subAccount: plan.account, sessTime: plan.sessTime, logger: logger.child({ component: 'pool', user: user.name }) });
+          return guardDrawer(inner, { mainAccount: user.mainAccount, draw: plan.method }, key.productNo, { whitelist, balances });
+        },
+      });
     };
     const { strategy, lowWater, drawBatch, maxFails, failWindowMs, coolDownMs, acquireTimeoutMs } = config.pool;
     const pools = new PoolRegistry({
@@ -308,7 +333,9 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       maxPerUser: config.pool.maxPerUser,
       idleEvictMs: config.pool.idleEvictMs,
       ...(options.now ? { now: options.now } : {}),
-      tuning: { strategy, lowWater, drawBatch, maxFails, failWindowMs, coolDownMs, acquireTimeoutMs },
+      tuning: { strategy, lowWater, drawBatch, maxFails, failWindowMs, coolDownMs, acquireTimeoutMs, probation: true },
+      // Sold by IP count: hold one exit at a time (every exit drawn spends an IP of the package).
+      tuningFor: (key) => (soldByIp.has(`${key.user}/${key.productNo}`) ? { drawBatch: 1, lowWater: 1 } : undefined),
       metrics,
       logger: logger.child({ component: 'pool' }),
     });
@@ -336,10 +363,22 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       logger: logger.child({ component: 'gateway' }),
       retries: config.proxy.retries,
       connectTimeoutMs: config.proxy.connectTimeoutMs,
-      handshakeTimeoutMs: config.proxy.connectTimeoutMs,
+      handshakeTimeoutMs: config.proxy.upstreamHandshakeTimeoutMs ?? config.proxy.connectTimeoutMs,
+      hedgeAfterMs: config.proxy.hedgeAfterMs,
       ...(options.now ? { now: options.now } : {}),
     };
     const router = fleetSessions ? new FleetRouter(routerOptions, fleetSessions) : new Router({ ...routerOptions, pools: poolProvider, sessions });
+    const prober = startHealthProbes({
+      pools: () => pools.list(),
+      healthCheck: config.pool.healthCheck,
+      connectTimeoutMs: config.proxy.connectTimeoutMs,
+      handshakeTimeoutMs: config.proxy.upstreamHandshakeTimeoutMs ?? config.proxy.connectTimeoutMs,
+      recentTarget: () => router.recentTarget(),
+      metrics,
+      logger: logger.child({ component: 'health' }),
+      ...(options.now ? { now: options.now } : {}),
+    });
+    onStop('health probes', () => prober.stop());
     // Users' own ports hand their sockets to the shared listeners, which admit an allowed address without
     // credentials through userPorts.admit.
     const userPorts = new UserPorts({
@@ -429,7 +468,8 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         traffic,
         whitelist,
         users: usersPort(usersDir),
-        pools: { snapshot: () => pools.snapshot() },
+        // Dynamic pools, then the static instances dialed so far (`instance/<instanceNo>`, their failures).
+        pools: { snapshot: () => [...pools.snapshot(), ...router.staticPools().map((p) => p.poolSnapshot())] },
         sessions: fleetSessions ?? sessions,
         metrics: metrics.registry,
         ready,

@@ -84,6 +84,10 @@ const proxy = z
     idleTimeoutMs: z.number().int().min(0).default(300_000),
     /** Other upstreams tried after a failed dial, before the client is answered with an error. */
     retries: z.number().int().min(0).max(20).default(3),
+    /** A node not through its handshake after this long gets the next node dialed in parallel; 0 = adaptive. */
+    hedgeAfterMs: z.number().int().min(0).max(60_000).default(0),
+    /** Bound on an upstream's answer to the tunnel request, after the TCP connect; absent = connectTimeoutMs. */
+    upstreamHandshakeTimeoutMs: millis.optional(),
     /** Destination rules every user is held to (src/users/rules.ts); the user's own `rules` apply as well. */
     rules: rulesSchema.prefault({ denyPorts: [25] }),
   })
@@ -219,6 +223,17 @@ const pool = z
     maxPerUser: z.number().int().min(1).default(32),
     /** A pool unused this long (and with nothing in use) is closed; longer than any session (120 min) by default. */
     idleEvictMs: millis.default(7_800_000),
+    /**
+     * Background probes (src/health/prober.ts): failed nodes return to service only after one passes; idle
+     * ready nodes are probed one per pool per intervalMs. `url`: an http(s) URL fetched through the node
+     * as part of each probe ('' = connect and handshake only).
+     */
+    healthCheck: z
+      .strictObject({
+        url: z.union([z.literal(''), z.url({ protocol: /^https?$/ })]).default(''),
+        intervalMs: millis.default(30_000),
+      })
+      .prefault({}),
   })
   .prefault({});
 

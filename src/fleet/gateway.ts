@@ -136,7 +136,7 @@ export class FleetSessions implements SessionStore {
       const foreign = this.foreign;
       const now = this.now;
       v = {
-        acquire: (exclude) => inner.acquire(exclude),
+        acquire: (exclude, options) => inner.acquire(exclude, options),
         release: (node) => inner.release(node),
         reportFailure: (node, reason) => inner.reportFailure(node, reason),
         reportSuccess: (node) => inner.reportSuccess(node),

@@ -5,12 +5,21 @@
 import type { OpRequest, OpResponse, OperationName } from '../platform/operations.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import { ExtractionError, fetchExtraction } from './extraction.ts';
-import { parseProxyString, ProxyStringError, toNode, type ParsedProxy } from './proxy-string.ts';
+import { toNode, type ParsedProxy } from './proxy-string.ts';
+import { readPwdAnswer, type DropReason } from './pwd-answer.ts';
 import type { UpstreamNode, UpstreamProtocol } from './types.ts';
+import type { Logger } from '../telemetry/logger.ts';
 
 export interface Drawer {
   /** Draws up to `count` fresh nodes. Rejects with the platform's or the extraction's error. */
   draw(count: number): Promise<UpstreamNode[]>;
+  /** What the admin view shows of the drawer (IPs left of a package sold by IP count). */
+  status?(): DrawerStatus;
+}
+
+export interface DrawerStatus {
+  /** products sold by IP count: IPs left in the package, as of the last draw */
+  ipsLeft?: number;
 }
 
 /** The two platform operations drawers need; keeps drawers testable without the client. */
@@ -67,23 +76,6 @@ async function counted(method: DrawMethod, metrics: Metrics | undefined, run: ()
   }
 }
 
-function parseAll(strings: readonly string[], protocol: UpstreamProtocol): { parsed: ParsedProxy[]; rejected: number; problem?: string } {
-  const parsed: ParsedProxy[] = [];
-  let rejected = 0;
-  let problem: string | undefined;
-  for (const s of strings) {
-    if (s.trim().length === 0) continue;
-    try {
-      parsed.push(parseProxyString(s, protocol));
-    } catch (err) {
-      if (!(err instanceof ProxyStringError)) throw err;
-      rejected++;
-      problem ??= err.problem;
-    }
-  }
-  return problem === undefined ? { parsed, rejected } : { parsed, rejected, problem };
-}
-
 function unique(nodes: UpstreamNode[]): UpstreamNode[] {
   const seen = new Map<string, UpstreamNode>();
   for (const n of nodes) seen.set(n.id, n);
@@ -108,6 +100,8 @@ export interface PwdDrawerOptions {
   fetch?: typeof fetch;
   now?: () => number;
   metrics?: Metrics;
+  /** Where dropped entries are reported (once per reason). */
+  logger?: Logger;
 }
 
 export class PwdDrawer implements Drawer {
@@ -129,25 +123,36 @@ export class PwdDrawer implements Drawer {
     const drawnAt = (o.now ?? Date.now)();
     const expiresAt = o.sessTime !== undefined && o.sessTime > 0 ? drawnAt + o.sessTime * 60_000 : undefined;
 
-    const strings: string[] = [];
-    const links: string[] = [];
-    for (const item of res.list ?? []) {
-      for (const s of item.list ?? []) strings.push(s);
-      if (item.proxyUrl) {
-        // proxyUrl is either a proxy (socks5://user:pass@host:port) or an extraction link (http(s)://…/path).
-        if (/^https?:\/\/[^/]+\/./i.test(item.proxyUrl.trim())) links.push(item.proxyUrl.trim());
-        else strings.push(item.proxyUrl);
+    const answer = readPwdAnswer(res.list ?? [], protocol);
+    const parsed = answer.proxies;
+    const dropped = [...answer.dropped];
+    for (const link of answer.links) {
+      const r = await fetchExtraction(link, { defaultProtocol: protocol, timeoutMs: o.fetchTimeoutMs ?? 10_000, ...(o.fetch ? { fetch: o.fetch } : {}) });
+      for (const p of r.proxies) {
+        if (p.username !== undefined && p.password !== undefined) parsed.push(p);
+        else dropped.push({ reason: 'no_credentials', detail: `${p.host}:${p.port}` });
       }
     }
-    const { parsed, rejected, problem } = parseAll(strings, protocol);
-    for (const link of links) {
-      const r = await fetchExtraction(link, { defaultProtocol: protocol, timeoutMs: o.fetchTimeoutMs ?? 10_000, ...(o.fetch ? { fetch: o.fetch } : {}) });
-      parsed.push(...r.proxies);
-    }
-    if (parsed.length === 0 && rejected > 0) throw new DrawUnparsableError('pwd', rejected, problem ?? 'unknown');
+    for (const d of dropped) this.warnOnce(d.reason, d.detail);
+    if (parsed.length === 0 && dropped.length > 0) throw new DrawUnparsableError('pwd', dropped.length, dropped[0]!.reason);
     return unique(parsed.map((p) => toNode(p, 'pwd', expiresAt)));
   }
+
+  private readonly warned = new Set<DropReason>();
+
+  /** A platform that answers oddly does so on every draw: say it once per reason, at warn. */
+  private warnOnce(reason: DropReason, detail: string): void {
+    if (this.warned.has(reason)) return;
+    this.warned.add(reason);
+    this.o.logger?.warn({ productNo: this.o.productNo, reason, example: detail }, `password draw: dropped an entry (${DROP_TEXT[reason]})`);
+  }
 }
+
+const DROP_TEXT: Record<DropReason, string> = {
+  no_credentials: 'a proxy address without credentials cannot serve a password draw',
+  pair_without_gateway: 'a user:pass pair came without a gateway address to join it with',
+  unparsable: 'not a proxy address in any known form',
+};
 
 export interface ApiDrawerOptions {
   api: DrawApi;

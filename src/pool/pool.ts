@@ -6,7 +6,7 @@
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import type { Drawer } from './drawer.ts';
-import { PoolEmptyError, poolKeyId, type FailureReason, type NodeSource, type PoolKey, type UpstreamNode } from './types.ts';
+import { PoolEmptyError, poolKeyId, type AcquireOptions, type FailureReason, type NodeSource, type PoolKey, type UpstreamNode } from './types.ts';
 
 export type Strategy = 'round_robin' | 'least_connections' | 'random';
 export type NodeState = 'ready' | 'cooling';
@@ -28,6 +28,20 @@ export interface PoolTuning {
   /** First delay after a failed draw, doubled per consecutive failure up to backoffMaxMs. Defaults 1 s, 60 s. */
   backoffBaseMs?: number;
   backoffMaxMs?: number;
+  /**
+   * A node that went cooling returns to service only after a health probe passes (src/health/prober.ts
+   * calls probeDue / recordProbe), not when coolDownMs runs out. Off without a prober.
+   */
+  probation?: boolean;
+}
+
+/** A node's last health probe, for the admin view. */
+export interface ProbeRecord {
+  at: number;
+  ok: boolean;
+  latencyMs: number;
+  /** why it failed */
+  reason?: string;
 }
 
 export interface PoolOptions extends PoolTuning {
@@ -52,6 +66,9 @@ export interface NodeSnapshot {
   expiresAt?: number;
   coolingUntil?: number;
   lastFailedAt?: number;
+  /** cooling, and back in service only after a probe passes */
+  awaitingProbe?: boolean;
+  lastProbe?: ProbeRecord;
 }
 
 export interface PoolSnapshot {
@@ -63,6 +80,8 @@ export interface PoolSnapshot {
   drawing: boolean;
   /** Set while draws fail: the last draw error's message and when the next draw may start. */
   drawError?: { message: string; code?: string; consecutive: number; retryAt: number };
+  /** products sold by IP count: IPs left in the package as of the last draw */
+  ipsLeft?: number;
   nodes: NodeSnapshot[];
 }
 
@@ -73,6 +92,12 @@ interface Entry {
   lastFailedAt: number;
   active: number;
   addedAt: number;
+  /** probation: went cooling, waits for a passing probe */
+  needsProbe: boolean;
+  probing: boolean;
+  lastProbe: ProbeRecord | undefined;
+  /** last time the node carried a connection or was probed (idle probes pick the stalest) */
+  lastSeenAt: number;
 }
 
 /** Failures that say nothing about the node: the target itself refused. */
@@ -105,6 +130,7 @@ export class Pool implements NodeSource {
   private readonly random: () => number;
   private readonly metrics: Metrics | undefined;
   private readonly logger: Logger | undefined;
+  private readonly probation: boolean;
 
   private entries: Entry[] = [];
   private readonly byId = new Map<string, Entry>();
@@ -136,17 +162,20 @@ export class Pool implements NodeSource {
     this.random = options.random ?? Math.random;
     this.metrics = options.metrics;
     this.logger = options.logger;
+    this.probation = options.probation ?? false;
     this.census(this.now());
   }
 
-  async acquire(exclude?: ReadonlySet<string>): Promise<UpstreamNode> {
+  async acquire(exclude?: ReadonlySet<string>, options?: AcquireOptions): Promise<UpstreamNode> {
     if (this.closed) throw new PoolEmptyError(this.id, 'pool closed');
     const now = this.now();
     this.dropExpired(now);
-    const picked = this.pick(exclude, now);
+    const picked = this.pick(exclude, now, options?.readyOnly ?? false);
     this.refillIfLow(now);
+    if (!picked && options?.readyOnly) throw new PoolEmptyError(this.id, 'no other node ready');
     if (picked) {
       picked.active++;
+      picked.lastSeenAt = now;
       return picked.node;
     }
     return this.waitForDraw(exclude);
@@ -163,17 +192,13 @@ export class Pool implements NodeSource {
     if (!e) return;
     const now = this.now();
     e.lastFailedAt = now;
-    if (e.coolingUntil > now || reason === 'auth') {
+    if (this.isCooling(e, now) || reason === 'auth') {
       // A cooling node used as last resort failed again, or the credential was refused: cool (again) at once.
-      e.coolingUntil = now + this.coolDownMs;
-      e.failTimes = [];
+      this.cool(e, now);
     } else {
       e.failTimes = e.failTimes.filter((t) => now - t < this.failWindowMs);
       e.failTimes.push(now);
-      if (e.failTimes.length >= this.maxFails) {
-        e.coolingUntil = now + this.coolDownMs;
-        e.failTimes = [];
-      }
+      if (e.failTimes.length >= this.maxFails) this.cool(e, now);
     }
     this.census(now);
     this.refillIfLow(now);
@@ -183,7 +208,56 @@ export class Pool implements NodeSource {
     const e = this.byId.get(node.id);
     if (!e) return;
     e.failTimes = [];
-    e.coolingUntil = 0;
+    // Under probation a last-resort success does not end cooling: only a probe does.
+    if (!e.needsProbe) e.coolingUntil = 0;
+    this.census(this.now());
+  }
+
+  // ---- health probes (src/health/prober.ts) ----
+
+  /** Cooling nodes whose cool-down ran out and that wait for a probe (none while one is running). */
+  probeDue(): UpstreamNode[] {
+    if (!this.probation || this.closed) return [];
+    const now = this.now();
+    const due: UpstreamNode[] = [];
+    for (const e of this.entries) if (e.needsProbe && !e.probing && e.coolingUntil <= now) due.push(e.node);
+    return due;
+  }
+
+  /** The ready node idle longest (no connection, not probed lately), for the bounded idle probes. */
+  idleCandidate(): UpstreamNode | undefined {
+    if (this.closed) return undefined;
+    const now = this.now();
+    let best: Entry | undefined;
+    for (const e of this.entries) {
+      if (e.active > 0 || e.probing || this.isCooling(e, now)) continue;
+      if (e.node.expiresAt !== undefined && e.node.expiresAt <= now) continue;
+      if (!best || e.lastSeenAt < best.lastSeenAt) best = e;
+    }
+    return best?.node;
+  }
+
+  /** A probe started (true) or settled (the record). A pass ends probation; a failure cools the node again. */
+  probeStarted(node: UpstreamNode): void {
+    const e = this.byId.get(node.id);
+    if (e) e.probing = true;
+  }
+
+  recordProbe(node: UpstreamNode, record: ProbeRecord): void {
+    const e = this.byId.get(node.id);
+    if (!e) return;
+    e.probing = false;
+    e.lastProbe = record;
+    e.lastSeenAt = record.at;
+    if (record.ok) {
+      if (e.needsProbe) this.logger?.info({ pool: this.id, node: e.node.id, latencyMs: record.latencyMs }, 'node passed its probe; back in service');
+      e.needsProbe = false;
+      e.coolingUntil = 0;
+      e.failTimes = [];
+    } else {
+      e.lastFailedAt = record.at;
+      this.cool(e, record.at);
+    }
     this.census(this.now());
   }
 
@@ -191,7 +265,7 @@ export class Pool implements NodeSource {
     const e = this.byId.get(node.id);
     if (!e) return false;
     const now = this.now();
-    return e.coolingUntil <= now && (e.node.expiresAt === undefined || e.node.expiresAt > now);
+    return !this.isCooling(e, now) && (e.node.expiresAt === undefined || e.node.expiresAt > now);
   }
 
   /**
@@ -203,7 +277,7 @@ export class Pool implements NodeSource {
     if (!e) return 'gone';
     const now = this.now();
     if (e.node.expiresAt !== undefined && e.node.expiresAt <= now) return 'expired';
-    return e.coolingUntil > now ? 'cooling' : 'ready';
+    return this.isCooling(e, now) ? 'cooling' : 'ready';
   }
 
   /** Nodes and draw state for the admin API; never passwords. */
@@ -225,16 +299,20 @@ export class Pool implements NodeSource {
           host: e.node.host,
           port: e.node.port,
           source: e.node.source,
-          state: e.coolingUntil > now ? 'cooling' : 'ready',
+          state: this.isCooling(e, now) ? 'cooling' : 'ready',
           fails: e.failTimes.filter((t) => now - t < this.failWindowMs).length,
           activeConnections: e.active,
         };
         if (e.node.expiresAt !== undefined) n.expiresAt = e.node.expiresAt;
         if (e.coolingUntil > now) n.coolingUntil = e.coolingUntil;
         if (e.lastFailedAt > 0) n.lastFailedAt = e.lastFailedAt;
+        if (e.needsProbe) n.awaitingProbe = true;
+        if (e.lastProbe) n.lastProbe = { ...e.lastProbe };
         return n;
       }),
     };
+    const ipsLeft = this.drawer.status?.().ipsLeft;
+    if (ipsLeft !== undefined) snap.ipsLeft = ipsLeft;
     if (this.drawFailures > 0) {
       const code = errorCode(this.lastDrawError);
       snap.drawError = { message: errorMessage(this.lastDrawError), consecutive: this.drawFailures, retryAt: this.retryAt, ...(code ? { code } : {}) };
@@ -266,10 +344,20 @@ export class Pool implements NodeSource {
   // ---- selection ----
 
   private isReady(e: Entry, now: number, exclude: ReadonlySet<string> | undefined): boolean {
-    return e.coolingUntil <= now && !(exclude?.has(e.node.id) ?? false);
+    return !this.isCooling(e, now) && !(exclude?.has(e.node.id) ?? false);
   }
 
-  private pick(exclude: ReadonlySet<string> | undefined, now: number): Entry | undefined {
+  private isCooling(e: Entry, now: number): boolean {
+    return e.coolingUntil > now || e.needsProbe;
+  }
+
+  private cool(e: Entry, now: number): void {
+    e.coolingUntil = now + this.coolDownMs;
+    e.failTimes = [];
+    if (this.probation) e.needsProbe = true;
+  }
+
+  private pick(exclude: ReadonlySet<string> | undefined, now: number, readyOnly = false): Entry | undefined {
     const n = this.entries.length;
     if (n === 0) return undefined;
     let chosen: Entry | undefined;
@@ -291,7 +379,7 @@ export class Pool implements NodeSource {
         this.cursor = (best + 1) % n;
       }
     }
-    if (chosen) return chosen;
+    if (chosen || readyOnly) return chosen;
     // Last resort: a cooling node beats no node; the one that failed longest ago is likeliest healed.
     for (const e of this.entries) {
       if (exclude?.has(e.node.id)) continue;
@@ -317,7 +405,7 @@ export class Pool implements NodeSource {
   /** Counts ready and cooling nodes and moves the gauges only when a count changed. */
   private census(now: number): { ready: number; cooling: number } {
     let cooling = 0;
-    for (const e of this.entries) if (e.coolingUntil > now) cooling++;
+    for (const e of this.entries) if (this.isCooling(e, now)) cooling++;
     const ready = this.entries.length - cooling;
     if (this.metrics && !this.closed) {
       if (ready !== this.gaugeReady) this.metrics.poolProxies.set({ pool: this.id, state: 'ready' }, ready);
@@ -374,7 +462,7 @@ export class Pool implements NodeSource {
         known.node = node;
         continue;
       }
-      const e: Entry = { node, failTimes: [], coolingUntil: 0, lastFailedAt: 0, active: 0, addedAt: now };
+      const e: Entry = { node, failTimes: [], coolingUntil: 0, lastFailedAt: 0, active: 0, addedAt: now, needsProbe: false, probing: false, lastProbe: undefined, lastSeenAt: now };
       this.entries.push(e);
       this.byId.set(node.id, e);
       fresh.add(e);
@@ -390,8 +478,8 @@ export class Pool implements NodeSource {
     const victims = this.entries
       .filter((e) => !fresh.has(e))
       .sort((a, b) => {
-        const ac = a.coolingUntil > now ? 0 : 1;
-        const bc = b.coolingUntil > now ? 0 : 1;
+        const ac = this.isCooling(a, now) ? 0 : 1;
+        const bc = this.isCooling(b, now) ? 0 : 1;
         if (ac !== bc) return ac - bc;
         if (a.active !== b.active) return a.active - b.active;
         return a.addedAt - b.addedAt;
@@ -422,7 +510,9 @@ export class Pool implements NodeSource {
   private waitForDraw(exclude: ReadonlySet<string> | undefined): Promise<UpstreamNode> {
     const now = this.now();
     if (!this.inflight && now < this.retryAt) {
-      return Promise.reject(new PoolEmptyError(this.id, `draws failing (${errorCode(this.lastDrawError) ?? 'error'}: ${errorMessage(this.lastDrawError)}); next draw in ${this.retryAt - now} ms`));
+      const failure = new PoolEmptyError(this.id, `draws failing (${errorCode(this.lastDrawError) ?? 'error'}: ${errorMessage(this.lastDrawError)}); next draw in ${this.retryAt - now} ms`);
+      (failure as Error & { cause?: unknown }).cause = this.lastDrawError;
+      return Promise.reject(failure);
     }
     const draw = this.startDraw();
     return new Promise<UpstreamNode>((resolve, reject) => {
@@ -445,6 +535,7 @@ export class Pool implements NodeSource {
             const e = this.pick(exclude, t);
             if (!e) return reject(new PoolEmptyError(this.id, 'the draw brought no usable node'));
             e.active++;
+            e.lastSeenAt = t;
             resolve(e.node);
           }),
         (err: unknown) => {

@@ -1,5 +1,7 @@
-// A source with one fixed node: the static instance behind an `-instance-<instanceNo>` route. There is no
-// other node to fall back to, so failures are recorded for the admin view but never withhold the node.
+// A source with one fixed node: the static instance behind an `-instance-<instanceNo>` route (Router keeps
+// one per instance dialed). There is no other node to fall back to, so failures are recorded (admin view,
+// and the same marking a pool's node gets: a stall past the hedge delay counts) but never withhold the node.
+import type { PoolSnapshot } from './pool.ts';
 import { PoolEmptyError, type FailureReason, type NodeSource, type UpstreamNode } from './types.ts';
 
 export interface StaticSnapshot {
@@ -8,17 +10,20 @@ export interface StaticSnapshot {
   activeConnections: number;
   consecutiveFailures: number;
   lastFailure?: FailureReason;
+  lastFailedAt?: number;
 }
 
 export class StaticPool implements NodeSource {
   private active = 0;
   private failures = 0;
   private lastFailure: FailureReason | undefined;
+  private lastFailedAt = 0;
 
   constructor(
     /** e.g. `instance/<instanceNo>` */
     readonly id: string,
     private node: UpstreamNode,
+    private readonly now: () => number = Date.now,
   ) {}
 
   /** The instance changed address or credentials (change-proxy, password reset). */
@@ -43,9 +48,10 @@ export class StaticPool implements NodeSource {
   }
 
   reportFailure(node: UpstreamNode, reason: FailureReason): void {
-    if (node.id !== this.node.id) return;
+    if (node.id !== this.node.id || reason === 'target_refused') return;
     this.failures++;
     this.lastFailure = reason;
+    this.lastFailedAt = this.now();
   }
 
   reportSuccess(node: UpstreamNode): void {
@@ -53,12 +59,39 @@ export class StaticPool implements NodeSource {
   }
 
   isUsable(node: UpstreamNode): boolean {
-    return node.id === this.node.id && (node.expiresAt === undefined || node.expiresAt > Date.now());
+    return node.id === this.node.id && (node.expiresAt === undefined || node.expiresAt > this.now());
   }
 
   snapshot(): StaticSnapshot {
     const s: StaticSnapshot = { id: this.id, nodeId: this.node.id, activeConnections: this.active, consecutiveFailures: this.failures };
     if (this.lastFailure) s.lastFailure = this.lastFailure;
+    if (this.lastFailedAt > 0) s.lastFailedAt = this.lastFailedAt;
     return s;
+  }
+
+  /** The instance in the shape of GET /v1/pools (one node, never withheld: `state` stays 'ready'). */
+  poolSnapshot(): PoolSnapshot {
+    const n = this.node;
+    return {
+      id: this.id,
+      key: { user: '', productNo: '', region: '' },
+      strategy: 'round_robin',
+      ready: 1,
+      cooling: 0,
+      drawing: false,
+      nodes: [
+        {
+          id: n.id,
+          protocol: n.protocol,
+          host: n.host,
+          port: n.port,
+          source: n.source,
+          state: 'ready',
+          fails: this.failures,
+          activeConnections: this.active,
+          ...(this.lastFailedAt > 0 ? { lastFailedAt: this.lastFailedAt } : {}),
+        },
+      ],
+    };
   }
 }

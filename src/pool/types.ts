@@ -30,12 +30,21 @@ export function poolKeyId(key: PoolKey): string {
   return `${key.user}/${key.productNo}/${key.region}`;
 }
 
-export type FailureReason = 'connect_timeout' | 'refused' | 'reset' | 'handshake' | 'auth' | 'target_refused' | 'other';
+/** 'stalled': accepted but did not finish its handshake within the hedge delay (a hedge won, or the client left). */
+export type FailureReason = 'connect_timeout' | 'refused' | 'reset' | 'handshake' | 'auth' | 'target_refused' | 'stalled' | 'other';
+
+export interface AcquireOptions {
+  /**
+   * Only a node ready now: no wait for a draw, no cooling last resort (a hedge: a parallel dial is worth a
+   * ready node, not a draw, which on a product sold by IP count spends an IP).
+   */
+  readyOnly?: boolean;
+}
 
 /** A pool as the gateway uses it. Selection never waits on the platform while a ready node exists. */
 export interface NodeSource {
   /** A ready node not in `exclude`; waits (bounded) for a draw only when nothing is ready. Rejects with PoolEmptyError. */
-  acquire(exclude?: ReadonlySet<string>): Promise<UpstreamNode>;
+  acquire(exclude?: ReadonlySet<string>, options?: AcquireOptions): Promise<UpstreamNode>;
   /** The connection through `node` ended (least-connections bookkeeping). */
   release(node: UpstreamNode): void;
   reportFailure(node: UpstreamNode, reason: FailureReason): void;

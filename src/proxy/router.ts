@@ -2,14 +2,17 @@
 // (authorize), and how to get a tunnel to its target (dial): sticky session or pool, dial with deadlines,
 // on a failure before any byte reached the client mark the node, rotate the session and try another node.
 import { createHash, timingSafeEqual } from 'node:crypto';
+import { StaticPool } from '../pool/static.ts';
 import { PoolEmptyError, type FailureReason, type NodeSource, type PoolKey, type UpstreamNode } from '../pool/types.ts';
+import { HedgeDelays } from '../health/handshake-times.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import type { DialSignal } from './cancel.ts';
 import type { DialTrace } from '../connlog/types.ts';
 import { dialHttpConnect, dialHttpForward, type DialOptions, type Tunnel } from './dial-http.ts';
 import { dialSocks5 } from './dial-socks5.ts';
-import { DialAbortedError, GatewayError, UpstreamDialError } from './errors.ts';
+import { raceDial } from './dial-race.ts';
+import { GatewayError, type UpstreamDialError } from './errors.ts';
 import { checkTarget } from './target.ts';
 import type { InstanceDirectory, LocalUser, MeterProvider, PoolProvider, SessionStore, Target, UserDirectory } from './types.ts';
 import { parseUsername, type UsernameOptions } from './username.ts';
@@ -48,6 +51,10 @@ export interface Dialed extends Tunnel {
   node: UpstreamNode;
   /** true when `socket` is a connection to an HTTP proxy node (mode 'forward'), not a tunnel to the target */
   viaProxy: boolean;
+  /** Further nodes dialed because one failed (for the connection record). */
+  retries: number;
+  /** Nodes dialed in parallel because one was slow to answer (for the connection record). */
+  hedges: number;
   /**
    * Call once when the client connection ends: hands the node back to its pool. Idempotent. `failure`: the
    * upstream died before sending a byte (a node that answers CONNECT and then resets), told to the pool so
@@ -70,8 +77,12 @@ export interface RouterOptions {
   retries?: number;
   /** TCP connect to one upstream. Default 5000 ms. */
   connectTimeoutMs?: number;
-  /** The upstream's answer to the tunnel request. Default 10000 ms. */
+  /** The upstream's answer to the tunnel request (config proxy.upstreamHandshakeTimeoutMs). Default 10000 ms. */
   handshakeTimeoutMs?: number;
+  /** A node not through its handshake after this many ms gets a parallel dial to the next node; 0 = adaptive (src/health/handshake-times.ts). Default 0. */
+  hedgeAfterMs?: number;
+  /** Parallel dials per client connection. Default 2. */
+  maxHedges?: number;
   /** Everything: pool waits and all attempts. Default 30000 ms. */
   dialDeadlineMs?: number;
   /** Override the dialers (tests). */
@@ -116,6 +127,10 @@ export class Router {
   /** Nodes whose last tunnel failed before carrying a byte (see Dialed.release). */
   private readonly suspect = new WeakSet<UpstreamNode>();
   private readonly dialDeadlineMs: number;
+  private readonly hedgeDelays: HedgeDelays;
+  private readonly maxHedges: number;
+  private readonly statics = new Map<string, StaticPool>();
+  private lastTarget: Target | undefined;
   private readonly dialSocks5: Dialer;
   private readonly dialHttp: Dialer;
   private readonly now: () => number;
@@ -126,6 +141,8 @@ export class Router {
     this.connectTimeoutMs = options.connectTimeoutMs ?? 5000;
     this.handshakeTimeoutMs = options.handshakeTimeoutMs ?? 10_000;
     this.dialDeadlineMs = options.dialDeadlineMs ?? 30_000;
+    this.hedgeDelays = new HedgeDelays({ fixedMs: options.hedgeAfterMs ?? 0 });
+    this.maxHedges = Math.max(0, options.maxHedges ?? 2);
     this.dialSocks5 = options.dialers?.socks5 ?? dialSocks5;
     this.dialHttp = options.dialers?.http ?? dialHttpConnect;
     this.now = options.now ?? Date.now;
@@ -218,7 +235,6 @@ export class Router {
     const target = checkTarget(requested);
     if (this.options.meters.meter(route.user.name).exhausted) throw new GatewayError('LIMITED', 'traffic limit reached');
     this.checkDestination(route, target);
-    const deadline = this.now() + this.dialDeadlineMs;
     let source: NodeSource;
     try {
       source = this.sourceFor(route);
@@ -229,92 +245,67 @@ export class Router {
     }
     const sessions = this.options.sessions;
     const user = route.user.name;
-    const exclude = new Set<string>();
-    let last: UpstreamDialError | undefined;
-
-    for (let attempt = 0; attempt <= this.retries; attempt++) {
-      if (trace) trace.retries = attempt;
-      let node: UpstreamNode | undefined;
-      let sticky = false;
-      if (route.sessionId !== undefined && attempt === 0) {
-        const bound = sessions.get(user, route.sessionId)?.node;
-        if (bound && source.isUsable(bound)) {
-          node = bound;
-          sticky = true;
-        } else if (bound) {
-          sessions.rotate(user, route.sessionId, bound.expiresAt !== undefined && bound.expiresAt <= this.now() ? 'expired' : 'failed');
-        }
-      }
-      if (!node) {
-        try {
-          node = await source.acquire(exclude);
-        } catch (err) {
-          if (!(err instanceof PoolEmptyError)) throw err;
-          if (last) break;
-          this.options.metrics?.upstreamFailures.inc({ reason: 'no_upstream' });
-          throw new GatewayError('NO_UPSTREAM', 'no upstream available');
-        }
-      }
-      // Sticky hits were not acquired, so they are not released either.
-      const acquired = !sticky;
-      const giveBack = (): void => {
-        if (acquired) source.release(node);
-      };
-      if (signal?.aborted) {
-        giveBack();
-        throw new GatewayError('DIAL_ABORTED', 'the client went away');
-      }
-      const remaining = deadline - this.now();
-      if (remaining <= 0) {
-        giveBack();
-        break;
-      }
-      try {
-        const tunnel = await this.dialNode(node, target, mode, {
-          connectTimeoutMs: Math.min(this.connectTimeoutMs, remaining),
-          handshakeTimeoutMs: Math.min(this.handshakeTimeoutMs, remaining),
-          ...(signal ? { signal } : {}),
-          ...(this.options.metrics ? { metrics: this.options.metrics } : {}),
-        });
-        // A node whose last tunnel died before its first byte is told "success" only once a tunnel through it
-        // ends well (release): otherwise each CONNECT it answers would wipe its failures and it never cools.
-        if (!this.suspect.has(node)) source.reportSuccess(node);
-        if (route.sessionId !== undefined && !sticky) sessions.bind(user, route.sessionId, node, route.sessTime);
-        let released = false;
-        return {
-          ...tunnel,
-          node,
-          viaProxy: mode === 'forward' && node.protocol === 'http',
-          release: (failure?: FailureReason) => {
-            if (released) return;
-            released = true;
-            if (failure) {
-              this.suspect.add(node);
-              this.options.metrics?.upstreamFailures.inc({ reason: failure });
-              source.reportFailure(node, failure);
-              if (route.sessionId !== undefined && sessions.get(user, route.sessionId)?.node === node) sessions.rotate(user, route.sessionId, 'failed');
-            } else if (this.suspect.delete(node)) {
-              source.reportSuccess(node);
-            }
-            giveBack();
-          },
-        };
-      } catch (err) {
-        giveBack();
-        if (err instanceof DialAbortedError) throw new GatewayError('DIAL_ABORTED', 'the client went away');
-        if (!(err instanceof UpstreamDialError)) throw err;
-        last = err;
-        // The target's own refusal says nothing about the node, and another node would be refused too.
-        if (err.reason === 'target_refused') break;
-        source.reportFailure(node, err.reason);
-        if (sticky && route.sessionId !== undefined) sessions.rotate(user, route.sessionId, 'failed');
-        exclude.add(node.id);
-        this.options.logger?.debug({ conn: trace?.id, node: node.id, reason: err.reason, attempt }, 'upstream dial failed');
-      }
+    let sticky: UpstreamNode | undefined;
+    if (route.sessionId !== undefined) {
+      const bound = sessions.get(user, route.sessionId)?.node;
+      if (bound && source.isUsable(bound)) sticky = bound;
+      else if (bound) sessions.rotate(user, route.sessionId, bound.expiresAt !== undefined && bound.expiresAt <= this.now() ? 'expired' : 'failed');
     }
-    if (!last) throw new GatewayError('UPSTREAM_TIMEOUT', 'no upstream answered before the deadline', 'connect_timeout');
-    // The client is told what went wrong, never where: dialers' messages name the node's host:port.
-    throw new GatewayError(last.timedOut ? 'UPSTREAM_TIMEOUT' : 'UPSTREAM_FAILED', clientMessage(last), last.reason);
+    const times = this.hedgeDelays.for(source);
+    const won = await raceDial({
+      source,
+      ...(sticky ? { sticky } : {}),
+      dial: (node, options) => this.dialNode(node, target, mode, options),
+      ...(signal ? { signal } : {}),
+      deadline: this.now() + this.dialDeadlineMs,
+      now: this.now,
+      connectTimeoutMs: this.connectTimeoutMs,
+      handshakeTimeoutMs: this.handshakeTimeoutMs,
+      retries: this.retries,
+      maxHedges: this.maxHedges,
+      hedgeDelayMs: times.hedgeDelayMs(),
+      times,
+      onNodeFailed: (node, reason, wasSticky) => {
+        source.reportFailure(node, reason);
+        if (wasSticky && route.sessionId !== undefined) sessions.rotate(user, route.sessionId, 'failed');
+        this.options.logger?.debug({ conn: trace?.id, node: node.id, reason }, 'upstream dial failed');
+      },
+      onNodeAnswered: (node) => source.reportSuccess(node),
+      clientMessage,
+      ...(trace ? { trace } : {}),
+      ...(this.options.metrics ? { metrics: this.options.metrics } : {}),
+    });
+    const { node, tunnel } = won;
+    this.lastTarget = target;
+    const giveBack = (): void => {
+      // Sticky hits were not acquired, so they are not released either.
+      if (won.acquired) source.release(node);
+    };
+    // A node whose last tunnel died before its first byte is told "success" only once a tunnel through it
+    // ends well (release): otherwise each CONNECT it answers would wipe its failures and it never cools.
+    if (!this.suspect.has(node)) source.reportSuccess(node);
+    if (route.sessionId !== undefined && !won.sticky) sessions.bind(user, route.sessionId, node, route.sessTime);
+    let released = false;
+    return {
+      ...tunnel,
+      node,
+      viaProxy: mode === 'forward' && node.protocol === 'http',
+      retries: won.retries,
+      hedges: won.hedges,
+      release: (failure?: FailureReason) => {
+        if (released) return;
+        released = true;
+        if (failure) {
+          this.suspect.add(node);
+          this.options.metrics?.upstreamFailures.inc({ reason: failure });
+          source.reportFailure(node, failure);
+          if (route.sessionId !== undefined && sessions.get(user, route.sessionId)?.node === node) sessions.rotate(user, route.sessionId, 'failed');
+        } else if (this.suspect.delete(node)) {
+          source.reportSuccess(node);
+        }
+        giveBack();
+      },
+    };
   }
 
   /**
@@ -344,7 +335,24 @@ export class Router {
     if (source) return source;
     const node = instances?.get(route.instanceNo);
     if (!node) throw new GatewayError('NO_UPSTREAM', `unknown instance '${route.instanceNo}'`);
-    return singleNode(node);
+    // The instance's own StaticPool, kept so its failures are recorded like any pool's (and follow a
+    // change of address or credentials).
+    let pool = this.statics.get(route.instanceNo);
+    if (!pool) {
+      pool = new StaticPool(`instance/${route.instanceNo}`, node, this.now);
+      this.statics.set(route.instanceNo, pool);
+    } else if (pool.current !== node) pool.setNode(node);
+    return pool;
+  }
+
+  /** The last target a tunnel reached: health probes without a URL dial it (src/health/probe.ts). */
+  recentTarget(): Target | undefined {
+    return this.lastTarget;
+  }
+
+  /** The static instances dialed so far, with their failures (admin view). */
+  staticPools(): StaticPool[] {
+    return [...this.statics.values()];
   }
 }
 
@@ -372,16 +380,3 @@ function clientMessage(err: UpstreamDialError): string {
   }
 }
 
-/** A NodeSource over one fixed node, for instances given without a source of their own. */
-function singleNode(node: UpstreamNode): NodeSource {
-  return {
-    acquire: async (exclude) => {
-      if (exclude?.has(node.id)) throw new PoolEmptyError(`instance/${node.id}`, 'the instance already failed');
-      return node;
-    },
-    release: () => {},
-    reportFailure: () => {},
-    reportSuccess: () => {},
-    isUsable: (n) => n.id === node.id,
-  };
-}

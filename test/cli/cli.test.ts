@@ -178,6 +178,21 @@ describe('rotor CLI', () => {
     assert.equal(shown.proxy.http.port, 18081, 'env overrides are applied');
   });
 
+  test('check-config reports how each user will draw, from the product records (embedded sandbox)', async () => {
+    const file = join(dir, 'plans.yaml');
+    writeFileSync(
+      file,
+      'users:\n  - { name: carol, password: carol-pass-1, mainAccount: shop1, product: DYN-104-MAIN, draw: api }\n  - { name: dave, password: dave-pass-1, mainAccount: shop1, product: DYN-104-IP5 }\n',
+    );
+    const r = await rotor(['check-config', '--config', file]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /carol on DYN-104-MAIN: password draw as main account shop1/);
+    assert.match(r.stdout, /pwdDrawProxyUser -1/);
+    assert.match(r.stdout, /ipWhiteList -1/);
+    assert.match(r.stdout, /dave on DYN-104-IP5: .*one IP per exit kept 10 min/);
+    assert.equal((parseYaml(r.stdout) as { users: unknown[] }).users.length, 2, 'still valid YAML');
+  });
+
   test('an invalid config exits 2 naming the key (check-config and start)', async () => {
     const file = join(dir, 'bad.yaml');
     writeFileSync(file, 'platform:\n  appSecret: not-a-good-length\n');

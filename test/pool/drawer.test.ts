@@ -77,7 +77,7 @@ describe('PwdDrawer', () => {
   });
 
   test('no region and sessTime 0: no addressCode, nodes without expiry', async () => {
-    const { api, pwdCalls } = stubApi({ pwd: () => ({ list: [{ list: ['127.0.0.1:1080'] }] }) });
+    const { api, pwdCalls } = stubApi({ pwd: () => ({ list: [{ list: ['127.0.0.1:1080:bob:pw'] }] }) });
     const nodes = await new PwdDrawer({ api, subAccount: 'bob', productNo: 'P2', region: '', sessTime: 0 }).draw(1);
     assert.deepEqual(pwdCalls, [{ appUsername: 'bob', productNo: 'P2', num: 1, sessTime: '0' }]);
     assert.equal(nodes.length, 1);

@@ -15,6 +15,11 @@ const node = {
     expiresAt: { type: 'integer' },
     coolingUntil: { type: 'integer' },
     lastFailedAt: { type: 'integer' },
+    awaitingProbe: { type: 'boolean' },
+    lastProbe: {
+      type: 'object',
+      properties: { at: { type: 'integer' }, ok: { type: 'boolean' }, latencyMs: { type: 'integer' }, reason: { type: 'string' } },
+    },
   },
 };
 const pool = {
@@ -30,6 +35,7 @@ const pool = {
       type: 'object',
       properties: { message: { type: 'string' }, code: { type: 'string' }, consecutive: { type: 'integer' }, retryAt: { type: 'integer' } },
     },
+    ipsLeft: { type: 'integer' },
     nodes: { type: 'array', items: node },
   },
 };

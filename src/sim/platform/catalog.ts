@@ -21,6 +21,10 @@ export const SIM_PRODUCTS = {
   dynamicTrafficCn: 'DYN-105-FLOW',
   /** 104 by IP count (packages of 10 IPs, 30 minutes each) */
   dynamicIpCount: 'DYN-104-IP',
+  /** 104 by traffic, pwdDrawProxyUser -1: only the main account may draw by password; no whitelist, no mixed API draw */
+  dynamicMainOnly: 'DYN-104-MAIN',
+  /** 104 by IP count in packages of 5 IPs, 10 minutes each; sessions 1-60 minutes */
+  dynamicIpFive: 'DYN-104-IP5',
   /** exists on the platform but not authorized for the merchant: never listed, GetProductInfo → 10004 */
   unauthorized: 'STC-101-UNAUTH',
 } as const;
@@ -191,6 +195,15 @@ export function createCatalog(): SimProduct[] {
       countryCode: '', costPrice: '2.00', ipCount: 10, ipDuration: 30, duration: 30, unit: 1,
     },
     {
+      ...dynamicBase, productNo: SIM_PRODUCTS.dynamicMainOnly, productName: 'Global dynamic traffic (main account draws)', proxyType: 104,
+      countryCode: '', costPrice: '0.004', flow: 100, flowConversionBase: 1024, pwdDrawProxyUser: -1, ipWhiteList: -1,
+      apiDrawGlobalRandom: -1, pwdDrawSessionRange: '1-30',
+    },
+    {
+      ...dynamicBase, productNo: SIM_PRODUCTS.dynamicIpFive, productName: 'Global dynamic by IP (5-IP packages)', proxyType: 104,
+      countryCode: '', costPrice: '1.00', ipCount: 5, ipDuration: 10, duration: 10, unit: 1, pwdDrawSessionRange: '1-60',
+    },
+    {
       ...base, productNo: SIM_PRODUCTS.unauthorized, productName: 'not authorized', proxyType: 101, protocol: '1',
       areaCode: 'NA', countryCode: 'USA', stateCode: 'USA036', cityCode: 'USA036001', costPrice: '1.00', inventory: 100,
       duration: 1, unit: 3, authorized: false,
@@ -216,7 +229,7 @@ export function productAreas(productNo: string): ProductArea[] {
       pa(productNo, 105, 'AS', 'CHN', 'CHN001', 'CHN001001', 'cn-bj'),
     ];
   }
-  if (productNo === SIM_PRODUCTS.dynamicTraffic || productNo === SIM_PRODUCTS.dynamicIpCount) {
+  if (productNo === SIM_PRODUCTS.dynamicTraffic || productNo === SIM_PRODUCTS.dynamicIpCount || productNo === SIM_PRODUCTS.dynamicMainOnly || productNo === SIM_PRODUCTS.dynamicIpFive) {
     return [
       pa(productNo, 104, 'NA', 'USA', 'USA000', '', 'us'),
       pa(productNo, 104, 'NA', 'USA', 'USA005', 'USA005000', 'us-ca'),

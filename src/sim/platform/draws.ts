@@ -10,6 +10,10 @@
 //   the sub account's password; ports rotate over the password gateways. sessTime 0/-1 on a product without
 //   proxyEverytimeChange becomes 5 (seed 4.15); above the product's pwdDrawSessionRange → 10093.
 //   maxFlowLimit > 0 sets the sub account's limit for the product to that many MB.
+//   The layout of the answer is a sim setting (faults.ts PwdDrawShape: POST /sim/faults {pwdDrawShape}):
+//   the default above, or proxyUrl = a gateway host:port with full lines, host:port:user:pass or user:pass
+//   in `list`, or one full line per item with `list` empty, or an extraction link listing the lines.
+//   pwdDrawProxyUser -1: only a main account (its own same-name sub account) may draw by password.
 // - DrawByApi answers list: [{proxyUrl: '<sandbox>/sim/extract/<token>'}]. GET on the link (from a
 //   whitelisted address) extracts `num` entries of <host>:<whitelistPort>: txt joined by the delimiter
 //   (1 CRLF, 2 the literal "/br", 3 CR, 4 LF, 5 TAB; no trailing delimiter), or json
@@ -22,6 +26,7 @@ import type { In, SimContext } from './context.ts';
 import { SimError } from './errors.ts';
 import { dynamicProduct, mainByEither } from './accounts.ts';
 import { bytesPerMb } from './money.ts';
+import type { PwdDrawShape } from './faults.ts';
 
 const MAX_DRAW = 100;
 
@@ -46,7 +51,10 @@ export function drawByPwd(ctx: SimContext, params: In<'DrawByPwd'>): unknown {
   const sub = state.subs.get(params.appUsername);
   if (!sub) throw new SimError(CODE.SUB_USERNAME_NOT_FOUND, params.appUsername);
   const product = dynamicProduct(ctx, params.productNo, params.proxyType);
-  if (product.pwdDrawProxyUser !== 1) throw new SimError(CODE.INVALID_PARAMS, 'the product has no password draw');
+  // pwdDrawProxyUser -1: only the main account (its own same-name sub account) may draw by password.
+  if (product.pwdDrawProxyUser !== 1 && sub.appUsername !== sub.main) {
+    throw new SimError(CODE.INVALID_PARAMS, 'the product does not let sub accounts draw by password');
+  }
   checkRegion(product, params.addressCode, product.proxyGlobalRandom);
   const sessTime = sessionMinutes(product, params.sessTime);
   const num = params.num ?? 1;
@@ -66,16 +74,50 @@ export function drawByPwd(ctx: SimContext, params: In<'DrawByPwd'>): unknown {
   }
   const host = upstreams?.host ?? '127.0.0.1';
   const ports = upstreams?.gatewayPorts.length ? upstreams.gatewayPorts : [0];
-  const list: string[] = [];
+  const drawn: Array<{ port: number; user: string }> = [];
   for (let i = 0; i < num; i++) {
     const credential: DrawnCredential = {
       account: sub.appUsername, productNo: product.productNo, sessionId: state.token(10), sessTime,
       ...(params.addressCode ? { addressCode: params.addressCode } : {}),
     };
     const user = upstreams ? upstreams.encodeUsername(credential) : `${credential.account}.${credential.sessionId}`;
-    list.push(formatDrawn(product.productNo, host, ports[i % ports.length] ?? 0, user, sub.password));
+    drawn.push({ port: ports[i % ports.length] ?? 0, user });
   }
-  return { list: [{ proxyUrl: list[0], list }] };
+  return { list: shapeAnswer(ctx, ctx.faults.pwdDrawShape, host, drawn, sub.password, product.productNo) };
+}
+
+type DrawnItem = { proxyUrl?: string; list?: string[] };
+
+/** Lays the drawn credentials out in one of the shapes the seed allows (faults.ts PwdDrawShape). */
+function shapeAnswer(ctx: SimContext, shape: PwdDrawShape, host: string, drawn: Array<{ port: number; user: string }>, pass: string, productNo: string): DrawnItem[] {
+  const url = (d: { port: number; user: string }) => `socks5://${encodeURIComponent(d.user)}:${encodeURIComponent(pass)}@${host}:${d.port}`;
+  const colon = (d: { port: number; user: string }) => `${host}:${d.port}:${d.user}:${pass}`;
+  const byGateway = (line: (d: { port: number; user: string }) => string): DrawnItem[] => {
+    const groups = new Map<number, string[]>();
+    for (const d of drawn) groups.set(d.port, [...(groups.get(d.port) ?? []), line(d)]);
+    return [...groups].map(([port, list]) => ({ proxyUrl: `${host}:${port}`, list }));
+  };
+  switch (shape) {
+    case 'line':
+      return drawn.map((d) => ({ proxyUrl: formatDrawn(productNo, host, d.port, d.user, pass), list: [] }));
+    case 'gateway-urls':
+      return byGateway(url);
+    case 'gateway-colon':
+      return byGateway(colon);
+    case 'gateway-pairs':
+      return byGateway((d) => `${d.user}:${pass}`);
+    case 'link': {
+      const token = ctx.state.token(24);
+      ctx.state.extractTokens.set(token, {
+        account: '', productNo, num: drawn.length, protocol: 'socks5', returnType: 'txt', delimiter: 1, addressCode: '', lines: drawn.map(colon),
+      });
+      return [{ proxyUrl: `${ctx.baseUrl()}/sim/extract/${token}` }];
+    }
+    default: {
+      const list = drawn.map((d) => formatDrawn(productNo, host, d.port, d.user, pass));
+      return [{ proxyUrl: list[0], list }];
+    }
+  }
 }
 
 /**
@@ -125,6 +167,8 @@ const refusal = (code: number, msg: string): Extracted => ({ contentType: 'appli
 export async function extract(ctx: SimContext, token: string, clientIp: string): Promise<Extracted> {
   const t = ctx.state.extractTokens.get(token);
   if (!t) return refusal(CODE.INVALID_PARAMS, 'unknown extraction link');
+  // A password draw's link: the lines were drawn (and charged) by DrawByPwd; no whitelist applies.
+  if (t.lines) return { contentType: 'text/plain', body: t.lines.join('\r\n') };
   const main = ctx.state.mains.get(t.account);
   const product = ctx.state.product(t.productNo);
   const b = main?.balances.get(t.productNo);

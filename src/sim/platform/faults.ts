@@ -11,6 +11,18 @@ export interface CallFault {
 
 export type OrderOutcome = 'fail' | 'partial';
 
+/**
+ * How DrawByPwd lays out its answer (the seed does not say what `proxyUrl` holds; every reading is possible):
+ * - 'lines' (default): one item, proxyUrl = the first drawn line, list = every line (form by product)
+ * - 'line': one item per node, proxyUrl = the full line, list empty
+ * - 'gateway-urls': per gateway port, proxyUrl = host:port, list = socks5://user:pass@host:port lines
+ * - 'gateway-colon': per gateway port, proxyUrl = host:port, list = host:port:user:pass
+ * - 'gateway-pairs': per gateway port, proxyUrl = host:port, list = user:pass to be joined with it
+ * - 'link': one item, proxyUrl = an extraction link whose body lists host:port:user:pass lines
+ */
+export type PwdDrawShape = 'lines' | 'line' | 'gateway-urls' | 'gateway-colon' | 'gateway-pairs' | 'link';
+export const PWD_DRAW_SHAPES: readonly PwdDrawShape[] = ['lines', 'line', 'gateway-urls', 'gateway-colon', 'gateway-pairs', 'link'];
+
 export interface FaultSettings {
   latencyMs?: number;
   /** answer code 500 without doing anything */
@@ -20,6 +32,8 @@ export interface FaultSettings {
   callbacks?: boolean;
   /** the next `count` orders to finish end this way (partial: the later half of the lines fail) */
   orderOutcome?: { outcome: OrderOutcome; count: number } | null;
+  /** the layout of DrawByPwd answers (not a fault: a reading of the seed another platform may choose) */
+  pwdDrawShape?: PwdDrawShape;
 }
 
 export class Faults {
@@ -27,6 +41,7 @@ export class Faults {
   fail: CallFault | null = null;
   drop: CallFault | null = null;
   orderOutcome: { outcome: OrderOutcome; count: number } | null = null;
+  pwdDrawShape: PwdDrawShape = 'lines';
 
   constructor(private readonly random: () => number) {}
 
@@ -35,6 +50,7 @@ export class Faults {
     if (settings.fail !== undefined) this.fail = settings.fail ? { ...settings.fail, count: settings.fail.count ?? Infinity } : null;
     if (settings.drop !== undefined) this.drop = settings.drop ? { ...settings.drop, count: settings.drop.count ?? Infinity } : null;
     if (settings.orderOutcome !== undefined) this.orderOutcome = settings.orderOutcome;
+    if (settings.pwdDrawShape !== undefined && PWD_DRAW_SHAPES.includes(settings.pwdDrawShape)) this.pwdDrawShape = settings.pwdDrawShape;
   }
 
   reset(): void {
@@ -42,6 +58,7 @@ export class Faults {
     this.fail = null;
     this.drop = null;
     this.orderOutcome = null;
+    this.pwdDrawShape = 'lines';
   }
 
   /** Consumes one use of the failure knob when it applies to this call. */

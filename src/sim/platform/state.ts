@@ -151,6 +151,8 @@ export interface ExtractToken {
   returnType: string;
   delimiter: number;
   addressCode: string;
+  /** a DrawByPwd link (shape 'link'): the drawn lines, served as they are */
+  lines?: string[];
 }
 
 export class SimState {
