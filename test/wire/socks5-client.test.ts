@@ -92,10 +92,15 @@ describe('SOCKS5 client', () => {
       let stage = 0;
       s.on('data', () => {
         const answer = stage++ === 0 ? [5, 0] : [5, 0, 0, 4, ...Array<number>(16).fill(0), 0, 80, 0x41];
-        // One byte per write, with a pause, so the client must reassemble.
+        // One byte per write, with a pause, so the client must reassemble; the reply's last byte and the first
+        // payload byte ('A') travel in one write, so the payload is deterministically behind the reply in the
+        // chunk that completes it (sent apart, whether it arrived before the client finished was a race).
         let i = 0;
         const next = (): void => {
-          if (i < answer.length) s.write(Buffer.from([answer[i++]!]), () => setTimeout(next, 1));
+          if (i >= answer.length) return;
+          const part = i === answer.length - 2 ? answer.slice(i) : [answer[i]!];
+          i += part.length;
+          s.write(Buffer.from(part), () => setTimeout(next, 1));
         };
         next();
       });
