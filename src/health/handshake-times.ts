@@ -22,6 +22,7 @@ export interface HedgeDelayOptions {
 /** Recent handshake times of one pool, in a fixed ring (no allocation per sample). */
 export class HandshakeTimes {
   private readonly ring: Float64Array;
+  private readonly scratch: Float64Array;
   private count = 0;
   private next = 0;
   private cached = -1;
@@ -30,6 +31,7 @@ export class HandshakeTimes {
     private readonly o: Required<Omit<HedgeDelayOptions, 'fixedMs'>> & { fixedMs: number },
   ) {
     this.ring = new Float64Array(Math.max(4, o.window));
+    this.scratch = new Float64Array(this.ring.length);
   }
 
   record(ms: number): void {
@@ -45,7 +47,11 @@ export class HandshakeTimes {
     if (this.o.fixedMs > 0) return this.o.fixedMs;
     if (this.count === 0) return this.o.initialMs;
     if (this.cached >= 0) return this.cached;
-    const sorted = Array.from(this.ring.subarray(0, this.count)).sort((a, b) => a - b);
+    // Each dial records a handshake, so this runs once per new tunnel: sorted in a reused typed array
+    // (numeric order natively, no comparator calls, no array per dial).
+    const sorted = this.scratch.subarray(0, this.count);
+    sorted.set(this.ring.subarray(0, this.count));
+    sorted.sort();
     const q = sorted[Math.min(sorted.length - 1, Math.floor(this.o.quantile * sorted.length))]!;
     this.cached = Math.round(Math.min(this.o.capMs, Math.max(this.o.floorMs, q * this.o.multiplier)));
     return this.cached;

@@ -91,17 +91,21 @@ export class RuleSet {
   private readonly allowPorts: ReadonlySet<number>;
   private readonly denyHosts: HostMatcher;
   private readonly allowHosts: HostMatcher;
+  /** Whether any host entry exists: without one the host (and its IP parse) is never looked at. */
+  readonly usesHosts: boolean;
 
   constructor(rules: DestinationRules = {}) {
     this.denyPorts = new Set(rules.denyPorts ?? []);
     this.allowPorts = new Set(rules.allowPorts ?? []);
     this.denyHosts = new HostMatcher(rules.denyHosts ?? []);
     this.allowHosts = new HostMatcher(rules.allowHosts ?? []);
+    this.usesHosts = !this.denyHosts.empty || !this.allowHosts.empty;
   }
 
   /** A one-line reason when the target is refused; undefined when allowed. `name` is normalized (normalizeHost). */
   refusal(name: string, port: number, ip: ReturnType<typeof parseIp>): string | undefined {
     if (this.denyPorts.has(port) || (this.allowPorts.size > 0 && !this.allowPorts.has(port))) return `target port ${port} is not allowed`;
+    if (!this.usesHosts) return undefined;
     if (this.denyHosts.matches(name, ip) || (!this.allowHosts.empty && !this.allowHosts.matches(name, ip))) return `target host ${name} is not allowed`;
     return undefined;
   }
@@ -135,14 +139,19 @@ export class DestinationPolicy {
   /** Why `user` may not go to `target`, in one line; undefined when it may. */
   check(user: { rules?: DestinationRules | null | undefined }, target: RuleTarget): string | undefined {
     const name = normalizeHost(target.host);
-    const ip = parseIp(name);
-    const global = this.defaults.refusal(name, target.port, ip);
-    if (global !== undefined || !user.rules) return global;
-    let own = this.compiled.get(user.rules);
-    if (!own) {
-      own = new RuleSet(user.rules);
-      this.compiled.set(user.rules, own);
+    let own: RuleSet | undefined;
+    if (user.rules) {
+      own = this.compiled.get(user.rules);
+      if (!own) {
+        own = new RuleSet(user.rules);
+        this.compiled.set(user.rules, own);
+      }
     }
+    // The IP parse (ipaddr.js) was the costliest step of a check, run for every new tunnel; only host
+    // entries look at it, and the default rules (port 25) have none.
+    const ip = this.defaults.usesHosts || own?.usesHosts ? parseIp(name) : undefined;
+    const global = this.defaults.refusal(name, target.port, ip);
+    if (global !== undefined || !own) return global;
     return own.refusal(name, target.port, ip);
   }
 }
