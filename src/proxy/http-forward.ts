@@ -23,7 +23,7 @@ import { DialCancel } from './cancel.ts';
 import { basicAuth } from './dial-http.ts';
 import { forwardHeaders, type AbsoluteTarget } from './http-message.ts';
 import type { Dialed, Route, Router } from './router.ts';
-import type { UserMeter } from './types.ts';
+import type { RelayLimiter, UserMeter } from './types.ts';
 
 type CounterChild = ReturnType<Counter<'user' | 'direction'>['labels']>;
 
@@ -31,6 +31,8 @@ type CounterChild = ReturnType<Counter<'user' | 'direction'>['labels']>;
 interface Upstream {
   dialed: Dialed;
   meter: UserMeter;
+  /** the user's rate (src/users/limiter.ts): request and response bodies take from it; undefined = none */
+  limiter: RelayLimiter | undefined;
   /** the client connection of the exchange under way (cut with the upstream when the limit is reached) */
   client: Socket | null;
   /** up bytes already counted into the meter (body chunks, then the rest of bytesWritten per exchange) */
@@ -219,9 +221,9 @@ export class Forwarder {
     up.once('response', (answer: IncomingMessage) => {
       responded = true;
       res.writeHead(answer.statusCode ?? 502, answer.statusMessage, forwardHeaders(answer.rawHeaders));
-      answer.pipe(res);
+      const upstream = (up.socket as TaggedSocket | null)?.[UPSTREAM];
+      streamThrottled(answer, res, upstream?.limiter);
       answer.once('end', () => {
-        const upstream = (up.socket as TaggedSocket | null)?.[UPSTREAM];
         if (upstream) this.settle(up.socket!, upstream);
         this.endExchange(exchange, 'ok', 'closed');
       });
@@ -272,13 +274,17 @@ export class Forwarder {
     else exchange.conn.end({ result, reason });
   }
 
-  /** Client body → upstream, counted chunk by chunk into the user's meter. */
+  /**
+   * Client body → upstream, counted chunk by chunk into the user's meter and taken from the user's rate: the
+   * client's body is paused while the upstream is full or the user is over its rate (both must clear).
+   */
   private pumpBody(req: IncomingMessage, up: ClientRequest, upstream: Upstream, exchange: Exchange): void {
     const meter = upstream.meter;
     if (req.complete && req.readableLength === 0) {
       up.end();
       return;
     }
+    const hold = new Hold(req, upstream.limiter);
     req.on('data', (chunk: Buffer) => {
       exchange.bodyStarted = true;
       upstream.upCounted += chunk.length;
@@ -287,9 +293,10 @@ export class Forwarder {
         cut(upstream);
         return;
       }
-      if (!up.write(chunk)) req.pause();
+      if (!up.write(chunk)) hold.full();
+      hold.take(chunk.length);
     });
-    up.on('drain', () => req.resume());
+    up.on('drain', hold.drained);
     req.once('end', () => up.end());
   }
 
@@ -351,6 +358,7 @@ export class Forwarder {
     const upstream: Upstream = {
       dialed,
       meter: router.meters.meter(user),
+      limiter: router.meters.limiter?.(user),
       client: null,
       upCounted: 0,
       down: 0,
@@ -375,6 +383,62 @@ export class Forwarder {
     socket.resume();
     return socket;
   }
+}
+
+/**
+ * Pauses one body's source while its sink is full or its user is over the rate (backpressure, nothing
+ * dropped: the chunk read is always written), and resumes it once both have cleared. One per body; per chunk
+ * only a take() and a few flag operations (the wake and drain functions are made once, here).
+ */
+class Hold {
+  private sinkFull = false;
+  private overRate = false;
+
+  constructor(
+    private readonly source: IncomingMessage,
+    private readonly limiter: RelayLimiter | undefined,
+  ) {}
+
+  full(): void {
+    this.sinkFull = true;
+    this.source.pause();
+  }
+
+  take(bytes: number): void {
+    // Every chunk is taken (counted), even one that arrived while already paused; one wait at a time.
+    if (this.limiter === undefined || this.limiter.take(bytes) || this.overRate) return;
+    this.overRate = true;
+    this.source.pause();
+    this.limiter.wait(this.wake);
+  }
+
+  readonly drained = (): void => {
+    this.sinkFull = false;
+    if (!this.overRate) this.source.resume();
+  };
+
+  private readonly wake = (): void => {
+    this.overRate = false;
+    if (!this.sinkFull) this.source.resume();
+  };
+}
+
+/**
+ * Response body → client like `answer.pipe(res)`, with the user's rate on top (Hold). Without a limiter it
+ * is the pipe itself.
+ */
+function streamThrottled(answer: IncomingMessage, res: ServerResponse, limiter: RelayLimiter | undefined): void {
+  if (limiter === undefined) {
+    answer.pipe(res);
+    return;
+  }
+  const hold = new Hold(answer, limiter);
+  answer.on('data', (chunk: Buffer) => {
+    if (!res.write(chunk)) hold.full();
+    hold.take(chunk.length);
+  });
+  res.on('drain', hold.drained);
+  answer.once('end', () => res.end());
 }
 
 /**

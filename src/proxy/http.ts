@@ -32,7 +32,7 @@ import {
 } from './http-message.ts';
 import { ListenerConnections, onServerError } from './connections.ts';
 import type { Authorization, Dialed, Route, Router } from './router.ts';
-import type { Target } from './types.ts';
+import type { RelayLimiter, Target } from './types.ts';
 import { unrecordedConnections } from '../connlog/recorder.ts';
 import type { ConnectionContext, ConnectionRecorder, RecordResult } from '../connlog/types.ts';
 
@@ -78,6 +78,13 @@ interface Failure extends Refusal {
   result: RecordResult;
 }
 
+/** A plain-HTTP client connection counted open for a user (and stopped by the user's disable or delete). */
+interface CountedClient {
+  user: string;
+  limiter: RelayLimiter | undefined;
+  stop(): void;
+}
+
 export class HttpListener {
   private readonly server: HttpServer;
   private readonly conns = new ListenerConnections();
@@ -87,7 +94,7 @@ export class HttpListener {
   private readonly idleTimeoutMs: number;
   private readonly handshakeMs: number;
   /** Per client connection: the user counted active on it (plain HTTP; tunnels count per dial). */
-  private readonly activeUser = new WeakMap<Socket, string>();
+  private readonly activeUser = new WeakMap<Socket, CountedClient>();
   /** Connections whose first request head has arrived; the rest are closed at the handshake deadline. */
   private readonly started = new WeakSet<Socket>();
 
@@ -179,8 +186,7 @@ export class HttpListener {
       clearTimeout(deadline);
       this.conns.sockets.delete(socket);
       metrics?.connectionsActive.dec({ listener: LISTENER });
-      const user = this.activeUser.get(socket);
-      if (user !== undefined) this.options.router.meters.connectionClosed(user);
+      this.uncount(socket);
     });
   }
 
@@ -245,6 +251,11 @@ export class HttpListener {
       return;
     }
     conn.target = `${target.host.includes(':') ? `[${target.host}]` : target.host}:${target.port}`;
+    // A connection already counted gives its slot back before admission reserves one for this request and
+    // counting it open takes it again: every request is admitted against the user's maxConnections, yet a
+    // kept-alive connection holds one slot however many requests it carries (a reservation left unopened
+    // here would lock the user out for the reservation's lifetime).
+    this.uncount(client);
     const admission = this.admit(req);
     if ('refusal' in admission) {
       conn.user = admission.user;
@@ -255,20 +266,34 @@ export class HttpListener {
     const route = admission.route;
     conn.user = route.user.name;
     conn.session = route.sessionId ?? null;
-    const user = route.user.name;
-    const counted = this.activeUser.get(client);
-    if (counted !== user) {
-      const meters = this.options.router.meters;
-      if (counted !== undefined) meters.connectionClosed(counted);
-      meters.connectionOpened(user);
-      this.activeUser.set(client, user);
-    }
+    this.countOpen(client, route.user.name);
     this.forwarder.forward(req, res, route, target, expectContinue, conn, (err, answer) => {
       const f = this.failure(err, conn);
       this.record(conn, f.result, f.reason);
       if (f.result === 'client_abort') answer.destroy();
       else refuseResponse(answer, f, this.realm);
     });
+  }
+
+  /**
+   * Counts the client connection open for `user` and registers it with the user's limiter, so disable and
+   * delete close it like a tunnel (the rate itself is taken per body chunk in http-forward.ts).
+   */
+  private countOpen(client: Socket, user: string): void {
+    const meters = this.options.router.meters;
+    meters.connectionOpened(user);
+    const limiter = meters.limiter?.(user);
+    const counted: CountedClient = { user, limiter, stop: () => client.destroy() };
+    limiter?.attach(counted);
+    this.activeUser.set(client, counted);
+  }
+
+  private uncount(client: Socket): void {
+    const counted = this.activeUser.get(client);
+    if (counted === undefined) return;
+    this.activeUser.delete(client);
+    counted.limiter?.detach(counted);
+    this.options.router.meters.connectionClosed(counted.user);
   }
 
   private tunnel(req: IncomingMessage, socket: Socket, head: Buffer, kind: 'connect' | 'upgrade'): void {
@@ -292,6 +317,8 @@ export class HttpListener {
       return;
     }
     conn.target = `${target.host.includes(':') ? `[${target.host}]` : target.host}:${target.port}`;
+    // An Upgrade on a kept-alive connection that carried forwarded requests: from here the relay counts it.
+    this.uncount(socket);
     const admission = this.admit(req);
     if ('refusal' in admission) {
       conn.user = admission.user;
