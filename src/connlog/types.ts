@@ -87,20 +87,8 @@ export interface ConnectionRecorder {
   open(listener: string): ConnectionContext;
 }
 
-/** A live connection as GET /v1/connections/active answers it. */
-export interface LiveConnection {
-  id: string;
-  user: string | null;
-  session: string | null;
-  listener: string;
-  target?: string | null;
-  node: string | null;
-  exit: string | null;
-  bytesUp: number;
-  bytesDown: number;
-  startedAt: number;
-  durationMs: number;
-}
+/** A live connection as GET /v1/connections/active answers it: the record's fields so far, before its end. */
+export type LiveConnection = Omit<ConnectionRecord, 'result' | 'reason' | 'retries' | 'hedges'>;
 
 export interface ConnectionQuery {
   user?: string;

@@ -2,6 +2,7 @@
 // injected function and emits the event once the time has passed, once per (user, expiry) across restarts
 // and daemons (marker `expired:<user>:<expiresAt>`; a user given a new expiry can expire again).
 import type { Logger } from '../telemetry/logger.ts';
+import { PeriodicRound } from './periodic-round.ts';
 import type { EventSink } from './types.ts';
 
 export interface ExpiryReading {
@@ -19,37 +20,16 @@ export interface ExpiryWatcherOptions {
   logger?: Logger;
 }
 
-export class ExpiryWatcher {
-  private readonly intervalMs: number;
+export class ExpiryWatcher extends PeriodicRound {
   private readonly now: () => number;
   /** user -> the expiry already announced */
   private readonly announced = new Map<string, number>();
-  private timer: NodeJS.Timeout | undefined;
-  private round: Promise<void> | undefined;
-
   constructor(private readonly options: ExpiryWatcherOptions) {
-    this.intervalMs = options.intervalMs ?? 1_000;
+    super(options.intervalMs ?? 1_000);
     this.now = options.now ?? Date.now;
   }
 
-  start(): void {
-    if (this.timer) return;
-    this.timer = setInterval(() => void this.check(), this.intervalMs);
-    this.timer.unref();
-  }
-
-  async stop(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = undefined;
-    await this.round;
-  }
-
-  check(): Promise<void> {
-    this.round ??= this.checkOnce().finally(() => (this.round = undefined));
-    return this.round;
-  }
-
-  private async checkOnce(): Promise<void> {
+  protected async checkOnce(): Promise<void> {
     const now = this.now();
     for (const r of this.options.read()) {
       if (r.expiresAt === null || r.expiresAt > now || this.announced.get(r.user) === r.expiresAt) continue;

@@ -5,6 +5,7 @@
 // (src/store/events.ts). Memory holds one small entry per user (the period and thresholds already settled),
 // so 10,000 users cost a loop of comparisons per round and a store write only when a threshold is crossed.
 import type { Logger } from '../telemetry/logger.ts';
+import { PeriodicRound } from './periodic-round.ts';
 import type { EventSink } from './types.ts';
 
 /** One user's standing in its current quota period. */
@@ -35,38 +36,17 @@ export function quotaMarker(threshold: number, user: string, periodKey: string):
   return `quota:${threshold}:${user}:${periodKey}`;
 }
 
-export class QuotaWatcher {
-  private readonly intervalMs: number;
+export class QuotaWatcher extends PeriodicRound {
   /** user -> the period seen and the thresholds settled (emitted here, or found already emitted) in it */
   private readonly settled = new Map<string, { periodKey: string; done: Set<number> }>();
-  private timer: NodeJS.Timeout | undefined;
-  private round: Promise<void> | undefined;
   /** Emit attempts and events actually written (the rest found their marker taken). */
   readonly stats = { attempts: 0, emitted: 0 };
 
   constructor(private readonly options: QuotaWatcherOptions) {
-    this.intervalMs = options.intervalMs ?? 1_000;
+    super(options.intervalMs ?? 1_000);
   }
 
-  start(): void {
-    if (this.timer) return;
-    this.timer = setInterval(() => void this.check(), this.intervalMs);
-    this.timer.unref();
-  }
-
-  async stop(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = undefined;
-    await this.round;
-  }
-
-  /** One round (rounds never overlap: a slow store makes the next one wait). */
-  check(): Promise<void> {
-    this.round ??= this.checkOnce().finally(() => (this.round = undefined));
-    return this.round;
-  }
-
-  private async checkOnce(): Promise<void> {
+  protected async checkOnce(): Promise<void> {
     const seen = new Set<string>();
     for (const r of this.options.read()) {
       seen.add(r.user);

@@ -8,7 +8,7 @@ import type { Metrics } from '../telemetry/metrics.ts';
 import { relay, upstreamFailedEarly, type RelayHandle } from './relay.ts';
 import type { Dialed } from './router.ts';
 import type { MeterProvider } from './types.ts';
-import type { ConnectionContext } from '../connlog/types.ts';
+import type { ConnectionContext, RecordResult } from '../connlog/types.ts';
 
 export class ListenerConnections {
   /** Client sockets open now (each listener adds on accept and removes on 'close'). */
@@ -90,4 +90,13 @@ export class ListenerConnections {
 /** A proxy listener's server 'error' (src/errors/failed-accept.ts says what it means). */
 export function onServerError(listening: boolean, err: Error, logger: Logger | undefined): void {
   reportFailedAccept(listening, err, 'proxy listener', logger);
+}
+
+/**
+ * A connection (or forwarded request) that ends before any relay, on either listener: counted on
+ * rotor_proxy_connections_total (a client that left is no refusal, so not counted) and recorded once.
+ */
+export function endBeforeRelay(metrics: Metrics | undefined, listener: string, conn: ConnectionContext, result: RecordResult, reason: string): void {
+  if (result !== 'client_abort') metrics?.connectionsTotal.inc({ listener, result });
+  conn.end({ result, reason });
 }

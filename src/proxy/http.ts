@@ -30,7 +30,7 @@ import {
   requestHead,
   type Refusal,
 } from './http-message.ts';
-import { ListenerConnections, onServerError } from './connections.ts';
+import { endBeforeRelay, ListenerConnections, onServerError } from './connections.ts';
 import type { Authorization, Dialed, Route, Router } from './router.ts';
 import type { RelayLimiter, Target } from './types.ts';
 import { unrecordedConnections } from '../connlog/recorder.ts';
@@ -196,8 +196,7 @@ export class HttpListener {
 
   /** A connection or request that ends before any relay: counted (except a client abort) and recorded. */
   private record(conn: ConnectionContext, result: RecordResult, reason: string): void {
-    if (result !== 'client_abort') this.count(result);
-    conn.end({ result, reason });
+    endBeforeRelay(this.options.metrics, LISTENER, conn, result, reason);
   }
 
   private defect(socket: Socket, conn: ConnectionContext, err: unknown): void {

@@ -10,7 +10,7 @@ import { DialCancel } from './cancel.ts';
 import { GatewayError } from './errors.ts';
 import { holdClient } from './hold.ts';
 import { logFailedAccepts } from '../errors/failed-accept.ts';
-import { ListenerConnections } from './connections.ts';
+import { endBeforeRelay, ListenerConnections } from './connections.ts';
 import type { Authorization, Refusal, Route, Router } from './router.ts';
 import { unrecordedConnections } from '../connlog/recorder.ts';
 import type { ConnectionContext, ConnectionRecorder, RecordResult } from '../connlog/types.ts';
@@ -92,8 +92,7 @@ export class Socks5Listener {
 
   /** A connection that ends before any relay: counted (except a client abort) and recorded. */
   private refuse(conn: ConnectionContext, result: RecordResult, reason: string): void {
-    if (result !== 'client_abort') this.count(result);
-    conn.end({ result, reason });
+    endBeforeRelay(this.options.metrics, LISTENER, conn, result, reason);
   }
 
   private onConnection(socket: Socket): void {
