@@ -5,8 +5,7 @@
 // becomes a node. Then the odd shapes a platform might send, with what is dropped said once at warn.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer, type AddressInfo, type Server } from 'node:net';
-import { startSimulator, SIM_PRODUCTS, type Simulator } from '../../src/sim/index.ts';
+import { SIM_PRODUCTS, type Simulator } from '../../src/sim/index.ts';
 import { PWD_DRAW_SHAPES } from '../../src/sim/platform/faults.ts';
 import { PlatformClient } from '../../src/platform/client.ts';
 import { PwdDrawer, drawApiFromClient, type DrawApi } from '../../src/pool/drawer.ts';
@@ -14,11 +13,12 @@ import { readPwdAnswer } from '../../src/pool/pwd-answer.ts';
 import { dialSocks5 } from '../../src/proxy/dial-socks5.ts';
 import type { UpstreamNode } from '../../src/pool/types.ts';
 import { orderSucceeded } from '../support/orders.ts';
+import { startPoolSandbox, type PoolSandbox } from '../support/pool-sandbox.ts';
 import { captureLogger } from '../support/logger.ts';
 
+let box: PoolSandbox;
 let sim: Simulator;
 let client: PlatformClient;
-let target: Server;
 let targetPort: number;
 
 async function echoThrough(node: UpstreamNode): Promise<string> {
@@ -39,22 +39,13 @@ async function echoThrough(node: UpstreamNode): Promise<string> {
 }
 
 before(async () => {
-  target = createServer((s) => s.on('data', (b) => s.end(`echo:${b.toString()}`)).on('error', () => undefined));
-  await new Promise<void>((resolve) => target.listen(0, '127.0.0.1', resolve));
-  targetPort = (target.address() as AddressInfo).port;
-  sim = await startSimulator({ orderDelayMs: 20 });
-  client = new PlatformClient({ baseUrl: sim.baseUrl, appKey: sim.appKey, appSecret: sim.appSecret, retries: 0, timeoutMs: 5000 });
-  await client.call('CreateUser', { appUsername: 'shop1', status: 1 });
-  await client.call('CreateProxyUser', { appUsername: 'alice', appMainUsername: 'shop1', limitFlow: 100, status: 1 });
+  box = await startPoolSandbox();
+  ({ sim, client, targetPort } = box);
   const o = await client.call('InstanceOpen', { appOrderNo: 'shapes-1', params: [{ productNo: SIM_PRODUCTS.dynamicTraffic, appUsername: 'shop1', flow: 100 }] });
   await orderSucceeded(client, o.orderNo);
 });
 
-after(async () => {
-  client.close();
-  await sim.close();
-  await new Promise<void>((resolve) => target.close(() => resolve()));
-});
+after(() => box.close());
 
 describe('DrawByPwd shapes from the sandbox', () => {
   for (const shape of PWD_DRAW_SHAPES) {

@@ -2,18 +2,17 @@
 // parser's output must be credentials the sandbox's upstreams accept.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer, type Server, type AddressInfo } from 'node:net';
 import { SocksClient } from 'socks';
-import { startSimulator, SIM_PRODUCTS, type Simulator } from '../../src/sim/index.ts';
+import { SIM_PRODUCTS } from '../../src/sim/index.ts';
 import { PlatformClient } from '../../src/platform/client.ts';
 import { ApiDrawer, PwdDrawer, drawApiFromClient } from '../../src/pool/drawer.ts';
 import { Pool } from '../../src/pool/pool.ts';
 import type { UpstreamNode } from '../../src/pool/types.ts';
 import { orderSucceeded } from '../support/orders.ts';
+import { startPoolSandbox, type PoolSandbox } from '../support/pool-sandbox.ts';
 
-let sim: Simulator;
+let box: PoolSandbox;
 let client: PlatformClient;
-let target: Server;
 let targetPort: number;
 
 const waitOrder = (orderNo: string): Promise<void> => orderSucceeded(client, orderNo);
@@ -40,24 +39,15 @@ async function echoThrough(node: UpstreamNode): Promise<string> {
 }
 
 before(async () => {
-  target = createServer((s) => s.on('data', (b) => s.end(`echo:${b.toString()}`)).on('error', () => undefined));
-  await new Promise<void>((resolve) => target.listen(0, '127.0.0.1', resolve));
-  targetPort = (target.address() as AddressInfo).port;
-  sim = await startSimulator({ orderDelayMs: 20 });
-  client = new PlatformClient({ baseUrl: sim.baseUrl, appKey: sim.appKey, appSecret: sim.appSecret, retries: 0, timeoutMs: 5000 });
-  await client.call('CreateUser', { appUsername: 'shop1', status: 1 });
-  await client.call('CreateProxyUser', { appUsername: 'alice', appMainUsername: 'shop1', limitFlow: 100, status: 1 });
+  box = await startPoolSandbox();
+  ({ client, targetPort } = box);
   for (const [i, productNo] of [SIM_PRODUCTS.dynamicTraffic, SIM_PRODUCTS.dynamicTrafficCn].entries()) {
     const o = await client.call('InstanceOpen', { appOrderNo: `pool-test-${i}`, params: [{ productNo, appUsername: 'shop1', flow: 100 }] });
     await waitOrder(o.orderNo);
   }
 });
 
-after(async () => {
-  client.close();
-  await sim.close();
-  await new Promise<void>((resolve) => target.close(() => resolve()));
-});
+after(() => box.close());
 
 describe('drawing from the sandbox', () => {
   test('PwdDrawer: URL form (DYN-104) and colon form (DYN-105) parse into working nodes', async () => {
