@@ -186,6 +186,33 @@ describe('admin token: decided on the matched route', () => {
     assert.equal((await send(port, 'GET', 'http://x/v1/app', auth)).status, 200);
   });
 
+  test('every /v1 route the server documents (users, connections, usage, events, stats included): 401 without the token, plain, percent-encoded and absolute-form, and no route runs', async () => {
+    // The route list comes from the server itself (its OpenAPI document), so a route added later is covered
+    // without editing this test.
+    const doc = (app as unknown as { swagger(): { paths: Record<string, Record<string, unknown>> } }).swagger();
+    const routes: { method: string; path: string }[] = [];
+    for (const [path, ops] of Object.entries(doc.paths)) {
+      if (!path.startsWith('/v1')) continue;
+      for (const method of Object.keys(ops)) {
+        if (['get', 'post', 'put', 'patch', 'delete'].includes(method)) routes.push({ method: method.toUpperCase(), path: path.replace(/\{[^}]+\}/g, 'x1') });
+      }
+    }
+    for (const must of ['/v1/users/x1', '/v1/connections/x1', '/v1/usage', '/v1/events', '/v1/stats', '/v1/connections/active']) {
+      assert.ok(routes.some((r) => r.path === must), `the document lists ${must}`);
+    }
+    assert.ok(routes.length >= 40, `${routes.length} routes`);
+    const before = calls.length;
+    for (const { method, path } of routes) {
+      const encoded = path.replace('/v1', '/%76%31');
+      for (const target of [path, encoded, `http://x${path}`]) {
+        const body = method === 'GET' || method === 'DELETE' ? undefined : '{}';
+        const a = await send(port, method, target, {}, body);
+        assert.equal(a.status, 401, `${method} ${target} answered ${a.status}`);
+      }
+    }
+    assert.equal(calls.length, before, `no route ran without the token: ${calls.slice(before).join(', ')}`);
+  });
+
   test('a /v1 route registered outside the /v1 scope is guarded too', async () => {
     const extra = buildAdminServer(h.deps, { host: '127.0.0.1', token: TOKEN });
     let ran = 0;
