@@ -16,6 +16,23 @@ export class ListenerConnections {
   private readonly relays = new Set<RelayHandle>();
 
   /**
+   * An accepted client socket, on either listener: registered (for drain and close), counted on
+   * rotor_proxy_connections_active while open, errors silenced (each stage handles its own), no Nagle delay.
+   * `onClose` runs once the socket is gone, after the bookkeeping.
+   */
+  accept(socket: Socket, listener: string, metrics: Metrics | undefined, onClose?: () => void): void {
+    socket.on('error', noop);
+    socket.setNoDelay(true);
+    this.sockets.add(socket);
+    metrics?.connectionsActive.inc({ listener });
+    socket.once('close', () => {
+      this.sockets.delete(socket);
+      metrics?.connectionsActive.dec({ listener });
+      onClose?.();
+    });
+  }
+
+  /**
    * Relays `client` ↔ the dialed upstream, counted into the user's meter. At the end the node goes back to its
    * pool (as failed when the upstream died before its first byte) and the connection is counted closed.
    */
@@ -100,3 +117,5 @@ export function endBeforeRelay(metrics: Metrics | undefined, listener: string, c
   if (result !== 'client_abort') metrics?.connectionsTotal.inc({ listener, result });
   conn.end({ result, reason });
 }
+
+function noop(): void {}

@@ -173,19 +173,12 @@ export class HttpListener {
 
   /** Where a client connection opens and closes: the registry, the gauge, the handshake deadline. */
   private onConnection(socket: Socket): void {
-    socket.on('error', noop);
-    socket.setNoDelay(true);
-    this.conns.sockets.add(socket);
-    const metrics = this.options.metrics;
-    metrics?.connectionsActive.inc({ listener: LISTENER });
     const deadline = setTimeout(() => {
       if (!this.started.has(socket)) socket.destroy();
     }, this.handshakeMs);
     deadline.unref();
-    socket.once('close', () => {
+    this.conns.accept(socket, LISTENER, this.options.metrics, () => {
       clearTimeout(deadline);
-      this.conns.sockets.delete(socket);
-      metrics?.connectionsActive.dec({ listener: LISTENER });
       this.uncount(socket);
     });
   }

@@ -96,15 +96,7 @@ export class Socks5Listener {
   }
 
   private onConnection(socket: Socket): void {
-    socket.on('error', noop);
-    socket.setNoDelay(true);
-    this.conns.sockets.add(socket);
-    const metrics = this.options.metrics;
-    metrics?.connectionsActive.inc({ listener: LISTENER });
-    socket.once('close', () => {
-      this.conns.sockets.delete(socket);
-      metrics?.connectionsActive.dec({ listener: LISTENER });
-    });
+    this.conns.accept(socket, LISTENER, this.options.metrics);
     const conn = this.recorder.open(LISTENER);
     conn.closer = () => socket.destroy();
     this.handle(socket, conn).catch((err: unknown) => {
@@ -203,7 +195,6 @@ export class Socks5Listener {
   }
 }
 
-function noop(): void {}
 
 /** An admission without credentials as the handshake's decision (none or an auth refusal: no way in). */
 function decide(a: Authorization | undefined): AuthDecision<Decision> {
