@@ -57,7 +57,7 @@ const firstByteDialer: Dialer = async (n, _target, options) => {
   });
 };
 
-function routerWith(pool: FixedPool, extra: { hedgeAfterMs?: number; instances?: InstanceDirectory } = {}) {
+function routerWith(pool: FixedPool, extra: { hedgeAfterMs?: number; instances?: InstanceDirectory; dialer?: Dialer } = {}) {
   const metrics = createMetrics({ defaultMetrics: false });
   const r = new Router({
     users: new Users([user('alice', 'secret')]),
@@ -68,7 +68,7 @@ function routerWith(pool: FixedPool, extra: { hedgeAfterMs?: number; instances?:
     hedgeAfterMs: extra.hedgeAfterMs ?? 100,
     connectTimeoutMs: 2000,
     handshakeTimeoutMs: 5000,
-    dialers: { socks5: firstByteDialer, http: firstByteDialer },
+    dialers: { socks5: extra.dialer ?? firstByteDialer, http: extra.dialer ?? firstByteDialer },
     ...(extra.instances ? { instances: extra.instances } : {}),
   });
   return { r, metrics };
@@ -110,16 +110,7 @@ describe('hedged dialing', () => {
       return { socket, head: null };
     };
     const pool = new FixedPool([node('socks5', stalledPort), node('socks5', healthyPort)]);
-    const metrics = createMetrics({ defaultMetrics: false });
-    const r = new Router({
-      users: new Users([user('alice', 'secret')]),
-      meters: new UnlimitedMeters(),
-      pools: new FixedPools(pool),
-      sessions: new MapSessions(),
-      metrics,
-      hedgeAfterMs: 100,
-      dialers: { socks5: slowDialer, http: slowDialer },
-    });
+    const { r, metrics } = routerWith(pool, { dialer: slowDialer });
     const a = r.authorize('alice', 'secret');
     assert.ok(a.ok);
     const dialed = await r.dial(a.route, { host: '127.0.0.1', port: 9 });
