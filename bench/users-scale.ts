@@ -1,40 +1,155 @@
-// Users at scale (issue 15): does authentication stay O(1) and /metrics bounded with 10,000 users made
-// through the admin API? `rotor start` runs as a child process (embedded sandbox, SQLite in a temp dir); the
-// M2 load (new CONNECT tunnels per second, one small request each, 32 at a time: bench/client.ts `rate`)
-// runs in its own process against a loopback target (bench/target.ts). Two daemons run side by side: one
-// with the config user alone, one whose store holds 10,000 more users (`--prefill`, written to its store
-// before it starts, all with one hash) plus any `--api N` users POSTed to /v1/users first (the whole
-// creation path: hash, journal, sandbox sub account; timed). M2 rounds alternate between the two so the
-// shared machine's load falls on both alike; medians compared. /metrics of the second is read at the end.
+// Users at scale (issue 15): with 10,000 users created through the admin API, does a new tunnel cost what it
+// costs with one user, does the idle daemon stay idle, and does /metrics stay bounded?
 //
-//   node --import tsx bench/users-scale.ts [--prefill 10000] [--api 0] [--rounds 5] [--seconds 5]
-import { fork, type ChildProcess } from 'node:child_process';
-import { join } from 'node:path';
+// Two real daemons (`rotor start`, compiled dist/, embedded sandbox handing out Debian's microsocks as the
+// drawn line, accounting on SQLite, default timers) run side by side: `one` with its config user alone, `many`
+// with the same config user plus N users POSTed to /v1/users (the whole creation path: scrypt hash, journal,
+// the sandbox's sub account and limit). Then:
+//   idle  both daemons' own CPU (user + sys from /proc/<pid>/stat) over the same window with no traffic;
+//   M2    new tunnels per second (bench/client.ts `rate`: one small request per tunnel, `concurrency` at a
+//         time, the config user, both daemons on the same microsocks and target) in many short rounds, the
+//         two daemons interleaved (the order alternates each round) so the shared machine's load falls on
+//         both alike. Per round: tunnels/s of each and the daemon's CPU per tunnel; reported as the median
+//         of the per-round ratios many/one with their spread (quartiles). CPU per tunnel is what load on the
+//         machine changes least: tunnels/s moves with whatever else runs, CPU time per tunnel barely does.
+//   /metrics of `many`: bytes, samples, per-user series.
+//
+//   node --import tsx bench/users-scale.ts [--users 10000] [--rounds 16] [--ms 2000] [--idle-ms 30000]
+//                                          [--concurrency 32] [--kind connect|socks5] [--smoke] [--profile DIR]
+//
+// --smoke: 200 users, 3 rounds of 300 ms, 2 s idle (checks the bench runs). --profile DIR: both daemons
+// write --cpu-prof profiles into DIR (read them with bench/profile.ts).
+import { fork, spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg, tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { adminSend, cleanup, rawConfig, spawnDaemon, tempDir, writeConfigFile } from '../test/e2e/limits-harness.ts';
-import type { ClientJob, ClientReply, RateResult } from './client.ts';
-import { startJsonChild } from './procs.ts';
-import { SqliteStore } from '../src/store/sqlite.ts';
-import { hashPassword } from '../src/users/password.ts';
+import { parseArgs } from 'node:util';
+import { stringify } from 'yaml';
+import { stopChild, type UpstreamDaemon } from '../test/support/upstreams.ts';
+import type { ClientJob, ClientReply, ProxySpec, RateResult } from './client.ts';
+import { ensureBuilt, SOCKS_PRODUCT } from './daemon.ts';
+import { BenchSetupError, cpuMs, rssBytes, startJsonChild, startMicrosocks } from './procs.ts';
+import { BENCH_PASSWORD, SOCKS_USER } from './spec.ts';
+import { fmt, median } from './stats.ts';
 
 const HERE = fileURLToPath(new URL('.', import.meta.url));
+const ROOT = resolve(HERE, '..');
 const TOKEN = 'users-scale-token-91f0';
+const UP_USER = 'upuser';
+const UP_PASS = 'up-pass';
 
-function flag(name: string, fallback: number): number {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 ? Number(process.argv[i + 1]) : fallback;
+export interface ScaleDaemon {
+  pid: number;
+  http: number;
+  socks5: number;
+  admin: number;
+  output(): string;
+  stop(): Promise<void>;
 }
 
-function client(): Promise<{ run: (job: ClientJob) => Promise<RateResult>; stop: () => void }> {
-  return new Promise((resolve, reject) => {
-    const child: ChildProcess = fork(join(HERE, 'client.ts'), [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+/** `rotor start` (bin/rotor.js → dist/) on its own config and SQLite store; `nodeFlags` go to node. */
+export async function startScaleDaemon(upstream: UpstreamDaemon, nodeFlags: string[] = [], storeDir?: string): Promise<ScaleDaemon> {
+  const dir = mkdtempSync(join(tmpdir(), 'rotor-users-scale-'));
+  const config = join(dir, 'rotor.yaml');
+  writeFileSync(
+    config,
+    stringify({
+      platform: { mode: 'embedded', sandbox: { drawnLines: { [SOCKS_PRODUCT]: [`socks5://${UP_USER}:${UP_PASS}@127.0.0.1:${upstream.port}`] } } },
+      proxy: { http: { host: '127.0.0.1', port: 0 }, socks5: { host: '127.0.0.1', port: 0 } },
+      admin: { host: '127.0.0.1', port: 0, token: TOKEN },
+      callback: { host: '127.0.0.1', port: 0 },
+      store: { path: join(storeDir ?? dir, 'rotor.db') },
+      log: { level: 'info' },
+      users: [{ name: SOCKS_USER, password: BENCH_PASSWORD, mainAccount: 'bench', product: SOCKS_PRODUCT, draw: 'pwd', sessTime: 5, limitBytes: -1 }],
+      pool: { lowWater: 1, drawBatch: 1 },
+    }),
+  );
+  const env = { ...process.env } as Record<string, string>;
+  for (const k of Object.keys(env)) if (k.startsWith('ROTOR_')) delete env[k];
+  env.ROTOR_CONFIG = config;
+  const child: ChildProcess = spawn(process.execPath, [...nodeFlags, join(ROOT, 'bin', 'rotor.js'), 'start'], { cwd: dir, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  const keep = (c: Buffer): void => {
+    out += c.toString('utf8');
+    if (out.length > 256 * 1024) out = out.slice(-64 * 1024);
+  };
+  child.stdout!.on('data', keep);
+  child.stderr!.on('data', keep);
+  const ports = await new Promise<{ http: number; socks5: number; admin: number }>((resolveReady, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new BenchSetupError(`rotor start was not ready within 120 s:\n${out.slice(-2000)}`));
+    }, 120_000);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new BenchSetupError(`rotor start exited (${code}) before it was ready:\n${out.slice(-2000)}`));
+    });
+    const look = (): void => {
+      const at = out.indexOf('rotor is ready');
+      if (at < 0) return;
+      const end = out.indexOf('\n', at);
+      if (end < 0) return;
+      const rec = JSON.parse(out.slice(out.lastIndexOf('\n', at) + 1, end)) as { http: { port: number }; socks5: { port: number }; admin: number };
+      clearTimeout(timer);
+      child.removeAllListeners('exit');
+      child.stdout!.off('data', look);
+      resolveReady({ http: rec.http.port, socks5: rec.socks5.port, admin: rec.admin });
+    };
+    child.stdout!.on('data', look);
+  });
+  return {
+    pid: child.pid!,
+    ...ports,
+    output: () => out,
+    stop: async () => {
+      await stopChild(child, 15_000);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** POSTs `count` users to /v1/users, 8 at a time; resolves with the seconds it took. */
+export async function createUsers(admin: number, count: number, log: (line: string) => void): Promise<number> {
+  const started = Date.now();
+  let next = 0;
+  let failed = 0;
+  const periods = ['month', 'day', 'total'] as const;
+  const worker = async (): Promise<void> => {
+    while (next < count) {
+      const n = next++;
+      const name = `u${String(n).padStart(5, '0')}`;
+      const res = await fetch(`http://127.0.0.1:${admin}/v1/users`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${TOKEN}` },
+        // A reseller's customers: a byte quota per month, day or lifetime, all on the bench's main account.
+        body: JSON.stringify({ name, password: `${name}-secret-pw`, mainAccount: 'bench', product: SOCKS_PRODUCT, quota: { bytes: 10 * 1024 ** 3, period: periods[n % 3] } }),
+      });
+      const text = await res.text();
+      if (res.status !== 201 && ++failed <= 3) log(`  POST ${name}: ${res.status} ${text.slice(0, 200)}`);
+      if (n % 1000 === 999) log(`  ${n + 1} users after ${((Date.now() - started) / 1000).toFixed(0)} s`);
+    }
+  };
+  await Promise.all(Array.from({ length: 8 }, worker));
+  if (failed > 0) throw new BenchSetupError(`${failed} of ${count} users were not created`);
+  return (Date.now() - started) / 1000;
+}
+
+export interface LoadClient {
+  rate(proxy: ProxySpec, target: number, concurrency: number, durationMs: number): Promise<RateResult>;
+  stop(): void;
+}
+
+export function startClient(): Promise<LoadClient> {
+  return new Promise((resolveClient, reject) => {
+    const child = fork(join(HERE, 'client.ts'), [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
     child.once('error', reject);
     child.once('message', () =>
-      resolve({
-        run: (job) =>
+      resolveClient({
+        rate: (proxy, target, concurrency, durationMs) =>
           new Promise((res, rej) => {
             child.once('message', (reply: ClientReply) => (reply.ok ? res(reply.result as RateResult) : rej(new Error(reply.error))));
-            child.send(job);
+            child.send({ op: 'rate', proxy, target, concurrency, durationMs } satisfies ClientJob);
           }),
         stop: () => child.disconnect(),
       }),
@@ -42,91 +157,117 @@ function client(): Promise<{ run: (job: ClientJob) => Promise<RateResult>; stop:
   });
 }
 
-const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-/** A daemon as a child process on its own SQLite store, `prefill` users written to the store before it starts. */
-async function daemonWith(prefill: number, hash: string) {
-  const dir = tempDir('rotor-users-scale-');
-  const file = join(dir, 'rotor.yaml');
-  if (prefill > 0) {
-    const store = new SqliteStore(join(dir, 'rotor.db'));
-    for (let i = 0; i < prefill; i++) {
-      await store.putUser({ name: `p${i}`, data: { name: `p${i}`, mainAccount: 'shop1', source: 'api', createdAt: Date.now(), quota: { bytes: 1e9, period: 'month' } }, passwordHash: hash, state: 'ready' });
-    }
-    await store.close();
-  }
-  writeConfigFile(
-    file,
-    rawConfig(dir, [{ name: 'alice', password: 'alice-pass', mainAccount: 'shop1' }], {
-      admin: { token: TOKEN },
-      log: 'info',
-      // Background polls stay out of the measured window.
-      accounts: { balancePollMs: 3_600_000, limitSyncMs: 3_600_000, flushIntervalMs: 2000 },
-    }) as Record<string, unknown>,
-  );
-  return spawnDaemon(file, join(dir, 'rotor.log'));
+/** The 25th and 75th percentiles (the spread printed beside a median). */
+function quartiles(values: readonly number[]): [number, number] {
+  const v = [...values].filter(Number.isFinite).sort((a, b) => a - b);
+  const at = (p: number): number => v[Math.min(v.length - 1, Math.max(0, Math.round(p * (v.length - 1))))]!;
+  return [at(0.25), at(0.75)];
+}
+
+function grid(headers: string[], rows: string[][]): string {
+  const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const line = (cells: string[]): string => `| ${cells.map((c, i) => c.padEnd(widths[i]!)).join(' | ')} |`;
+  return [line(headers), `|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`, ...rows.map(line)].join('\n');
 }
 
 async function main(): Promise<void> {
-  const apiUsers = flag('api', 0);
-  const prefill = flag('prefill', 10_000);
-  const rounds = flag('rounds', 5);
-  const seconds = flag('seconds', 5);
-  // One daemon with the config user alone, one with 10,000 more users: measured in alternation, so the
-  // machine's load (shared) falls on both alike.
-  const one = await daemonWith(0, '');
-  const many = await daemonWith(prefill, hashPassword('prefilled-users-password'));
-  const target = await startJsonChild<{ port: number; pid: number }>(process.execPath, ['--import', 'tsx', join(HERE, 'target.ts')]);
-  const load = await client();
-  const m2 = async (port: number): Promise<number> => {
-    const r = await load.run({ op: 'rate', proxy: { kind: 'connect', port, username: 'alice', password: 'alice-pass' }, target: target.info.port, concurrency: 32, durationMs: seconds * 1000 });
-    if (r.errors > 0) console.log(`  (${r.errors} failed tunnels)`);
-    return r.perSecond;
-  };
-  try {
-    if (apiUsers > 0) {
-      const started = Date.now();
-      let next = 0;
-      let failed = 0;
-      const worker = async (): Promise<void> => {
-        while (next < apiUsers) {
-          const n = next++;
-          // The whole path: scrypt hash, the journal, the sandbox sub account and its limit.
-          const r = await adminSend(many.ports.admin, 'POST', '/v1/users', { name: `u${n}`, password: `p${n}-secret`, mainAccount: 'shop1', quota: { bytes: 1e9, period: 'month' } }, TOKEN);
-          if (r.status !== 201) {
-            failed++;
-            if (failed <= 3) console.log(`  POST u${n}: ${r.status} ${JSON.stringify(r.body)}`);
-          }
-          if (n % 1000 === 999) console.log(`  ${n + 1} users after ${((Date.now() - started) / 1000).toFixed(0)} s`);
-        }
-      };
-      await Promise.all(Array.from({ length: 8 }, worker));
-      console.log(`created ${apiUsers - failed} users through POST /v1/users in ${((Date.now() - started) / 1000).toFixed(1)} s (${failed} failed)`);
-    }
-    const count = (await adminSend<unknown[]>(many.ports.admin, 'GET', '/v1/users?limit=10000&prefix=', undefined, TOKEN)).body.length;
-    console.log(`users in the second daemon: ${prefill + apiUsers + 1} (first page of GET /v1/users: ${count})`);
-    await m2(one.ports.http); // warm-up: the pools draw their nodes
-    await m2(many.ports.http);
-    const a: number[] = [];
-    const b: number[] = [];
-    for (let i = 0; i < rounds; i++) {
-      a.push(await m2(one.ports.http));
-      b.push(await m2(many.ports.http));
-    }
-    console.log(`M2 CONNECT, 1 user:        ${a.map((x) => x.toFixed(0)).join(', ')} tunnels/s (median ${median(a).toFixed(0)})`);
-    console.log(`M2 CONNECT, ${prefill + apiUsers + 1} users: ${b.map((x) => x.toFixed(0)).join(', ')} tunnels/s (median ${median(b).toFixed(0)})`);
-    console.log(`ratio (many / one): ${(median(b) / median(a)).toFixed(3)}`);
+  const { values } = parseArgs({
+    options: {
+      users: { type: 'string' },
+      rounds: { type: 'string' },
+      ms: { type: 'string' },
+      'idle-ms': { type: 'string' },
+      concurrency: { type: 'string', default: '32' },
+      kind: { type: 'string', default: 'connect' },
+      smoke: { type: 'boolean', default: false },
+      profile: { type: 'string' },
+    },
+  });
+  const smoke = values.smoke;
+  const users = Number(values.users ?? (smoke ? 200 : 10_000));
+  const rounds = Number(values.rounds ?? (smoke ? 3 : 16));
+  const ms = Number(values.ms ?? (smoke ? 300 : 2000));
+  const idleMs = Number(values['idle-ms'] ?? (smoke ? 2000 : 30_000));
+  const concurrency = Number(values.concurrency);
+  const kind = values.kind === 'socks5' ? 'socks5' : 'connect';
+  const log = (line: string): void => void process.stdout.write(`${line}\n`);
+  const flags = values.profile ? (mkdirSync(values.profile, { recursive: true }), ['--cpu-prof', `--cpu-prof-dir=${resolve(values.profile)}`]) : [];
 
-    const text = await (await fetch(`http://127.0.0.1:${many.ports.admin}/metrics`)).text();
+  ensureBuilt(log);
+  const upstream = await startMicrosocks(UP_USER, UP_PASS);
+  const target = await startJsonChild<{ port: number; pid: number }>(process.execPath, ['--import', 'tsx', join(HERE, 'target.ts')]);
+  const client = await startClient();
+  const one = await startScaleDaemon(upstream, flags);
+  const many = await startScaleDaemon(upstream, flags);
+  const daemons = { one, many };
+  try {
+    log(`machine: ${cpus().length} CPUs, load ${loadavg().map((l) => l.toFixed(1)).join(' ')}`);
+    const created = await createUsers(many.admin, users, log);
+    log(`created ${users} users through POST /v1/users in ${created.toFixed(1)} s (${((created * 1000) / users).toFixed(1)} ms each, 8 at a time)`);
+    const listed = await fetch(`http://127.0.0.1:${many.admin}/v1/users?limit=1`, { headers: { authorization: `Bearer ${TOKEN}` } });
+    await listed.text();
+
+    // Warm-up: each daemon's pool draws its node, the first check of the password pays its scrypt hash.
+    const proxy = (d: ScaleDaemon): ProxySpec => ({ kind, port: kind === 'connect' ? d.http : d.socks5, username: SOCKS_USER, password: BENCH_PASSWORD });
+    for (const d of [one, many]) await client.rate(proxy(d), target.info.port, concurrency, Math.max(300, ms / 2));
+    // What the creations left behind (the lists rebuilt after a burst, the first flush) settles first.
+    await sleep(smoke ? 500 : 5000);
+
+    // Idle: no traffic, both daemons over the same window.
+    const idleBefore = { one: cpuMs(one.pid), many: cpuMs(many.pid) };
+    const idleStarted = performance.now();
+    await sleep(idleMs);
+    const idleSeconds = (performance.now() - idleStarted) / 1000;
+    const idle = { one: (cpuMs(one.pid) - idleBefore.one) / idleSeconds, many: (cpuMs(many.pid) - idleBefore.many) / idleSeconds };
+
+    // M2, interleaved.
+    const per: Record<'one' | 'many', { rate: number; cpu: number }[]> = { one: [], many: [] };
+    let failures = 0;
+    for (let r = 0; r < rounds; r++) {
+      const order: ('one' | 'many')[] = r % 2 === 0 ? ['one', 'many'] : ['many', 'one'];
+      for (const which of order) {
+        const d = daemons[which];
+        const before = cpuMs(d.pid);
+        const res = await client.rate(proxy(d), target.info.port, concurrency, ms);
+        const spent = cpuMs(d.pid) - before;
+        failures += res.errors;
+        per[which].push({ rate: res.perSecond, cpu: spent / Math.max(1, res.completed) });
+      }
+    }
+    const rateRatio = per.one.map((o, i) => per.many[i]!.rate / o.rate);
+    const cpuRatio = per.one.map((o, i) => per.many[i]!.cpu / o.cpu);
+
+    const text = await (await fetch(`http://127.0.0.1:${many.admin}/metrics`)).text();
     const samples = text.split('\n').filter((l) => l && !l.startsWith('#'));
-    const perUser = samples.filter((l) => /\{[^}]*user="/.test(l));
-    console.log(`/metrics: ${text.length} bytes, ${samples.length} samples, ${perUser.length} per-user series (bound: 4 × metrics.userSeriesMax = 400)`);
+    const perUser = samples.filter((l) => /[{,]user="/.test(l));
+
+    const q = (xs: number[], d = 3): string => {
+      const [lo, hi] = quartiles(xs);
+      return `${fmt(median(xs), d)} (${fmt(lo, d)}–${fmt(hi, d)})`;
+    };
+    log('');
+    log(`Users at scale: 1 user against ${users + 1} (${users} made through POST /v1/users); M2 ${kind.toUpperCase()}, ${rounds} rounds of ${ms} ms, ${concurrency} at a time`);
+    log(
+      grid(
+        ['figure', '1 user', `${users + 1} users`, 'many / one: median of rounds (quartiles)'],
+        [
+          ['tunnels/s, median (quartiles)', q(per.one.map((x) => x.rate), 4), q(per.many.map((x) => x.rate), 4), q(rateRatio)],
+          ['daemon CPU per tunnel, ms', q(per.one.map((x) => x.cpu)), q(per.many.map((x) => x.cpu)), q(cpuRatio)],
+          [`idle CPU, ms per s (${(idleSeconds).toFixed(0)} s)`, fmt(idle.one), fmt(idle.many), fmt(idle.many / idle.one)],
+          ['RSS after the run, MiB', fmt(rssBytes(one.pid) / 1024 ** 2), fmt(rssBytes(many.pid) / 1024 ** 2), fmt(rssBytes(many.pid) / rssBytes(one.pid))],
+        ],
+      ),
+    );
+    log(`failed tunnels: ${failures}; load after: ${loadavg().map((l) => l.toFixed(1)).join(' ')}`);
+    log(`/metrics with ${users + 1} users: ${text.length} bytes, ${samples.length} samples, ${perUser.length} per-user series (bound: 4 × metrics.userSeriesMax = 400)`);
   } finally {
-    load.stop();
+    client.stop();
     await target.proc.stop();
     await Promise.all([one.stop(), many.stop()]);
-    cleanup();
+    await upstream.stop();
   }
 }
 
-await main();
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) await main();

@@ -247,6 +247,9 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       ...(fleet ? { followMs: 1000 } : {}),
       onChange: (names, removed) => refreshLists(names, removed),
     });
+    // Expiries as they come (the directory's queue), for the user.expired watcher below.
+    const expired: { user: string; expiresAt: number }[] = [];
+    usersDir.onExpired((user, expiresAt) => expired.push({ user, expiresAt }));
     await usersDir.start(users);
     onStop('users', () => usersDir.close());
     balances.setUsers(usersDir.locals());
@@ -432,8 +435,11 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
 
     // Quota thresholds and expiries, checked off the data path: each user's usage of its current quota
     // period, under that period's key (src/users/period.ts), so a threshold fires once per period.
+    // Both read only what changed (accounting's change feed, the directory's expiry queue): 10,000 idle
+    // users cost these rounds nothing.
+    const quotaFeed = accounting.changeFeed();
     const quota = new QuotaWatcher({
-      read: () => accounting.list().map((u) => ({ user: u.name, periodKey: accounting.periodKeyOf(u.name) ?? 'total', usedBytes: u.usedBytes, limitBytes: u.limitBytes })),
+      read: () => quotaFeed.take().flatMap((m) => (m.configured ? [{ user: m.name, periodKey: m.periodKey, usedBytes: m.used, limitBytes: m.limit }] : [])),
       events,
       intervalMs: ev.checkMs,
       logger: logger.child({ component: 'events' }),
@@ -441,11 +447,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     quota.start();
     onStop('quota watcher', () => quota.stop());
     const expiry = new ExpiryWatcher({
-      read: () =>
-        directory.locals().map((u) => {
-          const at = u.expiresAt ? Date.parse(u.expiresAt) : NaN;
-          return { user: u.name, expiresAt: Number.isFinite(at) ? at : null };
-        }),
+      read: () => expired.splice(0),
       events,
       intervalMs: ev.checkMs,
       logger: logger.child({ component: 'events' }),
@@ -508,6 +510,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     // balance watcher's, the limit sync's and the whitelist's lists.
     const drawShape = new Map(usersDir.locals().map((u) => [u.name, drawKey(u)]));
     refreshLists = (names, removed) => {
+      for (const name of removed) quota.forget(name);
       for (const name of [...names, ...removed]) {
         const now = usersDir.get(name);
         const shape = now ? drawKey(now) : undefined;

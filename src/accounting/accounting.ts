@@ -83,6 +83,21 @@ export interface AccountingUser {
   period?: QuotaPeriod;
 }
 
+/** A meter as background work reads it (the meter itself: live values). */
+export interface MeterReading {
+  readonly name: string;
+  /** bytes relayed since this process started, per direction */
+  readonly up: number;
+  readonly down: number;
+  /** usage of the current quota period */
+  readonly used: number;
+  readonly limit: number;
+  /** 'total', or the current period's key */
+  readonly periodKey: string;
+  /** A user of the config or the directory (false: removed, or an unknown name counted anyway). */
+  readonly configured: boolean;
+}
+
 /** One row of GET /v1/users. */
 export interface UserUsage {
   name: string;
@@ -149,11 +164,15 @@ class Meter implements UserMeter {
   periodKey = 'total';
   /** When the current period ends (Infinity for 'total'). */
   endsAt = Infinity;
+  /** In `changes` already (see Accounting.changeFeed). */
+  changed = false;
 
   constructor(
     readonly name: string,
     used: number,
     limit: number,
+    /** Accounting's list of meters changed since its feeds last looked; shared by every meter. */
+    private readonly changes: Meter[],
   ) {
     this.key = name;
     this.used = used;
@@ -173,6 +192,15 @@ class Meter implements UserMeter {
     this.used += n;
     if (this.allowance !== null) this.allowance.spend(n);
     else if (this.limit !== UNLIMITED && this.used >= this.limit) this.overLimit = true;
+    // Once per meter between two looks of the feeds, not per chunk: one flag test on the data path.
+    if (!this.changed) this.touch();
+  }
+
+  /** Puts the meter on the changed list (its usage, limit or period moved). */
+  touch(): void {
+    if (this.changed) return;
+    this.changed = true;
+    this.changes.push(this);
   }
 
   recheck(): void {
@@ -200,6 +228,19 @@ export class Accounting implements MeterProvider {
   /** Usage of periods that ended before it was written, written with the next flush. */
   private carry: { user: string; bytes: number }[] = [];
   private readonly meters = new Map<string, Meter>();
+  /**
+   * Meters whose usage, limit or period moved since the feeds last looked (each at most once: Meter.changed).
+   * Background work (the flush, the quota watcher, the per-user series, the platform limit sync) reads what
+   * changed through a feed instead of walking every meter, so 10,000 idle users cost nothing per round.
+   */
+  private readonly changes: Meter[] = [];
+  private readonly feeds: Set<Meter>[] = [];
+  /** The flush's own feed. */
+  private readonly unflushed: Set<Meter>;
+  /** The earliest end of a meter's quota period: before it, the flush rolls nothing and walks nothing. */
+  private nextBoundary = Infinity;
+  /** Bumped when a user stops being configured (removed, or gone from the config): see changeFeed. */
+  private removals = 0;
   private readonly limitListeners: ((change: LimitChange) => void)[] = [];
   private timer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> | undefined;
@@ -216,6 +257,7 @@ export class Accounting implements MeterProvider {
     this.timeZone = options.timeZone ?? 'UTC';
     this.now = options.now ?? Date.now;
     if (!(this.flushIntervalMs > 0)) throw new RangeError('flushIntervalMs must be positive');
+    this.unflushed = this.newFeed();
   }
 
   /** Loads every stored counter and limit, applies the configured users and starts the flush timer. */
@@ -269,6 +311,7 @@ export class Accounting implements MeterProvider {
       }
       this.metrics?.userLimitBytes.set({ user: u.name }, m.limit);
       this.metrics?.userUsedBytes.set({ user: u.name }, m.used);
+      m.touch();
     }
     if (this.allowance) {
       const changed = new Set(changes.map((c) => c.user));
@@ -288,6 +331,7 @@ export class Accounting implements MeterProvider {
       if (m.configured && m.fromConfig && !wanted.has(m.name)) {
         m.configured = false;
         m.fromConfig = false;
+        this.removals++;
         this.metrics?.userLimitBytes.remove({ user: m.name });
         this.metrics?.userUsedBytes.remove({ user: m.name });
       }
@@ -314,6 +358,7 @@ export class Accounting implements MeterProvider {
     }
     if (periodChanged || known === undefined) await this.applyPeriod(m, u.period ?? 'total');
     m.recheck();
+    m.touch();
     if (this.allowance) {
       const a = this.allowance.user(m.key);
       a.seedLimit = m.limit;
@@ -332,6 +377,7 @@ export class Accounting implements MeterProvider {
     if (!m) return;
     m.configured = false;
     m.fromConfig = false;
+    this.removals++;
     this.metrics?.userLimitBytes.remove({ user: name });
     this.metrics?.userUsedBytes.remove({ user: name });
   }
@@ -347,8 +393,46 @@ export class Accounting implements MeterProvider {
   }
 
   /** Every configured user's counters, for the bounded per-user metric series (src/users/series.ts). */
-  *snapshot(): IterableIterator<{ name: string; up: number; down: number; used: number; limit: number }> {
+  *snapshot(): IterableIterator<MeterReading> {
     for (const m of this.meters.values()) if (m.configured) yield m;
+  }
+
+  /**
+   * A consumer's view of what changed: each call of the returned function gives the meters (configured or
+   * not: check `configured`) whose usage, limit or period moved since its previous call; the first call gives
+   * every meter. The values are live (the meters themselves), read them at once. `removals()` counts users
+   * that stopped being configured, for a consumer that keeps a choice among users (a removed user never shows
+   * up as a change).
+   */
+  changeFeed(): { take: () => MeterReading[]; removals: () => number } {
+    const feed = this.newFeed();
+    for (const m of this.meters.values()) feed.add(m);
+    return {
+      take: () => {
+        this.fanOut();
+        const out = [...feed];
+        feed.clear();
+        return out;
+      },
+      removals: () => this.removals,
+    };
+  }
+
+  private newFeed(): Set<Meter> {
+    const feed = new Set<Meter>();
+    this.feeds.push(feed);
+    return feed;
+  }
+
+  /** Hands the changed meters to every feed and clears the list. */
+  private fanOut(): void {
+    const changes = this.changes;
+    if (changes.length === 0) return;
+    for (const m of changes) {
+      m.changed = false;
+      for (const f of this.feeds) f.add(m);
+    }
+    changes.length = 0;
   }
 
   /** Sets the meter's period and moves it to the period containing now (see the top of this file). */
@@ -381,8 +465,10 @@ export class Accounting implements MeterProvider {
     const now = this.now();
     const w = periodWindow(m.period, this.timeZone, now);
     m.endsAt = w.endsAt;
+    if (w.endsAt < this.nextBoundary) this.nextBoundary = w.endsAt;
     const key = `${m.name}@${w.key}`;
     if (key === m.key) return;
+    m.touch();
     const delta = m.used - m.persisted;
     if (delta !== 0 && m.key !== m.name) this.carry.push({ user: m.key, bytes: delta });
     m.key = key;
@@ -448,6 +534,7 @@ export class Accounting implements MeterProvider {
     await this.store.setLimit(user, limitBytes);
     m.limit = limitBytes;
     m.recheck();
+    m.touch();
     if (this.allowance) {
       if (m.key !== user) await this.store.setLimit(m.key, limitBytes);
       this.allowance.user(m.key).seedLimit = limitBytes;
@@ -470,6 +557,7 @@ export class Accounting implements MeterProvider {
     this.logger?.info({ user, localBytes: m.used, platformBytes: usedBytes }, 'platform reports more usage than counted locally; adopting it');
     m.used = usedBytes;
     m.recheck();
+    m.touch();
     return true;
   }
 
@@ -531,7 +619,14 @@ export class Accounting implements MeterProvider {
 
   private async writeChanges(): Promise<void> {
     const now = this.now();
-    for (const m of this.meters.values()) if (m.endsAt <= now) await this.roll(m);
+    if (now >= this.nextBoundary) {
+      // A period ended for some meter (a day boundary, not every flush): roll those, find the next end.
+      this.nextBoundary = Infinity;
+      for (const m of this.meters.values()) {
+        if (m.endsAt <= now) await this.roll(m);
+        else if (m.endsAt < this.nextBoundary) this.nextBoundary = m.endsAt;
+      }
+    }
     await this.writeDeltas();
     if (this.allowance) await this.readFleet();
   }
@@ -550,7 +645,9 @@ export class Accounting implements MeterProvider {
       const m = byKey.get(rec.user);
       if (m === undefined || m.allowance === null) continue;
       // Not yet synced spending is ours on top of the shared figure.
-      m.used = rec.usedBytes + m.allowance.spent;
+      const used = rec.usedBytes + m.allowance.spent;
+      if (used !== m.used || rec.limitBytes !== m.limit) m.touch();
+      m.used = used;
       m.persisted = m.used;
       m.limit = rec.limitBytes;
       m.allowance.seedLimit = rec.limitBytes;
@@ -567,7 +664,10 @@ export class Accounting implements MeterProvider {
     this.carry = [];
     const deltas: { user: string; bytes: number }[] = [...carried];
     const targets: { m: Meter; to: number }[] = [];
-    for (const m of this.meters.values()) {
+    this.fanOut();
+    const changed = [...this.unflushed];
+    this.unflushed.clear();
+    for (const m of changed) {
       const dUp = m.up - m.reportedUp;
       const dDown = m.down - m.reportedDown;
       if (this.countBytes && dUp > 0) this.metrics?.bytesTotal.inc({ user: m.name, direction: 'up' }, dUp);
@@ -587,6 +687,7 @@ export class Accounting implements MeterProvider {
       for (const t of targets) t.m.persisted = t.to;
     } catch (err) {
       this.carry.unshift(...carried);
+      for (const t of targets) this.unflushed.add(t.m);
       // Kept in memory: the next flush writes them again.
       this.logger?.warn({ err, users: deltas.length }, 'could not persist traffic counters; will retry');
     }
@@ -595,9 +696,10 @@ export class Accounting implements MeterProvider {
   private entry(name: string, used: number, limit: number): Meter {
     let m = this.meters.get(name);
     if (m === undefined) {
-      m = new Meter(name, used, limit);
+      m = new Meter(name, used, limit, this.changes);
       if (this.allowance) m.allowance = this.allowance.user(m.key);
       this.meters.set(name, m);
+      m.touch();
     }
     return m;
   }

@@ -1,9 +1,11 @@
-// Quota thresholds: off the data path, every `intervalMs` the watcher reads each user's current-period usage
-// and limit through an injected function and emits `user.quota.80` and `user.quota.100` the first time usage
-// reaches 80 % and 100 % of the limit in that period. Once per (user, period, threshold) across restarts and
+// Quota thresholds: off the data path, every `intervalMs` the watcher reads current-period usage and limits
+// through an injected function and emits `user.quota.80` and `user.quota.100` the first time usage reaches
+// 80 % and 100 % of the limit in that period. Once per (user, period, threshold) across restarts and
 // daemons: each event carries the marker `quota:<threshold>:<user>:<periodKey>`, written with it atomically
-// (src/store/events.ts). Memory holds one small entry per user (the period and thresholds already settled),
-// so 10,000 users cost a loop of comparisons per round and a store write only when a threshold is crossed.
+// (src/store/events.ts). The source may give every user each round or only those whose usage, limit or
+// period moved (the daemon's: accounting's change feed, so 10,000 idle users cost nothing per round); a user
+// it stops mentioning keeps its entry until `forget` (a deleted user). Memory holds one small entry per user
+// (the period and thresholds already settled), and a store write happens only when a threshold is crossed.
 import type { Logger } from '../telemetry/logger.ts';
 import { PeriodicRound } from './periodic-round.ts';
 import type { EventSink } from './types.ts';
@@ -39,6 +41,8 @@ export function quotaMarker(threshold: number, user: string, periodKey: string):
 export class QuotaWatcher extends PeriodicRound {
   /** user -> the period seen and the thresholds settled (emitted here, or found already emitted) in it */
   private readonly settled = new Map<string, { periodKey: string; done: Set<number> }>();
+  /** Readings a failed store write left unchecked: checked first next round. */
+  private pending: QuotaReading[] = [];
   /** Emit attempts and events actually written (the rest found their marker taken). */
   readonly stats = { attempts: 0, emitted: 0 };
 
@@ -46,10 +50,16 @@ export class QuotaWatcher extends PeriodicRound {
     super(options.intervalMs ?? 1_000);
   }
 
+  /** The user is gone: drop what is remembered of it. */
+  forget(user: string): void {
+    this.settled.delete(user);
+  }
+
   protected async checkOnce(): Promise<void> {
-    const seen = new Set<string>();
-    for (const r of this.options.read()) {
-      seen.add(r.user);
+    const readings = [...this.pending, ...this.options.read()];
+    this.pending = [];
+    for (let i = 0; i < readings.length; i++) {
+      const r = readings[i]!;
       if (!(r.limitBytes > 0)) continue;
       let state = this.settled.get(r.user);
       if (!state || state.periodKey !== r.periodKey) {
@@ -70,10 +80,10 @@ export class QuotaWatcher extends PeriodicRound {
         } catch (err) {
           // Not settled: the next round tries again.
           this.options.logger?.warn({ err, user: r.user, threshold }, 'quota event could not be recorded');
+          this.pending = readings.slice(i);
           return;
         }
       }
     }
-    for (const user of this.settled.keys()) if (!seen.has(user)) this.settled.delete(user);
   }
 }

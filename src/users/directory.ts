@@ -26,6 +26,7 @@ import { StoreConflictError } from '../store/errors.ts';
 import type { Store, StoredUser } from '../store/types.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import { UserChangedError, UserExistsError, UserNotFoundError } from './errors.ts';
+import { DueQueue } from './due-queue.ts';
 import { UserLimiter } from './limiter.ts';
 import { generatePassword, hashPassword, hashPasswordAsync, passwordDigest, verifyPassword } from './password.ts';
 import { expiryOf, readStoredData, type CreateUserInput, type UserData, type UserPatch, type UserView } from './record.ts';
@@ -105,6 +106,12 @@ export class Users implements UserDirectory {
   private closed = false;
   /** Creations running in a request now (the sweep leaves them alone). */
   private readonly creating = new Set<string>();
+  // Kept as users change so the periodic rounds look at what matters, not at every user: the intents (state
+  // 'creating') the sweep resumes, the users marked for metric series, the expiries not yet come.
+  private readonly intents = new Set<string>();
+  private markedNames = new Set<string>();
+  private readonly expiries = new DueQueue();
+  private readonly expiredListeners: ((user: string, expiresAt: number) => void)[] = [];
 
   constructor(private readonly options: UsersOptions) {
     this.store = options.store;
@@ -154,11 +161,17 @@ export class Users implements UserDirectory {
     return undefined;
   }
 
-  /** Users marked for per-user metric series. */
+  /** Users marked for per-user metric series (a new Set object whenever the set changes; do not modify). */
   marked(): Set<string> {
-    const out = new Set<string>();
-    for (const [name, e] of this.entries) if (e.data.metrics) out.add(name);
-    return out;
+    return this.markedNames;
+  }
+
+  /**
+   * Called once per (user, expiry) when the expiry comes (or at start for one already past), after the
+   * user's running connections were closed; for the `user.expired` event.
+   */
+  onExpired(listener: (user: string, expiresAt: number) => void): void {
+    this.expiredListeners.push(listener);
   }
 
   /** Every ready user as the gateway sees it (balances, limit sync, whitelist). */
@@ -305,7 +318,7 @@ export class Users implements UserDirectory {
     const run = (async () => {
       // Only the intents known here (loaded at start, or followed from the fleet): no scan of every user.
       const names: string[] = [];
-      for (const [name, e] of this.entries) if (e.state === 'creating' && !this.creating.has(name)) names.push(name);
+      for (const name of this.intents) if (!this.creating.has(name)) names.push(name);
       for (const name of names) {
         const s = await this.store.getUser(name).catch(() => undefined);
         if (!s || s.state !== 'creating') continue;
@@ -454,13 +467,26 @@ export class Users implements UserDirectory {
       wrong: before && before.hash === s.passwordHash ? before.wrong : [],
     };
     this.entries.set(s.name, e);
+    if (e.state === 'creating') this.intents.add(s.name);
+    else this.intents.delete(s.name);
+    if (data.metrics !== (before?.data.metrics ?? false)) this.setMarked(s.name, data.metrics);
+    if (e.expiresAt !== null && e.expiresAt !== before?.expiresAt) this.expiries.push(e.expiresAt, s.name);
     return e;
+  }
+
+  private setMarked(name: string, marked: boolean): void {
+    const next = new Set(this.markedNames);
+    if (marked) next.add(name);
+    else next.delete(name);
+    this.markedNames = next;
   }
 
   private uninstall(name: string): void {
     const e = this.entries.get(name);
     if (!e) return;
     this.entries.delete(name);
+    this.intents.delete(name);
+    if (e.data.metrics) this.setMarked(name, false);
     this.accounting.removeUser(name);
     e.limiter.close();
   }
@@ -480,10 +506,14 @@ export class Users implements UserDirectory {
     if (n > 0) this.logger?.info({ user: e.data.name, connections: n, why }, 'closed the user\'s open connections');
   }
 
+  /** Expiries that came: close the user's running connections (admission refuses new ones by itself). */
   private expireRunning(): void {
-    const now = this.now();
-    for (const e of this.entries.values()) {
-      if (e.expiresAt !== null && now >= e.expiresAt && e.limiter.running > 0) this.stopRunning(e, 'expired');
+    for (const due of this.expiries.popDue(this.now())) {
+      const e = this.entries.get(due.name);
+      // A stale entry: the user is gone, or its expiry changed since (the new one is queued too).
+      if (e === undefined || e.expiresAt !== due.at) continue;
+      if (e.limiter.running > 0) this.stopRunning(e, 'expired');
+      for (const l of this.expiredListeners) l(due.name, due.at);
     }
   }
 

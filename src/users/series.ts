@@ -6,10 +6,15 @@
 // set loses its series (a counter that comes back starts again, as after a restart).
 // Values come from accounting's meters, which count every relayed byte; the relays' own increments between
 // scrapes are replaced by them, so the set stays bounded in memory too.
+// The choice is kept up to date from what changed (the source's change feed), not by sorting every user at
+// each scrape: bytes only grow, so a user outside the chosen set that moved no byte cannot have overtaken
+// one inside it. The whole set is sorted again only when a user was removed or the marked users changed.
 import type { Metrics } from '../telemetry/metrics.ts';
 
 export interface SeriesSource {
   snapshot(): Iterable<{ name: string; up: number; down: number; used: number; limit: number }>;
+  /** What changed since the feed's previous take (its first: everything), and a count of removed users. */
+  changeFeed?(): { take: () => Iterable<Row & { configured: boolean }>; removals: () => number };
 }
 
 export interface SeriesOptions {
@@ -28,15 +33,37 @@ export function boundUserSeries(options: SeriesOptions): () => Row[] {
   const { metrics, source, max } = options;
   let chosen: Row[] = [];
   let pickedAt = -Infinity;
-  const pick = (): Row[] => {
-    const marked = options.marked();
+  const feed = source.changeFeed?.();
+  let basis: { marked: Set<string>; removals: number } | undefined;
+  const rank = (rows: Iterable<Row>, marked: Set<string>): Row[] => {
     const first: Row[] = [];
     const rest: Row[] = [];
-    // The meters themselves, not copies: the pick is reused for 250 ms, the values are read at each collect.
-    for (const r of source.snapshot()) (marked.has(r.name) ? first : rest).push(r);
+    for (const r of rows) (marked.has(r.name) ? first : rest).push(r);
     first.sort((a, b) => b.up + b.down - (a.up + a.down));
     rest.sort((a, b) => b.up + b.down - (a.up + a.down));
     return [...first, ...rest].slice(0, max);
+  };
+  const pick = (): Row[] => {
+    const marked = options.marked();
+    if (feed !== undefined) {
+      const removals = feed.removals();
+      const changed = feed.take();
+      if (basis !== undefined && basis.marked === marked && basis.removals === removals) {
+        // The chosen set and the users that moved: nobody else can have entered it (see the top of the file).
+        const candidates = new Map<string, Row>();
+        for (const r of chosen) candidates.set(r.name, r);
+        let moved = false;
+        for (const r of changed) {
+          if (!r.configured) continue;
+          candidates.set(r.name, r);
+          moved = true;
+        }
+        return moved ? rank(candidates.values(), marked) : chosen;
+      }
+      basis = { marked, removals };
+    }
+    // The meters themselves, not copies: the pick is reused for 250 ms, the values are read at each collect.
+    return rank(source.snapshot(), marked);
   };
   // One pick per scrape (the three metrics are collected one after the other); values stay live.
   const current = (): Row[] => {
@@ -62,7 +89,11 @@ export function boundUserSeries(options: SeriesOptions): () => Row[] {
     metrics.userLimitBytes.reset();
     for (const r of current()) metrics.userLimitBytes.set({ user: r.name }, r.limit);
   });
-  return pick;
+  return () => {
+    chosen = pick();
+    pickedAt = Date.now();
+    return chosen;
+  };
 }
 
 /** prom-client runs a metric's `collect` before each scrape of it. */
