@@ -511,6 +511,10 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     const drawShape = new Map(usersDir.locals().map((u) => [u.name, drawKey(u)]));
     refreshLists = (names, removed) => {
       for (const name of removed) quota.forget(name);
+      for (const name of names) changedSinceLists.add(name);
+      for (const name of removed) removedSinceLists.add(name);
+      // A reload names nobody (and applyAccounts gave the limit sync the config's users alone): all of them.
+      if (names.length === 0 && removed.length === 0) listsWhole = true;
       for (const name of [...names, ...removed]) {
         const now = usersDir.get(name);
         const shape = now ? drawKey(now) : undefined;
@@ -528,7 +532,12 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
           listsTimer = undefined;
           const all = usersDir.locals();
           balances.setUsers(all);
-          limitSync.setUsers(all);
+          // The limit sync takes the changes alone (its list is a map; rebuilding it per burst was O(users)).
+          if (listsWhole) limitSync.setUsers(all);
+          else limitSync.updateUsers([...changedSinceLists].flatMap((n) => usersDir.get(n) ?? []), [...removedSinceLists].filter((n) => usersDir.get(n) === undefined));
+          listsWhole = false;
+          changedSinceLists.clear();
+          removedSinceLists.clear();
           userPorts.sync(all).catch((err: unknown) => logger.warn({ err }, 'user ports could not follow a user change'));
           if (whitelistDue) {
             whitelistDue = false;
@@ -539,6 +548,9 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       }
     };
     let listsTimer: NodeJS.Timeout | undefined;
+    const changedSinceLists = new Set<string>();
+    const removedSinceLists = new Set<string>();
+    let listsWhole = false;
     let whitelistDue = false;
     onStop('user lists', () => clearTimeout(listsTimer));
 

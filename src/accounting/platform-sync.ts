@@ -86,6 +86,17 @@ export class PlatformLimitSync {
     this.order = undefined;
   }
 
+  /** Users added or changed, and users gone: O(changes), for a burst of user changes among 10,000. */
+  updateUsers(changed: readonly SyncedUser[], removed: readonly string[]): void {
+    for (const u of changed) {
+      if (!this.users.has(u.name)) this.order?.push(u.name);
+      this.users.set(u.name, { name: u.name, product: u.product });
+    }
+    for (const name of removed) this.users.delete(name);
+    // The turn's list drops the removed names when it is next needed.
+    if (removed.length > 0) this.order = undefined;
+  }
+
   /** Subscribes to limit changes and reconciles on the interval (the first pass runs now). */
   start(): Promise<UserSyncResult[]> {
     this.listening = true;

@@ -72,6 +72,14 @@ test('authentication with 10,000 users costs what it costs with one; /metrics ca
   const perUser = text.split('\n').filter((l) => !l.startsWith('#') && /user="/.test(l));
   console.log(`# /metrics with 10,000 users: ${text.length} bytes, ${perUser.length} per-user series`);
   assert.ok(perUser.length <= 400, `${perUser.length} per-user series`);
+  // The bound in bytes: every per-user sample, written with the longest user name there can be (32
+  // characters), fits in 128 bytes, so the per-user part of a scrape is at most 4 × userSeriesMax × 128 =
+  // 51,200 bytes at the default 100, and the whole scrape of this registry stays under 64 KiB.
+  for (const line of perUser) {
+    const name = /user="([^"]*)"/.exec(line)![1]!;
+    assert.ok(line.length - name.length + 32 <= 128, `too long with a 32-character name: ${line}`);
+  }
+  assert.ok(text.length < 64 * 1024, `${text.length} bytes`);
   assert.ok(perUser.length >= 300, 'the busiest users are there');
   assert.ok(perUser.some((l) => l.includes('user="u9999"')), 'the marked user is there');
   assert.ok(perUser.some((l) => l.includes('user="u9998"')), 'the busiest are there');
