@@ -5,7 +5,8 @@
 // (src/store/events.ts). The source may give every user each round or only those whose usage, limit or
 // period moved (the daemon's: accounting's change feed, so 10,000 idle users cost nothing per round); a user
 // it stops mentioning keeps its entry until `forget` (a deleted user). Memory holds one small entry per user
-// (the period and thresholds already settled), and a store write happens only when a threshold is crossed.
+// that crossed a threshold in its current period (the period and a bit per threshold settled), none for the
+// others, and a store write happens only when a threshold is crossed.
 import type { Logger } from '../telemetry/logger.ts';
 import { PeriodicRound } from './periodic-round.ts';
 import type { EventSink } from './types.ts';
@@ -40,7 +41,7 @@ export function quotaMarker(threshold: number, user: string, periodKey: string):
 
 export class QuotaWatcher extends PeriodicRound {
   /** user -> the period seen and the thresholds settled (emitted here, or found already emitted) in it */
-  private readonly settled = new Map<string, { periodKey: string; done: Set<number> }>();
+  private readonly settled = new Map<string, { periodKey: string; done: number }>();
   /** Readings a failed store write left unchecked: checked first next round. */
   private pending: QuotaReading[] = [];
   /** Emit attempts and events actually written (the rest found their marker taken). */
@@ -62,12 +63,14 @@ export class QuotaWatcher extends PeriodicRound {
       const r = readings[i]!;
       if (!(r.limitBytes > 0)) continue;
       let state = this.settled.get(r.user);
-      if (!state || state.periodKey !== r.periodKey) {
-        state = { periodKey: r.periodKey, done: new Set() };
-        this.settled.set(r.user, state);
+      if (state !== undefined && state.periodKey !== r.periodKey) {
+        this.settled.delete(r.user);
+        state = undefined;
       }
-      for (const threshold of THRESHOLDS) {
-        if (state.done.has(threshold) || r.usedBytes * 100 < r.limitBytes * threshold) continue;
+      for (let t = 0; t < THRESHOLDS.length; t++) {
+        const threshold = THRESHOLDS[t]!;
+        const bit = 1 << t;
+        if ((state?.done ?? 0) & bit || r.usedBytes * 100 < r.limitBytes * threshold) continue;
         this.stats.attempts++;
         try {
           const written = await this.options.events.emit(
@@ -76,7 +79,11 @@ export class QuotaWatcher extends PeriodicRound {
             { marker: quotaMarker(threshold, r.user, r.periodKey), ...(r.periodKey === 'total' ? {} : { markerTtlMs: PERIOD_MARKER_TTL_MS }) },
           );
           if (written) this.stats.emitted++;
-          state.done.add(threshold);
+          if (state === undefined) {
+            state = { periodKey: r.periodKey, done: 0 };
+            this.settled.set(r.user, state);
+          }
+          state.done |= bit;
         } catch (err) {
           // Not settled: the next round tries again.
           this.options.logger?.warn({ err, user: r.user, threshold }, 'quota event could not be recorded');

@@ -5,6 +5,8 @@
 // pauses reading the socket it read from and is woken when the bucket has refilled — the chunk already read
 // is always forwarded, nothing is dropped. Per chunk: one clock read, a few number operations, no allocation.
 // The wake-up runs on one timer per user, re-armed with refresh() (no new Timeout per pause).
+// A store may hold 10,000 users, most of them idle with no rate or connection cap: the sets and the list
+// below are made when first needed, so such a user's limiter is a handful of numbers.
 import { performance } from 'node:perf_hooks';
 import type { RelayLimiter } from '../proxy/types.ts';
 
@@ -27,17 +29,17 @@ export class UserLimiter implements RelayLimiter {
   private burst = 64 * 1024;
   private tokens = 64 * 1024;
   private last = performance.now();
-  private waiters = new Set<() => void>();
+  private waiters: Set<() => void> | null = null;
   /** The other of two sets swapped at each wake, so a waiter that waits again lands in the next round. */
-  private spare = new Set<() => void>();
+  private spare: Set<() => void> | null = null;
   private timer: NodeJS.Timeout | undefined;
-  private readonly relays = new Set<Stoppable>();
+  private relays: Set<Stoppable> | null = null;
   /** Concurrent connections allowed; 0 = no cap. */
   maxConnections = 0;
   /** Connections counted open (connectionOpened .. connectionClosed). */
   active = 0;
   /** Admissions not yet opened: the expiry time of each (admitted but not counted open yet). */
-  private readonly reserved: number[] = [];
+  private reserved: number[] | null = null;
 
   constructor(
     readonly user: string,
@@ -70,9 +72,9 @@ export class UserLimiter implements RelayLimiter {
       wake();
       return;
     }
-    this.waiters.add(wake);
+    (this.waiters ??= new Set()).add(wake);
     if (this.timer === undefined) {
-      this.timer = setTimeout(this.onTimer, WAKE_MS);
+      this.timer = setTimeout(() => this.onTimer(), WAKE_MS);
       this.timer.unref();
     } else {
       this.timer.refresh();
@@ -80,24 +82,29 @@ export class UserLimiter implements RelayLimiter {
   }
 
   attach(relay: Stoppable): void {
-    this.relays.add(relay);
+    (this.relays ??= new Set()).add(relay);
   }
 
   detach(relay: Stoppable): void {
-    this.relays.delete(relay);
+    this.relays?.delete(relay);
   }
 
   /** Stops every running relay of the user (disable, delete). Returns how many. */
   stopAll(): number {
-    const n = this.relays.size;
-    for (const r of [...this.relays]) r.stop();
-    this.relays.clear();
+    const relays = this.relays;
+    if (relays === null) {
+      this.wakeAll();
+      return 0;
+    }
+    const n = relays.size;
+    for (const r of [...relays]) r.stop();
+    relays.clear();
     this.wakeAll();
     return n;
   }
 
   get running(): number {
-    return this.relays.size;
+    return this.relays?.size ?? 0;
   }
 
   /**
@@ -107,15 +114,16 @@ export class UserLimiter implements RelayLimiter {
    */
   reserve(now: number): boolean {
     if (this.maxConnections === 0) return true;
-    while (this.reserved.length > 0 && this.reserved[0]! <= now) this.reserved.shift();
-    if (this.active + this.reserved.length >= this.maxConnections) return false;
-    this.reserved.push(now + this.reserveMs);
+    const reserved = (this.reserved ??= []);
+    while (reserved.length > 0 && reserved[0]! <= now) reserved.shift();
+    if (this.active + reserved.length >= this.maxConnections) return false;
+    reserved.push(now + this.reserveMs);
     return true;
   }
 
   opened(): void {
     this.active += 1;
-    if (this.reserved.length > 0) this.reserved.shift();
+    if (this.reserved !== null && this.reserved.length > 0) this.reserved.shift();
   }
 
   closed(): void {
@@ -136,16 +144,17 @@ export class UserLimiter implements RelayLimiter {
     this.last = now;
   }
 
-  private readonly onTimer = (): void => {
-    if (this.waiters.size === 0) return;
+  private onTimer(): void {
+    if (this.waiters === null || this.waiters.size === 0) return;
     this.refill();
     if (this.rate === 0 || this.tokens > 0) this.wakeAll();
     else this.timer?.refresh();
-  };
+  }
 
   private wakeAll(): void {
     const woken = this.waiters;
-    this.waiters = this.spare;
+    if (woken === null || woken.size === 0) return;
+    this.waiters = this.spare ?? new Set();
     this.spare = woken;
     for (const w of woken) w();
     woken.clear();
