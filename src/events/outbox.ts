@@ -21,10 +21,20 @@ export interface EventsOptions {
 export class Events implements EventSink {
   private readonly store: EventOutbox;
   private readonly now: () => number;
+  private deliver: boolean;
 
   constructor(private readonly options: EventsOptions) {
     this.store = options.store;
     this.now = options.now ?? Date.now;
+    this.deliver = options.deliver;
+  }
+
+  /**
+   * A webhook was configured or removed (SIGHUP): events written from now on are queued for delivery, or
+   * only listed. Events written while there was no webhook stay listed only (nobody asked for them then).
+   */
+  setDeliver(deliver: boolean): void {
+    this.deliver = deliver;
   }
 
   async emit(type: EventType, data: Record<string, unknown>, options: EmitOptions = {}): Promise<EventRecord | undefined> {
@@ -33,7 +43,7 @@ export class Events implements EventSink {
       type,
       time,
       data,
-      deliver: this.options.deliver,
+      deliver: this.deliver,
       ...(options.marker !== undefined ? { marker: options.marker } : {}),
       ...(options.marker !== undefined && options.markerTtlMs !== undefined ? { markerExpiresAt: time + options.markerTtlMs } : {}),
     });
