@@ -86,6 +86,7 @@ export class Orders {
     };
     this.placer.onUnknown = () => undefined; // the tracker's sweep resends unknown intents
     this.placer.onResetPending = (resetNo) => this.tracker.followReset(resetNo);
+    this.placer.onFinal = options.onOrderFinal;
   }
 
   /** Resumes unknown intents, follows open orders, replays unprocessed callbacks, starts the timers. */
