@@ -37,7 +37,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Simulator } from './sim/index.ts';
 import { DestinationPolicy } from './users/rules.ts';
 import { UserPorts } from './users/ports.ts';
-import { Events, ExpiryWatcher, QuotaWatcher, WebhookDelivery, WebhookSwitch, balanceLowListener, orderFinalEmitter } from './events/index.ts';
+import { Events, ExpiryWatcher, QuotaWatcher, WebhookDelivery, WebhookSwitch, balanceLowListener, orderFinalWriter } from './events/index.ts';
 import { createConnectionLog, type ConnectionLogService } from './connlog/index.ts';
 import { platformFlowFrom } from './connlog/platform-flow.ts';
 
@@ -257,7 +257,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         ...(o.autoRenew.enabled ? { autoRenew: o.autoRenew } : {}),
       },
       ...(fleet ? { claims: fleet.leases } : {}),
-      onOrderFinal: orderFinalEmitter(events),
+      storeFinalOrder: orderFinalWriter(events, store),
     });
     fleet?.onLeaseLost((name) => {
       if (name.startsWith(orderLeaseName(''))) orders.tracker.drop(name.slice(orderLeaseName('').length));

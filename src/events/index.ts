@@ -5,5 +5,5 @@ export { WebhookSwitch, webhookSettings, type WebhookConfig } from './webhook-sw
 export { QuotaWatcher, quotaMarker, type QuotaReading, type QuotaSource, type QuotaWatcherOptions } from './quota-watcher.ts';
 export { ExpiryWatcher, type ExpiryReading, type ExpiryWatcherOptions } from './expiry-watcher.ts';
 export { balanceLowListener, type BalanceReading } from './balance-low.ts';
-export { orderFinalEmitter } from './order-final.ts';
+export { orderFinalEmitter, orderFinalWriter } from './order-final.ts';
 export { signBody, verifySignature, SIGNATURE_HEADER } from './signature.ts';

@@ -2,7 +2,7 @@
 // outbox (src/store/events.ts) and is delivered from there by the webhook worker (webhook.ts): a crash after
 // emit() returns loses nothing, a crash before it leaves the fact that caused it to be seen again (watchers
 // re-check on their next round; a once-only marker keeps the event single).
-import type { EventOutbox, EventRecord } from '../store/events.ts';
+import type { EventOutbox, EventRecord, NewEvent } from '../store/events.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import type { EmitOptions, EventSink, EventType } from './types.ts';
@@ -37,9 +37,17 @@ export class Events implements EventSink {
     this.deliver = deliver;
   }
 
-  async emit(type: EventType, data: Record<string, unknown>, options: EmitOptions = {}): Promise<EventRecord | undefined> {
+  emit(type: EventType, data: Record<string, unknown>, options: EmitOptions = {}): Promise<EventRecord | undefined> {
+    return this.emitWith(type, data, options, (event) => this.store.appendEvent(event));
+  }
+
+  /**
+   * Like emit, but the event is written by `write`: a store call that writes it in one transaction with
+   * the state it is about (Store.putOrderWithEvent), so a crash keeps both or neither.
+   */
+  async emitWith(type: EventType, data: Record<string, unknown>, options: EmitOptions, write: (event: NewEvent) => Promise<EventRecord | undefined>): Promise<EventRecord | undefined> {
     const time = this.now();
-    const written = await this.store.appendEvent({
+    const written = await write({
       type,
       time,
       data,

@@ -95,11 +95,12 @@ export class Placer {
   /** Called when a password reset was accepted but is not finished. */
   onResetPending: (resetNo: string) => void = () => undefined;
   /**
-   * Called, before the order is stored, when the platform's answer already carries a final status (a resent
-   * change order answers with the order's current state) and the order was not stored final before: the
-   * `order.final` event, which the tracker would otherwise never emit (it follows only unfinished orders).
+   * Stores the order, instead of putOrder, when the platform's answer already carries a final status (a
+   * resent change order answers with the order's current state) and it was not stored final before: with
+   * its `order.final` event in one transaction (the tracker follows only unfinished orders, so it would
+   * never announce this one).
    */
-  onFinal: ((order: OrderRecord) => Promise<void>) | undefined;
+  storeFinal: ((order: OrderRecord) => Promise<void>) | undefined;
 
   constructor(options: PlacerOptions) {
     this.client = options.client;
@@ -303,8 +304,8 @@ export class Placer {
       createdAt: existing?.createdAt ?? entry.createdAt,
       updatedAt: t,
     };
-    if (this.onFinal && FINAL_ORDER_STATUS.has(order.status) && !(existing && FINAL_ORDER_STATUS.has(existing.status))) await this.onFinal(order);
-    await this.store.putOrder(order);
+    if (this.storeFinal && FINAL_ORDER_STATUS.has(order.status) && !(existing && FINAL_ORDER_STATUS.has(existing.status))) await this.storeFinal(order);
+    else await this.store.putOrder(order);
     await this.store.updateJournal(m, { state: 'accepted', result: answer, orderNo: res.orderNo });
     this.logger?.info({ merchantNo: m, orderNo: res.orderNo, operation: op, amount: order.amount }, 'order accepted');
     if (!FINAL_ORDER_STATUS.has(order.status)) this.onAccepted(order);

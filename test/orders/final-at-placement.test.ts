@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SIM_PRODUCTS, startSimulator, type Simulator } from '../../src/sim/index.ts';
-import { Events, orderFinalEmitter } from '../../src/events/index.ts';
+import { Events, orderFinalWriter } from '../../src/events/index.ts';
 import { OrderError } from '../../src/orders/index.ts';
 import type { OrderRecord } from '../../src/store/index.ts';
 import { finalOrder, harness, waitFor } from './helpers.ts';
@@ -27,10 +27,10 @@ after(async () => {
 
 test('a resent change order that is already final when answered emits order.final once', async () => {
   let emit: ((o: OrderRecord) => Promise<void>) | undefined;
-  const h = await harness(sim, join(dir, 'o.db'), { retries: 0, listen: false, tracking: { sweepMs: 600_000, pollInitialMs: 40, pollMaxMs: 200 }, onOrderFinal: (o) => emit!(o) });
+  const h = await harness(sim, join(dir, 'o.db'), { retries: 0, listen: false, tracking: { sweepMs: 600_000, pollInitialMs: 40, pollMaxMs: 200 }, storeFinalOrder: (o) => emit!(o) });
   try {
     const events = new Events({ store: h.store, deliver: false });
-    emit = orderFinalEmitter(events);
+    emit = orderFinalWriter(events, h.store);
     const finals = async (no: string) => (await h.store.listEvents()).filter((e) => e.type === 'order.final' && (e.data as { appOrderNo: string }).appOrderNo === no);
     await h.orders.start();
     const opened = await h.orders.open({ productNo: SIM_PRODUCTS.staticUsSocks, count: 1 });

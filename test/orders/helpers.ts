@@ -25,7 +25,7 @@ export interface Harness {
   close(): Promise<void>;
 }
 
-export async function harness(sim: Simulator, dbPath: string, options: { retries?: number; tracking?: TrackerSettings; listen?: boolean; sqlite?: boolean; onOrderFinal?: (order: OrderRecord) => Promise<void> } = {}): Promise<Harness> {
+export async function harness(sim: Simulator, dbPath: string, options: { retries?: number; tracking?: TrackerSettings; listen?: boolean; sqlite?: boolean; storeFinalOrder?: (order: OrderRecord) => Promise<void> } = {}): Promise<Harness> {
   const store = await openTestStore(dbPath, options.sqlite ? { driver: 'sqlite' } : {});
   const client = new PlatformClient({ baseUrl: sim.baseUrl, appKey: sim.appKey, appSecret: sim.appSecret, retries: options.retries ?? 2, backoff: { baseMs: 10, maxMs: 20 }, timeoutMs: 3000 });
   const metrics = createMetrics({ defaultMetrics: false });
@@ -45,7 +45,7 @@ export async function harness(sim: Simulator, dbPath: string, options: { retries
     metrics,
     logger,
     tracking: { pollInitialMs: 40, pollMaxMs: 200, sweepMs: 150, expiryCheckMs: 3_600_000, ...options.tracking },
-    ...(options.onOrderFinal ? { onOrderFinal: options.onOrderFinal } : {}),
+    ...(options.storeFinalOrder ? { storeFinalOrder: options.storeFinalOrder } : {}),
   });
   const answers: Harness['answers'] = [];
   let server: Server | undefined;
