@@ -112,6 +112,32 @@ describe('a period meter loads its stored usage exactly once', () => {
   });
 });
 
+describe('a deleted user\'s usage history (README "Users as data", Deleting)', () => {
+  test('stays in the store, and a user created again under the name continues from it, also after a restart', async () => {
+    const path = dbPath();
+    const store = await openTestStore(path);
+    const a = new Accounting({ store, flushIntervalMs: 60_000, now });
+    await a.start([]);
+    await a.upsertUser({ name: 'keep1', limitBytes: 50 * MiB, period: 'month' });
+    a.meter('keep1').add(0, 7000);
+    a.removeUser('keep1');
+    assert.equal(a.get('keep1'), undefined, 'gone from the users');
+    await a.flush();
+    assert.equal((await store.getUsage(MONTH))?.usedBytes, 7000, 'its period row stays');
+    await a.upsertUser({ name: 'keep1', limitBytes: 50 * MiB, period: 'month' });
+    assert.equal(a.get('keep1')!.usedBytes, 7000, 'the same name continues the period');
+    await a.close();
+    await store.close();
+    const again = await openTestStore(path);
+    const b = new Accounting({ store: again, flushIntervalMs: 60_000, now });
+    await b.start([]);
+    await b.upsertUser({ name: 'keep1', limitBytes: 50 * MiB, period: 'month' });
+    assert.equal(b.get('keep1')!.usedBytes, 7000);
+    await b.close();
+    await again.close();
+  });
+});
+
 describe('a period meter loads its stored usage exactly once, in a fleet', { skip: redisMissing }, () => {
   const server = new RedisServer();
   before(async () => {
