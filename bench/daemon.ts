@@ -69,11 +69,20 @@ export function ensureBuilt(log: (text: string) => void): void {
   execFileSync(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(ROOT, 'tsconfig.build.json')], { stdio: 'inherit' });
 }
 
-/** Starts `rotor start`; `nodeFlags` go to node (e.g. --cpu-prof). */
-export async function startDaemon(http: UpstreamDaemon, socks: UpstreamDaemon, nodeFlags: string[] = [], readyTimeoutMs = 60_000): Promise<Daemon> {
+/** Starts `rotor start` on the bench's config; `nodeFlags` go to node (e.g. --cpu-prof). */
+export function startDaemon(http: UpstreamDaemon, socks: UpstreamDaemon, nodeFlags: string[] = [], readyTimeoutMs = 60_000): Promise<Daemon> {
+  return spawnRotor((dir) => benchConfig(http, socks, join(dir, 'rotor.db')), nodeFlags, readyTimeoutMs);
+}
+
+/**
+ * Starts `bin/rotor.js start` in a temp dir of its own (its cwd, removed when it stops) with the config
+ * `configFor(dir)` returns written as YAML; resolves when it logs 'rotor is ready'. Its listen ports should be
+ * 0: the actual ports are read from that line.
+ */
+export async function spawnRotor(configFor: (dir: string) => Record<string, unknown>, nodeFlags: string[] = [], readyTimeoutMs = 60_000): Promise<Daemon> {
   const dir = mkdtempSync(join(tmpdir(), 'rotor-bench-daemon-'));
   const config = join(dir, 'rotor.yaml');
-  writeFileSync(config, stringify(benchConfig(http, socks, join(dir, 'rotor.db'))));
+  writeFileSync(config, stringify(configFor(dir)));
   const env = { ...process.env } as Record<string, string>;
   for (const k of Object.keys(env)) if (k.startsWith('ROTOR_')) delete env[k];
   env.ROTOR_CONFIG = config;
