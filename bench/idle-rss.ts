@@ -1,5 +1,6 @@
-// Idle memory of the daemon as users run it: `node bin/rotor.js start` on config/default.yaml (a temp copy
-// with free ports and its own store), read from /proc/<pid>/status once it logged 'rotor is ready':
+// Idle memory of the daemon as users run it: `rotor start` on config/default.yaml (a temp copy with free
+// ports and its own store) as `npm start` runs it (`node <npm start's node options> bin/rotor.js start`;
+// --bare: without them), read from /proc/<pid>/status once it logged 'rotor is ready':
 //   ready   right after the ready line;
 //   idle    after it has idled --idle-s seconds;
 //   warm    after a warm-up (plain HTTP, CONNECT and SOCKS5 requests through each configured user to a
@@ -7,7 +8,8 @@
 // Two modes: `embedded` (the default config: the sandbox platform and its upstream ports in the same process)
 // and `remote` (`platform.mode: remote` against `rotor sim` in a process of its own, so the daemon's own
 // figure is known; the sim's RSS is printed beside it).
-//   node --import tsx bench/idle-rss.ts [--mode embedded,remote] [--idle-s 10] [--reps 1] [--node-flag F]... [--json FILE]
+//   npm run bench:idle-rss -- [--mode embedded,remote] [--idle-s 10] [--reps 1] [--bare] [--node-flag F]... [--json FILE]
+// The environment passes to the daemon (e.g. glibc's MALLOC_* variables, as the Docker image sets them).
 // Builds dist/ first when it is older than src/ (rotor start runs the compiled JavaScript).
 import { readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
@@ -16,7 +18,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { parse } from 'yaml';
 import { runCurl } from '../test/support/curl.ts';
-import { ensureBuilt, spawnRotor, type Daemon } from './daemon.ts';
+import { ensureBuilt, npmStartNodeFlags, spawnRotor, type Daemon } from './daemon.ts';
 import { BenchSetupError, startJsonChild, type Proc } from './procs.ts';
 import { median } from './stats.ts';
 
@@ -250,6 +252,7 @@ async function main(): Promise<void> {
       'idle-s': { type: 'string', default: '10' },
       reps: { type: 'string', default: '1' },
       'node-flag': { type: 'string', multiple: true, default: [] },
+      bare: { type: 'boolean', default: false },
       json: { type: 'string' },
     },
     strict: true,
@@ -260,18 +263,20 @@ async function main(): Promise<void> {
   const reps = Number(values.reps);
   if (!(idleS >= 0) || !(Number.isInteger(reps) && reps >= 1)) throw new BenchSetupError('--idle-s must be >= 0 and --reps a whole number >= 1');
   ensureBuilt((t) => process.stderr.write(`${t}\n`));
+  const nodeFlags = [...(values.bare ? [] : npmStartNodeFlags()), ...values['node-flag']];
   const results: IdleResult[] = [];
   for (const mode of modes as Mode[]) {
     const runs: IdleResult[] = [];
     for (let i = 0; i < reps; i++) {
       process.stderr.write(`idle-rss: ${mode} ${i + 1}/${reps}\n`);
-      runs.push(await measureIdle(mode, idleS * 1000, values['node-flag']));
+      runs.push(await measureIdle(mode, idleS * 1000, nodeFlags));
     }
     results.push(medianResult(runs));
   }
-  const flags = values['node-flag'].length > 0 ? ` node ${values['node-flag'].join(' ')}` : '';
-  process.stdout.write(`Idle RSS of \`rotor start\` (config/default.yaml, compiled dist/${flags}), MiB, median of ${reps}:\n\n${renderIdle(results, idleS)}\n`);
-  if (values.json) writeFileSync(values.json, `${JSON.stringify({ idleS, reps, nodeFlags: values['node-flag'], results }, null, 2)}\n`);
+  const malloc = Object.entries(process.env).filter(([k]) => k.startsWith('MALLOC_')).map(([k, v]) => ` ${k}=${v}`).join('');
+  const command = `${malloc.trim()}${malloc ? ' ' : ''}node ${[...nodeFlags, 'bin/rotor.js start'].join(' ')}`;
+  process.stdout.write(`Idle RSS of \`${command}\` (config/default.yaml, compiled dist/), MiB, median of ${reps}:\n\n${renderIdle(results, idleS)}\n`);
+  if (values.json) writeFileSync(values.json, `${JSON.stringify({ idleS, reps, command, nodeFlags, results }, null, 2)}\n`);
 }
 
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
