@@ -314,7 +314,10 @@ export class Accounting implements MeterProvider {
     const rec = known ? undefined : await this.store.getUsage?.(u.name);
     const m = this.entry(u.name, rec?.usedBytes ?? 0, u.limitBytes);
     m.configured = true;
-    const limitChanged = m.limit !== u.limitBytes || rec === undefined;
+    // A known meter compares its own limit; a new one writes the limit unless the stored row already holds it
+    // (comparing `rec` for a known meter made every PATCH look like a limit change: a spurious allowance
+    // release/acquire and a platform limit sync each time).
+    const limitChanged = known !== undefined ? m.limit !== u.limitBytes : rec === undefined || rec.limitBytes !== u.limitBytes;
     const periodChanged = m.period !== (u.period ?? 'total');
     if (limitChanged) {
       m.limit = u.limitBytes;

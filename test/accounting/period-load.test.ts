@@ -199,3 +199,30 @@ describe('a period meter loads its stored usage exactly once, in a fleet', { ski
     await check.close();
   });
 });
+
+describe('applying a user again', () => {
+  test('with the same limit is not a limit change (no event, no store write); a new limit is one', async () => {
+    const store = await openTestStore(dbPath());
+    const a = new Accounting({ store, flushIntervalMs: 60_000, now });
+    await a.start([]);
+    const changes: number[] = [];
+    a.onLimitChange((c) => changes.push(c.limitBytes));
+    await a.upsertUser({ name: 'keep1', limitBytes: 50 * MiB, period: 'month' });
+    let limitWrites = 0;
+    const setLimit = store.setLimit.bind(store);
+    store.setLimit = async (user, bytes) => {
+      limitWrites++;
+      return setLimit(user, bytes);
+    };
+    // A PATCH of something else (rate, rules) applies the user again with the same limit and period.
+    await a.upsertUser({ name: 'keep1', limitBytes: 50 * MiB, period: 'month' });
+    assert.deepEqual(changes, []);
+    assert.equal(limitWrites, 0);
+    await a.upsertUser({ name: 'keep1', limitBytes: 60 * MiB, period: 'month' });
+    assert.deepEqual(changes, [60 * MiB]);
+    assert.ok(limitWrites >= 1);
+    assert.equal(a.get('keep1')?.limitBytes, 60 * MiB);
+    await a.close();
+    await store.close();
+  });
+});
