@@ -80,7 +80,10 @@ const RUNS_A_DAEMON = /e2e\/(?:limits-)?harness\.ts|support\/rotor-process\.ts|'
 const slowTier = (f) => SLOW_TIERS.some((t) => f.startsWith(t)) || RUNS_A_DAEMON.test(readFileSync(f, 'utf8'));
 const unit = process.argv.includes('--unit');
 if (unit) process.env.ROTOR_TEST_REDIS_PASS = 'off';
-const filters = process.argv.slice(2).filter((a) => a !== '--unit');
+// `--durations <file>`: also write each file's wall time there, slowest first (scripts/file-durations.mjs).
+const durationsAt = process.argv.indexOf('--durations');
+const durationsFile = durationsAt >= 0 ? resolve(process.argv[durationsAt + 1] ?? 'test-durations.txt') : undefined;
+const filters = process.argv.slice(2).filter((a, i, all) => a !== '--unit' && a !== '--durations' && all[i - 1] !== '--durations');
 const files = walk('test')
   .sort()
   .filter((f) => filters.length === 0 || filters.some((x) => f.includes(x)))
@@ -120,7 +123,18 @@ if (wantRedisPass && storeUsers.length > 0) {
 
 const child = spawn(
   process.execPath,
-  ['--import', 'tsx', '--test', '--test-concurrency=2', '--test-timeout=120000', ...files, ...redisFiles],
+  [
+    '--import',
+    'tsx',
+    '--test',
+    '--test-concurrency=2',
+    '--test-timeout=120000',
+    ...(durationsFile
+      ? ['--test-reporter=spec', '--test-reporter-destination=stdout', `--test-reporter=${resolve('scripts/file-durations.mjs')}`, `--test-reporter-destination=${durationsFile}`]
+      : []),
+    ...files,
+    ...redisFiles,
+  ],
   { stdio: 'inherit', env },
 );
 const cleanup = () => {
