@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { socks5Connect } from '../../src/wire/socks5-client.ts';
 import { PlatformClient } from '../../src/platform/client.ts';
 import { startSimulator, SIM_PRODUCTS } from '../../src/sim/index.ts';
+import { buyTraffic } from '../support/orders.ts';
 import { startGateway, type Gateway } from './harness.ts';
 import { CHUNK, MB5, cleanup, curl, startTarget, tempDir, waitFor, type BytesTarget } from './limits-harness.ts';
 
@@ -277,8 +278,7 @@ describe('users survive a restart', () => {
     const platform = { mode: 'remote', baseUrl: sim.baseUrl, appKey: sim.appKey, appSecret: sim.appSecret };
     const config = { store, platform, accounts: { flushIntervalMs: 100, balancePollMs: 200 } };
     let gw = await startGateway({ config });
-    await client.call('InstanceOpen', { appOrderNo: `credit${process.pid}`, params: [{ productNo: SIM_PRODUCTS.dynamicTraffic, appUsername: 'shop1', flow: 1024, cycleTimes: 1 }] });
-    await waitFor('the traffic credit', async () => ((await client.call('GetOrder', { appOrderNo: `credit${process.pid}` })).status ?? 0) >= 3 || undefined, 10_000, 100);
+    await buyTraffic(client, 'shop1', SIM_PRODUCTS.dynamicTraffic, 1024);
     try {
       await gw.admin('/v1/users', { body: { name: 'keep1', password: 'keep1-pass', mainAccount: 'shop1', quota: { bytes: 50 * MiB, period: 'month' }, rateBytesPerSec: 0, maxConnections: 7 } });
       await gw.admin('/v1/users', { body: { name: 'keep2', password: 'keep2-pass', mainAccount: 'shop1', enabled: false } });
