@@ -203,6 +203,8 @@ describe('users as data through the admin API', () => {
     const patched = await gw.admin<View>('/v1/users/patchy', { method: 'PATCH', body: { rateBytesPerSec: 256 * 1024 } });
     assert.equal(patched.status, 200);
     assert.equal(patched.body.rateBytesPerSec, 256 * 1024);
+    // Timed on purpose (a rate is bytes over a window): the claim is "within 1 s", so the 2 s window measured
+    // starts 1 s after the PATCH.
     await new Promise((r) => setTimeout(r, 1000));
     const a = (await gw.admin<View>('/v1/users/patchy')).body.usedBytes;
     const t0 = Date.now();
@@ -258,6 +260,7 @@ describe('users as data through the admin API', () => {
       const t0 = Date.now();
       const r = await gw.admin(`/v1/users/${name}`, action);
       assert.ok(r.status === 204 || r.status === 200, `${name}: ${r.status}`);
+      // The close event, bounded: the 3 s only turns a download that is never closed into a clear failure.
       const at = await Promise.race([closed, new Promise<number>((res) => setTimeout(() => res(-1), 3000))]);
       assert.ok(at > 0, `${name}: the download was not closed`);
       assert.ok(at - t0 < 1000, `${name}: closed after ${at - t0} ms`);

@@ -9,6 +9,7 @@ import { createServer as createHttpServer, Agent, request as httpRequest, type S
 import { createServer } from 'node:net';
 import { activeConnections, eventually, openFds, seeded, startEcho, startTestDaemon, USERS, type TestDaemon } from './daemon.ts';
 import { batch, exchange, split } from './fuzz-io.ts';
+import { poll } from '../support/wait.ts';
 import { bytes, httpCase, int, pick, socks5Case, username, validConnect } from './generators.ts';
 
 const SEED = Number(process.env.FUZZ_SEED ?? 0x5eed_2024);
@@ -75,7 +76,23 @@ describe('fuzz: malformed and random input to every listener', { timeout: 120_00
     await new Promise<void>((r) => (target ? target.close(() => r()) : r()));
   });
 
-  const settle = (): Promise<unknown> => new Promise((r) => setTimeout(r, 300));
+  /**
+   * Until the warm-up tunnel has ended on the daemon's side (its active gauges at 0) and its sockets are
+   * released (the descriptor count reads the same twice in a row), so the baseline holds no closing socket.
+   */
+  const settle = async (): Promise<void> => {
+    await poll(async () => {
+      const a = await activeConnections(d.daemon);
+      return (a.http ?? 0) === 0 && (a.socks5 ?? 0) === 0;
+    }, { what: 'the warm-up tunnel to end', timeoutMs: 10_000 });
+    let last = -1;
+    await poll(() => {
+      const now = openFds();
+      const same = now === last;
+      last = now;
+      return same;
+    }, { what: 'a steady descriptor count', timeoutMs: 10_000, everyMs: 20 });
+  };
 
   test(`SOCKS5 listener: ${CASES} inputs at every handshake stage`, async () => {
     const { count, index } = caseRange();
