@@ -29,9 +29,13 @@ describe('sandbox static orders', () => {
 
   test('open goes 1 → 3, instances run, callback arrives and is retried until success', async () => {
     cb.failures.order = 2;
+    // Platform time all but stands still until the early state is read (on a loaded machine the 120 ms of
+    // the order's delay can pass between the two calls); then it runs at its normal speed again.
+    clock.setSpeed(1e-6);
     const accepted = await client.call('InstanceOpen', { appOrderNo: 'life-1', params: [{ productNo: US, count: 2, cycleTimes: 1 }] });
     assert.equal(accepted.amount, '10.00');
     const early = await client.call('GetOrder', { orderNo: accepted.orderNo });
+    clock.setSpeed(1);
     assert.ok(Number(early.status) <= 2, 'not final at once');
     assert.ok(early.instances?.every((i) => Number(i.status) < 3));
     const order = await orderFinal(client, accepted.orderNo);
