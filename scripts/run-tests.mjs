@@ -81,7 +81,10 @@ async function startRedis(dir) {
 // the e2e harnesses or the child launcher), and the Redis pass; `npm test` runs everything.
 const SLOW_TIERS = ['test/e2e/', 'test/reliability/', 'test/bench/', 'test/fleet/', 'test/cli/'];
 const RUNS_A_DAEMON = /e2e\/(?:limits-)?harness\.ts|support\/rotor-process\.ts|'src\/cli\.ts'/;
-const slowTier = (f) => SLOW_TIERS.some((t) => f.startsWith(t)) || RUNS_A_DAEMON.test(readFileSync(f, 'utf8'));
+// Volume tests outside those folders are left out too: thousands of requests or rows to show a property
+// holds at scale (the token on 8,400 spellings, 2,400 malformed user bodies, 10,000 users, 100,000 log rows).
+const VOLUME = ['test/admin/authz.test.ts', 'test/admin/users-fuzz.test.ts', 'test/users/scale.test.ts', 'test/connlog/query-speed.test.ts'];
+const slowTier = (f) => SLOW_TIERS.some((t) => f.startsWith(t)) || VOLUME.includes(f) || RUNS_A_DAEMON.test(readFileSync(f, 'utf8'));
 const unit = process.argv.includes('--unit');
 if (unit) process.env.ROTOR_TEST_REDIS_PASS = 'off';
 // `--durations <file>`: also write each file's wall time there, slowest first (scripts/file-durations.mjs).
