@@ -35,21 +35,14 @@ import { RotorError } from '../errors/rotor-error.ts';
 /** The part of the store accounting uses. */
 export type UsageStore = Pick<Store, 'addUsage' | 'listUsage' | 'setLimit' | 'kvGet' | 'kvSet'> & Partial<Pick<Store, 'getUsage'>>;
 
-/** What the gateway asks before it does any work for a connection. */
+/** What the gateway asks before it does any work for a connection (src/proxy/types.ts imports it). */
 export type Admission = { ok: true } | { ok: false; reason: string };
 
-/** One user's meter as the relay sees it: checked and fed once per chunk. */
+/** One user's byte counter as the data path sees it: an add and a flag, nothing slower (src/proxy/types.ts imports it). */
 export interface UserMeter {
+  /** Set once the user's limit is reached; running connections close on their next chunk. */
   readonly exhausted: boolean;
   add(up: number, down: number): void;
-}
-
-/** The gateway's view of accounting (structurally src/proxy/types.ts MeterProvider). */
-export interface MeterProvider {
-  admit(user: string): Admission;
-  meter(user: string): UserMeter;
-  connectionOpened(user: string): void;
-  connectionClosed(user: string): void;
 }
 
 /** One user's share of a fleet-wide allowance (src/fleet/allowance.ts UserAllowance implements it). */
@@ -196,7 +189,9 @@ export class AccountingError extends RotorError {
   }
 }
 
-export class Accounting implements MeterProvider {
+// The gateway's MeterProvider (src/proxy/types.ts, above this folder, so not named here): src/main.ts plugs
+// it in and test/accounting/meters.test.ts checks the fit.
+export class Accounting {
   private readonly store: UsageStore;
   private readonly metrics: Metrics | undefined;
   private readonly logger: Logger | undefined;
