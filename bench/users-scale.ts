@@ -1,8 +1,9 @@
 // Users at scale (issue 15): with 10,000 users created through the admin API, does a new tunnel cost what it
 // costs with one user, does the idle daemon stay idle, and does /metrics stay bounded?
 //
-// Two real daemons (`rotor start`, compiled dist/, embedded sandbox handing out Debian's microsocks as the
-// drawn line, accounting on SQLite, default timers) run side by side: `one` with its config user alone, `many`
+// Two real daemons (`rotor start` as `npm start` runs it: compiled dist/ with its node options; embedded
+// sandbox handing out Debian's microsocks as the drawn line, accounting on SQLite, default timers) run side
+// by side: `one` with its config user alone, `many`
 // with the same config user plus N users POSTed to /v1/users (the whole creation path: scrypt hash, journal,
 // the sandbox's sub account and limit). Then:
 //   idle  both daemons' own CPU (user + sys from /proc/<pid>/stat) over the same window with no traffic;
@@ -22,94 +23,42 @@
 // --profile DIR: both daemons write --cpu-prof profiles into DIR (read them with bench/profile.ts).
 // Most of a run is the creation of the users: each POST hashes its password with scrypt (~40 ms of CPU on
 // libuv's pool), so 10,000 take 3–4 minutes on a quiet 2-core machine; the measurement after it, ~2.5 min.
-import { fork, spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { cpus, loadavg, tmpdir } from 'node:os';
+import { fork } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
+import { cpus, loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { stringify } from 'yaml';
-import { stopChild, type UpstreamDaemon } from '../test/support/upstreams.ts';
+import type { UpstreamDaemon } from '../test/support/upstreams.ts';
 import type { ClientJob, ClientReply, ProxySpec, RateResult } from './client.ts';
-import { ensureBuilt, SOCKS_PRODUCT } from './daemon.ts';
+import { ensureBuilt, npmStartNodeFlags, SOCKS_PRODUCT, spawnRotor, type Daemon } from './daemon.ts';
 import { BenchSetupError, cpuMs, rssBytes, startJsonChild, startMicrosocks } from './procs.ts';
 import { BENCH_PASSWORD, SOCKS_USER } from './spec.ts';
 import { fmt, median } from './stats.ts';
 
 const HERE = fileURLToPath(new URL('.', import.meta.url));
-const ROOT = resolve(HERE, '..');
 const TOKEN = 'users-scale-token-91f0';
 const UP_USER = 'upuser';
 const UP_PASS = 'up-pass';
 
-export interface ScaleDaemon {
-  pid: number;
-  http: number;
-  socks5: number;
-  admin: number;
-  output(): string;
-  stop(): Promise<void>;
-}
+export type ScaleDaemon = Daemon;
 
-/** `rotor start` (bin/rotor.js → dist/) on its own config and SQLite store; `nodeFlags` go to node. */
-export async function startScaleDaemon(upstream: UpstreamDaemon, nodeFlags: string[] = [], storeDir?: string): Promise<ScaleDaemon> {
-  const dir = mkdtempSync(join(tmpdir(), 'rotor-users-scale-'));
-  const config = join(dir, 'rotor.yaml');
-  writeFileSync(
-    config,
-    stringify({
+/** `rotor start` as `npm start` runs it (bench/daemon.ts spawnRotor) with its config user alone; `nodeFlags` go to node too. */
+export function startScaleDaemon(upstream: UpstreamDaemon, nodeFlags: string[] = []): Promise<ScaleDaemon> {
+  return spawnRotor(
+    (dir) => ({
       platform: { mode: 'embedded', sandbox: { drawnLines: { [SOCKS_PRODUCT]: [`socks5://${UP_USER}:${UP_PASS}@127.0.0.1:${upstream.port}`] } } },
       proxy: { http: { host: '127.0.0.1', port: 0 }, socks5: { host: '127.0.0.1', port: 0 } },
       admin: { host: '127.0.0.1', port: 0, token: TOKEN },
       callback: { host: '127.0.0.1', port: 0 },
-      store: { path: join(storeDir ?? dir, 'rotor.db') },
+      store: { path: join(dir, 'rotor.db') },
       log: { level: 'info' },
       users: [{ name: SOCKS_USER, password: BENCH_PASSWORD, mainAccount: 'bench', product: SOCKS_PRODUCT, draw: 'pwd', sessTime: 5, limitBytes: -1 }],
       pool: { lowWater: 1, drawBatch: 1 },
     }),
+    [...npmStartNodeFlags(), ...nodeFlags],
+    120_000,
   );
-  const env = { ...process.env } as Record<string, string>;
-  for (const k of Object.keys(env)) if (k.startsWith('ROTOR_')) delete env[k];
-  env.ROTOR_CONFIG = config;
-  const child: ChildProcess = spawn(process.execPath, [...nodeFlags, join(ROOT, 'bin', 'rotor.js'), 'start'], { cwd: dir, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  const keep = (c: Buffer): void => {
-    out += c.toString('utf8');
-    if (out.length > 256 * 1024) out = out.slice(-64 * 1024);
-  };
-  child.stdout!.on('data', keep);
-  child.stderr!.on('data', keep);
-  const ports = await new Promise<{ http: number; socks5: number; admin: number }>((resolveReady, reject) => {
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new BenchSetupError(`rotor start was not ready within 120 s:\n${out.slice(-2000)}`));
-    }, 120_000);
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new BenchSetupError(`rotor start exited (${code}) before it was ready:\n${out.slice(-2000)}`));
-    });
-    const look = (): void => {
-      const at = out.indexOf('rotor is ready');
-      if (at < 0) return;
-      const end = out.indexOf('\n', at);
-      if (end < 0) return;
-      const rec = JSON.parse(out.slice(out.lastIndexOf('\n', at) + 1, end)) as { http: { port: number }; socks5: { port: number }; admin: number };
-      clearTimeout(timer);
-      child.removeAllListeners('exit');
-      child.stdout!.off('data', look);
-      resolveReady({ http: rec.http.port, socks5: rec.socks5.port, admin: rec.admin });
-    };
-    child.stdout!.on('data', look);
-  });
-  return {
-    pid: child.pid!,
-    ...ports,
-    output: () => out,
-    stop: async () => {
-      await stopChild(child, 15_000);
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
 }
 
 /** POSTs `count` users to /v1/users, 8 at a time; resolves with the seconds it took. */

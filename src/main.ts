@@ -5,8 +5,9 @@ import { loadConfig } from './config/index.ts';
 import { createLogger, type Logger } from './telemetry/logger.ts';
 import { createMetrics, type Metrics } from './telemetry/metrics.ts';
 import { PlatformClient } from './platform/client.ts';
-import { isRedisUrl, openStoreFor, RedisStore, type Store } from './store/index.ts';
-import { FleetRouter, FleetSessions, startFleet, type Fleet } from './fleet/index.ts';
+import { isRedisUrl, openStoreFor } from './store/open.ts';
+import type { Store } from './store/types.ts';
+import type { Fleet } from './fleet/index.ts';
 import { orderLeaseName } from './orders/index.ts';
 import { Accounting, PlatformLimitSync, ProductCatalog } from './accounting/index.ts';
 import { AccountReconciler, BalanceWatcher, Traffic, Whitelist } from './accounts/index.ts';
@@ -37,7 +38,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Simulator } from './sim/index.ts';
 import { DestinationPolicy } from './users/rules.ts';
 import { UserPorts } from './users/ports.ts';
-import { Events, ExpiryWatcher, QuotaWatcher, WebhookDelivery, balanceLowListener, orderFinalEmitter } from './events/index.ts';
+import { Events, ExpiryWatcher, QuotaWatcher, WebhookDelivery, WebhookSwitch, balanceLowListener, orderFinalWriter } from './events/index.ts';
 import { createConnectionLog, type ConnectionLogService } from './connlog/index.ts';
 import { platformFlowFrom } from './connlog/platform-flow.ts';
 
@@ -157,8 +158,14 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     const store: Store = await openStoreFor(config.store.path, isRedisUrl(config.store.path) ? { prefix: fleetConfig.prefix, logger: logger.child({ component: 'store' }) } : {});
     onStop('store', () => store.close());
     let fleet: Fleet | undefined;
-    if (store instanceof RedisStore) {
-      const started = startFleet(store.connection, {
+    // The fleet's parts (and the Redis driver) are loaded only for a redis:// store: a daemon on SQLite never
+    // holds them (docs/benchmarks.md "Idle RSS").
+    let fleetParts: typeof import('./fleet/index.ts') | undefined;
+    if (isRedisUrl(config.store.path)) {
+      const { RedisStore } = await import('./store/redis.ts');
+      fleetParts = await import('./fleet/index.ts');
+      if (!(store instanceof RedisStore)) throw new Error('a redis:// store.path opened a store that is not the Redis driver');
+      const started = fleetParts.startFleet(store.connection, {
         ...(fleetConfig.instanceId ? { instanceId: fleetConfig.instanceId } : {}),
         prefix: fleetConfig.prefix,
         sliceBytes: fleetConfig.sliceBytes,
@@ -174,27 +181,12 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       logger.info({ instance: started.instance, sliceBytes: fleetConfig.sliceBytes, offlineBytes: fleetConfig.offlineBytes }, 'fleet mode: limits, sticky sessions and order tracking shared through redis');
     }
 
-    // Events: written to the store's outbox, delivered by one worker (src/events/).
-    const ev = config.events;
-    const delivery = ev.webhookUrl
-      ? new WebhookDelivery({
-          store,
-          url: ev.webhookUrl,
-          secret: ev.secret,
-          timeoutMs: ev.timeoutMs,
-          retryBaseMs: ev.retryBaseMs,
-          retryMaxMs: ev.retryMaxMs,
-          pollMs: ev.pollMs,
-          retentionMs: ev.retentionDays * 86_400_000,
-          metrics,
-          logger: logger.child({ component: 'events' }),
-        })
-      : undefined;
-    const events = new Events({ store, deliver: delivery !== undefined, onAppended: () => delivery?.nudge(), metrics, logger: logger.child({ component: 'events' }) });
-    if (delivery) {
-      delivery.start();
-      onStop('webhook delivery', () => delivery.stop());
-    }
+    // Events: written to the store's outbox, delivered by one worker (src/events/). `ev` follows reloads.
+    let ev = config.events;
+    const webhook = new WebhookSwitch({ store, metrics, logger: logger.child({ component: 'events' }) });
+    await webhook.apply(ev);
+    onStop('webhook delivery', () => webhook.stop());
+    const events = new Events({ store, deliver: webhook.delivery !== undefined, onAppended: () => webhook.nudge(), metrics, logger: logger.child({ component: 'events' }) });
 
     // 3. Accounts, limits, balances.
     const products = new ProductCatalog({ client });
@@ -231,7 +223,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       balances.setUsers(list);
       limitSync.setUsers(list);
     };
-    balances.onBalance(balanceLowListener(events, ev.balanceLowMb, logger.child({ component: 'events' })));
+    balances.onBalance(balanceLowListener(events, () => ev.balanceLowMb, logger.child({ component: 'events' })));
     await applyAccounts(users);
 
     // Users as data: the store's records (config users seeded into them), mirrored in memory for the gateway.
@@ -275,7 +267,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         ...(o.autoRenew.enabled ? { autoRenew: o.autoRenew } : {}),
       },
       ...(fleet ? { claims: fleet.leases } : {}),
-      onOrderFinal: orderFinalEmitter(events),
+      storeFinalOrder: orderFinalWriter(events, store),
     });
     fleet?.onLeaseLost((name) => {
       if (name.startsWith(orderLeaseName(''))) orders.tracker.drop(name.slice(orderLeaseName('').length));
@@ -349,8 +341,8 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     onStop('session sweep', () => clearInterval(sweep));
 
     const poolProvider = { pool: (key: PoolKey) => pools.get(key) };
-    const fleetSessions = fleet
-      ? new FleetSessions({ table: sessions, shared: fleet.sessions, pools: poolProvider, logger: logger.child({ component: 'fleet' }), ...(options.now ? { now: options.now } : {}) })
+    const fleetSessions = fleet && fleetParts
+      ? new fleetParts.FleetSessions({ table: sessions, shared: fleet.sessions, pools: poolProvider, logger: logger.child({ component: 'fleet' }), ...(options.now ? { now: options.now } : {}) })
       : undefined;
     const regions = new RegionDirectory(orders.catalog, { logger: logger.child({ component: 'regions' }) });
     await regions.start();
@@ -370,7 +362,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       hedgeAfterMs: config.proxy.hedgeAfterMs,
       ...(options.now ? { now: options.now } : {}),
     };
-    const router = fleetSessions ? new FleetRouter(routerOptions, fleetSessions) : new Router({ ...routerOptions, pools: poolProvider, sessions });
+    const router = fleetSessions && fleetParts ? new fleetParts.FleetRouter(routerOptions, fleetSessions) : new Router({ ...routerOptions, pools: poolProvider, sessions });
     const prober = startHealthProbes({
       pools: () => pools.list(),
       healthCheck: config.pool.healthCheck,
@@ -572,7 +564,13 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       pools,
       users: usersDir,
       fleet,
-      events: { outbox: events, delivery, quota },
+      events: {
+        outbox: events,
+        get delivery() {
+          return webhook.delivery;
+        },
+        quota,
+      },
       userPorts,
       connections,
       async reload(next: Config): Promise<void> {
@@ -580,6 +578,12 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         // Config users are seeded again (config fields win); API users stay. Pools of users that went away
         // or changed how they draw are dropped (refreshLists); live connections keep their node.
         destinations.setDefaults(next.proxy.rules);
+        // events.*: the webhook worker started, reconfigured or stopped; the watchers' interval; balance.low's line.
+        await webhook.apply(next.events);
+        events.setDeliver(webhook.delivery !== undefined);
+        quota.setIntervalMs(next.events.checkMs);
+        expiry.setIntervalMs(next.events.checkMs);
+        ev = next.events;
         await usersDir.seed(nextUsers);
         await userPorts.sync(usersDir.locals());
         await applyAccounts(nextUsers);

@@ -90,6 +90,10 @@ export interface ForwarderOptions {
   onForwarded: () => void;
 }
 
+function closeEndedFreeSocket(this: Socket): void {
+  this.destroy();
+}
+
 class RouteAgent extends Agent {
   constructor(
     private readonly open: (args: ForwardArgs) => Promise<Socket>,
@@ -101,6 +105,25 @@ class RouteAgent extends Agent {
 
   override getName(options?: ClientRequestArgs): string {
     return (options as ForwardArgs).rotorKey;
+  }
+
+  /**
+   * Upstream sockets are dialed allowHalfOpen (tunnels need half-close), so a server that closes after each
+   * response without saying so (tinyproxy does) leaves a free socket whose reading has ended but which is
+   * still writable: the next request was written into it and waited out its response timeout (3 s a request
+   * in test/proxy/http-forwarding) before the retry. A free socket that ends is closed at once, which takes it
+   * out of the pool; one that ended before it was freed is not kept.
+   */
+  override keepSocketAlive(socket: Socket): boolean {
+    // Node's Agent reads this method's return value (a falsy one destroys the socket); @types/node says void.
+    if (socket.readableEnded || !(super.keepSocketAlive(socket) as unknown as boolean)) return false;
+    socket.once('end', closeEndedFreeSocket);
+    return true;
+  }
+
+  override reuseSocket(socket: Socket, req: ClientRequest): void {
+    socket.off('end', closeEndedFreeSocket);
+    super.reuseSocket(socket, req);
   }
 
   override createConnection(options: ClientRequestArgs, callback?: (err: Error | null, stream: Duplex) => void): Duplex | null | undefined {

@@ -131,7 +131,11 @@ describe('HTTP listener: plain-HTTP forwarding with real clients', () => {
         const agent = new Agent({ keepAlive: true, maxSockets: 1 });
         const dialsBefore = gw.pool.acquired;
         for (let i = 0; i < 5; i++) {
+          const started = Date.now();
           const r = await get(gw.port, `http://127.0.0.1:${echo.port}/headers/${i}`, agent);
+          // A kept-alive upstream socket that tinyproxy closed must not be written into and waited on until
+          // the response timeout (3 s here) before the retry: it took 3 s a request before the fix.
+          assert.ok(Date.now() - started < 3000, `request ${i} took ${Date.now() - started} ms: it waited out the response timeout`);
           assert.equal(r.status, 200, r.body);
           assert.equal(JSON.parse(r.body).url, `/headers/${i}`);
         }
