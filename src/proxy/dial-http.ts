@@ -92,9 +92,10 @@ function readConnectResponse(socket: Socket, done: (err: UpstreamDialError | nul
   const onEnd = (): void => fail(new UpstreamDialError('reset', 'upstream closed before answering CONNECT'));
   const onError = (err: NodeJS.ErrnoException): void => fail(new UpstreamDialError('reset', `upstream failed during CONNECT: ${err.code ?? 'error'}`));
   socket.on('data', onData);
-  socket.once('end', onEnd);
-  socket.once('close', onEnd);
-  socket.once('error', onError);
+  // on(), not once(): fail() detaches them all when the first fires (once() would wrap each in a new function).
+  socket.on('end', onEnd);
+  socket.on('close', onEnd);
+  socket.on('error', onError);
   return detach;
 }
 
