@@ -67,8 +67,9 @@ class Relay implements RelayHandle {
   upstreamHeld = false;
   private upCounter: CounterChild | undefined;
   private downCounter: CounterChild | undefined;
-  /** Sockets still open after a clean close (the cutoff timer waits for them). */
-  private open = 0;
+  /** After a clean close: the sockets whose 'close' the cutoff timer still waits for. */
+  private waitClient = false;
+  private waitUpstream = false;
   private cutoff: NodeJS.Timeout | undefined;
 
   constructor(
@@ -209,10 +210,11 @@ class Relay implements RelayHandle {
       // One side is gone; the other ends once it has flushed what it was given (destroySoon), and a peer
       // that stops reading is cut off after the idle timeout. onClose (still attached) counts the sockets
       // down and clears the cutoff.
-      this.open = (client.closed ? 0 : 1) + (upstream.closed ? 0 : 1);
+      this.waitClient = !client.closed;
+      this.waitUpstream = !upstream.closed;
       client.destroySoon();
       upstream.destroySoon();
-      if (this.open > 0) this.cutoff = setTimeout(cutOff, this.options.idleTimeoutMs, this).unref();
+      if (this.waitClient || this.waitUpstream) this.cutoff = setTimeout(cutOff, this.options.idleTimeoutMs, this).unref();
     } else {
       client.off('close', onClose);
       upstream.off('close', onClose);
@@ -224,12 +226,14 @@ class Relay implements RelayHandle {
   }
 
   /** A socket closed: the end of a running relay, or one side fewer to wait for after it. */
-  closed(): void {
+  closed(socket: Socket): void {
     if (!this.done) {
       this.finish('closed');
       return;
     }
-    if (--this.open <= 0 && this.cutoff !== undefined) {
+    if (socket === this.client) this.waitClient = false;
+    else this.waitUpstream = false;
+    if (!this.waitClient && !this.waitUpstream && this.cutoff !== undefined) {
       clearTimeout(this.cutoff);
       this.cutoff = undefined;
     }
@@ -260,7 +264,7 @@ function onUpstreamEnd(this: RelaySocket): void {
   this[RELAY]!.client.end();
 }
 function onClose(this: RelaySocket): void {
-  this[RELAY]!.closed();
+  this[RELAY]!.closed(this);
 }
 function onError(this: RelaySocket): void {
   this[RELAY]!.finish('error');
