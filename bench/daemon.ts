@@ -5,7 +5,7 @@
 //   user `bs` (product DYN-105-FLOW) draws the SOCKS5 upstream (microsocks).
 // Ready when the log says 'rotor is ready' (listener ports read from that line).
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -69,11 +69,31 @@ export function ensureBuilt(log: (text: string) => void): void {
   execFileSync(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(ROOT, 'tsconfig.build.json')], { stdio: 'inherit' });
 }
 
-/** Starts `rotor start`; `nodeFlags` go to node (e.g. --cpu-prof). */
-export async function startDaemon(http: UpstreamDaemon, socks: UpstreamDaemon, nodeFlags: string[] = [], readyTimeoutMs = 60_000): Promise<Daemon> {
+/**
+ * The node options `npm start` runs the daemon with (package.json scripts.start: a V8 heap setting), so the
+ * bench measures the daemon as shipped; the Docker image's ENTRYPOINT carries the same.
+ */
+export function npmStartNodeFlags(): string[] {
+  const start = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts?: { start?: string } }).scripts?.start ?? '';
+  const m = /^node\s+(.*?)\s*bin\/rotor\.js\b/.exec(start);
+  if (!m) throw new BenchSetupError(`package.json scripts.start is not "node [options] bin/rotor.js ...": ${start}`);
+  return m[1]!.split(/\s+/).filter(Boolean);
+}
+
+/** Starts `rotor start` on the bench's config as `npm start` runs it; `nodeFlags` go to node as well (e.g. --cpu-prof). */
+export function startDaemon(http: UpstreamDaemon, socks: UpstreamDaemon, nodeFlags: string[] = [], readyTimeoutMs = 60_000): Promise<Daemon> {
+  return spawnRotor((dir) => benchConfig(http, socks, join(dir, 'rotor.db')), [...npmStartNodeFlags(), ...nodeFlags], readyTimeoutMs);
+}
+
+/**
+ * Starts `bin/rotor.js start` in a temp dir of its own (its cwd, removed when it stops) with the config
+ * `configFor(dir)` returns written as YAML; resolves when it logs 'rotor is ready'. Its listen ports should be
+ * 0: the actual ports are read from that line.
+ */
+export async function spawnRotor(configFor: (dir: string) => Record<string, unknown>, nodeFlags: string[] = [], readyTimeoutMs = 60_000): Promise<Daemon> {
   const dir = mkdtempSync(join(tmpdir(), 'rotor-bench-daemon-'));
   const config = join(dir, 'rotor.yaml');
-  writeFileSync(config, stringify(benchConfig(http, socks, join(dir, 'rotor.db'))));
+  writeFileSync(config, stringify(configFor(dir)));
   const env = { ...process.env } as Record<string, string>;
   for (const k of Object.keys(env)) if (k.startsWith('ROTOR_')) delete env[k];
   env.ROTOR_CONFIG = config;

@@ -10,6 +10,7 @@
 // client (bench/client.ts), the minimal gateway and Rotor are separate processes; wrk drives M1.
 //
 //   npm run bench [-- --full | --smoke] [--case M1,M3] [--reps N] [--profile DIR] [--out FILE] [--json FILE] [--note TEXT]
+//                 [--rotor-node-flag FLAG]...
 //
 // Without flags: quick sizes, 3 repetitions, and the results block of docs/benchmarks.md is rewritten;
 // otherwise the docs are written only when --out names a file. --profile writes the daemon's --cpu-prof
@@ -21,7 +22,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import type { BulkResult, ClientJob, ClientReply, HoldResult, LatencyResult, ProxySpec, RateResult, UseResult } from './client.ts';
-import { ensureBuilt, startDaemon } from './daemon.ts';
+import { ensureBuilt, npmStartNodeFlags, startDaemon } from './daemon.ts';
 import { BENCH_PASSWORD, HTTP_USER, SOCKS_USER } from './spec.ts';
 import { cpuMs, rssBytes, startJsonChild, startMicrosocks, startSquid, type Proc, type Upstream } from './procs.ts';
 import { fmt, median } from './stats.ts';
@@ -91,6 +92,8 @@ function parseFlags(argv: string[]) {
       out: { type: 'string' },
       json: { type: 'string' },
       note: { type: 'string' },
+      // node options for the daemon's process only (e.g. a V8 heap setting under test); repeatable.
+      'rotor-node-flag': { type: 'string', multiple: true },
     },
     strict: true,
   });
@@ -112,6 +115,7 @@ function parseFlags(argv: string[]) {
     out,
     json: values.json,
     note: values.note,
+    rotorNodeFlags: values['rotor-node-flag'] ?? [],
     mode: values.smoke ? 'smoke' : values.full ? 'full' : 'quick',
   };
 }
@@ -167,8 +171,8 @@ async function startMinimal(squid: Upstream, socks: Upstream): Promise<Gateway> 
 }
 
 /** The real daemon; with --profile its CPU profile is written into the directory on exit. */
-async function startRotor(squid: Upstream, socks: Upstream, profileDir: string | undefined): Promise<Gateway> {
-  const d = await startDaemon(squid, socks, profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []);
+async function startRotor(squid: Upstream, socks: Upstream, profileDir: string | undefined, nodeFlags: string[]): Promise<Gateway> {
+  const d = await startDaemon(squid, socks, [...nodeFlags, ...(profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [])]);
   return { pid: d.pid, http: d.http, socks5: d.socks5, stop: d.stop };
 }
 
@@ -257,7 +261,7 @@ async function main(): Promise<void> {
     procs.push(squid);
     const minimal = await startMinimal(squid, socks);
     procs.push(minimal);
-    const rotor = await startRotor(squid, socks, flags.profile);
+    const rotor = await startRotor(squid, socks, flags.profile, flags.rotorNodeFlags);
     procs.push(rotor);
     // Idle RSS: both gateways up, no traffic yet (Rotor's includes the embedded sandbox).
     await sleep(1000);
@@ -345,7 +349,7 @@ async function main(): Promise<void> {
           let g: Gateway | undefined = path === 'direct' || fresh ? undefined : gateways[path];
           try {
             if (fresh && path === 'minimal') g = await startMinimal(up.squid, up.socks);
-            if (fresh && path === 'rotor') g = await startRotor(up.squid, up.socks, undefined);
+            if (fresh && path === 'rotor') g = await startRotor(up.squid, up.socks, undefined, flags.rotorNodeFlags);
             const p = proxyFor(path, proto, up, g);
             const measured = g ? g.pid : proto === 'connect' ? up.squid.pid : up.socks.pid;
             // A few tunnels first, so code paths are loaded and the heap has its working shape.
@@ -531,7 +535,7 @@ function settingsLine(s: Settings): string {
   return (
     `M1 wrk -t1 -c${s.m1Connections} ${s.m1Seconds} s; M2 ${s.m2Concurrency} concurrent for ${s.m2Ms / 1000} s; ` +
     `M3 ${fmt(s.m3Bytes / 1024 ** 2)} MiB; M4 ${s.m4Count} sequential; M5 ${s.m5Count} tunnels; ` +
-    `${s.reps} repetition(s), medians; Rotor is \`rotor start\` (embedded sandbox, accounting on SQLite, metrics)`
+    `${s.reps} repetition(s), medians; Rotor is \`rotor start\` as \`npm start\` runs it (node ${npmStartNodeFlags().join(' ') || 'without options'}; embedded sandbox, accounting on SQLite, metrics)`
   );
 }
 

@@ -5,8 +5,9 @@ import { loadConfig } from './config/index.ts';
 import { createLogger, type Logger } from './telemetry/logger.ts';
 import { createMetrics, type Metrics } from './telemetry/metrics.ts';
 import { PlatformClient } from './platform/client.ts';
-import { isRedisUrl, openStoreFor, RedisStore, type Store } from './store/index.ts';
-import { FleetRouter, FleetSessions, startFleet, type Fleet } from './fleet/index.ts';
+import { isRedisUrl, openStoreFor } from './store/open.ts';
+import type { Store } from './store/types.ts';
+import type { Fleet } from './fleet/index.ts';
 import { orderLeaseName } from './orders/index.ts';
 import { Accounting, PlatformLimitSync, ProductCatalog } from './accounting/index.ts';
 import { AccountReconciler, BalanceWatcher, Traffic, Whitelist } from './accounts/index.ts';
@@ -157,8 +158,14 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     const store: Store = await openStoreFor(config.store.path, isRedisUrl(config.store.path) ? { prefix: fleetConfig.prefix, logger: logger.child({ component: 'store' }) } : {});
     onStop('store', () => store.close());
     let fleet: Fleet | undefined;
-    if (store instanceof RedisStore) {
-      const started = startFleet(store.connection, {
+    // The fleet's parts (and the Redis driver) are loaded only for a redis:// store: a daemon on SQLite never
+    // holds them (docs/benchmarks.md "Idle RSS").
+    let fleetParts: typeof import('./fleet/index.ts') | undefined;
+    if (isRedisUrl(config.store.path)) {
+      const { RedisStore } = await import('./store/redis.ts');
+      fleetParts = await import('./fleet/index.ts');
+      if (!(store instanceof RedisStore)) throw new Error('a redis:// store.path opened a store that is not the Redis driver');
+      const started = fleetParts.startFleet(store.connection, {
         ...(fleetConfig.instanceId ? { instanceId: fleetConfig.instanceId } : {}),
         prefix: fleetConfig.prefix,
         sliceBytes: fleetConfig.sliceBytes,
@@ -346,8 +353,8 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     onStop('session sweep', () => clearInterval(sweep));
 
     const poolProvider = { pool: (key: PoolKey) => pools.get(key) };
-    const fleetSessions = fleet
-      ? new FleetSessions({ table: sessions, shared: fleet.sessions, pools: poolProvider, logger: logger.child({ component: 'fleet' }), ...(options.now ? { now: options.now } : {}) })
+    const fleetSessions = fleet && fleetParts
+      ? new fleetParts.FleetSessions({ table: sessions, shared: fleet.sessions, pools: poolProvider, logger: logger.child({ component: 'fleet' }), ...(options.now ? { now: options.now } : {}) })
       : undefined;
     const regions = new RegionDirectory(orders.catalog, { logger: logger.child({ component: 'regions' }) });
     await regions.start();
@@ -367,7 +374,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       hedgeAfterMs: config.proxy.hedgeAfterMs,
       ...(options.now ? { now: options.now } : {}),
     };
-    const router = fleetSessions ? new FleetRouter(routerOptions, fleetSessions) : new Router({ ...routerOptions, pools: poolProvider, sessions });
+    const router = fleetSessions && fleetParts ? new fleetParts.FleetRouter(routerOptions, fleetSessions) : new Router({ ...routerOptions, pools: poolProvider, sessions });
     const prober = startHealthProbes({
       pools: () => pools.list(),
       healthCheck: config.pool.healthCheck,

@@ -2,7 +2,9 @@
 // createConnectionLog): the store beside the daemon's own (SQLite tables in the same file, or the fleet's
 // Redis), the optional JSON-lines file, the recorder and the service the admin routes read.
 import type { Config } from '../config/schema.ts';
-import { RedisStore, SqliteStore, type Store } from '../store/index.ts';
+import type { RedisStore } from '../store/redis.ts';
+import { SqliteStore } from '../store/sqlite.ts';
+import type { Store } from '../store/types.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import { JsonLinesFileSink } from './file-sink.ts';
@@ -24,8 +26,13 @@ export { USAGE_COLUMNS, COMPARE_COLUMNS, toCsv, amountFor, type UsageRow, type P
 /** The connection-log tables next to the daemon's store. */
 export function connectionLogStoreFor(store: Store): ConnectionLogStore {
   if (store instanceof SqliteStore) return new SqliteConnectionLog(store.database());
-  if (store instanceof RedisStore) return new RedisConnectionLog(store.connection, store.keys.prefix);
+  if (isRedisStore(store)) return new RedisConnectionLog(store.connection, store.keys.prefix);
   throw new Error('the connection log needs the SQLite or the Redis store');
+}
+
+/** The Redis driver, told apart by its shape: an instanceof test would load it (and ioredis) into every daemon. */
+function isRedisStore(store: Store): store is RedisStore {
+  return 'connection' in store && 'keys' in store;
 }
 
 export interface ConnectionLogSetup {

@@ -1,0 +1,70 @@
+// The idle-memory bench end to end at CI size: `bench/idle-rss.ts --idle-s 0` starts `rotor start` on
+// config/default.yaml (compiled dist/) embedded and against `rotor sim`, samples its RSS from /proc, warms it
+// up with curl through both users, and writes the figures. No thresholds: it proves the bench still runs,
+// every request of the warm-up is answered, and every figure is a number.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { REPO_ROOT } from '../support/rotor-process.ts';
+
+interface Sample {
+  rss: number;
+  anon: number;
+  file: number;
+}
+interface Result {
+  mode: string;
+  ready: Sample;
+  idle: Sample;
+  warm: Sample;
+  heapIdle?: { used: number; total: number };
+  warmOk: number;
+  warmTotal: number;
+  simRss?: number;
+}
+
+function run(args: string[], timeoutMs: number): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith('ROTOR_')) env[k] = v;
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'bench/idle-rss.ts', ...args], { cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+test('bench:idle-rss measures rotor start embedded and against rotor sim', { timeout: 240_000 }, async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'rotor-idle-rss-'));
+  try {
+    const json = join(dir, 'idle.json');
+    const r = await run(['--idle-s', '0', '--json', json], 230_000);
+    assert.equal(r.code, 0, `bench failed:\n${r.stderr}`);
+    assert.match(r.stdout, /^\| embedded \| \d/m);
+    assert.match(r.stdout, /^\| remote \| \d/m);
+    const { results } = JSON.parse(readFileSync(json, 'utf8')) as { results: Result[] };
+    assert.deepEqual(results.map((x) => x.mode), ['embedded', 'remote']);
+    for (const x of results) {
+      for (const s of [x.ready, x.idle, x.warm]) {
+        // A node process is tens of MiB; anonymous and file-backed parts add up to the whole.
+        assert.ok(s.rss > 20 && s.rss < 4096, `${x.mode}: rss ${s.rss}`);
+        assert.ok(Math.abs(s.anon + s.file - s.rss) < 2, `${x.mode}: ${s.anon} + ${s.file} != ${s.rss}`);
+      }
+      assert.equal(x.warmOk, x.warmTotal, `${x.mode}: ${x.warmOk} of ${x.warmTotal} warm-up requests answered`);
+      assert.equal(x.warmTotal, 6);
+      assert.ok(x.heapIdle && x.heapIdle.used > 0 && x.heapIdle.total >= x.heapIdle.used, `${x.mode}: heap ${JSON.stringify(x.heapIdle)}`);
+    }
+    assert.ok((results[1]!.simRss ?? 0) > 20, 'the sim process has an RSS');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
