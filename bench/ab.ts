@@ -1,9 +1,10 @@
 // A/B of Rotor builds on a shared machine: two or more `rotor start` builds (each a directory holding bin/
 // and dist/, e.g. a copy of this checkout's before a change) and the minimal gateway in front of the same
 // squid, microsocks and target, measured in interleaved rounds (the order rotates every round) so that the
-// machine's load hits every build alike. Per round and gateway: M2 (CONNECT and SOCKS5 new tunnels, the
+// machine's load hits every build alike; each runs as `npm start` runs it (node options from package.json).
+// Per round and gateway: M2 (CONNECT and SOCKS5 new tunnels, the
 // rate job of bench/client.ts) and optionally M1 (wrk) and M4 (sequential fresh tunnels); gateway CPU per
-// operation from /proc, split user/system and main thread/other threads. What it prints to judge a change
+// operation from /proc, main thread and other threads apart. What it prints to judge a change
 // by: each later build's CPU per tunnel against the first build's, paired round by round (median ratio),
 // and the main thread's CPU per tunnel summed over all rounds (robust when single rounds are not).
 //
@@ -20,7 +21,7 @@ import { parseArgs } from 'node:util';
 import { stringify } from 'yaml';
 import { stopChild } from '../test/support/upstreams.ts';
 import type { ClientJob, ClientReply, LatencyResult, RateResult } from './client.ts';
-import { benchConfig } from './daemon.ts';
+import { benchConfig, npmStartNodeFlags } from './daemon.ts';
 import { startJsonChild, startMicrosocks, startSquid, type Proc } from './procs.ts';
 import { BENCH_PASSWORD, HTTP_USER, SOCKS_USER } from './spec.ts';
 import { runWrk } from './wrk.ts';
@@ -70,7 +71,8 @@ async function startRotor(root: string, http: Parameters<typeof benchConfig>[0],
   const env = { ...process.env } as Record<string, string>;
   for (const k of Object.keys(env)) if (k.startsWith('ROTOR_')) delete env[k];
   env.ROTOR_CONFIG = config;
-  const child = spawn(process.execPath, [join(root, 'bin', 'rotor.js'), 'start'], { cwd: dir, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  // As `npm start` runs it (its node options from this checkout's package.json), like `npm run bench`.
+  const child = spawn(process.execPath, [...npmStartNodeFlags(), join(root, 'bin', 'rotor.js'), 'start'], { cwd: dir, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   const ports = await new Promise<{ http: number; socks5: number }>((res, rej) => {
     child.once('exit', (code) => rej(new Error(`${root}: rotor start exited (${code}):\n${out.slice(-2000)}`)));
