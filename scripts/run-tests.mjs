@@ -25,6 +25,10 @@ const STORE_SEAM = resolve('test/support/store.ts');
 // double its time.
 const chooseOwnStore = (f) =>
   f.startsWith('test/fleet/') || f.startsWith('test/store/') || f === 'test/reliability/crash.test.ts' || f === 'test/e2e/dashboard.test.ts';
+// Not run twice either: files that start a daemon (so they reach the seam) but assert nothing the store
+// takes part in. upstream-health measures dials, hedges and probes against stalled nodes; promtool checks
+// the metrics text. A second pass on Redis would repeat the same sockets and timers.
+const storeBlind = (f) => f === 'test/e2e/upstream-health.test.ts' || f === 'test/telemetry/promtool.test.ts';
 
 /** Whether `file` imports the store seam, directly or through relative imports (test helpers). */
 function usesTestStore(file, seen = new Set()) {
@@ -77,10 +81,16 @@ async function startRedis(dir) {
 // the e2e harnesses or the child launcher), and the Redis pass; `npm test` runs everything.
 const SLOW_TIERS = ['test/e2e/', 'test/reliability/', 'test/bench/', 'test/fleet/', 'test/cli/'];
 const RUNS_A_DAEMON = /e2e\/(?:limits-)?harness\.ts|support\/rotor-process\.ts|'src\/cli\.ts'/;
-const slowTier = (f) => SLOW_TIERS.some((t) => f.startsWith(t)) || RUNS_A_DAEMON.test(readFileSync(f, 'utf8'));
+// Volume tests outside those folders are left out too: thousands of requests or rows to show a property
+// holds at scale (the token on 8,400 spellings, 2,400 malformed user bodies, 10,000 users, 100,000 log rows).
+const VOLUME = ['test/admin/authz.test.ts', 'test/admin/users-fuzz.test.ts', 'test/users/scale.test.ts', 'test/connlog/query-speed.test.ts'];
+const slowTier = (f) => SLOW_TIERS.some((t) => f.startsWith(t)) || VOLUME.includes(f) || RUNS_A_DAEMON.test(readFileSync(f, 'utf8'));
 const unit = process.argv.includes('--unit');
 if (unit) process.env.ROTOR_TEST_REDIS_PASS = 'off';
-const filters = process.argv.slice(2).filter((a) => a !== '--unit');
+// `--durations <file>`: also write each file's wall time there, slowest first (scripts/file-durations.mjs).
+const durationsAt = process.argv.indexOf('--durations');
+const durationsFile = durationsAt >= 0 ? resolve(process.argv[durationsAt + 1] ?? 'test-durations.txt') : undefined;
+const filters = process.argv.slice(2).filter((a, i, all) => a !== '--unit' && a !== '--durations' && all[i - 1] !== '--durations');
 const files = walk('test')
   .sort()
   .filter((f) => filters.length === 0 || filters.some((x) => f.includes(x)))
@@ -95,7 +105,7 @@ const work = mkdtempSync(join(tmpdir(), 'rotor-test-run-'));
 let redis;
 const redisFiles = [];
 const wantRedisPass = (process.env.ROTOR_TEST_REDIS_PASS ?? 'on') !== 'off' && (process.env.ROTOR_TEST_STORE ?? 'sqlite') === 'sqlite';
-const storeUsers = files.filter((f) => !chooseOwnStore(f) && usesTestStore(f));
+const storeUsers = files.filter((f) => !chooseOwnStore(f) && !storeBlind(f) && usesTestStore(f));
 if (storeUsers.length > 0 && (wantRedisPass || process.env.ROTOR_TEST_STORE === 'redis')) {
   redis = await startRedis(join(work, 'redis'));
   if (redis) env.ROTOR_TEST_REDIS_URL = redis.url;
@@ -120,7 +130,18 @@ if (wantRedisPass && storeUsers.length > 0) {
 
 const child = spawn(
   process.execPath,
-  ['--import', 'tsx', '--test', '--test-concurrency=2', '--test-timeout=120000', ...files, ...redisFiles],
+  [
+    '--import',
+    'tsx',
+    '--test',
+    '--test-concurrency=2',
+    '--test-timeout=120000',
+    ...(durationsFile
+      ? ['--test-reporter=spec', '--test-reporter-destination=stdout', `--test-reporter=${resolve('scripts/file-durations.mjs')}`, `--test-reporter-destination=${durationsFile}`]
+      : []),
+    ...files,
+    ...redisFiles,
+  ],
   { stdio: 'inherit', env },
 );
 const cleanup = () => {

@@ -38,7 +38,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Simulator } from './sim/index.ts';
 import { DestinationPolicy } from './users/rules.ts';
 import { UserPorts } from './users/ports.ts';
-import { Events, ExpiryWatcher, QuotaWatcher, WebhookDelivery, balanceLowListener, orderFinalEmitter } from './events/index.ts';
+import { Events, ExpiryWatcher, QuotaWatcher, WebhookDelivery, WebhookSwitch, balanceLowListener, orderFinalWriter } from './events/index.ts';
 import { createConnectionLog, type ConnectionLogService } from './connlog/index.ts';
 import { platformFlowFrom } from './connlog/platform-flow.ts';
 
@@ -181,27 +181,12 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       logger.info({ instance: started.instance, sliceBytes: fleetConfig.sliceBytes, offlineBytes: fleetConfig.offlineBytes }, 'fleet mode: limits, sticky sessions and order tracking shared through redis');
     }
 
-    // Events: written to the store's outbox, delivered by one worker (src/events/).
-    const ev = config.events;
-    const delivery = ev.webhookUrl
-      ? new WebhookDelivery({
-          store,
-          url: ev.webhookUrl,
-          secret: ev.secret,
-          timeoutMs: ev.timeoutMs,
-          retryBaseMs: ev.retryBaseMs,
-          retryMaxMs: ev.retryMaxMs,
-          pollMs: ev.pollMs,
-          retentionMs: ev.retentionDays * 86_400_000,
-          metrics,
-          logger: logger.child({ component: 'events' }),
-        })
-      : undefined;
-    const events = new Events({ store, deliver: delivery !== undefined, onAppended: () => delivery?.nudge(), metrics, logger: logger.child({ component: 'events' }) });
-    if (delivery) {
-      delivery.start();
-      onStop('webhook delivery', () => delivery.stop());
-    }
+    // Events: written to the store's outbox, delivered by one worker (src/events/). `ev` follows reloads.
+    let ev = config.events;
+    const webhook = new WebhookSwitch({ store, metrics, logger: logger.child({ component: 'events' }) });
+    await webhook.apply(ev);
+    onStop('webhook delivery', () => webhook.stop());
+    const events = new Events({ store, deliver: webhook.delivery !== undefined, onAppended: () => webhook.nudge(), metrics, logger: logger.child({ component: 'events' }) });
 
     // 3. Accounts, limits, balances.
     const products = new ProductCatalog({ client });
@@ -238,7 +223,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       balances.setUsers(list);
       limitSync.setUsers(list);
     };
-    balances.onBalance(balanceLowListener(events, ev.balanceLowMb, logger.child({ component: 'events' })));
+    balances.onBalance(balanceLowListener(events, () => ev.balanceLowMb, logger.child({ component: 'events' })));
     await applyAccounts(users);
 
     // Users as data: the store's records (config users seeded into them), mirrored in memory for the gateway.
@@ -279,7 +264,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         ...(o.autoRenew.enabled ? { autoRenew: o.autoRenew } : {}),
       },
       ...(fleet ? { claims: fleet.leases } : {}),
-      onOrderFinal: orderFinalEmitter(events),
+      storeFinalOrder: orderFinalWriter(events, store),
     });
     fleet?.onLeaseLost((name) => {
       if (name.startsWith(orderLeaseName(''))) orders.tracker.drop(name.slice(orderLeaseName('').length));
@@ -564,7 +549,13 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       pools,
       users: usersDir,
       fleet,
-      events: { outbox: events, delivery, quota },
+      events: {
+        outbox: events,
+        get delivery() {
+          return webhook.delivery;
+        },
+        quota,
+      },
       userPorts,
       connections,
       async reload(next: Config): Promise<void> {
@@ -572,6 +563,12 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         // Config users are seeded again (config fields win); API users stay. Pools of users that went away
         // or changed how they draw are dropped (refreshLists); live connections keep their node.
         destinations.setDefaults(next.proxy.rules);
+        // events.*: the webhook worker started, reconfigured or stopped; the watchers' interval; balance.low's line.
+        await webhook.apply(next.events);
+        events.setDeliver(webhook.delivery !== undefined);
+        quota.setIntervalMs(next.events.checkMs);
+        expiry.setIntervalMs(next.events.checkMs);
+        ev = next.events;
         await usersDir.seed(nextUsers);
         await userPorts.sync(usersDir.locals());
         await applyAccounts(nextUsers);

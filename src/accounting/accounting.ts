@@ -35,21 +35,14 @@ import { RotorError } from '../errors/rotor-error.ts';
 /** The part of the store accounting uses. */
 export type UsageStore = Pick<Store, 'addUsage' | 'listUsage' | 'setLimit' | 'kvGet' | 'kvSet'> & Partial<Pick<Store, 'getUsage'>>;
 
-/** What the gateway asks before it does any work for a connection. */
+/** What the gateway asks before it does any work for a connection (src/proxy/types.ts imports it). */
 export type Admission = { ok: true } | { ok: false; reason: string };
 
-/** One user's meter as the relay sees it: checked and fed once per chunk. */
+/** One user's byte counter as the data path sees it: an add and a flag, nothing slower (src/proxy/types.ts imports it). */
 export interface UserMeter {
+  /** Set once the user's limit is reached; running connections close on their next chunk. */
   readonly exhausted: boolean;
   add(up: number, down: number): void;
-}
-
-/** The gateway's view of accounting (structurally src/proxy/types.ts MeterProvider). */
-export interface MeterProvider {
-  admit(user: string): Admission;
-  meter(user: string): UserMeter;
-  connectionOpened(user: string): void;
-  connectionClosed(user: string): void;
 }
 
 /** One user's share of a fleet-wide allowance (src/fleet/allowance.ts UserAllowance implements it). */
@@ -149,6 +142,14 @@ class Meter implements UserMeter {
   periodKey = 'total';
   /** When the current period ends (Infinity for 'total'). */
   endsAt = Infinity;
+  /**
+   * The key whose stored usage is being read into `used` (null: loaded). While it is read the flush writes
+   * nothing for this meter and the fleet re-read leaves it alone: `used` holds only what was counted since
+   * the reset, and the stored figure is added once, when the read returns (see loadStored).
+   */
+  loading: string | null = null;
+  /** The last read of `loading` failed: the next flush tries again. */
+  loadFailed = false;
 
   constructor(
     readonly name: string,
@@ -188,7 +189,9 @@ export class AccountingError extends RotorError {
   }
 }
 
-export class Accounting implements MeterProvider {
+// The gateway's MeterProvider (src/proxy/types.ts, above this folder, so not named here): src/main.ts plugs
+// it in and test/accounting/meters.test.ts checks the fit.
+export class Accounting {
   private readonly store: UsageStore;
   private readonly metrics: Metrics | undefined;
   private readonly logger: Logger | undefined;
@@ -306,7 +309,10 @@ export class Accounting implements MeterProvider {
     const rec = known ? undefined : await this.store.getUsage?.(u.name);
     const m = this.entry(u.name, rec?.usedBytes ?? 0, u.limitBytes);
     m.configured = true;
-    const limitChanged = m.limit !== u.limitBytes || rec === undefined;
+    // A known meter compares its own limit; a new one writes the limit unless the stored row already holds it
+    // (comparing `rec` for a known meter made every PATCH look like a limit change: a spurious allowance
+    // release/acquire and a platform limit sync each time).
+    const limitChanged = known !== undefined ? m.limit !== u.limitBytes : rec === undefined || rec.limitBytes !== u.limitBytes;
     const periodChanged = m.period !== (u.period ?? 'total');
     if (limitChanged) {
       m.limit = u.limitBytes;
@@ -358,17 +364,18 @@ export class Accounting implements MeterProvider {
       // A different period: usage not yet written belongs to the row it was counted under.
       const delta = m.used - m.persisted;
       if (delta !== 0) this.carry.push({ user: m.key, bytes: delta });
+      // The carry owns those bytes now: roll() must not carry them a second time.
+      m.persisted = m.used;
       m.period = period;
       m.endsAt = -Infinity;
       if (period === 'total') {
         m.key = m.name;
         m.periodKey = 'total';
         m.endsAt = Infinity;
-        const rec = records?.get(m.name) ?? (await this.store.getUsage?.(m.name));
-        m.used = rec?.usedBytes ?? 0;
-        m.persisted = m.used;
+        m.used = 0;
+        m.persisted = 0;
         if (this.allowance) m.allowance = this.allowance.user(m.key);
-        m.recheck();
+        await this.loadStored(m, m.name, records);
         return;
       }
     }
@@ -397,12 +404,7 @@ export class Accounting implements MeterProvider {
     }
     m.recheck();
     // What earlier runs (or other daemons) already counted in this period.
-    const rec = records?.get(key) ?? (await this.store.getUsage?.(key));
-    if (m.key === key && rec) {
-      m.used += rec.usedBytes;
-      m.persisted += rec.usedBytes;
-      m.recheck();
-    }
+    await this.loadStored(m, key, records);
     if (this.allowance && m.key === key) {
       await this.store.setLimit(key, m.limit);
       await this.allowance.acquire(key);
@@ -410,10 +412,47 @@ export class Accounting implements MeterProvider {
     this.logger?.debug({ user: m.name, period: m.period, key: m.periodKey }, 'quota period started');
   }
 
+  /**
+   * Adds the usage stored under `key` (earlier runs', other daemons') to a meter just reset to 0 for it,
+   * exactly once. `used` was set to 0 before the read; while the read is in flight traffic keeps counting,
+   * and the flush timer keeps running. So: the flush writes nothing for a loading meter (a delta written
+   * before the read would be read back and counted twice) and the fleet re-read skips it (it SETS `used`
+   * to the shared figure; adding the read's figure to that doubled it: issue 15's 2× after a restart).
+   * In a fleet the shared row already holds what this daemon's syncs moved there, so `used` is that row
+   * plus what is not yet synced, as readFleet computes it. A failed read is retried by the next flush.
+   */
+  private async loadStored(m: Meter, key: string, records?: Map<string, UsageRecord>): Promise<void> {
+    m.loading = key;
+    m.loadFailed = false;
+    let rec: UsageRecord | undefined;
+    try {
+      rec = records?.get(key) ?? (await this.store.getUsage?.(key));
+    } catch (err) {
+      if (m.loading === key) m.loadFailed = true;
+      this.logger?.warn({ err, user: m.name, key }, 'could not read the stored usage of the quota period; retrying with the next flush');
+      return;
+    }
+    // A later roll or period change moved the meter on: its own load sets the base.
+    if (m.key !== key || m.loading !== key) return;
+    m.loading = null;
+    const stored = rec?.usedBytes ?? 0;
+    if (m.allowance !== null) {
+      m.used = stored + m.allowance.spent;
+      m.persisted = m.used;
+      m.allowance.seedUsed = stored;
+    } else {
+      m.used += stored;
+      m.persisted += stored;
+    }
+    m.recheck();
+  }
+
   admit(user: string): Admission {
     const m = this.meters.get(user);
     if (m === undefined || !m.configured) return { ok: false, reason: `unknown user ${user}` };
-    if (m.endsAt <= this.now()) void this.roll(m);
+    if (m.endsAt <= this.now()) {
+      void this.roll(m).catch((err: unknown) => this.logger?.warn({ err, user }, 'could not start the new quota period; the flush retries'));
+    }
     if (m.exhausted) return { ok: false, reason: `traffic limit of user ${user} reached (${m.limit} bytes)` };
     if (m.refusals !== null) {
       for (const reason of m.refusals.values()) return { ok: false, reason };
@@ -466,7 +505,8 @@ export class Accounting implements MeterProvider {
    */
   adoptUsage(user: string, usedBytes: number): boolean {
     const m = this.meters.get(user);
-    if (m === undefined || !Number.isFinite(usedBytes) || usedBytes <= m.used) return false;
+    // While the stored figure is being read `used` is partial: compare at the next sync instead.
+    if (m === undefined || m.loading !== null || !Number.isFinite(usedBytes) || usedBytes <= m.used) return false;
     this.logger?.info({ user, localBytes: m.used, platformBytes: usedBytes }, 'platform reports more usage than counted locally; adopting it');
     m.used = usedBytes;
     m.recheck();
@@ -531,7 +571,10 @@ export class Accounting implements MeterProvider {
 
   private async writeChanges(): Promise<void> {
     const now = this.now();
-    for (const m of this.meters.values()) if (m.endsAt <= now) await this.roll(m);
+    for (const m of this.meters.values()) {
+      if (m.endsAt <= now) await this.roll(m);
+      else if (m.loadFailed && m.loading !== null) await this.loadStored(m, m.loading);
+    }
     await this.writeDeltas();
     if (this.allowance) await this.readFleet();
   }
@@ -548,7 +591,8 @@ export class Accounting implements MeterProvider {
     for (const m of this.meters.values()) byKey.set(m.key, m);
     for (const rec of records) {
       const m = byKey.get(rec.user);
-      if (m === undefined || m.allowance === null) continue;
+      // A meter whose stored figure is being read gets it from loadStored (setting it here too doubled it).
+      if (m === undefined || m.allowance === null || m.loading !== null) continue;
       // Not yet synced spending is ours on top of the shared figure.
       m.used = rec.usedBytes + m.allowance.spent;
       m.persisted = m.used;
@@ -574,6 +618,8 @@ export class Accounting implements MeterProvider {
       if (this.countBytes && dDown > 0) this.metrics?.bytesTotal.inc({ user: m.name, direction: 'down' }, dDown);
       m.reportedUp = m.up;
       m.reportedDown = m.down;
+      // Its stored figure is being read: a delta written now could be read back and counted twice.
+      if (m.loading !== null) continue;
       const used = m.used;
       if (used !== m.persisted) {
         deltas.push({ user: m.key, bytes: used - m.persisted });

@@ -16,20 +16,23 @@ export interface BalanceReading {
   ipTotal: number | undefined;
 }
 
-export function balanceLowListener(events: EventSink, lowMb: number, logger?: Logger): (b: BalanceReading) => void {
+/** `lowMb` may be a function: it is read at every balance, so a reload (SIGHUP) moves the line at once. */
+export function balanceLowListener(events: EventSink, lowMb: number | (() => number), logger?: Logger): (b: BalanceReading) => void {
+  const line = typeof lowMb === 'function' ? lowMb : () => lowMb;
   /** pairs known to be low here, so a steady low balance costs no store call per poll */
   const low = new Set<string>();
   const seen = new Set<string>();
   return (b) => {
     const key = `${b.account}:${b.productNo}`;
     const marker = `balance.low:${key}`;
-    const isLow = !b.hasBalance || (b.ipTotal === undefined && b.balanceMb < lowMb);
+    const thresholdMb = line();
+    const isLow = !b.hasBalance || (b.ipTotal === undefined && b.balanceMb < thresholdMb);
     const first = !seen.has(key);
     seen.add(key);
     if (isLow && !low.has(key)) {
       low.add(key);
       events
-        .emit('balance.low', { account: b.account, productNo: b.productNo, balanceMb: b.balanceMb, balanceBytes: b.balanceBytes, thresholdMb: lowMb, exhausted: !b.hasBalance }, { marker })
+        .emit('balance.low', { account: b.account, productNo: b.productNo, balanceMb: b.balanceMb, balanceBytes: b.balanceBytes, thresholdMb, exhausted: !b.hasBalance }, { marker })
         .catch((err: unknown) => {
           low.delete(key);
           logger?.warn({ err, account: b.account, productNo: b.productNo }, 'balance event could not be recorded');

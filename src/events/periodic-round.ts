@@ -5,7 +5,18 @@ export abstract class PeriodicRound {
   private timer: NodeJS.Timeout | undefined;
   private round: Promise<void> | undefined;
 
-  constructor(private readonly intervalMs: number) {}
+  constructor(private intervalMs: number) {}
+
+  /** A new interval (SIGHUP, events.checkMs): a running schedule restarts on it. */
+  setIntervalMs(ms: number): void {
+    if (ms === this.intervalMs) return;
+    this.intervalMs = ms;
+    if (this.timer) {
+      clearInterval(this.timer);
+      this.timer = undefined;
+      this.start();
+    }
+  }
 
   start(): void {
     if (this.timer) return;

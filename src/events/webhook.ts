@@ -31,13 +31,18 @@ export interface WebhookOptions {
 
 const PRUNE_EVERY_MS = 3_600_000;
 
+/** The settings a SIGHUP may change on a running worker (config events.*). */
+export type WebhookSettings = Pick<WebhookOptions, 'url' | 'secret'> & Required<Pick<WebhookOptions, 'timeoutMs' | 'retryBaseMs' | 'retryMaxMs' | 'pollMs' | 'retentionMs'>>;
+
 export class WebhookDelivery {
-  private readonly timeoutMs: number;
-  private readonly retryBaseMs: number;
-  private readonly retryMaxMs: number;
-  private readonly pollMs: number;
+  private url: string;
+  private secret: string;
+  private timeoutMs: number;
+  private retryBaseMs: number;
+  private retryMaxMs: number;
+  private pollMs: number;
   private readonly batch: number;
-  private readonly retentionMs: number;
+  private retentionMs: number;
   private readonly now: () => number;
   private readonly random: () => number;
   private running = false;
@@ -50,6 +55,8 @@ export class WebhookDelivery {
   readonly stats = { delivered: 0, failed: 0 };
 
   constructor(private readonly options: WebhookOptions) {
+    this.url = options.url;
+    this.secret = options.secret;
     this.timeoutMs = options.timeoutMs ?? 10_000;
     this.retryBaseMs = options.retryBaseMs ?? 1_000;
     this.retryMaxMs = options.retryMaxMs ?? 300_000;
@@ -72,6 +79,21 @@ export class WebhookDelivery {
     for (const c of this.inFlight) c.abort();
     this.wake?.();
     await this.loop;
+  }
+
+  /**
+   * New settings (SIGHUP): the next POST goes to the new URL, signed with the new secret; a POST in flight
+   * finishes under the old ones. A changed poll interval applies from the next wait (this one is cut short).
+   */
+  configure(s: WebhookSettings): void {
+    this.url = s.url;
+    this.secret = s.secret;
+    this.timeoutMs = s.timeoutMs;
+    this.retryBaseMs = s.retryBaseMs;
+    this.retryMaxMs = s.retryMaxMs;
+    this.pollMs = s.pollMs;
+    this.retentionMs = s.retentionMs;
+    this.wake?.();
   }
 
   /** Look at the outbox now (an event was just written). */
@@ -132,12 +154,12 @@ export class WebhookDelivery {
     const timer = setTimeout(() => abort.abort(new Error(`no answer within ${this.timeoutMs} ms`)), this.timeoutMs);
     let error: string | undefined;
     try {
-      const res = await fetch(this.options.url, {
+      const res = await fetch(this.url, {
         method: 'POST',
         headers: {
           'content-type': 'application/json',
           'user-agent': 'rotor-webhook',
-          [SIGNATURE_HEADER]: signBody(body, this.options.secret),
+          [SIGNATURE_HEADER]: signBody(body, this.secret),
           'x-rotor-event': e.type,
           'x-rotor-event-id': String(e.id),
         },

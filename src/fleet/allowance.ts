@@ -24,6 +24,7 @@
 //
 // Choose sliceBytes ≥ 2 × (one user's peak rate through one daemon) × (Redis round trip + scheduling),
 // so a refill (started at half a slice) lands before the slice is spent; 1 MiB is plenty on a LAN.
+import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { AllowanceSource, FleetAllowance } from '../accounting/accounting.ts';
 import type { Logger } from '../telemetry/logger.ts';
@@ -32,18 +33,34 @@ import type { RedisConnection } from '../store/redis-connection.ts';
 import { DEFAULT_REDIS_PREFIX, RedisKeys } from '../store/redis-keys.ts';
 import { callScript, defineScripts } from '../store/redis.ts';
 
-// KEYS: usage hash (used, limit), allowance hash (instance -> leased), usage:all set.
-// ARGV: instance, user, spent (bytes to move from our lease to used), want (lease to hold after: top up
-// to it, or give back down to it), alive key prefix, alive ttl ms, now, seed limit ('' = none), seed used.
+// KEYS: usage hash (used, limit), allowance hash (instance -> leased), usage:all set, acked hash (reporter ->
+// cumulative bytes applied).
+// ARGV: instance, user, reported (cumulative bytes this reporter has spent, adopted usage included), want
+// (lease to hold after: top up to it, or give back down to it), alive key prefix, alive ttl ms, now, seed
+// limit ('' = none), seed used, reporter (instance:epoch), acked (the cumulative figure this reporter last
+// saw applied), final ('1': the reporter's last sync, forget it), acked ttl ms.
 // Returns {held, granted, limit, used, seeded}; granted -1 and held 0 for an unlimited user. `seeded` 1:
 // the usage hash was missing (Redis came back empty) and was rebuilt from this daemon's last view.
+//
+// Spending is reported as a cumulative figure, not a delta, so a sync is idempotent: a script that ran but
+// whose reply was lost (a command timeout while Redis was stalled, a dropped connection) is followed by one
+// reporting a cumulative figure that includes the same bytes, and only what lies beyond the figure already
+// applied is added. Reporting deltas, the retry added them a second time (a billing double count).
 const SYNC = `
-local inst, spent, want = ARGV[1], tonumber(ARGV[3]), tonumber(ARGV[4])
+local inst, want = ARGV[1], tonumber(ARGV[4])
 local seeded = 0
 if ARGV[8] ~= '' and redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('HSET', KEYS[1], 'limit', ARGV[8], 'used', ARGV[9], 'updatedAt', ARGV[7])
   redis.call('SADD', KEYS[3], ARGV[2])
   seeded = 1
+end
+local base = tonumber(redis.call('HGET', KEYS[4], ARGV[10]) or ARGV[11])
+local spent = tonumber(ARGV[3]) - base
+if spent < 0 then spent = 0 end
+if ARGV[12] == '1' then redis.call('HDEL', KEYS[4], ARGV[10])
+elseif spent > 0 or redis.call('HEXISTS', KEYS[4], ARGV[10]) == 0 then
+  redis.call('HSET', KEYS[4], ARGV[10], ARGV[3])
+  redis.call('PEXPIRE', KEYS[4], ARGV[13])
 end
 redis.call('SET', ARGV[5] .. inst, '1', 'PX', ARGV[6])
 local mine = tonumber(redis.call('HGET', KEYS[2], inst) or '0')
@@ -78,7 +95,9 @@ end
 if mine > 0 then redis.call('HSET', KEYS[2], inst, mine) else redis.call('HDEL', KEYS[2], inst) end
 return {mine, granted, limit, used, seeded}
 `;
-const SCRIPTS = { rotorAllowanceSync: { numberOfKeys: 3, lua: SYNC } };
+const SCRIPTS = { rotorAllowanceSync: { numberOfKeys: 4, lua: SYNC } };
+/** How long a reporter's applied figure outlives its last sync (a crashed daemon never says `final`). */
+const ACKED_TTL_MS = 7 * 86_400_000;
 
 export interface AllowanceOptions {
   /** This daemon's identity, unique in the fleet. */
@@ -94,6 +113,8 @@ export interface AllowanceOptions {
   /** How often every user is synced (spent reported, exhausted users retried, heartbeat); default aliveTtlMs / 3. */
   syncEveryMs?: number;
   prefix?: string;
+  /** Distinguishes this process's reports from an earlier run's with the same instance id; default random. */
+  epoch?: string;
   now?: () => number;
   logger?: Logger;
   /** Called when a user's allowance changes from exhausted to available or back (off the data path). */
@@ -106,6 +127,8 @@ export class UserAllowance implements FleetAllowance {
   held = 0;
   /** Spent since the last sync. */
   spent = 0;
+  /** Cumulative bytes (spent and extra) Redis confirmed applying from this reporter (see SYNC). */
+  acked = 0;
   unlimited = false;
   /** Redis could not be reached at the last attempt. */
   offline = false;
@@ -169,6 +192,8 @@ export class UserAllowance implements FleetAllowance {
 
 export class AllowanceLeaser implements AllowanceSource {
   readonly instance: string;
+  /** This process's reporter id in the acked hash: the instance id may be reused by the next run. */
+  private readonly reporter: string;
   private readonly keys: RedisKeys;
   private readonly slice: number;
   private readonly lowWater: number;
@@ -192,6 +217,7 @@ export class AllowanceLeaser implements AllowanceSource {
   ) {
     if (!(options.sliceBytes > 0)) throw new RangeError('sliceBytes must be positive');
     this.instance = options.instance;
+    this.reporter = `${options.instance}:${options.epoch ?? randomBytes(6).toString('hex')}`;
     this.keys = new RedisKeys(options.prefix ?? DEFAULT_REDIS_PREFIX);
     this.slice = Math.floor(options.sliceBytes);
     this.lowWater = options.lowWaterBytes ?? Math.floor(this.slice / 2);
@@ -271,29 +297,31 @@ export class AllowanceLeaser implements AllowanceSource {
     if (this.closed) return;
     this.closed = true;
     clearInterval(this.timer);
-    await Promise.all([...this.users.values()].map((a) => this.sync(a, 0)));
+    await Promise.all([...this.users.values()].map((a) => this.sync(a, 0, true)));
   }
 
-  private sync(a: UserAllowance, want: number): Promise<void> {
-    if (a.syncing) return a.syncing.then(() => this.sync(a, want));
-    const run = this.syncOnce(a, want).finally(() => {
+  private sync(a: UserAllowance, want: number, final = false): Promise<void> {
+    if (a.syncing) return a.syncing.then(() => this.sync(a, want, final));
+    const run = this.syncOnce(a, want, final).finally(() => {
       a.syncing = undefined;
     });
     a.syncing = run;
     return run;
   }
 
-  private async syncOnce(a: UserAllowance, want: number): Promise<void> {
+  private async syncOnce(a: UserAllowance, want: number, final: boolean): Promise<void> {
     const spent = a.spent;
     const extra = a.extra;
-    const reported = Math.max(0, Math.trunc(spent)) + extra;
+    // Not yet confirmed: everything since the last confirmed sync, a failed one's bytes included.
+    const cumulative = a.acked + Math.max(0, Math.trunc(spent)) + extra;
     let r: [number, number, number, number, number];
     try {
       r = (await this.connection.run(`allowance of ${a.user}`, (c: Redis) =>
         callScript(c, 'rotorAllowanceSync', [
-          this.keys.usage(a.user), this.keys.allowance(a.user), this.keys.usageAll,
-          this.instance, a.user, reported, Math.max(0, Math.floor(want)), this.keys.aliveBase, this.aliveTtlMs, this.now(),
+          this.keys.usage(a.user), this.keys.allowance(a.user), this.keys.usageAll, this.keys.allowanceAcked(a.user),
+          this.instance, a.user, cumulative, Math.max(0, Math.floor(want)), this.keys.aliveBase, this.aliveTtlMs, this.now(),
           a.seedLimit === null ? '' : Math.trunc(a.seedLimit), Math.max(0, Math.trunc(a.seedUsed)),
+          this.reporter, a.acked, final ? '1' : '0', ACKED_TTL_MS,
         ]),
       )) as [number, number, number, number, number];
     } catch {
@@ -310,6 +338,7 @@ export class AllowanceLeaser implements AllowanceSource {
     }
     if (r[4] === 1) this.logger?.warn({ user: a.user, limitBytes: a.seedLimit, usedBytes: a.seedUsed }, 'allowance: redis had lost this user\'s usage (restarted empty?); rebuilt it from this instance\'s last view');
     // Bytes spent while the script ran stay in `spent`, to be reported next time.
+    a.acked = cumulative;
     a.spent -= spent;
     a.extra -= extra;
     a.unlimited = r[1] === -1;

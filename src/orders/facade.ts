@@ -32,8 +32,8 @@ export interface OrdersOptions {
   tracking?: TrackerSettings;
   /** Fleet mode: one daemon at a time follows a given order (see tracker.ts). */
   claims?: OrderClaims;
-  /** An order reached a final status (the order.final event): see tracker.ts TrackerOptions.onFinal. */
-  onOrderFinal?: (order: OrderRecord) => Promise<void>;
+  /** Stores an order that just became final, with its order.final event: see tracker.ts TrackerOptions.storeFinal. */
+  storeFinalOrder?: (order: OrderRecord) => Promise<void>;
   newMerchantNo?: (now: number) => string;
   newReqId?: () => string;
 }
@@ -77,7 +77,7 @@ export class Orders {
       logger: options.logger,
       clock,
       ...(options.claims ? { claims: options.claims } : {}),
-      ...(options.onOrderFinal ? { onFinal: options.onOrderFinal } : {}),
+      ...(options.storeFinalOrder ? { storeFinal: options.storeFinalOrder } : {}),
     });
     this.callbacks = new CallbackHandler({ store: options.store, tracker: this.tracker, metrics: options.metrics, logger: options.logger, clock, isKnownProduct: (no) => this.catalog.isAuthorized(no) !== undefined });
     this.placer.onAccepted = (order) => {
@@ -86,6 +86,7 @@ export class Orders {
     };
     this.placer.onUnknown = () => undefined; // the tracker's sweep resends unknown intents
     this.placer.onResetPending = (resetNo) => this.tracker.followReset(resetNo);
+    this.placer.storeFinal = options.storeFinalOrder;
   }
 
   /** Resumes unknown intents, follows open orders, replays unprocessed callbacks, starts the timers. */

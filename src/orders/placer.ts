@@ -94,6 +94,13 @@ export class Placer {
   onUnknown: (entry: JournalEntry) => void = () => undefined;
   /** Called when a password reset was accepted but is not finished. */
   onResetPending: (resetNo: string) => void = () => undefined;
+  /**
+   * Stores the order, instead of putOrder, when the platform's answer already carries a final status (a
+   * resent change order answers with the order's current state) and it was not stored final before: with
+   * its `order.final` event in one transaction (the tracker follows only unfinished orders, so it would
+   * never announce this one).
+   */
+  storeFinal: ((order: OrderRecord) => Promise<void>) | undefined;
 
   constructor(options: PlacerOptions) {
     this.client = options.client;
@@ -297,7 +304,8 @@ export class Placer {
       createdAt: existing?.createdAt ?? entry.createdAt,
       updatedAt: t,
     };
-    await this.store.putOrder(order);
+    if (this.storeFinal && FINAL_ORDER_STATUS.has(order.status) && !(existing && FINAL_ORDER_STATUS.has(existing.status))) await this.storeFinal(order);
+    else await this.store.putOrder(order);
     await this.store.updateJournal(m, { state: 'accepted', result: answer, orderNo: res.orderNo });
     this.logger?.info({ merchantNo: m, orderNo: res.orderNo, operation: op, amount: order.amount }, 'order accepted');
     if (!FINAL_ORDER_STATUS.has(order.status)) this.onAccepted(order);

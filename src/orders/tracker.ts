@@ -50,11 +50,11 @@ export interface TrackerOptions extends TrackerSettings {
   /** Fleet mode: follow an order only while holding its lease. */
   claims?: OrderClaims;
   /**
-   * Called when an order is first seen final, before the final status is stored: a crash in between leaves
-   * the order open, so it is read again and this is called again (the order.final event is once-only by
-   * its marker, src/events/).
+   * Stores an order first seen final, instead of putOrder: with its order.final event in one transaction
+   * (src/events/order-final.ts orderFinalWriter). A crash before it leaves the order open, so it is read
+   * again and stored (and announced) then.
    */
-  onFinal?: (order: OrderRecord) => Promise<void>;
+  storeFinal?: (order: OrderRecord) => Promise<void>;
 }
 
 const PAGE_SIZE = 100;
@@ -79,7 +79,7 @@ export class Tracker {
   private readonly cancels = new Set<() => void>();
   private readonly expiry: ExpiryWatch;
   private readonly claims: OrderClaims | undefined;
-  private readonly onFinal: ((order: OrderRecord) => Promise<void>) | undefined;
+  private readonly storeFinal: ((order: OrderRecord) => Promise<void>) | undefined;
   /** Orders whose lease is being asked for. */
   private readonly claiming = new Set<string>();
   private running = false;
@@ -93,7 +93,7 @@ export class Tracker {
     this.logger = options.logger;
     this.clock = options.clock ?? realClock;
     this.claims = options.claims;
-    this.onFinal = options.onFinal;
+    this.storeFinal = options.storeFinal;
     this.s = {
       pollInitialMs: options.pollInitialMs ?? 2_000,
       pollMaxMs: options.pollMaxMs ?? 60_000,
@@ -238,8 +238,8 @@ export class Tracker {
     const existing = local ?? (first.appOrderNo ? await this.store.getOrder(first.appOrderNo) : undefined);
     const order = orderRecord(first, existing, now);
     await this.storeInstances(instances);
-    if (this.onFinal && FINAL_ORDER_STATUS.has(order.status) && (!existing || !FINAL_ORDER_STATUS.has(existing.status))) await this.onFinal(order);
-    await this.store.putOrder(order);
+    if (this.storeFinal && FINAL_ORDER_STATUS.has(order.status) && (!existing || !FINAL_ORDER_STATUS.has(existing.status))) await this.storeFinal(order);
+    else await this.store.putOrder(order);
     if (FINAL_ORDER_STATUS.has(order.status)) {
       if (!existing || !FINAL_ORDER_STATUS.has(existing.status)) {
         const involved = instancesOfOrder(order, instances.map((i) => i.instanceNo));

@@ -2,6 +2,8 @@
 // tested with in-test implementations and the composition root (src/main.ts) can wire the real ones.
 import type { NodeSource, PoolKey, UpstreamNode } from '../pool/types.ts';
 import type { DestinationRules } from '../users/rules.ts';
+import type { Admission, UserMeter } from '../accounting/accounting.ts';
+import type { RotationReason } from '../session/table.ts';
 
 /** A local proxy user from the config (interface.md, `users:`). */
 export interface LocalUser {
@@ -36,14 +38,8 @@ export interface UserDirectory {
   verify?(user: LocalUser, password: string): boolean;
 }
 
-/** One user's byte counter as the data path sees it: an add and a flag, nothing slower. */
-export interface UserMeter {
-  /** Set once the user's limit is reached; running connections close on their next chunk. */
-  readonly exhausted: boolean;
-  add(up: number, down: number): void;
-}
-
-export type Admission = { ok: true } | { ok: false; reason: string };
+// A user's meter and an admission answer are accounting's (defined there, below the gateway).
+export type { Admission, UserMeter };
 
 /**
  * One user's live limits as a relay consults them (src/users/limiter.ts UserLimiter): a rate shared by all
@@ -87,7 +83,8 @@ export interface PoolProvider {
   pool(key: PoolKey): NodeSource;
 }
 
-export type RotationReason = 'expired' | 'failed' | 'manual';
+// Why a session moved to another node: the session table's reasons (src/session/table.ts).
+export type { RotationReason };
 
 /** The sticky-session table (src/session/table.ts SessionTable fits it) as the gateway uses it. */
 export interface SessionStore {

@@ -7,6 +7,7 @@
 // Appending (marker, id, hash, indexes) and claiming are Lua scripts, so two daemons racing see one outcome.
 import type { Redis } from 'ioredis';
 import type { EventRecord, EventSettlement, NewEvent } from './events.ts';
+import { PUT_ORDER } from './redis-scripts.ts';
 
 type Hash = Record<string, string>;
 
@@ -33,8 +34,28 @@ for _, id in ipairs(ids) do redis.call('ZADD', KEYS[1], ARGV[2], id) end
 return ids
 `;
 
+// An order written together with its event, atomically (Store.putOrderWithEvent): the two scripts above as
+// local functions of one script. KEYS: PUT_ORDER's 4, then APPEND_EVENT's 4. ARGV: n (PUT_ORDER's argument
+// count), its n arguments, then APPEND_EVENT's. A refused order (its number belongs to another) writes no event.
+const PUT_ORDER_WITH_EVENT = `
+local function putOrder(KEYS, ARGV)
+${PUT_ORDER}
+end
+local function appendEvent(KEYS, ARGV)
+${APPEND_EVENT}
+end
+local n = tonumber(ARGV[1])
+local oa, ea = {}, {}
+for i = 2, n + 1 do oa[#oa + 1] = ARGV[i] end
+for i = n + 2, #ARGV do ea[#ea + 1] = ARGV[i] end
+local r = putOrder({ KEYS[1], KEYS[2], KEYS[3], KEYS[4] }, oa)
+if type(r) == 'table' and r.err then return r end
+return appendEvent({ KEYS[5], KEYS[6], KEYS[7], KEYS[8] }, ea)
+`;
+
 export const EVENT_SCRIPTS = {
   rotorAppendEvent: { numberOfKeys: 4, lua: APPEND_EVENT },
+  rotorPutOrderWithEvent: { numberOfKeys: 8, lua: PUT_ORDER_WITH_EVENT },
   rotorClaimEvents: { numberOfKeys: 1, lua: CLAIM_EVENTS },
 } as const;
 
@@ -86,15 +107,26 @@ async function readEvents(c: Redis, k: EventKeys, ids: string[]): Promise<EventR
   return out.sort((a, b) => a.id - b.id);
 }
 
-export async function appendEvent(call: Call, k: EventKeys, e: NewEvent, now: number): Promise<EventRecord | undefined> {
+/** APPEND_EVENT's keys and arguments for `e`. */
+export function appendEventCall(k: EventKeys, e: NewEvent, now: number): { keys: string[]; args: (string | number)[] } {
   const ttl = e.markerExpiresAt !== undefined ? Math.max(1, e.markerExpiresAt - now) : 0;
-  const data = JSON.stringify(e.data ?? null);
   const nextAt = e.deliver === false ? '' : String(e.time);
-  const id = Number(
-    await call('rotorAppendEvent', [k.seq, k.all, k.pending, e.marker !== undefined ? k.marker(e.marker) : k.marker(''), e.marker !== undefined ? '1' : '0', ttl, e.type, e.time, data, nextAt, k.event]),
-  );
+  return {
+    keys: [k.seq, k.all, k.pending, e.marker !== undefined ? k.marker(e.marker) : k.marker('')],
+    args: [e.marker !== undefined ? '1' : '0', ttl, e.type, e.time, JSON.stringify(e.data ?? null), nextAt, k.event],
+  };
+}
+
+/** The record APPEND_EVENT wrote for `e` (id 0: its marker was taken, nothing written). */
+export function appendedEvent(id: number, e: NewEvent): EventRecord | undefined {
   if (id === 0) return undefined;
-  return { id, type: e.type, time: e.time, data: JSON.parse(data) as unknown, attempts: 0, deliveredAt: null, nextAttemptAt: nextAt === '' ? null : e.time, lastError: null };
+  const data = JSON.parse(JSON.stringify(e.data ?? null)) as unknown;
+  return { id, type: e.type, time: e.time, data, attempts: 0, deliveredAt: null, nextAttemptAt: e.deliver === false ? null : e.time, lastError: null };
+}
+
+export async function appendEvent(call: Call, k: EventKeys, e: NewEvent, now: number): Promise<EventRecord | undefined> {
+  const { keys, args } = appendEventCall(k, e, now);
+  return appendedEvent(Number(await call('rotorAppendEvent', [...keys, ...args])), e);
 }
 
 export async function listEvents(c: Redis, k: EventKeys, filter: { since?: number; limit?: number } = {}): Promise<EventRecord[]> {

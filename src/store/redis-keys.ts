@@ -15,6 +15,7 @@
 //   P users:live / :gone      zset   name -> version of its last write / of its deletion
 //   P users:version           string counter every user write and delete takes its version from
 //   P allow:<user>            hash   fleet allowance: instance id -> bytes leased (src/fleet/allowance.ts)
+//   P allow-acked:<user>      hash   fleet allowance: reporter (instance:epoch) -> cumulative bytes applied
 //   P alive:<instance>        string an instance's heartbeat (PX ttl); its leases die with it
 //   P sess:<user>:<sessionId> string shared sticky session (src/fleet/sessions.ts)
 //   P lease:<name>            string generic lease (src/fleet/lease.ts)
@@ -87,6 +88,9 @@ export class RedisKeys {
   }
   allowance(user: string): string {
     return `${this.prefix}allow:${user}`;
+  }
+  allowanceAcked(user: string): string {
+    return `${this.prefix}allow-acked:${user}`;
   }
   alive(instance: string): string {
     return `${this.prefix}alive:${instance}`;

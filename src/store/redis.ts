@@ -183,6 +183,27 @@ export class RedisStore implements Store {
 
   // ── orders ──
   async putOrder(o: OrderRecord): Promise<void> {
+    const { keys, args } = this.putOrderCall(o);
+    await this.run(`order ${o.appOrderNo}`, (c) => this.script(c, 'rotorPutOrder', [...keys, ...args])).catch((err: unknown) => {
+      if (err instanceof StoreError && err.code === 'STORE_CONFLICT') throw new StoreConflictError(`order number ${o.orderNo ?? ''}`);
+      throw err;
+    });
+  }
+
+  async putOrderWithEvent(o: OrderRecord, event: NewEvent): Promise<EventRecord | undefined> {
+    const order = this.putOrderCall(o);
+    const ev = outbox.appendEventCall(this.eventKeys, event, this.now());
+    const id = await this.run(`order ${o.appOrderNo} and its event`, (c) =>
+      callScript(c, 'rotorPutOrderWithEvent', [...order.keys, ...ev.keys, order.args.length, ...order.args, ...ev.args]),
+    ).catch((err: unknown) => {
+      if (err instanceof StoreError && err.code === 'STORE_CONFLICT') throw new StoreConflictError(`order number ${o.orderNo ?? ''}`);
+      throw err;
+    });
+    return outbox.appendedEvent(Number(id), event);
+  }
+
+  /** PUT_ORDER's keys and arguments for `o`. */
+  private putOrderCall(o: OrderRecord): { keys: string[]; args: (string | number)[] } {
     const set: (string | number)[] = ['type', o.type, 'status', o.status, 'request', json(o.request), 'updatedAt', o.updatedAt];
     const del: string[] = [];
     if (o.orderNo === null) del.push('orderNo');
@@ -192,16 +213,10 @@ export class RedisStore implements Store {
     if (o.count === null) del.push('count');
     else set.push('count', o.count);
     const k = this.keys;
-    await this.run(`order ${o.appOrderNo}`, (c) =>
-      this.script(c, 'rotorPutOrder', [
-        k.order(o.appOrderNo), k.orderNumbers, k.ordersAll, k.ordersOpen,
-        o.appOrderNo, o.orderNo ?? '', o.orderNo === null ? '0' : '1', FINAL_ORDER_STATUS.has(o.status) ? '0' : '1', o.createdAt,
-        set.length / 2, ...set, ...del,
-      ]),
-    ).catch((err: unknown) => {
-      if (err instanceof StoreError && err.code === 'STORE_CONFLICT') throw new StoreConflictError(`order number ${o.orderNo ?? ''}`);
-      throw err;
-    });
+    return {
+      keys: [k.order(o.appOrderNo), k.orderNumbers, k.ordersAll, k.ordersOpen],
+      args: [o.appOrderNo, o.orderNo ?? '', o.orderNo === null ? '0' : '1', FINAL_ORDER_STATUS.has(o.status) ? '0' : '1', o.createdAt, set.length / 2, ...set, ...del],
+    };
   }
 
   async getOrder(no: string): Promise<OrderRecord | undefined> {

@@ -171,6 +171,18 @@ export class SqliteStore implements Store {
 
   // ── orders ──
   async putOrder(o: OrderRecord): Promise<void> {
+    this.writeOrder(o);
+  }
+
+  async putOrderWithEvent(o: OrderRecord, event: NewEvent): Promise<EventRecord | undefined> {
+    const db = this.q();
+    return db.transaction(() => {
+      this.writeOrder(o);
+      return outbox.appendEvent(db, event);
+    })();
+  }
+
+  private writeOrder(o: OrderRecord): void {
     this.q()
       .prepare(
         `INSERT INTO orders (app_order_no, order_no, type, status, amount, count, request, created_at, updated_at)

@@ -119,13 +119,19 @@ export interface InstanceFilter {
   offset?: number;
 }
 
-import type { EventOutbox } from './events.ts';
+import type { EventOutbox, EventRecord, NewEvent } from './events.ts';
 export type { EventOutbox, EventRecord, EventSettlement, NewEvent } from './events.ts';
 
 export interface Store extends EventOutbox {
   // Orders
   /** Inserts or replaces the order with this appOrderNo. */
   putOrder(order: OrderRecord): Promise<void>;
+  /**
+   * putOrder and appendEvent in one transaction (SQLite) / one MULTI (Redis): a crash keeps both or neither,
+   * so the order's `order.final` can be neither lost nor written twice. The event is subject to its marker
+   * as in appendEvent (undefined: the marker was taken; the order is written all the same).
+   */
+  putOrderWithEvent(order: OrderRecord, event: NewEvent): Promise<EventRecord | undefined>;
   /** By merchant number or platform number. */
   getOrder(no: string): Promise<OrderRecord | undefined>;
   listOrders(filter?: OrderFilter): Promise<OrderRecord[]>;

@@ -24,7 +24,7 @@ import { Traffic } from '../../src/accounts/traffic.ts';
 import { AccountsError } from '../../src/accounts/errors.ts';
 import { PlatformError } from '../../src/platform/errors.ts';
 import { createMetrics, type Metrics } from '../../src/telemetry/metrics.ts';
-import { orderSucceeded } from '../support/orders.ts';
+import { buyTraffic } from '../support/orders.ts';
 import { poll } from '../support/wait.ts';
 
 const FLOW = SIM_PRODUCTS.dynamicTraffic; // 104, base 1024, sub-account limits, whitelist, flow log
@@ -38,21 +38,12 @@ let store: Store;
 let accounting: Accounting;
 let target: Server;
 let targetPort: number;
-let orderSeq = 0;
 
 const users: AccountUser[] = [
   { name: 'alice', mainAccount: 'shop1', product: FLOW, draw: 'pwd', limitBytes: 500_000 },
   { name: 'bob', mainAccount: 'shop1', product: FLOW_CN, draw: 'api', limitBytes: -1 },
   { name: 'carl', mainAccount: 'shop2', product: FLOW, draw: 'pwd', limitBytes: 5_000_000 },
 ];
-
-const waitOrder = (orderNo: string): Promise<void> => orderSucceeded(client, orderNo);
-
-async function buyFlow(account: string, productNo: string, flow: number): Promise<void> {
-  orderSeq += 1;
-  const o = await client.call('InstanceOpen', { appOrderNo: `acct-test-${orderSeq}`, params: [{ productNo, appUsername: account, flow }] });
-  await waitOrder(o.orderNo);
-}
 
 /** Sends `bytes` through a DrawByPwd node of the sub account; resolves once the target has them all. */
 async function relay(sub: string, productNo: string, bytes: number): Promise<void> {
@@ -232,9 +223,9 @@ describe('balances', () => {
       assert.equal(await gauge(metrics, 'rotor_flow_balance_bytes', { account: 'shop1', product: FLOW }), 0);
       assert.match((accounting.admit('alice') as { reason: string }).reason, /traffic balance of main account shop1 for product DYN-104-FLOW is exhausted/);
 
-      await buyFlow('shop1', FLOW, 100);
-      await buyFlow('shop1', FLOW_CN, 100);
-      await buyFlow('shop2', FLOW, 100);
+      await buyTraffic(client, 'shop1', FLOW, 100);
+      await buyTraffic(client, 'shop1', FLOW_CN, 100);
+      await buyTraffic(client, 'shop2', FLOW, 100);
       await watcher.nudge();
       assert.equal(watcher.canDraw('shop1', FLOW), true);
       // Bytes at the product's MB size (1024² for this product).
@@ -270,7 +261,7 @@ describe('balances', () => {
         assert.ok(smellsOfBalance(e));
         return e instanceof PlatformError && e.platformCode === 10081;
       });
-      await buyFlow('shop2', FLOW, 100);
+      await buyTraffic(client, 'shop2', FLOW, 100);
       watcher.drawFailed(new PlatformError({ operation: 'DrawByPwd', reqId: 'x', platformCode: 10072, platformMsg: '' }));
       await eventually(() => watcher.canDraw('shop2', FLOW));
       assert.deepEqual(accounting.admit('carl'), { ok: true });

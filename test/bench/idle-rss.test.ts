@@ -2,13 +2,12 @@
 // config/default.yaml (compiled dist/) embedded and against `rotor sim`, samples its RSS from /proc, warms it
 // up with curl through both users, and writes the figures. No thresholds: it proves the bench still runs,
 // every request of the warm-up is answered, and every figure is a number.
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { REPO_ROOT } from '../support/rotor-process.ts';
+import { runScript } from '../support/rotor-process.ts';
 
 interface Sample {
   rss: number;
@@ -26,22 +25,8 @@ interface Result {
   simRss?: number;
 }
 
-function run(args: string[], timeoutMs: number): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const env: Record<string, string> = {};
-  for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith('ROTOR_')) env[k] = v;
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'bench/idle-rss.ts', ...args], { cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
-    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
+/** The bench with none of the test runner's ROTOR_* variables. */
+const run = (args: string[], timeoutMs: number) => runScript('bench/idle-rss.ts', args, timeoutMs, {});
 
 test('bench:idle-rss measures rotor start embedded and against rotor sim', { timeout: 240_000 }, async () => {
   const dir = mkdtempSync(join(tmpdir(), 'rotor-idle-rss-'));

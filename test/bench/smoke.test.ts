@@ -2,7 +2,8 @@
 // target, the minimal gateway and the real daemon (`rotor start` on the embedded sandbox, which hands out
 // squid and microsocks as drawn lines). No thresholds: it proves the bench still runs and yields a number
 // for every case and path, and both ratios.
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
+import { runScript } from '../support/rotor-process.ts';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -24,20 +25,7 @@ interface Row {
   note?: string;
 }
 
-function run(args: string[], timeoutMs: number): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'bench/run.ts', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
-    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
+const run = (args: string[], timeoutMs: number) => runScript('bench/run.ts', args, timeoutMs);
 
 test(
   'bench --smoke measures every case on the three paths, the real daemon among them',

@@ -185,7 +185,8 @@ describe('events: SIGKILL between the threshold and the delivery', () => {
         return list.filter((e) => e.type.startsWith('user.quota.')).every((e) => e.delivery.delivered) ? list : undefined;
       };
       const list = await waitFor(settled, 10_000, 'events settled');
-      // Two watcher rounds after usage came back, then count.
+      // Timed on purpose: the claim is that nothing more is sent, so give the child daemon's watcher (checkMs
+      // 100) two rounds after usage came back to send a duplicate, then count.
       await new Promise((r) => setTimeout(r, 250));
       assert.deepEqual(quotaTypes(receiver), ['user.quota.100', 'user.quota.80'], 'each exactly once');
       assert.deepEqual(list.filter((e) => e.type.startsWith('user.quota.')).map((e) => e.type), ['user.quota.80', 'user.quota.100'], 'no second pair recorded');

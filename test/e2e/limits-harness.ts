@@ -168,8 +168,6 @@ export async function scrape(adminPort: number): Promise<string> {
 /** Value of one sample `name{labels}` in Prometheus text (labels matched as a subset); undefined if absent. */
 export const sample = findSample;
 
-export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
 /** Polls `check` until it returns a value other than undefined/false, or throws after `timeoutMs`. */
 export function waitFor<T>(what: string, check: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 5000, everyMs = 50): Promise<T> {
   return poll(check, { what, timeoutMs, everyMs, ignoreErrors: true, done: (v) => v !== undefined && v !== false });

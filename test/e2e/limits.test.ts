@@ -6,6 +6,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import { platformBackstopFor } from '../../src/accounting/units.ts';
 import { SIM_PRODUCTS } from '../../src/sim/index.ts';
 import { METRIC } from '../../src/telemetry/metrics.ts';
@@ -16,7 +17,6 @@ import {
   cleanup,
   curl,
   rawConfig,
-  sleep,
   socks5ReplyCode,
   spawnDaemon,
   startTarget,
@@ -29,6 +29,17 @@ import {
 } from './limits-harness.ts';
 
 const MB20 = 20 * 1024 * 1024;
+
+/** The user's counter as the daemon's SQLite file holds it (read-only, beside the running daemon); 0 before any flush. */
+function storedUsedBytes(file: string, user: string): number {
+  const db = new Database(file, { readonly: true, fileMustExist: true });
+  try {
+    const row = db.prepare('SELECT used_bytes FROM usage WHERE user = ?').get(user) as { used_bytes: number } | undefined;
+    return Number(row?.used_bytes ?? 0);
+  } finally {
+    db.close();
+  }
+}
 const FLOW = SIM_PRODUCTS.dynamicTraffic;
 /** The sandbox's DYN-104-FLOW counts 1 MB = 1024² bytes. */
 const MIB = 1024 * 1024;
@@ -175,8 +186,12 @@ describe('counters survive a restart', () => {
     try {
       const a = await curl([...viaConnect(first.ports.http, user.name, user.password), target.url(1_000_000)]);
       assert.equal(a.code, 0, a.stderr);
-      persisted = (await userRow(first.ports.admin, user.name)).usedBytes;
-      await sleep(FLUSH_MS * 2.5); // more than one interval: this much is on disk
+      const counted = (await userRow(first.ports.admin, user.name)).usedBytes;
+      // The flush timer (not a close) puts this much in the store file: read the file itself until it does.
+      persisted = await waitFor('the flush timer to write the counter', () => {
+        const onDisk = storedUsedBytes(join(dir, 'rotor.db'), user.name);
+        return onDisk >= counted ? onDisk : undefined;
+      }, 20 * FLUSH_MS);
       const b = await curl([...viaConnect(first.ports.http, user.name, user.password), target.url(300_000)]);
       assert.equal(b.code, 0, b.stderr);
       atKill = (await userRow(first.ports.admin, user.name)).usedBytes;

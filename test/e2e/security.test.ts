@@ -17,17 +17,32 @@ interface PoolView {
   nodes: { port: number; state: string }[];
 }
 
-/** One raw request on a fresh connection; resolves with the status line's code and the body. */
+/**
+ * One raw request on a fresh connection; resolves with the status line's code and the body: at the close for
+ * a refusal (the listener ends the connection after it), at the end of the head for a 2xx (an open tunnel
+ * stays open until the target gives up on it, a minute later).
+ */
 function raw(port: number, text: string): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
     const s = connect({ host: '127.0.0.1', port });
     const parts: Buffer[] = [];
-    s.on('data', (d: Buffer) => parts.push(d));
-    s.on('error', reject);
-    s.on('close', () => {
+    const answer = () => {
       const t = Buffer.concat(parts).toString('latin1');
       const at = t.indexOf('\r\n\r\n');
-      resolve({ status: Number(/^HTTP\/1\.[01] (\d{3})/.exec(t)?.[1] ?? 0), body: at >= 0 ? t.slice(at + 4) : '' });
+      return { status: Number(/^HTTP\/1\.[01] (\d{3})/.exec(t)?.[1] ?? 0), body: at >= 0 ? t.slice(at + 4) : '', head: at >= 0 };
+    };
+    s.on('data', (d: Buffer) => {
+      parts.push(d);
+      const a = answer();
+      if (a.head && a.status >= 200 && a.status < 300) {
+        s.destroy();
+        resolve({ status: a.status, body: a.body });
+      }
+    });
+    s.on('error', reject);
+    s.on('close', () => {
+      const a = answer();
+      resolve({ status: a.status, body: a.body });
     });
     s.write(text);
   });

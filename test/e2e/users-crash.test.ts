@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { PlatformClient } from '../../src/platform/client.ts';
 import { PlatformError } from '../../src/platform/errors.ts';
 import { startSimulator, SIM_PRODUCTS } from '../../src/sim/index.ts';
+import { buyTraffic } from '../support/orders.ts';
 import { adminSend, cleanup, curl, rawConfig, spawnDaemon, startTarget, tempDir, waitFor, writeConfigFile } from './limits-harness.ts';
 
 const PRODUCT = SIM_PRODUCTS.dynamicTraffic;
@@ -26,9 +27,7 @@ test('SIGKILL between the platform call and the store write ends, after restart,
   writeConfigFile(file, raw);
   let child = await spawnDaemon(file, join(dir, 'first.log'));
   try {
-    const appOrderNo = `crash${process.pid}`;
-    await client.call('InstanceOpen', { appOrderNo, params: [{ productNo: PRODUCT, appUsername: 'shop1', flow: 1024, cycleTimes: 1 }] });
-    await waitFor('the credit', async () => ((await client.call('GetOrder', { appOrderNo })).status ?? 0) >= 3 || undefined, 10_000, 100);
+    await buyTraffic(client, 'shop1', PRODUCT, 1024);
 
     sim.faults.dropNext(1000, 'CreateProxyUser');
     const posting = adminSend(child.ports.admin, 'POST', '/v1/users', { name: 'crashy', password: 'crashy-pass', mainAccount: 'shop1', product: PRODUCT }).catch((e: unknown) => e);

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { socks5Connect } from '../../src/wire/socks5-client.ts';
 import { PlatformClient } from '../../src/platform/client.ts';
 import { startSimulator, SIM_PRODUCTS } from '../../src/sim/index.ts';
+import { buyTraffic } from '../support/orders.ts';
 import { startGateway, type Gateway } from './harness.ts';
 import { CHUNK, MB5, cleanup, curl, startTarget, tempDir, waitFor, type BytesTarget } from './limits-harness.ts';
 
@@ -202,6 +203,8 @@ describe('users as data through the admin API', () => {
     const patched = await gw.admin<View>('/v1/users/patchy', { method: 'PATCH', body: { rateBytesPerSec: 256 * 1024 } });
     assert.equal(patched.status, 200);
     assert.equal(patched.body.rateBytesPerSec, 256 * 1024);
+    // Timed on purpose (a rate is bytes over a window): the claim is "within 1 s", so the 2 s window measured
+    // starts 1 s after the PATCH.
     await new Promise((r) => setTimeout(r, 1000));
     const a = (await gw.admin<View>('/v1/users/patchy')).body.usedBytes;
     const t0 = Date.now();
@@ -257,6 +260,7 @@ describe('users as data through the admin API', () => {
       const t0 = Date.now();
       const r = await gw.admin(`/v1/users/${name}`, action);
       assert.ok(r.status === 204 || r.status === 200, `${name}: ${r.status}`);
+      // The close event, bounded: the 3 s only turns a download that is never closed into a clear failure.
       const at = await Promise.race([closed, new Promise<number>((res) => setTimeout(() => res(-1), 3000))]);
       assert.ok(at > 0, `${name}: the download was not closed`);
       assert.ok(at - t0 < 1000, `${name}: closed after ${at - t0} ms`);
@@ -277,8 +281,7 @@ describe('users survive a restart', () => {
     const platform = { mode: 'remote', baseUrl: sim.baseUrl, appKey: sim.appKey, appSecret: sim.appSecret };
     const config = { store, platform, accounts: { flushIntervalMs: 100, balancePollMs: 200 } };
     let gw = await startGateway({ config });
-    await client.call('InstanceOpen', { appOrderNo: `credit${process.pid}`, params: [{ productNo: SIM_PRODUCTS.dynamicTraffic, appUsername: 'shop1', flow: 1024, cycleTimes: 1 }] });
-    await waitFor('the traffic credit', async () => ((await client.call('GetOrder', { appOrderNo: `credit${process.pid}` })).status ?? 0) >= 3 || undefined, 10_000, 100);
+    await buyTraffic(client, 'shop1', SIM_PRODUCTS.dynamicTraffic, 1024);
     try {
       await gw.admin('/v1/users', { body: { name: 'keep1', password: 'keep1-pass', mainAccount: 'shop1', quota: { bytes: 50 * MiB, period: 'month' }, rateBytesPerSec: 0, maxConnections: 7 } });
       await gw.admin('/v1/users', { body: { name: 'keep2', password: 'keep2-pass', mainAccount: 'shop1', enabled: false } });

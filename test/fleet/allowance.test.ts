@@ -137,27 +137,33 @@ describe('AllowanceLeaser', { skip: redisMissing }, () => {
     const store = await storeFor('a5:');
     await store.setLimit('alice', limit);
     const ca = await connection(server.url, 'a');
-    const cb = await connection(server.url, 'b');
+    // B must stay connected throughout: on a loaded machine a command past the usual 500 ms would count as an
+    // outage and put B on its own offline allowance too (B then relays limit + offline, not the limit).
+    const cb = await connection(server.url, 'b', 10_000);
     const options = { sliceBytes: slice, offlineBytes: offline, prefix: 'a5:', aliveTtlMs: 300, syncEveryMs: 60_000 };
     const a = new AllowanceLeaser(ca, { ...options, instance: 'A' });
     const b = new AllowanceLeaser(cb, { ...options, instance: 'B' });
-    assert.equal(await a.acquire('alice'), slice);
-    // A loses Redis (its connection is cut and stays cut); its heartbeat runs out after aliveTtlMs.
-    ca.client.disconnect();
-    // Redis keeps the heartbeat's clock (PX): its TTL is made to run out now rather than waited for.
-    assert.equal(await cb.client.pexpire('a5:alive:A', 1), 1, "A's heartbeat key exists");
-    await poll(async () => (await cb.client.exists('a5:alive:A')) === 0, { what: "A's heartbeat to expire", timeoutMs: 5000, everyMs: 5 });
-    // B now gets everything, A's lease included; A spends its lease and then its offline allowance.
-    const [byA, byB] = await Promise.all([drain(a, 'alice', chunk), drain(b, 'alice', chunk)]);
-    const total = byA + byB;
-    const bound = limit + 2 * (slice + offline) + 2 * chunk;
-    assert.equal(byB, limit, 'B relayed the whole limit');
-    assert.equal(byA, slice + offline, 'A relayed its lease and its offline allowance');
-    assert.ok(total > limit && total <= bound, `total ${total}, limit ${limit}, bound ${bound}`);
-    await a.close();
-    await b.close();
-    await ca.close();
-    await cb.close();
-    await store.close();
+    try {
+      assert.equal(await a.acquire('alice'), slice);
+      // A loses Redis (its connection is cut and stays cut); its heartbeat runs out after aliveTtlMs.
+      ca.client.disconnect();
+      // Redis keeps the heartbeat's clock (PX): its TTL is made to run out now rather than waited for.
+      assert.equal(await cb.client.pexpire('a5:alive:A', 1), 1, "A's heartbeat key exists");
+      await poll(async () => (await cb.client.exists('a5:alive:A')) === 0, { what: "A's heartbeat to expire", timeoutMs: 5000, everyMs: 5 });
+      // B now gets everything, A's lease included; A spends its lease and then its offline allowance.
+      const [byA, byB] = await Promise.all([drain(a, 'alice', chunk), drain(b, 'alice', chunk)]);
+      const total = byA + byB;
+      const bound = limit + 2 * (slice + offline) + 2 * chunk;
+      assert.equal(byB, limit, 'B relayed the whole limit');
+      assert.equal(byA, slice + offline, 'A relayed its lease and its offline allowance');
+      assert.ok(total > limit && total <= bound, `total ${total}, limit ${limit}, bound ${bound}`);
+    } finally {
+      // Also after a failed assertion: an open connection would keep the file running until its timeout.
+      await a.close();
+      await b.close();
+      await ca.close();
+      await cb.close();
+      await store.close();
+    }
   });
 });

@@ -22,6 +22,7 @@ import { startTarget as startExitTarget, testConfig, type Target } from '../e2e/
 import { CHUNK, cleanup, curl, spawnDaemon, startTarget as startBytesTarget, tempDir, writeConfigFile, type BytesTarget, type ChildDaemon } from '../e2e/limits-harness.ts';
 import { connection, redisMissing, RedisServer } from './redis-server.ts';
 import { poll } from '../support/wait.ts';
+import { buyTraffic } from '../support/orders.ts';
 
 const MiB = 1024 * 1024;
 const SLICE = MiB;
@@ -91,9 +92,7 @@ describe('a fleet of daemons on one Redis', { skip: redisMissing }, () => {
     a = await start('a');
     // The sandbox's new main account has no traffic: credit it once (the daemons poll the balance).
     const client = new PlatformClient({ baseUrl: sim.baseUrl, appKey: sim.appKey, appSecret: sim.appSecret, retries: 0 });
-    const appOrderNo = `credit${process.pid}`;
-    await client.call('InstanceOpen', { appOrderNo, params: [{ productNo: PRODUCT, appUsername: 'shop1', flow: 10_240, cycleTimes: 1 }] });
-    await until('the traffic credit', async () => ((await client.call('GetOrder', { appOrderNo })).status ?? 0) >= 3, 10_000, 100);
+    await buyTraffic(client, 'shop1', PRODUCT, 10_240);
     client.close();
     b = await start('b');
     bytes = await startBytesTarget();

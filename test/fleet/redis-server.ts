@@ -89,9 +89,10 @@ export async function startRedis(): Promise<RedisServer | undefined> {
 }
 
 /** A connected fleet connection to `url` (close it after). */
-export async function connection(url: string, name = 'test'): Promise<import('../../src/store/redis-connection.ts').RedisConnection> {
+/** A connection as a daemon holds one; a command slower than `commandTimeoutMs` counts as Redis unreachable. */
+export async function connection(url: string, name = 'test', commandTimeoutMs = 500): Promise<import('../../src/store/redis-connection.ts').RedisConnection> {
   const { RedisConnection } = await import('../../src/store/redis-connection.ts');
-  const c = new RedisConnection(url, { name, commandTimeoutMs: 500, maxReconnectDelayMs: 100 });
+  const c = new RedisConnection(url, { name, commandTimeoutMs, maxReconnectDelayMs: 100 });
   await c.connect();
   return c;
 }

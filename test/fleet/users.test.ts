@@ -11,6 +11,7 @@ import { createLogger } from '../../src/telemetry/logger.ts';
 import { testConfig } from '../e2e/harness.ts';
 import { curl, startTarget, waitFor, type BytesTarget } from '../e2e/limits-harness.ts';
 import { redisMissing, RedisServer } from './redis-server.ts';
+import { buyTraffic } from '../support/orders.ts';
 
 const MiB = 1024 * 1024;
 const SLICE = 512 * 1024;
@@ -62,9 +63,7 @@ describe('users shared by two daemons on one Redis', { skip: redisMissing }, () 
     sim = await startSimulator({ orderDelayMs: 200 });
     a = await start('users-a');
     const client = new PlatformClient({ baseUrl: sim.baseUrl, appKey: sim.appKey, appSecret: sim.appSecret, retries: 0 });
-    const appOrderNo = `ucredit${process.pid}`;
-    await client.call('InstanceOpen', { appOrderNo, params: [{ productNo: PRODUCT, appUsername: 'shop1', flow: 10_240, cycleTimes: 1 }] });
-    await waitFor('the credit', async () => ((await client.call('GetOrder', { appOrderNo })).status ?? 0) >= 3 || undefined, 10_000, 100);
+    await buyTraffic(client, 'shop1', PRODUCT, 10_240);
     client.close();
     b = await start('users-b');
     bytes = await startTarget();

@@ -5,7 +5,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import { PlatformClient } from '../../src/platform/client.ts';
-import type { Store } from '../../src/store/index.ts';
+import type { OrderRecord, Store } from '../../src/store/index.ts';
 import { openTestStore } from '../support/store.ts';
 import { Orders, type TrackerSettings } from '../../src/orders/index.ts';
 import { createMetrics, type Metrics } from '../../src/telemetry/metrics.ts';
@@ -25,7 +25,7 @@ export interface Harness {
   close(): Promise<void>;
 }
 
-export async function harness(sim: Simulator, dbPath: string, options: { retries?: number; tracking?: TrackerSettings; listen?: boolean; sqlite?: boolean } = {}): Promise<Harness> {
+export async function harness(sim: Simulator, dbPath: string, options: { retries?: number; tracking?: TrackerSettings; listen?: boolean; sqlite?: boolean; storeFinalOrder?: (order: OrderRecord) => Promise<void> } = {}): Promise<Harness> {
   const store = await openTestStore(dbPath, options.sqlite ? { driver: 'sqlite' } : {});
   const client = new PlatformClient({ baseUrl: sim.baseUrl, appKey: sim.appKey, appSecret: sim.appSecret, retries: options.retries ?? 2, backoff: { baseMs: 10, maxMs: 20 }, timeoutMs: 3000 });
   const metrics = createMetrics({ defaultMetrics: false });
@@ -45,6 +45,7 @@ export async function harness(sim: Simulator, dbPath: string, options: { retries
     metrics,
     logger,
     tracking: { pollInitialMs: 40, pollMaxMs: 200, sweepMs: 150, expiryCheckMs: 3_600_000, ...options.tracking },
+    ...(options.storeFinalOrder ? { storeFinalOrder: options.storeFinalOrder } : {}),
   });
   const answers: Harness['answers'] = [];
   let server: Server | undefined;

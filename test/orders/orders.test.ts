@@ -451,8 +451,9 @@ describe('SIGKILL while an order is in flight', () => {
           return undefined;
         }
       }, 10_000, 'the order to be sent');
+      // And until the platform holds that request (its latency knob), so the kill lands while it is in flight.
+      await waitFor(() => sim.inspect.heldByLatency() > 0, 10_000, 'the platform to hold the order request');
       child.kill('SIGKILL');
-      const killedAt = Date.now();
       assert.equal(await exited, 'SIGKILL');
       assert.equal(out.includes('answered'), false, 'killed before learning the result');
       sim.faults.latency(0);
@@ -463,7 +464,7 @@ describe('SIGKILL while an order is in flight', () => {
         const o = await finalOrder(h, sent.merchantNo);
         assert.equal(o.status, 3);
         // The killed process's request is still held by the platform's latency; let it land too.
-        await new Promise((r) => setTimeout(r, Math.max(0, killedAt + 1400 - Date.now())));
+        await waitFor(() => sim.inspect.heldByLatency() === 0, 10_000, 'the killed process\'s request to land');
         assert.equal(sim.inspect.charges(sent.merchantNo).length, 1);
         assert.equal(sim.inspect.orders().filter((x) => x.appOrderNo === sent.merchantNo).length, 1);
         const j = await h.store.getJournal(sent.merchantNo);

@@ -208,6 +208,7 @@ describe('PlatformClient against a loopback platform', () => {
 
   test('timeouts are retried with the same reqId, then surface as TransportError(timeout)', async () => {
     const metrics = createMetrics({ defaultMetrics: false });
+    // A slow platform is the thing under test: the client gives up after 100 ms, not waiting the 400.
     fake.enqueue({ kind: 'delay', ms: 400 }, { kind: 'delay', ms: 400 });
     await assert.rejects(client({ timeoutMs: 100, retries: 1, metrics }).call('GetAppInfo', {}), (e: unknown) => {
       assert.ok(e instanceof TransportError);

@@ -10,8 +10,6 @@ import { PWD_DRAW_SHAPES } from '../../src/sim/platform/faults.ts';
 import { PlatformClient } from '../../src/platform/client.ts';
 import { PwdDrawer, drawApiFromClient, type DrawApi } from '../../src/pool/drawer.ts';
 import { readPwdAnswer } from '../../src/pool/pwd-answer.ts';
-import { dialSocks5 } from '../../src/proxy/dial-socks5.ts';
-import type { UpstreamNode } from '../../src/pool/types.ts';
 import { orderSucceeded } from '../support/orders.ts';
 import { startPoolSandbox, type PoolSandbox } from '../support/pool-sandbox.ts';
 import { captureLogger } from '../support/logger.ts';
@@ -19,28 +17,10 @@ import { captureLogger } from '../support/logger.ts';
 let box: PoolSandbox;
 let sim: Simulator;
 let client: PlatformClient;
-let targetPort: number;
-
-async function echoThrough(node: UpstreamNode): Promise<string> {
-  const { socket, head } = await dialSocks5(node, { host: '127.0.0.1', port: targetPort }, { connectTimeoutMs: 3000, handshakeTimeoutMs: 3000 });
-  try {
-    const reply = new Promise<string>((resolve, reject) => {
-      let got = head ? head.toString() : '';
-      socket.on('data', (b: Buffer) => (got += b.toString()));
-      socket.once('end', () => resolve(got));
-      socket.once('error', reject);
-    });
-    socket.resume();
-    socket.write('ping');
-    return await reply;
-  } finally {
-    socket.destroy();
-  }
-}
 
 before(async () => {
   box = await startPoolSandbox();
-  ({ sim, client, targetPort } = box);
+  ({ sim, client } = box);
   const o = await client.call('InstanceOpen', { appOrderNo: 'shapes-1', params: [{ productNo: SIM_PRODUCTS.dynamicTraffic, appUsername: 'shop1', flow: 100 }] });
   await orderSucceeded(client, o.orderNo);
 });
@@ -72,7 +52,7 @@ describe('DrawByPwd shapes from the sandbox', () => {
       }
       // No node is a gateway address on its own (the bug: socks5://host:port without credentials).
       assert.ok(!nodes.some((n) => n.username === undefined));
-      for (const n of nodes) assert.equal(await echoThrough(n), 'echo:ping', `${shape}: ${n.id}`);
+      for (const n of nodes) assert.equal(await box.echoThrough(n), 'echo:ping', `${shape}: ${n.id}`);
     });
   }
   after(() => sim.faults.set({ pwdDrawShape: 'lines' }));

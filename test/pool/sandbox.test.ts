@@ -2,45 +2,21 @@
 // parser's output must be credentials the sandbox's upstreams accept.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { SocksClient } from 'socks';
 import { SIM_PRODUCTS } from '../../src/sim/index.ts';
 import { PlatformClient } from '../../src/platform/client.ts';
 import { ApiDrawer, PwdDrawer, drawApiFromClient } from '../../src/pool/drawer.ts';
 import { Pool } from '../../src/pool/pool.ts';
-import type { UpstreamNode } from '../../src/pool/types.ts';
 import { orderSucceeded } from '../support/orders.ts';
 import { startPoolSandbox, type PoolSandbox } from '../support/pool-sandbox.ts';
 
 let box: PoolSandbox;
 let client: PlatformClient;
-let targetPort: number;
 
 const waitOrder = (orderNo: string): Promise<void> => orderSucceeded(client, orderNo);
 
-/** Opens a SOCKS5 tunnel through the node to the loopback echo target and checks bytes come back. */
-async function echoThrough(node: UpstreamNode): Promise<string> {
-  assert.equal(node.protocol, 'socks5');
-  const { socket } = await SocksClient.createConnection({
-    proxy: { host: node.host, port: node.port, type: 5, ...(node.username ? { userId: node.username, password: node.password ?? '' } : {}) },
-    command: 'connect',
-    destination: { host: '127.0.0.1', port: targetPort },
-    timeout: 3000,
-  });
-  try {
-    const reply = new Promise<string>((resolve, reject) => {
-      socket.once('data', (b) => resolve(b.toString()));
-      socket.once('error', reject);
-    });
-    socket.write('ping');
-    return await reply;
-  } finally {
-    socket.destroy();
-  }
-}
-
 before(async () => {
   box = await startPoolSandbox();
-  ({ client, targetPort } = box);
+  ({ client } = box);
   for (const [i, productNo] of [SIM_PRODUCTS.dynamicTraffic, SIM_PRODUCTS.dynamicTrafficCn].entries()) {
     const o = await client.call('InstanceOpen', { appOrderNo: `pool-test-${i}`, params: [{ productNo, appUsername: 'shop1', flow: 100 }] });
     await waitOrder(o.orderNo);
@@ -57,7 +33,7 @@ describe('drawing from the sandbox', () => {
       const nodes = await drawer.draw(3);
       assert.equal(nodes.length, 3, productNo);
       assert.ok(nodes.every((n) => n.username && n.password && n.expiresAt && n.source === 'pwd'));
-      assert.equal(await echoThrough(nodes[0]!), 'echo:ping', productNo);
+      assert.equal(await box.echoThrough(nodes[0]!), 'echo:ping', productNo);
     }
   });
 
@@ -67,7 +43,7 @@ describe('drawing from the sandbox', () => {
     const a = await pool.acquire();
     const b = await pool.acquire();
     assert.notEqual(a.id, b.id);
-    assert.equal(await echoThrough(b), 'echo:ping');
+    assert.equal(await box.echoThrough(b), 'echo:ping');
     assert.equal(pool.snapshot().ready, 4);
     pool.close();
   });
@@ -88,7 +64,7 @@ describe('drawing from the sandbox', () => {
       const nodes = await drawer.draw(3);
       assert.ok(nodes.length >= 1);
       assert.ok(nodes.every((n) => n.source === 'api' && n.username === undefined));
-      assert.equal(await echoThrough(nodes[0]!), 'echo:ping');
+      assert.equal(await box.echoThrough(nodes[0]!), 'echo:ping');
     }
   });
 });

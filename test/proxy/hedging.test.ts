@@ -144,12 +144,12 @@ describe('hedged dialing', () => {
     assert.ok(a.ok);
     const early = new DialCancel();
     const p1 = r.dial(a.route, { host: '127.0.0.1', port: 9 }, early);
-    setTimeout(() => early.abort(), 20);
+    setTimeout(() => early.abort(), 20); // timing under test: before the 100 ms hedge delay
     await assert.rejects(p1, (e: unknown) => e instanceof GatewayError && e.code === 'DIAL_ABORTED');
     assert.equal(pool.failures.length, 0, 'left before the hedge delay: nothing learnt');
     const late = new DialCancel();
     const p2 = r.dial(a.route, { host: '127.0.0.1', port: 9 }, late);
-    setTimeout(() => late.abort(), 250);
+    setTimeout(() => late.abort(), 250); // timing under test: past the 100 ms hedge delay
     await assert.rejects(p2, (e: unknown) => e instanceof GatewayError && e.code === 'DIAL_ABORTED');
     assert.deepEqual(pool.failures.map((f) => f.reason), ['stalled']);
     assert.equal(await counter(metrics, 'upstreamFailures', 'reason', 'stalled'), 1);
@@ -165,7 +165,7 @@ describe('hedged dialing', () => {
     assert.ok(a.ok);
     const cancel = new DialCancel();
     const p = r.dial(a.route, { host: '127.0.0.1', port: 9 }, cancel);
-    setTimeout(() => cancel.abort(), 250);
+    setTimeout(() => cancel.abort(), 250); // timing under test: the client leaves past the 100 ms hedge delay
     await assert.rejects(p);
     const [pool] = r.staticPools();
     assert.ok(pool);

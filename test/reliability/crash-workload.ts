@@ -32,6 +32,8 @@ import { SqliteStore } from '../../src/store/index.ts';
 import type { ConfigInput } from '../../src/config/index.ts';
 import { socks5Connect } from '../../src/wire/socks5-client.ts';
 import { seeded } from './daemon.ts';
+import { poll } from '../support/wait.ts';
+import { orderSucceeded } from '../support/orders.ts';
 import { spawnDaemon, startTarget, writeConfigFile, type BytesTarget, type ChildDaemon } from '../e2e/limits-harness.ts';
 
 export interface CrashOptions {
@@ -122,6 +124,11 @@ const TOKEN = 'crash-admin-token';
 const STATIC_PRODUCT = SIM_PRODUCTS.staticUsSocks; // inventory 500: enough for long runs
 const DYNAMIC_PRODUCT = SIM_PRODUCTS.dynamicIpCount;
 
+/**
+ * A paced pause. Only for what this workload times on purpose: when an order is submitted and when the
+ * daemon is killed (seeded moments of the cycle), the gap between a user's downloads and the 100 ms sampling
+ * of Rotor's own view. Waiting for a state (an order final, answers back) goes through poll().
+ */
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** One download through a tunnel (SOCKS5 or HTTP CONNECT); `count` gets every tunneled byte both ways. */
@@ -207,12 +214,7 @@ async function prepareSandbox(sim: Simulator): Promise<void> {
     await client.call('CreateUser', { appUsername: USERS[0].mainAccount, status: 1 });
     const appOrderNo = 'crashsetupflow';
     await client.call('InstanceOpen', { appOrderNo, params: [{ productNo: DYNAMIC_PRODUCT, appUsername: USERS[0].mainAccount, count: 100, cycleTimes: 1 }] });
-    for (let i = 0; i < 100; i++) {
-      const o = await client.call('GetOrder', { appOrderNo });
-      if (o.status != null && o.status >= 3) return;
-      await sleep(100);
-    }
-    throw new Error('the sandbox never finished the IP purchase');
+    await orderSucceeded(client, { appOrderNo });
   } finally {
     client.close();
   }
@@ -332,7 +334,7 @@ export async function runCrashWorkload(options: CrashOptions): Promise<CrashRepo
                 await tunnelDownload(kind, kind === 'socks5' ? ports.socks5 : ports.http, u.name, u.password, target!.port, `/bytes/${size}?rate=${rate}`, (b) => {
                   client[u.name] = client[u.name]! + b;
                 }, sockets);
-                if (alive) await sleep(5);
+                if (alive) await sleep(5); // pacing: the next download of this user
               }
             })(),
           );
@@ -351,7 +353,7 @@ export async function runCrashWorkload(options: CrashOptions): Promise<CrashRepo
           } catch {
             // the daemon is gone
           }
-          await sleep(100);
+          await sleep(100); // pacing: Rotor's view is sampled every 100 ms (the floor the kill must not lose)
         }
       })();
 
@@ -365,9 +367,10 @@ export async function runCrashWorkload(options: CrashOptions): Promise<CrashRepo
         const s: Submitted = { merchantNo, body, answered: false };
         submitted.push(s);
         const at = rand() * killAfterMs * 1.05;
-        orderRuns.push(sleep(at).then(() => submit(ports.admin, s)));
+        orderRuns.push(sleep(at).then(() => submit(ports.admin, s))); // pacing: a seeded moment of the cycle
       }
 
+      // Under test: the kill falls at a seeded random moment, whatever is in flight then.
       await sleep(Math.max(0, killAfterMs - (Date.now() - cycleStart)));
       const tKill = Date.now();
       const clientAtKill = { ...client };
@@ -442,10 +445,10 @@ export async function runCrashWorkload(options: CrashOptions): Promise<CrashRepo
     }
 
     // Settle: every unanswered order submitted again until answered, then every order final.
-    for (let round = 0; round < 20 && submitted.some((s) => !s.answered); round++) {
+    await poll(async () => {
       for (const s of submitted.filter((x) => !x.answered)) await submit(ports.admin, s);
-      if (submitted.some((s) => !s.answered)) await sleep(500);
-    }
+      return submitted.every((s) => s.answered);
+    }, { what: 'every order answered', timeoutMs: 10_000, everyMs: 50 }).catch(() => undefined);
     for (const s of submitted.filter((x) => !x.answered)) fail(`order ${s.merchantNo} never answered 202`);
 
     const simNow = sim;
@@ -457,12 +460,11 @@ export async function runCrashWorkload(options: CrashOptions): Promise<CrashRepo
     const deadline = Date.now() + 30_000;
     for (const [no, chosen] of numbers) {
       let status: number | null = null;
-      for (;;) {
+      await poll(async () => {
         const r = await api(ports.admin, 'GET', `/v1/orders/${no}`).catch(() => ({ status: 0, body: undefined }));
         status = r.status === 200 ? (r.body as { status: number }).status : null;
-        if ((status !== null && status >= 3) || Date.now() > deadline) break;
-        await sleep(200);
-      }
+        return status !== null && status >= 3;
+      }, { what: `order ${no} final`, timeoutMs: Math.max(0, deadline - Date.now()), everyMs: 50 }).catch(() => undefined);
       const check: OrderCheck = {
         merchantNo: no,
         chosen,

@@ -4,7 +4,8 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { SIM_PRODUCTS, startSimulator, type Simulator } from '../../src/sim/index.ts';
 import type { PlatformClient } from '../../src/platform/client.ts';
-import { clientFor, codeOf, waitFor } from './helpers.ts';
+import { clientFor, codeOf } from './helpers.ts';
+import { orderFinal } from '../support/orders.ts';
 
 const FLOW = SIM_PRODUCTS.dynamicTraffic; // base 1024
 const FLOW_CN = SIM_PRODUCTS.dynamicTrafficCn; // base 1000
@@ -13,11 +14,7 @@ const IPS = SIM_PRODUCTS.dynamicIpCount;
 describe('sandbox dynamic accounts', () => {
   let sim: Simulator;
   let client: PlatformClient;
-  const settle = async (orderNo: string) =>
-    waitFor(async () => {
-      const o = await client.call('GetOrder', { orderNo });
-      return Number(o.status) >= 3 && o;
-    });
+  const settle = (orderNo: string) => orderFinal(client, orderNo);
 
   before(async () => {
     sim = await startSimulator({ orderDelayMs: 60, gatewayPorts: 2 });

@@ -4,16 +4,10 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createClock, SIM_PRODUCTS, startSimulator, type Simulator } from '../../src/sim/index.ts';
 import type { PlatformClient } from '../../src/platform/client.ts';
+import { orderFinal } from '../support/orders.ts';
 import { callbackListener, clientFor, codeOf, rawCall, waitFor, type CallbackListener } from './helpers.ts';
 
 const US = SIM_PRODUCTS.staticUsSocks;
-
-async function finalOrder(client: PlatformClient, orderNo: string) {
-  return waitFor(async () => {
-    const o = await client.call('GetOrder', { orderNo, pageSize: 100 });
-    return Number(o.status) >= 3 && o;
-  }, 5000, `order ${orderNo}`);
-}
 
 describe('sandbox static orders', () => {
   let sim: Simulator;
@@ -35,12 +29,16 @@ describe('sandbox static orders', () => {
 
   test('open goes 1 → 3, instances run, callback arrives and is retried until success', async () => {
     cb.failures.order = 2;
+    // Platform time all but stands still until the early state is read (on a loaded machine the 120 ms of
+    // the order's delay can pass between the two calls); then it runs at its normal speed again.
+    clock.setSpeed(1e-6);
     const accepted = await client.call('InstanceOpen', { appOrderNo: 'life-1', params: [{ productNo: US, count: 2, cycleTimes: 1 }] });
     assert.equal(accepted.amount, '10.00');
     const early = await client.call('GetOrder', { orderNo: accepted.orderNo });
+    clock.setSpeed(1);
     assert.ok(Number(early.status) <= 2, 'not final at once');
     assert.ok(early.instances?.every((i) => Number(i.status) < 3));
-    const order = await finalOrder(client, accepted.orderNo);
+    const order = await orderFinal(client, accepted.orderNo);
     assert.equal(order.status, 3);
     assert.equal(order.type, 1);
     assert.equal(order.total, 2);
@@ -61,7 +59,7 @@ describe('sandbox static orders', () => {
     const again = await client.call('InstanceOpen', { appOrderNo: 'idem-1', params: [{ productNo: US, count: 5 }] });
     assert.deepEqual(again, first);
     assert.equal(sim.inspect.charges('idem-1').length, 1);
-    const order = await finalOrder(client, first.orderNo);
+    const order = await orderFinal(client, first.orderNo);
     const instanceNo = order.instances![0]!.instanceNo;
     assert.equal(await codeOf(client.call('InstanceRelease', { orderNo: 'idem-1', instances: [instanceNo] })), 10004);
     assert.equal(await codeOf(client.call('InstanceRenew', { appOrderNo: 'idem-1', instances: [{ instanceNo }] })), 10004);
@@ -86,17 +84,17 @@ describe('sandbox static orders', () => {
     assert.equal(sim.inspect.orders().filter((o) => o.appOrderNo === 'drop-2').length, 1);
     assert.equal(sim.inspect.charges('drop-2').length, 1);
     assert.equal(Number(sim.inspect.merchant().coin), coinBefore - 10);
-    await finalOrder(client, viaRetry.orderNo);
+    await orderFinal(client, viaRetry.orderNo);
   });
 
   test('renew extends userExpired by calendar months; renew twice with other instances → 10013', async () => {
     const opened = await client.call('InstanceOpen', { appOrderNo: 'renew-open', params: [{ productNo: US, count: 1 }] });
-    const inst = (await finalOrder(client, opened.orderNo)).instances![0]!;
+    const inst = (await orderFinal(client, opened.orderNo)).instances![0]!;
     const start = new Date(Number(inst.userExpired) * 1000);
     assert.equal(start.toISOString().slice(0, 10), '2027-02-28', 'Jan 31 + 1 month clamps to Feb 28');
     const renew = await client.call('InstanceRenew', { appOrderNo: 'renew-1', instances: [{ instanceNo: inst.instanceNo, cycleTimes: 2 }] });
     assert.equal(renew.amount, '10.00');
-    const done = await finalOrder(client, renew.orderNo);
+    const done = await orderFinal(client, renew.orderNo);
     assert.equal(done.type, 2);
     const [after] = await client.call('GetInstance', { instances: [inst.instanceNo] });
     assert.equal(new Date(Number(after!.userExpired) * 1000).toISOString().slice(0, 10), '2027-04-28');
@@ -107,11 +105,11 @@ describe('sandbox static orders', () => {
 
   test('change keeps instanceNo with new details (type 5, amount 0, count 1); one at a time', async () => {
     const opened = await client.call('InstanceOpen', { appOrderNo: 'chg-open', params: [{ productNo: US, count: 1 }] });
-    const before = (await finalOrder(client, opened.orderNo)).instances![0]!;
+    const before = (await orderFinal(client, opened.orderNo)).instances![0]!;
     const change = await client.call('ChangeProxy', { instanceNo: before.instanceNo, appOrderNo: 'chg-' + 'x'.repeat(40) });
     assert.equal(change.instanceNo, before.instanceNo);
     assert.equal(await codeOf(client.call('ChangeProxy', { instanceNo: before.instanceNo, appOrderNo: 'chg-2' })), 10004);
-    const order = await finalOrder(client, change.orderNo);
+    const order = await orderFinal(client, change.orderNo);
     assert.equal(order.type, 5);
     assert.equal(order.amount, '0.00');
     assert.equal(order.count, 1);
@@ -126,15 +124,15 @@ describe('sandbox static orders', () => {
     assert.ok(cb.received.some((r) => r.no === change.orderNo && r.op === '5') || (await waitFor(() => cb.received.some((r) => r.no === change.orderNo && r.op === '5'))));
     // a product without changeProxy refuses
     const sg = await client.call('InstanceOpen', { appOrderNo: 'chg-sg', params: [{ productNo: SIM_PRODUCTS.staticSgDay }] });
-    const sgInst = (await finalOrder(client, sg.orderNo)).instances![0]!;
+    const sgInst = (await orderFinal(client, sg.orderNo)).instances![0]!;
     assert.equal(await codeOf(client.call('ChangeProxy', { instanceNo: sgInst.instanceNo, appOrderNo: 'chg-sg-1' })), 10004);
   });
 
   test('release → 11 with releaseAt; releasing again → 10021', async () => {
     const opened = await client.call('InstanceOpen', { appOrderNo: 'rel-open', params: [{ productNo: US, count: 1 }] });
-    const inst = (await finalOrder(client, opened.orderNo)).instances![0]!;
+    const inst = (await orderFinal(client, opened.orderNo)).instances![0]!;
     const rel = await client.call('InstanceRelease', { orderNo: 'rel-1', instances: [inst.instanceNo] });
-    const order = await finalOrder(client, rel.orderNo);
+    const order = await orderFinal(client, rel.orderNo);
     assert.equal(order.type, 3);
     assert.equal(order.status, 3);
     const [after] = await client.call('GetInstance', { instances: [inst.instanceNo] });
@@ -146,7 +144,7 @@ describe('sandbox static orders', () => {
   test('forced partial → 5 with some running and the rest refunded; forced fail → 4 fully refunded', async () => {
     sim.faults.orderOutcome('partial');
     const p = await client.call('InstanceOpen', { appOrderNo: 'part-1', params: [{ productNo: US, count: 4 }] });
-    const order = await finalOrder(client, p.orderNo);
+    const order = await orderFinal(client, p.orderNo);
     assert.equal(order.status, 5);
     assert.equal(order.refund, 1);
     const statuses = order.instances!.map((i) => Number(i.status)).sort();
@@ -155,7 +153,7 @@ describe('sandbox static orders', () => {
     assert.equal(net, 10);
     sim.faults.orderOutcome('fail');
     const f = await client.call('InstanceOpen', { appOrderNo: 'fail-1', params: [{ productNo: US, count: 1 }] });
-    assert.equal((await finalOrder(client, f.orderNo)).status, 4);
+    assert.equal((await orderFinal(client, f.orderNo)).status, 4);
     assert.equal(sim.inspect.charges('fail-1').reduce((s, c) => s + Number(c.amount), 0), 0);
   });
 
@@ -173,13 +171,13 @@ describe('sandbox static orders', () => {
     assert.equal(sim.inspect.charges('poor-1').length, 0);
     sim.faults.setMerchant({ coin: '10000', credit: '500' });
     const shared = await client.call('InstanceOpen', { appOrderNo: 'shared-3', params: [{ productNo: SIM_PRODUCTS.staticCnShared, projectId: 'tiktok', count: 2 }] });
-    const order = await finalOrder(client, shared.orderNo);
+    const order = await orderFinal(client, shared.orderNo);
     assert.ok(order.instances!.every((i) => i.projectId === 'tiktok'));
   });
 
   test('reset password: same resetNo + same list → first result; other list → 10004', async () => {
     const opened = await client.call('InstanceOpen', { appOrderNo: 'reset-open', params: [{ productNo: US, count: 2 }] });
-    const [a, b] = (await finalOrder(client, opened.orderNo)).instances!.map((i) => i.instanceNo) as [string, string];
+    const [a, b] = (await orderFinal(client, opened.orderNo)).instances!.map((i) => i.instanceNo) as [string, string];
     const first = await client.call('ResetProxyPassword', { resetNo: 'reset_1', instanceNoList: [a, b] });
     assert.equal(first.list?.length, 2);
     const [inst] = await client.call('GetInstance', { instances: [a] });
@@ -192,7 +190,7 @@ describe('sandbox static orders', () => {
     const ip = '203.0.113.9';
     assert.equal((await client.call('GetAssignIpInfo', { ip })).canBuyStatus, true);
     const o = await client.call('InstanceOpenAssignIp', { appOrderNo: 'assign-1', productNo: US, cycleTimes: 1, assignIp: ip });
-    const order = await finalOrder(client, o.orderNo);
+    const order = await orderFinal(client, o.orderNo);
     assert.equal(order.instances![0]!.extendIp, ip);
     assert.equal((await client.call('GetAssignIpInfo', { ip })).canBuyStatus, false);
     assert.equal(await codeOf(client.call('InstanceOpenAssignIp', { appOrderNo: 'assign-2', productNo: US, cycleTimes: 1, assignIp: ip })), 10003);
@@ -208,14 +206,14 @@ describe('sandbox static orders', () => {
 
   test('expiry: running → stopped (6) with a callback; renewable in the grace period; closed (10) after it', async () => {
     const o = await client.call('InstanceOpen', { appOrderNo: 'exp-open', params: [{ productNo: SIM_PRODUCTS.staticSgDay }] });
-    const inst = (await finalOrder(client, o.orderNo)).instances![0]!;
+    const inst = (await orderFinal(client, o.orderNo)).instances![0]!;
     const status = async () => Number((await client.call('GetInstance', { instances: [inst.instanceNo] }))[0]!.status);
     sim.faults.advanceClock(86_400_000 + 1000);
     assert.equal(await status(), 6);
     await waitFor(() => cb.received.some((r) => r.type === 'instance' && r.no === inst.instanceNo));
     assert.equal(await codeOf(client.call('InstanceRelease', { orderNo: 'exp-rel', instances: [inst.instanceNo] })), 10022);
     const renew = await client.call('InstanceRenew', { appOrderNo: 'exp-renew', instances: [{ instanceNo: inst.instanceNo, cycleTimes: 3 }] });
-    assert.equal((await finalOrder(client, renew.orderNo)).status, 3);
+    assert.equal((await orderFinal(client, renew.orderNo)).status, 3);
     assert.equal(await status(), 3);
     sim.faults.advanceClock(3 * 86_400_000);
     assert.equal(await status(), 6);

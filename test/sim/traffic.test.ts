@@ -4,7 +4,8 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { SIM_PRODUCTS, startSimulator, type Simulator } from '../../src/sim/index.ts';
 import type { PlatformClient } from '../../src/platform/client.ts';
-import { clientFor, waitFor } from './helpers.ts';
+import { clientFor } from './helpers.ts';
+import { orderFinal } from '../support/orders.ts';
 import { runCurl } from '../support/curl.ts';
 import { startHttpTarget, type HttpTarget } from '../support/target.ts';
 
@@ -21,11 +22,7 @@ describe('sandbox traffic through real upstreams', () => {
   let target: HttpTarget;
   /** /bytes/<n> of the target, or its root (which answers the peer address). */
   const targetUrl = (bytes?: number): string => target.url(bytes === undefined ? '/' : `/bytes/${bytes}`);
-  const settle = async (orderNo: string) =>
-    waitFor(async () => {
-      const o = await client.call('GetOrder', { orderNo, pageSize: 100 });
-      return Number(o.status) >= 3 && o;
-    });
+  const settle = (orderNo: string) => orderFinal(client, orderNo);
   /** socks5h:// form of a drawn socks5:// string */
   const socksArgs = (drawn: string) => ['-x', drawn.replace(/^socks5:/, 'socks5h:')];
 

@@ -118,3 +118,27 @@ export async function launchRotor(options: LaunchOptions = {}): Promise<RotorChi
     },
   };
 }
+
+/**
+ * Runs one of the repository's TypeScript scripts (`node --import tsx <script> [args]` from the repo root,
+ * e.g. a bench) to its end; resolves with its exit code and output. SIGKILLed after `timeoutMs`. With
+ * `rotorEnv` the child's ROTOR_* variables are exactly these (as in LaunchOptions.env); without, inherited.
+ */
+export function runScript(script: string, args: string[], timeoutMs: number, rotorEnv?: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], {
+      cwd: REPO_ROOT,
+      ...(rotorEnv ? { env: childEnv(rotorEnv) } : {}),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}

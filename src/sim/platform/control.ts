@@ -63,6 +63,10 @@ export function createInspect(ctx: SimContext) {
     balances() {
       return [...state.mains.values()].flatMap((m) => [...m.balances.keys()].map((p) => ({ account: m.appUsername, ...this.balance(m.appUsername, p) })));
     },
+    /** Calls to the seed's paths still waiting out the latency knob (they act when it ends). */
+    heldByLatency(): number {
+      return ctx.faults.held;
+    },
     /** Platform time (epoch ms). */
     now(): number {
       return ctx.clock.now();

@@ -42,6 +42,8 @@ export class Faults {
   drop: CallFault | null = null;
   orderOutcome: { outcome: OrderOutcome; count: number } | null = null;
   pwdDrawShape: PwdDrawShape = 'lines';
+  /** Calls waiting out `latencyMs` right now: a test can wait for a held call to land instead of sleeping. */
+  held = 0;
 
   constructor(private readonly random: () => number) {}
 
@@ -59,6 +61,18 @@ export class Faults {
     this.drop = null;
     this.orderOutcome = null;
     this.pwdDrawShape = 'lines';
+  }
+
+  /** Waits out the latency knob (read when the call arrives), counted in `held` meanwhile. */
+  async hold(): Promise<void> {
+    const ms = this.latencyMs;
+    if (ms <= 0) return;
+    this.held += 1;
+    try {
+      await new Promise((r) => setTimeout(r, ms));
+    } finally {
+      this.held -= 1;
+    }
   }
 
   /** Consumes one use of the failure knob when it applies to this call. */

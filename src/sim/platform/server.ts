@@ -85,7 +85,7 @@ export async function startServer(opts: ServerOptions): Promise<SimServer> {
       return fail(CODE.INVALID_PARAMS, 'params must be a base64 string');
     }
     if (params === null) params = {};
-    if (opts.ctx.faults.latencyMs > 0) await new Promise((r) => setTimeout(r, opts.ctx.faults.latencyMs));
+    await opts.ctx.faults.hold();
     if (opts.ctx.faults.takeFail(name)) return fail(CODE.SYSTEM, 'system error');
     const parsed = operations[name].request.safeParse(params);
     if (!parsed.success) {
