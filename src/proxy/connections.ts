@@ -25,7 +25,7 @@ export class ListenerConnections {
     socket.setNoDelay(true);
     this.sockets.add(socket);
     metrics?.connectionsActive.inc({ listener });
-    socket.once('close', () => {
+    socket.on('close', () => {
       this.sockets.delete(socket);
       metrics?.connectionsActive.dec({ listener });
       onClose?.();

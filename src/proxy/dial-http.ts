@@ -5,7 +5,8 @@ import type { UpstreamNode } from '../pool/types.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import type { DialSignal } from './cancel.ts';
 import { UpstreamDialError } from './errors.ts';
-import { connectTcp, guardedDial } from './dial-tcp.ts';
+import { connectTcp } from './dial-tcp.ts';
+import { dialThrough } from './upstream-dial.ts';
 import type { Target } from './types.ts';
 
 export interface DialOptions {
@@ -49,77 +50,63 @@ function failureFor(status: number): UpstreamDialError {
   return new UpstreamDialError('handshake', `upstream answered ${status} to CONNECT`);
 }
 
-/** Reads the upstream's answer to CONNECT. Resolves with the bytes after the header, or rejects typed. */
-function readConnectResponse(socket: Socket, options: DialOptions): Promise<Buffer | null> {
-  let onData: (chunk: Buffer) => void = () => {};
-  let onEnd: () => void = () => {};
-  let onError: (err: Error) => void = () => {};
+/**
+ * Reads the upstream's answer to CONNECT: `done` gets the bytes after the header (socket paused, listeners
+ * gone) or the failure as the pool should hear it. Returns what detaches without calling `done`.
+ */
+function readConnectResponse(socket: Socket, done: (err: UpstreamDialError | null, rest: Buffer | null) => void): () => void {
+  let buffer: Buffer | null = null;
   const detach = (): void => {
     socket.off('data', onData);
     socket.off('end', onEnd);
     socket.off('close', onEnd);
     socket.off('error', onError);
   };
-  return guardedDial<Buffer | null>(
-    options.handshakeTimeoutMs,
-    options.signal,
-    `upstream did not answer CONNECT within ${options.handshakeTimeoutMs} ms`,
-    (ok, fail) => {
-      let buffer: Buffer = Buffer.alloc(0);
-      onData = (chunk) => {
-        buffer = buffer.length === 0 ? chunk : Buffer.concat([buffer, chunk]);
-        const end = buffer.indexOf(HEADER_END);
-        if (end < 0) {
-          if (buffer.length > MAX_RESPONSE_HEADER) fail(new UpstreamDialError('handshake', 'upstream answer header too large'));
-          return;
-        }
-        const statusLine = buffer.toString('latin1', 0, Math.min(buffer.indexOf('\r\n'), 200));
-        const match = /^HTTP\/1\.[01] (\d{3})(?: |$)/.exec(statusLine);
-        if (!match) {
-          fail(new UpstreamDialError('handshake', 'upstream answered something other than HTTP/1.x'));
-          return;
-        }
-        const status = Number(match[1]);
-        if (status !== 200) {
-          fail(failureFor(status));
-          return;
-        }
-        socket.pause();
-        detach();
-        const rest = buffer.length > end + 4 ? Buffer.from(buffer.subarray(end + 4)) : null;
-        ok(rest);
-      };
-      onEnd = () => fail(new UpstreamDialError('reset', 'upstream closed before answering CONNECT'));
-      onError = (err: NodeJS.ErrnoException) => fail(new UpstreamDialError('reset', `upstream failed during CONNECT: ${err.code ?? 'error'}`));
-      socket.on('data', onData);
-      socket.once('end', onEnd);
-      socket.once('close', onEnd);
-      socket.once('error', onError);
-    },
-    () => {
-      detach();
-      socket.destroy();
-    },
-  );
+  const fail = (err: UpstreamDialError): void => {
+    detach();
+    done(err, null);
+  };
+  const onData = (chunk: Buffer): void => {
+    const b = buffer === null ? chunk : Buffer.concat([buffer, chunk]);
+    buffer = b;
+    const end = b.indexOf(HEADER_END);
+    if (end < 0) {
+      if (b.length > MAX_RESPONSE_HEADER) fail(new UpstreamDialError('handshake', 'upstream answer header too large'));
+      return;
+    }
+    const statusLine = b.toString('latin1', 0, Math.min(b.indexOf('\r\n'), 200));
+    const match = /^HTTP\/1\.[01] (\d{3})(?: |$)/.exec(statusLine);
+    if (!match) {
+      fail(new UpstreamDialError('handshake', 'upstream answered something other than HTTP/1.x'));
+      return;
+    }
+    const status = Number(match[1]);
+    if (status !== 200) {
+      fail(failureFor(status));
+      return;
+    }
+    socket.pause();
+    detach();
+    done(null, b.length > end + 4 ? Buffer.from(b.subarray(end + 4)) : null);
+  };
+  const onEnd = (): void => fail(new UpstreamDialError('reset', 'upstream closed before answering CONNECT'));
+  const onError = (err: NodeJS.ErrnoException): void => fail(new UpstreamDialError('reset', `upstream failed during CONNECT: ${err.code ?? 'error'}`));
+  socket.on('data', onData);
+  // on(), not once(): fail() detaches them all when the first fires (once() would wrap each in a new function).
+  socket.on('end', onEnd);
+  socket.on('close', onEnd);
+  socket.on('error', onError);
+  return detach;
 }
 
-/** Opens a tunnel to `target` through an HTTP proxy node with CONNECT. */
-export async function dialHttpConnect(node: UpstreamNode, target: Target, options: DialOptions): Promise<Tunnel> {
-  const started = performance.now();
-  try {
-    const socket = await connectTcp(node.host, node.port, options.connectTimeoutMs, options.signal);
+/** Opens a tunnel to `target` through an HTTP proxy node with CONNECT (upstream-dial.ts: one guard, one promise). */
+export function dialHttpConnect(node: UpstreamNode, target: Target, options: DialOptions): Promise<Tunnel> {
+  return dialThrough<Tunnel>(node, options, 'http', (socket, done) => {
     const auth = basicAuth(node);
     const where = hostPort(target);
-    socket.write(
-      `CONNECT ${where} HTTP/1.1\r\nHost: ${where}\r\n${auth ? `Proxy-Authorization: ${auth}\r\n` : ''}\r\n`,
-    );
-    const head = await readConnectResponse(socket, options);
-    options.metrics?.upstreamConnectSeconds.observe({ kind: 'http' }, (performance.now() - started) / 1000);
-    return { socket, head };
-  } catch (err) {
-    if (err instanceof UpstreamDialError) options.metrics?.upstreamFailures.inc({ reason: err.reason });
-    throw err;
-  }
+    socket.write(`CONNECT ${where} HTTP/1.1\r\nHost: ${where}\r\n${auth ? `Proxy-Authorization: ${auth}\r\n` : ''}\r\n`);
+    return readConnectResponse(socket, (err, head) => done(err, err ? null : { socket, head }));
+  });
 }
 
 /**

@@ -18,9 +18,9 @@ export type HedgeOutcome = 'won' | 'lost' | 'failed' | 'abandoned';
 export interface RaceSpec {
   source: NodeSource;
   /** A sticky session's node, tried first (not acquired, so not released). */
-  sticky?: UpstreamNode;
+  sticky?: UpstreamNode | undefined;
   dial: (node: UpstreamNode, options: DialOptions) => Promise<Tunnel>;
-  signal?: DialSignal;
+  signal?: DialSignal | undefined;
   /** Absolute deadline on `now`'s clock. */
   deadline: number;
   now: () => number;
@@ -39,10 +39,10 @@ export interface RaceSpec {
   /** What the client is told of the last upstream failure (never the node's address); default its message. */
   clientMessage?: (err: UpstreamDialError) => string;
   /** The connection record's counters (src/connlog DialTrace), kept up to date as attempts start. */
-  trace?: { retries: number; hedges: number };
+  trace?: { retries: number; hedges: number } | undefined;
   /** How long a loser marked stalled may still answer and be forgiven (then it is closed). Default 1000 ms. */
   graceMs?: number;
-  metrics?: Metrics;
+  metrics?: Metrics | undefined;
 }
 
 export interface RaceWon {
@@ -67,200 +67,245 @@ interface Attempt {
 }
 
 export function raceDial(spec: RaceSpec): Promise<RaceWon> {
-  const { source, metrics } = spec;
-  return new Promise<RaceWon>((resolve, reject) => {
-    const pending = new Set<Attempt>();
-    const exclude = new Set<string>();
-    let acquiring = 0;
-    let settled = false;
-    let last: UpstreamDialError | undefined;
-    let poolEmpty: PoolEmptyError | undefined;
-    let retries = 0;
-    let hedges = 0;
-    let hedgeWinner = false;
+  return new Promise<RaceWon>((resolve, reject) => new Race(spec, resolve, reject).start());
+}
 
-    const countHedges = (outcome: HedgeOutcome): void => {
-      if (hedges === 0 || !metrics) return;
-      if (outcome === 'won') {
-        metrics.upstreamHedges.inc({ outcome: 'won' });
-        if (hedges > 1) metrics.upstreamHedges.inc({ outcome: 'lost' }, hedges - 1);
-      } else metrics.upstreamHedges.inc({ outcome }, hedges);
-    };
-    const stop = (a: Attempt): void => {
-      clearTimeout(a.timer);
-      pending.delete(a);
-    };
-    const release = (a: Attempt): void => {
-      if (!a.sticky) source.release(a.node);
-    };
-    /**
-     * Cancels the attempts still running; those stalled past the hedge delay are their node's failure. When a
-     * hedge won (`grace`), such a loser is marked at once (so the next connections avoid it) but left to
-     * answer for a short grace: a node merely slowed (a loaded machine, a long route) that answers then is
-     * forgiven and closed; one still silent is counted a stall and cancelled.
-     */
-    const cancelRest = (grace: boolean): void => {
-      const t = performance.now();
-      for (const a of [...pending]) {
-        const stalled = t - a.startedAt >= spec.hedgeDelayMs;
-        if (stalled) spec.onNodeFailed(a.node, 'stalled', a.sticky);
-        if (stalled && grace) {
-          clearTimeout(a.timer);
-          a.onProbation = true;
-          a.timer = setTimeout(() => {
-            if (!pending.has(a)) return;
-            stop(a);
-            metrics?.upstreamFailures.inc({ reason: 'stalled' });
-            a.cancel.abort();
-          }, spec.graceMs ?? 1000);
-          a.timer.unref?.();
-          continue;
-        }
-        stop(a);
-        if (stalled) metrics?.upstreamFailures.inc({ reason: 'stalled' });
-        a.cancel.abort();
-      }
-    };
-    const onClientAbort = (): void => {
-      if (settled) return;
-      settled = true;
-      cancelRest(false);
-      countHedges('abandoned');
-      reject(new GatewayError('DIAL_ABORTED', 'the client went away'));
-    };
-    const fail = (err: Error): void => {
-      if (settled) return;
-      settled = true;
-      spec.signal?.removeEventListener('abort', onClientAbort);
-      cancelRest(false);
-      countHedges('failed');
-      reject(err);
-    };
-    const endIfIdle = (): void => {
-      if (settled || pending.size > 0 || acquiring > 0) return;
-      if (last) fail(new GatewayError(last.timedOut ? 'UPSTREAM_TIMEOUT' : 'UPSTREAM_FAILED', spec.clientMessage?.(last) ?? last.message, last.reason));
-      else if (poolEmpty) {
-        metrics?.upstreamFailures.inc({ reason: 'no_upstream' });
-        // A product's refusal names what to change: it reaches the client, not only /v1/pools. Other draw
-        // failures stay in /v1/pools (they may name the platform's hosts).
-        const refusal = (poolEmpty as { cause?: unknown }).cause;
-        fail(new GatewayError('NO_UPSTREAM', refusal instanceof DrawNotAllowedError ? `no upstream available: ${refusal.message}` : 'no upstream available'));
-      } else fail(new GatewayError('UPSTREAM_TIMEOUT', 'no upstream answered before the deadline', 'connect_timeout'));
-    };
+/**
+ * The race's state and steps as one object: a dial that answers at once costs this object, its attempt and
+ * the attempt's two promise callbacks (not a closure per step), and its timers call module functions.
+ */
+class Race {
+  private readonly pending: Attempt[] = [];
+  /** Nodes tried so far; made when a second node is asked for. */
+  private exclude: Set<string> | undefined;
+  private acquiring = 0;
+  private settled = false;
+  private last: UpstreamDialError | undefined;
+  private poolEmpty: PoolEmptyError | undefined;
+  private retries = 0;
+  private hedges = 0;
+  /** The client's abort listener (a stable function, so it can be removed). */
+  private readonly onClientAbort = (): void => this.clientGone();
 
-    const won = (a: Attempt, tunnel: Tunnel): void => {
-      stop(a);
-      if (settled) {
-        // Lost the race (or the client left): the node answered, its tunnel is not needed.
-        tunnel.socket.destroy();
-        release(a);
-        if (a.onProbation) spec.onNodeAnswered?.(a.node);
-        return;
-      }
-      spec.times.record(performance.now() - a.startedAt);
-      settled = true;
-      spec.signal?.removeEventListener('abort', onClientAbort);
-      hedgeWinner = a.hedge;
-      cancelRest(true);
-      countHedges(hedgeWinner ? 'won' : 'lost');
-      resolve({ tunnel, node: a.node, sticky: a.sticky, acquired: !a.sticky, retries, hedges });
-    };
+  constructor(
+    private readonly spec: RaceSpec,
+    private readonly resolve: (won: RaceWon) => void,
+    private readonly reject: (err: Error) => void,
+  ) {}
 
-    const failed = (a: Attempt, err: unknown): void => {
-      stop(a);
-      release(a);
-      if (err instanceof DialAbortedError) return; // cancelled by this race: accounted for where it was cancelled
-      if (!(err instanceof UpstreamDialError)) {
-        fail(err instanceof Error ? err : new Error(String(err)));
-        return;
-      }
-      if (settled) {
-        if (a.onProbation) {
-          // Marked 'stalled' when the hedge won; it answered (the target refused) or it failed: settle that.
-          if (err.reason === 'target_refused') spec.onNodeAnswered?.(a.node);
-          else metrics?.upstreamFailures.inc({ reason: 'stalled' });
-        } else if (err.reason !== 'target_refused') spec.onNodeFailed(a.node, err.reason, a.sticky);
-        return;
-      }
-      last = err;
-      // The target's own refusal says nothing about the node, and another node would be refused too.
-      if (err.reason === 'target_refused') {
-        if (pending.size === 0 && acquiring === 0) endIfIdle();
-        return;
-      }
-      spec.onNodeFailed(a.node, err.reason, a.sticky);
-      if (retries < spec.retries && spec.deadline > spec.now()) {
-        retries++;
-        if (spec.trace) spec.trace.retries = retries;
-        void launch(false, false);
-      } else endIfIdle();
-    };
-
-    const onHedgeTimer = (a: Attempt): void => {
-      a.timer = undefined;
-      if (settled || !pending.has(a) || hedges >= spec.maxHedges) return;
-      void launch(false, true);
-    };
-
-    const launch = async (first: boolean, hedge: boolean): Promise<void> => {
-      if (settled) return;
-      let node: UpstreamNode;
-      const sticky = first && spec.sticky !== undefined;
-      if (sticky) node = spec.sticky!;
-      else {
-        acquiring++;
-        try {
-          node = await source.acquire(exclude, hedge ? { readyOnly: true } : undefined);
-        } catch (err) {
-          acquiring--;
-          if (!(err instanceof PoolEmptyError)) return fail(err instanceof Error ? err : new Error(String(err)));
-          if (hedge) return; // no other node ready: the running attempt goes on alone
-          poolEmpty = err;
-          // A hedge with no other node to try: the running attempt goes on alone.
-          endIfIdle();
-          return;
-        }
-        acquiring--;
-      }
-      if (settled) {
-        if (!sticky) source.release(node);
-        return;
-      }
-      const remaining = spec.deadline - spec.now();
-      if (remaining <= 0) {
-        if (!sticky) source.release(node);
-        endIfIdle();
-        return;
-      }
-      exclude.add(node.id);
-      if (hedge) {
-        hedges++;
-        if (spec.trace) spec.trace.hedges = hedges;
-      }
-      const a: Attempt = { node, sticky, hedge, cancel: new DialCancel(), startedAt: performance.now(), timer: undefined, onProbation: false };
-      pending.add(a);
-      if (hedges < spec.maxHedges) {
-        a.timer = setTimeout(() => onHedgeTimer(a), spec.hedgeDelayMs);
-        a.timer.unref?.();
-      }
-      spec
-        .dial(node, {
-          connectTimeoutMs: Math.min(spec.connectTimeoutMs, remaining),
-          handshakeTimeoutMs: Math.min(spec.handshakeTimeoutMs, remaining),
-          signal: a.cancel,
-          ...(metrics ? { metrics } : {}),
-        })
-        .then(
-          (tunnel) => won(a, tunnel),
-          (err: unknown) => failed(a, err),
-        );
-    };
-
-    if (spec.signal?.aborted) {
-      reject(new GatewayError('DIAL_ABORTED', 'the client went away'));
+  start(): void {
+    const signal = this.spec.signal;
+    if (signal?.aborted) {
+      this.reject(new GatewayError('DIAL_ABORTED', 'the client went away'));
       return;
     }
-    spec.signal?.addEventListener('abort', onClientAbort, { once: true });
-    void launch(true, false);
-  });
+    signal?.addEventListener('abort', this.onClientAbort, { once: true });
+    void this.launch(true, false);
+  }
+
+  private countHedges(outcome: HedgeOutcome): void {
+    const metrics = this.spec.metrics;
+    const hedges = this.hedges;
+    if (hedges === 0 || !metrics) return;
+    if (outcome === 'won') {
+      metrics.upstreamHedges.inc({ outcome: 'won' });
+      if (hedges > 1) metrics.upstreamHedges.inc({ outcome: 'lost' }, hedges - 1);
+    } else metrics.upstreamHedges.inc({ outcome }, hedges);
+  }
+
+  stop(a: Attempt): void {
+    clearTimeout(a.timer);
+    const i = this.pending.indexOf(a);
+    if (i >= 0) this.pending.splice(i, 1);
+  }
+
+  private release(a: Attempt): void {
+    if (!a.sticky) this.spec.source.release(a.node);
+  }
+
+  /**
+   * Cancels the attempts still running; those stalled past the hedge delay are their node's failure. When a
+   * hedge won (`grace`), such a loser is marked at once (so the next connections avoid it) but left to
+   * answer for a short grace: a node merely slowed (a loaded machine, a long route) that answers then is
+   * forgiven and closed; one still silent is counted a stall and cancelled.
+   */
+  private cancelRest(grace: boolean): void {
+    if (this.pending.length === 0) return;
+    const spec = this.spec;
+    const t = performance.now();
+    for (const a of this.pending.slice()) {
+      const stalled = t - a.startedAt >= spec.hedgeDelayMs;
+      if (stalled) spec.onNodeFailed(a.node, 'stalled', a.sticky);
+      if (stalled && grace) {
+        clearTimeout(a.timer);
+        a.onProbation = true;
+        a.timer = setTimeout(onGraceOver, spec.graceMs ?? 1000, this, a);
+        a.timer.unref?.();
+        continue;
+      }
+      this.stop(a);
+      if (stalled) spec.metrics?.upstreamFailures.inc({ reason: 'stalled' });
+      a.cancel.abort();
+    }
+  }
+
+  /** A loser on probation stayed silent through the grace: a stall. */
+  graceOver(a: Attempt): void {
+    if (!this.pending.includes(a)) return;
+    this.stop(a);
+    this.spec.metrics?.upstreamFailures.inc({ reason: 'stalled' });
+    a.cancel.abort();
+  }
+
+  private clientGone(): void {
+    if (this.settled) return;
+    this.settled = true;
+    this.cancelRest(false);
+    this.countHedges('abandoned');
+    this.reject(new GatewayError('DIAL_ABORTED', 'the client went away'));
+  }
+
+  private fail(err: Error): void {
+    if (this.settled) return;
+    this.settled = true;
+    this.spec.signal?.removeEventListener('abort', this.onClientAbort);
+    this.cancelRest(false);
+    this.countHedges('failed');
+    this.reject(err);
+  }
+
+  private endIfIdle(): void {
+    if (this.settled || this.pending.length > 0 || this.acquiring > 0) return;
+    const last = this.last;
+    if (last) this.fail(new GatewayError(last.timedOut ? 'UPSTREAM_TIMEOUT' : 'UPSTREAM_FAILED', this.spec.clientMessage?.(last) ?? last.message, last.reason));
+    else if (this.poolEmpty) {
+      this.spec.metrics?.upstreamFailures.inc({ reason: 'no_upstream' });
+      // A product's refusal names what to change: it reaches the client, not only /v1/pools. Other draw
+      // failures stay in /v1/pools (they may name the platform's hosts).
+      const refusal = (this.poolEmpty as { cause?: unknown }).cause;
+      this.fail(new GatewayError('NO_UPSTREAM', refusal instanceof DrawNotAllowedError ? `no upstream available: ${refusal.message}` : 'no upstream available'));
+    } else this.fail(new GatewayError('UPSTREAM_TIMEOUT', 'no upstream answered before the deadline', 'connect_timeout'));
+  }
+
+  won(a: Attempt, tunnel: Tunnel): void {
+    this.stop(a);
+    const spec = this.spec;
+    if (this.settled) {
+      // Lost the race (or the client left): the node answered, its tunnel is not needed.
+      tunnel.socket.destroy();
+      this.release(a);
+      if (a.onProbation) spec.onNodeAnswered?.(a.node);
+      return;
+    }
+    spec.times.record(performance.now() - a.startedAt);
+    this.settled = true;
+    spec.signal?.removeEventListener('abort', this.onClientAbort);
+    this.cancelRest(true);
+    this.countHedges(a.hedge ? 'won' : 'lost');
+    this.resolve({ tunnel, node: a.node, sticky: a.sticky, acquired: !a.sticky, retries: this.retries, hedges: this.hedges });
+  }
+
+  failed(a: Attempt, err: unknown): void {
+    this.stop(a);
+    this.release(a);
+    if (err instanceof DialAbortedError) return; // cancelled by this race: accounted for where it was cancelled
+    if (!(err instanceof UpstreamDialError)) {
+      this.fail(err instanceof Error ? err : new Error(String(err)));
+      return;
+    }
+    const spec = this.spec;
+    if (this.settled) {
+      if (a.onProbation) {
+        // Marked 'stalled' when the hedge won; it answered (the target refused) or it failed: settle that.
+        if (err.reason === 'target_refused') spec.onNodeAnswered?.(a.node);
+        else spec.metrics?.upstreamFailures.inc({ reason: 'stalled' });
+      } else if (err.reason !== 'target_refused') spec.onNodeFailed(a.node, err.reason, a.sticky);
+      return;
+    }
+    this.last = err;
+    // The target's own refusal says nothing about the node, and another node would be refused too.
+    if (err.reason === 'target_refused') {
+      if (this.pending.length === 0 && this.acquiring === 0) this.endIfIdle();
+      return;
+    }
+    spec.onNodeFailed(a.node, err.reason, a.sticky);
+    if (this.retries < spec.retries && spec.deadline > spec.now()) {
+      this.retries++;
+      if (spec.trace) spec.trace.retries = this.retries;
+      void this.launch(false, false);
+    } else this.endIfIdle();
+  }
+
+  hedgeTimer(a: Attempt): void {
+    a.timer = undefined;
+    if (this.settled || !this.pending.includes(a) || this.hedges >= this.spec.maxHedges) return;
+    void this.launch(false, true);
+  }
+
+  private async launch(first: boolean, hedge: boolean): Promise<void> {
+    if (this.settled) return;
+    const spec = this.spec;
+    const source = spec.source;
+    let node: UpstreamNode;
+    const sticky = first && spec.sticky !== undefined;
+    if (sticky) node = spec.sticky!;
+    else {
+      this.acquiring++;
+      try {
+        node = await source.acquire(this.exclude ?? NONE, hedge ? READY_ONLY : undefined);
+      } catch (err) {
+        this.acquiring--;
+        if (!(err instanceof PoolEmptyError)) return this.fail(err instanceof Error ? err : new Error(String(err)));
+        if (hedge) return; // no other node ready: the running attempt goes on alone
+        this.poolEmpty = err;
+        // A hedge with no other node to try: the running attempt goes on alone.
+        this.endIfIdle();
+        return;
+      }
+      this.acquiring--;
+    }
+    if (this.settled) {
+      if (!sticky) source.release(node);
+      return;
+    }
+    const remaining = spec.deadline - spec.now();
+    if (remaining <= 0) {
+      if (!sticky) source.release(node);
+      this.endIfIdle();
+      return;
+    }
+    (this.exclude ??= new Set()).add(node.id);
+    if (hedge) {
+      this.hedges++;
+      if (spec.trace) spec.trace.hedges = this.hedges;
+    }
+    const a: Attempt = { node, sticky, hedge, cancel: new DialCancel(), startedAt: performance.now(), timer: undefined, onProbation: false };
+    this.pending.push(a);
+    if (this.hedges < spec.maxHedges) {
+      a.timer = setTimeout(onHedgeTimer, spec.hedgeDelayMs, this, a);
+      a.timer.unref?.();
+    }
+    const options: DialOptions = {
+      connectTimeoutMs: Math.min(spec.connectTimeoutMs, remaining),
+      handshakeTimeoutMs: Math.min(spec.handshakeTimeoutMs, remaining),
+      signal: a.cancel,
+    };
+    if (spec.metrics) options.metrics = spec.metrics;
+    spec.dial(node, options).then(
+      (tunnel) => this.won(a, tunnel),
+      (err: unknown) => this.failed(a, err),
+    );
+  }
+}
+
+const READY_ONLY = { readyOnly: true } as const;
+/** The exclusions of a race's first node (none): shared, never written. */
+const NONE: ReadonlySet<string> = new Set();
+
+function onHedgeTimer(race: Race, a: Attempt): void {
+  race.hedgeTimer(a);
+}
+
+function onGraceOver(race: Race, a: Attempt): void {
+  race.graceOver(a);
 }

@@ -1,12 +1,11 @@
-// SOCKS5 CONNECT through an upstream node. The TCP leg is connectTcp (errno-classified failures), the
-// handshake is our own client (src/wire/socks5-client.ts) under one deadline and the caller's DialSignal;
-// either cancels by destroying the socket. Nothing of a dial outlives it: no timer, no listener.
-import type { Socket } from 'node:net';
+// SOCKS5 CONNECT through an upstream node: connect and handshake (our own client, src/wire/socks5-client.ts)
+// under one guard (upstream-dial.ts: errno-classified failures, a deadline per step, the caller's DialSignal),
+// which cancels by destroying the socket. Nothing of a dial outlives it: no timer, no listener.
 import type { UpstreamNode } from '../pool/types.ts';
 import { Socks5ClientError, socks5Connect, type Socks5Credentials } from '../wire/socks5-client.ts';
 import { REPLY } from '../wire/socks5.ts';
 import { UpstreamDialError } from './errors.ts';
-import { connectTcp, guardedDial } from './dial-tcp.ts';
+import { dialThrough } from './upstream-dial.ts';
 import type { DialOptions, Tunnel } from './dial-http.ts';
 import type { Target } from './types.ts';
 
@@ -39,39 +38,15 @@ export function classifySocksError(err: Socks5ClientError): UpstreamDialError {
   }
 }
 
-function handshake(socket: Socket, node: UpstreamNode, target: Target, options: DialOptions): Promise<Tunnel> {
-  let detach = noop;
+/**
+ * Opens a tunnel to `target` through a SOCKS5 node (RFC 1929 credentials when the node has them): connect and
+ * handshake under one guard (upstream-dial.ts).
+ */
+export function dialSocks5(node: UpstreamNode, target: Target, options: DialOptions): Promise<Tunnel> {
   const credentials: Socks5Credentials | undefined =
     node.username !== undefined ? { username: node.username, password: node.password ?? '' } : undefined;
-  return guardedDial<Tunnel>(
-    options.handshakeTimeoutMs,
-    options.signal,
-    `upstream did not complete the SOCKS5 handshake within ${options.handshakeTimeoutMs} ms`,
-    (ok, fail) => {
-      detach = socks5Connect(socket, target, credentials, (err, head) => {
-        if (err) fail(classifySocksError(err));
-        else ok({ socket, head });
-      });
-    },
-    () => {
-      detach();
-      socket.destroy();
-    },
+  return dialThrough<Tunnel>(node, options, 'socks5', (socket, done) =>
+    socks5Connect(socket, target, credentials, (err, head) => (err ? done(classifySocksError(err), null) : done(null, { socket, head }))),
   );
 }
 
-/** Opens a tunnel to `target` through a SOCKS5 node (RFC 1929 credentials when the node has them). */
-export async function dialSocks5(node: UpstreamNode, target: Target, options: DialOptions): Promise<Tunnel> {
-  const started = performance.now();
-  try {
-    const socket = await connectTcp(node.host, node.port, options.connectTimeoutMs, options.signal);
-    const tunnel = await handshake(socket, node, target, options);
-    options.metrics?.upstreamConnectSeconds.observe({ kind: 'socks5' }, (performance.now() - started) / 1000);
-    return tunnel;
-  } catch (err) {
-    if (err instanceof UpstreamDialError) options.metrics?.upstreamFailures.inc({ reason: err.reason });
-    throw err;
-  }
-}
-
-function noop(): void {}

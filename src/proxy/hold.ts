@@ -29,9 +29,10 @@ export function holdClient(socket: Socket, head: Buffer | null, onGone: () => vo
     socket.off('error', gone);
   };
   socket.on('data', onData);
-  socket.once('end', gone);
-  socket.once('close', gone);
-  socket.once('error', gone);
+  // on(), not once(): detach() removes them all when the first fires (once() would wrap each in a new function).
+  socket.on('end', gone);
+  socket.on('close', gone);
+  socket.on('error', gone);
   socket.resume();
   return () => {
     socket.pause();

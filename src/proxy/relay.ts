@@ -1,6 +1,7 @@
 // Moves bytes both ways between a client and its upstream tunnel. Per chunk the data path does a write,
-// two number adds (the connection's own counters and the user's meter) and a flag check; the handlers are
-// created once per connection. The user's meter decides when to stop: once `exhausted` is set (by this or
+// two number adds (the connection's own counters and the user's meter) and a flag check. The listeners are
+// module functions shared by every relay (a socket finds its relay through a symbol), so a tunnel costs one
+// Relay object and no closures. The user's meter decides when to stop: once `exhausted` is set (by this or
 // another connection of the user) both sides are destroyed on the next chunk. Idle detection and the
 // rotor_proxy_bytes_total updates run on one coarse timer shared by all relays with the same tick (not a
 // timer per connection: an idle tunnel should cost its sockets and little else), so neither happens per chunk.
@@ -47,9 +48,13 @@ export interface RelayHandle {
 
 type CounterChild = ReturnType<Counter<'user' | 'direction'>['labels']>;
 
+/** The relay a socket belongs to, for the shared handlers below (one set for all relays, no closures). */
+const RELAY = Symbol('rotor.relay');
+type RelaySocket = Socket & { [RELAY]?: Relay };
+
 class Relay implements RelayHandle {
   readonly stats: RelayStats = { up: 0, down: 0, end: 'closed' };
-  private done = false;
+  done = false;
   // Starts true: the shared tick's phase is arbitrary, so the first (partial) tick must not count as idle.
   private active = true;
   private idleFor = 0;
@@ -58,37 +63,39 @@ class Relay implements RelayHandle {
   readonly tickMs: number;
   private readonly limiter: RelayLimiter | undefined;
   /** Paused by the limiter (not by the other side's backpressure). */
-  private clientHeld = false;
-  private upstreamHeld = false;
-  private readonly upCounter: CounterChild | undefined;
-  private readonly downCounter: CounterChild | undefined;
+  clientHeld = false;
+  upstreamHeld = false;
+  private upCounter: CounterChild | undefined;
+  private downCounter: CounterChild | undefined;
+  /** After a clean close: the sockets whose 'close' the cutoff timer still waits for. */
+  private waitClient = false;
+  private waitUpstream = false;
+  private cutoff: NodeJS.Timeout | undefined;
 
   constructor(
-    private readonly client: Socket,
-    private readonly upstream: Socket,
+    readonly client: Socket,
+    readonly upstream: Socket,
     private readonly options: RelayOptions,
   ) {
-    if (options.bytes) {
-      this.upCounter = options.bytes.metrics.bytesTotal.labels({ user: options.bytes.user, direction: 'up' });
-      this.downCounter = options.bytes.metrics.bytesTotal.labels({ user: options.bytes.user, direction: 'down' });
-    }
     this.tickMs = Math.max(10, Math.min(options.idleTimeoutMs, options.flushIntervalMs ?? 5000));
     this.limiter = options.limiter;
 
-    client.on('data', this.onClientData);
-    upstream.on('data', this.onUpstreamData);
-    client.on('drain', this.onClientDrain);
-    upstream.on('drain', this.onUpstreamDrain);
-    client.on('end', this.onClientEnd);
-    upstream.on('end', this.onUpstreamEnd);
-    client.on('close', this.onClose);
-    upstream.on('close', this.onClose);
-    client.on('error', this.onError);
-    upstream.on('error', this.onError);
+    (client as RelaySocket)[RELAY] = this;
+    (upstream as RelaySocket)[RELAY] = this;
+    client.on('data', onClientData);
+    upstream.on('data', onUpstreamData);
+    client.on('drain', onClientDrain);
+    upstream.on('drain', onUpstreamDrain);
+    client.on('end', onClientEnd);
+    upstream.on('end', onUpstreamEnd);
+    client.on('close', onClose);
+    upstream.on('close', onClose);
+    client.on('error', onError);
+    upstream.on('error', onError);
 
     const { clientHead, upstreamHead } = options;
-    if (clientHead && clientHead.length > 0) this.onClientData(clientHead);
-    if (upstreamHead && upstreamHead.length > 0 && !this.done) this.onUpstreamData(upstreamHead);
+    if (clientHead && clientHead.length > 0) this.clientData(clientHead);
+    if (upstreamHead && upstreamHead.length > 0 && !this.done) this.upstreamData(upstreamHead);
     if (this.done) return;
     if (client.destroyed || upstream.destroyed) {
       this.finish('closed');
@@ -100,7 +107,7 @@ class Relay implements RelayHandle {
     joinTicker(this);
   }
 
-  private readonly onClientData = (chunk: Buffer): void => {
+  clientData(chunk: Buffer): void {
     const n = chunk.length;
     this.stats.up += n;
     this.active = true;
@@ -116,9 +123,9 @@ class Relay implements RelayHandle {
       this.client.pause();
       this.limiter.wait(this.onClientWake);
     }
-  };
+  }
 
-  private readonly onUpstreamData = (chunk: Buffer): void => {
+  upstreamData(chunk: Buffer): void {
     const n = chunk.length;
     this.stats.down += n;
     this.active = true;
@@ -134,43 +141,25 @@ class Relay implements RelayHandle {
       this.upstream.pause();
       this.limiter.wait(this.onUpstreamWake);
     }
-  };
+  }
 
-  // A side paused by the limiter stays paused through the other side's 'drain', and the reverse.
-  private readonly onClientDrain = (): void => {
-    if (!this.upstreamHeld) this.upstream.resume();
-  };
+  // Made on first use: only a relay whose user has a rate ever waits.
+  private wakeClient: (() => void) | undefined;
+  private wakeUpstream: (() => void) | undefined;
 
-  private readonly onUpstreamDrain = (): void => {
-    if (!this.clientHeld) this.client.resume();
-  };
+  private get onClientWake(): () => void {
+    return (this.wakeClient ??= () => {
+      this.clientHeld = false;
+      if (!this.done && !this.upstream.writableNeedDrain) this.client.resume();
+    });
+  }
 
-  private readonly onClientWake = (): void => {
-    this.clientHeld = false;
-    if (!this.done && !this.upstream.writableNeedDrain) this.client.resume();
-  };
-
-  private readonly onUpstreamWake = (): void => {
-    this.upstreamHeld = false;
-    if (!this.done && !this.client.writableNeedDrain) this.upstream.resume();
-  };
-
-  // Half-close is passed on: the other side may still be sending.
-  private readonly onClientEnd = (): void => {
-    this.upstream.end();
-  };
-
-  private readonly onUpstreamEnd = (): void => {
-    this.client.end();
-  };
-
-  private readonly onClose = (): void => {
-    this.finish('closed');
-  };
-
-  private readonly onError = (): void => {
-    this.finish('error');
-  };
+  private get onUpstreamWake(): () => void {
+    return (this.wakeUpstream ??= () => {
+      this.upstreamHeld = false;
+      if (!this.done && !this.client.writableNeedDrain) this.upstream.resume();
+    });
+  }
 
   /** Called by the shared ticker every tickMs. */
   tick(): void {
@@ -186,8 +175,12 @@ class Relay implements RelayHandle {
 
   private flush(): void {
     const { up, down } = this.stats;
-    if (this.upCounter && up > this.flushedUp) this.upCounter.inc(up - this.flushedUp);
-    if (this.downCounter && down > this.flushedDown) this.downCounter.inc(down - this.flushedDown);
+    const bytes = this.options.bytes;
+    // The labelled children are made at the first flush with bytes to count: a short tunnel pays the label
+    // lookups once, at its end.
+    if (bytes && up > this.flushedUp) (this.upCounter ??= bytes.metrics.bytesTotal.labels({ user: bytes.user, direction: 'up' })).inc(up - this.flushedUp);
+    if (bytes && down > this.flushedDown)
+      (this.downCounter ??= bytes.metrics.bytesTotal.labels({ user: bytes.user, direction: 'down' })).inc(down - this.flushedDown);
     this.flushedUp = up;
     this.flushedDown = down;
   }
@@ -196,48 +189,89 @@ class Relay implements RelayHandle {
     this.finish('stopped');
   }
 
-  private finish(end: RelayEnd): void {
+  finish(end: RelayEnd): void {
     if (this.done) return;
     this.done = true;
     this.stats.end = end;
     leaveTicker(this);
     const { client, upstream } = this;
-    client.off('data', this.onClientData);
-    upstream.off('data', this.onUpstreamData);
-    client.off('drain', this.onClientDrain);
-    upstream.off('drain', this.onUpstreamDrain);
-    client.off('end', this.onClientEnd);
-    upstream.off('end', this.onUpstreamEnd);
-    client.off('close', this.onClose);
-    upstream.off('close', this.onClose);
-    client.off('error', this.onError);
-    upstream.off('error', this.onError);
+    client.off('data', onClientData);
+    upstream.off('data', onUpstreamData);
+    client.off('drain', onClientDrain);
+    upstream.off('drain', onUpstreamDrain);
+    client.off('end', onClientEnd);
+    upstream.off('end', onUpstreamEnd);
+    client.off('error', onError);
+    upstream.off('error', onError);
     // Late errors (a reset racing the destroy) must not crash the process.
     client.on('error', noop);
     upstream.on('error', noop);
     if (end === 'closed') {
       // One side is gone; the other ends once it has flushed what it was given (destroySoon), and a peer
-      // that stops reading is cut off after the idle timeout.
+      // that stops reading is cut off after the idle timeout. onClose (still attached) counts the sockets
+      // down and clears the cutoff.
+      this.waitClient = !client.closed;
+      this.waitUpstream = !upstream.closed;
       client.destroySoon();
       upstream.destroySoon();
-      const cutoff = setTimeout(() => {
-        client.destroy();
-        upstream.destroy();
-      }, this.options.idleTimeoutMs).unref();
-      let open = (client.closed ? 0 : 1) + (upstream.closed ? 0 : 1);
-      const closed = (): void => {
-        if (--open <= 0) clearTimeout(cutoff);
-      };
-      if (open === 0) clearTimeout(cutoff);
-      if (!client.closed) client.once('close', closed);
-      if (!upstream.closed) upstream.once('close', closed);
+      if (this.waitClient || this.waitUpstream) this.cutoff = setTimeout(cutOff, this.options.idleTimeoutMs, this).unref();
     } else {
+      client.off('close', onClose);
+      upstream.off('close', onClose);
       client.destroy();
       upstream.destroy();
     }
     this.flush();
     this.options.onEnd?.(this.stats);
   }
+
+  /** A socket closed: the end of a running relay, or one side fewer to wait for after it. */
+  closed(socket: Socket): void {
+    if (!this.done) {
+      this.finish('closed');
+      return;
+    }
+    if (socket === this.client) this.waitClient = false;
+    else this.waitUpstream = false;
+    if (!this.waitClient && !this.waitUpstream && this.cutoff !== undefined) {
+      clearTimeout(this.cutoff);
+      this.cutoff = undefined;
+    }
+  }
+}
+
+// The listeners every relay attaches, shared: `this` is the socket, its relay is found by RELAY.
+function onClientData(this: RelaySocket, chunk: Buffer): void {
+  this[RELAY]!.clientData(chunk);
+}
+function onUpstreamData(this: RelaySocket, chunk: Buffer): void {
+  this[RELAY]!.upstreamData(chunk);
+}
+// A side paused by the limiter stays paused through the other side's 'drain', and the reverse.
+function onClientDrain(this: RelaySocket): void {
+  const r = this[RELAY]!;
+  if (!r.upstreamHeld) r.upstream.resume();
+}
+function onUpstreamDrain(this: RelaySocket): void {
+  const r = this[RELAY]!;
+  if (!r.clientHeld) r.client.resume();
+}
+// Half-close is passed on: the other side may still be sending.
+function onClientEnd(this: RelaySocket): void {
+  this[RELAY]!.upstream.end();
+}
+function onUpstreamEnd(this: RelaySocket): void {
+  this[RELAY]!.client.end();
+}
+function onClose(this: RelaySocket): void {
+  this[RELAY]!.closed(this);
+}
+function onError(this: RelaySocket): void {
+  this[RELAY]!.finish('error');
+}
+function cutOff(r: Relay): void {
+  r.client.destroy();
+  r.upstream.destroy();
 }
 
 function noop(): void {}

@@ -11,7 +11,7 @@ import type { DialSignal } from './cancel.ts';
 import type { DialTrace } from '../connlog/types.ts';
 import { dialHttpConnect, dialHttpForward, type DialOptions, type Tunnel } from './dial-http.ts';
 import { dialSocks5 } from './dial-socks5.ts';
-import { raceDial } from './dial-race.ts';
+import { raceDial, type RaceWon } from './dial-race.ts';
 import { GatewayError, type UpstreamDialError } from './errors.ts';
 import { checkTarget } from './target.ts';
 import type { InstanceDirectory, LocalUser, MeterProvider, PoolProvider, SessionStore, Target, UserDirectory } from './types.ts';
@@ -252,11 +252,12 @@ export class Router {
       else if (bound) sessions.rotate(user, route.sessionId, bound.expiresAt !== undefined && bound.expiresAt <= this.now() ? 'expired' : 'failed');
     }
     const times = this.hedgeDelays.for(source);
+    const logger = this.options.logger;
     const won = await raceDial({
       source,
-      ...(sticky ? { sticky } : {}),
+      sticky,
       dial: (node, options) => this.dialNode(node, target, mode, options),
-      ...(signal ? { signal } : {}),
+      signal,
       deadline: this.now() + this.dialDeadlineMs,
       now: this.now,
       connectTimeoutMs: this.connectTimeoutMs,
@@ -268,44 +269,20 @@ export class Router {
       onNodeFailed: (node, reason, wasSticky) => {
         source.reportFailure(node, reason);
         if (wasSticky && route.sessionId !== undefined) sessions.rotate(user, route.sessionId, 'failed');
-        this.options.logger?.debug({ conn: trace?.id, node: node.id, reason }, 'upstream dial failed');
+        logger?.debug({ conn: trace?.id, node: node.id, reason }, 'upstream dial failed');
       },
       onNodeAnswered: (node) => source.reportSuccess(node),
       clientMessage,
-      ...(trace ? { trace } : {}),
-      ...(this.options.metrics ? { metrics: this.options.metrics } : {}),
+      trace,
+      metrics: this.options.metrics,
     });
-    const { node, tunnel } = won;
+    const node = won.node;
     this.lastTarget = target;
-    const giveBack = (): void => {
-      // Sticky hits were not acquired, so they are not released either.
-      if (won.acquired) source.release(node);
-    };
     // A node whose last tunnel died before its first byte is told "success" only once a tunnel through it
     // ends well (release): otherwise each CONNECT it answers would wipe its failures and it never cools.
     if (!this.suspect.has(node)) source.reportSuccess(node);
     if (route.sessionId !== undefined && !won.sticky) sessions.bind(user, route.sessionId, node, route.sessTime);
-    let released = false;
-    return {
-      ...tunnel,
-      node,
-      viaProxy: mode === 'forward' && node.protocol === 'http',
-      retries: won.retries,
-      hedges: won.hedges,
-      release: (failure?: FailureReason) => {
-        if (released) return;
-        released = true;
-        if (failure) {
-          this.suspect.add(node);
-          this.options.metrics?.upstreamFailures.inc({ reason: failure });
-          source.reportFailure(node, failure);
-          if (route.sessionId !== undefined && sessions.get(user, route.sessionId)?.node === node) sessions.rotate(user, route.sessionId, 'failed');
-        } else if (this.suspect.delete(node)) {
-          source.reportSuccess(node);
-        }
-        giveBack();
-      },
-    };
+    return new DialedTunnel(won, mode === 'forward' && node.protocol === 'http', source, route, sessions, this.suspect, this.options.metrics);
   }
 
   /**
@@ -353,6 +330,50 @@ export class Router {
   /** The static instances dialed so far, with their failures (admin view). */
   staticPools(): StaticPool[] {
     return [...this.statics.values()];
+  }
+}
+
+/** What Router.dial hands a listener: the tunnel, where it leads, and its release (one object, no closures). */
+class DialedTunnel implements Dialed {
+  readonly socket: Tunnel['socket'];
+  readonly head: Buffer | null;
+  readonly node: UpstreamNode;
+  readonly retries: number;
+  readonly hedges: number;
+  private released = false;
+
+  constructor(
+    private readonly won: RaceWon,
+    readonly viaProxy: boolean,
+    private readonly source: NodeSource,
+    private readonly route: Route,
+    private readonly sessions: SessionStore,
+    private readonly suspect: WeakSet<UpstreamNode>,
+    private readonly metrics: Metrics | undefined,
+  ) {
+    this.socket = won.tunnel.socket;
+    this.head = won.tunnel.head;
+    this.node = won.node;
+    this.retries = won.retries;
+    this.hedges = won.hedges;
+  }
+
+  release(failure?: FailureReason): void {
+    if (this.released) return;
+    this.released = true;
+    const { node, source, route } = this;
+    if (failure) {
+      this.suspect.add(node);
+      this.metrics?.upstreamFailures.inc({ reason: failure });
+      source.reportFailure(node, failure);
+      if (route.sessionId !== undefined && this.sessions.get(route.user.name, route.sessionId)?.node === node) {
+        this.sessions.rotate(route.user.name, route.sessionId, 'failed');
+      }
+    } else if (this.suspect.delete(node)) {
+      source.reportSuccess(node);
+    }
+    // Sticky hits were not acquired, so they are not released either.
+    if (this.won.acquired) source.release(node);
   }
 }
 

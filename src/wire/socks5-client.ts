@@ -216,9 +216,10 @@ export function socks5Connect(
   };
 
   socket.on('data', onData);
-  socket.once('end', onClose);
-  socket.once('close', onClose);
-  socket.once('error', onError);
+  // on(), not once(): fail() detaches them all when the first fires (once() would wrap each in a new function).
+  socket.on('end', onClose);
+  socket.on('close', onClose);
+  socket.on('error', onError);
   socket.write(auth ? GREETING_BOTH : GREETING_NONE);
   return detach;
 }

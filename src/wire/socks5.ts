@@ -275,9 +275,10 @@ export function acceptSocks5<T = undefined>(socket: Socket, options: HandshakeOp
     }
 
     socket.on('data', onData);
-    socket.once('close', onClose);
+    // on(), not once(): cleanup() removes them (once() would wrap each in a new function per connection).
+    socket.on('close', onClose);
     // A half-open client (FIN sent) will never finish its handshake.
-    socket.once('end', onClose);
+    socket.on('end', onClose);
     socket.on('error', onError);
   });
 }

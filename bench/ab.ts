@@ -1,0 +1,197 @@
+// A/B of Rotor builds on a shared machine: two or more `rotor start` builds (each a directory holding bin/
+// and dist/, e.g. a copy of this checkout's before a change) and the minimal gateway in front of the same
+// squid, microsocks and target, measured in interleaved rounds (the order rotates every round) so that the
+// machine's load hits every build alike; each runs as `npm start` runs it (node options from package.json).
+// Per round and gateway: M2 (CONNECT and SOCKS5 new tunnels, the
+// rate job of bench/client.ts) and optionally M1 (wrk) and M4 (sequential fresh tunnels); gateway CPU per
+// operation from /proc, main thread and other threads apart. What it prints to judge a change
+// by: each later build's CPU per tunnel against the first build's, paired round by round (median ratio),
+// and the main thread's CPU per tunnel summed over all rounds (robust when single rounds are not).
+//
+//   node --import tsx bench/ab.ts [--rounds 6] [--seconds 2] [--cases M2,M4,M1] DIR_A DIR_B [DIR_C ...]
+//
+// Make DIR_A with: mkdir /tmp/a && cp -r dist bin package.json /tmp/a && ln -s "$PWD/node_modules" /tmp/a/
+// (after `npm run build`), then change, rebuild, and pass the checkout itself as DIR_B.
+import { fork, spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { stringify } from 'yaml';
+import { stopChild } from '../test/support/upstreams.ts';
+import type { ClientJob, ClientReply, LatencyResult, RateResult } from './client.ts';
+import { benchConfig, npmStartNodeFlags } from './daemon.ts';
+import { startJsonChild, startMicrosocks, startSquid, type Proc } from './procs.ts';
+import { BENCH_PASSWORD, HTTP_USER, SOCKS_USER } from './spec.ts';
+import { runWrk } from './wrk.ts';
+
+const HERE = fileURLToPath(new URL('.', import.meta.url));
+
+const { values, positionals } = parseArgs({
+  allowPositionals: true,
+  options: { rounds: { type: 'string', default: '6' }, seconds: { type: 'string', default: '2' }, cases: { type: 'string', default: 'M2' } },
+});
+const rounds = Number(values.rounds);
+const seconds = Number(values.seconds);
+const cases = values.cases.toUpperCase().split(',');
+if (positionals.length < 1) throw new Error('usage: bench/ab.ts [--rounds N] [--seconds S] [--cases M2,M4,M1] DIR_A [DIR_B ...]');
+
+/** CPU ms of a process's main thread and of its other threads (V8's GC and compiler helpers, libuv's pool). */
+function cpu(pid: number): { main: number; other: number } {
+  let main = 0;
+  let other = 0;
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      const ms = (Number(f[11]) + Number(f[12])) * 10;
+      if (tid === String(pid)) main += ms;
+      else other += ms;
+    } catch {
+      // a thread that ended between the listing and the read
+    }
+  }
+  return { main, other };
+}
+
+interface Gw {
+  name: string;
+  pid: number;
+  http: number;
+  socks5: number;
+  rotor: boolean;
+  stop: () => Promise<void>;
+}
+
+async function startRotor(root: string, http: Parameters<typeof benchConfig>[0], socks: Parameters<typeof benchConfig>[1], name: string): Promise<Gw> {
+  const dir = mkdtempSync(join(tmpdir(), 'rotor-ab-'));
+  const config = join(dir, 'rotor.yaml');
+  writeFileSync(config, stringify(benchConfig(http, socks, join(dir, 'rotor.db'))));
+  const env = { ...process.env } as Record<string, string>;
+  for (const k of Object.keys(env)) if (k.startsWith('ROTOR_')) delete env[k];
+  env.ROTOR_CONFIG = config;
+  // As `npm start` runs it (its node options from this checkout's package.json), like `npm run bench`.
+  const child = spawn(process.execPath, [...npmStartNodeFlags(), join(root, 'bin', 'rotor.js'), 'start'], { cwd: dir, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  const ports = await new Promise<{ http: number; socks5: number }>((res, rej) => {
+    child.once('exit', (code) => rej(new Error(`${root}: rotor start exited (${code}):\n${out.slice(-2000)}`)));
+    child.stderr!.on('data', (c: Buffer) => (out += c.toString()));
+    child.stdout!.on('data', (c: Buffer) => {
+      out += c.toString();
+      const at = out.indexOf('rotor is ready');
+      const end = at < 0 ? -1 : out.indexOf('\n', at);
+      if (end < 0) return;
+      const rec = JSON.parse(out.slice(out.lastIndexOf('\n', at) + 1, end)) as { http: { port: number }; socks5: { port: number } };
+      child.removeAllListeners('exit');
+      child.stdout!.removeAllListeners('data');
+      child.stderr!.removeAllListeners('data');
+      child.stdout!.resume();
+      child.stderr!.resume();
+      res({ http: rec.http.port, socks5: rec.socks5.port });
+    });
+  });
+  return {
+    name,
+    pid: child.pid!,
+    ...ports,
+    rotor: true,
+    stop: async () => {
+      await stopChild(child, 15_000);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+const client: ChildProcess = fork(join(HERE, 'client.ts'), [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+await new Promise((r) => client.once('message', r));
+const run = <T>(job: ClientJob): Promise<T> =>
+  new Promise((res, rej) => {
+    client.once('message', (m: ClientReply) => (m.ok ? res(m.result as T) : rej(new Error(m.error))));
+    client.send(job);
+  });
+
+const procs: Proc[] = [];
+const target = await startJsonChild<{ port: number; pid: number }>(process.execPath, ['--import', 'tsx', join(HERE, 'target.ts')]);
+procs.push(target.proc);
+const tport = target.info.port;
+const socks = await startMicrosocks('upuser', 'up-pass');
+procs.push(socks);
+const squid = await startSquid();
+procs.push(squid);
+const spec = { user: SOCKS_USER, password: BENCH_PASSWORD, http: { port: squid.port }, socks5: { port: socks.port, username: socks.username, password: socks.password } };
+const minimal = await startJsonChild<{ http: number; socks5: number; pid: number }>(process.execPath, ['--import', 'tsx', join(HERE, 'minimal.ts'), JSON.stringify(spec)]);
+procs.push(minimal.proc);
+const gws: Gw[] = [{ name: 'minimal', pid: minimal.info.pid, http: minimal.info.http, socks5: minimal.info.socks5, rotor: false, stop: async () => {} }];
+for (const [i, dir] of positionals.entries()) gws.push(await startRotor(resolve(dir), squid, socks, `${String.fromCharCode(65 + i)}:${basename(resolve(dir))}`));
+
+const proxy = (g: Gw, proto: 'connect' | 'socks5') =>
+  proto === 'connect'
+    ? ({ kind: 'connect', port: g.http, username: g.rotor ? HTTP_USER : SOCKS_USER, password: BENCH_PASSWORD } as const)
+    : ({ kind: 'socks5', port: g.socks5, username: SOCKS_USER, password: BENCH_PASSWORD } as const);
+
+// Warm-up: JIT and caches on every path; not recorded.
+for (const g of gws) for (const p of ['connect', 'socks5'] as const) await run({ op: 'rate', proxy: proxy(g, p), target: tport, concurrency: 32, durationMs: 1000 });
+
+/** key -> gateway -> per round [rate or p50, CPU ms per op] */
+const res = new Map<string, Map<string, Array<[number, number]>>>();
+const mainTotals = new Map<string, { main: number; other: number; ops: number }>();
+const push = (k: string, g: string, v: [number, number]): void => {
+  if (!res.has(k)) res.set(k, new Map());
+  const byG = res.get(k)!;
+  if (!byG.has(g)) byG.set(g, []);
+  byG.get(g)!.push(v);
+};
+for (let r = 0; r < rounds; r++) {
+  const order = [...gws.slice(r % gws.length), ...gws.slice(0, r % gws.length)];
+  for (const g of order) {
+    if (cases.includes('M2')) {
+      for (const proto of ['connect', 'socks5'] as const) {
+        const a = cpu(g.pid);
+        const x = await run<RateResult>({ op: 'rate', proxy: proxy(g, proto), target: tport, concurrency: 32, durationMs: seconds * 1000 });
+        const b = cpu(g.pid);
+        const t = mainTotals.get(g.name) ?? { main: 0, other: 0, ops: 0 };
+        mainTotals.set(g.name, { main: t.main + b.main - a.main, other: t.other + b.other - a.other, ops: t.ops + x.completed });
+        push(`M2 ${proto} (tunnels/s, CPU ms/tunnel)`, g.name, [x.perSecond, (b.main + b.other - a.main - a.other) / x.completed]);
+      }
+    }
+    if (cases.includes('M4')) {
+      for (const proto of ['connect', 'socks5'] as const) {
+        const x = await run<LatencyResult>({ op: 'latency', proxy: proxy(g, proto), target: tport, count: 200 });
+        push(`M4 ${proto} (p50 ms, mean ms)`, g.name, [x.p50Ms, x.meanMs]);
+      }
+    }
+    if (cases.includes('M1')) {
+      const p = proxy(g, 'connect');
+      const a = cpu(g.pid);
+      const w = await runWrk({ proxyPort: p.port, targetPort: tport, username: p.username, password: p.password, connections: 50, durationSeconds: seconds });
+      const b = cpu(g.pid);
+      push('M1 (req/s, CPU ms/request)', g.name, [w.requestsPerSecond, (b.main + b.other - a.main - a.other) / w.requests]);
+    }
+  }
+}
+
+const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const f3 = (x: number): string => (x >= 100 ? x.toFixed(0) : x.toFixed(3));
+for (const [k, byG] of res) {
+  console.log(`\n${k}, medians of ${rounds} rounds [per round]`);
+  for (const [g, vals] of byG) {
+    console.log(`  ${g.padEnd(24)} ${f3(median(vals.map((v) => v[0]))).padStart(7)}  ${f3(median(vals.map((v) => v[1]))).padStart(7)}   [${vals.map((v) => `${f3(v[0])}/${f3(v[1])}`).join(' ')}]`);
+  }
+  const names = gws.map((g) => g.name);
+  const first = byG.get(names[1]!);
+  for (const n of names.slice(2)) {
+    const other = byG.get(n);
+    if (!first || !other) continue;
+    const ratios = other.map((v, i) => v[1] / first[i]![1]);
+    console.log(`  paired ${n} / ${names[1]}: median ${median(ratios).toFixed(3)} [${ratios.map((x) => x.toFixed(2)).join(' ')}]`);
+  }
+}
+if (mainTotals.size > 0) {
+  console.log('\nM2 CPU per tunnel over all rounds, ms (main thread + other threads):');
+  for (const [g, t] of mainTotals) console.log(`  ${g.padEnd(24)} ${(t.main / t.ops).toFixed(3)} + ${(t.other / t.ops).toFixed(3)}  (${t.ops} tunnels)`);
+}
+console.log(`load average ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}`);
+for (const g of gws) await g.stop();
+for (const p of procs.reverse()) await p.stop();
+client.disconnect();

@@ -1,0 +1,142 @@
+// One upstream dial, TCP connect to the end of the upstream's handshake (SOCKS5 or HTTP CONNECT), under one
+// guard: one promise, one abort listener, one deadline at a time (the connect's, then the handshake's), the
+// socket's listeners shared by every dial (a socket finds its dial through a symbol), and the timeout
+// messages written only when a deadline passes. The two-step version (connectTcp, then a second guardedDial
+// for the handshake, each with its own promise, timer and closures) cost a new tunnel two more promises, an
+// async frame and a dozen closures; this is the path every tunnel takes, so it is kept lean.
+import { connect, type Socket } from 'node:net';
+import type { UpstreamNode } from '../pool/types.ts';
+import type { DialOptions } from './dial-http.ts';
+import { classifySocketError } from './dial-tcp.ts';
+import { DialAbortedError, UpstreamDialError } from './errors.ts';
+
+/**
+ * The protocol part of a dial: starts on the connected socket and calls `done` once (with the value, or with
+ * the failure as the pool should hear it). Returns what detaches its listeners without calling `done`
+ * (the guard's deadline or the client's abort).
+ */
+export type Handshake<T> = (socket: Socket, done: (err: UpstreamDialError | null, value: T | null) => void) => () => void;
+
+/** What the shared listeners and timers call on the dial they belong to. */
+interface DialSteps {
+  connected(): void;
+  connectFailed(err: NodeJS.ErrnoException): void;
+  connectTimedOut(): void;
+  handshakeTimedOut(): void;
+}
+
+const DIAL = Symbol('rotor.upstreamDial');
+type DialSocket = Socket & { [DIAL]?: DialSteps };
+
+class GuardedDial<T> implements DialSteps {
+  private socket: DialSocket | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private detachHandshake: (() => void) | undefined;
+  private settled = false;
+  private readonly started = performance.now();
+  /** The abort listener (a stable function, so it can be removed). */
+  private readonly onAbort = (): void => this.fail(new DialAbortedError());
+
+  constructor(
+    private readonly node: UpstreamNode,
+    private readonly options: DialOptions,
+    private readonly kind: 'socks5' | 'http',
+    private readonly handshake: Handshake<T>,
+    private readonly resolve: (value: T) => void,
+    private readonly reject: (err: Error) => void,
+  ) {}
+
+  start(): void {
+    const signal = this.options.signal;
+    if (signal?.aborted) {
+      this.fail(new DialAbortedError());
+      return;
+    }
+    signal?.addEventListener('abort', this.onAbort, { once: true });
+    this.timer = setTimeout(onConnectTimeout, this.options.connectTimeoutMs, this);
+    const s = connect({ host: this.node.host, port: this.node.port, allowHalfOpen: true }) as DialSocket;
+    this.socket = s;
+    s[DIAL] = this;
+    s.setNoDelay(true);
+    s.on('error', onConnectError);
+    s.on('connect', onConnect);
+  }
+
+  connected(): void {
+    const s = this.socket!;
+    s.off('error', onConnectError);
+    s.off('connect', onConnect);
+    // Between phases (and between the dial and the relay) nobody else listens; an error then must not crash
+    // the process. The owner of each phase attaches its own handler and acts on errors.
+    s.on('error', noop);
+    if (this.settled) return;
+    clearTimeout(this.timer);
+    this.timer = setTimeout(onHandshakeTimeout, this.options.handshakeTimeoutMs, this);
+    this.detachHandshake = this.handshake(s, (err, value) => {
+      if (err) this.fail(err);
+      else this.succeed(value as T);
+    });
+  }
+
+  connectFailed(err: NodeJS.ErrnoException): void {
+    this.fail(new UpstreamDialError(classifySocketError(err), `upstream ${this.node.host}:${this.node.port}: ${err.code ?? err.message}`));
+  }
+
+  connectTimedOut(): void {
+    this.timer = undefined;
+    const ms = this.options.connectTimeoutMs;
+    this.fail(new UpstreamDialError('connect_timeout', `upstream ${this.node.host}:${this.node.port} did not accept within ${ms} ms`));
+  }
+
+  handshakeTimedOut(): void {
+    this.timer = undefined;
+    const ms = this.options.handshakeTimeoutMs;
+    const what = this.kind === 'socks5' ? 'complete the SOCKS5 handshake' : 'answer CONNECT';
+    this.fail(new UpstreamDialError('connect_timeout', `upstream did not ${what} within ${ms} ms`));
+  }
+
+  private finish(): void {
+    this.settled = true;
+    clearTimeout(this.timer);
+    this.options.signal?.removeEventListener('abort', this.onAbort);
+  }
+
+  private succeed(value: T): void {
+    if (this.settled) return;
+    this.finish();
+    this.options.metrics?.upstreamConnectSeconds.observe({ kind: this.kind }, (performance.now() - this.started) / 1000);
+    this.resolve(value);
+  }
+
+  private fail(err: Error): void {
+    if (this.settled) return;
+    this.finish();
+    this.detachHandshake?.();
+    this.socket?.destroy();
+    if (err instanceof UpstreamDialError) this.options.metrics?.upstreamFailures.inc({ reason: err.reason });
+    this.reject(err);
+  }
+}
+
+function onConnect(this: DialSocket): void {
+  this[DIAL]!.connected();
+}
+function onConnectError(this: DialSocket, err: NodeJS.ErrnoException): void {
+  this[DIAL]!.connectFailed(err);
+}
+function onConnectTimeout(d: DialSteps): void {
+  d.connectTimedOut();
+}
+function onHandshakeTimeout(d: DialSteps): void {
+  d.handshakeTimedOut();
+}
+function noop(): void {}
+
+/**
+ * Connects to `node` and runs `handshake` on the socket, each step within its deadline of `options` and
+ * cancelled by its signal (DialAbortedError; the socket is destroyed). Failures are UpstreamDialError, counted
+ * on rotor_upstream_failures_total; success is timed on rotor_upstream_connect_seconds{kind}.
+ */
+export function dialThrough<T>(node: UpstreamNode, options: DialOptions, kind: 'socks5' | 'http', handshake: Handshake<T>): Promise<T> {
+  return new Promise<T>((resolve, reject) => new GuardedDial(node, options, kind, handshake, resolve, reject).start());
+}
