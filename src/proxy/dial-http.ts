@@ -2,21 +2,13 @@
 // Basic credentials, and the bytes that arrive behind the response header kept as `head`.
 import type { Socket } from 'node:net';
 import type { UpstreamNode } from '../pool/types.ts';
-import type { Metrics } from '../telemetry/metrics.ts';
-import type { DialSignal } from './cancel.ts';
 import { UpstreamDialError } from './errors.ts';
 import { connectTcp } from './dial-tcp.ts';
-import { dialThrough } from './upstream-dial.ts';
+import { dialThrough, type DialOptions } from './upstream-dial.ts';
 import type { Target } from './types.ts';
 
-export interface DialOptions {
-  /** TCP connect to the upstream */
-  connectTimeoutMs: number;
-  /** upstream's answer to the tunnel request */
-  handshakeTimeoutMs: number;
-  signal?: DialSignal;
-  metrics?: Metrics;
-}
+// Defined beside the guard that reads it (upstream-dial.ts imports nothing from here: no cycle).
+export type { DialOptions } from './upstream-dial.ts';
 
 /** An established tunnel to the target; `head` holds target bytes that arrived with the upstream's answer. */
 export interface Tunnel {

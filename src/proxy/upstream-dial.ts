@@ -6,7 +6,8 @@
 // async frame and a dozen closures; this is the path every tunnel takes, so it is kept lean.
 import { connect, type Socket } from 'node:net';
 import type { UpstreamNode } from '../pool/types.ts';
-import type { DialOptions } from './dial-http.ts';
+import type { Metrics } from '../telemetry/metrics.ts';
+import type { DialSignal } from './cancel.ts';
 import { classifySocketError } from './dial-tcp.ts';
 import { DialAbortedError, UpstreamDialError } from './errors.ts';
 
@@ -15,6 +16,16 @@ import { DialAbortedError, UpstreamDialError } from './errors.ts';
  * the failure as the pool should hear it). Returns what detaches its listeners without calling `done`
  * (the guard's deadline or the client's abort).
  */
+/** What every upstream dial is given (dial-http.ts and dial-socks5.ts pass it through). */
+export interface DialOptions {
+  /** TCP connect to the upstream */
+  connectTimeoutMs: number;
+  /** upstream's answer to the tunnel request */
+  handshakeTimeoutMs: number;
+  signal?: DialSignal;
+  metrics?: Metrics;
+}
+
 export type Handshake<T> = (socket: Socket, done: (err: UpstreamDialError | null, value: T | null) => void) => () => void;
 
 /** What the shared listeners and timers call on the dial they belong to. */
