@@ -33,6 +33,7 @@ import type { ConfigInput } from '../../src/config/index.ts';
 import { socks5Connect } from '../../src/wire/socks5-client.ts';
 import { seeded } from './daemon.ts';
 import { poll } from '../support/wait.ts';
+import { restartablePort } from '../support/ports.ts';
 import { orderSucceeded } from '../support/orders.ts';
 import { spawnDaemon, startTarget, writeConfigFile, type BytesTarget, type ChildDaemon } from '../e2e/limits-harness.ts';
 
@@ -304,11 +305,14 @@ export async function runCrashWorkload(options: CrashOptions): Promise<CrashRepo
     sim = await startSimulator({ orderDelayMs: 1000, callbackBackoffMs: 200, seed: options.seed });
     target = await startTarget();
     await prepareSandbox(sim);
-    writeConfigFile(configFile, config(sim, dir, flushIntervalMs));
-    daemon = await spawnDaemon(configFile, join(dir, 'start-0.log'));
-    const ports = daemon.ports;
-    // Same ports on every restart: clients and the sandbox's callbacks keep their addresses.
+    // Same ports on every restart: clients and the sandbox's callbacks keep their addresses. Taken below the
+    // ephemeral range, so no outgoing connection can be handed one between a kill and the restart.
+    const picked = new Set<number>();
+    while (picked.size < 4) picked.add(await restartablePort());
+    const [http, socks5, admin, callback] = [...picked] as [number, number, number, number];
+    const ports = { http, socks5, admin, callback };
     writeConfigFile(configFile, config(sim, dir, flushIntervalMs, ports));
+    daemon = await spawnDaemon(configFile, join(dir, 'start-0.log'));
     sim.setCallbackUrl(`http://127.0.0.1:${ports.callback}/callback`);
     log(`seed ${options.seed}; store ${storePath}; ports ${JSON.stringify(ports)}`);
 
