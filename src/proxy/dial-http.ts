@@ -3,7 +3,6 @@
 import type { Socket } from 'node:net';
 import type { UpstreamNode } from '../pool/types.ts';
 import { UpstreamDialError } from './errors.ts';
-import { connectTcp } from './dial-tcp.ts';
 import { dialThrough, type DialOptions } from './upstream-dial.ts';
 import type { Target } from './types.ts';
 
@@ -102,17 +101,16 @@ export function dialHttpConnect(node: UpstreamNode, target: Target, options: Dia
 }
 
 /**
- * A plain TCP connection to an HTTP proxy node, for forwarding absolute-URI requests to it (no tunnel).
- * Timed as kind 'http' like a tunnel.
+ * A plain TCP connection to an HTTP proxy node, for forwarding absolute-URI requests to it (no tunnel): the
+ * same guard as a tunnel with nothing to say after the connect, so it is timed (kind 'http') and its failures
+ * counted in the one place every dial is.
  */
-export async function dialHttpForward(node: UpstreamNode, options: DialOptions): Promise<Tunnel> {
-  const started = performance.now();
-  try {
-    const socket = await connectTcp(node.host, node.port, options.connectTimeoutMs, options.signal);
-    options.metrics?.upstreamConnectSeconds.observe({ kind: 'http' }, (performance.now() - started) / 1000);
-    return { socket, head: null };
-  } catch (err) {
-    if (err instanceof UpstreamDialError) options.metrics?.upstreamFailures.inc({ reason: err.reason });
-    throw err;
-  }
+export function dialHttpForward(node: UpstreamNode, options: DialOptions): Promise<Tunnel> {
+  return dialThrough<Tunnel>(node, options, 'http', connectedIsEnough);
 }
+
+function connectedIsEnough(socket: Socket, done: (err: null, value: Tunnel) => void): () => void {
+  done(null, { socket, head: null });
+  return noDetach;
+}
+function noDetach(): void {}

@@ -11,11 +11,6 @@ import type { DialSignal } from './cancel.ts';
 import { classifySocketError } from './dial-tcp.ts';
 import { DialAbortedError, UpstreamDialError } from './errors.ts';
 
-/**
- * The protocol part of a dial: starts on the connected socket and calls `done` once (with the value, or with
- * the failure as the pool should hear it). Returns what detaches its listeners without calling `done`
- * (the guard's deadline or the client's abort).
- */
 /** What every upstream dial is given (dial-http.ts and dial-socks5.ts pass it through). */
 export interface DialOptions {
   /** TCP connect to the upstream */
@@ -26,6 +21,11 @@ export interface DialOptions {
   metrics?: Metrics;
 }
 
+/**
+ * The protocol part of a dial: starts on the connected socket and calls `done` once (with the value, or with
+ * the failure as the pool should hear it). Returns what detaches its listeners without calling `done`
+ * (the guard's deadline or the client's abort).
+ */
 export type Handshake<T> = (socket: Socket, done: (err: UpstreamDialError | null, value: T | null) => void) => () => void;
 
 /** What the shared listeners and timers call on the dial they belong to. */
