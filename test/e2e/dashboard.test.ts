@@ -43,7 +43,7 @@ const pageErrors: string[] = [];
 
 /** The page's document and storage, typed for the few calls made inside page.evaluate (runs in the browser). */
 interface PageGlobals {
-  document: { querySelector(selector: string): { textContent: string | null } | null; activeElement: { textContent: string | null } | null };
+  document: { querySelector(selector: string): { textContent: string | null } | null; activeElement: { textContent: string | null; getAttribute(name: string): string | null } | null };
   sessionStorage: { getItem(key: string): string | null };
 }
 const focusedText = (page: Page) => page.evaluate(() => (globalThis as unknown as PageGlobals).document.activeElement?.textContent ?? null);
@@ -307,7 +307,8 @@ describe('dashboard in Chromium', () => {
     const page = await newPage();
     await page.goto(`${gw.adminUrl}/ui/`);
     await page.getByLabel('Admin token').waitFor();
-    // The token field has the focus on load.
+    // The token field has the focus on load (waited for: the page focuses it after it renders).
+    await page.waitForFunction(() => (globalThis as unknown as PageGlobals).document.activeElement?.getAttribute('name') === 'token', undefined, { timeout: 5000 });
     await page.keyboard.type(TOKEN);
     await page.keyboard.press('Enter');
     await page.getByRole('heading', { name: 'Overview', level: 1 }).waitFor();

@@ -1,7 +1,7 @@
 // The dashboard: a login gate (the admin token, kept in sessionStorage for this tab only), a navigation bar
 // and one page per hash route (#/overview, #/users, …). Pages read the admin API themselves.
 import { html, render } from 'htm/preact';
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, onUnauthorized, session } from './api.js';
 import { ConfirmHost, ErrorBox } from './components.js';
 import { ConnectionsPage } from './pages/connections.js';
@@ -35,6 +35,10 @@ function useRoute() {
 function Login({ onIn, error: initial }) {
   const [error, setError] = useState(initial);
   const [busy, setBusy] = useState(false);
+  // `autofocus` on an element inserted by script is applied at the browser's next rendering update, not when
+  // the element appears; focusing it here means a user (or a test) typing as soon as the field shows is heard.
+  const field = useRef(null);
+  useEffect(() => field.current?.focus(), []);
   const submit = async (e) => {
     e.preventDefault();
     const token = new FormData(e.currentTarget).get('token').trim();
@@ -54,7 +58,7 @@ function Login({ onIn, error: initial }) {
       <h1>Rotor</h1>
       <form onSubmit=${submit}>
         <label>Admin token
-          <input name="token" type="password" autocomplete="current-password" required autofocus aria-describedby="token-help" />
+          <input ref=${field} name="token" type="password" autocomplete="current-password" required autofocus aria-describedby="token-help" />
         </label>
         <small id="token-help">The <code>admin.token</code> of this daemon. It stays in this browser tab only.</small>
         <${ErrorBox} error=${error} />
