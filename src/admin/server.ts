@@ -19,6 +19,7 @@ import { ROUTES } from './routes/index.ts';
 import { registerDashboard } from './ui/dashboard.ts';
 import { StatsSampler, type StatsSamplerOptions } from '../telemetry/sampler.ts';
 import { zodValidatorCompiler } from './validation.ts';
+import { buildLazySerializer } from './lazy-serializers.ts';
 
 export interface AdminServerOptions {
   /** Bearer token for /v1; required unless `host` is a loopback address. */
@@ -47,6 +48,7 @@ export function buildAdminServer(deps: AdminDeps, options: AdminServerOptions): 
     ...(options.logger ? { loggerInstance: options.logger } : { logger: false }),
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: options.bodyLimit ?? 1024 * 1024,
+    schemaController: { compilersFactory: { buildSerializer: buildLazySerializer } },
     // Longer than any identifier the routes take, so the schemas (not the router) say what is wrong.
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 256 },
     // Errors the router raises before any route runs (bad URL encoding, overlong parameters) keep the shape.

@@ -45,7 +45,10 @@ export class SessionTable {
     this.now = options.now ?? Date.now;
     this.metrics = options.metrics;
     this.cache = new LRUCache<string, StickySession>({
-      max: Math.max(1, options.maxSessions ?? 100_000),
+      // Bounded by count through maxSize (each entry sizes 1), not `max`: lru-cache preallocates seven
+      // arrays of `max` slots (4.2 MiB at 100,000, resident from the start); these grow with the sessions.
+      maxSize: Math.max(1, options.maxSessions ?? 100_000),
+      sizeCalculation: () => 1,
       // TTL is given per entry at bind; the cache only needs TTL tracking on.
       ttl: 60_000,
       ttlAutopurge: false,
