@@ -21,7 +21,7 @@ import { parseArgs } from 'node:util';
 import { stringify } from 'yaml';
 import { stopChild } from '../test/support/upstreams.ts';
 import type { ClientJob, ClientReply, LatencyResult, RateResult } from './client.ts';
-import { benchConfig, npmStartNodeFlags } from './daemon.ts';
+import { benchConfig, npmStartCommand } from './daemon.ts';
 import { startJsonChild, startMicrosocks, startSquid, type Proc } from './procs.ts';
 import { BENCH_PASSWORD, HTTP_USER, SOCKS_USER } from './spec.ts';
 import { runWrk } from './wrk.ts';
@@ -70,9 +70,10 @@ async function startRotor(root: string, http: Parameters<typeof benchConfig>[0],
   writeFileSync(config, stringify(benchConfig(http, socks, join(dir, 'rotor.db'))));
   const env = { ...process.env } as Record<string, string>;
   for (const k of Object.keys(env)) if (k.startsWith('ROTOR_')) delete env[k];
-  env.ROTOR_CONFIG = config;
-  // As `npm start` runs it (its node options from this checkout's package.json), like `npm run bench`.
-  const child = spawn(process.execPath, [...npmStartNodeFlags(), join(root, 'bin', 'rotor.js'), 'start'], { cwd: dir, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  // As `npm start` runs it (its environment and node options from the build's own package.json), like `npm run bench`.
+  const start = npmStartCommand(root);
+  Object.assign(env, start.env, { ROTOR_CONFIG: config });
+  const child = spawn(process.execPath, [...start.nodeFlags, join(root, 'bin', 'rotor.js'), 'start'], { cwd: dir, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   const ports = await new Promise<{ http: number; socks5: number }>((res, rej) => {
     child.once('exit', (code) => rej(new Error(`${root}: rotor start exited (${code}):\n${out.slice(-2000)}`)));

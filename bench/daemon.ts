@@ -70,34 +70,48 @@ export function ensureBuilt(log: (text: string) => void): void {
 }
 
 /**
- * The node options `npm start` runs the daemon with (package.json scripts.start: a V8 heap setting), so the
- * bench measures the daemon as shipped; the Docker image's ENTRYPOINT carries the same.
+ * `npm start` as package.json's scripts.start spells it, `[NAME=value ...] node [options] bin/rotor.js start`:
+ * the environment it sets (glibc's malloc settings) and the node options (a V8 heap setting), so the bench
+ * measures the daemon as shipped; the Docker image's ENV and ENTRYPOINT carry the same. `root`: the checkout
+ * whose package.json to read (bench/ab.ts runs other builds as their own `npm start` did).
  */
-export function npmStartNodeFlags(): string[] {
-  const start = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts?: { start?: string } }).scripts?.start ?? '';
-  const m = /^node\s+(.*?)\s*bin\/rotor\.js\b/.exec(start);
-  if (!m) throw new BenchSetupError(`package.json scripts.start is not "node [options] bin/rotor.js ...": ${start}`);
-  return m[1]!.split(/\s+/).filter(Boolean);
+export function npmStartCommand(root = ROOT): { env: Record<string, string>; nodeFlags: string[] } {
+  const start = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { scripts?: { start?: string } }).scripts?.start ?? '';
+  const m = /^((?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)*)node\s+(.*?)\s*bin\/rotor\.js\b/.exec(start);
+  if (!m) throw new BenchSetupError(`package.json scripts.start is not "[NAME=value ...] node [options] bin/rotor.js ...": ${start}`);
+  const env = Object.fromEntries(m[1]!.split(/\s+/).filter(Boolean).map((a) => [a.slice(0, a.indexOf('=')), a.slice(a.indexOf('=') + 1)]));
+  return { env, nodeFlags: m[2]!.split(/\s+/).filter(Boolean) };
+}
+
+export function npmStartNodeFlags(root = ROOT): string[] {
+  return npmStartCommand(root).nodeFlags;
+}
+
+/** `npm start` in words: its environment and node options, for the reports. */
+export function describeNpmStart(root = ROOT): string {
+  const { env, nodeFlags } = npmStartCommand(root);
+  return [...Object.entries(env).map(([k, v]) => `${k}=${v}`), 'node', ...nodeFlags].join(' ');
 }
 
 /** Starts `rotor start` on the bench's config as `npm start` runs it; `nodeFlags` go to node as well (e.g. --cpu-prof). */
 export function startDaemon(http: UpstreamDaemon, socks: UpstreamDaemon, nodeFlags: string[] = [], readyTimeoutMs = 60_000): Promise<Daemon> {
-  return spawnRotor((dir) => benchConfig(http, socks, join(dir, 'rotor.db')), [...npmStartNodeFlags(), ...nodeFlags], readyTimeoutMs);
+  return spawnRotor((dir) => benchConfig(http, socks, join(dir, 'rotor.db')), [...npmStartNodeFlags(), ...nodeFlags], readyTimeoutMs, npmStartCommand().env);
 }
 
 /**
  * Starts `bin/rotor.js start` in a temp dir of its own (its cwd, removed when it stops) with the config
  * `configFor(dir)` returns written as YAML; resolves when it logs 'rotor is ready'. Its listen ports should be
- * 0: the actual ports are read from that line.
+ * 0: the actual ports are read from that line. `env` is set over the inherited environment (as npm start's
+ * `NAME=value` prefix is).
  */
-export async function spawnRotor(configFor: (dir: string) => Record<string, unknown>, nodeFlags: string[] = [], readyTimeoutMs = 60_000): Promise<Daemon> {
+export async function spawnRotor(configFor: (dir: string) => Record<string, unknown>, nodeFlags: string[] = [], readyTimeoutMs = 60_000, env: Record<string, string> = {}): Promise<Daemon> {
   const dir = mkdtempSync(join(tmpdir(), 'rotor-bench-daemon-'));
   const config = join(dir, 'rotor.yaml');
   writeFileSync(config, stringify(configFor(dir)));
-  const env = { ...process.env } as Record<string, string>;
-  for (const k of Object.keys(env)) if (k.startsWith('ROTOR_')) delete env[k];
-  env.ROTOR_CONFIG = config;
-  const child = spawn(process.execPath, [...nodeFlags, join(ROOT, 'bin', 'rotor.js'), 'start'], { cwd: dir, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const childEnv = { ...process.env } as Record<string, string>;
+  for (const k of Object.keys(childEnv)) if (k.startsWith('ROTOR_')) delete childEnv[k];
+  Object.assign(childEnv, env, { ROTOR_CONFIG: config });
+  const child = spawn(process.execPath, [...nodeFlags, join(ROOT, 'bin', 'rotor.js'), 'start'], { cwd: dir, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   const cleanup = (): void => rmSync(dir, { recursive: true, force: true });
   const ports = await new Promise<{ http: number; socks5: number; admin: number }>((resolveReady, reject) => {

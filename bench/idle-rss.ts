@@ -1,6 +1,6 @@
 // Idle memory of the daemon as users run it: `rotor start` on config/default.yaml (a temp copy with free
-// ports and its own store) as `npm start` runs it (`node <npm start's node options> bin/rotor.js start`;
-// --bare: without them), read from /proc/<pid>/status once it logged 'rotor is ready':
+// ports and its own store) as `npm start` runs it (`<npm start's NAME=value settings> node <its node options>
+// bin/rotor.js start`; --bare: without either), read from /proc/<pid>/status once it logged 'rotor is ready':
 //   ready   right after the ready line;
 //   idle    after it has idled --idle-s seconds;
 //   warm    after a warm-up (plain HTTP, CONNECT and SOCKS5 requests through each configured user to a
@@ -8,8 +8,9 @@
 // Two modes: `embedded` (the default config: the sandbox platform and its upstream ports in the same process)
 // and `remote` (`platform.mode: remote` against `rotor sim` in a process of its own, so the daemon's own
 // figure is known; the sim's RSS is printed beside it).
-//   npm run bench:idle-rss -- [--mode embedded,remote] [--idle-s 10] [--reps 1] [--bare] [--node-flag F]... [--json FILE]
-// The environment passes to the daemon (e.g. glibc's MALLOC_* variables, as the Docker image sets them).
+//   npm run bench:idle-rss -- [--mode embedded,remote] [--idle-s 10] [--reps 1] [--bare] [--node-flag F]... [--env NAME=value]... [--json FILE]
+// The environment passes to the daemon; npm start's own settings (glibc's MALLOC_* variables) over it, and
+// --env over those (to try other values).
 // Builds dist/ first when it is older than src/ (rotor start runs the compiled JavaScript).
 import { readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
@@ -18,7 +19,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { parse } from 'yaml';
 import { runCurl } from '../test/support/curl.ts';
-import { ensureBuilt, npmStartNodeFlags, spawnRotor, type Daemon } from './daemon.ts';
+import { ensureBuilt, npmStartCommand, spawnRotor, type Daemon } from './daemon.ts';
 import { BenchSetupError, startJsonChild, type Proc } from './procs.ts';
 import { median } from './stats.ts';
 
@@ -178,13 +179,13 @@ async function creditAccounts(info: { baseUrl: string; appKey: string; appSecret
   }
 }
 
-export async function measureIdle(mode: Mode, idleMs: number, nodeFlags: string[] = []): Promise<IdleResult> {
+export async function measureIdle(mode: Mode, idleMs: number, nodeFlags: string[] = [], env: Record<string, string> = {}): Promise<IdleResult> {
   const sim = mode === 'remote' ? await startSim() : undefined;
   const target = await startTarget();
   let daemon: Daemon | undefined;
   try {
     const platform = sim ? { mode: 'remote', baseUrl: sim.baseUrl, appKey: sim.appKey, appSecret: sim.appSecret } : { mode: 'embedded' };
-    daemon = await spawnRotor((dir) => defaultConfig(dir, platform), nodeFlags);
+    daemon = await spawnRotor((dir) => defaultConfig(dir, platform), nodeFlags, 60_000, env);
     const ready = readRss(daemon.pid);
     await sleep(idleMs);
     const idle = readRss(daemon.pid);
@@ -252,6 +253,7 @@ async function main(): Promise<void> {
       'idle-s': { type: 'string', default: '10' },
       reps: { type: 'string', default: '1' },
       'node-flag': { type: 'string', multiple: true, default: [] },
+      env: { type: 'string', multiple: true, default: [] },
       bare: { type: 'boolean', default: false },
       json: { type: 'string' },
     },
@@ -263,18 +265,26 @@ async function main(): Promise<void> {
   const reps = Number(values.reps);
   if (!(idleS >= 0) || !(Number.isInteger(reps) && reps >= 1)) throw new BenchSetupError('--idle-s must be >= 0 and --reps a whole number >= 1');
   ensureBuilt((t) => process.stderr.write(`${t}\n`));
-  const nodeFlags = [...(values.bare ? [] : npmStartNodeFlags()), ...values['node-flag']];
+  const start = values.bare ? { env: {}, nodeFlags: [] } : npmStartCommand();
+  const nodeFlags = [...start.nodeFlags, ...values['node-flag']];
+  // npm start's own NAME=value settings, then any given with --env (to try others).
+  const env: Record<string, string> = { ...start.env };
+  for (const kv of values.env) {
+    const eq = kv.indexOf('=');
+    if (eq < 1) throw new BenchSetupError(`--env ${kv}: not NAME=value`);
+    env[kv.slice(0, eq)] = kv.slice(eq + 1);
+  }
   const results: IdleResult[] = [];
   for (const mode of modes as Mode[]) {
     const runs: IdleResult[] = [];
     for (let i = 0; i < reps; i++) {
       process.stderr.write(`idle-rss: ${mode} ${i + 1}/${reps}\n`);
-      runs.push(await measureIdle(mode, idleS * 1000, nodeFlags));
+      runs.push(await measureIdle(mode, idleS * 1000, nodeFlags, env));
     }
     results.push(medianResult(runs));
   }
-  const malloc = Object.entries(process.env).filter(([k]) => k.startsWith('MALLOC_')).map(([k, v]) => ` ${k}=${v}`).join('');
-  const command = `${malloc.trim()}${malloc ? ' ' : ''}node ${[...nodeFlags, 'bin/rotor.js start'].join(' ')}`;
+  const malloc = Object.entries({ ...process.env, ...env }).filter(([k]) => k.startsWith('MALLOC_')).map(([k, v]) => `${k}=${v} `).join('');
+  const command = `${malloc}node ${[...nodeFlags, 'bin/rotor.js start'].join(' ')}`;
   process.stdout.write(`Idle RSS of \`${command}\` (config/default.yaml, compiled dist/), MiB, median of ${reps}:\n\n${renderIdle(results, idleS)}\n`);
   if (values.json) writeFileSync(values.json, `${JSON.stringify({ idleS, reps, command, nodeFlags, results }, null, 2)}\n`);
 }

@@ -22,7 +22,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import type { BulkResult, ClientJob, ClientReply, HoldResult, LatencyResult, ProxySpec, RateResult, UseResult } from './client.ts';
-import { ensureBuilt, npmStartNodeFlags, startDaemon } from './daemon.ts';
+import { describeNpmStart, ensureBuilt, startDaemon } from './daemon.ts';
 import { BENCH_PASSWORD, HTTP_USER, SOCKS_USER } from './spec.ts';
 import { cpuMs, rssBytes, startJsonChild, startMicrosocks, startSquid, type Proc, type Upstream } from './procs.ts';
 import { fmt, median } from './stats.ts';
@@ -535,7 +535,7 @@ function settingsLine(s: Settings): string {
   return (
     `M1 wrk -t1 -c${s.m1Connections} ${s.m1Seconds} s; M2 ${s.m2Concurrency} concurrent for ${s.m2Ms / 1000} s; ` +
     `M3 ${fmt(s.m3Bytes / 1024 ** 2)} MiB; M4 ${s.m4Count} sequential; M5 ${s.m5Count} tunnels; ` +
-    `${s.reps} repetition(s), medians; Rotor is \`rotor start\` as \`npm start\` runs it (node ${npmStartNodeFlags().join(' ') || 'without options'}; embedded sandbox, accounting on SQLite, metrics)`
+    `${s.reps} repetition(s), medians; Rotor is \`rotor start\` as \`npm start\` runs it (${describeNpmStart()}; embedded sandbox, accounting on SQLite, metrics)`
   );
 }
 

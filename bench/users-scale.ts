@@ -31,7 +31,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import type { UpstreamDaemon } from '../test/support/upstreams.ts';
 import type { ClientJob, ClientReply, ProxySpec, RateResult } from './client.ts';
-import { ensureBuilt, npmStartNodeFlags, SOCKS_PRODUCT, spawnRotor, type Daemon } from './daemon.ts';
+import { ensureBuilt, npmStartCommand, npmStartNodeFlags, SOCKS_PRODUCT, spawnRotor, type Daemon } from './daemon.ts';
 import { BenchSetupError, cpuMs, rssBytes, startJsonChild, startMicrosocks } from './procs.ts';
 import { BENCH_PASSWORD, SOCKS_USER } from './spec.ts';
 import { fmt, median } from './stats.ts';
@@ -58,6 +58,7 @@ export function startScaleDaemon(upstream: UpstreamDaemon, nodeFlags: string[] =
     }),
     [...npmStartNodeFlags(), ...nodeFlags],
     120_000,
+    npmStartCommand().env,
   );
 }
 
