@@ -1,6 +1,8 @@
 // The one pino logger. Redaction is by key wherever the key appears (pino's paths need a depth, so the
 // common depths are listed) plus a serializer for errors whose messages might carry credentials.
+import { createRequire } from 'node:module';
 import { pino, type Logger, type LoggerOptions } from 'pino';
+import type { PrettyOptions, PrettyStream } from 'pino-pretty';
 
 export type { Logger };
 
@@ -76,6 +78,12 @@ export function createLogger(settings: LoggerSettings = {}): Logger {
   };
   if (settings.destination) return pino(options, settings.destination);
   const pretty = settings.pretty ?? (process.stdout.isTTY === true && level !== 'silent');
-  if (pretty) return pino({ ...options, transport: { target: 'pino-pretty', options: { colorize: true } } });
+  // pino-pretty as a stream on this thread, loaded only when used: as a pino transport it ran in a worker
+  // thread of its own, ~11 MiB more resident for a daemon started in a terminal (docs/benchmarks.md "Idle RSS").
+  if (pretty) return pino(options, loadPretty()({ colorize: true, sync: true }));
   return pino(options);
+}
+
+function loadPretty(): (options: PrettyOptions) => PrettyStream {
+  return createRequire(import.meta.url)('pino-pretty') as (options: PrettyOptions) => PrettyStream;
 }

@@ -42,3 +42,17 @@ describe('createLogger', () => {
     for (const secret of ['hunter2', 'S3CRET-KEY', 'pw-9']) assert.ok(!out.includes(secret), out);
   });
 });
+
+describe('pretty logging (a terminal)', () => {
+  test('formats on this thread: no transport worker is started', async () => {
+    const { readdirSync } = await import('node:fs');
+    const { pino } = await import('pino');
+    const { createLogger } = await import('../../src/telemetry/logger.ts');
+    const threads = () => readdirSync('/proc/self/task').length;
+    const before = threads();
+    const log = createLogger({ level: 'info', pretty: true });
+    const stream = (log as unknown as Record<symbol, { constructor: { name: string } }>)[pino.symbols.streamSym];
+    assert.notEqual(stream?.constructor.name, 'ThreadStream');
+    assert.equal(threads(), before);
+  });
+});
