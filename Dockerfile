@@ -31,7 +31,7 @@ HEALTHCHECK --interval=30s --timeout=3s --start-period=20s --retries=3 \
 # Memory (docs/benchmarks.md "Idle RSS"), as `npm start` runs it, at no measured cost per tunnel: V8's young
 # generation capped at 4 MiB per semi-space (default 16); glibc's malloc thresholds fixed, so the 16 MiB
 # blocks of the passwords' scrypt do not raise them and leave freed memory resident; and one malloc arena,
-# so V8's helper threads do not each keep an arena of freed compiler and GC memory. Idle ~103 MiB RSS
+# so V8's helper threads do not each keep an arena of freed compiler and GC memory. Idle ~90-104 MiB RSS
 # instead of ~147.
 ENV MALLOC_ARENA_MAX=1 MALLOC_MMAP_THRESHOLD_=4194304 MALLOC_TRIM_THRESHOLD_=16777216
 ENTRYPOINT ["node", "--max-semi-space-size=4", "bin/rotor.js"]
