@@ -21,7 +21,7 @@ import type { ByteCounters, ConnectionContext } from '../connlog/types.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import { DialCancel } from './cancel.ts';
 import { basicAuth } from './dial-http.ts';
-import { forwardHeaders, type AbsoluteTarget } from './http-message.ts';
+import { forwardHeaderObject, forwardHeaders, type AbsoluteTarget } from './http-message.ts';
 import type { Dialed, Route, Router } from './router.ts';
 import type { RelayLimiter, UserMeter } from './types.ts';
 
@@ -226,7 +226,7 @@ export class Forwarder {
   ): void {
     const client = req.socket;
     const key = this.keyFor(route, target, client);
-    const headers = toHeaderObject(forwardHeaders(req.rawHeaders, { drop: DROP }), target.authority);
+    const headers = forwardHeaderObject(req.rawHeaders, DROP, target.authority);
     const exchange = new Exchange(this, req, res, client, route, target, key, headers, conn, fail, expectContinue);
     conn.closer = exchange.stop;
     client.on('close', exchange.stop);
@@ -314,7 +314,7 @@ export class Forwarder {
       if (!up.write(chunk)) hold.full();
       hold.take(chunk.length);
     });
-    up.on('drain', hold.drained);
+    up.on('drain', () => hold.drained());
     req.once('end', () => up.end());
   }
 
@@ -470,11 +470,12 @@ function upFailed(this: TaggedRequest, err: Error): void {
 /**
  * Pauses one body's source while its sink is full or its user is over the rate (backpressure, nothing
  * dropped: the chunk read is always written), and resumes it once both have cleared. One per body; per chunk
- * only a take() and a few flag operations (the wake and drain functions are made once, here).
+ * only a take() and a few flag operations (the wake function is made once, at the first wait).
  */
 class Hold {
   private sinkFull = false;
   private overRate = false;
+  private wakeFn: (() => void) | null = null;
 
   constructor(
     private readonly source: IncomingMessage,
@@ -491,36 +492,63 @@ class Hold {
     if (this.limiter === undefined || this.limiter.take(bytes) || this.overRate) return;
     this.overRate = true;
     this.source.pause();
-    this.limiter.wait(this.wake);
+    this.limiter.wait((this.wakeFn ??= () => this.wake()));
   }
 
-  readonly drained = (): void => {
+  drained(): void {
     this.sinkFull = false;
     if (!this.overRate) this.source.resume();
-  };
+  }
 
-  private readonly wake = (): void => {
+  private wake(): void {
     this.overRate = false;
     if (!this.sinkFull) this.source.resume();
-  };
+  }
 }
+
+/** A response body on its way to the client (the Hold and the sink), found by its listeners through PIPE. */
+class ResponsePipe extends Hold {
+  constructor(
+    source: IncomingMessage,
+    readonly sink: ServerResponse,
+    limiter: RelayLimiter,
+  ) {
+    super(source, limiter);
+  }
+}
+
+const PIPE = Symbol('rotor.pipe');
+type Piped<T> = T & { [PIPE]: ResponsePipe };
 
 /**
  * Response body → client like `answer.pipe(res)`, with the user's rate on top (Hold). Without a limiter it
- * is the pipe itself.
+ * is the pipe itself. The listeners are module-level (one set for all responses).
  */
 function streamThrottled(answer: IncomingMessage, res: ServerResponse, limiter: RelayLimiter | undefined): void {
   if (limiter === undefined) {
     answer.pipe(res);
     return;
   }
-  const hold = new Hold(answer, limiter);
-  answer.on('data', (chunk: Buffer) => {
-    if (!res.write(chunk)) hold.full();
-    hold.take(chunk.length);
-  });
-  res.on('drain', hold.drained);
-  answer.once('end', () => res.end());
+  const pipe = new ResponsePipe(answer, res, limiter);
+  (answer as Piped<IncomingMessage>)[PIPE] = pipe;
+  (res as Piped<ServerResponse>)[PIPE] = pipe;
+  answer.on('data', pipeData);
+  res.on('drain', pipeDrained);
+  answer.on('end', pipeEnded);
+}
+
+function pipeData(this: Piped<IncomingMessage>, chunk: Buffer): void {
+  const pipe = this[PIPE];
+  if (!pipe.sink.write(chunk)) pipe.full();
+  pipe.take(chunk.length);
+}
+
+function pipeDrained(this: Piped<ServerResponse>): void {
+  this[PIPE].drained();
+}
+
+function pipeEnded(this: Piped<IncomingMessage>): void {
+  this[PIPE].sink.end();
 }
 
 /**
@@ -530,18 +558,4 @@ function streamThrottled(answer: IncomingMessage, res: ServerResponse, limiter: 
 function cut(upstream: Upstream): void {
   upstream.client?.destroy();
   upstream.dialed.socket.destroy();
-}
-
-/** A flat header list as the object node:http's request takes (repeated fields as arrays), Host first. */
-function toHeaderObject(list: string[], authority: string): Record<string, string | string[]> {
-  const out: Record<string, string | string[]> = { Host: authority };
-  for (let i = 0; i < list.length; i += 2) {
-    const name = list[i]!;
-    const value = list[i + 1]!;
-    const had = out[name];
-    if (had === undefined) out[name] = value;
-    else if (Array.isArray(had)) had.push(value);
-    else out[name] = [had, value];
-  }
-  return out;
 }

@@ -89,12 +89,8 @@ const HOP_BY_HOP = new Set([
   'proxy-authenticate',
 ]);
 
-/**
- * The headers to pass on, as a flat [name, value, …] list in the sender's order and case: hop-by-hop ones
- * and every field the Connection header names removed. `keep` puts back fields this hop must carry on
- * (Upgrade and `Connection: upgrade` for a WebSocket handshake); `drop` removes more (Expect, Host).
- */
-export function forwardHeaders(raw: string[], options: { keepUpgrade?: boolean; drop?: ReadonlySet<string> } = {}): string[] {
+/** The fields a message's Connection header names (hop-by-hop for this message only); undefined = none. */
+function connectionNamed(raw: string[]): Set<string> | undefined {
   let named: Set<string> | undefined;
   for (let i = 0; i < raw.length; i += 2) {
     if (raw[i]!.length === 10 && raw[i]!.toLowerCase() === 'connection') {
@@ -104,6 +100,18 @@ export function forwardHeaders(raw: string[], options: { keepUpgrade?: boolean; 
       }
     }
   }
+  return named;
+}
+
+const NO_OPTIONS: { keepUpgrade?: boolean; drop?: ReadonlySet<string> } = {};
+
+/**
+ * The headers to pass on, as a flat [name, value, …] list in the sender's order and case: hop-by-hop ones
+ * and every field the Connection header names removed. `keep` puts back fields this hop must carry on
+ * (Upgrade and `Connection: upgrade` for a WebSocket handshake); `drop` removes more (Expect, Host).
+ */
+export function forwardHeaders(raw: string[], options: { keepUpgrade?: boolean; drop?: ReadonlySet<string> } = NO_OPTIONS): string[] {
+  const named = connectionNamed(raw);
   const out: string[] = [];
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i]!;
@@ -114,6 +122,26 @@ export function forwardHeaders(raw: string[], options: { keepUpgrade?: boolean; 
   if (options.keepUpgrade) {
     for (let i = 0; i < raw.length; i += 2) if (raw[i]!.toLowerCase() === 'upgrade') out.push('Upgrade', raw[i + 1]!);
     out.push('Connection', 'Upgrade');
+  }
+  return out;
+}
+
+/**
+ * The same fields as forwardHeaders, as the object node:http's request takes (repeated fields as arrays,
+ * the sender's case), with `Host: authority` first and `drop` removed: one pass, no intermediate list.
+ */
+export function forwardHeaderObject(raw: string[], drop: ReadonlySet<string>, authority: string): Record<string, string | string[]> {
+  const named = connectionNamed(raw);
+  const out: Record<string, string | string[]> = { Host: authority };
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!;
+    const lower = name.toLowerCase();
+    if (HOP_BY_HOP.has(lower) || named?.has(lower) || drop.has(lower)) continue;
+    const value = raw[i + 1]!;
+    const had = out[name];
+    if (had === undefined) out[name] = value;
+    else if (Array.isArray(had)) had.push(value);
+    else out[name] = [had, value];
   }
   return out;
 }

@@ -266,9 +266,11 @@ export class HttpListener {
     // counting it open takes it again: every request is admitted against the user's maxConnections, yet a
     // kept-alive connection holds one slot however many requests it carries (a reservation left unopened
     // here would lock the user out for the reservation's lifetime).
-    this.uncount(client);
+    const counted = this.activeUser.get(client);
+    if (counted !== undefined) this.options.router.meters.connectionClosed(counted.user);
     const admission = this.admit(req);
     if ('refusal' in admission) {
+      if (counted !== undefined) this.forget(client, counted);
       conn.user = admission.user;
       this.record(conn, admission.result, admission.refusal.reason);
       refuseResponse(res, admission.refusal, this.realm);
@@ -277,7 +279,7 @@ export class HttpListener {
     const route = admission.route;
     conn.user = route.user.name;
     conn.session = route.sessionId ?? null;
-    this.countOpen(client, route.user.name);
+    this.countOpen(client, route.user.name, counted);
     this.forwarder.forward(req, res, route, target, expectContinue, conn, this.forwardFailed);
   }
 
@@ -293,20 +295,28 @@ export class HttpListener {
    * Counts the client connection open for `user` and registers it with the user's limiter, so disable and
    * delete close it like a tunnel (the rate itself is taken per body chunk in http-forward.ts).
    */
-  private countOpen(client: Socket, user: string): void {
+  private countOpen(client: Socket, user: string, previous: CountedClient | undefined): void {
     const meters = this.options.router.meters;
     meters.connectionOpened(user);
     const limiter = meters.limiter?.(user);
+    // The same user again on a kept-alive connection (the usual case): its registration stands as it is.
+    if (previous !== undefined && previous.user === user && previous.limiter === limiter) return;
+    if (previous !== undefined) previous.limiter?.detach(previous);
     const counted: CountedClient = { user, limiter, stop: () => client.destroy() };
     limiter?.attach(counted);
     this.activeUser.set(client, counted);
   }
 
+  /** Drops a client connection's registration whose slot was already given back. */
+  private forget(client: Socket, counted: CountedClient): void {
+    this.activeUser.delete(client);
+    counted.limiter?.detach(counted);
+  }
+
   private uncount(client: Socket): void {
     const counted = this.activeUser.get(client);
     if (counted === undefined) return;
-    this.activeUser.delete(client);
-    counted.limiter?.detach(counted);
+    this.forget(client, counted);
     this.options.router.meters.connectionClosed(counted.user);
   }
 
