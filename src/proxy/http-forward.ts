@@ -192,11 +192,19 @@ class Exchange implements ByteCounters {
     else this.conn.end({ result, reason });
   }
 }
+/** A client connection's rotating-route keys (see Forwarder.keyFor). */
+class ClientRoutes {
+  readonly keys = new Set<string>();
+  /** the last key made, with what it was made of */
+  last: { key: string; user: string; productNo: string; region: string; host: string; port: number } | null = null;
+
+  constructor(readonly id: number) {}
+}
+
 export class Forwarder {
   private readonly agent: RouteAgent;
-  /** Keys of rotating routes per client connection, so their idle upstreams close with it. */
-  private readonly clientKeys = new WeakMap<Socket, Set<string>>();
-  private readonly clientIds = new WeakMap<Socket, number>();
+  /** Per client connection: its rotating routes' keys (their idle upstreams close with it), the last key. */
+  private readonly clients = new WeakMap<Socket, ClientRoutes>();
   private nextClientId = 1;
   readonly responseTimeoutMs: number;
 
@@ -334,35 +342,36 @@ export class Forwarder {
   }
 
   private keyFor(route: Route, target: AbsoluteTarget, client: Socket): string {
-    const where = `${target.host}:${target.port}`;
     const user = route.user.name;
-    if (route.instanceNo !== undefined) return `i|${user}|${route.instanceNo}|${where}`;
-    const pool = `${route.poolKey.productNo}|${route.poolKey.region}`;
+    if (route.instanceNo !== undefined) return `i|${user}|${route.instanceNo}|${target.host}:${target.port}`;
+    const { productNo, region } = route.poolKey;
     if (route.sessionId !== undefined) {
+      const where = `${productNo}|${region}|${target.host}:${target.port}`;
       const bound = this.options.router.boundNodeId(route);
-      return bound === undefined ? `s|${user}|${route.sessionId}|${pool}|${where}${UNBOUND}` : `s|${user}|${route.sessionId}|${bound}|${pool}|${where}`;
+      return bound === undefined ? `s|${user}|${route.sessionId}|${where}${UNBOUND}` : `s|${user}|${route.sessionId}|${bound}|${where}`;
     }
-    let id = this.clientIds.get(client);
-    if (id === undefined) {
-      id = this.nextClientId++;
-      this.clientIds.set(client, id);
-    }
-    const key = `c|${id}|${user}|${pool}|${where}`;
-    let keys = this.clientKeys.get(client);
-    if (!keys) {
-      keys = new Set();
-      this.clientKeys.set(client, keys);
+    let routes = this.clients.get(client);
+    if (routes === undefined) {
+      routes = new ClientRoutes(this.nextClientId++);
+      this.clients.set(client, routes);
       client.once('close', () => this.dropClient(client));
     }
-    keys.add(key);
+    // A client connection mostly asks for one user's route to one target: the key it had last time.
+    const last = routes.last;
+    if (last !== null && last.user === user && last.productNo === productNo && last.region === region && last.host === target.host && last.port === target.port) {
+      return last.key;
+    }
+    const key = `c|${routes.id}|${user}|${productNo}|${region}|${target.host}:${target.port}`;
+    routes.keys.add(key);
+    routes.last = { key, user, productNo, region, host: target.host, port: target.port };
     return key;
   }
 
   /** A client connection closed: its rotating routes' idle upstreams can never be picked again. */
   private dropClient(client: Socket): void {
-    const keys = this.clientKeys.get(client);
-    if (!keys) return;
-    for (const key of keys) for (const s of this.agent.freeSockets[key] ?? []) s.destroy();
+    const routes = this.clients.get(client);
+    if (!routes) return;
+    for (const key of routes.keys) for (const s of this.agent.freeSockets[key] ?? []) s.destroy();
   }
 
   /** A new upstream connection for the agent: Router.dial, then metering attached for its whole life. */

@@ -94,7 +94,13 @@ function connectionNamed(raw: string[]): Set<string> | undefined {
   let named: Set<string> | undefined;
   for (let i = 0; i < raw.length; i += 2) {
     if (raw[i]!.length === 10 && raw[i]!.toLowerCase() === 'connection') {
-      for (const token of raw[i + 1]!.split(',')) {
+      const value = raw[i + 1]!;
+      // The usual values name only fields dropped anyway (Keep-Alive) or none: no list to build.
+      if (value.length <= 10) {
+        const lower = value.toLowerCase();
+        if (lower === 'keep-alive' || lower === 'close') continue;
+      }
+      for (const token of value.split(',')) {
         const t = token.trim().toLowerCase();
         if (t) (named ??= new Set()).add(t);
       }
