@@ -66,6 +66,7 @@ export interface HttpListenerOptions {
 }
 
 const LISTENER = 'http';
+const OK_LABELS = { listener: LISTENER, result: 'ok' } as const;
 /** Distinct Proxy-Authorization values whose parse is kept; on overflow the cache starts over. */
 const PARSED_AUTH_MAX = 1024;
 const CREDENTIALS_REQUIRED = 'proxy credentials required (Basic)';
@@ -188,7 +189,8 @@ export class HttpListener {
   }
 
   private count(result: ConnectionResult): void {
-    this.options.metrics?.connectionsTotal.inc({ listener: LISTENER, result });
+    // Every forwarded request counts 'ok': its labels object is made once.
+    this.options.metrics?.connectionsTotal.inc(result === 'ok' ? OK_LABELS : { listener: LISTENER, result });
   }
 
   /** A connection or request that ends before any relay: counted (except a client abort) and recorded. */
