@@ -192,6 +192,7 @@ class Exchange implements ByteCounters {
     else this.conn.end({ result, reason });
   }
 }
+
 /** A client connection's rotating-route keys (see Forwarder.keyFor). */
 class ClientRoutes {
   readonly keys = new Set<string>();
@@ -206,10 +207,8 @@ export class Forwarder {
   /** Per client connection: its rotating routes' keys (their idle upstreams close with it), the last key. */
   private readonly clients = new WeakMap<Socket, ClientRoutes>();
   private nextClientId = 1;
-  readonly responseTimeoutMs: number;
 
-  constructor(readonly options: ForwarderOptions) {
-    this.responseTimeoutMs = options.responseTimeoutMs;
+  constructor(private readonly options: ForwarderOptions) {
     this.agent = new RouteAgent((args) => this.dial(args), options.idleMs ?? 30_000, options.maxIdlePerKey ?? 8);
   }
 
@@ -244,7 +243,8 @@ export class Forwarder {
   /**
    * One try of an exchange. A kept-alive upstream may have closed just as it was picked (a server that
    * closes after each response without saying so, like tinyproxy): such a failure, before any response
-   * byte and before any body byte left, is tried once more on a new connection (upRequestFailed).
+   * byte and before any body byte left, is tried once more on a new connection (upFailed). attempt, carry
+   * and settle are public only for this module's listeners below; the HTTP listener calls forward and close.
    */
   attempt(exchange: Exchange): void {
     const target = exchange.target;
@@ -261,7 +261,7 @@ export class Forwarder {
       headers: exchange.headers,
       // The longest silence while the response is due: node arms it on the upstream socket when the request
       // gets it (and the agent's idle timeout again when the socket is freed); 'timeout' ends the request.
-      timeout: this.responseTimeoutMs,
+      timeout: this.options.responseTimeoutMs,
       rotorExchange: exchange,
     };
     const up = httpRequest(args) as TaggedRequest;
