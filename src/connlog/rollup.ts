@@ -15,22 +15,41 @@ export function periodStart(ms: number, granularity: Granularity): number {
 /** The rollup increments of one batch: one entry per (granularity, user, period). Records without a user are skipped. */
 export function foldRollups(records: readonly ConnectionRecord[]): UsageRollup[] {
   const out = new Map<string, UsageRollup>();
+  // A batch is mostly one user's records in one hour: the rows of the previous record are reused while the
+  // user and the hour stay the same, so the map is consulted (and its keys built) once per run, not per record.
+  let lastUser: string | null = null;
+  let lastHour = -1;
+  let hourRow: UsageRollup | undefined;
+  let dayRow: UsageRollup | undefined;
   for (const r of records) {
     if (r.user === null) continue;
     const endedAt = r.startedAt + r.durationMs;
-    for (const granularity of ['hour', 'day'] as const) {
-      const period = periodStart(endedAt, granularity);
-      const key = `${granularity}\u0000${r.user}\u0000${period}`;
-      let row = out.get(key);
-      if (!row) {
-        row = { user: r.user, granularity, period, bytesUp: 0, bytesDown: 0, connections: 0, failures: 0 };
-        out.set(key, row);
-      }
-      row.bytesUp += r.bytesUp;
-      row.bytesDown += r.bytesDown;
-      row.connections += 1;
-      if (r.result !== 'ok') row.failures += 1;
+    const hour = periodStart(endedAt, 'hour');
+    if (r.user !== lastUser || hour !== lastHour || hourRow === undefined || dayRow === undefined) {
+      hourRow = rowFor(out, r.user, 'hour', hour);
+      dayRow = rowFor(out, r.user, 'day', periodStart(endedAt, 'day'));
+      lastUser = r.user;
+      lastHour = hour;
     }
+    add(hourRow, r);
+    add(dayRow, r);
   }
   return [...out.values()];
+}
+
+function rowFor(out: Map<string, UsageRollup>, user: string, granularity: Granularity, period: number): UsageRollup {
+  const key = `${granularity}\u0000${user}\u0000${period}`;
+  let row = out.get(key);
+  if (!row) {
+    row = { user, granularity, period, bytesUp: 0, bytesDown: 0, connections: 0, failures: 0 };
+    out.set(key, row);
+  }
+  return row;
+}
+
+function add(row: UsageRollup, r: ConnectionRecord): void {
+  row.bytesUp += r.bytesUp;
+  row.bytesDown += r.bytesDown;
+  row.connections += 1;
+  if (r.result !== 'ok') row.failures += 1;
 }

@@ -42,7 +42,7 @@ export class SqliteConnectionLog implements ConnectionLogStore {
   constructor(private readonly db: Database.Database) {
     this.insert = db.prepare(
       `INSERT OR IGNORE INTO connections (id, user, session, listener, target, node, exit, bytes_up, bytes_down, started_at, duration_ms, result, reason, retries, hedges)
-       VALUES (@id, @user, @session, @listener, @target, @node, @exit, @bytesUp, @bytesDown, @startedAt, @durationMs, @result, @reason, @retries, @hedges)`,
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     );
     this.fold = db.prepare(
       `INSERT INTO usage_rollups (granularity, period, user, bytes_up, bytes_down, connections, failures)
@@ -52,7 +52,11 @@ export class SqliteConnectionLog implements ConnectionLogStore {
          failures = failures + excluded.failures`,
     );
     this.appendTx = db.transaction((records: readonly ConnectionRecord[]) => {
-      for (const r of records) this.insert.run({ ...r, target: r.target ?? null });
+      // Positional values: no copy of the record per row (a plain-HTTP request is a record of its own).
+      const insert = this.insert;
+      for (const r of records) {
+        insert.run(r.id, r.user, r.session, r.listener, r.target ?? null, r.node, r.exit, r.bytesUp, r.bytesDown, r.startedAt, r.durationMs, r.result, r.reason, r.retries, r.hedges);
+      }
       for (const u of foldRollups(records)) this.fold.run(u);
     });
   }

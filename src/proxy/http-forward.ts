@@ -17,11 +17,11 @@ import { Agent, request as httpRequest, type ClientRequest, type ClientRequestAr
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Counter } from 'prom-client';
-import type { ConnectionContext } from '../connlog/types.ts';
+import type { ByteCounters, ConnectionContext } from '../connlog/types.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import { DialCancel } from './cancel.ts';
 import { basicAuth } from './dial-http.ts';
-import { forwardHeaders, type AbsoluteTarget } from './http-message.ts';
+import { forwardHeaderObject, forwardHeaders, type AbsoluteTarget } from './http-message.ts';
 import type { Dialed, Route, Router } from './router.ts';
 import type { RelayLimiter, UserMeter } from './types.ts';
 
@@ -33,8 +33,12 @@ interface Upstream {
   meter: UserMeter;
   /** the user's rate (src/users/limiter.ts): request and response bodies take from it; undefined = none */
   limiter: RelayLimiter | undefined;
+  /** the node's Proxy-Authorization, built once per connection; undefined = none */
+  auth: string | undefined;
   /** the client connection of the exchange under way (cut with the upstream when the limit is reached) */
   client: Socket | null;
+  /** kept by the agent between exchanges (an 'end' then closes it: see RouteAgent.keepSocketAlive) */
+  free: boolean;
   /** up bytes already counted into the meter (body chunks, then the rest of bytesWritten per exchange) */
   upCounted: number;
   down: number;
@@ -47,28 +51,15 @@ interface Upstream {
 const UPSTREAM = Symbol('rotor.upstream');
 type TaggedSocket = Socket & { [UPSTREAM]?: Upstream };
 
+/** The exchange a ClientRequest (or its response) belongs to, so one set of module-level listeners serves all. */
+const EXCHANGE = Symbol('rotor.exchange');
+type TaggedRequest = ClientRequest & { [EXCHANGE]: Exchange };
+type TaggedAnswer = IncomingMessage & { [EXCHANGE]: Exchange };
+
 /** Request options as the agent sees them: node:http copies unknown fields through to getName/createConnection. */
 interface ForwardArgs extends ClientRequestArgs {
-  rotorKey: string;
-  rotorRoute: Route;
-  rotorTarget: AbsoluteTarget;
-  rotorCancel: DialCancel;
-  /** the request's connection record: Router.dial notes its retries there */
-  rotorTrace: ConnectionContext;
-}
-
-/** One client request across its tries. */
-interface Exchange {
-  /** a body byte went to an upstream: the request can no longer be tried again */
-  bodyStarted: boolean;
-  /** the client's Expect: 100-continue has been answered (or there was none) */
-  continued: boolean;
-  /** the request's connection record */
-  conn: ConnectionContext;
-  /** the kept upstream carrying it, and that upstream's counters when it started */
-  upstream: Upstream | null;
-  upBase: number;
-  downBase: number;
+  /** the exchange: its agent key, route, target, connection record and the cancel of the try under way */
+  rotorExchange: Exchange;
 }
 
 /** Marks the key of a sticky session not bound to a node yet (its connection is used once). */
@@ -90,10 +81,6 @@ export interface ForwarderOptions {
   onForwarded: () => void;
 }
 
-function closeEndedFreeSocket(this: Socket): void {
-  this.destroy();
-}
-
 class RouteAgent extends Agent {
   constructor(
     private readonly open: (args: ForwardArgs) => Promise<Socket>,
@@ -104,25 +91,28 @@ class RouteAgent extends Agent {
   }
 
   override getName(options?: ClientRequestArgs): string {
-    return (options as ForwardArgs).rotorKey;
+    return (options as ForwardArgs).rotorExchange.key;
   }
 
   /**
    * Upstream sockets are dialed allowHalfOpen (tunnels need half-close), so a server that closes after each
    * response without saying so (tinyproxy does) leaves a free socket whose reading has ended but which is
    * still writable: the next request was written into it and waited out its response timeout (3 s a request
-   * in test/proxy/http-forwarding) before the retry. A free socket that ends is closed at once, which takes it
-   * out of the pool; one that ended before it was freed is not kept.
+   * in test/proxy/http-forwarding) before the retry. A free socket that ends is closed at once (the 'end'
+   * listener every upstream socket has from its dial, upstreamEnded), which takes it out of the pool; one
+   * that ended before it was freed is not kept.
    */
   override keepSocketAlive(socket: Socket): boolean {
     // Node's Agent reads this method's return value (a falsy one destroys the socket); @types/node says void.
     if (socket.readableEnded || !(super.keepSocketAlive(socket) as unknown as boolean)) return false;
-    socket.once('end', closeEndedFreeSocket);
+    const upstream = (socket as TaggedSocket)[UPSTREAM];
+    if (upstream) upstream.free = true;
     return true;
   }
 
   override reuseSocket(socket: Socket, req: ClientRequest): void {
-    socket.off('end', closeEndedFreeSocket);
+    const upstream = (socket as TaggedSocket)[UPSTREAM];
+    if (upstream) upstream.free = false;
     super.reuseSocket(socket, req);
   }
 
@@ -135,14 +125,87 @@ class RouteAgent extends Agent {
   }
 }
 
-/** One exchange's outcome as the listener answers it. */
-export type ForwardFailure = (err: unknown, res: ServerResponse) => void;
+/** One exchange's outcome as the listener answers it (`conn` is the request's connection record). */
+export type ForwardFailure = (err: unknown, res: ServerResponse, conn: ConnectionContext) => void;
+
+/**
+ * One client request across its tries. Its listeners are module-level functions that find it through the
+ * request (EXCHANGE), and it is the record's byte counters itself, so a request costs this object, its
+ * ClientRequest and one closure (`stop`), not a dozen closures and once() wrappers.
+ */
+class Exchange implements ByteCounters {
+  /** the try under way (a stale try's late events are ignored) */
+  request: ClientRequest | null = null;
+  cancel: DialCancel | null = null;
+  /** this try may be retried on a new connection (the first try only) */
+  mayRetry = true;
+  responded = false;
+  /** a body byte went to an upstream: the request can no longer be tried again */
+  bodyStarted = false;
+  /** the client's Expect: 100-continue has been answered (or there was none) */
+  continued: boolean;
+  /** the kept upstream carrying it, and that upstream's counters when it started */
+  upstream: Upstream | null = null;
+  upBase = 0;
+  downBase = 0;
+
+  constructor(
+    readonly forwarder: Forwarder,
+    readonly req: IncomingMessage,
+    readonly res: ServerResponse,
+    readonly client: Socket,
+    readonly route: Route,
+    readonly target: AbsoluteTarget,
+    readonly key: string,
+    readonly headers: Record<string, string | string[]>,
+    /** the request's connection record */
+    readonly conn: ConnectionContext,
+    readonly fail: ForwardFailure,
+    expectContinue: boolean,
+  ) {
+    this.continued = !expectContinue;
+  }
+
+  /** Up bytes of this exchange so far (the record's live ByteCounters). */
+  get up(): number {
+    return this.upstream ? this.upstream.upCounted - this.upBase : 0;
+  }
+
+  /** Down bytes of this exchange so far. */
+  get down(): number {
+    return this.upstream ? this.upstream.down - this.downBase : 0;
+  }
+
+  /**
+   * The client left (its 'close'), or DELETE /v1/connections/:id (the record's closer): the dial under way
+   * is cancelled and the upstream request dropped.
+   */
+  readonly stop = (): void => {
+    this.client.destroy();
+    this.cancel?.abort();
+    this.request?.destroy();
+  };
+
+  end(result: 'ok' | 'client_abort' | 'upstream_error', reason: string): void {
+    const u = this.upstream;
+    if (u) this.conn.end({ result, reason, up: u.upCounted - this.upBase, down: u.down - this.downBase });
+    else this.conn.end({ result, reason });
+  }
+}
+
+/** A client connection's rotating-route keys (see Forwarder.keyFor). */
+class ClientRoutes {
+  readonly keys = new Set<string>();
+  /** the last key made, with what it was made of */
+  last: { key: string; user: string; productNo: string; region: string; host: string; port: number } | null = null;
+
+  constructor(readonly id: number) {}
+}
 
 export class Forwarder {
   private readonly agent: RouteAgent;
-  /** Keys of rotating routes per client connection, so their idle upstreams close with it. */
-  private readonly clientKeys = new WeakMap<Socket, Set<string>>();
-  private readonly clientIds = new WeakMap<Socket, number>();
+  /** Per client connection: its rotating routes' keys (their idle upstreams close with it), the last key. */
+  private readonly clients = new WeakMap<Socket, ClientRoutes>();
   private nextClientId = 1;
 
   constructor(private readonly options: ForwarderOptions) {
@@ -155,9 +218,9 @@ export class Forwarder {
   }
 
   /**
-   * Forwards `req` for `route` to `target` and streams the answer into `res`. `onContinue` runs once an
-   * upstream carries the request (the client's `Expect: 100-continue` is answered there); `fail` answers a
-   * failure that happened before the response head.
+   * Forwards `req` for `route` to `target` and streams the answer into `res`. The client's
+   * `Expect: 100-continue` is answered once an upstream carries the request; `fail` answers a failure that
+   * happened before the response head.
    */
   forward(
     req: IncomingMessage,
@@ -170,131 +233,71 @@ export class Forwarder {
   ): void {
     const client = req.socket;
     const key = this.keyFor(route, target, client);
-    const headers = toHeaderObject(forwardHeaders(req.rawHeaders, { drop: DROP }), target.authority);
-    const exchange: Exchange = { bodyStarted: false, continued: !expectContinue, conn, upBase: 0, downBase: 0, upstream: null };
-    this.attempt(req, res, route, target, key, headers, exchange, fail, true);
+    const headers = forwardHeaderObject(req.rawHeaders, DROP, target.authority);
+    const exchange = new Exchange(this, req, res, client, route, target, key, headers, conn, fail, expectContinue);
+    conn.closer = exchange.stop;
+    client.on('close', exchange.stop);
+    this.attempt(exchange);
   }
 
   /**
    * One try of an exchange. A kept-alive upstream may have closed just as it was picked (a server that
    * closes after each response without saying so, like tinyproxy): such a failure, before any response
-   * byte and before any body byte left, is tried once more on a new connection.
+   * byte and before any body byte left, is tried once more on a new connection (upFailed). attempt, carry
+   * and settle are public only for this module's listeners below; the HTTP listener calls forward and close.
    */
-  private attempt(
-    req: IncomingMessage,
-    res: ServerResponse,
-    route: Route,
-    target: AbsoluteTarget,
-    key: string,
-    headers: Record<string, string | string[]>,
-    exchange: Exchange,
-    fail: ForwardFailure,
-    mayRetry: boolean,
-  ): void {
-    const client = req.socket;
+  attempt(exchange: Exchange): void {
+    const target = exchange.target;
     const cancel = new DialCancel();
+    exchange.cancel = cancel;
     const args: ForwardArgs = {
       agent: this.agent,
-      method: req.method ?? 'GET',
+      method: exchange.req.method ?? 'GET',
       host: target.host,
       port: target.port,
       path: target.path,
-      // node:http writes the head only at the first write, so the 'socket' handler below can still choose
-      // the request form and add the node's credentials once it knows which upstream carries the request.
-      headers,
-      rotorKey: key,
-      rotorRoute: route,
-      rotorTarget: target,
-      rotorCancel: cancel,
-      rotorTrace: exchange.conn,
+      // node:http writes the head only at the first write, so the 'socket' handler can still choose the
+      // request form and add the node's credentials once it knows which upstream carries the request.
+      headers: exchange.headers,
+      // The longest silence while the response is due: node arms it on the upstream socket when the request
+      // gets it (and the agent's idle timeout again when the socket is freed); 'timeout' ends the request.
+      timeout: this.options.responseTimeoutMs,
+      rotorExchange: exchange,
     };
-    const up: ClientRequest = httpRequest(args);
-    let responded = false;
-    const onClientGone = (): void => {
-      cancel.abort();
-      up.destroy();
-    };
-    client.once('close', onClientGone);
-    up.setTimeout(this.options.responseTimeoutMs, () => {
-      up.destroy(Object.assign(new Error('upstream response timed out'), { code: 'ETIMEDOUT' }));
-    });
-    up.once('socket', (s: Socket) => {
-      const upstream = (s as TaggedSocket)[UPSTREAM];
-      if (!upstream) return;
-      upstream.client = client;
-      this.recordExchange(exchange, upstream, () => {
-        client.destroy();
-        up.destroy();
-      });
-      if (upstream.dialed.viaProxy) {
-        up.path = target.absolute;
-        const auth = basicAuth(upstream.dialed.node);
-        if (auth) up.setHeader('Proxy-Authorization', auth);
-      }
-      // A sticky session without a node yet: this dial binds one, and the connection must not be kept
-      // under the unbound key, where the session's next start (after expiry) would find it.
-      if (key.endsWith(UNBOUND)) up.shouldKeepAlive = false;
-      this.options.onForwarded();
-      if (!exchange.continued) {
-        exchange.continued = true;
-        res.writeContinue();
-      }
-      this.pumpBody(req, up, upstream, exchange);
-    });
-    up.once('response', (answer: IncomingMessage) => {
-      responded = true;
-      res.writeHead(answer.statusCode ?? 502, answer.statusMessage, forwardHeaders(answer.rawHeaders));
-      const upstream = (up.socket as TaggedSocket | null)?.[UPSTREAM];
-      streamThrottled(answer, res, upstream?.limiter);
-      answer.once('end', () => {
-        if (upstream) this.settle(up.socket!, upstream);
-        this.endExchange(exchange, 'ok', 'closed');
-      });
-    });
-    up.once('close', () => {
-      client.off('close', onClientGone);
-      // Whatever ended the exchange without an answer or a failure said: the limit or the client leaving.
-      if (exchange.upstream?.meter.exhausted) this.endExchange(exchange, 'ok', 'limit');
-      else if (client.destroyed) this.endExchange(exchange, 'client_abort', 'the client went away');
-    });
-    up.on('error', (err) => {
-      if (client.destroyed) return;
-      if (mayRetry && up.reusedSocket && !responded && !exchange.bodyStarted && !cancel.aborted) {
-        this.attempt(req, res, route, target, key, headers, exchange, fail, false);
-        return;
-      }
-      if (res.headersSent) {
-        client.destroy();
-        this.endExchange(exchange, 'upstream_error', 'the upstream failed during the response');
-      } else {
-        fail(err, res);
-      }
-    });
+    const up = httpRequest(args) as TaggedRequest;
+    up[EXCHANGE] = exchange;
+    exchange.request = up;
+    exchange.responded = false;
+    up.on('timeout', upTimedOut);
+    up.on('socket', upSocket);
+    up.on('response', upResponse);
+    up.on('close', upClosed);
+    up.on('error', upFailed);
   }
 
-  /** The request's record learns its upstream and counts its own bytes from here on. */
-  private recordExchange(exchange: Exchange, upstream: Upstream, closer: () => void): void {
+  /** The request has its upstream connection: the record learns it, the head is completed and sent. */
+  carry(exchange: Exchange, up: ClientRequest, upstream: Upstream): void {
     const conn = exchange.conn;
+    upstream.client = exchange.client;
     exchange.upstream = upstream;
     exchange.upBase = upstream.upCounted;
     exchange.downBase = upstream.down;
     conn.node = upstream.dialed.node.id;
     conn.exit = upstream.dialed.node.host;
-    conn.closer = closer;
-    conn.bytes = {
-      get up() {
-        return upstream.upCounted - exchange.upBase;
-      },
-      get down() {
-        return upstream.down - exchange.downBase;
-      },
-    };
-  }
-
-  private endExchange(exchange: Exchange, result: 'ok' | 'client_abort' | 'upstream_error', reason: string): void {
-    const u = exchange.upstream;
-    if (u) exchange.conn.end({ result, reason, up: u.upCounted - exchange.upBase, down: u.down - exchange.downBase });
-    else exchange.conn.end({ result, reason });
+    conn.bytes = exchange;
+    if (upstream.dialed.viaProxy) {
+      up.path = exchange.target.absolute;
+      if (upstream.auth !== undefined) up.setHeader('Proxy-Authorization', upstream.auth);
+    }
+    // A sticky session without a node yet: this dial binds one, and the connection must not be kept
+    // under the unbound key, where the session's next start (after expiry) would find it.
+    if (exchange.key.endsWith(UNBOUND)) up.shouldKeepAlive = false;
+    this.options.onForwarded();
+    if (!exchange.continued) {
+      exchange.continued = true;
+      exchange.res.writeContinue();
+    }
+    this.pumpBody(exchange.req, up, upstream, exchange);
   }
 
   /**
@@ -319,12 +322,12 @@ export class Forwarder {
       if (!up.write(chunk)) hold.full();
       hold.take(chunk.length);
     });
-    up.on('drain', hold.drained);
+    up.on('drain', () => hold.drained());
     req.once('end', () => up.end());
   }
 
   /** End of an exchange: the head and framing bytes written count too; the byte counters move. */
-  private settle(socket: Socket, upstream: Upstream): void {
+  settle(socket: Socket, upstream: Upstream): void {
     const written = socket.bytesWritten - upstream.upCounted;
     if (written > 0) {
       upstream.upCounted += written;
@@ -339,50 +342,55 @@ export class Forwarder {
   }
 
   private keyFor(route: Route, target: AbsoluteTarget, client: Socket): string {
-    const where = `${target.host}:${target.port}`;
     const user = route.user.name;
-    if (route.instanceNo !== undefined) return `i|${user}|${route.instanceNo}|${where}`;
-    const pool = `${route.poolKey.productNo}|${route.poolKey.region}`;
+    if (route.instanceNo !== undefined) return `i|${user}|${route.instanceNo}|${target.host}:${target.port}`;
+    const { productNo, region } = route.poolKey;
     if (route.sessionId !== undefined) {
+      const where = `${productNo}|${region}|${target.host}:${target.port}`;
       const bound = this.options.router.boundNodeId(route);
-      return bound === undefined ? `s|${user}|${route.sessionId}|${pool}|${where}${UNBOUND}` : `s|${user}|${route.sessionId}|${bound}|${pool}|${where}`;
+      return bound === undefined ? `s|${user}|${route.sessionId}|${where}${UNBOUND}` : `s|${user}|${route.sessionId}|${bound}|${where}`;
     }
-    let id = this.clientIds.get(client);
-    if (id === undefined) {
-      id = this.nextClientId++;
-      this.clientIds.set(client, id);
-    }
-    const key = `c|${id}|${user}|${pool}|${where}`;
-    let keys = this.clientKeys.get(client);
-    if (!keys) {
-      keys = new Set();
-      this.clientKeys.set(client, keys);
+    let routes = this.clients.get(client);
+    if (routes === undefined) {
+      routes = new ClientRoutes(this.nextClientId++);
+      this.clients.set(client, routes);
       client.once('close', () => this.dropClient(client));
     }
-    keys.add(key);
+    // A client connection mostly asks for one user's route to one target: the key it had last time.
+    const last = routes.last;
+    if (last !== null && last.user === user && last.productNo === productNo && last.region === region && last.host === target.host && last.port === target.port) {
+      return last.key;
+    }
+    const key = `c|${routes.id}|${user}|${productNo}|${region}|${target.host}:${target.port}`;
+    routes.keys.add(key);
+    routes.last = { key, user, productNo, region, host: target.host, port: target.port };
     return key;
   }
 
   /** A client connection closed: its rotating routes' idle upstreams can never be picked again. */
   private dropClient(client: Socket): void {
-    const keys = this.clientKeys.get(client);
-    if (!keys) return;
-    for (const key of keys) for (const s of this.agent.freeSockets[key] ?? []) s.destroy();
+    const routes = this.clients.get(client);
+    if (!routes) return;
+    for (const key of routes.keys) for (const s of this.agent.freeSockets[key] ?? []) s.destroy();
   }
 
   /** A new upstream connection for the agent: Router.dial, then metering attached for its whole life. */
   private async dial(args: ForwardArgs): Promise<Socket> {
     const router = this.options.router;
-    const route = args.rotorRoute;
+    const exchange = args.rotorExchange;
+    const route = exchange.route;
     const user = route.user.name;
-    const dialed = await router.dial(route, args.rotorTarget, args.rotorCancel, 'forward', args.rotorTrace);
+    // The agent asks for a connection inside httpRequest(), so exchange.cancel is the try's under way.
+    const dialed = await router.dial(route, exchange.target, exchange.cancel!, 'forward', exchange.conn);
     const socket = dialed.socket as TaggedSocket;
     const metrics = this.options.metrics;
     const upstream: Upstream = {
       dialed,
       meter: router.meters.meter(user),
       limiter: router.meters.limiter?.(user),
+      auth: dialed.viaProxy ? basicAuth(dialed.node) : undefined,
       client: null,
+      free: false,
       upCounted: 0,
       down: 0,
       flushedUp: 0,
@@ -397,6 +405,7 @@ export class Forwarder {
       meter.add(0, chunk.length);
       if (meter.exhausted) cut(upstream);
     });
+    socket.on('end', upstreamEnded);
     socket.once('close', () => {
       this.settle(socket, upstream);
       dialed.release(upstream.down === 0 && socket.errored ? 'reset' : undefined);
@@ -408,14 +417,74 @@ export class Forwarder {
   }
 }
 
+/** An upstream connection's reading ended: one the agent keeps idle is closed (RouteAgent.keepSocketAlive). */
+function upstreamEnded(this: TaggedSocket): void {
+  if (this[UPSTREAM]?.free) this.destroy();
+}
+
+// The ClientRequest's listeners, one set for all exchanges (`this` is the request).
+
+function upTimedOut(this: TaggedRequest): void {
+  this.destroy(Object.assign(new Error('upstream response timed out'), { code: 'ETIMEDOUT' }));
+}
+
+function upSocket(this: TaggedRequest, s: Socket): void {
+  const upstream = (s as TaggedSocket)[UPSTREAM];
+  const exchange = this[EXCHANGE];
+  if (upstream && exchange.request === this) exchange.forwarder.carry(exchange, this, upstream);
+}
+
+function upResponse(this: TaggedRequest, answer: IncomingMessage): void {
+  const exchange = this[EXCHANGE];
+  exchange.responded = true;
+  exchange.res.writeHead(answer.statusCode ?? 502, answer.statusMessage, forwardHeaders(answer.rawHeaders));
+  streamThrottled(answer, exchange.res, exchange.upstream?.limiter);
+  (answer as TaggedAnswer)[EXCHANGE] = exchange;
+  answer.on('end', answerEnded);
+}
+
+function answerEnded(this: TaggedAnswer): void {
+  const exchange = this[EXCHANGE];
+  const upstream = exchange.upstream;
+  if (upstream) exchange.forwarder.settle(upstream.dialed.socket, upstream);
+  exchange.end('ok', 'closed');
+}
+
+function upClosed(this: TaggedRequest): void {
+  const exchange = this[EXCHANGE];
+  // A try that failed and was tried again: the next try owns the exchange now.
+  if (exchange.request !== this) return;
+  exchange.client.off('close', exchange.stop);
+  // Whatever ended the exchange without an answer or a failure said: the limit or the client leaving.
+  if (exchange.upstream?.meter.exhausted) exchange.end('ok', 'limit');
+  else if (exchange.client.destroyed) exchange.end('client_abort', 'the client went away');
+}
+
+function upFailed(this: TaggedRequest, err: Error): void {
+  const exchange = this[EXCHANGE];
+  if (exchange.request !== this || exchange.client.destroyed) return;
+  if (exchange.mayRetry && this.reusedSocket && !exchange.responded && !exchange.bodyStarted && !exchange.cancel!.aborted) {
+    exchange.mayRetry = false;
+    exchange.forwarder.attempt(exchange);
+    return;
+  }
+  if (exchange.res.headersSent) {
+    exchange.client.destroy();
+    exchange.end('upstream_error', 'the upstream failed during the response');
+  } else {
+    exchange.fail(err, exchange.res, exchange.conn);
+  }
+}
+
 /**
  * Pauses one body's source while its sink is full or its user is over the rate (backpressure, nothing
  * dropped: the chunk read is always written), and resumes it once both have cleared. One per body; per chunk
- * only a take() and a few flag operations (the wake and drain functions are made once, here).
+ * only a take() and a few flag operations (the wake function is made once, at the first wait).
  */
 class Hold {
   private sinkFull = false;
   private overRate = false;
+  private wakeFn: (() => void) | null = null;
 
   constructor(
     private readonly source: IncomingMessage,
@@ -432,36 +501,63 @@ class Hold {
     if (this.limiter === undefined || this.limiter.take(bytes) || this.overRate) return;
     this.overRate = true;
     this.source.pause();
-    this.limiter.wait(this.wake);
+    this.limiter.wait((this.wakeFn ??= () => this.wake()));
   }
 
-  readonly drained = (): void => {
+  drained(): void {
     this.sinkFull = false;
     if (!this.overRate) this.source.resume();
-  };
+  }
 
-  private readonly wake = (): void => {
+  private wake(): void {
     this.overRate = false;
     if (!this.sinkFull) this.source.resume();
-  };
+  }
 }
+
+/** A response body on its way to the client (the Hold and the sink), found by its listeners through PIPE. */
+class ResponsePipe extends Hold {
+  constructor(
+    source: IncomingMessage,
+    readonly sink: ServerResponse,
+    limiter: RelayLimiter,
+  ) {
+    super(source, limiter);
+  }
+}
+
+const PIPE = Symbol('rotor.pipe');
+type Piped<T> = T & { [PIPE]: ResponsePipe };
 
 /**
  * Response body → client like `answer.pipe(res)`, with the user's rate on top (Hold). Without a limiter it
- * is the pipe itself.
+ * is the pipe itself. The listeners are module-level (one set for all responses).
  */
 function streamThrottled(answer: IncomingMessage, res: ServerResponse, limiter: RelayLimiter | undefined): void {
   if (limiter === undefined) {
     answer.pipe(res);
     return;
   }
-  const hold = new Hold(answer, limiter);
-  answer.on('data', (chunk: Buffer) => {
-    if (!res.write(chunk)) hold.full();
-    hold.take(chunk.length);
-  });
-  res.on('drain', hold.drained);
-  answer.once('end', () => res.end());
+  const pipe = new ResponsePipe(answer, res, limiter);
+  (answer as Piped<IncomingMessage>)[PIPE] = pipe;
+  (res as Piped<ServerResponse>)[PIPE] = pipe;
+  answer.on('data', pipeData);
+  res.on('drain', pipeDrained);
+  answer.on('end', pipeEnded);
+}
+
+function pipeData(this: Piped<IncomingMessage>, chunk: Buffer): void {
+  const pipe = this[PIPE];
+  if (!pipe.sink.write(chunk)) pipe.full();
+  pipe.take(chunk.length);
+}
+
+function pipeDrained(this: Piped<ServerResponse>): void {
+  this[PIPE].drained();
+}
+
+function pipeEnded(this: Piped<IncomingMessage>): void {
+  this[PIPE].sink.end();
 }
 
 /**
@@ -471,18 +567,4 @@ function streamThrottled(answer: IncomingMessage, res: ServerResponse, limiter: 
 function cut(upstream: Upstream): void {
   upstream.client?.destroy();
   upstream.dialed.socket.destroy();
-}
-
-/** A flat header list as the object node:http's request takes (repeated fields as arrays), Host first. */
-function toHeaderObject(list: string[], authority: string): Record<string, string | string[]> {
-  const out: Record<string, string | string[]> = { Host: authority };
-  for (let i = 0; i < list.length; i += 2) {
-    const name = list[i]!;
-    const value = list[i + 1]!;
-    const had = out[name];
-    if (had === undefined) out[name] = value;
-    else if (Array.isArray(had)) had.push(value);
-    else out[name] = [had, value];
-  }
-  return out;
 }

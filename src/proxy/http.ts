@@ -66,6 +66,9 @@ export interface HttpListenerOptions {
 }
 
 const LISTENER = 'http';
+const OK_LABELS = { listener: LISTENER, result: 'ok' } as const;
+/** Distinct Proxy-Authorization values whose parse is kept; on overflow the cache starts over. */
+const PARSED_AUTH_MAX = 1024;
 const CREDENTIALS_REQUIRED = 'proxy credentials required (Basic)';
 
 function noop(): void {}
@@ -95,6 +98,8 @@ export class HttpListener {
   private readonly handshakeMs: number;
   /** Per client connection: the user counted active on it (plain HTTP; tunnels count per dial). */
   private readonly activeUser = new WeakMap<Socket, CountedClient>();
+  /** Proxy-Authorization values parsed (null: not Basic), bounded: see credentials(). */
+  private readonly parsedAuth = new Map<string, { username: string; password: string } | null>();
   /** Connections whose first request head has arrived; the rest are closed at the handshake deadline. */
   private readonly started = new WeakSet<Socket>();
 
@@ -184,7 +189,8 @@ export class HttpListener {
   }
 
   private count(result: ConnectionResult): void {
-    this.options.metrics?.connectionsTotal.inc({ listener: LISTENER, result });
+    // Every forwarded request counts 'ok': its labels object is made once.
+    this.options.metrics?.connectionsTotal.inc(result === 'ok' ? OK_LABELS : { listener: LISTENER, result });
   }
 
   /** A connection or request that ends before any relay: counted (except a client abort) and recorded. */
@@ -201,13 +207,28 @@ export class HttpListener {
 
   /** Credentials and admission, the same for every kind of request. */
   private admit(req: IncomingMessage): Admission {
-    const credentials = parseBasic(req.headers['proxy-authorization']);
+    const credentials = this.credentials(req.headers['proxy-authorization']);
     const a = credentials ? this.options.router.authorize(credentials.username, credentials.password) : this.options.anonymous?.(req.socket);
     if (!a) return { refusal: { status: 407, reason: CREDENTIALS_REQUIRED }, result: 'auth_failed', user: null };
     if (a.ok) return { route: a.route };
     if (a.kind === 'auth') return { refusal: { status: 407, reason: a.reason }, result: 'auth_failed', user: null };
     if (a.kind === 'forbidden') return { refusal: { status: 403, reason: a.reason }, result: a.result ?? 'limited', user: a.user ?? null };
     return { refusal: { status: 400, reason: a.reason }, result: 'bad_request', user: a.user ?? null };
+  }
+
+  /**
+   * Basic credentials of a Proxy-Authorization value. A plain-HTTP client sends the same value on every
+   * request of its connection: the parse (a regex and a base64 decode) runs once per distinct value here.
+   */
+  private credentials(header: string | undefined): ReturnType<typeof parseBasic> {
+    if (header === undefined) return undefined;
+    let hit = this.parsedAuth.get(header);
+    if (hit === undefined) {
+      hit = parseBasic(header) ?? null;
+      if (this.parsedAuth.size >= PARSED_AUTH_MAX) this.parsedAuth.clear();
+      this.parsedAuth.set(header, hit);
+    }
+    return hit ?? undefined;
   }
 
   /**
@@ -233,8 +254,8 @@ export class HttpListener {
     const client = req.socket;
     this.started.add(client);
     // Each forwarded request is one connection of the log (its upstream connection may be a kept one).
+    // Its closer is set by the forwarder (Exchange.stop); a refusal ends the record before anyone could use one.
     const conn = this.recorder.open(LISTENER);
-    conn.closer = () => client.destroy();
     const target = parseAbsoluteTarget(req.url);
     if (!target) {
       const reason = 'a proxy request needs an absolute http:// URI (or CONNECT)';
@@ -247,9 +268,11 @@ export class HttpListener {
     // counting it open takes it again: every request is admitted against the user's maxConnections, yet a
     // kept-alive connection holds one slot however many requests it carries (a reservation left unopened
     // here would lock the user out for the reservation's lifetime).
-    this.uncount(client);
+    const counted = this.activeUser.get(client);
+    if (counted !== undefined) this.options.router.meters.connectionClosed(counted.user);
     const admission = this.admit(req);
     if ('refusal' in admission) {
+      if (counted !== undefined) this.forget(client, counted);
       conn.user = admission.user;
       this.record(conn, admission.result, admission.refusal.reason);
       refuseResponse(res, admission.refusal, this.realm);
@@ -258,33 +281,44 @@ export class HttpListener {
     const route = admission.route;
     conn.user = route.user.name;
     conn.session = route.sessionId ?? null;
-    this.countOpen(client, route.user.name);
-    this.forwarder.forward(req, res, route, target, expectContinue, conn, (err, answer) => {
-      const f = this.failure(err, conn);
-      this.record(conn, f.result, f.reason);
-      if (f.result === 'client_abort') answer.destroy();
-      else refuseResponse(answer, f, this.realm);
-    });
+    this.countOpen(client, route.user.name, counted);
+    this.forwarder.forward(req, res, route, target, expectContinue, conn, this.forwardFailed);
   }
+
+  /** A forwarded request failed before its response head: answered and recorded (one function for all). */
+  private readonly forwardFailed = (err: unknown, answer: ServerResponse, conn: ConnectionContext): void => {
+    const f = this.failure(err, conn);
+    this.record(conn, f.result, f.reason);
+    if (f.result === 'client_abort') answer.destroy();
+    else refuseResponse(answer, f, this.realm);
+  };
 
   /**
    * Counts the client connection open for `user` and registers it with the user's limiter, so disable and
    * delete close it like a tunnel (the rate itself is taken per body chunk in http-forward.ts).
    */
-  private countOpen(client: Socket, user: string): void {
+  private countOpen(client: Socket, user: string, previous: CountedClient | undefined): void {
     const meters = this.options.router.meters;
     meters.connectionOpened(user);
     const limiter = meters.limiter?.(user);
+    // The same user again on a kept-alive connection (the usual case): its registration stands as it is.
+    if (previous !== undefined && previous.user === user && previous.limiter === limiter) return;
+    if (previous !== undefined) previous.limiter?.detach(previous);
     const counted: CountedClient = { user, limiter, stop: () => client.destroy() };
     limiter?.attach(counted);
     this.activeUser.set(client, counted);
   }
 
+  /** Drops a client connection's registration whose slot was already given back. */
+  private forget(client: Socket, counted: CountedClient): void {
+    this.activeUser.delete(client);
+    counted.limiter?.detach(counted);
+  }
+
   private uncount(client: Socket): void {
     const counted = this.activeUser.get(client);
     if (counted === undefined) return;
-    this.activeUser.delete(client);
-    counted.limiter?.detach(counted);
+    this.forget(client, counted);
     this.options.router.meters.connectionClosed(counted.user);
   }
 

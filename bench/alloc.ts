@@ -1,0 +1,96 @@
+// Allocation per plain-HTTP request (M1's load): the daemon (`rotor start` as `npm start` runs it) or the
+// minimal gateway behind the same squid and target, wrk for a warm-up second and then `--seconds`, V8's
+// sampling heap profiler running over the measured part through the inspector, objects collected since
+// counted too. Prints KB allocated per request and the functions that allocate most (bytes per request).
+// Allocation is what the scavenger pays for; it is steadier than CPU time on a shared machine.
+//
+//   node --import tsx bench/alloc.ts [--minimal] [--seconds 3] [--top 30]
+import { once } from 'node:events';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import WebSocket from 'ws';
+import { startDaemon } from './daemon.ts';
+import { startJsonChild, startMicrosocks, startSquid, type Proc } from './procs.ts';
+import { BENCH_PASSWORD, HTTP_USER, SOCKS_USER } from './spec.ts';
+import { runWrk } from './wrk.ts';
+
+const HERE = fileURLToPath(new URL('.', import.meta.url));
+const { values } = parseArgs({ options: { minimal: { type: 'boolean', default: false }, seconds: { type: 'string', default: '3' }, top: { type: 'string', default: '30' } } });
+
+interface ProfileNode {
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  selfSize: number;
+  children: ProfileNode[];
+}
+
+/** The inspector's WebSocket address of a process started with --inspect=127.0.0.1:PORT. */
+async function inspectorUrl(port: number): Promise<string> {
+  const list = (await (await fetch(`http://127.0.0.1:${port}/json/list`)).json()) as Array<{ webSocketDebuggerUrl: string }>;
+  return list[0]!.webSocketDebuggerUrl;
+}
+
+const target = await startJsonChild<{ port: number; pid: number }>(process.execPath, ['--import', 'tsx', join(HERE, 'target.ts')]);
+const socks = await startMicrosocks('bench', 'unused');
+const squid = await startSquid();
+let gateway: Proc & { http: number };
+let user: string;
+let url: string;
+if (values.minimal) {
+  const spec = { user: SOCKS_USER, password: BENCH_PASSWORD, http: { port: squid.port }, socks5: { port: socks.port, username: socks.username, password: socks.password } };
+  // A free port for the inspector: the gateway prints only its own ports.
+  const port = 20_000 + Math.floor(Math.random() * 30_000);
+  const { info, proc } = await startJsonChild<{ http: number; pid: number }>(process.execPath, [`--inspect=127.0.0.1:${port}`, '--import', 'tsx', join(HERE, 'minimal.ts'), JSON.stringify(spec)]);
+  gateway = { ...proc, http: info.http };
+  user = SOCKS_USER;
+  url = await inspectorUrl(port);
+} else {
+  const d = await startDaemon(squid, socks, ['--inspect=127.0.0.1:0']);
+  gateway = d;
+  user = HTTP_USER;
+  url = /ws:\/\/\S+/.exec(d.output())![0];
+}
+
+const ws = new WebSocket(url);
+await once(ws, 'open');
+let nextId = 0;
+const waiting = new Map<number, (result: unknown) => void>();
+ws.on('message', (data: Buffer) => {
+  const msg = JSON.parse(data.toString('utf8')) as { id?: number; result?: unknown };
+  if (msg.id !== undefined) waiting.get(msg.id)?.(msg.result);
+});
+const call = <T>(method: string, params: Record<string, unknown> = {}): Promise<T> =>
+  new Promise((resolve) => {
+    const id = ++nextId;
+    waiting.set(id, resolve as (result: unknown) => void);
+    ws.send(JSON.stringify({ id, method, params }));
+  });
+
+try {
+  const job = { proxyPort: gateway.http, targetPort: target.info.port, username: user, password: BENCH_PASSWORD, connections: 50, durationSeconds: 1 };
+  await runWrk(job);
+  await call('HeapProfiler.enable');
+  await call('HeapProfiler.startSampling', { samplingInterval: 256, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true });
+  const r = await runWrk({ ...job, durationSeconds: Number(values.seconds) });
+  const { profile } = await call<{ profile: { head: ProfileNode } }>('HeapProfiler.stopSampling');
+  const byFunction = new Map<string, number>();
+  let total = 0;
+  const walk = (n: ProfileNode): void => {
+    const f = n.callFrame;
+    const name = `${f.functionName || '(anonymous)'} ${f.url.replace(/^.*\/(dist|node_modules|bench)\//, '$1/')}:${f.lineNumber + 1}`;
+    total += n.selfSize;
+    byFunction.set(name, (byFunction.get(name) ?? 0) + n.selfSize);
+    for (const c of n.children) walk(c);
+  };
+  walk(profile.head);
+  process.stdout.write(`${values.minimal ? 'minimal gateway' : 'rotor start'}: ${r.requests} requests, ${(total / r.requests / 1024).toFixed(1)} KB allocated per request\n`);
+  for (const [name, bytes] of [...byFunction].sort((a, b) => b[1] - a[1]).slice(0, Number(values.top))) {
+    process.stdout.write(`${(bytes / r.requests).toFixed(0).padStart(7)} B/request  ${name}\n`);
+  }
+} finally {
+  ws.close();
+  await gateway.stop();
+  await squid.stop();
+  await socks.stop();
+  await target.proc.stop();
+}

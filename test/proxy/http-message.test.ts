@@ -1,0 +1,37 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { forwardHeaderObject, forwardHeaders, parseAbsoluteTarget, parseConnectTarget } from '../../src/proxy/http-message.ts';
+
+describe('request targets', () => {
+  test('absolute URIs: ports read as 1-5 digits within 1..65535, the default 80 when absent or empty', () => {
+    assert.equal(parseAbsoluteTarget('http://a:8080/x')?.port, 8080);
+    assert.equal(parseAbsoluteTarget('http://a:65535/')?.port, 65535);
+    assert.equal(parseAbsoluteTarget('http://a:00080/')?.port, 80);
+    assert.equal(parseAbsoluteTarget('http://a:/')?.port, 80);
+    assert.equal(parseAbsoluteTarget('http://a/')?.port, 80);
+    for (const bad of ['http://a:0/', 'http://a:65536/', 'http://a:123456/', 'http://a:1a/', 'http://a:-1/']) assert.equal(parseAbsoluteTarget(bad), undefined, bad);
+    assert.deepEqual(parseAbsoluteTarget('ws://[::1]:8080/p?q#f'), { host: '::1', port: 8080, path: '/p?q', authority: '[::1]:8080', absolute: 'http://[::1]:8080/p?q' });
+  });
+
+  test('CONNECT authorities use the same port rule', () => {
+    assert.deepEqual(parseConnectTarget('a:443'), { host: 'a', port: 443 });
+    for (const bad of ['a:0', 'a:70000', 'a:', 'a:x']) assert.equal(parseConnectTarget(bad), undefined, bad);
+  });
+});
+
+describe('forwarded headers', () => {
+  test('Connection: keep-alive / close removes only the hop-by-hop fields; a list names more', () => {
+    const raw = ['Host', 'h', 'Connection', 'Keep-Alive', 'Keep-Alive', 'timeout=5', 'X-A', '1'];
+    assert.deepEqual(forwardHeaders(raw), ['Host', 'h', 'X-A', '1']);
+    assert.deepEqual(forwardHeaders(['Connection', 'close', 'X-A', '1']), ['X-A', '1']);
+    assert.deepEqual(forwardHeaders(['Connection', 'close, X-A', 'X-A', '1', 'X-B', '2']), ['X-B', '2']);
+    assert.deepEqual(forwardHeaders(['Connection', 'x-a', 'X-A', '1', 'X-B', '2']), ['X-B', '2']);
+  });
+
+  test('the request header object: Host first from the URI, repeated fields as arrays, dropped and named fields out', () => {
+    const raw = ['host', 'client.example', 'Accept', 'a', 'Cookie', 'c1', 'Cookie', 'c2', 'Cookie', 'c3', 'Expect', '100-continue', 'Connection', 'x-hop', 'X-Hop', '1', 'Proxy-Authorization', 'Basic eA=='];
+    const headers = forwardHeaderObject(raw, new Set(['expect', 'host']), 'target:8080');
+    assert.deepEqual(headers, { Host: 'target:8080', Accept: 'a', Cookie: ['c1', 'c2', 'c3'] });
+    assert.deepEqual(Object.keys(headers)[0], 'Host');
+  });
+});
