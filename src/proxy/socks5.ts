@@ -114,6 +114,8 @@ export class Socks5Listener {
       request = await acceptSocks5<Decision>(socket, {
         timeoutMs: this.handshakeTimeoutMs,
         auth: 'password',
+        // holdClient reads it next, in the continuation of this await (no I/O turn between).
+        keepReading: true,
         authenticate: (username, password): AuthDecision<Decision> => {
           const a = router.authorize(username, password);
           if (a.ok) return { ok: true, context: { route: a.route } };
@@ -179,7 +181,8 @@ export class Socks5Listener {
       this.options.logger?.info({ listener: LISTENER, conn: conn.id, user, code: err.code, reason: err.upstreamReason }, 'socks5 connect failed');
       return;
     }
-    const head = release();
+    // Still flowing: the relay below takes the reading over in this same turn (no pause, no resume).
+    const head = release(true);
     if (socket.destroyed || abort.aborted) {
       socket.destroy(); // half-open after the client's FIN: see DIAL_ABORTED above
       dialed.socket.destroy();

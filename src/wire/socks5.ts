@@ -57,6 +57,13 @@ export interface HandshakeOptions<T> {
    * user/password always authenticates with it.
    */
   noAuth?: () => AuthDecision<T>;
+  /**
+   * Leave the socket flowing after the request instead of pausing it. Only for a caller that attaches its
+   * own 'data' reader as soon as the promise settles (Rotor's listener: holdClient, then the relay): no
+   * chunk can arrive before then (that takes an I/O turn, the continuation is a microtask), and a paused
+   * socket would cost a resume (a nextTick and a stream pass) per connection. Default false: paused.
+   */
+  keepReading?: boolean;
 }
 
 export interface ConnectRequest<T> {
@@ -164,7 +171,7 @@ export function acceptSocks5<T = undefined>(socket: Socket, options: HandshakeOp
             fail('NO_ACCEPTABLE_METHOD', 'client offers no acceptable method', Buffer.from([SOCKS_VERSION, 0xff]));
             return 0;
           }
-          socket.write(Buffer.from([SOCKS_VERSION, wanted]));
+          socket.write(wanted === 0x02 ? CHOSE_PASSWORD : CHOSE_NONE);
           stage = wanted === 0x02 ? Stage.Auth : Stage.Request;
           return 2 + n;
         }
@@ -235,7 +242,7 @@ export function acceptSocks5<T = undefined>(socket: Socket, options: HandshakeOp
           const rest = buffer.length > end ? Buffer.from(buffer.subarray(end)) : null;
           stage = Stage.Done;
           // Hold further client bytes in the socket until the caller's relay reads them.
-          socket.pause();
+          if (!options.keepReading) socket.pause();
           cleanup();
           socket.on('error', noop);
           resolve({ host, port, addressType: atyp as 1 | 3 | 4, username, context, head: rest });
@@ -255,7 +262,7 @@ export function acceptSocks5<T = undefined>(socket: Socket, options: HandshakeOp
         }
         username = user;
         context = decision.context;
-        socket.write(Buffer.from([AUTH_VERSION, 0x00]));
+        socket.write(AUTH_OK);
         stage = Stage.Request;
         advance();
       };
@@ -285,7 +292,13 @@ export function acceptSocks5<T = undefined>(socket: Socket, options: HandshakeOp
 
 function noop(): void {}
 
+// The answers every handshake writes, shared (a written buffer is never changed afterwards).
+const CHOSE_PASSWORD = Buffer.from([SOCKS_VERSION, 0x02]);
+const CHOSE_NONE = Buffer.from([SOCKS_VERSION, 0x00]);
+const AUTH_OK = Buffer.from([AUTH_VERSION, 0x00]);
 const ZERO_BIND = Buffer.from([SOCKS_VERSION, 0, 0x00, 0x01, 0, 0, 0, 0, 0, 0]);
+/** The reply of every successful CONNECT (bound address 0.0.0.0:0), written as is: never modified. */
+const SUCCEEDED = Buffer.from(ZERO_BIND);
 
 /** The reply to a CONNECT request. The bound address is reported as 0.0.0.0:0 unless given. */
 export function replyBuffer(code: ReplyCode, bound?: { host: string; port: number }): Buffer {
@@ -328,11 +341,11 @@ function expandIPv6(host: string): Buffer {
 
 /** Answers the CONNECT request; on failure codes the socket is ended after the reply. */
 export function writeReply(socket: Socket, code: ReplyCode, bound?: { host: string; port: number }): void {
-  const reply = replyBuffer(code, bound);
   if (code === REPLY.succeeded) {
-    socket.write(reply);
+    socket.write(bound ? replyBuffer(code, bound) : SUCCEEDED);
     return;
   }
+  const reply = replyBuffer(code, bound);
   if (socket.writable) socket.end(reply);
   setTimeout(() => socket.destroy(), 1000).unref();
 }
