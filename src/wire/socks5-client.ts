@@ -27,9 +27,10 @@ export class Socks5ClientError extends Error {
   }
 }
 
+/** Read-only: the encoded message is kept per object (authMessageOf). */
 export interface Socks5Credentials {
-  username: string;
-  password: string;
+  readonly username: string;
+  readonly password: string;
 }
 
 const METHOD_NONE = 0x00;
@@ -43,6 +44,21 @@ const enum Stage {
   Auth,
   Reply,
   Done,
+}
+
+/**
+ * Encoded RFC 1929 requests by credentials object (null: a field too long): a caller that keeps one object
+ * per upstream pays the encoding once. The buffer is written as is and never changed.
+ */
+const authMessages = new WeakMap<Socks5Credentials, Buffer | null>();
+
+function authMessageOf(c: Socks5Credentials): Buffer | undefined {
+  let m = authMessages.get(c);
+  if (m === undefined) {
+    m = authMessage(c) ?? null;
+    authMessages.set(c, m);
+  }
+  return m ?? undefined;
 }
 
 /** RFC 1929 request; undefined when a field is over 255 bytes. */
@@ -116,7 +132,7 @@ export function socks5Connect(
   done: (err: Socks5ClientError | null, head: Buffer | null) => void,
 ): () => void {
   const request = connectRequest(target.host, target.port);
-  const auth = credentials ? authMessage(credentials) : undefined;
+  const auth = credentials ? authMessageOf(credentials) : undefined;
   if (!request || (credentials && !auth)) {
     done(new Socks5ClientError('BAD_REQUEST', request ? 'upstream credentials too long for SOCKS5' : 'target cannot be encoded for SOCKS5'), null);
     return noop;
