@@ -34,6 +34,7 @@ async function run(command: Command): Promise<number> {
       return EXIT.OK;
     }
     case 'start': {
+      (await import('./startup/heap.ts')).tuneHeapGrowth();
       const config = loadConfig({ file: command.config });
       const { runDaemon } = await import('./main.ts');
       // The file is resolved once so a SIGHUP reload reads the same file the daemon started with.

@@ -1,0 +1,23 @@
+// V8's old-generation growth for the daemon. V8 counts external memory allocated since the last mark-compact
+// (here: every socket read's 64 KiB buffer, freed only at the next scavenge) against the old generation's
+// limit, and after a mark-compact sets that limit only ~11 MiB above Rotor's ~30 MiB of live heap (the
+// module graph). A bulk tunnel swings external memory by 10-25 MiB between scavenges, so at a few hundred
+// MiB/s V8 ran a full mark-compact of the whole heap every ~150 ms: 20-27 of them per 2 GiB relayed, against 1
+// for the minimal gateway with its small heap, and the CPU per MiB relayed doubled (1.5-2.7 ms against
+// 0.9-1.1). A growing factor of 3 gives the limit room for those swings: 2 mark-compacts per 2 GiB. Idle RSS
+// is unchanged (the limit only matters while allocating; measured in docs/benchmarks.md, "M3").
+import { setFlagsFromString } from 'node:v8';
+
+export const HEAP_GROWING_PERCENT = 200;
+
+/**
+ * Sets V8's heap growing factor for this process unless node was started with one (`--heap-growing-percent`
+ * on the command line wins). Set at runtime because NODE_OPTIONS refuses the flag, and `rotor start` is also
+ * run as a plain command (systemd, supervisors), not only through `npm start`; V8 reads the factor at every
+ * limit computation, so setting it before the daemon starts allocating is enough.
+ */
+export function tuneHeapGrowth(execArgv: readonly string[] = process.execArgv): boolean {
+  if (execArgv.some((a) => a.startsWith('--heap-growing-percent') || a.startsWith('--heap_growing_percent'))) return false;
+  setFlagsFromString(`--heap-growing-percent=${HEAP_GROWING_PERCENT}`);
+  return true;
+}
