@@ -167,18 +167,20 @@ export class Pool implements NodeSource {
   }
 
   async acquire(exclude?: ReadonlySet<string>, options?: AcquireOptions): Promise<UpstreamNode> {
+    return this.acquireNow(exclude, options) ?? this.waitForDraw(exclude);
+  }
+
+  acquireNow(exclude?: ReadonlySet<string>, options?: AcquireOptions): UpstreamNode | undefined {
     if (this.closed) throw new PoolEmptyError(this.id, 'pool closed');
     const now = this.now();
     this.dropExpired(now);
     const picked = this.pick(exclude, now, options?.readyOnly ?? false);
     this.refillIfLow(now);
     if (!picked && options?.readyOnly) throw new PoolEmptyError(this.id, 'no other node ready');
-    if (picked) {
-      picked.active++;
-      picked.lastSeenAt = now;
-      return picked.node;
-    }
-    return this.waitForDraw(exclude);
+    if (!picked) return undefined;
+    picked.active++;
+    picked.lastSeenAt = now;
+    return picked.node;
   }
 
   release(node: UpstreamNode): void {

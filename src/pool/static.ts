@@ -38,6 +38,10 @@ export class StaticPool implements NodeSource {
   }
 
   async acquire(exclude?: ReadonlySet<string>): Promise<UpstreamNode> {
+    return this.acquireNow(exclude);
+  }
+
+  acquireNow(exclude?: ReadonlySet<string>): UpstreamNode {
     if (exclude?.has(this.node.id)) throw new PoolEmptyError(this.id, 'the instance is the only upstream and it already failed');
     this.active++;
     return this.node;

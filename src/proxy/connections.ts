@@ -5,7 +5,7 @@ import type { Socket } from 'node:net';
 import { reportFailedAccept } from '../errors/failed-accept.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
-import { relay, upstreamFailedEarly, type RelayHandle } from './relay.ts';
+import { relay, upstreamFailedEarly, type RelayHandle, type RelayOptions } from './relay.ts';
 import type { Dialed } from './router.ts';
 import type { MeterProvider } from './types.ts';
 import type { ConnectionContext, RecordResult } from '../connlog/types.ts';
@@ -52,13 +52,12 @@ export class ListenerConnections {
       conn.node = dialed.node.id;
       conn.exit = dialed.node.host;
     }
-    ref.handle = relay(client, dialed.socket, {
+    // Built field by field, not with conditional spreads (each spread a temporary object and a copy per tunnel).
+    const relayOptions: RelayOptions = {
       meter: meters.meter(user),
-      ...(limiter ? { limiter } : {}),
       idleTimeoutMs: options.idleTimeoutMs,
       clientHead,
       upstreamHead: dialed.head,
-      ...(options.metrics ? { bytes: { metrics: options.metrics, user } } : {}),
       onEnd: (stats) => {
         ref.ended = true;
         if (ref.handle) {
@@ -70,7 +69,10 @@ export class ListenerConnections {
         // The record's bytes are the relay's own counters: the same adds the user's meter got.
         conn?.end({ result: 'ok', reason: stats.end, up: stats.up, down: stats.down });
       },
-    });
+    };
+    if (limiter) relayOptions.limiter = limiter;
+    if (options.metrics) relayOptions.bytes = { metrics: options.metrics, user };
+    ref.handle = relay(client, dialed.socket, relayOptions);
     if (!ref.ended) {
       this.relays.add(ref.handle);
       limiter?.attach(ref.handle);

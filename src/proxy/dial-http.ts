@@ -22,9 +22,16 @@ export function hostPort(target: Target): string {
   return target.host.includes(':') ? `[${target.host}]:${target.port}` : `${target.host}:${target.port}`;
 }
 
+/** Each node's Proxy-Authorization value (null: none), made once: a node's credentials never change. */
+const authValues = new WeakMap<UpstreamNode, string | null>();
+
 export function basicAuth(node: UpstreamNode): string | undefined {
-  if (node.username === undefined && node.password === undefined) return undefined;
-  return `Basic ${Buffer.from(`${node.username ?? ''}:${node.password ?? ''}`).toString('base64')}`;
+  let value = authValues.get(node);
+  if (value === undefined) {
+    value = node.username === undefined && node.password === undefined ? null : `Basic ${Buffer.from(`${node.username ?? ''}:${node.password ?? ''}`).toString('base64')}`;
+    authValues.set(node, value);
+  }
+  return value ?? undefined;
 }
 
 /** Maps the upstream's status to the reason the pool is told: 407 is the node's fault, 502/504 the target's. */

@@ -100,7 +100,7 @@ class Race {
       return;
     }
     signal?.addEventListener('abort', this.onClientAbort, { once: true });
-    void this.launch(true, false);
+    this.launch(true, false);
   }
 
   private countHedges(outcome: HedgeOutcome): void {
@@ -232,45 +232,76 @@ class Race {
     if (this.retries < spec.retries && spec.deadline > spec.now()) {
       this.retries++;
       if (spec.trace) spec.trace.retries = this.retries;
-      void this.launch(false, false);
+      this.launch(false, false);
     } else this.endIfIdle();
   }
 
   hedgeTimer(a: Attempt): void {
     a.timer = undefined;
     if (this.settled || !this.pending.includes(a) || this.hedges >= this.spec.maxHedges) return;
-    void this.launch(false, true);
+    this.launch(false, true);
   }
 
-  private async launch(first: boolean, hedge: boolean): Promise<void> {
+  /**
+   * Starts one attempt: the sticky node first, else a node from the source. A node ready now (acquireNow)
+   * is dialed in this same turn; only a pool that must wait for a draw costs the awaited acquire.
+   */
+  private launch(first: boolean, hedge: boolean): void {
     if (this.settled) return;
     const spec = this.spec;
-    const source = spec.source;
-    let node: UpstreamNode;
-    const sticky = first && spec.sticky !== undefined;
-    if (sticky) node = spec.sticky!;
-    else {
-      this.acquiring++;
-      try {
-        node = await source.acquire(this.exclude ?? NONE, hedge ? READY_ONLY : undefined);
-      } catch (err) {
-        this.acquiring--;
-        if (!(err instanceof PoolEmptyError)) return this.fail(err instanceof Error ? err : new Error(String(err)));
-        if (hedge) return; // no other node ready: the running attempt goes on alone
-        this.poolEmpty = err;
-        // A hedge with no other node to try: the running attempt goes on alone.
-        this.endIfIdle();
-        return;
-      }
-      this.acquiring--;
-    }
-    if (this.settled) {
-      if (!sticky) source.release(node);
+    if (first && spec.sticky !== undefined) {
+      this.attempt(spec.sticky, true, hedge);
       return;
     }
+    const source = spec.source;
+    if (source.acquireNow !== undefined) {
+      let node: UpstreamNode | undefined;
+      try {
+        node = source.acquireNow(this.exclude ?? NONE, hedge ? READY_ONLY : undefined);
+      } catch (err) {
+        this.acquireFailed(err, hedge);
+        return;
+      }
+      if (node !== undefined) {
+        this.attempt(node, false, hedge);
+        return;
+      }
+    }
+    void this.acquireThenAttempt(hedge);
+  }
+
+  /** A node the source can only give after a wait (a draw), then the attempt. */
+  private async acquireThenAttempt(hedge: boolean): Promise<void> {
+    let node: UpstreamNode;
+    this.acquiring++;
+    try {
+      node = await this.spec.source.acquire(this.exclude ?? NONE, hedge ? READY_ONLY : undefined);
+    } catch (err) {
+      this.acquiring--;
+      this.acquireFailed(err, hedge);
+      return;
+    }
+    this.acquiring--;
+    if (this.settled) {
+      this.spec.source.release(node);
+      return;
+    }
+    this.attempt(node, false, hedge);
+  }
+
+  private acquireFailed(err: unknown, hedge: boolean): void {
+    if (!(err instanceof PoolEmptyError)) return this.fail(err instanceof Error ? err : new Error(String(err)));
+    if (hedge) return; // no other node ready: the running attempt goes on alone
+    this.poolEmpty = err;
+    this.endIfIdle();
+  }
+
+  /** Dials `node` (acquired unless `sticky`) as one attempt of the race. */
+  private attempt(node: UpstreamNode, sticky: boolean, hedge: boolean): void {
+    const spec = this.spec;
     const remaining = spec.deadline - spec.now();
     if (remaining <= 0) {
-      if (!sticky) source.release(node);
+      if (!sticky) spec.source.release(node);
       this.endIfIdle();
       return;
     }

@@ -43,10 +43,24 @@ export function classifySocksError(err: Socks5ClientError): UpstreamDialError {
  * handshake under one guard (upstream-dial.ts).
  */
 export function dialSocks5(node: UpstreamNode, target: Target, options: DialOptions): Promise<Tunnel> {
-  const credentials: Socks5Credentials | undefined =
-    node.username !== undefined ? { username: node.username, password: node.password ?? '' } : undefined;
+  const credentials = credentialsOf(node);
   return dialThrough<Tunnel>(node, options, 'socks5', (socket, done) =>
     socks5Connect(socket, target, credentials, (err, head) => (err ? done(classifySocksError(err), null) : done(null, { socket, head }))),
   );
 }
 
+
+/**
+ * Each node's credentials as one object for all its dials (a node's credentials never change), so the SOCKS5
+ * client can keep their encoded RFC 1929 message with them (socks5-client.ts) instead of building it per dial.
+ */
+const nodeCredentials = new WeakMap<UpstreamNode, Socks5Credentials | null>();
+
+function credentialsOf(node: UpstreamNode): Socks5Credentials | undefined {
+  let c = nodeCredentials.get(node);
+  if (c === undefined) {
+    c = node.username !== undefined ? { username: node.username, password: node.password ?? '' } : null;
+    nodeCredentials.set(node, c);
+  }
+  return c ?? undefined;
+}

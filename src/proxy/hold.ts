@@ -7,9 +7,11 @@ const MAX_HELD_BYTES = 64 * 1024;
 
 /**
  * Reads `socket` until released; `onGone` runs once if the client ends, closes or fails first. Returns the
- * release function: it pauses the socket, detaches, and gives back `head` plus everything held.
+ * release function: it pauses the socket (unless `keepReading`: the caller attaches its reader, the relay,
+ * in the same turn, so no chunk can be missed and no resume is paid), detaches, and gives back `head` plus
+ * everything held.
  */
-export function holdClient(socket: Socket, head: Buffer | null, onGone: () => void): () => Buffer | null {
+export function holdClient(socket: Socket, head: Buffer | null, onGone: () => void): (keepReading?: boolean) => Buffer | null {
   const held: Buffer[] = head && head.length > 0 ? [head] : [];
   let size = head?.length ?? 0;
   const onData = (chunk: Buffer): void => {
@@ -33,9 +35,10 @@ export function holdClient(socket: Socket, head: Buffer | null, onGone: () => vo
   socket.on('end', gone);
   socket.on('close', gone);
   socket.on('error', gone);
+  // Already flowing when the handshake left it so (acceptSocks5 keepReading): then this costs nothing.
   socket.resume();
-  return () => {
-    socket.pause();
+  return (keepReading = false) => {
+    if (!keepReading) socket.pause();
     detach();
     if (held.length === 0) return null;
     return held.length === 1 ? held[0]! : Buffer.concat(held, size);

@@ -4,14 +4,14 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { StaticPool } from '../pool/static.ts';
 import { PoolEmptyError, type FailureReason, type NodeSource, type PoolKey, type UpstreamNode } from '../pool/types.ts';
-import { HedgeDelays } from '../health/handshake-times.ts';
+import { HedgeDelays, type HandshakeTimes } from '../health/handshake-times.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import type { DialSignal } from './cancel.ts';
 import type { DialTrace } from '../connlog/types.ts';
 import { dialHttpConnect, dialHttpForward, type DialOptions, type Tunnel } from './dial-http.ts';
 import { dialSocks5 } from './dial-socks5.ts';
-import { raceDial, type RaceWon } from './dial-race.ts';
+import { raceDial, type RaceSpec, type RaceWon } from './dial-race.ts';
 import { GatewayError, type UpstreamDialError } from './errors.ts';
 import { checkTarget } from './target.ts';
 import type { InstanceDirectory, LocalUser, MeterProvider, PoolProvider, SessionStore, Target, UserDirectory } from './types.ts';
@@ -134,6 +134,7 @@ export class Router {
   private readonly dialSocks5: Dialer;
   private readonly dialHttp: Dialer;
   private readonly now: () => number;
+  private readonly settings: DialSettings;
 
   constructor(private readonly options: RouterOptions) {
     this.users = options.users;
@@ -146,6 +147,18 @@ export class Router {
     this.dialSocks5 = options.dialers?.socks5 ?? dialSocks5;
     this.dialHttp = options.dialers?.http ?? dialHttpConnect;
     this.now = options.now ?? Date.now;
+    this.settings = {
+      now: this.now,
+      dialDeadlineMs: this.dialDeadlineMs,
+      connectTimeoutMs: this.connectTimeoutMs,
+      handshakeTimeoutMs: this.handshakeTimeoutMs,
+      retries: this.retries,
+      maxHedges: this.maxHedges,
+      hedgeDelays: this.hedgeDelays,
+      sessions: options.sessions,
+      logger: options.logger,
+      metrics: options.metrics,
+    };
   }
 
   get meters(): MeterProvider {
@@ -251,31 +264,7 @@ export class Router {
       if (bound && source.isUsable(bound)) sticky = bound;
       else if (bound) sessions.rotate(user, route.sessionId, bound.expiresAt !== undefined && bound.expiresAt <= this.now() ? 'expired' : 'failed');
     }
-    const times = this.hedgeDelays.for(source);
-    const logger = this.options.logger;
-    const won = await raceDial({
-      source,
-      sticky,
-      dial: (node, options) => this.dialNode(node, target, mode, options),
-      signal,
-      deadline: this.now() + this.dialDeadlineMs,
-      now: this.now,
-      connectTimeoutMs: this.connectTimeoutMs,
-      handshakeTimeoutMs: this.handshakeTimeoutMs,
-      retries: this.retries,
-      maxHedges: this.maxHedges,
-      hedgeDelayMs: times.hedgeDelayMs(),
-      times,
-      onNodeFailed: (node, reason, wasSticky) => {
-        source.reportFailure(node, reason);
-        if (wasSticky && route.sessionId !== undefined) sessions.rotate(user, route.sessionId, 'failed');
-        logger?.debug({ conn: trace?.id, node: node.id, reason }, 'upstream dial failed');
-      },
-      onNodeAnswered: (node) => source.reportSuccess(node),
-      clientMessage,
-      trace,
-      metrics: this.options.metrics,
-    });
+    const won = await raceDial(new DialJob(this, route, target, mode, source, sticky, signal, trace));
     const node = won.node;
     this.lastTarget = target;
     // A node whose last tunnel died before its first byte is told "success" only once a tunnel through it
@@ -299,10 +288,16 @@ export class Router {
     if (refusal !== undefined) throw new GatewayError('NOT_ALLOWED', refusal);
   }
 
-  private dialNode(node: UpstreamNode, target: Target, mode: DialMode, options: DialOptions): Promise<Tunnel> {
+  /** One upstream dial of a race (DialJob.dial). */
+  dialNode(node: UpstreamNode, target: Target, mode: DialMode, options: DialOptions): Promise<Tunnel> {
     if (node.protocol === 'socks5') return this.dialSocks5(node, target, options);
     if (mode === 'forward') return dialHttpForward(node, options);
     return this.dialHttp(node, target, options);
+  }
+
+  /** The settings every race of this router shares (DialJob reads them). */
+  get dialSettings(): DialSettings {
+    return this.settings;
   }
 
   private sourceFor(route: Route): NodeSource {
@@ -330,6 +325,78 @@ export class Router {
   /** The static instances dialed so far, with their failures (admin view). */
   staticPools(): StaticPool[] {
     return [...this.statics.values()];
+  }
+}
+
+/** What every race of one Router shares: made once, read by each DialJob. */
+interface DialSettings {
+  now: () => number;
+  dialDeadlineMs: number;
+  connectTimeoutMs: number;
+  handshakeTimeoutMs: number;
+  retries: number;
+  maxHedges: number;
+  hedgeDelays: HedgeDelays;
+  sessions: SessionStore;
+  logger: Logger | undefined;
+  metrics: Metrics | undefined;
+}
+
+/**
+ * One Router.dial's race spec with its callbacks as methods: one object per dial instead of a spec literal
+ * and three closures over the dial's locals (the race calls them as methods of its spec).
+ */
+class DialJob implements RaceSpec {
+  readonly deadline: number;
+  readonly now: () => number;
+  readonly connectTimeoutMs: number;
+  readonly handshakeTimeoutMs: number;
+  readonly retries: number;
+  readonly maxHedges: number;
+  readonly hedgeDelayMs: number;
+  readonly times: HandshakeTimes;
+  readonly metrics: Metrics | undefined;
+
+  constructor(
+    private readonly router: Router,
+    private readonly route: Route,
+    private readonly target: Target,
+    private readonly mode: DialMode,
+    readonly source: NodeSource,
+    readonly sticky: UpstreamNode | undefined,
+    readonly signal: DialSignal | undefined,
+    readonly trace: DialTrace | undefined,
+  ) {
+    const s = router.dialSettings;
+    this.now = s.now;
+    this.deadline = s.now() + s.dialDeadlineMs;
+    this.connectTimeoutMs = s.connectTimeoutMs;
+    this.handshakeTimeoutMs = s.handshakeTimeoutMs;
+    this.retries = s.retries;
+    this.maxHedges = s.maxHedges;
+    this.times = s.hedgeDelays.for(source);
+    this.hedgeDelayMs = this.times.hedgeDelayMs();
+    this.metrics = s.metrics;
+  }
+
+  dial(node: UpstreamNode, options: DialOptions): Promise<Tunnel> {
+    return this.router.dialNode(node, this.target, this.mode, options);
+  }
+
+  onNodeFailed(node: UpstreamNode, reason: FailureReason, wasSticky: boolean): void {
+    this.source.reportFailure(node, reason);
+    const route = this.route;
+    const s = this.router.dialSettings;
+    if (wasSticky && route.sessionId !== undefined) s.sessions.rotate(route.user.name, route.sessionId, 'failed');
+    s.logger?.debug({ conn: this.trace?.id, node: node.id, reason }, 'upstream dial failed');
+  }
+
+  onNodeAnswered(node: UpstreamNode): void {
+    this.source.reportSuccess(node);
+  }
+
+  clientMessage(err: UpstreamDialError): string {
+    return clientMessage(err);
   }
 }
 

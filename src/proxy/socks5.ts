@@ -5,7 +5,7 @@
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import type { Logger } from '../telemetry/logger.ts';
 import type { ConnectionResult, Metrics } from '../telemetry/metrics.ts';
-import { REPLY, Socks5HandshakeError, acceptSocks5, writeReply, type AuthDecision } from '../wire/socks5.ts';
+import { REPLY, Socks5HandshakeError, acceptSocks5, writeReply, type AuthDecision, type HandshakeOptions } from '../wire/socks5.ts';
 import { DialCancel } from './cancel.ts';
 import { GatewayError } from './errors.ts';
 import { holdClient } from './hold.ts';
@@ -43,11 +43,21 @@ export class Socks5Listener {
   private readonly handshakeTimeoutMs: number;
   private readonly idleTimeoutMs: number;
   private readonly recorder: ConnectionRecorder;
+  /** The handshake's options, the same for every connection (a user's own port adds its noAuth per socket). */
+  private readonly handshake: HandshakeOptions<Decision>;
 
   constructor(private readonly options: Socks5ListenerOptions) {
     this.recorder = options.recorder ?? unrecordedConnections();
     this.handshakeTimeoutMs = options.handshakeTimeoutMs ?? 10_000;
     this.idleTimeoutMs = options.idleTimeoutMs ?? 300_000;
+    const router = options.router;
+    this.handshake = {
+      timeoutMs: this.handshakeTimeoutMs,
+      auth: 'password',
+      // holdClient reads it next, in the continuation of the handshake's await (no I/O turn between).
+      keepReading: true,
+      authenticate: (username, password): AuthDecision<Decision> => decide(router.authorize(username, password)),
+    };
     this.server = createServer({ allowHalfOpen: true, pauseOnConnect: false }, (socket) => this.onConnection(socket));
     logFailedAccepts(this.server, 'proxy listener', options.logger);
   }
@@ -111,19 +121,10 @@ export class Socks5Listener {
     const router = this.options.router;
     let request;
     try {
-      request = await acceptSocks5<Decision>(socket, {
-        timeoutMs: this.handshakeTimeoutMs,
-        auth: 'password',
-        authenticate: (username, password): AuthDecision<Decision> => {
-          const a = router.authorize(username, password);
-          if (a.ok) return { ok: true, context: { route: a.route } };
-          if (a.kind === 'auth') return { ok: false };
-          // Forbidden: authentication passes; the CONNECT is answered "not allowed".
-          const { ok: _ok, ...refusal } = a;
-          return { ok: true, context: { refusal } };
-        },
-        ...(this.options.anonymous ? { noAuth: () => decide(this.options.anonymous!(socket)) } : {}),
-      });
+      request = await acceptSocks5<Decision>(
+        socket,
+        this.options.anonymous ? { ...this.handshake, noAuth: () => decide(this.options.anonymous!(socket)) } : this.handshake,
+      );
     } catch (err) {
       const code = err instanceof Socks5HandshakeError ? err.code : 'CLOSED';
       // A client offering no method we accept (e.g. only "no authentication") is refused for credentials.
@@ -179,7 +180,8 @@ export class Socks5Listener {
       this.options.logger?.info({ listener: LISTENER, conn: conn.id, user, code: err.code, reason: err.upstreamReason }, 'socks5 connect failed');
       return;
     }
-    const head = release();
+    // Still flowing: the relay below takes the reading over in this same turn (no pause, no resume).
+    const head = release(true);
     if (socket.destroyed || abort.aborted) {
       socket.destroy(); // half-open after the client's FIN: see DIAL_ABORTED above
       dialed.socket.destroy();

@@ -42,6 +42,12 @@ type DialSocket = Socket & { [DIAL]?: DialSteps };
 class GuardedDial<T> implements DialSteps {
   private socket: DialSocket | undefined;
   private timer: NodeJS.Timeout | undefined;
+  /**
+   * When the handshake must be over (performance.now() clock), set once connected. The connect's timer is
+   * kept for the handshake when it fires no later than that: a dial then pays one timer, not two, and a
+   * timer that fires early is set again for what is left (handshakes that long are rare).
+   */
+  private handshakeDeadline = 0;
   private detachHandshake: (() => void) | undefined;
   private settled = false;
   private readonly started = performance.now();
@@ -81,8 +87,14 @@ class GuardedDial<T> implements DialSteps {
     // the process. The owner of each phase attaches its own handler and acts on errors.
     s.on('error', noop);
     if (this.settled) return;
-    clearTimeout(this.timer);
-    this.timer = setTimeout(onHandshakeTimeout, this.options.handshakeTimeoutMs, this);
+    const now = performance.now();
+    const handshakeMs = this.options.handshakeTimeoutMs;
+    this.handshakeDeadline = now + handshakeMs;
+    // The connect timer fires at started + connectTimeoutMs: early enough for the handshake's deadline?
+    if (this.timer === undefined || this.started + this.options.connectTimeoutMs > this.handshakeDeadline) {
+      clearTimeout(this.timer);
+      this.timer = setTimeout(onHandshakeTimeout, handshakeMs, this);
+    }
     this.detachHandshake = this.handshake(s, (err, value) => {
       if (err) this.fail(err);
       else this.succeed(value as T);
@@ -95,12 +107,22 @@ class GuardedDial<T> implements DialSteps {
 
   connectTimedOut(): void {
     this.timer = undefined;
+    // Connected in time: this timer now guards the handshake.
+    if (this.handshakeDeadline !== 0) {
+      this.handshakeTimedOut();
+      return;
+    }
     const ms = this.options.connectTimeoutMs;
     this.fail(new UpstreamDialError('connect_timeout', `upstream ${this.node.host}:${this.node.port} did not accept within ${ms} ms`));
   }
 
   handshakeTimedOut(): void {
     this.timer = undefined;
+    const left = this.handshakeDeadline - performance.now();
+    if (left >= 1) {
+      this.timer = setTimeout(onHandshakeTimeout, left, this);
+      return;
+    }
     const ms = this.options.handshakeTimeoutMs;
     const what = this.kind === 'socks5' ? 'complete the SOCKS5 handshake' : 'answer CONNECT';
     this.fail(new UpstreamDialError('connect_timeout', `upstream did not ${what} within ${ms} ms`));

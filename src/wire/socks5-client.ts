@@ -27,9 +27,10 @@ export class Socks5ClientError extends Error {
   }
 }
 
+/** Read-only: the encoded message is kept per object (authMessageOf). */
 export interface Socks5Credentials {
-  username: string;
-  password: string;
+  readonly username: string;
+  readonly password: string;
 }
 
 const METHOD_NONE = 0x00;
@@ -43,6 +44,21 @@ const enum Stage {
   Auth,
   Reply,
   Done,
+}
+
+/**
+ * Encoded RFC 1929 requests by credentials object (null: a field too long): a caller that keeps one object
+ * per upstream pays the encoding once. The buffer is written as is and never changed.
+ */
+const authMessages = new WeakMap<Socks5Credentials, Buffer | null>();
+
+function authMessageOf(c: Socks5Credentials): Buffer | undefined {
+  let m = authMessages.get(c);
+  if (m === undefined) {
+    m = authMessage(c) ?? null;
+    authMessages.set(c, m);
+  }
+  return m ?? undefined;
 }
 
 /** RFC 1929 request; undefined when a field is over 255 bytes. */
@@ -116,50 +132,87 @@ export function socks5Connect(
   done: (err: Socks5ClientError | null, head: Buffer | null) => void,
 ): () => void {
   const request = connectRequest(target.host, target.port);
-  const auth = credentials ? authMessage(credentials) : undefined;
+  const auth = credentials ? authMessageOf(credentials) : undefined;
   if (!request || (credentials && !auth)) {
     done(new Socks5ClientError('BAD_REQUEST', request ? 'upstream credentials too long for SOCKS5' : 'target cannot be encoded for SOCKS5'), null);
     return noop;
   }
-  let stage = Stage.Method;
-  let buffer: Buffer | null = null;
+  const h = new ClientHandshake(socket as HandshakeSocket, request, auth, done);
+  socket.on('data', onData);
+  // on(), not once(): fail() detaches them all when the first fires (once() would wrap each in a new function).
+  socket.on('end', onClose);
+  socket.on('close', onClose);
+  socket.on('error', onError);
+  socket.write(auth ? GREETING_BOTH : GREETING_NONE);
+  return h.detach;
+}
 
-  const detach = (): void => {
-    stage = Stage.Done;
+/** The handshake a socket belongs to, for the shared listeners below (one set for all dials, no closures). */
+const HANDSHAKE = Symbol('rotor.socks5Client');
+type HandshakeSocket = Socket & { [HANDSHAKE]?: ClientHandshake | undefined };
+
+/** One dial's handshake state: the stage, bytes of a partial answer, and what to send and call. */
+class ClientHandshake {
+  private stage = Stage.Method;
+  private buffer: Buffer | null = null;
+  /** Detaches without calling `done` (handed to the caller: bound once, the only closure of a dial). */
+  readonly detach = (): void => this.stop();
+
+  constructor(
+    private readonly socket: HandshakeSocket,
+    private readonly request: Buffer,
+    private readonly auth: Buffer | undefined,
+    private readonly done: (err: Socks5ClientError | null, head: Buffer | null) => void,
+  ) {
+    socket[HANDSHAKE] = this;
+  }
+
+  stop(): void {
+    this.stage = Stage.Done;
+    const socket = this.socket;
+    socket[HANDSHAKE] = undefined;
     socket.off('data', onData);
     socket.off('end', onClose);
     socket.off('close', onClose);
     socket.off('error', onError);
-  };
-  const fail = (err: Socks5ClientError): void => {
-    detach();
-    done(err, null);
-  };
-  const onClose = (): void => fail(new Socks5ClientError('CLOSED', 'upstream closed during the SOCKS5 handshake'));
-  const onError = (err: NodeJS.ErrnoException): void =>
-    fail(new Socks5ClientError('CLOSED', `upstream failed during the SOCKS5 handshake: ${err.code ?? 'error'}`, undefined, err.code));
+  }
+
+  fail(err: Socks5ClientError): void {
+    this.stop();
+    this.done(err, null);
+  }
+
+  data(chunk: Buffer): void {
+    let b = this.buffer === null ? chunk : Buffer.concat([this.buffer, chunk]);
+    for (;;) {
+      const consumed = this.step(b);
+      if (consumed === 0) break;
+      b = b.subarray(consumed);
+    }
+    this.buffer = this.stage === Stage.Done || b.length === 0 ? null : b;
+  }
 
   /** Handles one answer at the current stage; returns the bytes it consumed, 0 when more are needed or done. */
-  const step = (b: Buffer): number => {
-    switch (stage) {
+  private step(b: Buffer): number {
+    switch (this.stage) {
       case Stage.Method: {
         if (b.length < 2) return 0;
         if (b[0] !== SOCKS_VERSION) {
-          fail(new Socks5ClientError('BAD_REPLY', 'upstream is not a SOCKS5 server'));
+          this.fail(new Socks5ClientError('BAD_REPLY', 'upstream is not a SOCKS5 server'));
           return 0;
         }
         const method = b[1];
-        if (method === METHOD_PASSWORD && auth) {
-          socket.write(auth);
-          stage = Stage.Auth;
+        if (method === METHOD_PASSWORD && this.auth) {
+          this.socket.write(this.auth);
+          this.stage = Stage.Auth;
         } else if (method === METHOD_NONE) {
-          socket.write(request);
-          stage = Stage.Reply;
+          this.socket.write(this.request);
+          this.stage = Stage.Reply;
         } else if (method === NO_ACCEPTABLE) {
-          fail(new Socks5ClientError('NO_ACCEPTABLE_METHOD', 'upstream accepts none of the offered authentication methods'));
+          this.fail(new Socks5ClientError('NO_ACCEPTABLE_METHOD', 'upstream accepts none of the offered authentication methods'));
           return 0;
         } else {
-          fail(new Socks5ClientError('BAD_REPLY', `upstream chose an authentication method that was not offered (${method})`));
+          this.fail(new Socks5ClientError('BAD_REPLY', `upstream chose an authentication method that was not offered (${method})`));
           return 0;
         }
         return 2;
@@ -168,60 +221,52 @@ export function socks5Connect(
         if (b.length < 2) return 0;
         // Only the status is checked: some servers answer the RFC 1929 version byte as 0x05.
         if (b[1] !== 0x00) {
-          fail(new Socks5ClientError('AUTH_FAILED', 'upstream refused its credentials'));
+          this.fail(new Socks5ClientError('AUTH_FAILED', 'upstream refused its credentials'));
           return 0;
         }
-        socket.write(request);
-        stage = Stage.Reply;
+        this.socket.write(this.request);
+        this.stage = Stage.Reply;
         return 2;
       }
       case Stage.Reply: {
         if (b.length < 2) return 0;
         if (b[0] !== SOCKS_VERSION) {
-          fail(new Socks5ClientError('BAD_REPLY', 'upstream answered CONNECT with a bad version'));
+          this.fail(new Socks5ClientError('BAD_REPLY', 'upstream answered CONNECT with a bad version'));
           return 0;
         }
         const rep = b[1]!;
         if (rep !== 0x00) {
-          fail(new Socks5ClientError('REJECTED', `upstream rejected the connection (reply ${rep})`, rep));
+          this.fail(new Socks5ClientError('REJECTED', `upstream rejected the connection (reply ${rep})`, rep));
           return 0;
         }
         if (b.length < 4) return 0;
         const atyp = b[3];
         if (atyp !== 0x01 && atyp !== 0x04 && atyp !== 0x03) {
-          fail(new Socks5ClientError('BAD_REPLY', `upstream answered with address type ${atyp}`));
+          this.fail(new Socks5ClientError('BAD_REPLY', `upstream answered with address type ${atyp}`));
           return 0;
         }
         if (b.length < 5) return 0;
         const end = atyp === 0x01 ? 10 : atyp === 0x04 ? 22 : 7 + b[4]!;
         if (b.length < end) return 0;
-        detach();
-        socket.pause();
-        done(null, b.length > end ? b.subarray(end) : null);
+        this.stop();
+        this.socket.pause();
+        this.done(null, b.length > end ? b.subarray(end) : null);
         return 0;
       }
       default:
         return 0;
     }
-  };
+  }
+}
 
-  const onData = (chunk: Buffer): void => {
-    let b = buffer === null ? chunk : Buffer.concat([buffer, chunk]);
-    for (;;) {
-      const consumed = step(b);
-      if (consumed === 0) break;
-      b = b.subarray(consumed);
-    }
-    buffer = stage === Stage.Done || b.length === 0 ? null : b;
-  };
-
-  socket.on('data', onData);
-  // on(), not once(): fail() detaches them all when the first fires (once() would wrap each in a new function).
-  socket.on('end', onClose);
-  socket.on('close', onClose);
-  socket.on('error', onError);
-  socket.write(auth ? GREETING_BOTH : GREETING_NONE);
-  return detach;
+function onData(this: HandshakeSocket, chunk: Buffer): void {
+  this[HANDSHAKE]?.data(chunk);
+}
+function onClose(this: HandshakeSocket): void {
+  this[HANDSHAKE]?.fail(new Socks5ClientError('CLOSED', 'upstream closed during the SOCKS5 handshake'));
+}
+function onError(this: HandshakeSocket, err: NodeJS.ErrnoException): void {
+  this[HANDSHAKE]?.fail(new Socks5ClientError('CLOSED', `upstream failed during the SOCKS5 handshake: ${err.code ?? 'error'}`, undefined, err.code));
 }
 
 function noop(): void {}

@@ -57,6 +57,13 @@ export interface HandshakeOptions<T> {
    * user/password always authenticates with it.
    */
   noAuth?: () => AuthDecision<T>;
+  /**
+   * Leave the socket flowing after the request instead of pausing it. Only for a caller that attaches its
+   * own 'data' reader as soon as the promise settles (Rotor's listener: holdClient, then the relay): no
+   * chunk can arrive before then (that takes an I/O turn, the continuation is a microtask), and a paused
+   * socket would cost a resume (a nextTick and a stream pass) per connection. Default false: paused.
+   */
+  keepReading?: boolean;
 }
 
 export interface ConnectRequest<T> {
@@ -87,205 +94,263 @@ const MAX_HANDSHAKE_BYTES = 16 * 1024;
  * writeReply(). On failure the socket has been answered where the protocol allows it, and destroyed.
  */
 export function acceptSocks5<T = undefined>(socket: Socket, options: HandshakeOptions<T>): Promise<ConnectRequest<T>> {
-  return new Promise((resolve, reject) => {
-    let stage = Stage.Greeting;
-    let buffer: Buffer = Buffer.alloc(0);
-    let username = '';
-    let context: T | undefined;
+  return new Promise((resolve, reject) => new ServerHandshake<T>(socket as HandshakeSocket, options, resolve, reject).start());
+}
 
-    const timer = setTimeout(() => fail('TIMEOUT', 'handshake timed out'), options.timeoutMs);
+/** The handshake a socket belongs to, for the shared listeners below (one set for every connection, no closures). */
+const HANDSHAKE = Symbol('rotor.socks5Server');
+type HandshakeSocket = Socket & { [HANDSHAKE]?: HandshakeSteps | undefined };
 
-    function cleanup(): void {
-      clearTimeout(timer);
-      socket.off('data', onData);
-      socket.off('close', onClose);
-      socket.off('end', onClose);
-      socket.off('error', onError);
-    }
-    function fail(code: HandshakeFailure, message: string, answer?: Buffer): void {
-      if (stage === Stage.Done) return;
-      stage = Stage.Done;
-      cleanup();
-      // Keep a no-op error listener: the peer may reset while we answer.
-      socket.on('error', noop);
-      if (answer && socket.writable) socket.end(answer);
-      else socket.destroy();
-      if (answer) setTimeout(() => socket.destroy(), 1000).unref();
-      reject(new Socks5HandshakeError(code, message));
-    }
-    function onClose(): void {
-      fail('CLOSED', 'client closed during the handshake');
-    }
-    function onError(): void {
-      fail('CLOSED', 'client connection failed during the handshake');
-    }
-    function onData(chunk: Buffer): void {
-      buffer = buffer.length === 0 ? chunk : Buffer.concat([buffer, chunk]);
-      if (buffer.length > MAX_HANDSHAKE_BYTES && stage !== Stage.Request) {
-        fail('TOO_LARGE', `handshake larger than ${MAX_HANDSHAKE_BYTES} bytes`);
-        return;
-      }
-      advance();
-    }
+/** What the shared listeners and the timer call on the handshake they belong to. */
+interface HandshakeSteps {
+  data(chunk: Buffer): void;
+  fail(code: HandshakeFailure, message: string): void;
+}
 
-    function advance(): void {
-      while (stage !== Stage.Done && stage !== Stage.Authenticating) {
-        const consumed = step();
-        if (consumed === 0) return;
-        buffer = buffer.subarray(consumed);
-      }
-    }
+/**
+ * One connection's handshake as one object: the stage, the bytes so far, and the promise's two callbacks.
+ * Its listeners and its timer are module functions, so a handshake costs this object and its promise.
+ */
+class ServerHandshake<T> implements HandshakeSteps {
+  private stage = Stage.Greeting;
+  private buffer: Buffer = EMPTY;
+  private username = '';
+  private context: T | undefined;
+  private timer: NodeJS.Timeout | undefined;
 
-    /** Handles one message at the current stage; returns the bytes it consumed, 0 when more are needed. */
-    function step(): number {
-      switch (stage) {
-        case Stage.Greeting: {
-          if (buffer.length < 2) return 0;
-          if (buffer[0] !== SOCKS_VERSION) {
-            fail('BAD_VERSION', `unsupported SOCKS version ${buffer[0]}`);
-            return 0;
-          }
-          const n = buffer[1]!;
-          if (n === 0) {
-            fail('NO_ACCEPTABLE_METHOD', 'no authentication methods offered', Buffer.from([SOCKS_VERSION, 0xff]));
-            return 0;
-          }
-          if (buffer.length < 2 + n) return 0;
-          const methods = buffer.subarray(2, 2 + n);
-          let wanted = options.auth === 'password' ? 0x02 : 0x00;
-          if (wanted === 0x02 && !methods.includes(0x02) && methods.includes(0x00) && options.noAuth) {
-            const decision = options.noAuth();
-            if (decision.ok) {
-              wanted = 0x00;
-              context = decision.context;
-            }
-          }
-          if (!methods.includes(wanted)) {
-            fail('NO_ACCEPTABLE_METHOD', 'client offers no acceptable method', Buffer.from([SOCKS_VERSION, 0xff]));
-            return 0;
-          }
-          socket.write(Buffer.from([SOCKS_VERSION, wanted]));
-          stage = wanted === 0x02 ? Stage.Auth : Stage.Request;
-          return 2 + n;
-        }
-        case Stage.Auth: {
-          if (buffer.length < 2) return 0;
-          if (buffer[0] !== AUTH_VERSION) {
-            fail('BAD_AUTH_VERSION', `unsupported auth version ${buffer[0]}`, Buffer.from([AUTH_VERSION, 0x01]));
-            return 0;
-          }
-          const ulen = buffer[1]!;
-          if (buffer.length < 3 + ulen) return 0;
-          const plen = buffer[2 + ulen]!;
-          if (buffer.length < 3 + ulen + plen) return 0;
-          const user = buffer.toString('utf8', 2, 2 + ulen);
-          const pass = buffer.toString('utf8', 3 + ulen, 3 + ulen + plen);
-          stage = Stage.Authenticating;
-          const consumed = 3 + ulen + plen;
-          buffer = buffer.subarray(consumed);
-          decide(user, pass);
-          return 0;
-        }
-        case Stage.Request: {
-          if (buffer.length < 5) return 0;
-          if (buffer[0] !== SOCKS_VERSION) {
-            fail('BAD_VERSION', `unsupported SOCKS version ${buffer[0]} in request`);
-            return 0;
-          }
-          if (buffer[1] !== 0x01) {
-            fail('BAD_COMMAND', `unsupported command ${buffer[1]}`, replyBuffer(REPLY.commandNotSupported));
-            return 0;
-          }
-          const atyp = buffer[3];
-          let host: string;
-          let end: number;
-          if (atyp === 0x01) {
-            end = 4 + 4 + 2;
-            if (buffer.length < end) return 0;
-            host = `${buffer[4]}.${buffer[5]}.${buffer[6]}.${buffer[7]}`;
-          } else if (atyp === 0x04) {
-            end = 4 + 16 + 2;
-            if (buffer.length < end) return 0;
-            const parts: string[] = [];
-            for (let i = 0; i < 8; i++) parts.push(buffer.readUInt16BE(4 + i * 2).toString(16));
-            host = parts.join(':');
-          } else if (atyp === 0x03) {
-            const len = buffer[4]!;
-            if (len === 0) {
-              fail('BAD_ADDRESS', 'empty domain name', replyBuffer(REPLY.addressTypeNotSupported));
-              return 0;
-            }
-            end = 5 + len + 2;
-            if (buffer.length < end) return 0;
-            host = buffer.toString('latin1', 5, 5 + len);
-            if (!/^[A-Za-z0-9._-]+$/.test(host)) {
-              fail('BAD_ADDRESS', 'malformed domain name', replyBuffer(REPLY.generalFailure));
-              return 0;
-            }
-          } else {
-            fail('BAD_ADDRESS', `unsupported address type ${atyp}`, replyBuffer(REPLY.addressTypeNotSupported));
-            return 0;
-          }
-          const port = buffer.readUInt16BE(end - 2);
-          if (port === 0) {
-            // A malformed request (like the HTTP listener's 400), not a statement about reachability.
-            fail('BAD_ADDRESS', 'port 0', replyBuffer(REPLY.generalFailure));
-            return 0;
-          }
-          const rest = buffer.length > end ? Buffer.from(buffer.subarray(end)) : null;
-          stage = Stage.Done;
-          // Hold further client bytes in the socket until the caller's relay reads them.
-          socket.pause();
-          cleanup();
-          socket.on('error', noop);
-          resolve({ host, port, addressType: atyp as 1 | 3 | 4, username, context, head: rest });
-          return 0;
-        }
-        default:
-          return 0;
-      }
-    }
+  constructor(
+    private readonly socket: HandshakeSocket,
+    private readonly options: HandshakeOptions<T>,
+    private readonly resolve: (request: ConnectRequest<T>) => void,
+    private readonly reject: (err: Error) => void,
+  ) {}
 
-    function decide(user: string, pass: string): void {
-      const onDecision = (decision: AuthDecision<T>): void => {
-        if (stage !== Stage.Authenticating) return;
-        if (!decision.ok) {
-          fail('AUTH_FAILED', 'authentication failed', Buffer.from([AUTH_VERSION, 0x01]));
-          return;
-        }
-        username = user;
-        context = decision.context;
-        socket.write(Buffer.from([AUTH_VERSION, 0x00]));
-        stage = Stage.Request;
-        advance();
-      };
-      if (!options.authenticate) {
-        onDecision({ ok: false });
-        return;
-      }
-      let result: AuthDecision<T> | Promise<AuthDecision<T>>;
-      try {
-        result = options.authenticate(user, pass);
-      } catch {
-        onDecision({ ok: false });
-        return;
-      }
-      if (result instanceof Promise) result.then(onDecision, () => onDecision({ ok: false }));
-      else onDecision(result);
-    }
-
+  start(): void {
+    const socket = this.socket;
+    this.timer = setTimeout(onHandshakeTimeout, this.options.timeoutMs, this);
+    socket[HANDSHAKE] = this;
     socket.on('data', onData);
     // on(), not once(): cleanup() removes them (once() would wrap each in a new function per connection).
     socket.on('close', onClose);
     // A half-open client (FIN sent) will never finish its handshake.
     socket.on('end', onClose);
     socket.on('error', onError);
-  });
+  }
+
+  private cleanup(): void {
+    clearTimeout(this.timer);
+    const socket = this.socket;
+    socket[HANDSHAKE] = undefined;
+    socket.off('data', onData);
+    socket.off('close', onClose);
+    socket.off('end', onClose);
+    socket.off('error', onError);
+  }
+
+  fail(code: HandshakeFailure, message: string, answer?: Buffer): void {
+    if (this.stage === Stage.Done) return;
+    this.stage = Stage.Done;
+    this.cleanup();
+    const socket = this.socket;
+    // Keep a no-op error listener: the peer may reset while we answer.
+    socket.on('error', noop);
+    if (answer && socket.writable) socket.end(answer);
+    else socket.destroy();
+    if (answer) setTimeout(destroySocket, 1000, socket).unref();
+    this.reject(new Socks5HandshakeError(code, message));
+  }
+
+  data(chunk: Buffer): void {
+    this.buffer = this.buffer.length === 0 ? chunk : Buffer.concat([this.buffer, chunk]);
+    if (this.buffer.length > MAX_HANDSHAKE_BYTES && this.stage !== Stage.Request) {
+      this.fail('TOO_LARGE', `handshake larger than ${MAX_HANDSHAKE_BYTES} bytes`);
+      return;
+    }
+    this.advance();
+  }
+
+  private advance(): void {
+    while (this.stage !== Stage.Done && this.stage !== Stage.Authenticating) {
+      const consumed = this.step();
+      if (consumed === 0) return;
+      this.buffer = this.buffer.subarray(consumed);
+    }
+  }
+
+  /** Handles one message at the current stage; returns the bytes it consumed, 0 when more are needed. */
+  private step(): number {
+    const buffer = this.buffer;
+    const options = this.options;
+    switch (this.stage) {
+      case Stage.Greeting: {
+        if (buffer.length < 2) return 0;
+        if (buffer[0] !== SOCKS_VERSION) {
+          this.fail('BAD_VERSION', `unsupported SOCKS version ${buffer[0]}`);
+          return 0;
+        }
+        const n = buffer[1]!;
+        if (n === 0) {
+          this.fail('NO_ACCEPTABLE_METHOD', 'no authentication methods offered', Buffer.from([SOCKS_VERSION, 0xff]));
+          return 0;
+        }
+        if (buffer.length < 2 + n) return 0;
+        const methods = buffer.subarray(2, 2 + n);
+        let wanted = options.auth === 'password' ? 0x02 : 0x00;
+        if (wanted === 0x02 && !methods.includes(0x02) && methods.includes(0x00) && options.noAuth) {
+          const decision = options.noAuth();
+          if (decision.ok) {
+            wanted = 0x00;
+            this.context = decision.context;
+          }
+        }
+        if (!methods.includes(wanted)) {
+          this.fail('NO_ACCEPTABLE_METHOD', 'client offers no acceptable method', Buffer.from([SOCKS_VERSION, 0xff]));
+          return 0;
+        }
+        this.socket.write(wanted === 0x02 ? CHOSE_PASSWORD : CHOSE_NONE);
+        this.stage = wanted === 0x02 ? Stage.Auth : Stage.Request;
+        return 2 + n;
+      }
+      case Stage.Auth: {
+        if (buffer.length < 2) return 0;
+        if (buffer[0] !== AUTH_VERSION) {
+          this.fail('BAD_AUTH_VERSION', `unsupported auth version ${buffer[0]}`, Buffer.from([AUTH_VERSION, 0x01]));
+          return 0;
+        }
+        const ulen = buffer[1]!;
+        if (buffer.length < 3 + ulen) return 0;
+        const plen = buffer[2 + ulen]!;
+        if (buffer.length < 3 + ulen + plen) return 0;
+        const user = buffer.toString('utf8', 2, 2 + ulen);
+        const pass = buffer.toString('utf8', 3 + ulen, 3 + ulen + plen);
+        this.stage = Stage.Authenticating;
+        this.buffer = buffer.subarray(3 + ulen + plen);
+        this.decide(user, pass);
+        return 0;
+      }
+      case Stage.Request: {
+        if (buffer.length < 5) return 0;
+        if (buffer[0] !== SOCKS_VERSION) {
+          this.fail('BAD_VERSION', `unsupported SOCKS version ${buffer[0]} in request`);
+          return 0;
+        }
+        if (buffer[1] !== 0x01) {
+          this.fail('BAD_COMMAND', `unsupported command ${buffer[1]}`, replyBuffer(REPLY.commandNotSupported));
+          return 0;
+        }
+        const atyp = buffer[3];
+        let host: string;
+        let end: number;
+        if (atyp === 0x01) {
+          end = 4 + 4 + 2;
+          if (buffer.length < end) return 0;
+          host = `${buffer[4]}.${buffer[5]}.${buffer[6]}.${buffer[7]}`;
+        } else if (atyp === 0x04) {
+          end = 4 + 16 + 2;
+          if (buffer.length < end) return 0;
+          const parts: string[] = [];
+          for (let i = 0; i < 8; i++) parts.push(buffer.readUInt16BE(4 + i * 2).toString(16));
+          host = parts.join(':');
+        } else if (atyp === 0x03) {
+          const len = buffer[4]!;
+          if (len === 0) {
+            this.fail('BAD_ADDRESS', 'empty domain name', replyBuffer(REPLY.addressTypeNotSupported));
+            return 0;
+          }
+          end = 5 + len + 2;
+          if (buffer.length < end) return 0;
+          host = buffer.toString('latin1', 5, 5 + len);
+          if (!/^[A-Za-z0-9._-]+$/.test(host)) {
+            this.fail('BAD_ADDRESS', 'malformed domain name', replyBuffer(REPLY.generalFailure));
+            return 0;
+          }
+        } else {
+          this.fail('BAD_ADDRESS', `unsupported address type ${atyp}`, replyBuffer(REPLY.addressTypeNotSupported));
+          return 0;
+        }
+        const port = buffer.readUInt16BE(end - 2);
+        if (port === 0) {
+          // A malformed request (like the HTTP listener's 400), not a statement about reachability.
+          this.fail('BAD_ADDRESS', 'port 0', replyBuffer(REPLY.generalFailure));
+          return 0;
+        }
+        const rest = buffer.length > end ? Buffer.from(buffer.subarray(end)) : null;
+        this.stage = Stage.Done;
+        const socket = this.socket;
+        // Hold further client bytes in the socket until the caller's relay reads them.
+        if (!options.keepReading) socket.pause();
+        this.cleanup();
+        socket.on('error', noop);
+        this.resolve({ host, port, addressType: atyp as 1 | 3 | 4, username: this.username, context: this.context, head: rest });
+        return 0;
+      }
+      default:
+        return 0;
+    }
+  }
+
+  private decide(user: string, pass: string): void {
+    const authenticate = this.options.authenticate;
+    if (!authenticate) {
+      this.decided(user, { ok: false });
+      return;
+    }
+    let result: AuthDecision<T> | Promise<AuthDecision<T>>;
+    try {
+      result = authenticate(user, pass);
+    } catch {
+      this.decided(user, { ok: false });
+      return;
+    }
+    if (result instanceof Promise)
+      result.then(
+        (decision) => this.decided(user, decision),
+        () => this.decided(user, { ok: false }),
+      );
+    else this.decided(user, result);
+  }
+
+  private decided(user: string, decision: AuthDecision<T>): void {
+    if (this.stage !== Stage.Authenticating) return;
+    if (!decision.ok) {
+      this.fail('AUTH_FAILED', 'authentication failed', Buffer.from([AUTH_VERSION, 0x01]));
+      return;
+    }
+    this.username = user;
+    this.context = decision.context;
+    this.socket.write(AUTH_OK);
+    this.stage = Stage.Request;
+    this.advance();
+  }
+}
+
+const EMPTY = Buffer.alloc(0);
+
+function onData(this: HandshakeSocket, chunk: Buffer): void {
+  this[HANDSHAKE]?.data(chunk);
+}
+function onClose(this: HandshakeSocket): void {
+  this[HANDSHAKE]?.fail('CLOSED', 'client closed during the handshake');
+}
+function onError(this: HandshakeSocket): void {
+  this[HANDSHAKE]?.fail('CLOSED', 'client connection failed during the handshake');
+}
+function onHandshakeTimeout(h: HandshakeSteps): void {
+  h.fail('TIMEOUT', 'handshake timed out');
+}
+function destroySocket(socket: Socket): void {
+  socket.destroy();
 }
 
 function noop(): void {}
 
+// The answers every handshake writes, shared (a written buffer is never changed afterwards).
+const CHOSE_PASSWORD = Buffer.from([SOCKS_VERSION, 0x02]);
+const CHOSE_NONE = Buffer.from([SOCKS_VERSION, 0x00]);
+const AUTH_OK = Buffer.from([AUTH_VERSION, 0x00]);
 const ZERO_BIND = Buffer.from([SOCKS_VERSION, 0, 0x00, 0x01, 0, 0, 0, 0, 0, 0]);
+/** The reply of every successful CONNECT (bound address 0.0.0.0:0), written as is: never modified. */
+const SUCCEEDED = Buffer.from(ZERO_BIND);
 
 /** The reply to a CONNECT request. The bound address is reported as 0.0.0.0:0 unless given. */
 export function replyBuffer(code: ReplyCode, bound?: { host: string; port: number }): Buffer {
@@ -328,11 +393,11 @@ function expandIPv6(host: string): Buffer {
 
 /** Answers the CONNECT request; on failure codes the socket is ended after the reply. */
 export function writeReply(socket: Socket, code: ReplyCode, bound?: { host: string; port: number }): void {
-  const reply = replyBuffer(code, bound);
   if (code === REPLY.succeeded) {
-    socket.write(reply);
+    socket.write(bound ? replyBuffer(code, bound) : SUCCEEDED);
     return;
   }
+  const reply = replyBuffer(code, bound);
   if (socket.writable) socket.end(reply);
   setTimeout(() => socket.destroy(), 1000).unref();
 }

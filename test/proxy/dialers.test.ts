@@ -144,6 +144,28 @@ describe('upstream dialers against real proxies', () => {
     }
   });
 
+  test('a handshake longer than the connect timeout gets its whole own timeout (one timer serves both deadlines)', async () => {
+    const silent = await startSilent();
+    try {
+      for (const kind of ['socks5', 'http'] as const) {
+        const started = performance.now();
+        const dial = kind === 'socks5' ? dialSocks5 : dialHttpConnect;
+        await assert.rejects(
+          dial(node(kind, silent.port), { host: '127.0.0.1', port: target.port }, { connectTimeoutMs: 150, handshakeTimeoutMs: 450 }),
+          (e: unknown) =>
+            e instanceof UpstreamDialError &&
+            e.reason === 'connect_timeout' &&
+            e.message.includes(kind === 'socks5' ? 'complete the SOCKS5 handshake within 450 ms' : 'answer CONNECT within 450 ms'),
+        );
+        const took = performance.now() - started;
+        // Not at the connect timer's 150 ms: the handshake's 450 ms from the connect.
+        assert.ok(took >= 440 && took < 1500, `${kind} took ${took} ms`);
+      }
+    } finally {
+      await silent.close();
+    }
+  });
+
   test('an abort while the upstream is silent ends the dial at once (AbortSignal and DialCancel)', async () => {
     const silent = await startSilent();
     try {
