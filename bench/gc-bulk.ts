@@ -10,7 +10,7 @@ import { createInterface } from 'node:readline';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { ensureBuilt, npmStartNodeFlags, startDaemon } from './daemon.ts';
+import { ensureBuilt, npmStartCommand, startDaemon } from './daemon.ts';
 import { cpuMs, rssBytes, startJsonChild, startMicrosocks, startSquid, type Proc } from './procs.ts';
 import { BENCH_PASSWORD, HTTP_USER, SOCKS_USER } from './spec.ts';
 import { fmt, median } from './stats.ts';
@@ -88,7 +88,7 @@ try {
       }
     }
   }
-  process.stdout.write(`${MIB} MiB per download, ${REPS} repetition(s), medians; rotor as npm start runs it (${[...npmStartNodeFlags(), ...(values['rotor-node-flag'] ?? [])].join(' ')})\n`);
+  process.stdout.write(`${MIB} MiB per download, ${REPS} repetition(s), medians; rotor as npm start runs it (${Object.entries(npmStartCommand().env).map(([k, v]) => `${k}=${v} `).join('')}node ${[...npmStartCommand().nodeFlags, ...(values['rotor-node-flag'] ?? [])].join(' ')})\n`);
   process.stdout.write('| gateway, tunnel | MiB/s | gateway CPU ms per MiB | major GCs per download |\n| --- | ---: | ---: | ---: |\n');
   for (const [k, r] of Object.entries(rows)) process.stdout.write(`| ${k} | ${fmt(median(r.mibs))} | ${fmt(median(r.cpu))} | ${fmt(median(r.majors))} |\n`);
   process.stdout.write(`rotor RSS after: ${fmt(rssBytes(rotor.pid) / 1024 ** 2)} MiB\n`);
