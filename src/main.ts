@@ -38,6 +38,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Simulator } from './sim/index.ts';
 import { DestinationPolicy } from './users/rules.ts';
 import { UserPorts } from './users/ports.ts';
+import { configureHashing } from './users/password.ts';
 import { Events, ExpiryWatcher, QuotaWatcher, WebhookDelivery, WebhookSwitch, balanceLowListener, orderFinalWriter } from './events/index.ts';
 import { createConnectionLog, type ConnectionLogService } from './connlog/index.ts';
 import { platformFlowFrom } from './connlog/platform-flow.ts';
@@ -361,7 +362,9 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       handshakeTimeoutMs: config.proxy.upstreamHandshakeTimeoutMs ?? config.proxy.connectTimeoutMs,
       hedgeAfterMs: config.proxy.hedgeAfterMs,
       ...(options.now ? { now: options.now } : {}),
+      auth: config.proxy.auth,
     };
+    configureHashing({ concurrency: config.proxy.auth.maxConcurrentHashes, maxQueued: config.proxy.auth.maxQueuedHashes });
     const router = fleetSessions && fleetParts ? new fleetParts.FleetRouter(routerOptions, fleetSessions) : new Router({ ...routerOptions, pools: poolProvider, sessions });
     const prober = startHealthProbes({
       pools: () => pools.list(),

@@ -72,6 +72,32 @@ const platform = z
     }
   });
 
+/** Proxy logins (src/proxy/auth-guard.ts AuthSettings, src/users/password.ts hashing bounds). */
+const proxyAuth = z
+  .strictObject({
+    /** Verified (user name, password) pairs remembered; each answers without a password check. */
+    cacheSize: z.number().int().min(1).max(10_000_000).default(10_000),
+    /** scrypt checks running at once on libuv's thread pool (4 threads, shared with DNS and files). */
+    maxConcurrentHashes: z.number().int().min(1).max(64).default(2),
+    /** Login checks waiting for a hash at most; beyond, refused at once ('busy'). */
+    maxQueuedHashes: z.number().int().min(0).max(100_000).default(64),
+    /** Checks waiting from one address at most; beyond, refused at once ('busy'). */
+    maxPendingPerSource: z.number().int().min(1).max(100_000).default(8),
+    /** A failed login is answered no sooner than this after it arrived. */
+    failureDelayMs: z.number().int().min(0).max(60_000).default(250),
+    /** Failures from one address (IPv6: its /64) within failureWindowMs that block it for blockMs; 0 = never. */
+    sourceFailures: z.number().int().min(0).default(20),
+    /** Failures for one user name within failureWindowMs that block it for blockMs; 0 = never. */
+    userFailures: z.number().int().min(0).default(50),
+    failureWindowMs: millis.default(60_000),
+    blockMs: z.number().int().min(0).default(60_000),
+    /** Addresses and user names whose failures are tracked at most (least recently seen dropped first). */
+    trackedMax: z.number().int().min(1).max(10_000_000).default(10_000),
+    /** One log line per address per this interval, never one per attempt. */
+    logIntervalMs: millis.default(60_000),
+  })
+  .prefault({});
+
 const proxy = z
   .strictObject({
     http: listener(8080),
@@ -90,6 +116,9 @@ const proxy = z
     upstreamHandshakeTimeoutMs: millis.optional(),
     /** Destination rules every user is held to (src/users/rules.ts); the user's own `rules` apply as well. */
     rules: rulesSchema.prefault({ denyPorts: [25] }),
+    // ── abuse bounds (README "Security") ──
+    /** Proxy logins: verified-pair cache, password checks off the event loop, back-off (src/proxy/auth-*.ts). */
+    auth: proxyAuth,
   })
   .prefault({});
 

@@ -28,6 +28,7 @@ import {
   refuseResponse,
   refuseSocket,
   requestHead,
+  type AbsoluteTarget,
   type Refusal,
 } from './http-message.ts';
 import { endBeforeRelay, ListenerConnections, onServerError } from './connections.ts';
@@ -205,16 +206,16 @@ export class HttpListener {
     conn.end({ result: 'upstream_error', reason: 'internal error' });
   }
 
-  /** Credentials and admission, the same for every kind of request. */
-  private admit(req: IncomingMessage): Admission {
+  /**
+   * Credentials and admission, the same for every kind of request: at once for a client verified before,
+   * else a Promise (the password is checked off the event loop; a failure is answered late).
+   */
+  private admit(req: IncomingMessage): Admission | Promise<Admission> {
     const credentials = this.credentials(req.headers['proxy-authorization']);
-    const a = credentials ? this.options.router.authorize(credentials.username, credentials.password) : this.options.anonymous?.(req.socket);
-    if (!a) return { refusal: { status: 407, reason: CREDENTIALS_REQUIRED }, result: 'auth_failed', user: null };
-    if (a.ok) return { route: a.route };
-    if (a.kind === 'auth') return { refusal: { status: 407, reason: a.reason }, result: 'auth_failed', user: null };
-    if (a.kind === 'forbidden') return { refusal: { status: 403, reason: a.reason }, result: a.result ?? 'limited', user: a.user ?? null };
-    return { refusal: { status: 400, reason: a.reason }, result: 'bad_request', user: a.user ?? null };
+    const a = credentials ? this.options.router.authenticate(credentials.username, credentials.password, req.socket.remoteAddress) : this.options.anonymous?.(req.socket);
+    return a instanceof Promise ? a.then(admission) : admission(a);
   }
+
 
   /**
    * Basic credentials of a Proxy-Authorization value. A plain-HTTP client sends the same value on every
@@ -270,7 +271,27 @@ export class HttpListener {
     // here would lock the user out for the reservation's lifetime).
     const counted = this.activeUser.get(client);
     if (counted !== undefined) this.options.router.meters.connectionClosed(counted.user);
-    const admission = this.admit(req);
+    const pending = this.admit(req);
+    if (pending instanceof Promise) {
+      // The password is being checked: the request waits (node's parser holds the next one meanwhile). The
+      // connection's registration goes now (its slot was given back above), so a close meanwhile counts nothing twice.
+      if (counted !== undefined) this.forget(client, counted);
+      pending.then(
+        (a) => this.onAdmitted(req, res, expectContinue, conn, target, undefined, a),
+        (err: unknown) => this.forwardFailed(err, res, conn),
+      );
+      return;
+    }
+    this.onAdmitted(req, res, expectContinue, conn, target, counted, pending);
+  }
+
+  /** onRequest once the client's credentials are decided. */
+  private onAdmitted(req: IncomingMessage, res: ServerResponse, expectContinue: boolean, conn: ConnectionContext, target: AbsoluteTarget, counted: CountedClient | undefined, admission: Admission): void {
+    const client = req.socket;
+    if (client.destroyed) {
+      this.record(conn, 'client_abort', 'the client went away');
+      return;
+    }
     if ('refusal' in admission) {
       if (counted !== undefined) this.forget(client, counted);
       conn.user = admission.user;
@@ -345,7 +366,19 @@ export class HttpListener {
     conn.target = `${target.host.includes(':') ? `[${target.host}]` : target.host}:${target.port}`;
     // An Upgrade on a kept-alive connection that carried forwarded requests: from here the relay counts it.
     this.uncount(socket);
-    const admission = this.admit(req);
+    let admission = this.admit(req);
+    if (admission instanceof Promise) {
+      // The password is being checked: keep reading the client meanwhile (its FIN, any early bytes).
+      let gone = false;
+      const release = holdClient(socket, head, () => (gone = true));
+      admission = await admission;
+      head = release() ?? Buffer.alloc(0);
+      if (gone || socket.destroyed) {
+        socket.destroy();
+        this.record(conn, 'client_abort', 'the client went away');
+        return;
+      }
+    }
     if ('refusal' in admission) {
       conn.user = admission.user;
       this.record(conn, admission.result, admission.refusal.reason);
@@ -409,3 +442,12 @@ export class HttpListener {
 }
 
 const HOST = new Set(['host']);
+
+/** An authorization as the listener answers it. */
+function admission(a: Authorization | undefined): Admission {
+  if (!a) return { refusal: { status: 407, reason: CREDENTIALS_REQUIRED }, result: 'auth_failed', user: null };
+  if (a.ok) return { route: a.route };
+  if (a.kind === 'auth') return { refusal: { status: 407, reason: a.reason }, result: 'auth_failed', user: null };
+  if (a.kind === 'forbidden') return { refusal: { status: 403, reason: a.reason }, result: a.result ?? 'limited', user: a.user ?? null };
+  return { refusal: { status: 400, reason: a.reason }, result: 'bad_request', user: a.user ?? null };
+}

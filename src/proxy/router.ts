@@ -1,7 +1,6 @@
 // The orchestration between a listener and the upstreams: who is this client and where may it go
 // (authorize), and how to get a tunnel to its target (dial): sticky session or pool, dial with deadlines,
 // on a failure before any byte reached the client mark the node, rotate the session and try another node.
-import { createHash, timingSafeEqual } from 'node:crypto';
 import { StaticPool } from '../pool/static.ts';
 import { PoolEmptyError, type FailureReason, type NodeSource, type PoolKey, type UpstreamNode } from '../pool/types.ts';
 import { HedgeDelays, type HandshakeTimes } from '../health/handshake-times.ts';
@@ -15,7 +14,9 @@ import { raceDial, type RaceSpec, type RaceWon } from './dial-race.ts';
 import { GatewayError, type UpstreamDialError } from './errors.ts';
 import { checkTarget } from './target.ts';
 import type { InstanceDirectory, LocalUser, MeterProvider, PoolProvider, SessionStore, Target, UserDirectory } from './types.ts';
-import { parseUsername, type UsernameOptions } from './username.ts';
+import type { UsernameOptions } from './username.ts';
+import { AUTH_FAILED, Authenticator, type Authenticated } from './auth-check.ts';
+import { AUTH_DEFAULTS, sourceKey, type AuthGuard, type AuthSettings } from './auth-guard.ts';
 import type { DestinationPolicy } from '../users/rules.ts';
 
 export interface Route {
@@ -95,32 +96,17 @@ export interface RouterOptions {
    * known yet (let through). An unknown code is refused (403) before any pool or draw exists for it.
    */
   regionKnown?: (code: string) => boolean | undefined;
+  /** The login's cache and back-off (config proxy.auth); absent: defaults with failures answered at once. */
+  auth?: AuthSettings;
 }
 
-const DUMMY_PASSWORD = Buffer.alloc(32);
-/** The one 407 reason of a failed authentication (see authorize). */
-export const AUTH_FAILED = 'wrong user name or password';
-const MAX_USERNAME_LENGTH = 1024;
-/** Bound of the credential cache; on overflow it starts over (a flood of distinct valid names is rare). */
-const AUTH_CACHE_MAX = 4096;
-
-/** A credential pair that matched: the user object and password it matched, and its parsed options. */
-interface CachedAuth {
-  user: LocalUser;
-  password: string;
-  options: UsernameOptions;
-}
-
-function digest(text: string): Buffer {
-  return createHash('sha256').update(text, 'utf8').digest();
-}
+export { AUTH_FAILED };
 
 export class Router {
   private users: UserDirectory;
-  // Plain-HTTP clients send the same Proxy-Authorization on every request; the user-name parse and the two
-  // digests run once per distinct accepted pair. Refusals are never cached; limits and instance rights are
-  // checked on every call.
-  private readonly authCache = new Map<string, CachedAuth>();
+  // The login (src/proxy/auth-check.ts): verified pairs answer at once, anything else is checked off the
+  // event loop with back-off. Limits and instance rights are checked on every call (admit).
+  private readonly auth: Authenticator;
   private readonly retries: number;
   private readonly connectTimeoutMs: number;
   private readonly handshakeTimeoutMs: number;
@@ -147,6 +133,8 @@ export class Router {
     this.dialSocks5 = options.dialers?.socks5 ?? dialSocks5;
     this.dialHttp = options.dialers?.http ?? dialHttpConnect;
     this.now = options.now ?? Date.now;
+    // Without settings (tests, tools) failures are answered at once; the daemon passes proxy.auth.
+    this.auth = new Authenticator(options.auth ?? { ...AUTH_DEFAULTS, failureDelayMs: 0 }, { metrics: options.metrics, logger: options.logger, now: this.now });
     this.settings = {
       now: this.now,
       dialDeadlineMs: this.dialDeadlineMs,
@@ -168,40 +156,34 @@ export class Router {
   /** Config reload: later authorizations see the new users; running connections keep their route. */
   setUsers(users: UserDirectory): void {
     this.users = users;
-    this.authCache.clear();
+    this.auth.clear();
   }
 
-  authorize(username: string, password: string): Authorization {
-    const users = this.users;
-    // No configured name with its options comes near this; refusing here keeps the parse's cost bounded.
-    if (username.length > MAX_USERNAME_LENGTH) return { ok: false, kind: 'auth', reason: AUTH_FAILED };
-    const key = `${username}\u0000${password}`;
-    const hit = this.authCache.get(key);
-    let user: LocalUser;
-    let o: UsernameOptions;
-    // A hit stands only while the directory still holds that very user with that very password (a reload may
-    // swap the directory's contents without setUsers).
-    if (hit && users.get(hit.user.name) === hit.user && hit.user.password === hit.password) {
-      user = hit.user;
-      o = hit.options;
-    } else {
-      const parsed = parseUsername(username, (name) => users.get(name) !== undefined);
-      // One reason for every failure, whatever was wrong, so that nobody learns which user names exist; the
-      // name's own problem (an option misspelt) is told only to a client whose password proves the user.
-      const found = users.get(parsed.ok ? parsed.user : userPrefix(username, users));
-      // Compare digests so the time taken says nothing about the password's length or an unknown user.
-      const matches =
-        found !== undefined && users.verify !== undefined
-          ? users.verify(found, password)
-          : timingSafeEqual(digest(password), found ? digest(found.password) : DUMMY_PASSWORD);
-      if (!found || !matches) return { ok: false, kind: 'auth', reason: AUTH_FAILED };
-      if (!parsed.ok) return { ok: false, kind: 'auth', reason: parsed.reason };
-      user = found;
-      o = parsed.options;
-      if (this.authCache.size >= AUTH_CACHE_MAX) this.authCache.clear();
-      this.authCache.set(key, { user, password: found.password, options: o });
-    }
-    return this.admit(user, o);
+  /**
+   * Who the client is and what it may do: synchronous for a pair verified before, else a Promise (the
+   * password checked on the thread pool, a failure answered late). `source` is the client's address
+   * (back-off per address).
+   */
+  authenticate(username: string, password: string, source?: string): Authorization | Promise<Authorization> {
+    const a = this.auth.check(this.users, username, password, sourceKey(source));
+    return a instanceof Promise ? a.then((x) => this.afterCheck(x)) : this.afterCheck(a);
+  }
+
+  /** authenticate() for directories that answer at once (plain-text users: tests and tools). */
+  authorize(username: string, password: string, source?: string): Authorization {
+    const a = this.authenticate(username, password, source);
+    if (a instanceof Promise) throw new TypeError('Router.authorize: this directory checks passwords asynchronously; use authenticate()');
+    return a;
+  }
+
+  /** The back-off's state (tests, the bench). */
+  get authGuard(): AuthGuard {
+    return this.auth.guard;
+  }
+
+  private afterCheck(a: Authenticated): Authorization {
+    if (!a.ok) return { ok: false, kind: 'auth', reason: a.reason };
+    return this.admit(a.user, a.options);
   }
 
   /**
@@ -445,15 +427,6 @@ class DialedTunnel implements Dialed {
 }
 
 /** The longest '-'-separated prefix of `raw` that names a user ('' when none does). */
-function userPrefix(raw: string, users: UserDirectory): string {
-  const tokens = raw.split('-');
-  for (let n = tokens.length - 1; n > 0; n--) {
-    const name = tokens.slice(0, n).join('-');
-    if (users.get(name)) return name;
-  }
-  return '';
-}
-
 /** What the client is told about the last upstream failure: the kind, never the node's address or account. */
 function clientMessage(err: UpstreamDialError): string {
   switch (err.reason) {

@@ -50,13 +50,11 @@ export class Socks5Listener {
     this.recorder = options.recorder ?? unrecordedConnections();
     this.handshakeTimeoutMs = options.handshakeTimeoutMs ?? 10_000;
     this.idleTimeoutMs = options.idleTimeoutMs ?? 300_000;
-    const router = options.router;
     this.handshake = {
       timeoutMs: this.handshakeTimeoutMs,
       auth: 'password',
       // holdClient reads it next, in the continuation of the handshake's await (no I/O turn between).
       keepReading: true,
-      authenticate: (username, password): AuthDecision<Decision> => decide(router.authorize(username, password)),
     };
     this.server = createServer({ allowHalfOpen: true, pauseOnConnect: false }, (socket) => this.onConnection(socket));
     logFailedAccepts(this.server, 'proxy listener', options.logger);
@@ -121,9 +119,14 @@ export class Socks5Listener {
     const router = this.options.router;
     let request;
     try {
+      // Per connection: the back-off needs the client's address (src/proxy/auth-guard.ts).
+      const authenticate = (username: string, password: string): AuthDecision<Decision> | Promise<AuthDecision<Decision>> => {
+        const a = router.authenticate(username, password, socket.remoteAddress);
+        return a instanceof Promise ? a.then(decide) : decide(a);
+      };
       request = await acceptSocks5<Decision>(
         socket,
-        this.options.anonymous ? { ...this.handshake, noAuth: () => decide(this.options.anonymous!(socket)) } : this.handshake,
+        this.options.anonymous ? { ...this.handshake, authenticate, noAuth: () => decide(this.options.anonymous!(socket)) } : { ...this.handshake, authenticate },
       );
     } catch (err) {
       const code = err instanceof Socks5HandshakeError ? err.code : 'CLOSED';

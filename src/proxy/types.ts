@@ -32,10 +32,11 @@ export interface LocalUser {
 export interface UserDirectory {
   get(name: string): LocalUser | undefined;
   /**
-   * Optional: checks a password against the user's stored (hashed) one; src/users/directory.ts. Without it
-   * the router compares with `password` as plain text (config users, tests).
+   * Optional: checks a password against the user's stored (hashed) one, off the event loop when it must hash
+   * (src/users/directory.ts); `undefined` (an unknown name) costs the same work and answers false. Without it
+   * the router compares with `password` as plain text (tests, tools).
    */
-  verify?(user: LocalUser, password: string): boolean;
+  verify?(user: LocalUser | undefined, password: string): boolean | Promise<boolean>;
 }
 
 // A user's meter and an admission answer are accounting's (defined there, below the gateway).

@@ -26,6 +26,8 @@ export const METRIC = {
   webhookDeliveries: 'rotor_webhook_deliveries_total',
   connlogDropped: 'rotor_connlog_dropped_total',
   connlogWritten: 'rotor_connlog_records_total',
+  // abuse bounds (proxy login back-off)
+  authFailures: 'rotor_auth_failures_total',
 } as const;
 
 /**
@@ -81,6 +83,8 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     webhookDeliveries: new Counter({ name: METRIC.webhookDeliveries, help: 'Webhook POSTs by outcome (delivered: a 2xx; failed: retried later)', labelNames: ['result'] as const, registers }),
     connlogDropped: new Counter({ name: METRIC.connlogDropped, help: 'Connection records dropped because the write queue was full (oldest first)', registers }),
     connlogWritten: new Counter({ name: METRIC.connlogWritten, help: 'Connection records written, by sink', labelNames: ['sink'] as const, registers }),
+    // abuse bounds (proxy login back-off): reasons credentials | blocked_source | blocked_user | busy
+    authFailures: new Counter({ name: METRIC.authFailures, help: 'Failed proxy logins by reason (wrong name or password, address or name blocked, too many waiting)', labelNames: ['reason'] as const, registers }),
   };
 }
 

@@ -9,10 +9,12 @@
 // account made the first time — and finishes: one consistent user. A platform refusal removes the intent and
 // comes back to the client with the platform's code; an unknown outcome (unreachable) keeps it for the sweep.
 //
-// Passwords: the store keeps only the scrypt hash. Hashing costs ~40 ms, so it is paid once per user and
-// process: a verified password's SHA-256 is remembered in memory (never stored) and every later check is one
-// digest and a constant-time compare; the router's credential cache sits in front of that. Changing a user
-// swaps its LocalUser object, which invalidates the router's cached pairs for it.
+// Passwords: the store keeps only the scrypt hash. Hashing costs ~40-60 ms on the thread pool, so it is paid
+// once per user and process: a verified password's SHA-256 is remembered in memory (never stored) and a later
+// check of that password is one digest and a constant-time compare; any other password costs a full scrypt,
+// like an unknown name (equal work: timing tells nothing). The router's credential cache and back-off
+// (src/proxy/auth-*.ts) sit in front of that. Changing a user swaps its LocalUser object, which invalidates
+// the router's cached pairs for it.
 //
 // Config users (`users:` in the config) are records too (source 'config'): at start and reload the config's
 // fields win for them; config users no longer in the config are removed. API users survive restarts and
@@ -28,7 +30,7 @@ import type { Logger } from '../telemetry/logger.ts';
 import { UserChangedError, UserExistsError, UserNotFoundError } from './errors.ts';
 import { DueQueue } from './due-queue.ts';
 import { UserLimiter } from './limiter.ts';
-import { generatePassword, hashPassword, hashPasswordAsync, passwordDigest, verifyPassword } from './password.ts';
+import { DUMMY_HASH, generatePassword, hashPasswordAsync, passwordDigest, verifyPasswordAsync } from './password.ts';
 import { expiryOf, readStoredData, type CreateUserInput, type UserData, type UserPatch, type UserView } from './record.ts';
 import type { SubAccountPort } from './sub-account.ts';
 
@@ -56,8 +58,6 @@ interface Entry {
   expiresAt: number | null;
   /** SHA-256 of the password last verified (or set) in this process; memory only. */
   verified: Buffer | null;
-  /** Recently refused passwords' digests, so a client repeating a wrong one costs no scrypt. */
-  wrong: Buffer[];
 }
 
 export interface UserListQuery {
@@ -87,8 +87,6 @@ export interface UsersOptions {
   /** Called after users were added, changed or removed (names), off the data path. */
   onChange?: (names: string[], removed: string[]) => void;
 }
-
-const WRONG_MEMO = 16;
 
 export class Users implements UserDirectory {
   private readonly entries = new Map<string, Entry>();
@@ -130,22 +128,25 @@ export class Users implements UserDirectory {
     return e !== undefined && e.state === 'ready' ? e.local : undefined;
   }
 
-  verify(user: LocalUser, password: string): boolean {
-    const e = this.entries.get(user.name);
-    if (e === undefined || e.local !== user) return false;
+  /**
+   * The password check of the proxy's login (Router.authenticate). A password already verified in this
+   * process answers at once; anything else costs one scrypt on the thread pool (src/users/password.ts), an
+   * unknown user (`undefined`) the same scrypt against a dummy hash, so the time taken tells nobody which
+   * names exist. Rejects with HashBusyError when too many checks wait.
+   */
+  verify(user: LocalUser | undefined, password: string): boolean | Promise<boolean> {
+    const e = user === undefined ? undefined : this.entries.get(user.name);
+    if (e === undefined || e.local !== user) return verifyPasswordAsync(password, DUMMY_HASH).then(() => false);
     const d = passwordDigest(password);
-    // Only one password is right: once it is known here, any other is wrong without hashing.
-    if (e.verified !== null) return timingSafeEqual(d, e.verified);
-    for (const w of e.wrong) if (timingSafeEqual(d, w)) return false;
+    if (e.verified !== null && timingSafeEqual(d, e.verified)) return true;
     const hash = e.hash;
-    const ok = verifyPassword(password, hash);
-    // The entry may have been swapped while hashing? No: verifyPassword is synchronous.
-    if (ok) e.verified = d;
-    else {
-      e.wrong.push(d);
-      if (e.wrong.length > WRONG_MEMO) e.wrong.shift();
-    }
-    return ok;
+    return verifyPasswordAsync(password, hash).then((ok) => {
+      // The user may have changed while hashing: the answer stands only for the record it was checked against.
+      const now = this.entries.get(user!.name);
+      if (!ok || now === undefined || now.hash !== hash) return false;
+      now.verified = d;
+      return true;
+    });
   }
 
   limiter(name: string): UserLimiter | undefined {
@@ -230,7 +231,7 @@ export class Users implements UserDirectory {
         source: 'config',
         createdAt: before?.data.createdAt ?? this.now(),
       } as UserData;
-      const hash = before && verifyPassword(u.password, before.hash) ? before.hash : hashPassword(u.password);
+      const hash = before && (await verifyPasswordAsync(u.password, before.hash, 'admin')) ? before.hash : await hashPasswordAsync(u.password);
       if (before && before.state === 'ready' && hash === before.hash && same(before.data, data)) {
         before.verified = passwordDigest(u.password);
         continue;
@@ -464,7 +465,6 @@ export class Users implements UserDirectory {
       limiter,
       expiresAt: expiryOf(data),
       verified: before && before.hash === s.passwordHash ? before.verified : null,
-      wrong: before && before.hash === s.passwordHash ? before.wrong : [],
     };
     this.entries.set(s.name, e);
     if (e.state === 'creating') this.intents.add(s.name);

@@ -1,0 +1,169 @@
+// The proxy login: which user a (user name, password) pair proves, without ever blocking the event loop.
+//   1. A pair verified before (bounded LRU of verified pairs) answers at once: the steady state of every
+//      client, and what keeps a customer working while its address or name is blocked.
+//   2. A pair refused recently (bounded LRU of digests) is refused again without a check.
+//   3. A blocked address or name (src/proxy/auth-guard.ts) is refused without a check; an address with too
+//      many checks waiting is refused ('busy').
+//   4. Otherwise the directory checks the password (scrypt on the thread pool behind a bounded queue,
+//      src/users/password.ts); an unknown name costs the same scrypt against a dummy hash.
+// Every failure is answered late (AuthGuard.late) and counted; one reason text for every credential failure,
+// whatever was wrong, so nobody learns which user names exist.
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
+import { isRotorError } from '../errors/rotor-error.ts';
+import type { Logger } from '../telemetry/logger.ts';
+import type { Metrics } from '../telemetry/metrics.ts';
+import { AuthGuard, type AuthFailureReason, type AuthSettings } from './auth-guard.ts';
+import type { LocalUser, UserDirectory } from './types.ts';
+import { parseUsername, type UsernameOptions } from './username.ts';
+
+/** The one reason of a failed authentication. */
+export const AUTH_FAILED = 'wrong user name or password';
+const REASONS: Record<Exclude<AuthFailureReason, 'credentials'>, string> = {
+  blocked_source: 'too many failed logins from this address; try again later',
+  blocked_user: 'too many failed logins for this user name; try again later',
+  busy: 'too many logins waiting; try again shortly',
+};
+const MAX_USERNAME_LENGTH = 1024;
+const DUMMY_DIGEST = Buffer.alloc(32);
+
+/** A credential pair that matched: the user object and password it matched, and its parsed options. */
+interface CachedAuth {
+  user: LocalUser;
+  password: string;
+  options: UsernameOptions;
+}
+
+export type Authenticated = { ok: true; user: LocalUser; options: UsernameOptions } | { ok: false; reason: string };
+
+function digest(text: string): Buffer {
+  return createHash('sha256').update(text, 'utf8').digest();
+}
+
+export class Authenticator {
+  readonly guard: AuthGuard;
+  private readonly verified: LRUCache<string, CachedAuth>;
+  /** Digests of pairs refused recently (user name, password): a client repeating one costs no check. */
+  private readonly refused: LRUCache<string, true>;
+
+  constructor(
+    settings: AuthSettings,
+    private readonly options: { metrics?: Metrics | undefined; logger?: Logger | undefined; now?: () => number } = {},
+  ) {
+    this.guard = new AuthGuard(settings, options);
+    this.verified = new LRUCache({ max: Math.max(1, settings.cacheSize) });
+    this.refused = new LRUCache({ max: Math.max(1, settings.cacheSize) });
+  }
+
+  /** Forget every verified pair (the directory was swapped). */
+  clear(): void {
+    this.verified.clear();
+  }
+
+  /**
+   * The user a pair proves. Synchronous for a pair verified before (and for a directory without `verify`,
+   * which compares plain text); otherwise a Promise. `source` is the client's address (sourceKey).
+   */
+  check(users: UserDirectory, username: string, password: string, source: string): Authenticated | Promise<Authenticated> {
+    const started = this.now();
+    if (username.length > MAX_USERNAME_LENGTH) return this.fail(source, '', 'credentials', started);
+    const key = `${username}\u0000${password}`;
+    const hit = this.verified.get(key);
+    // A hit stands only while the directory still holds that very user with that very password.
+    if (hit && users.get(hit.user.name) === hit.user && hit.user.password === hit.password) return { ok: true, user: hit.user, options: hit.options };
+    const parsed = parseUsername(username, (name) => users.get(name) !== undefined);
+    const name = parsed.ok ? parsed.user : userPrefix(username, users);
+    const found = users.get(name);
+    // The same user and password with other options (a new session id): proven already, no check, block or not.
+    const proven = found && parsed.ok ? this.verified.get(`${found.name}\u0000${password}`) : undefined;
+    if (proven && proven.user === found && proven.password === found!.password) return this.finish(found, users, key, password, '', parsed, source, name, started);
+    // Keyed with the user's stored password too, so a pair refused before a password change is checked again.
+    const refusedKey = digest(`${key}\u0000${found?.password ?? ''}`).toString('base64');
+    if (this.refused.has(refusedKey)) return this.fail(source, name, 'credentials', started);
+    const blocked = this.guard.blocked(source, name);
+    if (blocked) return this.fail(source, name, blocked, started);
+    if (users.verify === undefined) {
+      // Plain-text passwords (tests, in-memory directories): compared as digests, so the time says nothing.
+      const ok = timingSafeEqual(digest(password), found ? digest(found.password) : DUMMY_DIGEST) && found !== undefined;
+      return this.finish(ok ? found : undefined, users, key, password, refusedKey, parsed, source, name, started);
+    }
+    if (!this.guard.enter(source)) return this.fail(source, name, 'busy', started);
+    let answer: boolean | Promise<boolean>;
+    try {
+      answer = users.verify(found, password);
+    } catch (err) {
+      this.guard.leave(source);
+      return this.failed(err, source, name, started);
+    }
+    if (typeof answer === 'boolean') {
+      this.guard.leave(source);
+      return this.finish(answer ? found : undefined, users, key, password, refusedKey, parsed, source, name, started);
+    }
+    return answer.then(
+      (ok) => {
+        this.guard.leave(source);
+        // The user may have changed while its password was checked: take what the directory holds now, if it
+        // still has the password that was checked.
+        const now = found && users.get(found.name);
+        const user = ok && now && now.password === found.password ? now : undefined;
+        return this.finish(user, users, key, password, refusedKey, parsed, source, name, started);
+      },
+      (err: unknown) => {
+        this.guard.leave(source);
+        return this.failed(err, source, name, started);
+      },
+    );
+  }
+
+  private finish(
+    user: LocalUser | undefined,
+    users: UserDirectory,
+    key: string,
+    password: string,
+    refusedKey: string,
+    parsed: ReturnType<typeof parseUsername>,
+    source: string,
+    name: string,
+    started: number,
+  ): Authenticated | Promise<Authenticated> {
+    if (!user) {
+      this.refused.set(refusedKey, true);
+      return this.fail(source, name, 'credentials', started);
+    }
+    // The name's own problem (an option misspelt) is told only to a client whose password proves the user.
+    if (!parsed.ok) return { ok: false, reason: parsed.reason };
+    if (users.get(user.name) !== user) return this.fail(source, name, 'credentials', started);
+    this.verified.set(key, { user, password: user.password, options: parsed.options });
+    // Also by the bare name (parsed options of the bare name are none), so other options need no check.
+    const bare = `${user.name}\u0000${password}`;
+    if (bare !== key) this.verified.set(bare, { user, password: user.password, options: {} });
+    return { ok: true, user, options: parsed.options };
+  }
+
+  private failed(err: unknown, source: string, name: string, started: number): Authenticated | Promise<Authenticated> {
+    if (isRotorError(err) && err.code === 'AUTH_BUSY') return this.fail(source, name, 'busy', started);
+    this.options.logger?.error({ err }, 'password check failed unexpectedly');
+    return this.fail(source, name, 'credentials', started);
+  }
+
+  private fail(source: string, name: string, reason: AuthFailureReason, started: number): Authenticated | Promise<Authenticated> {
+    this.guard.failed(source, name, reason);
+    const answer: Authenticated = { ok: false, reason: reason === 'credentials' ? AUTH_FAILED : REASONS[reason] };
+    return this.guard.late(answer, started);
+  }
+
+  private now(): number {
+    return (this.options.now ?? Date.now)();
+  }
+}
+
+/** The longest leading part of a user name that is a known user ('' when none): what a failure is counted for. */
+function userPrefix(raw: string, users: UserDirectory): string {
+  const tokens = raw.split('-');
+  for (let n = tokens.length - 1; n > 0; n--) {
+    const name = tokens.slice(0, n).join('-');
+    if (users.get(name)) return name;
+  }
+  // Unknown names are counted by their first part, the same way as known ones (a refusal tells nothing).
+  return tokens[0] ?? '';
+}

@@ -1,0 +1,52 @@
+// Password hashing off the event loop: real scrypt on libuv's pool through the bounded, prioritized queue.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { HashBusyError, HashQueue, hashPasswordAsync, hashQueue, verifyPassword, verifyPasswordAsync } from '../../src/users/password.ts';
+
+test('hashes made on the thread pool verify, sync and async; a malformed hash is false after the same work', async () => {
+  const h = await hashPasswordAsync('s3cret', { priority: 'bulk' });
+  assert.match(h, /^scrypt\$16384\$8\$1\$/);
+  assert.equal(verifyPassword('s3cret', h), true);
+  assert.equal(await verifyPasswordAsync('s3cret', h), true);
+  assert.equal(await verifyPasswordAsync('other', h), false);
+  assert.equal(await verifyPasswordAsync('s3cret', 'plain-text'), false);
+});
+
+test('the event loop keeps turning while hashes run', async () => {
+  let turns = 0;
+  const tick = setInterval(() => turns++, 1);
+  await Promise.all(Array.from({ length: 4 }, () => hashPasswordAsync('x')));
+  clearInterval(tick);
+  // scryptSync would have held the loop for the whole time: no interval callback in between.
+  assert.ok(turns >= 4, `turns ${turns}`);
+  assert.deepEqual(hashQueue.stats, { running: 0, queued: 0 });
+});
+
+test('the queue runs at most `concurrency` at once, logins first, and sheds logins beyond maxQueued', async () => {
+  const q = new HashQueue({ concurrency: 2, maxQueued: 2 });
+  let running = 0;
+  let most = 0;
+  const order: string[] = [];
+  const gates: (() => void)[] = [];
+  const job = (name: string) => () =>
+    new Promise<string>((resolve) => {
+      running++;
+      most = Math.max(most, running);
+      order.push(name);
+      gates.push(() => {
+        running--;
+        resolve(name);
+      });
+    });
+  const all = [q.run('bulk', job('b1')), q.run('bulk', job('b2')), q.run('bulk', job('b3')), q.run('admin', job('a1')), q.run('login', job('l1')), q.run('login', job('l2'))];
+  // Two running, four waiting: a third login is refused at once.
+  await assert.rejects(q.run('login', job('l3')), HashBusyError);
+  assert.deepEqual(q.stats, { running: 2, queued: 4 });
+  while (gates.length > 0) {
+    gates.shift()!();
+    await new Promise((r) => setImmediate(r));
+  }
+  await Promise.all(all);
+  assert.equal(most, 2);
+  assert.deepEqual(order, ['b1', 'b2', 'l1', 'l2', 'a1', 'b3']);
+});
