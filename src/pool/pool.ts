@@ -36,6 +36,14 @@ export interface PoolTuning {
   probation?: boolean;
   /** Outlier ejection (src/pool/outlier.ts); absent = off. */
   outlier?: OutlierSettings;
+  /**
+   * A draw that brought no node the pool did not already hold (a backconnect gateway answers the same line
+   * every time) is not repeated for this long: the held nodes serve every connection. The quiet ends early
+   * when the pool empties or a held node nears its expiry (expiryLeadMs before). Default 60 s.
+   */
+  redrawAfterMs?: number;
+  /** How long before a node's expiry the pool draws its successor. Default 30 s (a tenth of a shorter life). */
+  expiryLeadMs?: number;
 }
 
 /** A node's last health probe, for the admin view. */
@@ -86,6 +94,8 @@ export interface PoolSnapshot {
   drawing: boolean;
   /** Set while draws fail: the last draw error's message and when the next draw may start. */
   drawError?: { message: string; code?: string; consecutive: number; retryAt: number };
+  /** Set while the last draw brought only nodes already held: no refill before this time (unless needed). */
+  quietUntil?: number;
   /** products sold by IP count: IPs left in the package as of the last draw */
   ipsLeft?: number;
   nodes: NodeSnapshot[];
@@ -140,6 +150,10 @@ export class Pool implements NodeSource {
   private readonly logger: Logger | undefined;
   private readonly probation: boolean;
   private readonly outlier: OutlierDetector | undefined;
+  private readonly redrawAfterMs: number;
+  private readonly expiryLeadMs: number;
+  /** After a draw that brought nothing new: refills wait until then (see redrawAfterMs). */
+  private quietUntil = 0;
 
   private entries: Entry[] = [];
   private readonly byId = new Map<string, Entry>();
@@ -173,6 +187,8 @@ export class Pool implements NodeSource {
     this.logger = options.logger;
     this.probation = options.probation ?? false;
     this.outlier = options.outlier ? new OutlierDetector(options.outlier) : undefined;
+    this.redrawAfterMs = Math.max(0, options.redrawAfterMs ?? 60_000);
+    this.expiryLeadMs = Math.max(0, options.expiryLeadMs ?? 30_000);
     this.census(this.now());
   }
 
@@ -331,6 +347,7 @@ export class Pool implements NodeSource {
     };
     const ipsLeft = this.drawer.status?.().ipsLeft;
     if (ipsLeft !== undefined) snap.ipsLeft = ipsLeft;
+    if (this.quietUntil > now) snap.quietUntil = this.quietUntil;
     if (this.drawFailures > 0) {
       const code = errorCode(this.lastDrawError);
       snap.drawError = { message: errorMessage(this.lastDrawError), consecutive: this.drawFailures, retryAt: this.retryAt, ...(code ? { code } : {}) };
@@ -458,8 +475,29 @@ export class Pool implements NodeSource {
   private refillIfLow(now: number): void {
     if (this.closed || this.inflight || now < this.retryAt) return;
     const { ready } = this.census(now);
-    if (ready >= this.lowWater) return;
+    if (ready >= this.lowWater || this.isQuiet(now)) return;
     void this.startDraw().catch(() => undefined);
+  }
+
+  /**
+   * The last draw brought only nodes already held, and nothing since makes another draw worth a platform call:
+   * the pool still holds a node and none of them is near its expiry.
+   */
+  private isQuiet(now: number): boolean {
+    if (now >= this.quietUntil) return false;
+    if (this.entries.length === 0) return false;
+    for (const e of this.entries) {
+      const at = e.node.expiresAt;
+      if (at !== undefined && at - this.leadFor(e) <= now) return false;
+    }
+    return true;
+  }
+
+  /** A node is replaced this long before it expires: expiryLeadMs, or a tenth of a shorter life. */
+  private leadFor(e: Entry): number {
+    const at = e.node.expiresAt;
+    if (at === undefined) return 0;
+    return Math.min(this.expiryLeadMs, Math.max(0, (at - e.addedAt) / 10));
   }
 
   /** One draw at a time; callers arriving meanwhile share it. */
@@ -495,8 +533,9 @@ export class Pool implements NodeSource {
       if (node.expiresAt !== undefined && node.expiresAt <= now) continue;
       const known = this.byId.get(node.id);
       if (known) {
-        // Drawn again: newer credentials and expiry, same history.
+        // Drawn again: newer credentials and expiry, same history (its life counts from now).
         known.node = node;
+        known.addedAt = now;
         continue;
       }
       const e: Entry = {
@@ -517,6 +556,12 @@ export class Pool implements NodeSource {
       fresh.add(e);
     }
     this.evictOverflow(now, fresh);
+    // Nothing new: the platform answers what the pool holds (a backconnect gateway). Asking again per
+    // connection would only spend platform calls; the held nodes serve until the quiet ends.
+    this.quietUntil = fresh.size === 0 && this.entries.length > 0 ? now + this.redrawAfterMs : 0;
+    if (fresh.size === 0 && this.entries.length > 0 && this.redrawAfterMs > 0) {
+      this.logger?.debug({ pool: this.id, nodes: this.entries.length, quietMs: this.redrawAfterMs }, 'draw brought only nodes already held; next refill after the quiet');
+    }
     this.census(now);
   }
 
@@ -558,6 +603,10 @@ export class Pool implements NodeSource {
 
   private waitForDraw(exclude: ReadonlySet<string> | undefined): Promise<UpstreamNode> {
     const now = this.now();
+    // Every held node is excluded (a retry) and a draw would answer the same ones: no platform call.
+    if (!this.inflight && this.isQuiet(now)) {
+      return Promise.reject(new PoolEmptyError(this.id, 'no other node: the platform answers only the nodes already held'));
+    }
     if (!this.inflight && now < this.retryAt) {
       const failure = new PoolEmptyError(this.id, `draws failing (${errorCode(this.lastDrawError) ?? 'error'}: ${errorMessage(this.lastDrawError)}); next draw in ${this.retryAt - now} ms`);
       (failure as Error & { cause?: unknown }).cause = this.lastDrawError;
