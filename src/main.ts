@@ -394,6 +394,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       metrics,
       logger: logger.child({ component: 'connlog' }),
       ...(options.connectionIds ? { ids: options.connectionIds } : {}),
+      ...(options.now ? { now: options.now } : {}),
     });
     onStop('connection log', () => connections.close());
     const httpListener = new HttpListener({
@@ -421,7 +422,10 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     const httpAddr = await listenAs(addresses.http, () => httpListener.listen());
     const socksAddr = await listenAs(addresses.socks5, () => socksListener.listen());
     let draining = 0;
-    onStop('listeners', () => Promise.all([httpListener.close(draining), socksListener.close(draining)]));
+    onStop('listeners', () => {
+      connections.recorder.stopping(draining);
+      return Promise.all([httpListener.close(draining), socksListener.close(draining)]);
+    });
     await userPorts.sync(directory.locals());
     onStop('user ports', () => userPorts.close());
 
@@ -635,7 +639,7 @@ export async function runDaemon(config: Config, configFile?: string): Promise<vo
       if (stopping) return;
       stopping = true;
       logger.info({ signal }, 'shutting down: draining connections');
-      daemon.close(10_000).then(resolve, (err: unknown) => {
+      daemon.close(config.proxy.drainMs).then(resolve, (err: unknown) => {
         logger.error({ err }, 'shutdown failed');
         resolve();
       });

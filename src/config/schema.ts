@@ -90,6 +90,8 @@ const proxy = z
     upstreamHandshakeTimeoutMs: millis.optional(),
     /** Destination rules every user is held to (src/users/rules.ts); the user's own `rules` apply as well. */
     rules: rulesSchema.prefault({ denyPorts: [25] }),
+    /** On SIGTERM/SIGINT, open connections get this long to finish; those still open are then cut and recorded as `shutdown`. */
+    drainMs: z.number().int().min(0).max(600_000).default(10_000),
   })
   .prefault({});
 
@@ -140,6 +142,11 @@ const access = z
     batchSize: z.number().int().min(1).max(100_000).default(500),
     /** Records waiting at most; when full the oldest is dropped (rotor_connlog_dropped_total). */
     queueMax: z.number().int().min(1).default(50_000),
+    /**
+     * Open connections' bytes go into the usage rollups (and their `open` records into the store) this often:
+     * an hour's row holds that hour's bytes, and a SIGKILL loses at most this much of an open connection.
+     */
+    checkpointMs: millis.default(60_000),
   })
   .prefault({});
 
