@@ -92,6 +92,11 @@ const proxy = z
     rules: rulesSchema.prefault({ denyPorts: [25] }),
     /** On SIGTERM/SIGINT, open connections get this long to finish; those still open are then cut and recorded as `shutdown`. */
     drainMs: z.number().int().min(0).max(600_000).default(10_000),
+    // ── TLS to the proxy (src/proxy/https-listener.ts) ──
+    /** The HTTP proxy over TLS ("HTTPS proxy"); absent = off. `cert`/`key`: PEM files, read again on SIGHUP. */
+    https: z
+      .strictObject({ host: host.default('127.0.0.1'), port: port.default(8443), cert: z.string().min(1), key: z.string().min(1) })
+      .optional(),
   })
   .prefault({});
 
