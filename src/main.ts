@@ -132,8 +132,10 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     let sim: Simulator | undefined;
     let platformConfig = config.platform;
     if (config.platform.mode === 'embedded') {
-      const { startSimulator } = await import('./sim/index.ts');
+      const { startSimulator, sandboxStateFile } = await import('./sim/index.ts');
+      const stateFile = sandboxStateFile(config.store.path);
       sim = await startSimulator({
+        ...(stateFile ? { stateFile } : {}),
         ...(options.sim?.orderDelayMs !== undefined ? { orderDelayMs: options.sim.orderDelayMs } : {}),
         ...(options.sim?.clockSpeed !== undefined ? { clock: { speed: options.sim.clockSpeed } } : {}),
         ...(options.sim?.gatewayPorts !== undefined ? { gatewayPorts: options.sim.gatewayPorts } : {}),
@@ -334,7 +336,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       maxPerUser: config.pool.maxPerUser,
       idleEvictMs: config.pool.idleEvictMs,
       ...(options.now ? { now: options.now } : {}),
-      tuning: { strategy, lowWater, drawBatch, maxFails, failWindowMs, coolDownMs, acquireTimeoutMs, probation: true, redrawAfterMs: config.pool.redrawAfterMs },
+      tuning: { strategy, lowWater, drawBatch, maxFails, failWindowMs, coolDownMs, acquireTimeoutMs, probation: true, redrawAfterMs: config.pool.redrawAfterMs, outlier: config.pool.outlier },
       // Sold by IP count: hold one exit at a time (every exit drawn spends an IP of the package).
       tuningFor: (key) => (soldByIp.has(`${key.user}/${key.productNo}`) ? { drawBatch: 1, lowWater: 1 } : undefined),
       metrics,
