@@ -138,6 +138,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         ...(options.sim?.clockSpeed !== undefined ? { clock: { speed: options.sim.clockSpeed } } : {}),
         ...(options.sim?.gatewayPorts !== undefined ? { gatewayPorts: options.sim.gatewayPorts } : {}),
         ...(Object.keys(config.platform.sandbox.drawnLines).length > 0 ? { drawnLines: config.platform.sandbox.drawnLines } : {}),
+        backconnect: config.platform.sandbox.backconnect, latencyMs: config.platform.sandbox.latencyMs,
       });
       const started = sim;
       onStop('sandbox', () => started.close());
@@ -333,7 +334,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       maxPerUser: config.pool.maxPerUser,
       idleEvictMs: config.pool.idleEvictMs,
       ...(options.now ? { now: options.now } : {}),
-      tuning: { strategy, lowWater, drawBatch, maxFails, failWindowMs, coolDownMs, acquireTimeoutMs, probation: true },
+      tuning: { strategy, lowWater, drawBatch, maxFails, failWindowMs, coolDownMs, acquireTimeoutMs, probation: true, redrawAfterMs: config.pool.redrawAfterMs },
       // Sold by IP count: hold one exit at a time (every exit drawn spends an IP of the package).
       tuningFor: (key) => (soldByIp.has(`${key.user}/${key.productNo}`) ? { drawBatch: 1, lowWater: 1 } : undefined),
       metrics,
@@ -401,6 +402,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       metrics,
       logger: logger.child({ component: 'connlog' }),
       ...(options.connectionIds ? { ids: options.connectionIds } : {}),
+      ...(options.now ? { now: options.now } : {}),
     });
     onStop('connection log', () => connections.close());
     const httpListener = new HttpListener({
@@ -430,7 +432,10 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     const https = tlsPair && config.proxy.https ? new HttpsListener({ http: httpListener, ...config.proxy.https, handshakeTimeoutMs: config.proxy.handshakeTimeoutMs, metrics, logger: logger.child({ component: 'https' }) }, tlsPair) : undefined;
     const httpsAddr = https && addresses.https ? await listenAs(addresses.https, () => https.listen()) : undefined;
     let draining = 0;
-    onStop('listeners', () => Promise.all([httpListener.close(draining), socksListener.close(draining), https?.close()]));
+    onStop('listeners', () => {
+      connections.recorder.stopping(draining);
+      return Promise.all([httpListener.close(draining), socksListener.close(draining), https?.close()]);
+    });
     await userPorts.sync(directory.locals());
     onStop('user ports', () => userPorts.close());
 
@@ -647,7 +652,7 @@ export async function runDaemon(config: Config, configFile?: string): Promise<vo
       if (stopping) return;
       stopping = true;
       logger.info({ signal }, 'shutting down: draining connections');
-      daemon.close(10_000).then(resolve, (err: unknown) => {
+      daemon.close(config.proxy.drainMs).then(resolve, (err: unknown) => {
         logger.error({ err }, 'shutdown failed');
         resolve();
       });
