@@ -90,6 +90,11 @@ const proxy = z
     upstreamHandshakeTimeoutMs: millis.optional(),
     /** Destination rules every user is held to (src/users/rules.ts); the user's own `rules` apply as well. */
     rules: rulesSchema.prefault({ denyPorts: [25] }),
+    /**
+     * Plain-HTTP requests a client connection may have waiting behind the one in flight (HTTP/1.1
+     * pipelining: one request at a time goes upstream); past it the connection is answered 503 and closed.
+     */
+    pipelineDepth: z.number().int().min(0).max(1000).default(16),
   })
   .prefault({});
 
