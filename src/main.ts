@@ -22,6 +22,7 @@ import { SessionTable } from './session/table.ts';
 import { Router } from './proxy/router.ts';
 import { Socks5Listener } from './proxy/socks5.ts';
 import { HttpListener } from './proxy/http.ts';
+import { HttpsListener, loadTlsPair } from './proxy/https-listener.ts';
 import type { LocalUser } from './proxy/types.ts';
 import { PoolEmptyError, poolKeyId, type PoolKey } from './pool/types.ts';
 import { buildAdminServer, buildCallbackServer } from './admin/server.ts';
@@ -56,7 +57,7 @@ export interface DaemonOptions {
 
 export interface Daemon {
   readonly config: Config;
-  readonly ports: { http: number; socks5: number; admin: number; callback: number };
+  readonly ports: { http: number; socks5: number; admin: number; callback: number; https?: number };
   readonly platform: { baseUrl: string; appKey: string };
   /** The in-process sandbox in embedded mode. */
   readonly sim: Simulator | undefined;
@@ -119,8 +120,11 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     socks5: { section: 'proxy.socks5', host: config.proxy.socks5.host, port: config.proxy.socks5.port },
     admin: { section: 'admin', host: config.admin.host, port: config.admin.port },
     callback: { section: 'callback', host: config.callback.host, port: config.callback.port },
+    ...(config.proxy.https ? { https: { section: 'proxy.https', host: config.proxy.https.host, port: config.proxy.https.port } } : {}),
   };
   await checkListenAddresses(Object.values(addresses));
+  // The HTTPS proxy's certificate is read as early (a wrong path fails the start, naming its key).
+  const tlsPair = config.proxy.https ? await loadTlsPair(config.proxy.https.cert, config.proxy.https.key) : undefined;
 
   try {
     // 1. The platform: the in-process sandbox in embedded mode, else the configured one.
@@ -133,6 +137,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         ...(options.sim?.clockSpeed !== undefined ? { clock: { speed: options.sim.clockSpeed } } : {}),
         ...(options.sim?.gatewayPorts !== undefined ? { gatewayPorts: options.sim.gatewayPorts } : {}),
         ...(Object.keys(config.platform.sandbox.drawnLines).length > 0 ? { drawnLines: config.platform.sandbox.drawnLines } : {}),
+        backconnect: config.platform.sandbox.backconnect, latencyMs: config.platform.sandbox.latencyMs,
       });
       const started = sim;
       onStop('sandbox', () => started.close());
@@ -328,7 +333,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       maxPerUser: config.pool.maxPerUser,
       idleEvictMs: config.pool.idleEvictMs,
       ...(options.now ? { now: options.now } : {}),
-      tuning: { strategy, lowWater, drawBatch, maxFails, failWindowMs, coolDownMs, acquireTimeoutMs, probation: true },
+      tuning: { strategy, lowWater, drawBatch, maxFails, failWindowMs, coolDownMs, acquireTimeoutMs, probation: true, redrawAfterMs: config.pool.redrawAfterMs },
       // Sold by IP count: hold one exit at a time (every exit drawn spends an IP of the package).
       tuningFor: (key) => (soldByIp.has(`${key.user}/${key.productNo}`) ? { drawBatch: 1, lowWater: 1 } : undefined),
       metrics,
@@ -394,6 +399,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       metrics,
       logger: logger.child({ component: 'connlog' }),
       ...(options.connectionIds ? { ids: options.connectionIds } : {}),
+      ...(options.now ? { now: options.now } : {}),
     });
     onStop('connection log', () => connections.close());
     const httpListener = new HttpListener({
@@ -421,8 +427,13 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     });
     const httpAddr = await listenAs(addresses.http, () => httpListener.listen());
     const socksAddr = await listenAs(addresses.socks5, () => socksListener.listen());
+    const https = tlsPair && config.proxy.https ? new HttpsListener({ http: httpListener, ...config.proxy.https, handshakeTimeoutMs: config.proxy.handshakeTimeoutMs, metrics, logger: logger.child({ component: 'https' }) }, tlsPair) : undefined;
+    const httpsAddr = https && addresses.https ? await listenAs(addresses.https, () => https.listen()) : undefined;
     let draining = 0;
-    onStop('listeners', () => Promise.all([httpListener.close(draining), socksListener.close(draining)]));
+    onStop('listeners', () => {
+      connections.recorder.stopping(draining);
+      return Promise.all([httpListener.close(draining), socksListener.close(draining), https?.close()]);
+    });
     await userPorts.sync(directory.locals());
     onStop('user ports', () => userPorts.close());
 
@@ -495,7 +506,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     if (sim) sim.setCallbackUrl(`http://${urlHost(config.callback.host)}:${callbackPort}${config.callback.path}`);
 
     logger.info(
-      { http: httpAddr, socks5: socksAddr, admin: adminPort, callback: callbackPort, users: users.map((u) => u.name) },
+      { http: httpAddr, socks5: socksAddr, ...(httpsAddr ? { https: httpsAddr } : {}), admin: adminPort, callback: callbackPort, users: users.map((u) => u.name) },
       'rotor is ready',
     );
 
@@ -554,7 +565,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       get config() {
         return currentConfig;
       },
-      ports: { http: httpAddr.port, socks5: socksAddr.port, admin: adminPort, callback: callbackPort },
+      ports: { http: httpAddr.port, socks5: socksAddr.port, admin: adminPort, callback: callbackPort, ...(httpsAddr ? { https: httpsAddr.port } : {}) },
       platform: { baseUrl: platformConfig.baseUrl, appKey: platformConfig.appKey },
       sim,
       logger,
@@ -591,6 +602,8 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         refreshLists([], []);
         // A user new to the config gets its platform-side backstop now, not at the next sync interval.
         await limitSync.reconcile();
+        // The HTTPS proxy's certificate (renewed files at the same or new paths); unreadable = the old one kept.
+        if (https && next.proxy.https) await https.reload(next.proxy.https).catch((err: unknown) => logger.error({ err }, 'tls certificate not reloaded; the running one is kept'));
         currentConfig = next;
         logger.info({ users: nextUsers.map((u) => u.name) }, 'configuration reloaded');
       },
@@ -636,7 +649,7 @@ export async function runDaemon(config: Config, configFile?: string): Promise<vo
       if (stopping) return;
       stopping = true;
       logger.info({ signal }, 'shutting down: draining connections');
-      daemon.close(10_000).then(resolve, (err: unknown) => {
+      daemon.close(config.proxy.drainMs).then(resolve, (err: unknown) => {
         logger.error({ err }, 'shutdown failed');
         resolve();
       });

@@ -45,6 +45,10 @@ const platform = z
       .strictObject({
         /** Per productNo, proxy strings DrawByPwd hands out instead of the sandbox's gateways (the bench's upstreams). */
         drawnLines: z.record(z.string().min(1), z.array(z.string().min(1)).min(1)).default({}),
+        /** Products whose DrawByPwd answers like a backconnect gateway: the same line every draw, exits rotating per connection. */
+        backconnect: z.array(z.string().min(1)).max(100).default([]),
+        /** Every platform call to the sandbox waits this long first (a far or slow platform). */
+        latencyMs: z.number().int().min(0).max(60_000).default(0),
       })
       .prefault({}),
   })
@@ -90,6 +94,14 @@ const proxy = z
     upstreamHandshakeTimeoutMs: millis.optional(),
     /** Destination rules every user is held to (src/users/rules.ts); the user's own `rules` apply as well. */
     rules: rulesSchema.prefault({ denyPorts: [25] }),
+    /** On SIGTERM/SIGINT, open connections get this long to finish; those still open are then cut and recorded as `shutdown`. */
+    drainMs: z.number().int().min(0).max(600_000).default(10_000),
+    // ── TLS to the proxy (src/proxy/https-listener.ts) ──
+    /** The HTTP proxy over TLS ("HTTPS proxy"); absent = off. `cert`/`key`: PEM files, read again on SIGHUP. */
+    https: z
+      .strictObject({ host: host.default('127.0.0.1'), port: port.default(8443), cert: z.string().min(1), key: z.string().min(1) })
+      .optional(),
+    // ── plain-HTTP pipelining (src/proxy/http-lane.ts) ──
     /**
      * Plain-HTTP requests a client connection may have waiting behind the one in flight (HTTP/1.1
      * pipelining: one request at a time goes upstream); past it the connection is answered 503 and closed.
@@ -145,6 +157,11 @@ const access = z
     batchSize: z.number().int().min(1).max(100_000).default(500),
     /** Records waiting at most; when full the oldest is dropped (rotor_connlog_dropped_total). */
     queueMax: z.number().int().min(1).default(50_000),
+    /**
+     * Open connections' bytes go into the usage rollups (and their `open` records into the store) this often:
+     * an hour's row holds that hour's bytes, and a SIGKILL loses at most this much of an open connection.
+     */
+    checkpointMs: millis.default(60_000),
   })
   .prefault({});
 
@@ -224,6 +241,8 @@ const pool = z
     coolDownMs: millis.default(30_000),
     /** Longest a connection waits for a draw when its pool is empty. */
     acquireTimeoutMs: millis.default(10_000),
+    /** A draw that brought only nodes already held (a backconnect gateway) is not repeated for this long, unless the pool empties or a node nears expiry. */
+    redrawAfterMs: millis.default(60_000),
     /** Pools (product × region) one user may hold; room is made by closing that user's least recently used idle pool. */
     maxPerUser: z.number().int().min(1).default(32),
     /** A pool unused this long (and with nothing in use) is closed; longer than any session (120 min) by default. */
