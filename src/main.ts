@@ -26,6 +26,7 @@ import { HttpsListener, loadTlsPair } from './proxy/https-listener.ts';
 import type { LocalUser } from './proxy/types.ts';
 import { PoolEmptyError, poolKeyId, type PoolKey } from './pool/types.ts';
 import { buildAdminServer, buildCallbackServer } from './admin/server.ts';
+import { attachPortal } from './portal/daemon.ts';
 import { checkListenAddresses, listenAs } from './startup/ports.ts';
 import { RegionDirectory } from './orders/regions.ts';
 import { createReadiness } from './admin/readiness.ts';
@@ -57,7 +58,7 @@ export interface DaemonOptions {
 
 export interface Daemon {
   readonly config: Config;
-  readonly ports: { http: number; socks5: number; admin: number; callback: number; https?: number };
+  readonly ports: { http: number; socks5: number; admin: number; callback: number; https?: number; portal?: number | undefined };
   readonly platform: { baseUrl: string; appKey: string };
   /** The in-process sandbox in embedded mode. */
   readonly sim: Simulator | undefined;
@@ -492,6 +493,9 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         callbackPath: config.callback.path,
       },
     );
+    // The customer portal and the admin's access generator (src/portal/daemon.ts).
+    const portal = await attachPortal({ config, admin, users: usersDir, connections, catalog: orders.catalog, proxyPorts: () => ({ http: httpAddr.port, socks5: socksAddr.port }), logger: logger.child({ component: 'portal' }) });
+    onStop('portal', () => portal.close());
     await listenAs(addresses.admin, () =>
       admin.listen({ host: config.admin.host, port: config.admin.port, listenTextResolver: (address) => `admin API listening at ${address}` }),
     );
@@ -565,7 +569,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       get config() {
         return currentConfig;
       },
-      ports: { http: httpAddr.port, socks5: socksAddr.port, admin: adminPort, callback: callbackPort, ...(httpsAddr ? { https: httpsAddr.port } : {}) },
+      ports: { http: httpAddr.port, socks5: socksAddr.port, admin: adminPort, callback: callbackPort, ...(httpsAddr ? { https: httpsAddr.port } : {}), portal: portal.port },
       platform: { baseUrl: platformConfig.baseUrl, appKey: platformConfig.appKey },
       sim,
       logger,
