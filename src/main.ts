@@ -26,6 +26,7 @@ import { HttpsListener, loadTlsPair } from './proxy/https-listener.ts';
 import type { LocalUser } from './proxy/types.ts';
 import { PoolEmptyError, poolKeyId, type PoolKey } from './pool/types.ts';
 import { buildAdminServer, buildCallbackServer } from './admin/server.ts';
+import { attachPortal } from './portal/daemon.ts';
 import { checkListenAddresses, listenAs } from './startup/ports.ts';
 import { RegionDirectory } from './orders/regions.ts';
 import { createReadiness } from './admin/readiness.ts';
@@ -57,7 +58,7 @@ export interface DaemonOptions {
 
 export interface Daemon {
   readonly config: Config;
-  readonly ports: { http: number; socks5: number; admin: number; callback: number; https?: number };
+  readonly ports: { http: number; socks5: number; admin: number; callback: number; https?: number; portal?: number | undefined };
   readonly platform: { baseUrl: string; appKey: string };
   /** The in-process sandbox in embedded mode. */
   readonly sim: Simulator | undefined;
@@ -137,6 +138,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         ...(options.sim?.clockSpeed !== undefined ? { clock: { speed: options.sim.clockSpeed } } : {}),
         ...(options.sim?.gatewayPorts !== undefined ? { gatewayPorts: options.sim.gatewayPorts } : {}),
         ...(Object.keys(config.platform.sandbox.drawnLines).length > 0 ? { drawnLines: config.platform.sandbox.drawnLines } : {}),
+        backconnect: config.platform.sandbox.backconnect, latencyMs: config.platform.sandbox.latencyMs,
       });
       const started = sim;
       onStop('sandbox', () => started.close());
@@ -332,7 +334,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       maxPerUser: config.pool.maxPerUser,
       idleEvictMs: config.pool.idleEvictMs,
       ...(options.now ? { now: options.now } : {}),
-      tuning: { strategy, lowWater, drawBatch, maxFails, failWindowMs, coolDownMs, acquireTimeoutMs, probation: true },
+      tuning: { strategy, lowWater, drawBatch, maxFails, failWindowMs, coolDownMs, acquireTimeoutMs, probation: true, redrawAfterMs: config.pool.redrawAfterMs },
       // Sold by IP count: hold one exit at a time (every exit drawn spends an IP of the package).
       tuningFor: (key) => (soldByIp.has(`${key.user}/${key.productNo}`) ? { drawBatch: 1, lowWater: 1 } : undefined),
       metrics,
@@ -398,6 +400,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       metrics,
       logger: logger.child({ component: 'connlog' }),
       ...(options.connectionIds ? { ids: options.connectionIds } : {}),
+      ...(options.now ? { now: options.now } : {}),
     });
     onStop('connection log', () => connections.close());
     const httpListener = new HttpListener({
@@ -427,7 +430,10 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     const https = tlsPair && config.proxy.https ? new HttpsListener({ http: httpListener, ...config.proxy.https, handshakeTimeoutMs: config.proxy.handshakeTimeoutMs, metrics, logger: logger.child({ component: 'https' }) }, tlsPair) : undefined;
     const httpsAddr = https && addresses.https ? await listenAs(addresses.https, () => https.listen()) : undefined;
     let draining = 0;
-    onStop('listeners', () => Promise.all([httpListener.close(draining), socksListener.close(draining), https?.close()]));
+    onStop('listeners', () => {
+      connections.recorder.stopping(draining);
+      return Promise.all([httpListener.close(draining), socksListener.close(draining), https?.close()]);
+    });
     await userPorts.sync(directory.locals());
     onStop('user ports', () => userPorts.close());
 
@@ -486,6 +492,9 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         callbackPath: config.callback.path,
       },
     );
+    // The customer portal and the admin's access generator (src/portal/daemon.ts).
+    const portal = await attachPortal({ config, admin, users: usersDir, connections, catalog: orders.catalog, proxyPorts: () => ({ http: httpAddr.port, socks5: socksAddr.port }), logger: logger.child({ component: 'portal' }) });
+    onStop('portal', () => portal.close());
     await listenAs(addresses.admin, () =>
       admin.listen({ host: config.admin.host, port: config.admin.port, listenTextResolver: (address) => `admin API listening at ${address}` }),
     );
@@ -559,7 +568,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       get config() {
         return currentConfig;
       },
-      ports: { http: httpAddr.port, socks5: socksAddr.port, admin: adminPort, callback: callbackPort, ...(httpsAddr ? { https: httpsAddr.port } : {}) },
+      ports: { http: httpAddr.port, socks5: socksAddr.port, admin: adminPort, callback: callbackPort, ...(httpsAddr ? { https: httpsAddr.port } : {}), portal: portal.port },
       platform: { baseUrl: platformConfig.baseUrl, appKey: platformConfig.appKey },
       sim,
       logger,
@@ -643,7 +652,7 @@ export async function runDaemon(config: Config, configFile?: string): Promise<vo
       if (stopping) return;
       stopping = true;
       logger.info({ signal }, 'shutting down: draining connections');
-      daemon.close(10_000).then(resolve, (err: unknown) => {
+      daemon.close(config.proxy.drainMs).then(resolve, (err: unknown) => {
         logger.error({ err }, 'shutdown failed');
         resolve();
       });
