@@ -132,8 +132,10 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     let sim: Simulator | undefined;
     let platformConfig = config.platform;
     if (config.platform.mode === 'embedded') {
-      const { startSimulator } = await import('./sim/index.ts');
+      const { startSimulator, sandboxStateFile } = await import('./sim/index.ts');
+      const stateFile = sandboxStateFile(config.store.path);
       sim = await startSimulator({
+        ...(stateFile ? { stateFile } : {}),
         ...(options.sim?.orderDelayMs !== undefined ? { orderDelayMs: options.sim.orderDelayMs } : {}),
         ...(options.sim?.clockSpeed !== undefined ? { clock: { speed: options.sim.clockSpeed } } : {}),
         ...(options.sim?.gatewayPorts !== undefined ? { gatewayPorts: options.sim.gatewayPorts } : {}),
