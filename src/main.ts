@@ -416,6 +416,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       port: config.proxy.http.port,
       idleTimeoutMs: config.proxy.idleTimeoutMs,
       handshakeTimeoutMs: config.proxy.handshakeTimeoutMs,
+      pipelineDepth: config.proxy.pipelineDepth,
       metrics,
       logger: logger.child({ component: 'http' }),
     });
@@ -478,7 +479,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         balances,
         traffic,
         whitelist,
-        users: usersPort(usersDir),
+        users: usersPort(usersDir, { logger: logger.child({ component: 'users' }) }),
         // Dynamic pools, then the static instances dialed so far (`instance/<instanceNo>`, their failures).
         pools: { snapshot: () => [...pools.snapshot(), ...router.staticPools().map((p) => p.poolSnapshot())] },
         sessions: fleetSessions ?? sessions,
