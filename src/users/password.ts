@@ -8,6 +8,7 @@
 // pays the hash once per process.
 import { createHash, randomBytes, scrypt, scryptSync, timingSafeEqual } from 'node:crypto';
 import { RotorError } from '../errors/rotor-error.ts';
+import { isGeneratedHash, verifyGeneratedPassword } from './secret-hash.ts';
 
 const N = 16_384;
 const R = 8;
@@ -151,6 +152,8 @@ function parse(stored: string): Parsed | undefined {
 
 /** True when `password` is the one `stored` was made from; false for any malformed hash. Synchronous: tools and tests only. */
 export function verifyPassword(password: string, stored: string): boolean {
+  // A password Rotor generated is kept as a SHA-256 (src/users/secret-hash.ts): no scrypt to run.
+  if (isGeneratedHash(stored)) return verifyGeneratedPassword(password, stored);
   const h = parse(stored);
   if (!h) return false;
   const key = scryptSync(password, h.salt, h.expected.length, { N: h.n, r: h.r, p: h.p, maxmem: 256 * 1024 * 1024 });
@@ -162,7 +165,10 @@ export function verifyPassword(password: string, stored: string): boolean {
  * with HashBusyError when too many wait. A malformed hash costs the same work as a real one (the dummy's).
  */
 export async function verifyPasswordAsync(password: string, stored: string, priority: HashPriority = 'login'): Promise<boolean> {
-  const h = parse(stored);
+  // A generated password (SHA-256, src/users/secret-hash.ts) is checked at once; a wrong one still costs the
+  // dummy's scrypt, so its answer takes what an unknown name's takes.
+  if (isGeneratedHash(stored) && verifyGeneratedPassword(password, stored)) return true;
+  const h = isGeneratedHash(stored) ? undefined : parse(stored);
   const work = h ?? parse(DUMMY_HASH)!;
   const key = await hashQueue.run(priority, () => scryptAsync(password, work.salt, work.expected.length, work.n, work.r, work.p, 256 * 1024 * 1024));
   return h !== undefined && timingSafeEqual(key, h.expected);
