@@ -79,7 +79,8 @@ export function deepMerge(base: Record<string, unknown>, over: Record<string, un
 export function testConfig(overrides: ConfigOverrides = {}): Config {
   const raw = parseYaml(readFileSync(DEFAULT_CONFIG_FILE, 'utf8')) as Record<string, unknown>;
   const forTests = deepMerge(raw, {
-    proxy: { http: { host: '127.0.0.1', port: 0 }, socks5: { host: '127.0.0.1', port: 0 } },
+    // Failed logins answered at once (the default waits 250 ms each); test/e2e/abuse-auth.test.ts sets its own.
+    proxy: { http: { host: '127.0.0.1', port: 0 }, socks5: { host: '127.0.0.1', port: 0 }, auth: { failureDelayMs: 0 } },
     admin: { host: '127.0.0.1', port: 0 },
     callback: { host: '127.0.0.1', port: 0 },
     store: { path: ':memory:' },
