@@ -43,6 +43,7 @@ import { UserPorts } from './users/ports.ts';
 import { Events, ExpiryWatcher, QuotaWatcher, WebhookDelivery, WebhookSwitch, balanceLowListener, orderFinalWriter } from './events/index.ts';
 import { createConnectionLog, type ConnectionLogService } from './connlog/index.ts';
 import { platformFlowFrom } from './connlog/platform-flow.ts';
+import { usageAdoption } from './accounting/adoption.ts';
 
 export interface DaemonOptions {
   logger?: Logger;
@@ -216,7 +217,10 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     const reconciler = new AccountReconciler({ client, products, accounting, logger: logger.child({ component: 'accounts' }) });
     const whitelist = new Whitelist({ client, products, store, egressIp: config.accounts.egressIp, logger: logger.child({ component: 'whitelist' }) });
     const balances = new BalanceWatcher({ client, products, metrics, accounting, intervalMs: config.accounts.balancePollMs, logger: logger.child({ component: 'balances' }) });
-    const limitSync = new PlatformLimitSync({ client, accounting, products, intervalMs: config.accounts.limitSyncMs, logger: logger.child({ component: 'limits' }) });
+    const limitSync = new PlatformLimitSync({
+      client, accounting, products, intervalMs: config.accounts.limitSyncMs, logger: logger.child({ component: 'limits' }),
+      ...(config.billing.adoptPlatformUsage ? { adopt: usageAdoption(fleet?.leases) } : {}),
+    });
     const traffic = new Traffic({ client, products, onReturned: () => void balances.nudge() });
 
     const applyAccounts = async (list: readonly LocalUser[]): Promise<void> => {
