@@ -23,6 +23,7 @@ import { Router } from './proxy/router.ts';
 import { Socks5Listener } from './proxy/socks5.ts';
 import { HttpListener } from './proxy/http.ts';
 import { HttpsListener, loadTlsPair } from './proxy/https-listener.ts';
+import { UpstreamTlsPolicy } from './proxy/dial-tls.ts';
 import type { LocalUser } from './proxy/types.ts';
 import { PoolEmptyError, poolKeyId, type PoolKey } from './pool/types.ts';
 import { buildAdminServer, buildCallbackServer } from './admin/server.ts';
@@ -360,6 +361,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     await regions.start();
     onStop('regions', () => regions.stop());
     const destinations = new DestinationPolicy(config.proxy.rules);
+    const upstreamTls = new UpstreamTlsPolicy(config.pool.tls, logger.child({ component: 'gateway' }));
     const routerOptions = {
       destinations,
       regionKnown: (code: string) => regions.isKnown(code),
@@ -372,6 +374,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       connectTimeoutMs: config.proxy.connectTimeoutMs,
       handshakeTimeoutMs: config.proxy.upstreamHandshakeTimeoutMs ?? config.proxy.connectTimeoutMs,
       hedgeAfterMs: config.proxy.hedgeAfterMs,
+      upstreamTls,
       ...(options.now ? { now: options.now } : {}),
     };
     const router = fleetSessions && fleetParts ? new fleetParts.FleetRouter(routerOptions, fleetSessions) : new Router({ ...routerOptions, pools: poolProvider, sessions });
@@ -417,6 +420,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       port: config.proxy.http.port,
       idleTimeoutMs: config.proxy.idleTimeoutMs,
       handshakeTimeoutMs: config.proxy.handshakeTimeoutMs,
+      pipelineDepth: config.proxy.pipelineDepth,
       metrics,
       logger: logger.child({ component: 'http' }),
     });
@@ -479,7 +483,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         balances,
         traffic,
         whitelist,
-        users: usersPort(usersDir),
+        users: usersPort(usersDir, { logger: logger.child({ component: 'users' }) }),
         // Dynamic pools, then the static instances dialed so far (`instance/<instanceNo>`, their failures).
         pools: { snapshot: () => [...pools.snapshot(), ...router.staticPools().map((p) => p.poolSnapshot())] },
         sessions: fleetSessions ?? sessions,
@@ -599,6 +603,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         // Config users are seeded again (config fields win); API users stay. Pools of users that went away
         // or changed how they draw are dropped (refreshLists); live connections keep their node.
         destinations.setDefaults(next.proxy.rules);
+        upstreamTls.set(next.pool.tls);
         // events.*: the webhook worker started, reconfigured or stopped; the watchers' interval; balance.low's line.
         await webhook.apply(next.events);
         events.setDeliver(webhook.delivery !== undefined);
