@@ -14,6 +14,7 @@ import { ConnectionLogService } from './service.ts';
 import { SqliteConnectionLog } from './sqlite-store.ts';
 import type { ConnectionLogStore, RecordSink } from './types.ts';
 import type { PlatformFlow, PriceOf, UserAccount } from './usage.ts';
+import { InternalError } from '../errors/rotor-error.ts';
 
 export * from './types.ts';
 export { ConnectionLog, connectionIds, unrecordedConnections } from './recorder.ts';
@@ -27,7 +28,7 @@ export { USAGE_COLUMNS, COMPARE_COLUMNS, toCsv, amountFor, type UsageRow, type P
 export function connectionLogStoreFor(store: Store): ConnectionLogStore {
   if (store instanceof SqliteStore) return new SqliteConnectionLog(store.database());
   if (isRedisStore(store)) return new RedisConnectionLog(store.connection, store.keys.prefix);
-  throw new Error('the connection log needs the SQLite or the Redis store');
+  throw new InternalError('the connection log needs the SQLite or the Redis store');
 }
 
 /** The Redis driver, told apart by its shape: an instanceof test would load it (and ioredis) into every daemon. */

@@ -5,6 +5,7 @@
 // as `?after=` for the next page (names in ascending order). Without `limit` every match comes back.
 import { z } from 'zod';
 import { createUserSchema, passwordBodySchema, patchUserSchema, userName } from '../../users/record.ts';
+import { AdminError } from '../errors.ts';
 import { zs } from '../validation.ts';
 import { boolQuery, doc, noQuery, type RegisterRoutes } from './common.ts';
 
@@ -90,7 +91,7 @@ export const userRoutes: RegisterRoutes = (app, deps) => {
     { schema: { operationId: 'getUser', params: nameParams, querystring: noQuery, ...doc('users', 'one user record with its usage', { 200: userView }) } },
     async (req) => {
       const view = deps.users.get(req.params.name);
-      if (!view) throw Object.assign(new Error(`unknown user ${req.params.name}`), { code: 'UNKNOWN_USER', httpStatus: 404 });
+      if (!view) throw new AdminError(404, 'UNKNOWN_USER', `unknown user ${req.params.name}`);
       return view;
     },
   );
