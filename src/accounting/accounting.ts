@@ -29,7 +29,7 @@ import type { Store, UsageRecord } from '../store/types.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import { UNLIMITED, checkLocalLimit } from './units.ts';
-import { periodWindow, type QuotaPeriod } from '../users/period.ts';
+import { periodWindow, type QuotaPeriod } from './period.ts';
 import { RotorError, InternalError } from '../errors/rotor-error.ts';
 
 /** The part of the store accounting uses. */

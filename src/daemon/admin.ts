@@ -8,7 +8,7 @@ import type { PoolRegistry } from '../pool/registry.ts';
 import type { Simulator } from '../sim/index.ts';
 import { listenAs, type ListenAddress } from '../startup/ports.ts';
 import type { Store } from '../store/types.ts';
-import { usersPort } from '../users/admin-port.ts';
+import { usersPort } from './users-port.ts';
 import type { AccountsPart } from './accounts.ts';
 import type { EventsPart } from './events.ts';
 import type { GatewayPart } from './gateway.ts';

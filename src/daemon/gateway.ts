@@ -1,7 +1,7 @@
 // The gateway: sticky sessions, the router (authorize, then dial), upstream health probes, the connection log,
 // the HTTP and SOCKS5 listeners and users' own ports.
 import type { Config } from '../config/schema.ts';
-import { createConnectionLog, type ConnectionLogService } from '../connlog/index.ts';
+import type { ConnectionLogService } from '../connlog/index.ts';
 import { platformFlowFrom } from '../connlog/platform-flow.ts';
 import { startHealthProbes } from '../health/index.ts';
 import { RegionDirectory } from '../orders/regions.ts';
@@ -14,8 +14,9 @@ import { SessionTable } from '../session/table.ts';
 import { listenAs, type ListenAddress } from '../startup/ports.ts';
 import { UserGate } from '../users/gate.ts';
 import { UserPorts } from '../users/ports.ts';
-import { DestinationPolicy } from '../users/rules.ts';
+import { DestinationPolicy } from '../proxy/destination-rules.ts';
 import type { AccountsPart } from './accounts.ts';
+import { createConnectionLog } from './connection-log.ts';
 import { clockOption, type AssemblyContext } from './lifecycle.ts';
 import type { OrdersPart } from './orders.ts';
 import type { StatePart } from './state.ts';

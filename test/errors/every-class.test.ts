@@ -7,6 +7,7 @@ import { relative, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { describe, test } from 'node:test';
 import { RotorError } from '../../src/errors/rotor-error.ts';
+// @ts-expect-error: a plain .mjs script without declarations
 import { listFiles } from '../../scripts/files.mjs';
 
 const SRC = resolve('src');

@@ -1,6 +1,6 @@
 // The users directory as the admin routes see it (src/admin/deps.ts UsersPort).
 import type { UsersPort } from '../admin/deps.ts';
-import type { Users } from './directory.ts';
+import type { Users } from '../users/directory.ts';
 
 export function usersPort(users: Users): UsersPort {
   return {
