@@ -14,6 +14,7 @@ import { assembleState } from './daemon/state.ts';
 import type { Daemon, DaemonOptions } from './daemon/types.ts';
 import { assembleUsers } from './daemon/users.ts';
 import { assembleWatchers } from './daemon/watchers.ts';
+import { loadTlsPair } from './proxy/https-listener.ts';
 import { checkListenAddresses } from './startup/ports.ts';
 import { createLogger } from './telemetry/logger.ts';
 import { createMetrics } from './telemetry/metrics.ts';
@@ -32,8 +33,11 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     socks5: { section: 'proxy.socks5', host: config.proxy.socks5.host, port: config.proxy.socks5.port },
     admin: { section: 'admin', host: config.admin.host, port: config.admin.port },
     callback: { section: 'callback', host: config.callback.host, port: config.callback.port },
+    ...(config.proxy.https ? { https: { section: 'proxy.https', host: config.proxy.https.host, port: config.proxy.https.port } } : {}),
   };
   await checkListenAddresses(Object.values(listen));
+  // The HTTPS proxy's certificate is read as early (a wrong path fails the start, naming its key).
+  const tlsPair = config.proxy.https ? await loadTlsPair(config.proxy.https.cert, config.proxy.https.key) : undefined;
 
   try {
     const { client, sim, platform } = await assemblePlatform(config, options.sim, ctx);
@@ -44,12 +48,12 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     const users = await assembleUsers(config, { client, store, fleet, accounts }, ctx);
     const orders = await assembleOrders(config, { client, store, fleet, events }, ctx);
     const pools = await assemblePools(config, { client, orders: orders.orders, accounts, users }, ctx);
-    const gateway = await assembleGateway(config, { state, accounts, users, orders, pools, listen, connectionIds: options.connectionIds }, ctx);
+    const gateway = await assembleGateway(config, { state, accounts, users, orders, pools, listen, tlsPair, connectionIds: options.connectionIds }, ctx);
     const watchers = assembleWatchers({ events, accounts, users }, ctx);
     const adminPorts = await assembleAdmin(config, { client, store, sim, accounts, users, orders, pools, gateway, events, listen }, ctx);
     stops.onStop('user changes', () => users.changes.close());
-    const { http, socks5 } = gateway.addresses;
-    logger.info({ http, socks5, ...adminPorts, users: accounts.configured.map((u) => u.name) }, 'rotor is ready');
+    const { http, socks5, https } = gateway.addresses;
+    logger.info({ http, socks5, ...(https ? { https } : {}), ...adminPorts, users: accounts.configured.map((u) => u.name) }, 'rotor is ready');
 
     let closed = false;
     // Read-only to callers, replaced by reload: a getter over this, not a cast that writes a readonly field.
@@ -58,7 +62,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       get config() {
         return currentConfig;
       },
-      ports: { http: http.port, socks5: socks5.port, ...adminPorts },
+      ports: { http: http.port, socks5: socks5.port, ...adminPorts, ...(https ? { https: https.port } : {}) },
       platform: { baseUrl: platform.baseUrl, appKey: platform.appKey },
       sim,
       logger,
@@ -91,6 +95,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         users.changes.emit([], []);
         // A user new to the config gets its platform-side backstop now, not at the next sync interval.
         await accounts.limitSync.reconcile();
+        await gateway.reloadTls(next);
         currentConfig = next;
         logger.info({ users: nextUsers.map((u) => u.name) }, 'configuration reloaded');
       },

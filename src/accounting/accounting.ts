@@ -624,6 +624,12 @@ export class Accounting {
     return this.meters.get(user)?.limit;
   }
 
+  /** Bytes used by a configured user now, 0 when unknown (no allocation: a paged sort reads 100,000 of them). */
+  usedOf(user: string): number {
+    const m = this.meters.get(user);
+    return m?.configured ? m.used : 0;
+  }
+
   get(user: string): UserUsage | undefined {
     const m = this.meters.get(user);
     return m?.configured ? this.row(m) : undefined;

@@ -114,8 +114,8 @@ export interface UserRow {
 
 /** src/users/admin-port.ts over the users directory (src/users/directory.ts). */
 export interface UsersPort {
-  /** Name order; `next` = the last name of a full page (pass it as `after`), null on the last page. */
-  list(query?: UserListQuery): { items: UserRow[]; next: string | null };
+  /** One page (src/users/listing.ts); `next` = the cursor to pass as `after`, null on the last page; `total` = every match. */
+  list(query?: UserListQuery): Promise<{ items: UserRow[]; next: string | null; total: number }>;
   get(name: string): UserView | undefined;
   create(input: CreateUserInput): Promise<UserView>;
   patch(name: string, patch: UserPatch): Promise<UserView>;

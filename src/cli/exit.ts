@@ -3,6 +3,7 @@
 import { ConfigError } from '../config/load.ts';
 import { SecretLengthError } from '../platform/envelope.ts';
 import { ListenAddressError } from '../startup/ports.ts';
+import { TlsConfigError } from '../proxy/https-listener.ts';
 import {
   ClientConfigError,
   DecryptReplyError,
@@ -47,6 +48,7 @@ export function describeFailure(err: unknown): { exitCode: number; message: stri
   }
   // A listener address that cannot be bound is a configuration problem: the message names the key.
   if (err instanceof ListenAddressError) return { exitCode: EXIT.USAGE, message: err.message };
+  if (err instanceof TlsConfigError) return { exitCode: EXIT.USAGE, message: err.message };
   if (err instanceof SecretLengthError) return { exitCode: EXIT.USAGE, message: `platform.appSecret: ${err.message}` };
   if (err instanceof ClientConfigError) return { exitCode: EXIT.USAGE, message: `platform.${err.message}` };
   if (err instanceof Error && (err as { code?: unknown }).code === 'NOT_WIRED') return { exitCode: EXIT.USAGE, message: err.message };

@@ -8,6 +8,7 @@ import { RegionDirectory } from '../orders/regions.ts';
 import type { PoolRegistry } from '../pool/registry.ts';
 import type { PoolKey } from '../pool/types.ts';
 import { HttpListener } from '../proxy/http.ts';
+import { HttpsListener, type loadTlsPair } from '../proxy/https-listener.ts';
 import { Router } from '../proxy/router.ts';
 import { Socks5Listener } from '../proxy/socks5.ts';
 import { SessionTable } from '../session/table.ts';
@@ -31,10 +32,12 @@ export interface GatewayPart {
   userPorts: UserPorts;
   httpListener: HttpListener;
   socksListener: Socks5Listener;
-  addresses: { http: { host: string; port: number }; socks5: { host: string; port: number } };
+  addresses: { http: { host: string; port: number }; socks5: { host: string; port: number }; https: { host: string; port: number } | undefined };
   /** How long the listeners let live connections finish when the daemon stops. */
   setDrain(ms: number): void;
   reload(next: Config): Promise<void>;
+  /** After the rest of a reload: the HTTPS proxy's certificate read again. */
+  reloadTls(next: Config): Promise<void>;
 }
 
 interface Needs {
@@ -43,7 +46,9 @@ interface Needs {
   users: UsersPart;
   orders: OrdersPart;
   pools: PoolRegistry;
-  listen: { http: ListenAddress; socks5: ListenAddress };
+  listen: { http: ListenAddress; socks5: ListenAddress; https?: ListenAddress };
+  /** The HTTPS proxy's certificate and key, read before anything started (proxy.https). */
+  tlsPair: Awaited<ReturnType<typeof loadTlsPair>> | undefined;
   connectionIds: (() => string) | undefined;
 }
 
@@ -143,8 +148,14 @@ export async function assembleGateway(config: Config, needs: Needs, ctx: Assembl
   });
   const http = await listenAs(needs.listen.http, () => httpListener.listen());
   const socks5 = await listenAs(needs.listen.socks5, () => socksListener.listen());
+  const httpsConfig = config.proxy.https;
+  const httpsListener =
+    needs.tlsPair && httpsConfig
+      ? new HttpsListener({ http: httpListener, ...httpsConfig, handshakeTimeoutMs: config.proxy.handshakeTimeoutMs, metrics, logger: logger.child({ component: 'https' }) }, needs.tlsPair)
+      : undefined;
+  const https = httpsListener && needs.listen.https ? await listenAs(needs.listen.https, () => httpsListener.listen()) : undefined;
   let draining = 0;
-  ctx.stops.onStop('listeners', () => Promise.all([httpListener.close(draining), socksListener.close(draining)]));
+  ctx.stops.onStop('listeners', () => Promise.all([httpListener.close(draining), socksListener.close(draining), httpsListener?.close()]));
   await userPorts.sync(directory.locals());
   ctx.stops.onStop('user ports', () => userPorts.close());
   users.changes.onBurst(200, () => {
@@ -159,13 +170,17 @@ export async function assembleGateway(config: Config, needs: Needs, ctx: Assembl
     userPorts,
     httpListener,
     socksListener,
-    addresses: { http, socks5 },
+    addresses: { http, socks5, https },
     setDrain: (ms) => {
       draining = ms;
     },
     async reload(next) {
       destinations.setDefaults(next.proxy.rules);
       await userPorts.sync(directory.locals());
+    },
+    async reloadTls(next) {
+      // The HTTPS proxy's certificate (renewed files at the same or new paths); unreadable = the old one kept.
+      if (httpsListener && next.proxy.https) await httpsListener.reload(next.proxy.https).catch((err: unknown) => logger.error({ err }, 'tls certificate not reloaded; the running one is kept'));
     },
   };
 }

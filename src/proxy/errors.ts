@@ -2,6 +2,7 @@
 import { RotorError } from '../errors/rotor-error.ts';
 import { REPLY, type ReplyCode } from '../wire/socks5.ts';
 import type { FailureReason } from '../pool/types.ts';
+import { statusErrorType, upstreamErrorType, type ProxyErrorType } from './proxy-status.ts';
 
 /** A dial through one upstream node failed. `reason` is what the pool is told. */
 export class UpstreamDialError extends RotorError {
@@ -22,7 +23,19 @@ export class DialAbortedError extends RotorError {
   }
 }
 
-export type GatewayErrorCode = 'NO_UPSTREAM' | 'UPSTREAM_TIMEOUT' | 'UPSTREAM_FAILED' | 'LIMITED' | 'DIAL_ABORTED' | 'BAD_TARGET' | 'NOT_ALLOWED';
+/**
+ * STRICT_SESSION_FAILED: a strict sticky session (`-strict-1`) whose exit failed: it fails rather than move
+ * to another exit.
+ */
+export type GatewayErrorCode =
+  | 'NO_UPSTREAM'
+  | 'UPSTREAM_TIMEOUT'
+  | 'UPSTREAM_FAILED'
+  | 'LIMITED'
+  | 'DIAL_ABORTED'
+  | 'BAD_TARGET'
+  | 'NOT_ALLOWED'
+  | 'STRICT_SESSION_FAILED';
 
 /**
  * What Router.dial rejects with: one code, the answer for each listener (RotorError's httpStatus and
@@ -45,6 +58,21 @@ export class GatewayError extends RotorError {
   get connectionResult(): 'limited' | 'not_allowed' | 'bad_request' | 'upstream_error' {
     return this.code === 'LIMITED' ? 'limited' : this.code === 'NOT_ALLOWED' ? 'not_allowed' : this.code === 'BAD_TARGET' ? 'bad_request' : 'upstream_error';
   }
+
+  /** The RFC 9209 error type of this failure's Proxy-Status (src/proxy/proxy-status.ts). */
+  get proxyError(): ProxyErrorType {
+    switch (this.code) {
+      case 'UPSTREAM_TIMEOUT':
+      case 'UPSTREAM_FAILED':
+        return upstreamErrorType(this.upstreamReason, this.code === 'UPSTREAM_TIMEOUT');
+      case 'STRICT_SESSION_FAILED':
+        return 'destination_unavailable';
+      case 'NOT_ALLOWED':
+        return 'destination_ip_prohibited';
+      default:
+        return statusErrorType(this.httpStatus);
+    }
+  }
 }
 
 const HTTP_STATUS: Record<GatewayErrorCode, number> = {
@@ -55,6 +83,7 @@ const HTTP_STATUS: Record<GatewayErrorCode, number> = {
   DIAL_ABORTED: 499,
   BAD_TARGET: 400,
   NOT_ALLOWED: 403,
+  STRICT_SESSION_FAILED: 502,
 };
 
 const SOCKS_REPLY: Record<GatewayErrorCode, ReplyCode> = {
@@ -65,4 +94,5 @@ const SOCKS_REPLY: Record<GatewayErrorCode, ReplyCode> = {
   DIAL_ABORTED: REPLY.generalFailure,
   BAD_TARGET: REPLY.generalFailure,
   NOT_ALLOWED: REPLY.notAllowed,
+  STRICT_SESSION_FAILED: REPLY.networkUnreachable,
 };

@@ -4,6 +4,7 @@
 // CONNECT and Upgrade, whose sockets node:http hands over).
 import { STATUS_CODES, type ServerResponse } from 'node:http';
 import { isIPv6, type Socket } from 'node:net';
+import { proxyStatus, statusErrorType, type ProxyErrorType } from './proxy-status.ts';
 import type { Target } from './types.ts';
 
 /** A DNS name or IPv4 literal as a target host: bounded, no characters a name cannot hold. */
@@ -170,14 +171,20 @@ export interface Refusal {
   status: number;
   /** one line, safe to show the client */
   reason: string;
+  /** Proxy-Status error type (RFC 9209); absent = the one the status implies (statusErrorType). */
+  error?: ProxyErrorType | undefined;
 }
 
-/** The one place a refusal's wire form is decided. 407 carries the Basic challenge. */
+/**
+ * The one place a refusal's wire form is decided. 407 carries the Basic challenge; every answer carries
+ * Proxy-Status with its error type and the reason as details.
+ */
 function refusalHeaders(r: Refusal, realm: string, body: string, close: boolean): Record<string, string> {
   const headers: Record<string, string> = {
     'Content-Type': 'text/plain; charset=utf-8',
     'Content-Length': String(Buffer.byteLength(body)),
   };
+  headers['Proxy-Status'] = proxyStatus(r.error ?? statusErrorType(r.status), r.reason);
   if (r.status === 407) headers['Proxy-Authenticate'] = `Basic realm="${realm}"`;
   if (close) headers.Connection = 'close';
   return headers;

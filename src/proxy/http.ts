@@ -240,12 +240,13 @@ export class HttpListener {
       if (err.code === 'DIAL_ABORTED') return { status: err.httpStatus, reason: err.message, result: 'client_abort' };
       const result: RecordResult = err.connectionResult;
       this.options.logger?.info({ listener: LISTENER, conn: conn.id, user: conn.user, code: err.code, reason: err.upstreamReason }, 'http upstream failed');
-      return { status: err.httpStatus, reason: err.message, result };
+      return { status: err.httpStatus, reason: err.message, result, error: err.proxyError };
     }
     if (isRotorError(err)) return { status: err.httpStatus, reason: err.message, result: 'upstream_error' };
     const code = (err as NodeJS.ErrnoException | undefined)?.code;
-    if (code === 'ETIMEDOUT') return { status: 504, reason: 'the upstream did not answer in time', result: 'upstream_error' };
-    if (code === 'ECONNRESET' || code === 'EPIPE' || code?.startsWith('HPE_')) return { status: 502, reason: 'the upstream failed', result: 'upstream_error' };
+    if (code === 'ETIMEDOUT') return { status: 504, reason: 'the upstream did not answer in time', result: 'upstream_error', error: 'http_response_timeout' };
+    if (code === 'ECONNRESET' || code === 'EPIPE') return { status: 502, reason: 'the upstream failed', result: 'upstream_error', error: 'connection_terminated' };
+    if (code?.startsWith('HPE_')) return { status: 502, reason: 'the upstream failed', result: 'upstream_error', error: 'http_protocol_error' };
     this.options.logger?.error({ listener: LISTENER, conn: conn.id, user: conn.user, err }, 'http forward failed unexpectedly');
     return { status: 500, reason: 'internal error', result: 'upstream_error' };
   }

@@ -22,6 +22,8 @@ export interface Route {
   user: LocalUser;
   /** sticky session id; absent = rotating */
   sessionId?: string;
+  /** a strict sticky session (`-strict-1`): fails with STRICT_SESSION_FAILED rather than move */
+  strict?: boolean;
   /** minutes */
   sessTime: number;
   poolKey: PoolKey;
@@ -235,6 +237,7 @@ export class Router {
       poolKey: { user: user.name, productNo: o.product ?? user.product, region: o.region ?? '' },
     };
     if (o.sessionId !== undefined) route.sessionId = o.sessionId;
+    if (o.strict) route.strict = true;
     if (o.instance !== undefined) route.instanceNo = o.instance;
     return { ok: true, route };
   }
@@ -262,9 +265,24 @@ export class Router {
     if (route.sessionId !== undefined) {
       const bound = sessions.get(user, route.sessionId)?.node;
       if (bound && source.isUsable(bound)) sticky = bound;
-      else if (bound) sessions.rotate(user, route.sessionId, bound.expiresAt !== undefined && bound.expiresAt <= this.now() ? 'expired' : 'failed');
+      else if (bound) {
+        const expired = bound.expiresAt !== undefined && bound.expiresAt <= this.now();
+        // A strict session keeps its binding and fails while its exit is out of service (not when it expired).
+        if (route.strict && !expired) throw strictFailure();
+        sessions.rotate(user, route.sessionId, expired ? 'expired' : 'failed');
+      }
     }
-    const won = await raceDial(new DialJob(this, route, target, mode, source, sticky, signal, trace));
+    const job = new DialJob(this, route, target, mode, source, sticky, signal, trace);
+    let won: RaceWon;
+    try {
+      won = await raceDial(job);
+    } catch (err) {
+      // The strict session's own exit failed (not the target): the connection fails, the session stays put.
+      if (job.strictSticky && err instanceof GatewayError && (err.code === 'UPSTREAM_FAILED' || err.code === 'UPSTREAM_TIMEOUT') && err.upstreamReason !== 'target_refused') {
+        throw strictFailure(err.upstreamReason);
+      }
+      throw err;
+    }
     const node = won.node;
     this.lastTarget = target;
     // A node whose last tunnel died before its first byte is told "success" only once a tunnel through it
@@ -356,6 +374,7 @@ class DialJob implements RaceSpec {
   readonly hedgeDelayMs: number;
   readonly times: HandshakeTimes;
   readonly metrics: Metrics | undefined;
+  readonly strictSticky: boolean;
 
   constructor(
     private readonly router: Router,
@@ -372,8 +391,10 @@ class DialJob implements RaceSpec {
     this.deadline = s.now() + s.dialDeadlineMs;
     this.connectTimeoutMs = s.connectTimeoutMs;
     this.handshakeTimeoutMs = s.handshakeTimeoutMs;
-    this.retries = s.retries;
-    this.maxHedges = s.maxHedges;
+    // A strict session's exit is the only node it may use: no retry and no hedge on another node.
+    this.strictSticky = route.strict === true && sticky !== undefined;
+    this.retries = this.strictSticky ? 0 : s.retries;
+    this.maxHedges = this.strictSticky ? 0 : s.maxHedges;
     this.times = s.hedgeDelays.for(source);
     this.hedgeDelayMs = this.times.hedgeDelayMs();
     this.metrics = s.metrics;
@@ -387,7 +408,7 @@ class DialJob implements RaceSpec {
     this.source.reportFailure(node, reason);
     const route = this.route;
     const s = this.router.dialSettings;
-    if (wasSticky && route.sessionId !== undefined) s.sessions.rotate(route.user.name, route.sessionId, 'failed');
+    if (wasSticky && route.sessionId !== undefined && !route.strict) s.sessions.rotate(route.user.name, route.sessionId, 'failed');
     s.logger?.debug({ conn: this.trace?.id, node: node.id, reason }, 'upstream dial failed');
   }
 
@@ -433,7 +454,7 @@ class DialedTunnel implements Dialed {
       this.suspect.add(node);
       this.metrics?.upstreamFailures.inc({ reason: failure });
       source.reportFailure(node, failure);
-      if (route.sessionId !== undefined && this.sessions.get(route.user.name, route.sessionId)?.node === node) {
+      if (route.sessionId !== undefined && !route.strict && this.sessions.get(route.user.name, route.sessionId)?.node === node) {
         this.sessions.rotate(route.user.name, route.sessionId, 'failed');
       }
     } else if (this.suspect.delete(node)) {
@@ -452,6 +473,11 @@ function userPrefix(raw: string, users: UserDirectory): string {
     if (users.get(name)) return name;
   }
   return '';
+}
+
+/** A strict session whose exit is out of service or failed its dial. */
+function strictFailure(reason?: FailureReason): GatewayError {
+  return new GatewayError('STRICT_SESSION_FAILED', "the strict session's exit failed; the session does not move to another exit", reason);
 }
 
 /** What the client is told about the last upstream failure: the kind, never the node's address or account. */

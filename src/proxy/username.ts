@@ -1,14 +1,18 @@
 // The proxy user name carries routing options (interface.md, "Local proxy users"):
-//   <user>[-session-<id>][-sesstime-<minutes>][-region-<addressCode>][-product-<productNo>][-instance-<instanceNo>]
+//   <user>[-session-<id>][-strict-1][-sesstime-<minutes>][-region-<addressCode>][-product-<productNo>][-instance-<instanceNo>]
+// `-strict-1` makes a sticky session strict: when its exit fails the connection fails (502) instead of
+// moving the session to another exit; `-strict-0` (the default) is a soft session.
 // Options are read from the right; what remains is the user. A local user name may itself contain '-', so
 // when the caller can say which names are users, a remainder like "alice-colour-red" is told apart from a
 // user called "alice-colour-red": if "alice" is a user, "colour" is reported as an unknown option.
 
-export const USERNAME_OPTIONS = ['session', 'sesstime', 'region', 'product', 'instance'] as const;
+export const USERNAME_OPTIONS = ['session', 'sesstime', 'region', 'product', 'instance', 'strict'] as const;
 export type UsernameOption = (typeof USERNAME_OPTIONS)[number];
 
 export interface UsernameOptions {
   sessionId?: string;
+  /** a strict sticky session: fails instead of moving when its exit fails */
+  strict?: boolean;
   /** minutes */
   sessTime?: number;
   region?: string;
@@ -90,11 +94,16 @@ export function parseUsername(raw: string, isUser?: (name: string) => boolean): 
       case 'instance':
         options.instance = value;
         break;
+      case 'strict':
+        if (value !== '0' && value !== '1') return refuse('BAD_VALUE', "bad value for option 'strict': 1 (strict) or 0 (soft)");
+        if (value === '1') options.strict = true;
+        break;
     }
     end -= 2;
   }
   const user = tokens.slice(0, end).join('-');
   if (user === '' || tokens[0] === '') return refuse('EMPTY_USER', 'empty user name');
+  if (options.strict && options.sessionId === undefined) return refuse('BAD_VALUE', "option 'strict' needs a sticky session (-session-<id>)");
   if (end === 1 || isUser?.(user)) return { ok: true, user, options };
 
   // The remainder holds a '-' and is not itself a user: find where the user ends and what follows it.

@@ -28,6 +28,7 @@ import type { Logger } from '../telemetry/logger.ts';
 import { UserChangedError, UserExistsError, UserNotFoundError } from './errors.ts';
 import { DueQueue } from './due-queue.ts';
 import { UserLimiter } from './limiter.ts';
+import { NameIndex, pageOf, PAGE_DEFAULT, type UserSort } from './listing.ts';
 import { generatePassword, hashPassword, hashPasswordAsync, passwordDigest, verifyPassword } from './password.ts';
 import { expiryOf, readStoredData, type CreateUserInput, type UserData, type UserPatch, type UserView } from './record.ts';
 import type { SubAccountPort } from './sub-account.ts';
@@ -67,10 +68,12 @@ export interface UserListQuery {
   enabled?: boolean;
   source?: 'config' | 'api';
   period?: string;
-  /** Page size; absent = every match. */
+  /** Page size; default 100 (src/users/listing.ts). */
   limit?: number;
-  /** Names after this one (the previous page's `next`). */
+  /** The previous page's `next` (a name, or `<usedBytes>:<name>` for sort=usage). */
   after?: string;
+  /** name (default, ascending) or usage (usedBytes descending, then name). */
+  sort?: UserSort;
 }
 
 export interface UsersOptions {
@@ -93,6 +96,8 @@ const WRONG_MEMO = 16;
 
 export class Users implements UserDirectory {
   private readonly entries = new Map<string, Entry>();
+  /** The names in order, for paged listing (src/users/listing.ts). */
+  private readonly index = new NameIndex(() => this.entries.keys());
   private readonly store: Store;
   private readonly accounting: Accounting;
   private readonly platform: SubAccountPort;
@@ -195,6 +200,8 @@ export class Users implements UserDirectory {
     for (const s of changed) this.install(s);
     await this.seed(configUsers);
     for (const e of this.entries.values()) if (e.state === 'ready' && e.data.source === 'api') await this.applyAccounting(e);
+    // The names' order for paged listing, sorted now rather than by the first GET /v1/users.
+    this.index.all();
     const sweepMs = this.options.sweepMs ?? 5000;
     this.timers.push(setInterval(() => void this.resume(), sweepMs));
     // Expiry closes the user's running connections (admission refuses new ones by itself).
@@ -392,24 +399,24 @@ export class Users implements UserDirectory {
     };
   }
 
-  list(query: UserListQuery = {}): { items: UserView[]; next: string | null } {
-    const names = [...this.entries.keys()].sort();
-    const items: UserView[] = [];
-    let next: string | null = null;
-    for (const name of names) {
-      if (query.after !== undefined && name <= query.after) continue;
-      if (query.prefix !== undefined && !name.startsWith(query.prefix)) continue;
-      const e = this.entries.get(name)!;
-      if (query.enabled !== undefined && e.data.enabled !== query.enabled) continue;
-      if (query.source !== undefined && e.data.source !== query.source) continue;
-      if (query.period !== undefined && e.data.quota.period !== query.period) continue;
-      if (query.limit !== undefined && items.length >= query.limit) {
-        next = items[items.length - 1]!.name;
-        break;
-      }
-      items.push(this.view(name)!);
-    }
-    return { items, next };
+  /** One page of users (src/users/listing.ts): `next` is the cursor of the page after, `total` every match. */
+  async list(query: UserListQuery = {}): Promise<{ items: UserView[]; next: string | null; total: number }> {
+    const { enabled, source, period } = query;
+    const page = await pageOf(
+      this.index,
+      {
+        filtered: enabled !== undefined || source !== undefined || period !== undefined,
+        keep: (name) => {
+          const d = this.entries.get(name)?.data;
+          // Removed while the page was read (the pass yields): not listed.
+          if (d === undefined) return false;
+          return (enabled === undefined || d.enabled === enabled) && (source === undefined || d.source === source) && (period === undefined || d.quota.period === period);
+        },
+        usedBytes: (name) => this.accounting.usedOf(name),
+      },
+      { prefix: query.prefix, after: query.after, sort: query.sort, limit: query.limit ?? PAGE_DEFAULT },
+    );
+    return { items: page.names.flatMap((name) => this.view(name) ?? []), next: page.next, total: page.total };
   }
 
   // ── internals ──
@@ -440,6 +447,7 @@ export class Users implements UserDirectory {
       throw new InternalError(`stored user ${s.name} is unreadable`);
     }
     const before = this.entries.get(s.name);
+    if (before === undefined) this.index.added(s.name);
     const limiter = before?.limiter ?? new UserLimiter(s.name);
     limiter.setRate(data.rateBytesPerSec);
     limiter.maxConnections = data.maxConnections;
@@ -486,6 +494,7 @@ export class Users implements UserDirectory {
     const e = this.entries.get(name);
     if (!e) return;
     this.entries.delete(name);
+    this.index.removed(name);
     this.intents.delete(name);
     if (e.data.metrics) this.setMarked(name, false);
     this.accounting.removeUser(name);

@@ -1,11 +1,13 @@
 // Users as data (interface.md "Users as data"): list (paged, filtered), create, read, patch, delete, set or
 // generate a password, and the older PUT …/limit. Records come from the users directory (src/users/).
-// Paging: GET /v1/users stays an array (each item keeps name, usedBytes, limitBytes, activeConnections);
-// `?limit=N` caps a page and, when more follow, the `x-next-cursor` response header holds the name to pass
-// as `?after=` for the next page (names in ascending order). Without `limit` every match comes back.
+// Paging: GET /v1/users stays an array (each item keeps name, usedBytes, limitBytes, activeConnections) of at
+// most `?limit=` users (default 100, at most 1,000); when more follow, the `x-next-cursor` response header
+// holds the cursor to pass as `?after=` for the next page; `x-total-count` counts every match. Order: names
+// ascending, or `?sort=usage` (usedBytes descending, then name). `?prefix=` searches by name prefix.
 import { z } from 'zod';
 import { createUserSchema, passwordBodySchema, patchUserSchema, userName } from '../../users/record.ts';
 import { AdminError } from '../errors.ts';
+import { PAGE_MAX } from '../../users/listing.ts';
 import { zs } from '../validation.ts';
 import { boolQuery, doc, noQuery, type RegisterRoutes } from './common.ts';
 
@@ -50,8 +52,9 @@ const listQuery = z.strictObject({
   enabled: boolQuery.optional(),
   source: z.enum(['config', 'api']).optional(),
   period: z.enum(['total', 'day', 'week', 'month']).optional(),
-  limit: z.coerce.number().int().min(1).max(10_000).optional(),
-  after: z.string().max(32).optional(),
+  limit: z.coerce.number().int().min(1).max(PAGE_MAX).optional(),
+  after: z.string().max(64).optional(),
+  sort: z.enum(['name', 'usage']).optional(),
 });
 
 export const userRoutes: RegisterRoutes = (app, deps) => {
@@ -61,14 +64,15 @@ export const userRoutes: RegisterRoutes = (app, deps) => {
       schema: {
         operationId: 'listUsers',
         querystring: zs(listQuery),
-        ...doc('users', 'users with their usage (name order); ?limit= pages, the x-next-cursor header gives ?after= for the next page', {
+        ...doc('users', 'one page of users with their usage (name order, or ?sort=usage: most bytes first); ?limit= (default 100, max 1000), ?prefix= searches names; the x-next-cursor header gives ?after= for the next page, x-total-count counts every match', {
           200: { type: 'array', items: userView },
         }),
       },
     },
     async (req, reply) => {
-      const { items, next } = deps.users.list(req.query);
+      const { items, next, total } = await deps.users.list(req.query);
       if (next !== null) void reply.header('x-next-cursor', next);
+      void reply.header('x-total-count', String(total));
       return items;
     },
   );
