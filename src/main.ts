@@ -126,7 +126,7 @@ export async function runDaemon(config: Config, configFile?: string): Promise<vo
       if (stopping) return;
       stopping = true;
       logger.info({ signal }, 'shutting down: draining connections');
-      daemon.close(10_000).then(resolve, (err: unknown) => {
+      daemon.close(config.proxy.drainMs).then(resolve, (err: unknown) => {
         logger.error({ err }, 'shutdown failed');
         resolve();
       });

@@ -45,6 +45,10 @@ const platform = z
       .strictObject({
         /** Per productNo, proxy strings DrawByPwd hands out instead of the sandbox's gateways (the bench's upstreams). */
         drawnLines: z.record(z.string().min(1), z.array(z.string().min(1)).min(1)).default({}),
+        /** Products whose DrawByPwd answers like a backconnect gateway: the same line every draw, exits rotating per connection. */
+        backconnect: z.array(z.string().min(1)).max(100).default([]),
+        /** Every platform call to the sandbox waits this long first (a far or slow platform). */
+        latencyMs: z.number().int().min(0).max(60_000).default(0),
       })
       .prefault({}),
   })
@@ -90,6 +94,8 @@ const proxy = z
     upstreamHandshakeTimeoutMs: millis.optional(),
     /** Destination rules every user is held to (src/users/rules.ts); the user's own `rules` apply as well. */
     rules: rulesSchema.prefault({ denyPorts: [25] }),
+    /** On SIGTERM/SIGINT, open connections get this long to finish; those still open are then cut and recorded as `shutdown`. */
+    drainMs: z.number().int().min(0).max(600_000).default(10_000),
     // ── TLS to the proxy (src/proxy/https-listener.ts) ──
     /** The HTTP proxy over TLS ("HTTPS proxy"); absent = off. `cert`/`key`: PEM files, read again on SIGHUP. */
     https: z
@@ -145,6 +151,11 @@ const access = z
     batchSize: z.number().int().min(1).max(100_000).default(500),
     /** Records waiting at most; when full the oldest is dropped (rotor_connlog_dropped_total). */
     queueMax: z.number().int().min(1).default(50_000),
+    /**
+     * Open connections' bytes go into the usage rollups (and their `open` records into the store) this often:
+     * an hour's row holds that hour's bytes, and a SIGKILL loses at most this much of an open connection.
+     */
+    checkpointMs: millis.default(60_000),
   })
   .prefault({});
 
@@ -224,6 +235,8 @@ const pool = z
     coolDownMs: millis.default(30_000),
     /** Longest a connection waits for a draw when its pool is empty. */
     acquireTimeoutMs: millis.default(10_000),
+    /** A draw that brought only nodes already held (a backconnect gateway) is not repeated for this long, unless the pool empties or a node nears expiry. */
+    redrawAfterMs: millis.default(60_000),
     /** Pools (product × region) one user may hold; room is made by closing that user's least recently used idle pool. */
     maxPerUser: z.number().int().min(1).default(32),
     /** A pool unused this long (and with nothing in use) is closed; longer than any session (120 min) by default. */
@@ -325,7 +338,47 @@ const events = z
 /** Per-user metric series are exported for at most this many users (src/users/series.ts). */
 const metricsSection = z.strictObject({ userSeriesMax: z.number().int().min(0).max(10_000).default(100) }).prefault({});
 
-export const configSchema = z.strictObject({ platform, proxy, pool, admin, callback, store, log, users, orders, accounts, fleet, billing, events, metrics: metricsSection });
+// ── The customer portal (src/portal/) ──
+/** Paths the admin listener already answers; the portal may not sit on or under them. */
+const TAKEN_PATHS = ['/v1/', '/ui/', '/docs/', '/healthz/', '/readyz/', '/metrics/'];
+const portal = z
+  .strictObject({
+    /** The customers' panel: sign in with the proxy user name and password; on by default (loopback admin). */
+    enabled: z.boolean().default(true),
+    /** Where it is served, on the admin listener (or on its own, below): '/x/' form. */
+    path: z
+      .string()
+      .max(64)
+      .regex(/^\/(?:[A-Za-z0-9_-]+\/)+$/, "expected a path such as '/portal/' (letters, digits, '-', '_', ending in '/')")
+      .refine((p) => !TAKEN_PATHS.some((t) => p.toLowerCase().startsWith(t)), { message: `must not be under ${TAKEN_PATHS.join(', ')}` })
+      .default('/portal/'),
+    /** Its own listener instead of the admin one (both or neither). */
+    host: host.optional(),
+    port: port.optional(),
+    /** PEM files: the portal's own listener over TLS (session cookies are then Secure). */
+    tls: z.strictObject({ cert: z.string().min(1), key: z.string().min(1) }).optional(),
+    /** Mark the session cookie Secure although Rotor itself speaks plain HTTP (behind a TLS terminator). */
+    secureCookie: z.boolean().default(false),
+    /** The host name customers' endpoints name (the proxy's public name); default: the proxy listener's host. */
+    proxyHost: z.string().min(1).max(253).regex(/^[A-Za-z0-9.:[\]-]+$/, 'expected a host name or an IP address').optional(),
+    /** A session ends after this long without a request, and after `sessionMaxHours` in any case. */
+    sessionIdleMinutes: z.number().int().min(1).max(24 * 60).default(60),
+    sessionMaxHours: z.number().int().min(1).max(24 * 30).default(12),
+    /** Wrong passwords per user name (and per client address) before each next try waits, doubling up to maxDelaySeconds. */
+    login: z
+      .strictObject({
+        freeFailures: z.number().int().min(1).max(100).default(3),
+        maxDelaySeconds: z.number().int().min(1).max(86_400).default(900),
+      })
+      .prefault({}),
+  })
+  .prefault({})
+  .superRefine((p, ctx) => {
+    if ((p.host === undefined) !== (p.port === undefined)) ctx.addIssue({ code: 'custom', path: [p.host === undefined ? 'host' : 'port'], message: 'portal.host and portal.port go together' });
+    if (p.tls && p.port === undefined) ctx.addIssue({ code: 'custom', path: ['tls'], message: 'needs the portal\'s own listener (portal.host, portal.port)' });
+  });
+
+export const configSchema = z.strictObject({ platform, proxy, pool, admin, callback, store, log, users, orders, accounts, fleet, billing, events, metrics: metricsSection, portal });
 
 export type Config = z.output<typeof configSchema>;
 export type ConfigInput = z.input<typeof configSchema>;

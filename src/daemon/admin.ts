@@ -2,6 +2,7 @@
 import type { FastifyInstance } from 'fastify';
 import { buildAdminServer, buildCallbackServer } from '../admin/server.ts';
 import { createReadiness } from '../admin/readiness.ts';
+import { attachPortal } from '../portal/daemon.ts';
 import type { Config } from '../config/schema.ts';
 import type { PlatformClient } from '../platform/client.ts';
 import type { PoolRegistry } from '../pool/registry.ts';
@@ -29,7 +30,7 @@ interface Needs {
   listen: { admin: ListenAddress; callback: ListenAddress };
 }
 
-export async function assembleAdmin(config: Config, needs: Needs, ctx: AssemblyContext): Promise<{ admin: number; callback: number }> {
+export async function assembleAdmin(config: Config, needs: Needs, ctx: AssemblyContext): Promise<{ admin: number; callback: number; portal: number | undefined }> {
   const { client, store, accounts, orders, gateway, pools } = needs;
   const ready = createReadiness({
     probePlatform: () => client.call('GetAppInfo', {}),
@@ -63,6 +64,17 @@ export async function assembleAdmin(config: Config, needs: Needs, ctx: AssemblyC
       callbackPath: config.callback.path,
     },
   );
+  // The customer portal and the admin's access generator (src/portal/daemon.ts).
+  const portal = await attachPortal({
+    config,
+    admin,
+    users: needs.users.directory,
+    connections: gateway.connections,
+    catalog: orders.orders.catalog,
+    proxyPorts: () => ({ http: gateway.addresses.http.port, socks5: gateway.addresses.socks5.port }),
+    logger: ctx.logger.child({ component: 'portal' }),
+  });
+  ctx.stops.onStop('portal', () => portal.close());
   await listenAs(needs.listen.admin, () =>
     admin.listen({ host: config.admin.host, port: config.admin.port, listenTextResolver: (address) => `admin API listening at ${address}` }),
   );
@@ -72,7 +84,7 @@ export async function assembleAdmin(config: Config, needs: Needs, ctx: AssemblyC
     callbacks.listen({ host: config.callback.host, port: config.callback.port, listenTextResolver: (address) => `platform callbacks listening at ${address}` }),
   );
   ctx.stops.onStop('callbacks', () => callbacks.close());
-  const ports = { admin: portOf(admin), callback: portOf(callbacks) };
+  const ports = { admin: portOf(admin), callback: portOf(callbacks), portal: portal.port };
   if (needs.sim) needs.sim.setCallbackUrl(`http://${urlHost(config.callback.host)}:${ports.callback}${config.callback.path}`);
   return ports;
 }

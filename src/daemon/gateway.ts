@@ -122,6 +122,7 @@ export async function assembleGateway(config: Config, needs: Needs, ctx: Assembl
     metrics,
     logger: logger.child({ component: 'connlog' }),
     ...(needs.connectionIds ? { ids: needs.connectionIds } : {}),
+    ...clockOption(ctx),
   });
   ctx.stops.onStop('connection log', () => connections.close());
   const httpListener = new HttpListener({
@@ -155,7 +156,11 @@ export async function assembleGateway(config: Config, needs: Needs, ctx: Assembl
       : undefined;
   const https = httpsListener && needs.listen.https ? await listenAs(needs.listen.https, () => httpsListener.listen()) : undefined;
   let draining = 0;
-  ctx.stops.onStop('listeners', () => Promise.all([httpListener.close(draining), socksListener.close(draining), httpsListener?.close()]));
+  ctx.stops.onStop('listeners', () => {
+    // Connections still open when the drain ends are recorded as cut by the shutdown (src/connlog/recorder.ts).
+    connections.recorder.stopping(draining);
+    return Promise.all([httpListener.close(draining), socksListener.close(draining), httpsListener?.close()]);
+  });
   await userPorts.sync(directory.locals());
   ctx.stops.onStop('user ports', () => userPorts.close());
   users.changes.onBurst(200, () => {

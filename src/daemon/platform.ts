@@ -28,6 +28,8 @@ export async function assemblePlatform(config: Config, sandbox: SandboxOptions |
       ...(sandbox?.clockSpeed !== undefined ? { clock: { speed: sandbox.clockSpeed } } : {}),
       ...(sandbox?.gatewayPorts !== undefined ? { gatewayPorts: sandbox.gatewayPorts } : {}),
       ...(Object.keys(config.platform.sandbox.drawnLines).length > 0 ? { drawnLines: config.platform.sandbox.drawnLines } : {}),
+      backconnect: config.platform.sandbox.backconnect,
+      latencyMs: config.platform.sandbox.latencyMs,
     });
     const started = sim;
     ctx.stops.onStop('sandbox', () => started.close());

@@ -27,7 +27,7 @@ export interface DaemonOptions {
 
 export interface Daemon {
   readonly config: Config;
-  readonly ports: { http: number; socks5: number; admin: number; callback: number; https?: number };
+  readonly ports: { http: number; socks5: number; admin: number; callback: number; https?: number; portal?: number | undefined };
   readonly platform: { baseUrl: string; appKey: string };
   /** The in-process sandbox in embedded mode. */
   readonly sim: Simulator | undefined;

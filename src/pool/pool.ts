@@ -33,6 +33,14 @@ export interface PoolTuning {
    * calls probeDue / recordProbe), not when coolDownMs runs out. Off without a prober.
    */
   probation?: boolean;
+  /**
+   * A draw that brought no node the pool did not already hold (a backconnect gateway answers the same line
+   * every time) is not repeated for this long: the held nodes serve every connection. The quiet ends early
+   * when the pool empties or a held node nears its expiry (expiryLeadMs before). Default 60 s.
+   */
+  redrawAfterMs?: number;
+  /** How long before a node's expiry the pool draws its successor. Default 30 s (a tenth of a shorter life). */
+  expiryLeadMs?: number;
 }
 
 /** A node's last health probe, for the admin view. */
@@ -80,6 +88,8 @@ export interface PoolSnapshot {
   drawing: boolean;
   /** Set while draws fail: the last draw error's message and when the next draw may start. */
   drawError?: { message: string; code?: string; consecutive: number; retryAt: number };
+  /** Set while the last draw brought only nodes already held: no refill before this time (unless needed). */
+  quietUntil?: number;
   /** products sold by IP count: IPs left in the package as of the last draw */
   ipsLeft?: number;
   nodes: NodeSnapshot[];
@@ -131,6 +141,10 @@ export class Pool implements NodeSource {
   private readonly metrics: Metrics | undefined;
   private readonly logger: Logger | undefined;
   private readonly probation: boolean;
+  private readonly redrawAfterMs: number;
+  private readonly expiryLeadMs: number;
+  /** After a draw that brought nothing new: refills wait until then (see redrawAfterMs). */
+  private quietUntil = 0;
 
   private entries: Entry[] = [];
   private readonly byId = new Map<string, Entry>();
@@ -163,6 +177,8 @@ export class Pool implements NodeSource {
     this.metrics = options.metrics;
     this.logger = options.logger;
     this.probation = options.probation ?? false;
+    this.redrawAfterMs = Math.max(0, options.redrawAfterMs ?? 60_000);
+    this.expiryLeadMs = Math.max(0, options.expiryLeadMs ?? 30_000);
     this.census(this.now());
   }
 
@@ -315,6 +331,7 @@ export class Pool implements NodeSource {
     };
     const ipsLeft = this.drawer.status?.().ipsLeft;
     if (ipsLeft !== undefined) snap.ipsLeft = ipsLeft;
+    if (this.quietUntil > now) snap.quietUntil = this.quietUntil;
     if (this.drawFailures > 0) {
       const code = errorCode(this.lastDrawError);
       snap.drawError = { message: errorMessage(this.lastDrawError), consecutive: this.drawFailures, retryAt: this.retryAt, ...(code ? { code } : {}) };
@@ -423,8 +440,29 @@ export class Pool implements NodeSource {
   private refillIfLow(now: number): void {
     if (this.closed || this.inflight || now < this.retryAt) return;
     const { ready } = this.census(now);
-    if (ready >= this.lowWater) return;
+    if (ready >= this.lowWater || this.isQuiet(now)) return;
     void this.startDraw().catch(() => undefined);
+  }
+
+  /**
+   * The last draw brought only nodes already held, and nothing since makes another draw worth a platform call:
+   * the pool still holds a node and none of them is near its expiry.
+   */
+  private isQuiet(now: number): boolean {
+    if (now >= this.quietUntil) return false;
+    if (this.entries.length === 0) return false;
+    for (const e of this.entries) {
+      const at = e.node.expiresAt;
+      if (at !== undefined && at - this.leadFor(e) <= now) return false;
+    }
+    return true;
+  }
+
+  /** A node is replaced this long before it expires: expiryLeadMs, or a tenth of a shorter life. */
+  private leadFor(e: Entry): number {
+    const at = e.node.expiresAt;
+    if (at === undefined) return 0;
+    return Math.min(this.expiryLeadMs, Math.max(0, (at - e.addedAt) / 10));
   }
 
   /** One draw at a time; callers arriving meanwhile share it. */
@@ -460,8 +498,9 @@ export class Pool implements NodeSource {
       if (node.expiresAt !== undefined && node.expiresAt <= now) continue;
       const known = this.byId.get(node.id);
       if (known) {
-        // Drawn again: newer credentials and expiry, same history.
+        // Drawn again: newer credentials and expiry, same history (its life counts from now).
         known.node = node;
+        known.addedAt = now;
         continue;
       }
       const e: Entry = { node, failTimes: [], coolingUntil: 0, lastFailedAt: 0, active: 0, addedAt: now, needsProbe: false, probing: false, lastProbe: undefined, lastSeenAt: now };
@@ -470,6 +509,12 @@ export class Pool implements NodeSource {
       fresh.add(e);
     }
     this.evictOverflow(now, fresh);
+    // Nothing new: the platform answers what the pool holds (a backconnect gateway). Asking again per
+    // connection would only spend platform calls; the held nodes serve until the quiet ends.
+    this.quietUntil = fresh.size === 0 && this.entries.length > 0 ? now + this.redrawAfterMs : 0;
+    if (fresh.size === 0 && this.entries.length > 0 && this.redrawAfterMs > 0) {
+      this.logger?.debug({ pool: this.id, nodes: this.entries.length, quietMs: this.redrawAfterMs }, 'draw brought only nodes already held; next refill after the quiet');
+    }
     this.census(now);
   }
 
@@ -511,6 +556,10 @@ export class Pool implements NodeSource {
 
   private waitForDraw(exclude: ReadonlySet<string> | undefined): Promise<UpstreamNode> {
     const now = this.now();
+    // Every held node is excluded (a retry) and a draw would answer the same ones: no platform call.
+    if (!this.inflight && this.isQuiet(now)) {
+      return Promise.reject(new PoolEmptyError(this.id, 'no other node: the platform answers only the nodes already held'));
+    }
     if (!this.inflight && now < this.retryAt) {
       const failure = new PoolEmptyError(this.id, `draws failing (${errorCode(this.lastDrawError) ?? 'error'}: ${errorMessage(this.lastDrawError)}); next draw in ${this.retryAt - now} ms`);
       (failure as Error & { cause?: unknown }).cause = this.lastDrawError;

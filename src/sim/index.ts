@@ -53,6 +53,10 @@ export interface SimOptions {
    * instead of the sandbox's own gateways, round robin: a benchmark's upstreams drawn like real lines.
    */
   drawnLines?: Record<string, string[]>;
+  /** Products whose DrawByPwd answers like a backconnect gateway (faults.ts `backconnect`); POST /sim/faults changes it. */
+  backconnect?: string[];
+  /** Every call on the seed's paths waits this long before it is handled (a far or slow platform); default 0. */
+  latencyMs?: number;
 }
 
 /** A type (not an interface) so it is assignable to Record<string, unknown> (src/cli/simulator.ts). */
@@ -86,7 +90,8 @@ export async function startSimulator(opts: SimOptions = {}): Promise<Simulator> 
     state,
     clock,
     callbacks,
-    faults: new Faults(() => state.random()),
+    faults: new Faults(() => state.random(), { ...(opts.backconnect ? { backconnect: opts.backconnect } : {}), ...(opts.latencyMs !== undefined ? { latencyMs: opts.latencyMs } : {}) }),
+    calls: new Map(),
     upstreams: null,
     orderDelayMs: opts.orderDelayMs ?? 2000,
     baseUrl: () => baseUrl,

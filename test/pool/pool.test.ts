@@ -427,3 +427,81 @@ describe('StaticPool', () => {
     assert.equal((await s.acquire(new Set([n.id]))).id, m.id);
   });
 });
+
+describe('a draw that brings only nodes already held (a backconnect gateway)', () => {
+  /** A drawer that answers the same line on every call, as a backconnect gateway's DrawByPwd does. */
+  class GatewayDrawer implements Drawer {
+    calls = 0;
+    constructor(private readonly line: () => UpstreamNode) {}
+    async draw(): Promise<UpstreamNode[]> {
+      this.calls++;
+      return [this.line()];
+    }
+  }
+
+  test('is not repeated per connection during the quiet; then once, when it ends', async () => {
+    const c = clock();
+    const d = new GatewayDrawer(() => node(30001));
+    const pool = new Pool({ key, drawer: d, lowWater: 2, redrawAfterMs: 60_000, now: c.now });
+    await pool.prefill();
+    for (let i = 0; i < 1000; i++) {
+      const n = await pool.acquire();
+      pool.release(n);
+      if (i % 100 === 0) await flush();
+    }
+    await flush();
+    // The first draw brings the line; the second (below low water) answers it again: from then on, quiet.
+    assert.equal(d.calls, 2);
+    assert.ok((pool.snapshot().quietUntil ?? 0) > c.t);
+    c.t += 60_001;
+    pool.release(await pool.acquire());
+    await flush();
+    assert.equal(d.calls, 3, 'one refill once the quiet ended');
+    pool.release(await pool.acquire());
+    await flush();
+    assert.equal(d.calls, 3, 'and quiet again after it');
+  });
+
+  test('a node near its expiry ends the quiet: its successor is drawn before it expires', async () => {
+    const c = clock();
+    const d = new GatewayDrawer(() => node(30002, c.t + 300_000));
+    const pool = new Pool({ key, drawer: d, lowWater: 2, redrawAfterMs: 600_000, expiryLeadMs: 30_000, now: c.now });
+    await pool.prefill();
+    pool.release(await pool.acquire());
+    await flush();
+    assert.equal(d.calls, 2);
+    c.t += 271_000; // 29 s before the expiry
+    pool.release(await pool.acquire());
+    await flush();
+    assert.equal(d.calls, 3);
+    const snap = pool.snapshot();
+    assert.equal(snap.nodes.length, 1);
+    assert.equal(snap.nodes[0]!.expiresAt, c.t + 300_000, 'the redrawn line carries the new expiry');
+  });
+
+  test('a retry that excludes every held node is refused without a draw', async () => {
+    const c = clock();
+    const d = new GatewayDrawer(() => node(30003));
+    const pool = new Pool({ key, drawer: d, lowWater: 2, now: c.now });
+    await pool.prefill();
+    const n = await pool.acquire();
+    await flush();
+    assert.equal(d.calls, 2);
+    await assert.rejects(pool.acquire(new Set([n.id])), PoolEmptyError);
+    assert.equal(d.calls, 2);
+  });
+
+  test('distinct lines per draw keep the pool drawing to its low-water mark', async () => {
+    const d = new ScriptedDrawer();
+    d.push(fresh(1));
+    const pool = makePool(d, { lowWater: 3 });
+    await pool.prefill();
+    pool.release(await pool.acquire());
+    await flush();
+    assert.equal(d.calls.length, 2, 'below low water after a draw of new nodes: drawn again');
+    d.push(fresh(2));
+    await flush();
+    assert.equal(pool.snapshot().ready, 3);
+    assert.equal(pool.snapshot().quietUntil, undefined);
+  });
+});

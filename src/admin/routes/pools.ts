@@ -36,6 +36,8 @@ const pool = {
       properties: { message: { type: 'string' }, code: { type: 'string' }, consecutive: { type: 'integer' }, retryAt: { type: 'integer' } },
     },
     ipsLeft: { type: 'integer' },
+    /** the last draw brought only nodes already held: no refill before this time unless needed */
+    quietUntil: { type: 'integer' },
     nodes: { type: 'array', items: node },
   },
 };

@@ -21,6 +21,8 @@ export interface SimContext {
   drawnLines?: ReadonlyMap<string, readonly string[]>;
   /** Round-robin position per product in drawnLines. */
   drawnNext?: Map<string, number>;
+  /** Calls received per operation on the seed's paths (counted on arrival, before faults apply). */
+  calls: Map<string, number>;
 }
 
 /** A request after validation by the operation table's schema. */

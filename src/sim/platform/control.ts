@@ -67,6 +67,10 @@ export function createInspect(ctx: SimContext) {
     heldByLatency(): number {
       return ctx.faults.held;
     },
+    /** Calls received per operation on the seed's paths, e.g. {DrawByPwd: 3}. */
+    calls(): Record<string, number> {
+      return Object.fromEntries(ctx.calls);
+    },
     /** Platform time (epoch ms). */
     now(): number {
       return ctx.clock.now();

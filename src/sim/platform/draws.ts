@@ -14,6 +14,8 @@
 //   the default above, or proxyUrl = a gateway host:port with full lines, host:port:user:pass or user:pass
 //   in `list`, or one full line per item with `list` empty, or an extraction link listing the lines.
 //   pwdDrawProxyUser -1: only a main account (its own same-name sub account) may draw by password.
+//   A product listed in `backconnect` (SimOptions, POST /sim/faults) answers like a provider's backconnect
+//   gateway instead: the same line on every draw, the exit rotating at the gateway per connection.
 // - DrawByApi answers list: [{proxyUrl: '<sandbox>/sim/extract/<token>'}]. GET on the link (from a
 //   whitelisted address) extracts `num` entries of <host>:<whitelistPort>: txt joined by the delimiter
 //   (1 CRLF, 2 the literal "/br", 3 CR, 4 LF, 5 TAB; no trailing delimiter), or json
@@ -75,6 +77,17 @@ export function drawByPwd(ctx: SimContext, params: In<'DrawByPwd'>): unknown {
   const host = upstreams?.host ?? '127.0.0.1';
   const ports = upstreams?.gatewayPorts.length ? upstreams.gatewayPorts : [0];
   const drawn: Array<{ port: number; user: string }> = [];
+  if (ctx.faults.backconnect.has(product.productNo)) {
+    // A backconnect gateway: one credential per sub account and region, answered `num` times on every draw;
+    // sessTime 0 in it makes the gateway pick a new exit for each connection.
+    const credential: DrawnCredential = {
+      account: sub.appUsername, productNo: product.productNo, sessionId: 'rotating', sessTime: 0,
+      ...(params.addressCode ? { addressCode: params.addressCode } : {}),
+    };
+    const user = upstreams ? upstreams.encodeUsername(credential) : `${credential.account}.${credential.sessionId}`;
+    for (let i = 0; i < num; i++) drawn.push({ port: ports[0] ?? 0, user });
+    return { list: shapeAnswer(ctx, ctx.faults.pwdDrawShape, host, drawn, sub.password, product.productNo) };
+  }
   for (let i = 0; i < num; i++) {
     const credential: DrawnCredential = {
       account: sub.appUsername, productNo: product.productNo, sessionId: state.token(10), sessTime,

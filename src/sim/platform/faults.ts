@@ -34,6 +34,12 @@ export interface FaultSettings {
   orderOutcome?: { outcome: OrderOutcome; count: number } | null;
   /** the layout of DrawByPwd answers (not a fault: a reading of the seed another platform may choose) */
   pwdDrawShape?: PwdDrawShape;
+  /**
+   * Products whose DrawByPwd answers like a backconnect gateway: the same line on every draw (one gateway
+   * credential per sub account and region), the exit rotating at the gateway on every connection. Replaces
+   * the set; [] ends it.
+   */
+  backconnect?: string[];
 }
 
 export class Faults {
@@ -42,10 +48,21 @@ export class Faults {
   drop: CallFault | null = null;
   orderOutcome: { outcome: OrderOutcome; count: number } | null = null;
   pwdDrawShape: PwdDrawShape = 'lines';
+  backconnect: ReadonlySet<string> = new Set();
   /** Calls waiting out `latencyMs` right now: a test can wait for a held call to land instead of sleeping. */
   held = 0;
 
-  constructor(private readonly random: () => number) {}
+  /** What reset() returns to: the sandbox's configured backconnect products. */
+  private readonly initialBackconnect: ReadonlySet<string>;
+
+  constructor(private readonly random: () => number, options: { backconnect?: readonly string[]; latencyMs?: number } = {}) {
+    this.initialBackconnect = new Set(options.backconnect ?? []);
+    this.backconnect = this.initialBackconnect;
+    this.initialLatencyMs = Math.max(0, options.latencyMs ?? 0);
+    this.latencyMs = this.initialLatencyMs;
+  }
+
+  private readonly initialLatencyMs: number;
 
   set(settings: FaultSettings): void {
     if (settings.latencyMs !== undefined) this.latencyMs = Math.max(0, settings.latencyMs);
@@ -53,14 +70,16 @@ export class Faults {
     if (settings.drop !== undefined) this.drop = settings.drop ? { ...settings.drop, count: settings.drop.count ?? Infinity } : null;
     if (settings.orderOutcome !== undefined) this.orderOutcome = settings.orderOutcome;
     if (settings.pwdDrawShape !== undefined && PWD_DRAW_SHAPES.includes(settings.pwdDrawShape)) this.pwdDrawShape = settings.pwdDrawShape;
+    if (Array.isArray(settings.backconnect)) this.backconnect = new Set(settings.backconnect.filter((p) => typeof p === 'string'));
   }
 
   reset(): void {
-    this.latencyMs = 0;
+    this.latencyMs = this.initialLatencyMs;
     this.fail = null;
     this.drop = null;
     this.orderOutcome = null;
     this.pwdDrawShape = 'lines';
+    this.backconnect = this.initialBackconnect;
   }
 
   /** Waits out the latency knob (read when the call arrives), counted in `held` meanwhile. */

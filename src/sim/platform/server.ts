@@ -85,6 +85,7 @@ export async function startServer(opts: ServerOptions): Promise<SimServer> {
       return fail(CODE.INVALID_PARAMS, 'params must be a base64 string');
     }
     if (params === null) params = {};
+    opts.ctx.calls.set(name, (opts.ctx.calls.get(name) ?? 0) + 1);
     await opts.ctx.faults.hold();
     if (opts.ctx.faults.takeFail(name)) return fail(CODE.SYSTEM, 'system error');
     const parsed = operations[name].request.safeParse(params);
@@ -134,6 +135,7 @@ export async function startServer(opts: ServerOptions): Promise<SimServer> {
         case 'accounts': return sendJson(res, 200, inspect.accounts());
         case 'balances': return sendJson(res, 200, inspect.balances());
         case 'clock': return sendJson(res, 200, { now: inspect.now(), speed: opts.ctx.clock.speed });
+        case 'calls': return sendJson(res, 200, inspect.calls());
       }
     }
     if (method === 'POST' || method === 'PUT') {
