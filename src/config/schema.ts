@@ -252,6 +252,23 @@ const pool = z
         intervalMs: millis.default(30_000),
       })
       .prefault({}),
+    /**
+     * Outlier ejection (src/pool/outlier.ts), as Envoy: a node failing `consecutiveFailures` times in a row,
+     * or `failurePercent` of at least `minRequests` attempts within `intervalMs`, is out of service for
+     * baseEjectionMs × its ejections so far (at most maxEjectionMs); never more than maxEjectedPercent of a
+     * pool at once (at least one node). 0 turns a trigger off; maxEjectedPercent 0 turns ejection off.
+     */
+    outlier: z
+      .strictObject({
+        consecutiveFailures: z.number().int().min(0).default(5),
+        failurePercent: z.number().int().min(0).max(100).default(85),
+        minRequests: z.number().int().min(1).default(20),
+        intervalMs: millis.default(60_000),
+        baseEjectionMs: millis.default(30_000),
+        maxEjectionMs: millis.default(300_000),
+        maxEjectedPercent: z.number().int().min(0).max(100).default(10),
+      })
+      .prefault({}),
   })
   .prefault({});
 

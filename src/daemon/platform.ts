@@ -22,7 +22,9 @@ export async function assemblePlatform(config: Config, sandbox: SandboxOptions |
   let sim: Simulator | undefined;
   let platform = config.platform;
   if (config.platform.mode === 'embedded') {
-    const { startSimulator } = await import('../sim/index.ts');
+    const { startSimulator, sandboxStateFile } = await import('../sim/index.ts');
+    // The sandbox keeps its accounts, orders and draws in a file beside the store, across restarts.
+    const stateFile = sandboxStateFile(config.store.path);
     sim = await startSimulator({
       ...(sandbox?.orderDelayMs !== undefined ? { orderDelayMs: sandbox.orderDelayMs } : {}),
       ...(sandbox?.clockSpeed !== undefined ? { clock: { speed: sandbox.clockSpeed } } : {}),
@@ -30,6 +32,7 @@ export async function assemblePlatform(config: Config, sandbox: SandboxOptions |
       ...(Object.keys(config.platform.sandbox.drawnLines).length > 0 ? { drawnLines: config.platform.sandbox.drawnLines } : {}),
       backconnect: config.platform.sandbox.backconnect,
       latencyMs: config.platform.sandbox.latencyMs,
+      ...(stateFile ? { stateFile } : {}),
     });
     const started = sim;
     ctx.stops.onStop('sandbox', () => started.close());

@@ -66,7 +66,7 @@ export async function assemblePools(config: Config, needs: Needs, ctx: AssemblyC
     maxPerUser: config.pool.maxPerUser,
     idleEvictMs: config.pool.idleEvictMs,
     ...clockOption(ctx),
-    tuning: { strategy, lowWater, drawBatch, maxFails, failWindowMs, coolDownMs, acquireTimeoutMs, probation: true, redrawAfterMs: config.pool.redrawAfterMs },
+    tuning: { strategy, lowWater, drawBatch, maxFails, failWindowMs, coolDownMs, acquireTimeoutMs, probation: true, redrawAfterMs: config.pool.redrawAfterMs, outlier: config.pool.outlier },
     // Sold by IP count: hold one exit at a time (every exit drawn spends an IP of the package).
     tuningFor: (key) => (soldByIp.has(`${key.user}/${key.productNo}`) ? { drawBatch: 1, lowWater: 1 } : undefined),
     metrics,

@@ -6,7 +6,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
-import { curl, startGateway, viaHttp, type Gateway } from '../e2e/harness.ts';
+import { curl, startGateway, viaHttp, waitFor, type Gateway } from '../e2e/harness.ts';
 import { startTarget, type BytesTarget } from '../e2e/limits-harness.ts';
 
 const TOKEN = 'portal-admin-token-Q8v';
@@ -163,9 +163,9 @@ describe('customer portal API', () => {
     // B's traffic and a connection of B's to look for.
     assert.equal((await curl([...viaHttp(gw.ports.http, B.user, B.password), target.url(4096), '-o', '/dev/null'])).status, 200);
     assert.equal((await curl([...viaHttp(gw.ports.http, A.user, A.password), target.url(1024), '-o', '/dev/null'])).status, 200);
-    const bRecords = await gw.admin<{ items: { id: string }[] }>(`/v1/connections?user=${B.user}`);
-    const bId = bRecords.body.items[0]?.id;
-    assert.ok(bId, "a record of B's connection");
+    // Records are written in batches: waited for.
+    const bId = await waitFor("a record of B's connection", async () => (await gw.admin<{ items: { id: string }[] }>(`/v1/connections?user=${B.user}`)).body.items[0]?.id, 15_000);
+    await waitFor("a record of A's connection", async () => ((await gw.admin<{ items: unknown[] }>(`/v1/connections?user=${A.user}`)).body.items.length > 0 ? true : undefined), 15_000);
 
     const refused: [string, string, unknown?][] = [
       ['GET', `api/me?user=${B.user}`],
