@@ -252,6 +252,15 @@ const pool = z
         intervalMs: millis.default(30_000),
       })
       .prefault({}),
+    // ── TLS to upstreams (src/proxy/dial-tls.ts) ──
+    /**
+     * Nodes whose line says `https://` are dialed over TLS. `verify`: check their certificate (default true);
+     * `insecureProducts`: productNos whose gateways use self-signed certificates, dialed without the check
+     * (logged once per node); `caFile`: a PEM file of CAs trusted besides the system's ('' = none).
+     */
+    tls: z
+      .strictObject({ verify: z.boolean().default(true), insecureProducts: z.array(z.string().min(1)).default([]), caFile: z.string().default('') })
+      .prefault({}),
     /**
      * Outlier ejection (src/pool/outlier.ts), as Envoy: a node failing `consecutiveFailures` times in a row,
      * or `failurePercent` of at least `minRequests` attempts within `intervalMs`, is out of service for

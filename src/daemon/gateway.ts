@@ -7,6 +7,7 @@ import { startHealthProbes } from '../health/index.ts';
 import { RegionDirectory } from '../orders/regions.ts';
 import type { PoolRegistry } from '../pool/registry.ts';
 import type { PoolKey } from '../pool/types.ts';
+import { UpstreamTlsPolicy } from '../proxy/dial-tls.ts';
 import { HttpListener } from '../proxy/http.ts';
 import { HttpsListener, type loadTlsPair } from '../proxy/https-listener.ts';
 import { Router } from '../proxy/router.ts';
@@ -74,6 +75,7 @@ export async function assembleGateway(config: Config, needs: Needs, ctx: Assembl
   await regions.start();
   ctx.stops.onStop('regions', () => regions.stop());
   const destinations = new DestinationPolicy(config.proxy.rules);
+  const upstreamTls = new UpstreamTlsPolicy(config.pool.tls, logger.child({ component: 'gateway' }));
   const routerOptions = {
     destinations,
     regionKnown: (code: string) => regions.isKnown(code),
@@ -86,6 +88,7 @@ export async function assembleGateway(config: Config, needs: Needs, ctx: Assembl
     connectTimeoutMs: config.proxy.connectTimeoutMs,
     handshakeTimeoutMs: config.proxy.upstreamHandshakeTimeoutMs ?? config.proxy.connectTimeoutMs,
     hedgeAfterMs: config.proxy.hedgeAfterMs,
+    upstreamTls,
     ...clockOption(ctx),
   };
   const { fleetParts } = needs.state;
@@ -181,6 +184,7 @@ export async function assembleGateway(config: Config, needs: Needs, ctx: Assembl
     },
     async reload(next) {
       destinations.setDefaults(next.proxy.rules);
+      upstreamTls.set(next.pool.tls);
       await userPorts.sync(directory.locals());
     },
     async reloadTls(next) {
