@@ -136,6 +136,7 @@ export async function assembleGateway(config: Config, needs: Needs, ctx: Assembl
     port: config.proxy.http.port,
     idleTimeoutMs: config.proxy.idleTimeoutMs,
     handshakeTimeoutMs: config.proxy.handshakeTimeoutMs,
+    pipelineDepth: config.proxy.pipelineDepth,
     metrics,
     logger: logger.child({ component: 'http' }),
   });
