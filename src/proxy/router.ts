@@ -3,7 +3,7 @@
 // on a failure before any byte reached the client mark the node, rotate the session and try another node.
 import { StaticPool } from '../pool/static.ts';
 import { PoolEmptyError, type FailureReason, type NodeSource, type PoolKey, type UpstreamNode } from '../pool/types.ts';
-import { HedgeDelays, type HandshakeTimes } from '../health/handshake-times.ts';
+import { HedgeDelays, type HandshakeTimes } from './handshake-times.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import type { DialSignal } from './cancel.ts';
@@ -18,7 +18,7 @@ import type { InstanceDirectory, LocalUser, MeterProvider, PoolProvider, Session
 import type { UsernameOptions } from './username.ts';
 import { AUTH_FAILED, Authenticator, type Authenticated } from './auth-check.ts';
 import { AUTH_DEFAULTS, sourceKey, type AuthGuard, type AuthSettings } from './auth-guard.ts';
-import type { DestinationPolicy } from '../users/rules.ts';
+import type { DestinationPolicy } from './destination-rules.ts';
 
 export interface Route {
   user: LocalUser;
