@@ -39,6 +39,7 @@ import { usersPort } from './users/admin-port.ts';
 import type { FastifyInstance } from 'fastify';
 import type { Simulator } from './sim/index.ts';
 import { DestinationPolicy } from './users/rules.ts';
+import { requestRulesFor } from './proxy/request-rules-daemon.ts';
 import { UserPorts } from './users/ports.ts';
 import { Events, ExpiryWatcher, QuotaWatcher, WebhookDelivery, WebhookSwitch, balanceLowListener, orderFinalWriter } from './events/index.ts';
 import { createConnectionLog, type ConnectionLogService } from './connlog/index.ts';
@@ -354,8 +355,11 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     await regions.start();
     onStop('regions', () => regions.stop());
     const destinations = new DestinationPolicy(config.proxy.rules);
+    const { requestRules, bans } = requestRulesFor(config, options.now);
     const routerOptions = {
       destinations,
+      requestRules,
+      bans,
       regionKnown: (code: string) => regions.isKnown(code),
       users: directory,
       meters: new UserGate(usersDir, accounting, options.now ?? Date.now),
@@ -482,6 +486,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         events,
         connections,
         billing: { currency: config.billing.currency },
+        bans,
       },
       {
         token: config.admin.token,
@@ -593,6 +598,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         // Config users are seeded again (config fields win); API users stay. Pools of users that went away
         // or changed how they draw are dropped (refreshLists); live connections keep their node.
         destinations.setDefaults(next.proxy.rules);
+        requestRules.setGlobal(next.proxy.requestRules);
         // events.*: the webhook worker started, reconfigured or stopped; the watchers' interval; balance.low's line.
         await webhook.apply(next.events);
         events.setDeliver(webhook.delivery !== undefined);
