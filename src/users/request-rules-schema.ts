@@ -23,7 +23,11 @@ export const requestRuleSchema = z
     /** Fires when the first response byte has not come after this many ms (plain HTTP: the head; tunnels: the first byte). */
     timeoutMs: z.number().int().min(1).max(600_000).optional(),
     /** Plain HTTP: response headers that must match too (name → substring, case-insensitive). */
-    headers: z.record(z.string().regex(/^[A-Za-z0-9-]{1,64}$/), z.string().max(256)).optional(),
+    headers: z
+      .object({})
+      .catchall(z.string().max(256))
+      .refine((h) => Object.keys(h).length <= 16 && Object.keys(h).every((k) => /^[A-Za-z0-9-]{1,64}$/.test(k)), { message: 'at most 16 header names of [A-Za-z0-9-]' })
+      .optional(),
     action: z.enum(['retry', 'ban', 'retry_ban', 'tag']),
     /** Further exits tried (retry, retry_ban). Default 1. */
     retries: z.number().int().min(0).max(5).default(1),
