@@ -4,7 +4,7 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { SESS_TIME_MAX, SESS_TIME_MIN } from '../platform/operations.ts';
-import { isTimeZone } from '../users/period.ts';
+import { isTimeZone } from '../accounting/period.ts';
 import { quotaSchema } from '../users/record.ts';
 import { listenSchema, rulesSchema } from '../users/schemas.ts';
 import { requestRulesSchema } from '../users/request-rules-schema.ts';
@@ -104,6 +104,12 @@ const proxy = z
     https: z
       .strictObject({ host: host.default('127.0.0.1'), port: port.default(8443), cert: z.string().min(1), key: z.string().min(1) })
       .optional(),
+    // ── plain-HTTP pipelining (src/proxy/http-lane.ts) ──
+    /**
+     * Plain-HTTP requests a client connection may have waiting behind the one in flight (HTTP/1.1
+     * pipelining: one request at a time goes upstream); past it the connection is answered 503 and closed.
+     */
+    pipelineDepth: z.number().int().min(0).max(1000).default(16),
   })
   .prefault({});
 
@@ -256,6 +262,15 @@ const pool = z
         url: z.union([z.literal(''), z.url({ protocol: /^https?$/ })]).default(''),
         intervalMs: millis.default(30_000),
       })
+      .prefault({}),
+    // ── TLS to upstreams (src/proxy/dial-tls.ts) ──
+    /**
+     * Nodes whose line says `https://` are dialed over TLS. `verify`: check their certificate (default true);
+     * `insecureProducts`: productNos whose gateways use self-signed certificates, dialed without the check
+     * (logged once per node); `caFile`: a PEM file of CAs trusted besides the system's ('' = none).
+     */
+    tls: z
+      .strictObject({ verify: z.boolean().default(true), insecureProducts: z.array(z.string().min(1)).default([]), caFile: z.string().default('') })
       .prefault({}),
     /**
      * Outlier ejection (src/pool/outlier.ts), as Envoy: a node failing `consecutiveFailures` times in a row,

@@ -6,11 +6,11 @@
 import { redactText } from '../telemetry/logger.ts';
 import { parseProxyString, ProxyStringError, type ParsedProxy } from './proxy-string.ts';
 import type { UpstreamProtocol } from './types.ts';
+import { RotorError } from '../errors/rotor-error.ts';
 
 export type ExtractionProblem = 'timeout' | 'transport' | 'http_status' | 'too_large' | 'error_body' | 'no_proxies';
 
-export class ExtractionError extends Error {
-  readonly code = 'EXTRACTION_FAILED';
+export class ExtractionError extends RotorError {
   constructor(
     readonly problem: ExtractionProblem,
     message: string,
@@ -18,8 +18,7 @@ export class ExtractionError extends Error {
     readonly body?: string,
     options?: { cause?: unknown },
   ) {
-    super(message, options);
-    this.name = 'ExtractionError';
+    super('EXTRACTION_FAILED', message, { httpStatus: 502, ...(options?.cause !== undefined ? { cause: options.cause } : {}) });
   }
 }
 
@@ -103,6 +102,7 @@ function entryToProxy(entry: unknown, defaultProtocol: UpstreamProtocol): Parsed
       const protocol = declared && /^(socks5h?|socks|http|https)$/i.test(declared) ? (declared.toLowerCase().startsWith('socks') ? 'socks5' : 'http') : defaultProtocol;
       const address = host.includes(':') && !host.startsWith('[') ? `[${host}]:${port}` : `${host}:${port}`;
       const parsed = parseProxyString(address, protocol);
+      if (/^https$/i.test(declared ?? '')) parsed.tls = true;
       const username = str(o.user) ?? str(o.username) ?? str(o.account);
       const password = str(o.pass) ?? str(o.password) ?? str(o.pwd);
       if (username === undefined) return parsed;

@@ -5,6 +5,7 @@
 // Addresses are not filtered here: production upstreams are remote hosts.
 import { isIP, isIPv6 } from 'node:net';
 import type { UpstreamNode, UpstreamProtocol } from './types.ts';
+import { RotorError } from '../errors/rotor-error.ts';
 
 export type ProxyStringProblem =
   | 'empty'
@@ -17,14 +18,12 @@ export type ProxyStringProblem =
   | 'trailing_path';
 
 /** A drawn string that is not a proxy address. The message names the problem, never the string (it may hold a password). */
-export class ProxyStringError extends Error {
-  readonly code = 'PROXY_STRING_INVALID';
+export class ProxyStringError extends RotorError {
   constructor(
     readonly problem: ProxyStringProblem,
     detail: string,
   ) {
-    super(`invalid proxy string: ${detail}`);
-    this.name = 'ProxyStringError';
+    super('PROXY_STRING_INVALID', `invalid proxy string: ${detail}`, { httpStatus: 400 });
   }
 }
 
@@ -35,6 +34,8 @@ export interface ParsedProxy {
   port: number;
   username?: string;
   password?: string;
+  /** `https://`: an HTTP proxy reached over TLS. */
+  tls?: boolean;
 }
 
 const SCHEMES: Record<string, UpstreamProtocol> = {
@@ -42,7 +43,7 @@ const SCHEMES: Record<string, UpstreamProtocol> = {
   socks5h: 'socks5',
   socks: 'socks5',
   http: 'http',
-  // An https proxy URL from the platform still means "HTTP CONNECT to this address"; Rotor does not speak TLS to upstreams.
+  // HTTP CONNECT over TLS to this address (parseProxyString sets `tls`).
   https: 'http',
 };
 
@@ -122,7 +123,9 @@ export function parseProxyString(input: string, defaultProtocol: UpstreamProtoco
     // The last '@' ends the userinfo, so an unencoded '@' in a password still parses.
     const at = authority.lastIndexOf('@');
     const hostPort = parseHostPort(at < 0 ? authority : authority.slice(at + 1));
-    return withCredentials({ protocol, ...hostPort }, at < 0 ? undefined : splitUserinfo(authority.slice(0, at), true));
+    const parsed = withCredentials({ protocol, ...hostPort }, at < 0 ? undefined : splitUserinfo(authority.slice(0, at), true));
+    if (scheme[1]!.toLowerCase() === 'https') parsed.tls = true;
+    return parsed;
   }
   if (text.includes('://')) throw new ProxyStringError('unsupported_scheme', 'malformed scheme');
 
@@ -168,10 +171,10 @@ function parseColonForm(text: string, defaultProtocol: UpstreamProtocol): Parsed
 }
 
 /** The node identity of types.ts: protocol://username@host:port, never the password. */
-export function nodeId(p: { protocol: UpstreamProtocol; host: string; port: number; username?: string }): string {
+export function nodeId(p: { protocol: UpstreamProtocol; host: string; port: number; username?: string; tls?: boolean }): string {
   const host = p.host.includes(':') ? `[${p.host}]` : p.host;
   const user = p.username === undefined ? '' : `${encodeURIComponent(p.username)}@`;
-  return `${p.protocol}://${user}${host}:${p.port}`;
+  return `${p.tls === true ? 'https' : p.protocol}://${user}${host}:${p.port}`;
 }
 
 export function toNode(p: ParsedProxy, source: UpstreamNode['source'], expiresAt?: number): UpstreamNode {
@@ -184,5 +187,6 @@ export function toNode(p: ParsedProxy, source: UpstreamNode['source'], expiresAt
     ...(p.password === undefined ? {} : { password: p.password }),
     source,
     ...(expiresAt === undefined ? {} : { expiresAt }),
+    ...(p.tls === true ? { tls: true } : {}),
   };
 }

@@ -4,13 +4,14 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { StaticPool } from '../pool/static.ts';
 import { PoolEmptyError, type FailureReason, type NodeSource, type PoolKey, type UpstreamNode } from '../pool/types.ts';
-import { HedgeDelays, type HandshakeTimes } from '../health/handshake-times.ts';
+import { HedgeDelays, type HandshakeTimes } from './handshake-times.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import type { DialSignal } from './cancel.ts';
 import type { DialTrace } from '../connlog/types.ts';
 import { dialHttpConnect, dialHttpForward, type DialOptions, type Tunnel } from './dial-http.ts';
 import { dialSocks5 } from './dial-socks5.ts';
+import type { UpstreamTlsPolicy } from './dial-tls.ts';
 import { raceDial, type RaceSpec, type RaceWon } from './dial-race.ts';
 import { GatewayError, type UpstreamDialError } from './errors.ts';
 import { checkTarget } from './target.ts';
@@ -18,7 +19,7 @@ import type { InstanceDirectory, LocalUser, MeterProvider, PoolProvider, Session
 import { parseUsername, type UsernameOptions } from './username.ts';
 import type { BanTable } from './request-bans.ts';
 import { ExcludingSource, TraceFrom, type RequestRules, type RuleSet, type CompiledRule } from './request-rules.ts';
-import type { DestinationPolicy } from '../users/rules.ts';
+import type { DestinationPolicy } from './destination-rules.ts';
 
 export interface Route {
   user: LocalUser;
@@ -103,6 +104,8 @@ export interface RouterOptions {
   requestRules?: RequestRules;
   /** Exits banned per user by request rules (src/proxy/request-bans.ts). */
   bans?: BanTable;
+  /** How nodes whose line says https:// are checked (pool.tls); absent = verified with the system's CAs. */
+  upstreamTls?: UpstreamTlsPolicy;
 }
 
 const DUMMY_PASSWORD = Buffer.alloc(32);
@@ -378,6 +381,11 @@ export class Router {
     return this.dialHttp(node, target, options);
   }
 
+  /** pool.tls (dial-tls.ts), read by DialJob for TLS nodes. */
+  get upstreamTls(): UpstreamTlsPolicy | undefined {
+    return this.options.upstreamTls;
+  }
+
   /** The settings every race of this router shares (DialJob reads them). */
   get dialSettings(): DialSettings {
     return this.settings;
@@ -469,7 +477,9 @@ class DialJob implements RaceSpec {
   }
 
   dial(node: UpstreamNode, options: DialOptions): Promise<Tunnel> {
-    return this.router.dialNode(node, this.target, this.mode, options);
+    // A TLS node: its certificate check follows the route's product (pool.tls.insecureProducts).
+    const tls = node.tls === true ? this.router.upstreamTls?.forDial(node, this.route.poolKey.productNo) : undefined;
+    return this.router.dialNode(node, this.target, this.mode, tls ? { ...options, tls } : options);
   }
 
   onNodeFailed(node: UpstreamNode, reason: FailureReason, wasSticky: boolean): void {

@@ -5,7 +5,7 @@
 // per-user-port code's job.
 import { z } from 'zod';
 import { SESS_TIME_MAX, SESS_TIME_MIN } from '../platform/operations.ts';
-import { QUOTA_PERIODS, type QuotaPeriod } from './period.ts';
+import { QUOTA_PERIODS, type QuotaPeriod } from '../accounting/period.ts';
 import { listenSchema, rulesSchema } from './schemas.ts';
 import { requestRulesSchema, type RequestRuleConfig } from './request-rules-schema.ts';
 
