@@ -23,8 +23,8 @@ import { clockOption, type AssemblyContext } from './lifecycle.ts';
 import type { OrdersPart } from './orders.ts';
 import type { StatePart } from './state.ts';
 import type { UsersPart } from './users.ts';
-import { requestRulesFor } from '../proxy/request-rules-daemon.ts';
-import type { BanTable } from '../proxy/request-bans.ts';
+import { BanTable } from '../proxy/request-bans.ts';
+import { RequestRules } from '../proxy/request-rules.ts';
 
 export interface GatewayPart {
   sessions: SessionTable;
@@ -80,7 +80,9 @@ export async function assembleGateway(config: Config, needs: Needs, ctx: Assembl
   ctx.stops.onStop('regions', () => regions.stop());
   const destinations = new DestinationPolicy(config.proxy.rules);
   const upstreamTls = new UpstreamTlsPolicy(config.pool.tls, logger.child({ component: 'gateway' }));
-  const { requestRules, bans } = requestRulesFor(config, ctx.now);
+  // Request rules (proxy.requestRules; users' own come with their records) and the bans they make.
+  const requestRules = new RequestRules(config.proxy.requestRules);
+  const bans = new BanTable(clockOption(ctx));
   const routerOptions = {
     destinations,
     requestRules,
