@@ -24,6 +24,7 @@ import { Socks5Listener } from './proxy/socks5.ts';
 import { HttpListener } from './proxy/http.ts';
 import { HttpsListener, loadTlsPair } from './proxy/https-listener.ts';
 import { UpstreamTlsPolicy } from './proxy/dial-tls.ts';
+import { UdpAssociations } from './proxy/udp-associate.ts';
 import type { LocalUser } from './proxy/types.ts';
 import { PoolEmptyError, poolKeyId, type PoolKey } from './pool/types.ts';
 import { buildAdminServer, buildCallbackServer } from './admin/server.ts';
@@ -419,7 +420,9 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       metrics,
       logger: logger.child({ component: 'http' }),
     });
+    const udp = config.proxy.udp.enabled ? new UdpAssociations(router, { ...config.proxy.udp, idleTimeoutMs: config.proxy.idleTimeoutMs }, logger.child({ component: 'udp' })) : undefined;
     const socksListener = new Socks5Listener({
+      ...(udp ? { udp } : {}),
       anonymous: (socket) => userPorts.admit(socket),
       recorder: connections.recorder,
       router,
@@ -437,7 +440,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     let draining = 0;
     onStop('listeners', () => {
       connections.recorder.stopping(draining);
-      return Promise.all([httpListener.close(draining), socksListener.close(draining), https?.close()]);
+      return Promise.all([httpListener.close(draining), socksListener.close(draining), https?.close()]).then(() => udp?.closeAll());
     });
     await userPorts.sync(directory.locals());
     onStop('user ports', () => userPorts.close());
