@@ -4,7 +4,7 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { SESS_TIME_MAX, SESS_TIME_MIN } from '../platform/operations.ts';
-import { isTimeZone } from '../users/period.ts';
+import { isTimeZone } from '../accounting/period.ts';
 import { quotaSchema } from '../users/record.ts';
 import { listenSchema, rulesSchema } from '../users/schemas.ts';
 
@@ -110,6 +110,12 @@ const proxy = z
         maxPendingDatagrams: z.number().int().min(1).max(100_000).default(256),
       })
       .prefault({}),
+    // ── plain-HTTP pipelining (src/proxy/http-lane.ts) ──
+    /**
+     * Plain-HTTP requests a client connection may have waiting behind the one in flight (HTTP/1.1
+     * pipelining: one request at a time goes upstream); past it the connection is answered 503 and closed.
+     */
+    pipelineDepth: z.number().int().min(0).max(1000).default(16),
   })
   .prefault({});
 
@@ -182,6 +188,12 @@ const billing = z
     defaultPricePerGb: z.number().min(0).nullable().default(null),
     /** Hour and day rollups kept this long. */
     usageRetentionDays: z.number().min(1).default(400),
+    /**
+     * Adopt the platform's usage figure into a user's meter when it is higher than Rotor's (never by
+     * default: a customer is billed for the bytes Rotor relayed; the platform's figure is shown beside it).
+     * In a fleet one daemon at a time adopts (a lease), so a gap is added once.
+     */
+    adoptPlatformUsage: z.boolean().default(false),
   })
   .prefault({});
 
