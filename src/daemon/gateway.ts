@@ -190,6 +190,7 @@ export async function assembleGateway(config: Config, needs: Needs, ctx: Assembl
     async reload(next) {
       destinations.setDefaults(next.proxy.rules);
       upstreamTls.set(next.pool.tls);
+      udp?.setSettings({ ...next.proxy.udp, idleTimeoutMs: next.proxy.idleTimeoutMs });
       await userPorts.sync(directory.locals());
     },
     async reloadTls(next) {
