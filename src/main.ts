@@ -53,6 +53,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     const adminPorts = await assembleAdmin(config, { client, store, sim, accounts, users, orders, pools, gateway, events, listen }, ctx);
     stops.onStop('user changes', () => users.changes.close());
     const { http, socks5, https } = gateway.addresses;
+    users.reservePorts({ 'proxy.http.port': http.port, 'proxy.socks5.port': socks5.port, 'proxy.https.port': https?.port, 'admin.port': adminPorts.admin, 'callback.port': adminPorts.callback, 'portal.port': adminPorts.portal });
     logger.info({ http, socks5, ...(https ? { https } : {}), ...adminPorts, users: accounts.configured.map((u) => u.name) }, 'rotor is ready');
 
     let closed = false;

@@ -146,6 +146,8 @@ const proxy = z
      */
     pipelineDepth: z.number().int().min(0).max(1000).default(16),
     // ── abuse bounds (README "Security") ──
+    /** Sticky sessions one user holds at most; a new session id past it is refused (403 / SOCKS5 0x02). */
+    maxSessionsPerUser: z.number().int().min(1).max(1_000_000).default(1000),
     /** Proxy logins: verified-pair cache, password checks off the event loop, back-off (src/proxy/auth-*.ts). */
     auth: proxyAuth,
   })
@@ -234,7 +236,11 @@ export const USER_NAME = /^[A-Za-z0-9_.]+$/;
 
 const user = z.strictObject({
   // The sub account's appUsername is string(32) (seed 4.13).
-  name: z.string().regex(USER_NAME, "use only letters, digits, '_' and '.' ('-' separates user-name options)").max(32),
+  name: z
+    .string()
+    .regex(USER_NAME, "use only letters, digits, '_' and '.' ('-' separates user-name options)")
+    .max(32)
+    .refine((n) => n !== '.' && n !== '..', "'.' and '..' are not user names (a name must be one URL path segment)"),
   password: z.string().min(1).max(255),
   mainAccount: z.string().min(1).max(64).regex(/^\S+$/, 'must not contain spaces'),
   /** productNo drawn from; empty: the first dynamic product the merchant is authorized for. */
@@ -459,7 +465,28 @@ const portal = z
     if (p.tls && p.port === undefined) ctx.addIssue({ code: 'custom', path: ['tls'], message: 'needs the portal\'s own listener (portal.host, portal.port)' });
   });
 
-export const configSchema = z.strictObject({ platform, proxy, pool, admin, callback, store, log, users, orders, accounts, fleet, billing, events, metrics: metricsSection, portal });
+export const configSchema = z
+  .strictObject({ platform, proxy, pool, admin, callback, store, log, users, orders, accounts, fleet, billing, events, metrics: metricsSection, portal })
+  .superRefine(userPortsFree);
+
+// ── abuse bounds: a user's own port may not be one of the daemon's listeners ──
+function userPortsFree(c: { proxy: z.output<typeof proxy>; admin: { port: number }; callback: { port: number }; portal: { port?: number | undefined }; users: z.output<typeof users> }, ctx: z.RefinementCtx): void {
+  const taken = new Map<number, string>();
+  const add = (port: number | undefined, key: string): void => {
+    if (port !== undefined && port !== 0 && !taken.has(port)) taken.set(port, key);
+  };
+  add(c.proxy.http.port, 'proxy.http.port');
+  add(c.proxy.socks5.port, 'proxy.socks5.port');
+  add(c.proxy.https?.port, 'proxy.https.port');
+  add(c.admin.port, 'admin.port');
+  add(c.callback.port, 'callback.port');
+  add(c.portal.port, 'portal.port');
+  c.users.forEach((u, i) => {
+    const port = u.listen?.port ?? 0;
+    const key = taken.get(port);
+    if (port !== 0 && key !== undefined) ctx.addIssue({ code: 'custom', path: ['users', i, 'listen', 'port'], message: `port ${port} is already ${key}` });
+  });
+}
 
 export type Config = z.output<typeof configSchema>;
 export type ConfigInput = z.input<typeof configSchema>;

@@ -70,7 +70,7 @@ export async function assembleGateway(config: Config, needs: Needs, ctx: Assembl
   const { logger, metrics } = ctx;
   const { accounts, users, orders, pools } = needs;
   const directory = users.directory;
-  const sessions = new SessionTable({ metrics, ...clockOption(ctx) });
+  const sessions = new SessionTable({ metrics, maxPerUser: config.proxy.maxSessionsPerUser, ...clockOption(ctx) });
   const sweep = setInterval(() => sessions.sweep(), 30_000);
   sweep.unref();
   ctx.stops.onStop('session sweep', () => clearInterval(sweep));
@@ -108,6 +108,12 @@ export async function assembleGateway(config: Config, needs: Needs, ctx: Assembl
   const { fleetParts } = needs.state;
   const router = fleetSessions && fleetParts ? new fleetParts.FleetRouter(routerOptions, fleetSessions) : new Router({ ...routerOptions, pools: poolProvider, sessions });
   users.changes.on(() => router.setUsers(directory));
+  // A deleted or disabled user's sticky sessions end at once (in a fleet, its shared ones too).
+  users.changes.on((names, removed) => {
+    const table = fleetSessions ?? sessions;
+    for (const name of removed) table.dropUser(name);
+    for (const name of names) if (directory.get(name) === undefined || directory.refusal(name, (ctx.now ?? Date.now)()) !== undefined) table.dropUser(name);
+  });
   const prober = startHealthProbes({
     pools: () => pools.list(),
     healthCheck: config.pool.healthCheck,

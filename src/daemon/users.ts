@@ -6,6 +6,7 @@ import type { PlatformClient } from '../platform/client.ts';
 import type { Store } from '../store/types.ts';
 import { UserChanges } from '../users/changes.ts';
 import { Users } from '../users/directory.ts';
+import { portsByNumber } from '../users/port-check.ts';
 import { boundUserSeries } from '../users/series.ts';
 import { SubAccounts } from '../users/sub-account.ts';
 import type { AccountsPart } from './accounts.ts';
@@ -16,6 +17,8 @@ export interface UsersPart {
   changes: UserChanges;
   /** Expiries as they come (the directory's queue), taken by the user.expired watcher. */
   takeExpired(): { user: string; expiresAt: number }[];
+  /** This daemon's listener ports once bound (config key → port), which no user's listen.port may take. */
+  reservePorts(ports: Record<string, number | undefined>): void;
 }
 
 interface Needs {
@@ -30,6 +33,8 @@ export async function assembleUsers(config: Config, needs: Needs, ctx: AssemblyC
   const logger = ctx.logger.child({ component: 'users' });
   const defaultProduct = (await accounts.products.productFor('')) ?? '';
   const changes = new UserChanges();
+  // abuse bounds: a user's listen.port is checked against these (the configured ones until the listeners are up)
+  let ownPorts = portsByNumber({ 'proxy.http.port': config.proxy.http.port, 'proxy.socks5.port': config.proxy.socks5.port, 'proxy.https.port': config.proxy.https?.port, 'admin.port': config.admin.port, 'callback.port': config.callback.port, 'portal.port': config.portal.port });
   const directory = new Users({
     store: needs.store,
     accounting: accounts.accounting,
@@ -39,6 +44,7 @@ export async function assembleUsers(config: Config, needs: Needs, ctx: AssemblyC
     ...clockOption(ctx),
     ...(fleet ? { followMs: 1000 } : {}),
     onChange: changes.emit,
+    ports: { host: config.proxy.http.host, reserved: () => ownPorts },
   });
   const expired: { user: string; expiresAt: number }[] = [];
   directory.onExpired((user, expiresAt) => expired.push({ user, expiresAt }));
@@ -46,5 +52,5 @@ export async function assembleUsers(config: Config, needs: Needs, ctx: AssemblyC
   ctx.stops.onStop('users', () => directory.close());
   boundUserSeries({ metrics: ctx.metrics, source: accounts.accounting, marked: () => directory.marked(), max: config.metrics.userSeriesMax });
   await accounts.follow(directory, changes);
-  return { directory, changes, takeExpired: () => expired.splice(0) };
+  return { directory, changes, takeExpired: () => expired.splice(0), reservePorts: (ports) => (ownPorts = portsByNumber(ports)) };
 }

@@ -86,6 +86,19 @@ export class FleetSessions implements SessionStore {
     return live;
   }
 
+  // ── abuse bounds: per-user session bound, a deleted or disabled user's sessions ended fleet-wide ──
+  admits(user: string, sessionId: string): boolean {
+    return this.table.admits(user, sessionId);
+  }
+
+  dropUser(user: string): number {
+    const now = this.now();
+    for (const s of this.table.sessionsOf(user)) {
+      if (s.expiresAt > now) this.queue(user, s.sessionId, () => this.shared.end(user, s.sessionId, s.node.id));
+    }
+    return this.table.dropUser(user);
+  }
+
   /** GET /v1/sessions: the sessions this daemon holds (its own and adopted ones). */
   list(): SessionView[] {
     return this.table.list();

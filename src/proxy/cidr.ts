@@ -5,7 +5,10 @@
 //
 // Parsing goes through ipaddr.js, which also reads the shorthand IPv4 forms a resolver would accept
 // (`10.1`, `0x7f.1`, `2130706433`), so a rule on 10.0.0.0/8 is not dodged by spelling 10.0.0.1 another way;
-// IPv4-mapped IPv6 (`::ffff:10.0.0.1`) is matched as the IPv4 address it carries.
+// IPv4-mapped IPv6 (`::ffff:10.0.0.1`) is matched as the IPv4 address it carries. Addresses that reach the
+// local host by another name are matched as loopback too (localAliases): the unspecified `0.0.0.0` and `::`
+// (a connect to them lands on the host itself), any loopback address in either family (a rule on
+// 127.0.0.0/8 or on ::1 catches both families' loopback), and the IPv4 inside a NAT64 address (64:ff9b::/96).
 import ipaddr from 'ipaddr.js';
 import { RotorError } from '../errors/rotor-error.ts';
 
@@ -18,7 +21,7 @@ export class CidrError extends RotorError {
 type Family = 'ipv4' | 'ipv6';
 
 /** The address as its bytes, IPv4-mapped IPv6 unwrapped; undefined when `text` is no IP literal. */
-export function parseIp(text: string): { family: Family; bytes: number[] } | undefined {
+export function parseIp(text: string): ParsedIp | undefined {
   const bare = text.startsWith('[') && text.endsWith(']') ? text.slice(1, -1) : text;
   // ipaddr.isValid accepts zone ids and the shorthand IPv4 forms; anything else is a host name.
   if (!ipaddr.isValid(bare)) return undefined;
@@ -29,6 +32,39 @@ export function parseIp(text: string): { family: Family; bytes: number[] } | und
     return undefined;
   }
   return addr.kind() === 'ipv4' ? { family: 'ipv4', bytes: (addr as ipaddr.IPv4).octets } : { family: 'ipv6', bytes: (addr as ipaddr.IPv6).toByteArray() };
+}
+
+export type ParsedIp = { family: Family; bytes: number[] };
+
+const V4_LOOPBACK: ParsedIp = { family: 'ipv4', bytes: [127, 0, 0, 1] };
+const V6_LOOPBACK: ParsedIp = { family: 'ipv6', bytes: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1] };
+const LOOPBACKS: readonly ParsedIp[] = [V4_LOOPBACK, V6_LOOPBACK];
+
+function isLocal(ip: ParsedIp): boolean {
+  const b = ip.bytes;
+  if (ip.family === 'ipv4') return b[0] === 127 || (b[0] === 0 && b[1] === 0 && b[2] === 0 && b[3] === 0);
+  for (let i = 0; i < 15; i++) if (b[i] !== 0) return false;
+  return b[15] === 0 || b[15] === 1;
+}
+
+/**
+ * Other addresses a target reaches, for matching: the embedded IPv4 of a NAT64 address, and for anything that
+ * lands on the local host (loopback or unspecified, either family) both families' loopback. Empty for most.
+ */
+export function localAliases(ip: ParsedIp): readonly ParsedIp[] {
+  let target = ip;
+  const b = ip.bytes;
+  // 64:ff9b::/96, the well-known NAT64 prefix (RFC 6052): the last 32 bits are the IPv4 address reached.
+  if (ip.family === 'ipv6' && b[0] === 0 && b[1] === 0x64 && b[2] === 0xff && b[3] === 0x9b && b.slice(4, 12).every((x) => x === 0)) {
+    target = { family: 'ipv4', bytes: b.slice(12) };
+    return isLocal(target) ? [target, ...LOOPBACKS] : [target];
+  }
+  return isLocal(target) ? LOOPBACKS : [];
+}
+
+/** Host names that are the local host by definition (RFC 6761 §6.3): `localhost` and any name below it. */
+export function isLocalName(name: string): boolean {
+  return name === 'localhost' || name.endsWith('.localhost');
 }
 
 /** The first `bits` bits of `bytes` as a string key (the rest zeroed). */
@@ -90,8 +126,20 @@ export class CidrSet {
     return parsed !== undefined && this.hasParsed(parsed);
   }
 
-  hasParsed(parsed: { family: Family; bytes: number[] }): boolean {
+  hasParsed(parsed: ParsedIp): boolean {
     for (const [bits, set] of this.byLength[parsed.family]) if (set.has(maskKey(parsed.bytes, bits))) return true;
     return false;
+  }
+
+  /** hasParsed for the address or any address it stands for (localAliases). */
+  reaches(parsed: ParsedIp): boolean {
+    if (this.hasParsed(parsed)) return true;
+    for (const alias of localAliases(parsed)) if (this.hasParsed(alias)) return true;
+    return false;
+  }
+
+  /** Whether a range holds the local host's loopback (what a `localhost` name reaches). */
+  get holdsLoopback(): boolean {
+    return LOOPBACKS.some((a) => this.hasParsed(a));
   }
 }

@@ -8,14 +8,15 @@
 //   example.com      that name only
 //   *.example.com    any name below example.com (a.example.com, a.b.example.com), not example.com itself
 //   .example.com     example.com and any name below it
-//   10.0.0.0/8, ::1  CIDR ranges or addresses, for targets given as IP literals (any spelling a resolver reads)
+//   10.0.0.0/8, ::1  CIDR ranges or addresses, for targets given as IP literals (any spelling a resolver reads;
+//                    a loopback entry also catches 0.0.0.0, ::, the other family's loopback and `localhost`)
 // Names are matched on the name the client asked for, case-insensitively, trailing dot ignored; Rotor never
 // resolves them (the upstream does), so a CIDR entry does not catch a name that resolves into the range.
 //
 // Compiled once per rules object (a user change brings a new one), a check costs a few Set lookups: one per
 // label of the name, or one per distinct prefix length for an address.
 import { z } from 'zod';
-import { CidrSet, parseIp } from './cidr.ts';
+import { CidrSet, isLocalName, parseIp } from './cidr.ts';
 
 export interface DestinationRules {
   denyPorts?: readonly number[];
@@ -75,8 +76,10 @@ class HostMatcher {
   }
 
   matches(name: string, ip: ReturnType<typeof parseIp>): boolean {
-    if (ip) return this.addresses.hasParsed(ip);
+    // Any spelling of the local host (0.0.0.0, ::, ::1 for a 127.0.0.0/8 rule, NAT64) is matched as loopback.
+    if (ip) return this.addresses.reaches(ip);
     if (this.exact.has(name)) return true;
+    if (isLocalName(name) && this.addresses.holdsLoopback) return true;
     if (this.below.size === 0) return false;
     for (let dot = name.indexOf('.'); dot >= 0; dot = name.indexOf('.', dot + 1)) {
       if (this.below.has(name.slice(dot + 1))) return true;

@@ -220,6 +220,10 @@ export class Router {
     if (o.region !== undefined && this.options.regionKnown?.(o.region) === false) {
       return { ok: false, kind: 'forbidden', reason: `unknown region '${o.region}'` };
     }
+    // A new sticky session past the user's bound (proxy.maxSessionsPerUser) is refused before it takes a slot.
+    if (o.sessionId !== undefined && this.options.sessions.admits?.(user.name, o.sessionId) === false) {
+      return { ok: false, kind: 'forbidden', reason: `user ${user.name} holds too many sticky sessions (proxy.maxSessionsPerUser); a new session id is refused until older ones end`, user: user.name, result: 'limited' };
+    }
     const admission = this.options.meters.admit(user.name);
     if (!admission.ok) return { ok: false, kind: 'forbidden', reason: admission.reason, user: user.name, result: 'limited' };
 

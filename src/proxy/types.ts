@@ -96,6 +96,8 @@ export interface SessionStore {
   get(user: string, sessionId: string): { node: UpstreamNode } | undefined;
   bind(user: string, sessionId: string, node: UpstreamNode, sessTimeMinutes: number): unknown;
   rotate(user: string, sessionId: string, reason: RotationReason): unknown;
+  /** Optional: whether the user may use this session id now (its per-user bound); absent = always. */
+  admits?(user: string, sessionId: string): boolean;
 }
 
 /** Where a client asked to go. */

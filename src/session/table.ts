@@ -29,6 +29,11 @@ export interface SessionView {
 export interface SessionTableOptions {
   /** Most sessions held; the least recently used go first. Default 100 000. */
   maxSessions?: number;
+  /**
+   * Most sessions one user holds (config proxy.maxSessionsPerUser); a new session id past it is refused
+   * (admits) until older ones end, so one customer cannot push everyone else's out. Default 1000.
+   */
+  maxPerUser?: number;
   now?: () => number;
   metrics?: Metrics;
 }
@@ -40,11 +45,19 @@ export class SessionTable {
   private readonly cache: LRUCache<string, StickySession>;
   private readonly now: () => number;
   private readonly metrics: Metrics | undefined;
+  /** user → its session ids held (kept in step with the cache by its dispose hook). */
+  private readonly byUser = new Map<string, Set<string>>();
+  readonly maxPerUser: number;
 
   constructor(options: SessionTableOptions = {}) {
     this.now = options.now ?? Date.now;
     this.metrics = options.metrics;
+    this.maxPerUser = Math.max(1, options.maxPerUser ?? 1000);
     this.cache = new LRUCache<string, StickySession>({
+      // Every way out of the cache (delete, eviction, expiry) but a replacement of the same key.
+      dispose: (s, _k, reason) => {
+        if (reason !== 'set') this.forget(s.user, s.sessionId);
+      },
       // Bounded by count through maxSize (each entry sizes 1), not `max`: lru-cache preallocates seven
       // arrays of `max` slots (4.2 MiB at 100,000, resident from the start); these grow with the sessions.
       maxSize: Math.max(1, options.maxSessions ?? 100_000),
@@ -90,8 +103,64 @@ export class SessionTable {
     const ttl = Math.round(sessTimeMinutes * 60_000);
     const s: StickySession = { user, sessionId, node, startedAt, expiresAt: startedAt + ttl };
     this.cache.set(k, s, { ttl, noUpdateTTL: false });
+    this.remember(user, sessionId);
     this.updateGauge();
     return s;
+  }
+
+  /**
+   * Whether `user` may use `sessionId` now: a session it holds, or a new one while it holds fewer than
+   * maxPerUser (its ended sessions are dropped first, only when the bound is reached).
+   */
+  admits(user: string, sessionId: string): boolean {
+    const ids = this.byUser.get(user);
+    if (ids === undefined || ids.size < this.maxPerUser || ids.has(sessionId)) return true;
+    const now = this.now();
+    for (const id of [...ids]) {
+      const held = this.cache.peek(key(user, id), { allowStale: true });
+      if (held === undefined || held.expiresAt <= now) this.cache.delete(key(user, id));
+    }
+    if (ids.size < this.maxPerUser) this.updateGauge();
+    return ids.size < this.maxPerUser;
+  }
+
+  /** Sessions `user` holds now (ended-but-unswept ones included). */
+  countOf(user: string): number {
+    return this.byUser.get(user)?.size ?? 0;
+  }
+
+  /** The sessions `user` holds (ended-but-unswept ones included). */
+  sessionsOf(user: string): StickySession[] {
+    const out: StickySession[] = [];
+    for (const id of this.byUser.get(user) ?? []) {
+      const s = this.cache.peek(key(user, id), { allowStale: true });
+      if (s) out.push(s);
+    }
+    return out;
+  }
+
+  /** Ends every session of `user` at once (deleted or disabled): none is counted as a rotation. */
+  dropUser(user: string): number {
+    const ids = this.byUser.get(user);
+    if (ids === undefined) return 0;
+    const n = ids.size;
+    for (const id of [...ids]) this.cache.delete(key(user, id));
+    this.byUser.delete(user);
+    this.updateGauge();
+    return n;
+  }
+
+  private remember(user: string, sessionId: string): void {
+    let ids = this.byUser.get(user);
+    if (ids === undefined) this.byUser.set(user, (ids = new Set()));
+    ids.add(sessionId);
+  }
+
+  private forget(user: string, sessionId: string): void {
+    const ids = this.byUser.get(user);
+    if (ids === undefined) return;
+    ids.delete(sessionId);
+    if (ids.size === 0) this.byUser.delete(user);
   }
 
   /**
@@ -103,6 +172,7 @@ export class SessionTable {
     if (!(ttl > 0)) return undefined;
     const s: StickySession = { user, sessionId, node, startedAt, expiresAt };
     this.cache.set(key(user, sessionId), s, { ttl, noUpdateTTL: false });
+    this.remember(user, sessionId);
     this.updateGauge();
     return s;
   }
@@ -153,6 +223,7 @@ export class SessionTable {
 
   clear(): void {
     this.cache.clear();
+    this.byUser.clear();
     this.updateGauge();
   }
 

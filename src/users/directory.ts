@@ -30,6 +30,7 @@ import type { Logger } from '../telemetry/logger.ts';
 import { UserChangedError, UserExistsError, UserNotFoundError } from './errors.ts';
 import { DueQueue } from './due-queue.ts';
 import { UserLimiter } from './limiter.ts';
+import { checkUserPort, type PortCheckOptions } from './port-check.ts';
 import { NameIndex, pageOf, PAGE_DEFAULT, type UserSort } from './listing.ts';
 import { DUMMY_HASH, generatePassword, hashPasswordAsync, passwordDigest, verifyPasswordAsync } from './password.ts';
 import { expiryOf, readStoredData, type CreateUserInput, type UserData, type UserPatch, type UserView } from './record.ts';
@@ -93,6 +94,8 @@ export interface UsersOptions {
   sweepMs?: number;
   /** Called after users were added, changed or removed (names), off the data path. */
   onChange?: (names: string[], removed: string[]) => void;
+  /** Checks a new or changed `listen.port` before the write (src/users/port-check.ts); absent = none. */
+  ports?: PortCheckOptions;
 }
 
 export class Users implements UserDirectory {
@@ -268,6 +271,7 @@ export class Users implements UserDirectory {
   async create(input: CreateUserInput): Promise<UserView> {
     const existing = this.entries.get(input.name);
     if (existing) throw new UserExistsError(input.name, existing.state === 'creating');
+    await this.checkPort(input.name, input.listen?.port);
     const generated = input.password === undefined;
     const password = input.password ?? generatePassword();
     const { password: _omit, ...fields } = input;
@@ -364,6 +368,7 @@ export class Users implements UserDirectory {
 
   async patch(name: string, patch: UserPatch): Promise<UserView> {
     const e = this.require(name);
+    if (patch.listen && patch.listen.port !== e.data.listen?.port) await this.checkPort(name, patch.listen.port);
     const data: UserData = { ...e.data, ...stripUndefined(patch) } as UserData;
     const stored = await this.write(e, data, e.hash);
     const next = this.install(stored);
@@ -437,6 +442,16 @@ export class Users implements UserDirectory {
   }
 
   // ── internals ──
+
+  /** PortInUseError when `port` is taken (another user's, the daemon's own, another process's). */
+  private async checkPort(name: string, port: number | undefined): Promise<void> {
+    const ports = this.options.ports;
+    if (!ports || port === undefined || port === 0) return;
+    await checkUserPort(ports, name, port, (p) => {
+      for (const e of this.entries.values()) if (e.data.listen?.port === p && e.data.name !== name) return e.data.name;
+      return undefined;
+    });
+  }
 
   private require(name: string): Entry {
     const e = this.entries.get(name);

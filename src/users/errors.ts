@@ -25,3 +25,10 @@ export class UserInvalidError extends RotorError {
     super('INVALID_INPUT', message, { httpStatus: 400 });
   }
 }
+
+/** A user's `listen.port` that is taken: a port of this daemon, another user's, or bound by another process. */
+export class PortInUseError extends RotorError {
+  constructor(port: number, by: string) {
+    super('PORT_IN_USE', `listen.port ${port} is already in use (${by})`, { httpStatus: 409 });
+  }
+}

@@ -11,7 +11,15 @@ import { requestRulesSchema, type RequestRuleConfig } from './request-rules-sche
 
 /** User names of the proxy user-name grammar ('-' separates options); the sub account's appUsername is string(32). */
 export const USER_NAME = /^[A-Za-z0-9_.]+$/;
-export const userName = z.string().regex(USER_NAME, "use only letters, digits, '_' and '.' ('-' separates user-name options)").min(1).max(32);
+/** A user name as stored: records made before the dot-segment rule below still load. */
+const storedName = z.string().regex(USER_NAME).min(1).max(32);
+/** A new user's name: also one safe URL path segment (`.` and `..` are normalised away in /v1/users/<name>). */
+export const userName = z
+  .string()
+  .regex(USER_NAME, "use only letters, digits, '_' and '.' ('-' separates user-name options)")
+  .min(1)
+  .max(32)
+  .refine((n) => n !== '.' && n !== '..', "'.' and '..' are not user names (a name must be one URL path segment)");
 
 // One definition of `rules` and `listen` for the config and the API: the destination-rules and user-port
 // code's own (src/users/schemas.ts).
@@ -123,7 +131,7 @@ export interface UserView extends Omit<UserData, 'createdAt'> {
 }
 
 /** The schema-checked stored data, tolerant of fields added later (defaults fill them). */
-const storedSchema = z.looseObject({ name: userName, source: z.enum(['config', 'api']).default('api'), createdAt: z.number().default(0), ...fields });
+const storedSchema = z.looseObject({ name: storedName, source: z.enum(['config', 'api']).default('api'), createdAt: z.number().default(0), ...fields });
 
 export function readStoredData(name: string, data: unknown): UserData | undefined {
   const r = storedSchema.safeParse({ ...(typeof data === 'object' && data !== null ? data : {}), name });

@@ -32,6 +32,22 @@ describe('CidrSet', () => {
 describe('DestinationPolicy', () => {
   const t = (host: string, port = 443) => ({ host, port });
 
+  test('loopback rules catch every spelling of the local host: unspecified, the other family, mapped, NAT64, localhost', () => {
+    for (const rules of [{ denyHosts: ['127.0.0.0/8'] }, { denyHosts: ['::1'] }, { denyHosts: ['127.0.0.1', '::1'] }]) {
+      const p = new DestinationPolicy({});
+      const u = { rules };
+      for (const host of ['0.0.0.0', '0x0', '::', '[::]', '::0', '0:0:0:0:0:0:0:0', '::ffff:0.0.0.0', '::ffff:127.0.0.1', '[::ffff:7f00:1]', '127.1', '0x7f.1', '2130706433', '0177.0.0.1', '127.0.0.2', '::1', '[0:0:0:0:0:0:0:1]', '64:ff9b::7f00:1', 'localhost', 'LOCALHOST.', 'a.localhost']) {
+        assert.match(p.check(u, t(host)) ?? '', /is not allowed/, `${JSON.stringify(rules)}: ${host}`);
+      }
+      // Other hosts pass.
+      for (const host of ['192.0.2.1', '2001:db8::1', '64:ff9b::c000:201', 'example.com', 'localhost.example.com']) assert.equal(p.check(u, t(host)), undefined, host);
+    }
+    // An allow list with a loopback entry admits the local host's other spellings, and nothing else.
+    const allow = new DestinationPolicy({});
+    assert.equal(allow.check({ rules: { allowHosts: ['127.0.0.1'] } }, t('[::]')), undefined);
+    assert.match(allow.check({ rules: { allowHosts: ['127.0.0.1'] } }, t('192.0.2.1')) ?? '', /not allowed/);
+  });
+
   test('global deny port and host patterns', () => {
     const p = new DestinationPolicy({ denyPorts: [25], denyHosts: ['*.blocked.test', 'exact.test', '.both.test'] });
     const u = {};
