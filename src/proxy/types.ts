@@ -5,7 +5,7 @@ import type { DestinationRules } from './destination-rules.ts';
 import type { Admission, UserMeter } from '../accounting/accounting.ts';
 import type { RotationReason } from '../session/table.ts';
 
-/** A local proxy user from the config (interface.md, `users:`). */
+/** A local proxy user from the config (docs/reference.md, `users:`). */
 export interface LocalUser {
   name: string;
   password: string;
