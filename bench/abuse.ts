@@ -182,7 +182,8 @@ async function main(): Promise<void> {
     const rss0 = rssOf(pid);
     const never = await Promise.all(Array.from({ length: 4 }, () => client(http, true)));
     for (const c of never) c.socket.write(get(target.port, `/obj/${OBJ}`, 'abuse_pipe').repeat(500));
-    const written1 = await settled(() => target.written);
+    await poll(() => target.requests > 0, { timeoutMs: 30_000 });
+    const written1 = await settled(() => target.written, 2000, 60_000);
     const rss1 = rssOf(pid);
     results.pipelining = { requestsAtTarget: target.requests, upstreamBytes: written1, rssBefore: rss0, rssAfter: rss1, rssGrowth: rss1 - rss0 };
     console.log(`1. 4 × 500 pipelined GETs of 200 KB, never read: ${target.requests} requests reached the target, upstream bytes ${fmt(written1)} (target ≤ 4 MiB), RSS ${fmt(rss0)} → ${fmt(rss1)} (+${fmt(rss1 - rss0)}, target ≤ 32 MiB)`);
