@@ -37,6 +37,7 @@ import { UserGate } from './users/gate.ts';
 import { boundUserSeries } from './users/series.ts';
 import { SubAccounts } from './users/sub-account.ts';
 import { usersPort } from './users/admin-port.ts';
+import { PlatformCheck } from './users/platform-check.ts';
 import type { FastifyInstance } from 'fastify';
 import type { Simulator } from './sim/index.ts';
 import { DestinationPolicy } from './users/rules.ts';
@@ -258,8 +259,12 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     boundUserSeries({ metrics, source: accounting, marked: () => usersDir.marked(), max: config.metrics.userSeriesMax });
     await balances.start();
     onStop('balances', () => balances.stop());
-    await limitSync.start();
+    await limitSync.start({ firstPass: false });
     onStop('limit sync', () => limitSync.stop());
+    // Every user's platform side is checked in the background: ready in seconds whatever the user count.
+    const platformCheck = new PlatformCheck({ check: (u) => limitSync.syncUser(u), concurrency: config.accounts.platformConcurrency, metrics, logger: logger.child({ component: 'limits' }) });
+    platformCheck.start(usersDir.locals());
+    onStop('platform check', () => platformCheck.stop());
 
     // 4. Static orders.
     const o = config.orders;
@@ -478,7 +483,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         balances,
         traffic,
         whitelist,
-        users: usersPort(usersDir, { logger: logger.child({ component: 'users' }) }),
+        users: usersPort(usersDir, { logger: logger.child({ component: 'users' }), concurrency: config.accounts.platformConcurrency }),
         // Dynamic pools, then the static instances dialed so far (`instance/<instanceNo>`, their failures).
         pools: { snapshot: () => [...pools.snapshot(), ...router.staticPools().map((p) => p.poolSnapshot())] },
         sessions: fleetSessions ?? sessions,
@@ -609,8 +614,8 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         await userPorts.sync(usersDir.locals());
         await applyAccounts(nextUsers);
         refreshLists([], []);
-        // A user new to the config gets its platform-side backstop now, not at the next sync interval.
-        await limitSync.reconcile();
+        // A user new to the config gets its platform-side backstop now (in the background), not at the next sync interval.
+        platformCheck.start(usersDir.locals());
         // The HTTPS proxy's certificate (renewed files at the same or new paths); unreadable = the old one kept.
         if (https && next.proxy.https) await https.reload(next.proxy.https).catch((err: unknown) => logger.error({ err }, 'tls certificate not reloaded; the running one is kept'));
         currentConfig = next;

@@ -26,6 +26,10 @@ export const METRIC = {
   webhookDeliveries: 'rotor_webhook_deliveries_total',
   connlogDropped: 'rotor_connlog_dropped_total',
   connlogWritten: 'rotor_connlog_records_total',
+  // Users at scale (src/users/platform-check.ts, src/proxy/fd-exhaustion.ts)
+  usersPlatformCheck: 'rotor_users_platform_check',
+  fdExhausted: 'rotor_fd_exhausted_total',
+  acceptPaused: 'rotor_accept_paused',
 } as const;
 
 /**
@@ -81,6 +85,10 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     webhookDeliveries: new Counter({ name: METRIC.webhookDeliveries, help: 'Webhook POSTs by outcome (delivered: a 2xx; failed: retried later)', labelNames: ['result'] as const, registers }),
     connlogDropped: new Counter({ name: METRIC.connlogDropped, help: 'Connection records dropped because the write queue was full (oldest first)', registers }),
     connlogWritten: new Counter({ name: METRIC.connlogWritten, help: 'Connection records written, by sink', labelNames: ['sink'] as const, registers }),
+    // Users at scale
+    usersPlatformCheck: new Gauge({ name: METRIC.usersPlatformCheck, help: "The background check of every user's platform side since start, by state (checked, failed, pending)", labelNames: ['state'] as const, registers }),
+    fdExhausted: new Counter({ name: METRIC.fdExhausted, help: 'Accepts and dials that failed because descriptors ran out (EMFILE/ENFILE), by where', labelNames: ['where'] as const, registers }),
+    acceptPaused: new Gauge({ name: METRIC.acceptPaused, help: 'Listeners not accepting now because descriptors ran out', registers }),
   };
 }
 
