@@ -421,6 +421,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       port: config.proxy.http.port,
       idleTimeoutMs: config.proxy.idleTimeoutMs,
       handshakeTimeoutMs: config.proxy.handshakeTimeoutMs,
+      pipelineDepth: config.proxy.pipelineDepth,
       metrics,
       logger: logger.child({ component: 'http' }),
     });

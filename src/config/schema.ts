@@ -101,6 +101,12 @@ const proxy = z
     https: z
       .strictObject({ host: host.default('127.0.0.1'), port: port.default(8443), cert: z.string().min(1), key: z.string().min(1) })
       .optional(),
+    // ── plain-HTTP pipelining (src/proxy/http-lane.ts) ──
+    /**
+     * Plain-HTTP requests a client connection may have waiting behind the one in flight (HTTP/1.1
+     * pipelining: one request at a time goes upstream); past it the connection is answered 503 and closed.
+     */
+    pipelineDepth: z.number().int().min(0).max(1000).default(16),
   })
   .prefault({});
 
