@@ -20,6 +20,7 @@ import { ipsLeft, PlannedDrawer } from './pool/planned-drawer.ts';
 import { ApiDrawer, PwdDrawer, drawApiFromClient, type Drawer } from './pool/drawer.ts';
 import { SessionTable } from './session/table.ts';
 import { Router } from './proxy/router.ts';
+import { WarmConnections } from './proxy/warm.ts';
 import { Socks5Listener } from './proxy/socks5.ts';
 import { HttpListener } from './proxy/http.ts';
 import { HttpsListener, loadTlsPair } from './proxy/https-listener.ts';
@@ -353,7 +354,14 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     await regions.start();
     onStop('regions', () => regions.stop());
     const destinations = new DestinationPolicy(config.proxy.rules);
+    // Warm upstream connections (src/proxy/warm.ts); never for products sold by IP count (an authenticated connection may hold an exit).
+    const warm = new WarmConnections({
+      ...config.pool.warm, metrics, connectTimeoutMs: config.proxy.connectTimeoutMs, handshakeTimeoutMs: config.proxy.upstreamHandshakeTimeoutMs ?? config.proxy.connectTimeoutMs,
+      enabledFor: (key) => !key || (!soldByIp.has(`${key.user}/${key.productNo}`) && !config.pool.warm.off.includes(key.productNo)),
+    });
+    onStop('warm upstream connections', () => warm.close());
     const routerOptions = {
+      dialers: { socks5: warm.socks5, http: warm.http },
       destinations,
       regionKnown: (code: string) => regions.isKnown(code),
       users: directory,

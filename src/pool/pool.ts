@@ -6,6 +6,7 @@
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import type { Drawer } from './drawer.ts';
+import { setNodeOwner } from './node-owner.ts';
 import { PoolEmptyError, poolKeyId, type AcquireOptions, type FailureReason, type NodeSource, type PoolKey, type UpstreamNode } from './types.ts';
 
 export type Strategy = 'round_robin' | 'least_connections' | 'random';
@@ -496,6 +497,7 @@ export class Pool implements NodeSource {
     const fresh = new Set<Entry>();
     for (const node of nodes) {
       if (node.expiresAt !== undefined && node.expiresAt <= now) continue;
+      setNodeOwner(node, this.key);
       const known = this.byId.get(node.id);
       if (known) {
         // Drawn again: newer credentials and expiry, same history (its life counts from now).
