@@ -17,7 +17,7 @@ export default tseslint.config(
   {
     files: ['web/**/*.js'],
     languageOptions: {
-      globals: { window: 'readonly', document: 'readonly', location: 'readonly', sessionStorage: 'readonly', fetch: 'readonly', FormData: 'readonly', URLSearchParams: 'readonly', ResizeObserver: 'readonly', addEventListener: 'readonly', removeEventListener: 'readonly', setTimeout: 'readonly', clearTimeout: 'readonly' },
+      globals: { window: 'readonly', document: 'readonly', location: 'readonly', sessionStorage: 'readonly', fetch: 'readonly', FormData: 'readonly', URLSearchParams: 'readonly', ResizeObserver: 'readonly', addEventListener: 'readonly', removeEventListener: 'readonly', setTimeout: 'readonly', clearTimeout: 'readonly', Blob: 'readonly', navigator: 'readonly' },
     },
   },
 );

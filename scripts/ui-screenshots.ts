@@ -1,7 +1,8 @@
-// `npm run ui:screenshots`: the dashboard's pages at 1280×800 and 390×844, written to docs/ui/<page>-<size>.png.
+// `npm run ui:screenshots`: the dashboard's pages and the customer portal's at 1280×800 and 390×844, written to
+// docs/ui/<page>-<size>.png.
 // It runs the real daemon on the embedded sandbox with an admin token, gives every page something to show
 // (traffic as two users, a sticky session, an order placed and finished, a tunnel held open, a refused login,
-// a user created where the daemon has the users routes), lets the stats sampler take a few points, then drives
+// customers created through the API: one with traffic and a price, one refused at its quota, one near it), lets the stats sampler take a few points, then drives
 // Debian's Chromium (test/support/browser.ts) through each page.
 import { mkdirSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
@@ -16,24 +17,27 @@ const TOKEN = 'screenshot-token';
 const OUT = join(REPO_ROOT, 'docs/ui');
 const MIB = 1024 * 1024;
 
-const PAGES: { route: string; ready: string }[] = [
+const PAGES: { route: string; ready: string; file?: string }[] = [
   { route: 'overview', ready: '[aria-label=balances] td' },
   { route: 'users', ready: 'tr[data-user]' },
   { route: 'pools', ready: 'details' },
   { route: 'connections', ready: 'h2' },
   { route: 'orders', ready: 'tr[data-instance]' },
+  { route: 'billing', ready: 'tr[data-billing-user]' },
   { route: 'platform', ready: '.cards article' },
+  { route: 'users/cust1', ready: '.uplot', file: 'user' },
 ];
 
 const gw = await startGateway({ config: { admin: { token: TOKEN } }, orderDelayMs: 300 });
 const target = await startTarget();
 const held: Socket[] = [];
 try {
-  const docs = (await (await fetch(`${gw.adminUrl}/docs/json`)).json()) as { paths: Record<string, Record<string, unknown>> };
-  const withUsers = Boolean(docs.paths['/v1/users']?.post);
-  if (withUsers) {
-    await gw.admin('/v1/users', { body: { name: 'cust1', mainAccount: 'shop1', password: 'cust1-pass', quota: { bytes: 64 * MIB, period: 'month' }, maxConnections: 10 } });
-  }
+  await gw.admin('/v1/users', { body: { name: 'cust1', mainAccount: 'shop1', password: 'cust1-pass', quota: { bytes: 64 * MIB, period: 'month' }, maxConnections: 10, pricePerGb: 2.5 } });
+  // A customer who spent the day's quota (refused at the proxy), and one near the limit.
+  await gw.admin('/v1/users', { body: { name: 'cust2', mainAccount: 'shop1', password: 'cust2-pass', quota: { bytes: 2 * MIB, period: 'day' } } });
+  await gw.admin('/v1/users', { body: { name: 'cust3', mainAccount: 'shop1', password: 'cust3-pass', quota: { bytes: 10 * MIB, period: 'week' }, expiresAt: new Date(Date.now() + 30 * 86_400_000).toISOString() } });
+  await curl([...viaHttp(gw.ports.http, 'cust2', 'cust2-pass'), target.url(3 * MIB), '-o', '/dev/null']);
+  await curl([...viaHttp(gw.ports.http, 'cust3', 'cust3-pass'), target.url(9 * MIB), '-o', '/dev/null']);
   const order = await gw.admin<{ appOrderNo: string }>('/v1/orders/open', { body: { productNo: SIM_PRODUCTS.staticUsSocks, count: 2, cycleTimes: 1 } });
   await waitFor('the order to succeed', async () => ((await gw.admin<{ status: number }>(`/v1/orders/${order.body.appOrderNo}`)).body.status === 3 ? true : undefined), 30_000);
   await curl(['-x', `http://alice:wrong@127.0.0.1:${gw.ports.http}`, target.url(16), '-o', '/dev/null']);
@@ -45,7 +49,7 @@ try {
       curl([...viaHttp(gw.ports.http, 'alice', 'alice-pass'), target.url(3 * MIB), '-o', '/dev/null']),
       curl([...viaSocks5h(gw.ports.socks5, 'alice-session-demo', 'alice-pass'), target.url(MIB), '-o', '/dev/null']),
       curl([...viaHttp(gw.ports.http, 'bob', 'bob-pass'), target.url(MIB / 2), '-o', '/dev/null']),
-      withUsers ? curl([...viaHttp(gw.ports.http, 'cust1', 'cust1-pass'), target.url(MIB), '-o', '/dev/null']) : undefined,
+      curl([...viaHttp(gw.ports.http, 'cust1', 'cust1-pass'), target.url(MIB), '-o', '/dev/null']),
     ]);
   }
   // A tunnel held open for the live list.
@@ -69,13 +73,25 @@ try {
     await page.getByLabel('Admin token').fill(TOKEN);
     await page.getByRole('button', { name: 'Log in' }).click();
     await page.getByRole('heading', { name: 'Overview', level: 1 }).waitFor();
-    for (const { route, ready } of PAGES) {
+    for (const { route, ready, file = route } of PAGES) {
       await page.goto(`${gw.adminUrl}/ui/#/${route}`);
       await page.locator(ready).first().waitFor();
       await page.waitForLoadState('networkidle');
-      await page.screenshot({ path: join(OUT, `${route}-${size}.png`), fullPage: true });
-      console.log(`docs/ui/${route}-${size}.png`);
+      await page.screenshot({ path: join(OUT, `${file}-${size}.png`), fullPage: true });
+      console.log(`docs/ui/${file}-${size}.png`);
     }
+    // The customer portal, as cust1 sees it.
+    await page.goto(`${gw.adminUrl}${gw.config.portal.path}`);
+    await page.getByLabel('User name').waitFor();
+    await page.screenshot({ path: join(OUT, `portal-login-${size}.png`) });
+    await page.getByLabel('User name').fill('cust1');
+    await page.getByLabel('Password').fill('cust1-pass');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.locator('.uplot').first().waitFor();
+    await page.getByRole('region', { name: 'access' }).getByTestId('endpoints').filter({ hasText: '-session-' }).waitFor();
+    await page.waitForLoadState('networkidle');
+    await page.screenshot({ path: join(OUT, `portal-${size}.png`), fullPage: true });
+    console.log(`docs/ui/portal-${size}.png`);
     await browser.close();
   }
 } finally {

@@ -33,6 +33,13 @@ async function run(command: Command): Promise<number> {
       await runSim(command, out);
       return EXIT.OK;
     }
+    case 'users-import': {
+      const config = loadConfig({ file: command.config });
+      const { runUsersImport } = await import('./cli/users-import.ts');
+      const summary = await runUsersImport(command, config, out, (text) => process.stderr.write(text));
+      // Some rows not created: the input needs a fix (each row's reason is on stderr).
+      return summary.failed > 0 ? EXIT.USAGE : EXIT.OK;
+    }
     case 'start': {
       (await import('./startup/heap.ts')).tuneHeapGrowth();
       const config = loadConfig({ file: command.config });

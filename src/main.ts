@@ -24,9 +24,11 @@ import { WarmConnections } from './proxy/warm.ts';
 import { Socks5Listener } from './proxy/socks5.ts';
 import { HttpListener } from './proxy/http.ts';
 import { HttpsListener, loadTlsPair } from './proxy/https-listener.ts';
+import { UpstreamTlsPolicy } from './proxy/dial-tls.ts';
 import type { LocalUser } from './proxy/types.ts';
 import { PoolEmptyError, poolKeyId, type PoolKey } from './pool/types.ts';
 import { buildAdminServer, buildCallbackServer } from './admin/server.ts';
+import { attachPortal } from './portal/daemon.ts';
 import { checkListenAddresses, listenAs } from './startup/ports.ts';
 import { RegionDirectory } from './orders/regions.ts';
 import { createReadiness } from './admin/readiness.ts';
@@ -58,7 +60,7 @@ export interface DaemonOptions {
 
 export interface Daemon {
   readonly config: Config;
-  readonly ports: { http: number; socks5: number; admin: number; callback: number; https?: number };
+  readonly ports: { http: number; socks5: number; admin: number; callback: number; https?: number; portal?: number | undefined };
   readonly platform: { baseUrl: string; appKey: string };
   /** The in-process sandbox in embedded mode. */
   readonly sim: Simulator | undefined;
@@ -132,8 +134,10 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     let sim: Simulator | undefined;
     let platformConfig = config.platform;
     if (config.platform.mode === 'embedded') {
-      const { startSimulator } = await import('./sim/index.ts');
+      const { startSimulator, sandboxStateFile } = await import('./sim/index.ts');
+      const stateFile = sandboxStateFile(config.store.path);
       sim = await startSimulator({
+        ...(stateFile ? { stateFile } : {}),
         ...(options.sim?.orderDelayMs !== undefined ? { orderDelayMs: options.sim.orderDelayMs } : {}),
         ...(options.sim?.clockSpeed !== undefined ? { clock: { speed: options.sim.clockSpeed } } : {}),
         ...(options.sim?.gatewayPorts !== undefined ? { gatewayPorts: options.sim.gatewayPorts } : {}),
@@ -334,7 +338,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       maxPerUser: config.pool.maxPerUser,
       idleEvictMs: config.pool.idleEvictMs,
       ...(options.now ? { now: options.now } : {}),
-      tuning: { strategy, lowWater, drawBatch, maxFails, failWindowMs, coolDownMs, acquireTimeoutMs, probation: true, redrawAfterMs: config.pool.redrawAfterMs },
+      tuning: { strategy, lowWater, drawBatch, maxFails, failWindowMs, coolDownMs, acquireTimeoutMs, probation: true, redrawAfterMs: config.pool.redrawAfterMs, outlier: config.pool.outlier },
       // Sold by IP count: hold one exit at a time (every exit drawn spends an IP of the package).
       tuningFor: (key) => (soldByIp.has(`${key.user}/${key.productNo}`) ? { drawBatch: 1, lowWater: 1 } : undefined),
       metrics,
@@ -360,6 +364,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       enabledFor: (key) => !key || (!soldByIp.has(`${key.user}/${key.productNo}`) && !config.pool.warm.off.includes(key.productNo)),
     });
     onStop('warm upstream connections', () => warm.close());
+    const upstreamTls = new UpstreamTlsPolicy(config.pool.tls, logger.child({ component: 'gateway' }));
     const routerOptions = {
       dialers: { socks5: warm.socks5, http: warm.http },
       destinations,
@@ -373,6 +378,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       connectTimeoutMs: config.proxy.connectTimeoutMs,
       handshakeTimeoutMs: config.proxy.upstreamHandshakeTimeoutMs ?? config.proxy.connectTimeoutMs,
       hedgeAfterMs: config.proxy.hedgeAfterMs,
+      upstreamTls,
       ...(options.now ? { now: options.now } : {}),
     };
     const router = fleetSessions && fleetParts ? new fleetParts.FleetRouter(routerOptions, fleetSessions) : new Router({ ...routerOptions, pools: poolProvider, sessions });
@@ -407,6 +413,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       metrics,
       logger: logger.child({ component: 'connlog' }),
       ...(options.connectionIds ? { ids: options.connectionIds } : {}),
+      ...(options.now ? { now: options.now } : {}),
     });
     onStop('connection log', () => connections.close());
     const httpListener = new HttpListener({
@@ -417,6 +424,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       port: config.proxy.http.port,
       idleTimeoutMs: config.proxy.idleTimeoutMs,
       handshakeTimeoutMs: config.proxy.handshakeTimeoutMs,
+      pipelineDepth: config.proxy.pipelineDepth,
       metrics,
       logger: logger.child({ component: 'http' }),
     });
@@ -436,7 +444,10 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     const https = tlsPair && config.proxy.https ? new HttpsListener({ http: httpListener, ...config.proxy.https, handshakeTimeoutMs: config.proxy.handshakeTimeoutMs, metrics, logger: logger.child({ component: 'https' }) }, tlsPair) : undefined;
     const httpsAddr = https && addresses.https ? await listenAs(addresses.https, () => https.listen()) : undefined;
     let draining = 0;
-    onStop('listeners', () => Promise.all([httpListener.close(draining), socksListener.close(draining), https?.close()]));
+    onStop('listeners', () => {
+      connections.recorder.stopping(draining);
+      return Promise.all([httpListener.close(draining), socksListener.close(draining), https?.close()]);
+    });
     await userPorts.sync(directory.locals());
     onStop('user ports', () => userPorts.close());
 
@@ -476,7 +487,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         balances,
         traffic,
         whitelist,
-        users: usersPort(usersDir),
+        users: usersPort(usersDir, { logger: logger.child({ component: 'users' }) }),
         // Dynamic pools, then the static instances dialed so far (`instance/<instanceNo>`, their failures).
         pools: { snapshot: () => [...pools.snapshot(), ...router.staticPools().map((p) => p.poolSnapshot())] },
         sessions: fleetSessions ?? sessions,
@@ -495,6 +506,9 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         callbackPath: config.callback.path,
       },
     );
+    // The customer portal and the admin's access generator (src/portal/daemon.ts).
+    const portal = await attachPortal({ config, admin, users: usersDir, connections, catalog: orders.catalog, proxyPorts: () => ({ http: httpAddr.port, socks5: socksAddr.port }), logger: logger.child({ component: 'portal' }) });
+    onStop('portal', () => portal.close());
     await listenAs(addresses.admin, () =>
       admin.listen({ host: config.admin.host, port: config.admin.port, listenTextResolver: (address) => `admin API listening at ${address}` }),
     );
@@ -568,7 +582,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       get config() {
         return currentConfig;
       },
-      ports: { http: httpAddr.port, socks5: socksAddr.port, admin: adminPort, callback: callbackPort, ...(httpsAddr ? { https: httpsAddr.port } : {}) },
+      ports: { http: httpAddr.port, socks5: socksAddr.port, admin: adminPort, callback: callbackPort, ...(httpsAddr ? { https: httpsAddr.port } : {}), portal: portal.port },
       platform: { baseUrl: platformConfig.baseUrl, appKey: platformConfig.appKey },
       sim,
       logger,
@@ -593,6 +607,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         // Config users are seeded again (config fields win); API users stay. Pools of users that went away
         // or changed how they draw are dropped (refreshLists); live connections keep their node.
         destinations.setDefaults(next.proxy.rules);
+        upstreamTls.set(next.pool.tls);
         // events.*: the webhook worker started, reconfigured or stopped; the watchers' interval; balance.low's line.
         await webhook.apply(next.events);
         events.setDeliver(webhook.delivery !== undefined);
@@ -652,7 +667,7 @@ export async function runDaemon(config: Config, configFile?: string): Promise<vo
       if (stopping) return;
       stopping = true;
       logger.info({ signal }, 'shutting down: draining connections');
-      daemon.close(10_000).then(resolve, (err: unknown) => {
+      daemon.close(config.proxy.drainMs).then(resolve, (err: unknown) => {
         logger.error({ err }, 'shutdown failed');
         resolve();
       });

@@ -7,6 +7,7 @@ import type { OperationName, OpRequest, OpResponse } from '../platform/operation
 import type { CallOptions } from '../platform/client.ts';
 import type { AreaNode, City, Product, Project } from '../platform/schemas.ts';
 import type { FlowLogQuery, TrafficReturn } from '../accounts/traffic.ts';
+import type { BatchResult } from '../users/bulk.ts';
 import type { UserListQuery } from '../users/directory.ts';
 import type { CreateUserInput, UserPatch, UserView } from '../users/record.ts';
 import type { EventRecord } from '../store/events.ts';
@@ -118,6 +119,8 @@ export interface UsersPort {
   list(query?: UserListQuery): Promise<{ items: UserRow[]; next: string | null; total: number }>;
   get(name: string): UserView | undefined;
   create(input: CreateUserInput): Promise<UserView>;
+  /** POST /v1/users/batch (src/users/bulk.ts): per-row errors, generated passwords once. */
+  createBatch(rows: readonly unknown[]): Promise<BatchResult>;
   patch(name: string, patch: UserPatch): Promise<UserView>;
   remove(name: string): Promise<void>;
   /** Sets `password`, or generates one (returned once in the answer). */

@@ -11,6 +11,10 @@ commands:
   call <Operation> [--params JSON|@FILE] [--config FILE]
                                                 call one platform operation, print the decrypted answer
   check-config [--config FILE]                  validate a config, print it with secrets redacted
+  users import FILE [--config FILE] [--admin URL] [--token T] [--batch N] [--passwords OUT]
+                                                create users from a CSV (header row) or JSON file through
+                                                the running daemon's admin API; generated passwords on
+                                                stdout (or OUT) as CSV
 
 The config comes from --config, else $ROTOR_CONFIG, else config/default.yaml.
 Exit codes: 0 ok, 2 bad usage or invalid config, 3 platform error, 4 transport failure.`;
@@ -20,13 +24,15 @@ export type Command =
   | { name: 'start'; config: string | undefined }
   | { name: 'sim'; host: string | undefined; port: number | undefined }
   | { name: 'call'; operation: string; params: string | undefined; config: string | undefined }
-  | { name: 'check-config'; config: string | undefined };
+  | { name: 'check-config'; config: string | undefined }
+  | { name: 'users-import'; file: string; config: string | undefined; admin: string | undefined; token: string | undefined; batch: number | undefined; passwords: string | undefined };
 
 const OPTIONS = {
   start: { config: { type: 'string', short: 'c' } },
   sim: { host: { type: 'string' }, port: { type: 'string' } },
   call: { params: { type: 'string', short: 'p' }, config: { type: 'string', short: 'c' } },
   'check-config': { config: { type: 'string', short: 'c' } },
+  users: { config: { type: 'string', short: 'c' }, admin: { type: 'string' }, token: { type: 'string' }, batch: { type: 'string' }, passwords: { type: 'string' } },
 } as const;
 
 type CommandName = keyof typeof OPTIONS;
@@ -61,6 +67,12 @@ export function parseCommand(argv: string[]): Command {
       const p = str('port');
       if (p !== undefined && !(/^\d+$/.test(p) && Number(p) <= 65_535)) throw new UsageError('sim: --port must be a number 0-65535');
       return { name: 'sim', host: str('host'), port: p === undefined ? undefined : Number(p) };
+    }
+    case 'users': {
+      if (positionals[0] !== 'import' || positionals.length !== 2) throw new UsageError('users: expected `users import FILE`');
+      const b = str('batch');
+      if (b !== undefined && !(/^\d+$/.test(b) && Number(b) >= 1 && Number(b) <= 10_000)) throw new UsageError('users import: --batch must be a number 1-10000');
+      return { name: 'users-import', file: positionals[1]!, config: str('config'), admin: str('admin'), token: str('token'), batch: b === undefined ? undefined : Number(b), passwords: str('passwords') };
     }
     default: {
       if (positionals.length > 0) throw new UsageError(`${first}: unexpected argument ${positionals[0]}`);

@@ -94,11 +94,19 @@ const proxy = z
     upstreamHandshakeTimeoutMs: millis.optional(),
     /** Destination rules every user is held to (src/users/rules.ts); the user's own `rules` apply as well. */
     rules: rulesSchema.prefault({ denyPorts: [25] }),
+    /** On SIGTERM/SIGINT, open connections get this long to finish; those still open are then cut and recorded as `shutdown`. */
+    drainMs: z.number().int().min(0).max(600_000).default(10_000),
     // ── TLS to the proxy (src/proxy/https-listener.ts) ──
     /** The HTTP proxy over TLS ("HTTPS proxy"); absent = off. `cert`/`key`: PEM files, read again on SIGHUP. */
     https: z
       .strictObject({ host: host.default('127.0.0.1'), port: port.default(8443), cert: z.string().min(1), key: z.string().min(1) })
       .optional(),
+    // ── plain-HTTP pipelining (src/proxy/http-lane.ts) ──
+    /**
+     * Plain-HTTP requests a client connection may have waiting behind the one in flight (HTTP/1.1
+     * pipelining: one request at a time goes upstream); past it the connection is answered 503 and closed.
+     */
+    pipelineDepth: z.number().int().min(0).max(1000).default(16),
   })
   .prefault({});
 
@@ -149,6 +157,11 @@ const access = z
     batchSize: z.number().int().min(1).max(100_000).default(500),
     /** Records waiting at most; when full the oldest is dropped (rotor_connlog_dropped_total). */
     queueMax: z.number().int().min(1).default(50_000),
+    /**
+     * Open connections' bytes go into the usage rollups (and their `open` records into the store) this often:
+     * an hour's row holds that hour's bytes, and a SIGKILL loses at most this much of an open connection.
+     */
+    checkpointMs: millis.default(60_000),
   })
   .prefault({});
 
@@ -258,6 +271,32 @@ const pool = z
         intervalMs: millis.default(30_000),
       })
       .prefault({}),
+    // ── TLS to upstreams (src/proxy/dial-tls.ts) ──
+    /**
+     * Nodes whose line says `https://` are dialed over TLS. `verify`: check their certificate (default true);
+     * `insecureProducts`: productNos whose gateways use self-signed certificates, dialed without the check
+     * (logged once per node); `caFile`: a PEM file of CAs trusted besides the system's ('' = none).
+     */
+    tls: z
+      .strictObject({ verify: z.boolean().default(true), insecureProducts: z.array(z.string().min(1)).default([]), caFile: z.string().default('') })
+      .prefault({}),
+    /**
+     * Outlier ejection (src/pool/outlier.ts), as Envoy: a node failing `consecutiveFailures` times in a row,
+     * or `failurePercent` of at least `minRequests` attempts within `intervalMs`, is out of service for
+     * baseEjectionMs × its ejections so far (at most maxEjectionMs); never more than maxEjectedPercent of a
+     * pool at once (at least one node). 0 turns a trigger off; maxEjectedPercent 0 turns ejection off.
+     */
+    outlier: z
+      .strictObject({
+        consecutiveFailures: z.number().int().min(0).default(5),
+        failurePercent: z.number().int().min(0).max(100).default(85),
+        minRequests: z.number().int().min(1).default(20),
+        intervalMs: millis.default(60_000),
+        baseEjectionMs: millis.default(30_000),
+        maxEjectionMs: millis.default(300_000),
+        maxEjectedPercent: z.number().int().min(0).max(100).default(10),
+      })
+      .prefault({}),
   })
   .prefault({});
 
@@ -344,7 +383,47 @@ const events = z
 /** Per-user metric series are exported for at most this many users (src/users/series.ts). */
 const metricsSection = z.strictObject({ userSeriesMax: z.number().int().min(0).max(10_000).default(100) }).prefault({});
 
-export const configSchema = z.strictObject({ platform, proxy, pool, admin, callback, store, log, users, orders, accounts, fleet, billing, events, metrics: metricsSection });
+// ── The customer portal (src/portal/) ──
+/** Paths the admin listener already answers; the portal may not sit on or under them. */
+const TAKEN_PATHS = ['/v1/', '/ui/', '/docs/', '/healthz/', '/readyz/', '/metrics/'];
+const portal = z
+  .strictObject({
+    /** The customers' panel: sign in with the proxy user name and password; on by default (loopback admin). */
+    enabled: z.boolean().default(true),
+    /** Where it is served, on the admin listener (or on its own, below): '/x/' form. */
+    path: z
+      .string()
+      .max(64)
+      .regex(/^\/(?:[A-Za-z0-9_-]+\/)+$/, "expected a path such as '/portal/' (letters, digits, '-', '_', ending in '/')")
+      .refine((p) => !TAKEN_PATHS.some((t) => p.toLowerCase().startsWith(t)), { message: `must not be under ${TAKEN_PATHS.join(', ')}` })
+      .default('/portal/'),
+    /** Its own listener instead of the admin one (both or neither). */
+    host: host.optional(),
+    port: port.optional(),
+    /** PEM files: the portal's own listener over TLS (session cookies are then Secure). */
+    tls: z.strictObject({ cert: z.string().min(1), key: z.string().min(1) }).optional(),
+    /** Mark the session cookie Secure although Rotor itself speaks plain HTTP (behind a TLS terminator). */
+    secureCookie: z.boolean().default(false),
+    /** The host name customers' endpoints name (the proxy's public name); default: the proxy listener's host. */
+    proxyHost: z.string().min(1).max(253).regex(/^[A-Za-z0-9.:[\]-]+$/, 'expected a host name or an IP address').optional(),
+    /** A session ends after this long without a request, and after `sessionMaxHours` in any case. */
+    sessionIdleMinutes: z.number().int().min(1).max(24 * 60).default(60),
+    sessionMaxHours: z.number().int().min(1).max(24 * 30).default(12),
+    /** Wrong passwords per user name (and per client address) before each next try waits, doubling up to maxDelaySeconds. */
+    login: z
+      .strictObject({
+        freeFailures: z.number().int().min(1).max(100).default(3),
+        maxDelaySeconds: z.number().int().min(1).max(86_400).default(900),
+      })
+      .prefault({}),
+  })
+  .prefault({})
+  .superRefine((p, ctx) => {
+    if ((p.host === undefined) !== (p.port === undefined)) ctx.addIssue({ code: 'custom', path: [p.host === undefined ? 'host' : 'port'], message: 'portal.host and portal.port go together' });
+    if (p.tls && p.port === undefined) ctx.addIssue({ code: 'custom', path: ['tls'], message: 'needs the portal\'s own listener (portal.host, portal.port)' });
+  });
+
+export const configSchema = z.strictObject({ platform, proxy, pool, admin, callback, store, log, users, orders, accounts, fleet, billing, events, metrics: metricsSection, portal });
 
 export type Config = z.output<typeof configSchema>;
 export type ConfigInput = z.input<typeof configSchema>;

@@ -57,6 +57,7 @@ export function createConnectionLog(setup: ConnectionLogSetup): ConnectionLogSer
     sinks,
     targets: access.targets,
     flushIntervalMs: access.flushIntervalMs,
+    checkpointMs: access.checkpointMs,
     batchSize: access.batchSize,
     queueMax: access.queueMax,
     ...(setup.ids ? { ids: setup.ids } : {}),

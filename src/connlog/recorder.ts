@@ -4,18 +4,28 @@
 // file. Nothing here runs per chunk: a context costs one object and one Map entry for the connection's life,
 // its record is built once at the end, and the queue never blocks a listener: when it is full the oldest
 // record is dropped and counted (rotor_connlog_dropped_total).
+//
+// Billing must not depend on when a connection ends or when the daemon stops, so open connections are
+// checkpointed (every checkpointMs): the bytes relayed since the last checkpoint go into that hour's and
+// day's rollups, and the connection's record is written as `open` with its bytes so far (the end replaces
+// it). A connection still open when the drain of a stop ends is recorded as `shutdown`, with its bytes up to
+// the cut. A SIGKILL therefore loses at most one checkpoint interval of an open connection's bytes, and one
+// flush interval of ended connections' records.
 import { randomBytes } from 'node:crypto';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
-import type {
-  ByteCounters,
-  ConnectionContext,
-  ConnectionEnd,
-  ConnectionLogStore,
-  ConnectionRecord,
-  ConnectionRecorder,
-  LiveConnection,
-  RecordSink,
+import { UsageFold } from './rollup.ts';
+import {
+  isFailure,
+  type ByteCounters,
+  type ConnectionContext,
+  type ConnectionEnd,
+  type ConnectionLogStore,
+  type ConnectionRecord,
+  type ConnectionRecorder,
+  type LiveConnection,
+  type RecordSink,
+  type UsageRollup,
 } from './types.ts';
 
 export interface ConnectionLogOptions {
@@ -27,6 +37,11 @@ export interface ConnectionLogOptions {
   targets?: boolean;
   /** How often queued records are written. Default 1000 ms: a SIGKILL loses at most this batch. */
   flushIntervalMs?: number;
+  /**
+   * How often open connections' bytes so far go into the rollups and their `open` records into the store
+   * (log.access.checkpointMs). Default 60000 ms: what a SIGKILL can lose of an open connection's bytes.
+   */
+  checkpointMs?: number;
   /** Records written per batch; a full batch is written without waiting for the timer. Default 500. */
   batchSize?: number;
   /** Records waiting at most; beyond it the oldest are dropped. Default 50000. */
@@ -59,6 +74,9 @@ class Context implements ConnectionContext {
   hedges = 0;
   /** DELETE /v1/connections/:id asked for the end: an `ok` record says `killed`. */
   killed = false;
+  /** Bytes already added to the rollups by checkpoints. */
+  savedUp = 0;
+  savedDown = 0;
   private ended = false;
 
   constructor(
@@ -86,6 +104,13 @@ export class ConnectionLog implements ConnectionRecorder {
   private readonly ids: () => string;
   private readonly now: () => number;
   private readonly timer: NodeJS.Timeout | undefined;
+  private readonly checkpointTimer: NodeJS.Timeout | undefined;
+  /** Rollup increments not yet written (checkpoints' bytes, ended connections' remainders). */
+  private readonly usage = new UsageFold();
+  /** Open connections' checkpoint records not yet written, by id (the latest wins). */
+  private snapshots = new Map<string, ConnectionRecord>();
+  /** Set by stopping(): connections cut by the stop from this time on are recorded as `shutdown`. */
+  private cutAt: number | undefined;
   private writing: Promise<void> | null = null;
   private soon = false;
   private closed = false;
@@ -101,6 +126,10 @@ export class ConnectionLog implements ConnectionRecorder {
     if (this.recording) {
       this.timer = setInterval(() => void this.flush(), options.flushIntervalMs ?? 1000);
       this.timer.unref();
+    }
+    if (this.store) {
+      this.checkpointTimer = setInterval(() => this.checkpoint(), Math.max(10, options.checkpointMs ?? 60_000));
+      this.checkpointTimer.unref();
     }
   }
 
@@ -120,7 +149,13 @@ export class ConnectionLog implements ConnectionRecorder {
     this.live.delete(ctx.id);
     if (!this.recording || this.closed) return;
     const bytes = ctx.bytes ?? NO_BYTES;
-    const reason = outcome.result === 'ok' && ctx.killed ? 'killed' : (outcome.reason ?? null);
+    const now = this.now();
+    let result = outcome.result;
+    let reason = outcome.result === 'ok' && ctx.killed ? 'killed' : (outcome.reason ?? null);
+    if (this.cutAt !== undefined && now >= this.cutAt && isCut(outcome, ctx)) {
+      result = 'shutdown';
+      reason = 'open when the drain of the stop ended';
+    }
     const record: ConnectionRecord = {
       id: ctx.id,
       user: ctx.user,
@@ -131,13 +166,20 @@ export class ConnectionLog implements ConnectionRecorder {
       bytesUp: outcome.up ?? bytes.up,
       bytesDown: outcome.down ?? bytes.down,
       startedAt: ctx.startedAt,
-      durationMs: Math.max(0, this.now() - ctx.startedAt),
-      result: outcome.result,
+      durationMs: Math.max(0, now - ctx.startedAt),
+      result,
       reason,
       retries: ctx.retries,
       hedges: ctx.hedges,
     };
     if (this.targets) record.target = ctx.target;
+    if (this.store) {
+      this.snapshots.delete(ctx.id);
+      // What the checkpoints have not yet counted, in the period the connection ended in.
+      if (record.user !== null) {
+        this.usage.add(record.user, now, record.bytesUp - ctx.savedUp, record.bytesDown - ctx.savedDown, 1, isFailure(result) ? 1 : 0);
+      }
+    }
     if (this.queue.length >= this.queueMax) {
       this.queue.shift();
       this.options.metrics?.connlogDropped.inc();
@@ -150,6 +192,58 @@ export class ConnectionLog implements ConnectionRecorder {
         void this.flush();
       });
     }
+  }
+
+  /**
+   * Open connections' bytes since their last checkpoint into the rollups (at the current hour), and their
+   * `open` records to the store; then a write. Runs every checkpointMs; cost: one pass over the live list.
+   */
+  checkpoint(): void {
+    if (!this.store || this.closed) return;
+    const now = this.now();
+    let changed = false;
+    for (const c of this.live.values()) {
+      const bytes = c.bytes;
+      if (c.user === null || bytes === null) continue;
+      const up = bytes.up - c.savedUp;
+      const down = bytes.down - c.savedDown;
+      if (up === 0 && down === 0) continue;
+      this.usage.add(c.user, now, up, down, 0, 0);
+      c.savedUp = bytes.up;
+      c.savedDown = bytes.down;
+      this.snapshots.set(c.id, this.openRecord(c, now));
+      changed = true;
+    }
+    if (changed) void this.flush();
+  }
+
+  private openRecord(c: Context, now: number): ConnectionRecord {
+    const record: ConnectionRecord = {
+      id: c.id,
+      user: c.user,
+      session: c.session,
+      listener: c.listener,
+      node: c.node,
+      exit: c.exit,
+      bytesUp: c.savedUp,
+      bytesDown: c.savedDown,
+      startedAt: c.startedAt,
+      durationMs: Math.max(0, now - c.startedAt),
+      result: 'open',
+      reason: 'open at the last checkpoint',
+      retries: c.retries,
+      hedges: c.hedges,
+    };
+    if (this.targets) record.target = c.target;
+    return record;
+  }
+
+  /**
+   * The daemon is stopping and gives open connections `drainMs` to finish: those its listeners cut after
+   * that are recorded as `shutdown` (their bytes up to the cut), not as ended by the client or the relay.
+   */
+  stopping(drainMs: number): void {
+    this.cutAt = this.now() + Math.max(0, drainMs);
   }
 
   /** Live connections with their bytes so far, oldest first. */
@@ -193,20 +287,23 @@ export class ConnectionLog implements ConnectionRecorder {
   /** Writes everything queued, a batch at a time; resolves when written (or failed and logged). */
   async flush(): Promise<void> {
     while (this.writing) await this.writing;
-    while (this.queue.length > 0) {
+    while (this.queue.length > 0 || this.snapshots.size > 0 || this.usage.size > 0) {
       const batch = this.queue.length <= this.batchSize ? this.queue : this.queue.slice(0, this.batchSize);
       this.queue = this.queue.length <= this.batchSize ? [] : this.queue.slice(this.batchSize);
-      this.writing = this.write(batch);
+      // The checkpoints first: a batch's final record of the same connection then replaces its `open` one.
+      const snapshots = [...this.snapshots.values()];
+      this.snapshots = new Map();
+      this.writing = this.write(batch, snapshots, this.usage.take());
       await this.writing;
       this.writing = null;
     }
   }
 
-  private async write(batch: ConnectionRecord[]): Promise<void> {
+  private async write(batch: ConnectionRecord[], snapshots: ConnectionRecord[], usage: UsageRollup[]): Promise<void> {
     const metrics = this.options.metrics;
     if (this.store) {
       try {
-        await this.store.append(batch);
+        await this.store.append(snapshots.length > 0 ? [...snapshots, ...batch] : batch, usage);
         metrics?.connlogWritten.inc({ sink: 'store' }, batch.length);
       } catch (err) {
         // The data path never waits for the store, so a failing store costs records, not connections.
@@ -214,6 +311,7 @@ export class ConnectionLog implements ConnectionRecorder {
         this.options.logger?.error({ err, records: batch.length }, 'connection records could not be stored');
       }
     }
+    if (batch.length === 0) return;
     for (const sink of this.sinks) {
       try {
         await sink.write(batch);
@@ -224,14 +322,26 @@ export class ConnectionLog implements ConnectionRecorder {
     }
   }
 
-  /** Last flush (after the listeners closed, so every connection has its record), then the sinks. */
+  /**
+   * Last flush (after the listeners closed, so every connection has its record; one still live here, whose
+   * listener never ended it, is recorded as `shutdown` with its bytes so far), then the sinks.
+   */
   async close(): Promise<void> {
     if (this.closed) return;
     if (this.timer) clearInterval(this.timer);
+    if (this.checkpointTimer) clearInterval(this.checkpointTimer);
+    this.cutAt ??= this.now();
+    for (const c of [...this.live.values()]) c.end({ result: 'ok', reason: 'stopped' });
     await this.flush();
     this.closed = true;
     for (const sink of this.sinks) await sink.close().catch(() => undefined);
   }
+}
+
+/** How a connection the stop cut ends: its relay stopped, or a forwarded exchange dropped mid-answer. */
+function isCut(outcome: ConnectionEnd, ctx: Context): boolean {
+  if (outcome.result === 'ok') return outcome.reason === 'stopped' && !ctx.killed;
+  return outcome.result === 'client_abort' && ctx.bytes !== null;
 }
 
 let unrecorded: ConnectionLog | undefined;

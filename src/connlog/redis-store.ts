@@ -35,15 +35,15 @@ export class RedisConnectionLog implements ConnectionLogStore {
     return `${this.prefix}usage:${g}:${period}`;
   }
 
-  async append(records: readonly ConnectionRecord[]): Promise<void> {
-    if (records.length === 0) return;
+  async append(records: readonly ConnectionRecord[], usage?: readonly UsageRollup[]): Promise<void> {
+    if (records.length === 0 && (usage === undefined || usage.length === 0)) return;
     await this.redis.run('connlog append', async (c) => {
       const m = c.multi();
       for (const r of records) {
         m.zadd(this.idx, r.startedAt, r.id);
         m.hset(this.rec, r.id, JSON.stringify(r));
       }
-      for (const u of foldRollups(records)) {
+      for (const u of usage ?? foldRollups(records)) {
         const key = this.usageKey(u.granularity, u.period);
         m.hincrby(key, `${u.user}|up`, u.bytesUp);
         m.hincrby(key, `${u.user}|down`, u.bytesDown);

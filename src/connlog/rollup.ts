@@ -1,7 +1,9 @@
-// Usage rollups folded from a batch of connection records: per user, per hour and per day (UTC), the bytes
-// both ways, the connections and the failures. A connection counts in the period it ended in, because its
-// byte total is known only then; over a window holding whole connections the sums equal the user meters.
-import type { ConnectionRecord, Granularity, UsageRollup } from './types.ts';
+// Usage rollups: per user, per hour and per day (UTC), the bytes both ways, the connections and the failures.
+// The recorder adds an open connection's bytes at each checkpoint into the period they were relayed in
+// (UsageFold), and at its end the rest, with the connection counted once in the period it ended in; so an
+// hour's row holds that hour's bytes, and over a window the sums equal the user meters. foldRollups is the
+// whole-record fold, for records that come without the recorder's increments.
+import { isFailure, type ConnectionRecord, type Granularity, type UsageRollup } from './types.ts';
 
 const HOUR_MS = 3_600_000;
 const DAY_MS = 86_400_000;
@@ -51,5 +53,37 @@ function add(row: UsageRollup, r: ConnectionRecord): void {
   row.bytesUp += r.bytesUp;
   row.bytesDown += r.bytesDown;
   row.connections += 1;
-  if (r.result !== 'ok') row.failures += 1;
+  if (isFailure(r.result)) row.failures += 1;
 }
+
+/**
+ * Rollup increments collected between two writes: one hour row and one day row per user and period, so what
+ * waits for the store is bounded by the users active in the interval, not by their connections.
+ */
+export class UsageFold {
+  private rows = new Map<string, UsageRollup>();
+
+  /** Adds bytes (and, at a connection's end, the connection and whether it failed) relayed at `at`. */
+  add(user: string, at: number, up: number, down: number, connections: number, failures: number): void {
+    for (const g of GRANULARITIES) {
+      const row = rowFor(this.rows, user, g, periodStart(at, g));
+      row.bytesUp += up;
+      row.bytesDown += down;
+      row.connections += connections;
+      row.failures += failures;
+    }
+  }
+
+  get size(): number {
+    return this.rows.size;
+  }
+
+  /** The increments so far; the fold starts empty again. */
+  take(): UsageRollup[] {
+    const out = [...this.rows.values()];
+    this.rows = new Map();
+    return out;
+  }
+}
+
+const GRANULARITIES: readonly Granularity[] = ['hour', 'day'];

@@ -37,12 +37,17 @@ const turn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve)
 export class SqliteConnectionLog implements ConnectionLogStore {
   private readonly insert: Database.Statement;
   private readonly fold: Database.Statement;
-  private readonly appendTx: (records: readonly ConnectionRecord[]) => void;
+  private readonly appendTx: (records: readonly ConnectionRecord[], usage: readonly UsageRollup[] | undefined) => void;
 
   constructor(private readonly db: Database.Database) {
     this.insert = db.prepare(
-      `INSERT OR IGNORE INTO connections (id, user, session, listener, target, node, exit, bytes_up, bytes_down, started_at, duration_ms, result, reason, retries, hedges)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      // An `open` record (a checkpoint) is replaced by the connection's next one; any other stays as written.
+      `INSERT INTO connections (id, user, session, listener, target, node, exit, bytes_up, bytes_down, started_at, duration_ms, result, reason, retries, hedges)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+       ON CONFLICT (id) DO UPDATE SET node = excluded.node, exit = excluded.exit, bytes_up = excluded.bytes_up,
+         bytes_down = excluded.bytes_down, duration_ms = excluded.duration_ms, result = excluded.result,
+         reason = excluded.reason, retries = excluded.retries, hedges = excluded.hedges
+       WHERE connections.result = 'open'`,
     );
     this.fold = db.prepare(
       `INSERT INTO usage_rollups (granularity, period, user, bytes_up, bytes_down, connections, failures)
@@ -51,18 +56,18 @@ export class SqliteConnectionLog implements ConnectionLogStore {
          bytes_down = bytes_down + excluded.bytes_down, connections = connections + excluded.connections,
          failures = failures + excluded.failures`,
     );
-    this.appendTx = db.transaction((records: readonly ConnectionRecord[]) => {
+    this.appendTx = db.transaction((records: readonly ConnectionRecord[], usage: readonly UsageRollup[] | undefined) => {
       // Positional values: no copy of the record per row (a plain-HTTP request is a record of its own).
       const insert = this.insert;
       for (const r of records) {
         insert.run(r.id, r.user, r.session, r.listener, r.target ?? null, r.node, r.exit, r.bytesUp, r.bytesDown, r.startedAt, r.durationMs, r.result, r.reason, r.retries, r.hedges);
       }
-      for (const u of foldRollups(records)) this.fold.run(u);
+      for (const u of usage ?? foldRollups(records)) this.fold.run(u);
     });
   }
 
-  async append(records: readonly ConnectionRecord[]): Promise<void> {
-    if (records.length > 0) this.appendTx(records);
+  async append(records: readonly ConnectionRecord[], usage?: readonly UsageRollup[]): Promise<void> {
+    if (records.length > 0 || (usage !== undefined && usage.length > 0)) this.appendTx(records, usage);
   }
 
   async query(q: ConnectionQuery): Promise<ConnectionRecord[]> {

@@ -7,11 +7,19 @@
 
 /**
  * How a connection ended, as the record says. The first six are rotor_proxy_connections_total's `result`
- * values; `client_abort` is a client that left while its upstream was being dialed (not counted there).
+ * values; `client_abort` is a client that left while its upstream was being dialed (not counted there);
+ * `shutdown` is a connection still open when the daemon's drain ended (its bytes up to the cut); `open` is a
+ * connection still running at its last checkpoint (log.access.checkpointMs): its record is replaced when it
+ * ends, so an `open` record that stays is one whose daemon died without a stop (SIGKILL, power loss).
  */
-export type RecordResult = 'ok' | 'auth_failed' | 'limited' | 'not_allowed' | 'upstream_error' | 'bad_request' | 'client_abort';
+export type RecordResult = 'ok' | 'auth_failed' | 'limited' | 'not_allowed' | 'upstream_error' | 'bad_request' | 'client_abort' | 'shutdown' | 'open';
 
-export const RECORD_RESULTS: readonly RecordResult[] = ['ok', 'auth_failed', 'limited', 'not_allowed', 'upstream_error', 'bad_request', 'client_abort'];
+export const RECORD_RESULTS: readonly RecordResult[] = ['ok', 'auth_failed', 'limited', 'not_allowed', 'upstream_error', 'bad_request', 'client_abort', 'shutdown', 'open'];
+
+/** Results that are no failure in the rollups' `failures`: a connection that relayed and was cut or is running. */
+export function isFailure(result: RecordResult): boolean {
+  return result !== 'ok' && result !== 'shutdown' && result !== 'open';
+}
 
 /** One accepted connection (interface.md "Connection log and usage"), plus retries and hedges. */
 export interface ConnectionRecord {
@@ -136,8 +144,14 @@ export interface RetentionLimits {
 
 /** Where records and rollups are kept (SQLite or Redis, beside the daemon's Store). */
 export interface ConnectionLogStore {
-  /** Writes the records and folds them into the hour and day rollups, as one unit. */
-  append(records: readonly ConnectionRecord[]): Promise<void>;
+  /**
+   * Writes the records and the usage increments as one unit. A record replaces a stored one of the same id
+   * only when that one is `open` (a checkpoint); any other stored record stays (a batch written twice after
+   * a failure is not counted twice). `usage` absent: the records are folded into the rollups by their end
+   * (foldRollups); present: exactly these increments are added (the recorder's, which count an open
+   * connection's bytes in the hour they were relayed).
+   */
+  append(records: readonly ConnectionRecord[], usage?: readonly UsageRollup[]): Promise<void>;
   /** Newest first, at most `limit`. */
   query(q: ConnectionQuery): Promise<ConnectionRecord[]>;
   usage(q: UsageQuery): Promise<UsageRollup[]>;

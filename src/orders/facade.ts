@@ -210,11 +210,14 @@ export function nodeOf(inst: InstanceRecord, nowMs: number): UpstreamNode | unde
   if (inst.status !== INSTANCE_STATUS.running || !inst.ip || !inst.port) return undefined;
   if (inst.userExpired && inst.userExpired > 0 && inst.userExpired * 1000 <= nowMs) return undefined;
   const codes = (inst.protocol ?? '1').split(',').map((s) => s.trim());
-  const protocol = codes.includes('1') ? PROTOCOL['1'] : codes.includes('2') ? PROTOCOL['2'] : undefined;
+  // 3 = https (part 4): CONNECT over TLS, dialed only when the instance offers neither plain protocol.
+  const tls = !codes.includes('1') && !codes.includes('2') && codes.includes('3');
+  const protocol = codes.includes('1') ? PROTOCOL['1'] : codes.includes('2') || tls ? PROTOCOL['2'] : undefined;
   if (!protocol) return undefined;
   const host = inst.ip;
   return {
-    id: `${protocol}://${inst.username ?? ''}@${host.includes(':') ? `[${host}]` : host}:${inst.port}`,
+    ...(tls ? { tls: true } : {}),
+    id: `${tls ? 'https' : protocol}://${inst.username ?? ''}@${host.includes(':') ? `[${host}]` : host}:${inst.port}`,
     protocol,
     host,
     port: inst.port,

@@ -103,6 +103,7 @@ function entryToProxy(entry: unknown, defaultProtocol: UpstreamProtocol): Parsed
       const protocol = declared && /^(socks5h?|socks|http|https)$/i.test(declared) ? (declared.toLowerCase().startsWith('socks') ? 'socks5' : 'http') : defaultProtocol;
       const address = host.includes(':') && !host.startsWith('[') ? `[${host}]:${port}` : `${host}:${port}`;
       const parsed = parseProxyString(address, protocol);
+      if (/^https$/i.test(declared ?? '')) parsed.tls = true;
       const username = str(o.user) ?? str(o.username) ?? str(o.account);
       const password = str(o.pass) ?? str(o.password) ?? str(o.pwd);
       if (username === undefined) return parsed;

@@ -7,6 +7,7 @@ import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import type { Drawer } from './drawer.ts';
 import { setNodeOwner } from './node-owner.ts';
+import { newOutlierState, OutlierDetector, type OutlierSettings, type OutlierState } from './outlier.ts';
 import { PoolEmptyError, poolKeyId, type AcquireOptions, type FailureReason, type NodeSource, type PoolKey, type UpstreamNode } from './types.ts';
 
 export type Strategy = 'round_robin' | 'least_connections' | 'random';
@@ -34,6 +35,8 @@ export interface PoolTuning {
    * calls probeDue / recordProbe), not when coolDownMs runs out. Off without a prober.
    */
   probation?: boolean;
+  /** Outlier ejection (src/pool/outlier.ts); absent = off. */
+  outlier?: OutlierSettings;
   /**
    * A draw that brought no node the pool did not already hold (a backconnect gateway answers the same line
    * every time) is not repeated for this long: the held nodes serve every connection. The quiet ends early
@@ -78,6 +81,9 @@ export interface NodeSnapshot {
   /** cooling, and back in service only after a probe passes */
   awaitingProbe?: boolean;
   lastProbe?: ProbeRecord;
+  /** outlier ejection: when the current ejection ends (while ejected), and ejections so far */
+  ejectedUntil?: number;
+  ejections?: number;
 }
 
 export interface PoolSnapshot {
@@ -109,6 +115,8 @@ interface Entry {
   lastProbe: ProbeRecord | undefined;
   /** last time the node carried a connection or was probed (idle probes pick the stalest) */
   lastSeenAt: number;
+  /** outlier ejection's counts (src/pool/outlier.ts); undefined when ejection is off */
+  outlier: OutlierState | undefined;
 }
 
 /** Failures that say nothing about the node: the target itself refused. */
@@ -142,6 +150,7 @@ export class Pool implements NodeSource {
   private readonly metrics: Metrics | undefined;
   private readonly logger: Logger | undefined;
   private readonly probation: boolean;
+  private readonly outlier: OutlierDetector | undefined;
   private readonly redrawAfterMs: number;
   private readonly expiryLeadMs: number;
   /** After a draw that brought nothing new: refills wait until then (see redrawAfterMs). */
@@ -178,6 +187,7 @@ export class Pool implements NodeSource {
     this.metrics = options.metrics;
     this.logger = options.logger;
     this.probation = options.probation ?? false;
+    this.outlier = options.outlier ? new OutlierDetector(options.outlier) : undefined;
     this.redrawAfterMs = Math.max(0, options.redrawAfterMs ?? 60_000);
     this.expiryLeadMs = Math.max(0, options.expiryLeadMs ?? 30_000);
     this.census(this.now());
@@ -211,6 +221,7 @@ export class Pool implements NodeSource {
     if (!e) return;
     const now = this.now();
     e.lastFailedAt = now;
+    if (e.outlier) this.judgeOutlier(e, now);
     if (this.isCooling(e, now) || reason === 'auth') {
       // A cooling node used as last resort failed again, or the credential was refused: cool (again) at once.
       this.cool(e, now);
@@ -226,6 +237,7 @@ export class Pool implements NodeSource {
   reportSuccess(node: UpstreamNode): void {
     const e = this.byId.get(node.id);
     if (!e) return;
+    if (e.outlier) this.outlier!.success(e.outlier, this.now());
     e.failTimes = [];
     // Under probation a last-resort success does not end cooling: only a probe does.
     if (!e.needsProbe) e.coolingUntil = 0;
@@ -327,6 +339,10 @@ export class Pool implements NodeSource {
         if (e.lastFailedAt > 0) n.lastFailedAt = e.lastFailedAt;
         if (e.needsProbe) n.awaitingProbe = true;
         if (e.lastProbe) n.lastProbe = { ...e.lastProbe };
+        if (e.outlier && e.outlier.ejections > 0) {
+          n.ejections = e.outlier.ejections;
+          if (e.outlier.ejectedUntil > now) n.ejectedUntil = e.outlier.ejectedUntil;
+        }
         return n;
       }),
     };
@@ -371,8 +387,27 @@ export class Pool implements NodeSource {
     return e.coolingUntil > now || e.needsProbe;
   }
 
+  /**
+   * Outlier ejection's hook: a failure counted; an outlier is ejected (cooled until its ejection ends) while
+   * the pool's ejected share allows. A success during the last-resort use or a passing probe ends it early,
+   * as Envoy's active health check does.
+   */
+  private judgeOutlier(e: Entry, now: number): void {
+    const detector = this.outlier!;
+    const why = detector.failure(e.outlier!, now);
+    if (why === undefined) return;
+    let ejected = 0;
+    for (const other of this.entries) if (other.outlier && detector.isEjected(other.outlier, now) && this.isCooling(other, now)) ejected++;
+    if (!detector.mayEject(this.entries.length, ejected)) return;
+    const until = detector.eject(e.outlier!, now);
+    e.coolingUntil = Math.max(e.coolingUntil, until);
+    e.failTimes = [];
+    if (this.probation) e.needsProbe = true;
+    this.logger?.info({ pool: this.id, node: e.node.id, why, untilMs: until - now, ejections: e.outlier!.ejections }, 'node ejected as an outlier');
+  }
+
   private cool(e: Entry, now: number): void {
-    e.coolingUntil = now + this.coolDownMs;
+    e.coolingUntil = Math.max(e.coolingUntil, now + this.coolDownMs);
     e.failTimes = [];
     if (this.probation) e.needsProbe = true;
   }
@@ -505,7 +540,19 @@ export class Pool implements NodeSource {
         known.addedAt = now;
         continue;
       }
-      const e: Entry = { node, failTimes: [], coolingUntil: 0, lastFailedAt: 0, active: 0, addedAt: now, needsProbe: false, probing: false, lastProbe: undefined, lastSeenAt: now };
+      const e: Entry = {
+        node,
+        failTimes: [],
+        coolingUntil: 0,
+        lastFailedAt: 0,
+        active: 0,
+        addedAt: now,
+        needsProbe: false,
+        probing: false,
+        lastProbe: undefined,
+        lastSeenAt: now,
+        outlier: this.outlier ? newOutlierState() : undefined,
+      };
       this.entries.push(e);
       this.byId.set(node.id, e);
       fresh.add(e);

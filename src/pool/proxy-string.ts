@@ -35,6 +35,8 @@ export interface ParsedProxy {
   port: number;
   username?: string;
   password?: string;
+  /** `https://`: an HTTP proxy reached over TLS. */
+  tls?: boolean;
 }
 
 const SCHEMES: Record<string, UpstreamProtocol> = {
@@ -42,7 +44,7 @@ const SCHEMES: Record<string, UpstreamProtocol> = {
   socks5h: 'socks5',
   socks: 'socks5',
   http: 'http',
-  // An https proxy URL from the platform still means "HTTP CONNECT to this address"; Rotor does not speak TLS to upstreams.
+  // HTTP CONNECT over TLS to this address (parseProxyString sets `tls`).
   https: 'http',
 };
 
@@ -122,7 +124,9 @@ export function parseProxyString(input: string, defaultProtocol: UpstreamProtoco
     // The last '@' ends the userinfo, so an unencoded '@' in a password still parses.
     const at = authority.lastIndexOf('@');
     const hostPort = parseHostPort(at < 0 ? authority : authority.slice(at + 1));
-    return withCredentials({ protocol, ...hostPort }, at < 0 ? undefined : splitUserinfo(authority.slice(0, at), true));
+    const parsed = withCredentials({ protocol, ...hostPort }, at < 0 ? undefined : splitUserinfo(authority.slice(0, at), true));
+    if (scheme[1]!.toLowerCase() === 'https') parsed.tls = true;
+    return parsed;
   }
   if (text.includes('://')) throw new ProxyStringError('unsupported_scheme', 'malformed scheme');
 
@@ -168,10 +172,10 @@ function parseColonForm(text: string, defaultProtocol: UpstreamProtocol): Parsed
 }
 
 /** The node identity of types.ts: protocol://username@host:port, never the password. */
-export function nodeId(p: { protocol: UpstreamProtocol; host: string; port: number; username?: string }): string {
+export function nodeId(p: { protocol: UpstreamProtocol; host: string; port: number; username?: string; tls?: boolean }): string {
   const host = p.host.includes(':') ? `[${p.host}]` : p.host;
   const user = p.username === undefined ? '' : `${encodeURIComponent(p.username)}@`;
-  return `${p.protocol}://${user}${host}:${p.port}`;
+  return `${p.tls === true ? 'https' : p.protocol}://${user}${host}:${p.port}`;
 }
 
 export function toNode(p: ParsedProxy, source: UpstreamNode['source'], expiresAt?: number): UpstreamNode {
@@ -184,5 +188,6 @@ export function toNode(p: ParsedProxy, source: UpstreamNode['source'], expiresAt
     ...(p.password === undefined ? {} : { password: p.password }),
     source,
     ...(expiresAt === undefined ? {} : { expiresAt }),
+    ...(p.tls === true ? { tls: true } : {}),
   };
 }

@@ -14,6 +14,8 @@ export interface UpstreamNode {
   readonly password?: string;
   /** Where it came from. */
   readonly source: 'pwd' | 'api' | 'instance';
+  /** The line said `https://`: dialed over TLS (src/proxy/dial-tls.ts); `protocol` is then 'http'. */
+  readonly tls?: boolean;
   /** Epoch ms after which the node is not handed out (from sessTime at draw); undefined: no expiry. */
   readonly expiresAt?: number;
 }

@@ -438,7 +438,7 @@ function upResponse(this: TaggedRequest, answer: IncomingMessage): void {
   const exchange = this[EXCHANGE];
   exchange.responded = true;
   exchange.res.writeHead(answer.statusCode ?? 502, answer.statusMessage, forwardHeaders(answer.rawHeaders));
-  streamThrottled(answer, exchange.res, exchange.upstream?.limiter);
+  streamResponse(answer, exchange.res, exchange.upstream?.limiter);
   (answer as TaggedAnswer)[EXCHANGE] = exchange;
   answer.on('end', answerEnded);
 }
@@ -515,29 +515,73 @@ class Hold {
   }
 }
 
-/** A response body on its way to the client (the Hold and the sink), found by its listeners through PIPE. */
-class ResponsePipe extends Hold {
+/**
+ * A response body on its way to the client, with backpressure from the client and the user's rate: while the
+ * client's socket is full (its write buffer past its high-water mark) or the user is over its rate, the
+ * response and the upstream socket under it are paused, so Rotor reads at most one more socket read (up to
+ * 64 KiB) beyond what the client has taken: a client that stops reading stops the upstream. Found by its
+ * listeners through PIPE (one set for all responses); per chunk a write, a take() and a few flag operations.
+ */
+class ResponsePipe {
+  private sinkFull = false;
+  private overRate = false;
+  private wakeFn: (() => void) | null = null;
+  /** The upstream socket under the response (node clears source.socket once the response is done). */
+  private readonly socket: Socket;
+
   constructor(
-    source: IncomingMessage,
+    readonly source: IncomingMessage,
     readonly sink: ServerResponse,
-    limiter: RelayLimiter,
+    private readonly limiter: RelayLimiter | undefined,
   ) {
-    super(source, limiter);
+    this.socket = source.socket;
+  }
+
+  data(chunk: Buffer): void {
+    if (!this.sink.write(chunk) && !this.sinkFull) {
+      this.sinkFull = true;
+      this.pause();
+    }
+    // Every chunk is taken (counted), even one that arrived while already paused; one wait at a time.
+    const limiter = this.limiter;
+    if (limiter === undefined || limiter.take(chunk.length) || this.overRate) return;
+    this.overRate = true;
+    this.pause();
+    limiter.wait((this.wakeFn ??= () => this.wake()));
+  }
+
+  drained(): void {
+    this.sinkFull = false;
+    if (!this.overRate) this.resume();
+  }
+
+  private wake(): void {
+    this.overRate = false;
+    if (!this.sinkFull) this.resume();
+  }
+
+  private pause(): void {
+    this.source.pause();
+    // The socket too: the response's own buffer would otherwise take another read or more before node stops.
+    this.socket.pause();
+  }
+
+  private resume(): void {
+    if (this.source.readableEnded) {
+      // The body is all delivered (a wake after its end): the kept-alive socket is the agent's again and flows.
+      if (this.socket.isPaused()) this.socket.resume();
+      return;
+    }
+    this.socket.resume();
+    this.source.resume();
   }
 }
 
 const PIPE = Symbol('rotor.pipe');
 type Piped<T> = T & { [PIPE]: ResponsePipe };
 
-/**
- * Response body → client like `answer.pipe(res)`, with the user's rate on top (Hold). Without a limiter it
- * is the pipe itself. The listeners are module-level (one set for all responses).
- */
-function streamThrottled(answer: IncomingMessage, res: ServerResponse, limiter: RelayLimiter | undefined): void {
-  if (limiter === undefined) {
-    answer.pipe(res);
-    return;
-  }
+/** Response body → client (ResponsePipe); the listeners are module-level (one set for all responses). */
+function streamResponse(answer: IncomingMessage, res: ServerResponse, limiter: RelayLimiter | undefined): void {
   const pipe = new ResponsePipe(answer, res, limiter);
   (answer as Piped<IncomingMessage>)[PIPE] = pipe;
   (res as Piped<ServerResponse>)[PIPE] = pipe;
@@ -547,9 +591,7 @@ function streamThrottled(answer: IncomingMessage, res: ServerResponse, limiter: 
 }
 
 function pipeData(this: Piped<IncomingMessage>, chunk: Buffer): void {
-  const pipe = this[PIPE];
-  if (!pipe.sink.write(chunk)) pipe.full();
-  pipe.take(chunk.length);
+  this[PIPE].data(chunk);
 }
 
 function pipeDrained(this: Piped<ServerResponse>): void {

@@ -20,6 +20,7 @@ import { DialCancel } from './cancel.ts';
 import { GatewayError } from './errors.ts';
 import { holdClient } from './hold.ts';
 import { Forwarder } from './http-forward.ts';
+import { Lane, type StartRequest } from './http-lane.ts';
 import {
   forwardHeaders,
   parseAbsoluteTarget,
@@ -55,6 +56,11 @@ export interface HttpListenerOptions {
   responseTimeoutMs?: number;
   /** Plain-HTTP forwarding: idle kept-alive upstream connections close after this. Default 30000 ms. */
   upstreamIdleMs?: number;
+  /**
+   * Plain HTTP: requests a client connection may have waiting behind the one in flight (config
+   * proxy.pipelineDepth); past it the connection is answered 503 and closed. Default 16.
+   */
+  pipelineDepth?: number;
   /** Realm of Proxy-Authenticate. Default 'rotor'. */
   realm?: string;
   metrics?: Metrics;
@@ -96,6 +102,7 @@ export class HttpListener {
   private readonly realm: string;
   private readonly idleTimeoutMs: number;
   private readonly handshakeMs: number;
+  private readonly pipelineDepth: number;
   /** Per client connection: the user counted active on it (plain HTTP; tunnels count per dial). */
   private readonly activeUser = new WeakMap<Socket, CountedClient>();
   /** Proxy-Authorization values parsed (null: not Basic), bounded: see credentials(). */
@@ -108,6 +115,7 @@ export class HttpListener {
     this.realm = options.realm ?? 'rotor';
     this.idleTimeoutMs = options.idleTimeoutMs ?? 300_000;
     this.handshakeMs = options.handshakeTimeoutMs ?? 10_000;
+    this.pipelineDepth = options.pipelineDepth ?? 16;
     this.forwarder = new Forwarder({
       router: options.router,
       responseTimeoutMs: options.responseTimeoutMs ?? 60_000,
@@ -251,9 +259,23 @@ export class HttpListener {
     return { status: 500, reason: 'internal error', result: 'upstream_error' };
   }
 
+  /** A plain-HTTP request arrived: started now, or queued behind the one in flight (http-lane.ts). */
   private onRequest(req: IncomingMessage, res: ServerResponse, expectContinue: boolean): void {
     const client = req.socket;
     this.started.add(client);
+    const arrival = Lane.of(client, this.startRequest).arrive(req, res, expectContinue, this.pipelineDepth);
+    if (arrival === 'start') this.startRequest(req, res, expectContinue);
+    else if (arrival === 'overflow') {
+      const conn = this.recorder.open(LISTENER);
+      const reason = `more than ${this.pipelineDepth} pipelined requests waiting`;
+      this.record(conn, 'limited', reason);
+      refuseResponse(res, { status: 503, reason }, this.realm);
+    }
+  }
+
+  /** One plain-HTTP request, its turn come: admitted, then forwarded or refused. */
+  private readonly startRequest: StartRequest = (req, res, expectContinue) => {
+    const client = req.socket;
     // Each forwarded request is one connection of the log (its upstream connection may be a kept one).
     // Its closer is set by the forwarder (Exchange.stop); a refusal ends the record before anyone could use one.
     const conn = this.recorder.open(LISTENER);
@@ -284,7 +306,7 @@ export class HttpListener {
     conn.session = route.sessionId ?? null;
     this.countOpen(client, route.user.name, counted);
     this.forwarder.forward(req, res, route, target, expectContinue, conn, this.forwardFailed);
-  }
+  };
 
   /** A forwarded request failed before its response head: answered and recorded (one function for all). */
   private readonly forwardFailed = (err: unknown, answer: ServerResponse, conn: ConnectionContext): void => {
@@ -325,6 +347,14 @@ export class HttpListener {
 
   private tunnel(req: IncomingMessage, socket: Socket, head: Buffer, kind: 'connect' | 'upgrade'): void {
     const conn = this.recorder.open(LISTENER);
+    if (Lane.busy(socket)) {
+      // Pipelined behind requests still being answered: its bytes would interleave with theirs (and node has
+      // already detached the connection from the responses' flow control). Such a client is broken or hostile.
+      this.started.add(socket);
+      this.record(conn, 'bad_request', 'CONNECT or Upgrade pipelined behind plain-HTTP requests');
+      socket.destroy();
+      return;
+    }
     conn.closer = () => socket.destroy();
     this.onTunnel(req, socket, head, kind, conn).catch((err: unknown) => this.defect(socket, conn, err));
   }

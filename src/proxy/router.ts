@@ -11,6 +11,7 @@ import type { DialSignal } from './cancel.ts';
 import type { DialTrace } from '../connlog/types.ts';
 import { dialHttpConnect, dialHttpForward, type DialOptions, type Tunnel } from './dial-http.ts';
 import { dialSocks5 } from './dial-socks5.ts';
+import type { UpstreamTlsPolicy } from './dial-tls.ts';
 import { raceDial, type RaceSpec, type RaceWon } from './dial-race.ts';
 import { GatewayError, type UpstreamDialError } from './errors.ts';
 import { checkTarget } from './target.ts';
@@ -97,6 +98,8 @@ export interface RouterOptions {
    * known yet (let through). An unknown code is refused (403) before any pool or draw exists for it.
    */
   regionKnown?: (code: string) => boolean | undefined;
+  /** How nodes whose line says https:// are checked (pool.tls); absent = verified with the system's CAs. */
+  upstreamTls?: UpstreamTlsPolicy;
 }
 
 const DUMMY_PASSWORD = Buffer.alloc(32);
@@ -313,6 +316,11 @@ export class Router {
     return this.dialHttp(node, target, options);
   }
 
+  /** pool.tls (dial-tls.ts), read by DialJob for TLS nodes. */
+  get upstreamTls(): UpstreamTlsPolicy | undefined {
+    return this.options.upstreamTls;
+  }
+
   /** The settings every race of this router shares (DialJob reads them). */
   get dialSettings(): DialSettings {
     return this.settings;
@@ -401,7 +409,9 @@ class DialJob implements RaceSpec {
   }
 
   dial(node: UpstreamNode, options: DialOptions): Promise<Tunnel> {
-    return this.router.dialNode(node, this.target, this.mode, options);
+    // A TLS node: its certificate check follows the route's product (pool.tls.insecureProducts).
+    const tls = node.tls === true ? this.router.upstreamTls?.forDial(node, this.route.poolKey.productNo) : undefined;
+    return this.router.dialNode(node, this.target, this.mode, tls ? { ...options, tls } : options);
   }
 
   onNodeFailed(node: UpstreamNode, reason: FailureReason, wasSticky: boolean): void {

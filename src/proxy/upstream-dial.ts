@@ -10,6 +10,7 @@ import type { Metrics } from '../telemetry/metrics.ts';
 import type { DialSignal } from './cancel.ts';
 import { classifySocketError } from './dial-tcp.ts';
 import { DialAbortedError, UpstreamDialError } from './errors.ts';
+import { connectTls, readyEvent, tlsDialError, type UpstreamTls } from './dial-tls.ts';
 
 /** What every upstream dial is given (dial-http.ts and dial-socks5.ts pass it through). */
 export interface DialOptions {
@@ -19,6 +20,8 @@ export interface DialOptions {
   handshakeTimeoutMs: number;
   signal?: DialSignal;
   metrics?: Metrics;
+  /** A node with `tls`: how its certificate is checked (dial-tls.ts); absent = verified, the system's CAs. */
+  tls?: UpstreamTls;
 }
 
 /**
@@ -71,18 +74,19 @@ class GuardedDial<T> implements DialSteps {
     }
     signal?.addEventListener('abort', this.onAbort, { once: true });
     this.timer = setTimeout(onConnectTimeout, this.options.connectTimeoutMs, this);
-    const s = connect({ host: this.node.host, port: this.node.port, allowHalfOpen: true }) as DialSocket;
+    const tls = this.node.tls === true;
+    const s = (tls ? connectTls(this.node, this.options.tls) : connect({ host: this.node.host, port: this.node.port, allowHalfOpen: true })) as DialSocket;
     this.socket = s;
     s[DIAL] = this;
     s.setNoDelay(true);
     s.on('error', onConnectError);
-    s.on('connect', onConnect);
+    s.on(tls ? readyEvent(this.node) : 'connect', onConnect);
   }
 
   connected(): void {
     const s = this.socket!;
     s.off('error', onConnectError);
-    s.off('connect', onConnect);
+    s.off(readyEvent(this.node), onConnect);
     // Between phases (and between the dial and the relay) nobody else listens; an error then must not crash
     // the process. The owner of each phase attaches its own handler and acts on errors.
     s.on('error', noop);
@@ -102,6 +106,7 @@ class GuardedDial<T> implements DialSteps {
   }
 
   connectFailed(err: NodeJS.ErrnoException): void {
+    if (this.node.tls === true) return this.fail(tlsDialError(this.node, err, classifySocketError));
     this.fail(new UpstreamDialError(classifySocketError(err), `upstream ${this.node.host}:${this.node.port}: ${err.code ?? err.message}`));
   }
 

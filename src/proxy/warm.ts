@@ -126,7 +126,8 @@ export class WarmConnections {
   }
 
   private setFor(node: UpstreamNode): NodeSet | undefined {
-    if (this.closed || this.o.perNode <= 0) return undefined;
+    // TLS upstreams (dial-tls.ts) are dialed fresh: their handshake carries the dial's own verification.
+    if (this.closed || this.o.perNode <= 0 || node.tls) return undefined;
     const key = `${node.protocol}\u0000${node.host}\u0000${node.port}\u0000${node.username ?? ''}\u0000${node.password ?? ''}`;
     let set = this.sets.get(key);
     if (set) {

@@ -9,6 +9,7 @@ import { createClock, type SimClock } from './platform/clock.ts';
 import type { SimContext } from './platform/context.ts';
 import { createFaultControl, createInspect, type FaultControl, type Inspect } from './platform/control.ts';
 import { Faults } from './platform/faults.ts';
+import { rememberSandbox, type SandboxMemory } from './platform/persist.ts';
 import { startServer } from './platform/server.ts';
 import { SimState } from './platform/state.ts';
 import { startUpstreams } from './upstreams/index.ts';
@@ -18,6 +19,7 @@ export type { Inspect, FaultControl, ProductPatch, MerchantPatch } from './platf
 export type { FaultSettings, OrderOutcome } from './platform/faults.ts';
 export type { CallbackRecord } from './platform/callbacks.ts';
 export { createClock, type SimClock } from './platform/clock.ts';
+export { sandboxStateFile } from './platform/persist.ts';
 
 /** Fixed development credentials (the secret is 32 bytes: AES-256), for config/default.yaml. */
 export const SIM_DEFAULTS = {
@@ -57,6 +59,8 @@ export interface SimOptions {
   backconnect?: string[];
   /** Every call on the seed's paths waits this long before it is handled (a far or slow platform); default 0. */
   latencyMs?: number;
+  /** A JSON file the sandbox's state is read from at start and kept written to (persist.ts); absent: memory only. */
+  stateFile?: string;
 }
 
 /** A type (not an interface) so it is assignable to Record<string, unknown> (src/cli/simulator.ts). */
@@ -108,9 +112,12 @@ export async function startSimulator(opts: SimOptions = {}): Promise<Simulator> 
   const inspect = createInspect(ctx);
   const faults = createFaultControl(ctx);
   let server;
+  let memory: SandboxMemory | undefined;
   try {
+    if (opts.stateFile) memory = await rememberSandbox(ctx, opts.stateFile);
     server = await startServer({ host, port: opts.port ?? 0, appKey, appSecret, ctx, inspect, faults });
   } catch (err) {
+    await memory?.close();
     await ctx.upstreams?.close();
     throw err;
   }
@@ -132,6 +139,7 @@ export async function startSimulator(opts: SimOptions = {}): Promise<Simulator> 
     async close() {
       if (closed) return;
       closed = true;
+      await memory?.close();
       callbacks.close();
       if (!isClock(opts.clock)) clock.stop();
       await server.close();

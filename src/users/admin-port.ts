@@ -1,9 +1,11 @@
 // The users directory as the admin routes see it (src/admin/deps.ts UsersPort).
 import type { UsersPort } from '../admin/deps.ts';
+import { createBatch, type BatchOptions } from './bulk.ts';
 import type { Users } from './directory.ts';
 
-export function usersPort(users: Users): UsersPort {
+export function usersPort(users: Users, batch: Omit<BatchOptions, 'hash'> = {}): UsersPort {
   return {
+    createBatch: (rows) => createBatch(users, rows, batch),
     list: (query) => users.list(query),
     get: (name) => users.view(name),
     create: (input) => users.create(input),

@@ -31,6 +31,7 @@ import { UserLimiter } from './limiter.ts';
 import { NameIndex, pageOf, PAGE_DEFAULT, type UserSort } from './listing.ts';
 import { generatePassword, hashPassword, hashPasswordAsync, passwordDigest, verifyPassword } from './password.ts';
 import { expiryOf, readStoredData, type CreateUserInput, type UserData, type UserPatch, type UserView } from './record.ts';
+import { hashGeneratedPassword } from './secret-hash.ts';
 import type { SubAccountPort } from './sub-account.ts';
 
 /** A config `users:` entry as the directory takes it (src/config/schema.ts UserConfig). */
@@ -266,31 +267,44 @@ export class Users implements UserDirectory {
     const generated = input.password === undefined;
     const password = input.password ?? generatePassword();
     const { password: _omit, ...fields } = input;
-    const data: UserData = { ...fields, source: 'api', createdAt: this.now() };
-    let stored: StoredUser;
-    try {
-      stored = await this.store.putUser({ name: input.name, data, passwordHash: await hashPasswordAsync(password), state: 'creating' }, { ifAbsent: true });
-    } catch (err) {
-      if (err instanceof StoreConflictError) throw new UserExistsError(input.name);
-      throw err;
-    }
-    this.install(stored).verified = passwordDigest(password);
-    this.creating.add(input.name);
-    try {
-      await this.finishCreation(stored);
-    } finally {
-      this.creating.delete(input.name);
-    }
+    // A generated password (144 random bits) needs no slow hash (src/users/secret-hash.ts).
+    const hash = generated ? hashGeneratedPassword(password) : await hashPasswordAsync(password);
+    await this.createHashed(fields, hash, passwordDigest(password));
     const view = this.view(input.name)!;
     return generated ? { ...view, password } : view;
   }
 
+  /**
+   * A creation whose password is already hashed (create, and the batch path src/users/bulk.ts): the journal's
+   * intent, the platform step, the record made ready. `digest`: the password's SHA-256 when known here.
+   * `quiet`: no info line per user (a batch logs one for all).
+   */
+  async createHashed(fields: Omit<CreateUserInput, 'password'>, hash: string, digest: Buffer | null, options: { quiet?: boolean } = {}): Promise<void> {
+    const existing = this.entries.get(fields.name);
+    if (existing) throw new UserExistsError(fields.name, existing.state === 'creating');
+    const data: UserData = { ...fields, source: 'api', createdAt: this.now() };
+    let stored: StoredUser;
+    try {
+      stored = await this.store.putUser({ name: fields.name, data, passwordHash: hash, state: 'creating' }, { ifAbsent: true });
+    } catch (err) {
+      if (err instanceof StoreConflictError) throw new UserExistsError(fields.name);
+      throw err;
+    }
+    this.install(stored).verified = digest;
+    this.creating.add(fields.name);
+    try {
+      await this.finishCreation(stored, { fresh: true, quiet: options.quiet === true });
+    } finally {
+      this.creating.delete(fields.name);
+    }
+  }
+
   /** The platform step and the last write of a creation (also run by resume). */
-  private async finishCreation(stored: StoredUser): Promise<void> {
+  private async finishCreation(stored: StoredUser, options: { fresh?: boolean; quiet?: boolean } = {}): Promise<void> {
     const data = readStoredData(stored.name, stored.data);
     if (!data) throw new Error(`stored user ${stored.name} is unreadable`);
     try {
-      await this.platform.ensure(data);
+      await this.platform.ensure(data, options);
     } catch (err) {
       if (err instanceof PlatformError) {
         // A refusal: the user does not come to be.
@@ -315,7 +329,7 @@ export class Users implements UserDirectory {
     }
     const e = this.install(ready);
     await this.applyAccounting(e);
-    this.logger?.info({ user: stored.name }, 'user created');
+    if (options.quiet !== true) this.logger?.info({ user: stored.name }, 'user created');
     this.onChange?.([stored.name], []);
   }
 
@@ -376,7 +390,7 @@ export class Users implements UserDirectory {
   async setPassword(name: string, password?: string): Promise<UserView> {
     const e = this.require(name);
     const next = password ?? generatePassword();
-    const stored = await this.write(e, e.data, await hashPasswordAsync(next));
+    const stored = await this.write(e, e.data, password === undefined ? hashGeneratedPassword(next) : await hashPasswordAsync(next));
     this.install(stored).verified = passwordDigest(next);
     const view = this.view(name)!;
     return password === undefined ? { ...view, password: next } : view;

@@ -4,6 +4,7 @@
 // N=2^14, so it runs once per user and process — the directory then remembers a SHA-256 of the verified
 // password in memory (never stored) and every later check is O(1) (src/users/directory.ts).
 import { createHash, randomBytes, scrypt, scryptSync, timingSafeEqual } from 'node:crypto';
+import { isGeneratedHash, verifyGeneratedPassword } from './secret-hash.ts';
 
 const N = 16_384;
 const R = 8;
@@ -27,6 +28,8 @@ export function hashPasswordAsync(password: string, salt: Buffer = randomBytes(1
 
 /** True when `password` is the one `stored` was made from; false for any malformed hash. */
 export function verifyPassword(password: string, stored: string): boolean {
+  // A password Rotor generated is kept as a SHA-256 (src/users/secret-hash.ts): no scrypt to run.
+  if (isGeneratedHash(stored)) return verifyGeneratedPassword(password, stored);
   const parts = stored.split('$');
   if (parts.length !== 6 || parts[0] !== 'scrypt') return false;
   const [n, r, p] = [Number(parts[1]), Number(parts[2]), Number(parts[3])];

@@ -16,10 +16,17 @@ import type { UserData } from './record.ts';
 
 export type SubAccountUser = Pick<UserData, 'name' | 'mainAccount' | 'product' | 'quota'>;
 
+export interface EnsureOptions {
+  /** A new user: create first, read only when the platform says the name exists (one call fewer). */
+  fresh?: boolean;
+  /** No info line per step (a batch logs one line for all). */
+  quiet?: boolean;
+}
+
 /** What the users directory needs from the platform side. */
 export interface SubAccountPort {
   /** Makes the platform side match the user; rejects with the platform's error when it refuses. */
-  ensure(user: SubAccountUser): Promise<void>;
+  ensure(user: SubAccountUser, options?: EnsureOptions): Promise<void>;
 }
 
 export class SubAccounts implements SubAccountPort {
@@ -29,7 +36,7 @@ export class SubAccounts implements SubAccountPort {
     private readonly logger?: Logger,
   ) {}
 
-  async ensure(u: SubAccountUser): Promise<void> {
+  async ensure(u: SubAccountUser, options: EnsureOptions = {}): Promise<void> {
     const productNo = await this.products.productFor(u.product);
     if (!productNo) {
       this.logger?.warn({ user: u.name }, 'no dynamic product for the user: its platform sub account is not created');
@@ -38,29 +45,35 @@ export class SubAccounts implements SubAccountPort {
     const facts = await this.products.facts(productNo);
     if (!facts.dynamic) return;
     const periodic = u.quota.period !== 'total';
-    if (u.name !== u.mainAccount && !(await this.subExists(u.name, productNo))) {
+    const createdLimit = periodic ? -1 : createLimitMbFor(u.quota.bytes, facts.base);
+    let created = false;
+    if (u.name !== u.mainAccount && (options.fresh === true || !(await this.subExists(u.name, productNo)))) {
       const create = () =>
         this.client.call('CreateProxyUser', {
           appUsername: u.name,
           appMainUsername: u.mainAccount,
-          limitFlow: periodic ? -1 : createLimitMbFor(u.quota.bytes, facts.base),
+          limitFlow: createdLimit,
           status: 1,
           remark: 'managed by rotor',
         });
       try {
         await create();
-        this.logger?.info({ user: u.name, mainAccount: u.mainAccount }, 'sub account created on the platform');
+        created = true;
+        if (options.quiet !== true) this.logger?.info({ user: u.name, mainAccount: u.mainAccount }, 'sub account created on the platform');
       } catch (err) {
         if (!isPlatformCode(err, CODE.SUB_CREATE_FAILED)) throw err;
         // 10061: the name exists (a resumed creation), or the main account is missing or disabled.
         if (!(await this.subExists(u.name, productNo))) {
           if (!(await this.ensureMain(u.mainAccount, productNo, facts.proxyType))) throw err;
           await create();
+          created = true;
         }
       }
     }
     if (facts.subAccountLimits && u.name !== u.mainAccount) {
       const limitFlow = periodic ? -1 : platformBackstopFor(u.quota.bytes);
+      // Just created unlimited (-1): the platform already holds the backstop.
+      if (created && limitFlow === -1 && createdLimit === -1) return;
       await this.client.call('SetProxyUserFlowLimit', { appUsername: u.name, productNo, limitFlow });
     }
   }

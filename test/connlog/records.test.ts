@@ -272,7 +272,9 @@ describe('connection log: one record per connection, with the result and the met
     assert.match(res.headers.get('content-type') ?? '', /text\/csv/);
     assert.equal(res.headers.get('x-rotor-currency'), 'EUR');
     const lines = (await res.text()).trim().split('\r\n');
-    assert.equal(lines[0], 'user,period,bytesUp,bytesDown,connections,failures,amount');
+    assert.match(res.headers.get('content-disposition') ?? '', /^attachment; filename="rotor-usage-\d{4}-\d{2}-\d{2}-\d{4}-\d{2}-\d{2}\.csv"$/);
+    assert.equal(lines[0], 'user,period,bytesUp,bytesDown,connections,failures,amount,currency');
+    assert.ok(lines.slice(1).every((l) => l.endsWith(',EUR')), 'the currency in every row');
     const sums = new Map<string, number>();
     for (const line of lines.slice(1)) {
       const [user, , up, down] = line.split(',');

@@ -16,7 +16,7 @@ describe('parseProxyString: accepted forms', () => {
     ['SOCKS5://127.0.0.1:1080', 'http', { protocol: 'socks5', host: '127.0.0.1', port: 1080 }],
     ['http://alice:s3cret@127.0.0.1:8080', 'socks5', { protocol: 'http', host: '127.0.0.1', port: 8080, username: 'alice', password: 's3cret' }],
     ['http://alice:s3cret@127.0.0.1:80/', 'socks5', { protocol: 'http', host: '127.0.0.1', port: 80, username: 'alice', password: 's3cret' }],
-    ['https://alice:s3cret@127.0.0.1:8443', 'socks5', { protocol: 'http', host: '127.0.0.1', port: 8443, username: 'alice', password: 's3cret' }],
+    ['https://alice:s3cret@127.0.0.1:8443', 'socks5', { protocol: 'http', host: '127.0.0.1', port: 8443, username: 'alice', password: 's3cret', tls: true }],
     ['socks5://al%40ice:p%3Aa%20ss@127.0.0.1:1080', 'http', { protocol: 'socks5', host: '127.0.0.1', port: 1080, username: 'al@ice', password: 'p:a ss' }],
     ['socks5://u:p@ss@127.0.0.1:1080', 'http', { protocol: 'socks5', host: '127.0.0.1', port: 1080, username: 'u', password: 'p@ss' }],
     ['socks5://onlyuser@127.0.0.1:1080', 'http', { protocol: 'socks5', host: '127.0.0.1', port: 1080, username: 'onlyuser' }],

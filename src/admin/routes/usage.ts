@@ -48,6 +48,12 @@ const compareRow = {
   },
 };
 
+/** rotor-usage-<from day>-<to day>[-<user>][-platform].csv: only characters safe in a quoted header value. */
+export function csvFileName(w: { from: number; to: number; user?: string }, compare: boolean): string {
+  const day = (ms: number) => new Date(ms).toISOString().slice(0, 10);
+  return `rotor-usage-${day(w.from)}-${day(w.to - 1)}${w.user ? `-${w.user}` : ''}${compare ? '-platform' : ''}.csv`;
+}
+
 export const usageRoutes: RegisterRoutes = (app, deps) => {
   app.get<{ Querystring: z.output<typeof query> }>(
     '/usage',
@@ -70,10 +76,14 @@ export const usageRoutes: RegisterRoutes = (app, deps) => {
       void reply.header('x-rotor-currency', deps.billing.currency);
       const rows = q.compare === 'platform' ? await deps.connections.comparePlatform(window) : await deps.connections.usage(window);
       if (q.format === 'csv') {
-        const columns = q.compare === 'platform' ? COMPARE_COLUMNS : USAGE_COLUMNS;
+        // A file a spreadsheet opens on its own: named for what it holds, with the currency in every row
+        // (a header alone is lost the moment the file is saved).
+        const columns = q.compare === 'platform' ? COMPARE_COLUMNS : [...USAGE_COLUMNS, 'currency'];
+        const withCurrency = q.compare === 'platform' ? rows : rows.map((r) => ({ ...r, currency: deps.billing.currency }));
         void reply.header('content-type', 'text/csv; charset=utf-8');
+        void reply.header('content-disposition', `attachment; filename="${csvFileName(window, q.compare === 'platform')}"`);
         // Sent as text: the JSON serializer of the response schema must not see it.
-        return reply.serializer((body: unknown) => body as string).send(toCsv(columns, rows as unknown as Record<string, unknown>[]));
+        return reply.serializer((body: unknown) => body as string).send(toCsv(columns, withCurrency as unknown as Record<string, unknown>[]));
       }
       return rows;
     },

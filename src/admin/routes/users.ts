@@ -6,6 +6,7 @@
 // ascending, or `?sort=usage` (usedBytes descending, then name). `?prefix=` searches by name prefix.
 import { z } from 'zod';
 import { createUserSchema, passwordBodySchema, patchUserSchema, userName } from '../../users/record.ts';
+import { batchBodySchema, BATCH_MAX } from '../../users/bulk.ts';
 import { PAGE_MAX } from '../../users/listing.ts';
 import { zs } from '../validation.ts';
 import { boolQuery, doc, noQuery, type RegisterRoutes } from './common.ts';
@@ -88,6 +89,29 @@ export const userRoutes: RegisterRoutes = (app, deps) => {
       const view = await deps.users.create(req.body);
       return reply.code(201).send(view);
     },
+  );
+  app.post<{ Body: z.output<typeof batchBodySchema> }>(
+    '/users/batch',
+    {
+      // 10,000 rows of a few hundred bytes each.
+      bodyLimit: 16 * 1024 * 1024,
+      schema: {
+        operationId: 'createUsersBatch',
+        body: zs(batchBodySchema),
+        ...doc('users', `create up to ${BATCH_MAX} users ({"users": [records as for POST /v1/users, or with passwordHash]}); each row is validated on its own and a row that fails does not stop the others; generated passwords come back once in \`passwords\``, {
+          200: {
+            type: 'object',
+            required: ['created', 'errors', 'passwords'],
+            properties: {
+              created: { type: 'integer' },
+              errors: { type: 'array', items: { type: 'object', required: ['index', 'name', 'code', 'message'], properties: { index: { type: 'integer' }, name: { type: ['string', 'null'] }, code: { type: 'string' }, message: { type: 'string' } } } },
+              passwords: { type: 'object', additionalProperties: { type: 'string' } },
+            },
+          },
+        }),
+      },
+    },
+    async (req) => deps.users.createBatch(req.body.users),
   );
   app.get<{ Params: { name: string } }>(
     '/users/:name',

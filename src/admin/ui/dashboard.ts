@@ -18,7 +18,7 @@ export const WEB_ROOT = fileURLToPath(new URL('../../../web/ui/', import.meta.ur
 const require = createRequire(import.meta.url);
 
 /** A package's folder, found from its entry point (not every package exports its package.json). */
-function packageDir(name: string): string {
+export function packageDir(name: string): string {
   let dir = dirname(require.resolve(name));
   for (;;) {
     const manifest = join(dir, 'package.json');
@@ -30,7 +30,7 @@ function packageDir(name: string): string {
 }
 
 /** URL name → [package, file inside it]. The import map in web/ui/index.html names the same files. */
-const VENDOR: Record<string, [pkg: string, file: string]> = {
+export const VENDOR: Record<string, [pkg: string, file: string]> = {
   'preact.mjs': ['preact', 'dist/preact.mjs'],
   'preact-hooks.mjs': ['preact', 'hooks/dist/hooks.mjs'],
   'htm.mjs': ['htm', 'dist/htm.mjs'],

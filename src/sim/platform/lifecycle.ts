@@ -36,6 +36,11 @@ export function registerOrder(ctx: SimContext, order: Order): void {
   ctx.clock.schedule(ctx.orderDelayMs, () => void finish(ctx, order));
 }
 
+/** An order read back from a saved state while not yet final: it finishes after the usual delay. */
+export function resumeOrder(ctx: SimContext, order: Order): void {
+  ctx.clock.schedule(ctx.orderDelayMs, () => void finish(ctx, order));
+}
+
 function toProcessing(ctx: SimContext, order: Order): void {
   if (order.status !== ORDER_STATUS.pending) return;
   order.status = ORDER_STATUS.processing;
@@ -181,7 +186,7 @@ function nextExitIp(ctx: SimContext, current: string): string {
 export const RENEW_GRACE_MS = 7 * 86_400_000;
 
 /** One pending clock check per instance (a renewal replaces it); each check re-reads userExpired. */
-function watchExpiry(ctx: SimContext, inst: Instance): void {
+export function watchExpiry(ctx: SimContext, inst: Instance): void {
   inst.unwatch?.();
   inst.unwatch = undefined;
   if (!inst.userExpired) return;

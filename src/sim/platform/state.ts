@@ -194,6 +194,20 @@ export class SimState {
     return s;
   }
 
+  /** What persist.ts saves besides the maps: the id counter. */
+  get idCounter(): number {
+    return this.counter;
+  }
+
+  /**
+   * After a reload (persist.ts): ids continue from the saved counter, and generated names draw from a new
+   * sequence (the seed's would repeat names the saved accounts already hold).
+   */
+  resume(counter: number, generation: number): void {
+    this.counter = Math.max(this.counter, counter);
+    this.rand = seededRandom(Math.imul(generation + 1, 0x9e3779b1) ^ this.counter);
+  }
+
   nextId(prefix: string): string {
     this.counter += 1;
     return `${prefix}${String(this.counter).padStart(8, '0')}`;

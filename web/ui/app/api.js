@@ -25,7 +25,7 @@ export function onUnauthorized(listener) {
 }
 
 /** JSON from the admin API; rejects with ApiError (status 0 when the server did not answer). */
-export async function api(path, { method = 'GET', body, token = session.token() } = {}) {
+export async function api(path, { method = 'GET', body, token = session.token(), withHeaders = false } = {}) {
   const headers = { accept: 'application/json' };
   if (token) headers.authorization = `Bearer ${token}`;
   if (body !== undefined) headers['content-type'] = 'application/json';
@@ -42,7 +42,7 @@ export async function api(path, { method = 'GET', body, token = session.token() 
   } catch {
     // not JSON: kept as text
   }
-  if (res.ok) return data;
+  if (res.ok) return withHeaders ? { data, headers: res.headers } : data;
   const e = data && typeof data === 'object' && data.error ? data.error : {};
   const error = new ApiError(res.status, e.code ?? `HTTP_${res.status}`, e.message ?? (typeof data === 'string' && data ? data : res.statusText), e.platformCode);
   if (res.status === 401) for (const l of unauthorizedListeners) l(error);

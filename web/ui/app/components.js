@@ -105,10 +105,10 @@ export async function confirmed(ask, action, { onDone, onError }) {
   }
 }
 
-export function QuotaBar({ used, limit }) {
-  if (limit === undefined || limit === null || limit < 0) return html`<span class="muted">unlimited</span>`;
+export function QuotaBar({ used, limit, level: forced }) {
+  if (limit === undefined || limit === null || limit < 0) return html`<span class=${forced ? 'quota full' : 'muted'}>unlimited</span>`;
   const pct = limit === 0 ? 100 : Math.min(100, (used / limit) * 100);
-  const level = pct >= 100 ? 'full' : pct >= 80 ? 'high' : 'ok';
+  const level = forced ?? (pct >= 100 ? 'full' : pct >= 80 ? 'high' : 'ok');
   return html`<div class="quota ${level}" title="${pct.toFixed(1)} %">
     <progress value=${Math.min(used, limit)} max=${limit || 1} aria-label="quota used"></progress>
     <small>${pct.toFixed(pct < 10 ? 1 : 0)} %</small>
@@ -123,5 +123,36 @@ export function Table({ label, head, children, empty = 'Nothing yet.' }) {
       <thead><tr>${head.map((h) => html`<th scope="col">${h}</th>`)}</tr></thead>
       <tbody>${rows.length ? rows : html`<tr><td colspan=${head.length} class="muted">${empty}</td></tr>`}</tbody>
     </table>
+  </div>`;
+}
+
+/**
+ * What a user's customer is living through now, worst first: disabled, expired, spent (refused at 100 % of
+ * the quota), near limit (80 % and up), or enabled. The proxy refuses the first three: they never show as
+ * "enabled" with a normal bar.
+ */
+export function userState(u, now = Date.now()) {
+  if (!u) return { key: 'unknown', label: '–' };
+  if (u.enabled === false) return { key: 'disabled', label: 'disabled' };
+  if (u.expiresAt && Date.parse(u.expiresAt) <= now) return { key: 'expired', label: 'expired' };
+  if (u.limitBytes !== undefined && u.limitBytes >= 0 && u.usedBytes >= u.limitBytes) return { key: 'spent', label: 'quota spent' };
+  if (u.limitBytes > 0 && u.usedBytes >= 0.8 * u.limitBytes) return { key: 'near', label: 'near limit' };
+  if (u.account && u.account.state && u.account.state !== 'ok') return { key: 'account', label: u.account.reason ?? u.account.state };
+  return { key: 'enabled', label: 'enabled' };
+}
+
+export function StateBadge({ user }) {
+  const s = userState(user);
+  return s.key === 'enabled' ? html`<span class="state ok" data-state="enabled">enabled</span>` : html`<mark class="state ${s.key}" data-state=${s.key}>${s.label}</mark>`;
+}
+
+/** The quota bar with its period and the user's state: a refused user's bar is red, whatever the bytes. */
+export function UserQuota({ user, wide = false }) {
+  const s = userState(user);
+  const period = user.quota?.period && user.quota.period !== 'total' ? `per ${user.quota.period}` : '';
+  const level = s.key === 'disabled' || s.key === 'expired' || s.key === 'spent' ? 'full' : undefined;
+  return html`<div class=${wide ? 'quota-wide' : ''}>
+    <${QuotaBar} used=${user.usedBytes} limit=${user.limitBytes} level=${level} />
+    ${period || user.periodKey ? html`<small class="muted">${period}${user.periodKey && user.periodKey !== 'total' ? ` (${user.periodKey.replace(/^\w+:/, '')})` : ''}</small>` : null}
   </div>`;
 }

@@ -10,6 +10,8 @@ import { OverviewPage } from './pages/overview.js';
 import { PlatformPage } from './pages/platform.js';
 import { PoolsPage } from './pages/pools.js';
 import { UsersPage } from './pages/users.js';
+import { UserPage } from './pages/user.js';
+import { BillingPage } from './pages/billing.js';
 
 const PAGES = [
   { path: 'overview', title: 'Overview', Page: OverviewPage },
@@ -17,10 +19,28 @@ const PAGES = [
   { path: 'pools', title: 'Pools & sessions', Page: PoolsPage },
   { path: 'connections', title: 'Connections', Page: ConnectionsPage },
   { path: 'orders', title: 'Orders & instances', Page: OrdersPage },
+  { path: 'billing', title: 'Billing', Page: BillingPage },
   { path: 'platform', title: 'Platform', Page: PlatformPage },
 ];
+/** Pages reached from another page (not in the navigation): #/users/<name>. */
+const SUBPAGES = { users: { title: 'Customer', Page: UserPage } };
 
 const routeOf = () => location.hash.replace(/^#\/?/, '').split('?')[0] || 'overview';
+const safeDecode = (s) => {
+  try {
+    return decodeURIComponent(s);
+  } catch {
+    return s;
+  }
+};
+/** 'users/alice' → the customer page of alice, under the Users tab. */
+function pageOf(route) {
+  const [first, ...rest] = route.split('/');
+  const top = PAGES.find((p) => p.path === first) ?? PAGES[0];
+  const param = rest.join('/');
+  if (param && SUBPAGES[top.path]) return { ...SUBPAGES[top.path], title: safeDecode(param), path: top.path, key: route, param, top };
+  return { ...top, key: top.path, top };
+}
 
 function useRoute() {
   const [route, setRoute] = useState(routeOf());
@@ -70,24 +90,24 @@ function Login({ onIn, error: initial }) {
 
 function Shell({ tokenless, onOut }) {
   const route = useRoute();
-  const page = PAGES.find((p) => p.path === route) ?? PAGES[0];
+  const page = pageOf(route);
   useEffect(() => {
     document.title = `${page.title} · Rotor`;
     document.getElementById('main')?.focus();
-  }, [page]);
+  }, [page.key]);
   return html`<div>
     <a class="skip" href="#main" onClick=${(e) => (e.preventDefault(), document.getElementById('main')?.focus())}>Skip to content</a>
     <header class="bar">
       <strong class="brand">Rotor</strong>
       <nav aria-label="pages">
-        ${PAGES.map((p) => html`<a href="#/${p.path}" aria-current=${p === page ? 'page' : undefined}>${p.title}</a>`)}
+        ${PAGES.map((p) => html`<a href="#/${p.path}" aria-current=${p === page.top ? 'page' : undefined}>${p.title}</a>`)}
         <a href="/docs" target="_blank" rel="noopener">API docs</a>
       </nav>
       ${tokenless ? html`<small class="muted">no admin token set</small>` : html`<button type="button" class="secondary outline small" onClick=${onOut}>Log out</button>`}
     </header>
     <main id="main" class="container-fluid" tabindex="-1">
       <h1>${page.title}</h1>
-      <${page.Page} key=${page.path} />
+      <${page.Page} key=${page.key} param=${page.param} />
     </main>
     <${ConfirmHost} />
   </div>`;

@@ -1,0 +1,267 @@
+// The customer portal's routes (interface.md "Portal"), under `path` (default /portal/): the page and its
+// files, and the API a signed-in customer uses — login, me, usage, connections, endpoints, regions, password,
+// logout. A customer is whoever the session cookie names: no route takes a user name (or anything naming
+// another customer) by path, query or body; the strict schemas refuse any extra field. Nothing here accepts
+// the admin token, and nothing under /v1 accepts a portal session (the admin's /v1 checks only its bearer).
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { z } from 'zod';
+import { zs } from '../admin/validation.ts';
+import { timeQuery } from '../admin/routes/time-query.ts';
+import type { ConnectionListQuery, UsageListQuery } from '../connlog/service.ts';
+import type { ConnectionRecord, LiveConnection } from '../connlog/types.ts';
+import type { UsageRow } from '../connlog/usage.ts';
+import type { UserView } from '../users/record.ts';
+import { LoginBackoff } from './backoff.ts';
+import { checkPassword } from './credentials.ts';
+import { buildEndpoints, endpointQuery, renderEndpoints, type EndpointQuery, type ProxyAddress } from './endpoints.ts';
+import { badCredentials, csrfRefused, LoginDelayedError, PortalError, signedOut } from './errors.ts';
+import { csrfMatches, PortalSessions, type PortalSession } from './sessions.ts';
+import { registerPortalPage } from './static.ts';
+import { customerState } from './state.ts';
+
+export interface PortalUsers {
+  view(name: string): UserView | undefined;
+  /** The stored password hash (the proxy's), undefined for an unknown user. */
+  hashOf(name: string): string | undefined;
+  setPassword(name: string, password: string): Promise<unknown>;
+}
+
+export interface PortalConnections {
+  list(q: ConnectionListQuery): Promise<{ items: ConnectionRecord[]; next: string | null }>;
+  active(): LiveConnection[];
+  usage(q: UsageListQuery): Promise<UsageRow[]>;
+}
+
+export interface PortalDeps {
+  users: PortalUsers;
+  connections: PortalConnections;
+  /** The platform's regions (GetArea), flattened: code and name. */
+  regions(): Promise<{ code: string; name: string }[]>;
+  /** The proxy listeners' bound addresses (host may be a wildcard: then the page's own host is named). */
+  proxy(): { http: ProxyAddress; socks5: ProxyAddress };
+  currency: string;
+}
+
+export interface PortalOptions {
+  path: string;
+  secureCookie: boolean;
+  proxyHost?: string | undefined;
+  sessionIdleMs: number;
+  sessionMaxMs: number;
+  freeFailures: number;
+  maxDelayMs: number;
+  now?: () => number;
+}
+
+export const COOKIE = 'rotor_portal';
+export const CSRF_HEADER = 'x-rotor-csrf';
+const DAY_MS = 86_400_000;
+
+const password = z.string().min(1).max(255);
+const loginBody = z.strictObject({ user: z.string().min(1).max(32), password });
+const passwordBody = z.strictObject({ current: password, password: z.string().min(8, 'at least 8 characters').max(255) });
+const none = z.strictObject({});
+const usageQuery = z.strictObject({ from: timeQuery.optional(), to: timeQuery.optional(), granularity: z.enum(['hour', 'day']).default('hour') });
+const connectionsQuery = z.strictObject({ limit: z.coerce.number().int().min(1).max(200).default(50) });
+
+/** The value of one cookie in a Cookie header (the first of that name). */
+export function cookieValue(header: string | undefined, name: string): string | undefined {
+  if (!header) return undefined;
+  for (const part of header.split(';')) {
+    const i = part.indexOf('=');
+    if (i > 0 && part.slice(0, i).trim() === name) return part.slice(i + 1).trim();
+  }
+  return undefined;
+}
+
+const WILDCARD = new Set(['0.0.0.0', '::', '[::]', '']);
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    portalSession?: PortalSession;
+  }
+}
+
+export interface PortalHandle {
+  sessions: PortalSessions;
+  stop(): void;
+}
+
+export function registerPortal(app: FastifyInstance, deps: PortalDeps, options: PortalOptions): PortalHandle {
+  const base = options.path;
+  const api = `${base}api`;
+  const sessions = new PortalSessions({ idleMs: options.sessionIdleMs, maxAgeMs: options.sessionMaxMs, ...(options.now ? { now: options.now } : {}) });
+  const backoff = new LoginBackoff({ freeFailures: options.freeFailures, maxDelayMs: options.maxDelayMs, ...(options.now ? { now: options.now } : {}) });
+  const sweep = setInterval(() => sessions.sweep(), 60_000);
+  sweep.unref();
+
+  const cookie = (request: FastifyRequest, value: string, maxAgeS: number) =>
+    [
+      `${COOKIE}=${value}`,
+      `Path=${base}`,
+      `Max-Age=${maxAgeS}`,
+      'HttpOnly',
+      'SameSite=Strict',
+      ...(options.secureCookie || request.protocol === 'https' ? ['Secure'] : []),
+    ].join('; ');
+
+  /** The session the cookie names, or 401; writes need the CSRF header too. */
+  const signedIn = (write: boolean) => async (request: FastifyRequest) => {
+    const token = cookieValue(request.headers.cookie, COOKIE);
+    const session = sessions.get(token);
+    if (!session || !deps.users.view(session.user)) throw signedOut();
+    if (write && !csrfMatches(request.headers[CSRF_HEADER], session)) throw csrfRefused();
+    request.portalSession = session;
+  };
+  const me = (request: FastifyRequest): PortalSession => {
+    const s = request.portalSession;
+    if (!s) throw signedOut();
+    return s;
+  };
+
+  const publicHost = (request: FastifyRequest, listenerHost: string): string => {
+    if (options.proxyHost) return options.proxyHost;
+    if (!WILDCARD.has(listenerHost)) return listenerHost;
+    // The name the customer reached this page by (the origin policy has checked it).
+    return request.hostname.replace(/:\d+$/, '') || '127.0.0.1';
+  };
+
+  registerPortalPage(app, base);
+  const hide = { hide: true };
+
+  app.post<{ Body: z.output<typeof loginBody> }>(`${api}/login`, { schema: { ...hide, body: zs(loginBody) } }, async (request, reply) => {
+    const { user, password: given } = request.body;
+    const wait = backoff.waitMs(user, request.ip);
+    if (wait > 0) {
+      const seconds = Math.ceil(wait / 1000);
+      void reply.header('retry-after', String(seconds));
+      throw new LoginDelayedError(seconds);
+    }
+    const ok = await checkPassword(given, deps.users.hashOf(user));
+    if (!ok) {
+      backoff.failed(user, request.ip);
+      throw badCredentials();
+    }
+    backoff.succeeded(user);
+    const { token, session } = sessions.create(user, given);
+    void reply.header('set-cookie', cookie(request, token, Math.floor(options.sessionMaxMs / 1000)));
+    void reply.header(CSRF_HEADER, session.csrf);
+    return reply.code(204).send();
+  });
+
+  app.post(`${api}/logout`, { schema: { ...hide, body: zs(none.optional()) }, onRequest: signedIn(true) }, async (request, reply) => {
+    const token = cookieValue(request.headers.cookie, COOKIE);
+    if (token) sessions.drop(token);
+    void reply.header('set-cookie', cookie(request, '', 0));
+    return reply.code(204).send();
+  });
+
+  app.get(`${api}/me`, { schema: { ...hide, querystring: zs(none) }, onRequest: signedIn(false) }, async (request, reply) => {
+    const s = me(request);
+    const u = deps.users.view(s.user);
+    if (!u) throw signedOut();
+    void reply.header(CSRF_HEADER, s.csrf);
+    void reply.header('cache-control', 'no-store');
+    return {
+      name: u.name,
+      usedBytes: u.usedBytes,
+      limitBytes: u.limitBytes,
+      quota: u.quota,
+      periodKey: u.periodKey,
+      expiresAt: u.expiresAt,
+      enabled: u.enabled,
+      state: customerState(u, Date.now()),
+      rateBytesPerSec: u.rateBytesPerSec,
+      maxConnections: u.maxConnections,
+      activeConnections: u.activeConnections,
+      sessTime: u.sessTime,
+      pricePerGb: u.pricePerGb,
+      currency: deps.currency,
+      listen: u.listen ? { port: u.listen.port, allowIps: u.listen.allowIps } : null,
+    };
+  });
+
+  app.get<{ Querystring: z.output<typeof usageQuery> }>(`${api}/usage`, { schema: { ...hide, querystring: zs(usageQuery) }, onRequest: signedIn(false) }, async (request) => {
+    const s = me(request);
+    const to = request.query.to ?? Date.now();
+    const from = request.query.from ?? to - (request.query.granularity === 'hour' ? 2 * DAY_MS : 30 * DAY_MS);
+    if (!(from < to) || to - from > 400 * DAY_MS) throw new PortalError(400, 'INVALID_INPUT', 'query.from: must be before to, at most 400 days apart');
+    const rows = await deps.connections.usage({ from, to, granularity: request.query.granularity, user: s.user });
+    return rows.filter((r) => r.user === s.user).map((r) => ({ period: r.period, bytesUp: r.bytesUp, bytesDown: r.bytesDown, connections: r.connections, failures: r.failures, amount: r.amount }));
+  });
+
+  const connectionView = (c: LiveConnection | ConnectionRecord) => ({
+    id: c.id,
+    session: c.session,
+    listener: c.listener,
+    target: c.target,
+    exit: c.exit,
+    bytesUp: c.bytesUp,
+    bytesDown: c.bytesDown,
+    startedAt: c.startedAt,
+    durationMs: c.durationMs,
+    ...('result' in c ? { result: c.result, reason: c.reason } : {}),
+  });
+  app.get<{ Querystring: z.output<typeof connectionsQuery> }>(
+    `${api}/connections`,
+    { schema: { ...hide, querystring: zs(connectionsQuery) }, onRequest: signedIn(false) },
+    async (request) => {
+      const s = me(request);
+      const recent = await deps.connections.list({ user: s.user, limit: request.query.limit });
+      return {
+        live: deps.connections.active().filter((c) => c.user === s.user).slice(0, 200).map(connectionView),
+        recent: recent.items.filter((c) => c.user === s.user).map(connectionView),
+      };
+    },
+  );
+
+  app.get<{ Querystring: EndpointQuery }>(`${api}/endpoints`, { schema: { ...hide, querystring: zs(endpointQuery) }, onRequest: signedIn(false) }, async (request, reply) => {
+    const s = me(request);
+    const q = request.query;
+    const listener = deps.proxy()[q.protocol];
+    const address = { host: publicHost(request, listener.host), port: listener.port };
+    const list = buildEndpoints(s.user, s.password, address, q);
+    void reply.header('cache-control', 'no-store');
+    if (q.format === 'json') return { endpoints: list };
+    void reply.header('content-type', q.format === 'csv' ? 'text/csv; charset=utf-8' : 'text/plain; charset=utf-8');
+    void reply.header('content-disposition', `attachment; filename="${s.user}-endpoints.${q.format}"`);
+    return reply.serializer((body: unknown) => body as string).send(renderEndpoints(list, q.format, q.style));
+  });
+
+  app.get(`${api}/regions`, { schema: { ...hide, querystring: zs(none) }, onRequest: signedIn(false) }, async () => deps.regions());
+
+  app.post<{ Body: z.output<typeof passwordBody> }>(`${api}/password`, { schema: { ...hide, body: zs(passwordBody) }, onRequest: signedIn(true) }, async (request, reply) => {
+    const s = me(request);
+    const wait = backoff.waitMs(s.user, request.ip);
+    if (wait > 0) {
+      const seconds = Math.ceil(wait / 1000);
+      void reply.header('retry-after', String(seconds));
+      throw new LoginDelayedError(seconds);
+    }
+    if (!(await checkPassword(request.body.current, deps.users.hashOf(s.user)))) {
+      backoff.failed(s.user, request.ip);
+      throw new PortalError(401, 'BAD_CREDENTIALS', 'the current password is wrong');
+    }
+    await deps.users.setPassword(s.user, request.body.password);
+    // Every other session of this customer ends; this one goes on with the new password.
+    sessions.dropUser(s.user, s);
+    s.password = request.body.password;
+    return reply.code(204).send();
+  });
+
+  // Anything else under the API: the same 404 for a signed-in customer and a stranger.
+  app.all(`${api}/*`, { schema: hide }, async (request) => {
+    throw new PortalError(404, 'NOT_FOUND', `no route ${request.method} ${request.url.split('?')[0]}`);
+  });
+
+  return { sessions, stop: () => clearInterval(sweep) };
+}
+
+/** For the reseller's page of a customer (GET /v1/users/:name/endpoints): the same lines, password unknown. */
+export function adminEndpoints(deps: Pick<PortalDeps, 'proxy'>, proxyHost: string | undefined, name: string, q: EndpointQuery, requestHost: string) {
+  const listener = deps.proxy()[q.protocol];
+  const host = proxyHost ?? (WILDCARD.has(listener.host) ? requestHost.replace(/:\d+$/, '') : listener.host);
+  return buildEndpoints(name, 'PASSWORD', { host, port: listener.port }, q);
+}
+
+export type { PortalSession };

@@ -1,0 +1,133 @@
+// Many users at once (POST /v1/users/batch, `rotor users import`): each row validated on its own, a row
+// that fails does not stop the others, and every failure comes back with its index, name, code and message.
+//
+// Cost per row: a generated password is stored as a SHA-256 (src/users/secret-hash.ts: no scrypt); a
+// chosen password is hashed with scrypt on libuv's pool (the `hash` option, never on the event loop); a
+// `passwordHash` (an scrypt hash in Rotor's format) is stored as given. The platform step (the sub account)
+// runs `concurrency` rows at a time, creating first and reading only when the name exists (one or two
+// calls per row). Rows are journaled like a single creation (src/users/directory.ts): a crash or an
+// unreachable platform leaves intents the sweep finishes.
+import { z } from 'zod';
+import { RotorError } from '../errors/rotor-error.ts';
+import type { Logger } from '../telemetry/logger.ts';
+import type { Users } from './directory.ts';
+import { generatePassword, hashPasswordAsync, passwordDigest } from './password.ts';
+import { createUserSchema } from './record.ts';
+import { hashGeneratedPassword, importedHashProblem } from './secret-hash.ts';
+
+/** Rows in one batch (the CLI sends 1,000 at a time). */
+export const BATCH_MAX = 10_000;
+/** Rows whose platform step runs at once, by default. */
+export const BATCH_CONCURRENCY = 16;
+
+/** A batch row: a POST /v1/users record, or one with `passwordHash` instead of `password`. */
+export const batchRowSchema = createUserSchema
+  .extend({ passwordHash: z.string().max(512).optional() })
+  .refine((r) => r.password === undefined || r.passwordHash === undefined, { message: 'give password or passwordHash, not both', path: ['passwordHash'] });
+
+export const batchBodySchema = z.strictObject({ users: z.array(z.unknown()).min(1).max(BATCH_MAX) });
+
+export interface BatchRowError {
+  index: number;
+  name: string | null;
+  code: string;
+  message: string;
+}
+
+export interface BatchResult {
+  created: number;
+  errors: BatchRowError[];
+  /** Passwords Rotor generated, by user name: shown this once. */
+  passwords: Record<string, string>;
+}
+
+export interface BatchOptions {
+  concurrency?: number;
+  /** Hashes a chosen password off the event loop (default: hashPasswordAsync, the bulk priority). */
+  hash?: (password: string) => Promise<string>;
+  logger?: Logger;
+}
+
+/** The one place a chosen password of a bulk row is hashed (scrypt on libuv's pool). */
+export const hashForBulk = (password: string): Promise<string> => hashPasswordAsync(password);
+
+const yieldNow = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+function zodMessage(err: z.ZodError): string {
+  const issue = err.issues[0];
+  if (!issue) return 'invalid row';
+  const path = issue.path.join('.');
+  return path ? `${path}: ${issue.message}` : issue.message;
+}
+
+export async function createBatch(users: Users, rows: readonly unknown[], options: BatchOptions = {}): Promise<BatchResult> {
+  const started = Date.now();
+  const hash = options.hash ?? hashForBulk;
+  const errors: BatchRowError[] = [];
+  const passwords: Record<string, string> = {};
+  const valid: { index: number; row: z.output<typeof batchRowSchema> }[] = [];
+  const seen = new Set<string>();
+  for (let index = 0; index < rows.length; index++) {
+    if (index % 256 === 255) await yieldNow();
+    const raw = rows[index];
+    const rawName = typeof raw === 'object' && raw !== null && typeof (raw as { name?: unknown }).name === 'string' ? String((raw as { name: string }).name).slice(0, 64) : null;
+    const parsed = batchRowSchema.safeParse(raw);
+    if (!parsed.success) {
+      errors.push({ index, name: rawName, code: 'INVALID_INPUT', message: zodMessage(parsed.error) });
+      continue;
+    }
+    const row = parsed.data;
+    if (row.passwordHash !== undefined) {
+      const problem = importedHashProblem(row.passwordHash);
+      if (problem) {
+        errors.push({ index, name: row.name, code: 'INVALID_INPUT', message: `passwordHash: ${problem}` });
+        continue;
+      }
+    }
+    if (seen.has(row.name)) {
+      errors.push({ index, name: row.name, code: 'USER_EXISTS', message: `user ${row.name} appears earlier in this batch` });
+      continue;
+    }
+    seen.add(row.name);
+    if (users.view(row.name) !== undefined) {
+      errors.push({ index, name: row.name, code: 'USER_EXISTS', message: `user ${row.name} exists` });
+      continue;
+    }
+    valid.push({ index, row });
+  }
+
+  let created = 0;
+  let next = 0;
+  const one = async ({ index, row }: (typeof valid)[number]): Promise<void> => {
+    const { password, passwordHash, ...fields } = row;
+    try {
+      let stored: string;
+      let digest: Buffer | null = null;
+      let generated: string | undefined;
+      if (passwordHash !== undefined) stored = passwordHash;
+      else if (password !== undefined) {
+        stored = await hash(password);
+        digest = passwordDigest(password);
+      } else {
+        generated = generatePassword();
+        stored = hashGeneratedPassword(generated);
+        digest = passwordDigest(generated);
+      }
+      await users.createHashed(fields, stored, digest, { quiet: true });
+      created++;
+      if (generated !== undefined) passwords[row.name] = generated;
+    } catch (err) {
+      const code = err instanceof RotorError ? err.code : 'INTERNAL';
+      const message = err instanceof RotorError ? err.message : 'internal error (see the daemon log)';
+      if (!(err instanceof RotorError)) options.logger?.error({ err, user: row.name }, 'batch row failed');
+      errors.push({ index, name: row.name, code, message });
+    }
+  };
+  const worker = async (): Promise<void> => {
+    while (next < valid.length) await one(valid[next++]!);
+  };
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(options.concurrency ?? BATCH_CONCURRENCY, valid.length)) }, worker));
+  errors.sort((a, b) => a.index - b.index);
+  options.logger?.info({ rows: rows.length, created, failed: errors.length, ms: Date.now() - started }, 'user batch created');
+  return { created, errors, passwords };
+}
