@@ -32,7 +32,7 @@ const gw = await startGateway({ config: { admin: { token: TOKEN } }, orderDelayM
 const target = await startTarget();
 const held: Socket[] = [];
 try {
-  await gw.admin('/v1/users', { body: { name: 'cust1', mainAccount: 'shop1', password: 'cust1-pass', quota: { bytes: 64 * MIB, period: 'month' }, maxConnections: 10, pricePerGb: 2.5 } });
+  await gw.admin('/v1/users', { body: { name: 'cust1', mainAccount: 'shop1', password: 'cust1-pass', quota: { bytes: 512 * MIB, period: 'month' }, maxConnections: 10, pricePerGb: 2.5 } });
   // A customer who spent the day's quota (refused at the proxy), and one near the limit.
   await gw.admin('/v1/users', { body: { name: 'cust2', mainAccount: 'shop1', password: 'cust2-pass', quota: { bytes: 2 * MIB, period: 'day' } } });
   await gw.admin('/v1/users', { body: { name: 'cust3', mainAccount: 'shop1', password: 'cust3-pass', quota: { bytes: 10 * MIB, period: 'week' }, expiresAt: new Date(Date.now() + 30 * 86_400_000).toISOString() } });

@@ -29,8 +29,8 @@ import type { Store, UsageRecord } from '../store/types.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import { UNLIMITED, checkLocalLimit } from './units.ts';
-import { periodWindow, type QuotaPeriod } from '../users/period.ts';
-import { RotorError } from '../errors/rotor-error.ts';
+import { periodWindow, type QuotaPeriod } from './period.ts';
+import { RotorError, InternalError } from '../errors/rotor-error.ts';
 
 /** The part of the store accounting uses. */
 export type UsageStore = Pick<Store, 'addUsage' | 'listUsage' | 'setLimit' | 'kvGet' | 'kvSet'> & Partial<Pick<Store, 'getUsage'>>;
@@ -261,7 +261,7 @@ export class Accounting {
     this.countBytes = options.countBytes ?? true;
     this.timeZone = options.timeZone ?? 'UTC';
     this.now = options.now ?? Date.now;
-    if (!(this.flushIntervalMs > 0)) throw new RangeError('flushIntervalMs must be positive');
+    if (!(this.flushIntervalMs > 0)) throw new InternalError('flushIntervalMs must be positive');
     this.unflushed = this.newFeed();
   }
 

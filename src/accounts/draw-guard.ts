@@ -2,12 +2,11 @@
 // egress address whitelisted before an API draw, and a failed draw that smells of balance re-polls it.
 import type { Drawer } from '../pool/drawer.ts';
 import type { UpstreamNode } from '../pool/types.ts';
+import { RotorError } from '../errors/rotor-error.ts';
 
-export class DrawRefusedError extends Error {
-  readonly code = 'DRAW_REFUSED';
+export class DrawRefusedError extends RotorError {
   constructor(message: string) {
-    super(message);
-    this.name = 'DrawRefusedError';
+    super('DRAW_REFUSED', message, { httpStatus: 503 });
   }
 }
 

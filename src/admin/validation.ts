@@ -6,6 +6,7 @@
 import { z } from 'zod';
 import { AdminError } from './errors.ts';
 import { fromZod } from './schemas.ts';
+import { InternalError } from '../errors/rotor-error.ts';
 
 const zodBehind = new WeakMap<object, z.ZodType>();
 
@@ -36,7 +37,7 @@ type Validator = (data: unknown) => { value: unknown } | { error: Error };
 /** fastify validatorCompiler: refuses (at startup) any request schema not built with zs(). */
 export function zodValidatorCompiler({ schema, httpPart, method, url }: { schema: unknown; httpPart?: string; method?: string; url?: string }): Validator {
   const zodSchema = typeof schema === 'object' && schema !== null ? zodBehind.get(schema) : undefined;
-  if (!zodSchema) throw new Error(`admin route ${method ?? ''} ${url ?? ''}: the ${httpPart ?? ''} schema must be built with zs()`);
+  if (!zodSchema) throw new InternalError(`admin route ${method ?? ''} ${url ?? ''}: the ${httpPart ?? ''} schema must be built with zs()`);
   const part = httpPart ?? 'request';
   return (data) => {
     const r = zodSchema.safeParse(data ?? undefined);

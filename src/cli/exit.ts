@@ -14,6 +14,7 @@ import {
   TransportError,
   UnknownOperationError,
 } from '../platform/errors.ts';
+import { RotorError } from '../errors/rotor-error.ts';
 
 export const EXIT = {
   OK: 0,
@@ -28,11 +29,9 @@ export const EXIT = {
 } as const;
 
 /** Wrong arguments on the command line. */
-export class UsageError extends Error {
-  readonly code = 'USAGE';
+export class UsageError extends RotorError {
   constructor(message: string) {
-    super(message);
-    this.name = 'UsageError';
+    super('USAGE', message, { httpStatus: 400 });
   }
 }
 

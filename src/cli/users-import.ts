@@ -8,7 +8,15 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import type { Config } from '../config/schema.ts';
 import { ConfigError } from '../config/load.ts';
+import { RotorError } from '../errors/rotor-error.ts';
 import { UsageError } from './exit.ts';
+
+/** The import stopped part-way: the daemon could not be reached, or refused a batch. The message says how far it got. */
+class ImportError extends RotorError {
+  constructor(message: string) {
+    super('IMPORT_FAILED', message, { httpStatus: 502 });
+  }
+}
 
 export interface ImportArgs {
   file: string;
@@ -171,13 +179,13 @@ export async function runUsersImport(args: ImportArgs, config: Config, out: (tex
       });
     } catch (err) {
       const code = (err as { cause?: { code?: string } }).cause?.code ?? (err as Error).name;
-      throw new Error(`no daemon answered at ${base} (${code}); ${created} users created before`);
+      throw new ImportError(`no daemon answered at ${base} (${code}); ${created} users created before`);
     }
     if (res.status === 401) throw new ConfigError([{ key: 'admin.token', problem: 'the running daemon refused it' }]);
     const body = (await res.json().catch(() => undefined)) as BatchAnswer | { error?: { code: string; message: string } } | undefined;
     if (!res.ok || body === undefined || !('created' in body)) {
       const e = body && 'error' in body ? body.error : undefined;
-      throw new Error(`the daemon refused the batch of rows ${from}-${from + chunk.length - 1}: ${res.status} ${e ? `${e.code}: ${e.message}` : ''}; ${created} users created before`);
+      throw new ImportError(`the daemon refused the batch of rows ${from}-${from + chunk.length - 1}: ${res.status} ${e ? `${e.code}: ${e.message}` : ''}; ${created} users created before`);
     }
     created += body.created;
     failed += body.errors.length;

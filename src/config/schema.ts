@@ -4,7 +4,7 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { SESS_TIME_MAX, SESS_TIME_MIN } from '../platform/operations.ts';
-import { isTimeZone } from '../users/period.ts';
+import { isTimeZone } from '../accounting/period.ts';
 import { quotaSchema } from '../users/record.ts';
 import { listenSchema, rulesSchema } from '../users/schemas.ts';
 

@@ -32,3 +32,13 @@ export class RotorError extends Error {
 }
 
 export const isRotorError = (err: unknown): err is RotorError => err instanceof RotorError;
+
+/**
+ * A defect or a broken invariant inside Rotor (a constructor given a nonsensical setting, unreadable state of
+ * its own making): never the client's fault, answered 500 with a code that says so.
+ */
+export class InternalError extends RotorError {
+  constructor(message: string, options: { cause?: unknown } = {}) {
+    super('INTERNAL', message, options);
+  }
+}

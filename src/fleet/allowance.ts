@@ -32,6 +32,7 @@ import type { Store } from '../store/types.ts';
 import type { RedisConnection } from '../store/redis-connection.ts';
 import { DEFAULT_REDIS_PREFIX, RedisKeys } from '../store/redis-keys.ts';
 import { callScript, defineScripts } from '../store/redis.ts';
+import { InternalError } from '../errors/rotor-error.ts';
 
 // KEYS: usage hash (used, limit), allowance hash (instance -> leased), usage:all set, acked hash (reporter ->
 // cumulative bytes applied).
@@ -217,7 +218,7 @@ export class AllowanceLeaser implements AllowanceSource {
     private readonly connection: RedisConnection,
     options: AllowanceOptions,
   ) {
-    if (!(options.sliceBytes > 0)) throw new RangeError('sliceBytes must be positive');
+    if (!(options.sliceBytes > 0)) throw new InternalError('sliceBytes must be positive');
     this.instance = options.instance;
     this.reporter = `${options.instance}:${options.epoch ?? randomBytes(6).toString('hex')}`;
     this.keys = new RedisKeys(options.prefix ?? DEFAULT_REDIS_PREFIX);

@@ -9,6 +9,7 @@ import type { Logger } from '../telemetry/logger.ts';
 import type { RedisConnection } from '../store/redis-connection.ts';
 import { DEFAULT_REDIS_PREFIX, RedisKeys } from '../store/redis-keys.ts';
 import { callScript, defineScripts } from '../store/redis.ts';
+import { InternalError } from '../errors/rotor-error.ts';
 
 const RENEW = `
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
@@ -41,7 +42,7 @@ export class Leases {
     private readonly connection: RedisConnection,
     options: LeasesOptions,
   ) {
-    if (!(options.ttlMs > 0)) throw new RangeError('ttlMs must be positive');
+    if (!(options.ttlMs > 0)) throw new InternalError('ttlMs must be positive');
     this.owner = options.owner;
     this.ttlMs = Math.ceil(options.ttlMs);
     this.keys = new RedisKeys(options.prefix ?? DEFAULT_REDIS_PREFIX);

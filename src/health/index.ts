@@ -9,7 +9,7 @@ import type { Metrics } from '../telemetry/metrics.ts';
 import { probeNode } from './probe.ts';
 import { Prober, type ProbeablePool } from './prober.ts';
 
-export { HedgeDelays, HandshakeTimes } from './handshake-times.ts';
+export { HedgeDelays, HandshakeTimes } from '../proxy/handshake-times.ts';
 export { Prober, type ProbeablePool } from './prober.ts';
 export { probeNode, type ProbeResult } from './probe.ts';
 

@@ -9,6 +9,7 @@ import { toNode, type ParsedProxy } from './proxy-string.ts';
 import { readPwdAnswer, type DropReason } from './pwd-answer.ts';
 import type { UpstreamNode, UpstreamProtocol } from './types.ts';
 import type { Logger } from '../telemetry/logger.ts';
+import { RotorError } from '../errors/rotor-error.ts';
 
 export interface Drawer {
   /** Draws up to `count` fresh nodes. Rejects with the platform's or the extraction's error. */
@@ -45,16 +46,14 @@ export type DrawMethod = 'pwd' | 'api';
 export type DrawResult = 'ok' | 'empty' | 'platform_error' | 'extraction_error' | 'unparsable' | 'error';
 
 /** The draw answered, but not one string in it was a proxy. */
-export class DrawUnparsableError extends Error {
-  readonly code = 'DRAW_UNPARSABLE';
+export class DrawUnparsableError extends RotorError {
   constructor(
     readonly method: DrawMethod,
     readonly rejected: number,
     /** The first parser problem seen (never the string itself). */
     readonly problem: string,
   ) {
-    super(`${method} draw returned ${rejected} string(s), none a proxy address (${problem})`);
-    this.name = 'DrawUnparsableError';
+    super('DRAW_UNPARSABLE', `${method} draw returned ${rejected} string(s), none a proxy address (${problem})`, { httpStatus: 502 });
   }
 }
 

@@ -6,11 +6,11 @@
 import { redactText } from '../telemetry/logger.ts';
 import { parseProxyString, ProxyStringError, type ParsedProxy } from './proxy-string.ts';
 import type { UpstreamProtocol } from './types.ts';
+import { RotorError } from '../errors/rotor-error.ts';
 
 export type ExtractionProblem = 'timeout' | 'transport' | 'http_status' | 'too_large' | 'error_body' | 'no_proxies';
 
-export class ExtractionError extends Error {
-  readonly code = 'EXTRACTION_FAILED';
+export class ExtractionError extends RotorError {
   constructor(
     readonly problem: ExtractionProblem,
     message: string,
@@ -18,8 +18,7 @@ export class ExtractionError extends Error {
     readonly body?: string,
     options?: { cause?: unknown },
   ) {
-    super(message, options);
-    this.name = 'ExtractionError';
+    super('EXTRACTION_FAILED', message, { httpStatus: 502, ...(options?.cause !== undefined ? { cause: options.cause } : {}) });
   }
 }
 

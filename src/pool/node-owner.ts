@@ -3,13 +3,19 @@
 // policy without a lookup on the data path.
 import type { PoolKey, UpstreamNode } from './types.ts';
 
-const owners = new WeakMap<UpstreamNode, PoolKey>();
-
-export function setNodeOwner(node: UpstreamNode, key: PoolKey): void {
-  owners.set(node, key);
+export interface NodeOwner {
+  key: PoolKey;
+  /** whether the pool's product allows connections opened ahead (PoolTuning.warm) */
+  warm: boolean;
 }
 
-/** The key of the pool that drew `node`; undefined for nodes no pool drew (static instances, tests). */
-export function nodeOwner(node: UpstreamNode): PoolKey | undefined {
+const owners = new WeakMap<UpstreamNode, NodeOwner>();
+
+export function setNodeOwner(node: UpstreamNode, owner: NodeOwner): void {
+  owners.set(node, owner);
+}
+
+/** The pool that drew `node`; undefined for nodes no pool drew (static instances, tests). */
+export function nodeOwner(node: UpstreamNode): NodeOwner | undefined {
   return owners.get(node);
 }

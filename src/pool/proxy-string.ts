@@ -5,6 +5,7 @@
 // Addresses are not filtered here: production upstreams are remote hosts.
 import { isIP, isIPv6 } from 'node:net';
 import type { UpstreamNode, UpstreamProtocol } from './types.ts';
+import { RotorError } from '../errors/rotor-error.ts';
 
 export type ProxyStringProblem =
   | 'empty'
@@ -17,14 +18,12 @@ export type ProxyStringProblem =
   | 'trailing_path';
 
 /** A drawn string that is not a proxy address. The message names the problem, never the string (it may hold a password). */
-export class ProxyStringError extends Error {
-  readonly code = 'PROXY_STRING_INVALID';
+export class ProxyStringError extends RotorError {
   constructor(
     readonly problem: ProxyStringProblem,
     detail: string,
   ) {
-    super(`invalid proxy string: ${detail}`);
-    this.name = 'ProxyStringError';
+    super('PROXY_STRING_INVALID', `invalid proxy string: ${detail}`, { httpStatus: 400 });
   }
 }
 

@@ -5,7 +5,7 @@
 // and what was learnt still counts: an attempt stalled past the hedge delay is a failure of its node.
 // Timers, one per running attempt, are the only cost; a dial that answers before the delay pays nothing more.
 import { PoolEmptyError, type FailureReason, type NodeSource, type UpstreamNode } from '../pool/types.ts';
-import type { HandshakeTimes } from '../health/handshake-times.ts';
+import type { HandshakeTimes } from './handshake-times.ts';
 import { DrawNotAllowedError } from '../pool/planned-drawer.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import { DialCancel, type DialSignal } from './cancel.ts';

@@ -5,25 +5,21 @@ import type { FailureReason } from '../pool/types.ts';
 import { statusErrorType, upstreamErrorType, type ProxyErrorType } from './proxy-status.ts';
 
 /** A dial through one upstream node failed. `reason` is what the pool is told. */
-export class UpstreamDialError extends Error {
-  readonly code = 'UPSTREAM_DIAL_FAILED';
+export class UpstreamDialError extends RotorError {
   constructor(
     readonly reason: FailureReason,
     message: string,
     /** The upstream or the target did not answer in time (HTTP 504, SOCKS 0x04) rather than refused. */
     readonly timedOut: boolean = reason === 'connect_timeout',
   ) {
-    super(message);
-    this.name = 'UpstreamDialError';
+    super('UPSTREAM_DIAL_FAILED', message, timedOut ? { httpStatus: 504, socksReply: REPLY.hostUnreachable } : { httpStatus: 502, socksReply: REPLY.connectionRefused });
   }
 }
 
 /** The client went away (or the caller aborted) while a dial was in flight. */
-export class DialAbortedError extends Error {
-  readonly code = 'DIAL_ABORTED';
+export class DialAbortedError extends RotorError {
   constructor() {
-    super('dial aborted: the client went away');
-    this.name = 'DialAbortedError';
+    super('DIAL_ABORTED', 'dial aborted: the client went away', { httpStatus: 499 });
   }
 }
 

@@ -4,7 +4,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { StaticPool } from '../pool/static.ts';
 import { PoolEmptyError, type FailureReason, type NodeSource, type PoolKey, type UpstreamNode } from '../pool/types.ts';
-import { HedgeDelays, type HandshakeTimes } from '../health/handshake-times.ts';
+import { HedgeDelays, type HandshakeTimes } from './handshake-times.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import type { DialSignal } from './cancel.ts';
@@ -17,7 +17,7 @@ import { GatewayError, type UpstreamDialError } from './errors.ts';
 import { checkTarget } from './target.ts';
 import type { InstanceDirectory, LocalUser, MeterProvider, PoolProvider, SessionStore, Target, UserDirectory } from './types.ts';
 import { parseUsername, type UsernameOptions } from './username.ts';
-import type { DestinationPolicy } from '../users/rules.ts';
+import type { DestinationPolicy } from './destination-rules.ts';
 
 export interface Route {
   user: LocalUser;

@@ -1,7 +1,7 @@
 // What the gateway needs from the rest of Rotor. Each seam is a small interface so the listeners can be
 // tested with in-test implementations and the composition root (src/main.ts) can wire the real ones.
 import type { NodeSource, PoolKey, UpstreamNode } from '../pool/types.ts';
-import type { DestinationRules } from '../users/rules.ts';
+import type { DestinationRules } from './destination-rules.ts';
 import type { Admission, UserMeter } from '../accounting/accounting.ts';
 import type { RotationReason } from '../session/table.ts';
 

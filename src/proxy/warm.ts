@@ -37,7 +37,10 @@ export interface WarmOptions extends WarmSettings {
   connectTimeoutMs: number;
   handshakeTimeoutMs: number;
   metrics?: Metrics;
-  /** Whether the nodes of a pool (undefined: nodes no pool drew, e.g. static instances) get warm connections. */
+  /**
+   * Whether the nodes of a pool (undefined: nodes no pool drew, e.g. static instances) get warm connections;
+   * a pool whose tuning says warm: false (products sold by IP count) never does.
+   */
   enabledFor?: (pool: PoolKey | undefined) => boolean;
   /** How far back new tunnels count as demand. Default 10 s. */
   windowMs?: number;
@@ -136,10 +139,10 @@ export class WarmConnections {
       return set;
     }
     const owner = nodeOwner(node);
-    if (this.o.enabledFor && !this.o.enabledFor(owner)) return undefined;
+    if (owner?.warm === false || (this.o.enabledFor && !this.o.enabledFor(owner?.key))) return undefined;
     if (this.sets.size >= MAX_SETS) this.sweepSets();
     if (this.sets.size >= MAX_SETS) return undefined;
-    const pool = owner ? `${owner.user}/${owner.productNo}/${owner.region}` : `node:${node.host}:${node.port}`;
+    const pool = owner ? `${owner.key.user}/${owner.key.productNo}/${owner.key.region}` : `node:${node.host}:${node.port}`;
     set = { key, node, pool, ready: [], opening: 0, recent: [], at: 0, openMs: 0 };
     this.sets.set(key, set);
     return set;

@@ -33,6 +33,7 @@ import { generatePassword, hashPassword, hashPasswordAsync, passwordDigest, veri
 import { expiryOf, readStoredData, type CreateUserInput, type UserData, type UserPatch, type UserView } from './record.ts';
 import { hashGeneratedPassword } from './secret-hash.ts';
 import type { SubAccountPort } from './sub-account.ts';
+import { InternalError } from '../errors/rotor-error.ts';
 
 /** A config `users:` entry as the directory takes it (src/config/schema.ts UserConfig). */
 export interface ConfigUserInput extends Partial<Omit<UserData, 'name' | 'source' | 'createdAt' | 'mainAccount' | 'rules' | 'listen' | 'expiresAt' | 'pricePerGb'>> {
@@ -302,7 +303,7 @@ export class Users implements UserDirectory {
   /** The platform step and the last write of a creation (also run by resume). */
   private async finishCreation(stored: StoredUser, options: { fresh?: boolean; quiet?: boolean } = {}): Promise<void> {
     const data = readStoredData(stored.name, stored.data);
-    if (!data) throw new Error(`stored user ${stored.name} is unreadable`);
+    if (!data) throw new InternalError(`stored user ${stored.name} is unreadable`);
     try {
       await this.platform.ensure(data, options);
     } catch (err) {
@@ -457,7 +458,7 @@ export class Users implements UserDirectory {
     const data = readStoredData(s.name, s.data);
     if (!data) {
       this.logger?.error({ user: s.name }, 'stored user record is unreadable; ignored');
-      throw new Error(`stored user ${s.name} is unreadable`);
+      throw new InternalError(`stored user ${s.name} is unreadable`);
     }
     const before = this.entries.get(s.name);
     if (before === undefined) this.index.added(s.name);

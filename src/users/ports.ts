@@ -11,7 +11,7 @@
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Authorization } from '../proxy/router.ts';
-import { CidrSet } from './cidr.ts';
+import { CidrSet } from '../proxy/cidr.ts';
 import { sniffAndHandOver, type HandoverTargets } from './handover.ts';
 
 /** The fields of a user this needs (src/proxy/types.ts LocalUser fits). */

@@ -5,7 +5,7 @@
 // per-user-port code's job.
 import { z } from 'zod';
 import { SESS_TIME_MAX, SESS_TIME_MIN } from '../platform/operations.ts';
-import { QUOTA_PERIODS, type QuotaPeriod } from './period.ts';
+import { QUOTA_PERIODS, type QuotaPeriod } from '../accounting/period.ts';
 import { listenSchema, rulesSchema } from './schemas.ts';
 
 /** User names of the proxy user-name grammar ('-' separates options); the sub account's appUsername is string(32). */

@@ -1,9 +1,9 @@
 // The zod schemas of the user fields this component owns, shared by the config (`users:` entries,
 // `proxy.rules`) and the admin API's user records, so both accept and refuse the same input.
 import { z } from 'zod';
-import { CidrSet } from './cidr.ts';
+import { CidrSet } from '../proxy/cidr.ts';
 
-export { rulesSchema } from './rules.ts';
+export { rulesSchema } from '../proxy/destination-rules.ts';
 
 /** `listen`: a dedicated local port for one user (interface.md "Users as data"). */
 export const listenSchema = z.strictObject({

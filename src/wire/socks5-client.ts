@@ -10,20 +10,21 @@
 import type { Socket } from 'node:net';
 import { isIPv4, isIPv6 } from 'node:net';
 import { AUTH_VERSION, SOCKS_VERSION } from './socks5.ts';
+import { RotorError } from '../errors/rotor-error.ts';
 
 export type Socks5ClientFailure = 'BAD_REQUEST' | 'NO_ACCEPTABLE_METHOD' | 'AUTH_FAILED' | 'REJECTED' | 'BAD_REPLY' | 'CLOSED';
 
-export class Socks5ClientError extends Error {
+export class Socks5ClientError extends RotorError {
+  declare readonly code: Socks5ClientFailure;
   constructor(
-    readonly code: Socks5ClientFailure,
+    code: Socks5ClientFailure,
     message: string,
     /** REP of a refused CONNECT (code REJECTED) */
     readonly reply?: number,
     /** errno code when the socket failed (code CLOSED) */
     readonly errno?: string,
   ) {
-    super(message);
-    this.name = 'Socks5ClientError';
+    super(code, message, { httpStatus: 502 });
   }
 }
 

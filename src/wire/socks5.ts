@@ -4,6 +4,7 @@
 // malformed or stalled input ends in a typed error and a closed socket instead of a hung promise.
 import type { Socket } from 'node:net';
 import { isIPv4, isIPv6 } from 'node:net';
+import { RotorError } from '../errors/rotor-error.ts';
 
 export const SOCKS_VERSION = 0x05;
 export const AUTH_VERSION = 0x01;
@@ -33,13 +34,10 @@ export type HandshakeFailure =
   | 'BAD_COMMAND'
   | 'BAD_ADDRESS';
 
-export class Socks5HandshakeError extends Error {
-  constructor(
-    readonly code: HandshakeFailure,
-    message: string,
-  ) {
-    super(message);
-    this.name = 'Socks5HandshakeError';
+export class Socks5HandshakeError extends RotorError {
+  declare readonly code: HandshakeFailure;
+  constructor(code: HandshakeFailure, message: string) {
+    super(code, message, { httpStatus: 400 });
   }
 }
 

@@ -23,7 +23,7 @@ import { ConnectionLog, ConnectionLogService, connectionLogStoreFor } from '../.
 import { platformFlowFrom } from '../../src/connlog/platform-flow.ts';
 import { createMetrics, type Metrics } from '../../src/telemetry/metrics.ts';
 import { Users } from '../../src/users/directory.ts';
-import { usersPort } from '../../src/users/admin-port.ts';
+import { usersPort } from '../../src/daemon/users-port.ts';
 import { SubAccounts } from '../../src/users/sub-account.ts';
 
 export const TOKEN = 'admin-test-token-5f2c';

@@ -349,6 +349,32 @@ describe('dashboard in Chromium', () => {
     await done(page);
   });
 
+  test('the users page reads one page of 100 at a time, searched on the server by name prefix', async () => {
+    const rows = Array.from({ length: 105 }, (_, i) => ({ name: `pg${String(i).padStart(3, '0')}`, mainAccount: 'shop1' }));
+    const batch = await gw.admin<{ created: number }>('/v1/users/batch', { body: { users: rows } });
+    assert.equal(batch.status, 200, JSON.stringify(batch.body));
+    assert.equal(batch.body.created, 105);
+    const page = await loggedIn('users');
+    const asked: string[] = [];
+    page.on('request', (r) => {
+      const u = new URL(r.url());
+      if (u.pathname === '/v1/users') asked.push(u.search);
+    });
+    await page.getByRole('search', { name: 'find users' }).getByLabel('Name starts with').fill('pg');
+    await page.getByRole('search', { name: 'find users' }).getByRole('button', { name: 'Find' }).click();
+    await page.locator('tr[data-user="pg099"]').waitFor();
+    assert.equal(await page.locator('tr[data-user]').count(), 100, 'one page of 100');
+    assert.equal(await page.locator('tr[data-user="alice"]').count(), 0, 'only names starting with pg');
+    assert.ok(asked.some((q) => /(^|[?&])prefix=pg(&|$)/.test(q) && /limit=100/.test(q)), `the search went to the server: ${asked.join(' ')}`);
+    await page.getByRole('navigation', { name: 'pages of users' }).getByRole('button', { name: 'Next' }).click();
+    await page.locator('tr[data-user="pg104"]').waitFor();
+    assert.equal(await page.locator('tr[data-user]').count(), 5);
+    assert.ok(asked.some((q) => /after=pg099/.test(q)), 'the next page asked after the last name');
+    await page.getByRole('navigation', { name: 'pages of users' }).getByRole('button', { name: 'Previous' }).click();
+    await page.locator('tr[data-user="pg000"]').waitFor();
+    await done(page);
+  });
+
   test('keyboard: log in with Enter, move between pages with Tab, Escape cancels a confirmation', async () => {
     const page = await newPage();
     await page.goto(`${gw.adminUrl}/ui/`);

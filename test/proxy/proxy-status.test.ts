@@ -10,7 +10,7 @@ import { proxyStatus } from '../../src/proxy/proxy-status.ts';
 import { Router } from '../../src/proxy/router.ts';
 import { Socks5Listener } from '../../src/proxy/socks5.ts';
 import { parseUsername } from '../../src/proxy/username.ts';
-import { DestinationPolicy } from '../../src/users/rules.ts';
+import { DestinationPolicy } from '../../src/proxy/destination-rules.ts';
 import { UnlimitedMeters } from '../support/meters.ts';
 import { deadPort, FixedPool, FixedPools, MapSessions, node, startMicrosocks, startSilent, startTarget, user, Users, type Child } from './fixtures.ts';
 

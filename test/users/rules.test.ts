@@ -1,8 +1,8 @@
 // Destination rules: the matching semantics of src/users/rules.ts and the CIDR set behind them.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { CidrSet, CidrError } from '../../src/users/cidr.ts';
-import { DestinationPolicy, isHostEntry, rulesSchema } from '../../src/users/rules.ts';
+import { CidrSet, CidrError } from '../../src/proxy/cidr.ts';
+import { DestinationPolicy, isHostEntry, rulesSchema } from '../../src/proxy/destination-rules.ts';
 
 describe('CidrSet', () => {
   test('IPv4 and IPv6 ranges, bare addresses, mapped and shorthand spellings', () => {

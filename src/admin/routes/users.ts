@@ -6,6 +6,7 @@
 // ascending, or `?sort=usage` (usedBytes descending, then name). `?prefix=` searches by name prefix.
 import { z } from 'zod';
 import { createUserSchema, passwordBodySchema, patchUserSchema, userName } from '../../users/record.ts';
+import { AdminError } from '../errors.ts';
 import { batchBodySchema, BATCH_MAX } from '../../users/bulk.ts';
 import { PAGE_MAX } from '../../users/listing.ts';
 import { zs } from '../validation.ts';
@@ -118,7 +119,7 @@ export const userRoutes: RegisterRoutes = (app, deps) => {
     { schema: { operationId: 'getUser', params: nameParams, querystring: noQuery, ...doc('users', 'one user record with its usage', { 200: userView }) } },
     async (req) => {
       const view = deps.users.get(req.params.name);
-      if (!view) throw Object.assign(new Error(`unknown user ${req.params.name}`), { code: 'UNKNOWN_USER', httpStatus: 404 });
+      if (!view) throw new AdminError(404, 'UNKNOWN_USER', `unknown user ${req.params.name}`);
       return view;
     },
   );

@@ -11,6 +11,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { AdminError, notFound } from '../errors.ts';
+import { InternalError } from '../../errors/rotor-error.ts';
 
 /** web/ui at the package root (the same from src/admin/ui and from a compiled dist/admin/ui). */
 export const WEB_ROOT = fileURLToPath(new URL('../../../web/ui/', import.meta.url));
@@ -24,7 +25,7 @@ export function packageDir(name: string): string {
     const manifest = join(dir, 'package.json');
     if (existsSync(manifest) && (JSON.parse(readFileSync(manifest, 'utf8')) as { name?: string }).name === name) return dir;
     const up = dirname(dir);
-    if (up === dir) throw new Error(`package ${name} not found from its entry point`);
+    if (up === dir) throw new InternalError(`package ${name} not found from its entry point`);
     dir = up;
   }
 }

@@ -1,11 +1,11 @@
 // A refusal at the simulator's boundary: a part-7 code and a message (never a secret or password).
 import { codeMeaning } from '../../platform/codes.ts';
+import { RotorError } from '../../errors/rotor-error.ts';
 
-export class SimError extends Error {
-  readonly code: number;
+/** The sandbox refusing a call with one of the seed's codes (`platformCode`), as a platform would. */
+export class SimError extends RotorError {
+  declare readonly platformCode: number;
   constructor(code: number, detail?: string) {
-    super(detail ? `${codeMeaning(code)}: ${detail}` : codeMeaning(code));
-    this.name = 'SimError';
-    this.code = code;
+    super('SIM_REFUSED', detail ? `${codeMeaning(code)}: ${detail}` : codeMeaning(code), { httpStatus: 502, platformCode: code });
   }
 }

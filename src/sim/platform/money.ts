@@ -1,12 +1,13 @@
 // Money and traffic units. Money is held as integer ten-thousandths so per-MB prices (0.0040) add up exactly.
 // Traffic is held in bytes; MB converts with the product's flowConversionBase (1000 or 1024): 1 MB = base².
+import { InternalError } from '../../errors/rotor-error.ts';
 
 export const MONEY_SCALE = 10_000;
 
 /** "12.5" → 125000 */
 export function parseMoney(text: string): number {
   const n = Number(text);
-  if (!Number.isFinite(n)) throw new RangeError(`not a price: ${text}`);
+  if (!Number.isFinite(n)) throw new InternalError(`not a price: ${text}`);
   return Math.round(n * MONEY_SCALE);
 }
 

@@ -8,6 +8,7 @@
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { writeFile, rename } from 'node:fs/promises';
+import { InternalError } from '../../errors/rotor-error.ts';
 import type { SimProduct } from './catalog.ts';
 import type { SimContext } from './context.ts';
 import { INSTANCE_STATUS, ORDER_STATUS, resumeOrder, watchExpiry } from './lifecycle.ts';
@@ -62,7 +63,7 @@ function snapshot(state: SimState, generation: number): SavedState {
 
 /** Reads a saved state into `state`; false when there is no file. A file that cannot be read is an error. */
 function restore(state: SimState, saved: SavedState): void {
-  if (saved.version !== VERSION) throw new Error(`sandbox state file version ${String(saved.version)}, expected ${VERSION}`);
+  if (saved.version !== VERSION) throw new InternalError(`sandbox state file version ${String(saved.version)}, expected ${VERSION}`);
   state.merchant = { ...state.merchant, ...saved.merchant };
   state.products = new Map(saved.products.map((p) => [p.productNo, p]));
   state.orders = new Map(saved.orders.map((o) => [o.orderNo, o]));

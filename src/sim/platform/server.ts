@@ -100,7 +100,7 @@ export async function startServer(opts: ServerOptions): Promise<SimServer> {
       if (operations[name].response === null) return { reqId, code: CODE.OK, msg: 'success' };
       return { reqId, code: CODE.OK, msg: 'success', data: envelope.encryptJson(data) };
     } catch (err) {
-      if (err instanceof SimError) return fail(err.code, err.message);
+      if (err instanceof SimError) return fail(err.platformCode, err.message);
       return fail(CODE.SYSTEM, 'system error');
     }
   }

@@ -1,15 +1,16 @@
 // Reads and parses one HTTP/1.x request head from a proxy client: bounded in size and time, and strict
 // enough that random bytes fail fast (the method must look like one) instead of waiting for a blank line.
 import type { Socket } from 'node:net';
+import { RotorError } from '../../errors/rotor-error.ts';
 
 export const MAX_HEAD_BYTES = 16 * 1024;
 
 export type HeadFailure = 'TIMEOUT' | 'CLOSED' | 'TOO_LARGE' | 'MALFORMED';
 
-export class HttpHeadError extends Error {
-  constructor(readonly code: HeadFailure) {
-    super(`proxy request head: ${code}`);
-    this.name = 'HttpHeadError';
+export class HttpHeadError extends RotorError {
+  declare readonly code: HeadFailure;
+  constructor(code: HeadFailure) {
+    super(code, `proxy request head: ${code}`, { httpStatus: 400 });
   }
 }
 

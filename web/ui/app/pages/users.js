@@ -45,7 +45,7 @@ export function UsersPage() {
   const users = usePoll(
     async () => {
       const r = await api(`/v1/users${query({ limit: PAGE_SIZE, after, prefix: search.prefix, sort: search.sort })}`, { withHeaders: true });
-      return { items: itemsOf(r.data), next: r.headers.get('x-next-cursor') };
+      return { items: itemsOf(r.data), next: r.headers.get('x-next-cursor'), total: r.headers.get('x-total-count') };
     },
     2000,
     [after, search.prefix, search.sort],
@@ -113,7 +113,7 @@ export function UsersPage() {
     <//>
     <nav class="pager" aria-label="pages of users">
       <button type="button" class="secondary small" disabled=${cursors.length < 2} onClick=${() => setCursors((c) => c.slice(0, -1))}>Previous</button>
-      <small class="muted">page ${cursors.length}${list.length ? `: ${list[0].name} – ${list[list.length - 1].name}` : ''}</small>
+      <small class="muted" data-testid="page">page ${cursors.length}${list.length ? `: ${list[0].name} – ${list[list.length - 1].name}` : ''}${users.data?.total ? ` of ${count(Number(users.data.total))} users` : ''}</small>
       <button type="button" class="secondary small" disabled=${!next} onClick=${() => setCursors((c) => [...c, next])}>Next</button>
     </nav>
   </section>`;

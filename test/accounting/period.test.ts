@@ -2,7 +2,7 @@
 // ends, time zones east and west of UTC, and a DST change (a 23-hour and a 25-hour day).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { isTimeZone, periodEnd, periodKey, periodStart, periodWindow } from '../../src/users/period.ts';
+import { isTimeZone, periodEnd, periodKey, periodStart, periodWindow } from '../../src/accounting/period.ts';
 
 const iso = (t: number) => new Date(t).toISOString();
 

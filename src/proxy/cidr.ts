@@ -7,12 +7,11 @@
 // (`10.1`, `0x7f.1`, `2130706433`), so a rule on 10.0.0.0/8 is not dodged by spelling 10.0.0.1 another way;
 // IPv4-mapped IPv6 (`::ffff:10.0.0.1`) is matched as the IPv4 address it carries.
 import ipaddr from 'ipaddr.js';
+import { RotorError } from '../errors/rotor-error.ts';
 
-export class CidrError extends Error {
-  readonly code = 'CIDR_INVALID';
+export class CidrError extends RotorError {
   constructor(entry: string) {
-    super(`'${entry}' is not an IP address or CIDR range`);
-    this.name = 'CidrError';
+    super('CIDR_INVALID', `'${entry}' is not an IP address or CIDR range`, { httpStatus: 400 });
   }
 }
 

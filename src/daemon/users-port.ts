@@ -1,7 +1,7 @@
 // The users directory as the admin routes see it (src/admin/deps.ts UsersPort).
 import type { UsersPort } from '../admin/deps.ts';
-import { createBatch, type BatchOptions } from './bulk.ts';
-import type { Users } from './directory.ts';
+import { createBatch, type BatchOptions } from '../users/bulk.ts';
+import type { Users } from '../users/directory.ts';
 
 export function usersPort(users: Users, batch: Omit<BatchOptions, 'hash'> = {}): UsersPort {
   return {

@@ -5,12 +5,15 @@
 // Time zones come from Intl (the ICU data Node ships), so no dependency: the offset at an instant is what
 // the zone's wall clock says minus UTC, and a local midnight is found by correcting for that offset twice
 // (the second pass settles a DST change between the guess and the answer).
+import { RotorError } from '../errors/rotor-error.ts';
 
 export type QuotaPeriod = 'total' | 'day' | 'week' | 'month';
 export const QUOTA_PERIODS: readonly QuotaPeriod[] = ['total', 'day', 'week', 'month'];
 
-export class PeriodError extends Error {
-  readonly code = 'PERIOD_INVALID';
+export class PeriodError extends RotorError {
+  constructor(message: string) {
+    super('PERIOD_INVALID', message, { httpStatus: 400 });
+  }
 }
 
 const formatters = new Map<string, Intl.DateTimeFormat>();

@@ -1,0 +1,117 @@
+// The merchant's side of the platform: metering and limits (accounting), main and sub accounts reconciled with
+// the configured users, the whitelist, balance polling, the platform-side backstop limit and traffic return.
+import { Accounting, PlatformLimitSync, ProductCatalog } from '../accounting/index.ts';
+import { AccountReconciler, BalanceWatcher, Traffic, Whitelist } from '../accounts/index.ts';
+import type { Config, UserConfig } from '../config/schema.ts';
+import { balanceLowListener } from '../events/index.ts';
+import type { Fleet } from '../fleet/index.ts';
+import type { PlatformClient } from '../platform/client.ts';
+import type { LocalUser } from '../proxy/types.ts';
+import type { Simulator } from '../sim/index.ts';
+import type { Store } from '../store/types.ts';
+import type { Logger } from '../telemetry/logger.ts';
+import type { UserChanges } from '../users/changes.ts';
+import type { Users } from '../users/directory.ts';
+import type { EventsPart } from './events.ts';
+import { clockOption, type AssemblyContext } from './lifecycle.ts';
+
+export interface AccountsPart {
+  products: ProductCatalog;
+  accounting: Accounting;
+  whitelist: Whitelist;
+  balances: BalanceWatcher;
+  limitSync: PlatformLimitSync;
+  traffic: Traffic;
+  /** The config's users as resolved at start. */
+  configured: LocalUser[];
+  /** The configured users with their product resolved (the merchant's default dynamic product when unset). */
+  resolve(users: readonly UserConfig[]): Promise<LocalUser[]>;
+  /** Accounts and whitelist brought in line with these users; balance and limit watchers follow them. */
+  apply(users: readonly LocalUser[]): Promise<void>;
+  /** The watchers' lists follow the users directory from now on (once per burst of changes). */
+  follow(users: Users, changes: UserChanges): Promise<void>;
+}
+
+interface Needs {
+  client: PlatformClient;
+  store: Store;
+  fleet: Fleet | undefined;
+  sim: Simulator | undefined;
+  events: EventsPart;
+}
+
+export async function assembleAccounts(config: Config, needs: Needs, ctx: AssemblyContext): Promise<AccountsPart> {
+  const { client, store, fleet, sim, events } = needs;
+  const { logger, metrics } = ctx;
+  const products = new ProductCatalog({ client });
+  const resolve = (users: readonly UserConfig[]) => resolveProducts(users, products, logger);
+  // countBytes false: the listeners' relays already feed rotor_proxy_bytes_total (else it counted twice).
+  const accounting = new Accounting({
+    store,
+    metrics,
+    flushIntervalMs: config.accounts.flushIntervalMs,
+    countBytes: false,
+    timeZone: config.billing.timezone,
+    ...clockOption(ctx),
+    logger: logger.child({ component: 'accounting' }),
+    ...(fleet ? { allowance: fleet.allowance } : {}),
+  });
+  const configured = await resolve(config.users);
+  await accounting.start(configured);
+  ctx.stops.onStop('accounting', () => accounting.close());
+
+  const reconciler = new AccountReconciler({ client, products, accounting, logger: logger.child({ component: 'accounts' }) });
+  const whitelist = new Whitelist({ client, products, store, egressIp: config.accounts.egressIp, logger: logger.child({ component: 'whitelist' }) });
+  const balances = new BalanceWatcher({ client, products, metrics, accounting, intervalMs: config.accounts.balancePollMs, logger: logger.child({ component: 'balances' }) });
+  const limitSync = new PlatformLimitSync({ client, accounting, products, intervalMs: config.accounts.limitSyncMs, logger: logger.child({ component: 'limits' }) });
+  const traffic = new Traffic({ client, products, onReturned: () => void balances.nudge() });
+
+  const apply = async (list: readonly LocalUser[]): Promise<void> => {
+    const report = await reconciler.reconcile(list);
+    logger.info({ accounts: report }, 'platform accounts reconciled');
+    if (sim && config.accounts.sandboxFlowMb > 0) {
+      const { creditDemoFlow } = await import('../sim/demo-credit.ts');
+      await creditDemoFlow(list, { client, clock: sim.clock, flowMb: config.accounts.sandboxFlowMb, logger });
+    }
+    const wl = await whitelist.reconcile(list);
+    logger.info({ whitelist: wl }, 'whitelist reconciled');
+    balances.setUsers(list);
+    limitSync.setUsers(list);
+  };
+  balances.onBalance(balanceLowListener(events.outbox, () => events.settings().balanceLowMb, logger.child({ component: 'events' })));
+  await apply(configured);
+
+  const follow = async (users: Users, changes: UserChanges): Promise<void> => {
+    balances.setUsers(users.locals());
+    limitSync.setUsers(users.locals());
+    await balances.start();
+    ctx.stops.onStop('balances', () => balances.stop());
+    await limitSync.start();
+    ctx.stops.onStop('limit sync', () => limitSync.stop());
+    changes.onBurst(200, (burst) => {
+      const all = users.locals();
+      balances.setUsers(all);
+      // The limit sync takes the changes alone (its list is a map; rebuilding it per burst was O(users)).
+      if (burst.whole) limitSync.setUsers(all);
+      else limitSync.updateUsers([...burst.changed].flatMap((n) => users.get(n) ?? []), [...burst.removed].filter((n) => users.get(n) === undefined));
+      if ([...burst.changed].some((n) => users.get(n)?.draw === 'api')) {
+        whitelist.reconcile(all).catch((err: unknown) => logger.warn({ err }, 'whitelist reconcile after a user change failed'));
+      }
+    });
+  };
+
+  return { products, accounting, whitelist, balances, limitSync, traffic, configured, resolve, apply, follow };
+}
+
+async function resolveProducts(users: readonly UserConfig[], products: ProductCatalog, logger: Logger): Promise<LocalUser[]> {
+  const out: LocalUser[] = [];
+  for (const u of users) {
+    let product = u.product;
+    if (product === '') {
+      product = (await products.productFor('')) ?? '';
+      if (product === '') logger.warn({ user: u.name }, 'no dynamic product is authorized for the merchant; the user cannot draw');
+    }
+    out.push({ ...u, product });
+  }
+  return out;
+}

@@ -1,0 +1,58 @@
+// The connection log put together from config `log.access` and `billing`: the store beside the daemon's own,
+// the optional JSON-lines file, the recorder and the service the admin routes read.
+import type { Config } from '../config/schema.ts';
+import {
+  ConnectionLog,
+  ConnectionLogService,
+  JsonLinesFileSink,
+  connectionLogStoreFor,
+  type PriceOf,
+  type RecordSink,
+} from '../connlog/index.ts';
+import type { PlatformFlow, UserAccount } from '../connlog/usage.ts';
+import type { Store } from '../store/types.ts';
+import type { Logger } from '../telemetry/logger.ts';
+import type { Metrics } from '../telemetry/metrics.ts';
+
+export interface ConnectionLogSetup {
+  config: Pick<Config, 'log' | 'billing'>;
+  store: Store;
+  priceOf: PriceOf;
+  accountOf: (user: string) => UserAccount | undefined;
+  platformFlow?: PlatformFlow;
+  metrics?: Metrics;
+  logger?: Logger;
+  ids?: () => string;
+  now?: () => number;
+}
+
+export function createConnectionLog(setup: ConnectionLogSetup): ConnectionLogService {
+  const access = setup.config.log.access;
+  const store = access.store ? connectionLogStoreFor(setup.store) : undefined;
+  const sinks: RecordSink[] = [];
+  if (access.file !== '') sinks.push(new JsonLinesFileSink({ file: access.file, maxSize: access.fileMaxSize, rotate: access.fileRotate }));
+  const recorder = new ConnectionLog({
+    store,
+    sinks,
+    targets: access.targets,
+    flushIntervalMs: access.flushIntervalMs,
+    checkpointMs: access.checkpointMs,
+    batchSize: access.batchSize,
+    queueMax: access.queueMax,
+    ...(setup.ids ? { ids: setup.ids } : {}),
+    ...(setup.now ? { now: setup.now } : {}),
+    ...(setup.metrics ? { metrics: setup.metrics } : {}),
+    ...(setup.logger ? { logger: setup.logger } : {}),
+  });
+  return new ConnectionLogService({
+    recorder,
+    store,
+    targets: access.targets,
+    retention: { retentionDays: access.retentionDays, maxRecords: access.maxRecords, usageRetentionDays: setup.config.billing.usageRetentionDays },
+    priceOf: setup.priceOf,
+    accountOf: setup.accountOf,
+    ...(setup.platformFlow ? { platformFlow: setup.platformFlow } : {}),
+    ...(setup.now ? { now: setup.now } : {}),
+    ...(setup.logger ? { logger: setup.logger } : {}),
+  });
+}

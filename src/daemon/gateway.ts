@@ -1,0 +1,199 @@
+// The gateway: sticky sessions, the router (authorize, then dial), upstream health probes, the connection log,
+// the HTTP and SOCKS5 listeners and users' own ports.
+import type { Config } from '../config/schema.ts';
+import type { ConnectionLogService } from '../connlog/index.ts';
+import { platformFlowFrom } from '../connlog/platform-flow.ts';
+import { startHealthProbes } from '../health/index.ts';
+import { RegionDirectory } from '../orders/regions.ts';
+import type { PoolRegistry } from '../pool/registry.ts';
+import type { PoolKey } from '../pool/types.ts';
+import { UpstreamTlsPolicy } from '../proxy/dial-tls.ts';
+import { HttpListener } from '../proxy/http.ts';
+import { HttpsListener, type loadTlsPair } from '../proxy/https-listener.ts';
+import { Router } from '../proxy/router.ts';
+import { warmConnections } from './warm.ts';
+import { Socks5Listener } from '../proxy/socks5.ts';
+import { SessionTable } from '../session/table.ts';
+import { listenAs, type ListenAddress } from '../startup/ports.ts';
+import { UserGate } from '../users/gate.ts';
+import { UserPorts } from '../users/ports.ts';
+import { DestinationPolicy } from '../proxy/destination-rules.ts';
+import type { AccountsPart } from './accounts.ts';
+import { createConnectionLog } from './connection-log.ts';
+import { clockOption, type AssemblyContext } from './lifecycle.ts';
+import type { OrdersPart } from './orders.ts';
+import type { StatePart } from './state.ts';
+import type { UsersPart } from './users.ts';
+
+export interface GatewayPart {
+  sessions: SessionTable;
+  /** What the admin API lists as sessions: the fleet's shared view, or this daemon's table. */
+  sessionView: SessionTable | NonNullable<ReturnType<typeof fleetSessionsFor>>;
+  router: Router;
+  connections: ConnectionLogService;
+  userPorts: UserPorts;
+  httpListener: HttpListener;
+  socksListener: Socks5Listener;
+  addresses: { http: { host: string; port: number }; socks5: { host: string; port: number }; https: { host: string; port: number } | undefined };
+  /** How long the listeners let live connections finish when the daemon stops. */
+  setDrain(ms: number): void;
+  reload(next: Config): Promise<void>;
+  /** After the rest of a reload: the HTTPS proxy's certificate read again. */
+  reloadTls(next: Config): Promise<void>;
+}
+
+interface Needs {
+  state: StatePart;
+  accounts: AccountsPart;
+  users: UsersPart;
+  orders: OrdersPart;
+  pools: PoolRegistry;
+  listen: { http: ListenAddress; socks5: ListenAddress; https?: ListenAddress };
+  /** The HTTPS proxy's certificate and key, read before anything started (proxy.https). */
+  tlsPair: Awaited<ReturnType<typeof loadTlsPair>> | undefined;
+  connectionIds: (() => string) | undefined;
+}
+
+function fleetSessionsFor(needs: Needs, sessions: SessionTable, ctx: AssemblyContext) {
+  const { fleet, fleetParts } = needs.state;
+  if (!fleet || !fleetParts) return undefined;
+  const poolProvider = { pool: (key: PoolKey) => needs.pools.get(key) };
+  return new fleetParts.FleetSessions({ table: sessions, shared: fleet.sessions, pools: poolProvider, logger: ctx.logger.child({ component: 'fleet' }), ...clockOption(ctx) });
+}
+
+export async function assembleGateway(config: Config, needs: Needs, ctx: AssemblyContext): Promise<GatewayPart> {
+  const { logger, metrics } = ctx;
+  const { accounts, users, orders, pools } = needs;
+  const directory = users.directory;
+  const sessions = new SessionTable({ metrics, ...clockOption(ctx) });
+  const sweep = setInterval(() => sessions.sweep(), 30_000);
+  sweep.unref();
+  ctx.stops.onStop('session sweep', () => clearInterval(sweep));
+
+  const poolProvider = { pool: (key: PoolKey) => pools.get(key) };
+  const fleetSessions = fleetSessionsFor(needs, sessions, ctx);
+  const regions = new RegionDirectory(orders.orders.catalog, { logger: logger.child({ component: 'regions' }) });
+  await regions.start();
+  ctx.stops.onStop('regions', () => regions.stop());
+  const destinations = new DestinationPolicy(config.proxy.rules);
+  const upstreamTls = new UpstreamTlsPolicy(config.pool.tls, logger.child({ component: 'gateway' }));
+  const warm = warmConnections(config, ctx);
+  const routerOptions = {
+    dialers: { socks5: warm.socks5, http: warm.http },
+    destinations,
+    regionKnown: (code: string) => regions.isKnown(code),
+    users: directory,
+    meters: new UserGate(directory, accounts.accounting, ctx.now ?? Date.now),
+    instances: orders.instances,
+    metrics,
+    logger: logger.child({ component: 'gateway' }),
+    retries: config.proxy.retries,
+    connectTimeoutMs: config.proxy.connectTimeoutMs,
+    handshakeTimeoutMs: config.proxy.upstreamHandshakeTimeoutMs ?? config.proxy.connectTimeoutMs,
+    hedgeAfterMs: config.proxy.hedgeAfterMs,
+    upstreamTls,
+    ...clockOption(ctx),
+  };
+  const { fleetParts } = needs.state;
+  const router = fleetSessions && fleetParts ? new fleetParts.FleetRouter(routerOptions, fleetSessions) : new Router({ ...routerOptions, pools: poolProvider, sessions });
+  users.changes.on(() => router.setUsers(directory));
+  const prober = startHealthProbes({
+    pools: () => pools.list(),
+    healthCheck: config.pool.healthCheck,
+    connectTimeoutMs: config.proxy.connectTimeoutMs,
+    handshakeTimeoutMs: config.proxy.upstreamHandshakeTimeoutMs ?? config.proxy.connectTimeoutMs,
+    recentTarget: () => router.recentTarget(),
+    metrics,
+    logger: logger.child({ component: 'health' }),
+    ...clockOption(ctx),
+  });
+  ctx.stops.onStop('health probes', () => prober.stop());
+  // Users' own ports hand their sockets to the shared listeners, which admit an allowed address without
+  // credentials through userPorts.admit.
+  const userPorts = new UserPorts({
+    host: config.proxy.http.host,
+    listeners: { http: { handleSocket: (s) => httpListener.handleSocket(s) }, socks5: { handleSocket: (s) => socksListener.handleSocket(s) } },
+    authorizeUser: (name) => router.authorizeUser(name),
+    handshakeTimeoutMs: config.proxy.handshakeTimeoutMs,
+    logger: logger.child({ component: 'user-ports' }),
+  });
+  // Registered before the listeners, so it stops after them: every connection has ended into a record
+  // before the last flush.
+  const connections = createConnectionLog({
+    config,
+    store: needs.state.store,
+    priceOf: (user) => directory.get(user)?.pricePerGb ?? config.billing.defaultPricePerGb,
+    accountOf: (user) => directory.get(user),
+    platformFlow: platformFlowFrom(accounts.traffic),
+    metrics,
+    logger: logger.child({ component: 'connlog' }),
+    ...(needs.connectionIds ? { ids: needs.connectionIds } : {}),
+    ...clockOption(ctx),
+  });
+  ctx.stops.onStop('connection log', () => connections.close());
+  const httpListener = new HttpListener({
+    anonymous: (socket) => userPorts.admit(socket),
+    recorder: connections.recorder,
+    router,
+    host: config.proxy.http.host,
+    port: config.proxy.http.port,
+    idleTimeoutMs: config.proxy.idleTimeoutMs,
+    handshakeTimeoutMs: config.proxy.handshakeTimeoutMs,
+    pipelineDepth: config.proxy.pipelineDepth,
+    metrics,
+    logger: logger.child({ component: 'http' }),
+  });
+  const socksListener = new Socks5Listener({
+    anonymous: (socket) => userPorts.admit(socket),
+    recorder: connections.recorder,
+    router,
+    host: config.proxy.socks5.host,
+    port: config.proxy.socks5.port,
+    handshakeTimeoutMs: config.proxy.handshakeTimeoutMs,
+    idleTimeoutMs: config.proxy.idleTimeoutMs,
+    metrics,
+    logger: logger.child({ component: 'socks5' }),
+  });
+  const http = await listenAs(needs.listen.http, () => httpListener.listen());
+  const socks5 = await listenAs(needs.listen.socks5, () => socksListener.listen());
+  const httpsConfig = config.proxy.https;
+  const httpsListener =
+    needs.tlsPair && httpsConfig
+      ? new HttpsListener({ http: httpListener, ...httpsConfig, handshakeTimeoutMs: config.proxy.handshakeTimeoutMs, metrics, logger: logger.child({ component: 'https' }) }, needs.tlsPair)
+      : undefined;
+  const https = httpsListener && needs.listen.https ? await listenAs(needs.listen.https, () => httpsListener.listen()) : undefined;
+  let draining = 0;
+  ctx.stops.onStop('listeners', () => {
+    // Connections still open when the drain ends are recorded as cut by the shutdown (src/connlog/recorder.ts).
+    connections.recorder.stopping(draining);
+    return Promise.all([httpListener.close(draining), socksListener.close(draining), httpsListener?.close()]);
+  });
+  await userPorts.sync(directory.locals());
+  ctx.stops.onStop('user ports', () => userPorts.close());
+  users.changes.onBurst(200, () => {
+    userPorts.sync(directory.locals()).catch((err: unknown) => logger.warn({ err }, 'user ports could not follow a user change'));
+  });
+
+  return {
+    sessions,
+    sessionView: fleetSessions ?? sessions,
+    router,
+    connections,
+    userPorts,
+    httpListener,
+    socksListener,
+    addresses: { http, socks5, https },
+    setDrain: (ms) => {
+      draining = ms;
+    },
+    async reload(next) {
+      destinations.setDefaults(next.proxy.rules);
+      upstreamTls.set(next.pool.tls);
+      await userPorts.sync(directory.locals());
+    },
+    async reloadTls(next) {
+      // The HTTPS proxy's certificate (renewed files at the same or new paths); unreadable = the old one kept.
+      if (httpsListener && next.proxy.https) await httpsListener.reload(next.proxy.https).catch((err: unknown) => logger.error({ err }, 'tls certificate not reloaded; the running one is kept'));
+    },
+  };
+}

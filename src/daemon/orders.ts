@@ -1,0 +1,53 @@
+// Static orders (placer, tracker, callbacks, expiry watch) and the instances they produced, as the gateway's
+// `-instance-` routes read them.
+import type { Config } from '../config/schema.ts';
+import { orderFinalWriter } from '../events/index.ts';
+import type { Fleet } from '../fleet/index.ts';
+import { InstanceDirectoryCache } from '../orders/instance-directory.ts';
+import { Orders, orderLeaseName } from '../orders/index.ts';
+import type { PlatformClient } from '../platform/client.ts';
+import type { Store } from '../store/types.ts';
+import type { EventsPart } from './events.ts';
+import { clockOption, type AssemblyContext } from './lifecycle.ts';
+
+export interface OrdersPart {
+  orders: Orders;
+  instances: InstanceDirectoryCache;
+}
+
+interface Needs {
+  client: PlatformClient;
+  store: Store;
+  fleet: Fleet | undefined;
+  events: EventsPart;
+}
+
+export async function assembleOrders(config: Config, needs: Needs, ctx: AssemblyContext): Promise<OrdersPart> {
+  const { client, store, fleet } = needs;
+  const o = config.orders;
+  const orders = new Orders({
+    client,
+    store,
+    metrics: ctx.metrics,
+    logger: ctx.logger.child({ component: 'orders' }),
+    tracking: {
+      pollInitialMs: o.pollInitialMs,
+      pollMaxMs: o.pollMaxMs,
+      sweepMs: o.sweepMs,
+      expiryWarnHours: o.expiryWarnHours,
+      ...(o.autoRenew.enabled ? { autoRenew: o.autoRenew } : {}),
+    },
+    ...(fleet ? { claims: fleet.leases } : {}),
+    storeFinalOrder: orderFinalWriter(needs.events.outbox, store),
+  });
+  // Another daemon took an order's lease: this one stops following it.
+  fleet?.onLeaseLost((name) => {
+    if (name.startsWith(orderLeaseName(''))) orders.tracker.drop(name.slice(orderLeaseName('').length));
+  });
+  await orders.start();
+  ctx.stops.onStop('orders', () => orders.stop());
+  const instances = new InstanceDirectoryCache(store, { logger: ctx.logger, ...clockOption(ctx) });
+  await instances.start();
+  ctx.stops.onStop('instance directory', () => instances.stop());
+  return { orders, instances };
+}

@@ -1,0 +1,38 @@
+// Where state lives: the store named by store.path and, when that store is shared (Redis), the fleet's parts
+// on its connection (limits, sticky sessions and order leases shared by several daemons).
+import type { Config } from '../config/schema.ts';
+import type { Fleet } from '../fleet/index.ts';
+import { openStoreFor, sharedConnection } from '../store/open.ts';
+import type { Store } from '../store/types.ts';
+import { clockOption, type AssemblyContext } from './lifecycle.ts';
+
+export interface StatePart {
+  store: Store;
+  /** Several daemons on one Redis; undefined for a store of its own. */
+  fleet: Fleet | undefined;
+  /** The fleet's module, loaded only for a shared store (a daemon on SQLite never holds it). */
+  fleetParts: typeof import('../fleet/index.ts') | undefined;
+}
+
+export async function assembleState(config: Config, ctx: AssemblyContext): Promise<StatePart> {
+  const fleetConfig = config.fleet;
+  const store = await openStoreFor(config.store.path, { prefix: fleetConfig.prefix, logger: ctx.logger.child({ component: 'store' }) });
+  ctx.stops.onStop('store', () => store.close());
+  const connection = sharedConnection(store);
+  if (connection === undefined) return { store, fleet: undefined, fleetParts: undefined };
+  const fleetParts = await import('../fleet/index.ts');
+  const fleet = fleetParts.startFleet(connection, {
+    ...(fleetConfig.instanceId ? { instanceId: fleetConfig.instanceId } : {}),
+    prefix: fleetConfig.prefix,
+    sliceBytes: fleetConfig.sliceBytes,
+    offlineBytes: fleetConfig.offlineBytes,
+    aliveTtlMs: fleetConfig.aliveTtlMs,
+    leaseTtlMs: fleetConfig.leaseTtlMs,
+    logger: ctx.logger.child({ component: 'fleet' }),
+    ...clockOption(ctx),
+  });
+  // After the accounting's last flush and the orders' stop (both registered later, so stopped earlier).
+  ctx.stops.onStop('fleet', () => fleet.close());
+  ctx.logger.info({ instance: fleet.instance, sliceBytes: fleetConfig.sliceBytes, offlineBytes: fleetConfig.offlineBytes }, 'fleet mode: limits, sticky sessions and order tracking shared through redis');
+  return { store, fleet, fleetParts };
+}

@@ -1,0 +1,50 @@
+// Users as data: the store's records (config users seeded into them), mirrored in memory for the gateway,
+// and the feed of their changes that other components follow.
+import type { Config } from '../config/schema.ts';
+import type { Fleet } from '../fleet/index.ts';
+import type { PlatformClient } from '../platform/client.ts';
+import type { Store } from '../store/types.ts';
+import { UserChanges } from '../users/changes.ts';
+import { Users } from '../users/directory.ts';
+import { boundUserSeries } from '../users/series.ts';
+import { SubAccounts } from '../users/sub-account.ts';
+import type { AccountsPart } from './accounts.ts';
+import { clockOption, type AssemblyContext } from './lifecycle.ts';
+
+export interface UsersPart {
+  directory: Users;
+  changes: UserChanges;
+  /** Expiries as they come (the directory's queue), taken by the user.expired watcher. */
+  takeExpired(): { user: string; expiresAt: number }[];
+}
+
+interface Needs {
+  client: PlatformClient;
+  store: Store;
+  fleet: Fleet | undefined;
+  accounts: AccountsPart;
+}
+
+export async function assembleUsers(config: Config, needs: Needs, ctx: AssemblyContext): Promise<UsersPart> {
+  const { accounts, fleet } = needs;
+  const logger = ctx.logger.child({ component: 'users' });
+  const defaultProduct = (await accounts.products.productFor('')) ?? '';
+  const changes = new UserChanges();
+  const directory = new Users({
+    store: needs.store,
+    accounting: accounts.accounting,
+    platform: new SubAccounts(needs.client, accounts.products, logger),
+    defaultProduct: () => defaultProduct,
+    logger,
+    ...clockOption(ctx),
+    ...(fleet ? { followMs: 1000 } : {}),
+    onChange: changes.emit,
+  });
+  const expired: { user: string; expiresAt: number }[] = [];
+  directory.onExpired((user, expiresAt) => expired.push({ user, expiresAt }));
+  await directory.start(accounts.configured);
+  ctx.stops.onStop('users', () => directory.close());
+  boundUserSeries({ metrics: ctx.metrics, source: accounts.accounting, marked: () => directory.marked(), max: config.metrics.userSeriesMax });
+  await accounts.follow(directory, changes);
+  return { directory, changes, takeExpired: () => expired.splice(0) };
+}
