@@ -109,7 +109,11 @@ export function registerPortal(app: FastifyInstance, deps: PortalDeps, options: 
   const signedIn = (write: boolean) => async (request: FastifyRequest) => {
     const token = cookieValue(request.headers.cookie, COOKIE);
     const session = sessions.get(token);
-    if (!session || !deps.users.view(session.user)) throw signedOut();
+    // A customer deleted, or given a new password (by the reseller, or in another browser): signed out.
+    if (!session || !deps.users.view(session.user) || deps.users.hashOf(session.user) !== session.hash) {
+      if (token && session) sessions.drop(token);
+      throw signedOut();
+    }
     if (write && !csrfMatches(request.headers[CSRF_HEADER], session)) throw csrfRefused();
     request.portalSession = session;
   };
@@ -137,13 +141,14 @@ export function registerPortal(app: FastifyInstance, deps: PortalDeps, options: 
       void reply.header('retry-after', String(seconds));
       throw new LoginDelayedError(seconds);
     }
-    const ok = await checkPassword(given, deps.users.hashOf(user));
+    const hash = deps.users.hashOf(user);
+    const ok = await checkPassword(given, hash);
     if (!ok) {
       backoff.failed(user, request.ip);
       throw badCredentials();
     }
     backoff.succeeded(user);
-    const { token, session } = sessions.create(user, given);
+    const { token, session } = sessions.create(user, given, hash);
     void reply.header('set-cookie', cookie(request, token, Math.floor(options.sessionMaxMs / 1000)));
     void reply.header(CSRF_HEADER, session.csrf);
     return reply.code(204).send();
@@ -246,6 +251,7 @@ export function registerPortal(app: FastifyInstance, deps: PortalDeps, options: 
     // Every other session of this customer ends; this one goes on with the new password.
     sessions.dropUser(s.user, s);
     s.password = request.body.password;
+    s.hash = deps.users.hashOf(s.user) ?? '';
     return reply.code(204).send();
   });
 

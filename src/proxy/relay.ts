@@ -48,6 +48,21 @@ export interface RelayHandle {
 
 type CounterChild = ReturnType<Counter<'user' | 'direction'>['labels']>;
 
+/**
+ * Client bytes a rate-limited relay forwards while its user's bucket is in debt before it stops reading the
+ * client (they are still taken from the bucket). A download's client sends little (a request, window
+ * updates), so its side keeps being read and its leaving (a FIN) is seen at once, not when the bucket has
+ * paid back the debt of every relay of the user.
+ */
+const CLIENT_CREDIT = 16 * 1024;
+/**
+ * After the client's FIN, a download the limiter holds is probed: a chunk goes to the client past the rate
+ * (still taken from the bucket), and another after PROBE_MS. A client that left answers the first with a
+ * reset and the second write fails, which ends the relay; a client that only half-closed gets both.
+ */
+const PROBES = 2;
+const PROBE_MS = 50;
+
 /** The relay a socket belongs to, for the shared handlers below (one set for all relays, no closures). */
 const RELAY = Symbol('rotor.relay');
 type RelaySocket = Socket & { [RELAY]?: Relay };
@@ -71,6 +86,12 @@ class Relay implements RelayHandle {
   private waitClient = false;
   private waitUpstream = false;
   private cutoff: NodeJS.Timeout | undefined;
+  /** Client bytes forwarded while the bucket was in debt, since it last had tokens (CLIENT_CREDIT). */
+  private clientOwed = 0;
+  /** The client sent its FIN (we passed it on; the download may go on, or the client is gone). */
+  private clientEnded = false;
+  private probes = 0;
+  private probeTimer: NodeJS.Timeout | undefined;
 
   constructor(
     readonly client: Socket,
@@ -118,10 +139,13 @@ class Relay implements RelayHandle {
       return;
     }
     if (!this.upstream.write(chunk)) this.client.pause();
-    if (this.limiter !== undefined && !this.limiter.take(n)) {
+    const limiter = this.limiter;
+    if (limiter === undefined) return;
+    if (limiter.take(n)) this.clientOwed = 0;
+    else if ((this.clientOwed += n) > CLIENT_CREDIT && !this.clientHeld) {
       this.clientHeld = true;
       this.client.pause();
-      this.limiter.wait(this.onClientWake);
+      limiter.wait(this.onClientWake);
     }
   }
 
@@ -140,7 +164,27 @@ class Relay implements RelayHandle {
       this.upstreamHeld = true;
       this.upstream.pause();
       this.limiter.wait(this.onUpstreamWake);
+      if (this.clientEnded) this.probe();
     }
+  }
+
+  /** The client's FIN: passed on (half-close); a download held by the limiter is probed (see PROBES). */
+  clientEnd(): void {
+    this.clientEnded = true;
+    this.upstream.end();
+    if (this.upstreamHeld) this.probe();
+  }
+
+  private probe(): void {
+    if (this.probes >= PROBES || this.probeTimer !== undefined || this.done) return;
+    this.probes += 1;
+    this.probeTimer = setTimeout(probeNow, this.probes === 1 ? 0 : PROBE_MS, this);
+  }
+
+  /** One chunk past the limiter's hold (it stays held: the next chunk pauses the upstream again). */
+  probeNow(): void {
+    this.probeTimer = undefined;
+    if (!this.done && !this.client.writableNeedDrain) this.upstream.resume();
   }
 
   // Made on first use: only a relay whose user has a rate ever waits.
@@ -150,6 +194,7 @@ class Relay implements RelayHandle {
   private get onClientWake(): () => void {
     return (this.wakeClient ??= () => {
       this.clientHeld = false;
+      this.clientOwed = 0;
       if (!this.done && !this.upstream.writableNeedDrain) this.client.resume();
     });
   }
@@ -194,6 +239,7 @@ class Relay implements RelayHandle {
     this.done = true;
     this.stats.end = end;
     leaveTicker(this);
+    if (this.probeTimer !== undefined) clearTimeout(this.probeTimer);
     const { client, upstream } = this;
     client.off('data', onClientData);
     upstream.off('data', onUpstreamData);
@@ -258,7 +304,7 @@ function onUpstreamDrain(this: RelaySocket): void {
 }
 // Half-close is passed on: the other side may still be sending.
 function onClientEnd(this: RelaySocket): void {
-  this[RELAY]!.upstream.end();
+  this[RELAY]!.clientEnd();
 }
 function onUpstreamEnd(this: RelaySocket): void {
   this[RELAY]!.client.end();
@@ -268,6 +314,9 @@ function onClose(this: RelaySocket): void {
 }
 function onError(this: RelaySocket): void {
   this[RELAY]!.finish('error');
+}
+function probeNow(r: Relay): void {
+  r.probeNow();
 }
 function cutOff(r: Relay): void {
   r.client.destroy();

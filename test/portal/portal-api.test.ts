@@ -308,6 +308,30 @@ describe('customer portal API', () => {
     A.password = next;
   });
 
+  test("a new password set by the reseller ends the customer's portal sessions; a deleted customer's session ends", async () => {
+    const c = { user: 'custc', password: 'custc-pass-2468' };
+    assert.equal((await gw.admin('/v1/users', { body: { name: c.user, mainAccount: 'shop1', password: c.password } })).status, 201);
+    const s = await signIn(c);
+    assert.equal((await call(`${base}api/me`, { cookie: s.cookie })).status, 200);
+    assert.equal((await gw.admin(`/v1/users/${c.user}/password`, { body: { password: 'custc-reset-1357' } })).status, 200);
+    assert.equal((await call(`${base}api/me`, { cookie: s.cookie })).status, 401, 'the old password\'s session is over');
+    const again = await signIn({ user: c.user, password: 'custc-reset-1357' });
+    assert.equal((await gw.admin(`/v1/users/${c.user}`, { method: 'DELETE' })).status, 204);
+    assert.equal((await call(`${base}api/me`, { cookie: again.cookie })).status, 401);
+    assert.equal((await call(`${base}api/endpoints`, { cookie: again.cookie })).status, 401);
+  });
+
+  test("the reseller's access generator: GET /v1/users/:name/endpoints with the admin token, PASSWORD in place of the password", async () => {
+    const r = await fetch(`${gw.adminUrl}/v1/users/${B.user}/endpoints?sessions=2&sessTime=5&format=txt`, { headers: { authorization: `Bearer ${TOKEN}` } });
+    assert.equal(r.status, 200);
+    assert.match(r.headers.get('content-disposition') ?? '', /filename="custb-endpoints\.txt"/);
+    const lines = (await r.text()).trim().split('\n');
+    assert.equal(lines.length, 2);
+    for (const l of lines) assert.match(l, new RegExp(`^http://${B.user}-session-[0-9a-f]{12}-sesstime-5:PASSWORD@127\\.0\\.0\\.1:${gw.ports.http}$`));
+    assert.equal((await fetch(`${gw.adminUrl}/v1/users/nobody/endpoints`, { headers: { authorization: `Bearer ${TOKEN}` } })).status, 404);
+    assert.equal((await fetch(`${gw.adminUrl}/v1/users/${B.user}/endpoints`)).status, 401);
+  });
+
   test('wrong passwords back off: after three, the next try waits (429 with Retry-After) even with the right password', async () => {
     for (let i = 0; i < 3; i++) assert.equal((await call(`${base}api/login`, { body: { user: B.user, password: `wrong-${i}` } })).status, 401);
     const delayed = await call(`${base}api/login`, { body: { user: B.user, password: B.password } });
