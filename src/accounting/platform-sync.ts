@@ -5,8 +5,12 @@
 // looser backstop (units.platformBackstopFor: the local limit plus headroom, at least 1,024,000) and Rotor
 // enforces the exact limit on its own data path. The headroom matters: the platform counts every byte
 // before Rotor does, so an equal limit would always trip there first and leave the user refused upstream
-// instead of by Rotor. Usage: GetProxyUserInfo `useFlow` (bytes) is compared with the local counter; when
-// the platform has seen more, Rotor adopts the platform's number (never under-count).
+// instead of by Rotor. Usage: GetProxyUserInfo `useFlow` (bytes) is compared with the local counter. What
+// a customer is billed for is the bytes Rotor relayed for them: the platform counts more (bytes its exits
+// read that never reached the client, traffic that bypassed Rotor), and that gap is the merchant's cost,
+// shown beside the bill (GET /v1/usage?compare=platform), not the customer's. Only with
+// billing.adoptPlatformUsage does Rotor adopt a higher platform figure into the meter, and in a fleet only
+// the daemon holding the adoption lease does (`adopt` says whether this one may), so a gap is added once.
 // Nothing here touches the data path: it runs on a timer and on limit changes.
 //
 // Each user is a platform call, so the timer's pass is not every user: it is the users whose usage moved
@@ -47,6 +51,11 @@ export interface PlatformLimitSyncOptions {
   logger?: Logger;
   /** How often usage is reconciled and limits re-checked; default 60 s. */
   intervalMs?: number;
+  /**
+   * Whether this daemon adopts a higher platform usage figure into the meter now (billing.adoptPlatformUsage;
+   * in a fleet, whether it holds the adoption lease). Default: never.
+   */
+  adopt?: () => boolean | Promise<boolean>;
 }
 
 /** A timer pass visits every idle user within this many passes ... */
@@ -60,6 +69,7 @@ export class PlatformLimitSync {
   private readonly products: ProductCatalog;
   private readonly logger: Logger | undefined;
   private readonly intervalMs: number;
+  private readonly adopt: () => boolean | Promise<boolean>;
   private users = new Map<string, SyncedUser>();
   /** The names in turn for the idle slice, and where the next slice starts. */
   private order: string[] | undefined;
@@ -77,6 +87,7 @@ export class PlatformLimitSync {
     this.products = options.products;
     this.logger = options.logger;
     this.intervalMs = options.intervalMs ?? 60_000;
+    this.adopt = options.adopt ?? (() => false);
   }
 
   setUsers(users: readonly SyncedUser[]): void {
@@ -176,7 +187,7 @@ export class PlatformLimitSync {
       const periodic = (this.accounting.periodOf(u.name) ?? 'total') !== 'total';
       if (!periodic && info.useFlow !== undefined && info.useFlow !== null) {
         result.platformUsedBytes = Number(info.useFlow);
-        result.adopted = this.accounting.adoptUsage(u.name, result.platformUsedBytes);
+        result.adopted = (await this.adopt()) ? this.accounting.adoptUsage(u.name, result.platformUsedBytes) : false;
       }
       const local = this.accounting.limitOf(u.name);
       if (local !== undefined) {

@@ -179,6 +179,12 @@ const billing = z
     defaultPricePerGb: z.number().min(0).nullable().default(null),
     /** Hour and day rollups kept this long. */
     usageRetentionDays: z.number().min(1).default(400),
+    /**
+     * Adopt the platform's usage figure into a user's meter when it is higher than Rotor's (never by
+     * default: a customer is billed for the bytes Rotor relayed; the platform's figure is shown beside it).
+     * In a fleet one daemon at a time adopts (a lease), so a gap is added once.
+     */
+    adoptPlatformUsage: z.boolean().default(false),
   })
   .prefault({});
 

@@ -1,6 +1,7 @@
 // The merchant's side of the platform: metering and limits (accounting), main and sub accounts reconciled with
 // the configured users, the whitelist, balance polling, the platform-side backstop limit and traffic return.
 import { Accounting, PlatformLimitSync, ProductCatalog } from '../accounting/index.ts';
+import { usageAdoption } from '../accounting/adoption.ts';
 import { AccountReconciler, BalanceWatcher, Traffic, Whitelist } from '../accounts/index.ts';
 import type { Config, UserConfig } from '../config/schema.ts';
 import { balanceLowListener } from '../events/index.ts';
@@ -63,7 +64,10 @@ export async function assembleAccounts(config: Config, needs: Needs, ctx: Assemb
   const reconciler = new AccountReconciler({ client, products, accounting, logger: logger.child({ component: 'accounts' }) });
   const whitelist = new Whitelist({ client, products, store, egressIp: config.accounts.egressIp, logger: logger.child({ component: 'whitelist' }) });
   const balances = new BalanceWatcher({ client, products, metrics, accounting, intervalMs: config.accounts.balancePollMs, logger: logger.child({ component: 'balances' }) });
-  const limitSync = new PlatformLimitSync({ client, accounting, products, intervalMs: config.accounts.limitSyncMs, logger: logger.child({ component: 'limits' }) });
+  const limitSync = new PlatformLimitSync({
+    client, accounting, products, intervalMs: config.accounts.limitSyncMs, logger: logger.child({ component: 'limits' }),
+    ...(config.billing.adoptPlatformUsage ? { adopt: usageAdoption(fleet?.leases) } : {}),
+  });
   const traffic = new Traffic({ client, products, onReturned: () => void balances.nudge() });
 
   const apply = async (list: readonly LocalUser[]): Promise<void> => {

@@ -272,8 +272,20 @@ describe('balances', () => {
 });
 
 describe('platform-side limits and usage', () => {
-  test('limits are sent with headroom (at least 1,024,000); admin changes follow; higher platform usage is adopted', async () => {
+  test('by default the platform figure is reported, never adopted into the meter', async () => {
     const sync = new PlatformLimitSync({ client, products, accounting, intervalMs: 60_000 });
+    const before = accounting.get('alice')?.usedBytes ?? 0;
+    const r = await sync.syncUser({ name: 'alice', product: FLOW });
+    assert.equal(r.outcome, 'synced');
+    assert.ok((r.platformUsedBytes ?? 0) >= 300_000 && (r.platformUsedBytes ?? 0) > before, JSON.stringify(r));
+    assert.equal(r.adopted, false);
+    assert.equal(accounting.get('alice')?.usedBytes, before, 'what the customer is billed for: the bytes Rotor relayed');
+    // The next test's first pass must find the platform limit to set again.
+    await client.call('SetProxyUserFlowLimit', { appUsername: 'alice', productNo: FLOW, limitFlow: -1 });
+  });
+
+  test('limits are sent with headroom (at least 1,024,000); admin changes follow; with adoption on, higher platform usage is adopted', async () => {
+    const sync = new PlatformLimitSync({ client, products, accounting, intervalMs: 60_000, adopt: () => true });
     sync.setUsers(users);
     try {
       const results = await sync.start();
