@@ -101,6 +101,15 @@ const proxy = z
     https: z
       .strictObject({ host: host.default('127.0.0.1'), port: port.default(8443), cert: z.string().min(1), key: z.string().min(1) })
       .optional(),
+    // ── SOCKS5 UDP ASSOCIATE (src/proxy/udp-associate.ts) ──
+    /** `enabled` false answers UDP ASSOCIATE 0x07; bounds per user and per association. */
+    udp: z
+      .strictObject({
+        enabled: z.boolean().default(true),
+        maxAssociationsPerUser: z.number().int().min(1).max(10_000).default(16),
+        maxPendingDatagrams: z.number().int().min(1).max(100_000).default(256),
+      })
+      .prefault({}),
     // ── plain-HTTP pipelining (src/proxy/http-lane.ts) ──
     /**
      * Plain-HTTP requests a client connection may have waiting behind the one in flight (HTTP/1.1

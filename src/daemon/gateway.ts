@@ -13,6 +13,7 @@ import { HttpsListener, type loadTlsPair } from '../proxy/https-listener.ts';
 import { Router } from '../proxy/router.ts';
 import { warmConnections } from './warm.ts';
 import { Socks5Listener } from '../proxy/socks5.ts';
+import { UdpAssociations } from '../proxy/udp-associate.ts';
 import { SessionTable } from '../session/table.ts';
 import { listenAs, type ListenAddress } from '../startup/ports.ts';
 import { UserGate } from '../users/gate.ts';
@@ -143,7 +144,10 @@ export async function assembleGateway(config: Config, needs: Needs, ctx: Assembl
     metrics,
     logger: logger.child({ component: 'http' }),
   });
+  // SOCKS5 UDP ASSOCIATE (proxy.udp): associations relayed through SOCKS5 upstreams' own.
+  const udp = config.proxy.udp.enabled ? new UdpAssociations(router, { ...config.proxy.udp, idleTimeoutMs: config.proxy.idleTimeoutMs }, logger.child({ component: 'udp' })) : undefined;
   const socksListener = new Socks5Listener({
+    ...(udp ? { udp } : {}),
     anonymous: (socket) => userPorts.admit(socket),
     recorder: connections.recorder,
     router,
@@ -166,7 +170,7 @@ export async function assembleGateway(config: Config, needs: Needs, ctx: Assembl
   ctx.stops.onStop('listeners', () => {
     // Connections still open when the drain ends are recorded as cut by the shutdown (src/connlog/recorder.ts).
     connections.recorder.stopping(draining);
-    return Promise.all([httpListener.close(draining), socksListener.close(draining), httpsListener?.close()]);
+    return Promise.all([httpListener.close(draining), socksListener.close(draining), httpsListener?.close()]).then(() => udp?.closeAll());
   });
   await userPorts.sync(directory.locals());
   ctx.stops.onStop('user ports', () => userPorts.close());
@@ -189,6 +193,7 @@ export async function assembleGateway(config: Config, needs: Needs, ctx: Assembl
     async reload(next) {
       destinations.setDefaults(next.proxy.rules);
       upstreamTls.set(next.pool.tls);
+      udp?.setSettings({ ...next.proxy.udp, idleTimeoutMs: next.proxy.idleTimeoutMs });
       await userPorts.sync(directory.locals());
     },
     async reloadTls(next) {

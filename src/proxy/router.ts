@@ -12,6 +12,7 @@ import type { DialTrace } from '../connlog/types.ts';
 import { dialHttpConnect, dialHttpForward, type DialOptions, type Tunnel } from './dial-http.ts';
 import { dialSocks5 } from './dial-socks5.ts';
 import type { UpstreamTlsPolicy } from './dial-tls.ts';
+import { dialUdpUpstream } from './udp-dial.ts';
 import { raceDial, type RaceSpec, type RaceWon } from './dial-race.ts';
 import { GatewayError, type UpstreamDialError } from './errors.ts';
 import { checkTarget } from './target.ts';
@@ -48,7 +49,7 @@ export type Authorization = { ok: true; route: Route } | ({ ok: false } & Refusa
  * 'tunnel': a byte stream to the target (CONNECT, SOCKS5). 'forward': for plain-HTTP forwarding: an HTTP
  * node is only connected to (the request goes to it in absolute form), a SOCKS5 node tunnels to the target.
  */
-export type DialMode = 'tunnel' | 'forward';
+export type DialMode = 'tunnel' | 'forward' | 'udp';
 
 export interface Dialed extends Tunnel {
   node: UpstreamNode;
@@ -251,9 +252,10 @@ export class Router {
    */
   async dial(route: Route, requested: Target, signal?: DialSignal, mode: DialMode = 'tunnel', trace?: DialTrace): Promise<Dialed> {
     // Before any pool is asked: a malformed target is the client's fault and must never be charged to a node.
-    const target = checkTarget(requested);
+    // 'udp' (udp-associate.ts): `requested` is the client's own UDP address; each datagram's target is checked.
+    const target = mode === 'udp' ? requested : checkTarget(requested);
     if (this.options.meters.meter(route.user.name).exhausted) throw new GatewayError('LIMITED', 'traffic limit reached');
-    this.checkDestination(route, target);
+    if (mode !== 'udp') this.checkDestination(route, target);
     let source: NodeSource;
     try {
       source = this.sourceFor(route);
@@ -287,7 +289,7 @@ export class Router {
       throw err;
     }
     const node = won.node;
-    this.lastTarget = target;
+    if (mode !== 'udp') this.lastTarget = target;
     // A node whose last tunnel died before its first byte is told "success" only once a tunnel through it
     // ends well (release): otherwise each CONNECT it answers would wipe its failures and it never cools.
     if (!this.suspect.has(node)) source.reportSuccess(node);
@@ -303,6 +305,11 @@ export class Router {
     return route.sessionId === undefined ? undefined : this.options.sessions.get(route.user.name, route.sessionId)?.node.id;
   }
 
+  /** The destination rules' refusal of `target` for `route` (a UDP datagram's target), undefined = allowed. */
+  destinationRefusal(route: Route, target: Target): string | undefined {
+    return this.options.destinations?.check(route.user, target);
+  }
+
   /** Destination rules, before any pool is asked for a node: a refused target costs no draw and no dial. */
   private checkDestination(route: Route, target: Target): void {
     const refusal = this.options.destinations?.check(route.user, target);
@@ -311,6 +318,7 @@ export class Router {
 
   /** One upstream dial of a race (DialJob.dial). */
   dialNode(node: UpstreamNode, target: Target, mode: DialMode, options: DialOptions): Promise<Tunnel> {
+    if (mode === 'udp') return dialUdpUpstream(node, options);
     if (node.protocol === 'socks5') return this.dialSocks5(node, target, options);
     if (mode === 'forward') return dialHttpForward(node, options);
     return this.dialHttp(node, target, options);
