@@ -1,4 +1,4 @@
-// The configuration of interface.md ("Configuration") as one zod schema with its defaults, plus the keys
+// The configuration of docs/reference.md ("Configuration") as one zod schema with its defaults, plus the keys
 // Rotor adds (documented in config/default.yaml). Unknown keys are errors, so a typo never silently falls
 // back to a default.
 import { isIP } from 'node:net';

@@ -1,5 +1,5 @@
 // One prom-client registry per Rotor process (per daemon instance in tests), holding the metric names of
-// interface.md as constants. Components receive the Metrics object; none creates metrics of its own.
+// docs/reference.md as constants. Components receive the Metrics object; none creates metrics of its own.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 export const METRIC = {
