@@ -1,5 +1,5 @@
 // One prom-client registry per Rotor process (per daemon instance in tests), holding the metric names of
-// interface.md as constants. Components receive the Metrics object; none creates metrics of its own.
+// docs/reference.md as constants. Components receive the Metrics object; none creates metrics of its own.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 export const METRIC = {
@@ -26,10 +26,11 @@ export const METRIC = {
   webhookDeliveries: 'rotor_webhook_deliveries_total',
   connlogDropped: 'rotor_connlog_dropped_total',
   connlogWritten: 'rotor_connlog_records_total',
-  // Users at scale (src/users/platform-check.ts, src/proxy/fd-exhaustion.ts)
+  // Users at scale (src/users/platform-check.ts)
   usersPlatformCheck: 'rotor_users_platform_check',
-  fdExhausted: 'rotor_fd_exhausted_total',
-  acceptPaused: 'rotor_accept_paused',
+  // warm upstream connections (src/proxy/warm.ts)
+  upstreamWarmConnections: 'rotor_upstream_warm_connections',
+  upstreamWarmTotal: 'rotor_upstream_warm_total',
 } as const;
 
 /**
@@ -87,8 +88,9 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     connlogWritten: new Counter({ name: METRIC.connlogWritten, help: 'Connection records written, by sink', labelNames: ['sink'] as const, registers }),
     // Users at scale
     usersPlatformCheck: new Gauge({ name: METRIC.usersPlatformCheck, help: "The background check of every user's platform side since start, by state (checked, failed, pending)", labelNames: ['state'] as const, registers }),
-    fdExhausted: new Counter({ name: METRIC.fdExhausted, help: 'Accepts and dials that failed because descriptors ran out (EMFILE/ENFILE), by where', labelNames: ['where'] as const, registers }),
-    acceptPaused: new Gauge({ name: METRIC.acceptPaused, help: 'Listeners not accepting now because descriptors ran out', registers }),
+    // warm upstream connections (src/proxy/warm.ts)
+    upstreamWarmConnections: new Gauge({ name: METRIC.upstreamWarmConnections, help: 'Upstream connections opened ahead and ready for a new tunnel', registers }),
+    upstreamWarmTotal: new Counter({ name: METRIC.upstreamWarmTotal, help: 'Warm upstream connections by outcome (used by a tunnel, expired idle or closed by the upstream, failed to open or to serve)', labelNames: ['outcome'] as const, registers }),
   };
 }
 
