@@ -1,4 +1,4 @@
-// The configuration of interface.md ("Configuration") as one zod schema with its defaults, plus the keys
+// The configuration of docs/reference.md ("Configuration") as one zod schema with its defaults, plus the keys
 // Rotor adds (documented in config/default.yaml). Unknown keys are errors, so a typo never silently falls
 // back to a default.
 import { isIP } from 'node:net';
@@ -7,6 +7,7 @@ import { SESS_TIME_MAX, SESS_TIME_MIN } from '../platform/operations.ts';
 import { isTimeZone } from '../accounting/period.ts';
 import { quotaSchema } from '../users/record.ts';
 import { listenSchema, rulesSchema } from '../users/schemas.ts';
+import { requestRulesSchema } from '../users/request-rules-schema.ts';
 
 const port = z.number().int().min(0).max(65_535);
 const host = z.string().min(1);
@@ -94,6 +95,8 @@ const proxy = z
     upstreamHandshakeTimeoutMs: millis.optional(),
     /** Destination rules every user is held to (src/users/rules.ts); the user's own `rules` apply as well. */
     rules: rulesSchema.prefault({ denyPorts: [25] }),
+    /** Request rules every user is held to, after the user's own (src/proxy/request-rules.ts); none by default. */
+    requestRules: requestRulesSchema.default([]),
     /** On SIGTERM/SIGINT, open connections get this long to finish; those still open are then cut and recorded as `shutdown`. */
     drainMs: z.number().int().min(0).max(600_000).default(10_000),
     // ── TLS to the proxy (src/proxy/https-listener.ts) ──
@@ -212,6 +215,8 @@ const user = z.strictObject({
   limitBytes: z.number().int().min(-1).default(-1),
   /** Destination rules of this user, on top of proxy.rules (src/users/rules.ts). */
   rules: rulesSchema.optional(),
+  /** Request rules of this user, before proxy.requestRules (src/proxy/request-rules.ts). */
+  requestRules: requestRulesSchema.optional(),
   /** A dedicated port for this user (src/users/ports.ts); null or absent = none. */
   listen: listenSchema.nullable().optional(),
   /** Price per GB for GET /v1/usage amounts; null/absent = billing.defaultPricePerGb. */
@@ -258,6 +263,19 @@ const pool = z
     acquireTimeoutMs: millis.default(10_000),
     /** A draw that brought only nodes already held (a backconnect gateway) is not repeated for this long, unless the pool empties or a node nears expiry. */
     redrawAfterMs: millis.default(60_000),
+    /**
+     * Warm upstream connections (src/proxy/warm.ts): per node up to perNode opened ahead (TCP; SOCKS5 greeted
+     * and authenticated), at most maxPerPool per pool, each closed after idleMs unused. perNode 0 turns them
+     * off; `off` lists products that never get them. Products sold by IP count never do.
+     */
+    warm: z
+      .strictObject({
+        perNode: z.number().int().min(0).max(64).default(4),
+        maxPerPool: z.number().int().min(0).max(1024).default(16),
+        idleMs: millis.default(15_000),
+        off: z.array(z.string().min(1)).max(1000).default([]),
+      })
+      .prefault({}),
     /** Pools (product × region) one user may hold; room is made by closing that user's least recently used idle pool. */
     maxPerUser: z.number().int().min(1).default(32),
     /** A pool unused this long (and with nothing in use) is closed; longer than any session (120 min) by default. */

@@ -11,6 +11,7 @@ import { UpstreamTlsPolicy } from '../proxy/dial-tls.ts';
 import { HttpListener } from '../proxy/http.ts';
 import { HttpsListener, type loadTlsPair } from '../proxy/https-listener.ts';
 import { Router } from '../proxy/router.ts';
+import { warmConnections } from './warm.ts';
 import { Socks5Listener } from '../proxy/socks5.ts';
 import { UdpAssociations } from '../proxy/udp-associate.ts';
 import { SessionTable } from '../session/table.ts';
@@ -24,6 +25,8 @@ import { clockOption, type AssemblyContext } from './lifecycle.ts';
 import type { OrdersPart } from './orders.ts';
 import type { StatePart } from './state.ts';
 import type { UsersPart } from './users.ts';
+import { BanTable } from '../proxy/request-bans.ts';
+import { RequestRules } from '../proxy/request-rules.ts';
 
 export interface GatewayPart {
   sessions: SessionTable;
@@ -40,6 +43,8 @@ export interface GatewayPart {
   reload(next: Config): Promise<void>;
   /** After the rest of a reload: the HTTPS proxy's certificate read again. */
   reloadTls(next: Config): Promise<void>;
+  /** Exits banned by request rules (GET /v1/bans). */
+  bans: BanTable;
 }
 
 interface Needs {
@@ -77,8 +82,15 @@ export async function assembleGateway(config: Config, needs: Needs, ctx: Assembl
   ctx.stops.onStop('regions', () => regions.stop());
   const destinations = new DestinationPolicy(config.proxy.rules);
   const upstreamTls = new UpstreamTlsPolicy(config.pool.tls, logger.child({ component: 'gateway' }));
+  const warm = warmConnections(config, ctx);
+  // Request rules (proxy.requestRules; users' own come with their records) and the bans they make.
+  const requestRules = new RequestRules(config.proxy.requestRules);
+  const bans = new BanTable(clockOption(ctx));
   const routerOptions = {
+    dialers: { socks5: warm.socks5, http: warm.http },
     destinations,
+    requestRules,
+    bans,
     regionKnown: (code: string) => regions.isKnown(code),
     users: directory,
     meters: new UserGate(directory, accounts.accounting, ctx.now ?? Date.now),
@@ -176,6 +188,7 @@ export async function assembleGateway(config: Config, needs: Needs, ctx: Assembl
   });
 
   return {
+    bans,
     sessions,
     sessionView: fleetSessions ?? sessions,
     router,
@@ -189,6 +202,7 @@ export async function assembleGateway(config: Config, needs: Needs, ctx: Assembl
     },
     async reload(next) {
       destinations.setDefaults(next.proxy.rules);
+      requestRules.setGlobal(next.proxy.requestRules);
       upstreamTls.set(next.pool.tls);
       udp?.setSettings({ ...next.proxy.udp, idleTimeoutMs: next.proxy.idleTimeoutMs });
       await userPorts.sync(directory.locals());

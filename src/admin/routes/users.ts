@@ -1,4 +1,4 @@
-// Users as data (interface.md "Users as data"): list (paged, filtered), create, read, patch, delete, set or
+// Users as data (docs/reference.md "Users as data"): list (paged, filtered), create, read, patch, delete, set or
 // generate a password, and the older PUT …/limit. Records come from the users directory (src/users/).
 // Paging: GET /v1/users stays an array (each item keeps name, usedBytes, limitBytes, activeConnections) of at
 // most `?limit=` users (default 100, at most 1,000); when more follow, the `x-next-cursor` response header
@@ -38,6 +38,25 @@ const userView = {
     pricePerGb: { type: ['number', 'null'] },
     listen: nullable({ type: 'object', properties: { port: { type: 'integer' }, allowIps: stringList } }),
     rules: { type: 'object', properties: { denyPorts: portList, denyHosts: stringList, allowPorts: portList, allowHosts: stringList } },
+    requestRules: {
+      type: 'array',
+      description: 'request rules (retry, ban, retry_ban, tag) checked before proxy.requestRules',
+      items: {
+        type: 'object',
+        properties: {
+          name: { type: 'string' },
+          hosts: stringList,
+          status: { type: 'array', items: { type: 'integer' } },
+          timeoutMs: { type: 'integer' },
+          headers: { type: 'object', additionalProperties: { type: 'string' } },
+          action: { type: 'string', enum: ['retry', 'ban', 'retry_ban', 'tag'] },
+          retries: { type: 'integer' },
+          banSeconds: { type: 'integer' },
+          banHost: { type: 'boolean' },
+          methods: stringList,
+        },
+      },
+    },
     metrics: { type: 'boolean', description: 'always export this user\'s per-user metric series' },
     source: { type: 'string', enum: ['config', 'api'] },
     state: { type: 'string', enum: ['creating', 'ready'] },
