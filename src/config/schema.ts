@@ -298,6 +298,19 @@ const pool = z
     acquireTimeoutMs: millis.default(10_000),
     /** A draw that brought only nodes already held (a backconnect gateway) is not repeated for this long, unless the pool empties or a node nears expiry. */
     redrawAfterMs: millis.default(60_000),
+    /**
+     * Warm upstream connections (src/proxy/warm.ts): per node up to perNode opened ahead (TCP; SOCKS5 greeted
+     * and authenticated), at most maxPerPool per pool, each closed after idleMs unused. perNode 0 turns them
+     * off; `off` lists products that never get them. Products sold by IP count never do.
+     */
+    warm: z
+      .strictObject({
+        perNode: z.number().int().min(0).max(64).default(4),
+        maxPerPool: z.number().int().min(0).max(1024).default(16),
+        idleMs: millis.default(15_000),
+        off: z.array(z.string().min(1)).max(1000).default([]),
+      })
+      .prefault({}),
     /** Pools (product × region) one user may hold; room is made by closing that user's least recently used idle pool. */
     maxPerUser: z.number().int().min(1).default(32),
     /** A pool unused this long (and with nothing in use) is closed; longer than any session (120 min) by default. */
@@ -372,6 +385,8 @@ const accounts = z
     flushIntervalMs: millis.default(2_000),
     /** In embedded mode only: MB credited to a (main account, product) that has no traffic; 0 = none. */
     sandboxFlowMb: z.number().int().min(0).default(10_240),
+    /** Users at scale: platform calls at once for the background check of every user (start, reload) and for a batch's sub accounts. */
+    platformConcurrency: z.number().int().min(1).max(256).default(16),
   })
   .prefault({});
 
