@@ -8,11 +8,14 @@ import { UserChanges } from '../users/changes.ts';
 import { Users } from '../users/directory.ts';
 import { boundUserSeries } from '../users/series.ts';
 import { SubAccounts } from '../users/sub-account.ts';
+import { SubAccountHealer } from '../accounts/heal.ts';
 import type { AccountsPart } from './accounts.ts';
 import { clockOption, type AssemblyContext } from './lifecycle.ts';
 
 export interface UsersPart {
   directory: Users;
+  /** Re-creates a sub account the platform lost (src/accounts/heal.ts). */
+  healer: SubAccountHealer;
   changes: UserChanges;
   /** Expiries as they come (the directory's queue), taken by the user.expired watcher. */
   takeExpired(): { user: string; expiresAt: number }[];
@@ -30,10 +33,11 @@ export async function assembleUsers(config: Config, needs: Needs, ctx: AssemblyC
   const logger = ctx.logger.child({ component: 'users' });
   const defaultProduct = (await accounts.products.productFor('')) ?? '';
   const changes = new UserChanges();
+  const subAccounts = new SubAccounts(needs.client, accounts.products, logger);
   const directory = new Users({
     store: needs.store,
     accounting: accounts.accounting,
-    platform: new SubAccounts(needs.client, accounts.products, logger),
+    platform: subAccounts,
     defaultProduct: () => defaultProduct,
     logger,
     ...clockOption(ctx),
@@ -46,5 +50,16 @@ export async function assembleUsers(config: Config, needs: Needs, ctx: AssemblyC
   ctx.stops.onStop('users', () => directory.close());
   boundUserSeries({ metrics: ctx.metrics, source: accounts.accounting, marked: () => directory.marked(), max: config.metrics.userSeriesMax });
   await accounts.follow(directory, changes);
-  return { directory, changes, takeExpired: () => expired.splice(0) };
+  const healer = new SubAccountHealer({
+    recreate: async (name) => {
+      const u = directory.view(name);
+      if (!u) throw new Error(`user ${name} is no longer known`);
+      await subAccounts.ensure(u);
+    },
+    metrics: ctx.metrics,
+    logger: ctx.logger.child({ component: 'accounts' }),
+    ...clockOption(ctx),
+  });
+  accounts.limitSync.setHealer(healer);
+  return { directory, healer, changes, takeExpired: () => expired.splice(0) };
 }
