@@ -117,7 +117,9 @@ describe('customer portal and the reseller pages in Chromium', () => {
       await page.goto(`${gw.adminUrl}/ui/#/users`);
       const row = page.locator(`tr[data-user="${SPENT.user}"]`);
       await row.locator('[data-state=spent]').waitFor();
-      assert.equal(await row.locator('.quota.full').count(), 1, 'a full (red) bar');
+      assert.equal(await row.locator('.quota.full').count(), 1, 'a full bar');
+      const color = await row.locator('.quota.full progress').evaluate((el) => (globalThis as unknown as { getComputedStyle(e: unknown): { getPropertyValue(n: string): string } }).getComputedStyle(el).getPropertyValue('--pico-progress-color').trim());
+      assert.equal(color, '#c62828', 'drawn red');
     });
   });
 

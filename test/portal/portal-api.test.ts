@@ -332,6 +332,14 @@ describe('customer portal API', () => {
     assert.equal((await fetch(`${gw.adminUrl}/v1/users/${B.user}/endpoints`)).status, 401);
   });
 
+  test('a customer whose password Rotor generated signs in with it', async () => {
+    const made = await gw.admin<{ password: string }>('/v1/users', { body: { name: 'custg', mainAccount: 'shop1' } });
+    assert.equal(made.status, 201);
+    assert.ok(made.body.password);
+    const s = await signIn({ user: 'custg', password: made.body.password });
+    assert.equal((await call(`${base}api/me`, { cookie: s.cookie })).json().name, 'custg');
+  });
+
   test('wrong passwords back off: after three, the next try waits (429 with Retry-After) even with the right password', async () => {
     for (let i = 0; i < 3; i++) assert.equal((await call(`${base}api/login`, { body: { user: B.user, password: `wrong-${i}` } })).status, 401);
     const delayed = await call(`${base}api/login`, { body: { user: B.user, password: B.password } });

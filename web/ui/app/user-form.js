@@ -39,6 +39,8 @@ function initial(user) {
     allowHosts: joined(user?.rules?.allowHosts),
     allowPorts: joined(user?.rules?.allowPorts),
     enabled: user?.enabled ?? true,
+    // Request rules (retry/ban on answers), edited as JSON where this daemon's records have them.
+    requestRules: Array.isArray(user?.requestRules) ? JSON.stringify(user.requestRules, null, 1) : undefined,
   };
 }
 
@@ -55,6 +57,13 @@ function bodyOf(v, creating) {
     enabled: v.enabled,
   };
   if (v.product.trim()) body.product = v.product.trim();
+  if (v.requestRules !== undefined) {
+    try {
+      body.requestRules = v.requestRules.trim() === '' ? [] : JSON.parse(v.requestRules);
+    } catch (e) {
+      throw Object.assign(new Error(`request rules: not JSON (${e.message})`), { code: 'INVALID_INPUT' });
+    }
+  }
   if (creating) {
     body.name = v.name.trim();
     body.mainAccount = v.mainAccount.trim();
@@ -105,6 +114,8 @@ export function UserForm({ user, onSaved, onCancel, title }) {
         <label>Denied ports <input ...${field('denyPorts')} placeholder="25, 465" /></label>
         <label>Allowed hosts only <input ...${field('allowHosts')} placeholder="any" /></label>
         <label>Allowed ports only <input ...${field('allowPorts')} placeholder="any" /></label>
+        ${v.requestRules !== undefined &&
+        html`<label class="wide">Request rules (JSON list) <textarea name="requestRules" rows="3" value=${v.requestRules} onInput=${(e) => setV((s) => ({ ...s, requestRules: e.currentTarget.value }))} placeholder='[{"hosts":["*.example.com"],"status":[429],"action":"retry"}]'></textarea></label>`}
         <label class="check"><input name="enabled" type="checkbox" role="switch" checked=${v.enabled} onChange=${(e) => setV((s) => ({ ...s, enabled: e.currentTarget.checked }))} /> Enabled</label>
       </div>
       <${ErrorBox} error=${error} />

@@ -93,17 +93,17 @@ export function UsersPage() {
     <${Notice}>${notice}<//>
     <${ErrorBox} error=${error} />
     <${ErrorBox} error=${users.error} what="users" />
-    <${Table} label="users" head=${['user', 'used', 'quota', 'rate now', 'rate limit', 'connections', 'expires', 'state', '']} empty=${users.loading ? 'Loading…' : 'No users.'}>
+    <${Table} label="users" head=${['user', 'state', 'used', 'quota', 'rate now', 'rate limit', 'connections', 'expires', '']} empty=${users.loading ? 'Loading…' : 'No users.'}>
       ${list.map(
         (u) => html`<tr data-user=${u.name}>
           <th scope="row"><a href="#/users/${encodeURIComponent(u.name)}">${u.name}</a>${u.mainAccount ? html`<br /><small class="muted">${u.mainAccount}</small>` : null}</th>
+          <td><${StateBadge} user=${u} /></td>
           <td class="num" data-testid="used">${bytes(u.usedBytes)}</td>
           <td><${UserQuota} user=${u} /></td>
           <td class="num">${rate(rates.get(u.name) ?? 0)}</td>
           <td class="num">${u.rateBytesPerSec ? rate(u.rateBytesPerSec) : html`<span class="muted">none</span>`}</td>
           <td class="num">${count(u.activeConnections)}${u.maxConnections ? ` / ${u.maxConnections}` : ''}</td>
           <td>${u.expiresAt ? html`<time datetime=${u.expiresAt} title=${time(u.expiresAt)}>${dateOf(u.expiresAt)}</time>` : html`<span class="muted">never</span>`}</td>
-          <td><${StateBadge} user=${u} /></td>
           <td class="row-actions">
             <button type="button" class="small outline" onClick=${() => (setNotice(undefined), setEditing(u))}>Edit</button>
             ${userActions(u, act)}
