@@ -9,6 +9,7 @@ import { Users } from '../users/directory.ts';
 import { boundUserSeries } from '../users/series.ts';
 import { SubAccounts } from '../users/sub-account.ts';
 import { SubAccountHealer } from '../accounts/heal.ts';
+import { UserNotFoundError } from '../users/errors.ts';
 import type { AccountsPart } from './accounts.ts';
 import { clockOption, type AssemblyContext } from './lifecycle.ts';
 
@@ -53,7 +54,7 @@ export async function assembleUsers(config: Config, needs: Needs, ctx: AssemblyC
   const healer = new SubAccountHealer({
     recreate: async (name) => {
       const u = directory.view(name);
-      if (!u) throw new Error(`user ${name} is no longer known`);
+      if (!u) throw new UserNotFoundError(name);
       await subAccounts.ensure(u);
     },
     metrics: ctx.metrics,
