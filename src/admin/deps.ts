@@ -192,4 +192,12 @@ export interface AdminDeps {
   connections: ConnectionsPort;
   /** config billing: the currency usage amounts are in */
   billing: { currency: string };
+  /** Exits banned by request rules (src/proxy/request-bans.ts BanTable); absent = none listed. */
+  bans?: BansPort;
+}
+
+/** src/proxy/request-bans.ts BanTable. */
+export interface BansPort {
+  list(): Array<{ id: string; user: string; node: string; exit: string; host: string | null; rule: string; createdAt: number; until: number }>;
+  lift(id: string): boolean;
 }

@@ -7,6 +7,7 @@ import { SESS_TIME_MAX, SESS_TIME_MIN } from '../platform/operations.ts';
 import { isTimeZone } from '../accounting/period.ts';
 import { quotaSchema } from '../users/record.ts';
 import { listenSchema, rulesSchema } from '../users/schemas.ts';
+import { requestRulesSchema } from '../users/request-rules-schema.ts';
 
 const port = z.number().int().min(0).max(65_535);
 const host = z.string().min(1);
@@ -94,6 +95,8 @@ const proxy = z
     upstreamHandshakeTimeoutMs: millis.optional(),
     /** Destination rules every user is held to (src/users/rules.ts); the user's own `rules` apply as well. */
     rules: rulesSchema.prefault({ denyPorts: [25] }),
+    /** Request rules every user is held to, after the user's own (src/proxy/request-rules.ts); none by default. */
+    requestRules: requestRulesSchema.default([]),
     /** On SIGTERM/SIGINT, open connections get this long to finish; those still open are then cut and recorded as `shutdown`. */
     drainMs: z.number().int().min(0).max(600_000).default(10_000),
     // ── TLS to the proxy (src/proxy/https-listener.ts) ──
@@ -101,6 +104,15 @@ const proxy = z
     https: z
       .strictObject({ host: host.default('127.0.0.1'), port: port.default(8443), cert: z.string().min(1), key: z.string().min(1) })
       .optional(),
+    // ── SOCKS5 UDP ASSOCIATE (src/proxy/udp-associate.ts) ──
+    /** `enabled` false answers UDP ASSOCIATE 0x07; bounds per user and per association. */
+    udp: z
+      .strictObject({
+        enabled: z.boolean().default(true),
+        maxAssociationsPerUser: z.number().int().min(1).max(10_000).default(16),
+        maxPendingDatagrams: z.number().int().min(1).max(100_000).default(256),
+      })
+      .prefault({}),
     // ── plain-HTTP pipelining (src/proxy/http-lane.ts) ──
     /**
      * Plain-HTTP requests a client connection may have waiting behind the one in flight (HTTP/1.1
@@ -203,6 +215,8 @@ const user = z.strictObject({
   limitBytes: z.number().int().min(-1).default(-1),
   /** Destination rules of this user, on top of proxy.rules (src/users/rules.ts). */
   rules: rulesSchema.optional(),
+  /** Request rules of this user, before proxy.requestRules (src/proxy/request-rules.ts). */
+  requestRules: requestRulesSchema.optional(),
   /** A dedicated port for this user (src/users/ports.ts); null or absent = none. */
   listen: listenSchema.nullable().optional(),
   /** Price per GB for GET /v1/usage amounts; null/absent = billing.defaultPricePerGb. */

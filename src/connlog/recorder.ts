@@ -72,6 +72,7 @@ class Context implements ConnectionContext {
   closer: (() => void) | null = null;
   retries = 0;
   hedges = 0;
+  rule: string | null = null;
   /** DELETE /v1/connections/:id asked for the end: an `ok` record says `killed`. */
   killed = false;
   /** Bytes already added to the rollups by checkpoints. */
@@ -173,6 +174,7 @@ export class ConnectionLog implements ConnectionRecorder {
       hedges: ctx.hedges,
     };
     if (this.targets) record.target = ctx.target;
+    if (ctx.rule !== null) record.rule = ctx.rule;
     if (this.store) {
       this.snapshots.delete(ctx.id);
       // What the checkpoints have not yet counted, in the period the connection ended in.

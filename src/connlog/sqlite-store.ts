@@ -29,6 +29,7 @@ function toRecord(r: Row): ConnectionRecord {
     reason: str(r.reason),
     retries: Number(r.retries),
     hedges: Number(r.hedges),
+    ...(r.rule === null || r.rule === undefined ? {} : { rule: String(r.rule) }),
   };
 }
 
@@ -42,11 +43,11 @@ export class SqliteConnectionLog implements ConnectionLogStore {
   constructor(private readonly db: Database.Database) {
     this.insert = db.prepare(
       // An `open` record (a checkpoint) is replaced by the connection's next one; any other stays as written.
-      `INSERT INTO connections (id, user, session, listener, target, node, exit, bytes_up, bytes_down, started_at, duration_ms, result, reason, retries, hedges)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+      `INSERT INTO connections (id, user, session, listener, target, node, exit, bytes_up, bytes_down, started_at, duration_ms, result, reason, retries, hedges, rule)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
        ON CONFLICT (id) DO UPDATE SET node = excluded.node, exit = excluded.exit, bytes_up = excluded.bytes_up,
          bytes_down = excluded.bytes_down, duration_ms = excluded.duration_ms, result = excluded.result,
-         reason = excluded.reason, retries = excluded.retries, hedges = excluded.hedges
+         reason = excluded.reason, retries = excluded.retries, hedges = excluded.hedges, rule = excluded.rule
        WHERE connections.result = 'open'`,
     );
     this.fold = db.prepare(
@@ -60,7 +61,7 @@ export class SqliteConnectionLog implements ConnectionLogStore {
       // Positional values: no copy of the record per row (a plain-HTTP request is a record of its own).
       const insert = this.insert;
       for (const r of records) {
-        insert.run(r.id, r.user, r.session, r.listener, r.target ?? null, r.node, r.exit, r.bytesUp, r.bytesDown, r.startedAt, r.durationMs, r.result, r.reason, r.retries, r.hedges);
+        insert.run(r.id, r.user, r.session, r.listener, r.target ?? null, r.node, r.exit, r.bytesUp, r.bytesDown, r.startedAt, r.durationMs, r.result, r.reason, r.retries, r.hedges, r.rule ?? null);
       }
       for (const u of usage ?? foldRollups(records)) this.fold.run(u);
     });

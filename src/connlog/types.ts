@@ -50,6 +50,8 @@ export interface ConnectionRecord {
   retries: number;
   /** Hedged (parallel) dials started (issue 19's hedging fills it). */
   hedges: number;
+  /** The request rule that fired (its name), when one did; `retries` counts the rule's retries too. */
+  rule?: string | null;
 }
 
 /** What Router.dial may fill in while it dials for a connection (its id is for its log lines). */
@@ -57,6 +59,8 @@ export interface DialTrace {
   readonly id: string;
   retries: number;
   hedges: number;
+  /** The request rule that fired on this connection (src/proxy/request-rules.ts), if one did. */
+  rule?: string | null;
 }
 
 /** Bytes so far of a live connection: the relay's own counters object, read (never copied) when listed. */

@@ -54,6 +54,7 @@ export async function assembleAdmin(config: Config, needs: Needs, ctx: AssemblyC
       events: needs.events.outbox,
       connections: gateway.connections,
       billing: { currency: config.billing.currency },
+      bans: gateway.bans,
     },
     {
       token: config.admin.token,

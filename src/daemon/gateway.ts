@@ -12,6 +12,7 @@ import { HttpListener } from '../proxy/http.ts';
 import { HttpsListener, type loadTlsPair } from '../proxy/https-listener.ts';
 import { Router } from '../proxy/router.ts';
 import { Socks5Listener } from '../proxy/socks5.ts';
+import { UdpAssociations } from '../proxy/udp-associate.ts';
 import { SessionTable } from '../session/table.ts';
 import { listenAs, type ListenAddress } from '../startup/ports.ts';
 import { UserGate } from '../users/gate.ts';
@@ -23,6 +24,8 @@ import { clockOption, type AssemblyContext } from './lifecycle.ts';
 import type { OrdersPart } from './orders.ts';
 import type { StatePart } from './state.ts';
 import type { UsersPart } from './users.ts';
+import { BanTable } from '../proxy/request-bans.ts';
+import { RequestRules } from '../proxy/request-rules.ts';
 
 export interface GatewayPart {
   sessions: SessionTable;
@@ -39,6 +42,8 @@ export interface GatewayPart {
   reload(next: Config): Promise<void>;
   /** After the rest of a reload: the HTTPS proxy's certificate read again. */
   reloadTls(next: Config): Promise<void>;
+  /** Exits banned by request rules (GET /v1/bans). */
+  bans: BanTable;
 }
 
 interface Needs {
@@ -76,8 +81,13 @@ export async function assembleGateway(config: Config, needs: Needs, ctx: Assembl
   ctx.stops.onStop('regions', () => regions.stop());
   const destinations = new DestinationPolicy(config.proxy.rules);
   const upstreamTls = new UpstreamTlsPolicy(config.pool.tls, logger.child({ component: 'gateway' }));
+  // Request rules (proxy.requestRules; users' own come with their records) and the bans they make.
+  const requestRules = new RequestRules(config.proxy.requestRules);
+  const bans = new BanTable(clockOption(ctx));
   const routerOptions = {
     destinations,
+    requestRules,
+    bans,
     regionKnown: (code: string) => regions.isKnown(code),
     users: directory,
     meters: new UserGate(directory, accounts.accounting, ctx.now ?? Date.now),
@@ -140,7 +150,10 @@ export async function assembleGateway(config: Config, needs: Needs, ctx: Assembl
     metrics,
     logger: logger.child({ component: 'http' }),
   });
+  // SOCKS5 UDP ASSOCIATE (proxy.udp): associations relayed through SOCKS5 upstreams' own.
+  const udp = config.proxy.udp.enabled ? new UdpAssociations(router, { ...config.proxy.udp, idleTimeoutMs: config.proxy.idleTimeoutMs }, logger.child({ component: 'udp' })) : undefined;
   const socksListener = new Socks5Listener({
+    ...(udp ? { udp } : {}),
     anonymous: (socket) => userPorts.admit(socket),
     recorder: connections.recorder,
     router,
@@ -163,7 +176,7 @@ export async function assembleGateway(config: Config, needs: Needs, ctx: Assembl
   ctx.stops.onStop('listeners', () => {
     // Connections still open when the drain ends are recorded as cut by the shutdown (src/connlog/recorder.ts).
     connections.recorder.stopping(draining);
-    return Promise.all([httpListener.close(draining), socksListener.close(draining), httpsListener?.close()]);
+    return Promise.all([httpListener.close(draining), socksListener.close(draining), httpsListener?.close()]).then(() => udp?.closeAll());
   });
   await userPorts.sync(directory.locals());
   ctx.stops.onStop('user ports', () => userPorts.close());
@@ -172,6 +185,7 @@ export async function assembleGateway(config: Config, needs: Needs, ctx: Assembl
   });
 
   return {
+    bans,
     sessions,
     sessionView: fleetSessions ?? sessions,
     router,
@@ -185,7 +199,9 @@ export async function assembleGateway(config: Config, needs: Needs, ctx: Assembl
     },
     async reload(next) {
       destinations.setDefaults(next.proxy.rules);
+      requestRules.setGlobal(next.proxy.requestRules);
       upstreamTls.set(next.pool.tls);
+      udp?.setSettings({ ...next.proxy.udp, idleTimeoutMs: next.proxy.idleTimeoutMs });
       await userPorts.sync(directory.locals());
     },
     async reloadTls(next) {

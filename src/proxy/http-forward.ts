@@ -23,6 +23,7 @@ import { DialCancel } from './cancel.ts';
 import { basicAuth } from './dial-http.ts';
 import { forwardHeaderObject, forwardHeaders, type AbsoluteTarget } from './http-message.ts';
 import type { Dialed, Route, Router } from './router.ts';
+import type { CompiledRule, RuleSet } from './request-rules.ts';
 import type { RelayLimiter, UserMeter } from './types.ts';
 
 type CounterChild = ReturnType<Counter<'user' | 'direction'>['labels']>;
@@ -148,6 +149,14 @@ class Exchange implements ByteCounters {
   upstream: Upstream | null = null;
   upBase = 0;
   downBase = 0;
+  // Request rules (src/proxy/request-rules.ts): set only when a rule applies to this request.
+  rules: RuleSet | undefined = undefined;
+  /** retries a rule made (another exit) */
+  ruleRetries = 0;
+  /** the request body kept for a rule's retry (bounded: REPLAY_MAX); null = too large to send again */
+  replay: Buffer[] | null = null;
+  replayBytes = 0;
+  ruleTimer: NodeJS.Timeout | undefined = undefined;
 
   constructor(
     readonly forwarder: Forwarder,
@@ -156,7 +165,7 @@ class Exchange implements ByteCounters {
     readonly client: Socket,
     readonly route: Route,
     readonly target: AbsoluteTarget,
-    readonly key: string,
+    public key: string,
     readonly headers: Record<string, string | string[]>,
     /** the request's connection record */
     readonly conn: ConnectionContext,
@@ -235,6 +244,11 @@ export class Forwarder {
     const key = this.keyFor(route, target, client);
     const headers = forwardHeaderObject(req.rawHeaders, DROP, target.authority);
     const exchange = new Exchange(this, req, res, client, route, target, key, headers, conn, fail, expectContinue);
+    const rules = this.options.router.rulesFor(route, target.host);
+    if (rules !== undefined) {
+      exchange.rules = rules;
+      if (rules.rules.some((r) => r.retries > 0 && r.mayRetry(req.method ?? 'GET'))) exchange.replay = [];
+    }
     conn.closer = exchange.stop;
     client.on('close', exchange.stop);
     this.attempt(exchange);
@@ -273,6 +287,37 @@ export class Forwarder {
     up.on('response', upResponse);
     up.on('close', upClosed);
     up.on('error', upFailed);
+    if (exchange.rules !== undefined) {
+      const rule = exchange.rules.firstByteRule();
+      clearTimeout(exchange.ruleTimer);
+      if (rule !== undefined) exchange.ruleTimer = setTimeout(ruleTimedOut, rule.timeoutMs, exchange, up, rule);
+    }
+  }
+
+  /**
+   * A request rule fired on this exchange (a response's status, or no response head within its timeoutMs):
+   * the exit is banned or the record tagged (Router.ruleFired); then, when the rule retries, the method may
+   * be sent again (idempotent, or listed by the rule), its body is whole in hand, and nothing has reached the
+   * client, the request goes again through another exit. True when it did (the caller drops the old try).
+   */
+  ruleRetry(exchange: Exchange, rule: CompiledRule): boolean {
+    const router = this.options.router;
+    const route = exchange.route;
+    const node = exchange.upstream?.dialed.node;
+    if (node !== undefined) router.ruleFired(route, node, rule, exchange.target.host, exchange.conn);
+    else exchange.conn.rule = rule.name;
+    const method = exchange.req.method ?? 'GET';
+    if (exchange.ruleRetries >= rule.retries || !rule.mayRetry(method) || route.strict || exchange.res.headersSent) return false;
+    if (exchange.bodyStarted && (exchange.replay === null || !exchange.req.complete)) return false;
+    exchange.ruleRetries++;
+    exchange.conn.retries++;
+    // Kept connections of this route to the exit just judged must not carry the retry.
+    if (node !== undefined) for (const s of this.agent.freeSockets[exchange.key] ?? []) if ((s as TaggedSocket)[UPSTREAM]?.dialed.node.id === node.id) s.destroy();
+    // A sticky session the rule moved has a new key (no node bound yet).
+    exchange.key = this.keyFor(route, exchange.target, exchange.client);
+    exchange.mayRetry = false;
+    this.attempt(exchange);
+    return true;
   }
 
   /** The request has its upstream connection: the record learns it, the head is completed and sent. */
@@ -306,6 +351,12 @@ export class Forwarder {
    */
   private pumpBody(req: IncomingMessage, up: ClientRequest, upstream: Upstream, exchange: Exchange): void {
     const meter = upstream.meter;
+    if (exchange.ruleRetries > 0 && exchange.replay !== null && exchange.replayBytes > 0) {
+      // A rule's retry: the body read for the first try goes again.
+      for (const chunk of exchange.replay) up.write(chunk);
+      up.end();
+      return;
+    }
     if (req.complete && req.readableLength === 0) {
       up.end();
       return;
@@ -313,6 +364,12 @@ export class Forwarder {
     const hold = new Hold(req, upstream.limiter);
     req.on('data', (chunk: Buffer) => {
       exchange.bodyStarted = true;
+      if (exchange.replay !== null) {
+        exchange.replayBytes += chunk.length;
+        if (exchange.replayBytes <= REPLAY_MAX) exchange.replay.push(chunk);
+        else exchange.replay = null;
+      }
+      if (up !== exchange.request) return; // a rule retried the request: its body goes from the replay
       upstream.upCounted += chunk.length;
       meter.add(chunk.length, 0);
       if (meter.exhausted) {
@@ -436,6 +493,16 @@ function upSocket(this: TaggedRequest, s: Socket): void {
 
 function upResponse(this: TaggedRequest, answer: IncomingMessage): void {
   const exchange = this[EXCHANGE];
+  if (exchange.rules !== undefined) {
+    clearTimeout(exchange.ruleTimer);
+    const rule = exchange.rules.onResponse(answer.statusCode ?? 0, answer.rawHeaders);
+    if (rule !== undefined && exchange.forwarder.ruleRetry(exchange, rule)) {
+      // This try's answer is dropped with its connection; the retry owns the exchange.
+      answer.resume();
+      this.destroy();
+      return;
+    }
+  }
   exchange.responded = true;
   exchange.res.writeHead(answer.statusCode ?? 502, answer.statusMessage, forwardHeaders(answer.rawHeaders));
   streamResponse(answer, exchange.res, exchange.upstream?.limiter);
@@ -454,6 +521,7 @@ function upClosed(this: TaggedRequest): void {
   const exchange = this[EXCHANGE];
   // A try that failed and was tried again: the next try owns the exchange now.
   if (exchange.request !== this) return;
+  clearTimeout(exchange.ruleTimer);
   exchange.client.off('close', exchange.stop);
   // Whatever ended the exchange without an answer or a failure said: the limit or the client leaving.
   if (exchange.upstream?.meter.exhausted) exchange.end('ok', 'limit');
@@ -474,6 +542,19 @@ function upFailed(this: TaggedRequest, err: Error): void {
   } else {
     exchange.fail(err, exchange.res, exchange.conn);
   }
+}
+
+/** The longest request body kept so that a rule may send it again. */
+const REPLAY_MAX = 64 * 1024;
+
+/** No response head within a rule's timeoutMs: the rule fires; without a retry the try ends as timed out (504). */
+function ruleTimedOut(exchange: Exchange, up: TaggedRequest, rule: CompiledRule): void {
+  if (exchange.request !== up || exchange.responded || exchange.client.destroyed) return;
+  if (exchange.forwarder.ruleRetry(exchange, rule)) {
+    up.destroy();
+    return;
+  }
+  up.destroy(Object.assign(new Error('no response within the rule\'s timeout'), { code: 'ETIMEDOUT' }));
 }
 
 /**

@@ -12,11 +12,14 @@ import type { DialTrace } from '../connlog/types.ts';
 import { dialHttpConnect, dialHttpForward, type DialOptions, type Tunnel } from './dial-http.ts';
 import { dialSocks5 } from './dial-socks5.ts';
 import type { UpstreamTlsPolicy } from './dial-tls.ts';
+import { dialUdpUpstream } from './udp-dial.ts';
 import { raceDial, type RaceSpec, type RaceWon } from './dial-race.ts';
 import { GatewayError, type UpstreamDialError } from './errors.ts';
 import { checkTarget } from './target.ts';
 import type { InstanceDirectory, LocalUser, MeterProvider, PoolProvider, SessionStore, Target, UserDirectory } from './types.ts';
 import { parseUsername, type UsernameOptions } from './username.ts';
+import type { BanTable } from './request-bans.ts';
+import { ExcludingSource, TraceFrom, type RequestRules, type RuleSet, type CompiledRule } from './request-rules.ts';
 import type { DestinationPolicy } from './destination-rules.ts';
 
 export interface Route {
@@ -48,7 +51,7 @@ export type Authorization = { ok: true; route: Route } | ({ ok: false } & Refusa
  * 'tunnel': a byte stream to the target (CONNECT, SOCKS5). 'forward': for plain-HTTP forwarding: an HTTP
  * node is only connected to (the request goes to it in absolute form), a SOCKS5 node tunnels to the target.
  */
-export type DialMode = 'tunnel' | 'forward';
+export type DialMode = 'tunnel' | 'forward' | 'udp';
 
 export interface Dialed extends Tunnel {
   node: UpstreamNode;
@@ -98,6 +101,10 @@ export interface RouterOptions {
    * known yet (let through). An unknown code is refused (403) before any pool or draw exists for it.
    */
   regionKnown?: (code: string) => boolean | undefined;
+  /** Request rules (src/proxy/request-rules.ts): proxy.requestRules and each user's; none = no cost. */
+  requestRules?: RequestRules;
+  /** Exits banned per user by request rules (src/proxy/request-bans.ts). */
+  bans?: BanTable;
   /** How nodes whose line says https:// are checked (pool.tls); absent = verified with the system's CAs. */
   upstreamTls?: UpstreamTlsPolicy;
 }
@@ -251,9 +258,10 @@ export class Router {
    */
   async dial(route: Route, requested: Target, signal?: DialSignal, mode: DialMode = 'tunnel', trace?: DialTrace): Promise<Dialed> {
     // Before any pool is asked: a malformed target is the client's fault and must never be charged to a node.
-    const target = checkTarget(requested);
+    // 'udp' (udp-associate.ts): `requested` is the client's own UDP address; each datagram's target is checked.
+    const target = mode === 'udp' ? requested : checkTarget(requested);
     if (this.options.meters.meter(route.user.name).exhausted) throw new GatewayError('LIMITED', 'traffic limit reached');
-    this.checkDestination(route, target);
+    if (mode !== 'udp') this.checkDestination(route, target);
     let source: NodeSource;
     try {
       source = this.sourceFor(route);
@@ -264,10 +272,16 @@ export class Router {
     }
     const sessions = this.options.sessions;
     const user = route.user.name;
+    // Exits a request rule banned for this user (and host): never handed out while the ban stands.
+    const banned = this.options.bans?.excluded(user, target.host);
+    if (banned !== undefined) source = new ExcludingSource(source, banned);
     let sticky: UpstreamNode | undefined;
     if (route.sessionId !== undefined) {
       const bound = sessions.get(user, route.sessionId)?.node;
-      if (bound && source.isUsable(bound)) sticky = bound;
+      if (bound && banned?.has(bound.id)) {
+        if (route.strict) throw strictFailure();
+        sessions.rotate(user, route.sessionId, 'failed');
+      } else if (bound && source.isUsable(bound)) sticky = bound;
       else if (bound) {
         const expired = bound.expiresAt !== undefined && bound.expiresAt <= this.now();
         // A strict session keeps its binding and fails while its exit is out of service (not when it expired).
@@ -275,11 +289,16 @@ export class Router {
         sessions.rotate(user, route.sessionId, expired ? 'expired' : 'failed');
       }
     }
-    const job = new DialJob(this, route, target, mode, source, sticky, signal, trace);
+    // A tunnel's rules see its dial's outcome; a plain-HTTP request's are the forwarder's (http-forward.ts).
+    const rules = mode === 'tunnel' ? this.options.requestRules?.forRequest(route.user, target.host) : undefined;
+    // The race counts this dial's retries and hedges; a record that already has some (a rule's retry) adds.
+    const job = new DialJob(this, route, target, mode, source, sticky, signal, trace && (trace.retries > 0 || trace.hedges > 0) ? new TraceFrom(trace) : trace);
+    if (rules !== undefined) job.rules = rules;
     let won: RaceWon;
     try {
       won = await raceDial(job);
     } catch (err) {
+      if (rules !== undefined && err instanceof GatewayError && job.failedNodes !== undefined) this.dialFailureRules(route, target, rules, err, job.failedNodes, trace);
       // The strict session's own exit failed (not the target): the connection fails, the session stays put.
       if (job.strictSticky && err instanceof GatewayError && (err.code === 'UPSTREAM_FAILED' || err.code === 'UPSTREAM_TIMEOUT') && err.upstreamReason !== 'target_refused') {
         throw strictFailure(err.upstreamReason);
@@ -287,12 +306,60 @@ export class Router {
       throw err;
     }
     const node = won.node;
-    this.lastTarget = target;
+    if (mode !== 'udp') this.lastTarget = target;
     // A node whose last tunnel died before its first byte is told "success" only once a tunnel through it
     // ends well (release): otherwise each CONNECT it answers would wipe its failures and it never cools.
     if (!this.suspect.has(node)) source.reportSuccess(node);
     if (route.sessionId !== undefined && !won.sticky) sessions.bind(user, route.sessionId, node, route.sessTime);
+    if (rules !== undefined) this.watchFirstByte(route, target, rules, won, trace);
     return new DialedTunnel(won, mode === 'forward' && node.protocol === 'http', source, route, sessions, this.suspect, this.options.metrics);
+  }
+
+  /** The rules a plain-HTTP request to `host` is held to (http-forward.ts); undefined = none (no cost). */
+  rulesFor(route: Route, host: string): RuleSet | undefined {
+    return this.options.requestRules?.forRequest(route.user, host);
+  }
+
+  /**
+   * A request rule fired on an exchange through `node`: the record is tagged; a ban action bans the exit for
+   * the user (for `host` only when the rule says so); a ban or retry moves a soft sticky session bound to it.
+   */
+  ruleFired(route: Route, node: UpstreamNode, rule: CompiledRule, host: string, trace: DialTrace | undefined): void {
+    if (trace) trace.rule = rule.name;
+    const user = route.user.name;
+    if (rule.banMs > 0) {
+      const ban = this.options.bans?.add(user, node, rule.banHost ? host : null, rule.banMs, rule.name);
+      if (ban === undefined) this.options.logger?.warn({ user, rule: rule.name }, 'ban table full: exit not banned');
+    }
+    if (rule.action !== 'tag' && route.sessionId !== undefined && !route.strict && this.options.sessions.get(user, route.sessionId)?.node.id === node.id) {
+      this.options.sessions.rotate(user, route.sessionId, 'failed');
+    }
+  }
+
+  /** A tunnel's dial failed: the first rule a 502 (504 when it timed out) fires bans the nodes that failed. */
+  private dialFailureRules(route: Route, target: Target, rules: RuleSet, err: GatewayError, failed: readonly UpstreamNode[], trace: DialTrace | undefined): void {
+    if (err.code !== 'UPSTREAM_FAILED' && err.code !== 'UPSTREAM_TIMEOUT') return;
+    const rule = rules.onDialFailure(err.code === 'UPSTREAM_TIMEOUT');
+    if (rule === undefined) return;
+    for (const node of failed) this.ruleFired(route, node, rule, target.host, trace);
+  }
+
+  /**
+   * A tunnel's time to first byte: when the shortest timeoutMs of its rules passes and the upstream has sent
+   * nothing (its socket's bytesRead has not moved since the handshake; no listener is added to the socket),
+   * the rule fires: the exit is banned or the record tagged. The bytes already relayed cannot be sent again,
+   * so a tunnel is never retried.
+   */
+  private watchFirstByte(route: Route, target: Target, rules: RuleSet, won: RaceWon, trace: DialTrace | undefined): void {
+    const rule = rules.firstByteRule();
+    if (rule === undefined || won.tunnel.head !== null) return;
+    const socket = won.tunnel.socket;
+    const read = socket.bytesRead;
+    const timer = setTimeout(() => {
+      if (socket.bytesRead === read && !socket.destroyed) this.ruleFired(route, won.node, rule, target.host, trace);
+    }, rule.timeoutMs);
+    timer.unref();
+    socket.once('close', () => clearTimeout(timer));
   }
 
   /**
@@ -303,6 +370,11 @@ export class Router {
     return route.sessionId === undefined ? undefined : this.options.sessions.get(route.user.name, route.sessionId)?.node.id;
   }
 
+  /** The destination rules' refusal of `target` for `route` (a UDP datagram's target), undefined = allowed. */
+  destinationRefusal(route: Route, target: Target): string | undefined {
+    return this.options.destinations?.check(route.user, target);
+  }
+
   /** Destination rules, before any pool is asked for a node: a refused target costs no draw and no dial. */
   private checkDestination(route: Route, target: Target): void {
     const refusal = this.options.destinations?.check(route.user, target);
@@ -311,6 +383,7 @@ export class Router {
 
   /** One upstream dial of a race (DialJob.dial). */
   dialNode(node: UpstreamNode, target: Target, mode: DialMode, options: DialOptions): Promise<Tunnel> {
+    if (mode === 'udp') return dialUdpUpstream(node, options);
     if (node.protocol === 'socks5') return this.dialSocks5(node, target, options);
     if (mode === 'forward') return dialHttpForward(node, options);
     return this.dialHttp(node, target, options);
@@ -383,6 +456,9 @@ class DialJob implements RaceSpec {
   readonly times: HandshakeTimes;
   readonly metrics: Metrics | undefined;
   readonly strictSticky: boolean;
+  /** this tunnel's request rules, when it has any: the nodes that failed are kept for them */
+  rules: RuleSet | undefined;
+  failedNodes: UpstreamNode[] | undefined;
 
   constructor(
     private readonly router: Router,
@@ -416,6 +492,7 @@ class DialJob implements RaceSpec {
 
   onNodeFailed(node: UpstreamNode, reason: FailureReason, wasSticky: boolean): void {
     this.source.reportFailure(node, reason);
+    if (this.rules !== undefined) (this.failedNodes ??= []).push(node);
     const route = this.route;
     const s = this.router.dialSettings;
     if (wasSticky && route.sessionId !== undefined && !route.strict) s.sessions.rotate(route.user.name, route.sessionId, 'failed');

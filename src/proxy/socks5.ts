@@ -13,6 +13,7 @@ import { logFailedAccepts } from '../errors/failed-accept.ts';
 import { endBeforeRelay, ListenerConnections } from './connections.ts';
 import type { Authorization, Refusal, Route, Router } from './router.ts';
 import { unrecordedConnections } from '../connlog/recorder.ts';
+import type { UdpAssociations } from './udp-associate.ts';
 import type { ConnectionContext, ConnectionRecorder, RecordResult } from '../connlog/types.ts';
 
 export interface Socks5ListenerOptions {
@@ -31,6 +32,8 @@ export interface Socks5ListenerOptions {
   recorder?: ConnectionRecorder;
   /** Admission without credentials (a user's own port: src/users/ports.ts UserPorts.admit); undefined = none. */
   anonymous?: (socket: Socket) => Authorization | undefined;
+  /** UDP ASSOCIATE (udp-associate.ts); absent = answered 0x07. */
+  udp?: UdpAssociations;
 }
 
 type Decision = { route: Route } | { refusal: Refusal };
@@ -56,6 +59,7 @@ export class Socks5Listener {
       auth: 'password',
       // holdClient reads it next, in the continuation of the handshake's await (no I/O turn between).
       keepReading: true,
+      udp: options.udp !== undefined,
       authenticate: (username, password): AuthDecision<Decision> => decide(router.authorize(username, password)),
     };
     this.server = createServer({ allowHalfOpen: true, pauseOnConnect: false }, (socket) => this.onConnection(socket));
@@ -148,6 +152,10 @@ export class Socks5Listener {
     const user = route.user.name;
     conn.user = user;
     conn.session = route.sessionId ?? null;
+    if (request.command === 0x03 && this.options.udp) {
+      await this.options.udp.serve(socket, request, route, conn);
+      return;
+    }
     const meters = router.meters;
     const abort = new DialCancel();
     const release = holdClient(socket, request.head, () => abort.abort());

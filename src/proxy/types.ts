@@ -4,6 +4,7 @@ import type { NodeSource, PoolKey, UpstreamNode } from '../pool/types.ts';
 import type { DestinationRules } from './destination-rules.ts';
 import type { Admission, UserMeter } from '../accounting/accounting.ts';
 import type { RotationReason } from '../session/table.ts';
+import type { RequestRule } from './request-rules.ts';
 
 /** A local proxy user from the config (interface.md, `users:`). */
 export interface LocalUser {
@@ -26,6 +27,8 @@ export interface LocalUser {
   listen?: { port: number; allowIps: readonly string[] } | null | undefined;
   /** Price per GB for usage amounts (GET /v1/usage); null/absent = billing.defaultPricePerGb. */
   pricePerGb?: number | null | undefined;
+  /** Request rules of this user, before proxy.requestRules (src/proxy/request-rules.ts). */
+  requestRules?: readonly RequestRule[] | null | undefined;
 }
 
 /** Config-backed; a reload swaps the object (Router.setUsers) or its contents. */

@@ -61,6 +61,8 @@ export interface Upstreams {
   closeInstance(instanceNo: string): Promise<void>;
   /** Fault knobs by port (any kind of upstream port), or every upstream port with '*'. */
   setFault(port: number | '*', fault: Fault | null): void;
+  /** UDP ASSOCIATE on every SOCKS5 upstream port open now (default on); off: answered 0x07. */
+  setUdp(enabled: boolean): void;
   /** Loopback source addresses the exits bind to (127.0.0.x), so a target can tell which exit carried it. */
   readonly exitAddresses: readonly string[];
   close(): Promise<void>;

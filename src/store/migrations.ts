@@ -143,4 +143,10 @@ export const MIGRATIONS: readonly Migration[] = [
       ) WITHOUT ROWID;
     `,
   },
+  {
+    // Request rules: the rule that fired on a connection (src/proxy/request-rules.ts); null when none did.
+    id: 48,
+    name: 'connection records: the request rule that fired',
+    sql: 'ALTER TABLE connections ADD COLUMN rule TEXT;',
+  },
 ];

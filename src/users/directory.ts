@@ -36,13 +36,15 @@ import type { SubAccountPort } from './sub-account.ts';
 import { InternalError } from '../errors/rotor-error.ts';
 
 /** A config `users:` entry as the directory takes it (src/config/schema.ts UserConfig). */
-export interface ConfigUserInput extends Partial<Omit<UserData, 'name' | 'source' | 'createdAt' | 'mainAccount' | 'rules' | 'listen' | 'expiresAt' | 'pricePerGb'>> {
+export interface ConfigUserInput extends Partial<Omit<UserData, 'name' | 'source' | 'createdAt' | 'mainAccount' | 'rules' | 'listen' | 'expiresAt' | 'pricePerGb' | 'requestRules'>> {
   name: string;
   password: string;
   mainAccount: string;
   limitBytes?: number;
   /** Shapes of src/users/schemas.ts (the config's); stored as given. */
   rules?: unknown;
+  /** src/users/request-rules-schema.ts's shape (the config's); stored as given. */
+  requestRules?: unknown;
   listen?: { port: number; allowIps: readonly string[] } | null | undefined;
   expiresAt?: string | null | undefined;
   pricePerGb?: number | null | undefined;
@@ -474,6 +476,7 @@ export class Users implements UserDirectory {
       sessTime: data.sessTime,
       limitBytes: data.quota.bytes,
       rules: data.rules,
+      requestRules: data.requestRules.length > 0 ? data.requestRules : null,
       expiresAt: data.expiresAt,
       listen: data.listen,
       pricePerGb: data.pricePerGb,
@@ -591,6 +594,7 @@ function defaults(): Omit<UserData, 'name' | 'mainAccount' | 'source' | 'created
     pricePerGb: null,
     listen: null,
     rules: { denyPorts: [], denyHosts: [], allowPorts: [], allowHosts: [] },
+    requestRules: [],
     metrics: false,
   };
 }

@@ -7,6 +7,7 @@ import { z } from 'zod';
 import { SESS_TIME_MAX, SESS_TIME_MIN } from '../platform/operations.ts';
 import { QUOTA_PERIODS, type QuotaPeriod } from '../accounting/period.ts';
 import { listenSchema, rulesSchema } from './schemas.ts';
+import { requestRulesSchema, type RequestRuleConfig } from './request-rules-schema.ts';
 
 /** User names of the proxy user-name grammar ('-' separates options); the sub account's appUsername is string(32). */
 export const USER_NAME = /^[A-Za-z0-9_.]+$/;
@@ -43,6 +44,8 @@ const fields = {
   pricePerGb: z.number().min(0).max(1e9).nullable().default(null),
   listen: listenSchema.nullable().default(null),
   rules: rulesSchema.default({ denyPorts: [], denyHosts: [], allowPorts: [], allowHosts: [] }),
+  /** Request rules (src/proxy/request-rules.ts): retry, ban or tag on a response's status or a slow exit. */
+  requestRules: requestRulesSchema.default([]),
   /** Always export this user's per-user metric series (within the bound, see src/users/series.ts). */
   metrics: z.boolean().default(false),
 };
@@ -69,6 +72,7 @@ export const patchUserSchema = z
     pricePerGb: z.number().min(0).max(1e9).nullable(),
     listen: listenSchema.nullable(),
     rules: rulesSchema,
+    requestRules: requestRulesSchema,
     metrics: z.boolean(),
   })
   .partial();
@@ -98,6 +102,7 @@ export interface UserData {
   pricePerGb: number | null;
   listen: UserListen | null;
   rules: UserRules;
+  requestRules: RequestRuleConfig[];
   metrics: boolean;
   source: UserSource;
   createdAt: number;
@@ -138,6 +143,7 @@ export function readStoredData(name: string, data: unknown): UserData | undefine
     pricePerGb: d.pricePerGb,
     listen: d.listen,
     rules: d.rules,
+    requestRules: d.requestRules,
     metrics: d.metrics,
     source: d.source,
     createdAt: d.createdAt,

@@ -148,6 +148,44 @@ export function socks5Connect(
   return h.detach;
 }
 
+/** UDP ASSOCIATE with "any address" (0.0.0.0:0): the client's own UDP address is not known to the upstream. */
+const ASSOCIATE_REQUEST = Buffer.from([SOCKS_VERSION, 0x03, 0x00, 0x01, 0, 0, 0, 0, 0, 0]);
+
+/**
+ * Greeting, optional RFC 1929 auth and UDP ASSOCIATE (RFC 1928 §7) on `socket`; `done` gets the relay's
+ * address from the reply (BND.ADDR, BND.PORT) or a typed error. The association lives as long as `socket`.
+ */
+export function socks5UdpAssociate(
+  socket: Socket,
+  credentials: Socks5Credentials | undefined,
+  done: (err: Socks5ClientError | null, relay: { host: string; port: number } | null) => void,
+): () => void {
+  const auth = credentials ? authMessageOf(credentials) : undefined;
+  if (credentials && !auth) {
+    done(new Socks5ClientError('BAD_REQUEST', 'upstream credentials too long for SOCKS5'), null);
+    return noop;
+  }
+  let h: ClientHandshake | undefined = undefined;
+  h = new ClientHandshake(socket as HandshakeSocket, ASSOCIATE_REQUEST, auth, (err) => {
+    const reply = h?.reply;
+    if (err || !reply) return done(err ?? new Socks5ClientError('BAD_REPLY', 'no reply'), null);
+    const atyp = reply[3];
+    if (atyp === 0x01) return done(null, { host: `${reply[4]}.${reply[5]}.${reply[6]}.${reply[7]}`, port: reply.readUInt16BE(8) });
+    if (atyp === 0x04) {
+      const parts: string[] = [];
+      for (let i = 0; i < 8; i++) parts.push(reply.readUInt16BE(4 + i * 2).toString(16));
+      return done(null, { host: parts.join(':'), port: reply.readUInt16BE(20) });
+    }
+    return done(null, { host: reply.toString('latin1', 5, 5 + reply[4]!), port: reply.readUInt16BE(reply.length - 2) });
+  });
+  socket.on('data', onData);
+  socket.on('end', onClose);
+  socket.on('close', onClose);
+  socket.on('error', onError);
+  socket.write(auth ? GREETING_BOTH : GREETING_NONE);
+  return h.detach;
+}
+
 /** The handshake a socket belongs to, for the shared listeners below (one set for all dials, no closures). */
 const HANDSHAKE = Symbol('rotor.socks5Client');
 type HandshakeSocket = Socket & { [HANDSHAKE]?: ClientHandshake | undefined };
@@ -156,6 +194,8 @@ type HandshakeSocket = Socket & { [HANDSHAKE]?: ClientHandshake | undefined };
 class ClientHandshake {
   private stage = Stage.Method;
   private buffer: Buffer | null = null;
+  /** The whole successful reply (UDP ASSOCIATE reads its bound address from it). */
+  reply: Buffer | null = null;
   /** Detaches without calling `done` (handed to the caller: bound once, the only closure of a dial). */
   readonly detach = (): void => this.stop();
 
@@ -249,6 +289,7 @@ class ClientHandshake {
         if (b.length < 5) return 0;
         const end = atyp === 0x01 ? 10 : atyp === 0x04 ? 22 : 7 + b[4]!;
         if (b.length < end) return 0;
+        this.reply = b.subarray(0, end);
         this.stop();
         this.socket.pause();
         this.done(null, b.length > end ? b.subarray(end) : null);

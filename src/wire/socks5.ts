@@ -62,6 +62,8 @@ export interface HandshakeOptions<T> {
    * socket would cost a resume (a nextTick and a stream pass) per connection. Default false: paused.
    */
   keepReading?: boolean;
+  /** Accept UDP ASSOCIATE (command 3, RFC 1928 §7) besides CONNECT; the request says which (`command`). */
+  udp?: boolean;
 }
 
 export interface ConnectRequest<T> {
@@ -73,6 +75,8 @@ export interface ConnectRequest<T> {
   context: T | undefined;
   /** Bytes the client sent after its request, before our reply; hand them on to the upstream. */
   head: Buffer | null;
+  /** 1 CONNECT, 3 UDP ASSOCIATE (only with `udp`; host:port is then where the client will send from, 0 = unknown). */
+  command?: 1 | 3;
 }
 
 const enum Stage {
@@ -232,7 +236,8 @@ class ServerHandshake<T> implements HandshakeSteps {
           this.fail('BAD_VERSION', `unsupported SOCKS version ${buffer[0]} in request`);
           return 0;
         }
-        if (buffer[1] !== 0x01) {
+        const command = buffer[1];
+        if (command !== 0x01 && !(command === 0x03 && options.udp)) {
           this.fail('BAD_COMMAND', `unsupported command ${buffer[1]}`, replyBuffer(REPLY.commandNotSupported));
           return 0;
         }
@@ -267,7 +272,7 @@ class ServerHandshake<T> implements HandshakeSteps {
           return 0;
         }
         const port = buffer.readUInt16BE(end - 2);
-        if (port === 0) {
+        if (port === 0 && command === 0x01) {
           // A malformed request (like the HTTP listener's 400), not a statement about reachability.
           this.fail('BAD_ADDRESS', 'port 0', replyBuffer(REPLY.generalFailure));
           return 0;
@@ -279,7 +284,9 @@ class ServerHandshake<T> implements HandshakeSteps {
         if (!options.keepReading) socket.pause();
         this.cleanup();
         socket.on('error', noop);
-        this.resolve({ host, port, addressType: atyp as 1 | 3 | 4, username: this.username, context: this.context, head: rest });
+        const request: ConnectRequest<T> = { host, port, addressType: atyp as 1 | 3 | 4, username: this.username, context: this.context, head: rest };
+        if (command === 0x03) request.command = 0x03;
+        this.resolve(request);
         return 0;
       }
       default:

@@ -34,6 +34,7 @@ const recordSchema = {
     reason: nullable('string', 'the refusal or failure; for ok how it ended: closed, idle, limit, error, stopped, killed'),
     retries: { type: 'integer' },
     hedges: { type: 'integer' },
+    rule: { type: ['string', 'null'], description: 'the request rule that fired (proxy.requestRules / the user\'s requestRules), when one did' },
   },
 };
 

@@ -1,6 +1,7 @@
 // Every /v1 resource, one file each.
 import { accountRoutes } from './accounts.ts';
 import { appRoutes } from './app.ts';
+import { banRoutes } from './bans.ts';
 import { assignIpRoutes } from './assign-ip.ts';
 import type { RegisterRoutes } from './common.ts';
 import { dictionaryRoutes } from './dictionaries.ts';
@@ -36,4 +37,5 @@ export const ROUTES: readonly RegisterRoutes[] = [
   eventRoutes,
   connectionRoutes,
   usageRoutes,
+  banRoutes,
 ];

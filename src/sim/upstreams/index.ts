@@ -139,6 +139,10 @@ export async function startUpstreams(opts: UpstreamsOptions): Promise<Upstreams>
       await port.close();
     },
 
+    setUdp(enabled: boolean): void {
+      for (const p of ports) p.udp = enabled;
+    },
+
     setFault(port: number | '*', fault: Fault | null): void {
       if (fault) faults.set(port, { ...fault });
       else faults.delete(port);

@@ -6,6 +6,7 @@ import type { Fault, Meter, Refusal } from '../contracts.ts';
 import { UpstreamError } from './errors.ts';
 import { basicCredentials, HttpHeadError, readRequestHead, type RequestHead } from './http-head.ts';
 import { dial, relay } from './relay.ts';
+import { serveUdpAssociate } from './udp.ts';
 
 export type Admission = { ok: true; meter: Meter; exit: string } | { ok: false; reason: string; refusal: Refusal };
 
@@ -37,6 +38,8 @@ export class UpstreamPort {
   private readonly sockets = new Set<Socket>();
   private closed = false;
   port = 0;
+  /** UDP ASSOCIATE offered (udp.ts); false: answered 0x07, like gateways without UDP. */
+  udp = true;
 
   constructor(
     private readonly policy: AdmissionPolicy,
@@ -120,6 +123,7 @@ export class UpstreamPort {
     const handshake = acceptSocks5<Admission>(socket, {
       timeoutMs: this.timeouts.handshakeMs,
       auth: this.policy.auth,
+      udp: this.udp,
       authenticate: (username, password) => {
         admitted = this.policy.admit({ username, password, clientIp });
         return admitted.ok ? { ok: true, context: admitted } : { ok: false };
@@ -137,6 +141,12 @@ export class UpstreamPort {
     if (this.policy.auth === 'none') admitted = this.policy.admit({ username: '', password: '', clientIp });
     if (!admitted?.ok) {
       writeReply(socket, REPLY.notAllowed);
+      return;
+    }
+    if (request.command === 0x03) {
+      this.sockets.add(socket);
+      socket.once('close', () => this.sockets.delete(socket));
+      serveUdpAssociate(socket, admitted.exit, admitted.meter, clientIp);
       return;
     }
     let target: Socket;

@@ -1,0 +1,270 @@
+// SOCKS5 UDP ASSOCIATE (RFC 1928 §7) on the SOCKS5 listener and users' own ports: each association gets a
+// UDP port of Rotor's for the client and its own UDP ASSOCIATE on a SOCKS5 upstream (Router.dial in mode
+// 'udp': the same pool, sticky session and retries as a tunnel, so a session's datagrams leave from its TCP
+// exit). Datagrams are checked one by one: header well formed, FRAG 0 (fragments are dropped, as §7 allows),
+// target well formed and allowed by the destination rules, the user's quota not spent; then passed on as they
+// came (client and upstream speak the same header). Bytes of payload are metered both ways and recorded as
+// the association's connection. It ends with either TCP control connection, after `idleTimeoutMs` without a
+// datagram, or when the quota is spent. Bounded: associations per user, datagrams in flight per association.
+import { createSocket, type RemoteInfo, type Socket as UdpSocket } from 'node:dgram';
+import { isIPv6, type Socket } from 'node:net';
+import type { ConnectionContext } from '../connlog/types.ts';
+import type { Logger } from '../telemetry/logger.ts';
+import { REPLY, writeReply, type ConnectRequest } from '../wire/socks5.ts';
+import { parseUdpHeader } from '../wire/socks5-udp.ts';
+import { DialCancel } from './cancel.ts';
+import { GatewayError } from './errors.ts';
+import { checkTarget } from './target.ts';
+import { UDP_UNSUPPORTED, refusedForUdp, relayOf } from './udp-dial.ts';
+import type { Dialed, Route, Router } from './router.ts';
+
+export interface UdpSettings {
+  /** Associations one user may hold at once (config proxy.udp.maxAssociationsPerUser). */
+  maxAssociationsPerUser: number;
+  /** Datagrams sent and not yet handed to the kernel, per association; more are dropped. */
+  maxPendingDatagrams: number;
+  /** An association without a datagram either way for this long ends. */
+  idleTimeoutMs: number;
+}
+
+export class UdpAssociations {
+  private readonly perUser = new Map<string, number>();
+  private readonly live = new Set<Association>();
+
+  constructor(
+    private readonly router: Router,
+    private settings: UdpSettings,
+    private readonly logger?: Logger,
+  ) {}
+
+  setSettings(settings: UdpSettings): void {
+    this.settings = settings;
+  }
+
+  /** Associations open now. */
+  get size(): number {
+    return this.live.size;
+  }
+
+  /** Serves a UDP ASSOCIATE whose client is authorized for `route`; answers the request itself. */
+  async serve(control: Socket, request: ConnectRequest<unknown>, route: Route, conn: ConnectionContext): Promise<void> {
+    const user = route.user.name;
+    const held = this.perUser.get(user) ?? 0;
+    if (held >= this.settings.maxAssociationsPerUser) {
+      writeReply(control, REPLY.notAllowed);
+      conn.end({ result: 'limited', reason: `too many UDP associations (at most ${this.settings.maxAssociationsPerUser})` });
+      return;
+    }
+    this.perUser.set(user, held + 1);
+    const meters = this.router.meters;
+    meters.connectionOpened(user);
+    const abort = new DialCancel();
+    const onGone = (): void => abort.abort();
+    control.on('close', onGone);
+    control.on('error', noop);
+    let dialed: Dialed;
+    try {
+      dialed = await this.router.dial(route, { host: request.host, port: request.port }, abort, 'udp', conn);
+    } catch (err) {
+      control.off('close', onGone);
+      this.released(user);
+      meters.connectionClosed(user);
+      if (err instanceof GatewayError && err.code === 'DIAL_ABORTED') {
+        control.destroy();
+        conn.end({ result: 'client_abort', reason: err.message });
+        return;
+      }
+      // In mode 'udp' a refusal that is "the target's" can only mean the upstream carries no UDP.
+      if (refusedForUdp(abort) || (err instanceof GatewayError && err.upstreamReason === 'target_refused')) {
+        writeReply(control, REPLY.commandNotSupported);
+        conn.end({ result: 'upstream_error', reason: `UDP ASSOCIATE: ${UDP_UNSUPPORTED}` });
+        return;
+      }
+      const reply = err instanceof GatewayError ? err.socksReply : REPLY.generalFailure;
+      writeReply(control, reply);
+      conn.end({ result: err instanceof GatewayError ? err.connectionResult : 'upstream_error', reason: err instanceof Error ? err.message : 'internal error' });
+      if (!(err instanceof GatewayError)) this.logger?.error({ conn: conn.id, user, err }, 'udp associate failed unexpectedly');
+      return;
+    }
+    control.off('close', onGone);
+    if (control.destroyed) {
+      dialed.socket.destroy();
+      dialed.release();
+      this.released(user);
+      meters.connectionClosed(user);
+      conn.end({ result: 'client_abort', reason: 'the client went away' });
+      return;
+    }
+    const relay = relayOf(dialed.socket);
+    if (!relay) throw new Error('udp dial without a relay address');
+    const a = new Association(this, control, dialed, relay, route, conn, request);
+    this.live.add(a);
+    a.start();
+  }
+
+  /** Called once per association (or failed serve) when it ends. */
+  released(user: string): void {
+    const n = (this.perUser.get(user) ?? 1) - 1;
+    if (n <= 0) this.perUser.delete(user);
+    else this.perUser.set(user, n);
+  }
+
+  ended(a: Association): void {
+    this.live.delete(a);
+  }
+
+  get config(): UdpSettings {
+    return this.settings;
+  }
+
+  get routerOf(): Router {
+    return this.router;
+  }
+
+  /** Ends every association (shutdown). */
+  closeAll(): void {
+    for (const a of [...this.live]) a.end('shutdown', 'shutting down');
+  }
+}
+
+/** One association: the client's UDP socket, the upstream's, the two TCP control connections. */
+class Association {
+  private readonly client: UdpSocket;
+  private readonly upstream: UdpSocket;
+  /** The client's UDP address, fixed by the request (when it named one) or its first datagram. */
+  private clientAddr: { address: string; port: number } | undefined;
+  private readonly clientIp: string;
+  private readonly stats = { up: 0, down: 0 };
+  private pending = 0;
+  private over = false;
+  private idle: NodeJS.Timeout | undefined;
+  private lastActivity = Date.now();
+  private dropped = 0;
+
+  constructor(
+    private readonly owner: UdpAssociations,
+    private readonly control: Socket,
+    private readonly dialed: Dialed,
+    private readonly relay: { host: string; port: number },
+    private readonly route: Route,
+    private readonly conn: ConnectionContext,
+    request: ConnectRequest<unknown>,
+  ) {
+    this.clientIp = bare(control.remoteAddress ?? '');
+    const local = control.localAddress ?? '127.0.0.1';
+    this.client = createSocket({ type: isIPv6(local) && !local.startsWith('::ffff:') ? 'udp6' : 'udp4' });
+    this.upstream = createSocket({ type: isIPv6(relay.host) ? 'udp6' : 'udp4' });
+    const named = request.port !== 0 && !/^(0\.0\.0\.0|::|0(:0)*)$/.test(request.host);
+    if (named) this.clientAddr = { address: bare(request.host), port: request.port };
+  }
+
+  start(): void {
+    const { control, dialed, conn } = this;
+    conn.node = dialed.node.id;
+    conn.exit = dialed.node.host;
+    conn.bytes = this.stats;
+    conn.closer = () => this.end('ok', 'closed by the admin');
+    control.on('close', () => this.end('ok', null));
+    control.on('end', () => this.end('ok', null));
+    dialed.socket.on('error', noop);
+    dialed.socket.on('close', () => this.end('upstream_error', 'the upstream ended the association'));
+    dialed.socket.resume();
+    control.resume();
+    this.client.on('error', () => this.end('upstream_error', 'client UDP socket failed'));
+    this.upstream.on('error', () => this.end('upstream_error', 'upstream UDP socket failed'));
+    this.client.on('message', (msg, from) => this.fromClient(msg, from));
+    this.upstream.on('message', (msg) => this.fromUpstream(msg));
+    const local = bare(control.localAddress ?? '127.0.0.1');
+    let ready = 0;
+    const go = (): void => {
+      if (++ready < 2 || this.over) return;
+      const a = this.client.address();
+      writeReply(control, REPLY.succeeded, { host: bare(a.address), port: a.port });
+      const idleMs = this.owner.config.idleTimeoutMs;
+      if (idleMs > 0) this.idle = setInterval(() => this.checkIdle(idleMs), Math.min(idleMs, 5000));
+      this.idle?.unref();
+    };
+    this.client.bind(0, local, go);
+    // Connected: the kernel only passes datagrams from the upstream's relay.
+    this.upstream.connect(this.relay.port, this.relay.host, go);
+  }
+
+  private checkIdle(idleMs: number): void {
+    if (Date.now() - this.lastActivity >= idleMs) this.end('ok', 'idle');
+  }
+
+  private fromClient(msg: Buffer, from: RemoteInfo): void {
+    if (this.over) return;
+    const addr = this.clientAddr;
+    if (addr ? bare(from.address) !== addr.address || from.port !== addr.port : bare(from.address) !== this.clientIp) return;
+    this.clientAddr ??= { address: bare(from.address), port: from.port };
+    const h = parseUdpHeader(msg);
+    if ('error' in h || h.frag !== 0) return this.drop();
+    try {
+      checkTarget({ host: h.host, port: h.port });
+    } catch {
+      return this.drop();
+    }
+    const router = this.owner.routerOf;
+    if (router.destinationRefusal(this.route, { host: h.host, port: h.port }) !== undefined) return this.drop();
+    const meter = router.meters.meter(this.route.user.name);
+    if (meter.exhausted) return this.end('limited', 'traffic limit reached');
+    if (this.pending >= this.owner.config.maxPendingDatagrams) return this.drop();
+    const bytes = msg.length - h.length;
+    meter.add(bytes, 0);
+    this.stats.up += bytes;
+    this.lastActivity = Date.now();
+    this.pending++;
+    this.upstream.send(msg, this.sent);
+  }
+
+  private readonly sent = (): void => {
+    this.pending--;
+  };
+
+  private fromUpstream(msg: Buffer): void {
+    if (this.over || !this.clientAddr) return;
+    const h = parseUdpHeader(msg);
+    if ('error' in h || h.frag !== 0) return this.drop();
+    const meter = this.owner.routerOf.meters.meter(this.route.user.name);
+    if (meter.exhausted) return this.end('limited', 'traffic limit reached');
+    if (this.pending >= this.owner.config.maxPendingDatagrams) return this.drop();
+    const bytes = msg.length - h.length;
+    meter.add(0, bytes);
+    this.stats.down += bytes;
+    this.lastActivity = Date.now();
+    this.pending++;
+    this.client.send(msg, this.clientAddr.port, this.clientAddr.address, this.sent);
+  }
+
+  private drop(): void {
+    this.dropped++;
+  }
+
+  end(result: 'ok' | 'limited' | 'upstream_error' | 'shutdown', reason: string | null): void {
+    if (this.over) return;
+    this.over = true;
+    clearInterval(this.idle);
+    for (const s of [this.client, this.upstream]) {
+      try {
+        s.close();
+      } catch {
+        // not bound yet or already closed
+      }
+    }
+    this.control.destroy();
+    this.dialed.socket.destroy();
+    this.dialed.release();
+    const user = this.route.user.name;
+    this.owner.released(user);
+    this.owner.routerOf.meters.connectionClosed(user);
+    this.owner.ended(this);
+    this.conn.end({ result, reason: this.dropped > 0 ? `${reason ?? 'closed'}; ${this.dropped} datagrams dropped` : reason });
+  }
+}
+
+function bare(address: string): string {
+  return address.startsWith('::ffff:') ? address.slice(7) : address;
+}
+
+function noop(): void {}
