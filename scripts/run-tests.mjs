@@ -2,8 +2,8 @@
 // Runs the whole suite with node's own test runner and tsx as the TypeScript loader.
 // Node 20's --test takes no globs, so the files are listed here; pass paths or substrings to narrow.
 //
-// The Redis pass (issue 10: the suite passes on the Redis driver as on SQLite): every test file that opens its
-// store through test/support/store.ts (directly or through a harness) runs a second time with
+// The Redis pass (the suite passes on the Redis driver as on SQLite): every test file that opens its store
+// through test/support/store.ts (directly or through a harness) and starts no whole daemon runs a second time with
 // ROTOR_TEST_STORE=redis, on one redis-server this script starts for the run (ROTOR_TEST_REDIS_URL) and stops
 // at the end. Both passes are one `node --test` run — each Redis copy is a small wrapper file that sets the
 // variable and imports the test file inside a suite named "redis: <path>" — so the closing lines are node's
@@ -84,7 +84,8 @@ const RUNS_A_DAEMON = /e2e\/(?:limits-)?harness\.ts|support\/rotor-process\.ts|'
 // Volume tests outside those folders are left out too: thousands of requests or rows to show a property
 // holds at scale (the token on 8,400 spellings, 2,400 malformed user bodies, 10,000 users, 100,000 log rows).
 const VOLUME = ['test/admin/authz.test.ts', 'test/admin/users-fuzz.test.ts', 'test/users/scale.test.ts', 'test/connlog/query-speed.test.ts'];
-const slowTier = (f) => SLOW_TIERS.some((t) => f.startsWith(t)) || VOLUME.includes(f) || RUNS_A_DAEMON.test(readFileSync(f, 'utf8'));
+const runsADaemon = (f) => SLOW_TIERS.some((t) => f.startsWith(t)) || RUNS_A_DAEMON.test(readFileSync(f, 'utf8'));
+const slowTier = (f) => runsADaemon(f) || VOLUME.includes(f);
 const unit = process.argv.includes('--unit');
 if (unit) process.env.ROTOR_TEST_REDIS_PASS = 'off';
 // `--durations <file>`: also write each file's wall time there, slowest first (scripts/file-durations.mjs).
@@ -105,7 +106,10 @@ const work = mkdtempSync(join(tmpdir(), 'rotor-test-run-'));
 let redis;
 const redisFiles = [];
 const wantRedisPass = (process.env.ROTOR_TEST_REDIS_PASS ?? 'on') !== 'off' && (process.env.ROTOR_TEST_STORE ?? 'sqlite') === 'sqlite';
-const storeUsers = files.filter((f) => !chooseOwnStore(f) && !storeBlind(f) && usesTestStore(f));
+// End-to-end files (a whole daemon) are not run again on Redis: the store's contract tests (test/store/) run on
+// both drivers and the fleet tests (test/fleet/) on a real redis-server; a second pass of every daemon file only
+// repeated the same sockets and timers. The Redis pass keeps the component tests that reach the store.
+const storeUsers = files.filter((f) => !chooseOwnStore(f) && !storeBlind(f) && !runsADaemon(f) && usesTestStore(f));
 if (storeUsers.length > 0 && (wantRedisPass || process.env.ROTOR_TEST_STORE === 'redis')) {
   redis = await startRedis(join(work, 'redis'));
   if (redis) env.ROTOR_TEST_REDIS_URL = redis.url;

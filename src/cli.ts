@@ -1,5 +1,5 @@
 // The `rotor` command (bin/rotor.js and `npm start` load this file). Parses the command line, runs one
-// subcommand, and maps failures to the exit codes of interface.md.
+// subcommand, and maps failures to the exit codes of docs/reference.md.
 import { pino } from 'pino';
 import { parseCommand, USAGE, type Command } from './cli/args.ts';
 import { describeFailure, EXIT, UsageError } from './cli/exit.ts';
@@ -56,7 +56,7 @@ async function main(argv: string[]): Promise<number> {
     return await run(parseCommand(argv));
   } catch (err) {
     const { exitCode, message } = describeFailure(err);
-    // A platform refusal prints exactly `platform error <code>: <msg>` (interface.md).
+    // A platform refusal prints exactly `platform error <code>: <msg>` (docs/reference.md).
     if (err instanceof UsageError) process.stderr.write(`rotor: ${message}\n\n${USAGE}\n`);
     else process.stderr.write(`${message}\n`);
     return exitCode;

@@ -83,7 +83,7 @@ export function registerApiDocs(app: FastifyInstance, options: ApiDocsOptions = 
       info: {
         title: 'Rotor admin API',
         version: '1',
-        description: 'Admin API of the Rotor proxy gateway (interface.md "Admin API"). Every /v1 route needs `Authorization: Bearer <admin.token>` when a token is set.',
+        description: 'Admin API of the Rotor proxy gateway (docs/reference.md "Admin API"). Every /v1 route needs `Authorization: Bearer <admin.token>` when a token is set.',
         license: { name: 'MIT', url: 'https://opensource.org/licenses/MIT' },
       },
       servers: [{ url: '/', description: 'this admin server' }],

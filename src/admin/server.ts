@@ -1,5 +1,5 @@
 // The admin HTTP server: fastify with one plugin per resource under /v1, a bearer token on every /v1 route,
-// one error handler for the error shape of interface.md, OpenAPI from the route schemas, and the
+// one error handler for the error shape of docs/reference.md, OpenAPI from the route schemas, and the
 // unauthenticated probes /healthz, /readyz and /metrics.
 //
 // The token is checked by a hook of the /v1 scope, so it runs for whatever route the router MATCHED there

@@ -1,4 +1,4 @@
-// Exit codes of interface.md and how each failure maps to one. The message printed names the key or field
+// Exit codes of docs/reference.md and how each failure maps to one. The message printed names the key or field
 // and never carries a secret (the errors themselves never hold one).
 import { ConfigError } from '../config/load.ts';
 import { SecretLengthError } from '../platform/envelope.ts';

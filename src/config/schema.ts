@@ -1,4 +1,4 @@
-// The configuration of interface.md ("Configuration") as one zod schema with its defaults, plus the keys
+// The configuration of docs/reference.md ("Configuration") as one zod schema with its defaults, plus the keys
 // Rotor adds (documented in config/default.yaml). Unknown keys are errors, so a typo never silently falls
 // back to a default.
 import { isIP } from 'node:net';
@@ -263,6 +263,19 @@ const pool = z
     acquireTimeoutMs: millis.default(10_000),
     /** A draw that brought only nodes already held (a backconnect gateway) is not repeated for this long, unless the pool empties or a node nears expiry. */
     redrawAfterMs: millis.default(60_000),
+    /**
+     * Warm upstream connections (src/proxy/warm.ts): per node up to perNode opened ahead (TCP; SOCKS5 greeted
+     * and authenticated), at most maxPerPool per pool, each closed after idleMs unused. perNode 0 turns them
+     * off; `off` lists products that never get them. Products sold by IP count never do.
+     */
+    warm: z
+      .strictObject({
+        perNode: z.number().int().min(0).max(64).default(4),
+        maxPerPool: z.number().int().min(0).max(1024).default(16),
+        idleMs: millis.default(15_000),
+        off: z.array(z.string().min(1)).max(1000).default([]),
+      })
+      .prefault({}),
     /** Pools (product × region) one user may hold; room is made by closing that user's least recently used idle pool. */
     maxPerUser: z.number().int().min(1).default(32),
     /** A pool unused this long (and with nothing in use) is closed; longer than any session (120 min) by default. */

@@ -21,7 +21,7 @@ export function isFailure(result: RecordResult): boolean {
   return result !== 'ok' && result !== 'shutdown' && result !== 'open';
 }
 
-/** One accepted connection (interface.md "Connection log and usage"), plus retries and hedges. */
+/** One accepted connection (docs/reference.md "Connection log and usage"), plus retries and hedges. */
 export interface ConnectionRecord {
   id: string;
   /** The authenticated local user; null when authentication failed (a client's guess is not a user). */

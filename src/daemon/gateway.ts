@@ -11,6 +11,7 @@ import { UpstreamTlsPolicy } from '../proxy/dial-tls.ts';
 import { HttpListener } from '../proxy/http.ts';
 import { HttpsListener, type loadTlsPair } from '../proxy/https-listener.ts';
 import { Router } from '../proxy/router.ts';
+import { warmConnections } from './warm.ts';
 import { Socks5Listener } from '../proxy/socks5.ts';
 import { UdpAssociations } from '../proxy/udp-associate.ts';
 import { SessionTable } from '../session/table.ts';
@@ -81,10 +82,12 @@ export async function assembleGateway(config: Config, needs: Needs, ctx: Assembl
   ctx.stops.onStop('regions', () => regions.stop());
   const destinations = new DestinationPolicy(config.proxy.rules);
   const upstreamTls = new UpstreamTlsPolicy(config.pool.tls, logger.child({ component: 'gateway' }));
+  const warm = warmConnections(config, ctx);
   // Request rules (proxy.requestRules; users' own come with their records) and the bans they make.
   const requestRules = new RequestRules(config.proxy.requestRules);
   const bans = new BanTable(clockOption(ctx));
   const routerOptions = {
+    dialers: { socks5: warm.socks5, http: warm.http },
     destinations,
     requestRules,
     bans,

@@ -68,7 +68,8 @@ export async function assemblePools(config: Config, needs: Needs, ctx: AssemblyC
     ...clockOption(ctx),
     tuning: { strategy, lowWater, drawBatch, maxFails, failWindowMs, coolDownMs, acquireTimeoutMs, probation: true, redrawAfterMs: config.pool.redrawAfterMs, outlier: config.pool.outlier },
     // Sold by IP count: hold one exit at a time (every exit drawn spends an IP of the package).
-    tuningFor: (key) => (soldByIp.has(`${key.user}/${key.productNo}`) ? { drawBatch: 1, lowWater: 1 } : undefined),
+    // Nor warm upstream connections (an authenticated connection may hold an exit: src/proxy/warm.ts).
+    tuningFor: (key) => (soldByIp.has(`${key.user}/${key.productNo}`) ? { drawBatch: 1, lowWater: 1, warm: false } : undefined),
     metrics,
     logger: logger.child({ component: 'pool' }),
   });

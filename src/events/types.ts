@@ -1,4 +1,4 @@
-// What Rotor tells a webhook (interface.md "Events"): the event types, their data, and the JSON body sent.
+// What Rotor tells a webhook (docs/reference.md "Events"): the event types, their data, and the JSON body sent.
 import type { EventRecord } from '../store/events.ts';
 
 export const EVENT_TYPES = ['user.quota.80', 'user.quota.100', 'user.expired', 'balance.low', 'order.final'] as const;

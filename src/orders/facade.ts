@@ -18,7 +18,7 @@ import { INSTANCE_STATUS, instanceView, orderView, type InstanceView, type Order
 
 
 type OpenItem = OpRequest<'InstanceOpen'>['params'][number];
-/** `{params:[…]}` or, for one item, the item's fields at the top level (interface.md). */
+/** `{params:[…]}` or, for one item, the item's fields at the top level (docs/reference.md). */
 export type OpenBody = OpenInput | (OpenItem & { appOrderNo?: string });
 
 export interface OrdersOptions {

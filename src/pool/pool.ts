@@ -6,6 +6,7 @@
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import type { Drawer } from './drawer.ts';
+import { setNodeOwner } from './node-owner.ts';
 import { newOutlierState, OutlierDetector, type OutlierSettings, type OutlierState } from './outlier.ts';
 import { PoolEmptyError, poolKeyId, type AcquireOptions, type FailureReason, type NodeSource, type PoolKey, type UpstreamNode } from './types.ts';
 
@@ -42,6 +43,8 @@ export interface PoolTuning {
    * when the pool empties or a held node nears its expiry (expiryLeadMs before). Default 60 s.
    */
   redrawAfterMs?: number;
+  /** Whether upstream connections may be opened ahead for this pool's nodes (src/proxy/warm.ts). Default true. */
+  warm?: boolean;
   /** How long before a node's expiry the pool draws its successor. Default 30 s (a tenth of a shorter life). */
   expiryLeadMs?: number;
 }
@@ -151,6 +154,7 @@ export class Pool implements NodeSource {
   private readonly probation: boolean;
   private readonly outlier: OutlierDetector | undefined;
   private readonly redrawAfterMs: number;
+  private readonly owner: { key: PoolKey; warm: boolean };
   private readonly expiryLeadMs: number;
   /** After a draw that brought nothing new: refills wait until then (see redrawAfterMs). */
   private quietUntil = 0;
@@ -188,6 +192,7 @@ export class Pool implements NodeSource {
     this.probation = options.probation ?? false;
     this.outlier = options.outlier ? new OutlierDetector(options.outlier) : undefined;
     this.redrawAfterMs = Math.max(0, options.redrawAfterMs ?? 60_000);
+    this.owner = { key: this.key, warm: options.warm ?? true };
     this.expiryLeadMs = Math.max(0, options.expiryLeadMs ?? 30_000);
     this.census(this.now());
   }
@@ -531,6 +536,7 @@ export class Pool implements NodeSource {
     const fresh = new Set<Entry>();
     for (const node of nodes) {
       if (node.expiresAt !== undefined && node.expiresAt <= now) continue;
+      setNodeOwner(node, this.owner);
       const known = this.byId.get(node.id);
       if (known) {
         // Drawn again: newer credentials and expiry, same history (its life counts from now).

@@ -1,5 +1,5 @@
 // Parses the proxy strings the platform hands out (DrawByPwd `list`, DrawByApi extraction bodies) in every
-// form of interface.md: host:port, host:port:user:pass, user:pass@host:port and scheme://user:pass@host:port.
+// form of docs/reference.md: host:port, host:port:user:pass, user:pass@host:port and scheme://user:pass@host:port.
 // The seed never shows the format, so the parser is lenient about spelling and strict about meaning: a
 // string either yields a complete host, port and protocol, or a ProxyStringError naming the problem.
 // Addresses are not filtered here: production upstreams are remote hosts.

@@ -1,6 +1,6 @@
 // The access generator's lines, for the reseller (GET /v1/users/:name/endpoints) and the customer
 // (GET <portal>/api/endpoints): a customer's proxy endpoints as HTTP or SOCKS5, with the user-name options
-// of interface.md (-session-<id> sticky, -sesstime-<minutes>, -region-<code>), in the formats people paste:
+// of docs/reference.md (-session-<id> sticky, -sesstime-<minutes>, -region-<code>), in the formats people paste:
 // a URL, host:port:user:pass, a curl line, a Python `requests` snippet; N sticky endpoints as TXT or CSV.
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';

@@ -1,4 +1,4 @@
-// The customer portal's routes (interface.md "Portal"), under `path` (default /portal/): the page and its
+// The customer portal's routes (docs/reference.md "Portal"), under `path` (default /portal/): the page and its
 // files, and the API a signed-in customer uses — login, me, usage, connections, endpoints, regions, password,
 // logout. A customer is whoever the session cookie names: no route takes a user name (or anything naming
 // another customer) by path, query or body; the strict schemas refuse any extra field. Nothing here accepts

@@ -1,4 +1,4 @@
-// Destination rules: where a user's connections may go (interface.md "Users as data", `rules`), checked before
+// Destination rules: where a user's connections may go (docs/reference.md "Users as data", `rules`), checked before
 // anything is dialed. Global defaults (`proxy.rules`) and the user's own rules are two rule sets that both
 // apply: a target is refused when either refuses it, so a user's allow list never reopens what the operator
 // denied for everyone (port 25 by default).

@@ -52,7 +52,7 @@ function failureFor(status: number): UpstreamDialError {
  * Reads the upstream's answer to CONNECT: `done` gets the bytes after the header (socket paused, listeners
  * gone) or the failure as the pool should hear it. Returns what detaches without calling `done`.
  */
-function readConnectResponse(socket: Socket, done: (err: UpstreamDialError | null, rest: Buffer | null) => void): () => void {
+export function readConnectResponse(socket: Socket, done: (err: UpstreamDialError | null, rest: Buffer | null) => void): () => void {
   let buffer: Buffer | null = null;
   const detach = (): void => {
     socket.off('data', onData);
@@ -97,12 +97,17 @@ function readConnectResponse(socket: Socket, done: (err: UpstreamDialError | nul
   return detach;
 }
 
+/** The CONNECT request for `target` through `node`, with its Basic credentials. */
+export function connectRequestText(node: UpstreamNode, target: Target): string {
+  const auth = basicAuth(node);
+  const where = hostPort(target);
+  return `CONNECT ${where} HTTP/1.1\r\nHost: ${where}\r\n${auth ? `Proxy-Authorization: ${auth}\r\n` : ''}\r\n`;
+}
+
 /** Opens a tunnel to `target` through an HTTP proxy node with CONNECT (upstream-dial.ts: one guard, one promise). */
 export function dialHttpConnect(node: UpstreamNode, target: Target, options: DialOptions): Promise<Tunnel> {
   return dialThrough<Tunnel>(node, options, 'http', (socket, done) => {
-    const auth = basicAuth(node);
-    const where = hostPort(target);
-    socket.write(`CONNECT ${where} HTTP/1.1\r\nHost: ${where}\r\n${auth ? `Proxy-Authorization: ${auth}\r\n` : ''}\r\n`);
+    socket.write(connectRequestText(node, target));
     return readConnectResponse(socket, (err, head) => done(err, err ? null : { socket, head }));
   });
 }

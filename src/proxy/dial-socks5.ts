@@ -56,7 +56,7 @@ export function dialSocks5(node: UpstreamNode, target: Target, options: DialOpti
  */
 const nodeCredentials = new WeakMap<UpstreamNode, Socks5Credentials | null>();
 
-function credentialsOf(node: UpstreamNode): Socks5Credentials | undefined {
+export function credentialsOf(node: UpstreamNode): Socks5Credentials | undefined {
   let c = nodeCredentials.get(node);
   if (c === undefined) {
     c = node.username !== undefined ? { username: node.username, password: node.password ?? '' } : null;

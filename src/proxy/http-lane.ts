@@ -72,7 +72,7 @@ export class Lane {
   private hold(res: ServerResponse): void {
     this.busy = true;
     (res as LaneResponse)[LANE] = this;
-    res.once('close', responseClosed);
+    res.on('close', responseClosed);
   }
 
   /** The response in flight is written (or gone): the next waiting request starts. */

@@ -1,5 +1,5 @@
 // The SOCKS5 listener: RFC 1928 CONNECT with RFC 1929 user/password (the handshake is src/wire/socks5.ts),
-// then Router.dial and the relay. Refusals follow interface.md: wrong credentials or user-name options fail
+// then Router.dial and the relay. Refusals follow docs/reference.md: wrong credentials or user-name options fail
 // RFC 1929 (status 0x01); a user who may not go on (limit, instance not allowed) passes auth and gets reply
 // 0x02 to the CONNECT, so the client can tell "who are you" from "you may not".
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';

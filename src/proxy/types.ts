@@ -6,7 +6,7 @@ import type { Admission, UserMeter } from '../accounting/accounting.ts';
 import type { RotationReason } from '../session/table.ts';
 import type { RequestRule } from './request-rules.ts';
 
-/** A local proxy user from the config (interface.md, `users:`). */
+/** A local proxy user from the config (docs/reference.md, `users:`). */
 export interface LocalUser {
   name: string;
   password: string;

@@ -1,4 +1,4 @@
-// The proxy user name carries routing options (interface.md, "Local proxy users"):
+// The proxy user name carries routing options (docs/reference.md, "Local proxy users"):
 //   <user>[-session-<id>][-strict-1][-sesstime-<minutes>][-region-<addressCode>][-product-<productNo>][-instance-<instanceNo>]
 // `-strict-1` makes a sticky session strict: when its exit fails the connection fails (502) instead of
 // moving the session to another exit; `-strict-0` (the default) is a soft session.

@@ -32,7 +32,7 @@ export const REDACT_PATHS = SECRET_KEYS.flatMap((k) => {
 const SECRET_MEMBER = new RegExp(`("(?:${SECRET_KEYS.join('|')})"\\s*:\\s*")(?:[^"\\\\]|\\\\.)*"`, 'gi');
 
 /**
- * Removes credentials from free text: in URLs and every proxy-string form of interface.md
+ * Removes credentials from free text: in URLs and every proxy-string form of docs/reference.md
  * (scheme://user:pass@host, user:pass@host:port, host:port:user:pass → the password becomes ***), in
  * Bearer/Basic authorization values, and in JSON members named like a secret ("password":"…").
  */

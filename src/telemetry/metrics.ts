@@ -1,5 +1,5 @@
 // One prom-client registry per Rotor process (per daemon instance in tests), holding the metric names of
-// interface.md as constants. Components receive the Metrics object; none creates metrics of its own.
+// docs/reference.md as constants. Components receive the Metrics object; none creates metrics of its own.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 export const METRIC = {
@@ -26,6 +26,9 @@ export const METRIC = {
   webhookDeliveries: 'rotor_webhook_deliveries_total',
   connlogDropped: 'rotor_connlog_dropped_total',
   connlogWritten: 'rotor_connlog_records_total',
+  // warm upstream connections (src/proxy/warm.ts)
+  upstreamWarmConnections: 'rotor_upstream_warm_connections',
+  upstreamWarmTotal: 'rotor_upstream_warm_total',
 } as const;
 
 /**
@@ -81,6 +84,9 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     webhookDeliveries: new Counter({ name: METRIC.webhookDeliveries, help: 'Webhook POSTs by outcome (delivered: a 2xx; failed: retried later)', labelNames: ['result'] as const, registers }),
     connlogDropped: new Counter({ name: METRIC.connlogDropped, help: 'Connection records dropped because the write queue was full (oldest first)', registers }),
     connlogWritten: new Counter({ name: METRIC.connlogWritten, help: 'Connection records written, by sink', labelNames: ['sink'] as const, registers }),
+    // warm upstream connections (src/proxy/warm.ts)
+    upstreamWarmConnections: new Gauge({ name: METRIC.upstreamWarmConnections, help: 'Upstream connections opened ahead and ready for a new tunnel', registers }),
+    upstreamWarmTotal: new Counter({ name: METRIC.upstreamWarmTotal, help: 'Warm upstream connections by outcome (used by a tunnel, expired idle or closed by the upstream, failed to open or to serve)', labelNames: ['outcome'] as const, registers }),
   };
 }
 

@@ -32,7 +32,7 @@ export interface Page {
   total: number;
 }
 
-/** Default and largest page (interface.md "Users at scale"). */
+/** Default and largest page (docs/reference.md "Users at scale"). */
 export const PAGE_DEFAULT = 100;
 export const PAGE_MAX = 1_000;
 

@@ -1,4 +1,4 @@
-// A dedicated port per user (interface.md "Users as data", `listen`): one socket speaking HTTP and SOCKS5
+// A dedicated port per user (docs/reference.md "Users as data", `listen`): one socket speaking HTTP and SOCKS5
 // (src/users/handover.ts tells them apart), bound to proxy.http.host. Clients from the user's `allowIps` are
 // served as that user without credentials (browsers cannot send proxy credentials from their command line
 // and never do SOCKS5 authentication); credentials, with user-name options, are accepted as on the shared

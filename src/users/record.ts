@@ -1,4 +1,4 @@
-// The user record of interface.md ("Users as data"): its fields, their defaults, and the zod schemas the
+// The user record of docs/reference.md ("Users as data"): its fields, their defaults, and the zod schemas the
 // admin routes and the config seed validate with. The password is never part of the record: the store keeps
 // its scrypt hash beside it (StoredUser.passwordHash) and the routes return it once, when Rotor made it up.
 // `rules` and `listen` are stored and returned here; enforcing them is the destination-rules and
@@ -108,7 +108,7 @@ export interface UserData {
   createdAt: number;
 }
 
-/** A record as the admin API answers it (interface.md): the stored part plus live usage. */
+/** A record as the admin API answers it (docs/reference.md): the stored part plus live usage. */
 export interface UserView extends Omit<UserData, 'createdAt'> {
   usedBytes: number;
   limitBytes: number;

@@ -5,7 +5,7 @@ import { CidrSet } from '../proxy/cidr.ts';
 
 export { rulesSchema } from '../proxy/destination-rules.ts';
 
-/** `listen`: a dedicated local port for one user (interface.md "Users as data"). */
+/** `listen`: a dedicated local port for one user (docs/reference.md "Users as data"). */
 export const listenSchema = z.strictObject({
   /** 0 = any free port (tests; the port is in the log and in UserPorts.list()). */
   port: z.number().int().min(0).max(65_535),

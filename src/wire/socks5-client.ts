@@ -186,13 +186,55 @@ export function socks5UdpAssociate(
   return h.detach;
 }
 
+function listen(socket: Socket): void {
+  socket.on('data', onData);
+  socket.on('end', onClose);
+  socket.on('close', onClose);
+  socket.on('error', onError);
+}
+
+/**
+ * The first half of socks5Connect, for a connection kept ready before it is needed: greeting and optional
+ * RFC 1929 auth. `done(null)` once the upstream would take a request (listeners gone, socket flowing, nothing
+ * buffered); then socks5Request sends it.
+ */
+export function socks5Greet(socket: Socket, credentials: Socks5Credentials | undefined, done: (err: Socks5ClientError | null) => void): () => void {
+  const auth = credentials ? authMessageOf(credentials) : undefined;
+  if (credentials && !auth) {
+    done(new Socks5ClientError('BAD_REQUEST', 'upstream credentials too long for SOCKS5'));
+    return noop;
+  }
+  const h = new ClientHandshake(socket as HandshakeSocket, EMPTY, auth, (err) => done(err), Stage.Method, true);
+  listen(socket);
+  socket.write(auth ? GREETING_BOTH : GREETING_NONE);
+  return h.detach;
+}
+
+/** The second half: CONNECT on a socket socks5Greet readied; `done` as socks5Connect's. */
+export function socks5Request(
+  socket: Socket,
+  target: { host: string; port: number },
+  done: (err: Socks5ClientError | null, head: Buffer | null) => void,
+): () => void {
+  const request = connectRequest(target.host, target.port);
+  if (!request) {
+    done(new Socks5ClientError('BAD_REQUEST', 'target cannot be encoded for SOCKS5'), null);
+    return noop;
+  }
+  const h = new ClientHandshake(socket as HandshakeSocket, request, undefined, done, Stage.Reply, false);
+  listen(socket);
+  socket.write(request);
+  return h.detach;
+}
+
+const EMPTY = Buffer.alloc(0);
+
 /** The handshake a socket belongs to, for the shared listeners below (one set for all dials, no closures). */
 const HANDSHAKE = Symbol('rotor.socks5Client');
 type HandshakeSocket = Socket & { [HANDSHAKE]?: ClientHandshake | undefined };
 
 /** One dial's handshake state: the stage, bytes of a partial answer, and what to send and call. */
 class ClientHandshake {
-  private stage = Stage.Method;
   private buffer: Buffer | null = null;
   /** The whole successful reply (UDP ASSOCIATE reads its bound address from it). */
   reply: Buffer | null = null;
@@ -204,8 +246,17 @@ class ClientHandshake {
     private readonly request: Buffer,
     private readonly auth: Buffer | undefined,
     private readonly done: (err: Socks5ClientError | null, head: Buffer | null) => void,
+    private stage: Stage = Stage.Method,
+    /** socks5Greet: done once the upstream would take a request */
+    private readonly greetOnly = false,
   ) {
     socket[HANDSHAKE] = this;
+  }
+
+  /** The greeting (and auth) went through: a kept-ready connection is done here. */
+  private ready(): void {
+    this.stop();
+    this.done(null, null);
   }
 
   stop(): void {
@@ -247,6 +298,10 @@ class ClientHandshake {
           this.socket.write(this.auth);
           this.stage = Stage.Auth;
         } else if (method === METHOD_NONE) {
+          if (this.greetOnly) {
+            this.ready();
+            return 0;
+          }
           this.socket.write(this.request);
           this.stage = Stage.Reply;
         } else if (method === NO_ACCEPTABLE) {
@@ -263,6 +318,10 @@ class ClientHandshake {
         // Only the status is checked: some servers answer the RFC 1929 version byte as 0x05.
         if (b[1] !== 0x00) {
           this.fail(new Socks5ClientError('AUTH_FAILED', 'upstream refused its credentials'));
+          return 0;
+        }
+        if (this.greetOnly) {
+          this.ready();
           return 0;
         }
         this.socket.write(this.request);

@@ -1,5 +1,5 @@
 // The `rotor` command run as a child process (node --import tsx src/cli.ts), against the loopback fake
-// platform in remote mode, checking stdout, stderr and the exit codes of interface.md.
+// platform in remote mode, checking stdout, stderr and the exit codes of docs/reference.md.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';

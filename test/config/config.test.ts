@@ -30,7 +30,7 @@ describe('config', () => {
   });
   after(() => rmSync(dir, { recursive: true, force: true }));
 
-  test('config/default.yaml: embedded, alice (pwd) and bob (api), store data/rotor.db, interface.md defaults', () => {
+  test('config/default.yaml: embedded, alice (pwd) and bob (api), store data/rotor.db, docs/reference.md defaults', () => {
     const c = loadConfig({ file: 'config/default.yaml', env: {} });
     assert.equal(c.platform.mode, 'embedded');
     assert.equal(c.platform.appSecret, '');

@@ -4,7 +4,7 @@
 // plain HTTP and the user's own port; the clients read what arrives, then leave (a FIN, nothing unread);
 // the user's active connections (GET /v1/users/:name) must be back to 0 within a second.
 import assert from 'node:assert/strict';
-import { connect, type Socket } from 'node:net';
+import { connect, createServer as createNetServer, type AddressInfo, type Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { socks5Connect } from '../../src/wire/socks5-client.ts';
 import { freePort } from '../support/ports.ts';
@@ -106,6 +106,49 @@ describe('a client that leaves releases its tunnel within a second (issue 23 ite
   });
 
   const active = async (user: string): Promise<number> => (await gw.admin<{ activeConnections: number }>(`/v1/users/${user}`)).body.activeConnections;
+
+  test('rate-limited (16 KiB/s) user, CONNECT: a client that only half-closes (FIN after its request) still gets its whole download', async () => {
+    await user('slow_halfclose', true);
+    const size = 200 * 1024;
+    // A target that answers after the request head and ignores the client's FIN (allowHalfOpen).
+    const raw = createNetServer({ allowHalfOpen: true }, (s) => {
+      let head = '';
+      s.on('data', (c: Buffer) => {
+        head += c.toString('latin1');
+        if (!head.includes('\r\n\r\n')) return;
+        head = '';
+        s.end(Buffer.alloc(size, 0x62));
+      });
+      s.on('error', () => undefined);
+    });
+    await new Promise<void>((r) => raw.listen(0, '127.0.0.1', r));
+    const rawPort = (raw.address() as AddressInfo).port;
+    try {
+      const socket = connect({ host: '127.0.0.1', port: gw.ports.http, allowHalfOpen: true });
+      let got = 0;
+      let head = '';
+      let tunnel = false;
+      const ended = new Promise<void>((r) => socket.once('end', () => r()));
+      socket.on('data', (c: Buffer) => {
+        if (tunnel) {
+          got += c.length;
+          return;
+        }
+        head += c.toString('latin1');
+        const end = head.indexOf('\r\n\r\n');
+        if (end < 0) return;
+        tunnel = true;
+        got += head.length - end - 4;
+        socket.end('GET / HTTP/1.1\r\nHost: x\r\n\r\n');
+      });
+      socket.write(`CONNECT 127.0.0.1:${rawPort} HTTP/1.1\r\nHost: 127.0.0.1:${rawPort}\r\nProxy-Authorization: Basic ${basic('slow_halfclose')}\r\n\r\n`);
+      await ended;
+      socket.destroy();
+      assert.equal(got, size, 'every byte arrived after the half-close');
+    } finally {
+      raw.close();
+    }
+  });
 
   for (const limited of [true, false]) {
     for (const way of ['connect', 'socks5', 'http', 'user-port'] as const) {

@@ -3,7 +3,7 @@
 // - SIGHUP applies new limits while downloads run: a lowered limit cuts the running download at the new
 //   limit and refuses the next connection; a raised one lets a download that would have been cut finish;
 // - an invalid config on SIGHUP is refused with the reason in the log, and the old config keeps running;
-// - /metrics after traffic holds every metric of interface.md's table, with samples for those traffic moves;
+// - /metrics after traffic holds every metric of docs/reference.md's table, with samples for those traffic moves;
 // - after traffic, an order, bad logins and a bad admin token, no log line holds the platform secret, a user
 //   password, a tried password or the admin token.
 import { after, before, describe, test } from 'node:test';
@@ -145,7 +145,7 @@ describe('SIGHUP', () => {
 });
 
 describe('metrics and logs after a full run', () => {
-  test('/metrics has every metric of interface.md; the ones traffic and orders move have samples', async () => {
+  test('/metrics has every metric of docs/reference.md; the ones traffic and orders move have samples', async () => {
     const plain = users[2]!;
     // Traffic through every path, a sticky session rotated by hand, a refused target, a bad login.
     const downBefore = metricValue(await scrape(daemon.ports.admin), METRIC.bytesTotal, { user: plain.name, direction: 'down' });

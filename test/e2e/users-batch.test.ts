@@ -1,4 +1,4 @@
-// Many users at once (interface.md "Users at scale"): POST /v1/users/batch on a real daemon validates each
+// Many users at once (docs/reference.md "Users at scale"): POST /v1/users/batch on a real daemon validates each
 // row on its own (bad rows, duplicates and existing names come back with index, name, code and message
 // while the other rows are created), returns generated passwords once, takes a pre-made scrypt
 // `passwordHash`; every created user then authenticates on the SOCKS5 listener with its password (and not

@@ -1,4 +1,4 @@
-// GET /v1/users paged by default (interface.md "Users at scale"): 1,200 users written to the store before a
+// GET /v1/users paged by default (docs/reference.md "Users at scale"): 1,200 users written to the store before a
 // real daemon starts on it; the admin API answers pages of 100 (default) or up to 1,000, with the
 // x-next-cursor header leading through every user exactly once, in name order or in usage order, a name
 // prefix searching server-side and x-total-count counting every match.

@@ -1,4 +1,4 @@
-// Users as data (interface.md "Users as data"): list (paged, filtered), create, read, patch, delete, set or
+// Users as data (docs/reference.md "Users as data"): list (paged, filtered), create, read, patch, delete, set or
 // generate a password, and the older PUT …/limit. Records come from the users directory (src/users/).
 // Paging: GET /v1/users stays an array (each item keeps name, usedBytes, limitBytes, activeConnections) of at
 // most `?limit=` users (default 100, at most 1,000); when more follow, the `x-next-cursor` response header

@@ -110,9 +110,17 @@ export class UpstreamPort {
     socket.once('data', (first: Buffer) => {
       clearTimeout(timer);
       socket.pause();
+      // A fault set after the accept (a connection opened ahead of its first request) applies from here.
+      const late = this.faultFor(this.port);
+      if (late?.mode === 'stall') return;
+      if (late?.mode === 'refuse') {
+        socket.resetAndDestroy();
+        return;
+      }
+      const lateReset = resetAfter ?? (late?.mode === 'reset' ? (late.afterBytes ?? 0) : undefined);
       socket.unshift(first);
-      if (first[0] === 0x05) void this.serveSocks(socket, resetAfter);
-      else void this.serveHttp(socket, resetAfter);
+      if (first[0] === 0x05) void this.serveSocks(socket, lateReset);
+      else void this.serveHttp(socket, lateReset);
     });
     socket.once('close', () => clearTimeout(timer));
   }
@@ -138,6 +146,15 @@ export class UpstreamPort {
     }
     // The handshake stops listening for data but leaves the socket flowing; hold the bytes until we relay.
     socket.pause();
+    // A fault set since the connection was accepted (one opened ahead, greeted and authenticated) applies to
+    // its request: a stalled upstream stalls every request, a refusing one resets them.
+    const late = this.faultFor(this.port);
+    if (late?.mode === 'stall') return;
+    if (late?.mode === 'refuse') {
+      socket.resetAndDestroy();
+      return;
+    }
+    if (resetAfter === undefined && late?.mode === 'reset') resetAfter = late.afterBytes ?? 0;
     if (this.policy.auth === 'none') admitted = this.policy.admit({ username: '', password: '', clientIp });
     if (!admitted?.ok) {
       writeReply(socket, REPLY.notAllowed);

@@ -1,5 +1,5 @@
 // Connections: the live list with a close button, and the connection log with filters and paging
-// (interface.md "Connection log and usage").
+// (docs/reference.md "Connection log and usage").
 import { html } from 'htm/preact';
 import { useState } from 'preact/hooks';
 import { api, itemsOf, query } from '../api.js';

@@ -1,0 +1,339 @@
+// Warm upstream connections: per node a few connections opened before they are needed (TCP connected; for
+// SOCKS5 also greeted and authenticated, up to the CONNECT), handed to new tunnels, which then pay only the
+// request's round trip. Against an upstream 20 ms away a fresh SOCKS5 tunnel with auth costs five round trips
+// direct (TCP, greeting, auth, CONNECT, the request); through a warm connection two.
+//
+// - Keyed by everything that authenticates: protocol, host, port, user name and password. A connection made
+//   with one credential is only ever handed to a dial with that same credential (another user's, another
+//   session's or a rotated one never matches).
+// - Sized by demand: per node the tunnels of the last 10 s set how many are kept (1 + rate × the time one
+//   takes to open, at most perNode); no tunnel in the window, none refilled, and the set drains to zero as its
+//   connections reach idleMs.
+// - Bounded: perNode per node, maxPerPool per pool (src/pool/node-owner.ts), MAX_TOTAL in all.
+// - Recycled at idleMs (before typical upstream idle timeouts); an upstream that closes one while it idles
+//   takes it out at once ('end'/'close'/'error', or any byte it sends); a handed-out one that turns out dead
+//   (closed in the same instant) falls back to a fresh dial, so the tunnel still succeeds.
+// - Refills run off the tunnel's path (setImmediate), never awaited by a dial.
+import { connect, type Socket } from 'node:net';
+import { nodeOwner } from '../pool/node-owner.ts';
+import type { PoolKey, UpstreamNode } from '../pool/types.ts';
+import type { Metrics } from '../telemetry/metrics.ts';
+import { socks5Greet, socks5Request } from '../wire/socks5-client.ts';
+import { connectRequestText, dialHttpConnect, readConnectResponse, type DialOptions, type Tunnel } from './dial-http.ts';
+import { classifySocksError, credentialsOf, dialSocks5 } from './dial-socks5.ts';
+import { DialAbortedError, UpstreamDialError } from './errors.ts';
+import type { Target } from './types.ts';
+
+export interface WarmSettings {
+  /** Ready connections kept per node at most (0: off). */
+  perNode: number;
+  /** Per pool at most, over its nodes. */
+  maxPerPool: number;
+  /** A ready connection unused this long is closed (and replaced while demand lasts). */
+  idleMs: number;
+}
+
+export interface WarmOptions extends WarmSettings {
+  connectTimeoutMs: number;
+  handshakeTimeoutMs: number;
+  metrics?: Metrics;
+  /**
+   * Whether the nodes of a pool (undefined: nodes no pool drew, e.g. static instances) get warm connections;
+   * a pool whose tuning says warm: false (products sold by IP count) never does.
+   */
+  enabledFor?: (pool: PoolKey | undefined) => boolean;
+  /** How far back new tunnels count as demand. Default 10 s. */
+  windowMs?: number;
+}
+
+type Dialer = (node: UpstreamNode, target: Target, options: DialOptions) => Promise<Tunnel>;
+
+/** All warm connections of a process at most, whatever the settings. */
+const MAX_TOTAL = 4096;
+/** Node sets tracked at most (each holds at most perNode sockets and a few numbers). */
+const MAX_SETS = 4096;
+const RECENT = 64;
+
+interface Ready {
+  socket: Socket;
+  set: NodeSet;
+  timer: NodeJS.Timeout;
+}
+
+interface NodeSet {
+  key: string;
+  node: UpstreamNode;
+  pool: string;
+  ready: Ready[];
+  opening: number;
+  /** dial times (performance.now), a ring */
+  recent: number[];
+  at: number;
+  /** how long opening one takes, smoothed (ms) */
+  openMs: number;
+}
+
+const READY = Symbol('rotor.warmReady');
+type WarmSocket = Socket & { [READY]?: Ready | undefined; [OWNER]?: WarmConnections };
+const OWNER = Symbol('rotor.warmOwner');
+
+function noop(): void {}
+
+export class WarmConnections {
+  private readonly sets = new Map<string, NodeSet>();
+  private readonly perPool = new Map<string, number>();
+  private total = 0;
+  private readyCount = 0;
+  private closed = false;
+  readonly socks5: Dialer;
+  readonly http: Dialer;
+
+  constructor(private readonly o: WarmOptions) {
+    this.socks5 = (node, target, options) => this.dial(node, target, options, dialSocks5);
+    this.http = (node, target, options) => this.dial(node, target, options, dialHttpConnect);
+  }
+
+  /** Ready connections now (the gauge's value). */
+  get size(): number {
+    return this.readyCount;
+  }
+
+  close(): void {
+    this.closed = true;
+    for (const set of this.sets.values()) for (const r of set.ready.splice(0)) this.discard(r, undefined);
+    this.sets.clear();
+    this.gauge();
+  }
+
+  private dial(node: UpstreamNode, target: Target, options: DialOptions, fresh: Dialer): Promise<Tunnel> {
+    const set = this.setFor(node);
+    if (!set) return fresh(node, target, options);
+    const now = performance.now();
+    set.recent[set.at] = now;
+    set.at = (set.at + 1) % RECENT;
+    const ready = this.take(set);
+    this.refillSoon(set);
+    if (!ready) return fresh(node, target, options);
+    return this.request(ready, node, target, options).then(
+      (tunnel) => {
+        this.o.metrics?.upstreamWarmTotal.inc({ outcome: 'used' });
+        return tunnel;
+      },
+      (err: unknown) => {
+        this.o.metrics?.upstreamWarmTotal.inc({ outcome: 'failed' });
+        // The connection died unseen (closed as it was handed out): the tunnel still gets a fresh dial.
+        if (err instanceof UpstreamDialError && err.reason === 'reset' && !options.signal?.aborted) return fresh(node, target, options);
+        throw err;
+      },
+    );
+  }
+
+  private setFor(node: UpstreamNode): NodeSet | undefined {
+    // TLS upstreams (dial-tls.ts) are dialed fresh: their handshake carries the dial's own verification.
+    if (this.closed || this.o.perNode <= 0 || node.tls) return undefined;
+    const key = `${node.protocol}\u0000${node.host}\u0000${node.port}\u0000${node.username ?? ''}\u0000${node.password ?? ''}`;
+    let set = this.sets.get(key);
+    if (set) {
+      // A redraw brings a new object for the same credentials: open the next ones with the newest.
+      set.node = node;
+      return set;
+    }
+    const owner = nodeOwner(node);
+    if (owner?.warm === false || (this.o.enabledFor && !this.o.enabledFor(owner?.key))) return undefined;
+    if (this.sets.size >= MAX_SETS) this.sweepSets();
+    if (this.sets.size >= MAX_SETS) return undefined;
+    const pool = owner ? `${owner.key.user}/${owner.key.productNo}/${owner.key.region}` : `node:${node.host}:${node.port}`;
+    set = { key, node, pool, ready: [], opening: 0, recent: [], at: 0, openMs: 0 };
+    this.sets.set(key, set);
+    return set;
+  }
+
+  /** Sets with nothing ready, nothing opening and no dial in the window are forgotten. */
+  private sweepSets(): void {
+    const now = performance.now();
+    for (const [key, set] of this.sets) if (set.ready.length === 0 && set.opening === 0 && this.demand(set, now) === 0) this.sets.delete(key);
+  }
+
+  /** The newest ready connection still open (the likeliest alive), taken out of the set. */
+  private take(set: NodeSet): Ready | undefined {
+    for (;;) {
+      const r = set.ready.pop();
+      if (!r) return undefined;
+      this.unready(r);
+      const s = r.socket;
+      if (!s.destroyed && !s.readableEnded && s.writable) return r;
+      this.o.metrics?.upstreamWarmTotal.inc({ outcome: 'expired' });
+      this.release(set);
+      s.destroy();
+    }
+  }
+
+  /** Wanted ready connections for this set now: 0 without recent dials, else 1 + rate × opening time. */
+  private demand(set: NodeSet, now: number): number {
+    let dials = 0;
+    const window = this.o.windowMs ?? 10_000;
+    for (const t of set.recent) if (now - t < window) dials++;
+    if (dials === 0) return 0;
+    const perMs = dials / window;
+    return Math.min(this.o.perNode, 1 + Math.ceil(perMs * Math.max(1, set.openMs)));
+  }
+
+  private refillSoon(set: NodeSet): void {
+    setImmediate(() => this.refill(set));
+  }
+
+  private refill(set: NodeSet): void {
+    if (this.closed || this.sets.get(set.key) !== set) return;
+    const want = this.demand(set, performance.now());
+    while (set.ready.length + set.opening < want) {
+      const inPool = this.perPool.get(set.pool) ?? 0;
+      if (inPool >= this.o.maxPerPool || this.total >= MAX_TOTAL) return;
+      this.open(set);
+    }
+  }
+
+  private open(set: NodeSet): void {
+    set.opening++;
+    this.total++;
+    this.perPool.set(set.pool, (this.perPool.get(set.pool) ?? 0) + 1);
+    const node = set.node;
+    const started = performance.now();
+    const socket = connect({ host: node.host, port: node.port, allowHalfOpen: true }) as WarmSocket;
+    socket.setNoDelay(true);
+    let detach: () => void = noop;
+    let settled = false;
+    const settle = (ok: boolean): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      socket.off('error', onFail);
+      socket.off('close', onFail);
+      socket.on('error', noop);
+      set.opening--;
+      if (!ok) {
+        detach();
+        socket.destroy();
+        this.release(set);
+        this.o.metrics?.upstreamWarmTotal.inc({ outcome: 'failed' });
+        return;
+      }
+      const took = performance.now() - started;
+      set.openMs = set.openMs === 0 ? took : set.openMs * 0.8 + took * 0.2;
+      this.ready(set, socket);
+    };
+    const onFail = (): void => settle(false);
+    const timer = setTimeout(onFail, this.o.connectTimeoutMs + this.o.handshakeTimeoutMs);
+    socket.on('error', onFail);
+    socket.on('close', onFail);
+    socket.once('connect', () => {
+      if (this.closed || settled) return settle(false);
+      if (node.protocol !== 'socks5') return settle(true);
+      detach = socks5Greet(socket, credentialsOf(node), (err) => settle(err === null));
+    });
+  }
+
+  private ready(set: NodeSet, socket: WarmSocket): void {
+    if (this.closed || this.sets.get(set.key) !== set) {
+      socket.destroy();
+      this.release(set);
+      return;
+    }
+    const r: Ready = { socket, set, timer: setTimeout(onIdleTimeout, this.o.idleMs, socket) };
+    r.timer.unref();
+    socket[READY] = r;
+    socket[OWNER] = this;
+    // Idle: any sign from the upstream (it closed, failed, or said something unasked) takes it out.
+    socket.on('data', onIdleSign);
+    socket.on('end', onIdleSign);
+    socket.on('close', onIdleSign);
+    socket.on('error', onIdleSign);
+    set.ready.push(r);
+    this.readyCount++;
+    this.gauge();
+  }
+
+  /** A ready connection leaves the ready list (taken, or gone): its idle listeners and timer with it. */
+  private unready(r: Ready): void {
+    clearTimeout(r.timer);
+    const s = r.socket as WarmSocket;
+    s[READY] = undefined;
+    s.off('data', onIdleSign);
+    s.off('end', onIdleSign);
+    s.off('close', onIdleSign);
+    s.off('error', onIdleSign);
+    this.readyCount--;
+    this.gauge();
+  }
+
+  /** Called for a ready connection the upstream closed or that reached idleMs. */
+  idleEnd(r: Ready): void {
+    const set = r.set;
+    const i = set.ready.indexOf(r);
+    if (i < 0) return;
+    set.ready.splice(i, 1);
+    this.discard(r, 'expired');
+    // Recycled while demand lasts; with no recent tunnel the set drains to zero.
+    this.refill(set);
+  }
+
+  private discard(r: Ready, outcome: 'expired' | undefined): void {
+    this.unready(r);
+    r.socket.on('error', noop);
+    r.socket.destroy();
+    this.release(r.set);
+    if (outcome) this.o.metrics?.upstreamWarmTotal.inc({ outcome });
+  }
+
+  /** One connection of the set is gone (used, failed or closed): it stops counting against the bounds. */
+  private release(set: NodeSet): void {
+    this.total--;
+    const n = (this.perPool.get(set.pool) ?? 1) - 1;
+    if (n <= 0) this.perPool.delete(set.pool);
+    else this.perPool.set(set.pool, n);
+  }
+
+  private gauge(): void {
+    this.o.metrics?.upstreamWarmConnections.set(this.readyCount);
+  }
+
+  /** The rest of a tunnel's handshake on a ready connection, under the handshake deadline and the dial's signal. */
+  private request(r: Ready, node: UpstreamNode, target: Target, options: DialOptions): Promise<Tunnel> {
+    this.release(r.set);
+    const socket = r.socket;
+    return new Promise<Tunnel>((resolve, reject) => {
+      let detach: () => void = noop;
+      let done = false;
+      const finish = (err: Error | null, head: Buffer | null): void => {
+        if (done) return;
+        done = true;
+        clearTimeout(timer);
+        options.signal?.removeEventListener('abort', onAbort);
+        if (err) {
+          detach();
+          socket.destroy();
+          reject(err);
+        } else resolve({ socket, head });
+      };
+      const onAbort = (): void => finish(new DialAbortedError(), null);
+      const timer = setTimeout(() => finish(new UpstreamDialError('connect_timeout', `upstream did not answer the tunnel request within ${options.handshakeTimeoutMs} ms`), null), options.handshakeTimeoutMs);
+      if (options.signal?.aborted) return onAbort();
+      options.signal?.addEventListener('abort', onAbort, { once: true });
+      if (node.protocol === 'socks5') {
+        detach = socks5Request(socket, target, (err, head) => finish(err ? classifySocksError(err) : null, head));
+      } else {
+        detach = readConnectResponse(socket, (err, head) => finish(err, head));
+        socket.write(connectRequestText(node, target));
+      }
+    });
+  }
+}
+
+function onIdleTimeout(socket: WarmSocket): void {
+  const r = socket[READY];
+  if (r) socket[OWNER]?.idleEnd(r);
+}
+
+function onIdleSign(this: WarmSocket): void {
+  const r = this[READY];
+  if (r) this[OWNER]?.idleEnd(r);
+}

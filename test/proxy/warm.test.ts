@@ -1,0 +1,172 @@
+// Warm upstream connections (src/proxy/warm.ts) against a real SOCKS5 upstream on loopback (Rotor's own
+// server-side handshake, src/wire/socks5.ts) that records which credentials each request came on, and an HTTP
+// CONNECT upstream: handed out only to dials with the same credentials, never when the upstream closed them
+// while idle (the tunnel still succeeds), and drained to zero once tunnels stop.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import { acceptSocks5, writeReply, REPLY } from '../../src/wire/socks5.ts';
+import { WarmConnections, type WarmOptions } from '../../src/proxy/warm.ts';
+import type { UpstreamNode } from '../../src/pool/types.ts';
+import { createMetrics } from '../../src/telemetry/metrics.ts';
+import { poll } from '../support/wait.ts';
+
+interface Upstream {
+  port: number;
+  /** connections accepted */
+  accepted: number;
+  /** user name each CONNECT arrived on, in order */
+  requests: string[];
+  /** close every connection that sits authenticated and idle this long (0: never) */
+  closeIdleAfterMs: number;
+  server: Server;
+  /** server-side sockets still open */
+  open: Set<Socket>;
+}
+
+/** SOCKS5 with user/password; a CONNECT is answered 'succeeded' and then the tunnel says `user:<name>` and ends. */
+async function socksUpstream(): Promise<Upstream> {
+  const up: Upstream = { port: 0, accepted: 0, requests: [], closeIdleAfterMs: 0, server: undefined as unknown as Server, open: new Set() };
+  up.server = createServer((socket: Socket) => {
+    up.accepted++;
+    up.open.add(socket);
+    socket.once('close', () => up.open.delete(socket));
+    socket.on('error', () => undefined);
+    let idle: NodeJS.Timeout | undefined;
+    acceptSocks5<string>(socket, {
+      timeoutMs: 60_000,
+      auth: 'password',
+      authenticate: (username, password) => {
+        if (password !== `${username}-pass`) return { ok: false };
+        if (up.closeIdleAfterMs > 0) idle = setTimeout(() => socket.destroy(), up.closeIdleAfterMs);
+        return { ok: true, context: username };
+      },
+    }).then(
+      (req) => {
+        clearTimeout(idle);
+        up.requests.push(req.username);
+        writeReply(socket, REPLY.succeeded, { host: '127.0.0.1', port: 1 });
+        socket.end(`user:${req.username}`);
+      },
+      () => socket.destroy(),
+    );
+  });
+  await new Promise<void>((r) => up.server.listen(0, '127.0.0.1', r));
+  up.port = (up.server.address() as AddressInfo).port;
+  return up;
+}
+
+const node = (port: number, username: string): UpstreamNode => ({
+  id: `socks5://${username}@127.0.0.1:${port}`, protocol: 'socks5', host: '127.0.0.1', port, username, password: `${username}-pass`, source: 'pwd',
+});
+const target = { host: '127.0.0.1', port: 9 };
+const dialOptions = { connectTimeoutMs: 5000, handshakeTimeoutMs: 5000 };
+
+/** Dials through `warm` and reads the tunnel to its end. */
+async function tunnel(warm: WarmConnections, n: UpstreamNode): Promise<string> {
+  const t = await warm.socks5(n, target, dialOptions);
+  let text = t.head ? t.head.toString() : '';
+  t.socket.resume();
+  return new Promise((resolve, reject) => {
+    t.socket.on('data', (b: Buffer) => (text += b.toString()));
+    t.socket.once('end', () => {
+      t.socket.destroy();
+      resolve(text);
+    });
+    t.socket.once('error', reject);
+  });
+}
+
+function make(extra: Partial<WarmOptions> = {}) {
+  const metrics = createMetrics();
+  const warm = new WarmConnections({ perNode: 3, maxPerPool: 8, idleMs: 60_000, connectTimeoutMs: 5000, handshakeTimeoutMs: 5000, metrics, ...extra });
+  const outcome = async (o: string) => ((await metrics.upstreamWarmTotal.get()).values.find((v) => v.labels.outcome === o)?.value ?? 0);
+  return { warm, metrics, outcome };
+}
+
+const until = (what: string, ok: () => boolean) => poll(() => ok(), { what, timeoutMs: 10_000, everyMs: 10 });
+
+describe('warm upstream connections', () => {
+  let up: Upstream;
+  before(async () => {
+    up = await socksUpstream();
+  });
+  after(async () => {
+    // Every warm connection was closed with its set: the upstream sees none left open.
+    await until('the upstream sees no connection left', () => up.open.size === 0).catch((err: unknown) => {
+      for (const s of up.open) s.destroy();
+      throw err;
+    });
+    up.server.close();
+  });
+
+  test('a warm connection is used by the next tunnel: greeted and authenticated ahead, only CONNECT left', async () => {
+    const { warm, outcome } = make();
+    const a = node(up.port, 'alice');
+    assert.equal(await tunnel(warm, a), 'user:alice');
+    await until('a warm connection', () => warm.size > 0);
+    const accepted = up.accepted;
+    assert.equal(await tunnel(warm, a), 'user:alice');
+    assert.equal(await outcome('used'), 1);
+    // The tunnel took a connection opened before it (refills may have opened others since).
+    assert.ok(up.requests.length === 2 && up.accepted >= accepted);
+    warm.close();
+    assert.equal(warm.size, 0);
+  });
+
+  test('credentials never cross: users and sessions on the same upstream each get only their own connections', async () => {
+    const { warm } = make();
+    up.requests.length = 0;
+    const nodes = [node(up.port, 'alice'), node(up.port, 'bob'), node(up.port, 'alice.session.s1'), node(up.port, 'alice.session.s2')];
+    for (let round = 0; round < 6; round++) {
+      const answers = await Promise.all(nodes.map((n) => tunnel(warm, n)));
+      assert.deepEqual(answers, nodes.map((n) => `user:${n.username}`));
+      await until('warm connections for every credential', () => warm.size >= 1);
+    }
+    // Same user name, another password (a rotated credential): never served by the old one's connections.
+    const rotated: UpstreamNode = { ...nodes[0]!, password: 'other' };
+    await assert.rejects(warm.socks5(rotated, target, dialOptions), (err: Error & { reason?: string }) => err.reason === 'auth');
+    warm.close();
+  });
+
+  test('a warm connection the upstream closed while idle is never handed out; the tunnel still succeeds', async () => {
+    const { warm, outcome } = make();
+    const a = node(up.port, 'carol');
+    up.closeIdleAfterMs = 50;
+    try {
+      assert.equal(await tunnel(warm, a), 'user:carol');
+      await until('a warm connection', () => warm.size > 0);
+      // The upstream closes it after 50 ms idle: the set notices and lets it go.
+      await until('the closed one gone', () => warm.size === 0);
+      const expired = await outcome('expired');
+      assert.ok(expired >= 1, `expired ${expired}`);
+      up.closeIdleAfterMs = 0;
+      const used = await outcome('used');
+      assert.equal(await tunnel(warm, a), 'user:carol');
+      assert.equal(await outcome('used'), used, 'no closed connection was used');
+    } finally {
+      up.closeIdleAfterMs = 0;
+      warm.close();
+    }
+  });
+
+  test('the warm set shrinks to zero when tunnels stop', async () => {
+    const { warm, metrics } = make({ idleMs: 100, windowMs: 300 });
+    const a = node(up.port, 'dave');
+    for (let i = 0; i < 5; i++) assert.equal(await tunnel(warm, a), 'user:dave');
+    await until('a warm connection', () => warm.size > 0);
+    await until('none left', () => warm.size === 0);
+    assert.equal((await metrics.upstreamWarmConnections.get()).values[0]?.value, 0);
+    warm.close();
+  });
+
+  test('bounded per node and per pool', async () => {
+    const { warm } = make({ perNode: 2, maxPerPool: 3 });
+    const nodes = [node(up.port, 'e1'), node(up.port, 'e2')];
+    for (let i = 0; i < 20; i++) await Promise.all(nodes.map((n) => tunnel(warm, n)));
+    await until('warm connections', () => warm.size >= 2);
+    // Without a pool (nodes no pool drew) each node is its own bound: 2 per node.
+    assert.ok(warm.size <= 4, `${warm.size}`);
+    warm.close();
+  });
+});
