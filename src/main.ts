@@ -93,8 +93,8 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
         await accounts.apply(nextUsers);
         // A reload names nobody: every component that follows users takes all of them again.
         users.changes.emit([], []);
-        // A user new to the config gets its platform-side backstop now, not at the next sync interval.
-        await accounts.limitSync.reconcile();
+        // A user new to the config gets its platform-side backstop now (in the background), not at the next sync interval.
+        accounts.platformCheck.start(users.directory.locals());
         await gateway.reloadTls(next);
         currentConfig = next;
         logger.info({ users: nextUsers.map((u) => u.name) }, 'configuration reloaded');

@@ -108,8 +108,11 @@ export class PlatformLimitSync {
     if (removed.length > 0) this.order = undefined;
   }
 
-  /** Subscribes to limit changes and reconciles on the interval (the first pass runs now). */
-  start(): Promise<UserSyncResult[]> {
+  /**
+   * Subscribes to limit changes and reconciles on the interval (the first pass runs now, unless `firstPass`
+   * is false: the daemon runs it in the background with bounded concurrency, src/users/platform-check.ts).
+   */
+  start(options: { firstPass?: boolean } = {}): Promise<UserSyncResult[]> {
     this.listening = true;
     if (!this.subscribed) {
       this.subscribed = true;
@@ -122,7 +125,7 @@ export class PlatformLimitSync {
       this.timer = setInterval(() => void this.reconcileDue(), this.intervalMs);
       this.timer.unref();
     }
-    return this.reconcile();
+    return options.firstPass === false ? Promise.resolve([]) : this.reconcile();
   }
 
   /** Stops the timer and waits for calls in flight. */

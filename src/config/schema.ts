@@ -350,6 +350,8 @@ const accounts = z
     flushIntervalMs: millis.default(2_000),
     /** In embedded mode only: MB credited to a (main account, product) that has no traffic; 0 = none. */
     sandboxFlowMb: z.number().int().min(0).default(10_240),
+    /** Users at scale: platform calls at once for the background check of every user (start, reload) and for a batch's sub accounts. */
+    platformConcurrency: z.number().int().min(1).max(256).default(16),
   })
   .prefault({});
 

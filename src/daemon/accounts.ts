@@ -13,6 +13,7 @@ import type { Store } from '../store/types.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { UserChanges } from '../users/changes.ts';
 import type { Users } from '../users/directory.ts';
+import { PlatformCheck } from '../users/platform-check.ts';
 import type { EventsPart } from './events.ts';
 import { clockOption, type AssemblyContext } from './lifecycle.ts';
 
@@ -22,6 +23,8 @@ export interface AccountsPart {
   whitelist: Whitelist;
   balances: BalanceWatcher;
   limitSync: PlatformLimitSync;
+  /** Every user's platform side checked in the background (start, reload): src/users/platform-check.ts. */
+  platformCheck: PlatformCheck;
   traffic: Traffic;
   /** The config's users as resolved at start. */
   configured: LocalUser[];
@@ -69,6 +72,7 @@ export async function assembleAccounts(config: Config, needs: Needs, ctx: Assemb
     ...(config.billing.adoptPlatformUsage ? { adopt: usageAdoption(fleet?.leases) } : {}),
   });
   const traffic = new Traffic({ client, products, onReturned: () => void balances.nudge() });
+  const platformCheck = new PlatformCheck({ check: (u) => limitSync.syncUser(u), concurrency: config.accounts.platformConcurrency, metrics, logger: logger.child({ component: 'limits' }) });
 
   const apply = async (list: readonly LocalUser[]): Promise<void> => {
     const report = await reconciler.reconcile(list);
@@ -90,8 +94,11 @@ export async function assembleAccounts(config: Config, needs: Needs, ctx: Assemb
     limitSync.setUsers(users.locals());
     await balances.start();
     ctx.stops.onStop('balances', () => balances.stop());
-    await limitSync.start();
+    await limitSync.start({ firstPass: false });
     ctx.stops.onStop('limit sync', () => limitSync.stop());
+    // Every user's platform side is checked in the background: ready in seconds whatever the user count.
+    platformCheck.start(users.locals());
+    ctx.stops.onStop('platform check', () => platformCheck.stop());
     changes.onBurst(200, (burst) => {
       const all = users.locals();
       balances.setUsers(all);
@@ -104,7 +111,7 @@ export async function assembleAccounts(config: Config, needs: Needs, ctx: Assemb
     });
   };
 
-  return { products, accounting, whitelist, balances, limitSync, traffic, configured, resolve, apply, follow };
+  return { products, accounting, whitelist, balances, limitSync, platformCheck, traffic, configured, resolve, apply, follow };
 }
 
 async function resolveProducts(users: readonly UserConfig[], products: ProductCatalog, logger: Logger): Promise<LocalUser[]> {

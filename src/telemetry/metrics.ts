@@ -26,6 +26,8 @@ export const METRIC = {
   webhookDeliveries: 'rotor_webhook_deliveries_total',
   connlogDropped: 'rotor_connlog_dropped_total',
   connlogWritten: 'rotor_connlog_records_total',
+  // Users at scale (src/users/platform-check.ts)
+  usersPlatformCheck: 'rotor_users_platform_check',
   // warm upstream connections (src/proxy/warm.ts)
   upstreamWarmConnections: 'rotor_upstream_warm_connections',
   upstreamWarmTotal: 'rotor_upstream_warm_total',
@@ -84,6 +86,8 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     webhookDeliveries: new Counter({ name: METRIC.webhookDeliveries, help: 'Webhook POSTs by outcome (delivered: a 2xx; failed: retried later)', labelNames: ['result'] as const, registers }),
     connlogDropped: new Counter({ name: METRIC.connlogDropped, help: 'Connection records dropped because the write queue was full (oldest first)', registers }),
     connlogWritten: new Counter({ name: METRIC.connlogWritten, help: 'Connection records written, by sink', labelNames: ['sink'] as const, registers }),
+    // Users at scale
+    usersPlatformCheck: new Gauge({ name: METRIC.usersPlatformCheck, help: "The background check of every user's platform side since start, by state (checked, failed, pending)", labelNames: ['state'] as const, registers }),
     // warm upstream connections (src/proxy/warm.ts)
     upstreamWarmConnections: new Gauge({ name: METRIC.upstreamWarmConnections, help: 'Upstream connections opened ahead and ready for a new tunnel', registers }),
     upstreamWarmTotal: new Counter({ name: METRIC.upstreamWarmTotal, help: 'Warm upstream connections by outcome (used by a tunnel, expired idle or closed by the upstream, failed to open or to serve)', labelNames: ['outcome'] as const, registers }),

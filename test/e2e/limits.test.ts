@@ -234,6 +234,11 @@ describe('accounts, whitelist and balances against the sandbox', () => {
   after(() => gw?.close());
 
   test('after start the platform holds every main and sub account of the config, enabled, with the limits', async () => {
+    // The limits are checked in the background after start (src/users/platform-check.ts): its end is the gauge's.
+    await waitFor('the background platform check', async () => {
+      const text = await gw.metricsText();
+      return metricValue(text, METRIC.usersPlatformCheck, { state: 'pending' }) === 0 && metricValue(text, METRIC.usersPlatformCheck, { state: 'checked' }) > 0 ? true : undefined;
+    }, 30_000);
     const sim = gw.daemon.sim!;
     const mains = sim.inspect.accounts();
     for (const u of users) {
