@@ -37,7 +37,13 @@ export function benchConfig(http: UpstreamDaemon, socks: UpstreamDaemon, storePa
   const user = (name: string, product: string) => ({ name, password: BENCH_PASSWORD, mainAccount: 'bench', product, draw: 'pwd', sessTime: 5, limitBytes: -1 });
   return {
     platform: { mode: 'embedded', sandbox: { drawnLines: { [HTTP_PRODUCT]: [userUrl('http', http)], [SOCKS_PRODUCT]: [userUrl('socks5', socks)] } } },
-    proxy: { http: { host: '127.0.0.1', port: 0 }, socks5: { host: '127.0.0.1', port: 0 } },
+    proxy: {
+      http: { host: '127.0.0.1', port: 0 },
+      socks5: { host: '127.0.0.1', port: 0 },
+      // ROTOR_BENCH_RULES=1: a request rule that applies to every request and never fires (status 418), to
+      // measure what evaluating rules costs the data path (docs/benchmarks.md).
+      ...(process.env.ROTOR_BENCH_RULES === '1' ? { requestRules: [{ status: [418], action: 'retry_ban' }] } : {}),
+    },
     admin: { host: '127.0.0.1', port: 0 },
     callback: { host: '127.0.0.1', port: 0 },
     store: { path: storePath },

@@ -26,7 +26,6 @@ import { createMetrics } from '../src/telemetry/metrics.ts';
 import { ConnectionLog } from '../src/connlog/recorder.ts';
 import { SqliteConnectionLog } from '../src/connlog/sqlite-store.ts';
 import { SqliteStore } from '../src/store/sqlite.ts';
-import { RequestRules } from '../src/proxy/request-rules.ts';
 import { BENCH_PASSWORD, HTTP_USER, SOCKS_USER, type GatewaySpec, type UpstreamSpec } from './spec.ts';
 
 function upstream(protocol: 'socks5' | 'http', s: UpstreamSpec): UpstreamNode {
@@ -87,10 +86,7 @@ async function main(): Promise<void> {
     };
   }
   const withRecorder = recorder ? { recorder } : {};
-  // ROTOR_BENCH_RULES=1: a global request rule that applies to every request and never fires (status 418),
-  // to measure what evaluating rules costs the data path (docs/benchmarks.md).
-  const rules = process.env.ROTOR_BENCH_RULES === '1' ? { requestRules: new RequestRules([{ status: [418], action: 'retry_ban', retries: 1, banSeconds: 600 }]) } : {};
-  const router = new Router({ users: directory, meters, pools, sessions: new SessionTable({ metrics }), metrics, logger, ...rules });
+  const router = new Router({ users: directory, meters, pools, sessions: new SessionTable({ metrics }), metrics, logger });
   const http = new HttpListener({ router, port: 0, metrics, logger, ...withRecorder });
   const socks5 = new Socks5Listener({ router, port: 0, metrics, logger, ...withRecorder });
   const [h, s] = await Promise.all([http.listen(), socks5.listen()]);

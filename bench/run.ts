@@ -94,6 +94,8 @@ function parseFlags(argv: string[]) {
       note: { type: 'string' },
       // node options for the daemon's process only (e.g. a V8 heap setting under test); repeatable.
       'rotor-node-flag': { type: 'string', multiple: true },
+      // upstream distance mode (bench/rtt.ts): the upstreams this many ms away; prints its own table
+      rtt: { type: 'string' },
     },
     strict: true,
   });
@@ -116,6 +118,7 @@ function parseFlags(argv: string[]) {
     json: values.json,
     note: values.note,
     rotorNodeFlags: values['rotor-node-flag'] ?? [],
+    rttMs: values.rtt === undefined ? undefined : Number(values.rtt),
     mode: values.smoke ? 'smoke' : values.full ? 'full' : 'quick',
   };
 }
@@ -242,6 +245,14 @@ const log = (text: string): void => {
 async function main(): Promise<void> {
   const flags = parseFlags(process.argv.slice(2));
   const s = flags.settings;
+  if (flags.rttMs !== undefined) {
+    if (!Number.isFinite(flags.rttMs) || flags.rttMs < 0 || flags.rttMs > 1000) throw new BenchError('--rtt takes milliseconds, 0..1000');
+    const { runRtt } = await import('./rtt.ts');
+    const smoke = flags.mode === 'smoke';
+    const table = await runRtt({ rttMs: flags.rttMs, reps: smoke ? 1 : s.reps, count: smoke ? 10 : 40, burstMs: smoke ? 1000 : 4000, log });
+    process.stdout.write(`${table}\n`);
+    return;
+  }
   const started = Date.now();
   log(`rotor bench: ${flags.mode}, cases ${flags.cases.join(' ')}, ${s.reps} repetition(s)${flags.profile ? `, profiling into ${flags.profile}` : ''}`);
 

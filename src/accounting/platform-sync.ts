@@ -80,6 +80,7 @@ export class PlatformLimitSync {
   private readonly pending = new Set<Promise<unknown>>();
   private listening = false;
   private subscribed = false;
+  private healer: { lost(user: string, err: unknown): Promise<boolean> } | undefined;
 
   constructor(options: PlatformLimitSyncOptions) {
     this.client = options.client;
@@ -88,6 +89,11 @@ export class PlatformLimitSync {
     this.logger = options.logger;
     this.intervalMs = options.intervalMs ?? 60_000;
     this.adopt = options.adopt ?? (() => false);
+  }
+
+  /** A call answered "no such sub account" hands the user to this (src/accounts/heal.ts), then is tried again once. */
+  setHealer(healer: { lost(user: string, err: unknown): Promise<boolean> }): void {
+    this.healer = healer;
   }
 
   setUsers(users: readonly SyncedUser[]): void {
@@ -176,7 +182,7 @@ export class PlatformLimitSync {
   }
 
   /** Reconciles one user now (also used after an admin limit change). */
-  async syncUser(u: SyncedUser): Promise<UserSyncResult> {
+  async syncUser(u: SyncedUser, healed = false): Promise<UserSyncResult> {
     let productNo: string | undefined;
     try {
       productNo = await this.products.productFor(u.product);
@@ -204,6 +210,7 @@ export class PlatformLimitSync {
       }
       return result;
     } catch (err) {
+      if (!healed && this.healer && (await this.healer.lost(u.name, err))) return this.syncUser(u, true);
       const error = err instanceof PlatformError ? `platform error ${err.platformCode}: ${err.meaning}` : (err as Error).message;
       this.logger?.warn({ user: u.name, productNo, err }, 'sub-account limit sync failed');
       return { user: u.name, productNo, outcome: 'error', error };

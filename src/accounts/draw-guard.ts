@@ -12,6 +12,8 @@ export class DrawRefusedError extends RotorError {
 
 /** The drawing user as the guard needs it. */
 export interface GuardedUser {
+  /** The local user (its sub account's name), for healing a lost sub account. */
+  name?: string;
   mainAccount: string;
   draw: 'pwd' | 'api';
 }
@@ -20,6 +22,8 @@ export interface GuardedUser {
 export interface DrawGuardDeps {
   whitelist: { ensure(account: string, productNo: string): Promise<void> };
   balances: { canDraw(account: string, productNo: string): boolean; drawFailed(err: unknown): void };
+  /** src/accounts/heal.ts SubAccountHealer: a draw answered "no such sub account" re-creates it, then draws again. */
+  heal?: { lost(user: string, err: unknown): Promise<boolean> };
 }
 
 export function guardDrawer(inner: Drawer, user: GuardedUser, productNo: string, deps: DrawGuardDeps): Drawer {
@@ -32,6 +36,7 @@ export function guardDrawer(inner: Drawer, user: GuardedUser, productNo: string,
       try {
         return await inner.draw(count);
       } catch (err) {
+        if (deps.heal && user.name !== undefined && (await deps.heal.lost(user.name, err))) return inner.draw(count);
         deps.balances.drawFailed(err);
         throw err;
       }

@@ -45,7 +45,7 @@ export async function assembleAdmin(config: Config, needs: Needs, ctx: AssemblyC
       balances: accounts.balances,
       traffic: accounts.traffic,
       whitelist: accounts.whitelist,
-      users: usersPort(needs.users.directory, { logger: ctx.logger.child({ component: 'users' }), concurrency: config.accounts.platformConcurrency }),
+      users: usersPort(needs.users.directory, { logger: ctx.logger.child({ component: 'users' }), concurrency: config.accounts.platformConcurrency }, (name) => needs.users.healer.stateOf(name)),
       // Dynamic pools, then the static instances dialed so far (`instance/<instanceNo>`, their failures).
       pools: { snapshot: () => [...pools.snapshot(), ...gateway.router.staticPools().map((p) => p.poolSnapshot())] },
       sessions: gateway.sessionView,

@@ -56,7 +56,7 @@ export async function assemblePools(config: Config, needs: Needs, ctx: AssemblyC
           plan.method === 'api'
             ? new ApiDrawer({ ...common, mainAccount: user.mainAccount, proxyType: 104 })
             : new PwdDrawer({ ...common, subAccount: plan.account, sessTime: plan.sessTime, logger: logger.child({ component: 'pool', user: user.name }) });
-        return guardDrawer(inner, { mainAccount: user.mainAccount, draw: plan.method }, key.productNo, { whitelist: accounts.whitelist, balances: accounts.balances });
+        return guardDrawer(inner, { name: user.name, mainAccount: user.mainAccount, draw: plan.method }, key.productNo, { whitelist: accounts.whitelist, balances: accounts.balances, heal: users.healer });
       },
     });
   };

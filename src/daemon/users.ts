@@ -9,11 +9,15 @@ import { Users } from '../users/directory.ts';
 import { portsByNumber } from '../users/port-check.ts';
 import { boundUserSeries } from '../users/series.ts';
 import { SubAccounts } from '../users/sub-account.ts';
+import { SubAccountHealer } from '../accounts/heal.ts';
+import { UserNotFoundError } from '../users/errors.ts';
 import type { AccountsPart } from './accounts.ts';
 import { clockOption, type AssemblyContext } from './lifecycle.ts';
 
 export interface UsersPart {
   directory: Users;
+  /** Re-creates a sub account the platform lost (src/accounts/heal.ts). */
+  healer: SubAccountHealer;
   changes: UserChanges;
   /** Expiries as they come (the directory's queue), taken by the user.expired watcher. */
   takeExpired(): { user: string; expiresAt: number }[];
@@ -35,10 +39,11 @@ export async function assembleUsers(config: Config, needs: Needs, ctx: AssemblyC
   const changes = new UserChanges();
   // abuse bounds: a user's listen.port is checked against these (the configured ones until the listeners are up)
   let ownPorts = portsByNumber({ 'proxy.http.port': config.proxy.http.port, 'proxy.socks5.port': config.proxy.socks5.port, 'proxy.https.port': config.proxy.https?.port, 'admin.port': config.admin.port, 'callback.port': config.callback.port, 'portal.port': config.portal.port });
+  const subAccounts = new SubAccounts(needs.client, accounts.products, logger);
   const directory = new Users({
     store: needs.store,
     accounting: accounts.accounting,
-    platform: new SubAccounts(needs.client, accounts.products, logger),
+    platform: subAccounts,
     defaultProduct: () => defaultProduct,
     logger,
     ...clockOption(ctx),
@@ -52,5 +57,16 @@ export async function assembleUsers(config: Config, needs: Needs, ctx: AssemblyC
   ctx.stops.onStop('users', () => directory.close());
   boundUserSeries({ metrics: ctx.metrics, source: accounts.accounting, marked: () => directory.marked(), max: config.metrics.userSeriesMax });
   await accounts.follow(directory, changes);
-  return { directory, changes, takeExpired: () => expired.splice(0), reservePorts: (ports) => (ownPorts = portsByNumber(ports)) };
+  const healer = new SubAccountHealer({
+    recreate: async (name) => {
+      const u = directory.view(name);
+      if (!u) throw new UserNotFoundError(name);
+      await subAccounts.ensure(u);
+    },
+    metrics: ctx.metrics,
+    logger: ctx.logger.child({ component: 'accounts' }),
+    ...clockOption(ctx),
+  });
+  accounts.limitSync.setHealer(healer);
+  return { directory, healer, changes, takeExpired: () => expired.splice(0), reservePorts: (ports) => (ownPorts = portsByNumber(ports)) };
 }

@@ -26,6 +26,8 @@ export const METRIC = {
   webhookDeliveries: 'rotor_webhook_deliveries_total',
   connlogDropped: 'rotor_connlog_dropped_total',
   connlogWritten: 'rotor_connlog_records_total',
+  // ── accounts: lost sub accounts re-created (src/accounts/heal.ts) ──
+  subAccountHeals: 'rotor_sub_account_heals_total',
   // Users at scale (src/users/platform-check.ts)
   usersPlatformCheck: 'rotor_users_platform_check',
   // warm upstream connections (src/proxy/warm.ts)
@@ -88,6 +90,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     webhookDeliveries: new Counter({ name: METRIC.webhookDeliveries, help: 'Webhook POSTs by outcome (delivered: a 2xx; failed: retried later)', labelNames: ['result'] as const, registers }),
     connlogDropped: new Counter({ name: METRIC.connlogDropped, help: 'Connection records dropped because the write queue was full (oldest first)', registers }),
     connlogWritten: new Counter({ name: METRIC.connlogWritten, help: 'Connection records written, by sink', labelNames: ['sink'] as const, registers }),
+    subAccountHeals: new Counter({ name: METRIC.subAccountHeals, help: 'Sub accounts the platform had lost (10062/10092), re-created by outcome', labelNames: ['outcome'] as const, registers }),
     // Users at scale
     usersPlatformCheck: new Gauge({ name: METRIC.usersPlatformCheck, help: "The background check of every user's platform side since start, by state (checked, failed, pending)", labelNames: ['state'] as const, registers }),
     // warm upstream connections (src/proxy/warm.ts)

@@ -60,6 +60,11 @@ const userView = {
     metrics: { type: 'boolean', description: 'always export this user\'s per-user metric series' },
     source: { type: 'string', enum: ['config', 'api'] },
     state: { type: 'string', enum: ['creating', 'ready'] },
+    platformAccount: {
+      type: 'object',
+      description: 'present only when Rotor could not make the user\'s platform sub account (it was lost and re-creating it failed): state "failed", the reason, when',
+      properties: { state: { type: 'string', enum: ['failed'] }, reason: { type: 'string' }, at: { type: 'string', format: 'date-time' } },
+    },
     createdAt: { type: 'string' },
     password: { type: 'string', description: 'only when Rotor generated it, in that one answer' },
   },

@@ -129,6 +129,11 @@ export function createFaultControl(ctx: SimContext) {
       if (patch.afterSale !== undefined) m.afterSale = patch.afterSale;
       if (patch.changeProxy !== undefined) m.changeProxy = patch.changeProxy;
     },
+    /** A sub account deleted on the platform behind the merchant's back (not a main account's own); false when none. */
+    deleteSubAccount(appUsername: string): boolean {
+      if (ctx.state.mains.has(appUsername)) return false;
+      return ctx.state.subs.delete(appUsername);
+    },
   };
 }
 export type FaultControl = ReturnType<typeof createFaultControl>;

@@ -154,6 +154,7 @@ export async function startServer(opts: ServerOptions): Promise<SimServer> {
           if (tail === 'status') return sendFound(res, arg && faults.setInstanceStatus(arg, Number(input.status)) ? { ok: true } : undefined);
       }
     }
+    if (method === 'DELETE' && head === 'accounts' && arg) return sendFound(res, faults.deleteSubAccount(arg) ? { ok: true } : undefined);
     if (method === 'DELETE' && head === 'faults') {
       faults.reset();
       return sendJson(res, 200, { ok: true });
