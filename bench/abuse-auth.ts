@@ -8,7 +8,7 @@ import { createServer, type Server } from 'node:http';
 import { connect, type AddressInfo, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { execFileSync } from 'node:child_process';
-import { spawnRotor, npmStartCommand, npmStartNodeFlags } from './daemon.ts';
+import { ensureBuilt, spawnRotor, npmStartCommand, npmStartNodeFlags } from './daemon.ts';
 
 const REQUESTS = Number(process.env.REQUESTS ?? 200);
 const NAMES = Number(process.env.NAMES ?? 15);
@@ -76,6 +76,7 @@ async function customer(port: number, url: string, n: number): Promise<{ times: 
 }
 
 async function main(): Promise<void> {
+  ensureBuilt((text) => console.log(text));
   const target: Server = createServer((_req, res) => res.end('ok'));
   await new Promise<void>((r) => target.listen(0, '127.0.0.1', r));
   const url = `http://127.0.0.1:${(target.address() as AddressInfo).port}`;
@@ -86,7 +87,7 @@ async function main(): Promise<void> {
       admin: { host: '127.0.0.1', port: 0 },
       callback: { host: '127.0.0.1', port: 0 },
       store: { path: `${dir}/rotor.db` },
-      log: { level: 'warn' },
+      // info: the ready line (ports) is read from the log
       users: [{ name: 'legit', password: 'legit-password-1', mainAccount: 'bench' }],
     }),
     npmStartNodeFlags(),
