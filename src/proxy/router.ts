@@ -1,6 +1,7 @@
 // The orchestration between a listener and the upstreams: who is this client and where may it go
 // (authorize), and how to get a tunnel to its target (dial): sticky session or pool, dial with deadlines,
 // on a failure before any byte reached the client mark the node, rotate the session and try another node.
+import { InternalError } from '../errors/rotor-error.ts';
 import { StaticPool } from '../pool/static.ts';
 import { PoolEmptyError, type FailureReason, type NodeSource, type PoolKey, type UpstreamNode } from '../pool/types.ts';
 import { HedgeDelays, type HandshakeTimes } from './handshake-times.ts';
@@ -184,7 +185,7 @@ export class Router {
   /** authenticate() for directories that answer at once (plain-text users: tests and tools). */
   authorize(username: string, password: string, source?: string): Authorization {
     const a = this.authenticate(username, password, source);
-    if (a instanceof Promise) throw new TypeError('Router.authorize: this directory checks passwords asynchronously; use authenticate()');
+    if (a instanceof Promise) throw new InternalError('Router.authorize: this directory checks passwords asynchronously; use authenticate()');
     return a;
   }
 

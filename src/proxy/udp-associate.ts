@@ -9,6 +9,7 @@
 import { createSocket, type RemoteInfo, type Socket as UdpSocket } from 'node:dgram';
 import { isIPv6, type Socket } from 'node:net';
 import type { ConnectionContext } from '../connlog/types.ts';
+import { InternalError } from '../errors/rotor-error.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import { REPLY, writeReply, type ConnectRequest } from '../wire/socks5.ts';
 import { parseUdpHeader } from '../wire/socks5-udp.ts';
@@ -96,7 +97,7 @@ export class UdpAssociations {
       return;
     }
     const relay = relayOf(dialed.socket);
-    if (!relay) throw new Error('udp dial without a relay address');
+    if (!relay) throw new InternalError('udp dial without a relay address');
     const a = new Association(this, control, dialed, relay, route, conn, request);
     this.live.add(a);
     a.start();
