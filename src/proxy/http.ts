@@ -12,7 +12,7 @@
 // A connection opens and closes in one place (onConnection); handleSocket() serves a socket accepted
 // elsewhere (a port that sniffs the protocol first).
 import { createServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { isRotorError } from '../errors/rotor-error.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { ConnectionResult, Metrics } from '../telemetry/metrics.ts';
@@ -37,6 +37,7 @@ import type { Authorization, Dialed, Route, Router } from './router.ts';
 import type { RelayLimiter, Target } from './types.ts';
 import { unrecordedConnections } from '../connlog/recorder.ts';
 import type { ConnectionContext, ConnectionRecorder, RecordResult } from '../connlog/types.ts';
+import { boundPort, listenOn } from './listen.ts';
 
 export { parseBasic, parseConnectTarget } from './http-message.ts';
 
@@ -145,21 +146,12 @@ export class HttpListener {
     });
   }
 
-  async listen(): Promise<{ host: string; port: number }> {
-    await new Promise<void>((resolve, reject) => {
-      const onError = (err: Error): void => reject(err);
-      this.server.once('error', onError);
-      this.server.listen(this.options.port, this.options.host ?? '127.0.0.1', () => {
-        this.server.off('error', onError);
-        resolve();
-      });
-    });
-    const a = this.server.address() as AddressInfo;
-    return { host: a.address, port: a.port };
+  listen(): Promise<{ host: string; port: number }> {
+    return listenOn(this.server, this.options.port, this.options.host);
   }
 
   get port(): number {
-    return (this.server.address() as AddressInfo | null)?.port ?? 0;
+    return boundPort(this.server);
   }
 
   get connections(): number {

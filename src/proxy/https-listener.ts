@@ -4,12 +4,13 @@
 // handler, not a copy). TLS 1.2 and 1.3 only. The certificate and key are PEM files read at start and again on
 // reload (SIGHUP); a reload that cannot read or parse them keeps the running certificate and says why.
 import { readFile } from 'node:fs/promises';
-import type { AddressInfo, Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { createSecureContext, createServer, type SecureContextOptions, type Server, type TLSSocket } from 'node:tls';
 import { RotorError } from '../errors/rotor-error.ts';
 import { logFailedAccepts } from '../errors/failed-accept.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
+import { boundPort, listenOn } from './listen.ts';
 
 /** The certificate or key of `proxy.https` cannot be read or used; names the config key. */
 export class TlsConfigError extends RotorError {
@@ -109,19 +110,11 @@ export class HttpsListener {
   }
 
   listen(): Promise<{ host: string; port: number }> {
-    return new Promise((resolve, reject) => {
-      const onError = (err: Error): void => reject(err);
-      this.server.once('error', onError);
-      this.server.listen(this.options.port, this.options.host ?? '127.0.0.1', () => {
-        this.server.off('error', onError);
-        const a = this.server.address() as AddressInfo;
-        resolve({ host: a.address, port: a.port });
-      });
-    });
+    return listenOn(this.server, this.options.port, this.options.host);
   }
 
   get port(): number {
-    return (this.server.address() as AddressInfo | null)?.port ?? 0;
+    return boundPort(this.server);
   }
 
   /**

@@ -2,7 +2,7 @@
 // then Router.dial and the relay. Refusals follow docs/reference.md: wrong credentials or user-name options fail
 // RFC 1929 (status 0x01); a user who may not go on (limit, instance not allowed) passes auth and gets reply
 // 0x02 to the CONNECT, so the client can tell "who are you" from "you may not".
-import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import { createServer, type Server, type Socket } from 'node:net';
 import type { Logger } from '../telemetry/logger.ts';
 import type { ConnectionResult, Metrics } from '../telemetry/metrics.ts';
 import { REPLY, Socks5HandshakeError, acceptSocks5, writeReply, type AuthDecision, type HandshakeOptions } from '../wire/socks5.ts';
@@ -15,6 +15,7 @@ import type { Authorization, Refusal, Route, Router } from './router.ts';
 import { unrecordedConnections } from '../connlog/recorder.ts';
 import type { UdpAssociations } from './udp-associate.ts';
 import type { ConnectionContext, ConnectionRecorder, RecordResult } from '../connlog/types.ts';
+import { boundPort, listenOn } from './listen.ts';
 
 export interface Socks5ListenerOptions {
   router: Router;
@@ -66,19 +67,11 @@ export class Socks5Listener {
 
   /** Starts listening; resolves with the bound address. */
   listen(): Promise<{ host: string; port: number }> {
-    return new Promise((resolve, reject) => {
-      const onError = (err: Error): void => reject(err);
-      this.server.once('error', onError);
-      this.server.listen(this.options.port, this.options.host ?? '127.0.0.1', () => {
-        this.server.off('error', onError);
-        const a = this.server.address() as AddressInfo;
-        resolve({ host: a.address, port: a.port });
-      });
-    });
+    return listenOn(this.server, this.options.port, this.options.host);
   }
 
   get port(): number {
-    return (this.server.address() as AddressInfo | null)?.port ?? 0;
+    return boundPort(this.server);
   }
 
   /** Client connections open now. */

@@ -11,6 +11,7 @@ import type { Socket } from 'node:net';
 import { isIPv4, isIPv6 } from 'node:net';
 import { AUTH_VERSION, SOCKS_VERSION } from './socks5.ts';
 import { RotorError } from '../errors/rotor-error.ts';
+import { ipv6Bytes } from './socks5-udp.ts';
 
 export type Socks5ClientFailure = 'BAD_REQUEST' | 'NO_ACCEPTABLE_METHOD' | 'AUTH_FAILED' | 'REJECTED' | 'BAD_REPLY' | 'CLOSED';
 
@@ -102,23 +103,6 @@ export function connectRequest(host: string, port: number): Buffer | undefined {
   b[2] = 0x00;
   b.writeUInt16BE(port, b.length - 2);
   return b;
-}
-
-function ipv6Bytes(host: string): Buffer {
-  const out = Buffer.alloc(16);
-  // An embedded IPv4 tail (::ffff:1.2.3.4) is two groups.
-  const v4 = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(host);
-  let text = host;
-  if (v4) {
-    const [a, b, c, d] = [v4[1], v4[2], v4[3], v4[4]].map(Number) as [number, number, number, number];
-    text = `${host.slice(0, v4.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
-  }
-  const [head, tail] = text.split('::') as [string, string | undefined];
-  const headParts = head ? head.split(':') : [];
-  const tailParts = tail ? tail.split(':') : [];
-  const groups = [...headParts, ...Array<string>(8 - headParts.length - tailParts.length).fill('0'), ...tailParts];
-  groups.forEach((g, i) => out.writeUInt16BE(parseInt(g || '0', 16), i * 2));
-  return out;
 }
 
 /**

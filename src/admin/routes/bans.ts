@@ -1,6 +1,7 @@
 // GET /v1/bans (exits banned for a user by a request rule, soonest to end first; ?user= narrows) and
 // DELETE /v1/bans/:id (lift one now: the exit may carry that user's connections again at once).
 import { z } from 'zod';
+import type { Ban } from '../../proxy/request-bans.ts';
 import { notFound } from '../errors.ts';
 import { zs } from '../validation.ts';
 import { doc, type RegisterRoutes } from './common.ts';
@@ -22,18 +23,7 @@ const ban = {
 const listQuery = z.strictObject({ user: z.string().regex(/^[A-Za-z0-9_.]+$/).max(64).optional() });
 const idParams = z.strictObject({ id: z.string().regex(/^b[0-9]{1,15}$/, 'expected a ban id (b<n>)') });
 
-interface BanRow {
-  id: string;
-  user: string;
-  node: string;
-  exit: string;
-  host: string | null;
-  rule: string;
-  createdAt: number;
-  until: number;
-}
-
-const view = (b: BanRow) => ({ ...b, createdAt: new Date(b.createdAt).toISOString(), until: new Date(b.until).toISOString() });
+const view = (b: Ban) => ({ ...b, createdAt: new Date(b.createdAt).toISOString(), until: new Date(b.until).toISOString() });
 
 export const banRoutes: RegisterRoutes = (app, deps) => {
   app.get<{ Querystring: z.output<typeof listQuery> }>(
