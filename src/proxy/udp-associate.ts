@@ -61,13 +61,18 @@ export class UdpAssociations {
     meters.connectionOpened(user);
     const abort = new DialCancel();
     const onGone = (): void => abort.abort();
+    // The listener is half-open: a client that leaves during the dial sends a FIN ('end'), and only a socket
+    // that reads sees it. Nothing the client sends on the control connection means anything: read and drop it.
     control.on('close', onGone);
+    control.on('end', onGone);
     control.on('error', noop);
+    control.resume();
     let dialed: Dialed;
     try {
       dialed = await this.router.dial(route, { host: request.host, port: request.port }, abort, 'udp', conn);
     } catch (err) {
       control.off('close', onGone);
+      control.off('end', onGone);
       this.released(user);
       meters.connectionClosed(user);
       if (err instanceof GatewayError && err.code === 'DIAL_ABORTED') {
@@ -88,7 +93,9 @@ export class UdpAssociations {
       return;
     }
     control.off('close', onGone);
-    if (control.destroyed) {
+    control.off('end', onGone);
+    if (control.destroyed || abort.aborted) {
+      control.destroy();
       dialed.socket.destroy();
       dialed.release();
       this.released(user);
