@@ -123,6 +123,8 @@ export class WarmConnections {
         this.o.metrics?.upstreamWarmTotal.inc({ outcome: 'failed' });
         // The connection died unseen (closed as it was handed out): the tunnel still gets a fresh dial.
         if (err instanceof UpstreamDialError && err.reason === 'reset' && !options.signal?.aborted) return fresh(node, target, options);
+        // Counted as a fresh dial's failure is (upstream-dial.ts): a refused target is the same failure either way.
+        if (err instanceof UpstreamDialError) this.o.metrics?.upstreamFailures.inc({ reason: err.reason });
         throw err;
       },
     );
