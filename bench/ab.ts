@@ -30,7 +30,11 @@ const HERE = fileURLToPath(new URL('.', import.meta.url));
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
-  options: { rounds: { type: 'string', default: '6' }, seconds: { type: 'string', default: '2' }, cases: { type: 'string', default: 'M2' } },
+  options: {
+    rounds: { type: 'string', default: '6' },
+    seconds: { type: 'string', default: '2' },
+    cases: { type: 'string', default: 'M2' },
+  },
 });
 const rounds = Number(values.rounds);
 const seconds = Number(values.seconds);
@@ -64,7 +68,12 @@ interface Gw {
   stop: () => Promise<void>;
 }
 
-async function startRotor(root: string, http: Parameters<typeof benchConfig>[0], socks: Parameters<typeof benchConfig>[1], name: string): Promise<Gw> {
+async function startRotor(
+  root: string,
+  http: Parameters<typeof benchConfig>[0],
+  socks: Parameters<typeof benchConfig>[1],
+  name: string,
+): Promise<Gw> {
   const dir = mkdtempSync(join(tmpdir(), 'rotor-ab-'));
   const config = join(dir, 'rotor.yaml');
   writeFileSync(config, stringify(benchConfig(http, socks, join(dir, 'rotor.db'))));
@@ -73,7 +82,11 @@ async function startRotor(root: string, http: Parameters<typeof benchConfig>[0],
   // As `npm start` runs it (its environment and node options from the build's own package.json), like `npm run bench`.
   const start = npmStartCommand(root);
   Object.assign(env, start.env, { ROTOR_CONFIG: config });
-  const child = spawn(process.execPath, [...start.nodeFlags, join(root, 'bin', 'rotor.js'), 'start'], { cwd: dir, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [...start.nodeFlags, join(root, 'bin', 'rotor.js'), 'start'], {
+    cwd: dir,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   const ports = await new Promise<{ http: number; socks5: number }>((res, rej) => {
     child.once('exit', (code) => rej(new Error(`${root}: rotor start exited (${code}):\n${out.slice(-2000)}`)));
@@ -104,7 +117,10 @@ async function startRotor(root: string, http: Parameters<typeof benchConfig>[0],
   };
 }
 
-const client: ChildProcess = fork(join(HERE, 'client.ts'), [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+const client: ChildProcess = fork(join(HERE, 'client.ts'), [], {
+  execArgv: ['--import', 'tsx'],
+  stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+});
 await new Promise((r) => client.once('message', r));
 const run = <T>(job: ClientJob): Promise<T> =>
   new Promise((res, rej) => {
@@ -120,11 +136,24 @@ const socks = await startMicrosocks('upuser', 'up-pass');
 procs.push(socks);
 const squid = await startSquid();
 procs.push(squid);
-const spec = { user: SOCKS_USER, password: BENCH_PASSWORD, http: { port: squid.port }, socks5: { port: socks.port, username: socks.username, password: socks.password } };
-const minimal = await startJsonChild<{ http: number; socks5: number; pid: number }>(process.execPath, ['--import', 'tsx', join(HERE, 'minimal.ts'), JSON.stringify(spec)]);
+const spec = {
+  user: SOCKS_USER,
+  password: BENCH_PASSWORD,
+  http: { port: squid.port },
+  socks5: { port: socks.port, username: socks.username, password: socks.password },
+};
+const minimal = await startJsonChild<{ http: number; socks5: number; pid: number }>(process.execPath, [
+  '--import',
+  'tsx',
+  join(HERE, 'minimal.ts'),
+  JSON.stringify(spec),
+]);
 procs.push(minimal.proc);
-const gws: Gw[] = [{ name: 'minimal', pid: minimal.info.pid, http: minimal.info.http, socks5: minimal.info.socks5, rotor: false, stop: async () => {} }];
-for (const [i, dir] of positionals.entries()) gws.push(await startRotor(resolve(dir), squid, socks, `${String.fromCharCode(65 + i)}:${basename(resolve(dir))}`));
+const gws: Gw[] = [
+  { name: 'minimal', pid: minimal.info.pid, http: minimal.info.http, socks5: minimal.info.socks5, rotor: false, stop: async () => {} },
+];
+for (const [i, dir] of positionals.entries())
+  gws.push(await startRotor(resolve(dir), squid, socks, `${String.fromCharCode(65 + i)}:${basename(resolve(dir))}`));
 
 const proxy = (g: Gw, proto: 'connect' | 'socks5') =>
   proto === 'connect'
@@ -132,7 +161,9 @@ const proxy = (g: Gw, proto: 'connect' | 'socks5') =>
     : ({ kind: 'socks5', port: g.socks5, username: SOCKS_USER, password: BENCH_PASSWORD } as const);
 
 // Warm-up: JIT and caches on every path; not recorded.
-for (const g of gws) for (const p of ['connect', 'socks5'] as const) await run({ op: 'rate', proxy: proxy(g, p), target: tport, concurrency: 32, durationMs: 1000 });
+for (const g of gws)
+  for (const p of ['connect', 'socks5'] as const)
+    await run({ op: 'rate', proxy: proxy(g, p), target: tport, concurrency: 32, durationMs: 1000 });
 
 /** key -> gateway -> per round [rate or p50, CPU ms per op] */
 const res = new Map<string, Map<string, Array<[number, number]>>>();
@@ -165,7 +196,14 @@ for (let r = 0; r < rounds; r++) {
     if (cases.includes('M1')) {
       const p = proxy(g, 'connect');
       const a = cpu(g.pid);
-      const w = await runWrk({ proxyPort: p.port, targetPort: tport, username: p.username, password: p.password, connections: 50, durationSeconds: seconds });
+      const w = await runWrk({
+        proxyPort: p.port,
+        targetPort: tport,
+        username: p.username,
+        password: p.password,
+        connections: 50,
+        durationSeconds: seconds,
+      });
       const b = cpu(g.pid);
       push('M1 (req/s, CPU ms/request)', g.name, [w.requestsPerSecond, (b.main + b.other - a.main - a.other) / w.requests]);
     }
@@ -177,7 +215,9 @@ const f3 = (x: number): string => (x >= 100 ? x.toFixed(0) : x.toFixed(3));
 for (const [k, byG] of res) {
   console.log(`\n${k}, medians of ${rounds} rounds [per round]`);
   for (const [g, vals] of byG) {
-    console.log(`  ${g.padEnd(24)} ${f3(median(vals.map((v) => v[0]))).padStart(7)}  ${f3(median(vals.map((v) => v[1]))).padStart(7)}   [${vals.map((v) => `${f3(v[0])}/${f3(v[1])}`).join(' ')}]`);
+    console.log(
+      `  ${g.padEnd(24)} ${f3(median(vals.map((v) => v[0]))).padStart(7)}  ${f3(median(vals.map((v) => v[1]))).padStart(7)}   [${vals.map((v) => `${f3(v[0])}/${f3(v[1])}`).join(' ')}]`,
+    );
   }
   const names = gws.map((g) => g.name);
   const first = byG.get(names[1]!);
@@ -190,7 +230,8 @@ for (const [k, byG] of res) {
 }
 if (mainTotals.size > 0) {
   console.log('\nM2 CPU per tunnel over all rounds, ms (main thread + other threads):');
-  for (const [g, t] of mainTotals) console.log(`  ${g.padEnd(24)} ${(t.main / t.ops).toFixed(3)} + ${(t.other / t.ops).toFixed(3)}  (${t.ops} tunnels)`);
+  for (const [g, t] of mainTotals)
+    console.log(`  ${g.padEnd(24)} ${(t.main / t.ops).toFixed(3)} + ${(t.other / t.ops).toFixed(3)}  (${t.ops} tunnels)`);
 }
 console.log(`load average ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}`);
 for (const g of gws) await g.stop();

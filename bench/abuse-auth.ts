@@ -95,7 +95,11 @@ async function main(): Promise<void> {
     npmStartCommand().env,
   );
   try {
-    const made = await fetch(`http://127.0.0.1:${daemon.admin}/v1/users`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: 'victim', password: 'victim-password-1', mainAccount: 'bench' }) });
+    const made = await fetch(`http://127.0.0.1:${daemon.admin}/v1/users`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'victim', password: 'victim-password-1', mainAccount: 'bench' }),
+    });
     if (made.status !== 201) throw new Error(`POST /v1/users: ${made.status} ${await made.text()}`);
     await customer(daemon.http, url, 20); // warm: pool drawn, password verified
     const quiet = await customer(daemon.http, url, REQUESTS);
@@ -117,7 +121,10 @@ async function main(): Promise<void> {
     const medians: Record<string, number[]> = { unknown: [], known: [] };
     const c = new Client(daemon.http);
     for (let i = 0; i < NAMES; i++) {
-      for (const [kind, user] of [['unknown', `nobody${i}`], ['known', 'victim']] as const) {
+      for (const [kind, user] of [
+        ['unknown', `nobody${i}`],
+        ['known', 'victim'],
+      ] as const) {
         const t = performance.now();
         await c.request(`${url}/m`, user, `guess-${i}-${Math.random()}`);
         medians[kind]!.push(performance.now() - t);
@@ -126,12 +133,23 @@ async function main(): Promise<void> {
     c.close();
     const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD']).toString().trim();
     const metrics = await (await fetch(`http://127.0.0.1:${daemon.admin}/metrics`)).text();
-    const failuresLine = metrics.split('\n').filter((l) => l.startsWith('rotor_auth_failures_total')).join('; ');
-    console.log(`abuse-auth bench, ${new Date().toISOString()}, commit ${commit}, load ${execFileSync('cat', ['/proc/loadavg']).toString().trim()}`);
-    console.log(`customer quiet:  p50 ${pct(quiet.times, 50).toFixed(1)} ms  p99 ${pct(quiet.times, 99).toFixed(1)} ms  failures ${quiet.failures}/${REQUESTS}`);
-    console.log(`customer flood:  p50 ${pct(flooded.times, 50).toFixed(1)} ms  p99 ${pct(flooded.times, 99).toFixed(1)} ms  failures ${flooded.failures}/${REQUESTS}  (${FLOODERS} connections, ${attempts} wrong passwords in ${floodSeconds.toFixed(1)} s)`);
+    const failuresLine = metrics
+      .split('\n')
+      .filter((l) => l.startsWith('rotor_auth_failures_total'))
+      .join('; ');
+    console.log(
+      `abuse-auth bench, ${new Date().toISOString()}, commit ${commit}, load ${execFileSync('cat', ['/proc/loadavg']).toString().trim()}`,
+    );
+    console.log(
+      `customer quiet:  p50 ${pct(quiet.times, 50).toFixed(1)} ms  p99 ${pct(quiet.times, 99).toFixed(1)} ms  failures ${quiet.failures}/${REQUESTS}`,
+    );
+    console.log(
+      `customer flood:  p50 ${pct(flooded.times, 50).toFixed(1)} ms  p99 ${pct(flooded.times, 99).toFixed(1)} ms  failures ${flooded.failures}/${REQUESTS}  (${FLOODERS} connections, ${attempts} wrong passwords in ${floodSeconds.toFixed(1)} s)`,
+    );
     console.log(`p99 ratio flood/quiet: ${(pct(flooded.times, 99) / pct(quiet.times, 99)).toFixed(2)} (target <= 3)`);
-    console.log(`407 medians: unknown name ${pct(medians.unknown!, 50).toFixed(1)} ms, known name ${pct(medians.known!, 50).toFixed(1)} ms (${NAMES} each)`);
+    console.log(
+      `407 medians: unknown name ${pct(medians.unknown!, 50).toFixed(1)} ms, known name ${pct(medians.known!, 50).toFixed(1)} ms (${NAMES} each)`,
+    );
     console.log(`metrics: ${failuresLine}`);
   } finally {
     await daemon.stop();

@@ -48,10 +48,11 @@ async function startTarget(delayMs = 20): Promise<Target> {
       t.requests = 0;
       t.maxInFlight = t.inFlight;
     },
-    close: () => new Promise((r) => {
-      server.closeAllConnections();
-      server.close(() => r());
-    }),
+    close: () =>
+      new Promise((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
   };
   const server: Server = createServer((req, res) => {
     t.requests++;
@@ -72,11 +73,14 @@ async function startTarget(delayMs = 20): Promise<Target> {
       }
       res.end();
     };
-    setTimeout(() => {
-      if (res.destroyed) return;
-      res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': String(left) });
-      pump();
-    }, m ? delayMs : 0);
+    setTimeout(
+      () => {
+        if (res.destroyed) return;
+        res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': String(left) });
+        pump();
+      },
+      m ? delayMs : 0,
+    );
   });
   server.on('clientError', (_e, s) => s.destroy());
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
@@ -185,8 +189,16 @@ async function main(): Promise<void> {
     await poll(() => target.requests > 0, { timeoutMs: 30_000 });
     const written1 = await settled(() => target.written, 2000, 60_000);
     const rss1 = rssOf(pid);
-    results.pipelining = { requestsAtTarget: target.requests, upstreamBytes: written1, rssBefore: rss0, rssAfter: rss1, rssGrowth: rss1 - rss0 };
-    console.log(`1. 4 × 500 pipelined GETs of 200 KB, never read: ${target.requests} requests reached the target, upstream bytes ${fmt(written1)} (target ≤ 4 MiB), RSS ${fmt(rss0)} → ${fmt(rss1)} (+${fmt(rss1 - rss0)}, target ≤ 32 MiB)`);
+    results.pipelining = {
+      requestsAtTarget: target.requests,
+      upstreamBytes: written1,
+      rssBefore: rss0,
+      rssAfter: rss1,
+      rssGrowth: rss1 - rss0,
+    };
+    console.log(
+      `1. 4 × 500 pipelined GETs of 200 KB, never read: ${target.requests} requests reached the target, upstream bytes ${fmt(written1)} (target ≤ 4 MiB), RSS ${fmt(rss0)} → ${fmt(rss1)} (+${fmt(rss1 - rss0)}, target ≤ 32 MiB)`,
+    );
     for (const c of never) c.socket.destroy();
     await poll(() => target.inFlight === 0, { timeoutMs: 10_000 });
 
@@ -197,7 +209,9 @@ async function main(): Promise<void> {
     for (const c of four) c.socket.write(get(target.port, `/obj/${OBJ}`, 'abuse_cap2').repeat(100));
     await settled(() => target.requests, 1500);
     results.maxConnections = { maxInFlight: target.maxInFlight, requestsAtTarget: target.requests };
-    console.log(`2. maxConnections 2, 4 connections × 100 pipelined GETs: at most ${target.maxInFlight} in flight at the target (target ≤ 2), ${target.requests} requests served`);
+    console.log(
+      `2. maxConnections 2, 4 connections × 100 pipelined GETs: at most ${target.maxInFlight} in flight at the target (target ≤ 2), ${target.requests} requests served`,
+    );
     for (const c of four) c.socket.destroy();
     await poll(() => target.inFlight === 0, { timeoutMs: 10_000 });
 
@@ -238,7 +252,12 @@ async function main(): Promise<void> {
     for (const way of ['http', 'connect'] as const) {
       for (const scenario of ['aborted', 'rate-limited', 'quota-cut', 'deleted-user'] as const) {
         const name = `gap_${way}_${scenario.replace('-', '_')}`;
-        const extra = scenario === 'rate-limited' ? { rateBytesPerSec: 256 * KiB } : scenario === 'quota-cut' ? { quota: { bytes: 4 * MiB, period: 'total' } } : {};
+        const extra =
+          scenario === 'rate-limited'
+            ? { rateBytesPerSec: 256 * KiB }
+            : scenario === 'quota-cut'
+              ? { quota: { bytes: 4 * MiB, period: 'total' } }
+              : {};
         await makeUser(name, extra);
         target.reset();
         const c = await client(http, false);
@@ -257,10 +276,21 @@ async function main(): Promise<void> {
         const upstream = await settled(() => target.written, 500);
         await poll(() => target.inFlight === 0, { timeoutMs: 10_000 });
         const rec = await poll(
-          async () => (await api<{ items: Array<{ bytesDown: number; result: string; target?: string }> }>(`/v1/connections?user=${name}&limit=5`)).body.items.find((i) => i.target?.endsWith(`:${target.port}`) && i.bytesDown > 1000),
+          async () =>
+            (
+              await api<{ items: Array<{ bytesDown: number; result: string; target?: string }> }>(`/v1/connections?user=${name}&limit=5`)
+            ).body.items.find((i) => i.target?.endsWith(`:${target.port}`) && i.bytesDown > 1000),
           { timeoutMs: 10_000, everyMs: 100 },
         );
-        const row = { way, scenario, clientReceived: c.received, rotorRead: rec.bytesDown, upstreamBytes: upstream, rotorGap: rec.bytesDown - c.received, upstreamGap: upstream - c.received };
+        const row = {
+          way,
+          scenario,
+          clientReceived: c.received,
+          rotorRead: rec.bytesDown,
+          upstreamBytes: upstream,
+          rotorGap: rec.bytesDown - c.received,
+          upstreamGap: upstream - c.received,
+        };
         gaps.push(row);
         console.log(
           `4. ${way.padEnd(7)} ${scenario.padEnd(12)} client ${fmt(c.received).padStart(10)}  Rotor read ${fmt(rec.bytesDown).padStart(10)} (gap ${fmt(row.rotorGap)})  upstream ${fmt(upstream).padStart(10)} (gap ${fmt(row.upstreamGap)})`,

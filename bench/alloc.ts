@@ -16,7 +16,13 @@ import { BENCH_PASSWORD, HTTP_USER, SOCKS_USER } from './spec.ts';
 import { runWrk } from './wrk.ts';
 
 const HERE = fileURLToPath(new URL('.', import.meta.url));
-const { values } = parseArgs({ options: { minimal: { type: 'boolean', default: false }, seconds: { type: 'string', default: '3' }, top: { type: 'string', default: '30' } } });
+const { values } = parseArgs({
+  options: {
+    minimal: { type: 'boolean', default: false },
+    seconds: { type: 'string', default: '3' },
+    top: { type: 'string', default: '30' },
+  },
+});
 
 interface ProfileNode {
   callFrame: { functionName: string; url: string; lineNumber: number };
@@ -37,10 +43,21 @@ let gateway: Proc & { http: number };
 let user: string;
 let url: string;
 if (values.minimal) {
-  const spec = { user: SOCKS_USER, password: BENCH_PASSWORD, http: { port: squid.port }, socks5: { port: socks.port, username: socks.username, password: socks.password } };
+  const spec = {
+    user: SOCKS_USER,
+    password: BENCH_PASSWORD,
+    http: { port: squid.port },
+    socks5: { port: socks.port, username: socks.username, password: socks.password },
+  };
   // A free port for the inspector: the gateway prints only its own ports.
   const port = 20_000 + Math.floor(Math.random() * 30_000);
-  const { info, proc } = await startJsonChild<{ http: number; pid: number }>(process.execPath, [`--inspect=127.0.0.1:${port}`, '--import', 'tsx', join(HERE, 'minimal.ts'), JSON.stringify(spec)]);
+  const { info, proc } = await startJsonChild<{ http: number; pid: number }>(process.execPath, [
+    `--inspect=127.0.0.1:${port}`,
+    '--import',
+    'tsx',
+    join(HERE, 'minimal.ts'),
+    JSON.stringify(spec),
+  ]);
   gateway = { ...proc, http: info.http };
   user = SOCKS_USER;
   url = await inspectorUrl(port);
@@ -67,10 +84,21 @@ const call = <T>(method: string, params: Record<string, unknown> = {}): Promise<
   });
 
 try {
-  const job = { proxyPort: gateway.http, targetPort: target.info.port, username: user, password: BENCH_PASSWORD, connections: 50, durationSeconds: 1 };
+  const job = {
+    proxyPort: gateway.http,
+    targetPort: target.info.port,
+    username: user,
+    password: BENCH_PASSWORD,
+    connections: 50,
+    durationSeconds: 1,
+  };
   await runWrk(job);
   await call('HeapProfiler.enable');
-  await call('HeapProfiler.startSampling', { samplingInterval: 256, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true });
+  await call('HeapProfiler.startSampling', {
+    samplingInterval: 256,
+    includeObjectsCollectedByMajorGC: true,
+    includeObjectsCollectedByMinorGC: true,
+  });
   const r = await runWrk({ ...job, durationSeconds: Number(values.seconds) });
   const { profile } = await call<{ profile: { head: ProfileNode } }>('HeapProfiler.stopSampling');
   const byFunction = new Map<string, number>();
@@ -83,7 +111,9 @@ try {
     for (const c of n.children) walk(c);
   };
   walk(profile.head);
-  process.stdout.write(`${values.minimal ? 'minimal gateway' : 'rotor start'}: ${r.requests} requests, ${(total / r.requests / 1024).toFixed(1)} KB allocated per request\n`);
+  process.stdout.write(
+    `${values.minimal ? 'minimal gateway' : 'rotor start'}: ${r.requests} requests, ${(total / r.requests / 1024).toFixed(1)} KB allocated per request\n`,
+  );
   for (const [name, bytes] of [...byFunction].sort((a, b) => b[1] - a[1]).slice(0, Number(values.top))) {
     process.stdout.write(`${(bytes / r.requests).toFixed(0).padStart(7)} B/request  ${name}\n`);
   }

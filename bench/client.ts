@@ -23,11 +23,32 @@ export type ClientJob =
   /** M5, second half: one request on every held tunnel, then close them all. */
   | { op: 'use'; concurrency: number };
 
-export interface RateResult { completed: number; errors: number; seconds: number; perSecond: number }
-export interface BulkResult { bytes: number; seconds: number; mibPerSecond: number }
-export interface LatencyResult { count: number; errors: number; p50Ms: number; p99Ms: number; meanMs: number }
-export interface HoldResult { held: number; errors: number }
-export interface UseResult { ok: number; failed: number }
+export interface RateResult {
+  completed: number;
+  errors: number;
+  seconds: number;
+  perSecond: number;
+}
+export interface BulkResult {
+  bytes: number;
+  seconds: number;
+  mibPerSecond: number;
+}
+export interface LatencyResult {
+  count: number;
+  errors: number;
+  p50Ms: number;
+  p99Ms: number;
+  meanMs: number;
+}
+export interface HoldResult {
+  held: number;
+  errors: number;
+}
+export interface UseResult {
+  ok: number;
+  failed: number;
+}
 
 export type ClientReply = { ok: true; result: unknown } | { ok: false; error: string };
 

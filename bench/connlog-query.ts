@@ -10,7 +10,15 @@ import type { ConnectionRecord, RecordResult } from '../src/connlog/types.ts';
 import { SqliteStore } from '../src/store/sqlite.ts';
 
 const DAY = 86_400_000;
-const FAILURES: RecordResult[] = ['auth_failed', 'limited', 'upstream_error', 'upstream_error', 'not_allowed', 'client_abort', 'bad_request'];
+const FAILURES: RecordResult[] = [
+  'auth_failed',
+  'limited',
+  'upstream_error',
+  'upstream_error',
+  'not_allowed',
+  'client_abort',
+  'bad_request',
+];
 
 export interface QueryTiming {
   name: string;

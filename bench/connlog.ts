@@ -32,13 +32,18 @@ const log = (text: string): void => void process.stderr.write(`${text}\n`);
 /** The load client (bench/client.ts) in its own process, one job at a time. */
 function startClient(): Promise<{ run<T>(job: ClientJob): Promise<T>; stop(): void }> {
   return new Promise((resolve, reject) => {
-    const child: ChildProcess = fork(join(HERE, 'client.ts'), [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    const child: ChildProcess = fork(join(HERE, 'client.ts'), [], {
+      execArgv: ['--import', 'tsx'],
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
     child.once('error', reject);
     child.once('message', () =>
       resolve({
         run: <T>(job: ClientJob) =>
           new Promise<T>((ok, fail) => {
-            child.once('message', (reply: ClientReply) => (reply.ok ? ok(reply.result as T) : fail(new Error(`client ${job.op}: ${reply.error}`))));
+            child.once('message', (reply: ClientReply) =>
+              reply.ok ? ok(reply.result as T) : fail(new Error(`client ${job.op}: ${reply.error}`)),
+            );
             child.send(job);
           }),
         stop: () => child.disconnect(),
@@ -63,7 +68,12 @@ async function tunnels(reps: number, ms: number, concurrency: number): Promise<v
         http: { port: tiny.port, username: tiny.username, password: tiny.password },
         records,
       };
-      const g = await startJsonChild<{ http: number; socks5: number; pid: number }>(process.execPath, ['--import', 'tsx', join(HERE, 'gateway.ts'), JSON.stringify(spec)]);
+      const g = await startJsonChild<{ http: number; socks5: number; pid: number }>(process.execPath, [
+        '--import',
+        'tsx',
+        join(HERE, 'gateway.ts'),
+        JSON.stringify(spec),
+      ]);
       procs.push(g.proc);
       gateways[records] = g.info;
     }
@@ -72,20 +82,30 @@ async function tunnels(reps: number, ms: number, concurrency: number): Promise<v
       proto === 'connect'
         ? { kind: 'connect', port: gateways[v].http, username: HTTP_USER, password: BENCH_PASSWORD }
         : { kind: 'socks5', port: gateways[v].socks5, username: SOCKS_USER, password: BENCH_PASSWORD };
-    for (const v of ['off', 'store'] as const) for (const proto of ['connect', 'socks5'] as const) await client.run<LatencyResult>({ op: 'latency', proxy: proxy(v, proto), target: target.info.port, count: 100 });
+    for (const v of ['off', 'store'] as const)
+      for (const proto of ['connect', 'socks5'] as const)
+        await client.run<LatencyResult>({ op: 'latency', proxy: proxy(v, proto), target: target.info.port, count: 100 });
     const samples = new Map<string, number[]>();
     for (let rep = 0; rep < reps; rep++) {
       const order: Variant[] = rep % 2 === 0 ? ['off', 'store'] : ['store', 'off'];
       for (const proto of ['connect', 'socks5'] as const) {
         for (const v of order) {
           const cpuBefore = cpuMs(gateways[v].pid);
-          const r = await client.run<RateResult>({ op: 'rate', proxy: proxy(v, proto), target: target.info.port, concurrency, durationMs: ms });
+          const r = await client.run<RateResult>({
+            op: 'rate',
+            proxy: proxy(v, proto),
+            target: target.info.port,
+            concurrency,
+            durationMs: ms,
+          });
           // The gateway's own CPU per tunnel: steadier than tunnels/s on a machine shared with other work.
           const perTunnel = (cpuMs(gateways[v].pid) - cpuBefore) / Math.max(1, r.completed);
           const key = `${proto} ${v}`;
           samples.set(key, [...(samples.get(key) ?? []), r.perSecond]);
           samples.set(`${key} cpu`, [...(samples.get(`${key} cpu`) ?? []), perTunnel]);
-          log(`rep ${rep + 1} ${proto} records ${v}: ${fmt(r.perSecond)} tunnels/s, ${perTunnel.toFixed(3)} gateway CPU ms/tunnel (${r.errors} errors)`);
+          log(
+            `rep ${rep + 1} ${proto} records ${v}: ${fmt(r.perSecond)} tunnels/s, ${perTunnel.toFixed(3)} gateway CPU ms/tunnel (${r.errors} errors)`,
+          );
         }
       }
     }
@@ -98,9 +118,13 @@ async function tunnels(reps: number, ms: number, concurrency: number): Promise<v
       return { proto, off, on, ratio: on / off, cpuOff, cpuOn, cpuRatio: cpuOn / cpuOff };
     });
     process.stdout.write(`M2 new tunnels/s, ${concurrency} concurrent, ${ms} ms x ${reps} reps (median)\n`);
-    process.stdout.write('| proto | tunnels/s off | tunnels/s on (SQLite) | on/off | gateway CPU ms/tunnel off | on | on/off |\n|---|---|---|---|---|---|---|\n');
+    process.stdout.write(
+      '| proto | tunnels/s off | tunnels/s on (SQLite) | on/off | gateway CPU ms/tunnel off | on | on/off |\n|---|---|---|---|---|---|---|\n',
+    );
     for (const r of rows)
-      process.stdout.write(`| ${r.proto} | ${fmt(r.off)} | ${fmt(r.on)} | ${r.ratio.toFixed(3)} | ${r.cpuOff.toFixed(3)} | ${r.cpuOn.toFixed(3)} | ${r.cpuRatio.toFixed(3)} |\n`);
+      process.stdout.write(
+        `| ${r.proto} | ${fmt(r.off)} | ${fmt(r.on)} | ${r.ratio.toFixed(3)} | ${r.cpuOff.toFixed(3)} | ${r.cpuOn.toFixed(3)} | ${r.cpuRatio.toFixed(3)} |\n`,
+      );
     process.stdout.write(`${JSON.stringify({ m2: rows })}\n`);
   } finally {
     for (const p of procs.reverse()) await p.stop();

@@ -34,9 +34,20 @@ function userUrl(protocol: 'http' | 'socks5', u: UpstreamDaemon): string {
 }
 
 export function benchConfig(http: UpstreamDaemon, socks: UpstreamDaemon, storePath: string): Record<string, unknown> {
-  const user = (name: string, product: string) => ({ name, password: BENCH_PASSWORD, mainAccount: 'bench', product, draw: 'pwd', sessTime: 5, limitBytes: -1 });
+  const user = (name: string, product: string) => ({
+    name,
+    password: BENCH_PASSWORD,
+    mainAccount: 'bench',
+    product,
+    draw: 'pwd',
+    sessTime: 5,
+    limitBytes: -1,
+  });
   return {
-    platform: { mode: 'embedded', sandbox: { drawnLines: { [HTTP_PRODUCT]: [userUrl('http', http)], [SOCKS_PRODUCT]: [userUrl('socks5', socks)] } } },
+    platform: {
+      mode: 'embedded',
+      sandbox: { drawnLines: { [HTTP_PRODUCT]: [userUrl('http', http)], [SOCKS_PRODUCT]: [userUrl('socks5', socks)] } },
+    },
     proxy: {
       http: { host: '127.0.0.1', port: 0 },
       socks5: { host: '127.0.0.1', port: 0 },
@@ -72,7 +83,9 @@ export function ensureBuilt(log: (text: string) => void): void {
   const cli = join(ROOT, 'dist', 'cli.js');
   if (existsSync(cli) && statSync(cli).mtimeMs >= newestMtime(join(ROOT, 'src'))) return;
   log('dist/ is missing or older than src/: building it (npm run build)');
-  execFileSync(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(ROOT, 'tsconfig.build.json')], { stdio: 'inherit' });
+  execFileSync(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(ROOT, 'tsconfig.build.json')], {
+    stdio: 'inherit',
+  });
 }
 
 /**
@@ -85,7 +98,12 @@ export function npmStartCommand(root = ROOT): { env: Record<string, string>; nod
   const start = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { scripts?: { start?: string } }).scripts?.start ?? '';
   const m = /^((?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)*)node\s+(.*?)\s*bin\/rotor\.js\b/.exec(start);
   if (!m) throw new BenchSetupError(`package.json scripts.start is not "[NAME=value ...] node [options] bin/rotor.js ...": ${start}`);
-  const env = Object.fromEntries(m[1]!.split(/\s+/).filter(Boolean).map((a) => [a.slice(0, a.indexOf('=')), a.slice(a.indexOf('=') + 1)]));
+  const env = Object.fromEntries(
+    m[1]!
+      .split(/\s+/)
+      .filter(Boolean)
+      .map((a) => [a.slice(0, a.indexOf('=')), a.slice(a.indexOf('=') + 1)]),
+  );
   return { env, nodeFlags: m[2]!.split(/\s+/).filter(Boolean) };
 }
 
@@ -100,8 +118,18 @@ export function describeNpmStart(root = ROOT): string {
 }
 
 /** Starts `rotor start` on the bench's config as `npm start` runs it; `nodeFlags` go to node as well (e.g. --cpu-prof). */
-export function startDaemon(http: UpstreamDaemon, socks: UpstreamDaemon, nodeFlags: string[] = [], readyTimeoutMs = 60_000): Promise<Daemon> {
-  return spawnRotor((dir) => benchConfig(http, socks, join(dir, 'rotor.db')), [...npmStartNodeFlags(), ...nodeFlags], readyTimeoutMs, npmStartCommand().env);
+export function startDaemon(
+  http: UpstreamDaemon,
+  socks: UpstreamDaemon,
+  nodeFlags: string[] = [],
+  readyTimeoutMs = 60_000,
+): Promise<Daemon> {
+  return spawnRotor(
+    (dir) => benchConfig(http, socks, join(dir, 'rotor.db')),
+    [...npmStartNodeFlags(), ...nodeFlags],
+    readyTimeoutMs,
+    npmStartCommand().env,
+  );
 }
 
 /**
@@ -110,14 +138,23 @@ export function startDaemon(http: UpstreamDaemon, socks: UpstreamDaemon, nodeFla
  * 0: the actual ports are read from that line. `env` is set over the inherited environment (as npm start's
  * `NAME=value` prefix is).
  */
-export async function spawnRotor(configFor: (dir: string) => Record<string, unknown>, nodeFlags: string[] = [], readyTimeoutMs = 60_000, env: Record<string, string> = {}): Promise<Daemon> {
+export async function spawnRotor(
+  configFor: (dir: string) => Record<string, unknown>,
+  nodeFlags: string[] = [],
+  readyTimeoutMs = 60_000,
+  env: Record<string, string> = {},
+): Promise<Daemon> {
   const dir = mkdtempSync(join(tmpdir(), 'rotor-bench-daemon-'));
   const config = join(dir, 'rotor.yaml');
   writeFileSync(config, stringify(configFor(dir)));
   const childEnv = { ...process.env } as Record<string, string>;
   for (const k of Object.keys(childEnv)) if (k.startsWith('ROTOR_')) delete childEnv[k];
   Object.assign(childEnv, env, { ROTOR_CONFIG: config });
-  const child = spawn(process.execPath, [...nodeFlags, join(ROOT, 'bin', 'rotor.js'), 'start'], { cwd: dir, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [...nodeFlags, join(ROOT, 'bin', 'rotor.js'), 'start'], {
+    cwd: dir,
+    env: childEnv,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   const cleanup = (): void => rmSync(dir, { recursive: true, force: true });
   const ports = await new Promise<{ http: number; socks5: number; admin: number }>((resolveReady, reject) => {

@@ -14,9 +14,12 @@ function delayed(from: Socket, to: Socket, notBefore: number): void {
   from.on('data', (chunk: Buffer) => {
     const at = Math.max(performance.now() + half, notBefore, last);
     last = at;
-    setTimeout(() => {
-      if (!to.destroyed) to.write(chunk);
-    }, Math.max(0, at - performance.now()));
+    setTimeout(
+      () => {
+        if (!to.destroyed) to.write(chunk);
+      },
+      Math.max(0, at - performance.now()),
+    );
   });
   from.once('end', () => {
     setTimeout(() => to.end(), Math.max(0, Math.max(last, performance.now() + half) - performance.now()));

@@ -17,7 +17,13 @@ import { fmt, median } from './stats.ts';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const WATCH = join(HERE, 'gc-watch.mjs');
-const { values } = parseArgs({ options: { mib: { type: 'string', default: '512' }, reps: { type: 'string', default: '2' }, 'rotor-node-flag': { type: 'string', multiple: true } } });
+const { values } = parseArgs({
+  options: {
+    mib: { type: 'string', default: '512' },
+    reps: { type: 'string', default: '2' },
+    'rotor-node-flag': { type: 'string', multiple: true },
+  },
+});
 const MIB = Number(values.mib);
 const REPS = Number(values.reps);
 if (!(MIB >= 16) || !(REPS >= 1)) throw new Error('--mib takes a number >= 16, --reps a whole number >= 1');
@@ -39,7 +45,9 @@ function lastMajors(text: string): number {
 
 async function startMinimal(squidPort: number, socks: { port: number; username: string; password: string }): Promise<Watched> {
   const spec = { user: SOCKS_USER, password: BENCH_PASSWORD, http: { port: squidPort }, socks5: socks };
-  const child = spawn(process.execPath, ['--import', WATCH, '--import', 'tsx', join(HERE, 'minimal.ts'), JSON.stringify(spec)], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--import', WATCH, '--import', 'tsx', join(HERE, 'minimal.ts'), JSON.stringify(spec)], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let err = '';
   child.stderr!.on('data', (c: Buffer) => (err = (err + c.toString()).slice(-4096)));
   const first = await new Promise<string>((resolve) => createInterface({ input: child.stdout! }).once('line', resolve));
@@ -61,15 +69,26 @@ try {
   procs.push(minimal);
   const daemon = await startDaemon(squid, socks, ['--import', WATCH, ...(values['rotor-node-flag'] ?? [])]);
   procs.push(daemon);
-  const rotor: Watched = { pid: daemon.pid, http: daemon.http, socks5: daemon.socks5, majors: () => lastMajors(daemon.output()), stop: () => daemon.stop() };
+  const rotor: Watched = {
+    pid: daemon.pid,
+    http: daemon.http,
+    socks5: daemon.socks5,
+    majors: () => lastMajors(daemon.output()),
+    stop: () => daemon.stop(),
+  };
 
   const url = (mib: number) => `http://127.0.0.1:${target.info.port}/bytes/${mib * 1024 * 1024}`;
   const proxyArgs = (name: string, g: Watched, proto: string) =>
-    proto === 'connect' ? ['-p', '-x', `http://${name === 'rotor' ? HTTP_USER : SOCKS_USER}:${BENCH_PASSWORD}@127.0.0.1:${g.http}`] : ['-x', `socks5h://${SOCKS_USER}:${BENCH_PASSWORD}@127.0.0.1:${g.socks5}`];
+    proto === 'connect'
+      ? ['-p', '-x', `http://${name === 'rotor' ? HTTP_USER : SOCKS_USER}:${BENCH_PASSWORD}@127.0.0.1:${g.http}`]
+      : ['-x', `socks5h://${SOCKS_USER}:${BENCH_PASSWORD}@127.0.0.1:${g.socks5}`];
   const settle = () => new Promise((r) => setTimeout(r, 1200)); // the watcher prints once a second
   const rows: Record<string, { mibs: number[]; cpu: number[]; majors: number[] }> = {};
   for (let rep = 0; rep < REPS; rep++) {
-    for (const [name, g] of [['minimal', minimal], ['rotor', rotor]] as const) {
+    for (const [name, g] of [
+      ['minimal', minimal],
+      ['rotor', rotor],
+    ] as const) {
       for (const proto of ['connect', 'socks5']) {
         const args = proxyArgs(name, g, proto);
         execFileSync('curl', [...args, '-sS', '-o', '/dev/null', url(64)]); // warm-up
@@ -88,9 +107,14 @@ try {
       }
     }
   }
-  process.stdout.write(`${MIB} MiB per download, ${REPS} repetition(s), medians; rotor as npm start runs it (${Object.entries(npmStartCommand().env).map(([k, v]) => `${k}=${v} `).join('')}node ${[...npmStartCommand().nodeFlags, ...(values['rotor-node-flag'] ?? [])].join(' ')})\n`);
+  process.stdout.write(
+    `${MIB} MiB per download, ${REPS} repetition(s), medians; rotor as npm start runs it (${Object.entries(npmStartCommand().env)
+      .map(([k, v]) => `${k}=${v} `)
+      .join('')}node ${[...npmStartCommand().nodeFlags, ...(values['rotor-node-flag'] ?? [])].join(' ')})\n`,
+  );
   process.stdout.write('| gateway, tunnel | MiB/s | gateway CPU ms per MiB | major GCs per download |\n| --- | ---: | ---: | ---: |\n');
-  for (const [k, r] of Object.entries(rows)) process.stdout.write(`| ${k} | ${fmt(median(r.mibs))} | ${fmt(median(r.cpu))} | ${fmt(median(r.majors))} |\n`);
+  for (const [k, r] of Object.entries(rows))
+    process.stdout.write(`| ${k} | ${fmt(median(r.mibs))} | ${fmt(median(r.cpu))} | ${fmt(median(r.majors))} |\n`);
   process.stdout.write(`rotor RSS after: ${fmt(rssBytes(rotor.pid) / 1024 ** 2)} MiB\n`);
 } finally {
   for (const p of procs.reverse()) await p.stop().catch(() => undefined);

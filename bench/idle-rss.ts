@@ -60,7 +60,11 @@ async function readHeap(adminPort: number): Promise<HeapSample | undefined> {
     const m = new RegExp(`^rotor_${name} (\\S+)$`, 'm').exec(text);
     return m ? Number(m[1]) / MiB : NaN;
   };
-  return { used: value('nodejs_heap_size_used_bytes'), total: value('nodejs_heap_size_total_bytes'), external: value('nodejs_external_memory_bytes') };
+  return {
+    used: value('nodejs_heap_size_used_bytes'),
+    total: value('nodejs_heap_size_total_bytes'),
+    external: value('nodejs_external_memory_bytes'),
+  };
 }
 
 export interface IdleResult {
@@ -165,10 +169,14 @@ async function creditAccounts(info: { baseUrl: string; appKey: string; appSecret
   const { creditDemoFlow } = await import('../src/sim/demo-credit.ts');
   const { createClock } = await import('../src/sim/platform/clock.ts');
   const client = new PlatformClient({ baseUrl: info.baseUrl, appKey: info.appKey, appSecret: info.appSecret });
-  const config = parse(readFileSync(join(ROOT, 'config', 'default.yaml'), 'utf8')) as { users: Array<{ mainAccount: string; product: string }>; accounts: { sandboxFlowMb: number } };
+  const config = parse(readFileSync(join(ROOT, 'config', 'default.yaml'), 'utf8')) as {
+    users: Array<{ mainAccount: string; product: string }>;
+    accounts: { sandboxFlowMb: number };
+  };
   const products = new ProductCatalog({ client });
   const accounts = [];
-  for (const u of config.users) accounts.push({ mainAccount: u.mainAccount, product: u.product || ((await products.productFor('')) ?? '') });
+  for (const u of config.users)
+    accounts.push({ mainAccount: u.mainAccount, product: u.product || ((await products.productFor('')) ?? '') });
   for (const main of new Set(accounts.map((a) => a.mainAccount))) await client.call('CreateUser', { appUsername: main, status: 1 });
   const clock = createClock();
   try {
@@ -179,7 +187,12 @@ async function creditAccounts(info: { baseUrl: string; appKey: string; appSecret
   }
 }
 
-export async function measureIdle(mode: Mode, idleMs: number, nodeFlags: string[] = [], env: Record<string, string> = {}): Promise<IdleResult> {
+export async function measureIdle(
+  mode: Mode,
+  idleMs: number,
+  nodeFlags: string[] = [],
+  env: Record<string, string> = {},
+): Promise<IdleResult> {
   const sim = mode === 'remote' ? await startSim() : undefined;
   const target = await startTarget();
   let daemon: Daemon | undefined;
@@ -216,9 +229,15 @@ const fmt = (n: number | undefined): string => (n === undefined || Number.isNaN(
 
 function medianResult(results: IdleResult[]): IdleResult {
   const m = (pick: (r: IdleResult) => number | undefined): number => median(results.map(pick).filter((v): v is number => v !== undefined));
-  const rss = (pick: (r: IdleResult) => RssSample): RssSample => ({ rss: m((r) => pick(r).rss), anon: m((r) => pick(r).anon), file: m((r) => pick(r).file) });
+  const rss = (pick: (r: IdleResult) => RssSample): RssSample => ({
+    rss: m((r) => pick(r).rss),
+    anon: m((r) => pick(r).anon),
+    file: m((r) => pick(r).file),
+  });
   const heap = (pick: (r: IdleResult) => HeapSample | undefined): HeapSample | undefined =>
-    results.some((r) => pick(r)) ? { used: m((r) => pick(r)?.used), total: m((r) => pick(r)?.total), external: m((r) => pick(r)?.external) } : undefined;
+    results.some((r) => pick(r))
+      ? { used: m((r) => pick(r)?.used), total: m((r) => pick(r)?.total), external: m((r) => pick(r)?.external) }
+      : undefined;
   const first = results[0]!;
   return {
     mode: first.mode,
@@ -263,7 +282,8 @@ async function main(): Promise<void> {
   for (const m of modes) if (m !== 'embedded' && m !== 'remote') throw new BenchSetupError(`--mode: unknown mode ${m} (embedded, remote)`);
   const idleS = Number(values['idle-s']);
   const reps = Number(values.reps);
-  if (!(idleS >= 0) || !(Number.isInteger(reps) && reps >= 1)) throw new BenchSetupError('--idle-s must be >= 0 and --reps a whole number >= 1');
+  if (!(idleS >= 0) || !(Number.isInteger(reps) && reps >= 1))
+    throw new BenchSetupError('--idle-s must be >= 0 and --reps a whole number >= 1');
   ensureBuilt((t) => process.stderr.write(`${t}\n`));
   const start = values.bare ? { env: {}, nodeFlags: [] } : npmStartCommand();
   const nodeFlags = [...start.nodeFlags, ...values['node-flag']];
@@ -283,9 +303,14 @@ async function main(): Promise<void> {
     }
     results.push(medianResult(runs));
   }
-  const malloc = Object.entries({ ...process.env, ...env }).filter(([k]) => k.startsWith('MALLOC_')).map(([k, v]) => `${k}=${v} `).join('');
+  const malloc = Object.entries({ ...process.env, ...env })
+    .filter(([k]) => k.startsWith('MALLOC_'))
+    .map(([k, v]) => `${k}=${v} `)
+    .join('');
   const command = `${malloc}node ${[...nodeFlags, 'bin/rotor.js start'].join(' ')}`;
-  process.stdout.write(`Idle RSS of \`${command}\` (config/default.yaml, compiled dist/), MiB, median of ${reps}:\n\n${renderIdle(results, idleS)}\n`);
+  process.stdout.write(
+    `Idle RSS of \`${command}\` (config/default.yaml, compiled dist/), MiB, median of ${reps}:\n\n${renderIdle(results, idleS)}\n`,
+  );
   if (values.json) writeFileSync(values.json, `${JSON.stringify({ idleS, reps, command, nodeFlags, results }, null, 2)}\n`);
 }
 

@@ -18,9 +18,20 @@ interface Spec {
 
 const spec = JSON.parse(process.argv[2] ?? '') as Spec;
 const expected = `Basic ${Buffer.from(`${spec.user}:${spec.password}`).toString('base64')}`;
-const upstreamAuth = spec.http.username ? `Basic ${Buffer.from(`${spec.http.username}:${spec.http.password ?? ''}`).toString('base64')}` : undefined;
+const upstreamAuth = spec.http.username
+  ? `Basic ${Buffer.from(`${spec.http.username}:${spec.http.password ?? ''}`).toString('base64')}`
+  : undefined;
 const agent = new Agent({ keepAlive: true });
-const HOP = new Set(['connection', 'proxy-connection', 'keep-alive', 'proxy-authorization', 'te', 'trailer', 'transfer-encoding', 'upgrade']);
+const HOP = new Set([
+  'connection',
+  'proxy-connection',
+  'keep-alive',
+  'proxy-authorization',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+]);
 
 // ── HTTP: absolute-URI requests forwarded to the upstream proxy over kept-alive connections; CONNECT tunneled.
 const http = createHttpServer((req, res) => {

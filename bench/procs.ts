@@ -3,7 +3,13 @@
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
-import { startMicrosocks, startSquid, startTinyproxy as startTinyproxyDaemon, stopChild, type UpstreamDaemon } from '../test/support/upstreams.ts';
+import {
+  startMicrosocks,
+  startSquid,
+  startTinyproxy as startTinyproxyDaemon,
+  stopChild,
+  type UpstreamDaemon,
+} from '../test/support/upstreams.ts';
 
 export interface Proc {
   pid: number;

@@ -23,7 +23,11 @@ interface Profile {
 
 function files(paths: string[]): string[] {
   return paths.flatMap((p) =>
-    statSync(p).isDirectory() ? readdirSync(p).filter((f) => f.endsWith('.cpuprofile')).map((f) => join(p, f)) : [p],
+    statSync(p).isDirectory()
+      ? readdirSync(p)
+          .filter((f) => f.endsWith('.cpuprofile'))
+          .map((f) => join(p, f))
+      : [p],
   );
 }
 
@@ -170,7 +174,12 @@ function callers(profile: Profile, name: string, depth: number, n: number): stri
 function main(): void {
   const { values, positionals } = parseArgs({
     allowPositionals: true,
-    options: { top: { type: 'string', default: '30' }, match: { type: 'string' }, callers: { type: 'string' }, depth: { type: 'string', default: '6' } },
+    options: {
+      top: { type: 'string', default: '30' },
+      match: { type: 'string' },
+      callers: { type: 'string' },
+      depth: { type: 'string', default: '6' },
+    },
   });
   const n = Number(values.top);
   for (const file of files(positionals)) {

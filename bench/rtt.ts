@@ -26,11 +26,18 @@ function runJob<T>(child: ReturnType<typeof fork>, job: ClientJob): Promise<T> {
 async function draws(adminPort: number): Promise<number> {
   const text = await (await fetch(`http://127.0.0.1:${adminPort}/metrics`)).text();
   let sum = 0;
-  for (const line of text.split('\n')) if (line.startsWith('rotor_draws_total{') && line.includes('method="pwd"')) sum += Number(line.slice(line.lastIndexOf(' ') + 1));
+  for (const line of text.split('\n'))
+    if (line.startsWith('rotor_draws_total{') && line.includes('method="pwd"')) sum += Number(line.slice(line.lastIndexOf(' ') + 1));
   return sum;
 }
 
-export async function runRtt(options: { rttMs: number; reps: number; count: number; burstMs: number; log: (s: string) => void }): Promise<string> {
+export async function runRtt(options: {
+  rttMs: number;
+  reps: number;
+  count: number;
+  burstMs: number;
+  log: (s: string) => void;
+}): Promise<string> {
   const { rttMs, reps, count, log } = options;
   ensureBuilt(log);
   const procs: Proc[] = [];
@@ -42,7 +49,12 @@ export async function runRtt(options: { rttMs: number; reps: number; count: numb
     const squid = await startSquid();
     procs.push(squid);
     const relay = async (u: Upstream): Promise<Upstream> => {
-      const r = await startJsonChild<{ port: number; pid: number }>(process.execPath, ['--import', 'tsx', join(HERE, 'delay-relay.ts'), JSON.stringify({ upstreamPort: u.port, rttMs })]);
+      const r = await startJsonChild<{ port: number; pid: number }>(process.execPath, [
+        '--import',
+        'tsx',
+        join(HERE, 'delay-relay.ts'),
+        JSON.stringify({ upstreamPort: u.port, rttMs }),
+      ]);
       procs.push(r.proc);
       return { ...u, port: r.info.port };
     };
@@ -63,7 +75,8 @@ export async function runRtt(options: { rttMs: number; reps: number; count: numb
       'rotor socks5': { kind: 'socks5', port: rotor.socks5, username: SOCKS_USER, password: BENCH_PASSWORD },
     };
     // Warm-up: pools drawn, warm sets sized.
-    for (const name of ['rotor connect', 'rotor socks5']) await runJob<LatencyResult>(client, { op: 'latency', proxy: specs[name]!, target: target.info.port, count: 5 });
+    for (const name of ['rotor connect', 'rotor socks5'])
+      await runJob<LatencyResult>(client, { op: 'latency', proxy: specs[name]!, target: target.info.port, count: 5 });
     const samples = new Map<string, { p50: number[]; p99: number[] }>();
     const order = Object.keys(specs);
     for (let rep = 0; rep < reps; rep++) {
@@ -81,22 +94,45 @@ export async function runRtt(options: { rttMs: number; reps: number; count: numb
     const before = await draws(rotor.admin);
     let tunnels = 0;
     for (const name of ['rotor connect', 'rotor socks5']) {
-      const r = await runJob<RateResult>(client, { op: 'rate', proxy: specs[name]!, target: target.info.port, concurrency: 32, durationMs: options.burstMs });
+      const r = await runJob<RateResult>(client, {
+        op: 'rate',
+        proxy: specs[name]!,
+        target: target.info.port,
+        concurrency: 32,
+        durationMs: options.burstMs,
+      });
       tunnels += r.completed;
     }
     const made = (await draws(rotor.admin)) - before;
     client.disconnect();
     const p = (name: string, k: 'p50' | 'p99') => median(samples.get(name)![k]);
     const rows = [
-      ['CONNECT (squid)', p('direct connect', 'p50'), p('rotor connect', 'p50'), p('direct connect', 'p99'), p('rotor connect', 'p99'), 0.75],
-      ['SOCKS5 with auth (microsocks)', p('direct socks5', 'p50'), p('rotor socks5', 'p50'), p('direct socks5', 'p99'), p('rotor socks5', 'p99'), 0.5],
+      [
+        'CONNECT (squid)',
+        p('direct connect', 'p50'),
+        p('rotor connect', 'p50'),
+        p('direct connect', 'p99'),
+        p('rotor connect', 'p99'),
+        0.75,
+      ],
+      [
+        'SOCKS5 with auth (microsocks)',
+        p('direct socks5', 'p50'),
+        p('rotor socks5', 'p50'),
+        p('direct socks5', 'p99'),
+        p('rotor socks5', 'p99'),
+        0.5,
+      ],
     ] as const;
     const lines = [
       `Upstream ${rttMs} ms away (bench/delay-relay.ts), fresh tunnel + one 64-byte GET, sequential, ${count} per sample, ${reps} interleaved repetitions, medians:`,
       '',
       '| tunnel | direct p50 ms | rotor p50 ms | rotor/direct p50 | target | met | direct p99 ms | rotor p99 ms |',
       '| --- | ---: | ---: | ---: | --- | --- | ---: | ---: |',
-      ...rows.map(([name, d50, r50, d99, r99, goal]) => `| ${name} | ${fmt(d50)} | ${fmt(r50)} | ${fmt(r50 / d50)} | <= ${goal} | ${r50 / d50 <= goal ? 'yes' : 'NO'} | ${fmt(d99)} | ${fmt(r99)} |`),
+      ...rows.map(
+        ([name, d50, r50, d99, r99, goal]) =>
+          `| ${name} | ${fmt(d50)} | ${fmt(r50)} | ${fmt(r50 / d50)} | <= ${goal} | ${r50 / d50 <= goal ? 'yes' : 'NO'} | ${fmt(d99)} | ${fmt(r99)} |`,
+      ),
       '',
       `DrawByPwd per 1,000 tunnels through Rotor: ${fmt((made * 1000) / Math.max(1, tunnels))} (${made} draws for ${tunnels} tunnels in a ${options.burstMs / 1000} s burst per listener at 32 concurrent; target <= 1).`,
     ];

@@ -49,9 +49,28 @@ interface Settings {
   reps: number;
 }
 
-const FULL: Settings = { m1Seconds: 5, m1Connections: 50, m2Ms: 5000, m2Concurrency: 32, m3Bytes: 1024 ** 3, m4Count: 500, m5Count: 1000, reps: 3 };
+const FULL: Settings = {
+  m1Seconds: 5,
+  m1Connections: 50,
+  m2Ms: 5000,
+  m2Concurrency: 32,
+  m3Bytes: 1024 ** 3,
+  m4Count: 500,
+  m5Count: 1000,
+  reps: 3,
+};
 const QUICK: Settings = { ...FULL, m1Seconds: 2, m2Ms: 2000, m3Bytes: 128 * 1024 ** 2, m4Count: 100, m5Count: 200 };
-const SMOKE: Settings = { ...FULL, m1Seconds: 1, m1Connections: 10, m2Ms: 300, m2Concurrency: 8, m3Bytes: 4 * 1024 ** 2, m4Count: 10, m5Count: 10, reps: 1 };
+const SMOKE: Settings = {
+  ...FULL,
+  m1Seconds: 1,
+  m1Connections: 10,
+  m2Ms: 300,
+  m2Concurrency: 8,
+  m3Bytes: 4 * 1024 ** 2,
+  m4Count: 10,
+  m5Count: 10,
+  reps: 1,
+};
 
 export interface Row {
   case: CaseId;
@@ -105,7 +124,10 @@ function parseFlags(argv: string[]) {
     if (!Number.isInteger(n) || n < 1) throw new BenchError('--reps takes a whole number >= 1');
     settings.reps = n;
   }
-  const cases = (values.case ?? []).flatMap((c) => c.split(',')).map((c) => c.trim().toUpperCase()).filter(Boolean);
+  const cases = (values.case ?? [])
+    .flatMap((c) => c.split(','))
+    .map((c) => c.trim().toUpperCase())
+    .filter(Boolean);
   for (const c of cases) if (!(CASES as readonly string[]).includes(c)) throw new BenchError(`unknown case ${c} (M1..M5)`);
   const selected = cases.length > 0 ? (cases as CaseId[]) : [...CASES];
   const published = !values.smoke && cases.length === 0 && values.reps === undefined;
@@ -168,8 +190,18 @@ interface Gateway extends Proc {
 
 /** The minimal Node gateway (bench/minimal.ts) in front of the same upstreams. */
 async function startMinimal(squid: Upstream, socks: Upstream): Promise<Gateway> {
-  const spec = { user: SOCKS_USER, password: BENCH_PASSWORD, http: { port: squid.port }, socks5: { port: socks.port, username: socks.username, password: socks.password } };
-  const { info, proc } = await startJsonChild<{ http: number; socks5: number; pid: number }>(process.execPath, ['--import', 'tsx', join(HERE, 'minimal.ts'), JSON.stringify(spec)]);
+  const spec = {
+    user: SOCKS_USER,
+    password: BENCH_PASSWORD,
+    http: { port: squid.port },
+    socks5: { port: socks.port, username: socks.username, password: socks.password },
+  };
+  const { info, proc } = await startJsonChild<{ http: number; socks5: number; pid: number }>(process.execPath, [
+    '--import',
+    'tsx',
+    join(HERE, 'minimal.ts'),
+    JSON.stringify(spec),
+  ]);
   return { ...proc, http: info.http, socks5: info.socks5 };
 }
 
@@ -181,7 +213,11 @@ async function startRotor(squid: Upstream, socks: Upstream, profileDir: string |
 
 function tool(cmd: string, args: string[]): string {
   try {
-    return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim().split('\n')[0] ?? '';
+    return (
+      execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] })
+        .trim()
+        .split('\n')[0] ?? ''
+    );
   } catch (err) {
     const out = (err as { stdout?: string }).stdout;
     return typeof out === 'string' && out.trim() ? out.trim().split('\n')[0]! : 'unknown';
@@ -204,7 +240,9 @@ function versions() {
     node: process.version,
     microsocks: tool('dpkg-query', ['-W', '-f', '${Version}', 'microsocks']),
     squid: tool('dpkg-query', ['-W', '-f', '${Version}', 'squid']),
-    wrk: tool('wrk', ['-v']).replace(/^wrk\s*/, '').replace(/\s+\[.*$/, ''),
+    wrk: tool('wrk', ['-v'])
+      .replace(/^wrk\s*/, '')
+      .replace(/\s+\[.*$/, ''),
   };
 }
 
@@ -254,7 +292,9 @@ async function main(): Promise<void> {
     return;
   }
   const started = Date.now();
-  log(`rotor bench: ${flags.mode}, cases ${flags.cases.join(' ')}, ${s.reps} repetition(s)${flags.profile ? `, profiling into ${flags.profile}` : ''}`);
+  log(
+    `rotor bench: ${flags.mode}, cases ${flags.cases.join(' ')}, ${s.reps} repetition(s)${flags.profile ? `, profiling into ${flags.profile}` : ''}`,
+  );
 
   ensureBuilt(log);
   const procs: Proc[] = [];
@@ -282,7 +322,12 @@ async function main(): Promise<void> {
     const c = client;
     const gateways: Record<Exclude<Path, 'direct'>, Gateway> = { minimal, rotor };
     /** Runs `work` and returns the CPU each process spent meanwhile (the gateway on its own path). */
-    const metered = async <T>(path: Path, proto: Proto, work: () => Promise<T>, withClient = true): Promise<{ value: T; spent: Partial<Record<Role, number>> }> => {
+    const metered = async <T>(
+      path: Path,
+      proto: Proto,
+      work: () => Promise<T>,
+      withClient = true,
+    ): Promise<{ value: T; spent: Partial<Record<Role, number>> }> => {
       const pids: Partial<Record<Role, number>> = {
         upstream: proto === 'connect' ? squid.pid : socks.pid,
         target: target.proc.pid,
@@ -305,17 +350,26 @@ async function main(): Promise<void> {
         ? { kind: 'connect', port: g.http, username: path === 'rotor' ? HTTP_USER : SOCKS_USER, password: BENCH_PASSWORD }
         : { kind: 'socks5', port: g.socks5, username: SOCKS_USER, password: BENCH_PASSWORD };
     };
-    const proxy = (path: Path, proto: Proto): ProxySpec => proxyFor(path, proto, { socks, squid }, path === 'direct' ? undefined : gateways[path]);
+    const proxy = (path: Path, proto: Proto): ProxySpec =>
+      proxyFor(path, proto, { socks, squid }, path === 'direct' ? undefined : gateways[path]);
     const wrkJob = (path: Path, seconds: number) => {
       const p = proxy(path, 'connect');
-      return { proxyPort: p.port, targetPort: tport, username: p.username, password: p.password, connections: s.m1Connections, durationSeconds: seconds };
+      return {
+        proxyPort: p.port,
+        targetPort: tport,
+        username: p.username,
+        password: p.password,
+        connections: s.m1Connections,
+        durationSeconds: seconds,
+      };
     };
 
     // Warm-up: JIT, connection caches and the kernel's socket buffers on every path; not recorded.
     for (const path of PATHS) {
       for (const proto of ['connect', 'socks5'] as const) {
         await c.run<LatencyResult>({ op: 'latency', proxy: proxy(path, proto), target: tport, count: Math.min(100, s.m4Count) });
-        if (flags.cases.includes('M3')) await c.run<BulkResult>({ op: 'bulk', proxy: proxy(path, proto), target: tport, bytes: Math.min(s.m3Bytes, 32 * 1024 ** 2) });
+        if (flags.cases.includes('M3'))
+          await c.run<BulkResult>({ op: 'bulk', proxy: proxy(path, proto), target: tport, bytes: Math.min(s.m3Bytes, 32 * 1024 ** 2) });
       }
       if (flags.cases.includes('M1') && flags.mode !== 'smoke') await runWrk(wrkJob(path, 1));
     }
@@ -408,10 +462,24 @@ async function main(): Promise<void> {
   // The note is shown on its own line; the command is what reproduces the figures.
   const args = process.argv.slice(2).filter((a, i, all) => a !== '--note' && all[i - 1] !== '--note' && !a.startsWith('--note='));
   const command = `npm run bench${args.length > 0 ? ` -- ${args.join(' ')}` : ''}`;
-  const load = loadavg().map((x) => x.toFixed(1)).join(' ');
-  const context = { machine: machine(), versions: versions(), command, seconds, date: new Date().toISOString(), settings: s, note: flags.note, idle, load };
+  const load = loadavg()
+    .map((x) => x.toFixed(1))
+    .join(' ');
+  const context = {
+    machine: machine(),
+    versions: versions(),
+    command,
+    seconds,
+    date: new Date().toISOString(),
+    settings: s,
+    note: flags.note,
+    idle,
+    load,
+  };
   const cpuRows = buildCpuRows(cpu);
-  process.stdout.write(`\n${textTable(rows)}\n\n${idleLine(idle)}\n${settingsLine(s)}; ${seconds.toFixed(0)} s; load average at the end ${load}\n`);
+  process.stdout.write(
+    `\n${textTable(rows)}\n\n${idleLine(idle)}\n${settingsLine(s)}; ${seconds.toFixed(0)} s; load average at the end ${load}\n`,
+  );
   if (cpuRows.length > 0) process.stdout.write(`\nCPU per operation (median), ms:\n${textGrid(CPU_HEADERS, cpuRows)}\n`);
   if (flags.json) writeFileSync(flags.json, `${JSON.stringify({ ...context, rows, cpu: cpuRows }, null, 2)}\n`);
   if (flags.out) {
@@ -441,17 +509,71 @@ const atLeast = (direct: number) => (r: Row) => r.ratio >= direct && r.ratioMini
 const latency = (r: Row) => r.added! <= 0.3 && r.rotor - r.minimal <= 0.1;
 
 const NAMES: Record<string, Meta> = {
-  M1: { name: 'M1 plain-HTTP forwarding, keep-alive', unit: 'req/s', higher: true, target: atLeast(0.4), targetText: '/direct >= 0.4, /minimal >= 1' },
-  'M2 connect': { name: 'M2 new tunnels, CONNECT', unit: 'tunnels/s', higher: true, target: atLeast(0.6), targetText: '/direct >= 0.6, /minimal >= 1' },
-  'M2 socks5': { name: 'M2 new tunnels, SOCKS5', unit: 'tunnels/s', higher: true, target: atLeast(0.6), targetText: '/direct >= 0.6, /minimal >= 1' },
-  'M3 connect': { name: 'M3 bulk, one CONNECT tunnel', unit: 'MiB/s', higher: true, target: atLeast(0.9), targetText: '/direct >= 0.9, /minimal >= 1' },
-  'M3 socks5': { name: 'M3 bulk, one SOCKS5 tunnel', unit: 'MiB/s', higher: true, target: atLeast(0.95), targetText: '/direct >= 0.95, /minimal >= 1' },
-  'M4 connect p50': { name: 'M4 fresh tunnel, CONNECT, p50', unit: 'ms', higher: false, target: latency, targetText: 'added <= 0.3 ms, <= minimal + 0.1' },
+  M1: {
+    name: 'M1 plain-HTTP forwarding, keep-alive',
+    unit: 'req/s',
+    higher: true,
+    target: atLeast(0.4),
+    targetText: '/direct >= 0.4, /minimal >= 1',
+  },
+  'M2 connect': {
+    name: 'M2 new tunnels, CONNECT',
+    unit: 'tunnels/s',
+    higher: true,
+    target: atLeast(0.6),
+    targetText: '/direct >= 0.6, /minimal >= 1',
+  },
+  'M2 socks5': {
+    name: 'M2 new tunnels, SOCKS5',
+    unit: 'tunnels/s',
+    higher: true,
+    target: atLeast(0.6),
+    targetText: '/direct >= 0.6, /minimal >= 1',
+  },
+  'M3 connect': {
+    name: 'M3 bulk, one CONNECT tunnel',
+    unit: 'MiB/s',
+    higher: true,
+    target: atLeast(0.9),
+    targetText: '/direct >= 0.9, /minimal >= 1',
+  },
+  'M3 socks5': {
+    name: 'M3 bulk, one SOCKS5 tunnel',
+    unit: 'MiB/s',
+    higher: true,
+    target: atLeast(0.95),
+    targetText: '/direct >= 0.95, /minimal >= 1',
+  },
+  'M4 connect p50': {
+    name: 'M4 fresh tunnel, CONNECT, p50',
+    unit: 'ms',
+    higher: false,
+    target: latency,
+    targetText: 'added <= 0.3 ms, <= minimal + 0.1',
+  },
   'M4 connect p99': { name: 'M4 fresh tunnel, CONNECT, p99', unit: 'ms', higher: false, targetText: '-' },
-  'M4 socks5 p50': { name: 'M4 fresh tunnel, SOCKS5, p50', unit: 'ms', higher: false, target: latency, targetText: 'added <= 0.3 ms, <= minimal + 0.1' },
+  'M4 socks5 p50': {
+    name: 'M4 fresh tunnel, SOCKS5, p50',
+    unit: 'ms',
+    higher: false,
+    target: latency,
+    targetText: 'added <= 0.3 ms, <= minimal + 0.1',
+  },
   'M4 socks5 p99': { name: 'M4 fresh tunnel, SOCKS5, p99', unit: 'ms', higher: false, targetText: '-' },
-  'M5 connect': { name: 'M5 RSS per idle tunnel, CONNECT (direct = squid itself)', unit: 'KiB', higher: false, target: (r) => r.rotor <= 20, targetText: '<= 20 KiB' },
-  'M5 socks5': { name: 'M5 RSS per idle tunnel, SOCKS5 (direct = microsocks itself)', unit: 'KiB', higher: false, target: (r) => r.rotor <= 20, targetText: '<= 20 KiB' },
+  'M5 connect': {
+    name: 'M5 RSS per idle tunnel, CONNECT (direct = squid itself)',
+    unit: 'KiB',
+    higher: false,
+    target: (r) => r.rotor <= 20,
+    targetText: '<= 20 KiB',
+  },
+  'M5 socks5': {
+    name: 'M5 RSS per idle tunnel, SOCKS5 (direct = microsocks itself)',
+    unit: 'KiB',
+    higher: false,
+    target: (r) => r.rotor <= 20,
+    targetText: '<= 20 KiB',
+  },
 };
 
 function buildRows(samples: Samples, cases: CaseId[], _s: Settings): Row[] {
@@ -506,7 +628,11 @@ const NUMERIC = [2, 3, 4, 5, 6];
 export function textTable(rows: Row[]): string {
   const data = [HEADERS, ...rows.map(cells)];
   const widths = HEADERS.map((_, i) => Math.max(...data.map((d) => d[i]!.length)));
-  const line = (d: string[]) => d.map((x, i) => (NUMERIC.includes(i) ? x.padStart(widths[i]!) : x.padEnd(widths[i]!))).join('  ').trimEnd();
+  const line = (d: string[]) =>
+    d
+      .map((x, i) => (NUMERIC.includes(i) ? x.padStart(widths[i]!) : x.padEnd(widths[i]!)))
+      .join('  ')
+      .trimEnd();
   return [line(HEADERS), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map((r) => line(cells(r)))].join('\n');
 }
 
@@ -522,7 +648,11 @@ function markdownGrid(headers: string[], data: string[][], right: number[]): str
 function textGrid(headers: string[], data: string[][]): string {
   const all = [headers, ...data];
   const widths = headers.map((_, i) => Math.max(...all.map((d) => d[i]!.length)));
-  const line = (d: string[]) => d.map((x, i) => (i >= 2 ? x.padStart(widths[i]!) : x.padEnd(widths[i]!))).join('  ').trimEnd();
+  const line = (d: string[]) =>
+    d
+      .map((x, i) => (i >= 2 ? x.padStart(widths[i]!) : x.padEnd(widths[i]!)))
+      .join('  ')
+      .trimEnd();
   return [line(headers), widths.map((w) => '-'.repeat(w)).join('  '), ...data.map(line)].join('\n');
 }
 
@@ -583,7 +713,7 @@ function writeDocs(
     '',
     markdownTable(rows),
     '',
-    'CPU time per operation, ms (user + system, all threads; medians; the gateway column is the minimal gateway or Rotor, M1\'s client is wrk and not measured):',
+    "CPU time per operation, ms (user + system, all threads; medians; the gateway column is the minimal gateway or Rotor, M1's client is wrk and not measured):",
     '',
     markdownGrid(CPU_HEADERS, cpuRows, [3, 4, 5, 6, 7]),
     END,

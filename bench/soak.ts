@@ -34,7 +34,9 @@ interface ClientReport {
 
 function fdLimit(): number {
   try {
-    const line = readFileSync('/proc/self/limits', 'utf8').split('\n').find((l) => l.startsWith('Max open files'));
+    const line = readFileSync('/proc/self/limits', 'utf8')
+      .split('\n')
+      .find((l) => l.startsWith('Max open files'));
     return Number(line?.split(/\s+/)[3] ?? 1024);
   } catch {
     return 1024;
@@ -68,7 +70,13 @@ async function runClient(): Promise<void> {
   const { openTunnel, echoRound, percentile } = await import('../test/reliability/clients.ts');
   const { connect } = await import('node:net');
   const cfg = JSON.parse(process.argv[3]!) as {
-    socks5: number; http: number; echo: number; tunnels: number; idle: number; intervalMs: number; chunk: number;
+    socks5: number;
+    http: number;
+    echo: number;
+    tunnels: number;
+    idle: number;
+    intervalMs: number;
+    chunk: number;
     users: Array<{ name: string; password: string }>;
   };
   const errors: Record<string, number> = {};
@@ -150,8 +158,16 @@ async function runClient(): Promise<void> {
   const report = (): ClientReport => {
     const sorted = [...openMs].sort((a, b) => a - b);
     return {
-      held: tunnels.size, peakHeld, opened, errors, bytes, openMsP50: percentile(sorted, 50), openMsP99: percentile(sorted, 99),
-      idleHeld: idle.size, idleReopened, idleRefusedOrOther: idleOther,
+      held: tunnels.size,
+      peakHeld,
+      opened,
+      errors,
+      bytes,
+      openMsP50: percentile(sorted, 50),
+      openMsP99: percentile(sorted, 99),
+      idleHeld: idle.size,
+      idleReopened,
+      idleRefusedOrOther: idleOther,
     };
   };
   process.on('message', (m: { report?: boolean; stop?: boolean }) => {
@@ -168,7 +184,10 @@ async function runClient(): Promise<void> {
 
 // ---------------------------------------------------------------------------------------------- parent
 function child(role: string, arg?: string): ChildProcess {
-  return fork(fileURLToPath(import.meta.url), [role, ...(arg ? [arg] : [])], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  return fork(fileURLToPath(import.meta.url), [role, ...(arg ? [arg] : [])], {
+    execArgv: ['--import', 'tsx'],
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
 }
 
 function next<T>(c: ChildProcess, key: string, timeoutMs: number): Promise<T> {
@@ -199,14 +218,19 @@ async function main(): Promise<void> {
   const { values } = parseArgs({
     args: process.argv.slice(2),
     options: {
-      tunnels: { type: 'string' }, idle: { type: 'string', default: '1000' }, hold: { type: 'string', default: '60' },
-      interval: { type: 'string', default: '2000' }, chunk: { type: 'string', default: '1024' }, 'no-doc': { type: 'boolean', default: false },
+      tunnels: { type: 'string' },
+      idle: { type: 'string', default: '1000' },
+      hold: { type: 'string', default: '60' },
+      interval: { type: 'string', default: '2000' },
+      chunk: { type: 'string', default: '1024' },
+      'no-doc': { type: 'boolean', default: false },
     },
   });
   const idleCount = Number(values.idle);
   const fit = Math.floor((limit - idleCount - 1500) / 4);
   const tunnels = Math.max(1, Math.min(values.tunnels ? Number(values.tunnels) : 5000, fit));
-  if (values.tunnels && Number(values.tunnels) > fit) console.log(`soak: --tunnels ${values.tunnels} lowered to ${fit} (descriptor limit ${limit})`);
+  if (values.tunnels && Number(values.tunnels) > fit)
+    console.log(`soak: --tunnels ${values.tunnels} lowered to ${fit} (descriptor limit ${limit})`);
   const holdS = Number(values.hold);
   const intervalMs = Number(values.interval);
   const chunk = Number(values.chunk);
@@ -246,22 +270,40 @@ async function main(): Promise<void> {
     fds.peak = Math.max(fds.peak, openFds());
   }, 500);
 
-  console.log(`soak: ${tunnels} tunnels, ${idleCount} idle, hold ${holdS} s, ${chunk} B every ~${intervalMs} ms per tunnel (fd limit ${limit})`);
-  const client = child('client', JSON.stringify({ socks5: daemon.ports.socks5, http: daemon.ports.http, echo: echoPort, tunnels, idle: idleCount, intervalMs, chunk, users }));
+  console.log(
+    `soak: ${tunnels} tunnels, ${idleCount} idle, hold ${holdS} s, ${chunk} B every ~${intervalMs} ms per tunnel (fd limit ${limit})`,
+  );
+  const client = child(
+    'client',
+    JSON.stringify({
+      socks5: daemon.ports.socks5,
+      http: daemon.ports.http,
+      echo: echoPort,
+      tunnels,
+      idle: idleCount,
+      intervalMs,
+      chunk,
+      users,
+    }),
+  );
   const rampStart = Date.now();
   await next(client, 'ramped', BOUND_MS);
   const rampS = (Date.now() - rampStart) / 1000;
   console.log(`soak: ramped in ${rampS.toFixed(1)} s; holding ${holdS} s`);
-  const bytesAt = (await (async () => {
-    client.send({ report: true });
-    return next<ClientReport>(client, 'report', 30_000);
-  })()).bytes;
+  const bytesAt = (
+    await (async () => {
+      client.send({ report: true });
+      return next<ClientReport>(client, 'report', 30_000);
+    })()
+  ).bytes;
   const holdStart = Date.now();
   for (let s = 0; s < holdS; s += 10) {
     await new Promise((r) => setTimeout(r, Math.min(10, holdS - s) * 1000));
     client.send({ report: true });
     const r = await next<ClientReport>(client, 'report', 30_000);
-    console.log(`soak: t+${Math.round((Date.now() - holdStart) / 1000)} s held ${r.held} idle ${r.idleHeld} rss ${rssMb()} MB fds ${openFds()} errors ${JSON.stringify(r.errors)}`);
+    console.log(
+      `soak: t+${Math.round((Date.now() - holdStart) / 1000)} s held ${r.held} idle ${r.idleHeld} rss ${rssMb()} MB fds ${openFds()} errors ${JSON.stringify(r.errors)}`,
+    );
   }
   const activeDuring = await gauge(daemon);
   client.send({ stop: true });
@@ -286,11 +328,28 @@ async function main(): Promise<void> {
   rmSync(dir, { recursive: true, force: true });
 
   const result = {
-    command, when: new Date().toISOString(), fdLimit: limit, tunnelsAsked: tunnels, idle: idleCount, holdSeconds: Math.round(holdSeconds),
-    rampSeconds: Number(rampS.toFixed(1)), heldAtEnd: final.held, peakHeld: final.peakHeld, opened: final.opened,
-    openMsP50: Number(final.openMsP50.toFixed(1)), openMsP99: Number(final.openMsP99.toFixed(1)),
-    idleHeldAtEnd: final.idleHeld, idleClosedByRotorAndReopened: final.idleReopened, idleAnswered: final.idleRefusedOrOther,
-    errors: final.errors, throughputMBs: Number(throughputMBs.toFixed(2)), rssMb: rss, fds, activeDuring, activeAfter, settled,
+    command,
+    when: new Date().toISOString(),
+    fdLimit: limit,
+    tunnelsAsked: tunnels,
+    idle: idleCount,
+    holdSeconds: Math.round(holdSeconds),
+    rampSeconds: Number(rampS.toFixed(1)),
+    heldAtEnd: final.held,
+    peakHeld: final.peakHeld,
+    opened: final.opened,
+    openMsP50: Number(final.openMsP50.toFixed(1)),
+    openMsP99: Number(final.openMsP99.toFixed(1)),
+    idleHeldAtEnd: final.idleHeld,
+    idleClosedByRotorAndReopened: final.idleReopened,
+    idleAnswered: final.idleRefusedOrOther,
+    errors: final.errors,
+    throughputMBs: Number(throughputMBs.toFixed(2)),
+    rssMb: rss,
+    fds,
+    activeDuring,
+    activeAfter,
+    settled,
     totalSeconds: Math.round((Date.now() - started) / 1000),
   };
   console.log(JSON.stringify(result, null, 2));
@@ -298,7 +357,13 @@ async function main(): Promise<void> {
   process.exit(settled ? 0 : 1);
 }
 
-async function gauge(daemon: { metrics: { registry: { getSingleMetric(n: string): { get(): Promise<{ values: Array<{ labels: Record<string, unknown>; value: number }> }> } | undefined } } }): Promise<{ http: number; socks5: number }> {
+async function gauge(daemon: {
+  metrics: {
+    registry: {
+      getSingleMetric(n: string): { get(): Promise<{ values: Array<{ labels: Record<string, unknown>; value: number }> }> } | undefined;
+    };
+  };
+}): Promise<{ http: number; socks5: number }> {
   const m = await daemon.metrics.registry.getSingleMetric('rotor_proxy_connections_active')?.get();
   const v = (l: string): number => m?.values.find((x) => x.labels.listener === l)?.value ?? 0;
   return { http: v('http'), socks5: v('socks5') };
@@ -307,7 +372,9 @@ async function gauge(daemon: { metrics: { registry: { getSingleMetric(n: string)
 const BEGIN = '<!-- soak:begin -->';
 const END = '<!-- soak:end -->';
 
-function writeDoc(r: Record<string, unknown> & { errors: Record<string, number>; rssMb: Record<string, number>; fds: Record<string, number> }): void {
+function writeDoc(
+  r: Record<string, unknown> & { errors: Record<string, number>; rssMb: Record<string, number>; fds: Record<string, number> },
+): void {
   const errorKinds = Object.entries(r.errors);
   const block = [
     BEGIN,

@@ -38,7 +38,10 @@ function reader(s: Socket): (n: number) => Promise<Buffer> {
 }
 
 /** UDP ASSOCIATE on host:port (RFC 1929 when `auth` is given); the relay address of the reply. */
-async function associate(port: number, auth?: { user: string; pass: string }): Promise<{ control: Socket; relay: { host: string; port: number } }> {
+async function associate(
+  port: number,
+  auth?: { user: string; pass: string },
+): Promise<{ control: Socket; relay: { host: string; port: number } }> {
   const control = connect({ host: '127.0.0.1', port });
   await new Promise<void>((r, j) => control.once('connect', r).once('error', j));
   const read = reader(control);
@@ -117,7 +120,9 @@ async function run(name: string, udp: UdpSocket, relay: { host: string; port: nu
   const seconds = (lastAnswer - started) / 1000;
   rtts.sort((a, b) => a - b);
   const q = (p: number): string => (rtts[Math.min(rtts.length - 1, Math.floor(p * rtts.length))] ?? NaN).toFixed(3);
-  console.log(`${name.padEnd(8)} ${String(rtts.length).padStart(6)}/${COUNT} answered  ${(rtts.length / seconds).toFixed(0).padStart(7)} datagrams/s  rtt p50 ${q(0.5)} ms  p99 ${q(0.99)} ms`);
+  console.log(
+    `${name.padEnd(8)} ${String(rtts.length).padStart(6)}/${COUNT} answered  ${(rtts.length / seconds).toFixed(0).padStart(7)} datagrams/s  rtt p50 ${q(0.5)} ms  p99 ${q(0.99)} ms`,
+  );
 }
 
 const gw = await startGateway({ config: { log: { level: 'silent' } } });

@@ -19,7 +19,19 @@ const hash = hashPassword('users-heap-password');
 const periods = ['month', 'day', 'total'] as const;
 for (let i = 0; i < count; i++) {
   const name = `u${String(i).padStart(5, '0')}`;
-  await store.putUser({ name, data: { name, mainAccount: 'bench', product: 'DYN-105-FLOW', source: 'api', createdAt: Date.now(), quota: { bytes: 10 * 1024 ** 3, period: periods[i % 3] } }, passwordHash: hash, state: 'ready' });
+  await store.putUser({
+    name,
+    data: {
+      name,
+      mainAccount: 'bench',
+      product: 'DYN-105-FLOW',
+      source: 'api',
+      createdAt: Date.now(),
+      quota: { bytes: 10 * 1024 ** 3, period: periods[i % 3] },
+    },
+    passwordHash: hash,
+    state: 'ready',
+  });
 }
 gc();
 gc();
@@ -31,7 +43,9 @@ await users.start([]);
 gc();
 gc();
 const after = process.memoryUsage().heapUsed;
-process.stdout.write(`${count} users in the directory and accounting: ${((after - before) / 1024 ** 2).toFixed(1)} MiB of V8 heap, ${Math.round((after - before) / count)} B per user\n`);
+process.stdout.write(
+  `${count} users in the directory and accounting: ${((after - before) / 1024 ** 2).toFixed(1)} MiB of V8 heap, ${Math.round((after - before) / count)} B per user\n`,
+);
 await users.close();
 await accounting.close();
 await store.close();

@@ -47,13 +47,26 @@ export type ScaleDaemon = Daemon;
 export function startScaleDaemon(upstream: UpstreamDaemon, nodeFlags: string[] = []): Promise<ScaleDaemon> {
   return spawnRotor(
     (dir) => ({
-      platform: { mode: 'embedded', sandbox: { drawnLines: { [SOCKS_PRODUCT]: [`socks5://${UP_USER}:${UP_PASS}@127.0.0.1:${upstream.port}`] } } },
+      platform: {
+        mode: 'embedded',
+        sandbox: { drawnLines: { [SOCKS_PRODUCT]: [`socks5://${UP_USER}:${UP_PASS}@127.0.0.1:${upstream.port}`] } },
+      },
       proxy: { http: { host: '127.0.0.1', port: 0 }, socks5: { host: '127.0.0.1', port: 0 } },
       admin: { host: '127.0.0.1', port: 0, token: TOKEN },
       callback: { host: '127.0.0.1', port: 0 },
       store: { path: join(dir, 'rotor.db') },
       log: { level: 'info' },
-      users: [{ name: SOCKS_USER, password: BENCH_PASSWORD, mainAccount: 'bench', product: SOCKS_PRODUCT, draw: 'pwd', sessTime: 5, limitBytes: -1 }],
+      users: [
+        {
+          name: SOCKS_USER,
+          password: BENCH_PASSWORD,
+          mainAccount: 'bench',
+          product: SOCKS_PRODUCT,
+          draw: 'pwd',
+          sessTime: 5,
+          limitBytes: -1,
+        },
+      ],
       pool: { lowWater: 1, drawBatch: 1 },
     }),
     [...npmStartNodeFlags(), ...nodeFlags],
@@ -76,7 +89,13 @@ export async function createUsers(admin: number, count: number, log: (line: stri
         method: 'POST',
         headers: { 'content-type': 'application/json', authorization: `Bearer ${TOKEN}` },
         // A reseller's customers: a byte quota per month, day or lifetime, all on the bench's main account.
-        body: JSON.stringify({ name, password: `${name}-secret-pw`, mainAccount: 'bench', product: SOCKS_PRODUCT, quota: { bytes: 10 * 1024 ** 3, period: periods[n % 3] } }),
+        body: JSON.stringify({
+          name,
+          password: `${name}-secret-pw`,
+          mainAccount: 'bench',
+          product: SOCKS_PRODUCT,
+          quota: { bytes: 10 * 1024 ** 3, period: periods[n % 3] },
+        }),
       });
       const text = await res.text();
       if (res.status !== 201 && ++failed <= 3) log(`  POST ${name}: ${res.status} ${text.slice(0, 200)}`);
@@ -146,7 +165,9 @@ async function main(): Promise<void> {
   const concurrency = Number(values.concurrency);
   const kind = values.kind === 'socks5' ? 'socks5' : 'connect';
   const log = (line: string): void => void process.stdout.write(`${line}\n`);
-  const flags = values.profile ? (mkdirSync(values.profile, { recursive: true }), ['--cpu-prof', `--cpu-prof-dir=${resolve(values.profile)}`]) : [];
+  const flags = values.profile
+    ? (mkdirSync(values.profile, { recursive: true }), ['--cpu-prof', `--cpu-prof-dir=${resolve(values.profile)}`])
+    : [];
 
   ensureBuilt(log);
   const upstream = await startMicrosocks(UP_USER, UP_PASS);
@@ -156,16 +177,27 @@ async function main(): Promise<void> {
   const many = await startScaleDaemon(upstream, flags);
   const daemons = { one, many };
   try {
-    log(`machine: ${cpus().length} CPUs, load ${loadavg().map((l) => l.toFixed(1)).join(' ')}`);
+    log(
+      `machine: ${cpus().length} CPUs, load ${loadavg()
+        .map((l) => l.toFixed(1))
+        .join(' ')}`,
+    );
     const created = await createUsers(many.admin, users, log);
-    log(`created ${users} users through POST /v1/users in ${created.toFixed(1)} s (${((created * 1000) / users).toFixed(1)} ms each, 8 at a time)`);
+    log(
+      `created ${users} users through POST /v1/users in ${created.toFixed(1)} s (${((created * 1000) / users).toFixed(1)} ms each, 8 at a time)`,
+    );
     const listed = await fetch(`http://127.0.0.1:${many.admin}/v1/users?limit=1`, { headers: { authorization: `Bearer ${TOKEN}` } });
     await listed.text();
 
     // Warm-up: each daemon's pool draws its node, the first check of the password pays its scrypt hash, and
     // both run the tunnel load long enough for the JIT and V8's young generation to settle on it (the
     // creations left `many`'s heap tuned to their churn; a one-second warm-up measured that, not the users).
-    const proxy = (d: ScaleDaemon): ProxySpec => ({ kind, port: kind === 'connect' ? d.http : d.socks5, username: SOCKS_USER, password: BENCH_PASSWORD });
+    const proxy = (d: ScaleDaemon): ProxySpec => ({
+      kind,
+      port: kind === 'connect' ? d.http : d.socks5,
+      username: SOCKS_USER,
+      password: BENCH_PASSWORD,
+    });
     for (let i = 0; i < (smoke ? 1 : 4); i++) for (const d of [one, many]) await client.rate(proxy(d), target.info.port, concurrency, ms);
     // What the creations left behind (the lists rebuilt after a burst, the first flush) settles first.
     await sleep(smoke ? 500 : 5000);
@@ -209,21 +241,45 @@ async function main(): Promise<void> {
       return `${fmt(median(xs), d)} (${fmt(lo, d)}–${fmt(hi, d)})`;
     };
     log('');
-    log(`Users at scale: 1 user against ${users + 1} (${users} made through POST /v1/users); M2 ${kind.toUpperCase()}, ${rounds} rounds of ${ms} ms, ${concurrency} at a time`);
+    log(
+      `Users at scale: 1 user against ${users + 1} (${users} made through POST /v1/users); M2 ${kind.toUpperCase()}, ${rounds} rounds of ${ms} ms, ${concurrency} at a time`,
+    );
     log(
       grid(
         ['figure', '1 user', `${users + 1} users`, 'many / one: median of rounds (quartiles)'],
         [
-          ['tunnels/s, median (quartiles)', q(per.one.map((x) => x.rate), 4), q(per.many.map((x) => x.rate), 4), q(rateRatio)],
+          [
+            'tunnels/s, median (quartiles)',
+            q(
+              per.one.map((x) => x.rate),
+              4,
+            ),
+            q(
+              per.many.map((x) => x.rate),
+              4,
+            ),
+            q(rateRatio),
+          ],
           ['daemon CPU per tunnel, ms', q(per.one.map((x) => x.cpu)), q(per.many.map((x) => x.cpu)), q(cpuRatio)],
-          [`idle CPU, ms per s (${(idleSeconds).toFixed(0)} s)`, fmt(idle.one), fmt(idle.many), fmt(idle.many / idle.one)],
-          ['RSS after the run, MiB', fmt(rssBytes(one.pid) / 1024 ** 2), fmt(rssBytes(many.pid) / 1024 ** 2), fmt(rssBytes(many.pid) / rssBytes(one.pid))],
+          [`idle CPU, ms per s (${idleSeconds.toFixed(0)} s)`, fmt(idle.one), fmt(idle.many), fmt(idle.many / idle.one)],
+          [
+            'RSS after the run, MiB',
+            fmt(rssBytes(one.pid) / 1024 ** 2),
+            fmt(rssBytes(many.pid) / 1024 ** 2),
+            fmt(rssBytes(many.pid) / rssBytes(one.pid)),
+          ],
           ['V8 heap used after the run, MiB', fmt(heap.one), fmt(heap.many), fmt(heap.many / heap.one)],
         ],
       ),
     );
-    log(`failed tunnels: ${failures}; load after: ${loadavg().map((l) => l.toFixed(1)).join(' ')}`);
-    log(`/metrics with ${users + 1} users: ${text.length} bytes, ${samples.length} samples, ${perUser.length} per-user series (bound: 4 × metrics.userSeriesMax = 400)`);
+    log(
+      `failed tunnels: ${failures}; load after: ${loadavg()
+        .map((l) => l.toFixed(1))
+        .join(' ')}`,
+    );
+    log(
+      `/metrics with ${users + 1} users: ${text.length} bytes, ${samples.length} samples, ${perUser.length} per-user series (bound: 4 × metrics.userSeriesMax = 400)`,
+    );
   } finally {
     client.stop();
     await target.proc.stop();

@@ -24,7 +24,10 @@ const STORE_SEAM = resolve('test/support/store.ts');
 // drives the UI over the admin API, which the store passes already cover; a second browser run would only
 // double its time.
 const chooseOwnStore = (f) =>
-  f.startsWith('test/fleet/') || f.startsWith('test/store/') || f === 'test/reliability/crash.test.ts' || f === 'test/e2e/dashboard.test.ts';
+  f.startsWith('test/fleet/') ||
+  f.startsWith('test/store/') ||
+  f === 'test/reliability/crash.test.ts' ||
+  f === 'test/e2e/dashboard.test.ts';
 // Not run twice either: files that start a daemon (so they reach the seam) but assert nothing the store
 // takes part in. upstream-health measures dials, hedges and probes against stalled nodes; promtool checks
 // the metrics text. A second pass on Redis would repeat the same sockets and timers.
@@ -59,7 +62,11 @@ async function startRedis(dir) {
   if (spawnSync(bin, ['--version']).status !== 0) return undefined;
   const port = await freePort();
   mkdirSync(dir, { recursive: true });
-  const child = spawn(bin, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, '--loglevel', 'warning'], { stdio: 'ignore' });
+  const child = spawn(
+    bin,
+    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, '--loglevel', 'warning'],
+    { stdio: 'ignore' },
+  );
   const until = Date.now() + 5000;
   for (;;) {
     const up = await new Promise((done) => {
@@ -83,7 +90,12 @@ const SLOW_TIERS = ['test/e2e/', 'test/reliability/', 'test/bench/', 'test/fleet
 const RUNS_A_DAEMON = /e2e\/(?:limits-)?harness\.ts|support\/rotor-process\.ts|'src\/cli\.ts'/;
 // Volume tests outside those folders are left out too: thousands of requests or rows to show a property
 // holds at scale (the token on 8,400 spellings, 2,400 malformed user bodies, 10,000 users, 100,000 log rows).
-const VOLUME = ['test/admin/authz.test.ts', 'test/admin/users-fuzz.test.ts', 'test/users/scale.test.ts', 'test/connlog/query-speed.test.ts'];
+const VOLUME = [
+  'test/admin/authz.test.ts',
+  'test/admin/users-fuzz.test.ts',
+  'test/users/scale.test.ts',
+  'test/connlog/query-speed.test.ts',
+];
 const runsADaemon = (f) => SLOW_TIERS.some((t) => f.startsWith(t)) || RUNS_A_DAEMON.test(readFileSync(f, 'utf8'));
 const slowTier = (f) => runsADaemon(f) || VOLUME.includes(f);
 const unit = process.argv.includes('--unit');
@@ -141,7 +153,12 @@ const child = spawn(
     '--test-concurrency=2',
     '--test-timeout=120000',
     ...(durationsFile
-      ? ['--test-reporter=spec', '--test-reporter-destination=stdout', `--test-reporter=${resolve('scripts/file-durations.mjs')}`, `--test-reporter-destination=${durationsFile}`]
+      ? [
+          '--test-reporter=spec',
+          '--test-reporter-destination=stdout',
+          `--test-reporter=${resolve('scripts/file-durations.mjs')}`,
+          `--test-reporter-destination=${durationsFile}`,
+        ]
       : []),
     ...files,
     ...redisFiles,

@@ -32,14 +32,39 @@ const gw = await startGateway({ config: { admin: { token: TOKEN } }, orderDelayM
 const target = await startTarget();
 const held: Socket[] = [];
 try {
-  await gw.admin('/v1/users', { body: { name: 'cust1', mainAccount: 'shop1', password: 'cust1-pass', quota: { bytes: 512 * MIB, period: 'month' }, maxConnections: 10, pricePerGb: 2.5 } });
+  await gw.admin('/v1/users', {
+    body: {
+      name: 'cust1',
+      mainAccount: 'shop1',
+      password: 'cust1-pass',
+      quota: { bytes: 512 * MIB, period: 'month' },
+      maxConnections: 10,
+      pricePerGb: 2.5,
+    },
+  });
   // A customer who spent the day's quota (refused at the proxy), and one near the limit.
-  await gw.admin('/v1/users', { body: { name: 'cust2', mainAccount: 'shop1', password: 'cust2-pass', quota: { bytes: 2 * MIB, period: 'day' } } });
-  await gw.admin('/v1/users', { body: { name: 'cust3', mainAccount: 'shop1', password: 'cust3-pass', quota: { bytes: 10 * MIB, period: 'week' }, expiresAt: new Date(Date.now() + 30 * 86_400_000).toISOString() } });
+  await gw.admin('/v1/users', {
+    body: { name: 'cust2', mainAccount: 'shop1', password: 'cust2-pass', quota: { bytes: 2 * MIB, period: 'day' } },
+  });
+  await gw.admin('/v1/users', {
+    body: {
+      name: 'cust3',
+      mainAccount: 'shop1',
+      password: 'cust3-pass',
+      quota: { bytes: 10 * MIB, period: 'week' },
+      expiresAt: new Date(Date.now() + 30 * 86_400_000).toISOString(),
+    },
+  });
   await curl([...viaHttp(gw.ports.http, 'cust2', 'cust2-pass'), target.url(3 * MIB), '-o', '/dev/null']);
   await curl([...viaHttp(gw.ports.http, 'cust3', 'cust3-pass'), target.url(9 * MIB), '-o', '/dev/null']);
-  const order = await gw.admin<{ appOrderNo: string }>('/v1/orders/open', { body: { productNo: SIM_PRODUCTS.staticUsSocks, count: 2, cycleTimes: 1 } });
-  await waitFor('the order to succeed', async () => ((await gw.admin<{ status: number }>(`/v1/orders/${order.body.appOrderNo}`)).body.status === 3 ? true : undefined), 30_000);
+  const order = await gw.admin<{ appOrderNo: string }>('/v1/orders/open', {
+    body: { productNo: SIM_PRODUCTS.staticUsSocks, count: 2, cycleTimes: 1 },
+  });
+  await waitFor(
+    'the order to succeed',
+    async () => ((await gw.admin<{ status: number }>(`/v1/orders/${order.body.appOrderNo}`)).body.status === 3 ? true : undefined),
+    30_000,
+  );
   await curl(['-x', `http://alice:wrong@127.0.0.1:${gw.ports.http}`, target.url(16), '-o', '/dev/null']);
 
   // About 25 s of traffic so the charts have a few of the sampler's 5 s points.
@@ -56,7 +81,9 @@ try {
   held.push(
     await new Promise<Socket>((resolve, reject) => {
       const s = connect({ host: '127.0.0.1', port: gw.ports.http }, () =>
-        s.write(`CONNECT 127.0.0.1:${target.port} HTTP/1.1\r\nHost: 127.0.0.1:${target.port}\r\nProxy-Authorization: Basic ${Buffer.from('alice:alice-pass').toString('base64')}\r\n\r\n`),
+        s.write(
+          `CONNECT 127.0.0.1:${target.port} HTTP/1.1\r\nHost: 127.0.0.1:${target.port}\r\nProxy-Authorization: Basic ${Buffer.from('alice:alice-pass').toString('base64')}\r\n\r\n`,
+        ),
       );
       s.once('data', () => resolve(s));
       s.once('error', reject);

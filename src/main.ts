@@ -48,13 +48,27 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     const users = await assembleUsers(config, { client, store, fleet, accounts }, ctx);
     const orders = await assembleOrders(config, { client, store, fleet, events }, ctx);
     const pools = await assemblePools(config, { client, orders: orders.orders, accounts, users }, ctx);
-    const gateway = await assembleGateway(config, { state, accounts, users, orders, pools, listen, tlsPair, connectionIds: options.connectionIds }, ctx);
+    const gateway = await assembleGateway(
+      config,
+      { state, accounts, users, orders, pools, listen, tlsPair, connectionIds: options.connectionIds },
+      ctx,
+    );
     const watchers = assembleWatchers({ events, accounts, users }, ctx);
     const adminPorts = await assembleAdmin(config, { client, store, sim, accounts, users, orders, pools, gateway, events, listen }, ctx);
     stops.onStop('user changes', () => users.changes.close());
     const { http, socks5, https } = gateway.addresses;
-    users.reservePorts({ 'proxy.http.port': http.port, 'proxy.socks5.port': socks5.port, 'proxy.https.port': https?.port, 'admin.port': adminPorts.admin, 'callback.port': adminPorts.callback, 'portal.port': adminPorts.portal });
-    logger.info({ http, socks5, ...(https ? { https } : {}), ...adminPorts, users: accounts.configured.map((u) => u.name) }, 'rotor is ready');
+    users.reservePorts({
+      'proxy.http.port': http.port,
+      'proxy.socks5.port': socks5.port,
+      'proxy.https.port': https?.port,
+      'admin.port': adminPorts.admin,
+      'callback.port': adminPorts.callback,
+      'portal.port': adminPorts.portal,
+    });
+    logger.info(
+      { http, socks5, ...(https ? { https } : {}), ...adminPorts, users: accounts.configured.map((u) => u.name) },
+      'rotor is ready',
+    );
 
     let closed = false;
     // Read-only to callers, replaced by reload: a getter over this, not a cast that writes a readonly field.

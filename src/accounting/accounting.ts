@@ -544,7 +544,9 @@ export class Accounting {
     const m = this.meters.get(user);
     if (m === undefined || !m.configured) return { ok: false, reason: `unknown user ${user}` };
     if (m.endsAt <= this.now()) {
-      void this.roll(m).catch((err: unknown) => this.logger?.warn({ err, user }, 'could not start the new quota period; the flush retries'));
+      void this.roll(m).catch((err: unknown) =>
+        this.logger?.warn({ err, user }, 'could not start the new quota period; the flush retries'),
+      );
     }
     if (m.exhausted) return { ok: false, reason: `traffic limit of user ${user} reached (${m.limit} bytes)` };
     if (m.refusals !== null) {
@@ -601,7 +603,10 @@ export class Accounting {
     const m = this.meters.get(user);
     // While the stored figure is being read `used` is partial: compare at the next sync instead.
     if (m === undefined || m.loading !== null || !Number.isFinite(usedBytes) || usedBytes <= m.used) return false;
-    this.logger?.info({ user, localBytes: m.used, platformBytes: usedBytes }, 'platform reports more usage than counted locally; adopting it');
+    this.logger?.info(
+      { user, localBytes: m.used, platformBytes: usedBytes },
+      'platform reports more usage than counted locally; adopting it',
+    );
     m.used = usedBytes;
     m.recheck();
     m.touch();

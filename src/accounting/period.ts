@@ -105,7 +105,8 @@ export function periodStart(period: QuotaPeriod, timeZone: string, now: number):
 export function periodEnd(period: QuotaPeriod, timeZone: string, now: number): number {
   if (period === 'total') return Infinity;
   const [y, m, d] = startDate(period, wall(timeZone, now));
-  const [ny, nm, nd] = period === 'day' ? addDays(y, m, d, 1) : period === 'week' ? addDays(y, m, d, 7) : m === 12 ? [y + 1, 1, 1] : [y, m + 1, 1];
+  const [ny, nm, nd] =
+    period === 'day' ? addDays(y, m, d, 1) : period === 'week' ? addDays(y, m, d, 7) : m === 12 ? [y + 1, 1, 1] : [y, m + 1, 1];
   return localMidnight(timeZone, ny, nm, nd);
 }
 

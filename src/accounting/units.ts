@@ -112,7 +112,11 @@ export function createLimitMbFor(localLimitBytes: number, base: FlowBase = DEFAU
 /** Checks a traffic-return `flowNum` (whole MB >= 1) or `ipNum` (whole count >= 1). Returns it. */
 export function checkWholeAmount(value: number, field: 'flowNum' | 'ipNum'): number {
   if (!Number.isSafeInteger(value) || value < 1) {
-    throw new UnitsError('AMOUNT_INVALID', field, field === 'flowNum' ? 'must be a whole number of MB >= 1' : 'must be a whole number >= 1');
+    throw new UnitsError(
+      'AMOUNT_INVALID',
+      field,
+      field === 'flowNum' ? 'must be a whole number of MB >= 1' : 'must be a whole number >= 1',
+    );
   }
   return value;
 }

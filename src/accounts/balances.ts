@@ -242,9 +242,15 @@ export class BalanceWatcher {
     this.metrics?.flowBalance.set({ account: b.account, product: b.productNo }, b.balanceBytes);
     for (const listener of this.listeners) listener(b);
     if (before?.hasBalance !== false && !b.hasBalance) {
-      this.logger?.warn({ account: b.account, productNo: b.productNo }, `traffic balance of main account ${b.account} for product ${b.productNo} is exhausted; draws stop until it is topped up`);
+      this.logger?.warn(
+        { account: b.account, productNo: b.productNo },
+        `traffic balance of main account ${b.account} for product ${b.productNo} is exhausted; draws stop until it is topped up`,
+      );
     } else if (before?.hasBalance === false && b.hasBalance) {
-      this.logger?.info({ account: b.account, productNo: b.productNo, balanceMb: b.balanceMb }, `traffic balance of main account ${b.account} for product ${b.productNo} is back; draws resume`);
+      this.logger?.info(
+        { account: b.account, productNo: b.productNo, balanceMb: b.balanceMb },
+        `traffic balance of main account ${b.account} for product ${b.productNo} is back; draws resume`,
+      );
     }
   }
 

@@ -32,7 +32,11 @@ export class AccountsError extends RotorError {
   constructor(code: AccountsErrorCode, message: string, options?: { cause?: unknown }) {
     const cause = options?.cause;
     // The platform's code rides along when the platform refused.
-    super(code, message, { httpStatus: HTTP_STATUS[code], platformCode: cause instanceof PlatformError ? cause.platformCode : undefined, cause });
+    super(code, message, {
+      httpStatus: HTTP_STATUS[code],
+      platformCode: cause instanceof PlatformError ? cause.platformCode : undefined,
+      cause,
+    });
   }
 }
 

@@ -67,7 +67,7 @@ export class SubAccountHealer {
       await this.options.recreate(user);
       this.failed.delete(user);
       this.options.metrics?.subAccountHeals.inc({ outcome: 'created' });
-      this.options.logger?.warn({ user, platformCode: code }, 'the platform had lost the sub account: re-created with the user\'s settings');
+      this.options.logger?.warn({ user, platformCode: code }, "the platform had lost the sub account: re-created with the user's settings");
       return true;
     } catch (err) {
       const reason = err instanceof Error ? err.message : String(err);

@@ -115,7 +115,14 @@ export class AccountReconciler {
         // Nothing is created under a main account that could not be reconciled.
         const sub: SubAccountResult =
           main.action === 'error'
-            ? { user: u.name, mainAccount: account, productNo: main.productNo, action: 'skipped', status: undefined, error: 'main account not reconciled' }
+            ? {
+                user: u.name,
+                mainAccount: account,
+                productNo: main.productNo,
+                action: 'skipped',
+                status: undefined,
+                error: 'main account not reconciled',
+              }
             : await this.reconcileSub(u, main);
         report.subs.push(sub);
         verdicts.set(u.name, this.verdict(u, main, sub));
@@ -131,7 +138,10 @@ export class AccountReconciler {
     const created = report.mains.filter((m) => m.action === 'created').length + report.subs.filter((s) => s.action === 'created').length;
     const failed = report.mains.filter((m) => m.action === 'error').length + report.subs.filter((s) => s.action === 'error').length;
     // At debug: the composition root logs the report itself (one line per startup fact).
-    this.logger?.debug({ created, failed, refused: report.refused.length, mains: report.mains.length, subs: report.subs.length }, 'platform accounts reconciled');
+    this.logger?.debug(
+      { created, failed, refused: report.refused.length, mains: report.mains.length, subs: report.subs.length },
+      'platform accounts reconciled',
+    );
     return report;
   }
 
@@ -139,8 +149,10 @@ export class AccountReconciler {
   private verdict(u: AccountUser, main: MainAccountResult, sub: SubAccountResult): string | null | undefined {
     if (main.status === 2) return `main account ${u.mainAccount} is disabled on the platform`;
     if (sub.status === 2) return `sub account ${u.name} is disabled on the platform`;
-    if (main.action === 'error' && main.error?.startsWith('MAIN_ACCOUNT_NAME_TAKEN')) return `main account name ${u.mainAccount} is taken on the platform`;
-    if (sub.action === 'error' && sub.error?.startsWith('MAIN_ACCOUNT_UNUSABLE')) return `main account ${u.mainAccount} is missing or disabled on the platform`;
+    if (main.action === 'error' && main.error?.startsWith('MAIN_ACCOUNT_NAME_TAKEN'))
+      return `main account name ${u.mainAccount} is taken on the platform`;
+    if (sub.action === 'error' && sub.error?.startsWith('MAIN_ACCOUNT_UNUSABLE'))
+      return `main account ${u.mainAccount} is missing or disabled on the platform`;
     if (main.action === 'error' || sub.action === 'error') return undefined;
     return null;
   }
@@ -166,7 +178,11 @@ export class AccountReconciler {
     return undefined;
   }
 
-  private async reconcileMain(account: string, members: readonly AccountUser[], auth: MainAccountAuth | undefined): Promise<MainAccountResult> {
+  private async reconcileMain(
+    account: string,
+    members: readonly AccountUser[],
+    auth: MainAccountAuth | undefined,
+  ): Promise<MainAccountResult> {
     let product: ProductFacts | undefined;
     const result: MainAccountResult = { account, productNo: undefined, action: 'exists', status: undefined };
     try {
@@ -195,7 +211,11 @@ export class AccountReconciler {
           if (!isPlatformCode(err, CODE.USER_EXISTS)) throw err;
           // Created meanwhile (or by another Rotor): read it back before calling it a success.
           if (!(await this.mainExists(account, product))) {
-            throw new AccountsError('MAIN_ACCOUNT_NAME_TAKEN', `main account name ${account} is taken by an account that is not a main account`, { cause: err });
+            throw new AccountsError(
+              'MAIN_ACCOUNT_NAME_TAKEN',
+              `main account name ${account} is taken by an account that is not a main account`,
+              { cause: err },
+            );
           }
           result.status = await this.ownSubStatus(account, product.productNo);
         }
@@ -215,7 +235,11 @@ export class AccountReconciler {
 
   private async mainExists(account: string, product: ProductFacts): Promise<boolean> {
     try {
-      await this.client.call('ProxyInfo', { appUsername: account, proxyType: product.proxyType as 104 | 105, productNo: product.productNo });
+      await this.client.call('ProxyInfo', {
+        appUsername: account,
+        proxyType: product.proxyType as 104 | 105,
+        productNo: product.productNo,
+      });
       return true;
     } catch (err) {
       if (isPlatformCode(err, CODE.USER_NOT_FOUND)) return false;
@@ -235,7 +259,13 @@ export class AccountReconciler {
   }
 
   private async reconcileSub(u: AccountUser, main: MainAccountResult): Promise<SubAccountResult> {
-    const result: SubAccountResult = { user: u.name, mainAccount: u.mainAccount, productNo: undefined, action: 'exists', status: undefined };
+    const result: SubAccountResult = {
+      user: u.name,
+      mainAccount: u.mainAccount,
+      productNo: undefined,
+      action: 'exists',
+      status: undefined,
+    };
     try {
       const productNo = await this.products.productFor(u.product);
       const facts = productNo ? await this.products.facts(productNo) : undefined;
@@ -272,7 +302,11 @@ export class AccountReconciler {
         // One code for three conditions: the name exists (read it back), or the main account is missing or disabled.
         const again = await this.subInfo(u.name, facts.productNo);
         if (!again) {
-          throw new AccountsError('MAIN_ACCOUNT_UNUSABLE', `sub account ${u.name} cannot be created: main account ${u.mainAccount} is missing or disabled`, { cause: err });
+          throw new AccountsError(
+            'MAIN_ACCOUNT_UNUSABLE',
+            `sub account ${u.name} cannot be created: main account ${u.mainAccount} is missing or disabled`,
+            { cause: err },
+          );
         }
         result.status = again.status;
       }

@@ -99,7 +99,14 @@ export class Traffic {
     const endOfDay = Math.floor(local / DAY_MS) * DAY_MS + DAY_MS - 1000 - this.offsetMs;
     const startTime = query.startTime ?? this.formatTime(now - FLOW_LOG_DEFAULT_DAYS * DAY_MS);
     const endTime = query.endTime ?? this.formatTime(endOfDay);
-    const answer = await this.client.call('ProxyFlowUseLog', { appUsername: query.account, productNo: query.productNo, startTime, endTime, page, pageSize });
+    const answer = await this.client.call('ProxyFlowUseLog', {
+      appUsername: query.account,
+      productNo: query.productNo,
+      startTime,
+      endTime,
+      page,
+      pageSize,
+    });
     return {
       account: query.account,
       productNo: query.productNo,
@@ -139,10 +146,12 @@ export class Traffic {
       if (req.ipNum === undefined) throw new AccountsError('INVALID_INPUT', 'ipNum is required for a product sold by IP count');
       checkWholeAmount(req.ipNum, 'ipNum');
     } else {
-      if (req.flowNum === undefined) throw new AccountsError('INVALID_INPUT', 'flowNum (whole MB) is required for a product sold by traffic');
+      if (req.flowNum === undefined)
+        throw new AccountsError('INVALID_INPUT', 'flowNum (whole MB) is required for a product sold by traffic');
       checkWholeAmount(req.flowNum, 'flowNum');
     }
-    if (req.remark !== undefined && req.remark.length > 250) throw new AccountsError('INVALID_INPUT', 'remark must be at most 250 characters');
+    if (req.remark !== undefined && req.remark.length > 250)
+      throw new AccountsError('INVALID_INPUT', 'remark must be at most 250 characters');
     const answer = await this.client.call('DynamicProxyReturn', {
       appUsername: req.account,
       proxyType: facts.proxyType as 104 | 105,

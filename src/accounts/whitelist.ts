@@ -122,7 +122,12 @@ export class Whitelist {
   async add(account: string, productNo: string, ip: string): Promise<string[]> {
     if (!isIP(ip)) throw new AccountsError('INVALID_INPUT', 'ip must be an IP address');
     const facts = await this.facts(productNo);
-    const answer = await this.client.call('AddIpWhiteList', { appUsername: account, ip, proxyType: facts.proxyType as 104 | 105, productNo });
+    const answer = await this.client.call('AddIpWhiteList', {
+      appUsername: account,
+      ip,
+      proxyType: facts.proxyType as 104 | 105,
+      productNo,
+    });
     this.logger?.info({ account, productNo, ip }, 'whitelist address added');
     return answer.ipWhiteList ?? [];
   }
@@ -131,7 +136,12 @@ export class Whitelist {
   remove(account: string, productNo: string, ip: string): Promise<string[]> {
     return this.serial(async () => {
       const facts = await this.facts(productNo);
-      const answer = await this.client.call('DelIpWhiteList', { appUsername: account, ip, proxyType: facts.proxyType as 104 | 105, productNo });
+      const answer = await this.client.call('DelIpWhiteList', {
+        appUsername: account,
+        ip,
+        proxyType: facts.proxyType as 104 | 105,
+        productNo,
+      });
       await this.forget({ account, productNo, ip });
       this.logger?.info({ account, productNo, ip }, 'whitelist address removed');
       return answer.ipWhiteList ?? [];
@@ -166,7 +176,12 @@ export class Whitelist {
       if (needed.some((n) => same(n, entry))) continue;
       try {
         const facts = await this.facts(entry.productNo);
-        await this.client.call('DelIpWhiteList', { appUsername: entry.account, ip: entry.ip, proxyType: facts.proxyType as 104 | 105, productNo: entry.productNo });
+        await this.client.call('DelIpWhiteList', {
+          appUsername: entry.account,
+          ip: entry.ip,
+          proxyType: facts.proxyType as 104 | 105,
+          productNo: entry.productNo,
+        });
         report.removed.push(entry);
         this.logger?.info(entry, 'whitelist address Rotor added is no longer needed; removed');
       } catch (err) {
@@ -188,7 +203,12 @@ export class Whitelist {
     const current = await this.list(entry.account, entry.productNo);
     let outcome: 'added' | 'present' = 'present';
     if (!current.includes(entry.ip)) {
-      await this.client.call('AddIpWhiteList', { appUsername: entry.account, ip: entry.ip, proxyType: facts.proxyType as 104 | 105, productNo: entry.productNo });
+      await this.client.call('AddIpWhiteList', {
+        appUsername: entry.account,
+        ip: entry.ip,
+        proxyType: facts.proxyType as 104 | 105,
+        productNo: entry.productNo,
+      });
       const owned = await this.added();
       if (!owned.some((o) => same(o, entry))) await this.store.kvSet(ADDED_KEY, [...owned, entry]);
       outcome = 'added';
@@ -231,11 +251,14 @@ export function fetchEgressIp(url: string, timeoutMs = 5000): Promise<string> {
       });
       res.on('end', () => {
         const ip = body.trim();
-        if ((res.statusCode ?? 0) >= 400 || !isIP(ip)) reject(new AccountsError('EGRESS_UNKNOWN', `${new URL(url).host} did not answer with an IP address`));
+        if ((res.statusCode ?? 0) >= 400 || !isIP(ip))
+          reject(new AccountsError('EGRESS_UNKNOWN', `${new URL(url).host} did not answer with an IP address`));
         else resolve(ip);
       });
     });
     req.on('timeout', () => req.destroy(new Error('timed out')));
-    req.on('error', (err) => reject(new AccountsError('EGRESS_UNKNOWN', `cannot learn the egress address: ${err.message}`, { cause: err })));
+    req.on('error', (err) =>
+      reject(new AccountsError('EGRESS_UNKNOWN', `cannot learn the egress address: ${err.message}`, { cause: err })),
+    );
   });
 }

@@ -26,14 +26,20 @@ export function buildCallbackServer(handle: CallbackHandler, options: CallbackSe
   });
 
   app.addHook('onResponse', async (request, reply) => {
-    const line = { method: request.method, route: request.routeOptions.url ?? request.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime) };
+    const line = {
+      method: request.method,
+      route: request.routeOptions.url ?? request.url.split('?')[0],
+      status: reply.statusCode,
+      ms: Math.round(reply.elapsedTime),
+    };
     if (reply.statusCode >= 400 && reply.statusCode < 500) request.log.warn(line, 'callback refused');
     else request.log.debug(line, 'callback request');
   });
 
   app.setErrorHandler((err, request, reply) => {
     const status = (err as { statusCode?: number }).statusCode;
-    if (typeof status === 'number' && status >= 400 && status < 500) return reply.status(status).send({ code: 'invalid', msg: 'bad request' });
+    if (typeof status === 'number' && status >= 400 && status < 500)
+      return reply.status(status).send({ code: 'invalid', msg: 'bad request' });
     request.log.error({ route: options.path, err }, 'callback handling failed; the platform will call again');
     return reply.status(500).send({ code: 'error', msg: 'not recorded, call again' });
   });

@@ -198,6 +198,15 @@ export interface AdminDeps {
 
 /** src/proxy/request-bans.ts BanTable. */
 export interface BansPort {
-  list(): Array<{ id: string; user: string; node: string; exit: string; host: string | null; rule: string; createdAt: number; until: number }>;
+  list(): Array<{
+    id: string;
+    user: string;
+    node: string;
+    exit: string;
+    host: string | null;
+    rule: string;
+    createdAt: number;
+    until: number;
+  }>;
   lift(id: string): boolean;
 }

@@ -16,7 +16,10 @@ const callbackAnswer = {
   description: 'the answer the platform reads',
   content: {
     'application/json': {
-      schema: { type: 'object', properties: { code: { type: 'string', description: '`success` once the event is durably recorded' }, msg: { type: 'string' } } },
+      schema: {
+        type: 'object',
+        properties: { code: { type: 'string', description: '`success` once the event is durably recorded' }, msg: { type: 'string' } },
+      },
     },
   },
 };
@@ -83,7 +86,8 @@ export function registerApiDocs(app: FastifyInstance, options: ApiDocsOptions = 
       info: {
         title: 'Rotor admin API',
         version: '1',
-        description: 'Admin API of the Rotor proxy gateway (docs/reference.md "Admin API"). Every /v1 route needs `Authorization: Bearer <admin.token>` when a token is set.',
+        description:
+          'Admin API of the Rotor proxy gateway (docs/reference.md "Admin API"). Every /v1 route needs `Authorization: Bearer <admin.token>` when a token is set.',
         license: { name: 'MIT', url: 'https://opensource.org/licenses/MIT' },
       },
       servers: [{ url: '/', description: 'this admin server' }],
@@ -102,7 +106,10 @@ export function registerApiDocs(app: FastifyInstance, options: ApiDocsOptions = 
   void app.register(swaggerUi, {
     routePrefix: '/docs',
     // The document names the server that served it, so "Try it out" and generators reach this daemon.
-    transformSpecification: (spec, request) => ({ ...spec, servers: [{ url: `${request.protocol}://${request.host}`, description: 'this admin server' }] }),
+    transformSpecification: (spec, request) => ({
+      ...spec,
+      servers: [{ url: `${request.protocol}://${request.host}`, description: 'this admin server' }],
+    }),
     uiConfig: { deepLinking: true, persistAuthorization: false },
   });
 }

@@ -73,7 +73,9 @@ export function toErrorReply(err: unknown): ErrorReply {
   if (err instanceof PlatformClientError) return reply(err.httpStatus, err.publicCode, err.publicMessage, err.platformCode);
   // A 500 is Rotor's own failure whatever its code: its insides go to the log, not to the caller.
   if (err instanceof RotorError) {
-    return err.httpStatus === 500 ? reply(500, 'INTERNAL', 'internal error') : reply(err.httpStatus, err.code, err.message, err.platformCode);
+    return err.httpStatus === 500
+      ? reply(500, 'INTERNAL', 'internal error')
+      : reply(err.httpStatus, err.code, err.message, err.platformCode);
   }
 
   const e = (typeof err === 'object' && err !== null ? err : {}) as Coded & Partial<FastifyError>;

@@ -8,7 +8,9 @@
 import { SerializerSelector } from '@fastify/fast-json-stringify-compiler';
 import type { FastifyServerOptions } from 'fastify';
 
-type BuildSerializer = NonNullable<NonNullable<NonNullable<FastifyServerOptions['schemaController']>['compilersFactory']>['buildSerializer']>;
+type BuildSerializer = NonNullable<
+  NonNullable<NonNullable<FastifyServerOptions['schemaController']>['compilersFactory']>['buildSerializer']
+>;
 
 export const buildLazySerializer: BuildSerializer = (externalSchemas, serializerOpts) => {
   const compile = SerializerSelector()(externalSchemas as never, serializerOpts as never);

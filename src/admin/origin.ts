@@ -71,12 +71,7 @@ export function createOriginPolicy(options: OriginPolicyOptions): (request: Requ
   const anyOrigin = origins.has('*');
 
   const hostAllowed = (name: string): boolean =>
-    anyHost ||
-    isIP(name) !== 0 ||
-    name === 'localhost' ||
-    name.endsWith('.localhost') ||
-    name === configured ||
-    hosts.has(name);
+    anyHost || isIP(name) !== 0 || name === 'localhost' || name.endsWith('.localhost') || name === configured || hosts.has(name);
 
   return ({ host, origin, url }) => {
     // HTTP/1.0 clients may send no Host; browsers always do.

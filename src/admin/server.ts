@@ -39,7 +39,6 @@ export interface AdminServerOptions {
   stats?: Omit<StatsSamplerOptions, 'source'>;
 }
 
-
 export function buildAdminServer(deps: AdminDeps, options: AdminServerOptions): FastifyInstance {
   if (!options.token && !isLoopbackHost(options.host)) {
     throw new AdminConfigError('admin.token', `required when admin.host (${options.host}) is not a loopback address`);
@@ -75,7 +74,9 @@ export function buildAdminServer(deps: AdminDeps, options: AdminServerOptions): 
   const requireToken = async (request: FastifyRequest, reply: FastifyReply): Promise<unknown> => {
     if (authorized(request.headers.authorization)) return undefined;
     reply.header('www-authenticate', 'Bearer');
-    return reply.status(401).send({ error: { code: 'UNAUTHORIZED', message: request.headers.authorization ? 'bad token' : 'missing bearer token' } });
+    return reply
+      .status(401)
+      .send({ error: { code: 'UNAUTHORIZED', message: request.headers.authorization ? 'bad token' : 'missing bearer token' } });
   };
   // Defence in depth: a /v1 route registered anywhere (not only in the /v1 scope below) gets the token check
   // too. routeOptions.url is the route's pattern, what the router matches against, not the raw target.
@@ -85,13 +86,22 @@ export function buildAdminServer(deps: AdminDeps, options: AdminServerOptions): 
     route.onRequest = [requireToken, ...hooks];
   });
   app.addHook('onResponse', async (request, reply) => {
-    request.log.debug({ method: request.method, route: request.routeOptions.url, status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'admin request');
+    request.log.debug(
+      { method: request.method, route: request.routeOptions.url, status: reply.statusCode, ms: Math.round(reply.elapsedTime) },
+      'admin request',
+    );
   });
 
   app.setErrorHandler((err, request, reply) => {
     const r = toErrorReply(err);
     // The route pattern, not the URL: a query string is the caller's and may carry anything.
-    const where = { method: request.method, route: request.routeOptions.url ?? request.url.split('?')[0], status: r.status, code: r.body.error.code, reason: r.body.error.message };
+    const where = {
+      method: request.method,
+      route: request.routeOptions.url ?? request.url.split('?')[0],
+      status: r.status,
+      code: r.body.error.code,
+      reason: r.body.error.message,
+    };
     if (r.status >= 500 && r.body.error.code === 'INTERNAL') request.log.error({ ...where, err }, 'admin route failed');
     else if (r.status >= 500) request.log.warn(where, 'admin route failed');
     else request.log.debug(where, 'admin request refused');

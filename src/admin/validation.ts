@@ -26,7 +26,8 @@ export function describeZodError(part: string, error: z.ZodError): string {
     .map((i) => {
       const path = i.path.map(String).join('.');
       // Unknown keys are reported by zod on the parent; name them like any other field.
-      if (i.code === 'unrecognized_keys') return i.keys.map((k) => `${where}.${path ? path + '.' : ''}${k}: is not a known field`).join('; ');
+      if (i.code === 'unrecognized_keys')
+        return i.keys.map((k) => `${where}.${path ? path + '.' : ''}${k}: is not a known field`).join('; ');
       return `${where}${path ? '.' + path : ''}: ${i.message}`;
     })
     .join('; ');
@@ -35,7 +36,17 @@ export function describeZodError(part: string, error: z.ZodError): string {
 type Validator = (data: unknown) => { value: unknown } | { error: Error };
 
 /** fastify validatorCompiler: refuses (at startup) any request schema not built with zs(). */
-export function zodValidatorCompiler({ schema, httpPart, method, url }: { schema: unknown; httpPart?: string; method?: string; url?: string }): Validator {
+export function zodValidatorCompiler({
+  schema,
+  httpPart,
+  method,
+  url,
+}: {
+  schema: unknown;
+  httpPart?: string;
+  method?: string;
+  url?: string;
+}): Validator {
   const zodSchema = typeof schema === 'object' && schema !== null ? zodBehind.get(schema) : undefined;
   if (!zodSchema) throw new InternalError(`admin route ${method ?? ''} ${url ?? ''}: the ${httpPart ?? ''} schema must be built with zs()`);
   const part = httpPart ?? 'request';
@@ -61,7 +72,8 @@ export function reraise<T>(schema: z.ZodType<T>, value: unknown, ctx: z.Refineme
   const r = schema.safeParse(value);
   if (r.success) return r.data;
   for (const i of r.error.issues) {
-    if (i.code === 'unrecognized_keys') for (const k of i.keys) ctx.addIssue({ code: 'custom', message: 'is not a known field', path: [...i.path, k] });
+    if (i.code === 'unrecognized_keys')
+      for (const k of i.keys) ctx.addIssue({ code: 'custom', message: 'is not a known field', path: [...i.path, k] });
     else ctx.addIssue({ code: 'custom', message: i.message, path: i.path });
   }
   return z.NEVER;

@@ -25,14 +25,28 @@ export type Command =
   | { name: 'sim'; host: string | undefined; port: number | undefined }
   | { name: 'call'; operation: string; params: string | undefined; config: string | undefined }
   | { name: 'check-config'; config: string | undefined }
-  | { name: 'users-import'; file: string; config: string | undefined; admin: string | undefined; token: string | undefined; batch: number | undefined; passwords: string | undefined };
+  | {
+      name: 'users-import';
+      file: string;
+      config: string | undefined;
+      admin: string | undefined;
+      token: string | undefined;
+      batch: number | undefined;
+      passwords: string | undefined;
+    };
 
 const OPTIONS = {
   start: { config: { type: 'string', short: 'c' } },
   sim: { host: { type: 'string' }, port: { type: 'string' } },
   call: { params: { type: 'string', short: 'p' }, config: { type: 'string', short: 'c' } },
   'check-config': { config: { type: 'string', short: 'c' } },
-  users: { config: { type: 'string', short: 'c' }, admin: { type: 'string' }, token: { type: 'string' }, batch: { type: 'string' }, passwords: { type: 'string' } },
+  users: {
+    config: { type: 'string', short: 'c' },
+    admin: { type: 'string' },
+    token: { type: 'string' },
+    batch: { type: 'string' },
+    passwords: { type: 'string' },
+  },
 } as const;
 
 type CommandName = keyof typeof OPTIONS;
@@ -71,8 +85,17 @@ export function parseCommand(argv: string[]): Command {
     case 'users': {
       if (positionals[0] !== 'import' || positionals.length !== 2) throw new UsageError('users: expected `users import FILE`');
       const b = str('batch');
-      if (b !== undefined && !(/^\d+$/.test(b) && Number(b) >= 1 && Number(b) <= 10_000)) throw new UsageError('users import: --batch must be a number 1-10000');
-      return { name: 'users-import', file: positionals[1]!, config: str('config'), admin: str('admin'), token: str('token'), batch: b === undefined ? undefined : Number(b), passwords: str('passwords') };
+      if (b !== undefined && !(/^\d+$/.test(b) && Number(b) >= 1 && Number(b) <= 10_000))
+        throw new UsageError('users import: --batch must be a number 1-10000');
+      return {
+        name: 'users-import',
+        file: positionals[1]!,
+        config: str('config'),
+        admin: str('admin'),
+        token: str('token'),
+        batch: b === undefined ? undefined : Number(b),
+        passwords: str('passwords'),
+      };
     }
     default: {
       if (positionals.length > 0) throw new UsageError(`${first}: unexpected argument ${positionals[0]}`);

@@ -52,7 +52,9 @@ export async function runCall(
         out(`${JSON.stringify(via.data, null, 2)}\n`);
         return;
       }
-      note(`rotor call: ${via.why}; the call went to a throwaway embedded sandbox (not a running daemon's platform: its orders and accounts are not there)\n`);
+      note(
+        `rotor call: ${via.why}; the call went to a throwaway embedded sandbox (not a running daemon's platform: its orders and accounts are not there)\n`,
+      );
       sim = await startSimulator({ host: '127.0.0.1', port: 0 });
       target = { baseUrl: sim.baseUrl, appKey: sim.appKey, appSecret: sim.appSecret };
     }

@@ -27,8 +27,13 @@ export async function renderDrawPlans(config: Config): Promise<string> {
       platform = { ...platform, baseUrl: sim.baseUrl, appKey: sim.appKey, appSecret: sim.appSecret };
     }
     const client = new PlatformClient({
-      baseUrl: platform.baseUrl, appKey: platform.appKey, appSecret: platform.appSecret, version: platform.version,
-      encrypt: platform.encrypt, timeoutMs: Math.min(platform.timeoutMs, 5000), retries: 0,
+      baseUrl: platform.baseUrl,
+      appKey: platform.appKey,
+      appSecret: platform.appSecret,
+      version: platform.version,
+      encrypt: platform.encrypt,
+      timeoutMs: Math.min(platform.timeoutMs, 5000),
+      retries: 0,
     });
     try {
       const products = new ProductCatalog({ client });
@@ -36,7 +41,7 @@ export async function renderDrawPlans(config: Config): Promise<string> {
       const users = [];
       for (const u of config.users) users.push({ ...u, product: u.product || ((await products.productFor('')) ?? '') });
       const plans = await planUsers(users, (no) => catalog.product(no));
-      const lines = ['# draw plans (from the platform\'s product records):'];
+      const lines = ["# draw plans (from the platform's product records):"];
       for (const p of plans) {
         if (p.error) lines.push(`#   ${p.user.name}: plan unknown: ${p.error}`);
         else if (p.plan) {

@@ -21,14 +21,22 @@ function connectHost(host: string): string {
 }
 
 const isAdminError = (v: unknown): v is AdminErrorBody =>
-  typeof v === 'object' && v !== null && typeof (v as AdminErrorBody).error?.code === 'string' && typeof (v as AdminErrorBody).error?.message === 'string';
+  typeof v === 'object' &&
+  v !== null &&
+  typeof (v as AdminErrorBody).error?.code === 'string' &&
+  typeof (v as AdminErrorBody).error?.message === 'string';
 
 /**
  * Sends the call to the running daemon. Resolves `reached: false` when nothing (or something that is not
  * Rotor's admin API) answers; rejects with the platform client's own error types when the daemon answered
  * with a failure, so the exit codes stay those of a direct call.
  */
-export async function callThroughDaemon(admin: Config['admin'], operation: string, params: unknown, timeoutMs: number): Promise<DaemonAnswer> {
+export async function callThroughDaemon(
+  admin: Config['admin'],
+  operation: string,
+  params: unknown,
+  timeoutMs: number,
+): Promise<DaemonAnswer> {
   if (admin.port === 0) return { reached: false, why: 'admin.port is 0 (no fixed address to reach a daemon at)' };
   const host = connectHost(admin.host);
   const url = `http://${host.includes(':') ? `[${host}]` : host}:${admin.port}/v1/platform/${encodeURIComponent(operation)}`;
@@ -50,7 +58,8 @@ export async function callThroughDaemon(admin: Config['admin'], operation: strin
   } catch {
     return { reached: false, why: `${url.slice(0, url.indexOf('/v1/'))} answered, but not as Rotor's admin API` };
   }
-  if (res.ok && typeof body === 'object' && body !== null && 'operation' in body) return { reached: true, data: (body as { data?: unknown }).data ?? null, url };
+  if (res.ok && typeof body === 'object' && body !== null && 'operation' in body)
+    return { reached: true, data: (body as { data?: unknown }).data ?? null, url };
   if (!isAdminError(body)) return { reached: false, why: `${url.slice(0, url.indexOf('/v1/'))} answered, but not as Rotor's admin API` };
   const { code, message, platformCode } = body.error;
   if (res.status === 401) throw new ConfigError([{ key: 'admin.token', problem: `the running daemon refused it (${message})` }]);

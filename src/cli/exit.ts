@@ -40,10 +40,20 @@ export function describeFailure(err: unknown): { exitCode: number; message: stri
   if (err instanceof PlatformError) {
     return { exitCode: EXIT.PLATFORM, message: `platform error ${err.platformCode}: ${err.platformMsg || err.meaning}` };
   }
-  if (err instanceof TransportError || err instanceof DecryptReplyError || err instanceof EmptyReplyError || err instanceof ResponseInvalidError) {
+  if (
+    err instanceof TransportError ||
+    err instanceof DecryptReplyError ||
+    err instanceof EmptyReplyError ||
+    err instanceof ResponseInvalidError
+  ) {
     return { exitCode: EXIT.TRANSPORT, message: err.message };
   }
-  if (err instanceof UsageError || err instanceof RequestInvalidError || err instanceof UnknownOperationError || err instanceof ConfigError) {
+  if (
+    err instanceof UsageError ||
+    err instanceof RequestInvalidError ||
+    err instanceof UnknownOperationError ||
+    err instanceof ConfigError
+  ) {
     return { exitCode: EXIT.USAGE, message: err.message };
   }
   // A listener address that cannot be bound is a configuration problem: the message names the key.

@@ -158,7 +158,12 @@ function adminBase(config: Config, override: string | undefined): string {
   return `http://${h.includes(':') ? `[${h}]` : h}:${port}`;
 }
 
-export async function runUsersImport(args: ImportArgs, config: Config, out: (text: string) => void, note: (text: string) => void): Promise<ImportSummary> {
+export async function runUsersImport(
+  args: ImportArgs,
+  config: Config,
+  out: (text: string) => void,
+  note: (text: string) => void,
+): Promise<ImportSummary> {
   const started = Date.now();
   const { records, where } = readImportFile(args.file);
   const base = adminBase(config, args.admin);
@@ -185,7 +190,9 @@ export async function runUsersImport(args: ImportArgs, config: Config, out: (tex
     const body = (await res.json().catch(() => undefined)) as BatchAnswer | { error?: { code: string; message: string } } | undefined;
     if (!res.ok || body === undefined || !('created' in body)) {
       const e = body && 'error' in body ? body.error : undefined;
-      throw new ImportError(`the daemon refused the batch of rows ${from}-${from + chunk.length - 1}: ${res.status} ${e ? `${e.code}: ${e.message}` : ''}; ${created} users created before`);
+      throw new ImportError(
+        `the daemon refused the batch of rows ${from}-${from + chunk.length - 1}: ${res.status} ${e ? `${e.code}: ${e.message}` : ''}; ${created} users created before`,
+      );
     }
     created += body.created;
     failed += body.errors.length;
@@ -199,6 +206,8 @@ export async function runUsersImport(args: ImportArgs, config: Config, out: (tex
     else out(csv);
   }
   const summary = { rows: records.length, created, failed, ms: Date.now() - started };
-  note(`imported ${created} of ${records.length} users in ${(summary.ms / 1000).toFixed(1)} s${failed > 0 ? `; ${failed} rows failed (above)` : ''}\n`);
+  note(
+    `imported ${created} of ${records.length} users in ${(summary.ms / 1000).toFixed(1)} s${failed > 0 ? `; ${failed} rows failed (above)` : ''}\n`,
+  );
   return summary;
 }

@@ -70,7 +70,10 @@ export function loadConfig(options: LoadOptions = {}): Config {
     text = readFileSync(file, 'utf8');
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    throw new ConfigError([{ key: '', problem: code === 'ENOENT' ? 'config file not found' : `cannot read the config file (${code ?? 'error'})` }], file);
+    throw new ConfigError(
+      [{ key: '', problem: code === 'ENOENT' ? 'config file not found' : `cannot read the config file (${code ?? 'error'})` }],
+      file,
+    );
   }
   const doc = parseDocument(text, { prettyErrors: true });
   if (doc.errors.length > 0) {
@@ -127,7 +130,8 @@ function toIssues(error: z.ZodError, fromEnv: Map<string, string>): ConfigIssue[
     }
     const key = base.join('.');
     const env = fromEnv.get(key);
-    const problem = issue.code === 'invalid_type' && issue.message.endsWith('received undefined') ? `required (${issue.expected})` : issue.message;
+    const problem =
+      issue.code === 'invalid_type' && issue.message.endsWith('received undefined') ? `required (${issue.expected})` : issue.message;
     out.push(env ? { key, problem, env } : { key, problem });
   }
   return out;

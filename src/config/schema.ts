@@ -38,9 +38,7 @@ const platform = z
     encrypt: z.string().min(1).default('aes'),
     timeoutMs: millis.default(10_000),
     retries: z.number().int().min(0).max(10).default(3),
-    backoff: z
-      .strictObject({ baseMs: z.number().int().min(0).default(200), maxMs: z.number().int().min(0).default(5_000) })
-      .prefault({}),
+    backoff: z.strictObject({ baseMs: z.number().int().min(0).default(200), maxMs: z.number().int().min(0).default(5_000) }).prefault({}),
     /** Embedded mode only: settings of the in-process sandbox. */
     sandbox: z
       .strictObject({
@@ -73,7 +71,8 @@ const platform = z
       // Embedded mode takes key and secret from the in-process simulator; remote mode cannot.
       if (p.baseUrl === '') ctx.addIssue({ code: 'custom', path: ['baseUrl'], message: 'required when platform.mode is remote' });
       if (p.appKey === '') ctx.addIssue({ code: 'custom', path: ['appKey'], message: 'required when platform.mode is remote' });
-      if (p.appSecret === '') ctx.addIssue({ code: 'custom', path: ['appSecret'], message: 'required when platform.mode is remote (16, 24 or 32 bytes)' });
+      if (p.appSecret === '')
+        ctx.addIssue({ code: 'custom', path: ['appSecret'], message: 'required when platform.mode is remote (16, 24 or 32 bytes)' });
     }
   });
 
@@ -174,7 +173,10 @@ const callback = z
   .strictObject({
     host: host.default('127.0.0.1'),
     port: port.default(9091),
-    path: z.string().regex(/^\/\S*$/, "must start with '/'").default('/callback'),
+    path: z
+      .string()
+      .regex(/^\/\S*$/, "must start with '/'")
+      .default('/callback'),
   })
   .prefault({});
 
@@ -188,7 +190,10 @@ const access = z
     /** JSON-lines file of records; '' = none. */
     file: z.string().default(''),
     /** Rotate the file at this size (e.g. 100M, 512K). */
-    fileMaxSize: z.string().regex(/^\d+[BKMG]$/, 'expected a size such as 100M, 512K or 1G').default('100M'),
+    fileMaxSize: z
+      .string()
+      .regex(/^\d+[BKMG]$/, 'expected a size such as 100M, 512K or 1G')
+      .default('100M'),
     /** Rotated files kept. */
     fileRotate: z.number().int().min(1).max(1000).default(10),
     /** false: records keep no target host:port. */
@@ -215,7 +220,10 @@ const log = z
 /** Usage rollups and the amounts of GET /v1/usage. */
 const billing = z
   .strictObject({
-    currency: z.string().regex(/^[A-Z]{3}$/, 'expected an ISO 4217 code such as USD').default('USD'),
+    currency: z
+      .string()
+      .regex(/^[A-Z]{3}$/, 'expected an ISO 4217 code such as USD')
+      .default('USD'),
     /** Quota periods (day, week, month) are calendar periods in this IANA time zone (src/users/period.ts). */
     timezone: z.string().refine(isTimeZone, 'must be an IANA time zone (e.g. UTC, Europe/Berlin)').default('UTC'),
     /** Price per GB (2^30 bytes, both directions) for users without their own; null = no amount. */
@@ -261,7 +269,11 @@ const user = z.strictObject({
   quota: quotaSchema.optional(),
   rateBytesPerSec: z.number().int().min(0).default(0),
   maxConnections: z.number().int().min(0).default(0),
-  expiresAt: z.string().refine((v) => Number.isFinite(Date.parse(v)), 'must be an RFC 3339 date-time').nullable().default(null),
+  expiresAt: z
+    .string()
+    .refine((v) => Number.isFinite(Date.parse(v)), 'must be an RFC 3339 date-time')
+    .nullable()
+    .default(null),
   enabled: z.boolean().default(true),
   /** Always export this user's per-user metric series. */
   metrics: z.boolean().default(false),
@@ -277,7 +289,8 @@ const users = z
       if (seen.has(u.name)) ctx.addIssue({ code: 'custom', path: [i, 'name'], message: `duplicate user name ${u.name}` });
       seen.add(u.name);
       const port = u.listen?.port ?? 0;
-      if (port !== 0 && ports.has(port)) ctx.addIssue({ code: 'custom', path: [i, 'listen', 'port'], message: `port ${port} is already ${ports.get(port)}'s` });
+      if (port !== 0 && ports.has(port))
+        ctx.addIssue({ code: 'custom', path: [i, 'listen', 'port'], message: `port ${port} is already ${ports.get(port)}'s` });
       if (port !== 0) ports.set(port, u.name);
     });
   });
@@ -333,7 +346,11 @@ const pool = z
      * (logged once per node); `caFile`: a PEM file of CAs trusted besides the system's ('' = none).
      */
     tls: z
-      .strictObject({ verify: z.boolean().default(true), insecureProducts: z.array(z.string().min(1)).default([]), caFile: z.string().default('') })
+      .strictObject({
+        verify: z.boolean().default(true),
+        insecureProducts: z.array(z.string().min(1)).default([]),
+        caFile: z.string().default(''),
+      })
       .prefault({}),
     /**
      * Outlier ejection (src/pool/outlier.ts), as Envoy: a node failing `consecutiveFailures` times in a row,
@@ -434,7 +451,8 @@ const events = z
   })
   .prefault({})
   .superRefine((e, ctx) => {
-    if (e.webhookUrl !== '' && e.secret === '') ctx.addIssue({ code: 'custom', path: ['secret'], message: 'required when events.webhookUrl is set (receivers check the signature)' });
+    if (e.webhookUrl !== '' && e.secret === '')
+      ctx.addIssue({ code: 'custom', path: ['secret'], message: 'required when events.webhookUrl is set (receivers check the signature)' });
   });
 
 /** Per-user metric series are exported for at most this many users (src/users/series.ts). */
@@ -462,10 +480,25 @@ const portal = z
     /** Mark the session cookie Secure although Rotor itself speaks plain HTTP (behind a TLS terminator). */
     secureCookie: z.boolean().default(false),
     /** The host name customers' endpoints name (the proxy's public name); default: the proxy listener's host. */
-    proxyHost: z.string().min(1).max(253).regex(/^[A-Za-z0-9.:[\]-]+$/, 'expected a host name or an IP address').optional(),
+    proxyHost: z
+      .string()
+      .min(1)
+      .max(253)
+      .regex(/^[A-Za-z0-9.:[\]-]+$/, 'expected a host name or an IP address')
+      .optional(),
     /** A session ends after this long without a request, and after `sessionMaxHours` in any case. */
-    sessionIdleMinutes: z.number().int().min(1).max(24 * 60).default(60),
-    sessionMaxHours: z.number().int().min(1).max(24 * 30).default(12),
+    sessionIdleMinutes: z
+      .number()
+      .int()
+      .min(1)
+      .max(24 * 60)
+      .default(60),
+    sessionMaxHours: z
+      .number()
+      .int()
+      .min(1)
+      .max(24 * 30)
+      .default(12),
     /** Wrong passwords per user name (and per client address) before each next try waits, doubling up to maxDelaySeconds. */
     login: z
       .strictObject({
@@ -476,16 +509,43 @@ const portal = z
   })
   .prefault({})
   .superRefine((p, ctx) => {
-    if ((p.host === undefined) !== (p.port === undefined)) ctx.addIssue({ code: 'custom', path: [p.host === undefined ? 'host' : 'port'], message: 'portal.host and portal.port go together' });
-    if (p.tls && p.port === undefined) ctx.addIssue({ code: 'custom', path: ['tls'], message: 'needs the portal\'s own listener (portal.host, portal.port)' });
+    if ((p.host === undefined) !== (p.port === undefined))
+      ctx.addIssue({ code: 'custom', path: [p.host === undefined ? 'host' : 'port'], message: 'portal.host and portal.port go together' });
+    if (p.tls && p.port === undefined)
+      ctx.addIssue({ code: 'custom', path: ['tls'], message: "needs the portal's own listener (portal.host, portal.port)" });
   });
 
 export const configSchema = z
-  .strictObject({ platform, proxy, pool, admin, callback, store, log, users, orders, accounts, fleet, billing, events, metrics: metricsSection, portal })
+  .strictObject({
+    platform,
+    proxy,
+    pool,
+    admin,
+    callback,
+    store,
+    log,
+    users,
+    orders,
+    accounts,
+    fleet,
+    billing,
+    events,
+    metrics: metricsSection,
+    portal,
+  })
   .superRefine(userPortsFree);
 
 // ── abuse bounds: a user's own port may not be one of the daemon's listeners ──
-function userPortsFree(c: { proxy: z.output<typeof proxy>; admin: { port: number }; callback: { port: number }; portal: { port?: number | undefined }; users: z.output<typeof users> }, ctx: z.RefinementCtx): void {
+function userPortsFree(
+  c: {
+    proxy: z.output<typeof proxy>;
+    admin: { port: number };
+    callback: { port: number };
+    portal: { port?: number | undefined };
+    users: z.output<typeof users>;
+  },
+  ctx: z.RefinementCtx,
+): void {
   const taken = new Map<number, string>();
   const add = (port: number | undefined, key: string): void => {
     if (port !== undefined && port !== 0 && !taken.has(port)) taken.set(port, key);
@@ -499,7 +559,8 @@ function userPortsFree(c: { proxy: z.output<typeof proxy>; admin: { port: number
   c.users.forEach((u, i) => {
     const port = u.listen?.port ?? 0;
     const key = taken.get(port);
-    if (port !== 0 && key !== undefined) ctx.addIssue({ code: 'custom', path: ['users', i, 'listen', 'port'], message: `port ${port} is already ${key}` });
+    if (port !== 0 && key !== undefined)
+      ctx.addIssue({ code: 'custom', path: ['users', i, 'listen', 'port'], message: `port ${port} is already ${key}` });
   });
 }
 

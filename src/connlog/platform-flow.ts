@@ -6,7 +6,12 @@ import type { PlatformFlow } from './usage.ts';
 export function platformFlowFrom(traffic: Pick<Traffic, 'flowLogAll' | 'formatTime'>): PlatformFlow {
   return async (account, productNo, from, to) => {
     try {
-      const page = await traffic.flowLogAll({ account, productNo, startTime: traffic.formatTime(from), endTime: traffic.formatTime(to - 1000) });
+      const page = await traffic.flowLogAll({
+        account,
+        productNo,
+        startTime: traffic.formatTime(from),
+        endTime: traffic.formatTime(to - 1000),
+      });
       return page.entries.filter((e) => e.time !== undefined).map((e) => ({ usedBytes: e.usedBytes, at: e.time! * 1000 }));
     } catch (err) {
       // A product without a flow-use log: the platform keeps no count to compare with.

@@ -10,7 +10,15 @@
 // far: fleets that query the log heavily are better served by the JSON-lines file into a log system.
 import type { RedisConnection } from '../store/redis-connection.ts';
 import { foldRollups } from './rollup.ts';
-import type { ConnectionLogStore, ConnectionQuery, ConnectionRecord, Granularity, RetentionLimits, UsageQuery, UsageRollup } from './types.ts';
+import type {
+  ConnectionLogStore,
+  ConnectionQuery,
+  ConnectionRecord,
+  Granularity,
+  RetentionLimits,
+  UsageQuery,
+  UsageRollup,
+} from './types.ts';
 
 /** Records read per round trip while filtering. */
 const SCAN_PAGE = 500;
@@ -63,7 +71,9 @@ export class RedisConnectionLog implements ConnectionLogStore {
     const min = q.since ?? '-inf';
     let offset = 0;
     while (out.length < q.limit) {
-      const page = await this.redis.run('connlog query', (c) => c.zrevrangebyscore(this.idx, max, min, 'WITHSCORES', 'LIMIT', offset, SCAN_PAGE));
+      const page = await this.redis.run('connlog query', (c) =>
+        c.zrevrangebyscore(this.idx, max, min, 'WITHSCORES', 'LIMIT', offset, SCAN_PAGE),
+      );
       if (page.length === 0) break;
       offset += page.length / 2;
       const ids: string[] = [];
@@ -142,7 +152,11 @@ export class RedisConnectionLog implements ConnectionLogStore {
     for (let i = 0; i < ids.length; i += SCAN_PAGE) {
       const slice = ids.slice(i, i + SCAN_PAGE);
       await this.redis.run('connlog prune', async (c) => {
-        await c.multi().zrem(this.idx, ...slice).hdel(this.rec, ...slice).exec();
+        await c
+          .multi()
+          .zrem(this.idx, ...slice)
+          .hdel(this.rec, ...slice)
+          .exec();
       });
     }
     return ids.length;

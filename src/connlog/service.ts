@@ -5,8 +5,24 @@ import type { Logger } from '../telemetry/logger.ts';
 import { decodeCursor, encodeCursor } from './cursor.ts';
 import type { ConnectionLog } from './recorder.ts';
 import { periodStart } from './rollup.ts';
-import type { ConnectionLogStore, ConnectionRecord, Granularity, LiveConnection, RecordResult, RetentionLimits, UsageRollup } from './types.ts';
-import { comparePlatform, usageRows, type PlatformCompareRow, type PlatformFlow, type PriceOf, type UsageRow, type UserAccount } from './usage.ts';
+import type {
+  ConnectionLogStore,
+  ConnectionRecord,
+  Granularity,
+  LiveConnection,
+  RecordResult,
+  RetentionLimits,
+  UsageRollup,
+} from './types.ts';
+import {
+  comparePlatform,
+  usageRows,
+  type PlatformCompareRow,
+  type PlatformFlow,
+  type PriceOf,
+  type UsageRow,
+  type UserAccount,
+} from './usage.ts';
 
 const DAY_MS = 86_400_000;
 

@@ -3,7 +3,15 @@
 // (better-sqlite3 is synchronous: one huge DELETE would hold the event loop, and with it the data path).
 import type Database from 'better-sqlite3';
 import { foldRollups } from './rollup.ts';
-import type { ConnectionLogStore, ConnectionQuery, ConnectionRecord, RecordResult, RetentionLimits, UsageQuery, UsageRollup } from './types.ts';
+import type {
+  ConnectionLogStore,
+  ConnectionQuery,
+  ConnectionRecord,
+  RecordResult,
+  RetentionLimits,
+  UsageQuery,
+  UsageRollup,
+} from './types.ts';
 
 type Row = Record<string, unknown>;
 
@@ -61,7 +69,24 @@ export class SqliteConnectionLog implements ConnectionLogStore {
       // Positional values: no copy of the record per row (a plain-HTTP request is a record of its own).
       const insert = this.insert;
       for (const r of records) {
-        insert.run(r.id, r.user, r.session, r.listener, r.target ?? null, r.node, r.exit, r.bytesUp, r.bytesDown, r.startedAt, r.durationMs, r.result, r.reason, r.retries, r.hedges, r.rule ?? null);
+        insert.run(
+          r.id,
+          r.user,
+          r.session,
+          r.listener,
+          r.target ?? null,
+          r.node,
+          r.exit,
+          r.bytesUp,
+          r.bytesDown,
+          r.startedAt,
+          r.durationMs,
+          r.result,
+          r.reason,
+          r.retries,
+          r.hedges,
+          r.rule ?? null,
+        );
       }
       for (const u of usage ?? foldRollups(records)) this.fold.run(u);
     });
@@ -120,9 +145,14 @@ export class SqliteConnectionLog implements ConnectionLogStore {
 
   async prune(limits: RetentionLimits): Promise<number> {
     let removed = 0;
-    removed += await this.deleteInSlices('DELETE FROM connections WHERE rowid IN (SELECT rowid FROM connections WHERE started_at < ? LIMIT ?)', [limits.recordsBefore]);
+    removed += await this.deleteInSlices(
+      'DELETE FROM connections WHERE rowid IN (SELECT rowid FROM connections WHERE started_at < ? LIMIT ?)',
+      [limits.recordsBefore],
+    );
     // The newest `maxRecords` stay: everything at or below the first record past them goes.
-    const edge = this.db.prepare('SELECT started_at, id FROM connections ORDER BY started_at DESC, id DESC LIMIT 1 OFFSET ?').get(limits.maxRecords) as Row | undefined;
+    const edge = this.db
+      .prepare('SELECT started_at, id FROM connections ORDER BY started_at DESC, id DESC LIMIT 1 OFFSET ?')
+      .get(limits.maxRecords) as Row | undefined;
     if (edge) {
       removed += await this.deleteInSlices(
         'DELETE FROM connections WHERE rowid IN (SELECT rowid FROM connections WHERE started_at < ? OR (started_at = ? AND id <= ?) LIMIT ?)',

@@ -12,9 +12,20 @@
  * connection still running at its last checkpoint (log.access.checkpointMs): its record is replaced when it
  * ends, so an `open` record that stays is one whose daemon died without a stop (SIGKILL, power loss).
  */
-export type RecordResult = 'ok' | 'auth_failed' | 'limited' | 'not_allowed' | 'upstream_error' | 'bad_request' | 'client_abort' | 'shutdown' | 'open';
+export type RecordResult =
+  'ok' | 'auth_failed' | 'limited' | 'not_allowed' | 'upstream_error' | 'bad_request' | 'client_abort' | 'shutdown' | 'open';
 
-export const RECORD_RESULTS: readonly RecordResult[] = ['ok', 'auth_failed', 'limited', 'not_allowed', 'upstream_error', 'bad_request', 'client_abort', 'shutdown', 'open'];
+export const RECORD_RESULTS: readonly RecordResult[] = [
+  'ok',
+  'auth_failed',
+  'limited',
+  'not_allowed',
+  'upstream_error',
+  'bad_request',
+  'client_abort',
+  'shutdown',
+  'open',
+];
 
 /** Results that are no failure in the rollups' `failures`: a connection that relayed and was cut or is running. */
 export function isFailure(result: RecordResult): boolean {

@@ -78,7 +78,12 @@ export interface UserAccount {
 }
 
 /** The platform's flow-use entries of one account and product in [from, to): bytes and epoch ms. */
-export type PlatformFlow = (account: string, productNo: string, from: number, to: number) => Promise<{ usedBytes: number; at: number }[] | null>;
+export type PlatformFlow = (
+  account: string,
+  productNo: string,
+  from: number,
+  to: number,
+) => Promise<{ usedBytes: number; at: number }[] | null>;
 
 export async function comparePlatform(
   rollups: readonly UsageRollup[],
@@ -117,5 +122,7 @@ export async function comparePlatform(
   }
   const out = [...rows.values()];
   for (const row of out) row.differenceBytes = row.platformBytes === null ? null : row.platformBytes - row.rotorBytes;
-  return out.sort((x, y) => (x.period < y.period ? -1 : x.period > y.period ? 1 : x.account < y.account ? -1 : x.account > y.account ? 1 : 0));
+  return out.sort((x, y) =>
+    x.period < y.period ? -1 : x.period > y.period ? 1 : x.account < y.account ? -1 : x.account > y.account ? 1 : 0,
+  );
 }

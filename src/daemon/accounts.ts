@@ -65,14 +65,36 @@ export async function assembleAccounts(config: Config, needs: Needs, ctx: Assemb
   ctx.stops.onStop('accounting', () => accounting.close());
 
   const reconciler = new AccountReconciler({ client, products, accounting, logger: logger.child({ component: 'accounts' }) });
-  const whitelist = new Whitelist({ client, products, store, egressIp: config.accounts.egressIp, logger: logger.child({ component: 'whitelist' }) });
-  const balances = new BalanceWatcher({ client, products, metrics, accounting, intervalMs: config.accounts.balancePollMs, logger: logger.child({ component: 'balances' }) });
+  const whitelist = new Whitelist({
+    client,
+    products,
+    store,
+    egressIp: config.accounts.egressIp,
+    logger: logger.child({ component: 'whitelist' }),
+  });
+  const balances = new BalanceWatcher({
+    client,
+    products,
+    metrics,
+    accounting,
+    intervalMs: config.accounts.balancePollMs,
+    logger: logger.child({ component: 'balances' }),
+  });
   const limitSync = new PlatformLimitSync({
-    client, accounting, products, intervalMs: config.accounts.limitSyncMs, logger: logger.child({ component: 'limits' }),
+    client,
+    accounting,
+    products,
+    intervalMs: config.accounts.limitSyncMs,
+    logger: logger.child({ component: 'limits' }),
     ...(config.billing.adoptPlatformUsage ? { adopt: usageAdoption(fleet?.leases) } : {}),
   });
   const traffic = new Traffic({ client, products, onReturned: () => void balances.nudge() });
-  const platformCheck = new PlatformCheck({ check: (u) => limitSync.syncUser(u), concurrency: config.accounts.platformConcurrency, metrics, logger: logger.child({ component: 'limits' }) });
+  const platformCheck = new PlatformCheck({
+    check: (u) => limitSync.syncUser(u),
+    concurrency: config.accounts.platformConcurrency,
+    metrics,
+    logger: logger.child({ component: 'limits' }),
+  });
 
   const apply = async (list: readonly LocalUser[]): Promise<void> => {
     const report = await reconciler.reconcile(list);
@@ -104,7 +126,11 @@ export async function assembleAccounts(config: Config, needs: Needs, ctx: Assemb
       balances.setUsers(all);
       // The limit sync takes the changes alone (its list is a map; rebuilding it per burst was O(users)).
       if (burst.whole) limitSync.setUsers(all);
-      else limitSync.updateUsers([...burst.changed].flatMap((n) => users.get(n) ?? []), [...burst.removed].filter((n) => users.get(n) === undefined));
+      else
+        limitSync.updateUsers(
+          [...burst.changed].flatMap((n) => users.get(n) ?? []),
+          [...burst.removed].filter((n) => users.get(n) === undefined),
+        );
       if ([...burst.changed].some((n) => users.get(n)?.draw === 'api')) {
         whitelist.reconcile(all).catch((err: unknown) => logger.warn({ err }, 'whitelist reconcile after a user change failed'));
       }

@@ -30,7 +30,11 @@ interface Needs {
   listen: { admin: ListenAddress; callback: ListenAddress };
 }
 
-export async function assembleAdmin(config: Config, needs: Needs, ctx: AssemblyContext): Promise<{ admin: number; callback: number; portal: number | undefined }> {
+export async function assembleAdmin(
+  config: Config,
+  needs: Needs,
+  ctx: AssemblyContext,
+): Promise<{ admin: number; callback: number; portal: number | undefined }> {
   const { client, store, accounts, orders, gateway, pools } = needs;
   const ready = createReadiness({
     probePlatform: () => client.call('GetAppInfo', {}),
@@ -45,7 +49,11 @@ export async function assembleAdmin(config: Config, needs: Needs, ctx: AssemblyC
       balances: accounts.balances,
       traffic: accounts.traffic,
       whitelist: accounts.whitelist,
-      users: usersPort(needs.users.directory, { logger: ctx.logger.child({ component: 'users' }), concurrency: config.accounts.platformConcurrency }, (name) => needs.users.healer.stateOf(name)),
+      users: usersPort(
+        needs.users.directory,
+        { logger: ctx.logger.child({ component: 'users' }), concurrency: config.accounts.platformConcurrency },
+        (name) => needs.users.healer.stateOf(name),
+      ),
       // Dynamic pools, then the static instances dialed so far (`instance/<instanceNo>`, their failures).
       pools: { snapshot: () => [...pools.snapshot(), ...gateway.router.staticPools().map((p) => p.poolSnapshot())] },
       sessions: gateway.sessionView,
@@ -77,12 +85,23 @@ export async function assembleAdmin(config: Config, needs: Needs, ctx: AssemblyC
   });
   ctx.stops.onStop('portal', () => portal.close());
   await listenAs(needs.listen.admin, () =>
-    admin.listen({ host: config.admin.host, port: config.admin.port, listenTextResolver: (address) => `admin API listening at ${address}` }),
+    admin.listen({
+      host: config.admin.host,
+      port: config.admin.port,
+      listenTextResolver: (address) => `admin API listening at ${address}`,
+    }),
   );
   ctx.stops.onStop('admin', () => admin.close());
-  const callbacks = buildCallbackServer((query) => orders.orders.handleCallback(query), { path: config.callback.path, logger: ctx.logger.child({ component: 'callback' }) });
+  const callbacks = buildCallbackServer((query) => orders.orders.handleCallback(query), {
+    path: config.callback.path,
+    logger: ctx.logger.child({ component: 'callback' }),
+  });
   await listenAs(needs.listen.callback, () =>
-    callbacks.listen({ host: config.callback.host, port: config.callback.port, listenTextResolver: (address) => `platform callbacks listening at ${address}` }),
+    callbacks.listen({
+      host: config.callback.host,
+      port: config.callback.port,
+      listenTextResolver: (address) => `platform callbacks listening at ${address}`,
+    }),
   );
   ctx.stops.onStop('callbacks', () => callbacks.close());
   const ports = { admin: portOf(admin), callback: portOf(callbacks), portal: portal.port };

@@ -48,7 +48,11 @@ export function createConnectionLog(setup: ConnectionLogSetup): ConnectionLogSer
     recorder,
     store,
     targets: access.targets,
-    retention: { retentionDays: access.retentionDays, maxRecords: access.maxRecords, usageRetentionDays: setup.config.billing.usageRetentionDays },
+    retention: {
+      retentionDays: access.retentionDays,
+      maxRecords: access.maxRecords,
+      usageRetentionDays: setup.config.billing.usageRetentionDays,
+    },
     priceOf: setup.priceOf,
     accountOf: setup.accountOf,
     ...(setup.platformFlow ? { platformFlow: setup.platformFlow } : {}),

@@ -19,7 +19,13 @@ export async function assembleEvents(config: Config, store: Store, ctx: Assembly
   const webhook = new WebhookSwitch({ store, metrics: ctx.metrics, logger });
   await webhook.apply(settings);
   ctx.stops.onStop('webhook delivery', () => webhook.stop());
-  const outbox = new Events({ store, deliver: webhook.delivery !== undefined, onAppended: () => webhook.nudge(), metrics: ctx.metrics, logger });
+  const outbox = new Events({
+    store,
+    deliver: webhook.delivery !== undefined,
+    onAppended: () => webhook.nudge(),
+    metrics: ctx.metrics,
+    logger,
+  });
   return {
     outbox,
     webhook,

@@ -38,7 +38,11 @@ export interface GatewayPart {
   userPorts: UserPorts;
   httpListener: HttpListener;
   socksListener: Socks5Listener;
-  addresses: { http: { host: string; port: number }; socks5: { host: string; port: number }; https: { host: string; port: number } | undefined };
+  addresses: {
+    http: { host: string; port: number };
+    socks5: { host: string; port: number };
+    https: { host: string; port: number } | undefined;
+  };
   /** How long the listeners let live connections finish when the daemon stops. */
   setDrain(ms: number): void;
   reload(next: Config): Promise<void>;
@@ -64,7 +68,13 @@ function fleetSessionsFor(needs: Needs, sessions: SessionTable, ctx: AssemblyCon
   const { fleet, fleetParts } = needs.state;
   if (!fleet || !fleetParts) return undefined;
   const poolProvider = { pool: (key: PoolKey) => needs.pools.get(key) };
-  return new fleetParts.FleetSessions({ table: sessions, shared: fleet.sessions, pools: poolProvider, logger: ctx.logger.child({ component: 'fleet' }), ...clockOption(ctx) });
+  return new fleetParts.FleetSessions({
+    table: sessions,
+    shared: fleet.sessions,
+    pools: poolProvider,
+    logger: ctx.logger.child({ component: 'fleet' }),
+    ...clockOption(ctx),
+  });
 }
 
 export async function assembleGateway(config: Config, needs: Needs, ctx: AssemblyContext): Promise<GatewayPart> {
@@ -109,13 +119,17 @@ export async function assembleGateway(config: Config, needs: Needs, ctx: Assembl
   };
   configureHashing({ concurrency: config.proxy.auth.maxConcurrentHashes, maxQueued: config.proxy.auth.maxQueuedHashes });
   const { fleetParts } = needs.state;
-  const router = fleetSessions && fleetParts ? new fleetParts.FleetRouter(routerOptions, fleetSessions) : new Router({ ...routerOptions, pools: poolProvider, sessions });
+  const router =
+    fleetSessions && fleetParts
+      ? new fleetParts.FleetRouter(routerOptions, fleetSessions)
+      : new Router({ ...routerOptions, pools: poolProvider, sessions });
   users.changes.on(() => router.setUsers(directory));
   // A deleted or disabled user's sticky sessions end at once (in a fleet, its shared ones too).
   users.changes.on((names, removed) => {
     const table = fleetSessions ?? sessions;
     for (const name of removed) table.dropUser(name);
-    for (const name of names) if (directory.get(name) === undefined || directory.refusal(name, (ctx.now ?? Date.now)()) !== undefined) table.dropUser(name);
+    for (const name of names)
+      if (directory.get(name) === undefined || directory.refusal(name, (ctx.now ?? Date.now)()) !== undefined) table.dropUser(name);
   });
   const prober = startHealthProbes({
     pools: () => pools.list(),
@@ -132,7 +146,10 @@ export async function assembleGateway(config: Config, needs: Needs, ctx: Assembl
   // credentials through userPorts.admit.
   const userPorts = new UserPorts({
     host: config.proxy.http.host,
-    listeners: { http: { handleSocket: (s) => httpListener.handleSocket(s) }, socks5: { handleSocket: (s) => socksListener.handleSocket(s) } },
+    listeners: {
+      http: { handleSocket: (s) => httpListener.handleSocket(s) },
+      socks5: { handleSocket: (s) => socksListener.handleSocket(s) },
+    },
     authorizeUser: (name) => router.authorizeUser(name),
     handshakeTimeoutMs: config.proxy.handshakeTimeoutMs,
     logger: logger.child({ component: 'user-ports' }),
@@ -164,7 +181,9 @@ export async function assembleGateway(config: Config, needs: Needs, ctx: Assembl
     logger: logger.child({ component: 'http' }),
   });
   // SOCKS5 UDP ASSOCIATE (proxy.udp): associations relayed through SOCKS5 upstreams' own.
-  const udp = config.proxy.udp.enabled ? new UdpAssociations(router, { ...config.proxy.udp, idleTimeoutMs: config.proxy.idleTimeoutMs }, logger.child({ component: 'udp' })) : undefined;
+  const udp = config.proxy.udp.enabled
+    ? new UdpAssociations(router, { ...config.proxy.udp, idleTimeoutMs: config.proxy.idleTimeoutMs }, logger.child({ component: 'udp' }))
+    : undefined;
   const socksListener = new Socks5Listener({
     ...(udp ? { udp } : {}),
     anonymous: (socket) => userPorts.admit(socket),
@@ -182,7 +201,16 @@ export async function assembleGateway(config: Config, needs: Needs, ctx: Assembl
   const httpsConfig = config.proxy.https;
   const httpsListener =
     needs.tlsPair && httpsConfig
-      ? new HttpsListener({ http: httpListener, ...httpsConfig, handshakeTimeoutMs: config.proxy.handshakeTimeoutMs, metrics, logger: logger.child({ component: 'https' }) }, needs.tlsPair)
+      ? new HttpsListener(
+          {
+            http: httpListener,
+            ...httpsConfig,
+            handshakeTimeoutMs: config.proxy.handshakeTimeoutMs,
+            metrics,
+            logger: logger.child({ component: 'https' }),
+          },
+          needs.tlsPair,
+        )
       : undefined;
   const https = httpsListener && needs.listen.https ? await listenAs(needs.listen.https, () => httpsListener.listen()) : undefined;
   let draining = 0;
@@ -219,7 +247,10 @@ export async function assembleGateway(config: Config, needs: Needs, ctx: Assembl
     },
     async reloadTls(next) {
       // The HTTPS proxy's certificate (renewed files at the same or new paths); unreadable = the old one kept.
-      if (httpsListener && next.proxy.https) await httpsListener.reload(next.proxy.https).catch((err: unknown) => logger.error({ err }, 'tls certificate not reloaded; the running one is kept'));
+      if (httpsListener && next.proxy.https)
+        await httpsListener
+          .reload(next.proxy.https)
+          .catch((err: unknown) => logger.error({ err }, 'tls certificate not reloaded; the running one is kept'));
     },
   };
 }

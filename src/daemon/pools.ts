@@ -51,12 +51,27 @@ export async function assemblePools(config: Config, needs: Needs, ctx: AssemblyC
       build: (plan) => {
         // Drawers stamp node expiry (drawn at + sessTime) on the same clock the pools judge it by; with
         // Date.now here and an injected `now` in the pools, nodes drawn after the clock moved were born expired.
-        const common = { api: drawApi, productNo: key.productNo, metrics, ...(key.region ? { region: key.region } : {}), ...clockOption(ctx) };
+        const common = {
+          api: drawApi,
+          productNo: key.productNo,
+          metrics,
+          ...(key.region ? { region: key.region } : {}),
+          ...clockOption(ctx),
+        };
         const inner =
           plan.method === 'api'
             ? new ApiDrawer({ ...common, mainAccount: user.mainAccount, proxyType: 104 })
-            : new PwdDrawer({ ...common, subAccount: plan.account, sessTime: plan.sessTime, logger: logger.child({ component: 'pool', user: user.name }) });
-        return guardDrawer(inner, { name: user.name, mainAccount: user.mainAccount, draw: plan.method }, key.productNo, { whitelist: accounts.whitelist, balances: accounts.balances, heal: users.healer });
+            : new PwdDrawer({
+                ...common,
+                subAccount: plan.account,
+                sessTime: plan.sessTime,
+                logger: logger.child({ component: 'pool', user: user.name }),
+              });
+        return guardDrawer(inner, { name: user.name, mainAccount: user.mainAccount, draw: plan.method }, key.productNo, {
+          whitelist: accounts.whitelist,
+          balances: accounts.balances,
+          heal: users.healer,
+        });
       },
     });
   };
@@ -66,7 +81,18 @@ export async function assemblePools(config: Config, needs: Needs, ctx: AssemblyC
     maxPerUser: config.pool.maxPerUser,
     idleEvictMs: config.pool.idleEvictMs,
     ...clockOption(ctx),
-    tuning: { strategy, lowWater, drawBatch, maxFails, failWindowMs, coolDownMs, acquireTimeoutMs, probation: true, redrawAfterMs: config.pool.redrawAfterMs, outlier: config.pool.outlier },
+    tuning: {
+      strategy,
+      lowWater,
+      drawBatch,
+      maxFails,
+      failWindowMs,
+      coolDownMs,
+      acquireTimeoutMs,
+      probation: true,
+      redrawAfterMs: config.pool.redrawAfterMs,
+      outlier: config.pool.outlier,
+    },
     // Sold by IP count: hold one exit at a time (every exit drawn spends an IP of the package).
     // Nor warm upstream connections (an authenticated connection may hold an exit: src/proxy/warm.ts).
     tuningFor: (key) => (soldByIp.has(`${key.user}/${key.productNo}`) ? { drawBatch: 1, lowWater: 1, warm: false } : undefined),

@@ -33,6 +33,9 @@ export async function assembleState(config: Config, ctx: AssemblyContext): Promi
   });
   // After the accounting's last flush and the orders' stop (both registered later, so stopped earlier).
   ctx.stops.onStop('fleet', () => fleet.close());
-  ctx.logger.info({ instance: fleet.instance, sliceBytes: fleetConfig.sliceBytes, offlineBytes: fleetConfig.offlineBytes }, 'fleet mode: limits, sticky sessions and order tracking shared through redis');
+  ctx.logger.info(
+    { instance: fleet.instance, sliceBytes: fleetConfig.sliceBytes, offlineBytes: fleetConfig.offlineBytes },
+    'fleet mode: limits, sticky sessions and order tracking shared through redis',
+  );
   return { store, fleet, fleetParts };
 }

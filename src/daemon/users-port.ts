@@ -13,7 +13,9 @@ export function usersPort(users: Users, batch: Omit<BatchOptions, 'hash'> = {}, 
     get: (name) => {
       const view = users.view(name);
       const account = view && platformAccountOf?.(name);
-      return view && account ? Object.assign(view, { platformAccount: { state: account.state, reason: account.reason, at: new Date(account.at).toISOString() } }) : view;
+      return view && account
+        ? Object.assign(view, { platformAccount: { state: account.state, reason: account.reason, at: new Date(account.at).toISOString() } })
+        : view;
     },
     create: (input) => users.create(input),
     patch: (name, patch) => users.patch(name, patch),

@@ -38,7 +38,14 @@ export async function assembleUsers(config: Config, needs: Needs, ctx: AssemblyC
   const defaultProduct = (await accounts.products.productFor('')) ?? '';
   const changes = new UserChanges();
   // abuse bounds: a user's listen.port is checked against these (the configured ones until the listeners are up)
-  let ownPorts = portsByNumber({ 'proxy.http.port': config.proxy.http.port, 'proxy.socks5.port': config.proxy.socks5.port, 'proxy.https.port': config.proxy.https?.port, 'admin.port': config.admin.port, 'callback.port': config.callback.port, 'portal.port': config.portal.port });
+  let ownPorts = portsByNumber({
+    'proxy.http.port': config.proxy.http.port,
+    'proxy.socks5.port': config.proxy.socks5.port,
+    'proxy.https.port': config.proxy.https?.port,
+    'admin.port': config.admin.port,
+    'callback.port': config.callback.port,
+    'portal.port': config.portal.port,
+  });
   const subAccounts = new SubAccounts(needs.client, accounts.products, logger);
   const directory = new Users({
     store: needs.store,
@@ -55,7 +62,12 @@ export async function assembleUsers(config: Config, needs: Needs, ctx: AssemblyC
   directory.onExpired((user, expiresAt) => expired.push({ user, expiresAt }));
   await directory.start(accounts.configured);
   ctx.stops.onStop('users', () => directory.close());
-  boundUserSeries({ metrics: ctx.metrics, source: accounts.accounting, marked: () => directory.marked(), max: config.metrics.userSeriesMax });
+  boundUserSeries({
+    metrics: ctx.metrics,
+    source: accounts.accounting,
+    marked: () => directory.marked(),
+    max: config.metrics.userSeriesMax,
+  });
   await accounts.follow(directory, changes);
   const healer = new SubAccountHealer({
     recreate: async (name) => {

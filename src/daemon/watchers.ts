@@ -13,12 +13,18 @@ export interface WatchersPart {
   reload(next: Config['events']): void;
 }
 
-export function assembleWatchers(needs: { events: EventsPart; accounts: AccountsPart; users: UsersPart }, ctx: AssemblyContext): WatchersPart {
+export function assembleWatchers(
+  needs: { events: EventsPart; accounts: AccountsPart; users: UsersPart },
+  ctx: AssemblyContext,
+): WatchersPart {
   const { events, users } = needs;
   const logger = ctx.logger.child({ component: 'events' });
   const quotaFeed = needs.accounts.accounting.changeFeed();
   const quota = new QuotaWatcher({
-    read: () => quotaFeed.take().flatMap((m) => (m.configured ? [{ user: m.name, periodKey: m.periodKey, usedBytes: m.used, limitBytes: m.limit }] : [])),
+    read: () =>
+      quotaFeed
+        .take()
+        .flatMap((m) => (m.configured ? [{ user: m.name, periodKey: m.periodKey, usedBytes: m.used, limitBytes: m.limit }] : [])),
     events: events.outbox,
     intervalMs: events.settings().checkMs,
     logger,

@@ -15,6 +15,10 @@ export function reportFailedAccept(listening: boolean, err: Error, what: string,
 }
 
 /** Installs the one 'error' listener a server needs for failed accepts. */
-export function logFailedAccepts(server: EventEmitter & { readonly listening: boolean }, what: string, logger: AcceptLogger | undefined): void {
+export function logFailedAccepts(
+  server: EventEmitter & { readonly listening: boolean },
+  what: string,
+  logger: AcceptLogger | undefined,
+): void {
   server.on('error', (err: Error) => reportFailedAccept(server.listening, err, what, logger));
 }

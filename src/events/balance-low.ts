@@ -32,7 +32,18 @@ export function balanceLowListener(events: EventSink, lowMb: number | (() => num
     if (isLow && !low.has(key)) {
       low.add(key);
       events
-        .emit('balance.low', { account: b.account, productNo: b.productNo, balanceMb: b.balanceMb, balanceBytes: b.balanceBytes, thresholdMb, exhausted: !b.hasBalance }, { marker })
+        .emit(
+          'balance.low',
+          {
+            account: b.account,
+            productNo: b.productNo,
+            balanceMb: b.balanceMb,
+            balanceBytes: b.balanceBytes,
+            thresholdMb,
+            exhausted: !b.hasBalance,
+          },
+          { marker },
+        )
         .catch((err: unknown) => {
           low.delete(key);
           logger?.warn({ err, account: b.account, productNo: b.productNo }, 'balance event could not be recorded');

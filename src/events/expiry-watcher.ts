@@ -41,7 +41,11 @@ export class ExpiryWatcher extends PeriodicRound {
       const r = readings[i]!;
       if (r.expiresAt === null || r.expiresAt > now || this.announced.get(r.user) === r.expiresAt) continue;
       try {
-        await this.options.events.emit('user.expired', { user: r.user, expiresAt: new Date(r.expiresAt).toISOString() }, { marker: `expired:${r.user}:${r.expiresAt}` });
+        await this.options.events.emit(
+          'user.expired',
+          { user: r.user, expiresAt: new Date(r.expiresAt).toISOString() },
+          { marker: `expired:${r.user}:${r.expiresAt}` },
+        );
         this.announced.set(r.user, r.expiresAt);
       } catch (err) {
         this.options.logger?.warn({ err, user: r.user }, 'expiry event could not be recorded');

@@ -8,13 +8,22 @@ import type { Events } from './outbox.ts';
 import type { EventSink } from './types.ts';
 
 function finalData(order: OrderRecord): Record<string, unknown> {
-  return { orderNo: order.orderNo, appOrderNo: order.appOrderNo, type: order.type, status: order.status, amount: order.amount, count: order.count };
+  return {
+    orderNo: order.orderNo,
+    appOrderNo: order.appOrderNo,
+    type: order.type,
+    status: order.status,
+    amount: order.amount,
+    count: order.count,
+  };
 }
 
 /** Stores a just-final order together with its order.final event (the orders' storeFinal hook). */
 export function orderFinalWriter(events: Events, store: Pick<Store, 'putOrderWithEvent'>): (order: OrderRecord) => Promise<void> {
   return async (order) => {
-    await events.emitWith('order.final', finalData(order), { marker: `order.final:${order.appOrderNo}` }, (event) => store.putOrderWithEvent(order, event));
+    await events.emitWith('order.final', finalData(order), { marker: `order.final:${order.appOrderNo}` }, (event) =>
+      store.putOrderWithEvent(order, event),
+    );
   };
 }
 

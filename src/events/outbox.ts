@@ -45,7 +45,12 @@ export class Events implements EventSink {
    * Like emit, but the event is written by `write`: a store call that writes it in one transaction with
    * the state it is about (Store.putOrderWithEvent), so a crash keeps both or neither.
    */
-  async emitWith(type: EventType, data: Record<string, unknown>, options: EmitOptions, write: (event: NewEvent) => Promise<EventRecord | undefined>): Promise<EventRecord | undefined> {
+  async emitWith(
+    type: EventType,
+    data: Record<string, unknown>,
+    options: EmitOptions,
+    write: (event: NewEvent) => Promise<EventRecord | undefined>,
+  ): Promise<EventRecord | undefined> {
     const time = this.now();
     const written = await write({
       type,

@@ -76,7 +76,10 @@ export class QuotaWatcher extends PeriodicRound {
           const written = await this.options.events.emit(
             threshold === 80 ? 'user.quota.80' : 'user.quota.100',
             { user: r.user, period: r.periodKey, threshold, usedBytes: r.usedBytes, limitBytes: r.limitBytes },
-            { marker: quotaMarker(threshold, r.user, r.periodKey), ...(r.periodKey === 'total' ? {} : { markerTtlMs: PERIOD_MARKER_TTL_MS }) },
+            {
+              marker: quotaMarker(threshold, r.user, r.periodKey),
+              ...(r.periodKey === 'total' ? {} : { markerTtlMs: PERIOD_MARKER_TTL_MS }),
+            },
           );
           if (written) this.stats.emitted++;
           if (state === undefined) {

@@ -26,7 +26,15 @@ export interface WebhookSwitchOptions {
 }
 
 export function webhookSettings(c: WebhookConfig): WebhookSettings {
-  return { url: c.webhookUrl, secret: c.secret, timeoutMs: c.timeoutMs, retryBaseMs: c.retryBaseMs, retryMaxMs: c.retryMaxMs, pollMs: c.pollMs, retentionMs: c.retentionDays * 86_400_000 };
+  return {
+    url: c.webhookUrl,
+    secret: c.secret,
+    timeoutMs: c.timeoutMs,
+    retryBaseMs: c.retryBaseMs,
+    retryMaxMs: c.retryMaxMs,
+    pollMs: c.pollMs,
+    retentionMs: c.retentionDays * 86_400_000,
+  };
 }
 
 export class WebhookSwitch {
@@ -55,7 +63,13 @@ export class WebhookSwitch {
       return;
     }
     const { store, metrics, logger, now } = this.options;
-    this.current = new WebhookDelivery({ store, ...webhookSettings(c), ...(metrics ? { metrics } : {}), ...(logger ? { logger } : {}), ...(now ? { now } : {}) });
+    this.current = new WebhookDelivery({
+      store,
+      ...webhookSettings(c),
+      ...(metrics ? { metrics } : {}),
+      ...(logger ? { logger } : {}),
+      ...(now ? { now } : {}),
+    });
     this.current.start();
   }
 

@@ -32,7 +32,8 @@ export interface WebhookOptions {
 const PRUNE_EVERY_MS = 3_600_000;
 
 /** The settings a SIGHUP may change on a running worker (config events.*). */
-export type WebhookSettings = Pick<WebhookOptions, 'url' | 'secret'> & Required<Pick<WebhookOptions, 'timeoutMs' | 'retryBaseMs' | 'retryMaxMs' | 'pollMs' | 'retentionMs'>>;
+export type WebhookSettings = Pick<WebhookOptions, 'url' | 'secret'> &
+  Required<Pick<WebhookOptions, 'timeoutMs' | 'retryBaseMs' | 'retryMaxMs' | 'pollMs' | 'retentionMs'>>;
 
 export class WebhookDelivery {
   private url: string;
@@ -171,7 +172,9 @@ export class WebhookDelivery {
       await res.arrayBuffer().catch(() => undefined);
       if (res.status < 200 || res.status > 299) error = `HTTP ${res.status}`;
     } catch (err) {
-      error = abort.signal.aborted ? `timeout or stop: ${String((abort.signal.reason as Error | undefined)?.message ?? '')}` : `request failed: ${(err as Error).message}`;
+      error = abort.signal.aborted
+        ? `timeout or stop: ${String((abort.signal.reason as Error | undefined)?.message ?? '')}`
+        : `request failed: ${(err as Error).message}`;
     } finally {
       clearTimeout(timer);
       this.inFlight.delete(abort);
@@ -188,6 +191,9 @@ export class WebhookDelivery {
     this.options.metrics?.webhookDeliveries.inc({ result: 'failed' });
     const delay = Math.min(this.retryMaxMs, this.retryBaseMs * 2 ** Math.min(e.attempts, 30)) * (1 + this.random() * 0.5);
     await store.settleEvent(e.id, { error, nextAttemptAt: this.now() + Math.round(delay) });
-    this.options.logger?.warn({ id: e.id, event: e.type, attempts: e.attempts + 1, error, retryInMs: Math.round(delay) }, 'event delivery failed; will retry');
+    this.options.logger?.warn(
+      { id: e.id, event: e.type, attempts: e.attempts + 1, error, retryInMs: Math.round(delay) },
+      'event delivery failed; will retry',
+    );
   }
 }

@@ -289,7 +289,9 @@ export class AllowanceLeaser implements AllowanceSource {
     let reached = true;
     const heartbeat = async (): Promise<void> => {
       try {
-        await this.connection.run('allowance heartbeat', (c: Redis) => c.set(this.keys.aliveBase + this.instance, '1', 'PX', this.aliveTtlMs));
+        await this.connection.run('allowance heartbeat', (c: Redis) =>
+          c.set(this.keys.aliveBase + this.instance, '1', 'PX', this.aliveTtlMs),
+        );
       } catch {
         reached = false; // the connection logged it
       }
@@ -345,15 +347,32 @@ export class AllowanceLeaser implements AllowanceSource {
     try {
       r = (await this.connection.run(`allowance of ${a.user}`, (c: Redis) =>
         callScript(c, 'rotorAllowanceSync', [
-          this.keys.usage(a.user), this.keys.allowance(a.user), this.keys.usageAll, this.keys.allowanceAcked(a.user),
-          this.instance, a.user, cumulative, Math.max(0, Math.floor(want)), this.keys.aliveBase, this.aliveTtlMs, this.now(),
-          a.seedLimit === null ? '' : Math.trunc(a.seedLimit), Math.max(0, Math.trunc(a.seedUsed)),
-          this.reporter, a.acked, final ? '1' : '0', ACKED_TTL_MS,
+          this.keys.usage(a.user),
+          this.keys.allowance(a.user),
+          this.keys.usageAll,
+          this.keys.allowanceAcked(a.user),
+          this.instance,
+          a.user,
+          cumulative,
+          Math.max(0, Math.floor(want)),
+          this.keys.aliveBase,
+          this.aliveTtlMs,
+          this.now(),
+          a.seedLimit === null ? '' : Math.trunc(a.seedLimit),
+          Math.max(0, Math.trunc(a.seedUsed)),
+          this.reporter,
+          a.acked,
+          final ? '1' : '0',
+          ACKED_TTL_MS,
         ]),
       )) as [number, number, number, number, number];
     } catch {
       // Unreachable (the connection logged it): serve on the offline allowance, once per user per outage.
-      if (!a.offline) this.logger?.warn({ user: a.user, offlineBytes: this.offlineBytes }, 'allowance: redis unreachable; serving this user on the offline allowance');
+      if (!a.offline)
+        this.logger?.warn(
+          { user: a.user, offlineBytes: this.offlineBytes },
+          'allowance: redis unreachable; serving this user on the offline allowance',
+        );
       a.offline = true;
       a.quietUntil = this.now() + this.syncEveryMs;
       if (!a.offlineTaken && !a.unlimited) {
@@ -363,7 +382,11 @@ export class AllowanceLeaser implements AllowanceSource {
       this.tell(a);
       return;
     }
-    if (r[4] === 1) this.logger?.warn({ user: a.user, limitBytes: a.seedLimit, usedBytes: a.seedUsed }, 'allowance: redis had lost this user\'s usage (restarted empty?); rebuilt it from this instance\'s last view');
+    if (r[4] === 1)
+      this.logger?.warn(
+        { user: a.user, limitBytes: a.seedLimit, usedBytes: a.seedUsed },
+        "allowance: redis had lost this user's usage (restarted empty?); rebuilt it from this instance's last view",
+      );
     // Bytes spent while the script ran stay in `spent`, to be reported next time.
     a.acked = cumulative;
     a.spent -= spent;

@@ -183,7 +183,8 @@ export class FleetSessions implements SessionStore {
 
   private storeFailed(err: unknown): void {
     if (err instanceof StoreError && err.code === 'STORE_UNAVAILABLE') {
-      if (!this.storeDown) this.logger?.warn('shared sessions: redis unreachable; sticky sessions are local to this instance until it returns');
+      if (!this.storeDown)
+        this.logger?.warn('shared sessions: redis unreachable; sticky sessions are local to this instance until it returns');
       this.storeDown = true;
       return;
     }

@@ -59,12 +59,18 @@ export class Leases {
 
   /** Extends our lease by ttlMs; false when it is not ours (expired, or taken over). */
   async renew(name: string): Promise<boolean> {
-    return this.connection.run(`lease ${name}`, async (c) => (await callScript(c, 'rotorLeaseRenew', [this.keys.lease(name), this.owner, this.ttlMs])) === 1);
+    return this.connection.run(
+      `lease ${name}`,
+      async (c) => (await callScript(c, 'rotorLeaseRenew', [this.keys.lease(name), this.owner, this.ttlMs])) === 1,
+    );
   }
 
   /** Drops our lease (so another daemon can take it at once); false when it was not ours. */
   async release(name: string): Promise<boolean> {
-    return this.connection.run(`lease ${name}`, async (c) => (await callScript(c, 'rotorLeaseRelease', [this.keys.lease(name), this.owner])) === 1);
+    return this.connection.run(
+      `lease ${name}`,
+      async (c) => (await callScript(c, 'rotorLeaseRelease', [this.keys.lease(name), this.owner])) === 1,
+    );
   }
 
   /** Who holds the lease now (null: nobody). */

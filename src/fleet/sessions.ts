@@ -81,6 +81,9 @@ export class SharedSessions<N extends SharedNode = SharedNode> {
 
   /** Ends the session if it is still on `nodeId` (a failed node); true when it ended it. */
   async end(user: string, sessionId: string, nodeId: string): Promise<boolean> {
-    return this.connection.run(`session of ${user}`, async (c) => (await callScript(c, 'rotorSessionEnd', [this.keys.session(user, sessionId), nodeId])) === 1);
+    return this.connection.run(
+      `session of ${user}`,
+      async (c) => (await callScript(c, 'rotorSessionEnd', [this.keys.session(user, sessionId), nodeId])) === 1,
+    );
   }
 }

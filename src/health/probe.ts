@@ -36,7 +36,10 @@ function getStatus(socket: Socket, url: URL, head: Buffer | null, timeoutMs: num
   return new Promise<number>((resolve, reject) => {
     let stream: Socket = socket;
     let buffer = head ? head.toString('latin1') : '';
-    const timer = setTimeout(() => finish(new UpstreamDialError('stalled', `no answer to the health-check request within ${timeoutMs} ms`)), timeoutMs);
+    const timer = setTimeout(
+      () => finish(new UpstreamDialError('stalled', `no answer to the health-check request within ${timeoutMs} ms`)),
+      timeoutMs,
+    );
     const finish = (err: Error | null, status?: number): void => {
       clearTimeout(timer);
       stream.removeAllListeners('data');
@@ -65,7 +68,9 @@ function getStatus(socket: Socket, url: URL, head: Buffer | null, timeoutMs: num
     } else stream.write(request);
     stream.on('data', onData);
     stream.once('end', onEnd);
-    stream.once('error', (err: NodeJS.ErrnoException) => finish(new UpstreamDialError('reset', `health-check request failed: ${err.code ?? err.message}`)));
+    stream.once('error', (err: NodeJS.ErrnoException) =>
+      finish(new UpstreamDialError('reset', `health-check request failed: ${err.code ?? err.message}`)),
+    );
     socket.resume();
   });
 }

@@ -82,7 +82,12 @@ export class Prober {
     pool.probeStarted(node);
     void this.o
       .probe(node)
-      .catch((err: unknown): ProbeResult => ({ ok: false, latencyMs: 0, reason: 'other', message: err instanceof Error ? err.message : String(err) }))
+      .catch((err: unknown): ProbeResult => ({
+        ok: false,
+        latencyMs: 0,
+        reason: 'other',
+        message: err instanceof Error ? err.message : String(err),
+      }))
       .then((r) => {
         const left = (this.running.get(pool.id) ?? 1) - 1;
         if (left > 0) this.running.set(pool.id, left);

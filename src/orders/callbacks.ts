@@ -76,7 +76,10 @@ export class CallbackHandler {
     this.metrics = options.metrics;
     this.logger = options.logger;
     this.clock = options.clock ?? realClock;
-    this.gate = new CallbackGate({ clock: this.clock, ...(options.minIntervalMs !== undefined ? { minIntervalMs: options.minIntervalMs } : {}) });
+    this.gate = new CallbackGate({
+      clock: this.clock,
+      ...(options.minIntervalMs !== undefined ? { minIntervalMs: options.minIntervalMs } : {}),
+    });
     this.isKnownProduct = options.isKnownProduct ?? (() => false);
     this.unknownPerMs = (options.unknownPerSecond ?? 1) / 1000;
     this.unknownAt = this.clock.now();
@@ -102,7 +105,11 @@ export class CallbackHandler {
   /** Has the tracker read what the callback points at, through the gate (at most one read per key and interval). */
   private act(key: CallbackKey, processed: boolean): void {
     this.gate.submit(gateKey(key), () =>
-      this.tracker.onCallback(key, processed).catch((err: unknown) => this.logger?.warn({ type: key.type, no: key.no, err }, 'acting on a callback failed; the sweep retries it')),
+      this.tracker
+        .onCallback(key, processed)
+        .catch((err: unknown) =>
+          this.logger?.warn({ type: key.type, no: key.no, err }, 'acting on a callback failed; the sweep retries it'),
+        ),
     );
   }
 
@@ -112,13 +119,19 @@ export class CallbackHandler {
     const no = field(query, 'no');
     const op = field(query, 'op');
     const problem =
-      type.bad || !type.value ? 'type is required' :
-      !(CALLBACK_TYPES as readonly string[]).includes(type.value) ? 'type must be order, instance or product' :
-      no.bad || !no.value ? 'no is required' :
-      !NO.test(no.value) ? 'no must be 1-64 characters of [A-Za-z0-9_-]' :
-      op.bad ? 'op must be given once' :
-      op.value !== undefined && op.value !== '' && !OP.test(op.value) ? 'op must be digits' :
-      undefined;
+      type.bad || !type.value
+        ? 'type is required'
+        : !(CALLBACK_TYPES as readonly string[]).includes(type.value)
+          ? 'type must be order, instance or product'
+          : no.bad || !no.value
+            ? 'no is required'
+            : !NO.test(no.value)
+              ? 'no must be 1-64 characters of [A-Za-z0-9_-]'
+              : op.bad
+                ? 'op must be given once'
+                : op.value !== undefined && op.value !== '' && !OP.test(op.value)
+                  ? 'op must be digits'
+                  : undefined;
     if (problem || !type.value || !no.value) {
       this.metrics?.callbacks.inc({ type: 'invalid', result: 'invalid' });
       return { status: 400, body: { code: 'INVALID_CALLBACK', msg: problem ?? 'invalid callback' } };

@@ -68,15 +68,21 @@ export class Catalog {
   }
 
   async areas(codes?: string[]): Promise<AreaNode[]> {
-    return (await this.get(`areas:${JSON.stringify(codes ?? null)}`, () => this.client.call('GetArea', { codes: codes ?? null }))) as AreaNode[];
+    return (await this.get(`areas:${JSON.stringify(codes ?? null)}`, () =>
+      this.client.call('GetArea', { codes: codes ?? null }),
+    )) as AreaNode[];
   }
 
   async cities(codes?: string[]): Promise<City[]> {
-    return (await this.get(`cities:${JSON.stringify(codes ?? null)}`, () => this.client.call('GetCityList', { codes: codes ?? null }))) as City[];
+    return (await this.get(`cities:${JSON.stringify(codes ?? null)}`, () =>
+      this.client.call('GetCityList', { codes: codes ?? null }),
+    )) as City[];
   }
 
   async projects(codes?: string[]): Promise<Project[]> {
-    return (await this.get(`projects:${JSON.stringify(codes ?? null)}`, () => this.client.call('GetProjectList', { codes: codes ?? null }))) as Project[];
+    return (await this.get(`projects:${JSON.stringify(codes ?? null)}`, () =>
+      this.client.call('GetProjectList', { codes: codes ?? null }),
+    )) as Project[];
   }
 
   /** A product listing (GetProductStock); every proxy type when none is named. */
@@ -106,7 +112,9 @@ export class Catalog {
 
   /** Regions of a dynamic product (ProductAreaList). */
   async productAreas(productNo: string, proxyType: 104 | 105): Promise<unknown[]> {
-    return (await this.get(`areas-of:${proxyType}:${productNo}`, () => this.client.call('ProductAreaList', { productNo, proxyType }))) as unknown[];
+    return (await this.get(`areas-of:${proxyType}:${productNo}`, () =>
+      this.client.call('ProductAreaList', { productNo, proxyType }),
+    )) as unknown[];
   }
 
   /**

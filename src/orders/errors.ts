@@ -37,7 +37,11 @@ export class OrderError extends RotorError {
   /** The merchant number concerned, when there is one (so a caller can look the order up later). */
   readonly merchantNo: string | undefined;
 
-  constructor(code: OrderErrorCode, message: string, extra: { field?: string; issues?: FieldIssue[]; merchantNo?: string; cause?: unknown } = {}) {
+  constructor(
+    code: OrderErrorCode,
+    message: string,
+    extra: { field?: string; issues?: FieldIssue[]; merchantNo?: string; cause?: unknown } = {},
+  ) {
     super(code, message, { httpStatus: HTTP_STATUS[code], cause: extra.cause });
     this.field = extra.field ?? extra.issues?.[0]?.path;
     this.issues = extra.issues;

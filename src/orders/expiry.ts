@@ -44,7 +44,10 @@ export class ExpiryWatch {
       const mark = `${inst.instanceNo}:${expires}`;
       if (left <= warnHours * 3600 && !this.warned.has(mark)) {
         this.warned.add(mark);
-        logger?.warn({ instanceNo: inst.instanceNo, userExpired: expires, hoursLeft: Math.round((left / 3600) * 10) / 10 }, left > 0 ? 'static instance expires soon' : 'static instance has expired');
+        logger?.warn(
+          { instanceNo: inst.instanceNo, userExpired: expires, hoursLeft: Math.round((left / 3600) * 10) / 10 },
+          left > 0 ? 'static instance expires soon' : 'static instance has expired',
+        );
       }
       if (renew && left > 0 && left <= renew.hoursBefore * 3600) {
         // Derived from the expiry being renewed: a restart, a second sweep or a second daemon on the same

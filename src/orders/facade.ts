@@ -6,16 +6,41 @@ import type { OpRequest, OpResponse } from '../platform/operations.ts';
 import type { UpstreamNode, UpstreamProtocol } from '../pool/types.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
-import { UNRESOLVED_STATES, type InstanceFilter, type InstanceRecord, type OrderFilter, type OrderRecord, type Store } from '../store/types.ts';
+import {
+  UNRESOLVED_STATES,
+  type InstanceFilter,
+  type InstanceRecord,
+  type OrderFilter,
+  type OrderRecord,
+  type Store,
+} from '../store/types.ts';
 import { CallbackHandler, type CallbackAnswer } from './callbacks.ts';
 import { Catalog } from './catalog.ts';
 import { realClock, type OrdersClock } from './clock.ts';
 import { OrderError } from './errors.ts';
-import { Placer, type AfterSaleInput, type AssignIpInput, type ChangeInput, type OpenInput, type ReleaseInput, type RenewInput, type ResetInput, type ResetOutcome, type ResumeReport } from './placer.ts';
+import {
+  Placer,
+  type AfterSaleInput,
+  type AssignIpInput,
+  type ChangeInput,
+  type OpenInput,
+  type ReleaseInput,
+  type RenewInput,
+  type ResetInput,
+  type ResetOutcome,
+  type ResumeReport,
+} from './placer.ts';
 import { instancesOfOrder } from './records.ts';
 import { Tracker, type TrackerSettings } from './tracker.ts';
-import { INSTANCE_STATUS, instanceView, orderView, type InstanceView, type OrderClaims, type OrderView, type PlatformCaller } from './types.ts';
-
+import {
+  INSTANCE_STATUS,
+  instanceView,
+  orderView,
+  type InstanceView,
+  type OrderClaims,
+  type OrderView,
+  type PlatformCaller,
+} from './types.ts';
 
 type OpenItem = OpRequest<'InstanceOpen'>['params'][number];
 /** `{params:[…]}` or, for one item, the item's fields at the top level (docs/reference.md). */
@@ -79,7 +104,14 @@ export class Orders {
       ...(options.claims ? { claims: options.claims } : {}),
       ...(options.storeFinalOrder ? { storeFinal: options.storeFinalOrder } : {}),
     });
-    this.callbacks = new CallbackHandler({ store: options.store, tracker: this.tracker, metrics: options.metrics, logger: options.logger, clock, isKnownProduct: (no) => this.catalog.isAuthorized(no) !== undefined });
+    this.callbacks = new CallbackHandler({
+      store: options.store,
+      tracker: this.tracker,
+      metrics: options.metrics,
+      logger: options.logger,
+      clock,
+      isKnownProduct: (no) => this.catalog.isAuthorized(no) !== undefined,
+    });
     this.placer.onAccepted = (order) => {
       this.tracker.follow(order);
       void this.tracker.updateGauges().catch(() => undefined);
@@ -101,10 +133,13 @@ export class Orders {
 
   // ── placing ──
   async open(body: OpenBody): Promise<OrderView> {
-    const input: OpenInput = 'params' in body && Array.isArray(body.params) ? (body as OpenInput) : (() => {
-      const { appOrderNo, ...item } = body as OpenItem & { appOrderNo?: string };
-      return appOrderNo === undefined ? { params: [item] } : { appOrderNo, params: [item] };
-    })();
+    const input: OpenInput =
+      'params' in body && Array.isArray(body.params)
+        ? (body as OpenInput)
+        : (() => {
+            const { appOrderNo, ...item } = body as OpenItem & { appOrderNo?: string };
+            return appOrderNo === undefined ? { params: [item] } : { appOrderNo, params: [item] };
+          })();
     return this.view(await this.placer.open(input));
   }
 

@@ -14,7 +14,10 @@ export function newMerchantNo(now: number = Date.now()): string {
 
 /** A merchant number derived from a fact, so the same fact can never be ordered twice (auto-renew). */
 export function derivedMerchantNo(prefix: string, fact: string): string {
-  return `${prefix}${createHash('sha256').update(fact).digest('hex').slice(0, 30 - prefix.length)}`;
+  return `${prefix}${createHash('sha256')
+    .update(fact)
+    .digest('hex')
+    .slice(0, 30 - prefix.length)}`;
 }
 
 export function newReqId(): string {

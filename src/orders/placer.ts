@@ -14,9 +14,24 @@ import { OrderError } from './errors.ts';
 import { newMerchantNo, newReqId } from './numbers.ts';
 import { FINAL_ORDER_STATUS, INSTANCE_STATUS, ORDER_STATUS, ORDER_TYPE, type PlatformCaller } from './types.ts';
 
-export type PlacingOperation = 'InstanceOpen' | 'InstanceOpenAssignIp' | 'InstanceRenew' | 'InstanceRelease' | 'InstanceAfterSale' | 'ChangeProxy' | 'ResetProxyPassword';
+export type PlacingOperation =
+  | 'InstanceOpen'
+  | 'InstanceOpenAssignIp'
+  | 'InstanceRenew'
+  | 'InstanceRelease'
+  | 'InstanceAfterSale'
+  | 'ChangeProxy'
+  | 'ResetProxyPassword';
 
-export const PLACING_OPERATIONS: readonly PlacingOperation[] = ['InstanceOpen', 'InstanceOpenAssignIp', 'InstanceRenew', 'InstanceRelease', 'InstanceAfterSale', 'ChangeProxy', 'ResetProxyPassword'];
+export const PLACING_OPERATIONS: readonly PlacingOperation[] = [
+  'InstanceOpen',
+  'InstanceOpenAssignIp',
+  'InstanceRenew',
+  'InstanceRelease',
+  'InstanceAfterSale',
+  'ChangeProxy',
+  'ResetProxyPassword',
+];
 
 /** The request field that carries the merchant number, per operation (from the operation table). */
 function merchantField(op: PlacingOperation): string {
@@ -72,7 +87,9 @@ function describeFailure(err: unknown): Record<string, unknown> {
 /** JSON with sorted keys: two requests are the same request when this matches. */
 function canonical(v: unknown): string {
   return JSON.stringify(v, (_k, val: unknown) =>
-    val && typeof val === 'object' && !Array.isArray(val) ? Object.fromEntries(Object.entries(val as Record<string, unknown>).sort(([a], [b]) => a.localeCompare(b))) : val,
+    val && typeof val === 'object' && !Array.isArray(val)
+      ? Object.fromEntries(Object.entries(val as Record<string, unknown>).sort(([a], [b]) => a.localeCompare(b)))
+      : val,
   );
 }
 
@@ -154,7 +171,9 @@ export class Placer {
   async change(input: ChangeInput): Promise<OrderRecord> {
     const known = await this.store.getInstance(input.instanceNo);
     if (known && known.status !== null && known.status !== INSTANCE_STATUS.running && !input.appOrderNo) {
-      throw new OrderError('ORDER_INVALID', `instance ${input.instanceNo} is not running (status ${known.status})`, { field: 'instanceNo' });
+      throw new OrderError('ORDER_INVALID', `instance ${input.instanceNo} is not running (status ${known.status})`, {
+        field: 'instanceNo',
+      });
     }
     if (known?.productNo && !input.appOrderNo) {
       const product = await this.catalog.product(known.productNo).catch(() => undefined);
@@ -194,7 +213,10 @@ export class Placer {
         const state = (await this.store.getJournal(entry.merchantNo))?.state;
         if (state === 'rejected') report.rejected.push(entry.merchantNo);
         else report.unknown.push(entry.merchantNo);
-        this.logger?.warn({ merchantNo: entry.merchantNo, operation: entry.operation, err: describeFailure(err) }, 'resuming an order intent did not settle it');
+        this.logger?.warn(
+          { merchantNo: entry.merchantNo, operation: entry.operation, err: describeFailure(err) },
+          'resuming an order intent did not settle it',
+        );
       }
     }
     if (report.resumed) this.logger?.info({ ...report, resumed: report.resumed }, 'order intents resumed');
@@ -206,7 +228,10 @@ export class Placer {
   private async placeOrder(op: Exclude<PlacingOperation, 'ResetProxyPassword'>, request: Record<string, unknown>): Promise<OrderRecord> {
     const entry = await this.place(op, request);
     const order = entry.orderNo ? await this.store.getOrder(entry.merchantNo) : undefined;
-    if (!order) throw new OrderError('ORDER_OUTCOME_UNKNOWN', `order ${entry.merchantNo} has no platform record yet`, { merchantNo: entry.merchantNo });
+    if (!order)
+      throw new OrderError('ORDER_OUTCOME_UNKNOWN', `order ${entry.merchantNo} has no platform record yet`, {
+        merchantNo: entry.merchantNo,
+      });
     return order;
   }
 
@@ -218,11 +243,18 @@ export class Placer {
     const prior = await this.store.getJournal(merchantNo);
     if (prior) {
       if (prior.operation !== op || canonical(prior.request) !== canonical(request)) {
-        throw new OrderError('MERCHANT_NO_CONFLICT', `merchant number ${merchantNo} was already used for another request`, { merchantNo, field: merchantField(op) });
+        throw new OrderError('MERCHANT_NO_CONFLICT', `merchant number ${merchantNo} was already used for another request`, {
+          merchantNo,
+          field: merchantField(op),
+        });
       }
       if (prior.state === 'accepted') return prior;
       if (prior.state === 'rejected') {
-        throw new OrderError('MERCHANT_NO_CONFLICT', `merchant number ${merchantNo} was refused by the platform; place the order with a new number`, { merchantNo, field: merchantField(op) });
+        throw new OrderError(
+          'MERCHANT_NO_CONFLICT',
+          `merchant number ${merchantNo} was refused by the platform; place the order with a new number`,
+          { merchantNo, field: merchantField(op) },
+        );
       }
       return this.send(prior, false);
     }
@@ -255,19 +287,29 @@ export class Placer {
         }
         await this.store.updateJournal(m, { state: 'rejected', result: describeFailure(err) });
         this.logger?.info({ merchantNo: m, operation: op, err: describeFailure(err) }, 'order refused by the platform');
-        if (err instanceof RequestInvalidError) throw new OrderError('ORDER_INVALID', err.message, { issues: err.issues, merchantNo: m, cause: err });
+        if (err instanceof RequestInvalidError)
+          throw new OrderError('ORDER_INVALID', err.message, { issues: err.issues, merchantNo: m, cause: err });
         throw err;
       }
       await this.store.updateJournal(m, { state: 'unknown', result: describeFailure(err) });
-      this.logger?.warn({ merchantNo: m, operation: op, err: describeFailure(err) }, 'order outcome unknown; it will be resent with the same number and reqId');
+      this.logger?.warn(
+        { merchantNo: m, operation: op, err: describeFailure(err) },
+        'order outcome unknown; it will be resent with the same number and reqId',
+      );
       const latest = (await this.store.getJournal(m)) ?? entry;
       this.onUnknown(latest);
-      throw new OrderError('ORDER_OUTCOME_UNKNOWN', `${op} ${m}: no answer from the platform; Rotor resends it with the same merchant number`, { merchantNo: m, cause: err });
+      throw new OrderError(
+        'ORDER_OUTCOME_UNKNOWN',
+        `${op} ${m}: no answer from the platform; Rotor resends it with the same merchant number`,
+        { merchantNo: m, cause: err },
+      );
     }
     return this.accept(entry, answer);
   }
 
-  private async findOrder(merchantNo: string): Promise<{ orderNo: string; appOrderNo: string; amount?: string | null; status?: number | null } | undefined> {
+  private async findOrder(
+    merchantNo: string,
+  ): Promise<{ orderNo: string; appOrderNo: string; amount?: string | null; status?: number | null } | undefined> {
     try {
       const o = await this.client.call('GetOrder', { appOrderNo: merchantNo, page: 1, pageSize: 1 });
       return { orderNo: o.orderNo, appOrderNo: merchantNo, amount: o.amount ?? null, status: o.status ?? null };
@@ -297,14 +339,20 @@ export class Placer {
       orderNo: res.orderNo,
       type: orderTypeOf(op) ?? ORDER_TYPE.open,
       // A tracker that already read the order (a callback can beat the reply) knows better.
-      status: existing?.orderNo === res.orderNo ? existing.status : typeof res.status === 'number' && res.status > 0 ? res.status : ORDER_STATUS.pending,
+      status:
+        existing?.orderNo === res.orderNo
+          ? existing.status
+          : typeof res.status === 'number' && res.status > 0
+            ? res.status
+            : ORDER_STATUS.pending,
       amount: res.amount ?? existing?.amount ?? null,
       count: countOf(op, request),
       request,
       createdAt: existing?.createdAt ?? entry.createdAt,
       updatedAt: t,
     };
-    if (this.storeFinal && FINAL_ORDER_STATUS.has(order.status) && !(existing && FINAL_ORDER_STATUS.has(existing.status))) await this.storeFinal(order);
+    if (this.storeFinal && FINAL_ORDER_STATUS.has(order.status) && !(existing && FINAL_ORDER_STATUS.has(existing.status)))
+      await this.storeFinal(order);
     else await this.store.putOrder(order);
     await this.store.updateJournal(m, { state: 'accepted', result: answer, orderNo: res.orderNo });
     this.logger?.info({ merchantNo: m, orderNo: res.orderNo, operation: op, amount: order.amount }, 'order accepted');
@@ -313,7 +361,11 @@ export class Placer {
   }
 
   private redactReset(res: OpResponse<'ResetProxyPassword'>): unknown {
-    return { resetNo: res.resetNo, status: res.status, list: (res.list ?? []).map((i) => ({ instanceNo: i.instanceNo, status: i.status ?? null, passwordChanged: !!i.newPassword })) };
+    return {
+      resetNo: res.resetNo,
+      status: res.status,
+      list: (res.list ?? []).map((i) => ({ instanceNo: i.instanceNo, status: i.status ?? null, passwordChanged: !!i.newPassword })),
+    };
   }
 
   private async applyReset(res: OpResponse<'ResetProxyPassword'>): Promise<void> {
@@ -329,7 +381,10 @@ export class Placer {
   }
 
   private resetOutcome(entry: JournalEntry): ResetOutcome {
-    const r = (entry.result ?? {}) as { status?: number | null; list?: { instanceNo: string; status: number | null; passwordChanged: boolean }[] };
+    const r = (entry.result ?? {}) as {
+      status?: number | null;
+      list?: { instanceNo: string; status: number | null; passwordChanged: boolean }[];
+    };
     const list = r.list ?? [];
     const statuses = [...list.map((i) => i.status ?? r.status ?? 3), ...(typeof r.status === 'number' ? [r.status] : [])];
     const unsettled = statuses.filter((s) => s < 3);

@@ -3,7 +3,8 @@
 import type { Instance, Order } from '../platform/schemas.ts';
 import type { InstanceRecord, OrderRecord } from '../store/types.ts';
 
-const orNull = <T>(v: T | null | undefined, fallback: T | null | undefined): T | null => (v === undefined || v === null ? (fallback ?? null) : v);
+const orNull = <T>(v: T | null | undefined, fallback: T | null | undefined): T | null =>
+  v === undefined || v === null ? (fallback ?? null) : v;
 
 export function instanceRecord(i: Instance, existing: InstanceRecord | undefined, now: number): InstanceRecord {
   return {

@@ -238,14 +238,24 @@ export class Tracker {
     const existing = local ?? (first.appOrderNo ? await this.store.getOrder(first.appOrderNo) : undefined);
     const order = orderRecord(first, existing, now);
     await this.storeInstances(instances);
-    if (this.storeFinal && FINAL_ORDER_STATUS.has(order.status) && (!existing || !FINAL_ORDER_STATUS.has(existing.status))) await this.storeFinal(order);
+    if (this.storeFinal && FINAL_ORDER_STATUS.has(order.status) && (!existing || !FINAL_ORDER_STATUS.has(existing.status)))
+      await this.storeFinal(order);
     else await this.store.putOrder(order);
     if (FINAL_ORDER_STATUS.has(order.status)) {
       if (!existing || !FINAL_ORDER_STATUS.has(existing.status)) {
-        const involved = instancesOfOrder(order, instances.map((i) => i.instanceNo));
-        if (involved.length) await this.refreshInstances(involved).catch((err: unknown) => this.logger?.warn({ orderNo: order.orderNo, err }, 'reading the instances of a finished order failed'));
+        const involved = instancesOfOrder(
+          order,
+          instances.map((i) => i.instanceNo),
+        );
+        if (involved.length)
+          await this.refreshInstances(involved).catch((err: unknown) =>
+            this.logger?.warn({ orderNo: order.orderNo, err }, 'reading the instances of a finished order failed'),
+          );
         const level = order.status === 3 ? 'info' : 'warn';
-        this.logger?.[level]({ orderNo: order.orderNo, appOrderNo: order.appOrderNo, type: order.type, status: order.status }, 'order finished');
+        this.logger?.[level](
+          { orderNo: order.orderNo, appOrderNo: order.appOrderNo, type: order.type, status: order.status },
+          'order finished',
+        );
       }
       const f = this.followed.get(order.appOrderNo);
       f?.cancel();
@@ -334,7 +344,9 @@ export class Tracker {
       (async () => {
         if ((await this.store.listJournal(UNRESOLVED_STATES)).length) await this.placer.resumeIntents();
         for (const cb of await this.store.listCallbacks({ processed: false })) {
-          await this.processCallback(cb, false).catch((err: unknown) => this.logger?.warn({ type: cb.type, no: cb.no, err }, 'callback replay failed'));
+          await this.processCallback(cb, false).catch((err: unknown) =>
+            this.logger?.warn({ type: cb.type, no: cb.no, err }, 'callback replay failed'),
+          );
         }
         const now = this.clock.now();
         for (const order of await this.store.listOrders({ open: true })) {

@@ -164,7 +164,10 @@ export class PlatformClient {
         backoff: this.backoff,
         signal: options.signal,
         onRetry: (error, attempt) =>
-          this.logger?.warn({ operation: name, reqId, attempt, err: { code: (error as PlatformClientError).code, message: error.message } }, 'platform call failed, retrying'),
+          this.logger?.warn(
+            { operation: name, reqId, attempt, err: { code: (error as PlatformClientError).code, message: error.message } },
+            'platform call failed, retrying',
+          ),
       });
       return { reqId, payload };
     } catch (err) {
@@ -177,7 +180,14 @@ export class PlatformClient {
   }
 
   /** One HTTP exchange; resolves with the decrypted data, throws a typed error otherwise. */
-  private async attempt(name: OperationName, url: string, body: string, reqId: string, attempt: number, signal: AbortSignal | undefined): Promise<unknown> {
+  private async attempt(
+    name: OperationName,
+    url: string,
+    body: string,
+    reqId: string,
+    attempt: number,
+    signal: AbortSignal | undefined,
+  ): Promise<unknown> {
     const t0 = performance.now();
     let label = 'transport';
     try {
@@ -201,7 +211,13 @@ export class PlatformClient {
       }
       if (reply.status >= 400) {
         label = 'transport';
-        throw new TransportError({ operation: name, reqId, reason: 'http_status', detail: `HTTP ${reply.status} with code 200`, responseStatus: reply.status });
+        throw new TransportError({
+          operation: name,
+          reqId,
+          reason: 'http_status',
+          detail: `HTTP ${reply.status} with code 200`,
+          responseStatus: reply.status,
+        });
       }
       const payload = this.decryptData(name, reqId, envelope.data);
       this.logger?.debug({ operation: name, reqId, attempt, code: 200, ms: Math.round(performance.now() - t0) }, 'platform call');
@@ -284,7 +300,8 @@ function classify(err: NodeJS.ErrnoException): TransportReason {
   if (code === 'ECONNRESET' || code === 'EPIPE' || code === 'ECONNABORTED') return 'reset';
   if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') return 'dns';
   if (code === 'ETIMEDOUT') return 'timeout';
-  if (code.startsWith('ERR_TLS') || code.startsWith('ERR_SSL') || code.includes('CERT') || code === 'UNABLE_TO_VERIFY_LEAF_SIGNATURE') return 'tls';
+  if (code.startsWith('ERR_TLS') || code.startsWith('ERR_SSL') || code.includes('CERT') || code === 'UNABLE_TO_VERIFY_LEAF_SIGNATURE')
+    return 'tls';
   return 'network';
 }
 
@@ -305,7 +322,8 @@ function readEnvelope(body: string): ReplyEnvelope | undefined {
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
   const o = value as Record<string, unknown>;
-  const code = typeof o.code === 'number' ? o.code : typeof o.code === 'string' && /^-?\d+$/.test(o.code.trim()) ? Number(o.code) : undefined;
+  const code =
+    typeof o.code === 'number' ? o.code : typeof o.code === 'string' && /^-?\d+$/.test(o.code.trim()) ? Number(o.code) : undefined;
   if (code === undefined || !Number.isInteger(code)) return undefined;
   return {
     reqId: typeof o.reqId === 'string' ? o.reqId : undefined,

@@ -123,16 +123,7 @@ export class UnknownOperationError extends PlatformClientError {
 }
 
 export type TransportReason =
-  | 'timeout'
-  | 'refused'
-  | 'reset'
-  | 'dns'
-  | 'network'
-  | 'tls'
-  | 'http_status'
-  | 'bad_envelope'
-  | 'too_large'
-  | 'aborted';
+  'timeout' | 'refused' | 'reset' | 'dns' | 'network' | 'tls' | 'http_status' | 'bad_envelope' | 'too_large' | 'aborted';
 
 /** No usable answer reached us: timeout, refused, dropped, an HTTP error page, a body that is not an envelope. */
 export class TransportError extends PlatformClientError {
@@ -140,7 +131,14 @@ export class TransportError extends PlatformClientError {
   /** The platform's HTTP status, when a response arrived (not the status the admin API answers with). */
   readonly responseStatus: number | undefined;
 
-  constructor(args: { operation: string; reqId: string | undefined; reason: TransportReason; detail: string; responseStatus?: number; cause?: unknown }) {
+  constructor(args: {
+    operation: string;
+    reqId: string | undefined;
+    reason: TransportReason;
+    detail: string;
+    responseStatus?: number;
+    cause?: unknown;
+  }) {
     super({
       code: 'TRANSPORT',
       httpStatus: 503,
@@ -179,7 +177,13 @@ export class ResponseInvalidError extends PlatformClientError {
   readonly field: string;
 
   constructor(operation: string, reqId: string, issues: FieldIssue[]) {
-    super({ code: 'RESPONSE_INVALID', httpStatus: 502, message: `${operation}: unexpected reply: ${describeIssues(issues)}`, operation, reqId });
+    super({
+      code: 'RESPONSE_INVALID',
+      httpStatus: 502,
+      message: `${operation}: unexpected reply: ${describeIssues(issues)}`,
+      operation,
+      reqId,
+    });
     this.issues = issues;
     this.field = issues[0]?.path ?? '';
   }
@@ -190,7 +194,9 @@ export function isRetryable(err: unknown): boolean {
   if (err instanceof PlatformError) return err.platformCode === CODE.SYSTEM;
   if (err instanceof TransportError) {
     if (err.reason === 'http_status') return err.responseStatus !== undefined && err.responseStatus >= 500;
-    return err.reason === 'timeout' || err.reason === 'refused' || err.reason === 'reset' || err.reason === 'network' || err.reason === 'dns';
+    return (
+      err.reason === 'timeout' || err.reason === 'refused' || err.reason === 'reset' || err.reason === 'network' || err.reason === 'dns'
+    );
   }
   return false;
 }

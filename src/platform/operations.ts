@@ -60,7 +60,13 @@ const openItem = z.strictObject({
 export const SESS_TIME_MIN = -1;
 export const SESS_TIME_MAX = 120;
 const sessTime = z
-  .union([z.number().int(), z.string().regex(/^-?\d+$/, 'expected whole minutes').transform(Number)])
+  .union([
+    z.number().int(),
+    z
+      .string()
+      .regex(/^-?\d+$/, 'expected whole minutes')
+      .transform(Number),
+  ])
   .pipe(z.number().int().min(SESS_TIME_MIN).max(SESS_TIME_MAX))
   .transform(String);
 
@@ -113,8 +119,16 @@ export const operations = {
     path: '/api/open/app/order/v2',
     summary: 'one order with paged instances',
     request: z
-      .strictObject({ orderNo: z.string().min(1).max(32).optional(), appOrderNo: CHANGE_NO.optional(), page: PAGE.optional(), pageSize: PAGE_SIZE.optional() })
-      .refine((v) => v.orderNo !== undefined || v.appOrderNo !== undefined, { message: 'orderNo or appOrderNo is required', path: ['orderNo'] }),
+      .strictObject({
+        orderNo: z.string().min(1).max(32).optional(),
+        appOrderNo: CHANGE_NO.optional(),
+        page: PAGE.optional(),
+        pageSize: PAGE_SIZE.optional(),
+      })
+      .refine((v) => v.orderNo !== undefined || v.appOrderNo !== undefined, {
+        message: 'orderNo or appOrderNo is required',
+        path: ['orderNo'],
+      }),
     response: r.order,
   },
   GetInstance: {
@@ -135,7 +149,12 @@ export const operations = {
       targetCidrBlocks: z.array(z.strictObject({ cidr: z.string().min(1), count: INT.min(1) })).optional(),
       reason: z.string().max(64).optional(),
     }),
-    response: z.looseObject({ orderNo: z.string(), appOrderNo: z.string().optional().nullable(), instanceNo: z.string().optional().nullable(), status: r.numeric.optional().nullable() }),
+    response: z.looseObject({
+      orderNo: z.string(),
+      appOrderNo: z.string().optional().nullable(),
+      instanceNo: z.string().optional().nullable(),
+      status: r.numeric.optional().nullable(),
+    }),
   },
   InstanceRenew: {
     path: '/api/open/app/instance/renew/v2',
@@ -165,7 +184,12 @@ export const operations = {
     summary: 'after-sale release',
     merchantNo: 'orderNo',
     orderType: 3,
-    request: z.strictObject({ orderNo: MERCHANT_NO, instances: instanceNos(100), reason: z.string().optional(), remark: z.string().max(255).optional() }),
+    request: z.strictObject({
+      orderNo: MERCHANT_NO,
+      instances: instanceNos(100),
+      reason: z.string().optional(),
+      remark: z.string().max(255).optional(),
+    }),
     response: r.orderAccepted,
   },
   GetAssignIpInfo: {
@@ -194,11 +218,23 @@ export const operations = {
     path: '/api/open/app/instance/reset/password/v2',
     summary: 'reset instance passwords',
     merchantNo: 'resetNo',
-    request: z.strictObject({ resetNo: z.string().min(1).max(32).regex(/^[A-Za-z0-9_]+$/, 'resetNo uses [A-Za-z0-9_]'), instanceNoList: instanceNos() }),
+    request: z.strictObject({
+      resetNo: z
+        .string()
+        .min(1)
+        .max(32)
+        .regex(/^[A-Za-z0-9_]+$/, 'resetNo uses [A-Za-z0-9_]'),
+      instanceNoList: instanceNos(),
+    }),
     response: z.looseObject({
       resetNo: z.string().optional().nullable(),
       status: r.numeric.optional().nullable(),
-      list: z.array(z.looseObject({ instanceNo: z.string(), newPassword: z.string().optional().nullable(), status: r.numeric.optional().nullable() })).optional().nullable(),
+      list: z
+        .array(
+          z.looseObject({ instanceNo: z.string(), newPassword: z.string().optional().nullable(), status: r.numeric.optional().nullable() }),
+        )
+        .optional()
+        .nullable(),
     }),
   },
   CreateUser: {
@@ -221,8 +257,18 @@ export const operations = {
     path: '/api/open/app/userAuth/v2',
     summary: 'sync account verification',
     request: z
-      .strictObject({ username: z.string().min(1).optional(), appUsername: z.string().min(1).optional(), authType: AUTH_TYPE, authName: z.string().optional(), no: z.string().optional(), vsp: z.string().optional() })
-      .refine((v) => v.username !== undefined || v.appUsername !== undefined, { message: 'username or appUsername is required', path: ['appUsername'] }),
+      .strictObject({
+        username: z.string().min(1).optional(),
+        appUsername: z.string().min(1).optional(),
+        authType: AUTH_TYPE,
+        authName: z.string().optional(),
+        no: z.string().optional(),
+        vsp: z.string().optional(),
+      })
+      .refine((v) => v.username !== undefined || v.appUsername !== undefined, {
+        message: 'username or appUsername is required',
+        path: ['appUsername'],
+      }),
     response: z.looseObject({ username: z.string().optional().nullable(), authStatus: r.numeric.optional().nullable() }),
   },
   CreateProxyUser: {
@@ -238,15 +284,26 @@ export const operations = {
         remark: z.string().max(255).optional(),
         status: ACCOUNT_STATUS,
       })
-      .refine((v) => v.mainUsername !== undefined || v.appMainUsername !== undefined, { message: 'mainUsername or appMainUsername is required', path: ['appMainUsername'] }),
+      .refine((v) => v.mainUsername !== undefined || v.appMainUsername !== undefined, {
+        message: 'mainUsername or appMainUsername is required',
+        path: ['appMainUsername'],
+      }),
     response: r.mainAccount,
   },
   ProxyInfo: {
     path: '/api/open/app/proxy/info/v2',
     summary: 'dynamic balance (MB)',
     request: z
-      .strictObject({ username: z.string().min(1).optional(), appUsername: z.string().min(1).optional(), proxyType: DYNAMIC_TYPE, productNo: z.string().min(1) })
-      .refine((v) => v.username !== undefined || v.appUsername !== undefined, { message: 'username or appUsername is required', path: ['appUsername'] }),
+      .strictObject({
+        username: z.string().min(1).optional(),
+        appUsername: z.string().min(1).optional(),
+        proxyType: DYNAMIC_TYPE,
+        productNo: z.string().min(1),
+      })
+      .refine((v) => v.username !== undefined || v.appUsername !== undefined, {
+        message: 'username or appUsername is required',
+        path: ['appUsername'],
+      }),
     response: z.looseObject({ list: z.array(r.balanceEntry).nullable().optional() }),
   },
   DrawByPwd: {
@@ -284,13 +341,23 @@ export const operations = {
   AddIpWhiteList: {
     path: '/api/open/app/proxy/addIpWhiteList/v2',
     summary: 'add a whitelist IP',
-    request: z.strictObject({ appUsername: z.string().min(1), ip: z.string().min(1), proxyType: DYNAMIC_TYPE, productNo: z.string().min(1) }),
+    request: z.strictObject({
+      appUsername: z.string().min(1),
+      ip: z.string().min(1),
+      proxyType: DYNAMIC_TYPE,
+      productNo: z.string().min(1),
+    }),
     response: z.looseObject({ ipWhiteList: z.array(z.string()).nullable().optional() }),
   },
   DelIpWhiteList: {
     path: '/api/open/app/proxy/delIpWhiteList/v2',
     summary: 'remove a whitelist IP',
-    request: z.strictObject({ appUsername: z.string().min(1), ip: z.string().min(1), proxyType: DYNAMIC_TYPE.optional(), productNo: z.string().min(1) }),
+    request: z.strictObject({
+      appUsername: z.string().min(1),
+      ip: z.string().min(1),
+      proxyType: DYNAMIC_TYPE.optional(),
+      productNo: z.string().min(1),
+    }),
     response: z.looseObject({ ipWhiteList: z.array(z.string()).nullable().optional() }),
   },
   SetProxyUserFlowLimit: {
@@ -321,7 +388,11 @@ export const operations = {
       page: PAGE.optional(),
       pageSize: PAGE_SIZE.optional(),
     }),
-    response: z.looseObject({ total: r.numeric.optional().nullable(), curPage: r.numeric.optional().nullable(), list: z.array(r.flowLogEntry).nullable().optional() }),
+    response: z.looseObject({
+      total: r.numeric.optional().nullable(),
+      curPage: r.numeric.optional().nullable(),
+      list: z.array(r.flowLogEntry).nullable().optional(),
+    }),
   },
   DynamicProxyReturn: {
     path: '/api/open/app/proxy/return/v2',

@@ -6,7 +6,11 @@ import { z } from 'zod';
 /** A number that may arrive as a JSON number or a numeric string. */
 export const numeric = z.union([
   z.number(),
-  z.string().trim().regex(/^-?\d+(\.\d+)?$/, 'expected a number').transform(Number),
+  z
+    .string()
+    .trim()
+    .regex(/^-?\d+(\.\d+)?$/, 'expected a number')
+    .transform(Number),
 ]);
 /** A string that may arrive as a number (prices, balances). */
 export const stringish = z.union([z.string(), z.number().transform(String)]);

@@ -79,11 +79,14 @@ export function planDraw(user: DrawPlanUser, p: DrawProductRecord, region: strin
           notes,
         };
       }
-      notes.push(`${product} draws a mixed region only by ${other === 'api' ? 'API (apiDrawGlobalRandom 1)' : 'password (proxyGlobalRandom 1)'}: ${user.name} draws that way when no region is named`);
+      notes.push(
+        `${product} draws a mixed region only by ${other === 'api' ? 'API (apiDrawGlobalRandom 1)' : 'password (proxyGlobalRandom 1)'}: ${user.name} draws that way when no region is named`,
+      );
       method = other;
     }
   }
-  if (method === 'api') return { ok: true, method, account: user.mainAccount, asMainAccount: true, sessTime: user.sessTime, notes, ...byIp(p) };
+  if (method === 'api')
+    return { ok: true, method, account: user.mainAccount, asMainAccount: true, sessTime: user.sessTime, notes, ...byIp(p) };
 
   let account = user.name;
   let asMainAccount = false;
@@ -100,16 +103,21 @@ export function planDraw(user: DrawPlanUser, p: DrawProductRecord, region: strin
   let sessTime = user.sessTime;
   if (ip.byIp) sessTime = ip.byIp.ipDurationMinutes;
   if ((sessTime === 0 || sessTime === -1) && p.proxyEverytimeChange !== 1) {
-    notes.push(`${product} does not change the exit on every use (proxyEverytimeChange -1): ${user.name}'s draws keep an exit ${DEFAULT_SESSION} minutes`);
+    notes.push(
+      `${product} does not change the exit on every use (proxyEverytimeChange -1): ${user.name}'s draws keep an exit ${DEFAULT_SESSION} minutes`,
+    );
     sessTime = DEFAULT_SESSION;
   }
   const r = range(p.pwdDrawSessionRange);
   if (r && sessTime > 0 && (sessTime < r.lo || sessTime > r.hi)) {
     const clamped = Math.min(r.hi, Math.max(r.lo, sessTime));
-    notes.push(`${product} allows password-draw sessions of ${r.lo}-${r.hi} minutes (pwdDrawSessionRange): ${user.name}'s ${sessTime} becomes ${clamped}`);
+    notes.push(
+      `${product} allows password-draw sessions of ${r.lo}-${r.hi} minutes (pwdDrawSessionRange): ${user.name}'s ${sessTime} becomes ${clamped}`,
+    );
     sessTime = clamped;
   }
-  if (ip.byIp && sessTime !== ip.byIp.ipDurationMinutes) ip.byIp.ipDurationMinutes = Math.max(1, Math.min(ip.byIp.ipDurationMinutes, sessTime));
+  if (ip.byIp && sessTime !== ip.byIp.ipDurationMinutes)
+    ip.byIp.ipDurationMinutes = Math.max(1, Math.min(ip.byIp.ipDurationMinutes, sessTime));
   return { ok: true, method: 'pwd', account, asMainAccount, sessTime, notes, ...ip };
 }
 
@@ -122,7 +130,10 @@ function byIp(p: DrawProductRecord): { byIp?: { ipDurationMinutes: number } } {
 /** One line per user for `rotor check-config` and the start-up log. */
 export function describePlan(user: DrawPlanUser, productNo: string, plan: DrawPlan): string {
   if (!plan.ok) return `${user.name} on ${productNo}: REFUSED: ${plan.reason}`;
-  const how = plan.method === 'api' ? `API draw for ${plan.account}` : `password draw as ${plan.asMainAccount ? 'main account ' : ''}${plan.account}, sessTime ${plan.sessTime}`;
+  const how =
+    plan.method === 'api'
+      ? `API draw for ${plan.account}`
+      : `password draw as ${plan.asMainAccount ? 'main account ' : ''}${plan.account}, sessTime ${plan.sessTime}`;
   const ip = plan.byIp ? `, one IP per exit kept ${plan.byIp.ipDurationMinutes} min` : '';
   return `${user.name} on ${productNo}: ${how}${ip}${plan.notes.length ? ` (${plan.notes.length} adjustment${plan.notes.length > 1 ? 's' : ''})` : ''}`;
 }

@@ -126,7 +126,11 @@ export class PwdDrawer implements Drawer {
     const parsed = answer.proxies;
     const dropped = [...answer.dropped];
     for (const link of answer.links) {
-      const r = await fetchExtraction(link, { defaultProtocol: protocol, timeoutMs: o.fetchTimeoutMs ?? 10_000, ...(o.fetch ? { fetch: o.fetch } : {}) });
+      const r = await fetchExtraction(link, {
+        defaultProtocol: protocol,
+        timeoutMs: o.fetchTimeoutMs ?? 10_000,
+        ...(o.fetch ? { fetch: o.fetch } : {}),
+      });
       for (const p of r.proxies) {
         if (p.username !== undefined && p.password !== undefined) parsed.push(p);
         else dropped.push({ reason: 'no_credentials', detail: `${p.host}:${p.port}` });
@@ -183,7 +187,13 @@ export class ApiDrawer implements Drawer {
   private async run(count: number): Promise<UpstreamNode[]> {
     const o = this.o;
     const protocol = o.protocol ?? 'socks5';
-    const req: OpRequest<'DrawByApi'> = { appUsername: o.mainAccount, proxyType: o.proxyType, productNo: o.productNo, num: Math.max(1, Math.floor(count)), protocol };
+    const req: OpRequest<'DrawByApi'> = {
+      appUsername: o.mainAccount,
+      proxyType: o.proxyType,
+      productNo: o.productNo,
+      num: Math.max(1, Math.floor(count)),
+      protocol,
+    };
     if (o.region) req.addressCode = o.region;
     if (o.returnType) req.returnType = o.returnType;
     if (o.delimiter) req.delimiter = o.delimiter;
@@ -193,7 +203,11 @@ export class ApiDrawer implements Drawer {
     let firstError: unknown;
     for (const item of res.list) {
       try {
-        const r = await fetchExtraction(item.proxyUrl, { defaultProtocol: protocol, timeoutMs: o.fetchTimeoutMs ?? 10_000, ...(o.fetch ? { fetch: o.fetch } : {}) });
+        const r = await fetchExtraction(item.proxyUrl, {
+          defaultProtocol: protocol,
+          timeoutMs: o.fetchTimeoutMs ?? 10_000,
+          ...(o.fetch ? { fetch: o.fetch } : {}),
+        });
         parsed.push(...r.proxies);
       } catch (err) {
         firstError ??= err;

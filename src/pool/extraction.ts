@@ -62,7 +62,14 @@ export function parseExtractionBody(body: string, defaultProtocol: UpstreamProto
     }
     if (json !== undefined) return fromJson(json, defaultProtocol, text);
   }
-  return fromEntries(text.split(TXT_SPLIT).map((s) => s.trim()).filter((s) => s.length > 0), defaultProtocol, text);
+  return fromEntries(
+    text
+      .split(TXT_SPLIT)
+      .map((s) => s.trim())
+      .filter((s) => s.length > 0),
+    defaultProtocol,
+    text,
+  );
 }
 
 function fromEntries(entries: unknown[], defaultProtocol: UpstreamProtocol, raw: string): ExtractionResult {
@@ -99,7 +106,12 @@ function entryToProxy(entry: unknown, defaultProtocol: UpstreamProtocol): Parsed
         return whole ? parseProxyString(whole, defaultProtocol) : undefined;
       }
       const declared = str(o.protocol) ?? str(o.type) ?? str(o.scheme);
-      const protocol = declared && /^(socks5h?|socks|http|https)$/i.test(declared) ? (declared.toLowerCase().startsWith('socks') ? 'socks5' : 'http') : defaultProtocol;
+      const protocol =
+        declared && /^(socks5h?|socks|http|https)$/i.test(declared)
+          ? declared.toLowerCase().startsWith('socks')
+            ? 'socks5'
+            : 'http'
+          : defaultProtocol;
       const address = host.includes(':') && !host.startsWith('[') ? `[${host}]:${port}` : `${host}:${port}`;
       const parsed = parseProxyString(address, protocol);
       if (/^https$/i.test(declared ?? '')) parsed.tls = true;
@@ -184,13 +196,18 @@ export async function fetchExtraction(url: string, options: FetchExtractionOptio
     body = await readCapped(res);
   } catch (err) {
     if (err instanceof ExtractionError) throw err;
-    if (signal.aborted) throw new ExtractionError('timeout', `extraction from ${where(url)} timed out after ${timeoutMs} ms`, undefined, { cause: err });
+    if (signal.aborted)
+      throw new ExtractionError('timeout', `extraction from ${where(url)} timed out after ${timeoutMs} ms`, undefined, { cause: err });
     const reason = err instanceof Error ? ((err.cause as { code?: string } | undefined)?.code ?? err.name) : 'error';
     throw new ExtractionError('transport', `extraction from ${where(url)} failed: ${reason}`, undefined, { cause: err });
   }
   if (!res.ok) {
     const text = snippet(body);
-    throw new ExtractionError('http_status', `extraction from ${where(url)} answered HTTP ${res.status}${text ? `: ${text}` : ''}`, text || undefined);
+    throw new ExtractionError(
+      'http_status',
+      `extraction from ${where(url)} answered HTTP ${res.status}${text ? `: ${text}` : ''}`,
+      text || undefined,
+    );
   }
   return parseExtractionBody(body, options.defaultProtocol);
 }

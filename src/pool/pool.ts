@@ -8,7 +8,15 @@ import type { Metrics } from '../telemetry/metrics.ts';
 import type { Drawer } from './drawer.ts';
 import { setNodeOwner } from './node-owner.ts';
 import { newOutlierState, OutlierDetector, type OutlierSettings, type OutlierState } from './outlier.ts';
-import { PoolEmptyError, poolKeyId, type AcquireOptions, type FailureReason, type NodeSource, type PoolKey, type UpstreamNode } from './types.ts';
+import {
+  PoolEmptyError,
+  poolKeyId,
+  type AcquireOptions,
+  type FailureReason,
+  type NodeSource,
+  type PoolKey,
+  type UpstreamNode,
+} from './types.ts';
 
 export type Strategy = 'round_robin' | 'least_connections' | 'random';
 export type NodeState = 'ready' | 'cooling';
@@ -285,7 +293,8 @@ export class Pool implements NodeSource {
     e.lastProbe = record;
     e.lastSeenAt = record.at;
     if (record.ok) {
-      if (e.needsProbe) this.logger?.info({ pool: this.id, node: e.node.id, latencyMs: record.latencyMs }, 'node passed its probe; back in service');
+      if (e.needsProbe)
+        this.logger?.info({ pool: this.id, node: e.node.id, latencyMs: record.latencyMs }, 'node passed its probe; back in service');
       e.needsProbe = false;
       e.coolingUntil = 0;
       e.failTimes = [];
@@ -355,7 +364,12 @@ export class Pool implements NodeSource {
     if (this.quietUntil > now) snap.quietUntil = this.quietUntil;
     if (this.drawFailures > 0) {
       const code = errorCode(this.lastDrawError);
-      snap.drawError = { message: errorMessage(this.lastDrawError), consecutive: this.drawFailures, retryAt: this.retryAt, ...(code ? { code } : {}) };
+      snap.drawError = {
+        message: errorMessage(this.lastDrawError),
+        consecutive: this.drawFailures,
+        retryAt: this.retryAt,
+        ...(code ? { code } : {}),
+      };
     }
     return snap;
   }
@@ -407,7 +421,10 @@ export class Pool implements NodeSource {
     e.coolingUntil = Math.max(e.coolingUntil, until);
     e.failTimes = [];
     if (this.probation) e.needsProbe = true;
-    this.logger?.info({ pool: this.id, node: e.node.id, why, untilMs: until - now, ejections: e.outlier!.ejections }, 'node ejected as an outlier');
+    this.logger?.info(
+      { pool: this.id, node: e.node.id, why, untilMs: until - now, ejections: e.outlier!.ejections },
+      'node ejected as an outlier',
+    );
   }
 
   private cool(e: Entry, now: number): void {
@@ -566,7 +583,10 @@ export class Pool implements NodeSource {
     // connection would only spend platform calls; the held nodes serve until the quiet ends.
     this.quietUntil = fresh.size === 0 && this.entries.length > 0 ? now + this.redrawAfterMs : 0;
     if (fresh.size === 0 && this.entries.length > 0 && this.redrawAfterMs > 0) {
-      this.logger?.debug({ pool: this.id, nodes: this.entries.length, quietMs: this.redrawAfterMs }, 'draw brought only nodes already held; next refill after the quiet');
+      this.logger?.debug(
+        { pool: this.id, nodes: this.entries.length, quietMs: this.redrawAfterMs },
+        'draw brought only nodes already held; next refill after the quiet',
+      );
     }
     this.census(now);
   }
@@ -604,7 +624,8 @@ export class Pool implements NodeSource {
     const delay = Math.min(this.backoffMaxMs, this.backoffBaseMs * 2 ** Math.min(30, this.drawFailures - 1));
     this.retryAt = now + delay;
     // Logged on the change from healthy to failing, not on every retry.
-    if (this.drawFailures === 1) this.logger?.warn({ pool: this.id, err, code: errorCode(err), retryInMs: delay }, 'pool draw failed; backing off');
+    if (this.drawFailures === 1)
+      this.logger?.warn({ pool: this.id, err, code: errorCode(err), retryInMs: delay }, 'pool draw failed; backing off');
   }
 
   private waitForDraw(exclude: ReadonlySet<string> | undefined): Promise<UpstreamNode> {
@@ -614,7 +635,10 @@ export class Pool implements NodeSource {
       return Promise.reject(new PoolEmptyError(this.id, 'no other node: the platform answers only the nodes already held'));
     }
     if (!this.inflight && now < this.retryAt) {
-      const failure = new PoolEmptyError(this.id, `draws failing (${errorCode(this.lastDrawError) ?? 'error'}: ${errorMessage(this.lastDrawError)}); next draw in ${this.retryAt - now} ms`);
+      const failure = new PoolEmptyError(
+        this.id,
+        `draws failing (${errorCode(this.lastDrawError) ?? 'error'}: ${errorMessage(this.lastDrawError)}); next draw in ${this.retryAt - now} ms`,
+      );
       (failure as Error & { cause?: unknown }).cause = this.lastDrawError;
       return Promise.reject(failure);
     }
@@ -630,7 +654,10 @@ export class Pool implements NodeSource {
       };
       const onClose = (err: Error) => finish(() => reject(err));
       this.waiters.add(onClose);
-      const timer = setTimeout(() => finish(() => reject(new PoolEmptyError(this.id, `no node within ${this.acquireTimeoutMs} ms (draw still running)`))), this.acquireTimeoutMs);
+      const timer = setTimeout(
+        () => finish(() => reject(new PoolEmptyError(this.id, `no node within ${this.acquireTimeoutMs} ms (draw still running)`))),
+        this.acquireTimeoutMs,
+      );
       draw.then(
         () =>
           finish(() => {

@@ -8,14 +8,7 @@ import type { UpstreamNode, UpstreamProtocol } from './types.ts';
 import { RotorError } from '../errors/rotor-error.ts';
 
 export type ProxyStringProblem =
-  | 'empty'
-  | 'unsupported_scheme'
-  | 'bad_form'
-  | 'bad_host'
-  | 'bad_port'
-  | 'bad_userinfo'
-  | 'bad_percent_encoding'
-  | 'trailing_path';
+  'empty' | 'unsupported_scheme' | 'bad_form' | 'bad_host' | 'bad_port' | 'bad_userinfo' | 'bad_percent_encoding' | 'trailing_path';
 
 /** A drawn string that is not a proxy address. The message names the problem, never the string (it may hold a password). */
 export class ProxyStringError extends RotorError {
@@ -99,7 +92,10 @@ function splitUserinfo(text: string, percentDecode: boolean): { username: string
   return { username, password: percentDecode ? decode(rawPass) : rawPass };
 }
 
-function withCredentials(base: { protocol: UpstreamProtocol; host: string; port: number }, cred?: { username: string; password?: string }): ParsedProxy {
+function withCredentials(
+  base: { protocol: UpstreamProtocol; host: string; port: number },
+  cred?: { username: string; password?: string },
+): ParsedProxy {
   if (!cred) return base;
   return cred.password === undefined ? { ...base, username: cred.username } : { ...base, username: cred.username, password: cred.password };
 }

@@ -86,7 +86,13 @@ export function readPwdAnswer(items: readonly PwdAnswerItem[], protocol: Upstrea
       const fields = entry.split(':');
       const pair = gateway && fields.length === 2 && isIP(fields[0]!) === 0 ? asPair(entry) : undefined;
       if (pair && gateway) {
-        out.proxies.push({ protocol: gateway.protocol, host: gateway.host, port: gateway.port, username: pair.username, password: pair.password });
+        out.proxies.push({
+          protocol: gateway.protocol,
+          host: gateway.host,
+          port: gateway.port,
+          username: pair.username,
+          password: pair.password,
+        });
         continue;
       }
       const p = tryParse(entry, gateway?.protocol ?? protocol);

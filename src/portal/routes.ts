@@ -61,7 +61,11 @@ const password = z.string().min(1).max(255);
 const loginBody = z.strictObject({ user: z.string().min(1).max(32), password });
 const passwordBody = z.strictObject({ current: password, password: z.string().min(8, 'at least 8 characters').max(255) });
 const none = z.strictObject({});
-const usageQuery = z.strictObject({ from: timeQuery.optional(), to: timeQuery.optional(), granularity: z.enum(['hour', 'day']).default('hour') });
+const usageQuery = z.strictObject({
+  from: timeQuery.optional(),
+  to: timeQuery.optional(),
+  granularity: z.enum(['hour', 'day']).default('hour'),
+});
 const connectionsQuery = z.strictObject({ limit: z.coerce.number().int().min(1).max(200).default(50) });
 
 /** The value of one cookie in a Cookie header (the first of that name). */
@@ -90,8 +94,16 @@ export interface PortalHandle {
 export function registerPortal(app: FastifyInstance, deps: PortalDeps, options: PortalOptions): PortalHandle {
   const base = options.path;
   const api = `${base}api`;
-  const sessions = new PortalSessions({ idleMs: options.sessionIdleMs, maxAgeMs: options.sessionMaxMs, ...(options.now ? { now: options.now } : {}) });
-  const backoff = new LoginBackoff({ freeFailures: options.freeFailures, maxDelayMs: options.maxDelayMs, ...(options.now ? { now: options.now } : {}) });
+  const sessions = new PortalSessions({
+    idleMs: options.sessionIdleMs,
+    maxAgeMs: options.sessionMaxMs,
+    ...(options.now ? { now: options.now } : {}),
+  });
+  const backoff = new LoginBackoff({
+    freeFailures: options.freeFailures,
+    maxDelayMs: options.maxDelayMs,
+    ...(options.now ? { now: options.now } : {}),
+  });
   const sweep = setInterval(() => sessions.sweep(), 60_000);
   sweep.unref();
 
@@ -186,14 +198,28 @@ export function registerPortal(app: FastifyInstance, deps: PortalDeps, options: 
     };
   });
 
-  app.get<{ Querystring: z.output<typeof usageQuery> }>(`${api}/usage`, { schema: { ...hide, querystring: zs(usageQuery) }, onRequest: signedIn(false) }, async (request) => {
-    const s = me(request);
-    const to = request.query.to ?? Date.now();
-    const from = request.query.from ?? to - (request.query.granularity === 'hour' ? 2 * DAY_MS : 30 * DAY_MS);
-    if (!(from < to) || to - from > 400 * DAY_MS) throw new PortalError(400, 'INVALID_INPUT', 'query.from: must be before to, at most 400 days apart');
-    const rows = await deps.connections.usage({ from, to, granularity: request.query.granularity, user: s.user });
-    return rows.filter((r) => r.user === s.user).map((r) => ({ period: r.period, bytesUp: r.bytesUp, bytesDown: r.bytesDown, connections: r.connections, failures: r.failures, amount: r.amount }));
-  });
+  app.get<{ Querystring: z.output<typeof usageQuery> }>(
+    `${api}/usage`,
+    { schema: { ...hide, querystring: zs(usageQuery) }, onRequest: signedIn(false) },
+    async (request) => {
+      const s = me(request);
+      const to = request.query.to ?? Date.now();
+      const from = request.query.from ?? to - (request.query.granularity === 'hour' ? 2 * DAY_MS : 30 * DAY_MS);
+      if (!(from < to) || to - from > 400 * DAY_MS)
+        throw new PortalError(400, 'INVALID_INPUT', 'query.from: must be before to, at most 400 days apart');
+      const rows = await deps.connections.usage({ from, to, granularity: request.query.granularity, user: s.user });
+      return rows
+        .filter((r) => r.user === s.user)
+        .map((r) => ({
+          period: r.period,
+          bytesUp: r.bytesUp,
+          bytesDown: r.bytesDown,
+          connections: r.connections,
+          failures: r.failures,
+          amount: r.amount,
+        }));
+    },
+  );
 
   const connectionView = (c: LiveConnection | ConnectionRecord) => ({
     id: c.id,
@@ -214,46 +240,58 @@ export function registerPortal(app: FastifyInstance, deps: PortalDeps, options: 
       const s = me(request);
       const recent = await deps.connections.list({ user: s.user, limit: request.query.limit });
       return {
-        live: deps.connections.active().filter((c) => c.user === s.user).slice(0, 200).map(connectionView),
+        live: deps.connections
+          .active()
+          .filter((c) => c.user === s.user)
+          .slice(0, 200)
+          .map(connectionView),
         recent: recent.items.filter((c) => c.user === s.user).map(connectionView),
       };
     },
   );
 
-  app.get<{ Querystring: EndpointQuery }>(`${api}/endpoints`, { schema: { ...hide, querystring: zs(endpointQuery) }, onRequest: signedIn(false) }, async (request, reply) => {
-    const s = me(request);
-    const q = request.query;
-    const listener = deps.proxy()[q.protocol];
-    const address = { host: publicHost(request, listener.host), port: listener.port };
-    const list = buildEndpoints(s.user, s.password, address, q);
-    void reply.header('cache-control', 'no-store');
-    if (q.format === 'json') return { endpoints: list };
-    void reply.header('content-type', q.format === 'csv' ? 'text/csv; charset=utf-8' : 'text/plain; charset=utf-8');
-    void reply.header('content-disposition', `attachment; filename="${s.user}-endpoints.${q.format}"`);
-    return reply.serializer((body: unknown) => body as string).send(renderEndpoints(list, q.format, q.style));
-  });
+  app.get<{ Querystring: EndpointQuery }>(
+    `${api}/endpoints`,
+    { schema: { ...hide, querystring: zs(endpointQuery) }, onRequest: signedIn(false) },
+    async (request, reply) => {
+      const s = me(request);
+      const q = request.query;
+      const listener = deps.proxy()[q.protocol];
+      const address = { host: publicHost(request, listener.host), port: listener.port };
+      const list = buildEndpoints(s.user, s.password, address, q);
+      void reply.header('cache-control', 'no-store');
+      if (q.format === 'json') return { endpoints: list };
+      void reply.header('content-type', q.format === 'csv' ? 'text/csv; charset=utf-8' : 'text/plain; charset=utf-8');
+      void reply.header('content-disposition', `attachment; filename="${s.user}-endpoints.${q.format}"`);
+      return reply.serializer((body: unknown) => body as string).send(renderEndpoints(list, q.format, q.style));
+    },
+  );
 
   app.get(`${api}/regions`, { schema: { ...hide, querystring: zs(none) }, onRequest: signedIn(false) }, async () => deps.regions());
 
-  app.post<{ Body: z.output<typeof passwordBody> }>(`${api}/password`, { schema: { ...hide, body: zs(passwordBody) }, onRequest: signedIn(true) }, async (request, reply) => {
-    const s = me(request);
-    const wait = backoff.waitMs(s.user, request.ip);
-    if (wait > 0) {
-      const seconds = Math.ceil(wait / 1000);
-      void reply.header('retry-after', String(seconds));
-      throw new LoginDelayedError(seconds);
-    }
-    if (!(await checkPassword(request.body.current, deps.users.hashOf(s.user)))) {
-      backoff.failed(s.user, request.ip);
-      throw new PortalError(401, 'BAD_CREDENTIALS', 'the current password is wrong');
-    }
-    await deps.users.setPassword(s.user, request.body.password);
-    // Every other session of this customer ends; this one goes on with the new password.
-    sessions.dropUser(s.user, s);
-    s.password = request.body.password;
-    s.hash = deps.users.hashOf(s.user) ?? '';
-    return reply.code(204).send();
-  });
+  app.post<{ Body: z.output<typeof passwordBody> }>(
+    `${api}/password`,
+    { schema: { ...hide, body: zs(passwordBody) }, onRequest: signedIn(true) },
+    async (request, reply) => {
+      const s = me(request);
+      const wait = backoff.waitMs(s.user, request.ip);
+      if (wait > 0) {
+        const seconds = Math.ceil(wait / 1000);
+        void reply.header('retry-after', String(seconds));
+        throw new LoginDelayedError(seconds);
+      }
+      if (!(await checkPassword(request.body.current, deps.users.hashOf(s.user)))) {
+        backoff.failed(s.user, request.ip);
+        throw new PortalError(401, 'BAD_CREDENTIALS', 'the current password is wrong');
+      }
+      await deps.users.setPassword(s.user, request.body.password);
+      // Every other session of this customer ends; this one goes on with the new password.
+      sessions.dropUser(s.user, s);
+      s.password = request.body.password;
+      s.hash = deps.users.hashOf(s.user) ?? '';
+      return reply.code(204).send();
+    },
+  );
 
   // Anything else under the API: the same 404 for a signed-in customer and a stranger.
   app.all(`${api}/*`, { schema: hide }, async (request) => {
@@ -264,7 +302,13 @@ export function registerPortal(app: FastifyInstance, deps: PortalDeps, options: 
 }
 
 /** For the reseller's page of a customer (GET /v1/users/:name/endpoints): the same lines, password unknown. */
-export function adminEndpoints(deps: Pick<PortalDeps, 'proxy'>, proxyHost: string | undefined, name: string, q: EndpointQuery, requestHost: string) {
+export function adminEndpoints(
+  deps: Pick<PortalDeps, 'proxy'>,
+  proxyHost: string | undefined,
+  name: string,
+  q: EndpointQuery,
+  requestHost: string,
+) {
   const listener = deps.proxy()[q.protocol];
   const host = proxyHost ?? (WILDCARD.has(listener.host) ? requestHost.replace(/:\d+$/, '') : listener.host);
   return buildEndpoints(name, 'PASSWORD', { host, port: listener.port }, q);

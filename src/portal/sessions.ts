@@ -82,7 +82,8 @@ export class PortalSessions {
   /** Drops expired sessions (called now and then; get() checks on its own). */
   sweep(): void {
     const t = this.now();
-    for (const [k, s] of this.byKey) if (t - s.lastSeen > this.options.idleMs || t - s.createdAt > this.options.maxAgeMs) this.byKey.delete(k);
+    for (const [k, s] of this.byKey)
+      if (t - s.lastSeen > this.options.idleMs || t - s.createdAt > this.options.maxAgeMs) this.byKey.delete(k);
   }
 }
 

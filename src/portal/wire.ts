@@ -35,7 +35,11 @@ export interface RunningPortal {
   close(): Promise<void>;
 }
 
-function flatten(nodes: readonly AreaNode[] | undefined, out: { code: string; name: string }[] = [], depth = 0): { code: string; name: string }[] {
+function flatten(
+  nodes: readonly AreaNode[] | undefined,
+  out: { code: string; name: string }[] = [],
+  depth = 0,
+): { code: string; name: string }[] {
   for (const n of nodes ?? []) {
     if (out.length >= 5000) break;
     out.push({ code: n.code, name: `${'  '.repeat(depth)}${n.name ?? n.cname ?? n.code}` });
@@ -55,9 +59,13 @@ export async function startPortal(w: PortalWiring): Promise<RunningPortal> {
         operationId: 'userEndpoints',
         params: nameParams,
         querystring: zs(endpointQuery),
-        ...doc('users', "a user's proxy endpoints (the access generator): URL, host:port:user:pass, curl, Python; the password shows as PASSWORD; format=json|txt|csv", {
-          200: { type: 'object', additionalProperties: true },
-        }),
+        ...doc(
+          'users',
+          "a user's proxy endpoints (the access generator): URL, host:port:user:pass, curl, Python; the password shows as PASSWORD; format=json|txt|csv",
+          {
+            200: { type: 'object', additionalProperties: true },
+          },
+        ),
       },
     },
     async (request, reply) => {
@@ -106,7 +114,11 @@ export async function startPortal(w: PortalWiring): Promise<RunningPortal> {
   } as Parameters<typeof Fastify>[0]) as unknown as FastifyInstance;
   app.setValidatorCompiler(zodValidatorCompiler);
   app.removeContentTypeParser('text/plain');
-  const checkOrigin = createOriginPolicy({ host: c.host, allowedHosts: w.adminConfig.allowedHosts, allowedOrigins: w.adminConfig.allowedOrigins });
+  const checkOrigin = createOriginPolicy({
+    host: c.host,
+    allowedHosts: w.adminConfig.allowedHosts,
+    allowedOrigins: w.adminConfig.allowedOrigins,
+  });
   app.addHook('onRequest', async (request) => {
     const origin = request.headers.origin;
     checkOrigin({ host: request.headers.host, origin: typeof origin === 'string' ? origin : undefined, url: request.raw.url ?? '' });
@@ -115,7 +127,9 @@ export async function startPortal(w: PortalWiring): Promise<RunningPortal> {
     const r = toErrorReply(err);
     return reply.status(r.status).send(r.body);
   });
-  app.setNotFoundHandler((request, reply) => reply.status(404).send({ error: { code: 'NOT_FOUND', message: `no route ${request.method} ${request.url.split('?')[0]}` } }));
+  app.setNotFoundHandler((request, reply) =>
+    reply.status(404).send({ error: { code: 'NOT_FOUND', message: `no route ${request.method} ${request.url.split('?')[0]}` } }),
+  );
   const handle = registerPortal(app, deps, options);
   await app.listen({ host: c.host, port: c.port });
   const address = app.server.address();

@@ -70,13 +70,15 @@ export class Authenticator {
     const key = `${username}\u0000${password}`;
     const hit = this.verified.get(key);
     // A hit stands only while the directory still holds that very user with that very password.
-    if (hit && users.get(hit.user.name) === hit.user && hit.user.password === hit.password) return { ok: true, user: hit.user, options: hit.options };
+    if (hit && users.get(hit.user.name) === hit.user && hit.user.password === hit.password)
+      return { ok: true, user: hit.user, options: hit.options };
     const parsed = parseUsername(username, (name) => users.get(name) !== undefined);
     const name = parsed.ok ? parsed.user : userPrefix(username, users);
     const found = users.get(name);
     // The same user and password with other options (a new session id): proven already, no check, block or not.
     const proven = found && parsed.ok ? this.verified.get(`${found.name}\u0000${password}`) : undefined;
-    if (proven && proven.user === found && proven.password === found!.password) return this.finish(found, users, key, password, '', parsed, source, name, started);
+    if (proven && proven.user === found && proven.password === found!.password)
+      return this.finish(found, users, key, password, '', parsed, source, name, started);
     // Keyed with the user's stored password too, so a pair refused before a password change is checked again.
     const refusedKey = digest(`${key}\u0000${found?.password ?? ''}`).toString('base64');
     if (this.refused.has(refusedKey)) return this.fail(source, name, 'credentials', started);

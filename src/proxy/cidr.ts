@@ -31,7 +31,9 @@ export function parseIp(text: string): ParsedIp | undefined {
   } catch {
     return undefined;
   }
-  return addr.kind() === 'ipv4' ? { family: 'ipv4', bytes: (addr as ipaddr.IPv4).octets } : { family: 'ipv6', bytes: (addr as ipaddr.IPv6).toByteArray() };
+  return addr.kind() === 'ipv4'
+    ? { family: 'ipv4', bytes: (addr as ipaddr.IPv4).octets }
+    : { family: 'ipv6', bytes: (addr as ipaddr.IPv6).toByteArray() };
 }
 
 export type ParsedIp = { family: Family; bytes: number[] };

@@ -115,7 +115,13 @@ export function onServerError(listening: boolean, err: Error, logger: Logger | u
  * A connection (or forwarded request) that ends before any relay, on either listener: counted on
  * rotor_proxy_connections_total (a client that left is no refusal, so not counted) and recorded once.
  */
-export function endBeforeRelay(metrics: Metrics | undefined, listener: string, conn: ConnectionContext, result: RecordResult, reason: string): void {
+export function endBeforeRelay(
+  metrics: Metrics | undefined,
+  listener: string,
+  conn: ConnectionContext,
+  result: RecordResult,
+  reason: string,
+): void {
   if (result !== 'client_abort') metrics?.connectionsTotal.inc({ listener, result });
   conn.end({ result, reason });
 }

@@ -109,7 +109,8 @@ export class RuleSet {
   refusal(name: string, port: number, ip: ReturnType<typeof parseIp>): string | undefined {
     if (this.denyPorts.has(port) || (this.allowPorts.size > 0 && !this.allowPorts.has(port))) return `target port ${port} is not allowed`;
     if (!this.usesHosts) return undefined;
-    if (this.denyHosts.matches(name, ip) || (!this.allowHosts.empty && !this.allowHosts.matches(name, ip))) return `target host ${name} is not allowed`;
+    if (this.denyHosts.matches(name, ip) || (!this.allowHosts.empty && !this.allowHosts.matches(name, ip)))
+      return `target host ${name} is not allowed`;
     return undefined;
   }
 }

@@ -28,7 +28,10 @@ const authValues = new WeakMap<UpstreamNode, string | null>();
 export function basicAuth(node: UpstreamNode): string | undefined {
   let value = authValues.get(node);
   if (value === undefined) {
-    value = node.username === undefined && node.password === undefined ? null : `Basic ${Buffer.from(`${node.username ?? ''}:${node.password ?? ''}`).toString('base64')}`;
+    value =
+      node.username === undefined && node.password === undefined
+        ? null
+        : `Basic ${Buffer.from(`${node.username ?? ''}:${node.password ?? ''}`).toString('base64')}`;
     authValues.set(node, value);
   }
   return value ?? undefined;
@@ -43,8 +46,7 @@ function failureFor(status: number): UpstreamDialError {
   if (status === 403) return new UpstreamDialError('auth', 'upstream refused the tunnel (403)');
   // 400 to a CONNECT whose target Rotor already checked: the upstream objects to that target, not a broken node.
   if (status === 400) return new UpstreamDialError('target_refused', 'upstream refused the target (400)');
-  if (status === 502 || status === 503)
-    return new UpstreamDialError('target_refused', `upstream could not open the tunnel (${status})`);
+  if (status === 502 || status === 503) return new UpstreamDialError('target_refused', `upstream could not open the tunnel (${status})`);
   return new UpstreamDialError('handshake', `upstream answered ${status} to CONNECT`);
 }
 
@@ -88,7 +90,8 @@ export function readConnectResponse(socket: Socket, done: (err: UpstreamDialErro
     done(null, b.length > end + 4 ? Buffer.from(b.subarray(end + 4)) : null);
   };
   const onEnd = (): void => fail(new UpstreamDialError('reset', 'upstream closed before answering CONNECT'));
-  const onError = (err: NodeJS.ErrnoException): void => fail(new UpstreamDialError('reset', `upstream failed during CONNECT: ${err.code ?? 'error'}`));
+  const onError = (err: NodeJS.ErrnoException): void =>
+    fail(new UpstreamDialError('reset', `upstream failed during CONNECT: ${err.code ?? 'error'}`));
   socket.on('data', onData);
   // on(), not once(): fail() detaches them all when the first fires (once() would wrap each in a new function).
   socket.on('end', onEnd);

@@ -177,13 +177,25 @@ class Race {
   private endIfIdle(): void {
     if (this.settled || this.pending.length > 0 || this.acquiring > 0) return;
     const last = this.last;
-    if (last) this.fail(new GatewayError(last.timedOut ? 'UPSTREAM_TIMEOUT' : 'UPSTREAM_FAILED', this.spec.clientMessage?.(last) ?? last.message, last.reason));
+    if (last)
+      this.fail(
+        new GatewayError(
+          last.timedOut ? 'UPSTREAM_TIMEOUT' : 'UPSTREAM_FAILED',
+          this.spec.clientMessage?.(last) ?? last.message,
+          last.reason,
+        ),
+      );
     else if (this.poolEmpty) {
       this.spec.metrics?.upstreamFailures.inc({ reason: 'no_upstream' });
       // A product's refusal names what to change: it reaches the client, not only /v1/pools. Other draw
       // failures stay in /v1/pools (they may name the platform's hosts).
       const refusal = (this.poolEmpty as { cause?: unknown }).cause;
-      this.fail(new GatewayError('NO_UPSTREAM', refusal instanceof DrawNotAllowedError ? `no upstream available: ${refusal.message}` : 'no upstream available'));
+      this.fail(
+        new GatewayError(
+          'NO_UPSTREAM',
+          refusal instanceof DrawNotAllowedError ? `no upstream available: ${refusal.message}` : 'no upstream available',
+        ),
+      );
     } else this.fail(new GatewayError('UPSTREAM_TIMEOUT', 'no upstream answered before the deadline', 'connect_timeout'));
   }
 
@@ -310,7 +322,15 @@ class Race {
       this.hedges++;
       if (spec.trace) spec.trace.hedges = this.hedges;
     }
-    const a: Attempt = { node, sticky, hedge, cancel: new DialCancel(), startedAt: performance.now(), timer: undefined, onProbation: false };
+    const a: Attempt = {
+      node,
+      sticky,
+      hedge,
+      cancel: new DialCancel(),
+      startedAt: performance.now(),
+      timer: undefined,
+      onProbation: false,
+    };
     this.pending.push(a);
     if (this.hedges < spec.maxHedges) {
       a.timer = setTimeout(onHedgeTimer, spec.hedgeDelayMs, this, a);

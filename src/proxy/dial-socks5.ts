@@ -49,7 +49,6 @@ export function dialSocks5(node: UpstreamNode, target: Target, options: DialOpti
   );
 }
 
-
 /**
  * Each node's credentials as one object for all its dials (a node's credentials never change), so the SOCKS5
  * client can keep their encoded RFC 1929 message with them (socks5-client.ts) instead of building it per dial.

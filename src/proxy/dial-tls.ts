@@ -58,7 +58,11 @@ export class UpstreamTlsPolicy {
       try {
         ca = [...rootCertificates, readFileSync(settings.caFile)];
       } catch (err) {
-        throw new TlsConfigError('pool.tls.caFile', `cannot read ${settings.caFile} (${(err as NodeJS.ErrnoException).code ?? 'error'})`, err);
+        throw new TlsConfigError(
+          'pool.tls.caFile',
+          `cannot read ${settings.caFile} (${(err as NodeJS.ErrnoException).code ?? 'error'})`,
+          err,
+        );
       }
     }
     const refused = (node: UpstreamNode, reason: string): void => this.refused(node, reason);
@@ -129,7 +133,11 @@ export function connectTls(node: UpstreamNode, given: UpstreamTls | undefined): 
 }
 
 /** A failed TLS dial as the pool hears it: a certificate the node should not present is the node's fault. */
-export function tlsDialError(node: UpstreamNode, err: NodeJS.ErrnoException, classify: (err: NodeJS.ErrnoException) => FailureReason): UpstreamDialError {
+export function tlsDialError(
+  node: UpstreamNode,
+  err: NodeJS.ErrnoException,
+  classify: (err: NodeJS.ErrnoException) => FailureReason,
+): UpstreamDialError {
   const where = `upstream ${node.host.includes(':') ? `[${node.host}]` : node.host}:${node.port}`;
   const code = err.code ?? '';
   if (/CERT|SELF_SIGNED|UNABLE_TO_VERIFY|ALTNAME|UNABLE_TO_GET_ISSUER/.test(code) || /certificate/i.test(err.message)) {

@@ -12,7 +12,11 @@ export class UpstreamDialError extends RotorError {
     /** The upstream or the target did not answer in time (HTTP 504, SOCKS 0x04) rather than refused. */
     readonly timedOut: boolean = reason === 'connect_timeout',
   ) {
-    super('UPSTREAM_DIAL_FAILED', message, timedOut ? { httpStatus: 504, socksReply: REPLY.hostUnreachable } : { httpStatus: 502, socksReply: REPLY.connectionRefused });
+    super(
+      'UPSTREAM_DIAL_FAILED',
+      message,
+      timedOut ? { httpStatus: 504, socksReply: REPLY.hostUnreachable } : { httpStatus: 502, socksReply: REPLY.connectionRefused },
+    );
   }
 }
 
@@ -56,7 +60,13 @@ export class GatewayError extends RotorError {
 
   /** The `result` label of rotor_proxy_connections_total this failure counts under. */
   get connectionResult(): 'limited' | 'not_allowed' | 'bad_request' | 'upstream_error' {
-    return this.code === 'LIMITED' ? 'limited' : this.code === 'NOT_ALLOWED' ? 'not_allowed' : this.code === 'BAD_TARGET' ? 'bad_request' : 'upstream_error';
+    return this.code === 'LIMITED'
+      ? 'limited'
+      : this.code === 'NOT_ALLOWED'
+        ? 'not_allowed'
+        : this.code === 'BAD_TARGET'
+          ? 'bad_request'
+          : 'upstream_error';
   }
 
   /** The RFC 9209 error type of this failure's Proxy-Status (src/proxy/proxy-status.ts). */

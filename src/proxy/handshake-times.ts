@@ -27,9 +27,7 @@ export class HandshakeTimes {
   private next = 0;
   private cached = -1;
 
-  constructor(
-    private readonly o: Required<Omit<HedgeDelayOptions, 'fixedMs'>> & { fixedMs: number },
-  ) {
+  constructor(private readonly o: Required<Omit<HedgeDelayOptions, 'fixedMs'>> & { fixedMs: number }) {
     this.ring = new Float64Array(Math.max(4, o.window));
     this.scratch = new Float64Array(this.ring.length);
   }

@@ -13,7 +13,14 @@
 //   - a rotating user: its user and this client connection only ("every new client connection may leave
 //     through a different upstream"); those idle connections are closed with the client connection.
 // Every key also holds the target (a SOCKS5 node's connection is a tunnel to one target).
-import { Agent, request as httpRequest, type ClientRequest, type ClientRequestArgs, type IncomingMessage, type ServerResponse } from 'node:http';
+import {
+  Agent,
+  request as httpRequest,
+  type ClientRequest,
+  type ClientRequestArgs,
+  type IncomingMessage,
+  type ServerResponse,
+} from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Counter } from 'prom-client';
@@ -312,7 +319,9 @@ export class Forwarder {
     exchange.ruleRetries++;
     exchange.conn.retries++;
     // Kept connections of this route to the exit just judged must not carry the retry.
-    if (node !== undefined) for (const s of this.agent.freeSockets[exchange.key] ?? []) if ((s as TaggedSocket)[UPSTREAM]?.dialed.node.id === node.id) s.destroy();
+    if (node !== undefined)
+      for (const s of this.agent.freeSockets[exchange.key] ?? [])
+        if ((s as TaggedSocket)[UPSTREAM]?.dialed.node.id === node.id) s.destroy();
     // A sticky session the rule moved has a new key (no node bound yet).
     exchange.key = this.keyFor(route, exchange.target, exchange.client);
     exchange.mayRetry = false;
@@ -415,7 +424,14 @@ export class Forwarder {
     }
     // A client connection mostly asks for one user's route to one target: the key it had last time.
     const last = routes.last;
-    if (last !== null && last.user === user && last.productNo === productNo && last.region === region && last.host === target.host && last.port === target.port) {
+    if (
+      last !== null &&
+      last.user === user &&
+      last.productNo === productNo &&
+      last.region === region &&
+      last.host === target.host &&
+      last.port === target.port
+    ) {
       return last.key;
     }
     const key = `c|${routes.id}|${user}|${productNo}|${region}|${target.host}:${target.port}`;
@@ -554,7 +570,7 @@ function ruleTimedOut(exchange: Exchange, up: TaggedRequest, rule: CompiledRule)
     up.destroy();
     return;
   }
-  up.destroy(Object.assign(new Error('no response within the rule\'s timeout'), { code: 'ETIMEDOUT' }));
+  up.destroy(Object.assign(new Error("no response within the rule's timeout"), { code: 'ETIMEDOUT' }));
 }
 
 /**

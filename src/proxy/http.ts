@@ -212,10 +212,11 @@ export class HttpListener {
    */
   private admit(req: IncomingMessage): Admission | Promise<Admission> {
     const credentials = this.credentials(req.headers['proxy-authorization']);
-    const a = credentials ? this.options.router.authenticate(credentials.username, credentials.password, req.socket.remoteAddress) : this.options.anonymous?.(req.socket);
+    const a = credentials
+      ? this.options.router.authenticate(credentials.username, credentials.password, req.socket.remoteAddress)
+      : this.options.anonymous?.(req.socket);
     return a instanceof Promise ? a.then(admission) : admission(a);
   }
-
 
   /**
    * Basic credentials of a Proxy-Authorization value. A plain-HTTP client sends the same value on every
@@ -240,14 +241,20 @@ export class HttpListener {
     if (err instanceof GatewayError) {
       if (err.code === 'DIAL_ABORTED') return { status: err.httpStatus, reason: err.message, result: 'client_abort' };
       const result: RecordResult = err.connectionResult;
-      this.options.logger?.info({ listener: LISTENER, conn: conn.id, user: conn.user, code: err.code, reason: err.upstreamReason }, 'http upstream failed');
+      this.options.logger?.info(
+        { listener: LISTENER, conn: conn.id, user: conn.user, code: err.code, reason: err.upstreamReason },
+        'http upstream failed',
+      );
       return { status: err.httpStatus, reason: err.message, result, error: err.proxyError };
     }
     if (isRotorError(err)) return { status: err.httpStatus, reason: err.message, result: 'upstream_error' };
     const code = (err as NodeJS.ErrnoException | undefined)?.code;
-    if (code === 'ETIMEDOUT') return { status: 504, reason: 'the upstream did not answer in time', result: 'upstream_error', error: 'http_response_timeout' };
-    if (code === 'ECONNRESET' || code === 'EPIPE') return { status: 502, reason: 'the upstream failed', result: 'upstream_error', error: 'connection_terminated' };
-    if (code?.startsWith('HPE_')) return { status: 502, reason: 'the upstream failed', result: 'upstream_error', error: 'http_protocol_error' };
+    if (code === 'ETIMEDOUT')
+      return { status: 504, reason: 'the upstream did not answer in time', result: 'upstream_error', error: 'http_response_timeout' };
+    if (code === 'ECONNRESET' || code === 'EPIPE')
+      return { status: 502, reason: 'the upstream failed', result: 'upstream_error', error: 'connection_terminated' };
+    if (code?.startsWith('HPE_'))
+      return { status: 502, reason: 'the upstream failed', result: 'upstream_error', error: 'http_protocol_error' };
     this.options.logger?.error({ listener: LISTENER, conn: conn.id, user: conn.user, err }, 'http forward failed unexpectedly');
     return { status: 500, reason: 'internal error', result: 'upstream_error' };
   }
@@ -301,7 +308,15 @@ export class HttpListener {
   };
 
   /** startRequest once the client's credentials are decided. */
-  private onAdmitted(req: IncomingMessage, res: ServerResponse, expectContinue: boolean, conn: ConnectionContext, target: AbsoluteTarget, counted: CountedClient | undefined, admission: Admission): void {
+  private onAdmitted(
+    req: IncomingMessage,
+    res: ServerResponse,
+    expectContinue: boolean,
+    conn: ConnectionContext,
+    target: AbsoluteTarget,
+    counted: CountedClient | undefined,
+    admission: Admission,
+  ): void {
     const client = req.socket;
     if (client.destroyed) {
       this.record(conn, 'client_abort', 'the client went away');
@@ -373,7 +388,13 @@ export class HttpListener {
   }
 
   /** CONNECT, or an absolute-URI request with Upgrade: the socket is ours from here. */
-  private async onTunnel(req: IncomingMessage, socket: Socket, head: Buffer, kind: 'connect' | 'upgrade', conn: ConnectionContext): Promise<void> {
+  private async onTunnel(
+    req: IncomingMessage,
+    socket: Socket,
+    head: Buffer,
+    kind: 'connect' | 'upgrade',
+    conn: ConnectionContext,
+  ): Promise<void> {
     this.started.add(socket);
     socket.on('error', noop);
     let target: Target | undefined;
@@ -426,11 +447,25 @@ export class HttpListener {
     }
     this.count('ok');
     const router = this.options.router;
-    this.conns.relay(socket, dialed, held.head, route.user.name, router.meters, { idleTimeoutMs: this.idleTimeoutMs, metrics: this.options.metrics }, conn);
+    this.conns.relay(
+      socket,
+      dialed,
+      held.head,
+      route.user.name,
+      router.meters,
+      { idleTimeoutMs: this.idleTimeoutMs, metrics: this.options.metrics },
+      conn,
+    );
   }
 
   /** Router.dial bound to the client's life; on failure the client has been answered (or is gone). */
-  private async dial(route: Route, target: Target, client: Socket, conn: ConnectionContext, held: { head: Buffer | null }): Promise<Dialed | undefined> {
+  private async dial(
+    route: Route,
+    target: Target,
+    client: Socket,
+    conn: ConnectionContext,
+    held: { head: Buffer | null },
+  ): Promise<Dialed | undefined> {
     const router = this.options.router;
     const user = route.user.name;
     const abort = new DialCancel();

@@ -223,7 +223,8 @@ class Relay implements RelayHandle {
     const bytes = this.options.bytes;
     // The labelled children are made at the first flush with bytes to count: a short tunnel pays the label
     // lookups once, at its end.
-    if (bytes && up > this.flushedUp) (this.upCounter ??= bytes.metrics.bytesTotal.labels({ user: bytes.user, direction: 'up' })).inc(up - this.flushedUp);
+    if (bytes && up > this.flushedUp)
+      (this.upCounter ??= bytes.metrics.bytesTotal.labels({ user: bytes.user, direction: 'up' })).inc(up - this.flushedUp);
     if (bytes && down > this.flushedDown)
       (this.downCounter ??= bytes.metrics.bytesTotal.labels({ user: bytes.user, direction: 'down' })).inc(down - this.flushedDown);
     this.flushedUp = up;

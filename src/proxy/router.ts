@@ -147,7 +147,11 @@ export class Router {
     this.dialHttp = options.dialers?.http ?? dialHttpConnect;
     this.now = options.now ?? Date.now;
     // Without settings (tests, tools) failures are answered at once; the daemon passes proxy.auth.
-    this.auth = new Authenticator(options.auth ?? { ...AUTH_DEFAULTS, failureDelayMs: 0 }, { metrics: options.metrics, logger: options.logger, now: this.now });
+    this.auth = new Authenticator(options.auth ?? { ...AUTH_DEFAULTS, failureDelayMs: 0 }, {
+      metrics: options.metrics,
+      logger: options.logger,
+      now: this.now,
+    });
     this.settings = {
       now: this.now,
       dialDeadlineMs: this.dialDeadlineMs,
@@ -185,7 +189,8 @@ export class Router {
   /** authenticate() for directories that answer at once (plain-text users: tests and tools). */
   authorize(username: string, password: string, source?: string): Authorization {
     const a = this.authenticate(username, password, source);
-    if (a instanceof Promise) throw new InternalError('Router.authorize: this directory checks passwords asynchronously; use authenticate()');
+    if (a instanceof Promise)
+      throw new InternalError('Router.authorize: this directory checks passwords asynchronously; use authenticate()');
     return a;
   }
 
@@ -216,14 +221,26 @@ export class Router {
       if (!instances || !instances.get(o.instance))
         return { ok: false, kind: 'forbidden', reason: `unknown instance '${o.instance}'`, user: user.name, result: 'not_allowed' };
       if (!instances.allowed(user.name, o.instance))
-        return { ok: false, kind: 'forbidden', reason: `user may not use instance '${o.instance}'`, user: user.name, result: 'not_allowed' };
+        return {
+          ok: false,
+          kind: 'forbidden',
+          reason: `user may not use instance '${o.instance}'`,
+          user: user.name,
+          result: 'not_allowed',
+        };
     }
     if (o.region !== undefined && this.options.regionKnown?.(o.region) === false) {
       return { ok: false, kind: 'forbidden', reason: `unknown region '${o.region}'` };
     }
     // A new sticky session past the user's bound (proxy.maxSessionsPerUser) is refused before it takes a slot.
     if (o.sessionId !== undefined && this.options.sessions.admits?.(user.name, o.sessionId) === false) {
-      return { ok: false, kind: 'forbidden', reason: `user ${user.name} holds too many sticky sessions (proxy.maxSessionsPerUser); a new session id is refused until older ones end`, user: user.name, result: 'limited' };
+      return {
+        ok: false,
+        kind: 'forbidden',
+        reason: `user ${user.name} holds too many sticky sessions (proxy.maxSessionsPerUser); a new session id is refused until older ones end`,
+        user: user.name,
+        result: 'limited',
+      };
     }
     const admission = this.options.meters.admit(user.name);
     if (!admission.ok) return { ok: false, kind: 'forbidden', reason: admission.reason, user: user.name, result: 'limited' };
@@ -254,7 +271,8 @@ export class Router {
       source = this.sourceFor(route);
     } catch (err) {
       // The registry refuses a new pool when all of the user's pools are busy (pool.maxPerUser).
-      if (err instanceof PoolEmptyError) throw new GatewayError('NO_UPSTREAM', 'no upstream available: too many regions or products in use');
+      if (err instanceof PoolEmptyError)
+        throw new GatewayError('NO_UPSTREAM', 'no upstream available: too many regions or products in use');
       throw err;
     }
     const sessions = this.options.sessions;
@@ -279,15 +297,30 @@ export class Router {
     // A tunnel's rules see its dial's outcome; a plain-HTTP request's are the forwarder's (http-forward.ts).
     const rules = mode === 'tunnel' ? this.options.requestRules?.forRequest(route.user, target.host) : undefined;
     // The race counts this dial's retries and hedges; a record that already has some (a rule's retry) adds.
-    const job = new DialJob(this, route, target, mode, source, sticky, signal, trace && (trace.retries > 0 || trace.hedges > 0) ? new TraceFrom(trace) : trace);
+    const job = new DialJob(
+      this,
+      route,
+      target,
+      mode,
+      source,
+      sticky,
+      signal,
+      trace && (trace.retries > 0 || trace.hedges > 0) ? new TraceFrom(trace) : trace,
+    );
     if (rules !== undefined) job.rules = rules;
     let won: RaceWon;
     try {
       won = await raceDial(job);
     } catch (err) {
-      if (rules !== undefined && err instanceof GatewayError && job.failedNodes !== undefined) this.dialFailureRules(route, target, rules, err, job.failedNodes, trace);
+      if (rules !== undefined && err instanceof GatewayError && job.failedNodes !== undefined)
+        this.dialFailureRules(route, target, rules, err, job.failedNodes, trace);
       // The strict session's own exit failed (not the target): the connection fails, the session stays put.
-      if (job.strictSticky && err instanceof GatewayError && (err.code === 'UPSTREAM_FAILED' || err.code === 'UPSTREAM_TIMEOUT') && err.upstreamReason !== 'target_refused') {
+      if (
+        job.strictSticky &&
+        err instanceof GatewayError &&
+        (err.code === 'UPSTREAM_FAILED' || err.code === 'UPSTREAM_TIMEOUT') &&
+        err.upstreamReason !== 'target_refused'
+      ) {
         throw strictFailure(err.upstreamReason);
       }
       throw err;
@@ -299,7 +332,15 @@ export class Router {
     if (!this.suspect.has(node)) source.reportSuccess(node);
     if (route.sessionId !== undefined && !won.sticky) sessions.bind(user, route.sessionId, node, route.sessTime);
     if (rules !== undefined) this.watchFirstByte(route, target, rules, won, trace);
-    return new DialedTunnel(won, mode === 'forward' && node.protocol === 'http', source, route, sessions, this.suspect, this.options.metrics);
+    return new DialedTunnel(
+      won,
+      mode === 'forward' && node.protocol === 'http',
+      source,
+      route,
+      sessions,
+      this.suspect,
+      this.options.metrics,
+    );
   }
 
   /** The rules a plain-HTTP request to `host` is held to (http-forward.ts); undefined = none (no cost). */
@@ -318,13 +359,25 @@ export class Router {
       const ban = this.options.bans?.add(user, node, rule.banHost ? host : null, rule.banMs, rule.name);
       if (ban === undefined) this.options.logger?.warn({ user, rule: rule.name }, 'ban table full: exit not banned');
     }
-    if (rule.action !== 'tag' && route.sessionId !== undefined && !route.strict && this.options.sessions.get(user, route.sessionId)?.node.id === node.id) {
+    if (
+      rule.action !== 'tag' &&
+      route.sessionId !== undefined &&
+      !route.strict &&
+      this.options.sessions.get(user, route.sessionId)?.node.id === node.id
+    ) {
       this.options.sessions.rotate(user, route.sessionId, 'failed');
     }
   }
 
   /** A tunnel's dial failed: the first rule a 502 (504 when it timed out) fires bans the nodes that failed. */
-  private dialFailureRules(route: Route, target: Target, rules: RuleSet, err: GatewayError, failed: readonly UpstreamNode[], trace: DialTrace | undefined): void {
+  private dialFailureRules(
+    route: Route,
+    target: Target,
+    rules: RuleSet,
+    err: GatewayError,
+    failed: readonly UpstreamNode[],
+    trace: DialTrace | undefined,
+  ): void {
     if (err.code !== 'UPSTREAM_FAILED' && err.code !== 'UPSTREAM_TIMEOUT') return;
     const rule = rules.onDialFailure(err.code === 'UPSTREAM_TIMEOUT');
     if (rule === undefined) return;
@@ -557,4 +610,3 @@ function clientMessage(err: UpstreamDialError): string {
       return 'the upstream failed';
   }
 }
-

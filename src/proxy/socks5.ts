@@ -123,7 +123,9 @@ export class Socks5Listener {
       };
       request = await acceptSocks5<Decision>(
         socket,
-        this.options.anonymous ? { ...this.handshake, authenticate, noAuth: () => decide(this.options.anonymous!(socket)) } : { ...this.handshake, authenticate },
+        this.options.anonymous
+          ? { ...this.handshake, authenticate, noAuth: () => decide(this.options.anonymous!(socket)) }
+          : { ...this.handshake, authenticate },
       );
     } catch (err) {
       const code = err instanceof Socks5HandshakeError ? err.code : 'CLOSED';
@@ -176,12 +178,11 @@ export class Socks5Listener {
         return;
       }
       writeReply(socket, err.socksReply);
-      this.refuse(
-        conn,
-        err.connectionResult,
-        err.upstreamReason ? `${err.message} (${err.upstreamReason})` : err.message,
+      this.refuse(conn, err.connectionResult, err.upstreamReason ? `${err.message} (${err.upstreamReason})` : err.message);
+      this.options.logger?.info(
+        { listener: LISTENER, conn: conn.id, user, code: err.code, reason: err.upstreamReason },
+        'socks5 connect failed',
       );
-      this.options.logger?.info({ listener: LISTENER, conn: conn.id, user, code: err.code, reason: err.upstreamReason }, 'socks5 connect failed');
       return;
     }
     // Still flowing: the relay below takes the reading over in this same turn (no pause, no resume).
@@ -201,7 +202,6 @@ export class Socks5Listener {
   }
 }
 
-
 /** An admission without credentials as the handshake's decision (none or an auth refusal: no way in). */
 function decide(a: Authorization | undefined): AuthDecision<Decision> {
   if (!a || (!a.ok && a.kind === 'auth')) return { ok: false };
@@ -214,4 +214,3 @@ function decide(a: Authorization | undefined): AuthDecision<Decision> {
 function hostText(host: string): string {
   return host.includes(':') ? `[${host}]` : host;
 }
-

@@ -88,7 +88,10 @@ export class UdpAssociations {
       }
       const reply = err instanceof GatewayError ? err.socksReply : REPLY.generalFailure;
       writeReply(control, reply);
-      conn.end({ result: err instanceof GatewayError ? err.connectionResult : 'upstream_error', reason: err instanceof Error ? err.message : 'internal error' });
+      conn.end({
+        result: err instanceof GatewayError ? err.connectionResult : 'upstream_error',
+        reason: err instanceof Error ? err.message : 'internal error',
+      });
       if (!(err instanceof GatewayError)) this.logger?.error({ conn: conn.id, user, err }, 'udp associate failed unexpectedly');
       return;
     }

@@ -75,7 +75,9 @@ class GuardedDial<T> implements DialSteps {
     signal?.addEventListener('abort', this.onAbort, { once: true });
     this.timer = setTimeout(onConnectTimeout, this.options.connectTimeoutMs, this);
     const tls = this.node.tls === true;
-    const s = (tls ? connectTls(this.node, this.options.tls) : connect({ host: this.node.host, port: this.node.port, allowHalfOpen: true })) as DialSocket;
+    const s = (
+      tls ? connectTls(this.node, this.options.tls) : connect({ host: this.node.host, port: this.node.port, allowHalfOpen: true })
+    ) as DialSocket;
     this.socket = s;
     s[DIAL] = this;
     s.setNoDelay(true);

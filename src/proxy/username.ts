@@ -75,7 +75,8 @@ export function parseUsername(raw: string, isUser?: (name: string) => boolean): 
     seen.add(key);
     switch (key) {
       case 'session':
-        if (value.length > SESSION_ID_MAX) return refuse('BAD_VALUE', `bad value for option 'session': at most ${SESSION_ID_MAX} characters`);
+        if (value.length > SESSION_ID_MAX)
+          return refuse('BAD_VALUE', `bad value for option 'session': at most ${SESSION_ID_MAX} characters`);
         options.sessionId = value;
         break;
       case 'sesstime': {
@@ -103,7 +104,8 @@ export function parseUsername(raw: string, isUser?: (name: string) => boolean): 
   }
   const user = tokens.slice(0, end).join('-');
   if (user === '' || tokens[0] === '') return refuse('EMPTY_USER', 'empty user name');
-  if (options.strict && options.sessionId === undefined) return refuse('BAD_VALUE', "option 'strict' needs a sticky session (-session-<id>)");
+  if (options.strict && options.sessionId === undefined)
+    return refuse('BAD_VALUE', "option 'strict' needs a sticky session (-session-<id>)");
   if (end === 1 || isUser?.(user)) return { ok: true, user, options };
 
   // The remainder holds a '-' and is not itself a user: find where the user ends and what follows it.

@@ -153,7 +153,8 @@ export class WarmConnections {
   /** Sets with nothing ready, nothing opening and no dial in the window are forgotten. */
   private sweepSets(): void {
     const now = performance.now();
-    for (const [key, set] of this.sets) if (set.ready.length === 0 && set.opening === 0 && this.demand(set, now) === 0) this.sets.delete(key);
+    for (const [key, set] of this.sets)
+      if (set.ready.length === 0 && set.opening === 0 && this.demand(set, now) === 0) this.sets.delete(key);
   }
 
   /** The newest ready connection still open (the likeliest alive), taken out of the set. */
@@ -317,7 +318,14 @@ export class WarmConnections {
         } else resolve({ socket, head });
       };
       const onAbort = (): void => finish(new DialAbortedError(), null);
-      const timer = setTimeout(() => finish(new UpstreamDialError('connect_timeout', `upstream did not answer the tunnel request within ${options.handshakeTimeoutMs} ms`), null), options.handshakeTimeoutMs);
+      const timer = setTimeout(
+        () =>
+          finish(
+            new UpstreamDialError('connect_timeout', `upstream did not answer the tunnel request within ${options.handshakeTimeoutMs} ms`),
+            null,
+          ),
+        options.handshakeTimeoutMs,
+      );
       if (options.signal?.aborted) return onAbort();
       options.signal?.addEventListener('abort', onAbort, { once: true });
       if (node.protocol === 'socks5') {

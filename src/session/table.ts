@@ -198,7 +198,8 @@ export class SessionTable {
   list(): SessionView[] {
     this.sweep();
     const out: SessionView[] = [];
-    for (const s of this.cache.values()) out.push({ user: s.user, sessionId: s.sessionId, nodeId: s.node.id, startedAt: s.startedAt, expiresAt: s.expiresAt });
+    for (const s of this.cache.values())
+      out.push({ user: s.user, sessionId: s.sessionId, nodeId: s.node.id, startedAt: s.startedAt, expiresAt: s.expiresAt });
     return out;
   }
 

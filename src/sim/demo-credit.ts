@@ -33,11 +33,16 @@ export async function creditDemoFlow(accounts: readonly DemoAccount[], options: 
     const key = `${u.mainAccount}/${u.product}`;
     if (seen.has(key) || u.product === '') continue;
     seen.add(key);
-    const info = await client.call('ProxyInfo', { appUsername: u.mainAccount, proxyType: 104, productNo: u.product }).catch(() => undefined);
+    const info = await client
+      .call('ProxyInfo', { appUsername: u.mainAccount, proxyType: 104, productNo: u.product })
+      .catch(() => undefined);
     const balance = Number(info?.list?.find((e) => e.productNo === u.product || e.productNo == null)?.balance ?? 0);
     if (balance > 0) continue;
     const appOrderNo = `demo${clock.now().toString(36)}${randomBytes(4).toString('hex')}`.slice(0, 32);
-    await client.call('InstanceOpen', { appOrderNo, params: [{ productNo: u.product, appUsername: u.mainAccount, flow: flowMb, cycleTimes: 1 }] });
+    await client.call('InstanceOpen', {
+      appOrderNo,
+      params: [{ productNo: u.product, appUsername: u.mainAccount, flow: flowMb, cycleTimes: 1 }],
+    });
     // Orders are asynchronous: wait for the credit so the first balance poll sees it.
     for (let i = 0; i < (options.maxPolls ?? 100); i++) {
       const order = await client.call('GetOrder', { appOrderNo }).catch(() => undefined);

@@ -94,7 +94,10 @@ export async function startSimulator(opts: SimOptions = {}): Promise<Simulator> 
     state,
     clock,
     callbacks,
-    faults: new Faults(() => state.random(), { ...(opts.backconnect ? { backconnect: opts.backconnect } : {}), ...(opts.latencyMs !== undefined ? { latencyMs: opts.latencyMs } : {}) }),
+    faults: new Faults(() => state.random(), {
+      ...(opts.backconnect ? { backconnect: opts.backconnect } : {}),
+      ...(opts.latencyMs !== undefined ? { latencyMs: opts.latencyMs } : {}),
+    }),
     calls: new Map(),
     upstreams: null,
     orderDelayMs: opts.orderDelayMs ?? 2000,

@@ -9,7 +9,11 @@ import type { RedisConnection } from './redis-connection.ts';
 
 /** SQLite only, opened synchronously; StoreError STORE_UNSUPPORTED for a redis:// URL (use openStoreFor). */
 export function openStore(path: string, options: SqliteStoreOptions = {}): Store {
-  if (isRedisUrl(path)) throw new StoreError('STORE_UNSUPPORTED', 'store.path: a redis:// URL is opened by openStoreFor (the Redis driver connects asynchronously)');
+  if (isRedisUrl(path))
+    throw new StoreError(
+      'STORE_UNSUPPORTED',
+      'store.path: a redis:// URL is opened by openStoreFor (the Redis driver connects asynchronously)',
+    );
   return new SqliteStore(path, options);
 }
 

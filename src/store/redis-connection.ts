@@ -125,6 +125,9 @@ export class RedisConnection {
   private markDown(err: Error): void {
     if (this.down || this.closed) return;
     this.down = true;
-    this.logger?.error({ redis: this.name, err: { message: redactText(err.message) } }, 'redis is unreachable: shared state unavailable; retrying in the background');
+    this.logger?.error(
+      { redis: this.name, err: { message: redactText(err.message) } },
+      'redis is unreachable: shared state unavailable; retrying in the background',
+    );
   }
 }

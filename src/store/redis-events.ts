@@ -121,7 +121,16 @@ export function appendEventCall(k: EventKeys, e: NewEvent, now: number): { keys:
 export function appendedEvent(id: number, e: NewEvent): EventRecord | undefined {
   if (id === 0) return undefined;
   const data = JSON.parse(JSON.stringify(e.data ?? null)) as unknown;
-  return { id, type: e.type, time: e.time, data, attempts: 0, deliveredAt: null, nextAttemptAt: e.deliver === false ? null : e.time, lastError: null };
+  return {
+    id,
+    type: e.type,
+    time: e.time,
+    data,
+    attempts: 0,
+    deliveredAt: null,
+    nextAttemptAt: e.deliver === false ? null : e.time,
+    lastError: null,
+  };
 }
 
 export async function appendEvent(call: Call, k: EventKeys, e: NewEvent, now: number): Promise<EventRecord | undefined> {
@@ -143,8 +152,15 @@ export async function claimEvents(c: Redis, call: Call, k: EventKeys, now: numbe
 export async function settleEvent(c: Redis, k: EventKeys, id: number, outcome: EventSettlement): Promise<void> {
   const key = k.event + id;
   const m = c.multi().hincrby(key, 'attempts', 1);
-  if ('deliveredAt' in outcome) m.hset(key, 'deliveredAt', outcome.deliveredAt, 'nextAt', '').hdel(key, 'lastError').zrem(k.pending, String(id));
-  else m.hset(key, 'nextAt', outcome.nextAttemptAt, 'lastError', outcome.error.slice(0, 500)).zadd(k.pending, 'XX', outcome.nextAttemptAt, String(id));
+  if ('deliveredAt' in outcome)
+    m.hset(key, 'deliveredAt', outcome.deliveredAt, 'nextAt', '').hdel(key, 'lastError').zrem(k.pending, String(id));
+  else
+    m.hset(key, 'nextAt', outcome.nextAttemptAt, 'lastError', outcome.error.slice(0, 500)).zadd(
+      k.pending,
+      'XX',
+      outcome.nextAttemptAt,
+      String(id),
+    );
   const results = (await m.exec()) ?? [];
   for (const [err] of results) if (err) throw err;
 }
@@ -156,14 +172,21 @@ export async function clearMarker(c: Redis, k: EventKeys, marker: string): Promi
 /** Markers expire by themselves (PX); events are scanned from the oldest, a page at a time. */
 export async function pruneEvents(c: Redis, k: EventKeys, options: { deliveredBefore: number; now: number }): Promise<number> {
   let dropped = 0;
-  for (let offset = 0; ; ) {
+  for (let offset = 0; ;) {
     const ids = await c.zrange(k.all, String(offset), String(offset + 499));
     if (ids.length === 0) return dropped;
     const events = await readEvents(c, k, ids);
-    const old = events.filter((e) => (e.deliveredAt !== null && e.deliveredAt < options.deliveredBefore) || (e.deliveredAt === null && e.nextAttemptAt === null && e.time < options.deliveredBefore));
+    const old = events.filter(
+      (e) =>
+        (e.deliveredAt !== null && e.deliveredAt < options.deliveredBefore) ||
+        (e.deliveredAt === null && e.nextAttemptAt === null && e.time < options.deliveredBefore),
+    );
     if (old.length > 0) {
       const m = c.multi();
-      for (const e of old) m.del(k.event + e.id).zrem(k.all, String(e.id)).zrem(k.pending, String(e.id));
+      for (const e of old)
+        m.del(k.event + e.id)
+          .zrem(k.all, String(e.id))
+          .zrem(k.pending, String(e.id));
       await m.exec();
       dropped += old.length;
     }

@@ -215,7 +215,16 @@ export class RedisStore implements Store {
     const k = this.keys;
     return {
       keys: [k.order(o.appOrderNo), k.orderNumbers, k.ordersAll, k.ordersOpen],
-      args: [o.appOrderNo, o.orderNo ?? '', o.orderNo === null ? '0' : '1', FINAL_ORDER_STATUS.has(o.status) ? '0' : '1', o.createdAt, set.length / 2, ...set, ...del],
+      args: [
+        o.appOrderNo,
+        o.orderNo ?? '',
+        o.orderNo === null ? '0' : '1',
+        FINAL_ORDER_STATUS.has(o.status) ? '0' : '1',
+        o.createdAt,
+        set.length / 2,
+        ...set,
+        ...del,
+      ],
     };
   }
 
@@ -233,7 +242,10 @@ export class RedisStore implements Store {
   async listOrders(filter: OrderFilter = {}): Promise<OrderRecord[]> {
     const all = await this.run('orders', async (c) => {
       const ids = await c.smembers(filter.open ? this.keys.ordersOpen : this.keys.ordersAll);
-      const hs = await this.hashes(c, ids.map((id) => this.keys.order(id)));
+      const hs = await this.hashes(
+        c,
+        ids.map((id) => this.keys.order(id)),
+      );
       const out: OrderRecord[] = [];
       ids.forEach((id, i) => {
         const h = hs[i];
@@ -243,7 +255,12 @@ export class RedisStore implements Store {
     });
     const statuses = filter.statuses?.length ? new Set(filter.statuses) : undefined;
     const picked = all
-      .filter((o) => (filter.type === undefined || o.type === filter.type) && (!statuses || statuses.has(o.status)) && (!filter.open || !FINAL_ORDER_STATUS.has(o.status)))
+      .filter(
+        (o) =>
+          (filter.type === undefined || o.type === filter.type) &&
+          (!statuses || statuses.has(o.status)) &&
+          (!filter.open || !FINAL_ORDER_STATUS.has(o.status)),
+      )
       .sort((a, b) => b.createdAt - a.createdAt || byKey(a.appOrderNo, b.appOrderNo));
     return window(picked, filter.limit, filter.offset);
   }
@@ -300,7 +317,16 @@ export class RedisStore implements Store {
     const t = this.now();
     const k = this.keys;
     await this.run(`journal entry ${entry.merchantNo}`, (c) =>
-      this.script(c, 'rotorAddIntent', [k.journal(entry.merchantNo), k.journalAll, k.journalState('intent'), entry.merchantNo, entry.operation, json(entry.request), entry.reqId, t]),
+      this.script(c, 'rotorAddIntent', [
+        k.journal(entry.merchantNo),
+        k.journalAll,
+        k.journalState('intent'),
+        entry.merchantNo,
+        entry.operation,
+        json(entry.request),
+        entry.reqId,
+        t,
+      ]),
     ).catch((err: unknown) => {
       if (err instanceof StoreError && err.code === 'STORE_CONFLICT') throw new StoreConflictError(`journal entry ${entry.merchantNo}`);
       throw err;
@@ -308,14 +334,24 @@ export class RedisStore implements Store {
     return { ...entry, state: 'intent', result: null, orderNo: null, attempts: 0, createdAt: t, updatedAt: t };
   }
 
-  async updateJournal(merchantNo: string, patch: { state: JournalState; result?: unknown; orderNo?: string | null; sent?: boolean }): Promise<void> {
+  async updateJournal(
+    merchantNo: string,
+    patch: { state: JournalState; result?: unknown; orderNo?: string | null; sent?: boolean },
+  ): Promise<void> {
     if (!JOURNAL_STATES.includes(patch.state)) throw new StoreError('STORE_INVALID', `journal entry ${merchantNo}: unknown state`);
     const orderNoMode = patch.orderNo === undefined ? '0' : patch.orderNo === null ? '2' : '1';
     await this.run(`journal entry ${merchantNo}`, (c) =>
       this.script(c, 'rotorUpdateJournal', [
         this.keys.journal(merchantNo),
-        merchantNo, patch.state, patch.result !== undefined ? '1' : '0', patch.result !== undefined ? json(patch.result) : '',
-        orderNoMode, patch.orderNo ?? '', patch.sent ? '1' : '0', this.now(), this.keys.journalState(''),
+        merchantNo,
+        patch.state,
+        patch.result !== undefined ? '1' : '0',
+        patch.result !== undefined ? json(patch.result) : '',
+        orderNoMode,
+        patch.orderNo ?? '',
+        patch.sent ? '1' : '0',
+        this.now(),
+        this.keys.journalState(''),
       ]),
     );
   }
@@ -329,7 +365,10 @@ export class RedisStore implements Store {
     if (states && states.length === 0) return [];
     const entries = await this.run('journal', async (c) => {
       const ids = states ? await c.sunion(...states.map((s) => this.keys.journalState(s))) : await c.smembers(this.keys.journalAll);
-      const hs = await this.hashes(c, ids.map((id) => this.keys.journal(id)));
+      const hs = await this.hashes(
+        c,
+        ids.map((id) => this.keys.journal(id)),
+      );
       const out: JournalEntry[] = [];
       ids.forEach((id, i) => {
         const h = hs[i];
@@ -339,7 +378,9 @@ export class RedisStore implements Store {
     });
     // The state sets are moved in the same script as the entry, but filter anyway: a listing is a snapshot.
     const wanted = states ? new Set(states) : undefined;
-    return entries.filter((e) => !wanted || wanted.has(e.state)).sort((a, b) => a.createdAt - b.createdAt || byKey(a.merchantNo, b.merchantNo));
+    return entries
+      .filter((e) => !wanted || wanted.has(e.state))
+      .sort((a, b) => a.createdAt - b.createdAt || byKey(a.merchantNo, b.merchantNo));
   }
 
   // ── callbacks ──
@@ -347,20 +388,39 @@ export class RedisStore implements Store {
     const k = this.keys;
     const id = k.callbackId(key.type, key.no, key.op);
     const r = (await this.run(`callback ${key.type} ${key.no}`, (c) =>
-      this.script(c, 'rotorRecordCallback', [k.callback(id), k.callbacksAll, k.callbacksUnprocessed, k.callbacksSeq, id, key.type, key.no, key.op, receivedAt]),
+      this.script(c, 'rotorRecordCallback', [
+        k.callback(id),
+        k.callbacksAll,
+        k.callbacksUnprocessed,
+        k.callbacksSeq,
+        id,
+        key.type,
+        key.no,
+        key.op,
+        receivedAt,
+      ]),
     )) as [number, number];
     return { duplicate: r[0] === 1, processed: r[1] === 1 };
   }
 
   async markCallbackProcessed(key: CallbackKey): Promise<void> {
     const id = this.keys.callbackId(key.type, key.no, key.op);
-    await this.run(`callback ${key.type} ${key.no}`, (c) => this.script(c, 'rotorMarkCallback', [this.keys.callback(id), this.keys.callbacksUnprocessed, id]));
+    await this.run(`callback ${key.type} ${key.no}`, (c) =>
+      this.script(c, 'rotorMarkCallback', [this.keys.callback(id), this.keys.callbacksUnprocessed, id]),
+    );
   }
 
   async listCallbacks(filter: { processed?: boolean } = {}): Promise<CallbackRecord[]> {
     const all = await this.run('callbacks', async (c) => {
       const ids = await c.smembers(filter.processed === false ? this.keys.callbacksUnprocessed : this.keys.callbacksAll);
-      return (await this.hashes(c, ids.map((id) => this.keys.callback(id)))).filter((h): h is Hash => h !== undefined).map(toCallback);
+      return (
+        await this.hashes(
+          c,
+          ids.map((id) => this.keys.callback(id)),
+        )
+      )
+        .filter((h): h is Hash => h !== undefined)
+        .map(toCallback);
     });
     return all
       .filter((cb) => filter.processed === undefined || cb.processed === filter.processed)
@@ -393,7 +453,10 @@ export class RedisStore implements Store {
   async listUsage(): Promise<UsageRecord[]> {
     return this.run('usage', async (c) => {
       const users = (await c.smembers(this.keys.usageAll)).sort(byKey);
-      const hs = await this.hashes(c, users.map((u) => this.keys.usage(u)));
+      const hs = await this.hashes(
+        c,
+        users.map((u) => this.keys.usage(u)),
+      );
       const out: UsageRecord[] = [];
       users.forEach((u, i) => {
         const h = hs[i];
@@ -409,21 +472,34 @@ export class RedisStore implements Store {
     const key = this.keys.usage(user);
     const t = this.now();
     await this.run(`limit of ${user}`, async (c) => {
-      const results = (await c.multi().hset(key, 'limit', limit, 'updatedAt', t).hsetnx(key, 'used', 0).sadd(this.keys.usageAll, user).exec()) ?? [];
+      const results =
+        (await c.multi().hset(key, 'limit', limit, 'updatedAt', t).hsetnx(key, 'used', 0).sadd(this.keys.usageAll, user).exec()) ?? [];
       for (const [err] of results) if (err) throw err;
     });
   }
 
   // ── users ──
-  async putUser(user: Omit<StoredUser, 'version' | 'updatedAt'>, options: { ifAbsent?: boolean; ifVersion?: number } = {}): Promise<StoredUser> {
+  async putUser(
+    user: Omit<StoredUser, 'version' | 'updatedAt'>,
+    options: { ifAbsent?: boolean; ifVersion?: number } = {},
+  ): Promise<StoredUser> {
     checkUser(user.name, 'user');
     const k = this.keys;
     const t = this.now();
     const mode = options.ifAbsent ? 'absent' : options.ifVersion !== undefined ? 'version' : '';
     const version = await this.run(`user ${user.name}`, (c) =>
       this.script(c, 'rotorPutUser', [
-        k.user(user.name), k.usersLive, k.usersGone, k.usersVersion,
-        user.name, json(user.data), user.passwordHash, user.state, t, mode, String(options.ifVersion ?? ''),
+        k.user(user.name),
+        k.usersLive,
+        k.usersGone,
+        k.usersVersion,
+        user.name,
+        json(user.data),
+        user.passwordHash,
+        user.state,
+        t,
+        mode,
+        String(options.ifVersion ?? ''),
       ]),
     ).catch((err: unknown) => {
       if (err instanceof StoreError && err.code === 'STORE_CONFLICT') throw new StoreConflictError(`user ${user.name}`);
@@ -440,7 +516,10 @@ export class RedisStore implements Store {
   async listUsers(): Promise<StoredUser[]> {
     return this.run('users', async (c) => {
       const names = (await c.zrange(this.keys.usersLive, '0', '-1')).sort(byKey);
-      const hs = await this.hashes(c, names.map((n) => this.keys.user(n)));
+      const hs = await this.hashes(
+        c,
+        names.map((n) => this.keys.user(n)),
+      );
       const out: StoredUser[] = [];
       names.forEach((n, i) => {
         const h = hs[i];
@@ -452,7 +531,9 @@ export class RedisStore implements Store {
 
   async deleteUser(name: string): Promise<boolean> {
     const k = this.keys;
-    const r = await this.run(`user ${name}`, (c) => this.script(c, 'rotorDeleteUser', [k.user(name), k.usersLive, k.usersGone, k.usersVersion, name]));
+    const r = await this.run(`user ${name}`, (c) =>
+      this.script(c, 'rotorDeleteUser', [k.user(name), k.usersLive, k.usersGone, k.usersVersion, name]),
+    );
     return Number(r) === 1;
   }
 
@@ -462,7 +543,10 @@ export class RedisStore implements Store {
       const now = Number((await c.get(this.keys.usersVersion)) ?? 0);
       const names = await c.zrangebyscore(this.keys.usersLive, `(${String(version)}`, '+inf');
       const deleted = await c.zrangebyscore(this.keys.usersGone, `(${String(version)}`, '+inf');
-      const hs = await this.hashes(c, names.map((n) => this.keys.user(n)));
+      const hs = await this.hashes(
+        c,
+        names.map((n) => this.keys.user(n)),
+      );
       const changed: StoredUser[] = [];
       names.forEach((n, i) => {
         const h = hs[i];

@@ -20,18 +20,24 @@ function toEvent(r: Row): EventRecord {
 export function appendEvent(db: Database.Database, e: NewEvent): EventRecord | undefined {
   return db.transaction((): EventRecord | undefined => {
     if (e.marker !== undefined) {
-      const taken = db.prepare('INSERT INTO event_markers (key, expires_at) VALUES (?, ?) ON CONFLICT (key) DO NOTHING').run(e.marker, e.markerExpiresAt ?? null);
+      const taken = db
+        .prepare('INSERT INTO event_markers (key, expires_at) VALUES (?, ?) ON CONFLICT (key) DO NOTHING')
+        .run(e.marker, e.markerExpiresAt ?? null);
       if (taken.changes === 0) return undefined;
     }
     const row = db
-      .prepare('INSERT INTO events (type, time, data, attempts, delivered_at, next_attempt_at, last_error) VALUES (?, ?, ?, 0, NULL, ?, NULL) RETURNING *')
+      .prepare(
+        'INSERT INTO events (type, time, data, attempts, delivered_at, next_attempt_at, last_error) VALUES (?, ?, ?, 0, NULL, ?, NULL) RETURNING *',
+      )
       .get(e.type, e.time, JSON.stringify(e.data ?? null), e.deliver === false ? null : e.time) as Row;
     return toEvent(row);
   })();
 }
 
 export function listEvents(db: Database.Database, filter: { since?: number; limit?: number } = {}): EventRecord[] {
-  return (db.prepare('SELECT * FROM events WHERE id > ? ORDER BY id LIMIT ?').all(filter.since ?? 0, filter.limit ?? 100) as Row[]).map(toEvent);
+  return (db.prepare('SELECT * FROM events WHERE id > ? ORDER BY id LIMIT ?').all(filter.since ?? 0, filter.limit ?? 100) as Row[]).map(
+    toEvent,
+  );
 }
 
 export function claimEvents(db: Database.Database, now: number, leaseMs: number, limit: number): EventRecord[] {
@@ -47,9 +53,16 @@ export function claimEvents(db: Database.Database, now: number, leaseMs: number,
 
 export function settleEvent(db: Database.Database, id: number, outcome: EventSettlement): void {
   if ('deliveredAt' in outcome) {
-    db.prepare('UPDATE events SET attempts = attempts + 1, delivered_at = ?, next_attempt_at = NULL, last_error = NULL WHERE id = ?').run(outcome.deliveredAt, id);
+    db.prepare('UPDATE events SET attempts = attempts + 1, delivered_at = ?, next_attempt_at = NULL, last_error = NULL WHERE id = ?').run(
+      outcome.deliveredAt,
+      id,
+    );
   } else {
-    db.prepare('UPDATE events SET attempts = attempts + 1, next_attempt_at = ?, last_error = ? WHERE id = ? AND delivered_at IS NULL').run(outcome.nextAttemptAt, outcome.error.slice(0, 500), id);
+    db.prepare('UPDATE events SET attempts = attempts + 1, next_attempt_at = ?, last_error = ? WHERE id = ? AND delivered_at IS NULL').run(
+      outcome.nextAttemptAt,
+      outcome.error.slice(0, 500),
+      id,
+    );
   }
 }
 
@@ -60,7 +73,9 @@ export function clearMarker(db: Database.Database, marker: string): void {
 export function pruneEvents(db: Database.Database, options: { deliveredBefore: number; now: number }): number {
   return db.transaction(() => {
     const dropped = db
-      .prepare('DELETE FROM events WHERE (delivered_at IS NOT NULL AND delivered_at < @before) OR (delivered_at IS NULL AND next_attempt_at IS NULL AND time < @before)')
+      .prepare(
+        'DELETE FROM events WHERE (delivered_at IS NOT NULL AND delivered_at < @before) OR (delivered_at IS NULL AND next_attempt_at IS NULL AND time < @before)',
+      )
       .run({ before: options.deliveredBefore }).changes;
     db.prepare('DELETE FROM event_markers WHERE expires_at IS NOT NULL AND expires_at < ?').run(options.now);
     return dropped;

@@ -195,7 +195,9 @@ export class SqliteStore implements Store {
   }
 
   async getOrder(no: string): Promise<OrderRecord | undefined> {
-    const r = this.q().prepare('SELECT * FROM orders WHERE app_order_no = ? OR order_no = ? ORDER BY app_order_no = ? DESC LIMIT 1').get(no, no, no) as Row | undefined;
+    const r = this.q()
+      .prepare('SELECT * FROM orders WHERE app_order_no = ? OR order_no = ? ORDER BY app_order_no = ? DESC LIMIT 1')
+      .get(no, no, no) as Row | undefined;
     return r ? toOrder(r) : undefined;
   }
 
@@ -213,7 +215,11 @@ export class SqliteStore implements Store {
     if (filter.open) where.push(`status NOT IN (${[...FINAL_ORDER_STATUS].join(',')})`);
     const sql = `SELECT * FROM orders ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY created_at DESC, app_order_no LIMIT ? OFFSET ?`;
     args.push(filter.limit ?? -1, filter.offset ?? 0);
-    return (this.q().prepare(sql).all(...args) as Row[]).map(toOrder);
+    return (
+      this.q()
+        .prepare(sql)
+        .all(...args) as Row[]
+    ).map(toOrder);
   }
 
   async countOrders(): Promise<{ type: number; status: number; count: number }[]> {
@@ -265,11 +271,18 @@ export class SqliteStore implements Store {
     }
     const sql = `SELECT * FROM instances ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY instance_no LIMIT ? OFFSET ?`;
     args.push(filter.limit ?? -1, filter.offset ?? 0);
-    return (this.q().prepare(sql).all(...args) as Row[]).map(toInstance);
+    return (
+      this.q()
+        .prepare(sql)
+        .all(...args) as Row[]
+    ).map(toInstance);
   }
 
   async countInstances(): Promise<{ status: number | null; count: number }[]> {
-    return (this.q().prepare('SELECT status, COUNT(*) AS n FROM instances GROUP BY status').all() as Row[]).map((r) => ({ status: num(r.status), count: Number(r.n) }));
+    return (this.q().prepare('SELECT status, COUNT(*) AS n FROM instances GROUP BY status').all() as Row[]).map((r) => ({
+      status: num(r.status),
+      count: Number(r.n),
+    }));
   }
 
   // ── journal ──
@@ -283,13 +296,17 @@ export class SqliteStore implements Store {
         )
         .run(entry.merchantNo, entry.operation, json(entry.request), entry.reqId, t, t);
     } catch (err) {
-      if ((err as { code?: string }).code === 'SQLITE_CONSTRAINT_PRIMARYKEY') throw new StoreConflictError(`journal entry ${entry.merchantNo}`);
+      if ((err as { code?: string }).code === 'SQLITE_CONSTRAINT_PRIMARYKEY')
+        throw new StoreConflictError(`journal entry ${entry.merchantNo}`);
       throw err;
     }
     return { ...entry, state: 'intent', result: null, orderNo: null, attempts: 0, createdAt: t, updatedAt: t };
   }
 
-  async updateJournal(merchantNo: string, patch: { state: JournalState; result?: unknown; orderNo?: string | null; sent?: boolean }): Promise<void> {
+  async updateJournal(
+    merchantNo: string,
+    patch: { state: JournalState; result?: unknown; orderNo?: string | null; sent?: boolean },
+  ): Promise<void> {
     this.q()
       .prepare(
         `UPDATE journal SET state = @state,
@@ -317,15 +334,22 @@ export class SqliteStore implements Store {
 
   async listJournal(states?: readonly JournalState[]): Promise<JournalEntry[]> {
     if (states && states.length === 0) return [];
-    const sql = states ? `SELECT * FROM journal WHERE state IN (${states.map(() => '?').join(',')}) ORDER BY created_at, merchant_no` : 'SELECT * FROM journal ORDER BY created_at, merchant_no';
-    return (this.q().prepare(sql).all(...(states ?? [])) as Row[]).map(toJournal);
+    const sql = states
+      ? `SELECT * FROM journal WHERE state IN (${states.map(() => '?').join(',')}) ORDER BY created_at, merchant_no`
+      : 'SELECT * FROM journal ORDER BY created_at, merchant_no';
+    return (
+      this.q()
+        .prepare(sql)
+        .all(...(states ?? [])) as Row[]
+    ).map(toJournal);
   }
 
   // ── callbacks ──
   async recordCallback(key: CallbackKey, receivedAt: number): Promise<{ duplicate: boolean; processed: boolean }> {
     const db = this.q();
     return db.transaction(() => {
-      const existing = db.prepare('SELECT processed FROM callbacks WHERE type = ? AND no = ? AND op = ?').get(key.type, key.no, key.op) as Row | undefined;
+      const existing = db.prepare('SELECT processed FROM callbacks WHERE type = ? AND no = ? AND op = ?').get(key.type, key.no, key.op) as
+        Row | undefined;
       if (existing) {
         db.prepare('UPDATE callbacks SET count = count + 1 WHERE type = ? AND no = ? AND op = ?').run(key.type, key.no, key.op);
         return { duplicate: true, processed: Number(existing.processed) === 1 };
@@ -343,7 +367,9 @@ export class SqliteStore implements Store {
     const rows =
       filter.processed === undefined
         ? this.q().prepare('SELECT * FROM callbacks ORDER BY received_at, rowid').all()
-        : this.q().prepare('SELECT * FROM callbacks WHERE processed = ? ORDER BY received_at, rowid').all(filter.processed ? 1 : 0);
+        : this.q()
+            .prepare('SELECT * FROM callbacks WHERE processed = ? ORDER BY received_at, rowid')
+            .all(filter.processed ? 1 : 0);
     return (rows as Row[]).map(toCallback);
   }
 
@@ -379,12 +405,16 @@ export class SqliteStore implements Store {
   }
 
   // ── users ──
-  async putUser(user: Omit<StoredUser, 'version' | 'updatedAt'>, options: { ifAbsent?: boolean; ifVersion?: number } = {}): Promise<StoredUser> {
+  async putUser(
+    user: Omit<StoredUser, 'version' | 'updatedAt'>,
+    options: { ifAbsent?: boolean; ifVersion?: number } = {},
+  ): Promise<StoredUser> {
     const db = this.q();
     return db.transaction(() => {
       const existing = db.prepare('SELECT version FROM users WHERE name = ?').get(user.name) as Row | undefined;
       if (options.ifAbsent && existing) throw new StoreConflictError(`user ${user.name}`);
-      if (options.ifVersion !== undefined && Number(existing?.version ?? -1) !== options.ifVersion) throw new StoreConflictError(`user ${user.name} changed meanwhile`);
+      if (options.ifVersion !== undefined && Number(existing?.version ?? -1) !== options.ifVersion)
+        throw new StoreConflictError(`user ${user.name} changed meanwhile`);
       const version = this.nextUserVersion(db);
       const t = this.now();
       db.prepare(
@@ -417,7 +447,9 @@ export class SqliteStore implements Store {
       const gone = db.prepare('DELETE FROM users WHERE name = ?').run(name).changes > 0;
       if (gone) {
         const version = this.nextUserVersion(db);
-        db.prepare('INSERT INTO user_tombstones (name, version) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET version = excluded.version').run(name, version);
+        db.prepare(
+          'INSERT INTO user_tombstones (name, version) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET version = excluded.version',
+        ).run(name, version);
       }
       return gone;
     })();
@@ -427,7 +459,9 @@ export class SqliteStore implements Store {
     const db = this.q();
     return db.transaction(() => {
       const changed = (db.prepare('SELECT * FROM users WHERE version > ? ORDER BY version').all(version) as Row[]).map(toUser);
-      const deleted = (db.prepare('SELECT name FROM user_tombstones WHERE version > ? ORDER BY version').all(version) as Row[]).map((r) => String(r.name));
+      const deleted = (db.prepare('SELECT name FROM user_tombstones WHERE version > ? ORDER BY version').all(version) as Row[]).map((r) =>
+        String(r.name),
+      );
       const now = Number((db.prepare('SELECT version FROM user_version WHERE id = 1').get() as Row).version);
       return { changed, deleted, version: now };
     })();
@@ -440,7 +474,9 @@ export class SqliteStore implements Store {
   }
 
   async kvSet(key: string, value: unknown): Promise<void> {
-    this.q().prepare('INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value').run(key, json(value));
+    this.q()
+      .prepare('INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value')
+      .run(key, json(value));
   }
 
   async kvDelete(key: string): Promise<void> {

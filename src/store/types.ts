@@ -150,7 +150,10 @@ export interface Store extends EventOutbox {
   /** Writes a new intent; rejects with StoreConflictError if the merchant number is already journaled. */
   addIntent(entry: Pick<JournalEntry, 'merchantNo' | 'operation' | 'request' | 'reqId'>): Promise<JournalEntry>;
   /** Moves an entry on; `attempts` is incremented when `sent` is true. */
-  updateJournal(merchantNo: string, patch: { state: JournalState; result?: unknown; orderNo?: string | null; sent?: boolean }): Promise<void>;
+  updateJournal(
+    merchantNo: string,
+    patch: { state: JournalState; result?: unknown; orderNo?: string | null; sent?: boolean },
+  ): Promise<void>;
   getJournal(merchantNo: string): Promise<JournalEntry | undefined>;
   listJournal(states?: readonly JournalState[]): Promise<JournalEntry[]>;
 

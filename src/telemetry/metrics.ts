@@ -55,9 +55,24 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
   const registers = [registry];
   return {
     registry,
-    connectionsActive: new Gauge({ name: METRIC.connectionsActive, help: 'Client connections open now', labelNames: ['listener'] as const, registers }),
-    connectionsTotal: new Counter({ name: METRIC.connectionsTotal, help: 'Client connections by outcome', labelNames: ['listener', 'result'] as const, registers }),
-    bytesTotal: new Counter({ name: METRIC.bytesTotal, help: 'Bytes relayed per user', labelNames: ['user', 'direction'] as const, registers }),
+    connectionsActive: new Gauge({
+      name: METRIC.connectionsActive,
+      help: 'Client connections open now',
+      labelNames: ['listener'] as const,
+      registers,
+    }),
+    connectionsTotal: new Counter({
+      name: METRIC.connectionsTotal,
+      help: 'Client connections by outcome',
+      labelNames: ['listener', 'result'] as const,
+      registers,
+    }),
+    bytesTotal: new Counter({
+      name: METRIC.bytesTotal,
+      help: 'Bytes relayed per user',
+      labelNames: ['user', 'direction'] as const,
+      registers,
+    }),
     upstreamConnectSeconds: new Histogram({
       name: METRIC.upstreamConnectSeconds,
       help: 'Time to an established upstream tunnel',
@@ -65,12 +80,32 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
       registers,
     }),
-    upstreamFailures: new Counter({ name: METRIC.upstreamFailures, help: 'Upstream dial failures by reason', labelNames: ['reason'] as const, registers }),
-    poolProxies: new Gauge({ name: METRIC.poolProxies, help: 'Upstream nodes per pool and state', labelNames: ['pool', 'state'] as const, registers }),
+    upstreamFailures: new Counter({
+      name: METRIC.upstreamFailures,
+      help: 'Upstream dial failures by reason',
+      labelNames: ['reason'] as const,
+      registers,
+    }),
+    poolProxies: new Gauge({
+      name: METRIC.poolProxies,
+      help: 'Upstream nodes per pool and state',
+      labelNames: ['pool', 'state'] as const,
+      registers,
+    }),
     sessionsActive: new Gauge({ name: METRIC.sessionsActive, help: 'Sticky sessions held', registers }),
-    sessionRotations: new Counter({ name: METRIC.sessionRotations, help: 'Sticky sessions moved to a new node', labelNames: ['reason'] as const, registers }),
+    sessionRotations: new Counter({
+      name: METRIC.sessionRotations,
+      help: 'Sticky sessions moved to a new node',
+      labelNames: ['reason'] as const,
+      registers,
+    }),
     draws: new Counter({ name: METRIC.draws, help: 'Draws from the platform', labelNames: ['method', 'result'] as const, registers }),
-    platformRequests: new Counter({ name: METRIC.platformRequests, help: 'Platform calls by operation and result code', labelNames: ['operation', 'code'] as const, registers }),
+    platformRequests: new Counter({
+      name: METRIC.platformRequests,
+      help: 'Platform calls by operation and result code',
+      labelNames: ['operation', 'code'] as const,
+      registers,
+    }),
     platformRequestSeconds: new Histogram({
       name: METRIC.platformRequestSeconds,
       help: 'Platform call duration, retries included',
@@ -78,26 +113,94 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
       buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
       registers,
     }),
-    flowBalance: new Gauge({ name: METRIC.flowBalance, help: "Dynamic traffic balance in bytes (the platform's MB at the product's MB size)", labelNames: ['account', 'product'] as const, registers }),
+    flowBalance: new Gauge({
+      name: METRIC.flowBalance,
+      help: "Dynamic traffic balance in bytes (the platform's MB at the product's MB size)",
+      labelNames: ['account', 'product'] as const,
+      registers,
+    }),
     userUsedBytes: new Gauge({ name: METRIC.userUsedBytes, help: 'Bytes used per local user', labelNames: ['user'] as const, registers }),
-    userLimitBytes: new Gauge({ name: METRIC.userLimitBytes, help: 'Byte limit per local user (-1 unlimited)', labelNames: ['user'] as const, registers }),
-    orders: new Gauge({ name: METRIC.orders, help: 'Local order records by type and status', labelNames: ['type', 'status'] as const, registers }),
-    callbacks: new Counter({ name: METRIC.callbacks, help: 'Platform callbacks received', labelNames: ['type', 'result'] as const, registers }),
+    userLimitBytes: new Gauge({
+      name: METRIC.userLimitBytes,
+      help: 'Byte limit per local user (-1 unlimited)',
+      labelNames: ['user'] as const,
+      registers,
+    }),
+    orders: new Gauge({
+      name: METRIC.orders,
+      help: 'Local order records by type and status',
+      labelNames: ['type', 'status'] as const,
+      registers,
+    }),
+    callbacks: new Counter({
+      name: METRIC.callbacks,
+      help: 'Platform callbacks received',
+      labelNames: ['type', 'result'] as const,
+      registers,
+    }),
     instances: new Gauge({ name: METRIC.instances, help: 'Static instances by status', labelNames: ['status'] as const, registers }),
-    upstreamHedges: new Counter({ name: METRIC.upstreamHedges, help: 'Parallel dials started because a node was slow to answer, by outcome', labelNames: ['outcome'] as const, registers }),
-    upstreamProbes: new Counter({ name: METRIC.upstreamProbes, help: 'Background health probes of upstream nodes, by result', labelNames: ['result'] as const, registers }),
+    upstreamHedges: new Counter({
+      name: METRIC.upstreamHedges,
+      help: 'Parallel dials started because a node was slow to answer, by outcome',
+      labelNames: ['outcome'] as const,
+      registers,
+    }),
+    upstreamProbes: new Counter({
+      name: METRIC.upstreamProbes,
+      help: 'Background health probes of upstream nodes, by result',
+      labelNames: ['result'] as const,
+      registers,
+    }),
     events: new Counter({ name: METRIC.events, help: 'Events written to the outbox, by type', labelNames: ['type'] as const, registers }),
-    webhookDeliveries: new Counter({ name: METRIC.webhookDeliveries, help: 'Webhook POSTs by outcome (delivered: a 2xx; failed: retried later)', labelNames: ['result'] as const, registers }),
-    connlogDropped: new Counter({ name: METRIC.connlogDropped, help: 'Connection records dropped because the write queue was full (oldest first)', registers }),
-    connlogWritten: new Counter({ name: METRIC.connlogWritten, help: 'Connection records written, by sink', labelNames: ['sink'] as const, registers }),
-    subAccountHeals: new Counter({ name: METRIC.subAccountHeals, help: 'Sub accounts the platform had lost (10062/10092), re-created by outcome', labelNames: ['outcome'] as const, registers }),
+    webhookDeliveries: new Counter({
+      name: METRIC.webhookDeliveries,
+      help: 'Webhook POSTs by outcome (delivered: a 2xx; failed: retried later)',
+      labelNames: ['result'] as const,
+      registers,
+    }),
+    connlogDropped: new Counter({
+      name: METRIC.connlogDropped,
+      help: 'Connection records dropped because the write queue was full (oldest first)',
+      registers,
+    }),
+    connlogWritten: new Counter({
+      name: METRIC.connlogWritten,
+      help: 'Connection records written, by sink',
+      labelNames: ['sink'] as const,
+      registers,
+    }),
+    subAccountHeals: new Counter({
+      name: METRIC.subAccountHeals,
+      help: 'Sub accounts the platform had lost (10062/10092), re-created by outcome',
+      labelNames: ['outcome'] as const,
+      registers,
+    }),
     // Users at scale
-    usersPlatformCheck: new Gauge({ name: METRIC.usersPlatformCheck, help: "The background check of every user's platform side since start, by state (checked, failed, pending)", labelNames: ['state'] as const, registers }),
+    usersPlatformCheck: new Gauge({
+      name: METRIC.usersPlatformCheck,
+      help: "The background check of every user's platform side since start, by state (checked, failed, pending)",
+      labelNames: ['state'] as const,
+      registers,
+    }),
     // warm upstream connections (src/proxy/warm.ts)
-    upstreamWarmConnections: new Gauge({ name: METRIC.upstreamWarmConnections, help: 'Upstream connections opened ahead and ready for a new tunnel', registers }),
-    upstreamWarmTotal: new Counter({ name: METRIC.upstreamWarmTotal, help: 'Warm upstream connections by outcome (used by a tunnel, expired idle or closed by the upstream, failed to open or to serve)', labelNames: ['outcome'] as const, registers }),
+    upstreamWarmConnections: new Gauge({
+      name: METRIC.upstreamWarmConnections,
+      help: 'Upstream connections opened ahead and ready for a new tunnel',
+      registers,
+    }),
+    upstreamWarmTotal: new Counter({
+      name: METRIC.upstreamWarmTotal,
+      help: 'Warm upstream connections by outcome (used by a tunnel, expired idle or closed by the upstream, failed to open or to serve)',
+      labelNames: ['outcome'] as const,
+      registers,
+    }),
     // abuse bounds (proxy login back-off): reasons credentials | blocked_source | blocked_user | busy
-    authFailures: new Counter({ name: METRIC.authFailures, help: 'Failed proxy logins by reason (wrong name or password, address or name blocked, too many waiting)', labelNames: ['reason'] as const, registers }),
+    authFailures: new Counter({
+      name: METRIC.authFailures,
+      help: 'Failed proxy logins by reason (wrong name or password, address or name blocked, too many waiting)',
+      labelNames: ['reason'] as const,
+      registers,
+    }),
   };
 }
 

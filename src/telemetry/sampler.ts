@@ -55,7 +55,13 @@ export interface StatsView {
   /** points after `since`, oldest first */
   points: StatsPoint[];
   /** totals since the daemon started */
-  totals: { connections: Record<string, number>; failures: Record<string, number>; hedges: Record<string, number>; bytesUp: number; bytesDown: number };
+  totals: {
+    connections: Record<string, number>;
+    failures: Record<string, number>;
+    hedges: Record<string, number>;
+    bytesUp: number;
+    bytesDown: number;
+  };
   /** bytes per second per user over the last interval (users with traffic in it) */
   users: { name: string; bytesPerSec: number }[];
   /** dynamic balances as the balance watcher last read them */
@@ -188,7 +194,11 @@ export class StatsSampler {
       failures: byLabel(failures, 'reason'),
       hedges: byLabel(hedges, 'outcome'),
       userBytes: byLabel(bytes, 'user'),
-      balances: (balances?.values ?? []).map((v) => ({ account: String(v.labels.account ?? ''), product: String(v.labels.product ?? ''), value: v.value })),
+      balances: (balances?.values ?? []).map((v) => ({
+        account: String(v.labels.account ?? ''),
+        product: String(v.labels.product ?? ''),
+        value: v.value,
+      })),
     };
   }
 

@@ -23,7 +23,10 @@ export const BATCH_CONCURRENCY = 16;
 /** A batch row: a POST /v1/users record, or one with `passwordHash` instead of `password`. */
 export const batchRowSchema = createUserSchema
   .extend({ passwordHash: z.string().max(512).optional() })
-  .refine((r) => r.password === undefined || r.passwordHash === undefined, { message: 'give password or passwordHash, not both', path: ['passwordHash'] });
+  .refine((r) => r.password === undefined || r.passwordHash === undefined, {
+    message: 'give password or passwordHash, not both',
+    path: ['passwordHash'],
+  });
 
 export const batchBodySchema = z.strictObject({ users: z.array(z.unknown()).min(1).max(BATCH_MAX) });
 
@@ -70,7 +73,10 @@ export async function createBatch(users: Users, rows: readonly unknown[], option
   for (let index = 0; index < rows.length; index++) {
     if (index % 256 === 255) await yieldNow();
     const raw = rows[index];
-    const rawName = typeof raw === 'object' && raw !== null && typeof (raw as { name?: unknown }).name === 'string' ? String((raw as { name: string }).name).slice(0, 64) : null;
+    const rawName =
+      typeof raw === 'object' && raw !== null && typeof (raw as { name?: unknown }).name === 'string'
+        ? String((raw as { name: string }).name).slice(0, 64)
+        : null;
     const parsed = batchRowSchema.safeParse(raw);
     if (!parsed.success) {
       errors.push({ index, name: rawName, code: 'INVALID_INPUT', message: zodMessage(parsed.error) });

@@ -39,7 +39,9 @@ import type { SubAccountPort } from './sub-account.ts';
 import { InternalError } from '../errors/rotor-error.ts';
 
 /** A config `users:` entry as the directory takes it (src/config/schema.ts UserConfig). */
-export interface ConfigUserInput extends Partial<Omit<UserData, 'name' | 'source' | 'createdAt' | 'mainAccount' | 'rules' | 'listen' | 'expiresAt' | 'pricePerGb' | 'requestRules'>> {
+export interface ConfigUserInput extends Partial<
+  Omit<UserData, 'name' | 'source' | 'createdAt' | 'mainAccount' | 'rules' | 'listen' | 'expiresAt' | 'pricePerGb' | 'requestRules'>
+> {
   name: string;
   password: string;
   mainAccount: string;
@@ -232,7 +234,9 @@ export class Users implements UserDirectory {
         removed.push(name);
       }
     }
-    await this.accounting.setUsers(configUsers.map((u) => ({ name: u.name, limitBytes: u.quota?.bytes ?? u.limitBytes ?? -1, period: u.quota?.period ?? 'total' })));
+    await this.accounting.setUsers(
+      configUsers.map((u) => ({ name: u.name, limitBytes: u.quota?.bytes ?? u.limitBytes ?? -1, period: u.quota?.period ?? 'total' })),
+    );
     for (const u of configUsers) {
       const before = this.entries.get(u.name);
       const limit = this.accounting.limitOf(u.name) ?? u.quota?.bytes ?? u.limitBytes ?? -1;
@@ -245,7 +249,8 @@ export class Users implements UserDirectory {
         source: 'config',
         createdAt: before?.data.createdAt ?? this.now(),
       } as UserData;
-      const hash = before && (await verifyPasswordAsync(u.password, before.hash, 'admin')) ? before.hash : await hashPasswordAsync(u.password);
+      const hash =
+        before && (await verifyPasswordAsync(u.password, before.hash, 'admin')) ? before.hash : await hashPasswordAsync(u.password);
       if (before && before.state === 'ready' && hash === before.hash && same(before.data, data)) {
         before.verified = passwordDigest(u.password);
         continue;
@@ -255,7 +260,10 @@ export class Users implements UserDirectory {
       const e = this.install(stored);
       e.verified = passwordDigest(u.password);
     }
-    this.onChange?.(configUsers.map((u) => u.name), removed);
+    this.onChange?.(
+      configUsers.map((u) => u.name),
+      removed,
+    );
   }
 
   async close(): Promise<void> {
@@ -287,7 +295,12 @@ export class Users implements UserDirectory {
    * intent, the platform step, the record made ready. `digest`: the password's SHA-256 when known here.
    * `quiet`: no info line per user (a batch logs one for all).
    */
-  async createHashed(fields: Omit<CreateUserInput, 'password'>, hash: string, digest: Buffer | null, options: { quiet?: boolean } = {}): Promise<void> {
+  async createHashed(
+    fields: Omit<CreateUserInput, 'password'>,
+    hash: string,
+    digest: Buffer | null,
+    options: { quiet?: boolean } = {},
+  ): Promise<void> {
     const existing = this.entries.get(fields.name);
     if (existing) throw new UserExistsError(fields.name, existing.state === 'creating');
     const data: UserData = { ...fields, source: 'api', createdAt: this.now() };
@@ -326,7 +339,10 @@ export class Users implements UserDirectory {
     }
     let ready: StoredUser;
     try {
-      ready = await this.store.putUser({ name: stored.name, data: stored.data, passwordHash: stored.passwordHash, state: 'ready' }, { ifVersion: stored.version });
+      ready = await this.store.putUser(
+        { name: stored.name, data: stored.data, passwordHash: stored.passwordHash, state: 'ready' },
+        { ifVersion: stored.version },
+      );
     } catch (err) {
       if (!(err instanceof StoreConflictError)) throw err;
       // Finished (or deleted) by someone else meanwhile: take what the store says.
@@ -375,7 +391,10 @@ export class Users implements UserDirectory {
     next.verified = e.verified;
     await this.applyAccounting(next);
     if (!next.data.enabled && e.data.enabled) this.stopRunning(next, 'disabled');
-    if (platformFieldsChanged(e.data, data)) await this.platform.ensure(data).catch((err: unknown) => this.logger?.warn({ user: name, err }, 'platform side of a user change failed; the limit sync retries'));
+    if (platformFieldsChanged(e.data, data))
+      await this.platform
+        .ensure(data)
+        .catch((err: unknown) => this.logger?.warn({ user: name, err }, 'platform side of a user change failed; the limit sync retries'));
     this.onChange?.([name], []);
     return this.view(name)!;
   }
@@ -432,7 +451,11 @@ export class Users implements UserDirectory {
           const d = this.entries.get(name)?.data;
           // Removed while the page was read (the pass yields): not listed.
           if (d === undefined) return false;
-          return (enabled === undefined || d.enabled === enabled) && (source === undefined || d.source === source) && (period === undefined || d.quota.period === period);
+          return (
+            (enabled === undefined || d.enabled === enabled) &&
+            (source === undefined || d.source === source) &&
+            (period === undefined || d.quota.period === period)
+          );
         },
         usedBytes: (name) => this.accounting.usedOf(name),
       },
@@ -545,7 +568,7 @@ export class Users implements UserDirectory {
 
   private stopRunning(e: Entry, why: string): void {
     const n = e.limiter.stopAll();
-    if (n > 0) this.logger?.info({ user: e.data.name, connections: n, why }, 'closed the user\'s open connections');
+    if (n > 0) this.logger?.info({ user: e.data.name, connections: n, why }, "closed the user's open connections");
   }
 
   /** Expiries that came: close the user's running connections (admission refuses new ones by itself). */
@@ -621,7 +644,11 @@ function stripUndefined<T extends object>(o: T): Partial<T> {
 /** Equal as JSON, whatever the key order. */
 function same(a: unknown, b: unknown): boolean {
   const canonical = (v: unknown): string =>
-    JSON.stringify(v, (_k, x: unknown) => (x && typeof x === 'object' && !Array.isArray(x) ? Object.fromEntries(Object.entries(x as Record<string, unknown>).sort(([p], [q]) => (p < q ? -1 : 1))) : x));
+    JSON.stringify(v, (_k, x: unknown) =>
+      x && typeof x === 'object' && !Array.isArray(x)
+        ? Object.fromEntries(Object.entries(x as Record<string, unknown>).sort(([p], [q]) => (p < q ? -1 : 1)))
+        : x,
+    );
   return canonical(a) === canonical(b);
 }
 

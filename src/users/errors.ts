@@ -4,7 +4,9 @@ import { RotorError } from '../errors/rotor-error.ts';
 
 export class UserExistsError extends RotorError {
   constructor(name: string, creating = false) {
-    super('USER_EXISTS', creating ? `user ${name} is being created (its platform sub account is on the way)` : `user ${name} exists`, { httpStatus: 409 });
+    super('USER_EXISTS', creating ? `user ${name} is being created (its platform sub account is on the way)` : `user ${name} exists`, {
+      httpStatus: 409,
+    });
   }
 }
 

@@ -23,7 +23,8 @@ export class UserGate implements MeterProvider {
     const a = this.accounting.admit(user);
     if (!a.ok) return a;
     const limiter = this.users.limiter(user);
-    if (limiter !== undefined && !limiter.reserve(now)) return { ok: false, reason: `user ${user} has reached its ${limiter.maxConnections} concurrent connections` };
+    if (limiter !== undefined && !limiter.reserve(now))
+      return { ok: false, reason: `user ${user} has reached its ${limiter.maxConnections} concurrent connections` };
     return a;
   }
 

@@ -21,7 +21,12 @@ const SOCKS_VERSION = 0x05;
  * Waits for the client's first bytes (at most `timeoutMs`, then closes it), then hands the socket over with
  * those bytes unread. `onHanded` runs just before, with the protocol chosen.
  */
-export function sniffAndHandOver(socket: Socket, to: HandoverTargets, timeoutMs: number, onHanded?: (protocol: 'http' | 'socks5') => void): void {
+export function sniffAndHandOver(
+  socket: Socket,
+  to: HandoverTargets,
+  timeoutMs: number,
+  onHanded?: (protocol: 'http' | 'socks5') => void,
+): void {
   const timer = setTimeout(() => socket.destroy(), timeoutMs);
   timer.unref();
   const gone = (): void => {

@@ -53,7 +53,11 @@ export class HashQueue {
   }
 
   run<T>(priority: HashPriority, work: () => Promise<T>): Promise<T> {
-    if (priority === 'login' && this.running >= this.settings.concurrency && this.waiting.login.length - this.heads.login >= this.settings.maxQueued) {
+    if (
+      priority === 'login' &&
+      this.running >= this.settings.concurrency &&
+      this.waiting.login.length - this.heads.login >= this.settings.maxQueued
+    ) {
       return Promise.reject(new HashBusyError());
     }
     return new Promise<T>((resolve, reject) => {
@@ -170,7 +174,9 @@ export async function verifyPasswordAsync(password: string, stored: string, prio
   if (isGeneratedHash(stored) && verifyGeneratedPassword(password, stored)) return true;
   const h = isGeneratedHash(stored) ? undefined : parse(stored);
   const work = h ?? parse(DUMMY_HASH)!;
-  const key = await hashQueue.run(priority, () => scryptAsync(password, work.salt, work.expected.length, work.n, work.r, work.p, 256 * 1024 * 1024));
+  const key = await hashQueue.run(priority, () =>
+    scryptAsync(password, work.salt, work.expected.length, work.n, work.r, work.p, 256 * 1024 * 1024),
+  );
   return h !== undefined && timingSafeEqual(key, h.expected);
 }
 

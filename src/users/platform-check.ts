@@ -57,7 +57,10 @@ export class PlatformCheck {
     const started = Date.now();
     const log = this.options.logger;
     log?.info({ users: this.total, concurrency: this.concurrency() }, 'checking every user against the platform in the background');
-    const timer = setInterval(() => log?.info({ ...this.progress(), ms: Date.now() - started }, 'platform check of users: progress'), this.options.progressMs ?? 10_000);
+    const timer = setInterval(
+      () => log?.info({ ...this.progress(), ms: Date.now() - started }, 'platform check of users: progress'),
+      this.options.progressMs ?? 10_000,
+    );
     timer.unref();
     let next = 0;
     const worker = async (): Promise<void> => {

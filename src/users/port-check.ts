@@ -24,7 +24,12 @@ export function probePort(host: string, port: number): Promise<NodeJS.ErrnoExcep
  * Throws PortInUseError when `port` (asked for by `user`; 0 = any free port) is another user's (`owner`),
  * one of the daemon's own, or bound by someone else.
  */
-export async function checkUserPort(options: PortCheckOptions, user: string, port: number, owner: (port: number) => string | undefined): Promise<void> {
+export async function checkUserPort(
+  options: PortCheckOptions,
+  user: string,
+  port: number,
+  owner: (port: number) => string | undefined,
+): Promise<void> {
   if (port === 0) return;
   const other = owner(port);
   if (other !== undefined && other !== user) throw new PortInUseError(port, `user ${other}'s port`);

@@ -34,7 +34,10 @@ export const quotaSchema = z.strictObject({
 const rfc3339 = z
   .string()
   .max(64)
-  .regex(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/i, 'must be an RFC 3339 date-time (e.g. 2026-12-31T23:59:59Z)')
+  .regex(
+    /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/i,
+    'must be an RFC 3339 date-time (e.g. 2026-12-31T23:59:59Z)',
+  )
   .refine((v) => Number.isFinite(Date.parse(v)), 'must be a valid date-time');
 
 /** Every field of a record a client may set (besides name and password), with defaults. */
@@ -131,7 +134,12 @@ export interface UserView extends Omit<UserData, 'createdAt'> {
 }
 
 /** The schema-checked stored data, tolerant of fields added later (defaults fill them). */
-const storedSchema = z.looseObject({ name: storedName, source: z.enum(['config', 'api']).default('api'), createdAt: z.number().default(0), ...fields });
+const storedSchema = z.looseObject({
+  name: storedName,
+  source: z.enum(['config', 'api']).default('api'),
+  createdAt: z.number().default(0),
+  ...fields,
+});
 
 export function readStoredData(name: string, data: unknown): UserData | undefined {
   const r = storedSchema.safeParse({ ...(typeof data === 'object' && data !== null ? data : {}), name });

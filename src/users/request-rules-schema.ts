@@ -15,7 +15,10 @@ const METHOD = /^[A-Z]{1,16}$/;
 export const requestRuleSchema = z
   .strictObject({
     /** Shown in the connection record and the bans; default `proxy#<n>` / `user#<n>`. */
-    name: z.string().regex(/^[A-Za-z0-9_.:-]{1,64}$/).optional(),
+    name: z
+      .string()
+      .regex(/^[A-Za-z0-9_.:-]{1,64}$/)
+      .optional(),
     /** Target hosts the rule applies to; empty or absent = every host. */
     hosts: z.array(hostPattern).max(1_000).optional(),
     /** Response statuses that fire it (plain HTTP); on a tunnel, a failed dial counts as 502 (504 when it timed out). */
@@ -26,13 +29,20 @@ export const requestRuleSchema = z
     headers: z
       .object({})
       .catchall(z.string().max(256))
-      .refine((h) => Object.keys(h).length <= 16 && Object.keys(h).every((k) => /^[A-Za-z0-9-]{1,64}$/.test(k)), { message: 'at most 16 header names of [A-Za-z0-9-]' })
+      .refine((h) => Object.keys(h).length <= 16 && Object.keys(h).every((k) => /^[A-Za-z0-9-]{1,64}$/.test(k)), {
+        message: 'at most 16 header names of [A-Za-z0-9-]',
+      })
       .optional(),
     action: z.enum(['retry', 'ban', 'retry_ban', 'tag']),
     /** Further exits tried (retry, retry_ban). Default 1. */
     retries: z.number().int().min(0).max(5).default(1),
     /** How long an exit stays banned for the user (ban, retry_ban). Default 600. */
-    banSeconds: z.number().int().min(1).max(30 * 86_400).default(600),
+    banSeconds: z
+      .number()
+      .int()
+      .min(1)
+      .max(30 * 86_400)
+      .default(600),
     /** Ban the exit for this target host only, not for every host. Default false. */
     banHost: z.boolean().default(false),
     /** Methods retried; default the idempotent ones (GET, HEAD, OPTIONS, PUT, DELETE, TRACE). */

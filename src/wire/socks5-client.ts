@@ -119,7 +119,10 @@ export function socks5Connect(
   const request = connectRequest(target.host, target.port);
   const auth = credentials ? authMessageOf(credentials) : undefined;
   if (!request || (credentials && !auth)) {
-    done(new Socks5ClientError('BAD_REQUEST', request ? 'upstream credentials too long for SOCKS5' : 'target cannot be encoded for SOCKS5'), null);
+    done(
+      new Socks5ClientError('BAD_REQUEST', request ? 'upstream credentials too long for SOCKS5' : 'target cannot be encoded for SOCKS5'),
+      null,
+    );
     return noop;
   }
   const h = new ClientHandshake(socket as HandshakeSocket, request, auth, done);
@@ -182,7 +185,11 @@ function listen(socket: Socket): void {
  * RFC 1929 auth. `done(null)` once the upstream would take a request (listeners gone, socket flowing, nothing
  * buffered); then socks5Request sends it.
  */
-export function socks5Greet(socket: Socket, credentials: Socks5Credentials | undefined, done: (err: Socks5ClientError | null) => void): () => void {
+export function socks5Greet(
+  socket: Socket,
+  credentials: Socks5Credentials | undefined,
+  done: (err: Socks5ClientError | null) => void,
+): () => void {
   const auth = credentials ? authMessageOf(credentials) : undefined;
   if (credentials && !auth) {
     done(new Socks5ClientError('BAD_REQUEST', 'upstream credentials too long for SOCKS5'));
@@ -351,7 +358,9 @@ function onClose(this: HandshakeSocket): void {
   this[HANDSHAKE]?.fail(new Socks5ClientError('CLOSED', 'upstream closed during the SOCKS5 handshake'));
 }
 function onError(this: HandshakeSocket, err: NodeJS.ErrnoException): void {
-  this[HANDSHAKE]?.fail(new Socks5ClientError('CLOSED', `upstream failed during the SOCKS5 handshake: ${err.code ?? 'error'}`, undefined, err.code));
+  this[HANDSHAKE]?.fail(
+    new Socks5ClientError('CLOSED', `upstream failed during the SOCKS5 handshake: ${err.code ?? 'error'}`, undefined, err.code),
+  );
 }
 
 function noop(): void {}

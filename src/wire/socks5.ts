@@ -284,7 +284,14 @@ class ServerHandshake<T> implements HandshakeSteps {
         if (!options.keepReading) socket.pause();
         this.cleanup();
         socket.on('error', noop);
-        const request: ConnectRequest<T> = { host, port, addressType: atyp as 1 | 3 | 4, username: this.username, context: this.context, head: rest };
+        const request: ConnectRequest<T> = {
+          host,
+          port,
+          addressType: atyp as 1 | 3 | 4,
+          username: this.username,
+          context: this.context,
+          head: rest,
+        };
         if (command === 0x03) request.command = 0x03;
         this.resolve(request);
         return 0;

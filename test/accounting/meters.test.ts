@@ -24,7 +24,13 @@ afterEach(async () => {
 });
 
 // The store follows ROTOR_TEST_STORE (a path reopened maps to the same data on Redis too) unless pinned.
-async function open(path: string, users: { name: string; limitBytes: number }[], metrics?: Metrics, flushIntervalMs = 60_000, driver?: TestDriver) {
+async function open(
+  path: string,
+  users: { name: string; limitBytes: number }[],
+  metrics?: Metrics,
+  flushIntervalMs = 60_000,
+  driver?: TestDriver,
+) {
   const store = await openTestStore(path, driver ? { driver } : {});
   const accounting = new Accounting({ store, metrics, flushIntervalMs });
   const changes = await accounting.start(users);
@@ -108,7 +114,10 @@ describe('Accounting: limits on the data path', () => {
   });
 
   test('activeConnections and list()', async () => {
-    const { accounting } = await open(dbPath(), [{ name: 'b', limitBytes: -1 }, { name: 'a', limitBytes: 10 }]);
+    const { accounting } = await open(dbPath(), [
+      { name: 'b', limitBytes: -1 },
+      { name: 'a', limitBytes: 10 },
+    ]);
     accounting.connectionOpened('a');
     accounting.connectionOpened('a');
     accounting.connectionClosed('a');
@@ -145,19 +154,28 @@ describe('Accounting: limits on the data path', () => {
     await accounting.setUsers([{ name: 'new', limitBytes: 5 }]);
     assert.equal(accounting.admit('old').ok, false);
     assert.deepEqual(accounting.admit('new'), { ok: true });
-    assert.deepEqual(accounting.list().map((u) => u.name), ['new']);
+    assert.deepEqual(
+      accounting.list().map((u) => u.name),
+      ['new'],
+    );
   });
 });
 
 describe('Accounting: persistence', () => {
   test('counters persist and reload; close() flushes everything', async () => {
     const path = dbPath();
-    const a = await open(path, [{ name: 'alice', limitBytes: 10_000 }, { name: 'bob', limitBytes: -1 }]);
+    const a = await open(path, [
+      { name: 'alice', limitBytes: 10_000 },
+      { name: 'bob', limitBytes: -1 },
+    ]);
     a.accounting.meter('alice').add(1234, 4321);
     a.accounting.meter('bob').add(1, 2);
     assert.equal((await a.store.getUsage('alice'))?.usedBytes ?? 0, 0, 'nothing written before a flush');
     await a.close();
-    const b = await open(path, [{ name: 'alice', limitBytes: 10_000 }, { name: 'bob', limitBytes: -1 }]);
+    const b = await open(path, [
+      { name: 'alice', limitBytes: 10_000 },
+      { name: 'bob', limitBytes: -1 },
+    ]);
     assert.equal(b.accounting.get('alice')?.usedBytes, 5555);
     assert.equal(b.accounting.get('bob')?.usedBytes, 3);
     b.accounting.meter('alice').add(0, 4445);
@@ -170,7 +188,15 @@ describe('Accounting: persistence', () => {
 
   test('the timer writes only changed users, in batches', async () => {
     const path = dbPath();
-    const { store, accounting } = await open(path, [{ name: 'alice', limitBytes: -1 }, { name: 'bob', limitBytes: -1 }], undefined, 30);
+    const { store, accounting } = await open(
+      path,
+      [
+        { name: 'alice', limitBytes: -1 },
+        { name: 'bob', limitBytes: -1 },
+      ],
+      undefined,
+      30,
+    );
     // No flush() here: what is awaited is the timer's own write, seen in the store.
     const stored = async (user: string): Promise<number> => (await store.getUsage(user))?.usedBytes ?? 0;
     accounting.meter('alice').add(10, 0);
@@ -188,7 +214,9 @@ describe('Accounting: persistence', () => {
     const path = dbPath();
     // Create the schema first so the child and this process agree on the file.
     await new SqliteStore(path).close();
-    const child = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, 'crash-child.ts'), path, '200'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, 'crash-child.ts'), path, '200'], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     await new Promise<void>((resolve, reject) => {
       child.stdout.on('data', (d: Buffer) => (d.toString().includes('ready') ? resolve() : undefined));
       child.on('exit', (code) => reject(new Error(`child exited early (${code})`)));

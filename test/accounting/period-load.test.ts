@@ -93,7 +93,7 @@ describe('a period meter loads its stored usage exactly once', () => {
     await real.close();
   });
 
-  test('a period change carries the old period\'s unwritten bytes to its row once (day → month → total)', async () => {
+  test("a period change carries the old period's unwritten bytes to its row once (day → month → total)", async () => {
     const store = await openTestStore(dbPath());
     const a = new Accounting({ store, flushIntervalMs: 60_000, now });
     await a.start([]);

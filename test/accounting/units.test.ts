@@ -40,7 +40,10 @@ describe('MB <-> bytes', () => {
     assert.equal(mbToBytes(0.0000015, 1000), 1);
     assert.equal(mbToBytes(0.0000009, 1000), 0);
     assert.equal(mbToBytes(-2, 1000), -2_000_000);
-    assert.throws(() => mbToBytes(Number.NaN), (e: unknown) => e instanceof UnitsError && e.code === 'AMOUNT_INVALID');
+    assert.throws(
+      () => mbToBytes(Number.NaN),
+      (e: unknown) => e instanceof UnitsError && e.code === 'AMOUNT_INVALID',
+    );
   });
   test('whole MB rounding at the boundary', () => {
     assert.equal(bytesToWholeMbCeil(1_000_000, 1000), 1);
@@ -59,7 +62,10 @@ describe('local limits', () => {
   });
   test('anything else is refused with the field named', () => {
     for (const bad of [-2, 1.5, Number.NaN, Number.POSITIVE_INFINITY, 2 ** 53]) {
-      assert.throws(() => checkLocalLimit(bad, 'users.0.limitBytes'), (e: unknown) => e instanceof UnitsError && e.code === 'LIMIT_INVALID' && e.field === 'users.0.limitBytes');
+      assert.throws(
+        () => checkLocalLimit(bad, 'users.0.limitBytes'),
+        (e: unknown) => e instanceof UnitsError && e.code === 'LIMIT_INVALID' && e.field === 'users.0.limitBytes',
+      );
     }
   });
 });
@@ -102,6 +108,10 @@ describe('traffic return amounts', () => {
   test('whole numbers >= 1', () => {
     assert.equal(checkWholeAmount(1, 'flowNum'), 1);
     assert.equal(checkWholeAmount(250, 'ipNum'), 250);
-    for (const bad of [0, -1, 1.5, Number.NaN]) assert.throws(() => checkWholeAmount(bad, 'flowNum'), (e: unknown) => e instanceof UnitsError && e.field === 'flowNum');
+    for (const bad of [0, -1, 1.5, Number.NaN])
+      assert.throws(
+        () => checkWholeAmount(bad, 'flowNum'),
+        (e: unknown) => e instanceof UnitsError && e.field === 'flowNum',
+      );
   });
 });

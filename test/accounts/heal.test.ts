@@ -44,11 +44,15 @@ describe('a sub account the platform lost is made again', () => {
     assert.equal(del.status, 200);
     assert.equal(await subExists('ivan'), false);
     // Every node drawn before the deletion is refused by the platform now; the pool draws again.
-    const ok = await waitFor(async () => {
-      const r = await curl([...viaSocks5h(gw.ports.socks5, 'ivan', 'ivan-pw'), target.url('/hello')]);
-      // Connections opened ahead to nodes drawn before the deletion may still serve: until the account is back.
-      return r.exitCode === 0 && (await subExists('ivan')) ? r : undefined;
-    }, 30_000, 'ivan served again');
+    const ok = await waitFor(
+      async () => {
+        const r = await curl([...viaSocks5h(gw.ports.socks5, 'ivan', 'ivan-pw'), target.url('/hello')]);
+        // Connections opened ahead to nodes drawn before the deletion may still serve: until the account is back.
+        return r.exitCode === 0 && (await subExists('ivan')) ? r : undefined;
+      },
+      30_000,
+      'ivan served again',
+    );
     assert.equal(ok.exitCode, 0);
     assert.equal(await subExists('ivan'), true, 'the sub account is back on the platform');
     assert.equal(await gw.metric('rotor_sub_account_heals_total', { outcome: 'created' }), 1, 'healed once');
@@ -62,11 +66,15 @@ describe('a sub account the platform lost is made again', () => {
     const off = await gw.admin('/v1/platform/CreateUser', { body: { appUsername: 'shop2', status: 2 } });
     assert.equal(off.status, 200, JSON.stringify(off.body));
     assert.equal((await fetch(`${gw.daemon.sim!.baseUrl}/sim/accounts/jane`, { method: 'DELETE' })).status, 200);
-    const shown = await waitFor(async () => {
-      await curl([...viaSocks5h(gw.ports.socks5, 'jane', 'jane-pw'), target.url('/hello')]);
-      const r = await gw.admin<{ platformAccount?: { state: string; reason: string; at: string } }>('/v1/users/jane');
-      return r.body.platformAccount;
-    }, 30_000, 'jane shown with a failed platform account');
+    const shown = await waitFor(
+      async () => {
+        await curl([...viaSocks5h(gw.ports.socks5, 'jane', 'jane-pw'), target.url('/hello')]);
+        const r = await gw.admin<{ platformAccount?: { state: string; reason: string; at: string } }>('/v1/users/jane');
+        return r.body.platformAccount;
+      },
+      30_000,
+      'jane shown with a failed platform account',
+    );
     assert.equal(shown.state, 'failed');
     assert.match(shown.reason, /10061|disabled|exist/i);
     assert.ok(!Number.isNaN(Date.parse(shown.at)));

@@ -51,7 +51,13 @@ async function relay(sub: string, productNo: string, bytes: number): Promise<voi
   const raw = drawn.list[0]?.list?.[0] ?? drawn.list[0]?.proxyUrl ?? '';
   const url = new URL(raw);
   const { socket } = await SocksClient.createConnection({
-    proxy: { host: url.hostname, port: Number(url.port), type: 5, userId: decodeURIComponent(url.username), password: decodeURIComponent(url.password) },
+    proxy: {
+      host: url.hostname,
+      port: Number(url.port),
+      type: 5,
+      userId: decodeURIComponent(url.username),
+      password: decodeURIComponent(url.password),
+    },
     command: 'connect',
     destination: { host: '127.0.0.1', port: targetPort },
     timeout: 3000,
@@ -103,8 +109,21 @@ describe('reconcile', () => {
   test('creates main and sub accounts, then is idempotent', async () => {
     const reconciler = new AccountReconciler({ client, products, accounting });
     const first = await reconciler.reconcile(users);
-    assert.deepEqual(first.mains.map((m) => [m.account, m.action, m.status]), [['shop1', 'created', 1], ['shop2', 'created', 1]]);
-    assert.deepEqual(first.subs.map((s) => [s.user, s.action]), [['alice', 'created'], ['bob', 'created'], ['carl', 'created']]);
+    assert.deepEqual(
+      first.mains.map((m) => [m.account, m.action, m.status]),
+      [
+        ['shop1', 'created', 1],
+        ['shop2', 'created', 1],
+      ],
+    );
+    assert.deepEqual(
+      first.subs.map((s) => [s.user, s.action]),
+      [
+        ['alice', 'created'],
+        ['bob', 'created'],
+        ['carl', 'created'],
+      ],
+    );
     const accounts = sim.inspect.accounts();
     const shop1 = accounts.find((a) => a.appUsername === 'shop1');
     assert.ok(shop1);
@@ -114,8 +133,14 @@ describe('reconcile', () => {
     assert.ok(accounts.find((a) => a.appUsername === 'shop2')?.subs.some((s) => s.appUsername === 'carl'));
 
     const second = await reconciler.reconcile(users);
-    assert.deepEqual(second.mains.map((m) => m.action), ['exists', 'exists']);
-    assert.deepEqual(second.subs.map((s) => s.action), ['exists', 'exists', 'exists']);
+    assert.deepEqual(
+      second.mains.map((m) => m.action),
+      ['exists', 'exists'],
+    );
+    assert.deepEqual(
+      second.subs.map((s) => s.action),
+      ['exists', 'exists', 'exists'],
+    );
     assert.deepEqual(second.refused, []);
     assert.equal(sim.inspect.accounts().length, 2, 'nothing created twice');
   });
@@ -188,7 +213,10 @@ describe('whitelist', () => {
     assert.deepEqual(sim.inspect.balance('shop1', FLOW_CN)?.whitelist, ['127.0.0.2'], "the operator's entry stays");
     assert.deepEqual(await whitelist.added(), []);
     assert.deepEqual(await whitelist.remove('shop1', FLOW_CN, '127.0.0.2'), []);
-    await assert.rejects(whitelist.add('shop1', FLOW_CN, 'not-an-ip'), (e: unknown) => e instanceof AccountsError && e.code === 'INVALID_INPUT');
+    await assert.rejects(
+      whitelist.add('shop1', FLOW_CN, 'not-an-ip'),
+      (e: unknown) => e instanceof AccountsError && e.code === 'INVALID_INPUT',
+    );
     // Back to the config state for the tests below.
     await whitelist.reconcile(users);
     assert.deepEqual(sim.inspect.balance('shop1', FLOW_CN)?.whitelist, ['127.0.0.1']);
@@ -221,7 +249,10 @@ describe('balances', () => {
       assert.equal(watcher.hasBalance('shop1', FLOW), false);
       assert.equal(watcher.canDraw('shop1', FLOW), false);
       assert.equal(await gauge(metrics, 'rotor_flow_balance_bytes', { account: 'shop1', product: FLOW }), 0);
-      assert.match((accounting.admit('alice') as { reason: string }).reason, /traffic balance of main account shop1 for product DYN-104-FLOW is exhausted/);
+      assert.match(
+        (accounting.admit('alice') as { reason: string }).reason,
+        /traffic balance of main account shop1 for product DYN-104-FLOW is exhausted/,
+      );
 
       await buyTraffic(client, 'shop1', FLOW, 100);
       await buyTraffic(client, 'shop1', FLOW_CN, 100);
@@ -234,12 +265,24 @@ describe('balances', () => {
 
       // Traffic through the sandbox's upstream: the gauge follows within one poll interval, unnudged.
       await relay('alice', FLOW, 300_000);
-      await eventually(async () => ((await gauge(metrics, 'rotor_flow_balance_bytes', { account: 'shop1', product: FLOW })) ?? 100 * 1_048_576) < 100 * 1_048_576, 1000);
+      await eventually(
+        async () =>
+          ((await gauge(metrics, 'rotor_flow_balance_bytes', { account: 'shop1', product: FLOW })) ?? 100 * 1_048_576) < 100 * 1_048_576,
+        1000,
+      );
       const info = await client.call('ProxyInfo', { appUsername: 'shop1', proxyType: 104, productNo: FLOW });
-      await eventually(async () => (await gauge(metrics, 'rotor_flow_balance_bytes', { account: 'shop1', product: FLOW })) === Math.floor(Number(info.list?.[0]?.balance) * 1_048_576), 1000);
+      await eventually(
+        async () =>
+          (await gauge(metrics, 'rotor_flow_balance_bytes', { account: 'shop1', product: FLOW })) ===
+          Math.floor(Number(info.list?.[0]?.balance) * 1_048_576),
+        1000,
+      );
       const remaining = sim.inspect.balance('shop1', FLOW)?.remainingBytes ?? 0;
       assert.ok(remaining <= 100 * 1_048_576 - 300_000);
-      assert.ok(Math.abs((watcher.get('shop1', FLOW)?.balanceBytes ?? 0) - remaining) < 1_048_576 / 100, 'bytes at the product base (1024)');
+      assert.ok(
+        Math.abs((watcher.get('shop1', FLOW)?.balanceBytes ?? 0) - remaining) < 1_048_576 / 100,
+        'bytes at the product base (1024)',
+      );
     } finally {
       await watcher.stop();
     }
@@ -257,10 +300,13 @@ describe('balances', () => {
       await watcher.nudge();
       assert.equal(watcher.canDraw('shop2', FLOW), false);
       assert.equal(accounting.admit('carl').ok, false);
-      await assert.rejects(client.call('DynamicProxyReturn', { appUsername: 'shop2', proxyType: 104, productNo: FLOW, flowNum: 1 }), (e: unknown) => {
-        assert.ok(smellsOfBalance(e));
-        return e instanceof PlatformError && e.platformCode === 10081;
-      });
+      await assert.rejects(
+        client.call('DynamicProxyReturn', { appUsername: 'shop2', proxyType: 104, productNo: FLOW, flowNum: 1 }),
+        (e: unknown) => {
+          assert.ok(smellsOfBalance(e));
+          return e instanceof PlatformError && e.platformCode === 10081;
+        },
+      );
       await buyTraffic(client, 'shop2', FLOW, 100);
       watcher.drawFailed(new PlatformError({ operation: 'DrawByPwd', reqId: 'x', platformCode: 10072, platformMsg: '' }));
       await eventually(() => watcher.canDraw('shop2', FLOW));
@@ -333,7 +379,10 @@ describe('flow log and traffic return', () => {
     assert.equal(used, sim.inspect.balance('shop1', FLOW)?.usedBytes, 'log entries are bytes');
     const all = await traffic.flowLogAll({ account: 'shop1', productNo: FLOW });
     assert.equal(all.entries.length, all.total);
-    await assert.rejects(traffic.flowLog({ account: 'shop1', productNo: FLOW, pageSize: 101 }), (e: unknown) => e instanceof AccountsError && e.code === 'INVALID_INPUT');
+    await assert.rejects(
+      traffic.flowLog({ account: 'shop1', productNo: FLOW, pageSize: 101 }),
+      (e: unknown) => e instanceof AccountsError && e.code === 'INVALID_INPUT',
+    );
   });
 
   test('traffic return takes whole MB and lowers the balance by that many MB at the product base', async () => {
@@ -343,6 +392,9 @@ describe('flow log and traffic return', () => {
     assert.equal(sim.inspect.balance('shop1', FLOW_CN)?.totalBytes, before - 3_000_000);
     await assert.rejects(traffic.returnTraffic({ account: 'shop1', productNo: FLOW_CN, flowNum: 0 }), UnitsError);
     await assert.rejects(traffic.returnTraffic({ account: 'shop1', productNo: FLOW_CN, flowNum: 1.5 }), UnitsError);
-    await assert.rejects(traffic.returnTraffic({ account: 'shop1', productNo: FLOW_CN }), (e: unknown) => e instanceof AccountsError && e.code === 'INVALID_INPUT');
+    await assert.rejects(
+      traffic.returnTraffic({ account: 'shop1', productNo: FLOW_CN }),
+      (e: unknown) => e instanceof AccountsError && e.code === 'INVALID_INPUT',
+    );
   });
 });

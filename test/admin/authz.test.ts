@@ -28,7 +28,8 @@ function spied(deps: AdminDeps, calls: string[]): AdminDeps {
     });
   const out = { ...deps } as Record<string, unknown>;
   // The probes' dependencies (metrics registry, readiness) answer without a token by design.
-  for (const [k, v] of Object.entries(deps)) if (k !== 'metrics' && k !== 'ready' && typeof v === 'object' && v !== null) out[k] = wrap(k, v);
+  for (const [k, v] of Object.entries(deps))
+    if (k !== 'metrics' && k !== 'ready' && typeof v === 'object' && v !== null) out[k] = wrap(k, v);
   return out as unknown as AdminDeps;
 }
 
@@ -90,7 +91,8 @@ function mutate(rnd: Rnd, path: string, port: number): string {
         p = p.replace('/v1', pick(rnd, ['/v1;a=b', '/v1;', '/v1%3B', '/v1;/']));
         break;
       case 5:
-        p = p + pick(rnd, [';x', ';jsessionid=1', '/', '//', '/.', '/..', '?', '?a=1', '#f', '%23', '%3F', '?/../../healthz', '%00', '/%2e']);
+        p =
+          p + pick(rnd, [';x', ';jsessionid=1', '/', '//', '/.', '/..', '?', '?a=1', '#f', '%23', '%3F', '?/../../healthz', '%00', '/%2e']);
         break;
       case 6:
         p = p.replace('/v1', pick(rnd, ['/V1', '/v1', '/%56%31', '/v1/'])).replace(/[a-z]/, (c) => (rnd() < 0.5 ? c.toUpperCase() : c));
@@ -172,7 +174,7 @@ describe('admin token: decided on the matched route', () => {
     await app.close();
   });
 
-  test('the issue\'s three probes answer 401 without the token (200 before the fix)', async () => {
+  test("the issue's three probes answer 401 without the token (200 before the fix)", async () => {
     const list = await send(port, 'GET', '/%761/users', {});
     assert.equal(list.status, 401, list.body);
     const put = await send(port, 'PUT', '/%761/users/alice/limit', {}, '{"limitBytes":1234}');
@@ -194,11 +196,15 @@ describe('admin token: decided on the matched route', () => {
     for (const [path, ops] of Object.entries(doc.paths)) {
       if (!path.startsWith('/v1')) continue;
       for (const method of Object.keys(ops)) {
-        if (['get', 'post', 'put', 'patch', 'delete'].includes(method)) routes.push({ method: method.toUpperCase(), path: path.replace(/\{[^}]+\}/g, 'x1') });
+        if (['get', 'post', 'put', 'patch', 'delete'].includes(method))
+          routes.push({ method: method.toUpperCase(), path: path.replace(/\{[^}]+\}/g, 'x1') });
       }
     }
     for (const must of ['/v1/users/x1', '/v1/connections/x1', '/v1/usage', '/v1/events', '/v1/stats', '/v1/connections/active']) {
-      assert.ok(routes.some((r) => r.path === must), `the document lists ${must}`);
+      assert.ok(
+        routes.some((r) => r.path === must),
+        `the document lists ${must}`,
+      );
     }
     assert.ok(routes.length >= 40, `${routes.length} routes`);
     const before = calls.length;
@@ -235,11 +241,42 @@ describe('admin token: decided on the matched route', () => {
   test('named spellings: encodings, slashes, dot segments, absolute form, params, case, trailing slash, ? tricks', async () => {
     calls.length = 0;
     const targets = [
-      '/%76%31/users', '/%761/users', '/v%31/users', '/v1%2Fusers', '/v1%2fusers', '/v1/%75sers', '/v1/user%73', '/v1/users/', '/v1/users//',
-      '//v1/users', '/v1//users', '/./v1/users', '/x/../v1/users', '/v1/./users', '/%2e/v1/users', '/v1;a=b/users', '/v1/users;x',
-      '/V1/users', '/v1/USERS', '/v1/users?', '/v1/users?a=1', '/v1/users#x', '/v1?/users', '/v1%3F/users',
-      'http://x/v1/users', 'HTTP://X/v1/users', `http://127.0.0.1:${port}/%761/users`, 'http://u:p@x/v1/users', 'https://x/v1/users',
-      '/v1\\users', '/healthz/../v1/users', '/v1/nosuch', '/v1', '/v1/', '/%761', '/v1/users/%2e%2e/app',
+      '/%76%31/users',
+      '/%761/users',
+      '/v%31/users',
+      '/v1%2Fusers',
+      '/v1%2fusers',
+      '/v1/%75sers',
+      '/v1/user%73',
+      '/v1/users/',
+      '/v1/users//',
+      '//v1/users',
+      '/v1//users',
+      '/./v1/users',
+      '/x/../v1/users',
+      '/v1/./users',
+      '/%2e/v1/users',
+      '/v1;a=b/users',
+      '/v1/users;x',
+      '/V1/users',
+      '/v1/USERS',
+      '/v1/users?',
+      '/v1/users?a=1',
+      '/v1/users#x',
+      '/v1?/users',
+      '/v1%3F/users',
+      'http://x/v1/users',
+      'HTTP://X/v1/users',
+      `http://127.0.0.1:${port}/%761/users`,
+      'http://u:p@x/v1/users',
+      'https://x/v1/users',
+      '/v1\\users',
+      '/healthz/../v1/users',
+      '/v1/nosuch',
+      '/v1',
+      '/v1/',
+      '/%761',
+      '/v1/users/%2e%2e/app',
     ];
     for (const t of targets) {
       const r = await send(port, 'GET', t, {});
@@ -295,7 +332,11 @@ describe('Host and Origin on the admin port (no token configured: loopback is th
   let port: number;
   const calls: string[] = [];
   before(async () => {
-    app = buildAdminServer(spied(h.deps, calls), { host: '127.0.0.1', allowedHosts: ['rotor.lan'], allowedOrigins: ['https://ops.example.com'] });
+    app = buildAdminServer(spied(h.deps, calls), {
+      host: '127.0.0.1',
+      allowedHosts: ['rotor.lan'],
+      allowedOrigins: ['https://ops.example.com'],
+    });
     port = await listen(app);
   });
   after(async () => {
@@ -303,12 +344,28 @@ describe('Host and Origin on the admin port (no token configured: loopback is th
   });
 
   test('Host: loopback names, IP literals, admin.host and admin.allowedHosts pass; any other name (DNS rebinding) is 403', async () => {
-    for (const host of [`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`, `app.localhost:${port}`, `10.1.2.3:${port}`, `rotor.lan:${port}`, 'ROTOR.LAN']) {
+    for (const host of [
+      `127.0.0.1:${port}`,
+      `localhost:${port}`,
+      `[::1]:${port}`,
+      `app.localhost:${port}`,
+      `10.1.2.3:${port}`,
+      `rotor.lan:${port}`,
+      'ROTOR.LAN',
+    ]) {
       const r = await send(port, 'GET', '/v1/users', { host });
       assert.equal(r.status, 200, `${host}: ${r.body}`);
     }
     calls.length = 0;
-    for (const host of [`evil.example:${port}`, 'rebind.attacker.test', `localhost.evil.example:${port}`, '127.0.0.1.nip.io', '', 'a b', `[::1`]) {
+    for (const host of [
+      `evil.example:${port}`,
+      'rebind.attacker.test',
+      `localhost.evil.example:${port}`,
+      '127.0.0.1.nip.io',
+      '',
+      'a b',
+      `[::1`,
+    ]) {
       const r = await send(port, 'GET', '/v1/users', { host });
       assert.ok(r.status === 403 || r.status === 400, `${host}: ${r.status} ${r.body}`);
       if (r.status === 403) assert.match(r.body, /HOST_NOT_ALLOWED/);
@@ -325,8 +382,19 @@ describe('Host and Origin on the admin port (no token configured: loopback is th
     const listed = await send(port, 'GET', '/v1/users', { origin: 'https://ops.example.com/' });
     assert.equal(listed.status, 200, listed.body);
     calls.length = 0;
-    for (const origin of ['http://evil.example', 'null', `http://127.0.0.1:${port + 1}`, `http://localhost:${port}`, 'https://ops.example.com.evil.example', 'file://']) {
-      for (const [method, path, body] of [['POST', '/v1/platform/GetAppInfo', '{}'], ['PUT', '/v1/users/alice/limit', '{"limitBytes":1}'], ['GET', '/v1/users', undefined]] as const) {
+    for (const origin of [
+      'http://evil.example',
+      'null',
+      `http://127.0.0.1:${port + 1}`,
+      `http://localhost:${port}`,
+      'https://ops.example.com.evil.example',
+      'file://',
+    ]) {
+      for (const [method, path, body] of [
+        ['POST', '/v1/platform/GetAppInfo', '{}'],
+        ['PUT', '/v1/users/alice/limit', '{"limitBytes":1}'],
+        ['GET', '/v1/users', undefined],
+      ] as const) {
         const r = await send(port, method, path, { origin }, body);
         assert.equal(r.status, 403, `${origin} ${method} ${path}: ${r.body}`);
         assert.match(r.body, /ORIGIN_NOT_ALLOWED/);
@@ -338,7 +406,11 @@ describe('Host and Origin on the admin port (no token configured: loopback is th
   test('a form post (text/plain, no preflight) is 415; a body-less write where a body is required is 400 naming the body', async () => {
     const raw = await exchange({
       port,
-      chunks: [Buffer.from(`PUT /v1/users/alice/limit HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Type: text/plain\r\nContent-Length: 17\r\n\r\n{"limitBytes":1}\n`)],
+      chunks: [
+        Buffer.from(
+          `PUT /v1/users/alice/limit HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Type: text/plain\r\nContent-Length: 17\r\n\r\n{"limitBytes":1}\n`,
+        ),
+      ],
       end: false,
       deadlineMs: 5000,
     });
@@ -355,7 +427,8 @@ describe('Host and Origin on the admin port (no token configured: loopback is th
     calls.length = 0;
     const failures = await batch(cases.length, 16, async (i) => {
       const c = cases[i]!;
-      const headers: Record<string, string> = i % 2 === 0 ? { host: `rebind-${i}.attacker.test:${port}` } : { origin: `http://attacker-${i}.test` };
+      const headers: Record<string, string> =
+        i % 2 === 0 ? { host: `rebind-${i}.attacker.test:${port}` } : { origin: `http://attacker-${i}.test` };
       const r = await send(port, c.method, c.target, headers, c.method === 'HEAD' ? undefined : c.body);
       if (r.status !== 403 && r.status !== 400) return `${c.method} ${c.target} ${JSON.stringify(headers)}: ${r.status}`;
       return undefined;

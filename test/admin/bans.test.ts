@@ -9,7 +9,13 @@ import { buildAdminServer } from '../../src/admin/index.ts';
 import { BanTable } from '../../src/proxy/request-bans.ts';
 import { AUTH, TOKEN, startHarness, type Harness } from './harness.ts';
 
-function raw(port: number, method: string, target: string, headers: Record<string, string> = {}, body?: string): Promise<{ status: number; body: string }> {
+function raw(
+  port: number,
+  method: string,
+  target: string,
+  headers: Record<string, string> = {},
+  body?: string,
+): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
     const lines = [`${method} ${target} HTTP/1.1`, `Host: 127.0.0.1:${port}`, 'Connection: close'];
     for (const [k, v] of Object.entries(headers)) lines.push(`${k}: ${v}`);
@@ -25,7 +31,7 @@ function raw(port: number, method: string, target: string, headers: Record<strin
   });
 }
 
-describe('admin API: bans and users\' request rules', () => {
+describe("admin API: bans and users' request rules", () => {
   let h: Harness;
   let app: FastifyInstance;
   let port: number;
@@ -80,14 +86,26 @@ describe('admin API: bans and users\' request rules', () => {
 
   test("a user's requestRules: created, returned, patched, and a malformed rule refused with 400", async () => {
     const rule = { status: [403], action: 'retry_ban', banSeconds: 600 };
-    const created = await raw(port, 'POST', '/v1/users', AUTH, JSON.stringify({ name: 'ruled', mainAccount: 'shop1', password: 'ruled-pass-1', requestRules: [rule] }));
+    const created = await raw(
+      port,
+      'POST',
+      '/v1/users',
+      AUTH,
+      JSON.stringify({ name: 'ruled', mainAccount: 'shop1', password: 'ruled-pass-1', requestRules: [rule] }),
+    );
     assert.equal(created.status, 201, created.body);
     const view = JSON.parse(created.body) as { requestRules: Array<Record<string, unknown>> };
     assert.equal(view.requestRules.length, 1);
     assert.equal(view.requestRules[0]!.action, 'retry_ban');
     assert.equal(view.requestRules[0]!.retries, 1, 'defaults filled');
     assert.equal(h.users.get('ruled')?.requestRules?.length, 1, 'the gateway sees the rules');
-    const patched = await raw(port, 'PATCH', '/v1/users/ruled', AUTH, JSON.stringify({ requestRules: [{ name: 'slow', timeoutMs: 3000, action: 'tag' }] }));
+    const patched = await raw(
+      port,
+      'PATCH',
+      '/v1/users/ruled',
+      AUTH,
+      JSON.stringify({ requestRules: [{ name: 'slow', timeoutMs: 3000, action: 'tag' }] }),
+    );
     assert.equal(patched.status, 200, patched.body);
     const got = JSON.parse((await raw(port, 'GET', '/v1/users/ruled', AUTH)).body) as { requestRules: Array<Record<string, unknown>> };
     assert.equal(got.requestRules[0]!.name, 'slow');

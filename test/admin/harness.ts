@@ -53,9 +53,22 @@ export interface Harness {
 export async function startHarness(): Promise<Harness> {
   const sim = await startSimulator({ orderDelayMs: 60, callbackBackoffMs: 20, gatewayPorts: 1 });
   const metrics = createMetrics({ defaultMetrics: false });
-  const client = new PlatformClient({ baseUrl: sim.baseUrl, appKey: sim.appKey, appSecret: sim.appSecret, retries: 1, backoff: { baseMs: 5, maxMs: 10 }, timeoutMs: 3000, metrics });
+  const client = new PlatformClient({
+    baseUrl: sim.baseUrl,
+    appKey: sim.appKey,
+    appSecret: sim.appSecret,
+    retries: 1,
+    backoff: { baseMs: 5, maxMs: 10 },
+    timeoutMs: 3000,
+    metrics,
+  });
   const store = await openTestStore();
-  const orders = new Orders({ client, store, metrics, tracking: { pollInitialMs: 40, pollMaxMs: 200, sweepMs: 150, expiryCheckMs: 3_600_000 } });
+  const orders = new Orders({
+    client,
+    store,
+    metrics,
+    tracking: { pollInitialMs: 40, pollMaxMs: 200, sweepMs: 150, expiryCheckMs: 3_600_000 },
+  });
   await orders.start();
   const products = new ProductCatalog({ client });
   const accounting = new Accounting({ store, metrics, flushIntervalMs: 60_000 });

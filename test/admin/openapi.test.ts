@@ -42,7 +42,11 @@ after(async () => {
 });
 
 const operations = (doc: Document) =>
-  Object.entries(doc.paths).flatMap(([path, item]) => Object.entries(item).filter(([m]) => METHODS.has(m)).map(([method, op]) => ({ path, method, op })));
+  Object.entries(doc.paths).flatMap(([path, item]) =>
+    Object.entries(item)
+      .filter(([m]) => METHODS.has(m))
+      .map(([method, op]) => ({ path, method, op })),
+  );
 
 describe('the OpenAPI document', () => {
   test('every operation has a unique operationId; servers name this server; bearer by default, public routes say security: []', async () => {
@@ -53,10 +57,14 @@ describe('the OpenAPI document', () => {
     assert.deepEqual(missing, [], 'operations without an operationId');
     const ids = ops.map((o) => o.op.operationId);
     assert.equal(new Set(ids).size, ids.length, 'operationIds are unique');
-    assert.deepEqual(doc.servers?.map((s) => s.url), [base]);
+    assert.deepEqual(
+      doc.servers?.map((s) => s.url),
+      [base],
+    );
     assert.deepEqual(doc.components.securitySchemes.bearer, { type: 'http', scheme: 'bearer', description: 'admin.token' });
     assert.deepEqual(doc.security, [{ bearer: [] }]);
-    for (const path of ['/healthz', '/readyz', '/metrics', '/callback']) assert.deepEqual(doc.paths[path]?.get?.security, [], `${path} is public`);
+    for (const path of ['/healthz', '/readyz', '/metrics', '/callback'])
+      assert.deepEqual(doc.paths[path]?.get?.security, [], `${path} is public`);
     for (const { path, op } of ops) if (path.startsWith('/v1/')) assert.notDeepEqual(op.security, [], `${path} needs the token`);
   });
 
@@ -68,17 +76,27 @@ describe('the OpenAPI document', () => {
         process.execPath,
         [REDOCLY, 'lint', '--extends=recommended', '--format=json', file],
         // No telemetry or update check: the test reaches nothing but this machine.
-        { env: { ...process.env, REDOCLY_TELEMETRY: 'off', REDOCLY_SUPPRESS_UPDATE_NOTICE: 'true', NO_UPDATE_NOTIFIER: '1' }, maxBuffer: 16 * 1024 * 1024, timeout: 60_000 },
+        {
+          env: { ...process.env, REDOCLY_TELEMETRY: 'off', REDOCLY_SUPPRESS_UPDATE_NOTICE: 'true', NO_UPDATE_NOTIFIER: '1' },
+          maxBuffer: 16 * 1024 * 1024,
+          timeout: 60_000,
+        },
         (err, stdout) => (stdout ? resolve(stdout) : reject(err ?? new Error('redocly printed nothing'))),
       ),
     );
-    const report = JSON.parse(out.slice(out.indexOf('{'))) as { totals: { errors: number; warnings: number }; problems: { ruleId: string; severity: string; message: string; location: { pointer: string }[] }[] };
+    const report = JSON.parse(out.slice(out.indexOf('{'))) as {
+      totals: { errors: number; warnings: number };
+      problems: { ruleId: string; severity: string; message: string; location: { pointer: string }[] }[];
+    };
     const errors = report.problems.filter((p) => p.severity === 'error').map((p) => `${p.ruleId} ${p.location[0]?.pointer}: ${p.message}`);
     assert.deepEqual(errors, []);
     assert.equal(report.totals.errors, 0);
     // What is left are warnings this document keeps on purpose (probes have no 4xx answer).
     const warnings = report.problems.filter((p) => p.severity === 'warn').map((p) => p.ruleId);
-    assert.ok(warnings.every((r) => r === 'operation-4xx-response'), `unexpected warnings: ${warnings.join(', ')}`);
+    assert.ok(
+      warnings.every((r) => r === 'operation-4xx-response'),
+      `unexpected warnings: ${warnings.join(', ')}`,
+    );
   });
 
   test('Swagger UI at /docs from local assets', async () => {

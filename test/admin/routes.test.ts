@@ -16,14 +16,23 @@ after(async () => {
 
 type Req = { method: InjectOptions['method']; url: string; payload?: unknown };
 async function call(req: Req, headers: Record<string, string> = AUTH) {
-  const res = await h.app.inject({ method: req.method, url: req.url, headers, ...(req.payload !== undefined ? { payload: req.payload as object } : {}) });
+  const res = await h.app.inject({
+    method: req.method,
+    url: req.url,
+    headers,
+    ...(req.payload !== undefined ? { payload: req.payload as object } : {}),
+  });
   let body: unknown;
   try {
     body = res.json();
   } catch {
     body = res.body;
   }
-  return { status: res.statusCode, body: body as Record<string, unknown> & { error?: { code: string; message: string; platformCode?: number } }, headers: res.headers };
+  return {
+    status: res.statusCode,
+    body: body as Record<string, unknown> & { error?: { code: string; message: string; platformCode?: number } },
+    headers: res.headers,
+  };
 }
 const ok = async <T = Record<string, unknown>>(req: Req, status = 200): Promise<T> => {
   const r = await call(req);
@@ -39,10 +48,14 @@ const bad = async (req: Req, field: string) => {
 };
 
 const finalOrder = (no: string) =>
-  waitFor(async () => {
-    const o = await call({ method: 'GET', url: `/v1/orders/${no}` });
-    return o.status === 200 && (o.body.status as number) >= 3 ? o.body : undefined;
-  }, 8000, `order ${no} final`);
+  waitFor(
+    async () => {
+      const o = await call({ method: 'GET', url: `/v1/orders/${no}` });
+      return o.status === 200 && (o.body.status as number) >= 3 ? o.body : undefined;
+    },
+    8000,
+    `order ${no} final`,
+  );
 
 // One valid request per route (for the 401 sweep); the success tests below use their own.
 const EVERY_ROUTE: Req[] = [
@@ -88,7 +101,12 @@ describe('authentication', () => {
   test('every /v1 route answers 401 without a token and with a wrong one, and nothing reaches the platform', async () => {
     const before = (await h.metrics.platformRequests.get()).values.reduce((n, v) => n + v.value, 0);
     for (const req of EVERY_ROUTE) {
-      for (const headers of <Record<string, string>[]>[{}, { authorization: 'Bearer wrong-token' }, { authorization: 'admin-test-token-5f2c' }, { authorization: 'Basic YTpi' }]) {
+      for (const headers of <Record<string, string>[]>[
+        {},
+        { authorization: 'Bearer wrong-token' },
+        { authorization: 'admin-test-token-5f2c' },
+        { authorization: 'Basic YTpi' },
+      ]) {
         const r = await call(req, headers);
         assert.equal(r.status, 401, `${req.method} ${req.url} with ${JSON.stringify(headers)}`);
         assert.equal(r.body.error?.code, 'UNAUTHORIZED');
@@ -115,7 +133,10 @@ describe('app, dictionaries, catalog', () => {
   test('GET /v1/areas, /v1/cities, /v1/projects with and without codes', async () => {
     const areas: { code: string; children?: unknown[] }[] = await ok({ method: 'GET', url: '/v1/areas' });
     assert.ok(areas.length > 0 && areas.every((a) => typeof a.code === 'string'));
-    assert.ok(areas.some((a) => Array.isArray(a.children) && a.children.length > 0), 'the tree keeps its children');
+    assert.ok(
+      areas.some((a) => Array.isArray(a.children) && a.children.length > 0),
+      'the tree keeps its children',
+    );
     const cities: { cityCode: string; countryCode: string }[] = await ok({ method: 'GET', url: '/v1/cities' });
     assert.ok(cities.length > 0);
     const one: unknown[] = await ok({ method: 'GET', url: `/v1/cities?codes=${cities[0]!.cityCode}` });
@@ -169,7 +190,10 @@ describe('orders and instances (static)', () => {
     assert.equal(done.status, 3);
     const instances = done.instances as { instanceNo: string; pwd?: string }[];
     assert.equal(instances.length, 2);
-    assert.ok(instances.every((i) => !('pwd' in i)), 'no passwords in answers');
+    assert.ok(
+      instances.every((i) => !('pwd' in i)),
+      'no passwords in answers',
+    );
     instanceNo = instances[0]!.instanceNo;
   });
 
@@ -185,10 +209,18 @@ describe('orders and instances (static)', () => {
   test('POST /v1/orders/open: 400s name the field; a refusal of the platform or of Rotor keeps its code', async () => {
     await bad({ method: 'POST', url: '/v1/orders/open', payload: { productNo: US, count: 101 } }, 'body.count');
     await bad({ method: 'POST', url: '/v1/orders/open', payload: { productNo: US, colour: 'red' } }, 'body.colour');
-    await bad({ method: 'POST', url: '/v1/orders/open', payload: { params: [{ productNo: US, cycleTimes: 0 }] } }, 'body.params.0.cycleTimes');
+    await bad(
+      { method: 'POST', url: '/v1/orders/open', payload: { params: [{ productNo: US, cycleTimes: 0 }] } },
+      'body.params.0.cycleTimes',
+    );
     await bad({ method: 'POST', url: '/v1/orders/open', payload: { params: [] } }, 'body.params');
     await bad({ method: 'POST', url: '/v1/orders/open', payload: { productNo: US, appOrderNo: 'x'.repeat(33) } }, 'body.appOrderNo');
-    const badJson = await h.app.inject({ method: 'POST', url: '/v1/orders/open', headers: { ...AUTH, 'content-type': 'application/json' }, payload: '{"productNo":' });
+    const badJson = await h.app.inject({
+      method: 'POST',
+      url: '/v1/orders/open',
+      headers: { ...AUTH, 'content-type': 'application/json' },
+      payload: '{"productNo":',
+    });
     assert.equal(badJson.statusCode, 400);
     assert.equal(badJson.json().error.code, 'INVALID_JSON');
     const soldOut = await call({ method: 'POST', url: '/v1/orders/open', payload: { productNo: SIM_PRODUCTS.staticSoldOut } });
@@ -218,7 +250,10 @@ describe('orders and instances (static)', () => {
     const list: { instanceNo: string; status: number }[] = await ok({ method: 'GET', url: '/v1/instances?status=3' });
     assert.ok(list.some((i) => i.instanceNo === instanceNo));
     assert.ok(list.every((i) => i.status === 3));
-    const one: { instanceNo: string; ip: string; port: number } = await ok({ method: 'GET', url: `/v1/instances/${instanceNo}?refresh=true` });
+    const one: { instanceNo: string; ip: string; port: number } = await ok({
+      method: 'GET',
+      url: `/v1/instances/${instanceNo}?refresh=true`,
+    });
     assert.equal(one.instanceNo, instanceNo);
     assert.ok(one.ip && one.port > 0);
     assert.ok(!('pwd' in one));
@@ -230,7 +265,10 @@ describe('orders and instances (static)', () => {
   });
 
   test('POST /v1/instances/:instanceNo/change → 202 change order (type 5) that completes', async () => {
-    const placed: { appOrderNo: string; type: number } = await ok({ method: 'POST', url: `/v1/instances/${instanceNo}/change`, payload: { reason: 'admin test' } }, 202);
+    const placed: { appOrderNo: string; type: number } = await ok(
+      { method: 'POST', url: `/v1/instances/${instanceNo}/change`, payload: { reason: 'admin test' } },
+      202,
+    );
     assert.equal(placed.type, 5);
     const done = await finalOrder(placed.appOrderNo);
     assert.equal(done.status, 3);
@@ -246,16 +284,28 @@ describe('orders and instances (static)', () => {
     assert.match(out.resetNo, /^[A-Za-z0-9_]+$/);
     assert.ok(out.list.some((i) => i.instanceNo === instanceNo));
     assert.ok(!JSON.stringify(out).includes('newPassword'));
-    await bad({ method: 'POST', url: '/v1/instances/reset-password', payload: { instanceNoList: [instanceNo, instanceNo] } }, 'body.instanceNoList.1');
-    await bad({ method: 'POST', url: '/v1/instances/reset-password', payload: { instanceNoList: [instanceNo], resetNo: 'bad-chars!' } }, 'body.resetNo');
+    await bad(
+      { method: 'POST', url: '/v1/instances/reset-password', payload: { instanceNoList: [instanceNo, instanceNo] } },
+      'body.instanceNoList.1',
+    );
+    await bad(
+      { method: 'POST', url: '/v1/instances/reset-password', payload: { instanceNoList: [instanceNo], resetNo: 'bad-chars!' } },
+      'body.resetNo',
+    );
   });
 
   test('POST /v1/orders/renew → 202 renew order', async () => {
-    const placed: { type: number; appOrderNo: string } = await ok({ method: 'POST', url: '/v1/orders/renew', payload: { instances: [{ instanceNo, cycleTimes: 1 }] } }, 202);
+    const placed: { type: number; appOrderNo: string } = await ok(
+      { method: 'POST', url: '/v1/orders/renew', payload: { instances: [{ instanceNo, cycleTimes: 1 }] } },
+      202,
+    );
     assert.equal(placed.type, 2);
     assert.equal((await finalOrder(placed.appOrderNo)).status, 3);
     await bad({ method: 'POST', url: '/v1/orders/renew', payload: { instances: [] } }, 'body.instances');
-    await bad({ method: 'POST', url: '/v1/orders/renew', payload: { instances: [{ instanceNo, cycleTimes: 'one' }] } }, 'body.instances.0.cycleTimes');
+    await bad(
+      { method: 'POST', url: '/v1/orders/renew', payload: { instances: [{ instanceNo, cycleTimes: 'one' }] } },
+      'body.instances.0.cycleTimes',
+    );
     const unknown = await call({ method: 'POST', url: '/v1/orders/renew', payload: { instances: [{ instanceNo: 'NO-SUCH-INSTANCE' }] } });
     assert.equal(unknown.status, 502, JSON.stringify(unknown.body));
     assert.equal(unknown.body.error?.code, 'PLATFORM_ERROR');
@@ -281,7 +331,10 @@ describe('orders and instances (static)', () => {
     const list: { instanceNo: string }[] = await ok({ method: 'GET', url: '/v1/instances?status=3' });
     const others = list.map((i) => i.instanceNo).filter((n) => n !== instanceNo);
     assert.ok(others.length >= 2, 'two more running instances');
-    const released: { type: number; appOrderNo: string } = await ok({ method: 'POST', url: '/v1/orders/release', payload: { instances: [others[0]] } }, 202);
+    const released: { type: number; appOrderNo: string } = await ok(
+      { method: 'POST', url: '/v1/orders/release', payload: { instances: [others[0]] } },
+      202,
+    );
     assert.equal(released.type, 3);
     assert.equal((await finalOrder(released.appOrderNo)).status, 3);
     await bad({ method: 'POST', url: '/v1/orders/release', payload: { instances: ['a', 'a'] } }, 'body.instances.1');
@@ -297,7 +350,11 @@ describe('orders and instances (static)', () => {
 
 describe('accounts, sub accounts, whitelist (dynamic)', () => {
   test('POST /v1/accounts creates a main account; no password comes back', async () => {
-    const acct: Record<string, unknown> = await ok({ method: 'POST', url: '/v1/accounts', payload: { appUsername: 'shop1', password: 'Secret-pass-1', status: 1 } });
+    const acct: Record<string, unknown> = await ok({
+      method: 'POST',
+      url: '/v1/accounts',
+      payload: { appUsername: 'shop1', password: 'Secret-pass-1', status: 1 },
+    });
     assert.equal(acct.appUsername, 'shop1');
     assert.ok(!('password' in acct));
     await bad({ method: 'POST', url: '/v1/accounts', payload: { appUsername: 'shop2' } }, 'body.status');
@@ -305,7 +362,11 @@ describe('accounts, sub accounts, whitelist (dynamic)', () => {
   });
 
   test('POST /v1/accounts/:name/auth', async () => {
-    const a: { authStatus: number } = await ok({ method: 'POST', url: '/v1/accounts/shop1/auth', payload: { authType: 2, authName: 'Test Person' } });
+    const a: { authStatus: number } = await ok({
+      method: 'POST',
+      url: '/v1/accounts/shop1/auth',
+      payload: { authType: 2, authName: 'Test Person' },
+    });
     assert.equal(a.authStatus, 2);
     await bad({ method: 'POST', url: '/v1/accounts/shop1/auth', payload: { authType: 9 } }, 'body.authType');
     const missing = await call({ method: 'POST', url: '/v1/accounts/nobody-here/auth', payload: { authType: 2 } });
@@ -314,22 +375,35 @@ describe('accounts, sub accounts, whitelist (dynamic)', () => {
   });
 
   test('buying traffic, then GET balance, GET flow-log, POST return', async () => {
-    const placed: { appOrderNo: string } = await ok({ method: 'POST', url: '/v1/orders/open', payload: { productNo: FLOW, appUsername: 'shop1', flow: 300 } }, 202);
+    const placed: { appOrderNo: string } = await ok(
+      { method: 'POST', url: '/v1/orders/open', payload: { productNo: FLOW, appUsername: 'shop1', flow: 300 } },
+      202,
+    );
     assert.equal((await finalOrder(placed.appOrderNo)).status, 3);
-    const bal: { balanceMb: number; proxyType: number; hasBalance: boolean } = await ok({ method: 'GET', url: `/v1/accounts/shop1/balance?productNo=${FLOW}&proxyType=104` });
+    const bal: { balanceMb: number; proxyType: number; hasBalance: boolean } = await ok({
+      method: 'GET',
+      url: `/v1/accounts/shop1/balance?productNo=${FLOW}&proxyType=104`,
+    });
     assert.equal(bal.proxyType, 104);
     assert.equal(bal.balanceMb, 300);
     assert.equal(bal.hasBalance, true);
     await bad({ method: 'GET', url: '/v1/accounts/shop1/balance' }, 'query.productNo');
     await bad({ method: 'GET', url: `/v1/accounts/shop1/balance?productNo=${FLOW}&proxyType=101` }, 'query.proxyType');
 
-    const log: { total: number; entries: unknown[]; page: number } = await ok({ method: 'GET', url: `/v1/accounts/shop1/flow-log?productNo=${FLOW}&page=1&pageSize=5` });
+    const log: { total: number; entries: unknown[]; page: number } = await ok({
+      method: 'GET',
+      url: `/v1/accounts/shop1/flow-log?productNo=${FLOW}&page=1&pageSize=5`,
+    });
     assert.equal(log.page, 1);
     assert.ok(Array.isArray(log.entries));
     await bad({ method: 'GET', url: `/v1/accounts/shop1/flow-log?productNo=${FLOW}&pageSize=101` }, 'query.pageSize');
     await bad({ method: 'GET', url: `/v1/accounts/shop1/flow-log?productNo=${FLOW}&startTime=yesterday` }, 'query.startTime');
 
-    const ret: { returnAmount: number } = await ok({ method: 'POST', url: '/v1/accounts/shop1/return', payload: { productNo: FLOW, flowNum: 100 } });
+    const ret: { returnAmount: number } = await ok({
+      method: 'POST',
+      url: '/v1/accounts/shop1/return',
+      payload: { productNo: FLOW, flowNum: 100 },
+    });
     assert.ok(ret.returnAmount > 0);
     const after: { balanceMb: number } = await ok({ method: 'GET', url: `/v1/accounts/shop1/balance?productNo=${FLOW}` });
     assert.equal(after.balanceMb, 200);
@@ -337,7 +411,11 @@ describe('accounts, sub accounts, whitelist (dynamic)', () => {
   });
 
   test('POST /v1/sub-accounts, GET /v1/sub-accounts/:name, PUT /v1/sub-accounts/:name/limit', async () => {
-    const sub: Record<string, unknown> = await ok({ method: 'POST', url: '/v1/sub-accounts', payload: { appUsername: 'alice', password: 'alice-pass-9', limitFlow: 50, appMainUsername: 'shop1', status: 1 } });
+    const sub: Record<string, unknown> = await ok({
+      method: 'POST',
+      url: '/v1/sub-accounts',
+      payload: { appUsername: 'alice', password: 'alice-pass-9', limitFlow: 50, appMainUsername: 'shop1', status: 1 },
+    });
     assert.equal(sub.appUsername, 'alice');
     assert.ok(!('password' in sub));
     await bad({ method: 'POST', url: '/v1/sub-accounts', payload: { limitFlow: 50, status: 1 } }, 'appMainUsername');
@@ -354,12 +432,23 @@ describe('accounts, sub accounts, whitelist (dynamic)', () => {
   });
 
   test('GET, POST, DELETE /v1/whitelist', async () => {
-    const added: { ipWhiteList: string[] } = await ok({ method: 'POST', url: '/v1/whitelist', payload: { account: 'shop1', productNo: FLOW, ip: '127.0.0.9' } });
+    const added: { ipWhiteList: string[] } = await ok({
+      method: 'POST',
+      url: '/v1/whitelist',
+      payload: { account: 'shop1', productNo: FLOW, ip: '127.0.0.9' },
+    });
     assert.ok(added.ipWhiteList.includes('127.0.0.9'));
-    const listed: { account: string; ipWhiteList: string[] } = await ok({ method: 'GET', url: `/v1/whitelist?account=shop1&productNo=${FLOW}` });
+    const listed: { account: string; ipWhiteList: string[] } = await ok({
+      method: 'GET',
+      url: `/v1/whitelist?account=shop1&productNo=${FLOW}`,
+    });
     assert.equal(listed.account, 'shop1');
     assert.ok(listed.ipWhiteList.includes('127.0.0.9'));
-    const removed: { ipWhiteList: string[] } = await ok({ method: 'DELETE', url: '/v1/whitelist', payload: { account: 'shop1', productNo: FLOW, ip: '127.0.0.9' } });
+    const removed: { ipWhiteList: string[] } = await ok({
+      method: 'DELETE',
+      url: '/v1/whitelist',
+      payload: { account: 'shop1', productNo: FLOW, ip: '127.0.0.9' },
+    });
     assert.ok(!removed.ipWhiteList.includes('127.0.0.9'));
     await bad({ method: 'POST', url: '/v1/whitelist', payload: { account: 'shop1', productNo: FLOW, ip: '999.1.1.1' } }, 'body.ip');
     await bad({ method: 'DELETE', url: '/v1/whitelist', payload: { account: 'shop1', ip: '127.0.0.9' } }, 'body.productNo');
@@ -369,10 +458,19 @@ describe('accounts, sub accounts, whitelist (dynamic)', () => {
 
 describe('local users, pools, sessions', () => {
   test('GET /v1/users and PUT /v1/users/:name/limit', async () => {
-    const users: { name: string; usedBytes: number; limitBytes: number; activeConnections: number }[] = await ok({ method: 'GET', url: '/v1/users' });
-    assert.deepEqual(users.map((u) => u.name), ['alice', 'bob']);
+    const users: { name: string; usedBytes: number; limitBytes: number; activeConnections: number }[] = await ok({
+      method: 'GET',
+      url: '/v1/users',
+    });
+    assert.deepEqual(
+      users.map((u) => u.name),
+      ['alice', 'bob'],
+    );
     const { name, usedBytes, limitBytes, activeConnections } = users[1]!;
-    assert.deepEqual({ name, usedBytes, limitBytes, activeConnections }, { name: 'bob', usedBytes: 0, limitBytes: 5_000_000, activeConnections: 0 });
+    assert.deepEqual(
+      { name, usedBytes, limitBytes, activeConnections },
+      { name: 'bob', usedBytes: 0, limitBytes: 5_000_000, activeConnections: 0 },
+    );
     const set: { limitBytes: number } = await ok({ method: 'PUT', url: '/v1/users/bob/limit', payload: { limitBytes: 7_000 } });
     assert.equal(set.limitBytes, 7_000);
     assert.equal(h.accounting.limitOf('bob'), 7_000);
@@ -389,7 +487,10 @@ describe('local users, pools, sessions', () => {
     const pool = h.pools.get({ user: 'alice', productNo: FLOW, region: '' });
     const node = await pool.acquire();
     pool.release(node);
-    const pools: { id: string; ready: number; nodes: { id: string; host: string; port: number }[] }[] = await ok({ method: 'GET', url: '/v1/pools' });
+    const pools: { id: string; ready: number; nodes: { id: string; host: string; port: number }[] }[] = await ok({
+      method: 'GET',
+      url: '/v1/pools',
+    });
     const mine = pools.find((p) => p.id === `alice/${FLOW}/`);
     assert.ok(mine, JSON.stringify(pools));
     assert.ok(mine.ready >= 1 && mine.nodes.length >= 1);
@@ -404,7 +505,10 @@ describe('local users, pools, sessions', () => {
     pool.release(node);
     h.sessions.bind('alice', 's1', node, 5);
     const list: { user: string; sessionId: string; nodeId: string }[] = await ok({ method: 'GET', url: '/v1/sessions' });
-    assert.deepEqual(list.map((s) => [s.user, s.sessionId, s.nodeId]), [['alice', 's1', node.id]]);
+    assert.deepEqual(
+      list.map((s) => [s.user, s.sessionId, s.nodeId]),
+      [['alice', 's1', node.id]],
+    );
     const before = (await h.metrics.sessionRotations.get()).values.find((v) => v.labels.reason === 'manual')?.value ?? 0;
     const del: { rotated: boolean } = await ok({ method: 'DELETE', url: '/v1/sessions/alice/s1' });
     assert.equal(del.rotated, true);
@@ -423,13 +527,20 @@ describe('platform escape hatch', () => {
     const app: { operation: string; data: { appName: string } } = await ok({ method: 'POST', url: '/v1/platform/GetAppInfo' });
     assert.equal(app.operation, 'GetAppInfo');
     assert.equal(typeof app.data.appName, 'string');
-    const product: { data: { productNo: string } } = await ok({ method: 'POST', url: '/v1/platform/GetProductInfo', payload: { productNo: US } });
+    const product: { data: { productNo: string } } = await ok({
+      method: 'POST',
+      url: '/v1/platform/GetProductInfo',
+      payload: { productNo: US },
+    });
     assert.equal(product.data.productNo, US);
     const unknown = await call({ method: 'POST', url: '/v1/platform/NoSuchOperation', payload: {} });
     assert.equal(unknown.status, 404);
     assert.equal(unknown.body.error?.code, 'UNKNOWN_OPERATION');
     await bad({ method: 'POST', url: '/v1/platform/GetProductInfo', payload: {} }, 'body.productNo');
-    await bad({ method: 'POST', url: '/v1/platform/SetProxyUserFlowLimit', payload: { appUsername: 'alice', productNo: FLOW, limitFlow: 5 } }, 'body.limitFlow');
+    await bad(
+      { method: 'POST', url: '/v1/platform/SetProxyUserFlowLimit', payload: { appUsername: 'alice', productNo: FLOW, limitFlow: 5 } },
+      'body.limitFlow',
+    );
     const refused = await call({ method: 'POST', url: '/v1/platform/GetOrder', payload: { orderNo: 'NOSUCH' } });
     assert.equal(refused.status, 502);
     assert.deepEqual(Object.keys(refused.body.error ?? {}).sort(), ['code', 'message', 'platformCode']);

@@ -40,10 +40,20 @@ describe('probes', () => {
   });
 
   test('readiness really probes: an unreachable platform and a closed store are reported', async () => {
-    const dead = new PlatformClient({ baseUrl: `http://127.0.0.1:${await deadPort()}`, appKey: h.sim.appKey, appSecret: h.sim.appSecret, retries: 0, timeoutMs: 1000 });
+    const dead = new PlatformClient({
+      baseUrl: `http://127.0.0.1:${await deadPort()}`,
+      appKey: h.sim.appKey,
+      appSecret: h.sim.appSecret,
+      retries: 0,
+      timeoutMs: 1000,
+    });
     const closed = await openTestStore();
     await closed.close();
-    const ready = createReadiness({ probePlatform: () => dead.call('GetAppInfo', {}), probeStore: () => closed.kvGet('x'), listenersUp: () => true });
+    const ready = createReadiness({
+      probePlatform: () => dead.call('GetAppInfo', {}),
+      probeStore: () => closed.kvGet('x'),
+      listenersUp: () => true,
+    });
     const app = buildAdminServer({ ...h.deps, ready }, { host: '127.0.0.1' });
     try {
       const r = await app.inject({ method: 'GET', url: '/readyz' });
@@ -91,20 +101,54 @@ describe('probes', () => {
   test('GET /docs/json: an OpenAPI document listing every /v1 route with the bearer scheme', async () => {
     const r = await h.app.inject({ method: 'GET', url: '/docs/json' });
     assert.equal(r.statusCode, 200);
-    const doc = r.json() as { openapi: string; paths: Record<string, Record<string, { security?: unknown[]; requestBody?: unknown }>>; components: { securitySchemes: Record<string, unknown> } };
+    const doc = r.json() as {
+      openapi: string;
+      paths: Record<string, Record<string, { security?: unknown[]; requestBody?: unknown }>>;
+      components: { securitySchemes: Record<string, unknown> };
+    };
     assert.match(doc.openapi, /^3\./);
     assert.ok(doc.components.securitySchemes.bearer);
     const expected: [string, string][] = [
-      ['/v1/app', 'get'], ['/v1/areas', 'get'], ['/v1/cities', 'get'], ['/v1/projects', 'get'],
-      ['/v1/products', 'get'], ['/v1/products/{productNo}', 'get'], ['/v1/products/{productNo}/areas', 'get'],
-      ['/v1/orders/open', 'post'], ['/v1/orders/renew', 'post'], ['/v1/orders/release', 'post'], ['/v1/orders/aftersale', 'post'], ['/v1/orders/assign-ip', 'post'],
-      ['/v1/orders', 'get'], ['/v1/orders/{no}', 'get'], ['/v1/instances', 'get'], ['/v1/instances/{instanceNo}', 'get'],
-      ['/v1/instances/{instanceNo}/change', 'post'], ['/v1/instances/reset-password', 'post'], ['/v1/assign-ip/{ip}', 'get'],
-      ['/v1/accounts', 'post'], ['/v1/accounts/{name}/auth', 'post'], ['/v1/accounts/{name}/balance', 'get'], ['/v1/accounts/{name}/flow-log', 'get'],
-      ['/v1/accounts/{name}/return', 'post'], ['/v1/sub-accounts', 'post'], ['/v1/sub-accounts/{name}', 'get'], ['/v1/sub-accounts/{name}/limit', 'put'],
-      ['/v1/whitelist', 'get'], ['/v1/whitelist', 'post'], ['/v1/whitelist', 'delete'], ['/v1/users', 'get'], ['/v1/users/{name}/limit', 'put'],
-      ['/v1/pools', 'get'], ['/v1/sessions', 'get'], ['/v1/sessions/{user}/{id}', 'delete'],
-      ['/v1/platform/GetAppInfo', 'post'], ['/v1/platform/DrawByPwd', 'post'], ['/healthz', 'get'], ['/readyz', 'get'], ['/metrics', 'get'],
+      ['/v1/app', 'get'],
+      ['/v1/areas', 'get'],
+      ['/v1/cities', 'get'],
+      ['/v1/projects', 'get'],
+      ['/v1/products', 'get'],
+      ['/v1/products/{productNo}', 'get'],
+      ['/v1/products/{productNo}/areas', 'get'],
+      ['/v1/orders/open', 'post'],
+      ['/v1/orders/renew', 'post'],
+      ['/v1/orders/release', 'post'],
+      ['/v1/orders/aftersale', 'post'],
+      ['/v1/orders/assign-ip', 'post'],
+      ['/v1/orders', 'get'],
+      ['/v1/orders/{no}', 'get'],
+      ['/v1/instances', 'get'],
+      ['/v1/instances/{instanceNo}', 'get'],
+      ['/v1/instances/{instanceNo}/change', 'post'],
+      ['/v1/instances/reset-password', 'post'],
+      ['/v1/assign-ip/{ip}', 'get'],
+      ['/v1/accounts', 'post'],
+      ['/v1/accounts/{name}/auth', 'post'],
+      ['/v1/accounts/{name}/balance', 'get'],
+      ['/v1/accounts/{name}/flow-log', 'get'],
+      ['/v1/accounts/{name}/return', 'post'],
+      ['/v1/sub-accounts', 'post'],
+      ['/v1/sub-accounts/{name}', 'get'],
+      ['/v1/sub-accounts/{name}/limit', 'put'],
+      ['/v1/whitelist', 'get'],
+      ['/v1/whitelist', 'post'],
+      ['/v1/whitelist', 'delete'],
+      ['/v1/users', 'get'],
+      ['/v1/users/{name}/limit', 'put'],
+      ['/v1/pools', 'get'],
+      ['/v1/sessions', 'get'],
+      ['/v1/sessions/{user}/{id}', 'delete'],
+      ['/v1/platform/GetAppInfo', 'post'],
+      ['/v1/platform/DrawByPwd', 'post'],
+      ['/healthz', 'get'],
+      ['/readyz', 'get'],
+      ['/metrics', 'get'],
     ];
     for (const [path, method] of expected) assert.ok(doc.paths[path]?.[method], `${method.toUpperCase()} ${path} documented`);
     assert.deepEqual(doc.paths['/v1/app']!.get!.security, [{ bearer: [] }]);
@@ -112,9 +156,13 @@ describe('probes', () => {
     assert.equal(doc.paths['/v1/platform/{operation}'], undefined, 'the catch-all is hidden');
     // Users as data: every route documented with an operationId.
     const userRoutes: [string, string, string][] = [
-      ['/v1/users', 'get', 'listUsers'], ['/v1/users', 'post', 'createUser'], ['/v1/users/{name}', 'get', 'getUser'],
-      ['/v1/users/{name}', 'patch', 'patchUser'], ['/v1/users/{name}', 'delete', 'deleteUser'],
-      ['/v1/users/{name}/password', 'post', 'setUserPassword'], ['/v1/users/{name}/limit', 'put', 'setUserLimit'],
+      ['/v1/users', 'get', 'listUsers'],
+      ['/v1/users', 'post', 'createUser'],
+      ['/v1/users/{name}', 'get', 'getUser'],
+      ['/v1/users/{name}', 'patch', 'patchUser'],
+      ['/v1/users/{name}', 'delete', 'deleteUser'],
+      ['/v1/users/{name}/password', 'post', 'setUserPassword'],
+      ['/v1/users/{name}/limit', 'put', 'setUserLimit'],
     ];
     for (const [path, method, id] of userRoutes) {
       const op = doc.paths[path]?.[method] as { operationId?: string; security?: unknown[] } | undefined;
@@ -127,7 +175,13 @@ describe('probes', () => {
 
 describe('error mapping and the token rule', () => {
   test('platform unreachable → 503 PLATFORM_UNREACHABLE; an unexpected failure → 500 INTERNAL that leaks nothing', async () => {
-    const dead = new PlatformClient({ baseUrl: `http://127.0.0.1:${await deadPort()}`, appKey: h.sim.appKey, appSecret: h.sim.appSecret, retries: 0, timeoutMs: 1000 });
+    const dead = new PlatformClient({
+      baseUrl: `http://127.0.0.1:${await deadPort()}`,
+      appKey: h.sim.appKey,
+      appSecret: h.sim.appSecret,
+      retries: 0,
+      timeoutMs: 1000,
+    });
     const broken = {
       ...h.deps,
       platform: dead,
@@ -163,7 +217,10 @@ describe('error mapping and the token rule', () => {
   });
 
   test('no token: refused off loopback, open on loopback', async () => {
-    assert.throws(() => buildAdminServer(h.deps, { host: '0.0.0.0' }), (e: unknown) => e instanceof AdminConfigError && e.key === 'admin.token');
+    assert.throws(
+      () => buildAdminServer(h.deps, { host: '0.0.0.0' }),
+      (e: unknown) => e instanceof AdminConfigError && e.key === 'admin.token',
+    );
     assert.throws(() => buildAdminServer(h.deps, { host: '192.0.2.1', token: '' }), AdminConfigError);
     const open = buildAdminServer(h.deps, { host: '::1' });
     try {
@@ -175,7 +232,10 @@ describe('error mapping and the token rule', () => {
     const guarded = buildAdminServer(h.deps, { host: '0.0.0.0', token: 'long-enough-token' });
     try {
       assert.equal((await guarded.inject({ method: 'GET', url: '/v1/users' })).statusCode, 401);
-      assert.equal((await guarded.inject({ method: 'GET', url: '/v1/users', headers: { authorization: 'bearer long-enough-token' } })).statusCode, 200);
+      assert.equal(
+        (await guarded.inject({ method: 'GET', url: '/v1/users', headers: { authorization: 'bearer long-enough-token' } })).statusCode,
+        200,
+      );
     } finally {
       await guarded.close();
     }
@@ -224,7 +284,11 @@ describe('platform callbacks', () => {
     const placed = await h.app.inject({ method: 'POST', url: '/v1/orders/open', headers: AUTH, payload: { productNo: US, count: 1 } });
     assert.equal(placed.statusCode, 202);
     const orderNo = placed.json().orderNo as string;
-    const recorded = await waitFor(async () => (await h.store.listCallbacks()).find((c) => c.type === 'order' && c.no === orderNo && c.processed), 8000, 'order callback');
+    const recorded = await waitFor(
+      async () => (await h.store.listCallbacks()).find((c) => c.type === 'order' && c.no === orderNo && c.processed),
+      8000,
+      'order callback',
+    );
     assert.equal(recorded.op, '1');
 
     const port = (h.callbacks.server.address() as AddressInfo).port;
@@ -234,7 +298,14 @@ describe('platform callbacks', () => {
     const again = (await h.store.listCallbacks()).find((c) => c.type === 'order' && c.no === orderNo);
     assert.ok(again && again.count >= 2);
 
-    for (const q of ['', '?type=bogus&no=1', '?type=order', '?type=order&no=a&no=b', '?type=order&no=%00%01', '?type=instance&no=' + 'x'.repeat(500)]) {
+    for (const q of [
+      '',
+      '?type=bogus&no=1',
+      '?type=order',
+      '?type=order&no=a&no=b',
+      '?type=order&no=%00%01',
+      '?type=instance&no=' + 'x'.repeat(500),
+    ]) {
       const r = await h.callbacks.inject({ method: 'GET', url: `/callback${q}` });
       assert.equal(r.statusCode, 400, q);
       assert.notEqual(r.json().code, 'success', q);

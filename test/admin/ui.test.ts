@@ -48,7 +48,13 @@ describe('GET /ui/', () => {
   });
 
   test('nothing outside web/ui and the vendor list: unknown names and traversal are 404', async () => {
-    for (const url of ['/ui/vendor/x.mjs', '/ui/vendor/..%2F..%2Fpackage.json', '/ui/../package.json', '/ui/%2e%2e/%2e%2e/package.json', '/ui/app/nope.js']) {
+    for (const url of [
+      '/ui/vendor/x.mjs',
+      '/ui/vendor/..%2F..%2Fpackage.json',
+      '/ui/../package.json',
+      '/ui/%2e%2e/%2e%2e/package.json',
+      '/ui/app/nope.js',
+    ]) {
       const r = await h.app.inject({ method: 'GET', url });
       assert.ok([403, 404].includes(r.statusCode), `${url}: ${r.statusCode}`);
       assert.doesNotMatch(r.body, /"dependencies"/, url);

@@ -18,7 +18,12 @@ function declaredLevels(): string[][] {
   assert.ok(block, 'docs/architecture.md has no fenced block under "## The dependency rule"');
   return block[1]!
     .split('\n')
-    .map((line) => line.split('→')[0]!.split(/\s{2,}/)[0]!.trim())
+    .map((line) =>
+      line
+        .split('→')[0]!
+        .split(/\s{2,}/)[0]!
+        .trim(),
+    )
     .filter((line) => line !== '')
     .map((line) => line.split(/,\s*/).map((f) => f.trim()));
 }
@@ -33,8 +38,15 @@ describe('folder order', () => {
 
   test('every folder and top-level file of src/ is placed in the declared order', () => {
     const present = readdirSync(SRC).filter((n) => !n.endsWith('.d.ts'));
-    assert.deepEqual(present.filter((n) => !level.has(n)), []);
-    assert.deepEqual([...level.keys()].filter((n) => !present.includes(n)), [], 'the order names folders src/ does not have');
+    assert.deepEqual(
+      present.filter((n) => !level.has(n)),
+      [],
+    );
+    assert.deepEqual(
+      [...level.keys()].filter((n) => !present.includes(n)),
+      [],
+      'the order names folders src/ does not have',
+    );
   });
 
   test('no import climbs the order or crosses to a folder beside it', () => {

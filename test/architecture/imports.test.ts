@@ -26,7 +26,10 @@ describe('import graph', () => {
       writeFileSync(join(dir, 'four.ts'), "// import { one } from './a/one.ts';\nexport const s = \"import './four.ts'\";\n");
       const found = find(dir);
       assert.equal(found.length, 1);
-      assert.deepEqual(found[0]!.map((f) => relative(dir, f)), ['a/one.ts', 'a/two.ts', 'three.ts']);
+      assert.deepEqual(
+        found[0]!.map((f) => relative(dir, f)),
+        ['a/one.ts', 'a/two.ts', 'three.ts'],
+      );
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

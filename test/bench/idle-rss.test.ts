@@ -37,7 +37,10 @@ test('bench:idle-rss measures rotor start embedded and against rotor sim', { tim
     assert.match(r.stdout, /^\| embedded \| \d/m);
     assert.match(r.stdout, /^\| remote \| \d/m);
     const { results } = JSON.parse(readFileSync(json, 'utf8')) as { results: Result[] };
-    assert.deepEqual(results.map((x) => x.mode), ['embedded', 'remote']);
+    assert.deepEqual(
+      results.map((x) => x.mode),
+      ['embedded', 'remote'],
+    );
     for (const x of results) {
       for (const s of [x.ready, x.idle, x.warm]) {
         // A node process is tens of MiB; anonymous and file-backed parts add up to the whole.

@@ -36,6 +36,12 @@ test('a start script of another shape is refused', () => {
 
 test("this checkout's npm start parses", () => {
   const { nodeFlags, env } = npmStartCommand();
-  assert.ok(nodeFlags.every((f) => f.startsWith('--')), nodeFlags.join(' '));
-  assert.ok(Object.keys(env).every((k) => /^[A-Z_][A-Z0-9_]*$/.test(k)), Object.keys(env).join(' '));
+  assert.ok(
+    nodeFlags.every((f) => f.startsWith('--')),
+    nodeFlags.join(' '),
+  );
+  assert.ok(
+    Object.keys(env).every((k) => /^[A-Z_][A-Z0-9_]*$/.test(k)),
+    Object.keys(env).join(' '),
+  );
 });

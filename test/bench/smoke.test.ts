@@ -50,7 +50,10 @@ test(
         }
         if (row.case !== 'M5') {
           assert.ok(row.direct > 0 && row.minimal > 0 && row.rotor > 0, `${row.name}: ${row.direct} / ${row.minimal} / ${row.rotor}`);
-          assert.ok(Number.isFinite(row.ratio) && Number.isFinite(row.ratioMinimal), `${row.name}: ratios ${row.ratio} ${row.ratioMinimal}`);
+          assert.ok(
+            Number.isFinite(row.ratio) && Number.isFinite(row.ratioMinimal),
+            `${row.name}: ratios ${row.ratio} ${row.ratioMinimal}`,
+          );
         }
         assert.equal(row.errors, 0, `${row.name}: ${row.errors} failed operations`);
       }

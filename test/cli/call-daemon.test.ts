@@ -25,9 +25,14 @@ function rotorCall(args: string[], configFile: string): Promise<Run> {
   for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith('ROTOR_')) env[k] = v;
   env.ROTOR_LOG_LEVEL = 'silent';
   return new Promise((resolve) => {
-    execFile(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'call', ...args, '--config', configFile], { cwd: REPO_ROOT, env, timeout: 60_000 }, (err, stdout, stderr) => {
-      resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr });
-    });
+    execFile(
+      process.execPath,
+      ['--import', 'tsx', 'src/cli.ts', 'call', ...args, '--config', configFile],
+      { cwd: REPO_ROOT, env, timeout: 60_000 },
+      (err, stdout, stderr) => {
+        resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr });
+      },
+    );
   });
 }
 
@@ -53,9 +58,15 @@ describe('rotor call with an embedded config', () => {
     });
     // What the operator's `rotor call` reads: the same embedded config, with the daemon's admin address.
     daemonConfig = join(dir, 'daemon.yaml');
-    writeFileSync(daemonConfig, stringify({ platform: { mode: 'embedded' }, admin: { host: '127.0.0.1', port: daemon.ports.admin, token: TOKEN } }));
+    writeFileSync(
+      daemonConfig,
+      stringify({ platform: { mode: 'embedded' }, admin: { host: '127.0.0.1', port: daemon.ports.admin, token: TOKEN } }),
+    );
     deadConfig = join(dir, 'dead.yaml');
-    writeFileSync(deadConfig, stringify({ platform: { mode: 'embedded' }, admin: { host: '127.0.0.1', port: await freePort(), token: TOKEN } }));
+    writeFileSync(
+      deadConfig,
+      stringify({ platform: { mode: 'embedded' }, admin: { host: '127.0.0.1', port: await freePort(), token: TOKEN } }),
+    );
     // An order placed in the daemon's sandbox, through its admin API.
     const res = await fetch(`http://127.0.0.1:${daemon.ports.admin}/v1/platform/InstanceOpen`, {
       method: 'POST',
@@ -85,7 +96,10 @@ describe('rotor call with an embedded config', () => {
 
   test('a wrong token is refused naming admin.token (exit 2)', async () => {
     const wrong = join(dir, 'wrong.yaml');
-    writeFileSync(wrong, stringify({ platform: { mode: 'embedded' }, admin: { host: '127.0.0.1', port: daemon.ports.admin, token: 'not-the-token' } }));
+    writeFileSync(
+      wrong,
+      stringify({ platform: { mode: 'embedded' }, admin: { host: '127.0.0.1', port: daemon.ports.admin, token: 'not-the-token' } }),
+    );
     const r = await rotorCall(['GetAppInfo'], wrong);
     assert.equal(r.code, 2, r.stderr);
     assert.match(r.stderr, /admin\.token/);

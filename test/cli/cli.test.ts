@@ -31,10 +31,15 @@ function cleanEnv(extra: Record<string, string>): Record<string, string> {
 
 function rotor(args: string[], env: Record<string, string> = {}): Promise<Run> {
   return new Promise((resolve) => {
-    execFile(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], { env: cleanEnv(env), timeout: 30_000 }, (err, stdout, stderr) => {
-      const code = err ? (typeof err.code === 'number' ? err.code : -1) : 0;
-      resolve({ code, stdout, stderr });
-    });
+    execFile(
+      process.execPath,
+      ['--import', 'tsx', 'src/cli.ts', ...args],
+      { env: cleanEnv(env), timeout: 30_000 },
+      (err, stdout, stderr) => {
+        const code = err ? (typeof err.code === 'number' ? err.code : -1) : 0;
+        resolve({ code, stdout, stderr });
+      },
+    );
   });
 }
 
@@ -83,13 +88,18 @@ describe('rotor CLI', () => {
   });
 
   test('call SetProxyUserFlowLimit: a 200 without data prints null', async () => {
-    const r = await rotor(['call', 'SetProxyUserFlowLimit', '--params', '{"appUsername":"a","productNo":"P","limitFlow":-1}', '--config', remoteConfig], platformEnv);
+    const r = await rotor(
+      ['call', 'SetProxyUserFlowLimit', '--params', '{"appUsername":"a","productNo":"P","limitFlow":-1}', '--config', remoteConfig],
+      platformEnv,
+    );
     assert.equal(r.code, 0, r.stderr);
     assert.equal(r.stdout.trim(), 'null');
   });
 
   test('every part 7 code exits 3 with "platform error <code>: <msg>"', async () => {
-    const codes = Object.keys(PLATFORM_CODES).map(Number).filter((c) => c !== 200);
+    const codes = Object.keys(PLATFORM_CODES)
+      .map(Number)
+      .filter((c) => c !== 200);
     fake.router = (op, params) => {
       const m = op === 'GetOrder' ? /^code-(\d+)$/.exec((params as { orderNo?: string }).orderNo ?? '') : null;
       return m ? { kind: 'reply', code: Number(m[1]), msg: `refused ${m[1]}`, rawData: 'garbage' } : undefined;
@@ -98,7 +108,11 @@ describe('rotor CLI', () => {
       const runs: [number, Run][] = [];
       for (let i = 0; i < codes.length; i += 4) {
         const batch = codes.slice(i, i + 4);
-        const results = await Promise.all(batch.map((c) => rotor(['call', 'GetOrder', '--params', JSON.stringify({ orderNo: `code-${c}` }), '--config', remoteConfig], platformEnv)));
+        const results = await Promise.all(
+          batch.map((c) =>
+            rotor(['call', 'GetOrder', '--params', JSON.stringify({ orderNo: `code-${c}` }), '--config', remoteConfig], platformEnv),
+          ),
+        );
         batch.forEach((c, j) => runs.push([c, results[j]!]));
       }
       for (const [c, r] of runs) {
@@ -117,7 +131,11 @@ describe('rotor CLI', () => {
     const closedPort = (srv.address() as AddressInfo).port;
     await new Promise<void>((r) => srv.close(() => r()));
     fake.router = (op) =>
-      op === 'GetProjectList' ? { kind: 'reply', code: 200, rawData: 'bm90IGNpcGhlcnRleHQ=' } : op === 'GetCityList' ? { kind: 'http', status: 404, body: 'nope' } : undefined;
+      op === 'GetProjectList'
+        ? { kind: 'reply', code: 200, rawData: 'bm90IGNpcGhlcnRleHQ=' }
+        : op === 'GetCityList'
+          ? { kind: 'http', status: 404, body: 'nope' }
+          : undefined;
     try {
       const [refused, garbage, page] = await Promise.all([
         rotor(['call', 'GetAppInfo', '--config', remoteConfig], { ...platformEnv, ROTOR_BASE_URL: `http://127.0.0.1:${closedPort}` }),
@@ -169,7 +187,12 @@ describe('rotor CLI', () => {
     const r = await rotor(['check-config', '--config', file], { ROTOR_APP_SECRET: SECRET, ROTOR_HTTP_PORT: '18081' });
     assert.equal(r.code, 0, r.stderr);
     for (const secret of [SECRET, 'admintoken123', 'carol-secret-pw']) assert.ok(!r.stdout.includes(secret), secret);
-    const shown = parseYaml(r.stdout) as { platform: Record<string, unknown>; proxy: { http: { port: number } }; admin: { token: string }; users: { password: string; draw: string }[] };
+    const shown = parseYaml(r.stdout) as {
+      platform: Record<string, unknown>;
+      proxy: { http: { port: number } };
+      admin: { token: string };
+      users: { password: string; draw: string }[];
+    };
     assert.equal(shown.platform.appSecret, '***');
     assert.equal(shown.platform.appKey, 'key1');
     assert.equal(shown.admin.token, '***');
@@ -205,14 +228,22 @@ describe('rotor CLI', () => {
   });
 
   test('rotor sim prints its JSON line, answers rotor call in remote mode, and stops on SIGTERM; embedded call works', async () => {
-    const sim = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'sim', '--host', '127.0.0.1', '--port', '0'], { env: cleanEnv({}), stdio: ['ignore', 'pipe', 'pipe'] });
+    const sim = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'sim', '--host', '127.0.0.1', '--port', '0'], {
+      env: cleanEnv({}),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     try {
       const lines = createInterface({ input: sim.stdout });
       const [first] = (await once(lines, 'line')) as [string];
       const ready = JSON.parse(first) as { baseUrl: string; appKey: string; appSecret: string };
       assert.match(ready.baseUrl, /^http:\/\/127\.0\.0\.1:\d+$/);
       const [remote, embedded] = await Promise.all([
-        rotor(['call', 'GetAppInfo'], { ROTOR_PLATFORM_MODE: 'remote', ROTOR_BASE_URL: ready.baseUrl, ROTOR_APP_KEY: ready.appKey, ROTOR_APP_SECRET: ready.appSecret }),
+        rotor(['call', 'GetAppInfo'], {
+          ROTOR_PLATFORM_MODE: 'remote',
+          ROTOR_BASE_URL: ready.baseUrl,
+          ROTOR_APP_KEY: ready.appKey,
+          ROTOR_APP_SECRET: ready.appSecret,
+        }),
         rotor(['call', 'GetAppInfo']),
       ]);
       for (const r of [remote, embedded]) {

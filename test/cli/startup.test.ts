@@ -18,9 +18,14 @@ function rotorStart(config: string, env: Record<string, string>): Promise<{ code
   const clean: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith('ROTOR_')) clean[k] = v;
   return new Promise((resolve) => {
-    execFile(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'start', '--config', config], { env: { ...clean, ...env }, timeout: 30_000 }, (err, _stdout, stderr) => {
-      resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stderr });
-    });
+    execFile(
+      process.execPath,
+      ['--import', 'tsx', 'src/cli.ts', 'start', '--config', config],
+      { env: { ...clean, ...env }, timeout: 30_000 },
+      (err, _stdout, stderr) => {
+        resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stderr });
+      },
+    );
   });
 }
 

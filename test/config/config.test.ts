@@ -66,9 +66,19 @@ describe('config', () => {
   test('user defaults: product "", draw pwd, sessTime 5, limitBytes -1', () => {
     const c = parseConfig({ users: [{ name: 'u.1_x', password: 'p', mainAccount: 'm' }] }, { env: {} });
     assert.deepEqual(c.users[0], {
-      name: 'u.1_x', password: 'p', mainAccount: 'm', product: '', draw: 'pwd', sessTime: 5, limitBytes: -1,
+      name: 'u.1_x',
+      password: 'p',
+      mainAccount: 'm',
+      product: '',
+      draw: 'pwd',
+      sessTime: 5,
+      limitBytes: -1,
       // users as data (src/users/record.ts)
-      rateBytesPerSec: 0, maxConnections: 0, expiresAt: null, enabled: true, metrics: false,
+      rateBytesPerSec: 0,
+      maxConnections: 0,
+      expiresAt: null,
+      enabled: true,
+      metrics: false,
     });
     assert.equal(c.billing.timezone, 'UTC');
     assert.equal(c.metrics.userSeriesMax, 100);
@@ -131,7 +141,17 @@ describe('config', () => {
       [{ callback: { path: 'callback' } }, {}, 'callback.path', /must start with '\/'/],
       [{ log: { level: 'loud' } }, {}, 'log.level', /info/],
       [{ users: [{ name: 'al-ice', password: 'p', mainAccount: 'm' }] }, {}, 'users.0.name', /'-' separates/],
-      [{ users: [{ name: 'a', password: 'p', mainAccount: 'm' }, { name: 'a', password: 'q', mainAccount: 'm' }] }, {}, 'users.1.name', /duplicate/],
+      [
+        {
+          users: [
+            { name: 'a', password: 'p', mainAccount: 'm' },
+            { name: 'a', password: 'q', mainAccount: 'm' },
+          ],
+        },
+        {},
+        'users.1.name',
+        /duplicate/,
+      ],
       [{ users: [{ name: 'a', mainAccount: 'm' }] }, {}, 'users.0.password', /^required \(string\)$/],
       [{ users: [{ name: 'a', password: 'p', mainAccount: 'm', draw: 'magic' }] }, {}, 'users.0.draw', /pwd|api/],
       [{ users: [{ name: 'a', password: 'p', mainAccount: 'm', sessTime: 121 }] }, {}, 'users.0.sessTime', /120/],

@@ -77,10 +77,14 @@ describe('usage rollups: open connections checkpointed into the hours they relay
         const mark = received;
         await waitFor(() => received >= mark + MIB, 20_000, `a MiB more in hour ${h}`);
         // The current hour's row holds the open connection's bytes (no connection counted yet).
-        const row = await waitFor(async () => {
-          const r = (await hourRows()).get(hour);
-          return r && r.bytesDown >= MIB ? r : undefined;
-        }, 10_000, `hour ${h}'s row while the download is open`);
+        const row = await waitFor(
+          async () => {
+            const r = (await hourRows()).get(hour);
+            return r && r.bytesDown >= MIB ? r : undefined;
+          },
+          10_000,
+          `hour ${h}'s row while the download is open`,
+        );
         assert.equal(row.connections, 0, 'an open connection is counted when it ends');
         if (h === 0) {
           const live = await gw.admin<{ items: ConnectionRecord[] }>('/v1/connections?user=hugo&result=open');
@@ -92,12 +96,16 @@ describe('usage rollups: open connections checkpointed into the hours they relay
     } finally {
       socket.destroy();
     }
-    const record = await waitFor(async () => {
-      await gw.daemon.connections.recorder.flush();
-      const r = await gw.admin<{ items: ConnectionRecord[] }>('/v1/connections?user=hugo');
-      const rec = r.body.items[0];
-      return rec && rec.result !== 'open' ? rec : undefined;
-    }, 10_000, 'the final record');
+    const record = await waitFor(
+      async () => {
+        await gw.daemon.connections.recorder.flush();
+        const r = await gw.admin<{ items: ConnectionRecord[] }>('/v1/connections?user=hugo');
+        const rec = r.body.items[0];
+        return rec && rec.result !== 'open' ? rec : undefined;
+      },
+      10_000,
+      'the final record',
+    );
     assert.equal(record.result, 'ok');
     const rows = await hourRows();
     assert.deepEqual([...rows.keys()].sort(), [firstHour, firstHour + HOUR, firstHour + 2 * HOUR], 'three hours, each with bytes');
@@ -115,7 +123,9 @@ describe('usage rollups: open connections checkpointed into the hours they relay
     assert.equal(connections, 1, 'the connection is counted once, in the hour it ended');
     assert.equal(rows.get(firstHour + 2 * HOUR)!.connections, 1);
     const from = new Date(firstHour).toISOString();
-    const day = await gw.admin<UsageRow[]>(`/v1/usage?from=${from}&to=${new Date(firstHour + 4 * HOUR).toISOString()}&granularity=day&user=hugo`);
+    const day = await gw.admin<UsageRow[]>(
+      `/v1/usage?from=${from}&to=${new Date(firstHour + 4 * HOUR).toISOString()}&granularity=day&user=hugo`,
+    );
     assert.equal(day.body.length, 1);
     assert.equal(day.body[0]!.bytesDown, record.bytesDown);
   });

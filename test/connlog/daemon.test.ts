@@ -23,7 +23,11 @@ function configFor(dir: string, extra: Record<string, unknown> = {}): Record<str
 function storedRecords(file: string): { id: string; startedAt: number; durationMs: number }[] {
   const db = new Database(file, { readonly: true });
   try {
-    return db.prepare('SELECT id, started_at AS startedAt, duration_ms AS durationMs FROM connections').all() as { id: string; startedAt: number; durationMs: number }[];
+    return db.prepare('SELECT id, started_at AS startedAt, duration_ms AS durationMs FROM connections').all() as {
+      id: string;
+      startedAt: number;
+      durationMs: number;
+    }[];
   } finally {
     db.close();
   }
@@ -64,7 +68,9 @@ describe('rotor start: the connection log across a SIGKILL and a graceful stop',
     const settled = ended.filter((t) => t < killedAt - 2 * FLUSH_MS - 500).length;
     assert.ok(stored.length >= settled, `${stored.length} stored, ${settled} ended before the last interval`);
     assert.ok(lost >= 0 && lost <= 500, `lost ${lost} of ${ended.length}`);
-    process.stderr.write(`connlog SIGKILL: ${ended.length} connections, ${stored.length} records on disk, ${lost} lost (flush ${FLUSH_MS} ms)\n`);
+    process.stderr.write(
+      `connlog SIGKILL: ${ended.length} connections, ${stored.length} records on disk, ${lost} lost (flush ${FLUSH_MS} ms)\n`,
+    );
   });
 
   test('graceful stop: every record written, each startup fact logged once, then "rotor stopped"', async () => {

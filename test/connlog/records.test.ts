@@ -58,7 +58,11 @@ describe('connection log: one record per connection, with the result and the met
     new Promise((resolve) => {
       const socket = connect({ host: '127.0.0.1', port: gw.ports.socks5 });
       socket.on('error', () => undefined);
-      socket.once('connect', () => socks5Connect(socket, { host: '127.0.0.1', port }, { username: user, password: pass }, (err) => resolve({ socket, err: err ?? undefined })));
+      socket.once('connect', () =>
+        socks5Connect(socket, { host: '127.0.0.1', port }, { username: user, password: pass }, (err) =>
+          resolve({ socket, err: err ?? undefined }),
+        ),
+      );
     });
 
   before(async () => {
@@ -89,10 +93,14 @@ describe('connection log: one record per connection, with the result and the met
       assert.equal(r.code, 0, r.stderr);
       assert.equal(r.size, 100_000);
     }
-    const got = await waitFor(async () => {
-      const list = await records('user=carol&result=ok');
-      return list.length >= 3 ? list : undefined;
-    }, 10_000, 'three ok records');
+    const got = await waitFor(
+      async () => {
+        const list = await records('user=carol&result=ok');
+        return list.length >= 3 ? list : undefined;
+      },
+      10_000,
+      'three ok records',
+    );
     assert.equal(got.length, 3);
     assert.deepEqual(got.map((r) => r.listener).sort(), ['http', 'http', 'socks5']);
     for (const r of got) {
@@ -133,7 +141,11 @@ describe('connection log: one record per connection, with the result and the met
       s.write(Buffer.from([5, 1, 0])); // "no authentication" only
     });
     assert.deepEqual([...reply], [5, 0xff]);
-    await waitFor(async () => (await gw.metric('rotor_proxy_connections_total', { listener: 'socks5', result: 'auth_failed' })) === before + 1, 5000, 'the count');
+    await waitFor(
+      async () => (await gw.metric('rotor_proxy_connections_total', { listener: 'socks5', result: 'auth_failed' })) === before + 1,
+      5000,
+      'the count',
+    );
   });
 
   test('quota: the connection cut at the limit and the next one refused are both recorded; bytes equal the meter', async () => {
@@ -148,10 +160,13 @@ describe('connection log: one record per connection, with the result and the met
     const ok = all.filter((r) => r.result === 'ok');
     assert.equal(ok.length, 1);
     assert.equal(ok[0]!.reason, 'limit');
-    assert.equal(all.reduce((n, r) => n + r.bytesUp + r.bytesDown, 0), await usedBytes('dave'));
+    assert.equal(
+      all.reduce((n, r) => n + r.bytesUp + r.bytesDown, 0),
+      await usedBytes('dave'),
+    );
   });
 
-  test("rule: a target the user may not use is not_allowed", async () => {
+  test('rule: a target the user may not use is not_allowed', async () => {
     const code = await socksOpen('carol-instance-nosuch', 'carol-pw', target.port);
     code.socket.destroy();
     assert.ok(code.err, 'refused');
@@ -178,8 +193,14 @@ describe('connection log: one record per connection, with the result and the met
       .text()
       .split('\n')
       .filter((l) => l.includes(`"conn":"${rec.id}"`));
-    assert.ok(lines.some((l) => l.includes('socks5 connect failed')), 'the failure line carries the connection id');
-    assert.ok(lines.some((l) => l.includes('upstream dial failed')), "the router's lines carry it too");
+    assert.ok(
+      lines.some((l) => l.includes('socks5 connect failed')),
+      'the failure line carries the connection id',
+    );
+    assert.ok(
+      lines.some((l) => l.includes('upstream dial failed')),
+      "the router's lines carry it too",
+    );
   });
 
   test('client abort: a client that leaves mid-dial', async () => {
@@ -187,15 +208,25 @@ describe('connection log: one record per connection, with the result and the met
     try {
       const s = connect({ host: '127.0.0.1', port: gw.ports.socks5 });
       s.on('error', () => undefined);
-      s.once('connect', () => socks5Connect(s, { host: '127.0.0.1', port: target.port }, { username: 'carol', password: 'carol-pw' }, () => undefined));
+      s.once('connect', () =>
+        socks5Connect(s, { host: '127.0.0.1', port: target.port }, { username: 'carol', password: 'carol-pw' }, () => undefined),
+      );
       // Live while dialing: in the active list with its user and no bytes yet.
-      const live = await waitFor(async () => (await gw.admin<LiveConnection[]>('/v1/connections/active')).body.find((c) => c.user === 'carol'), 5000, 'the live entry');
+      const live = await waitFor(
+        async () => (await gw.admin<LiveConnection[]>('/v1/connections/active')).body.find((c) => c.user === 'carol'),
+        5000,
+        'the live entry',
+      );
       assert.equal(live.bytesDown, 0);
       s.destroy();
-      const got = await waitFor(async () => {
-        const list = await records('result=client_abort');
-        return list.length > 0 ? list : undefined;
-      }, 5000, 'the client_abort record');
+      const got = await waitFor(
+        async () => {
+          const list = await records('result=client_abort');
+          return list.length > 0 ? list : undefined;
+        },
+        5000,
+        'the client_abort record',
+      );
       assert.equal(got[0]!.id, live.id, 'the live entry and the record are the same connection');
     } finally {
       gw.daemon.sim!.upstreams!.setFault('*', null);
@@ -253,28 +284,43 @@ describe('connection log: one record per connection, with the result and the met
     const to = new Date(Date.now() + 3_600_000).toISOString();
     const meters = { carol: await usedBytes('carol'), dave: await usedBytes('dave') };
     for (const granularity of ['hour', 'day']) {
-      const r = await gw.admin<{ user: string; period: string; bytesUp: number; bytesDown: number; connections: number; failures: number; amount: number | null }[]>(
-        `/v1/usage?from=${from}&to=${to}&granularity=${granularity}`,
-      );
+      const r = await gw.admin<
+        { user: string; period: string; bytesUp: number; bytesDown: number; connections: number; failures: number; amount: number | null }[]
+      >(`/v1/usage?from=${from}&to=${to}&granularity=${granularity}`);
       assert.equal(r.status, 200, JSON.stringify(r.body));
       for (const user of ['carol', 'dave'] as const) {
         const rows = r.body.filter((x) => x.user === user);
-        assert.equal(rows.reduce((n, x) => n + x.bytesUp + x.bytesDown, 0), meters[user], `${granularity} ${user}`);
+        assert.equal(
+          rows.reduce((n, x) => n + x.bytesUp + x.bytesDown, 0),
+          meters[user],
+          `${granularity} ${user}`,
+        );
         assert.ok(rows.every((x) => !Number.isNaN(Date.parse(x.period))));
       }
       const carol = r.body.filter((x) => x.user === 'carol');
       assert.ok(carol.reduce((n, x) => n + x.failures, 0) >= 3, 'the upstream error, the rule refusal and the abort count as failures');
       for (const row of carol) assert.equal(row.amount, Math.round((((row.bytesUp + row.bytesDown) * PRICE) / 2 ** 30) * 1e6) / 1e6);
-      assert.ok(r.body.filter((x) => x.user === 'dave').every((x) => x.amount === null), 'no price: amount null');
+      assert.ok(
+        r.body.filter((x) => x.user === 'dave').every((x) => x.amount === null),
+        'no price: amount null',
+      );
     }
-    const res = await fetch(`${gw.adminUrl}/v1/usage?from=${from}&to=${to}&granularity=hour&format=csv`, { headers: { authorization: `Bearer ${TOKEN}` } });
+    const res = await fetch(`${gw.adminUrl}/v1/usage?from=${from}&to=${to}&granularity=hour&format=csv`, {
+      headers: { authorization: `Bearer ${TOKEN}` },
+    });
     assert.equal(res.status, 200);
     assert.match(res.headers.get('content-type') ?? '', /text\/csv/);
     assert.equal(res.headers.get('x-rotor-currency'), 'EUR');
     const lines = (await res.text()).trim().split('\r\n');
-    assert.match(res.headers.get('content-disposition') ?? '', /^attachment; filename="rotor-usage-\d{4}-\d{2}-\d{2}-\d{4}-\d{2}-\d{2}\.csv"$/);
+    assert.match(
+      res.headers.get('content-disposition') ?? '',
+      /^attachment; filename="rotor-usage-\d{4}-\d{2}-\d{2}-\d{4}-\d{2}-\d{2}\.csv"$/,
+    );
     assert.equal(lines[0], 'user,period,bytesUp,bytesDown,connections,failures,amount,currency');
-    assert.ok(lines.slice(1).every((l) => l.endsWith(',EUR')), 'the currency in every row');
+    assert.ok(
+      lines.slice(1).every((l) => l.endsWith(',EUR')),
+      'the currency in every row',
+    );
     const sums = new Map<string, number>();
     for (const line of lines.slice(1)) {
       const [user, , up, down] = line.split(',');
@@ -287,9 +333,9 @@ describe('connection log: one record per connection, with the result and the met
   test("compare=platform: Rotor's bytes beside the platform's flow-use log per main account", async () => {
     const from = new Date(Date.now() - 86_400_000).toISOString();
     const to = new Date(Date.now() + 86_400_000).toISOString();
-    const r = await gw.admin<{ account: string; productNo: string; rotorBytes: number; platformBytes: number | null; differenceBytes: number | null }[]>(
-      `/v1/usage?from=${from}&to=${to}&granularity=day&compare=platform`,
-    );
+    const r = await gw.admin<
+      { account: string; productNo: string; rotorBytes: number; platformBytes: number | null; differenceBytes: number | null }[]
+    >(`/v1/usage?from=${from}&to=${to}&granularity=day&compare=platform`);
     assert.equal(r.status, 200, JSON.stringify(r.body));
     const shop1 = r.body.filter((x) => x.account === 'shop1');
     assert.ok(shop1.length >= 1);
@@ -317,7 +363,9 @@ describe('connection log: one record per connection, with the result and the met
     assert.ok([200, 400, 403, 404].includes(absolute.status), `answered ${absolute.status}`);
     const absoluteNoToken = await rawRequest(gw.ports.admin, 'GET http://x/v1/connections/active HTTP/1.1');
     assert.notEqual(absoluteNoToken.status, 200, 'an absolute-form target never skips the token check');
-    const docs = (await (await fetch(`${gw.adminUrl}/docs/json`)).json()) as { paths: Record<string, Record<string, { operationId?: string }>> };
+    const docs = (await (await fetch(`${gw.adminUrl}/docs/json`)).json()) as {
+      paths: Record<string, Record<string, { operationId?: string }>>;
+    };
     assert.equal(docs.paths['/v1/connections']?.get?.operationId, 'listConnections');
     assert.equal(docs.paths['/v1/connections/active']?.get?.operationId, 'listActiveConnections');
     assert.equal(docs.paths['/v1/connections/{id}']?.delete?.operationId, 'closeConnection');

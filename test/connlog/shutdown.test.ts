@@ -13,7 +13,18 @@ import { readFileSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { socks5Connect } from '../../src/wire/socks5-client.ts';
-import { adminGet, cleanup, rawConfig, spawnDaemon, startTarget, tempDir, waitFor, writeConfigFile, type BytesTarget, type ChildDaemon } from '../e2e/limits-harness.ts';
+import {
+  adminGet,
+  cleanup,
+  rawConfig,
+  spawnDaemon,
+  startTarget,
+  tempDir,
+  waitFor,
+  writeConfigFile,
+  type BytesTarget,
+  type ChildDaemon,
+} from '../e2e/limits-harness.ts';
 
 const MIB = 1024 * 1024;
 const RATE = 16 * MIB;
@@ -67,7 +78,10 @@ async function usageDown(adminPort: number, user: string): Promise<{ hour: numbe
   const from = new Date(Date.now() - 2 * 86_400_000).toISOString();
   const to = new Date(Date.now() + 86_400_000).toISOString();
   const sum = async (granularity: string): Promise<number> => {
-    const rows = await adminGet<{ user: string; bytesDown: number }[]>(adminPort, `/v1/usage?from=${from}&to=${to}&granularity=${granularity}`);
+    const rows = await adminGet<{ user: string; bytesDown: number }[]>(
+      adminPort,
+      `/v1/usage?from=${from}&to=${to}&granularity=${granularity}`,
+    );
     return rows.filter((r) => r.user === user).reduce((n, r) => n + r.bytesDown, 0);
   };
   return { hour: await sum('hour'), day: await sum('day') };
@@ -126,7 +140,10 @@ describe('rotor start: open connections are billed across a stop', () => {
       const usage = await usageDown(d.ports.admin, 'erin');
       assert.ok(within(usage.hour, delivered, 0.01), `hour rollups ${usage.hour} B, client got ${delivered} B`);
       assert.equal(usage.day, usage.hour);
-      const lines = readFileSync(jsonl, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Row);
+      const lines = readFileSync(jsonl, 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as Row);
       const inFile = lines.filter((l) => l.id === rec.id);
       assert.equal(inFile.length, 1, 'one line for the connection in the file');
       assert.equal(inFile[0]!.result, 'shutdown');
@@ -166,7 +183,9 @@ describe('rotor start: open connections are billed across a stop', () => {
       const meter = await usedBytes(d.ports.admin, 'erin');
       assert.ok(delivered - meter <= slack && meter <= delivered * 1.01, `meter ${meter} B, client got ${delivered} B`);
       assert.ok(Math.abs(meter - (rec.bytesUp + rec.bytesDown)) <= slack, `meter ${meter} B, record ${rec.bytesUp + rec.bytesDown} B`);
-      process.stderr.write(`SIGKILL: client ${delivered} B, record ${rec.bytesDown} B (${rec.result}), meter ${meter} B, interval ${INTERVAL} ms at ${RATE} B/s\n`);
+      process.stderr.write(
+        `SIGKILL: client ${delivered} B, record ${rec.bytesDown} B (${rec.result}), meter ${meter} B, interval ${INTERVAL} ms at ${RATE} B/s\n`,
+      );
     } finally {
       await d.stop();
     }

@@ -6,7 +6,14 @@ import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ConnectionLog, ConnectionLogService, JsonLinesFileSink, connectionLogStoreFor, type ConnectionLogStore, type ConnectionRecord } from '../../src/connlog/index.ts';
+import {
+  ConnectionLog,
+  ConnectionLogService,
+  JsonLinesFileSink,
+  connectionLogStoreFor,
+  type ConnectionLogStore,
+  type ConnectionRecord,
+} from '../../src/connlog/index.ts';
 import type { Store } from '../../src/store/index.ts';
 import { createMetrics } from '../../src/telemetry/metrics.ts';
 import { openTestStore } from '../support/store.ts';
@@ -37,7 +44,10 @@ function record(i: number, over: Partial<ConnectionRecord> = {}): ConnectionReco
   };
 }
 
-function service(log: ConnectionLogStore, options: { targets?: boolean; maxRecords?: number; now?: () => number } = {}): ConnectionLogService {
+function service(
+  log: ConnectionLogStore,
+  options: { targets?: boolean; maxRecords?: number; now?: () => number } = {},
+): ConnectionLogService {
   return new ConnectionLogService({
     recorder: new ConnectionLog({ store: log }),
     store: log,
@@ -96,8 +106,14 @@ describe('connection log store', () => {
   test('rollups fold hours and days, by the hour each connection ended in', async () => {
     const rows = await log.usage({ granularity: 'hour', from: T0 - DAY, to: T0 + DAY });
     const ann = rows.filter((r) => r.user === 'ann');
-    assert.equal(ann.reduce((n, r) => n + r.connections, 0), 17);
-    assert.equal(ann.reduce((n, r) => n + r.bytesUp + r.bytesDown, 0), 17 * 110);
+    assert.equal(
+      ann.reduce((n, r) => n + r.connections, 0),
+      17,
+    );
+    assert.equal(
+      ann.reduce((n, r) => n + r.bytesUp + r.bytesDown, 0),
+      17 * 110,
+    );
     // 12:00:00 + up to 101 s + 0.5 s: all in the 12:00 hour and the same day.
     assert.deepEqual(
       rows.map((r) => [r.user, r.period]),
@@ -114,7 +130,10 @@ describe('connection log store', () => {
         ['ben', Date.UTC(2026, 0, 10), 35],
       ],
     );
-    assert.equal(days.reduce((n, r) => n + r.failures, 0), 11);
+    assert.equal(
+      days.reduce((n, r) => n + r.failures, 0),
+      11,
+    );
   });
 
   test('targets: false answers records without a target', async () => {
@@ -258,7 +277,11 @@ describe('the JSON-lines file', () => {
     assert.ok(names.includes('access.jsonl'));
     assert.ok(names.includes('access.jsonl.1'), `rotated: ${names.join(', ')}`);
     assert.ok(!names.includes('access.jsonl.3'), `at most 2 rotated files: ${names.join(', ')}`);
-    const lines = names.flatMap((n) => readFileSync(join(dir, 'logs', n), 'utf8').split('\n').filter(Boolean));
+    const lines = names.flatMap((n) =>
+      readFileSync(join(dir, 'logs', n), 'utf8')
+        .split('\n')
+        .filter(Boolean),
+    );
     const kept = lines.map((l) => JSON.parse(l) as ConnectionRecord);
     assert.ok(kept.length < 36, 'older files went');
     const newest = kept.find((r) => r.id === record(35).id);

@@ -79,7 +79,12 @@ describe('password checks off the event loop, equal work for every name', () => 
     assert.equal(made.status, 201, JSON.stringify(made.body));
     await first.close();
     [gw, target] = await Promise.all([
-      startGateway({ config: { store, proxy: { auth: { failureDelayMs: 0, sourceFailures: 0, userFailures: 0, maxPendingPerSource: 64, maxQueuedHashes: 256 } } } }),
+      startGateway({
+        config: {
+          store,
+          proxy: { auth: { failureDelayMs: 0, sourceFailures: 0, userFailures: 0, maxPendingPerSource: 64, maxQueuedHashes: 256 } },
+        },
+      }),
       startTarget(),
     ]);
   });
@@ -89,52 +94,58 @@ describe('password checks off the event loop, equal work for every name', () => 
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
-  test('32 connections flooding distinct wrong passwords: the event loop stays free and a customer keeps being served', { timeout: 120_000 }, async () => {
-    const legit = new RawClient(gw.ports.http);
-    assert.equal(await legit.request(target.url('/warm'), ALICE, ALICE_PASS), 200);
-    const before = await gw.metric('rotor_auth_failures_total', { reason: 'credentials' });
-    let stop = false;
-    let attempts = 0;
-    const floodTimes: number[] = [];
-    const flooders = Array.from({ length: 32 }, async (_, w) => {
-      const c = new RawClient(gw.ports.http);
-      try {
-        for (let i = 0; !stop; i++) {
-          const t = performance.now();
-          const status = await c.request(target.url('/f'), 'carol', `wrong-${w}-${i}`);
-          floodTimes.push(performance.now() - t);
-          assert.equal(status, 407);
-          attempts++;
+  test(
+    '32 connections flooding distinct wrong passwords: the event loop stays free and a customer keeps being served',
+    { timeout: 120_000 },
+    async () => {
+      const legit = new RawClient(gw.ports.http);
+      assert.equal(await legit.request(target.url('/warm'), ALICE, ALICE_PASS), 200);
+      const before = await gw.metric('rotor_auth_failures_total', { reason: 'credentials' });
+      let stop = false;
+      let attempts = 0;
+      const floodTimes: number[] = [];
+      const flooders = Array.from({ length: 32 }, async (_, w) => {
+        const c = new RawClient(gw.ports.http);
+        try {
+          for (let i = 0; !stop; i++) {
+            const t = performance.now();
+            const status = await c.request(target.url('/f'), 'carol', `wrong-${w}-${i}`);
+            floodTimes.push(performance.now() - t);
+            assert.equal(status, 407);
+            attempts++;
+          }
+        } finally {
+          c.close();
         }
+      });
+      const delay = monitorEventLoopDelay({ resolution: 5 });
+      const latencies: number[] = [];
+      try {
+        // Flooding: a first wave of checks has been answered.
+        while (attempts < 32) await Promise.race([new Promise((r) => setTimeout(r, 20)), ...flooders]);
+        delay.enable();
+        for (let i = 0; i < 16; i++) {
+          const t = performance.now();
+          assert.equal(await legit.request(target.url(`/l${i}`), ALICE, ALICE_PASS), 200);
+          latencies.push(performance.now() - t);
+        }
+        delay.disable();
       } finally {
-        c.close();
+        stop = true;
+        await Promise.allSettled(flooders);
+        legit.close();
       }
-    });
-    const delay = monitorEventLoopDelay({ resolution: 5 });
-    const latencies: number[] = [];
-    try {
-      // Flooding: a first wave of checks has been answered.
-      while (attempts < 32) await Promise.race([new Promise((r) => setTimeout(r, 20)), ...flooders]);
-      delay.enable();
-      for (let i = 0; i < 16; i++) {
-        const t = performance.now();
-        assert.equal(await legit.request(target.url(`/l${i}`), ALICE, ALICE_PASS), 200);
-        latencies.push(performance.now() - t);
-      }
-      delay.disable();
-    } finally {
-      stop = true;
-      await Promise.allSettled(flooders);
-      legit.close();
-    }
-    await Promise.all(flooders);
-    const [customer, flood] = [median(latencies), median(floodTimes)];
-    console.log(`# flood: ${attempts} wrong passwords answered in ${flood.toFixed(0)} ms (median); customer p50 ${customer.toFixed(1)} ms max ${Math.max(...latencies).toFixed(1)} ms; event-loop delay p50 ${(delay.percentile(50) / 1e6).toFixed(1)} ms max ${(delay.max / 1e6).toFixed(1)} ms`);
-    // With scrypt on the event loop a customer's request waits behind the same hashes as the flood's answers
-    // (579 ms against 11 ms quiet in the report); checked on the thread pool, only the flood waits for them.
-    assert.ok(customer < flood / 4, `customer p50 ${customer.toFixed(1)} ms, flood's answers ${flood.toFixed(1)} ms`);
-    assert.equal(await gw.metric('rotor_auth_failures_total', { reason: 'credentials' }), before + attempts);
-  });
+      await Promise.all(flooders);
+      const [customer, flood] = [median(latencies), median(floodTimes)];
+      console.log(
+        `# flood: ${attempts} wrong passwords answered in ${flood.toFixed(0)} ms (median); customer p50 ${customer.toFixed(1)} ms max ${Math.max(...latencies).toFixed(1)} ms; event-loop delay p50 ${(delay.percentile(50) / 1e6).toFixed(1)} ms max ${(delay.max / 1e6).toFixed(1)} ms`,
+      );
+      // With scrypt on the event loop a customer's request waits behind the same hashes as the flood's answers
+      // (579 ms against 11 ms quiet in the report); checked on the thread pool, only the flood waits for them.
+      assert.ok(customer < flood / 4, `customer p50 ${customer.toFixed(1)} ms, flood's answers ${flood.toFixed(1)} ms`);
+      assert.equal(await gw.metric('rotor_auth_failures_total', { reason: 'credentials' }), before + attempts);
+    },
+  );
 
   test('an unknown name costs the same check as a known one (medians within 2x)', { timeout: 60_000 }, async () => {
     const c = new RawClient(gw.ports.http);
@@ -173,7 +184,18 @@ describe('back-off per address and per user name', () => {
     });
     [gw, target] = await Promise.all([
       startGateway({
-        config: { proxy: { auth: { failureDelayMs: 150, sourceFailures: 6, userFailures: 3, blockMs: 60_000, failureWindowMs: 60_000, logIntervalMs: 60_000 } } },
+        config: {
+          proxy: {
+            auth: {
+              failureDelayMs: 150,
+              sourceFailures: 6,
+              userFailures: 3,
+              blockMs: 60_000,
+              failureWindowMs: 60_000,
+              logIntervalMs: 60_000,
+            },
+          },
+        },
         daemon: { logger: createLogger({ level: 'warn', destination: sink }) },
       }),
       startTarget(),
@@ -184,35 +206,39 @@ describe('back-off per address and per user name', () => {
     await target?.close();
   });
 
-  test('failures are answered late; a name, then an address, is refused without a check; proven customers pass; one log line', { timeout: 60_000 }, async () => {
-    const c = new RawClient(gw.ports.http);
-    assert.equal(await c.request(target.url('/a'), ALICE, ALICE_PASS), 200);
-    // Three wrong passwords for bob: each answered no sooner than 150 ms; then bob's name is blocked, so even
-    // his right password (never proven in this process) is refused, with a reason that says to wait.
-    for (let i = 0; i < 3; i++) {
-      const t = performance.now();
-      assert.equal(await c.request(target.url('/b'), 'bob', `wrong-${i}`), 407);
-      assert.ok(performance.now() - t >= 140, `answered after ${(performance.now() - t).toFixed(0)} ms`);
-    }
-    const blockedName = await nodeHttpGet(gw.ports.http, 'bob', 'bob-pass', target.url('/b'));
-    assert.equal(blockedName.status, 407);
-    assert.match(blockedName.body, /too many failed logins for this user name/);
-    // Three more failures (unknown names, counted the same) block the address: a pair never proven is refused.
-    for (let i = 0; i < 3; i++) assert.equal(await c.request(target.url('/x'), `ghost${i}`, 'x'), 407);
-    const blocked = await nodeHttpGet(gw.ports.http, 'ghost9', 'x', target.url('/x'));
-    assert.match(blocked.body, /too many failed logins from this address/);
-    // A customer already proven keeps working from the blocked address, with new session ids too.
-    assert.equal(await c.request(target.url('/a2'), ALICE, ALICE_PASS), 200);
-    assert.equal((await nodeHttpGet(gw.ports.http, `${ALICE}-session-s77`, ALICE_PASS, target.url('/a3'))).status, 200);
-    c.close();
-    assert.equal(await gw.metric('rotor_auth_failures_total', { reason: 'credentials' }), 6);
-    assert.ok((await gw.metric('rotor_auth_failures_total', { reason: 'blocked_user' })) >= 1);
-    assert.ok((await gw.metric('rotor_auth_failures_total', { reason: 'blocked_source' })) >= 1);
-    const logged = lines.filter((l) => l.msg === 'failed proxy logins from this address');
-    assert.equal(logged.length, 1, JSON.stringify(logged));
-    assert.equal(logged[0]!.source, '127.0.0.1');
-    // The blocks end on time (the gateway's clock): bob's right password works again.
-    gw.clock.advance(61_000);
-    assert.equal((await nodeHttpGet(gw.ports.http, 'bob', 'bob-pass', target.url('/b2'))).status, 200);
-  });
+  test(
+    'failures are answered late; a name, then an address, is refused without a check; proven customers pass; one log line',
+    { timeout: 60_000 },
+    async () => {
+      const c = new RawClient(gw.ports.http);
+      assert.equal(await c.request(target.url('/a'), ALICE, ALICE_PASS), 200);
+      // Three wrong passwords for bob: each answered no sooner than 150 ms; then bob's name is blocked, so even
+      // his right password (never proven in this process) is refused, with a reason that says to wait.
+      for (let i = 0; i < 3; i++) {
+        const t = performance.now();
+        assert.equal(await c.request(target.url('/b'), 'bob', `wrong-${i}`), 407);
+        assert.ok(performance.now() - t >= 140, `answered after ${(performance.now() - t).toFixed(0)} ms`);
+      }
+      const blockedName = await nodeHttpGet(gw.ports.http, 'bob', 'bob-pass', target.url('/b'));
+      assert.equal(blockedName.status, 407);
+      assert.match(blockedName.body, /too many failed logins for this user name/);
+      // Three more failures (unknown names, counted the same) block the address: a pair never proven is refused.
+      for (let i = 0; i < 3; i++) assert.equal(await c.request(target.url('/x'), `ghost${i}`, 'x'), 407);
+      const blocked = await nodeHttpGet(gw.ports.http, 'ghost9', 'x', target.url('/x'));
+      assert.match(blocked.body, /too many failed logins from this address/);
+      // A customer already proven keeps working from the blocked address, with new session ids too.
+      assert.equal(await c.request(target.url('/a2'), ALICE, ALICE_PASS), 200);
+      assert.equal((await nodeHttpGet(gw.ports.http, `${ALICE}-session-s77`, ALICE_PASS, target.url('/a3'))).status, 200);
+      c.close();
+      assert.equal(await gw.metric('rotor_auth_failures_total', { reason: 'credentials' }), 6);
+      assert.ok((await gw.metric('rotor_auth_failures_total', { reason: 'blocked_user' })) >= 1);
+      assert.ok((await gw.metric('rotor_auth_failures_total', { reason: 'blocked_source' })) >= 1);
+      const logged = lines.filter((l) => l.msg === 'failed proxy logins from this address');
+      assert.equal(logged.length, 1, JSON.stringify(logged));
+      assert.equal(logged[0]!.source, '127.0.0.1');
+      // The blocks end on time (the gateway's clock): bob's right password works again.
+      gw.clock.advance(61_000);
+      assert.equal((await nodeHttpGet(gw.ports.http, 'bob', 'bob-pass', target.url('/b2'))).status, 200);
+    },
+  );
 });

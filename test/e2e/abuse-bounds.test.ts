@@ -57,7 +57,18 @@ function socksConnect(port: number, user: string, pass: string, host: string, ta
       address = Buffer.concat([Buffer.from([4]), Buffer.alloc(16)]); // [::] only
       if (host !== '[::]') throw new Error('only [::] is spelled here');
     } else address = Buffer.concat([Buffer.from([3, host.length]), Buffer.from(host)]);
-    s.write(Buffer.concat([Buffer.from([5, 1, 2]), Buffer.from([1, u.length]), u, Buffer.from([p.length]), p, Buffer.from([5, 1, 0]), address, Buffer.from([targetPort >> 8, targetPort & 0xff])]));
+    s.write(
+      Buffer.concat([
+        Buffer.from([5, 1, 2]),
+        Buffer.from([1, u.length]),
+        u,
+        Buffer.from([p.length]),
+        p,
+        Buffer.from([5, 1, 0]),
+        address,
+        Buffer.from([targetPort >> 8, targetPort & 0xff]),
+      ]),
+    );
   });
 }
 
@@ -82,10 +93,12 @@ describe('abuse bounds: sessions per user, ports, names, loopback spellings', ()
     await target?.close();
   });
 
-  const sessionsOf = async (user: string) => (await gw.admin<{ user: string; sessionId: string }[]>('/v1/sessions')).body.filter((s) => s.user === user);
+  const sessionsOf = async (user: string) =>
+    (await gw.admin<{ user: string; sessionId: string }[]>('/v1/sessions')).body.filter((s) => s.user === user);
 
   test('a user holds at most proxy.maxSessionsPerUser sessions: a new id past it is 403 / SOCKS5 0x02 until older ones end', async () => {
-    for (const id of ['s1', 's2', 's3']) assert.equal((await connectVia(gw.ports.http, `${ALICE}-session-${id}`, ALICE_PASS, `127.0.0.1:${target.port}`)).status, 200, id);
+    for (const id of ['s1', 's2', 's3'])
+      assert.equal((await connectVia(gw.ports.http, `${ALICE}-session-${id}`, ALICE_PASS, `127.0.0.1:${target.port}`)).status, 200, id);
     const refused = await connectVia(gw.ports.http, `${ALICE}-session-s4`, ALICE_PASS, `127.0.0.1:${target.port}`);
     assert.equal(refused.status, 403);
     assert.match(refused.body, /too many sticky sessions \(proxy\.maxSessionsPerUser\)/);
@@ -103,7 +116,11 @@ describe('abuse bounds: sessions per user, ports, names, loopback spellings', ()
     for (const name of ['dave', 'erin']) {
       const made = await gw.admin('/v1/users', { body: { name, password: `${name}-password`, mainAccount: 'shop1' } });
       assert.equal(made.status, 201, JSON.stringify(made.body));
-      for (const id of ['x1', 'x2']) assert.equal((await connectVia(gw.ports.http, `${name}-session-${id}`, `${name}-password`, `127.0.0.1:${target.port}`)).status, 200);
+      for (const id of ['x1', 'x2'])
+        assert.equal(
+          (await connectVia(gw.ports.http, `${name}-session-${id}`, `${name}-password`, `127.0.0.1:${target.port}`)).status,
+          200,
+        );
       assert.equal((await sessionsOf(name)).length, 2);
     }
     assert.equal((await gw.admin('/v1/users/dave', { method: 'DELETE' })).status, 204);
@@ -112,8 +129,11 @@ describe('abuse bounds: sessions per user, ports, names, loopback spellings', ()
     assert.deepEqual(await sessionsOf('erin'), []);
   });
 
-  test('listen.port already taken is 409 PORT_IN_USE: a shared proxy port, another user\'s, another process\'s; a config clash names its key', async () => {
-    const mk = (name: string, port: number) => gw.admin<{ error: { code?: string; message?: string } }>('/v1/users', { body: { name, password: 'pw-123456', mainAccount: 'shop1', listen: { port, allowIps: ['127.0.0.1'] } } });
+  test("listen.port already taken is 409 PORT_IN_USE: a shared proxy port, another user's, another process's; a config clash names its key", async () => {
+    const mk = (name: string, port: number) =>
+      gw.admin<{ error: { code?: string; message?: string } }>('/v1/users', {
+        body: { name, password: 'pw-123456', mainAccount: 'shop1', listen: { port, allowIps: ['127.0.0.1'] } },
+      });
     for (const port of [gw.ports.http, gw.ports.socks5, gw.ports.admin]) {
       const r = await mk('clash1', port);
       assert.equal(r.status, 409, JSON.stringify(r.body));
@@ -125,10 +145,15 @@ describe('abuse bounds: sessions per user, ports, names, loopback spellings', ()
     assert.equal(again.status, 409);
     assert.match(again.body.error.message ?? '', /porter/);
     const other: Server = createServer();
-    const taken = await new Promise<number>((resolve) => other.listen(0, '127.0.0.1', () => resolve((other.address() as { port: number }).port)));
+    const taken = await new Promise<number>((resolve) =>
+      other.listen(0, '127.0.0.1', () => resolve((other.address() as { port: number }).port)),
+    );
     try {
       assert.equal((await mk('clash3', taken)).body.error.code, 'PORT_IN_USE');
-      const patched = await gw.admin<{ error: { code?: string } }>('/v1/users/porter', { method: 'PATCH', body: { listen: { port: taken, allowIps: ['127.0.0.1'] } } });
+      const patched = await gw.admin<{ error: { code?: string } }>('/v1/users/porter', {
+        method: 'PATCH',
+        body: { listen: { port: taken, allowIps: ['127.0.0.1'] } },
+      });
       assert.equal(patched.status, 409);
       assert.equal(patched.body.error.code, 'PORT_IN_USE');
     } finally {
@@ -145,7 +170,9 @@ describe('abuse bounds: sessions per user, ports, names, loopback spellings', ()
 
   test("user names '.' and '..' are 400; a dot inside a name is fine", async () => {
     for (const name of ['.', '..']) {
-      const r = await gw.admin<{ error: { message?: string } }>('/v1/users', { body: { name, password: 'pw-123456', mainAccount: 'shop1' } });
+      const r = await gw.admin<{ error: { message?: string } }>('/v1/users', {
+        body: { name, password: 'pw-123456', mainAccount: 'shop1' },
+      });
       assert.equal(r.status, 400, name);
       assert.match(r.body.error.message ?? '', /URL path segment/);
     }
@@ -156,7 +183,9 @@ describe('abuse bounds: sessions per user, ports, names, loopback spellings', ()
   });
 
   test('a loopback rule (127.0.0.0/8, ::1) refuses every spelling of the local host, over HTTP and SOCKS5', async () => {
-    const made = await gw.admin('/v1/users', { body: { name: 'guarded', password: 'guarded-pw', mainAccount: 'shop1', rules: { denyHosts: ['127.0.0.0/8', '::1'] } } });
+    const made = await gw.admin('/v1/users', {
+      body: { name: 'guarded', password: 'guarded-pw', mainAccount: 'shop1', rules: { denyHosts: ['127.0.0.0/8', '::1'] } },
+    });
     assert.equal(made.status, 201, JSON.stringify(made.body));
     const p = target.port;
     for (const host of ['0.0.0.0', '[::]', '[::ffff:127.0.0.1]', '0x7f.1', '0x7f000001', '127.0.0.2', 'localhost', '[::1]']) {

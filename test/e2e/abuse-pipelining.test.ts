@@ -56,10 +56,11 @@ async function startCountingTarget(): Promise<CountingTarget> {
       t.requests = 0;
       t.written = 0;
     },
-    close: () => new Promise<void>((resolve) => {
-      server.closeAllConnections();
-      server.close(() => resolve());
-    }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
   };
   const server: Server = createServer((req, res) => {
     t.requests++;
@@ -145,7 +146,9 @@ function rawClient(proxyPort: number): Promise<RawClient> {
             buf = buf.length === 0 ? c : Buffer.concat([buf, c]);
             parse();
           });
-          socket.once('close', () => (out.length < count ? fail(new Error(`closed after ${out.length} of ${count} responses`)) : undefined));
+          socket.once('close', () =>
+            out.length < count ? fail(new Error(`closed after ${out.length} of ${count} responses`)) : undefined,
+          );
           socket.resume();
         });
       },
@@ -209,15 +212,24 @@ describe('pipelined plain-HTTP requests (issue 23 item 1)', () => {
     const count = DEPTH + 1;
     for (const c of clients) c.socket.write(pipelined(target.port, 'pipe2', 'pipe2-pass', count, `/obj/${2 * MiB}`));
     await poll(() => target.requests > 0, { timeoutMs: 10_000 });
-    const written = await settled(() => target.written, () => target.maxInFlight > 2);
+    const written = await settled(
+      () => target.written,
+      () => target.maxInFlight > 2,
+    );
     // What a client that never reads can still take: its socket's kernel buffers on both ends (Rotor's send
     // buffer grows to tcp_wmem's maximum), the response under way, and Rotor's own bounded slack.
     const bound = 2 * (KERNEL_BUFFERS + 2 * MiB + 256 * 1024);
-    console.log(`# never-reading clients: ${target.requests} of ${2 * count} requests reached the target, at most ${target.maxInFlight} in flight, ${written} of ${2 * count * 2 * MiB} body bytes written (bound ${bound})`);
+    console.log(
+      `# never-reading clients: ${target.requests} of ${2 * count} requests reached the target, at most ${target.maxInFlight} in flight, ${written} of ${2 * count * 2 * MiB} body bytes written (bound ${bound})`,
+    );
     assert.ok(target.maxInFlight <= 2, `requests in flight at the target: ${target.maxInFlight}`);
     assert.ok(written <= bound, `the target wrote ${written} bytes for clients that never read`);
     const answers = await Promise.all(clients.map((c) => c.read(count)));
-    for (const a of answers) assert.deepEqual(a, Array.from({ length: count }, () => ({ status: 200, size: 2 * MiB })));
+    for (const a of answers)
+      assert.deepEqual(
+        a,
+        Array.from({ length: count }, () => ({ status: 200, size: 2 * MiB })),
+      );
     assert.ok(target.maxInFlight <= 2, `requests in flight at the target: ${target.maxInFlight}`);
     assert.equal(target.requests, 2 * count);
     for (const c of clients) c.socket.destroy();
@@ -246,7 +258,9 @@ describe('pipelined plain-HTTP requests (issue 23 item 1)', () => {
     const all = c.read(10).catch(() => undefined);
     await poll(() => c.received >= 50 * 1024, { timeoutMs: 15_000, everyMs: 5 });
     const ahead = target.written - c.received;
-    console.log(`# rate-limited pipelining: client received ${c.received}, target wrote ${target.written} (${ahead} ahead), ${target.requests} requests reached the target`);
+    console.log(
+      `# rate-limited pipelining: client received ${c.received}, target wrote ${target.written} (${ahead} ahead), ${target.requests} requests reached the target`,
+    );
     assert.ok(target.requests <= 2, `${target.requests} requests reached the target while the first response was under way`);
     assert.ok(ahead <= 512 * 1024, `the target is ${ahead} bytes ahead of the client`);
     c.socket.destroy();

@@ -59,7 +59,9 @@ function download(way: Way, gw: Gateway, user: string, userPort: number, targetP
         });
       } else if (way === 'http') {
         flowing();
-        socket.write(`GET http://127.0.0.1:${targetPort}${path} HTTP/1.1\r\nHost: 127.0.0.1:${targetPort}\r\nProxy-Authorization: Basic ${basic(user)}\r\n\r\n`);
+        socket.write(
+          `GET http://127.0.0.1:${targetPort}${path} HTTP/1.1\r\nHost: 127.0.0.1:${targetPort}\r\nProxy-Authorization: Basic ${basic(user)}\r\n\r\n`,
+        );
       } else {
         // CONNECT on the shared listener (with credentials) or on the user's own port (allowed address).
         const auth = way === 'connect' ? `Proxy-Authorization: Basic ${basic(user)}\r\n` : '';
@@ -96,7 +98,9 @@ describe('a client that leaves releases its tunnel within a second (issue 23 ite
   async function user(name: string, limited: boolean): Promise<number> {
     const port = await freePort();
     const extra = limited ? { rateBytesPerSec: 16 * 1024 } : {};
-    const r = await gw.admin('/v1/users', { body: { name, password: `${name}-pass`, mainAccount: 'shop1', listen: { port, allowIps: ['127.0.0.1/32'] }, ...extra } });
+    const r = await gw.admin('/v1/users', {
+      body: { name, password: `${name}-pass`, mainAccount: 'shop1', listen: { port, allowIps: ['127.0.0.1/32'] }, ...extra },
+    });
     assert.equal(r.status, 201, JSON.stringify(r.body));
     return poll(() => gw.daemon.userPorts.portOf(name), { timeoutMs: 5000 });
   }
@@ -105,7 +109,8 @@ describe('a client that leaves releases its tunnel within a second (issue 23 ite
     await gw.close();
   });
 
-  const active = async (user: string): Promise<number> => (await gw.admin<{ activeConnections: number }>(`/v1/users/${user}`)).body.activeConnections;
+  const active = async (user: string): Promise<number> =>
+    (await gw.admin<{ activeConnections: number }>(`/v1/users/${user}`)).body.activeConnections;
 
   test('rate-limited (16 KiB/s) user, CONNECT: a client that only half-closes (FIN after its request) still gets its whole download', async () => {
     await user('slow_halfclose', true);
@@ -141,7 +146,9 @@ describe('a client that leaves releases its tunnel within a second (issue 23 ite
         got += head.length - end - 4;
         socket.end('GET / HTTP/1.1\r\nHost: x\r\n\r\n');
       });
-      socket.write(`CONNECT 127.0.0.1:${rawPort} HTTP/1.1\r\nHost: 127.0.0.1:${rawPort}\r\nProxy-Authorization: Basic ${basic('slow_halfclose')}\r\n\r\n`);
+      socket.write(
+        `CONNECT 127.0.0.1:${rawPort} HTTP/1.1\r\nHost: 127.0.0.1:${rawPort}\r\nProxy-Authorization: Basic ${basic('slow_halfclose')}\r\n\r\n`,
+      );
       await ended;
       socket.destroy();
       assert.equal(got, size, 'every byte arrived after the half-close');
@@ -162,7 +169,10 @@ describe('a client that leaves releases its tunnel within a second (issue 23 ite
         if (limited) await poll(() => downloads.every((d) => d.received > 16 * 1024), { timeoutMs: 15_000 });
         const t0 = Date.now();
         for (const d of downloads) d.socket.destroy();
-        const left = await poll(async () => ((await active(name)) === 0 ? Date.now() - t0 : undefined), { timeoutMs: 5000, everyMs: 20 }).catch(() => -1);
+        const left = await poll(async () => ((await active(name)) === 0 ? Date.now() - t0 : undefined), {
+          timeoutMs: 5000,
+          everyMs: 20,
+        }).catch(() => -1);
         console.log(`# ${name}: released after ${left} ms`);
         assert.ok(left >= 0 && left <= 1000, left < 0 ? 'still active after 5 s' : `released after ${left} ms`);
       });

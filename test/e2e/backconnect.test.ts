@@ -36,8 +36,11 @@ describe('drawing from a backconnect gateway', () => {
 
   test('the pool holds the one line the sandbox answers on every draw', async () => {
     // Two tunnels first, so the pool exists; then its one node is the whole pool, drawn once.
-    for (let i = 0; i < 2; i++) assert.equal((await nodeConnectGet(gw.ports.http, 'gwuser', 'gwuser-pass', target.port, '/a', 15_000)).status, 200);
-    const pool = await waitFor('the gateway user pool', async () => (await gw.admin<PoolView[]>('/v1/pools')).body.find((p) => p.key.user === 'gwuser'));
+    for (let i = 0; i < 2; i++)
+      assert.equal((await nodeConnectGet(gw.ports.http, 'gwuser', 'gwuser-pass', target.port, '/a', 15_000)).status, 200);
+    const pool = await waitFor('the gateway user pool', async () =>
+      (await gw.admin<PoolView[]>('/v1/pools')).body.find((p) => p.key.user === 'gwuser'),
+    );
     assert.equal(pool.nodes.length, 1, JSON.stringify(pool.nodes));
   });
 
@@ -48,9 +51,10 @@ describe('drawing from a backconnect gateway', () => {
     const worker = async (): Promise<void> => {
       while (next < 1000) {
         const i = next++;
-        const r = i % 2 === 0
-          ? await nodeConnectGet(gw.ports.http, 'gwuser', 'gwuser-pass', target.port, '/t', 15_000)
-          : await nodeSocksGet(gw.ports.socks5, 'gwuser', 'gwuser-pass', target.port, '/t', 15_000);
+        const r =
+          i % 2 === 0
+            ? await nodeConnectGet(gw.ports.http, 'gwuser', 'gwuser-pass', target.port, '/t', 15_000)
+            : await nodeSocksGet(gw.ports.socks5, 'gwuser', 'gwuser-pass', target.port, '/t', 15_000);
         assert.equal(r.status, 200, r.body);
         exits.add(r.body);
       }
@@ -59,7 +63,10 @@ describe('drawing from a backconnect gateway', () => {
     const made = draws(gw) - before;
     assert.ok(made <= 1, `${made} DrawByPwd calls for 1,000 tunnels`);
     assert.ok(exits.size > 1, `one exit only: ${[...exits].join(',')}`);
-    assert.ok([...exits].every((e) => gw.exits.includes(e)), [...exits].join(','));
+    assert.ok(
+      [...exits].every((e) => gw.exits.includes(e)),
+      [...exits].join(','),
+    );
     const pool = (await gw.admin<PoolView[]>('/v1/pools')).body.find((p) => p.key.user === 'gwuser');
     assert.equal(pool?.nodes.length, 1);
     assert.ok((pool?.quietUntil ?? 0) > gw.clock.now(), 'the pool says when it draws again');
@@ -67,7 +74,8 @@ describe('drawing from a backconnect gateway', () => {
 
   test('a product with distinct lines per draw still spreads connections over several nodes', async () => {
     const before = draws(gw);
-    for (let i = 0; i < 12; i++) assert.equal((await nodeConnectGet(gw.ports.http, 'lines', 'lines-pass', target.port, '/d', 15_000)).status, 200);
+    for (let i = 0; i < 12; i++)
+      assert.equal((await nodeConnectGet(gw.ports.http, 'lines', 'lines-pass', target.port, '/d', 15_000)).status, 200);
     const pool = (await gw.admin<PoolView[]>('/v1/pools')).body.find((p) => p.key.user === 'lines');
     assert.ok((pool?.nodes.length ?? 0) >= 2, JSON.stringify(pool?.nodes));
     assert.equal(pool?.quietUntil, undefined);

@@ -23,7 +23,13 @@ describe('headless Chromium through a user port, no credentials', () => {
   before(async () => {
     assert.ok(existsSync(CHROMIUM), `${CHROMIUM} is missing: install the Debian package chromium (.ci/run does)`);
     mkdirSync(out, { recursive: true });
-    gw = await startGateway({ config: { users: [{ name: 'alice', password: 'alice-pass', mainAccount: 'shop1', listen: { port: 0, allowIps: ['127.0.0.1/32', '::1/128'] } }] } });
+    gw = await startGateway({
+      config: {
+        users: [
+          { name: 'alice', password: 'alice-pass', mainAccount: 'shop1', listen: { port: 0, allowIps: ['127.0.0.1/32', '::1/128'] } },
+        ],
+      },
+    });
     page = createServer((req, res) => {
       const from = req.socket.remoteAddress ?? '';
       seen.push(from);
@@ -61,7 +67,10 @@ describe('headless Chromium through a user port, no credentials', () => {
         assert.equal(await tab.textContent('#title'), 'Loaded through Rotor');
         const from = await tab.textContent('#from');
         assert.ok(from && gw.exits.includes(from), `the target saw an upstream exit, not the browser: ${from}`);
-        assert.ok(seen.every((a) => gw.exits.includes(a)), `every request came through Rotor: ${seen.join(', ')}`);
+        assert.ok(
+          seen.every((a) => gw.exits.includes(a)),
+          `every request came through Rotor: ${seen.join(', ')}`,
+        );
         const shot = join(out, `user-port-${scheme}.png`);
         await tab.screenshot({ path: shot });
         assert.ok(statSync(shot).size > 1000);

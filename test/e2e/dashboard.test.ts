@@ -37,7 +37,10 @@ const pageErrors: string[] = [];
 
 /** The page's document and storage, typed for the few calls made inside page.evaluate (runs in the browser). */
 interface PageGlobals {
-  document: { querySelector(selector: string): { textContent: string | null } | null; activeElement: { textContent: string | null; getAttribute(name: string): string | null } | null };
+  document: {
+    querySelector(selector: string): { textContent: string | null } | null;
+    activeElement: { textContent: string | null; getAttribute(name: string): string | null } | null;
+  };
   sessionStorage: { getItem(key: string): string | null };
 }
 const focusedText = (page: Page) => page.evaluate(() => (globalThis as unknown as PageGlobals).document.activeElement?.textContent ?? null);
@@ -97,12 +100,14 @@ function openTunnel(user: string, pass: string): Promise<Socket> {
       if (/^HTTP\/1\.[01] 200/.test(head)) resolve(socket);
       else reject(new Error(`CONNECT refused: ${head.split('\r\n')[0]}`));
     });
-    socket.write(`CONNECT 127.0.0.1:${target.port} HTTP/1.1\r\nHost: 127.0.0.1:${target.port}\r\nProxy-Authorization: Basic ${auth}\r\n\r\n`);
+    socket.write(
+      `CONNECT 127.0.0.1:${target.port} HTTP/1.1\r\nHost: 127.0.0.1:${target.port}\r\nProxy-Authorization: Basic ${auth}\r\n\r\n`,
+    );
   });
 }
 
 describe('dashboard in Chromium', () => {
-  test('the page and its assets load without a token; the data needs it; a wrong token is refused with the API\'s message', async () => {
+  test("the page and its assets load without a token; the data needs it; a wrong token is refused with the API's message", async () => {
     const page = await newPage();
     const failed: string[] = [];
     const offsite: string[] = [];
@@ -127,7 +132,7 @@ describe('dashboard in Chromium', () => {
     await done(page);
   });
 
-  test('traffic through the proxy moves a user\'s bytes on the users page', async () => {
+  test("traffic through the proxy moves a user's bytes on the users page", async () => {
     const page = await loggedIn('users');
     await page.locator('tr[data-user="alice"]').waitFor();
     const before = await shownUsedBytes(page, 'alice');
@@ -135,7 +140,8 @@ describe('dashboard in Chromium', () => {
     assert.equal(r.exitCode, 0, r.stderr);
     await page.waitForFunction(
       ({ min }) => {
-        const text = (globalThis as unknown as PageGlobals).document.querySelector('tr[data-user="alice"] [data-testid=used]')?.textContent ?? '';
+        const text =
+          (globalThis as unknown as PageGlobals).document.querySelector('tr[data-user="alice"] [data-testid=used]')?.textContent ?? '';
         const m = /^([\d.]+) (B|KiB|MiB|GiB)$/.exec(text.trim());
         return m !== null && Number(m[1]) * 1024 ** ['B', 'KiB', 'MiB', 'GiB'].indexOf(m[2]!) >= min;
       },
@@ -208,7 +214,7 @@ describe('dashboard in Chromium', () => {
     await done(page);
   });
 
-  test('an open order placed from the page reaches success without a reload; its instance\'s password is reset, its proxy changed, then it is released', async () => {
+  test("an open order placed from the page reaches success without a reload; its instance's password is reset, its proxy changed, then it is released", async () => {
     const page = await loggedIn('orders');
     const form = page.getByRole('form', { name: 'open an order' });
     await form.getByLabel('Product').selectOption(SIM_PRODUCTS.staticUsSocks);
@@ -232,16 +238,29 @@ describe('dashboard in Chromium', () => {
     assert.ok(before, 'the platform reports the instance password');
     await row.getByRole('button', { name: 'Reset password' }).click();
     await answerDialog(page, 'Reset');
-    await page.getByRole('status').filter({ hasText: `Password of ${instanceNo} reset` }).waitFor();
+    await page
+      .getByRole('status')
+      .filter({ hasText: `Password of ${instanceNo} reset` })
+      .waitFor();
     assert.notEqual(await platformPassword(), before);
 
     // Change its proxy: a change order, followed on the page to success.
     await row.getByRole('button', { name: 'Change' }).click();
     await answerDialog(page, 'Change');
-    await page.locator('[data-order]').filter({ hasText: 'change' }).locator('[data-testid=order-status]').filter({ hasText: 'succeeded' }).waitFor({ timeout: 20_000 });
+    await page
+      .locator('[data-order]')
+      .filter({ hasText: 'change' })
+      .locator('[data-testid=order-status]')
+      .filter({ hasText: 'succeeded' })
+      .waitFor({ timeout: 20_000 });
 
     // The open order's details.
-    await page.getByRole('region', { name: 'orders' }).locator('tr').filter({ hasText: no! }).getByRole('button', { name: 'Details' }).click();
+    await page
+      .getByRole('region', { name: 'orders' })
+      .locator('tr')
+      .filter({ hasText: no! })
+      .getByRole('button', { name: 'Details' })
+      .click();
     const details = page.getByRole('article', { name: 'order details' });
     await details.getByText('succeeded').waitFor();
     assert.match((await details.textContent()) ?? '', new RegExp(instanceNo));
@@ -250,7 +269,12 @@ describe('dashboard in Chromium', () => {
     await row.getByRole('checkbox').check();
     await page.getByRole('button', { name: 'Release selected' }).click();
     await answerDialog(page, 'Release');
-    await page.locator('[data-order]').filter({ hasText: 'release' }).locator('[data-testid=order-status]').filter({ hasText: 'succeeded' }).waitFor({ timeout: 20_000 });
+    await page
+      .locator('[data-order]')
+      .filter({ hasText: 'release' })
+      .locator('[data-testid=order-status]')
+      .filter({ hasText: 'succeeded' })
+      .waitFor({ timeout: 20_000 });
     await row.filter({ hasText: 'released' }).waitFor({ timeout: 20_000 });
     await done(page);
   });
@@ -264,7 +288,10 @@ describe('dashboard in Chromium', () => {
     await row.getByRole('button', { name: 'Rotate' }).click();
     await answerDialog(page, 'Cancel');
     const still = await gw.admin<{ sessionId: string }[]>('/v1/sessions');
-    assert.ok(still.body.some((s) => s.sessionId === 's1'), 'cancelled: the session is still there');
+    assert.ok(
+      still.body.some((s) => s.sessionId === 's1'),
+      'cancelled: the session is still there',
+    );
     const manualBefore = await gw.metric('rotor_session_rotations_total', { reason: 'manual' });
 
     await row.getByRole('button', { name: 'Rotate' }).click();
@@ -291,7 +318,7 @@ describe('dashboard in Chromium', () => {
     await done(page);
   });
 
-  test('a form being edited survives the list\'s refreshes: every field typed, two refreshes waited for, saved, read back', async () => {
+  test("a form being edited survives the list's refreshes: every field typed, two refreshes waited for, saved, read back", async () => {
     assert.equal((await gw.admin('/v1/users', { body: { name: 'form1', mainAccount: 'shop1', password: 'form1-pass' } })).status, 201);
     const page = await loggedIn('users');
     const row = page.locator('tr[data-user="form1"]');
@@ -314,7 +341,8 @@ describe('dashboard in Chromium', () => {
     await form.getByLabel('Enabled').uncheck();
     // Refreshes of the list answer while the form holds what was typed (waited for, not slept): the third
     // comes 2 s after the second, long after the second's answer was rendered.
-    for (let i = 0; i < 3; i++) await page.waitForResponse((r) => new URL(r.url()).pathname === '/v1/users' && r.request().method() === 'GET' && r.status() === 200);
+    for (let i = 0; i < 3; i++)
+      await page.waitForResponse((r) => new URL(r.url()).pathname === '/v1/users' && r.request().method() === 'GET' && r.status() === 200);
     assert.equal(await form.getByLabel('Quota, MiB').inputValue(), '100', 'the quota is as typed after two refreshes');
     assert.equal(await form.getByLabel('Rate limit, KiB/s').inputValue(), '512');
     assert.equal(await form.getByLabel('Max connections').inputValue(), '7');
@@ -365,11 +393,17 @@ describe('dashboard in Chromium', () => {
     await page.locator('tr[data-user="pg099"]').waitFor();
     assert.equal(await page.locator('tr[data-user]').count(), 100, 'one page of 100');
     assert.equal(await page.locator('tr[data-user="alice"]').count(), 0, 'only names starting with pg');
-    assert.ok(asked.some((q) => /(^|[?&])prefix=pg(&|$)/.test(q) && /limit=100/.test(q)), `the search went to the server: ${asked.join(' ')}`);
+    assert.ok(
+      asked.some((q) => /(^|[?&])prefix=pg(&|$)/.test(q) && /limit=100/.test(q)),
+      `the search went to the server: ${asked.join(' ')}`,
+    );
     await page.getByRole('navigation', { name: 'pages of users' }).getByRole('button', { name: 'Next' }).click();
     await page.locator('tr[data-user="pg104"]').waitFor();
     assert.equal(await page.locator('tr[data-user]').count(), 5);
-    assert.ok(asked.some((q) => /after=pg099/.test(q)), 'the next page asked after the last name');
+    assert.ok(
+      asked.some((q) => /after=pg099/.test(q)),
+      'the next page asked after the last name',
+    );
     await page.getByRole('navigation', { name: 'pages of users' }).getByRole('button', { name: 'Previous' }).click();
     await page.locator('tr[data-user="pg000"]').waitFor();
     await done(page);
@@ -380,7 +414,11 @@ describe('dashboard in Chromium', () => {
     await page.goto(`${gw.adminUrl}/ui/`);
     await page.getByLabel('Admin token').waitFor();
     // The token field has the focus on load (waited for: the page focuses it after it renders).
-    await page.waitForFunction(() => (globalThis as unknown as PageGlobals).document.activeElement?.getAttribute('name') === 'token', undefined, { timeout: 5000 });
+    await page.waitForFunction(
+      () => (globalThis as unknown as PageGlobals).document.activeElement?.getAttribute('name') === 'token',
+      undefined,
+      { timeout: 5000 },
+    );
     await page.keyboard.type(TOKEN);
     await page.keyboard.press('Enter');
     await page.getByRole('heading', { name: 'Overview', level: 1 }).waitFor();
@@ -402,7 +440,10 @@ describe('dashboard in Chromium', () => {
     await page.keyboard.press('Escape');
     await page.getByRole('dialog').waitFor({ state: 'hidden' });
     const sessions = await gw.admin<{ sessionId: string }[]>('/v1/sessions');
-    assert.ok(sessions.body.some((s) => s.sessionId === 'k1'), 'Escape rotated nothing');
+    assert.ok(
+      sessions.body.some((s) => s.sessionId === 'k1'),
+      'Escape rotated nothing',
+    );
     await done(page);
   });
 
@@ -420,7 +461,7 @@ describe('dashboard in Chromium', () => {
     }
   });
 
-  test('the API\'s errors are shown as it wrote them (a refused whitelist entry)', async () => {
+  test("the API's errors are shown as it wrote them (a refused whitelist entry)", async () => {
     const page = await loggedIn('platform');
     await page.getByRole('button', { name: 'Whitelist' }).first().click();
     const form = page.getByRole('form', { name: /add an IP/ });
@@ -428,7 +469,9 @@ describe('dashboard in Chromium', () => {
     await form.getByRole('button', { name: 'Add' }).click();
     const alert = page.getByRole('alert').filter({ hasText: '400 INVALID_INPUT' });
     await alert.waitFor();
-    const api = await gw.admin<{ error: { message: string } }>('/v1/whitelist', { body: { account: 'shop1', productNo: SIM_PRODUCTS.dynamicTraffic, ip: 'not-an-ip' } });
+    const api = await gw.admin<{ error: { message: string } }>('/v1/whitelist', {
+      body: { account: 'shop1', productNo: SIM_PRODUCTS.dynamicTraffic, ip: 'not-an-ip' },
+    });
     assert.match((await alert.textContent()) ?? '', new RegExp(api.body.error.message.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')));
 
     await done(page);

@@ -41,7 +41,8 @@ describe('events settings follow a reload', () => {
     await two?.close();
   });
 
-  const reload = (events: Partial<Config['events']>): Promise<void> => gw.daemon.reload({ ...gw.daemon.config, events: { ...gw.daemon.config.events, ...events } });
+  const reload = (events: Partial<Config['events']>): Promise<void> =>
+    gw.daemon.reload({ ...gw.daemon.config, events: { ...gw.daemon.config.events, ...events } });
   const expiredUser = async (name: string): Promise<void> => {
     const r = await gw.admin('/v1/users', { body: { name, password: `${name}-pass`, mainAccount: 'shop1', expiresAt: PAST } });
     assert.equal(r.status, 201, JSON.stringify(r.body));
@@ -65,7 +66,12 @@ describe('events settings follow a reload', () => {
     await reload({ webhookUrl: '', secret: '', checkMs: 50 });
     assert.equal(gw.daemon.events.delivery, undefined, 'the reload stopped the worker');
     await expiredUser('exp3');
-    const listed = await waitFor('user.expired of exp3 listed', async () => (await gw.admin<ListedEvent[]>('/v1/events')).body.find((e) => e.type === 'user.expired' && e.data.user === 'exp3'), 10_000, 25);
+    const listed = await waitFor(
+      'user.expired of exp3 listed',
+      async () => (await gw.admin<ListedEvent[]>('/v1/events')).body.find((e) => e.type === 'user.expired' && e.data.user === 'exp3'),
+      10_000,
+      25,
+    );
     assert.equal(listed.delivery.delivered, false);
     assert.equal(listed.delivery.attempts, 0, 'listed only: nothing tried to send it');
     assert.equal(expiredFor(one, 'exp3') ?? expiredFor(two, 'exp3'), undefined);

@@ -10,7 +10,15 @@ import { connect } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { curl, startGateway, viaSocks5h, type Gateway } from './harness.ts';
-import { cleanup, rawConfig, spawnDaemon, startTarget as startBytesTarget, tempDir, writeConfigFile, type BytesTarget } from './limits-harness.ts';
+import {
+  cleanup,
+  rawConfig,
+  spawnDaemon,
+  startTarget as startBytesTarget,
+  tempDir,
+  writeConfigFile,
+  type BytesTarget,
+} from './limits-harness.ts';
 import { testRedisUrl, TEST_SLICE_BYTES } from '../support/store.ts';
 import { waitFor } from '../support/wait.ts';
 import { startWebhookReceiver, type WebhookReceiver } from '../support/webhook.ts';
@@ -83,7 +91,15 @@ describe('events: a daemon, a user past its quota, a webhook', () => {
     await waitFor(() => (quotaTypes(receiver).length >= 2 ? true : undefined), 15_000, 'both quota events');
     // More rounds of the watcher change nothing.
     const rounds = gw.daemon.events.quota.stats.attempts;
-    await waitFor(async () => (gw.daemon.events.quota.stats.attempts === rounds && (await gw.admin<ListedEvent[]>('/v1/events')).body.every((e) => e.delivery.delivered) ? true : undefined), 5000, 'settled');
+    await waitFor(
+      async () =>
+        gw.daemon.events.quota.stats.attempts === rounds &&
+        (await gw.admin<ListedEvent[]>('/v1/events')).body.every((e) => e.delivery.delivered)
+          ? true
+          : undefined,
+      5000,
+      'settled',
+    );
     assert.deepEqual(quotaTypes(receiver), ['user.quota.100', 'user.quota.80']);
     assertSigned(receiver);
     assert.equal(await gw.metric('rotor_events_total', { type: 'user.quota.80' }), 1);
@@ -96,7 +112,9 @@ describe('events: a daemon, a user past its quota, a webhook', () => {
   });
 
   test('order.final: a static order placed through the admin API is announced once when it finishes', async () => {
-    const opened = await gw.admin<{ appOrderNo: string }>('/v1/orders/open', { body: { productNo: 'STC-101-USA-SOCKS', count: 1, cycleTimes: 1 } });
+    const opened = await gw.admin<{ appOrderNo: string }>('/v1/orders/open', {
+      body: { productNo: 'STC-101-USA-SOCKS', count: 1, cycleTimes: 1 },
+    });
     assert.equal(opened.status, 202, JSON.stringify(opened.body));
     const no = opened.body.appOrderNo;
     const mine = () => receiver.accepted().filter((e) => e.type === 'order.final' && e.data.appOrderNo === no);
@@ -104,7 +122,9 @@ describe('events: a daemon, a user past its quota, a webhook', () => {
     // Reading the order again (a refresh from the platform) does not announce it again.
     await gw.admin(`/v1/orders/${no}`);
     await gw.admin(`/v1/orders/${no}`);
-    const listed = (await gw.admin<ListedEvent[]>('/v1/events')).body.filter((e) => e.type === 'order.final' && (e.data as unknown as { appOrderNo: string }).appOrderNo === no);
+    const listed = (await gw.admin<ListedEvent[]>('/v1/events')).body.filter(
+      (e) => e.type === 'order.final' && (e.data as unknown as { appOrderNo: string }).appOrderNo === no,
+    );
     assert.equal(listed.length, 1);
     assert.equal(mine().length, 1);
     assert.equal(mine()[0]!.data.status, 3);
@@ -114,10 +134,16 @@ describe('events: a daemon, a user past its quota, a webhook', () => {
     const all = await gw.admin<ListedEvent[]>('/v1/events');
     assert.equal(all.status, 200);
     const quota = all.body.filter((e) => e.type.startsWith('user.quota.'));
-    assert.deepEqual(quota.map((e) => e.type), ['user.quota.80', 'user.quota.100']);
+    assert.deepEqual(
+      quota.map((e) => e.type),
+      ['user.quota.80', 'user.quota.100'],
+    );
     assert.ok(quota.every((e) => e.delivery.delivered && e.delivery.attempts === 1));
     const after80 = await gw.admin<ListedEvent[]>(`/v1/events?since=${quota[0]!.id}&limit=1`);
-    assert.deepEqual(after80.body.map((e) => e.id), [all.body.find((e) => e.id > quota[0]!.id)!.id]);
+    assert.deepEqual(
+      after80.body.map((e) => e.id),
+      [all.body.find((e) => e.id > quota[0]!.id)!.id],
+    );
 
     const port = gw.ports.admin;
     assert.equal((await rawGet(port, '/v1/events')).status, 401, 'no token');
@@ -151,7 +177,9 @@ describe('events: SIGKILL between the threshold and the delivery', () => {
     const dir = tempDir();
     const file = join(dir, 'rotor.yaml');
     writeConfigFile(file, {
-      ...rawConfig(dir, [{ name: 'alice', password: 'alice-pass', mainAccount: 'shop1', limitBytes: LIMIT }], { accounts: { flushIntervalMs: 100 } }),
+      ...rawConfig(dir, [{ name: 'alice', password: 'alice-pass', mainAccount: 'shop1', limitBytes: LIMIT }], {
+        accounts: { flushIntervalMs: 100 },
+      }),
       // A POST's timeout bounds the claim a killed daemon leaves on an event (batch × timeout + 2 s).
       events: { webhookUrl: receiver.url, secret: SECRET, checkMs: 100, pollMs: 100, retryBaseMs: 100, retryMaxMs: 200, timeoutMs: 1000 },
     });
@@ -161,10 +189,14 @@ describe('events: SIGKILL between the threshold and the delivery', () => {
       const r = await curl([...viaSocks5h(daemon.ports.socks5, 'alice', 'alice-pass'), target.url(2_000_000), '-o', '/dev/null']);
       assert.notEqual(r.exitCode, 0);
       // Both events are in the outbox and have been offered (and refused) at least once.
-      await waitFor(() => {
-        const types = new Set(receiver.deliveries.map((d) => (JSON.parse(d.body) as { type: string }).type));
-        return types.has('user.quota.80') && types.has('user.quota.100') ? true : undefined;
-      }, 15_000, 'both events offered');
+      await waitFor(
+        () => {
+          const types = new Set(receiver.deliveries.map((d) => (JSON.parse(d.body) as { type: string }).type));
+          return types.has('user.quota.80') && types.has('user.quota.100') ? true : undefined;
+        },
+        15_000,
+        'both events offered',
+      );
       assert.equal(receiver.accepted().length, 0);
       daemon.signal('SIGKILL');
       const gone = await daemon.exited;
@@ -174,11 +206,15 @@ describe('events: SIGKILL between the threshold and the delivery', () => {
       daemon = await spawnDaemon(file, join(dir, 'daemon-restarted.log'));
       await waitFor(() => (quotaTypes(receiver).length >= 2 ? true : undefined), 15_000, 'delivery after the restart');
       // The restarted daemon's watcher sees the usage again (it was flushed) and finds the markers taken.
-      await waitFor(async () => {
-        const res = await fetch(`http://127.0.0.1:${daemon.ports.admin}/v1/users`);
-        const users = (await res.json()) as Array<{ name: string; usedBytes: number }>;
-        return users.find((u) => u.name === 'alice')!.usedBytes >= LIMIT ? true : undefined;
-      }, 10_000, 'usage restored from the store');
+      await waitFor(
+        async () => {
+          const res = await fetch(`http://127.0.0.1:${daemon.ports.admin}/v1/users`);
+          const users = (await res.json()) as Array<{ name: string; usedBytes: number }>;
+          return users.find((u) => u.name === 'alice')!.usedBytes >= LIMIT ? true : undefined;
+        },
+        10_000,
+        'usage restored from the store',
+      );
       const settled = async () => {
         const res = await fetch(`http://127.0.0.1:${daemon.ports.admin}/v1/events`);
         const list = (await res.json()) as ListedEvent[];
@@ -189,7 +225,11 @@ describe('events: SIGKILL between the threshold and the delivery', () => {
       // 100) two rounds after usage came back to send a duplicate, then count.
       await new Promise((r) => setTimeout(r, 250));
       assert.deepEqual(quotaTypes(receiver), ['user.quota.100', 'user.quota.80'], 'each exactly once');
-      assert.deepEqual(list.filter((e) => e.type.startsWith('user.quota.')).map((e) => e.type), ['user.quota.80', 'user.quota.100'], 'no second pair recorded');
+      assert.deepEqual(
+        list.filter((e) => e.type.startsWith('user.quota.')).map((e) => e.type),
+        ['user.quota.80', 'user.quota.100'],
+        'no second pair recorded',
+      );
       assertSigned(receiver);
     } catch (err) {
       process.stderr.write(`daemon log:\n${daemon.logText().slice(-4000)}\n`);
@@ -222,13 +262,24 @@ describe('events: two daemons on one Redis', () => {
       assert.notEqual(r.exitCode, 0);
       await waitFor(() => (quotaTypes(receiver).length >= 2 ? true : undefined), 15_000, 'both events');
       // Both watchers got past both thresholds: one wrote each event, the other found the marker taken.
-      await waitFor(() => (a.daemon.events.quota.stats.attempts === 2 && b.daemon.events.quota.stats.attempts === 2 ? true : undefined), 15_000, 'both daemons saw the thresholds');
+      await waitFor(
+        () => (a.daemon.events.quota.stats.attempts === 2 && b.daemon.events.quota.stats.attempts === 2 ? true : undefined),
+        15_000,
+        'both daemons saw the thresholds',
+      );
       assert.equal(a.daemon.events.quota.stats.emitted + b.daemon.events.quota.stats.emitted, 2);
       for (const gw of [a, b]) {
         const list = (await gw.admin<ListedEvent[]>('/v1/events')).body.filter((e) => e.type.startsWith('user.quota.'));
-        assert.deepEqual(list.map((e) => e.type), ['user.quota.80', 'user.quota.100']);
+        assert.deepEqual(
+          list.map((e) => e.type),
+          ['user.quota.80', 'user.quota.100'],
+        );
       }
-      await waitFor(async () => ((await a.admin<ListedEvent[]>('/v1/events')).body.every((e) => e.delivery.delivered) ? true : undefined), 10_000, 'delivered');
+      await waitFor(
+        async () => ((await a.admin<ListedEvent[]>('/v1/events')).body.every((e) => e.delivery.delivered) ? true : undefined),
+        10_000,
+        'delivered',
+      );
       assert.deepEqual(quotaTypes(receiver), ['user.quota.100', 'user.quota.80']);
       assertSigned(receiver);
     } finally {

@@ -170,12 +170,21 @@ describe('gateway: both listeners, rotation, refusals, static instances', () => 
     const user = `${ALICE}-instance-${instanceNo}`;
 
     // The gateway learns running instances from the store on a short refresh: wait until it routes.
-    const first = await waitFor('the gateway to route the new instance', async () => {
-      const r = await curl([...viaHttp(gw.ports.http, user, ALICE_PASS), target.url('/i')]);
-      return r.status === 200 ? r : undefined;
-    }, 10_000, 250);
+    const first = await waitFor(
+      'the gateway to route the new instance',
+      async () => {
+        const r = await curl([...viaHttp(gw.ports.http, user, ALICE_PASS), target.url('/i')]);
+        return r.status === 200 ? r : undefined;
+      },
+      10_000,
+      250,
+    );
     assert.equal(first.body, instanceExit);
-    for (const args of [viaConnect(gw.ports.http, user, ALICE_PASS), viaSocks5h(gw.ports.socks5, user, ALICE_PASS), viaSocks5Hostname(gw.ports.socks5, user, ALICE_PASS)]) {
+    for (const args of [
+      viaConnect(gw.ports.http, user, ALICE_PASS),
+      viaSocks5h(gw.ports.socks5, user, ALICE_PASS),
+      viaSocks5Hostname(gw.ports.socks5, user, ALICE_PASS),
+    ]) {
       const r = await curl([...args, target.url('/i')]);
       assert.equal(r.exitCode, 0, r.stderr);
       assert.equal(r.body, instanceExit, `${args.join(' ')} left through ${r.body}`);
@@ -280,7 +289,10 @@ describe('gateway: upstream failures', () => {
   let target: Target;
 
   before(async () => {
-    [gw, target] = await Promise.all([startGateway({ config: { proxy: { connectTimeoutMs: CONNECT_TIMEOUT_MS, retries: RETRIES } } }), startTarget()]);
+    [gw, target] = await Promise.all([
+      startGateway({ config: { proxy: { connectTimeoutMs: CONNECT_TIMEOUT_MS, retries: RETRIES } } }),
+      startTarget(),
+    ]);
   });
   after(async () => {
     await gw?.close();
@@ -294,7 +306,10 @@ describe('gateway: upstream failures', () => {
     assert.equal(warm.status, 200, warm.stderr);
     const pool = async () => (await gw.admin<PoolView[]>('/v1/pools')).body.find((p) => p.id.startsWith(`${ALICE}/`))!;
     const killed = gw.gatewayPorts[0]!;
-    assert.ok((await pool()).nodes.some((n) => n.port === killed), 'some node points at the port about to die');
+    assert.ok(
+      (await pool()).nodes.some((n) => n.port === killed),
+      'some node points at the port about to die',
+    );
     const failuresBefore = await gw.metric('rotor_upstream_failures_total');
 
     upstreams.setFault(killed, { mode: 'refuse' });
@@ -359,11 +374,21 @@ describe('gateway: upstream failures', () => {
         // curl prints the SOCKS5 reply code in parentheses: 4 = host unreachable.
         assert.match(s.stderr, /\(4\)/, s.stderr);
       }
-      for (const [name, ms] of [['plain', plain.elapsedMs], ['connect', tunnel.elapsedMs], ['socks5h', socks.elapsedMs], ['socks5-hostname', socksHostname.elapsedMs], ['node', node.elapsedMs]] as const) {
+      for (const [name, ms] of [
+        ['plain', plain.elapsedMs],
+        ['connect', tunnel.elapsedMs],
+        ['socks5h', socks.elapsedMs],
+        ['socks5-hostname', socksHostname.elapsedMs],
+        ['node', node.elapsedMs],
+      ] as const) {
         assert.ok(ms >= CONNECT_TIMEOUT_MS - 100, `${name} failed after ${ms} ms: it did not wait for the upstream`);
         assert.ok(ms <= bound, `${name} took ${ms} ms, more than ${bound} ms`);
       }
-      assert.ok((await gw.metric('rotor_upstream_failures_total', { reason: 'connect_timeout' })) + (await gw.metric('rotor_upstream_failures_total', { reason: 'handshake' })) > 0);
+      assert.ok(
+        (await gw.metric('rotor_upstream_failures_total', { reason: 'connect_timeout' })) +
+          (await gw.metric('rotor_upstream_failures_total', { reason: 'handshake' })) >
+          0,
+      );
       assert.equal(target.requests, reachedBefore, 'nothing reached the target through a silent upstream');
     } finally {
       upstreams.setFault('*', null);
@@ -377,7 +402,11 @@ test('`rotor start` on config/default.yaml (ports from the environment = 0): the
     const health = await curl([...viaHttp(rotor.ports.http, ALICE, ALICE_PASS), `http://127.0.0.1:${rotor.ports.admin}/healthz`]);
     assert.equal(health.exitCode, 0, health.stderr);
     assert.equal(health.status, 200, health.body);
-    const viaSocks = await curl(['-x', `socks5h://bob:bob-pass@127.0.0.1:${rotor.ports.socks5}`, `http://127.0.0.1:${rotor.ports.admin}/healthz`]);
+    const viaSocks = await curl([
+      '-x',
+      `socks5h://bob:bob-pass@127.0.0.1:${rotor.ports.socks5}`,
+      `http://127.0.0.1:${rotor.ports.admin}/healthz`,
+    ]);
     assert.equal(viaSocks.status, 200, viaSocks.stderr);
   } finally {
     const code = await rotor.stop();

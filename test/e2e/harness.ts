@@ -99,7 +99,10 @@ async function withTestStore(overrides: ConfigOverrides): Promise<ConfigOverride
   if (isRedisUrl(path)) return overrides;
   const { store: resolved, fleet } = await testStoreConfig(path);
   // The test's own fleet settings win, except the prefix that keeps its keys apart.
-  return deepMerge(deepMerge(fleet ? { fleet } : {}, overrides), { store: resolved, ...(fleet ? { fleet: { prefix: fleet.prefix } } : {}) });
+  return deepMerge(deepMerge(fleet ? { fleet } : {}, overrides), {
+    store: resolved,
+    ...(fleet ? { fleet: { prefix: fleet.prefix } } : {}),
+  });
 }
 
 // ───────────────────────────── the daemon in-process ─────────────────────────────
@@ -199,7 +202,9 @@ export interface RotorProcess {
  * `node --import tsx src/cli.ts start [args]` from the repo root, with every listener on port 0 and the store
  * in a temp dir unless `env` says otherwise; resolves once the log says 'rotor is ready' (ports read from it).
  */
-export async function startRotorProcess(options: { args?: string[]; env?: Record<string, string>; readyTimeoutMs?: number } = {}): Promise<RotorProcess> {
+export async function startRotorProcess(
+  options: { args?: string[]; env?: Record<string, string>; readyTimeoutMs?: number } = {},
+): Promise<RotorProcess> {
   const dir = mkdtempSync(join(tmpdir(), 'rotor-e2e-'));
   const rotor = await launchRotor({
     ...(options.args ? { args: options.args } : {}),
@@ -302,7 +307,13 @@ function basic(user: string, pass: string): string {
 }
 
 /** Node http: an absolute-URI GET through the HTTP listener, on a new connection (no agent). */
-export function nodeHttpGet(proxyPort: number, user: string | undefined, pass: string, url: string, timeoutMs = 30_000): Promise<HttpResult> {
+export function nodeHttpGet(
+  proxyPort: number,
+  user: string | undefined,
+  pass: string,
+  url: string,
+  timeoutMs = 30_000,
+): Promise<HttpResult> {
   const started = Date.now();
   const target = new URL(url);
   return new Promise((resolve, reject) => {
@@ -353,7 +364,14 @@ function getOverSocket(socket: Socket, hostHeader: string, path: string): Promis
  * Node http: CONNECT through the HTTP listener, then a GET over the tunnel. `status` is the CONNECT answer
  * when it was not 200, else the target's status.
  */
-export function nodeConnectGet(proxyPort: number, user: string, pass: string, targetPort: number, path = '/', timeoutMs = 30_000): Promise<HttpResult> {
+export function nodeConnectGet(
+  proxyPort: number,
+  user: string,
+  pass: string,
+  targetPort: number,
+  path = '/',
+  timeoutMs = 30_000,
+): Promise<HttpResult> {
   const started = Date.now();
   const authority = `127.0.0.1:${targetPort}`;
   return new Promise((resolve, reject) => {
@@ -376,10 +394,7 @@ export function nodeConnectGet(proxyPort: number, user: string, pass: string, ta
         resolve({ status: res.statusCode ?? 0, headers: res.headers, body: '', elapsedMs: Date.now() - started });
         return;
       }
-      getOverSocket(socket, authority, path).then(
-        (r) => resolve({ ...r, headers: res.headers, elapsedMs: Date.now() - started }),
-        reject,
-      );
+      getOverSocket(socket, authority, path).then((r) => resolve({ ...r, headers: res.headers, elapsedMs: Date.now() - started }), reject);
     });
     req.end();
   });
@@ -389,7 +404,14 @@ export function nodeConnectGet(proxyPort: number, user: string, pass: string, ta
  * The `socks` library: SOCKS5 CONNECT with RFC 1929 user/password through the SOCKS5 listener, then a GET over
  * the tunnel. Rejects with the library's error when the proxy refuses (its message names the reply).
  */
-export async function nodeSocksGet(socksPort: number, user: string, pass: string, targetPort: number, path = '/', timeoutMs = 30_000): Promise<HttpResult> {
+export async function nodeSocksGet(
+  socksPort: number,
+  user: string,
+  pass: string,
+  targetPort: number,
+  path = '/',
+  timeoutMs = 30_000,
+): Promise<HttpResult> {
   const started = Date.now();
   const { socket } = await SocksClient.createConnection({
     proxy: { host: '127.0.0.1', port: socksPort, type: 5, userId: user, password: pass },
@@ -407,6 +429,11 @@ export async function nodeSocksGet(socksPort: number, user: string, pass: string
  * Polls `probe` until it returns a value other than undefined, or rejects after `timeoutMs`. A probe that
  * throws counts as "not yet" (its last error is in the timeout message): keep assertions out of probes.
  */
-export function waitFor<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 15_000, everyMs = 100): Promise<T> {
+export function waitFor<T>(
+  what: string,
+  probe: () => Promise<T | undefined> | T | undefined,
+  timeoutMs = 15_000,
+  everyMs = 100,
+): Promise<T> {
   return poll(probe, { what, timeoutMs, everyMs, ignoreErrors: true, done: (v) => v !== undefined });
 }

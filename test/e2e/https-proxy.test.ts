@@ -18,7 +18,11 @@ import { curl, startGateway, startTarget, type Gateway, type Target } from './ha
 const execFileP = promisify(execFile);
 
 /** The leaf the proxy presents now (its fingerprint), and the protocol negotiated. */
-function peerOf(port: number, ca: string, options: { maxVersion?: 'TLSv1.2' | 'TLSv1.3' } = {}): Promise<{ cert: PeerCertificate; protocol: string | null }> {
+function peerOf(
+  port: number,
+  ca: string,
+  options: { maxVersion?: 'TLSv1.2' | 'TLSv1.3' } = {},
+): Promise<{ cert: PeerCertificate; protocol: string | null }> {
   return new Promise((resolve, reject) => {
     const s = tlsConnect({ host: '127.0.0.1', port, ca, servername: 'localhost', ...options }, () => {
       const r = { cert: s.getPeerCertificate(), protocol: s.getProtocol() };
@@ -141,7 +145,10 @@ describe('the HTTP proxy over TLS (proxy.https)', () => {
     assert.ok(existsSync(CHROMIUM), `${CHROMIUM} is missing`);
     // The proxy's certificate is accepted by its public-key pin (--ignore-certificate-errors-spki-list):
     // only this key is let through, not every bad certificate.
-    const { stdout: spki } = await execFileP('sh', ['-c', `openssl x509 -in '${leaf.certFile}' -pubkey -noout | openssl pkey -pubin -outform der | openssl dgst -sha256 -binary | base64`]);
+    const { stdout: spki } = await execFileP('sh', [
+      '-c',
+      `openssl x509 -in '${leaf.certFile}' -pubkey -noout | openssl pkey -pubin -outform der | openssl dgst -sha256 -binary | base64`,
+    ]);
     const profile = mkdtempSync(join(tmpdir(), 'rotor-chromium-'));
     // Playwright's proxy option answers the proxy's 407 with these credentials.
     const context = await chromium.launchPersistentContext(profile, {
@@ -172,7 +179,10 @@ describe('the HTTP proxy over TLS (proxy.https)', () => {
     const afterReload = await peerOf(port, ca.certPem());
     assert.notEqual(afterReload.cert.fingerprint256, before.cert.fingerprint256);
     // A broken file: the reload goes on, the running certificate stays.
-    await gw.daemon.reload({ ...gw.config, proxy: { ...gw.config.proxy, https: { ...gw.config.proxy.https!, cert: `${leaf.certFile}.missing` } } });
+    await gw.daemon.reload({
+      ...gw.config,
+      proxy: { ...gw.config.proxy, https: { ...gw.config.proxy.https!, cert: `${leaf.certFile}.missing` } },
+    });
     assert.equal((await peerOf(port, ca.certPem())).cert.fingerprint256, afterReload.cert.fingerprint256);
     const r = await curl(['--proxy', proxy(), '--proxy-cacert', ca.certFile, target.url('/ip')]);
     assert.equal(r.status, 200);

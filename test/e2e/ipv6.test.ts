@@ -60,7 +60,10 @@ describe('IPv6 listeners and targets', () => {
     { name: 'curl -p -x http://[::1] (CONNECT [::1]:port)', args: (u: string) => ['-p', '-x', `http://${u}@[::1]:${gw.ports.http}`] },
     { name: 'curl -x socks5://[::1] (ATYP 4)', args: (u: string) => ['-x', `socks5://${u}@[::1]:${gw.ports.socks5}`] },
     { name: 'curl -x socks5h://[::1]', args: (u: string) => ['-x', `socks5h://${u}@[::1]:${gw.ports.socks5}`] },
-    { name: 'curl --proxy https://[::1] (TLS listener)', args: (u: string) => ['--proxy', `https://${u}@[::1]:${gw.ports.https}`, '--proxy-cacert', ca.certFile] },
+    {
+      name: 'curl --proxy https://[::1] (TLS listener)',
+      args: (u: string) => ['--proxy', `https://${u}@[::1]:${gw.ports.https}`, '--proxy-cacert', ca.certFile],
+    },
   ];
 
   test('every listener is bound on ::1', () => {

@@ -45,11 +45,21 @@ export interface TestUser {
 export function rawConfig(
   dir: string,
   users: TestUser[],
-  extra: { accounts?: Record<string, unknown>; admin?: Record<string, unknown>; log?: string; store?: { store: { path: string }; fleet?: Record<string, unknown> } } = {},
+  extra: {
+    accounts?: Record<string, unknown>;
+    admin?: Record<string, unknown>;
+    log?: string;
+    store?: { store: { path: string }; fleet?: Record<string, unknown> };
+  } = {},
 ): ConfigInput {
   return {
     platform: { mode: 'embedded' },
-    proxy: { http: { host: '127.0.0.1', port: 0 }, socks5: { host: '127.0.0.1', port: 0 }, connectTimeoutMs: 3000, handshakeTimeoutMs: 3000 },
+    proxy: {
+      http: { host: '127.0.0.1', port: 0 },
+      socks5: { host: '127.0.0.1', port: 0 },
+      connectTimeoutMs: 3000,
+      handshakeTimeoutMs: 3000,
+    },
     admin: { host: '127.0.0.1', port: 0, ...(extra.admin ?? {}) },
     callback: { host: '127.0.0.1', port: 0 },
     // `extra.store`: testStoreConfig()'s answer (test/support/store.ts) to follow ROTOR_TEST_STORE.
@@ -96,7 +106,11 @@ export interface CurlResult {
 
 /** Runs curl quietly; `-w` reports size, status and CONNECT status. The body is discarded unless asked for. */
 export async function curl(args: string[], options: { body?: boolean; maxTimeS?: number } = {}): Promise<CurlResult> {
-  const r = await runCurl([...(options.body ? [] : ['-o', '/dev/null']), ...args], { maxTimeS: options.maxTimeS ?? 20, report: true, encoding: 'latin1' });
+  const r = await runCurl([...(options.body ? [] : ['-o', '/dev/null']), ...args], {
+    maxTimeS: options.maxTimeS ?? 20,
+    report: true,
+    encoding: 'latin1',
+  });
   return { code: r.exitCode, size: r.size, http: r.status, connect: r.connectStatus, stderr: r.stderr, body: r.stdout, ms: r.elapsedMs };
 }
 
@@ -136,10 +150,19 @@ export async function adminGet<T = unknown>(port: number, path: string, token?: 
   return JSON.parse(text) as T;
 }
 
-export async function adminSend<T = unknown>(port: number, method: string, path: string, body: unknown, token?: string): Promise<{ status: number; body: T }> {
+export async function adminSend<T = unknown>(
+  port: number,
+  method: string,
+  path: string,
+  body: unknown,
+  token?: string,
+): Promise<{ status: number; body: T }> {
   const res = await fetch(`http://127.0.0.1:${port}${path}`, {
     method,
-    headers: { ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...(token ? { authorization: `Bearer ${token}` } : {}) },
+    headers: {
+      ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+      ...(token ? { authorization: `Bearer ${token}` } : {}),
+    },
     ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
   });
   const text = await res.text();
@@ -169,7 +192,12 @@ export async function scrape(adminPort: number): Promise<string> {
 export const sample = findSample;
 
 /** Polls `check` until it returns a value other than undefined/false, or throws after `timeoutMs`. */
-export function waitFor<T>(what: string, check: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 5000, everyMs = 50): Promise<T> {
+export function waitFor<T>(
+  what: string,
+  check: () => Promise<T | undefined | false> | T | undefined | false,
+  timeoutMs = 5000,
+  everyMs = 50,
+): Promise<T> {
   return poll(check, { what, timeoutMs, everyMs, ignoreErrors: true, done: (v) => v !== undefined && v !== false });
 }
 

@@ -64,7 +64,9 @@ describe('a user limited to 5 MB who downloads 20 MB', () => {
     { name: 'lim_socks', password: 'pw-socks-3', mainAccount: 'shop1', limitBytes: MB5 },
   ];
   before(async () => {
-    gw = await startGateway({ config: { users: configUsers(users), store: { path: join(tempDir(), 'rotor.db') }, pool: { lowWater: 1, drawBatch: 2 } } });
+    gw = await startGateway({
+      config: { users: configUsers(users), store: { path: join(tempDir(), 'rotor.db') }, pool: { lowWater: 1, drawBatch: 2 } },
+    });
   });
   after(() => gw?.close());
 
@@ -151,7 +153,12 @@ describe('counters survive a restart', () => {
   test('graceful close, then a new daemon over the same store file, shows the same usedBytes', async () => {
     const store = join(tempDir(), 'rotor.db');
     const user = { name: 'keeper', password: 'keeper-pw-7', mainAccount: 'shop1' };
-    const config = { users: configUsers([user]), store: { path: store }, accounts: { flushIntervalMs: 60_000 }, pool: { lowWater: 1, drawBatch: 2 } };
+    const config = {
+      users: configUsers([user]),
+      store: { path: store },
+      accounts: { flushIntervalMs: 60_000 },
+      pool: { lowWater: 1, drawBatch: 2 },
+    };
     const first = await startGateway({ config });
     let used: number;
     try {
@@ -188,10 +195,14 @@ describe('counters survive a restart', () => {
       assert.equal(a.code, 0, a.stderr);
       const counted = (await userRow(first.ports.admin, user.name)).usedBytes;
       // The flush timer (not a close) puts this much in the store file: read the file itself until it does.
-      persisted = await waitFor('the flush timer to write the counter', () => {
-        const onDisk = storedUsedBytes(join(dir, 'rotor.db'), user.name);
-        return onDisk >= counted ? onDisk : undefined;
-      }, 20 * FLUSH_MS);
+      persisted = await waitFor(
+        'the flush timer to write the counter',
+        () => {
+          const onDisk = storedUsedBytes(join(dir, 'rotor.db'), user.name);
+          return onDisk >= counted ? onDisk : undefined;
+        },
+        20 * FLUSH_MS,
+      );
       const b = await curl([...viaConnect(first.ports.http, user.name, user.password), target.url(300_000)]);
       assert.equal(b.code, 0, b.stderr);
       atKill = (await userRow(first.ports.admin, user.name)).usedBytes;
@@ -235,10 +246,17 @@ describe('accounts, whitelist and balances against the sandbox', () => {
 
   test('after start the platform holds every main and sub account of the config, enabled, with the limits', async () => {
     // The limits are checked in the background after start (src/users/platform-check.ts): its end is the gauge's.
-    await waitFor('the background platform check', async () => {
-      const text = await gw.metricsText();
-      return metricValue(text, METRIC.usersPlatformCheck, { state: 'pending' }) === 0 && metricValue(text, METRIC.usersPlatformCheck, { state: 'checked' }) > 0 ? true : undefined;
-    }, 30_000);
+    await waitFor(
+      'the background platform check',
+      async () => {
+        const text = await gw.metricsText();
+        return metricValue(text, METRIC.usersPlatformCheck, { state: 'pending' }) === 0 &&
+          metricValue(text, METRIC.usersPlatformCheck, { state: 'checked' }) > 0
+          ? true
+          : undefined;
+      },
+      30_000,
+    );
     const sim = gw.daemon.sim!;
     const mains = sim.inspect.accounts();
     for (const u of users) {
@@ -261,7 +279,7 @@ describe('accounts, whitelist and balances against the sandbox', () => {
     assert.ok(platformBackstopFor(MB5) > MB5 + 2 * CHUNK);
   });
 
-  test('the whitelist of the api user\'s main account holds the egress address 127.0.0.1', async () => {
+  test("the whitelist of the api user's main account holds the egress address 127.0.0.1", async () => {
     assert.ok(gw.daemon.sim!.inspect.balance('shop2', FLOW)?.whitelist.includes('127.0.0.1'));
     const wl = await gw.admin<unknown>(`/v1/whitelist?account=shop2&productNo=${FLOW}`);
     assert.equal(wl.status, 200);
@@ -277,14 +295,23 @@ describe('accounts, whitelist and balances against the sandbox', () => {
     const simMb = () => sim.inspect.balance('shop1', FLOW)!.remainingBytes / MIB;
     // The gauge is bytes at the product's MB size (1024² for this product): compared in MB here.
     const gauge = async () => metricValue(await gw.metricsText(), METRIC.flowBalance, { account: 'shop1', product: FLOW }) / MIB;
-    const before = await waitFor('the first balance poll', async () => (Math.abs((await gauge()) - simMb()) < 0.002 ? gauge() : undefined), 5000);
+    const before = await waitFor(
+      'the first balance poll',
+      async () => (Math.abs((await gauge()) - simMb()) < 0.002 ? gauge() : undefined),
+      5000,
+    );
     const r = await curl([...viaHttp(gw.ports.http, 'alice', 'alice-secret-pw'), target.url(3 * MIB)]);
     assert.equal(r.code, 0, r.stderr);
     const doneAt = Date.now();
     const expected = simMb();
     assert.ok(before - expected >= 3, `the sandbox charged the 3 MB (${before} -> ${expected})`);
     // One poll interval, plus scheduling slack on a loaded machine.
-    const seen = await waitFor('the gauge to show the new balance', async () => (Math.abs((await gauge()) - expected) < 0.002 ? true : undefined), POLL_MS + 2000, 25);
+    const seen = await waitFor(
+      'the gauge to show the new balance',
+      async () => (Math.abs((await gauge()) - expected) < 0.002 ? true : undefined),
+      POLL_MS + 2000,
+      25,
+    );
     assert.equal(seen, true);
     const lag = Date.now() - doneAt;
     assert.ok(lag <= POLL_MS + 2000, `gauge caught up after ${lag} ms`);

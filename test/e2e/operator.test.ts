@@ -85,10 +85,15 @@ describe('SIGHUP', () => {
     const RATE = 2 * MIB;
     const shrinking = curl([...viaConnect(daemon.ports.http, shrink.name, shrink.password), target.url(30 * MIB, RATE)], { maxTimeS: 30 });
     const growing = curl([...viaSocks5h(daemon.ports.socks5, grow.name, grow.password), target.url(5 * MIB, RATE)], { maxTimeS: 30 });
-    await waitFor('both downloads to pass 1 MB', async () => {
-      const [a, b] = await Promise.all([userRow(daemon.ports.admin, shrink.name, TOKEN), userRow(daemon.ports.admin, grow.name, TOKEN)]);
-      return a.usedBytes > MIB && b.usedBytes > MIB ? true : undefined;
-    }, 10_000, 50);
+    await waitFor(
+      'both downloads to pass 1 MB',
+      async () => {
+        const [a, b] = await Promise.all([userRow(daemon.ports.admin, shrink.name, TOKEN), userRow(daemon.ports.admin, grow.name, TOKEN)]);
+        return a.usedBytes > MIB && b.usedBytes > MIB ? true : undefined;
+      },
+      10_000,
+      50,
+    );
     const before = reloads();
     const NEW_SHRINK = 6 * MIB;
     writeConfigFile(configFile, config({ shrink: NEW_SHRINK, grow: 50 * MIB }));
@@ -99,7 +104,7 @@ describe('SIGHUP', () => {
 
     const [s, g] = await Promise.all([shrinking, growing]);
     // Lowered: the running download went on past the reload and was cut at the new limit.
-    assert.notEqual(s.code, 0, 'the lowered user\'s download is cut');
+    assert.notEqual(s.code, 0, "the lowered user's download is cut");
     assert.ok(s.size <= NEW_SHRINK + CHUNK, `received ${s.size} > new limit + one chunk`);
     assert.ok(s.size >= NEW_SHRINK - 512 * 1024, `received ${s.size}: cut before the new limit`);
     // Raised: 5 MB through a user whose old limit was 3 MB finished.
@@ -125,7 +130,11 @@ describe('SIGHUP', () => {
     daemon.signal('SIGHUP');
     const refused = await waitFor(
       'the refusal in the log',
-      () => daemon.lines().slice(before).find((l) => l.msg === 'reload refused; the running configuration is kept'),
+      () =>
+        daemon
+          .lines()
+          .slice(before)
+          .find((l) => l.msg === 'reload refused; the running configuration is kept'),
       10_000,
     );
     assert.equal(refused.level, 50, 'logged as an error');
@@ -135,7 +144,13 @@ describe('SIGHUP', () => {
     // Still running with the previous configuration: limits as before, users served. (The refusal line is
     // the reload's last act: nothing further is pending.)
     assert.equal(daemon.child.exitCode, null);
-    assert.equal(daemon.lines().slice(before).filter((l) => l.msg === 'configuration reloaded').length, 0);
+    assert.equal(
+      daemon
+        .lines()
+        .slice(before)
+        .filter((l) => l.msg === 'configuration reloaded').length,
+      0,
+    );
     assert.equal((await userRow(daemon.ports.admin, 'shrink', TOKEN)).limitBytes, 6 * MIB);
     assert.equal((await userRow(daemon.ports.admin, 'plain', TOKEN)).limitBytes, -1);
     const r = await curl([...viaHttp(daemon.ports.http, 'plain', 'plain-pw-Ef56'), target.url(1000)]);
@@ -149,7 +164,11 @@ describe('metrics and logs after a full run', () => {
     const plain = users[2]!;
     // Traffic through every path, a sticky session rotated by hand, a refused target, a bad login.
     const downBefore = metricValue(await scrape(daemon.ports.admin), METRIC.bytesTotal, { user: plain.name, direction: 'down' });
-    for (const args of [viaConnect(daemon.ports.http, plain.name, plain.password), viaHttp(daemon.ports.http, plain.name, plain.password), viaSocks5h(daemon.ports.socks5, plain.name, plain.password)]) {
+    for (const args of [
+      viaConnect(daemon.ports.http, plain.name, plain.password),
+      viaHttp(daemon.ports.http, plain.name, plain.password),
+      viaSocks5h(daemon.ports.socks5, plain.name, plain.password),
+    ]) {
       const r = await curl([...args, target.url(200_000)]);
       assert.equal(r.code, 0, r.stderr);
     }
@@ -168,15 +187,29 @@ describe('metrics and logs after a full run', () => {
       TOKEN,
     );
     assert.equal(order.status, 202, JSON.stringify(order.body));
-    await waitFor('the order to complete', async () => {
-      const o = await adminGet<{ status: number }>(daemon.ports.admin, `/v1/orders/${order.body.appOrderNo}`, TOKEN);
-      return o.status >= 3 ? o : undefined;
-    }, 15_000, 200);
+    await waitFor(
+      'the order to complete',
+      async () => {
+        const o = await adminGet<{ status: number }>(daemon.ports.admin, `/v1/orders/${order.body.appOrderNo}`, TOKEN);
+        return o.status >= 3 ? o : undefined;
+      },
+      15_000,
+      200,
+    );
 
-    const text = await waitFor('counters and gauges to be flushed', async () => {
-      const t = await scrape(daemon.ports.admin);
-      return metricValue(t, METRIC.callbacks) > 0 && metricValue(t, METRIC.instances) > 0 && metricValue(t, METRIC.userUsedBytes, { user: plain.name }) > 600_000 ? t : undefined;
-    }, 10_000, 200);
+    const text = await waitFor(
+      'counters and gauges to be flushed',
+      async () => {
+        const t = await scrape(daemon.ports.admin);
+        return metricValue(t, METRIC.callbacks) > 0 &&
+          metricValue(t, METRIC.instances) > 0 &&
+          metricValue(t, METRIC.userUsedBytes, { user: plain.name }) > 600_000
+          ? t
+          : undefined;
+      },
+      10_000,
+      200,
+    );
     for (const name of Object.values(METRIC)) {
       assert.match(text, new RegExp(`^# TYPE ${name} (counter|gauge|histogram)$`, 'm'), `${name} registered`);
     }
@@ -214,13 +247,28 @@ describe('metrics and logs after a full run', () => {
     await badLogins();
     // The SOCKS5 refusal is the last one the daemon logs (the admin server logs nothing of a 401): once its
     // line is in the file, so are the lines before it (one stream, in order).
-    await waitFor('the SOCKS5 refusal in the log', () => daemon.lines().slice(logged).find((l) => l.msg === 'socks5 handshake failed'), 10_000, 20);
+    await waitFor(
+      'the SOCKS5 refusal in the log',
+      () =>
+        daemon
+          .lines()
+          .slice(logged)
+          .find((l) => l.msg === 'socks5 handshake failed'),
+      10_000,
+      20,
+    );
     const log = readFileSync(daemon.logFile, 'utf8');
     const lines = log.split('\n').filter((l) => l.trim() !== '');
     // A real run was logged at debug: per-connection lines, platform calls, the order, the refusals.
     assert.ok(lines.length > 50, `only ${lines.length} log lines`);
-    assert.ok(lines.some((l) => /"level":20/.test(l)), 'debug lines present');
-    assert.ok(lines.some((l) => l.includes('"reqId"')), 'platform lines present');
+    assert.ok(
+      lines.some((l) => /"level":20/.test(l)),
+      'debug lines present',
+    );
+    assert.ok(
+      lines.some((l) => l.includes('"reqId"')),
+      'platform lines present',
+    );
     const secrets = {
       appSecret: SIM_DEFAULTS.appSecret,
       adminToken: TOKEN,
@@ -232,7 +280,11 @@ describe('metrics and logs after a full run', () => {
       assert.equal(hit, undefined, `${what} appears in the log: ${hit?.slice(0, 300)}`);
       // Base64 (Basic auth) and URL-encoded forms too.
       const b64 = Buffer.from(secret).toString('base64').replace(/=+$/, '');
-      assert.equal(lines.find((l) => l.includes(b64)), undefined, `${what} appears base64-encoded in the log`);
+      assert.equal(
+        lines.find((l) => l.includes(b64)),
+        undefined,
+        `${what} appears base64-encoded in the log`,
+      );
     }
   });
 });

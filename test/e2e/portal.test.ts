@@ -29,10 +29,33 @@ before(async () => {
   gw = await startGateway({ config: { admin: { token: TOKEN } } });
   target = await startTarget();
   portalUrl = `${gw.adminUrl}${gw.config.portal.path}`;
-  assert.equal((await gw.admin('/v1/users', { body: { name: CUSTOMER.user, mainAccount: 'shop1', password: CUSTOMER.password, quota: { bytes: 256 * MIB, period: 'month' }, pricePerGb: 3 } })).status, 201);
-  assert.equal((await gw.admin('/v1/users', { body: { name: SPENT.user, mainAccount: 'shop1', password: SPENT.password, quota: { bytes: 64 * 1024, period: 'day' } } })).status, 201);
+  assert.equal(
+    (
+      await gw.admin('/v1/users', {
+        body: {
+          name: CUSTOMER.user,
+          mainAccount: 'shop1',
+          password: CUSTOMER.password,
+          quota: { bytes: 256 * MIB, period: 'month' },
+          pricePerGb: 3,
+        },
+      })
+    ).status,
+    201,
+  );
+  assert.equal(
+    (
+      await gw.admin('/v1/users', {
+        body: { name: SPENT.user, mainAccount: 'shop1', password: SPENT.password, quota: { bytes: 64 * 1024, period: 'day' } },
+      })
+    ).status,
+    201,
+  );
   // Real data: traffic for the customer, and a customer who spent the whole quota (refused after it).
-  assert.equal((await curl([...viaHttp(gw.ports.http, CUSTOMER.user, CUSTOMER.password), target.url(2 * MIB), '-o', '/dev/null'])).status, 200);
+  assert.equal(
+    (await curl([...viaHttp(gw.ports.http, CUSTOMER.user, CUSTOMER.password), target.url(2 * MIB), '-o', '/dev/null'])).status,
+    200,
+  );
   await curl([...viaHttp(gw.ports.http, SPENT.user, SPENT.password), target.url(256 * 1024), '-o', '/dev/null']);
   const refused = await curl([...viaHttp(gw.ports.http, SPENT.user, SPENT.password), target.url(16), '-o', '/dev/null']);
   assert.equal(refused.status, 403, 'the spent customer is refused at the proxy');
@@ -87,10 +110,22 @@ describe('customer portal and the reseller pages in Chromium', () => {
       await access.getByLabel('Sticky sessions').press('Tab');
       const lines = access.getByTestId('endpoints');
       await lines.filter({ hasText: /-session-[0-9a-f]{12}-sesstime-10/ }).waitFor();
-      await page.waitForFunction(() => ((globalThis as unknown as { document: { querySelector(s: string): { textContent: string } | null } }).document.querySelector('[data-testid=endpoints]')?.textContent ?? '').trim().split('\n').length === 3);
+      await page.waitForFunction(
+        () =>
+          (
+            (globalThis as unknown as { document: { querySelector(s: string): { textContent: string } | null } }).document.querySelector(
+              '[data-testid=endpoints]',
+            )?.textContent ?? ''
+          )
+            .trim()
+            .split('\n').length === 3,
+      );
       const urls = ((await lines.textContent()) ?? '').trim().split('\n');
       assert.equal(urls.length, 3);
-      assert.match(urls[0]!, new RegExp(`^http://${CUSTOMER.user}-session-[0-9a-f]{12}-sesstime-10:${CUSTOMER.password}@127\\.0\\.0\\.1:${gw.ports.http}$`));
+      assert.match(
+        urls[0]!,
+        new RegExp(`^http://${CUSTOMER.user}-session-[0-9a-f]{12}-sesstime-10:${CUSTOMER.password}@127\\.0\\.0\\.1:${gw.ports.http}$`),
+      );
       const r = await curl(['-x', urls[0]!, target.url(4096), '-o', '/dev/null']);
       assert.equal(r.exitCode, 0, r.stderr);
       assert.equal(r.status, 200);
@@ -118,7 +153,14 @@ describe('customer portal and the reseller pages in Chromium', () => {
       const row = page.locator(`tr[data-user="${SPENT.user}"]`);
       await row.locator('[data-state=spent]').waitFor();
       assert.equal(await row.locator('.quota.full').count(), 1, 'a full bar');
-      const color = await row.locator('.quota.full progress').evaluate((el) => (globalThis as unknown as { getComputedStyle(e: unknown): { getPropertyValue(n: string): string } }).getComputedStyle(el).getPropertyValue('--pico-progress-color').trim());
+      const color = await row
+        .locator('.quota.full progress')
+        .evaluate((el) =>
+          (globalThis as unknown as { getComputedStyle(e: unknown): { getPropertyValue(n: string): string } })
+            .getComputedStyle(el)
+            .getPropertyValue('--pico-progress-color')
+            .trim(),
+        );
       assert.equal(color, '#c62828', 'drawn red');
     });
   });

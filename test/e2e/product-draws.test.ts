@@ -13,9 +13,33 @@ import { captureLogger } from '../support/logger.ts';
 import { nodeConnectGet, nodeHttpGet, nodeSocksGet, startGateway, startTarget, type Gateway, type Target } from './harness.ts';
 
 const USERS = [
-  { name: 'carol', password: 'carol-pass', mainAccount: 'shop1', product: SIM_PRODUCTS.dynamicMainOnly, draw: 'pwd', sessTime: 5, limitBytes: -1 },
-  { name: 'erin', password: 'erin-pass', mainAccount: 'shop1', product: SIM_PRODUCTS.dynamicMainOnly, draw: 'api', sessTime: 5, limitBytes: -1 },
-  { name: 'dave', password: 'dave-pass', mainAccount: 'shop2', product: SIM_PRODUCTS.dynamicIpFive, draw: 'pwd', sessTime: 5, limitBytes: -1 },
+  {
+    name: 'carol',
+    password: 'carol-pass',
+    mainAccount: 'shop1',
+    product: SIM_PRODUCTS.dynamicMainOnly,
+    draw: 'pwd',
+    sessTime: 5,
+    limitBytes: -1,
+  },
+  {
+    name: 'erin',
+    password: 'erin-pass',
+    mainAccount: 'shop1',
+    product: SIM_PRODUCTS.dynamicMainOnly,
+    draw: 'api',
+    sessTime: 5,
+    limitBytes: -1,
+  },
+  {
+    name: 'dave',
+    password: 'dave-pass',
+    mainAccount: 'shop2',
+    product: SIM_PRODUCTS.dynamicIpFive,
+    draw: 'pwd',
+    sessTime: 5,
+    limitBytes: -1,
+  },
 ];
 
 interface PoolView {
@@ -46,7 +70,10 @@ describe('(f) drawing as the product allows', () => {
     }
     const s = await nodeSocksGet(gw.ports.socks5, 'carol', 'carol-pass', target.port, '/c', 10_000);
     assert.equal(s.status, 200);
-    const lines = log.text().split('\n').filter((l) => l.includes('pwdDrawProxyUser -1') && l.includes('carol'));
+    const lines = log
+      .text()
+      .split('\n')
+      .filter((l) => l.includes('pwdDrawProxyUser -1') && l.includes('carol'));
     // Once at start-up, once by the pool's drawer: not on every draw or connection.
     assert.ok(lines.length >= 1 && lines.length <= 2, lines.join('\n'));
     assert.ok(lines.every((l) => (JSON.parse(l) as { level: number }).level === 40));
@@ -64,9 +91,10 @@ describe('(f) drawing as the product allows', () => {
     assert.equal(before.ipTotal, 5);
     const exits = new Set<string>();
     for (let i = 0; i < 100; i++) {
-      const r = i % 2 === 0
-        ? await nodeHttpGet(gw.ports.http, 'dave', 'dave-pass', target.url('/d'), 10_000)
-        : await nodeSocksGet(gw.ports.socks5, 'dave', 'dave-pass', target.port, '/d', 10_000);
+      const r =
+        i % 2 === 0
+          ? await nodeHttpGet(gw.ports.http, 'dave', 'dave-pass', target.url('/d'), 10_000)
+          : await nodeSocksGet(gw.ports.socks5, 'dave', 'dave-pass', target.port, '/d', 10_000);
       assert.equal(r.status, 200, `connection ${i}: ${r.body}`);
       exits.add(r.body);
     }
@@ -125,7 +153,11 @@ describe('planDraw: every flag of seed 2.6 that shapes a draw', () => {
   });
 
   test('by IP count: the exit is kept for ipDuration (within the session range)', () => {
-    const a = planDraw(user, { productNo: P, pwdDrawProxyUser: 1, proxyGlobalRandom: 1, ipCount: 5, ipDuration: 30, pwdDrawSessionRange: '1-20' }, '');
+    const a = planDraw(
+      user,
+      { productNo: P, pwdDrawProxyUser: 1, proxyGlobalRandom: 1, ipCount: 5, ipDuration: 30, pwdDrawSessionRange: '1-20' },
+      '',
+    );
     assert.ok(a.ok && a.byIp?.ipDurationMinutes === 20 && a.sessTime === 20);
   });
 });

@@ -36,12 +36,48 @@ describe('destination rules', () => {
   });
 
   const cases = [
-    { name: 'socks5h to *.blocked.test', args: () => [...viaSocks5h(gw.ports.socks5, 'alice', 'alice-pass'), 'http://www.blocked.test/'], exit: 97, status: 0, connect: 0 },
-    { name: 'socks5h to port 25 (global default)', args: () => [...viaSocks5h(gw.ports.socks5, 'alice', 'alice-pass'), 'http://127.0.0.1:25/'], exit: 97, status: 0, connect: 0 },
-    { name: 'CONNECT to *.blocked.test', args: () => [...viaConnect(gw.ports.http, 'alice', 'alice-pass'), 'http://a.b.blocked.test/'], exit: 56, status: 0, connect: 403 },
-    { name: 'CONNECT to port 25', args: () => [...viaConnect(gw.ports.http, 'alice', 'alice-pass'), `http://127.0.0.1:25/`], exit: 56, status: 0, connect: 403 },
-    { name: 'absolute URI to *.blocked.test', args: () => [...viaHttp(gw.ports.http, 'alice', 'alice-pass'), 'http://x.blocked.test/'], exit: 0, status: 403, connect: 0 },
-    { name: 'absolute URI to port 25', args: () => [...viaHttp(gw.ports.http, 'alice', 'alice-pass'), 'http://127.0.0.1:25/'], exit: 0, status: 403, connect: 0 },
+    {
+      name: 'socks5h to *.blocked.test',
+      args: () => [...viaSocks5h(gw.ports.socks5, 'alice', 'alice-pass'), 'http://www.blocked.test/'],
+      exit: 97,
+      status: 0,
+      connect: 0,
+    },
+    {
+      name: 'socks5h to port 25 (global default)',
+      args: () => [...viaSocks5h(gw.ports.socks5, 'alice', 'alice-pass'), 'http://127.0.0.1:25/'],
+      exit: 97,
+      status: 0,
+      connect: 0,
+    },
+    {
+      name: 'CONNECT to *.blocked.test',
+      args: () => [...viaConnect(gw.ports.http, 'alice', 'alice-pass'), 'http://a.b.blocked.test/'],
+      exit: 56,
+      status: 0,
+      connect: 403,
+    },
+    {
+      name: 'CONNECT to port 25',
+      args: () => [...viaConnect(gw.ports.http, 'alice', 'alice-pass'), `http://127.0.0.1:25/`],
+      exit: 56,
+      status: 0,
+      connect: 403,
+    },
+    {
+      name: 'absolute URI to *.blocked.test',
+      args: () => [...viaHttp(gw.ports.http, 'alice', 'alice-pass'), 'http://x.blocked.test/'],
+      exit: 0,
+      status: 403,
+      connect: 0,
+    },
+    {
+      name: 'absolute URI to port 25',
+      args: () => [...viaHttp(gw.ports.http, 'alice', 'alice-pass'), 'http://127.0.0.1:25/'],
+      exit: 0,
+      status: 403,
+      connect: 0,
+    },
   ];
   for (const c of cases) {
     test(`${c.name}: refused before any dial`, async () => {

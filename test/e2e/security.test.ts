@@ -73,11 +73,18 @@ function socksConnect(port: number, user: string, pass: string, host: string, ta
     const u = Buffer.from(user);
     const p = Buffer.from(pass);
     const h = Buffer.from(host);
-    s.write(Buffer.concat([
-      Buffer.from([5, 1, 2]),
-      Buffer.from([1, u.length]), u, Buffer.from([p.length]), p,
-      Buffer.from([5, 1, 0, 3, h.length]), h, Buffer.from([targetPort >> 8, targetPort & 0xff]),
-    ]));
+    s.write(
+      Buffer.concat([
+        Buffer.from([5, 1, 2]),
+        Buffer.from([1, u.length]),
+        u,
+        Buffer.from([p.length]),
+        p,
+        Buffer.from([5, 1, 0, 3, h.length]),
+        h,
+        Buffer.from([targetPort >> 8, targetPort & 0xff]),
+      ]),
+    );
   });
 }
 
@@ -92,7 +99,8 @@ describe('proxy ports against hostile input', () => {
     await target?.close();
   });
 
-  const alicePool = async () => (await gw.admin<PoolView[]>('/v1/pools')).body.find((p) => p.id.startsWith(`${ALICE}/`) && p.id.endsWith('/'));
+  const alicePool = async () =>
+    (await gw.admin<PoolView[]>('/v1/pools')).body.find((p) => p.id.startsWith(`${ALICE}/`) && p.id.endsWith('/'));
 
   test('malformed targets are 400 / SOCKS5 0x01 before any dial: no node cools, the next request works', async () => {
     const warm = await curl([...viaHttp(gw.ports.http, ALICE, ALICE_PASS), target.url('/warm')]);
@@ -110,7 +118,13 @@ describe('proxy ports against hostile input', () => {
       const r = await raw(gw.ports.http, c);
       assert.equal(r.status, 400, `${c.slice(0, 60)}: ${r.status} ${r.body}`);
     }
-    for (const [host, port] of [[`${'c'.repeat(64)}.example`, 443], ['ok.example', 0], ['a..b', 80], ['-x.example', 80], ['999.1.1.1', 80]] as const) {
+    for (const [host, port] of [
+      [`${'c'.repeat(64)}.example`, 443],
+      ['ok.example', 0],
+      ['a..b', 80],
+      ['-x.example', 80],
+      ['999.1.1.1', 80],
+    ] as const) {
       assert.equal(await socksConnect(gw.ports.socks5, ALICE, ALICE_PASS, host, port), 0x01, `${host}:${port}`);
     }
     assert.equal(await gw.metric('rotor_upstream_failures_total'), failuresBefore, 'no upstream was charged');
@@ -142,7 +156,10 @@ describe('proxy ports against hostile input', () => {
     }
     assert.equal(bodies.size, 1, [...bodies].join(' | '));
     // With the right password the precise reason is shown: the client has proved who it is.
-    const typo = await raw(gw.ports.http, `CONNECT 127.0.0.1:${target.port} HTTP/1.1\r\nHost: x\r\n${basic(`${ALICE}-colour-red`, ALICE_PASS)}\r\n`);
+    const typo = await raw(
+      gw.ports.http,
+      `CONNECT 127.0.0.1:${target.port} HTTP/1.1\r\nHost: x\r\n${basic(`${ALICE}-colour-red`, ALICE_PASS)}\r\n`,
+    );
     assert.equal(typo.status, 407);
     assert.match(typo.body, /colour/);
   });
@@ -151,7 +168,10 @@ describe('proxy ports against hostile input', () => {
     const ok = await curl([...viaConnect(gw.ports.http, `${ALICE}-session-${'s'.repeat(64)}`, ALICE_PASS), target.url('/s')]);
     assert.equal(ok.status, 200, ok.stderr);
     for (const id of ['s'.repeat(65), 'x'.repeat(3000)]) {
-      const r = await raw(gw.ports.http, `CONNECT 127.0.0.1:${target.port} HTTP/1.1\r\nHost: x\r\n${basic(`${ALICE}-session-${id}`, ALICE_PASS)}\r\n`);
+      const r = await raw(
+        gw.ports.http,
+        `CONNECT 127.0.0.1:${target.port} HTTP/1.1\r\nHost: x\r\n${basic(`${ALICE}-session-${id}`, ALICE_PASS)}\r\n`,
+      );
       assert.equal(r.status, 407, `${id.length}`);
       // 65: the option's own reason (the password is right); 3,000: a name longer than any user's, refused unread.
       assert.match(r.body, id.length === 65 ? /session/ : /wrong user name or password/);
@@ -164,7 +184,10 @@ describe('proxy ports against hostile input', () => {
     const poolsBefore = (await gw.admin<PoolView[]>('/v1/pools')).body.length;
     const drawsBefore = await gw.metric('rotor_draws_total');
     for (let i = 0; i < 300; i++) {
-      const r = await raw(gw.ports.http, `CONNECT 127.0.0.1:${target.port} HTTP/1.1\r\nHost: x\r\n${basic(`${ALICE}-region-ZZ${i}`, ALICE_PASS)}\r\n`);
+      const r = await raw(
+        gw.ports.http,
+        `CONNECT 127.0.0.1:${target.port} HTTP/1.1\r\nHost: x\r\n${basic(`${ALICE}-region-ZZ${i}`, ALICE_PASS)}\r\n`,
+      );
       assert.equal(r.status, 403, `${r.status} ${r.body}`);
       assert.match(r.body, /unknown region/);
     }
@@ -174,7 +197,10 @@ describe('proxy ports against hostile input', () => {
     // A code of the dictionaries passes.
     const areas = (await gw.admin<{ code: string }[]>('/v1/areas')).body;
     assert.ok(areas.length > 0);
-    const known = await raw(gw.ports.http, `CONNECT 127.0.0.1:${target.port} HTTP/1.1\r\nHost: x\r\n${basic(`${ALICE}-region-${areas[0]!.code}`, ALICE_PASS)}\r\n`);
+    const known = await raw(
+      gw.ports.http,
+      `CONNECT 127.0.0.1:${target.port} HTTP/1.1\r\nHost: x\r\n${basic(`${ALICE}-region-${areas[0]!.code}`, ALICE_PASS)}\r\n`,
+    );
     assert.notEqual(known.status, 403, known.body);
   });
 

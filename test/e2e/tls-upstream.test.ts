@@ -35,7 +35,10 @@ async function startTlsProxy(files: { certFile: string; keyFile: string }): Prom
       return;
     }
     stats.connect++;
-    const [host, port] = [req.url!.slice(0, req.url!.lastIndexOf(':')).replace(/^\[|\]$/g, ''), Number(req.url!.slice(req.url!.lastIndexOf(':') + 1))];
+    const [host, port] = [
+      req.url!.slice(0, req.url!.lastIndexOf(':')).replace(/^\[|\]$/g, ''),
+      Number(req.url!.slice(req.url!.lastIndexOf(':') + 1)),
+    ];
     const out = connect({ host, port }, () => {
       socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
       if (head.length > 0) out.write(head);
@@ -151,7 +154,10 @@ describe('TLS to upstreams (https:// lines)', () => {
       assert.equal(r.status, 200, r.stderr);
     }
     assert.ok(bad.stats.connect >= 2);
-    const warned = logs.text().split('\n').filter((l) => l.includes('upstream TLS certificate not verified'));
+    const warned = logs
+      .text()
+      .split('\n')
+      .filter((l) => l.includes('upstream TLS certificate not verified'));
     assert.equal(warned.length, 1);
   });
 });

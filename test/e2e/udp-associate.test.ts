@@ -140,8 +140,14 @@ describe('SOCKS5 UDP ASSOCIATE', () => {
       for (let i = 0; i < 50; i++) a!.send(`ping-${i}`, to());
       await poll(() => a!.received.length >= 50, { timeoutMs: 15_000, what: 'all 50 echoes' });
       assert.deepEqual(new Set(a!.received.map((r) => r.payload)), new Set(Array.from({ length: 50 }, (_, i) => `ping-${i}`)));
-      assert.ok(a!.received.every((r) => r.host === '127.0.0.1' && r.port === echoPort), 'each answer names the echo as its source');
-      assert.ok(seen.every((r) => gw.exits.includes(r.address)), `the echo saw upstream exits: ${[...new Set(seen.map((r) => r.address))].join(',')}`);
+      assert.ok(
+        a!.received.every((r) => r.host === '127.0.0.1' && r.port === echoPort),
+        'each answer names the echo as its source',
+      );
+      assert.ok(
+        seen.every((r) => gw.exits.includes(r.address)),
+        `the echo saw upstream exits: ${[...new Set(seen.map((r) => r.address))].join(',')}`,
+      );
     } finally {
       a!.close();
     }
@@ -178,8 +184,12 @@ describe('SOCKS5 UDP ASSOCIATE', () => {
     await new Promise<void>((r) => probe.connect(a!.relay.port, a!.relay.host, r));
     const refused = new Promise<string>((resolve) => probe.once('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? '')));
     a!.control.destroy();
-    const records = async () => (await gw.admin<{ items: Array<Record<string, unknown>> }>('/v1/connections?user=alice&limit=100')).body.items;
-    const record = await poll(async () => (await records()).find((r) => r.listener === 'socks5' && JSON.stringify(r).includes('10000')), { timeoutMs: 15_000, what: 'the association recorded' });
+    const records = async () =>
+      (await gw.admin<{ items: Array<Record<string, unknown>> }>('/v1/connections?user=alice&limit=100')).body.items;
+    const record = await poll(async () => (await records()).find((r) => r.listener === 'socks5' && JSON.stringify(r).includes('10000')), {
+      timeoutMs: 15_000,
+      what: 'the association recorded',
+    });
     assert.match(JSON.stringify(record), /10000.*10000/, `up and down bytes recorded: ${JSON.stringify(record)}`);
     const timer = setInterval(() => probe.send(Buffer.concat([udpHeader('127.0.0.1', echoPort)!, Buffer.from('late')])), 50);
     try {

@@ -93,7 +93,9 @@ describe('a stalled node among 3', () => {
       const times = await run(gw, target, listener.get, 200, 10_000);
       const p50 = quantile(times, 0.5);
       const p99 = quantile(times, 0.99);
-      t.diagnostic(`${listener.name}: p50 ${p50.toFixed(1)} ms, p99 ${p99.toFixed(1)} ms, max ${times.at(-1)!.toFixed(1)} ms (hedge delay ${HEDGE_MS} ms)`);
+      t.diagnostic(
+        `${listener.name}: p50 ${p50.toFixed(1)} ms, p99 ${p99.toFixed(1)} ms, max ${times.at(-1)!.toFixed(1)} ms (hedge delay ${HEDGE_MS} ms)`,
+      );
       assert.ok(p99 <= HEDGE_MS + 50, `p99 ${p99.toFixed(1)} ms above ${HEDGE_MS + 50} ms`);
     });
   }
@@ -160,7 +162,9 @@ describe('(d) a cooled node comes back only after a passing probe', () => {
   let target: Target;
   before(async () => {
     target = await startTarget();
-    gw = await startGateway(gatewayOptions({ pool: { coolDownMs: 300, healthCheck: { url: target.url('/health'), intervalMs: 600_000 } } }));
+    gw = await startGateway(
+      gatewayOptions({ pool: { coolDownMs: 300, healthCheck: { url: target.url('/health'), intervalMs: 600_000 } } }),
+    );
   });
   after(async () => {
     await gw?.close();
@@ -173,25 +177,38 @@ describe('(d) a cooled node comes back only after a passing probe', () => {
     const sim = gw.daemon.sim!.upstreams!;
     sim.setFault(stalled.port, { mode: 'stall' });
     // Two hedged connections send it cooling.
-    await waitFor('stalled node cooling', async () => {
-      await nodeHttpGet(gw.ports.http, 'alice', 'alice-pass', target.url('/x'), 5000);
-      const n = (await alicePool(gw)).nodes.find((x) => x.id === stalled.id);
-      return n?.state === 'cooling' ? n : undefined;
-    }, 20_000, 0);
+    await waitFor(
+      'stalled node cooling',
+      async () => {
+        await nodeHttpGet(gw.ports.http, 'alice', 'alice-pass', target.url('/x'), 5000);
+        const n = (await alicePool(gw)).nodes.find((x) => x.id === stalled.id);
+        return n?.state === 'cooling' ? n : undefined;
+      },
+      20_000,
+      0,
+    );
     // Its cool-down (300 ms) runs out many times over; failing probes keep it out.
-    const failed = await waitFor('two failed probes', async () => {
-      const n = (await alicePool(gw)).nodes.find((x) => x.id === stalled.id)!;
-      return (await gw.metric('rotor_upstream_probes_total', { result: 'fail' })) >= 2 ? n : undefined;
-    }, 20_000);
+    const failed = await waitFor(
+      'two failed probes',
+      async () => {
+        const n = (await alicePool(gw)).nodes.find((x) => x.id === stalled.id)!;
+        return (await gw.metric('rotor_upstream_probes_total', { result: 'fail' })) >= 2 ? n : undefined;
+      },
+      20_000,
+    );
     assert.equal(failed.state, 'cooling');
     assert.equal(failed.awaitingProbe, true);
     assert.equal(failed.lastProbe?.ok, false);
     const before = target.requests;
     sim.setFault(stalled.port, null);
-    const back = await waitFor('node back in service', async () => {
-      const n = (await alicePool(gw)).nodes.find((x) => x.id === stalled.id)!;
-      return n.state === 'ready' ? n : undefined;
-    }, 20_000);
+    const back = await waitFor(
+      'node back in service',
+      async () => {
+        const n = (await alicePool(gw)).nodes.find((x) => x.id === stalled.id)!;
+        return n.state === 'ready' ? n : undefined;
+      },
+      20_000,
+    );
     assert.equal(back.lastProbe?.ok, true);
     assert.equal(back.awaitingProbe, undefined);
     assert.ok(back.lastProbe!.latencyMs >= 0);
@@ -232,7 +249,9 @@ describe('(e) a healthy sandbox', () => {
     );
     times.sort((a, b) => a - b);
     const hedges = await gw.metric('rotor_upstream_hedges_total');
-    t.diagnostic(`healthy, 1000 connections (4 at a time): p50 ${quantile(times, 0.5).toFixed(1)} ms, p99 ${quantile(times, 0.99).toFixed(1)} ms, hedges ${hedges}`);
+    t.diagnostic(
+      `healthy, 1000 connections (4 at a time): p50 ${quantile(times, 0.5).toFixed(1)} ms, p99 ${quantile(times, 0.99).toFixed(1)} ms, hedges ${hedges}`,
+    );
     assert.equal(times.length, 1000);
     assert.equal(await gw.metric('rotor_upstream_failures_total'), 0);
   });

@@ -92,7 +92,12 @@ describe('user ports', () => {
   });
 
   test('a reload closes, opens and re-scopes ports live', async () => {
-    const next = testConfig({ users: [{ ...ALICE, listen: null }, { ...BOB, listen: { port: 0, allowIps: ['127.0.0.0/8'] } }] });
+    const next = testConfig({
+      users: [
+        { ...ALICE, listen: null },
+        { ...BOB, listen: { port: 0, allowIps: ['127.0.0.0/8'] } },
+      ],
+    });
     await gw.daemon.reload(next);
     assert.equal(gw.daemon.userPorts.portOf('alice'), undefined);
     assert.ok(await refused(alicePort), "alice's port is closed");

@@ -43,9 +43,14 @@ function rotorUsers(args: string[]): Promise<{ code: number; stdout: string; std
   const env: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith('ROTOR_')) env[k] = v;
   return new Promise((resolve) => {
-    execFile(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'users', ...args], { cwd: ROOT, env, timeout: 60_000 }, (err, stdout, stderr) => {
-      resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr });
-    });
+    execFile(
+      process.execPath,
+      ['--import', 'tsx', 'src/cli.ts', 'users', ...args],
+      { cwd: ROOT, env, timeout: 60_000 },
+      (err, stdout, stderr) => {
+        resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr });
+      },
+    );
   });
 }
 
@@ -69,7 +74,11 @@ describe('users in bulk', () => {
       { name: 'bulk1', mainAccount: 'shop1' },
       { name: 'alice', mainAccount: 'shop1' },
       { name: 'bulk3', passwordHash: hashPassword('hashed-pass-3'), mainAccount: 'shop1', quota: { bytes: 10_000_000, period: 'month' } },
-      { name: 'bulk4', passwordHash: 'scrypt$1024$8$1$c2FsdHNhbHRzYWx0$a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2U=', mainAccount: 'shop1' },
+      {
+        name: 'bulk4',
+        passwordHash: 'scrypt$1024$8$1$c2FsdHNhbHRzYWx0$a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2U=',
+        mainAccount: 'shop1',
+      },
       { name: 'bulk5', password: 'x', passwordHash: hashPassword('y'), mainAccount: 'shop1' },
       {},
       { name: 'bulk6', mainAccount: 'shop1', sessTime: 'long' },
@@ -79,15 +88,18 @@ describe('users in bulk', () => {
     assert.equal(res.status, 200, JSON.stringify(res.body));
     const { created, errors, passwords } = res.body;
     assert.equal(created, 4, JSON.stringify(errors));
-    assert.deepEqual(errors.map((e) => [e.index, e.name, e.code]), [
-      [2, 'bad-name', 'INVALID_INPUT'],
-      [3, 'bulk1', 'USER_EXISTS'],
-      [4, 'alice', 'USER_EXISTS'],
-      [6, 'bulk4', 'INVALID_INPUT'],
-      [7, 'bulk5', 'INVALID_INPUT'],
-      [8, null, 'INVALID_INPUT'],
-      [9, 'bulk6', 'INVALID_INPUT'],
-    ]);
+    assert.deepEqual(
+      errors.map((e) => [e.index, e.name, e.code]),
+      [
+        [2, 'bad-name', 'INVALID_INPUT'],
+        [3, 'bulk1', 'USER_EXISTS'],
+        [4, 'alice', 'USER_EXISTS'],
+        [6, 'bulk4', 'INVALID_INPUT'],
+        [7, 'bulk5', 'INVALID_INPUT'],
+        [8, null, 'INVALID_INPUT'],
+        [9, 'bulk6', 'INVALID_INPUT'],
+      ],
+    );
     assert.match(errors.find((e) => e.index === 9)!.message, /sessTime/);
     assert.match(errors.find((e) => e.index === 6)!.message, /N must be/);
     assert.deepEqual(Object.keys(passwords).sort(), ['bulk1', 'bulk7']);

@@ -48,8 +48,13 @@ function forwardedGet(agent: Agent, proxyPort: number, user: string, pass: strin
  * from the first response byte (starttransfer) to the end, so process start-up on a loaded machine is not
  * counted as transfer time.
  */
-async function timedCurl(args: string[]): Promise<{ code: number; http: number; size: number; fromRequest: number; fromFirstByte: number; stderr: string }> {
-  const r = await runCurl(['-o', '/dev/null', ...args, '-w', '%{http_code} %{size_download} %{time_pretransfer} %{time_starttransfer} %{time_total}'], { maxTimeS: 20 });
+async function timedCurl(
+  args: string[],
+): Promise<{ code: number; http: number; size: number; fromRequest: number; fromFirstByte: number; stderr: string }> {
+  const r = await runCurl(
+    ['-o', '/dev/null', ...args, '-w', '%{http_code} %{size_download} %{time_pretransfer} %{time_starttransfer} %{time_total}'],
+    { maxTimeS: 20 },
+  );
   const [http = 0, size = 0, pre = 0, first = 0, total = 0] = r.stdout.trim().split(' ').map(Number);
   return { code: r.exitCode, http, size, fromRequest: total - pre, fromFirstByte: total - first, stderr: r.stderr };
 }
@@ -70,7 +75,9 @@ describe('per-user limits on plain-HTTP forwarded requests', () => {
   });
 
   test('rateBytesPerSec 1 MiB/s: a forwarded download arrives at 1 MiB/s ±15 %', async () => {
-    const created = await gw.admin('/v1/users', { body: { name: 'slowget', password: 'slowget-pass', mainAccount: 'shop1', rateBytesPerSec: MiB } });
+    const created = await gw.admin('/v1/users', {
+      body: { name: 'slowget', password: 'slowget-pass', mainAccount: 'shop1', rateBytesPerSec: MiB },
+    });
     assert.equal(created.status, 201);
     // The route warmed first (the user's first dial may fill a pool), so the timed run is the transfer.
     assert.equal((await curl([...viaHttp(gw.ports.http, 'slowget', 'slowget-pass'), bytes.url(10)])).http, 200);
@@ -80,12 +87,16 @@ describe('per-user limits on plain-HTTP forwarded requests', () => {
     assert.equal(r.http, 200);
     assert.equal(r.size, size, 'every byte arrives (backpressure, nothing dropped)');
     const rate = size / r.fromFirstByte / MiB;
-    console.log(`# plain-HTTP forwarded download at 1 MiB/s: ${size / MiB} MiB in ${r.fromFirstByte.toFixed(2)} s from the first byte = ${rate.toFixed(3)} MiB/s`);
+    console.log(
+      `# plain-HTTP forwarded download at 1 MiB/s: ${size / MiB} MiB in ${r.fromFirstByte.toFixed(2)} s from the first byte = ${rate.toFixed(3)} MiB/s`,
+    );
     assert.ok(rate >= 0.85 && rate <= 1.15, `measured ${rate.toFixed(3)} MiB/s`);
   });
 
   test('rateBytesPerSec 1 MiB/s: a forwarded upload (POST body) takes from the same bucket', async () => {
-    const created = await gw.admin('/v1/users', { body: { name: 'slowpost', password: 'slowpost-pass', mainAccount: 'shop1', rateBytesPerSec: MiB } });
+    const created = await gw.admin('/v1/users', {
+      body: { name: 'slowpost', password: 'slowpost-pass', mainAccount: 'shop1', rateBytesPerSec: MiB },
+    });
     assert.equal(created.status, 201);
     // /echo answers with the body once it has all of it: 2 MiB up, then 2 MiB down, 4 MiB through the bucket.
     // Unthrottled, the upload would take no time and the whole exchange would run at about 2 MiB/s.
@@ -93,17 +104,28 @@ describe('per-user limits on plain-HTTP forwarded requests', () => {
     writeFileSync(file, Buffer.alloc(2 * MiB, 0x62));
     const echo = bytes.url(0).replace(/\/bytes\/0$/, '/echo');
     assert.equal((await curl([...viaHttp(gw.ports.http, 'slowpost', 'slowpost-pass'), '--data-binary', 'warm', echo])).http, 200);
-    const r = await timedCurl([...viaHttp(gw.ports.http, 'slowpost', 'slowpost-pass'), '--data-binary', `@${file}`, '-H', 'content-type: application/octet-stream', echo]);
+    const r = await timedCurl([
+      ...viaHttp(gw.ports.http, 'slowpost', 'slowpost-pass'),
+      '--data-binary',
+      `@${file}`,
+      '-H',
+      'content-type: application/octet-stream',
+      echo,
+    ]);
     assert.equal(r.code, 0, r.stderr);
     assert.equal(r.http, 200);
     assert.equal(r.size, 2 * MiB, 'the echoed body is whole');
     const rate = (4 * MiB) / r.fromRequest / MiB;
-    console.log(`# plain-HTTP forwarded upload + echo at 1 MiB/s: 4 MiB in ${r.fromRequest.toFixed(2)} s from the request = ${rate.toFixed(3)} MiB/s`);
+    console.log(
+      `# plain-HTTP forwarded upload + echo at 1 MiB/s: 4 MiB in ${r.fromRequest.toFixed(2)} s from the request = ${rate.toFixed(3)} MiB/s`,
+    );
     assert.ok(rate >= 0.85 && rate <= 1.15, `measured ${rate.toFixed(3)} MiB/s`);
   });
 
   test('maxConnections 2: 100 sequential forwarded requests all succeed and the slots come back', async () => {
-    const created = await gw.admin('/v1/users', { body: { name: 'capped2', password: 'capped2-pass', mainAccount: 'shop1', maxConnections: 2 } });
+    const created = await gw.admin('/v1/users', {
+      body: { name: 'capped2', password: 'capped2-pass', mainAccount: 'shop1', maxConnections: 2 },
+    });
     assert.equal(created.status, 201);
     // 80 on one kept-alive client connection (each request is admitted, the connection holds one slot) ...
     const agent = new Agent({ keepAlive: true, maxSockets: 1 });

@@ -28,10 +28,19 @@ describe('GET /v1/users at more users than a page', () => {
     const store = await openTestStore(path);
     const hash = hashPassword('paging-password');
     for (let i = 0; i < COUNT; i++) {
-      await store.putUser({ name: name(i), data: { name: name(i), mainAccount: 'shop1', source: 'api', createdAt: 1, enabled: i % 4 !== 0 }, passwordHash: hash, state: 'ready' });
+      await store.putUser({
+        name: name(i),
+        data: { name: name(i), mainAccount: 'shop1', source: 'api', createdAt: 1, enabled: i % 4 !== 0 },
+        passwordHash: hash,
+        state: 'ready',
+      });
     }
     // Usage for every 7th user: i * 1000 bytes (so usage order is known).
-    await store.addUsage(Array.from({ length: COUNT }, (_, i) => i).filter((i) => i % 7 === 0 && i > 0).map((i) => ({ user: name(i), bytes: i * 1000 })));
+    await store.addUsage(
+      Array.from({ length: COUNT }, (_, i) => i)
+        .filter((i) => i % 7 === 0 && i > 0)
+        .map((i) => ({ user: name(i), bytes: i * 1000 })),
+    );
     await store.close();
     gw = await startGateway({ config: { store: { path } } });
   });
@@ -64,7 +73,10 @@ describe('GET /v1/users at more users than a page', () => {
     assert.deepEqual(seen, [...seen].sort());
     assert.equal(new Set(seen).size, seen.length);
     for (let i = 0; i < COUNT; i++) assert.ok(seen.includes(name(i)), name(i));
-    assert.deepEqual(all.slice(0, 100).map((r) => r.name), first.rows.map((r) => r.name));
+    assert.deepEqual(
+      all.slice(0, 100).map((r) => r.name),
+      first.rows.map((r) => r.name),
+    );
   });
 
   test('limit over 1,000 is refused; a prefix searches names and counts its matches; filters apply', async () => {
@@ -76,7 +88,10 @@ describe('GET /v1/users at more users than a page', () => {
     assert.equal(p.next, null);
     assert.ok(p.rows.every((r) => r.name.startsWith('u010')));
     const small = await page('?prefix=u010&limit=30&after=u01050');
-    assert.deepEqual(small.rows.map((r) => r.name), Array.from({ length: 30 }, (_, i) => name(1051 + i)));
+    assert.deepEqual(
+      small.rows.map((r) => r.name),
+      Array.from({ length: 30 }, (_, i) => name(1051 + i)),
+    );
     assert.equal(small.next, name(1080));
     assert.equal(small.total, 100);
     const disabled = await page('?enabled=false&limit=1000&prefix=u');
@@ -91,7 +106,10 @@ describe('GET /v1/users at more users than a page', () => {
       .filter((i) => i % 7 === 0 && i > 0)
       .sort((a, b) => b - a)
       .map(name);
-    assert.deepEqual(first.rows.slice(0, 50).map((r) => r.name), expected.slice(0, 50));
+    assert.deepEqual(
+      first.rows.slice(0, 50).map((r) => r.name),
+      expected.slice(0, 50),
+    );
     assert.equal(first.rows[0]!.usedBytes, Number(first.rows[0]!.name.slice(1)) * 1000);
     assert.ok(first.next);
     const names: string[] = first.rows.map((r) => r.name);

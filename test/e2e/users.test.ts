@@ -139,9 +139,18 @@ describe('users as data through the admin API', () => {
     // The admin's own Host (the admin refuses others: issue 13's Host policy).
     const host = `Host: 127.0.0.1:${gw.ports.admin}\r\n`;
     assert.equal(await rawStatus(gw.ports.admin, `GET /%76%31/users/cust1 HTTP/1.1\r\n${host}${auth}Connection: close\r\n\r\n`), 200);
-    assert.equal(await rawStatus(gw.ports.admin, `GET http://127.0.0.1:${gw.ports.admin}/v1/users/cust1 HTTP/1.1\r\n${host}${auth}Connection: close\r\n\r\n`), 200);
+    assert.equal(
+      await rawStatus(
+        gw.ports.admin,
+        `GET http://127.0.0.1:${gw.ports.admin}/v1/users/cust1 HTTP/1.1\r\n${host}${auth}Connection: close\r\n\r\n`,
+      ),
+      200,
+    );
     assert.equal(await rawStatus(gw.ports.admin, `GET /%76%31/users/cust1 HTTP/1.1\r\n${host}Connection: close\r\n\r\n`), 401);
-    assert.equal(await rawStatus(gw.ports.admin, `GET http://127.0.0.1:${gw.ports.admin}/v1/users/cust1 HTTP/1.1\r\n${host}Connection: close\r\n\r\n`), 401);
+    assert.equal(
+      await rawStatus(gw.ports.admin, `GET http://127.0.0.1:${gw.ports.admin}/v1/users/cust1 HTTP/1.1\r\n${host}Connection: close\r\n\r\n`),
+      401,
+    );
     // Listing: the old fields on every item, paged by ?limit= and the x-next-cursor header.
     const res = await fetch(`${gw.adminUrl}/v1/users?limit=1`, { headers: { authorization: `Bearer ${TOKEN}` } });
     const page = (await res.json()) as View[];
@@ -150,11 +159,16 @@ describe('users as data through the admin API', () => {
     const next = res.headers.get('x-next-cursor');
     assert.ok(next);
     const rest = await gw.admin<View[]>(`/v1/users?after=${next}&source=api`);
-    assert.deepEqual(rest.body.map((u) => u.name), ['cust1']);
+    assert.deepEqual(
+      rest.body.map((u) => u.name),
+      ['cust1'],
+    );
   });
 
   test('a 5 MB day quota cuts a download within one chunk; the next day (injected clock) opens it again', async () => {
-    const created = await gw.admin<View>('/v1/users', { body: { name: 'daily', password: 'daily-pass', mainAccount: 'shop1', quota: { bytes: MB5, period: 'day' } } });
+    const created = await gw.admin<View>('/v1/users', {
+      body: { name: 'daily', password: 'daily-pass', mainAccount: 'shop1', quota: { bytes: MB5, period: 'day' } },
+    });
     assert.equal(created.status, 201, JSON.stringify(created.body));
     const firstPeriod = created.body.periodKey;
     assert.match(firstPeriod, /^day:\d{4}-\d{2}-\d{2}$/);
@@ -167,10 +181,15 @@ describe('users as data through the admin API', () => {
     assert.notEqual(socks.code, 0);
     gw.clock.advance(DAY);
     // Admission itself notices the new period: the first connection of the next day goes through.
-    const next = await waitFor('the next day to admit', async () => {
-      const ok = await curl([...viaConnect(gw.ports.http, 'daily', 'daily-pass'), bytes.url(100_000)]);
-      return ok.http === 200 ? ok : undefined;
-    }, 5000, 100);
+    const next = await waitFor(
+      'the next day to admit',
+      async () => {
+        const ok = await curl([...viaConnect(gw.ports.http, 'daily', 'daily-pass'), bytes.url(100_000)]);
+        return ok.http === 200 ? ok : undefined;
+      },
+      5000,
+      100,
+    );
     assert.equal(next.size, 100_000);
     const view = (await gw.admin<View>('/v1/users/daily')).body;
     assert.notEqual(view.periodKey, firstPeriod);
@@ -178,7 +197,9 @@ describe('users as data through the admin API', () => {
   });
 
   test('rateBytesPerSec 1 MiB/s: 10 MiB over 4 parallel connections arrive at 1 MiB/s ±10 %', async () => {
-    const created = await gw.admin<View>('/v1/users', { body: { name: 'slow', password: 'slow-pass', mainAccount: 'shop1', rateBytesPerSec: MiB } });
+    const created = await gw.admin<View>('/v1/users', {
+      body: { name: 'slow', password: 'slow-pass', mainAccount: 'shop1', rateBytesPerSec: MiB },
+    });
     assert.equal(created.status, 201);
     const each = (10 * MiB) / 4;
     const started = Date.now();
@@ -199,7 +220,12 @@ describe('users as data through the admin API', () => {
     await gw.admin('/v1/users', { body: { name: 'patchy', password: 'patchy-pass', mainAccount: 'shop1' } });
     // Unlimited at first, paced at the source to 2 MiB/s; then capped at 256 KiB/s while running.
     const run = curl([...viaConnect(gw.ports.http, 'patchy', 'patchy-pass'), bytes.url(6 * MiB, 2 * MiB)], { maxTimeS: 40 });
-    await waitFor('the download to run', async () => ((await gw.admin<View>('/v1/users/patchy')).body.usedBytes > MiB ? true : undefined), 10_000, 50);
+    await waitFor(
+      'the download to run',
+      async () => ((await gw.admin<View>('/v1/users/patchy')).body.usedBytes > MiB ? true : undefined),
+      10_000,
+      50,
+    );
     const patched = await gw.admin<View>('/v1/users/patchy', { method: 'PATCH', body: { rateBytesPerSec: 256 * 1024 } });
     assert.equal(patched.status, 200);
     assert.equal(patched.body.rateBytesPerSec, 256 * 1024);
@@ -220,7 +246,9 @@ describe('users as data through the admin API', () => {
   test('maxConnections 3 is exact under 50 concurrent SOCKS5 clients; slots come back when connections close', async () => {
     const hold = await holdServer();
     try {
-      const created = await gw.admin<View>('/v1/users', { body: { name: 'capped', password: 'capped-pass', mainAccount: 'shop1', maxConnections: 3 } });
+      const created = await gw.admin<View>('/v1/users', {
+        body: { name: 'capped', password: 'capped-pass', mainAccount: 'shop1', maxConnections: 3 },
+      });
       assert.equal(created.status, 201);
       const all = await Promise.all(Array.from({ length: 50 }, () => socksHold(gw.ports.socks5, 'capped', 'capped-pass', hold.port)));
       const ok = all.filter((c) => c.reply === 0);
@@ -230,7 +258,12 @@ describe('users as data through the admin API', () => {
       const held = (await gw.admin<View>('/v1/users/capped')).body;
       assert.equal(held.activeConnections, 3);
       for (const c of all) c.socket.destroy();
-      await waitFor('the slots to come back', async () => ((await gw.admin<View>('/v1/users/capped')).body.activeConnections === 0 ? true : undefined), 5000, 50);
+      await waitFor(
+        'the slots to come back',
+        async () => ((await gw.admin<View>('/v1/users/capped')).body.activeConnections === 0 ? true : undefined),
+        5000,
+        50,
+      );
       const again = await socksHold(gw.ports.socks5, 'capped', 'capped-pass', hold.port);
       assert.equal(again.reply, 0);
       again.socket.destroy();
@@ -253,7 +286,9 @@ describe('users as data through the admin API', () => {
       socket.on('error', () => {});
       socket.on('data', (c: Buffer) => (received += c.length));
       const auth = Buffer.from(`${name}:${name}-pass`).toString('base64');
-      socket.write(`CONNECT 127.0.0.1:${bytes.port} HTTP/1.1\r\nHost: 127.0.0.1:${bytes.port}\r\nProxy-Authorization: Basic ${auth}\r\n\r\n`);
+      socket.write(
+        `CONNECT 127.0.0.1:${bytes.port} HTTP/1.1\r\nHost: 127.0.0.1:${bytes.port}\r\nProxy-Authorization: Basic ${auth}\r\n\r\n`,
+      );
       await waitFor('the tunnel', () => (received > 0 ? true : undefined), 10_000, 10);
       socket.write(`GET /bytes/${200 * MiB}?rate=${MiB} HTTP/1.1\r\nHost: x\r\n\r\n`);
       await waitFor('the download to run', () => (received > 100_000 ? true : undefined), 10_000, 10);
@@ -283,12 +318,26 @@ describe('users survive a restart', () => {
     let gw = await startGateway({ config });
     await buyTraffic(client, 'shop1', SIM_PRODUCTS.dynamicTraffic, 1024);
     try {
-      await gw.admin('/v1/users', { body: { name: 'keep1', password: 'keep1-pass', mainAccount: 'shop1', quota: { bytes: 50 * MiB, period: 'month' }, rateBytesPerSec: 0, maxConnections: 7 } });
+      await gw.admin('/v1/users', {
+        body: {
+          name: 'keep1',
+          password: 'keep1-pass',
+          mainAccount: 'shop1',
+          quota: { bytes: 50 * MiB, period: 'month' },
+          rateBytesPerSec: 0,
+          maxConnections: 7,
+        },
+      });
       await gw.admin('/v1/users', { body: { name: 'keep2', password: 'keep2-pass', mainAccount: 'shop1', enabled: false } });
-      const r = await waitFor('the credit to be seen', async () => {
-        const got = await curl([...viaConnect(gw.ports.http, 'keep1', 'keep1-pass'), bytes.url(MiB)]);
-        return got.size === MiB ? got : undefined;
-      }, 10_000, 200);
+      const r = await waitFor(
+        'the credit to be seen',
+        async () => {
+          const got = await curl([...viaConnect(gw.ports.http, 'keep1', 'keep1-pass'), bytes.url(MiB)]);
+          return got.size === MiB ? got : undefined;
+        },
+        10_000,
+        200,
+      );
       assert.equal(r.size, MiB);
       const before = (await gw.admin<View>('/v1/users/keep1')).body;
       await gw.close();
@@ -302,7 +351,7 @@ describe('users survive a restart', () => {
       assert.deepEqual(after1.quota, { bytes: 50 * MiB, period: 'month' });
       assert.equal(after2.enabled, false);
       // The stored hash still authenticates after the restart.
-      const again = await curl([...viaSocks(gw.ports.socks5, "keep1", "keep1-pass"), bytes.url(10)]);
+      const again = await curl([...viaSocks(gw.ports.socks5, 'keep1', 'keep1-pass'), bytes.url(10)]);
       assert.equal(again.http, 200, again.stderr);
       assert.equal((await curl([...viaConnect(gw.ports.http, 'keep2', 'keep2-pass'), bytes.url(10)])).connect, 403);
     } finally {

@@ -40,7 +40,11 @@ const CATALOGUE: Case[] = [
   { err: new AdminConfigError('admin.token', 'required'), status: 500, code: 'INTERNAL' },
   // platform
   { err: platformRefusal, status: 502, code: 'PLATFORM_ERROR' },
-  { err: new TransportError({ operation: 'GetAppInfo', reqId: 'r2', reason: 'refused', detail: 'ECONNREFUSED' }), status: 503, code: 'PLATFORM_UNREACHABLE' },
+  {
+    err: new TransportError({ operation: 'GetAppInfo', reqId: 'r2', reason: 'refused', detail: 'ECONNREFUSED' }),
+    status: 503,
+    code: 'PLATFORM_UNREACHABLE',
+  },
   { err: new RequestInvalidError('OpenProxy', [{ path: 'params.0.count', message: 'too big' }]), status: 400, code: 'INVALID_INPUT' },
   { err: new UnknownOperationError('Nope'), status: 404, code: 'UNKNOWN_OPERATION' },
   { err: new DecryptReplyError('GetAppInfo', 'r3', 'bad padding'), status: 502, code: 'DECRYPT_REPLY' },

@@ -43,11 +43,13 @@ describe('the error catalogue, generated from src/', () => {
       for (const m of text.matchAll(/\bclass\s+(\w+)(?:<[^>]*>)?\s+extends\s+(\w+)/g)) parent.set(m[1]!, m[2]!);
       const lines = text.split('\n');
       lines.forEach((line, i) => {
-        for (const m of line.matchAll(/\bthrow\s+(?:Object\.assign\(\s*)?new\s+(\w+)/g)) thrown.push({ name: m[1]!, at: `${relative(SRC, file)}:${i + 1}` });
+        for (const m of line.matchAll(/\bthrow\s+(?:Object\.assign\(\s*)?new\s+(\w+)/g))
+          thrown.push({ name: m[1]!, at: `${relative(SRC, file)}:${i + 1}` });
       });
     }
     const isRotor = (name: string): boolean => {
-      for (let n: string | undefined = name, hops = 0; n !== undefined && hops < 20; n = parent.get(n), hops++) if (n === 'RotorError') return true;
+      for (let n: string | undefined = name, hops = 0; n !== undefined && hops < 20; n = parent.get(n), hops++)
+        if (n === 'RotorError') return true;
       return false;
     };
     assert.ok(thrown.length >= 50, `only ${thrown.length} throw sites found: the scan is broken`);

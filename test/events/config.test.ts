@@ -20,17 +20,39 @@ test('events.webhookUrl needs events.secret and an http(s) URL; both are redacte
 
 test('users may carry rules and listen; proxy.rules defaults to denying port 25', () => {
   const config = parseConfig(
-    { users: [{ name: 'u1', password: 'p', mainAccount: 'm', rules: { denyHosts: ['*.x.test'] }, listen: { port: 0, allowIps: ['127.0.0.1/32'] } }] },
+    {
+      users: [
+        {
+          name: 'u1',
+          password: 'p',
+          mainAccount: 'm',
+          rules: { denyHosts: ['*.x.test'] },
+          listen: { port: 0, allowIps: ['127.0.0.1/32'] },
+        },
+      ],
+    },
     { env: {} },
   );
   assert.deepEqual(config.proxy.rules.denyPorts, [25]);
   assert.deepEqual(config.users[0]!.rules?.denyHosts, ['*.x.test']);
   assert.deepEqual(config.users[0]!.listen, { port: 0, allowIps: ['127.0.0.1/32'] });
-  assert.throws(() => parseConfig({ users: [{ name: 'u1', password: 'p', mainAccount: 'm', listen: { port: 1, allowIps: ['nope'] } }] }, { env: {} }), /users\.0\.listen\.allowIps\.0/);
+  assert.throws(
+    () => parseConfig({ users: [{ name: 'u1', password: 'p', mainAccount: 'm', listen: { port: 1, allowIps: ['nope'] } }] }, { env: {} }),
+    /users\.0\.listen\.allowIps\.0/,
+  );
   assert.throws(() => parseConfig({ proxy: { rules: { denyHosts: ['bad host'] } } }, { env: {} }), /proxy\.rules\.denyHosts\.0/);
   const twice = { port: 18080, allowIps: [] };
   assert.throws(
-    () => parseConfig({ users: [{ name: 'a', password: 'p', mainAccount: 'm', listen: twice }, { name: 'b', password: 'p', mainAccount: 'm', listen: twice }] }, { env: {} }),
+    () =>
+      parseConfig(
+        {
+          users: [
+            { name: 'a', password: 'p', mainAccount: 'm', listen: twice },
+            { name: 'b', password: 'p', mainAccount: 'm', listen: twice },
+          ],
+        },
+        { env: {} },
+      ),
     /users\.1\.listen\.port: port 18080 is already a's/,
   );
 });

@@ -4,7 +4,16 @@
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import { afterEach, beforeEach, describe, test } from 'node:test';
-import { balanceLowListener, Events, ExpiryWatcher, orderFinalEmitter, QuotaWatcher, verifySignature, WebhookDelivery, type QuotaReading } from '../../src/events/index.ts';
+import {
+  balanceLowListener,
+  Events,
+  ExpiryWatcher,
+  orderFinalEmitter,
+  QuotaWatcher,
+  verifySignature,
+  WebhookDelivery,
+  type QuotaReading,
+} from '../../src/events/index.ts';
 import type { Store } from '../../src/store/index.ts';
 import { openTestStore } from '../support/store.ts';
 import { waitFor } from '../support/wait.ts';
@@ -22,7 +31,15 @@ describe('events', () => {
   beforeEach(async () => {
     store = await openTestStore();
     receiver = await startWebhookReceiver(500);
-    delivery = new WebhookDelivery({ store, url: receiver.url, secret: SECRET, retryBaseMs: 20, retryMaxMs: 100, pollMs: 20, timeoutMs: 2000 });
+    delivery = new WebhookDelivery({
+      store,
+      url: receiver.url,
+      secret: SECRET,
+      retryBaseMs: 20,
+      retryMaxMs: 100,
+      pollMs: 20,
+      timeoutMs: 2000,
+    });
     events = new Events({ store, deliver: true, onAppended: () => delivery.nudge() });
     delivery.start();
   });
@@ -44,7 +61,11 @@ describe('events', () => {
     await watcher.check();
     receiver.answer = 200;
     // Settled in the store after the receiver answered: wait for the store, not the receiver.
-    await waitFor(async () => ((await store.listEvents()).filter((e) => e.deliveredAt !== null).length >= 2 ? true : undefined), 5000, 'both events delivered');
+    await waitFor(
+      async () => ((await store.listEvents()).filter((e) => e.deliveredAt !== null).length >= 2 ? true : undefined),
+      5000,
+      'both events delivered',
+    );
     // A second watcher (another daemon, or this one restarted) sees the same usage: the markers hold.
     const second = new QuotaWatcher({ read: () => readings, events, intervalMs: 10 });
     await second.check();
@@ -62,7 +83,10 @@ describe('events', () => {
       assert.equal(d.signature, hmac(d.body), 'X-Rotor-Signature is the HMAC-SHA256 of the raw body');
       assert.ok(verifySignature(d.body, SECRET, d.signature));
     }
-    assert.ok(receiver.deliveries.some((d) => d.status === 500), 'the receiver refused first');
+    assert.ok(
+      receiver.deliveries.some((d) => d.status === 500),
+      'the receiver refused first',
+    );
     const e80 = accepted.find((e) => e.type === 'user.quota.80')!;
     assert.deepEqual(e80.data, { user: 'alice', period: 'total', threshold: 80, usedBytes: 850, limitBytes: 1000 });
     assert.match(e80.time, /^\d{4}-\d\d-\d\dT/);
@@ -100,7 +124,14 @@ describe('events', () => {
     await expiry.check();
 
     const low = balanceLowListener(events, 100);
-    const balance = (mb: number) => ({ account: 'shop1', productNo: 'P1', balanceMb: mb, balanceBytes: mb * 1_048_576, hasBalance: mb > 0, ipTotal: undefined });
+    const balance = (mb: number) => ({
+      account: 'shop1',
+      productNo: 'P1',
+      balanceMb: mb,
+      balanceBytes: mb * 1_048_576,
+      hasBalance: mb > 0,
+      ipTotal: undefined,
+    });
     low(balance(500));
     low(balance(50));
     low(balance(40));
@@ -112,16 +143,36 @@ describe('events', () => {
     low(balance(0));
 
     const final = orderFinalEmitter(events);
-    const order = { appOrderNo: 'm1', orderNo: 'o1', type: 1, status: 3, amount: '1.00', count: 1, request: {}, createdAt: 0, updatedAt: 0 };
+    const order = {
+      appOrderNo: 'm1',
+      orderNo: 'o1',
+      type: 1,
+      status: 3,
+      amount: '1.00',
+      count: 1,
+      request: {},
+      createdAt: 0,
+      updatedAt: 0,
+    };
     await final(order);
     await final(order);
 
-    await waitFor(async () => ((await store.listEvents()).every((e) => e.deliveredAt !== null) ? true : undefined), 5000, 'every event delivered');
+    await waitFor(
+      async () => ((await store.listEvents()).every((e) => e.deliveredAt !== null) ? true : undefined),
+      5000,
+      'every event delivered',
+    );
     const list = await store.listEvents();
     const expired = list.filter((e) => e.type === 'user.expired').map((e) => (e.data as { expiresAt: string }).expiresAt);
     assert.deepEqual(expired, [new Date(1_000_500).toISOString(), new Date(1_000_700).toISOString()]);
-    const lows = list.filter((e) => e.type === 'balance.low').map((e) => (e.data as { balanceMb: number; exhausted: boolean }));
-    assert.deepEqual(lows.map((l) => [l.balanceMb, l.exhausted]), [[50, false], [0, true]]);
+    const lows = list.filter((e) => e.type === 'balance.low').map((e) => e.data as { balanceMb: number; exhausted: boolean });
+    assert.deepEqual(
+      lows.map((l) => [l.balanceMb, l.exhausted]),
+      [
+        [50, false],
+        [0, true],
+      ],
+    );
     assert.equal(list.filter((e) => e.type === 'order.final').length, 1);
     assert.equal(receiver.accepted().length, list.length);
   });

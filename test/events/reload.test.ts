@@ -11,8 +11,16 @@ test('balance.low follows a changed balanceLowMb without a new listener', async 
   const events = new Events({ store, deliver: false });
   let lineMb = 100;
   const low = balanceLowListener(events, () => lineMb);
-  const balance = { account: 'shop1', productNo: 'P1', balanceMb: 500, balanceBytes: 500 * 1_048_576, hasBalance: true, ipTotal: undefined };
-  const lows = async () => (await store.listEvents()).filter((e) => e.type === 'balance.low').map((e) => (e.data as { thresholdMb: number }).thresholdMb);
+  const balance = {
+    account: 'shop1',
+    productNo: 'P1',
+    balanceMb: 500,
+    balanceBytes: 500 * 1_048_576,
+    hasBalance: true,
+    ipTotal: undefined,
+  };
+  const lows = async () =>
+    (await store.listEvents()).filter((e) => e.type === 'balance.low').map((e) => (e.data as { thresholdMb: number }).thresholdMb);
   low(balance);
   lineMb = 1000;
   low(balance);

@@ -32,7 +32,12 @@ describe('allowance syncs are idempotent', { skip: redisMissing }, () => {
     await leaser.acquire('alice');
     assert.equal(a.offline, true, 'the daemon saw the sync fail');
     assert.equal(a.spent, 300_000, 'and still holds the bytes as unreported');
-    await poll(async () => (await store.getUsage('alice'))?.usedBytes === 300_000, { what: 'the paused script to run', timeoutMs: 10_000, everyMs: 50, ignoreErrors: true });
+    await poll(async () => (await store.getUsage('alice'))?.usedBytes === 300_000, {
+      what: 'the paused script to run',
+      timeoutMs: 10_000,
+      everyMs: 50,
+      ignoreErrors: true,
+    });
 
     // Redis is back: the next sync reports the same bytes again (it cannot know they landed) plus new ones.
     a.spend(1_000);
@@ -67,7 +72,7 @@ describe('allowance syncs are idempotent', { skip: redisMissing }, () => {
     await second.acquire('bob');
     b.spend(2_000);
     await second.acquire('bob');
-    assert.equal((await store.getUsage('bob'))?.usedBytes, 9_000, 'the restarted process\'s bytes count from its own zero');
+    assert.equal((await store.getUsage('bob'))?.usedBytes, 9_000, "the restarted process's bytes count from its own zero");
     // Redis loses everything; the next sync rebuilds from this daemon's view and adds only the new bytes.
     const admin = await connection(server.url, 'flusher');
     await admin.client.flushall();

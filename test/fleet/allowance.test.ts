@@ -39,7 +39,12 @@ describe('AllowanceLeaser', { skip: redisMissing }, () => {
     await store.addUsage([{ user: 'alice', bytes: 20_000 }]);
     const conn = await connection(server.url);
     const changes: [string, boolean][] = [];
-    const leaser = new AllowanceLeaser(conn, { instance: 'A', sliceBytes: 30_000, prefix: 'a1:', onChange: (u, e) => changes.push([u, e]) });
+    const leaser = new AllowanceLeaser(conn, {
+      instance: 'A',
+      sliceBytes: 30_000,
+      prefix: 'a1:',
+      onChange: (u, e) => changes.push([u, e]),
+    });
     assert.equal(await leaser.acquire('alice'), 30_000);
     const a = leaser.user('alice');
     assert.equal(a.spend(10_000), true);
@@ -64,7 +69,10 @@ describe('AllowanceLeaser', { skip: redisMissing }, () => {
     await leaser.release('alice');
     await other.release('alice');
     assert.equal((await store.getUsage('alice'))?.usedBytes, 60_001);
-    assert.deepEqual(changes, [['alice', false], ['alice', true]]);
+    assert.deepEqual(changes, [
+      ['alice', false],
+      ['alice', true],
+    ]);
     await leaser.close();
     await other.close();
     await conn.close();
@@ -80,7 +88,12 @@ describe('AllowanceLeaser', { skip: redisMissing }, () => {
     const a = leaser.user('free');
     for (let i = 0; i < 10; i++) assert.equal(a.spend(5000), true);
     await leaser.syncAll();
-    assert.deepEqual(await store.getUsage('free'), { user: 'free', usedBytes: 50_000, limitBytes: -1, updatedAt: (await store.getUsage('free'))!.updatedAt });
+    assert.deepEqual(await store.getUsage('free'), {
+      user: 'free',
+      usedBytes: 50_000,
+      limitBytes: -1,
+      updatedAt: (await store.getUsage('free'))!.updatedAt,
+    });
     await leaser.close();
     await conn.close();
     await store.close();
@@ -114,7 +127,10 @@ describe('AllowanceLeaser', { skip: redisMissing }, () => {
     const leasers = conns.map((c, i) => new AllowanceLeaser(c, { instance: `D${i}`, sliceBytes: slice, prefix: 'a4:' }));
     const relayed = await Promise.all(leasers.map((l) => drain(l, 'alice', chunk)));
     const total = relayed[0]! + relayed[1]!;
-    assert.ok(relayed.every((r) => r > limit / 10), `both daemons relayed: ${relayed.join(', ')}`);
+    assert.ok(
+      relayed.every((r) => r > limit / 10),
+      `both daemons relayed: ${relayed.join(', ')}`,
+    );
     assert.ok(total >= limit, `the whole limit was usable: ${total}`);
     // The documented bound with Redis reachable: each daemon may overdraw by lowWater (half a slice) while a
     // refill that it started with room left is in flight, plus the chunk that crosses the line.
@@ -149,7 +165,11 @@ describe('AllowanceLeaser', { skip: redisMissing }, () => {
       ca.client.disconnect();
       // Redis keeps the heartbeat's clock (PX): its TTL is made to run out now rather than waited for.
       assert.equal(await cb.client.pexpire('a5:alive:A', 1), 1, "A's heartbeat key exists");
-      await poll(async () => (await cb.client.exists('a5:alive:A')) === 0, { what: "A's heartbeat to expire", timeoutMs: 5000, everyMs: 5 });
+      await poll(async () => (await cb.client.exists('a5:alive:A')) === 0, {
+        what: "A's heartbeat to expire",
+        timeoutMs: 5000,
+        everyMs: 5,
+      });
       // B now gets everything, A's lease included; A spends its lease and then its offline allowance.
       const [byA, byB] = await Promise.all([drain(a, 'alice', chunk), drain(b, 'alice', chunk)]);
       const total = byA + byB;
@@ -171,7 +191,13 @@ describe('AllowanceLeaser', { skip: redisMissing }, () => {
     const store = await storeFor('a6:');
     for (let i = 0; i < 1000; i++) await store.setLimit(`u${i}`, 10_000_000);
     const conn = await connection(server.url, 'a6');
-    const leaser = new AllowanceLeaser(conn, { instance: 'A', sliceBytes: 100_000, prefix: 'a6:', aliveTtlMs: 5000, syncEveryMs: 3_600_000 });
+    const leaser = new AllowanceLeaser(conn, {
+      instance: 'A',
+      sliceBytes: 100_000,
+      prefix: 'a6:',
+      aliveTtlMs: 5000,
+      syncEveryMs: 3_600_000,
+    });
     for (let i = 0; i < 1000; i++) await leaser.acquire(`u${i}`);
     // Script calls Redis ran (each sync is one), read from Redis itself over a connection of the test's own.
     const counter = await connection(server.url, 'a6-counter');

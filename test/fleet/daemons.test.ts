@@ -19,7 +19,17 @@ import { Leases } from '../../src/fleet/lease.ts';
 import { createLogger } from '../../src/telemetry/logger.ts';
 import type { RedisConnection } from '../../src/store/redis-connection.ts';
 import { startTarget as startExitTarget, testConfig, type Target } from '../e2e/harness.ts';
-import { CHUNK, cleanup, curl, spawnDaemon, startTarget as startBytesTarget, tempDir, writeConfigFile, type BytesTarget, type ChildDaemon } from '../e2e/limits-harness.ts';
+import {
+  CHUNK,
+  cleanup,
+  curl,
+  spawnDaemon,
+  startTarget as startBytesTarget,
+  tempDir,
+  writeConfigFile,
+  type BytesTarget,
+  type ChildDaemon,
+} from '../e2e/limits-harness.ts';
 import { connection, redisMissing, RedisServer } from './redis-server.ts';
 import { poll } from '../support/wait.ts';
 import { buyTraffic } from '../support/orders.ts';
@@ -36,8 +46,12 @@ const USERS = [
   { name: 'erin', password: 'erin-pass', limitBytes: 50 * MiB },
 ].map((u) => ({ ...u, mainAccount: 'shop1', product: PRODUCT, draw: 'pwd' as const, sessTime: 5 }));
 
-const until = <T>(what: string, probe: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 15_000, everyMs = 50): Promise<T> =>
-  poll(probe, { what, timeoutMs, everyMs, ignoreErrors: true, done: (v) => v !== undefined && v !== false });
+const until = <T>(
+  what: string,
+  probe: () => Promise<T | undefined | false> | T | undefined | false,
+  timeoutMs = 15_000,
+  everyMs = 50,
+): Promise<T> => poll(probe, { what, timeoutMs, everyMs, ignoreErrors: true, done: (v) => v !== undefined && v !== false });
 
 interface LogLine {
   level: number;
@@ -101,7 +115,10 @@ describe('a fleet of daemons on one Redis', { skip: redisMissing }, () => {
     conn = await connection(redis.url);
     // Both admit users once their balance poll saw the credit.
     for (const d of [a, b]) {
-      await until('the daemon to serve', async () => (await curl(['-x', `http://dave:dave-pass@127.0.0.1:${d.ports.http}`, bytes.url(10)])).http === 200);
+      await until(
+        'the daemon to serve',
+        async () => (await curl(['-x', `http://dave:dave-pass@127.0.0.1:${d.ports.http}`, bytes.url(10)])).http === 200,
+      );
     }
   });
 
@@ -114,7 +131,9 @@ describe('a fleet of daemons on one Redis', { skip: redisMissing }, () => {
 
   test('(a) one 10 MiB limit through both daemons at once: at most the limit plus 2 × slice + chunks', async () => {
     const via = (d: Daemon, kind: 'http' | 'socks') =>
-      kind === 'http' ? ['-x', `http://carol:carol-pass@127.0.0.1:${d.ports.http}`] : ['-x', `socks5h://carol:carol-pass@127.0.0.1:${d.ports.socks5}`];
+      kind === 'http'
+        ? ['-x', `http://carol:carol-pass@127.0.0.1:${d.ports.http}`]
+        : ['-x', `socks5h://carol:carol-pass@127.0.0.1:${d.ports.socks5}`];
     const downloads = [
       { d: 'a', args: via(a, 'http') },
       { d: 'a', args: via(a, 'socks') },
@@ -192,7 +211,10 @@ describe('a fleet of daemons on one Redis', { skip: redisMissing }, () => {
       const leases = new Leases(conn, { owner: 'test', ttlMs: 1000, prefix: PREFIX });
       const name = `order:${appOrderNo}`;
       await until('the placing daemon to hold the order lease', async () => (await leases.holder(name)) === 'daemon-c', 5000, 10);
-      assert.ok(!a.orders.tracker.following().includes(appOrderNo) && !b.orders.tracker.following().includes(appOrderNo), 'only the holder follows');
+      assert.ok(
+        !a.orders.tracker.following().includes(appOrderNo) && !b.orders.tracker.following().includes(appOrderNo),
+        'only the holder follows',
+      );
       c.child.kill('SIGKILL');
       await c.exited;
       c = undefined;
@@ -212,7 +234,10 @@ describe('a fleet of daemons on one Redis', { skip: redisMissing }, () => {
         20,
       );
       assert.equal(order.status, 3);
-      assert.ok([...holders].some((h) => h === 'daemon-a' || h === 'daemon-b'), `holders seen: ${[...holders].join()}`);
+      assert.ok(
+        [...holders].some((h) => h === 'daemon-a' || h === 'daemon-b'),
+        `holders seen: ${[...holders].join()}`,
+      );
       assert.equal(sim.inspect.charges(appOrderNo).length, 1, 'charged once');
       assert.equal(sim.inspect.orders().filter((o) => o.appOrderNo === appOrderNo).length, 1, 'one platform order');
       // The finished order's lease is handed back.
@@ -249,7 +274,11 @@ describe('a fleet of daemons on one Redis', { skip: redisMissing }, () => {
       assert.equal(dave.http, 200);
     }
     for (const name of ['a', 'b'] as const) {
-      await until(`daemon ${name} to log the outage`, () => logs[name].some((l) => l.level >= 50 && /redis is unreachable/.test(l.msg)), 3000);
+      await until(
+        `daemon ${name} to log the outage`,
+        () => logs[name].some((l) => l.level >= 50 && /redis is unreachable/.test(l.msg)),
+        3000,
+      );
     }
 
     // Back, empty (no persistence): each daemon rebuilds the usage and limits it knew and adds what it relayed.
@@ -264,9 +293,14 @@ describe('a fleet of daemons on one Redis', { skip: redisMissing }, () => {
       return u && u.limitBytes === LIMIT ? u : undefined;
     });
     assert.ok(carol.usedBytes >= LIMIT - 2 * SLICE, `carol used ${carol.usedBytes} after the rebuild`);
-    for (const name of ['a', 'b'] as const) assert.ok(logs[name].some((l) => /redis is reachable again/.test(l.msg)), `daemon ${name} logged the return`);
+    for (const name of ['a', 'b'] as const)
+      assert.ok(
+        logs[name].some((l) => /redis is reachable again/.test(l.msg)),
+        `daemon ${name} logged the return`,
+      );
     // Shared again: a fresh session is bound once for both.
-    const exitVia = async (d: Daemon) => (await curl(['-x', `http://dave-session-back:dave-pass@127.0.0.1:${d.ports.http}`, exitTarget.url()], { body: true })).body;
+    const exitVia = async (d: Daemon) =>
+      (await curl(['-x', `http://dave-session-back:dave-pass@127.0.0.1:${d.ports.http}`, exitTarget.url()], { body: true })).body;
     assert.equal(await exitVia(b), await exitVia(a));
     assert.equal((await erin(b, 1000)).http, 200);
   });

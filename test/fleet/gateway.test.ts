@@ -18,7 +18,15 @@ before(async () => {
 after(() => server.stop());
 
 const KEY: PoolKey = { user: 'dave', productNo: 'P', region: '' };
-const node = (name: string): UpstreamNode => ({ id: `socks5://u@${name}:1`, protocol: 'socks5', host: '127.0.0.1', port: 1, username: 'u', password: 'p', source: 'pwd' });
+const node = (name: string): UpstreamNode => ({
+  id: `socks5://u@${name}:1`,
+  protocol: 'socks5',
+  host: '127.0.0.1',
+  port: 1,
+  username: 'u',
+  password: 'p',
+  source: 'pwd',
+});
 
 /** A pool of fixed nodes handed out in turn (the gateway's pool is not what is tested here). */
 function fixedPool(nodes: UpstreamNode[]): NodeSource & { released: number } {

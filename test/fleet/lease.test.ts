@@ -43,7 +43,10 @@ describe('Leases', { skip: redisMissing }, () => {
     // with PEXPIRE and reads it back with PTTL.
     const ttlLeft = (): Promise<number> => ca.client.pttl(key);
     const lost: string[] = [];
-    const a = new LeaseKeeper(new Leases(ca, { owner: 'A', ttlMs: 5000, prefix: 'l2:' }), { onLost: (n) => lost.push(n), renewEveryMs: 60_000 });
+    const a = new LeaseKeeper(new Leases(ca, { owner: 'A', ttlMs: 5000, prefix: 'l2:' }), {
+      onLost: (n) => lost.push(n),
+      renewEveryMs: 60_000,
+    });
     const b = new LeaseKeeper(new Leases(cb, { owner: 'B', ttlMs: 300, prefix: 'l2:' }));
     assert.equal(await a.acquire('order:PO2'), true);
     assert.equal(await b.acquire('order:PO2'), false);

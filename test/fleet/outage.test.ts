@@ -77,17 +77,27 @@ describe('Redis outage', { skip: redisMissing }, () => {
 
     // A socket can refuse writes a moment before its close event is handled: give the log that moment.
     const errors = () => lines.filter((l) => l.level >= 50 && /redis is unreachable/.test(l.msg));
-    await poll(() => errors().length >= 2, { what: 'an error line for each connection', timeoutMs: 500, everyMs: 10 }).catch(() => undefined);
+    await poll(() => errors().length >= 2, { what: 'an error line for each connection', timeoutMs: 500, everyMs: 10 }).catch(
+      () => undefined,
+    );
     await sleep(50); // a negative window: no third line follows
     assert.equal(errors().length, 2, 'one error line per connection, not per call');
 
     // Back on the same port (empty: no persistence); the connections come back by themselves.
     await server.start();
-    await poll(async () => (await store.kvSet('back', true), true), { what: 'the store to take writes again', timeoutMs: 5000, everyMs: 50, ignoreErrors: true });
+    await poll(async () => (await store.kvSet('back', true), true), {
+      what: 'the store to take writes again',
+      timeoutMs: 5000,
+      everyMs: 50,
+      ignoreErrors: true,
+    });
     assert.equal(await store.kvGet('back'), true);
     await poll(() => fleet.ready, { what: 'the fleet to be ready again', timeoutMs: 5000, everyMs: 20 });
     assert.equal(await leases.acquire('order:2'), true);
-    assert.equal((await sessions.claim('alice', 's1', { id: 'n1', protocol: 'http', host: '127.0.0.1', port: 1, source: 'pwd' }, 1000)).won, true);
+    assert.equal(
+      (await sessions.claim('alice', 's1', { id: 'n1', protocol: 'http', host: '127.0.0.1', port: 1, source: 'pwd' }, 1000)).won,
+      true,
+    );
     // Reconcile: the 15 000 bytes relayed (5 000 of them while offline) land in `used` at the next sync.
     await store.setLimit('alice', 1_000_000);
     await leaser.syncAll();

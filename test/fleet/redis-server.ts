@@ -50,9 +50,28 @@ export class RedisServer {
   async start(): Promise<this> {
     if (this.child) return this;
     if (this.port === 0) this.port = await freePort();
-    const child = spawn(BIN, ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', this.dir, '--daemonize', 'no', '--loglevel', 'warning'], {
-      stdio: 'ignore',
-    });
+    const child = spawn(
+      BIN,
+      [
+        '--port',
+        String(this.port),
+        '--bind',
+        '127.0.0.1',
+        '--save',
+        '',
+        '--appendonly',
+        'no',
+        '--dir',
+        this.dir,
+        '--daemonize',
+        'no',
+        '--loglevel',
+        'warning',
+      ],
+      {
+        stdio: 'ignore',
+      },
+    );
     this.child = child;
     child.once('exit', () => {
       if (this.child === child) this.child = undefined;
@@ -90,7 +109,11 @@ export async function startRedis(): Promise<RedisServer | undefined> {
 
 /** A connected fleet connection to `url` (close it after). */
 /** A connection as a daemon holds one; a command slower than `commandTimeoutMs` counts as Redis unreachable. */
-export async function connection(url: string, name = 'test', commandTimeoutMs = 500): Promise<import('../../src/store/redis-connection.ts').RedisConnection> {
+export async function connection(
+  url: string,
+  name = 'test',
+  commandTimeoutMs = 500,
+): Promise<import('../../src/store/redis-connection.ts').RedisConnection> {
   const { RedisConnection } = await import('../../src/store/redis-connection.ts');
   const c = new RedisConnection(url, { name, commandTimeoutMs, maxReconnectDelayMs: 100 });
   await c.connect();

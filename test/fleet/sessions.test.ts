@@ -12,7 +12,15 @@ before(async () => {
 });
 after(() => server.stop());
 
-const node = (n: number): SharedNode => ({ id: `socks5://u${n}@127.0.0.1:${20000 + n}`, protocol: 'socks5', host: '127.0.0.1', port: 20000 + n, username: `u${n}`, password: 'pw', source: 'pwd' });
+const node = (n: number): SharedNode => ({
+  id: `socks5://u${n}@127.0.0.1:${20000 + n}`,
+  protocol: 'socks5',
+  host: '127.0.0.1',
+  port: 20000 + n,
+  username: `u${n}`,
+  password: 'pw',
+  source: 'pwd',
+});
 
 describe('SharedSessions', { skip: redisMissing }, () => {
   test('two daemons binding one session at once: one node wins, both leave through it', async () => {
@@ -50,7 +58,11 @@ describe('SharedSessions', { skip: redisMissing }, () => {
     assert.equal((await s.claim('alice', 'x', node(2), 60_000)).session.node.id, node(1).id);
     assert.ok((await c.client.pttl(key)) <= 30_000, 'a later claim does not extend the session');
     await c.client.pexpire(key, 1);
-    await poll(async () => (await s.get('alice', 'x')) === undefined, { what: 'the session to end at its TTL', timeoutMs: 5000, everyMs: 5 });
+    await poll(async () => (await s.get('alice', 'x')) === undefined, {
+      what: 'the session to end at its TTL',
+      timeoutMs: 5000,
+      everyMs: 5,
+    });
     assert.equal((await s.claim('alice', 'x', node(2), 250)).won, true);
     await c.close();
   });

@@ -68,7 +68,13 @@ describe('users shared by two daemons on one Redis', { skip: redisMissing }, () 
     b = await start('users-b');
     bytes = await startTarget();
     for (const d of [a, b]) {
-      await waitFor('the daemon to serve', async () => ((await curl(['-x', `http://dave:dave-pass@127.0.0.1:${d.ports.http}`, bytes.url(10)])).http === 200 ? true : undefined), 15_000, 100);
+      await waitFor(
+        'the daemon to serve',
+        async () =>
+          (await curl(['-x', `http://dave:dave-pass@127.0.0.1:${d.ports.http}`, bytes.url(10)])).http === 200 ? true : undefined,
+        15_000,
+        100,
+      );
     }
   });
 
@@ -80,9 +86,20 @@ describe('users shared by two daemons on one Redis', { skip: redisMissing }, () 
   });
 
   test('created on A, served by B; one day quota for both; disable and delete on one act on the other', async () => {
-    const created = await admin<View>(a, 'POST', '/v1/users', { name: 'shared1', password: 'shared1-pass', mainAccount: 'shop1', product: PRODUCT, quota: { bytes: LIMIT, period: 'day' } });
+    const created = await admin<View>(a, 'POST', '/v1/users', {
+      name: 'shared1',
+      password: 'shared1-pass',
+      mainAccount: 'shop1',
+      product: PRODUCT,
+      quota: { bytes: LIMIT, period: 'day' },
+    });
     assert.equal(created.status, 201, JSON.stringify(created.body));
-    await waitFor('B to know the user', async () => ((await admin(b, 'GET', '/v1/users/shared1')).status === 200 ? true : undefined), 5000, 100);
+    await waitFor(
+      'B to know the user',
+      async () => ((await admin(b, 'GET', '/v1/users/shared1')).status === 200 ? true : undefined),
+      5000,
+      100,
+    );
 
     // 2 MiB through A, then as much as the user may through B: the two together stay within the quota.
     const viaA = await curl(['-p', '-x', `http://shared1:shared1-pass@127.0.0.1:${a.ports.http}`, bytes.url(2 * MiB, RATE)]);
@@ -97,21 +114,53 @@ describe('users shared by two daemons on one Redis', { skip: redisMissing }, () 
     // Cut early by at most what the other daemon still holds of its lease (one slice) and a refill window.
     assert.ok(total >= LIMIT - 2 * SLICE, `total ${total}: cut far below the quota`);
     // Both daemons see the fleet's usage of the same period.
-    await waitFor('both to see the shared usage', async () => {
-      const [va, vb] = [(await admin<View>(a, 'GET', '/v1/users/shared1')).body, (await admin<View>(b, 'GET', '/v1/users/shared1')).body];
-      return va.usedBytes >= LIMIT - SLICE && vb.usedBytes >= LIMIT - SLICE && va.periodKey === vb.periodKey ? true : undefined;
-    }, 10_000, 200);
+    await waitFor(
+      'both to see the shared usage',
+      async () => {
+        const [va, vb] = [(await admin<View>(a, 'GET', '/v1/users/shared1')).body, (await admin<View>(b, 'GET', '/v1/users/shared1')).body];
+        return va.usedBytes >= LIMIT - SLICE && vb.usedBytes >= LIMIT - SLICE && va.periodKey === vb.periodKey ? true : undefined;
+      },
+      10_000,
+      200,
+    );
     const refusedOnA = await curl(['-p', '-x', `http://shared1:shared1-pass@127.0.0.1:${a.ports.http}`, bytes.url(MiB)]);
-    assert.ok(refusedOnA.connect === 403 || refusedOnA.size < MiB, `A still serves the spent user: ${refusedOnA.connect} ${refusedOnA.size}`);
+    assert.ok(
+      refusedOnA.connect === 403 || refusedOnA.size < MiB,
+      `A still serves the spent user: ${refusedOnA.connect} ${refusedOnA.size}`,
+    );
 
     // Disabled on B: A refuses within its follow interval; deleted on A: B forgets the user.
     await admin(b, 'POST', '/v1/users', { name: 'shared2', password: 'shared2-pass', mainAccount: 'shop1', product: PRODUCT });
-    await waitFor('A to know shared2', async () => ((await admin(a, 'GET', '/v1/users/shared2')).status === 200 ? true : undefined), 5000, 100);
-    await waitFor('A to serve shared2', async () => ((await curl(['-p', '-x', `http://shared2:shared2-pass@127.0.0.1:${a.ports.http}`, bytes.url(10)])).http === 200 ? true : undefined), 15_000, 200);
+    await waitFor(
+      'A to know shared2',
+      async () => ((await admin(a, 'GET', '/v1/users/shared2')).status === 200 ? true : undefined),
+      5000,
+      100,
+    );
+    await waitFor(
+      'A to serve shared2',
+      async () =>
+        (await curl(['-p', '-x', `http://shared2:shared2-pass@127.0.0.1:${a.ports.http}`, bytes.url(10)])).http === 200 ? true : undefined,
+      15_000,
+      200,
+    );
     assert.equal((await admin(b, 'PATCH', '/v1/users/shared2', { enabled: false })).status, 200);
-    await waitFor('A to refuse the disabled user', async () => ((await curl(['-p', '-x', `http://shared2:shared2-pass@127.0.0.1:${a.ports.http}`, bytes.url(10)])).connect === 403 ? true : undefined), 5000, 100);
+    await waitFor(
+      'A to refuse the disabled user',
+      async () =>
+        (await curl(['-p', '-x', `http://shared2:shared2-pass@127.0.0.1:${a.ports.http}`, bytes.url(10)])).connect === 403
+          ? true
+          : undefined,
+      5000,
+      100,
+    );
     assert.equal((await admin(a, 'DELETE', '/v1/users/shared2')).status, 204);
-    await waitFor('B to forget the deleted user', async () => ((await admin(b, 'GET', '/v1/users/shared2')).status === 404 ? true : undefined), 5000, 100);
+    await waitFor(
+      'B to forget the deleted user',
+      async () => ((await admin(b, 'GET', '/v1/users/shared2')).status === 404 ? true : undefined),
+      5000,
+      100,
+    );
     assert.equal((await curl(['-x', `socks5h://shared2:shared2-pass@127.0.0.1:${b.ports.socks5}`, bytes.url(10)])).code, 97);
   });
 });

@@ -32,11 +32,17 @@ describe('catalog on the sandbox', () => {
     assert.equal(isPurchasable(by.get(SIM_PRODUCTS.staticOffline)!), false, 'enable 2');
     assert.equal(isPurchasable(by.get(SIM_PRODUCTS.staticSoldOut)!), false, 'inventory 0');
     assert.equal(by.has(SIM_PRODUCTS.unauthorized), false);
-    assert.deepEqual((await cat.products({ proxyType: [104] })).every((p) => p.proxyType === 104), true);
+    assert.deepEqual(
+      (await cat.products({ proxyType: [104] })).every((p) => p.proxyType === 104),
+      true,
+    );
     assert.equal(await cat.product(SIM_PRODUCTS.unauthorized), undefined);
     assert.equal(cat.isAuthorized(SIM_PRODUCTS.unauthorized), false);
     // The platform's own offline segments are reported.
-    assert.deepEqual(cat.offlineSegments(SIM_PRODUCTS.staticUsSocks).map((s) => s.cidr), ['192.0.2.0/26']);
+    assert.deepEqual(
+      cat.offlineSegments(SIM_PRODUCTS.staticUsSocks).map((s) => s.cidr),
+      ['192.0.2.0/26'],
+    );
     assert.deepEqual(cat.availableSegments(by.get(SIM_PRODUCTS.staticUsSocks)!), ['198.51.100.0/24', '203.0.113.0/25']);
   });
 
@@ -55,7 +61,10 @@ describe('catalog on the sandbox', () => {
       sim.faults.updateProduct(SIM_PRODUCTS.staticDeYear, { authorized: false });
       cat2.invalidate();
       const later = await cat2.products();
-      assert.equal(later.some((p) => p.productNo === SIM_PRODUCTS.staticDeYear), false);
+      assert.equal(
+        later.some((p) => p.productNo === SIM_PRODUCTS.staticDeYear),
+        false,
+      );
       assert.equal(cat2.isAuthorized(SIM_PRODUCTS.staticDeYear), false, 'missing from a full listing');
       // a filtered listing proves nothing about absent products
       const cat3 = new Catalog({ client: c });
@@ -74,7 +83,10 @@ describe('catalog on the sandbox', () => {
 describe('catalog caching and segments (scripted platform)', () => {
   let fake: FakePlatform;
   let c: PlatformClient;
-  let blocks = [{ cidr: '10.0.0.0/24', count: 5 }, { cidr: '10.0.1.0/24', count: 5 }];
+  let blocks = [
+    { cidr: '10.0.0.0/24', count: 5 },
+    { cidr: '10.0.1.0/24', count: 5 },
+  ];
   before(async () => {
     fake = await new FakePlatform({
       responder: (op) => {
@@ -116,7 +128,10 @@ describe('catalog caching and segments (scripted platform)', () => {
     const second = await cat.products({ proxyType: [101] });
     assert.deepEqual(cat.offlineSegments('P1'), [{ cidr: '10.0.1.0/24', since: 6000 }]);
     assert.deepEqual(cat.availableSegments(second[0]!), ['10.0.0.0/24']);
-    blocks = [{ cidr: '10.0.0.0/24', count: 5 }, { cidr: '10.0.1.0/24', count: 5 }];
+    blocks = [
+      { cidr: '10.0.0.0/24', count: 5 },
+      { cidr: '10.0.1.0/24', count: 5 },
+    ];
     await cat.product('P1', { fresh: true });
     assert.deepEqual(cat.offlineSegments('P1'), []);
   });

@@ -27,11 +27,17 @@ after(async () => {
 
 test('a resent change order that is already final when answered emits order.final once', async () => {
   let emit: ((o: OrderRecord) => Promise<void>) | undefined;
-  const h = await harness(sim, join(dir, 'o.db'), { retries: 0, listen: false, tracking: { sweepMs: 600_000, pollInitialMs: 40, pollMaxMs: 200 }, storeFinalOrder: (o) => emit!(o) });
+  const h = await harness(sim, join(dir, 'o.db'), {
+    retries: 0,
+    listen: false,
+    tracking: { sweepMs: 600_000, pollInitialMs: 40, pollMaxMs: 200 },
+    storeFinalOrder: (o) => emit!(o),
+  });
   try {
     const events = new Events({ store: h.store, deliver: false });
     emit = orderFinalWriter(events, h.store);
-    const finals = async (no: string) => (await h.store.listEvents()).filter((e) => e.type === 'order.final' && (e.data as { appOrderNo: string }).appOrderNo === no);
+    const finals = async (no: string) =>
+      (await h.store.listEvents()).filter((e) => e.type === 'order.final' && (e.data as { appOrderNo: string }).appOrderNo === no);
     await h.orders.start();
     const opened = await h.orders.open({ productNo: SIM_PRODUCTS.staticUsSocks, count: 1 });
     await finalOrder(h, opened.appOrderNo);
@@ -46,7 +52,11 @@ test('a resent change order that is already final when answered emits order.fina
       no = e.merchantNo!;
       return true;
     });
-    await waitFor(() => (sim.inspect.orders().find((o) => o.appOrderNo === no)?.status === 3 ? true : undefined), 5000, 'the platform to finish the change');
+    await waitFor(
+      () => (sim.inspect.orders().find((o) => o.appOrderNo === no)?.status === 3 ? true : undefined),
+      5000,
+      'the platform to finish the change',
+    );
     const report = await h.orders.resumeIntents();
     assert.deepEqual(report.accepted, [no]);
     const stored = await h.store.getOrder(no);

@@ -25,9 +25,26 @@ export interface Harness {
   close(): Promise<void>;
 }
 
-export async function harness(sim: Simulator, dbPath: string, options: { retries?: number; tracking?: TrackerSettings; listen?: boolean; sqlite?: boolean; storeFinalOrder?: (order: OrderRecord) => Promise<void> } = {}): Promise<Harness> {
+export async function harness(
+  sim: Simulator,
+  dbPath: string,
+  options: {
+    retries?: number;
+    tracking?: TrackerSettings;
+    listen?: boolean;
+    sqlite?: boolean;
+    storeFinalOrder?: (order: OrderRecord) => Promise<void>;
+  } = {},
+): Promise<Harness> {
   const store = await openTestStore(dbPath, options.sqlite ? { driver: 'sqlite' } : {});
-  const client = new PlatformClient({ baseUrl: sim.baseUrl, appKey: sim.appKey, appSecret: sim.appSecret, retries: options.retries ?? 2, backoff: { baseMs: 10, maxMs: 20 }, timeoutMs: 3000 });
+  const client = new PlatformClient({
+    baseUrl: sim.baseUrl,
+    appKey: sim.appKey,
+    appSecret: sim.appSecret,
+    retries: options.retries ?? 2,
+    backoff: { baseMs: 10, maxMs: 20 },
+    timeoutMs: 3000,
+  });
   const metrics = createMetrics({ defaultMetrics: false });
   const logs: string[] = [];
   const logger = createLogger({
@@ -90,8 +107,12 @@ export { waitFor };
 
 /** Waits until the stored order (platform or merchant number) is final. */
 export function finalOrder(h: Harness, no: string, timeoutMs = 5000) {
-  return waitFor(async () => {
-    const o = await h.store.getOrder(no);
-    return o && o.status >= 3 ? o : undefined;
-  }, timeoutMs, `order ${no} to finish`);
+  return waitFor(
+    async () => {
+      const o = await h.store.getOrder(no);
+      return o && o.status >= 3 ? o : undefined;
+    },
+    timeoutMs,
+    `order ${no} to finish`,
+  );
 }

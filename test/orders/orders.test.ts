@@ -41,8 +41,15 @@ describe('orders on the sandbox', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  async function curlThrough(node: { protocol: string; host: string; port: number; username?: string; password?: string }): Promise<string> {
-    const proxyArgs = node.protocol === 'socks5' ? ['--socks5-hostname', `${node.host}:${node.port}`] : ['-x', `http://${node.host}:${node.port}`];
+  async function curlThrough(node: {
+    protocol: string;
+    host: string;
+    port: number;
+    username?: string;
+    password?: string;
+  }): Promise<string> {
+    const proxyArgs =
+      node.protocol === 'socks5' ? ['--socks5-hostname', `${node.host}:${node.port}`] : ['-x', `http://${node.host}:${node.port}`];
     const r = await runCurl([...proxyArgs, '--proxy-user', `${node.username}:${node.password}`, target.url('/hello')], { maxTimeS: 5 });
     if (r.exitCode !== 0) throw new Error(`curl exited ${r.exitCode}: ${r.stderr}`);
     return r.stdout;
@@ -93,7 +100,11 @@ describe('orders on the sandbox', () => {
       assert.match(await h.metrics.registry.getSingleMetricAsString('rotor_instances'), /rotor_instances\{status="3"\} 2/);
       assert.match(await h.metrics.registry.getSingleMetricAsString('rotor_callbacks_total'), /type="order",result="accepted"/);
       // No password ever reached the log.
-      for (const i of ofOrder) assert.equal(h.logs.some((l) => l.includes(i.pwd)), false);
+      for (const i of ofOrder)
+        assert.equal(
+          h.logs.some((l) => l.includes(i.pwd)),
+          false,
+        );
     } finally {
       await h.close();
     }
@@ -152,7 +163,12 @@ describe('orders on the sandbox', () => {
     assert.equal(sim.inspect.orders().filter((o) => o.appOrderNo === sentNo).length, 1, 'the platform did process it');
     // A second intent that was journaled but never sent (killed right after writing it).
     const neverSent = 'Rneversent0001';
-    await a.store.addIntent({ merchantNo: neverSent, operation: 'InstanceOpen', request: { appOrderNo: neverSent, params: [{ productNo: SG, count: 1, cycleTimes: 1 }] }, reqId: 'req-never-sent' });
+    await a.store.addIntent({
+      merchantNo: neverSent,
+      operation: 'InstanceOpen',
+      request: { appOrderNo: neverSent, params: [{ productNo: SG, count: 1, cycleTimes: 1 }] },
+      reqId: 'req-never-sent',
+    });
     // The process dies: nothing is stopped cleanly, the file is all that remains.
     a.client.close();
     await a.store.close();
@@ -245,7 +261,9 @@ describe('orders on the sandbox', () => {
       sim.faults.orderOutcome('partial');
       const placed = await h.orders.open({ productNo: US, count: 2 });
       assert.equal((await finalOrder(h, placed.appOrderNo)).status, 5);
-      const statuses = (await h.store.listInstances({ orderNo: placed.orderNo! })).map((i) => i.status).sort((x, y) => Number(x) - Number(y));
+      const statuses = (await h.store.listInstances({ orderNo: placed.orderNo! }))
+        .map((i) => i.status)
+        .sort((x, y) => Number(x) - Number(y));
       assert.deepEqual(statuses, [3, 10]);
     } finally {
       await h.close();
@@ -268,7 +286,9 @@ describe('orders on the sandbox', () => {
       assert.equal((await finalOrder(h, renewed.appOrderNo)).status, 3);
       const after = (await h.store.getInstance(inst.instanceNo))!.userExpired!;
       const d = new Date(before * 1000);
-      const expected = new Date(Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1, d.getUTCHours(), d.getUTCMinutes(), d.getUTCSeconds()));
+      const expected = new Date(
+        Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1, d.getUTCHours(), d.getUTCMinutes(), d.getUTCSeconds()),
+      );
       const lastDay = new Date(Date.UTC(expected.getUTCFullYear(), expected.getUTCMonth() + 1, 0)).getUTCDate();
       expected.setUTCDate(Math.min(d.getUTCDate(), lastDay));
       assert.equal(after, expected.getTime() / 1000);
@@ -298,7 +318,11 @@ describe('orders on the sandbox', () => {
       assert.equal(afterReset.pwd, simInstances().find((i) => i.instanceNo === inst.instanceNo)!.pwd);
       assert.notEqual(afterReset.pwd, after5.pwd);
       assert.equal(await curlThrough((await h.orders.instanceNode(inst.instanceNo))!), 'hello from target');
-      assert.equal(JSON.stringify((await h.store.getJournal(reset.resetNo))?.result).includes(afterReset.pwd!), false, 'the journal keeps no password');
+      assert.equal(
+        JSON.stringify((await h.store.getJournal(reset.resetNo))?.result).includes(afterReset.pwd!),
+        false,
+        'the journal keeps no password',
+      );
 
       // release: status 11, no longer routable
       const released = await h.orders.release({ instances: [inst.instanceNo] });
@@ -307,8 +331,15 @@ describe('orders on the sandbox', () => {
       assert.equal((await h.store.getInstance(inst.instanceNo))?.status, 11);
       assert.equal(await h.orders.instanceNode(inst.instanceNo), undefined);
       const view = await h.orders.getOrder(released.orderNo!);
-      assert.deepEqual(view.instances?.map((i) => [i.instanceNo, i.status]), [[inst.instanceNo, 11]]);
-      for (const secret of [oldNode.password!, after5.pwd!, afterReset.pwd!]) assert.equal(h.logs.some((l) => l.includes(secret)), false);
+      assert.deepEqual(
+        view.instances?.map((i) => [i.instanceNo, i.status]),
+        [[inst.instanceNo, 11]],
+      );
+      for (const secret of [oldNode.password!, after5.pwd!, afterReset.pwd!])
+        assert.equal(
+          h.logs.some((l) => l.includes(secret)),
+          false,
+        );
     } finally {
       await h.close();
     }
@@ -329,7 +360,11 @@ describe('orders on the sandbox', () => {
       await finalOrder(h, renewOrders[0]!.appOrderNo);
       assert.equal((await h.store.getInstance(inst!.instanceNo))?.userExpired, before + 86_400);
       await h.orders.tracker.checkExpiry();
-      assert.equal(sim.inspect.orders().filter((o) => o.kind === 'renew' && o.instances.includes(inst!.instanceNo)).length, 1, '48 h left: no renew');
+      assert.equal(
+        sim.inspect.orders().filter((o) => o.kind === 'renew' && o.instances.includes(inst!.instanceNo)).length,
+        1,
+        '48 h left: no renew',
+      );
       assert.equal(h.logs.filter((l) => l.includes('expires soon') && l.includes(inst!.instanceNo)).length, 1);
     } finally {
       await h.close();
@@ -340,7 +375,8 @@ describe('orders on the sandbox', () => {
     const h = await harness(sim, db());
     try {
       const ordersBefore = sim.inspect.orders().length;
-      const refuse = async (p: Promise<unknown>, code: string) => assert.rejects(p, (e: unknown) => e instanceof OrderError && e.code === code);
+      const refuse = async (p: Promise<unknown>, code: string) =>
+        assert.rejects(p, (e: unknown) => e instanceof OrderError && e.code === code);
       await refuse(h.orders.open({ productNo: SIM_PRODUCTS.staticCnShared, count: 1 }), 'PROJECT_REQUIRED');
       await refuse(h.orders.open({ productNo: SIM_PRODUCTS.staticCnShared, count: 1, projectId: 'amazon' }), 'PRODUCT_NOT_PURCHASABLE');
       await refuse(h.orders.open({ productNo: SIM_PRODUCTS.staticOffline, count: 1 }), 'PRODUCT_NOT_PURCHASABLE');
@@ -362,10 +398,18 @@ describe('orders on the sandbox', () => {
       // A shared product with a project is placed; a platform refusal is journaled as rejected.
       const shared = await h.orders.open({ productNo: SIM_PRODUCTS.staticCnShared, count: 1, projectId: 'tiktok' });
       assert.ok(shared.orderNo);
-      await assert.rejects(h.orders.renew({ instances: [{ instanceNo: 'NO-SUCH-INSTANCE' }] }), (e: unknown) => (e as { platformCode?: number }).platformCode === 10011);
+      await assert.rejects(
+        h.orders.renew({ instances: [{ instanceNo: 'NO-SUCH-INSTANCE' }] }),
+        (e: unknown) => (e as { platformCode?: number }).platformCode === 10011,
+      );
       assert.equal((await h.store.listJournal(['rejected'])).length, 1);
       // Reusing a merchant number for another request is refused locally; resubmitting the same one is idempotent.
-      const again = await h.orders.open({ productNo: SIM_PRODUCTS.staticCnShared, count: 1, projectId: 'tiktok', appOrderNo: shared.appOrderNo });
+      const again = await h.orders.open({
+        productNo: SIM_PRODUCTS.staticCnShared,
+        count: 1,
+        projectId: 'tiktok',
+        appOrderNo: shared.appOrderNo,
+      });
       assert.equal(again.orderNo, shared.orderNo);
       await refuse(h.orders.open({ productNo: SG, count: 1, appOrderNo: shared.appOrderNo }), 'MERCHANT_NO_CONFLICT');
 
@@ -388,14 +432,36 @@ describe('orders on the sandbox', () => {
 });
 
 test('nodeOf: protocol from the instance, nothing for stopped, expired or ssh-only instances', () => {
-  const base = { instanceNo: 'I1', orderNo: 'O', productNo: 'P', status: 3, ip: '127.0.0.1', port: 1000, username: 'u', pwd: 'p', protocol: '1', userExpired: 2000, raw: {}, updatedAt: 0 };
+  const base = {
+    instanceNo: 'I1',
+    orderNo: 'O',
+    productNo: 'P',
+    status: 3,
+    ip: '127.0.0.1',
+    port: 1000,
+    username: 'u',
+    pwd: 'p',
+    protocol: '1',
+    userExpired: 2000,
+    raw: {},
+    updatedAt: 0,
+  };
   assert.equal(nodeOf(base, 1_000_000)?.protocol, 'socks5');
   assert.equal(nodeOf({ ...base, protocol: '2' }, 1_000_000)?.protocol, 'http');
   assert.equal(nodeOf({ ...base, protocol: '2,1' }, 1_000_000)?.protocol, 'socks5');
   assert.equal(nodeOf({ ...base, protocol: '4' }, 1_000_000), undefined);
   assert.equal(nodeOf({ ...base, status: 6 }, 1_000_000), undefined);
   assert.equal(nodeOf(base, 2_000_000), undefined, 'expired');
-  assert.deepEqual(nodeOf(base, 0), { id: 'socks5://u@127.0.0.1:1000', protocol: 'socks5', host: '127.0.0.1', port: 1000, username: 'u', password: 'p', source: 'instance', expiresAt: 2_000_000 });
+  assert.deepEqual(nodeOf(base, 0), {
+    id: 'socks5://u@127.0.0.1:1000',
+    protocol: 'socks5',
+    host: '127.0.0.1',
+    port: 1000,
+    username: 'u',
+    password: 'p',
+    source: 'instance',
+    expiresAt: 2_000_000,
+  });
 });
 
 test('an order of 120 instances is read page by page (pageSize 100)', async () => {
@@ -404,7 +470,12 @@ test('an order of 120 instances is read page by page (pageSize 100)', async () =
   const h = await harness(sim, join(dir, 'p.db'));
   try {
     await h.orders.start();
-    const placed = await h.orders.open({ params: [{ productNo: US, count: 60 }, { productNo: US, count: 60 }] });
+    const placed = await h.orders.open({
+      params: [
+        { productNo: US, count: 60 },
+        { productNo: US, count: 60 },
+      ],
+    });
     assert.equal(placed.count, 120);
     // Not final yet: only GetOrder's pages can have brought the instances in.
     const pending = await h.orders.tracker.refreshOrder(placed.orderNo!);
@@ -433,24 +504,32 @@ describe('SIGKILL while an order is in flight', () => {
     try {
       sim.faults.latency(1200);
       const { spawn } = await import('node:child_process');
-      const child = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, 'fixtures', 'place-order.ts'), sim.baseUrl, sim.appKey, sim.appSecret, path, SG], {
-        stdio: ['ignore', 'pipe', 'inherit'],
-      });
+      const child = spawn(
+        process.execPath,
+        ['--import', 'tsx', join(import.meta.dirname, 'fixtures', 'place-order.ts'), sim.baseUrl, sim.appKey, sim.appSecret, path, SG],
+        {
+          stdio: ['ignore', 'pipe', 'inherit'],
+        },
+      );
       let out = '';
       child.stdout.on('data', (d: Buffer) => (out += d.toString()));
       const exited = new Promise<NodeJS.Signals | null>((r) => child.on('exit', (_code, signal) => r(signal)));
       // Watch the journal from another connection (WAL allows it) until the order is on the wire.
       const { SqliteStore } = await import('../../src/store/index.ts');
-      const sent = await waitFor(async () => {
-        try {
-          const s = new SqliteStore(path);
-          const list = await s.listJournal(['sent']);
-          await s.close();
-          return list[0];
-        } catch {
-          return undefined;
-        }
-      }, 10_000, 'the order to be sent');
+      const sent = await waitFor(
+        async () => {
+          try {
+            const s = new SqliteStore(path);
+            const list = await s.listJournal(['sent']);
+            await s.close();
+            return list[0];
+          } catch {
+            return undefined;
+          }
+        },
+        10_000,
+        'the order to be sent',
+      );
       // And until the platform holds that request (its latency knob), so the kill lands while it is in flight.
       await waitFor(() => sim.inspect.heldByLatency() > 0, 10_000, 'the platform to hold the order request');
       child.kill('SIGKILL');
@@ -464,7 +543,7 @@ describe('SIGKILL while an order is in flight', () => {
         const o = await finalOrder(h, sent.merchantNo);
         assert.equal(o.status, 3);
         // The killed process's request is still held by the platform's latency; let it land too.
-        await waitFor(() => sim.inspect.heldByLatency() === 0, 10_000, 'the killed process\'s request to land');
+        await waitFor(() => sim.inspect.heldByLatency() === 0, 10_000, "the killed process's request to land");
         assert.equal(sim.inspect.charges(sent.merchantNo).length, 1);
         assert.equal(sim.inspect.orders().filter((x) => x.appOrderNo === sent.merchantNo).length, 1);
         const j = await h.store.getJournal(sent.merchantNo);

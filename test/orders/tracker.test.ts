@@ -39,7 +39,12 @@ test('polls with capped exponential backoff until final, then stops', async () =
   const client = new PlatformClient({ baseUrl: sim.baseUrl, appKey: sim.appKey, appSecret: sim.appSecret, retries: 0 });
   const m = manualClock();
   // Sweep and expiry timers far out so the poll timer is always the earliest.
-  const orders = new Orders({ client, store, clock: m.clock, tracking: { pollInitialMs: 100, pollFactor: 2, pollMaxMs: 500, sweepMs: 1e9, expiryCheckMs: 1e9 } });
+  const orders = new Orders({
+    client,
+    store,
+    clock: m.clock,
+    tracking: { pollInitialMs: 100, pollFactor: 2, pollMaxMs: 500, sweepMs: 1e9, expiryCheckMs: 1e9 },
+  });
   try {
     await orders.start();
     const placed = await orders.open({ productNo: SIM_PRODUCTS.staticSgDay, count: 1 });

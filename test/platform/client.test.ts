@@ -157,7 +157,9 @@ describe('PlatformClient against a loopback platform', () => {
   });
 
   test('every part 7 code surfaces as a PlatformError with code, meaning and msg; data is never parsed', async () => {
-    const codes = Object.keys(PLATFORM_CODES).map(Number).filter((c) => c !== 200);
+    const codes = Object.keys(PLATFORM_CODES)
+      .map(Number)
+      .filter((c) => c !== 200);
     assert.equal(codes.length, 22);
     const c = client({ retries: 0 });
     for (const code of codes) {
@@ -179,14 +181,28 @@ describe('PlatformClient against a loopback platform', () => {
       });
     }
     fake.enqueue({ kind: 'reply', code: 10031, msg: 'order missing' });
-    await assert.rejects(c.call('GetOrder', { orderNo: 'O1' }), (e: unknown) => e instanceof PlatformError && e.platformCode === 10031 && e.condition === 'ORDER_NOT_FOUND');
+    await assert.rejects(
+      c.call('GetOrder', { orderNo: 'O1' }),
+      (e: unknown) => e instanceof PlatformError && e.platformCode === 10031 && e.condition === 'ORDER_NOT_FOUND',
+    );
     fake.enqueue({ kind: 'reply', code: 77777, msg: 'new code' });
-    await assert.rejects(c.call('GetOrder', { orderNo: 'O1' }), (e: unknown) => e instanceof PlatformError && e.condition === 'UNKNOWN' && e.meaning === 'unknown code');
+    await assert.rejects(
+      c.call('GetOrder', { orderNo: 'O1' }),
+      (e: unknown) => e instanceof PlatformError && e.condition === 'UNKNOWN' && e.meaning === 'unknown code',
+    );
   });
 
   test('a code that arrives as a string is read as a number', async () => {
-    fake.enqueue({ kind: 'http', status: 200, contentType: 'application/json', body: JSON.stringify({ reqId: 'x', code: '10052', msg: 'no user' }) });
-    await assert.rejects(client().call('GetAppInfo', {}), (e: unknown) => e instanceof PlatformError && e.platformCode === CODE.USER_NOT_FOUND);
+    fake.enqueue({
+      kind: 'http',
+      status: 200,
+      contentType: 'application/json',
+      body: JSON.stringify({ reqId: 'x', code: '10052', msg: 'no user' }),
+    });
+    await assert.rejects(
+      client().call('GetAppInfo', {}),
+      (e: unknown) => e instanceof PlatformError && e.platformCode === CODE.USER_NOT_FOUND,
+    );
   });
 
   test('a dropped reply is retried with the same reqId and the same ciphertext', async () => {
@@ -233,7 +249,10 @@ describe('PlatformClient against a loopback platform', () => {
 
     fake.reset();
     fake.enqueue({ kind: 'reply', code: 10004, msg: 'bad params' });
-    await assert.rejects(c.call('InstanceOpen', { appOrderNo: 'm1', params: [{ productNo: 'P' }] }), (e: unknown) => e instanceof PlatformError && e.platformCode === 10004);
+    await assert.rejects(
+      c.call('InstanceOpen', { appOrderNo: 'm1', params: [{ productNo: 'P' }] }),
+      (e: unknown) => e instanceof PlatformError && e.platformCode === 10004,
+    );
     assert.equal(fake.received.length, 1, 'no retry on 10004');
 
     fake.reset();
@@ -251,7 +270,10 @@ describe('PlatformClient against a loopback platform', () => {
 
   test('HTTP 4xx with a non-envelope body is a TransportError, not retried', async () => {
     fake.enqueue({ kind: 'http', status: 404, body: 'not found' });
-    await assert.rejects(client().call('GetAppInfo', {}), (e: unknown) => e instanceof TransportError && e.reason === 'http_status' && e.responseStatus === 404);
+    await assert.rejects(
+      client().call('GetAppInfo', {}),
+      (e: unknown) => e instanceof TransportError && e.reason === 'http_status' && e.responseStatus === 404,
+    );
     assert.equal(fake.received.length, 1);
   });
 
@@ -266,7 +288,10 @@ describe('PlatformClient against a loopback platform', () => {
     const port = (srv.address() as AddressInfo).port;
     await new Promise<void>((r) => srv.close(() => r()));
     const started = Date.now();
-    await assert.rejects(client({ baseUrl: `http://127.0.0.1:${port}`, retries: 2 }).call('GetAppInfo', {}), (e: unknown) => e instanceof TransportError && e.reason === 'refused');
+    await assert.rejects(
+      client({ baseUrl: `http://127.0.0.1:${port}`, retries: 2 }).call('GetAppInfo', {}),
+      (e: unknown) => e instanceof TransportError && e.reason === 'refused',
+    );
     assert.ok(Date.now() - started < 2_000);
   });
 
@@ -340,12 +365,16 @@ describe('PlatformClient against a loopback platform', () => {
     const c = client({ logger, reqIdFactory: () => `rid-${++n}` });
     fake.enqueue({ kind: 'drop' });
     await c.call('CreateUser', { appUsername: 'shop1', password: 'pw-very-secret-9', status: 1 });
-    assert.deepEqual(fake.received.map((r) => r.reqId), ['rid-1', 'rid-1']);
+    assert.deepEqual(
+      fake.received.map((r) => r.reqId),
+      ['rid-1', 'rid-1'],
+    );
     const text = lines.join('');
     assert.match(text, /"operation":"CreateUser"/);
     assert.match(text, /"reqId":"rid-1"/);
     assert.match(text, /retrying/);
-    for (const secret of ['pw-very-secret-9', SECRET, fake.received[0]!.envelope.params as string]) assert.ok(!text.includes(secret), secret);
+    for (const secret of ['pw-very-secret-9', SECRET, fake.received[0]!.envelope.params as string])
+      assert.ok(!text.includes(secret), secret);
   });
 
   test('bad construction is refused: secret length, base URL', () => {

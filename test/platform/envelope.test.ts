@@ -39,7 +39,10 @@ describe('AES envelope (seed part 5)', () => {
 
   test('secrets of other lengths are refused', () => {
     for (const s of ['', 'short', '0123456789abcde', '0123456789abcdef0', 'x'.repeat(31), 'x'.repeat(33), 'x'.repeat(64)]) {
-      assert.throws(() => new AesEnvelope(s), (e: unknown) => e instanceof SecretLengthError && e.code === 'SECRET_LENGTH' && !e.message.includes(s || '\u0000'));
+      assert.throws(
+        () => new AesEnvelope(s),
+        (e: unknown) => e instanceof SecretLengthError && e.code === 'SECRET_LENGTH' && !e.message.includes(s || '\u0000'),
+      );
     }
   });
 

@@ -131,7 +131,11 @@ export class FakePlatform {
         res.end(behaviour.body);
         return;
       case 'reply': {
-        const reply: Record<string, unknown> = { reqId, code: behaviour.code, msg: behaviour.msg ?? (behaviour.code === 200 ? 'success' : 'error') };
+        const reply: Record<string, unknown> = {
+          reqId,
+          code: behaviour.code,
+          msg: behaviour.msg ?? (behaviour.code === 200 ? 'success' : 'error'),
+        };
         if (behaviour.rawData !== undefined) reply.data = behaviour.rawData;
         else if (behaviour.data !== undefined) reply.data = this.envelope.encryptJson(behaviour.data);
         res.writeHead(behaviour.httpStatus ?? 200, { 'content-type': 'application/json' });

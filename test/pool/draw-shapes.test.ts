@@ -21,7 +21,10 @@ let client: PlatformClient;
 before(async () => {
   box = await startPoolSandbox();
   ({ sim, client } = box);
-  const o = await client.call('InstanceOpen', { appOrderNo: 'shapes-1', params: [{ productNo: SIM_PRODUCTS.dynamicTraffic, appUsername: 'shop1', flow: 100 }] });
+  const o = await client.call('InstanceOpen', {
+    appOrderNo: 'shapes-1',
+    params: [{ productNo: SIM_PRODUCTS.dynamicTraffic, appUsername: 'shop1', flow: 100 }],
+  });
   await orderSucceeded(client, o.orderNo);
 });
 
@@ -71,10 +74,16 @@ describe('odd answers: what yields a node and what is dropped', () => {
     const drawer = new PwdDrawer({ api, subAccount: 'a', productNo: 'P', logger });
     await assert.rejects(drawer.draw(1), /none a proxy address \(no_credentials\)/);
     const second = await drawer.draw(2);
-    assert.deepEqual(second.map((n) => n.id), ['socks5://u1@10.0.0.1:7000']);
+    assert.deepEqual(
+      second.map((n) => n.id),
+      ['socks5://u1@10.0.0.1:7000'],
+    );
     assert.equal(second[0]!.password, 'p1');
     await assert.rejects(drawer.draw(2), /pair_without_gateway/);
-    const lines = text().trim().split('\n').map((l) => JSON.parse(l) as { reason: string; msg: string; level: number });
+    const lines = text()
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { reason: string; msg: string; level: number });
     assert.deepEqual(lines.map((l) => l.reason).sort(), ['no_credentials', 'pair_without_gateway']);
     assert.ok(lines.every((l) => l.level === 40));
     // Passwords never in the log.

@@ -62,7 +62,17 @@ describe('PwdDrawer', () => {
     });
     const metrics = createMetrics({ defaultMetrics: false });
     const now = 1_000_000;
-    const d = new PwdDrawer({ api, subAccount: 'alice', productNo: 'P1', region: 'USA', sessTime: 10, protocol: 'http', proxyType: 104, now: () => now, metrics });
+    const d = new PwdDrawer({
+      api,
+      subAccount: 'alice',
+      productNo: 'P1',
+      region: 'USA',
+      sessTime: 10,
+      protocol: 'http',
+      proxyType: 104,
+      now: () => now,
+      metrics,
+    });
     const nodes = await d.draw(3);
     assert.deepEqual(pwdCalls, [{ appUsername: 'alice', productNo: 'P1', num: 3, addressCode: 'USA', sessTime: '10', proxyType: 104 }]);
     assert.deepEqual(
@@ -89,7 +99,10 @@ describe('PwdDrawer', () => {
     bodies.set('/pwd-link', '127.0.0.5:2000:u:p\r\n127.0.0.6:2001:u:p');
     const { api } = stubApi({ pwd: () => ({ list: [{ proxyUrl: `${base}/pwd-link?token=t` }] }) });
     const nodes = await new PwdDrawer({ api, subAccount: 'a', productNo: 'P' }).draw(2);
-    assert.deepEqual(nodes.map((n) => n.id), ['socks5://u@127.0.0.5:2000', 'socks5://u@127.0.0.6:2001']);
+    assert.deepEqual(
+      nodes.map((n) => n.id),
+      ['socks5://u@127.0.0.5:2000', 'socks5://u@127.0.0.6:2001'],
+    );
   });
 
   test('the platform error is rethrown as is and counted', async () => {
@@ -110,7 +123,10 @@ describe('PwdDrawer', () => {
   test('strings that are all unparsable → DrawUnparsableError; empty list → [] counted as empty', async () => {
     const metrics = createMetrics({ defaultMetrics: false });
     const bad = stubApi({ pwd: () => ({ list: [{ list: ['nonsense', 'also:bad:x'] }] }) });
-    await assert.rejects(new PwdDrawer({ api: bad.api, subAccount: 'a', productNo: 'P', metrics }).draw(2), (err: unknown) => err instanceof DrawUnparsableError && err.rejected === 2);
+    await assert.rejects(
+      new PwdDrawer({ api: bad.api, subAccount: 'a', productNo: 'P', metrics }).draw(2),
+      (err: unknown) => err instanceof DrawUnparsableError && err.rejected === 2,
+    );
     const empty = stubApi({ pwd: () => ({ list: [] }) });
     assert.deepEqual(await new PwdDrawer({ api: empty.api, subAccount: 'a', productNo: 'P', metrics }).draw(2), []);
     assert.equal(await drawCount(metrics, 'pwd', 'unparsable'), 1);
@@ -120,14 +136,38 @@ describe('PwdDrawer', () => {
 
 describe('ApiDrawer', () => {
   test('draws for the main account, fetches every link, parses json and txt', async () => {
-    bodies.set('/api-1', JSON.stringify({ data: [{ ip: '127.0.0.1', port: 3001 }, { ip: '127.0.0.1', port: 3002 }] }));
+    bodies.set(
+      '/api-1',
+      JSON.stringify({
+        data: [
+          { ip: '127.0.0.1', port: 3001 },
+          { ip: '127.0.0.1', port: 3002 },
+        ],
+      }),
+    );
     bodies.set('/api-2', '127.0.0.1:3003/br127.0.0.1:3004');
     const { api, apiCalls } = stubApi({ api: () => ({ list: [{ proxyUrl: `${base}/api-1` }, { proxyUrl: `${base}/api-2` }] }) });
     const metrics = createMetrics({ defaultMetrics: false });
-    const d = new ApiDrawer({ api, mainAccount: 'shop1', productNo: 'P9', proxyType: 105, region: 'CHN', protocol: 'http', returnType: 'json', metrics, ttlMinutes: 2, now: () => 5000 });
+    const d = new ApiDrawer({
+      api,
+      mainAccount: 'shop1',
+      productNo: 'P9',
+      proxyType: 105,
+      region: 'CHN',
+      protocol: 'http',
+      returnType: 'json',
+      metrics,
+      ttlMinutes: 2,
+      now: () => 5000,
+    });
     const nodes = await d.draw(4);
-    assert.deepEqual(apiCalls, [{ appUsername: 'shop1', proxyType: 105, productNo: 'P9', num: 4, protocol: 'http', addressCode: 'CHN', returnType: 'json' }]);
-    assert.deepEqual(nodes.map((n) => n.id), ['http://127.0.0.1:3001', 'http://127.0.0.1:3002', 'http://127.0.0.1:3003', 'http://127.0.0.1:3004']);
+    assert.deepEqual(apiCalls, [
+      { appUsername: 'shop1', proxyType: 105, productNo: 'P9', num: 4, protocol: 'http', addressCode: 'CHN', returnType: 'json' },
+    ]);
+    assert.deepEqual(
+      nodes.map((n) => n.id),
+      ['http://127.0.0.1:3001', 'http://127.0.0.1:3002', 'http://127.0.0.1:3003', 'http://127.0.0.1:3004'],
+    );
     assert.ok(nodes.every((n) => n.source === 'api' && n.expiresAt === 5000 + 120_000));
     assert.equal(await drawCount(metrics, 'api', 'ok'), 1);
   });
@@ -136,12 +176,18 @@ describe('ApiDrawer', () => {
     bodies.set('/api-ok', '127.0.0.1:3005');
     const mixed = stubApi({ api: () => ({ list: [{ proxyUrl: `${base}/missing` }, { proxyUrl: `${base}/api-ok` }] }) });
     const nodes = await new ApiDrawer({ api: mixed.api, mainAccount: 'm', productNo: 'P', proxyType: 104 }).draw(1);
-    assert.deepEqual(nodes.map((n) => n.id), ['socks5://127.0.0.1:3005']);
+    assert.deepEqual(
+      nodes.map((n) => n.id),
+      ['socks5://127.0.0.1:3005'],
+    );
 
     bodies.set('/api-refused', '{"code":403,"msg":"ip not in whitelist"}');
     const dead = stubApi({ api: () => ({ list: [{ proxyUrl: `${base}/api-refused` }] }) });
     const metrics = createMetrics({ defaultMetrics: false });
-    await assert.rejects(new ApiDrawer({ api: dead.api, mainAccount: 'm', productNo: 'P', proxyType: 104, metrics }).draw(1), (err: unknown) => err instanceof ExtractionError && /whitelist/.test(err.message));
+    await assert.rejects(
+      new ApiDrawer({ api: dead.api, mainAccount: 'm', productNo: 'P', proxyType: 104, metrics }).draw(1),
+      (err: unknown) => err instanceof ExtractionError && /whitelist/.test(err.message),
+    );
     assert.equal(await drawCount(metrics, 'api', 'extraction_error'), 1);
   });
 });
@@ -158,6 +204,9 @@ describe('drawApiFromClient', () => {
     const api = drawApiFromClient(client);
     assert.deepEqual(await api.drawByPwd({ appUsername: 'a', productNo: 'P' }), { list: [{ list: ['127.0.0.1:1'] }] });
     assert.deepEqual(await api.drawByApi({ appUsername: 'm', productNo: 'P', proxyType: 104 }), { list: [] });
-    assert.deepEqual(seen.map((s) => s[0]), ['DrawByPwd', 'DrawByApi']);
+    assert.deepEqual(
+      seen.map((s) => s[0]),
+      ['DrawByPwd', 'DrawByApi'],
+    );
   });
 });

@@ -78,11 +78,37 @@ describe('txt extraction over HTTP, every delimiter of seed 4.16', () => {
 
 describe('json extraction over HTTP', () => {
   const forms: [string, unknown][] = [
-    ['data of objects', { code: 0, data: [{ ip: '127.0.0.1', port: 1081 }, { ip: '127.0.0.2', port: '1082', user: 'u', pass: 'p' }, { ip: '127.0.0.3', port: 1083 }] }],
-    ['list of objects', { list: [{ host: '127.0.0.1', port: 1081 }, { host: '127.0.0.2', port: 1082 }, { host: '127.0.0.3', port: 1083 }] }],
+    [
+      'data of objects',
+      {
+        code: 0,
+        data: [
+          { ip: '127.0.0.1', port: 1081 },
+          { ip: '127.0.0.2', port: '1082', user: 'u', pass: 'p' },
+          { ip: '127.0.0.3', port: 1083 },
+        ],
+      },
+    ],
+    [
+      'list of objects',
+      {
+        list: [
+          { host: '127.0.0.1', port: 1081 },
+          { host: '127.0.0.2', port: 1082 },
+          { host: '127.0.0.3', port: 1083 },
+        ],
+      },
+    ],
     ['nested data.list', { code: 200, data: { list: THREE } }],
     ['bare array of strings', THREE],
-    ['bare array of objects', [{ ip: '127.0.0.1', port: 1081 }, { ip: '127.0.0.2', port: 1082 }, { ip: '127.0.0.3', port: 1083 }]],
+    [
+      'bare array of objects',
+      [
+        { ip: '127.0.0.1', port: 1081 },
+        { ip: '127.0.0.2', port: 1082 },
+        { ip: '127.0.0.3', port: 1083 },
+      ],
+    ],
   ];
   for (const [name, json] of forms) {
     test(name, async () => {
@@ -94,7 +120,10 @@ describe('json extraction over HTTP', () => {
   }
 
   test('object credentials and declared protocol are kept', async () => {
-    routes.set('/json/creds', body(200, JSON.stringify({ data: [{ ip: '::1', port: 1080, username: 'u', password: 'p', protocol: 'HTTP' }] })));
+    routes.set(
+      '/json/creds',
+      body(200, JSON.stringify({ data: [{ ip: '::1', port: 1080, username: 'u', password: 'p', protocol: 'HTTP' }] })),
+    );
     const r = await fetchExtraction(`${base}/json/creds`, { defaultProtocol: 'socks5' });
     assert.deepEqual(r.proxies, [{ protocol: 'http', host: '::1', port: 1080, username: 'u', password: 'p' }]);
   });
@@ -102,7 +131,10 @@ describe('json extraction over HTTP', () => {
 
 describe('extraction failures', () => {
   test('JSON error body → error_body with the supplier text, redacted', async () => {
-    routes.set('/err/json', body(200, JSON.stringify({ code: 1001, msg: 'ip 127.0.0.1 not in whitelist, see http://u:topsecret@x.example/' })));
+    routes.set(
+      '/err/json',
+      body(200, JSON.stringify({ code: 1001, msg: 'ip 127.0.0.1 not in whitelist, see http://u:topsecret@x.example/' })),
+    );
     await assert.rejects(fetchExtraction(`${base}/err/json`, { defaultProtocol: 'socks5' }), (err: unknown) => {
       assert.ok(err instanceof ExtractionError);
       assert.equal(err.code, 'EXTRACTION_FAILED');
@@ -121,12 +153,15 @@ describe('extraction failures', () => {
       JSON.stringify([{ ip: 'bad host', port: 1, user: 'u1', password: 'hunter2' }]),
       JSON.stringify([{ proxy: 'u1:hunter2@[::1' }]),
     ]) {
-      assert.throws(() => parseExtractionBody(text, 'socks5'), (err: unknown) => {
-        assert.ok(err instanceof ExtractionError && err.problem === 'error_body', text);
-        assert.ok(!err.message.includes('hunter2'), err.message);
-        assert.ok(!(err.body ?? '').includes('hunter2'), err.body);
-        return true;
-      });
+      assert.throws(
+        () => parseExtractionBody(text, 'socks5'),
+        (err: unknown) => {
+          assert.ok(err instanceof ExtractionError && err.problem === 'error_body', text);
+          assert.ok(!err.message.includes('hunter2'), err.message);
+          assert.ok(!(err.body ?? '').includes('hunter2'), err.body);
+          return true;
+        },
+      );
     }
   });
 
@@ -154,7 +189,10 @@ describe('extraction failures', () => {
     routes.set('/err/empty', body(200, '  \r\n'));
     routes.set('/err/emptylist', body(200, '{"data":[]}'));
     for (const p of ['/err/empty', '/err/emptylist']) {
-      await assert.rejects(fetchExtraction(`${base}${p}`, { defaultProtocol: 'socks5' }), (err: unknown) => err instanceof ExtractionError && err.problem === 'no_proxies');
+      await assert.rejects(
+        fetchExtraction(`${base}${p}`, { defaultProtocol: 'socks5' }),
+        (err: unknown) => err instanceof ExtractionError && err.problem === 'no_proxies',
+      );
     }
   });
 
@@ -163,7 +201,10 @@ describe('extraction failures', () => {
       /* never answers */
     });
     const started = Date.now();
-    await assert.rejects(fetchExtraction(`${base}/slow`, { defaultProtocol: 'socks5', timeoutMs: 200 }), (err: unknown) => err instanceof ExtractionError && err.problem === 'timeout');
+    await assert.rejects(
+      fetchExtraction(`${base}/slow`, { defaultProtocol: 'socks5', timeoutMs: 200 }),
+      (err: unknown) => err instanceof ExtractionError && err.problem === 'timeout',
+    );
     assert.ok(Date.now() - started < 2000);
   });
 
@@ -172,7 +213,10 @@ describe('extraction failures', () => {
     await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
     const port = (s.address() as AddressInfo).port;
     await new Promise<void>((resolve) => s.close(() => resolve()));
-    await assert.rejects(fetchExtraction(`http://127.0.0.1:${port}/x`, { defaultProtocol: 'socks5' }), (err: unknown) => err instanceof ExtractionError && err.problem === 'transport' && /ECONNREFUSED/.test(err.message));
+    await assert.rejects(
+      fetchExtraction(`http://127.0.0.1:${port}/x`, { defaultProtocol: 'socks5' }),
+      (err: unknown) => err instanceof ExtractionError && err.problem === 'transport' && /ECONNREFUSED/.test(err.message),
+    );
   });
 
   test('a body over the cap → too_large', async () => {
@@ -182,11 +226,17 @@ describe('extraction failures', () => {
       for (let i = 0; i < 8; i++) res.write(line);
       res.end();
     });
-    await assert.rejects(fetchExtraction(`${base}/big`, { defaultProtocol: 'socks5' }), (err: unknown) => err instanceof ExtractionError && err.problem === 'too_large');
+    await assert.rejects(
+      fetchExtraction(`${base}/big`, { defaultProtocol: 'socks5' }),
+      (err: unknown) => err instanceof ExtractionError && err.problem === 'too_large',
+    );
   });
 
   test('parseExtractionBody: UTF-8 BOM and non-JSON starting with {', () => {
     assert.deepEqual(hosts(parseExtractionBody('\uFEFF127.0.0.1:1\n', 'socks5')), ['127.0.0.1:1']);
-    assert.throws(() => parseExtractionBody('{not json', 'socks5'), (err: unknown) => err instanceof ExtractionError && err.problem === 'error_body');
+    assert.throws(
+      () => parseExtractionBody('{not json', 'socks5'),
+      (err: unknown) => err instanceof ExtractionError && err.problem === 'error_body',
+    );
   });
 });

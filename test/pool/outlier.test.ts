@@ -25,7 +25,14 @@ class OnceDrawer implements Drawer {
 
 async function pool(list: UpstreamNode[], t: { now: number }, extra: Partial<PoolOptions> = {}): Promise<Pool> {
   // maxFails high: the short-term cooling stays out of the way, so what is measured is ejection alone.
-  const p = new Pool({ key: { user: 'alice', productNo: 'P', region: '' }, drawer: new OnceDrawer(list), lowWater: 0, maxFails: 1000, now: () => t.now, ...extra });
+  const p = new Pool({
+    key: { user: 'alice', productNo: 'P', region: '' },
+    drawer: new OnceDrawer(list),
+    lowWater: 0,
+    maxFails: 1000,
+    now: () => t.now,
+    ...extra,
+  });
   await p.prefill();
   return p;
 }
@@ -34,7 +41,9 @@ describe('outlier ejection', () => {
   test('a node failing 5 times in a row is ejected; the next ejection lasts twice as long; success in between resets the run', async () => {
     const t = { now: 1_000_000 };
     const [bad, good] = nodes(2);
-    const p = await pool([bad!, good!], t, { outlier: { consecutiveFailures: 5, baseEjectionMs: 30_000, maxEjectionMs: 300_000, maxEjectedPercent: 50 } });
+    const p = await pool([bad!, good!], t, {
+      outlier: { consecutiveFailures: 5, baseEjectionMs: 30_000, maxEjectionMs: 300_000, maxEjectedPercent: 50 },
+    });
     for (let i = 0; i < 4; i++) p.reportFailure(bad!, 'refused');
     p.reportSuccess(bad!);
     for (let i = 0; i < 4; i++) p.reportFailure(bad!, 'refused');
@@ -79,7 +88,9 @@ describe('outlier ejection', () => {
   test('a failure share over the window ejects a node that never fails five times in a row', async () => {
     const t = { now: 3_000_000 };
     const [flaky, other] = nodes(2);
-    const p = await pool([flaky!, other!], t, { outlier: { consecutiveFailures: 5, failurePercent: 75, minRequests: 20, intervalMs: 60_000, maxEjectedPercent: 50 } });
+    const p = await pool([flaky!, other!], t, {
+      outlier: { consecutiveFailures: 5, failurePercent: 75, minRequests: 20, intervalMs: 60_000, maxEjectedPercent: 50 },
+    });
     for (let round = 0; round < 4; round++) {
       for (let i = 0; i < 4; i++) {
         assert.equal(p.isUsable(flaky!), true, `round ${round}`);

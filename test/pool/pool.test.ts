@@ -11,7 +11,16 @@ import { createLogger } from '../../src/telemetry/logger.ts';
 
 let serial = 0;
 function node(port: number, expiresAt?: number): UpstreamNode {
-  return { id: `socks5://u@127.0.0.1:${port}`, protocol: 'socks5', host: '127.0.0.1', port, username: 'u', password: 'pw', source: 'pwd', ...(expiresAt === undefined ? {} : { expiresAt }) };
+  return {
+    id: `socks5://u@127.0.0.1:${port}`,
+    protocol: 'socks5',
+    host: '127.0.0.1',
+    port,
+    username: 'u',
+    password: 'pw',
+    source: 'pwd',
+    ...(expiresAt === undefined ? {} : { expiresAt }),
+  };
 }
 const fresh = (n: number, expiresAt?: number) => Array.from({ length: n }, () => node(20000 + ++serial, expiresAt));
 
@@ -56,7 +65,10 @@ describe('strategies', () => {
     const { pool } = await primed(nodes);
     const got: string[] = [];
     for (let i = 0; i < 6; i++) got.push((await pool.acquire()).id);
-    assert.deepEqual(got, [...nodes, ...nodes].map((n) => n.id));
+    assert.deepEqual(
+      got,
+      [...nodes, ...nodes].map((n) => n.id),
+    );
   });
 
   test('least connections prefers the node with fewest open connections', async () => {
@@ -72,7 +84,10 @@ describe('strategies', () => {
     pool.release(a); // extra releases never go below zero
     assert.equal((await pool.acquire()).id, a.id);
     const snap = pool.snapshot();
-    assert.deepEqual(snap.nodes.map((n) => n.activeConnections), [1, 1, 1]);
+    assert.deepEqual(
+      snap.nodes.map((n) => n.activeConnections),
+      [1, 1, 1],
+    );
   });
 
   test('random uses the injected random source', async () => {
@@ -179,7 +194,10 @@ describe('expiry', () => {
     assert.ok(!pool.isUsable(short[0]!));
     assert.equal(pool.stateOf(short[0]!), 'expired');
     for (let i = 0; i < 3; i++) assert.equal((await pool.acquire()).id, long[0]!.id);
-    assert.deepEqual(pool.snapshot().nodes.map((n) => n.id), [long[0]!.id]);
+    assert.deepEqual(
+      pool.snapshot().nodes.map((n) => n.id),
+      [long[0]!.id],
+    );
   });
 });
 
@@ -222,7 +240,11 @@ describe('drawing', () => {
     const d = new ScriptedDrawer();
     const pool = makePool(d, { acquireTimeoutMs: 100 });
     const started = Date.now();
-    await assert.rejects(pool.acquire(), (err: unknown) => err instanceof PoolEmptyError && err.code === 'POOL_EMPTY' && err.pool === 'alice/P1/' && /within 100 ms/.test(err.message));
+    await assert.rejects(
+      pool.acquire(),
+      (err: unknown) =>
+        err instanceof PoolEmptyError && err.code === 'POOL_EMPTY' && err.pool === 'alice/P1/' && /within 100 ms/.test(err.message),
+    );
     assert.ok(Date.now() - started < 1_000);
     // The late draw still fills the pool for the next acquire.
     const nodes = fresh(1);
@@ -243,12 +265,24 @@ describe('drawing', () => {
   test('a failed draw rejects the waiters with the cause, then backs off exponentially; logged once', async () => {
     const c = clock();
     const lines: string[] = [];
-    const logger = createLogger({ level: 'info', destination: new Writable({ write(chunk, _e, cb) { lines.push(String(chunk)); cb(); } }) });
+    const logger = createLogger({
+      level: 'info',
+      destination: new Writable({
+        write(chunk, _e, cb) {
+          lines.push(String(chunk));
+          cb();
+        },
+      }),
+    });
     const d = new ScriptedDrawer();
     const pool = makePool(d, { now: c.now, logger, backoffBaseMs: 1_000, backoffMaxMs: 4_000, lowWater: 1 });
     const boom = Object.assign(new Error('platform error 10072: insufficient balance'), { code: 'PLATFORM_ERROR' });
     d.push(boom);
-    await assert.rejects(pool.acquire(), (err: unknown) => err instanceof PoolEmptyError && /PLATFORM_ERROR/.test(err.message) && (err as Error & { cause?: unknown }).cause === boom);
+    await assert.rejects(
+      pool.acquire(),
+      (err: unknown) =>
+        err instanceof PoolEmptyError && /PLATFORM_ERROR/.test(err.message) && (err as Error & { cause?: unknown }).cause === boom,
+    );
     // Within the backoff: rejected at once, no new draw.
     await assert.rejects(pool.acquire(), (err: unknown) => err instanceof PoolEmptyError && /next draw in 1000 ms/.test(err.message));
     assert.equal(d.calls.length, 1);
@@ -291,7 +325,13 @@ describe('drawing', () => {
     const next = fresh(1);
     drawer.push(next);
     await pool.prefill();
-    assert.deepEqual(pool.snapshot().nodes.map((n) => n.id).sort(), [old[0]!.id, old[2]!.id, next[0]!.id].sort());
+    assert.deepEqual(
+      pool
+        .snapshot()
+        .nodes.map((n) => n.id)
+        .sort(),
+      [old[0]!.id, old[2]!.id, next[0]!.id].sort(),
+    );
   });
 
   test('a re-drawn node keeps its history and gets the new credentials', async () => {
@@ -339,7 +379,13 @@ describe('PoolRegistry', () => {
     assert.deepEqual(made, ['alice/USA', 'alice/']);
     assert.equal((await a.acquire()).port, 40001);
     assert.equal(reg.find('alice/P/USA'), a);
-    assert.deepEqual(reg.snapshot().map((s) => [s.id, s.ready]), [['alice/P/USA', 1], ['alice/P/', 0]]);
+    assert.deepEqual(
+      reg.snapshot().map((s) => [s.id, s.ready]),
+      [
+        ['alice/P/USA', 1],
+        ['alice/P/', 0],
+      ],
+    );
     assert.equal(reg.delete({ user: 'alice', productNo: 'P', region: '' }), true);
     assert.equal(reg.list().length, 1);
     reg.close();
@@ -352,7 +398,13 @@ describe('PoolRegistry bounds (issue 13: regions chosen by the client)', () => {
   test('at most maxPerUser pools per user: the least recently used idle one makes room; none idle = refused', async () => {
     let now = 1_000;
     const metrics = createMetrics({ defaultMetrics: false });
-    const reg = new PoolRegistry({ drawerFor: () => ({ draw: async () => [node(40010)] }), tuning: { lowWater: 0 }, maxPerUser: 3, now: () => now, metrics });
+    const reg = new PoolRegistry({
+      drawerFor: () => ({ draw: async () => [node(40010)] }),
+      tuning: { lowWater: 0 },
+      maxPerUser: 3,
+      now: () => now,
+      metrics,
+    });
     try {
       const pools = ['R0', 'R1', 'R2'].map((region) => {
         now += 10;
@@ -363,7 +415,13 @@ describe('PoolRegistry bounds (issue 13: regions chosen by the client)', () => {
       reg.get({ user: 'alice', productNo: 'P', region: 'R0' }); // R0 used again: R2 is now the oldest idle
       now += 10;
       reg.get({ user: 'alice', productNo: 'P', region: 'R3' });
-      assert.deepEqual(reg.list().map((p) => p.key.region).sort(), ['R0', 'R1', 'R3']);
+      assert.deepEqual(
+        reg
+          .list()
+          .map((p) => p.key.region)
+          .sort(),
+        ['R0', 'R1', 'R3'],
+      );
       assert.equal(reg.find('alice/P/R2'), undefined);
       // Another user's pools are not counted against alice.
       reg.get({ user: 'bob', productNo: 'P', region: 'R9' });
@@ -376,7 +434,12 @@ describe('PoolRegistry bounds (issue 13: regions chosen by the client)', () => {
       const series = (await metrics.registry.getSingleMetric('rotor_pool_proxies')!.get()).values.length;
       assert.ok(series <= 2 * 4, `${series} pool series`);
       // All of alice's pools in use: a new region is refused rather than evicting a busy pool.
-      const busy = await Promise.all(reg.list().filter((p) => p.key.user === 'alice' && p !== pools[1]).map((p) => p.acquire()));
+      const busy = await Promise.all(
+        reg
+          .list()
+          .filter((p) => p.key.user === 'alice' && p !== pools[1])
+          .map((p) => p.acquire()),
+      );
       assert.equal(busy.length, 2);
       assert.throws(() => reg.get({ user: 'alice', productNo: 'P', region: 'NEW' }), PoolEmptyError);
       pools[1]!.release(held);
@@ -387,7 +450,12 @@ describe('PoolRegistry bounds (issue 13: regions chosen by the client)', () => {
 
   test('a pool unused for idleEvictMs with nothing in use is closed; a busy one stays', async () => {
     let now = 1_000;
-    const reg = new PoolRegistry({ drawerFor: () => ({ draw: async () => [node(40020)] }), tuning: { lowWater: 0 }, idleEvictMs: 60_000, now: () => now });
+    const reg = new PoolRegistry({
+      drawerFor: () => ({ draw: async () => [node(40020)] }),
+      tuning: { lowWater: 0 },
+      idleEvictMs: 60_000,
+      now: () => now,
+    });
     try {
       const idle = reg.get({ user: 'alice', productNo: 'P', region: 'A' });
       const used = reg.get({ user: 'alice', productNo: 'P', region: 'B' });

@@ -10,14 +10,42 @@ describe('parseProxyString: accepted forms', () => {
     ['127.0.0.2:1080:u:pa:ss', 'http', { protocol: 'http', host: '127.0.0.2', port: 1080, username: 'u', password: 'pa:ss' }],
     ['127.0.0.3:1080:u:p@ss', 'socks5', { protocol: 'socks5', host: '127.0.0.3', port: 1080, username: 'u', password: 'p@ss' }],
     ['alice:s3cret@127.0.0.1:1080', 'socks5', { protocol: 'socks5', host: '127.0.0.1', port: 1080, username: 'alice', password: 's3cret' }],
-    ['alice-sess-abc_1:x%2Fy@127.0.0.1:1080', 'http', { protocol: 'http', host: '127.0.0.1', port: 1080, username: 'alice-sess-abc_1', password: 'x%2Fy' }],
-    ['socks5://alice:s3cret@127.0.0.1:1080', 'http', { protocol: 'socks5', host: '127.0.0.1', port: 1080, username: 'alice', password: 's3cret' }],
-    ['socks5h://alice:s3cret@localhost:1080', 'http', { protocol: 'socks5', host: 'localhost', port: 1080, username: 'alice', password: 's3cret' }],
+    [
+      'alice-sess-abc_1:x%2Fy@127.0.0.1:1080',
+      'http',
+      { protocol: 'http', host: '127.0.0.1', port: 1080, username: 'alice-sess-abc_1', password: 'x%2Fy' },
+    ],
+    [
+      'socks5://alice:s3cret@127.0.0.1:1080',
+      'http',
+      { protocol: 'socks5', host: '127.0.0.1', port: 1080, username: 'alice', password: 's3cret' },
+    ],
+    [
+      'socks5h://alice:s3cret@localhost:1080',
+      'http',
+      { protocol: 'socks5', host: 'localhost', port: 1080, username: 'alice', password: 's3cret' },
+    ],
     ['SOCKS5://127.0.0.1:1080', 'http', { protocol: 'socks5', host: '127.0.0.1', port: 1080 }],
-    ['http://alice:s3cret@127.0.0.1:8080', 'socks5', { protocol: 'http', host: '127.0.0.1', port: 8080, username: 'alice', password: 's3cret' }],
-    ['http://alice:s3cret@127.0.0.1:80/', 'socks5', { protocol: 'http', host: '127.0.0.1', port: 80, username: 'alice', password: 's3cret' }],
-    ['https://alice:s3cret@127.0.0.1:8443', 'socks5', { protocol: 'http', host: '127.0.0.1', port: 8443, username: 'alice', password: 's3cret', tls: true }],
-    ['socks5://al%40ice:p%3Aa%20ss@127.0.0.1:1080', 'http', { protocol: 'socks5', host: '127.0.0.1', port: 1080, username: 'al@ice', password: 'p:a ss' }],
+    [
+      'http://alice:s3cret@127.0.0.1:8080',
+      'socks5',
+      { protocol: 'http', host: '127.0.0.1', port: 8080, username: 'alice', password: 's3cret' },
+    ],
+    [
+      'http://alice:s3cret@127.0.0.1:80/',
+      'socks5',
+      { protocol: 'http', host: '127.0.0.1', port: 80, username: 'alice', password: 's3cret' },
+    ],
+    [
+      'https://alice:s3cret@127.0.0.1:8443',
+      'socks5',
+      { protocol: 'http', host: '127.0.0.1', port: 8443, username: 'alice', password: 's3cret', tls: true },
+    ],
+    [
+      'socks5://al%40ice:p%3Aa%20ss@127.0.0.1:1080',
+      'http',
+      { protocol: 'socks5', host: '127.0.0.1', port: 1080, username: 'al@ice', password: 'p:a ss' },
+    ],
     ['socks5://u:p@ss@127.0.0.1:1080', 'http', { protocol: 'socks5', host: '127.0.0.1', port: 1080, username: 'u', password: 'p@ss' }],
     ['socks5://onlyuser@127.0.0.1:1080', 'http', { protocol: 'socks5', host: '127.0.0.1', port: 1080, username: 'onlyuser' }],
     ['[::1]:1080', 'socks5', { protocol: 'socks5', host: '::1', port: 1080 }],
@@ -88,7 +116,16 @@ describe('node identity', () => {
     assert.equal(nodeId({ protocol: 'socks5', host: '127.0.0.1', port: 1080, username: 'a@b' }), 'socks5://a%40b@127.0.0.1:1080');
     assert.equal(nodeId({ protocol: 'http', host: '::1', port: 8080 }), 'http://[::1]:8080');
     const node = toNode(parseProxyString('u:secret@127.0.0.1:1080', 'socks5'), 'pwd', 123);
-    assert.deepEqual(node, { id: 'socks5://u@127.0.0.1:1080', protocol: 'socks5', host: '127.0.0.1', port: 1080, username: 'u', password: 'secret', source: 'pwd', expiresAt: 123 });
+    assert.deepEqual(node, {
+      id: 'socks5://u@127.0.0.1:1080',
+      protocol: 'socks5',
+      host: '127.0.0.1',
+      port: 1080,
+      username: 'u',
+      password: 'secret',
+      source: 'pwd',
+      expiresAt: 123,
+    });
     assert.ok(!node.id.includes('secret'));
   });
 });

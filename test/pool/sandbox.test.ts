@@ -38,8 +38,18 @@ describe('drawing from the sandbox', () => {
   });
 
   test('a pool fed by PwdDrawer hands out sandbox nodes', async () => {
-    const drawer = new PwdDrawer({ api: drawApiFromClient(client), subAccount: 'alice', productNo: SIM_PRODUCTS.dynamicTraffic, sessTime: 5 });
-    const pool = new Pool({ key: { user: 'alice', productNo: SIM_PRODUCTS.dynamicTraffic, region: '' }, drawer, lowWater: 0, drawBatch: 4 });
+    const drawer = new PwdDrawer({
+      api: drawApiFromClient(client),
+      subAccount: 'alice',
+      productNo: SIM_PRODUCTS.dynamicTraffic,
+      sessTime: 5,
+    });
+    const pool = new Pool({
+      key: { user: 'alice', productNo: SIM_PRODUCTS.dynamicTraffic, region: '' },
+      drawer,
+      lowWater: 0,
+      drawBatch: 4,
+    });
     const a = await pool.acquire();
     const b = await pool.acquire();
     assert.notEqual(a.id, b.id);
@@ -57,7 +67,10 @@ describe('drawing from the sandbox', () => {
     const api = drawApiFromClient(client);
     const productNo = SIM_PRODUCTS.dynamicTraffic;
     const refused = new ApiDrawer({ api, mainAccount: 'shop1', productNo, proxyType: 104 });
-    await assert.rejects(refused.draw(2), (err: unknown) => (err as { code?: string }).code === 'EXTRACTION_FAILED' && /whitelist/.test((err as Error).message));
+    await assert.rejects(
+      refused.draw(2),
+      (err: unknown) => (err as { code?: string }).code === 'EXTRACTION_FAILED' && /whitelist/.test((err as Error).message),
+    );
     await client.call('AddIpWhiteList', { appUsername: 'shop1', ip: '127.0.0.1', proxyType: 104, productNo });
     for (const opts of [{ returnType: 'txt' as const, delimiter: 2 as const }, { returnType: 'json' as const }]) {
       const drawer = new ApiDrawer({ api, mainAccount: 'shop1', productNo, proxyType: 104, ...opts });

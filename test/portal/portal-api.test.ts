@@ -24,7 +24,10 @@ interface Answer {
   json: () => any; // eslint-disable-line @typescript-eslint/no-explicit-any
 }
 
-async function call(path: string, init: { method?: string; body?: unknown; cookie?: string; csrf?: string; headers?: Record<string, string> } = {}): Promise<Answer> {
+async function call(
+  path: string,
+  init: { method?: string; body?: unknown; cookie?: string; csrf?: string; headers?: Record<string, string> } = {},
+): Promise<Answer> {
   const headers: Record<string, string> = { ...init.headers };
   if (init.cookie) headers.cookie = init.cookie;
   if (init.csrf) headers['x-rotor-csrf'] = init.csrf;
@@ -86,7 +89,9 @@ before(async () => {
   target = await startTarget();
   base = gw.config.portal.path;
   for (const u of [A, B]) {
-    const r = await gw.admin('/v1/users', { body: { name: u.user, mainAccount: 'shop1', password: u.password, quota: { bytes: 512 * 1024 * 1024, period: 'month' } } });
+    const r = await gw.admin('/v1/users', {
+      body: { name: u.user, mainAccount: 'shop1', password: u.password, quota: { bytes: 512 * 1024 * 1024, period: 'month' } },
+    });
     assert.equal(r.status, 201, JSON.stringify(r.body));
   }
 });
@@ -106,7 +111,8 @@ describe('customer portal API', () => {
     const bare = await call(base.slice(0, -1));
     assert.equal(bare.status, 302);
     assert.equal(bare.headers.get('location'), base);
-    for (const file of ['app/portal.js', 'app/access.js', 'vendor/preact.mjs', 'css/style.css']) assert.equal((await call(`${base}${file}`)).status, 200, file);
+    for (const file of ['app/portal.js', 'app/access.js', 'vendor/preact.mjs', 'css/style.css'])
+      assert.equal((await call(`${base}${file}`)).status, 200, file);
     for (const file of ['app/api.js', 'app/..%2fapi.js', 'app/%2e%2e%2fapi.js', 'vendor/..%2f..%2fpackage.json']) {
       const r = await call(`${base}${file}`);
       assert.ok(r.status === 404 || r.status === 400, `${file}: ${r.status}`);
@@ -114,7 +120,13 @@ describe('customer portal API', () => {
   });
 
   test('every route refuses a request without a session, with a forged cookie, an encoded path or an absolute-form target', async () => {
-    const forged = ['rotor_portal=' + 'A'.repeat(43), 'rotor_portal=', 'rotor_portal=../../x', `rotor_portal=${'x'.repeat(5000)}`, 'other=1'];
+    const forged = [
+      'rotor_portal=' + 'A'.repeat(43),
+      'rotor_portal=',
+      'rotor_portal=../../x',
+      `rotor_portal=${'x'.repeat(5000)}`,
+      'other=1',
+    ];
     for (const r of ROUTES) {
       const none = await call(`${base}${r.path}`, { method: r.method, body: r.body });
       assert.equal(none.status, 401, `${r.method} ${r.path} without a session: ${none.text}`);
@@ -131,7 +143,9 @@ describe('customer portal API', () => {
       assert.doesNotMatch(r.text, /custa|custb|usedBytes/);
     }
     const port = new URL(gw.adminUrl).port;
-    const absolute = await raw(`GET http://127.0.0.1:${port}${base}api/me HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nConnection: close\r\n\r\n`);
+    const absolute = await raw(
+      `GET http://127.0.0.1:${port}${base}api/me HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nConnection: close\r\n\r\n`,
+    );
     assert.equal(statusOf(absolute), 401, absolute.split('\r\n')[0]);
   });
 
@@ -164,8 +178,16 @@ describe('customer portal API', () => {
     assert.equal((await curl([...viaHttp(gw.ports.http, B.user, B.password), target.url(4096), '-o', '/dev/null'])).status, 200);
     assert.equal((await curl([...viaHttp(gw.ports.http, A.user, A.password), target.url(1024), '-o', '/dev/null'])).status, 200);
     // Records are written in batches: waited for.
-    const bId = await waitFor("a record of B's connection", async () => (await gw.admin<{ items: { id: string }[] }>(`/v1/connections?user=${B.user}`)).body.items[0]?.id, 15_000);
-    await waitFor("a record of A's connection", async () => ((await gw.admin<{ items: unknown[] }>(`/v1/connections?user=${A.user}`)).body.items.length > 0 ? true : undefined), 15_000);
+    const bId = await waitFor(
+      "a record of B's connection",
+      async () => (await gw.admin<{ items: { id: string }[] }>(`/v1/connections?user=${B.user}`)).body.items[0]?.id,
+      15_000,
+    );
+    await waitFor(
+      "a record of A's connection",
+      async () => ((await gw.admin<{ items: unknown[] }>(`/v1/connections?user=${A.user}`)).body.items.length > 0 ? true : undefined),
+      15_000,
+    );
 
     const refused: [string, string, unknown?][] = [
       ['GET', `api/me?user=${B.user}`],
@@ -202,7 +224,11 @@ describe('customer portal API', () => {
     const ends = await call(`${base}api/endpoints?sessions=1`, { cookie: a.cookie });
     assert.ok(!ends.text.includes(B.user) && !ends.text.includes(B.password));
     // A's CSRF token is not B's: B's session refuses it.
-    const cross = await call(`${base}api/password`, { body: { current: B.password, password: 'hijacked-pass' }, cookie: b.cookie, csrf: a.csrf });
+    const cross = await call(`${base}api/password`, {
+      body: { current: B.password, password: 'hijacked-pass' },
+      cookie: b.cookie,
+      csrf: a.csrf,
+    });
     assert.equal(cross.status, 403);
     // B is untouched: B's password still works at the proxy and in the portal.
     assert.equal((await curl([...viaHttp(gw.ports.http, B.user, B.password), target.url(16), '-o', '/dev/null'])).status, 200);
@@ -232,9 +258,15 @@ describe('customer portal API', () => {
       assert.doesNotMatch(r.text, /usedBytes|custb|"items"/);
     }
     const port = new URL(gw.adminUrl).port;
-    const absolute = await raw(`GET http://127.0.0.1:${port}/v1/users HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nCookie: ${s.cookie}\r\nConnection: close\r\n\r\n`);
+    const absolute = await raw(
+      `GET http://127.0.0.1:${port}/v1/users HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nCookie: ${s.cookie}\r\nConnection: close\r\n\r\n`,
+    );
     assert.equal(statusOf(absolute), 401);
-    assert.equal((await gw.admin<{ quota: { bytes: number } }>(`/v1/users/${A.user}`)).body.quota.bytes, 512 * 1024 * 1024, 'nothing changed');
+    assert.equal(
+      (await gw.admin<{ quota: { bytes: number } }>(`/v1/users/${A.user}`)).body.quota.bytes,
+      512 * 1024 * 1024,
+      'nothing changed',
+    );
   });
 
   test('writes need the CSRF header the sign-in named', async () => {
@@ -242,7 +274,11 @@ describe('customer portal API', () => {
     const no = await call(`${base}api/logout`, { body: {}, cookie: s.cookie });
     assert.equal(no.status, 403);
     assert.equal(no.json().error.code, 'CSRF');
-    const wrong = await call(`${base}api/password`, { body: { current: A.password, password: 'whatever-123' }, cookie: s.cookie, csrf: s.csrf.replace(/^./, (c) => (c === 'a' ? 'b' : 'a')) });
+    const wrong = await call(`${base}api/password`, {
+      body: { current: A.password, password: 'whatever-123' },
+      cookie: s.cookie,
+      csrf: s.csrf.replace(/^./, (c) => (c === 'a' ? 'b' : 'a')),
+    });
     assert.equal(wrong.status, 403);
     assert.equal((await call(`${base}api/me`, { cookie: s.cookie })).status, 200, 'still signed in');
     // A form post (no JSON, no preflight) is refused before any route.
@@ -268,7 +304,10 @@ describe('customer portal API', () => {
     assert.equal(through.exitCode, 0, through.stderr);
     assert.equal(through.status, 200);
     const sessions = await gw.admin<{ user: string; sessionId: string }[]>('/v1/sessions');
-    assert.ok(sessions.body.some((x) => x.user === A.user && x.sessionId === list[0]!.session), 'the line made a sticky session');
+    assert.ok(
+      sessions.body.some((x) => x.user === A.user && x.sessionId === list[0]!.session),
+      'the line made a sticky session',
+    );
     const socks = (await call(`${base}api/endpoints?protocol=socks5`, { cookie: s.cookie })).json().endpoints[0];
     assert.equal(socks.url, `socks5://${A.user}:${A.password}@127.0.0.1:${gw.ports.socks5}`);
     const viaSocks = await curl(['-x', socks.url.replace(/^socks5:/, 'socks5h:'), target.url(16), '-o', '/dev/null']);
@@ -291,7 +330,11 @@ describe('customer portal API', () => {
   test('a password change: the old one stops working at the proxy, the new one works, other sessions end; sign-out ends this one', async () => {
     const one = await signIn(A);
     const other = await signIn(A);
-    const short = await call(`${base}api/password`, { body: { current: A.password, password: 'short' }, cookie: one.cookie, csrf: one.csrf });
+    const short = await call(`${base}api/password`, {
+      body: { current: A.password, password: 'short' },
+      cookie: one.cookie,
+      csrf: one.csrf,
+    });
     assert.equal(short.status, 400);
     const next = 'custa-new-pass-99';
     const r = await call(`${base}api/password`, { body: { current: A.password, password: next }, cookie: one.cookie, csrf: one.csrf });
@@ -314,7 +357,7 @@ describe('customer portal API', () => {
     const s = await signIn(c);
     assert.equal((await call(`${base}api/me`, { cookie: s.cookie })).status, 200);
     assert.equal((await gw.admin(`/v1/users/${c.user}/password`, { body: { password: 'custc-reset-1357' } })).status, 200);
-    assert.equal((await call(`${base}api/me`, { cookie: s.cookie })).status, 401, 'the old password\'s session is over');
+    assert.equal((await call(`${base}api/me`, { cookie: s.cookie })).status, 401, "the old password's session is over");
     const again = await signIn({ user: c.user, password: 'custc-reset-1357' });
     assert.equal((await gw.admin(`/v1/users/${c.user}`, { method: 'DELETE' })).status, 204);
     assert.equal((await call(`${base}api/me`, { cookie: again.cookie })).status, 401);
@@ -322,12 +365,15 @@ describe('customer portal API', () => {
   });
 
   test("the reseller's access generator: GET /v1/users/:name/endpoints with the admin token, PASSWORD in place of the password", async () => {
-    const r = await fetch(`${gw.adminUrl}/v1/users/${B.user}/endpoints?sessions=2&sessTime=5&format=txt`, { headers: { authorization: `Bearer ${TOKEN}` } });
+    const r = await fetch(`${gw.adminUrl}/v1/users/${B.user}/endpoints?sessions=2&sessTime=5&format=txt`, {
+      headers: { authorization: `Bearer ${TOKEN}` },
+    });
     assert.equal(r.status, 200);
     assert.match(r.headers.get('content-disposition') ?? '', /filename="custb-endpoints\.txt"/);
     const lines = (await r.text()).trim().split('\n');
     assert.equal(lines.length, 2);
-    for (const l of lines) assert.match(l, new RegExp(`^http://${B.user}-session-[0-9a-f]{12}-sesstime-5:PASSWORD@127\\.0\\.0\\.1:${gw.ports.http}$`));
+    for (const l of lines)
+      assert.match(l, new RegExp(`^http://${B.user}-session-[0-9a-f]{12}-sesstime-5:PASSWORD@127\\.0\\.0\\.1:${gw.ports.http}$`));
     assert.equal((await fetch(`${gw.adminUrl}/v1/users/nobody/endpoints`, { headers: { authorization: `Bearer ${TOKEN}` } })).status, 404);
     assert.equal((await fetch(`${gw.adminUrl}/v1/users/${B.user}/endpoints`)).status, 401);
   });
@@ -341,7 +387,8 @@ describe('customer portal API', () => {
   });
 
   test('wrong passwords back off: after three, the next try waits (429 with Retry-After) even with the right password', async () => {
-    for (let i = 0; i < 3; i++) assert.equal((await call(`${base}api/login`, { body: { user: B.user, password: `wrong-${i}` } })).status, 401);
+    for (let i = 0; i < 3; i++)
+      assert.equal((await call(`${base}api/login`, { body: { user: B.user, password: `wrong-${i}` } })).status, 401);
     const delayed = await call(`${base}api/login`, { body: { user: B.user, password: B.password } });
     assert.equal(delayed.status, 429, delayed.text);
     assert.equal(delayed.json().error.code, 'LOGIN_DELAYED');

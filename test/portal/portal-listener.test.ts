@@ -12,7 +12,10 @@ const C = { user: 'tlscust', password: 'tlscust-pass-77' };
 let gw: Gateway;
 let ca: TestCa;
 
-function get(path: string, init: { method?: string; body?: unknown; cookie?: string } = {}): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; text: string }> {
+function get(
+  path: string,
+  init: { method?: string; body?: unknown; cookie?: string } = {},
+): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; text: string }> {
   return new Promise((resolve, reject) => {
     const body = init.body === undefined ? undefined : JSON.stringify(init.body);
     const req = request(
@@ -38,7 +41,9 @@ function get(path: string, init: { method?: string; body?: unknown; cookie?: str
 before(async () => {
   ca = await makeCa();
   const leaf = await ca.leaf('portal');
-  gw = await startGateway({ config: { admin: { token: TOKEN }, portal: { host: '127.0.0.1', port: 0, tls: { cert: leaf.certFile, key: leaf.keyFile } } } });
+  gw = await startGateway({
+    config: { admin: { token: TOKEN }, portal: { host: '127.0.0.1', port: 0, tls: { cert: leaf.certFile, key: leaf.keyFile } } },
+  });
   assert.equal((await gw.admin('/v1/users', { body: { name: C.user, mainAccount: 'shop1', password: C.password } })).status, 201);
 });
 
@@ -65,7 +70,9 @@ describe('portal on its own TLS listener', () => {
   });
 
   test('only the portal answers there: no admin API, dashboard or probes, with or without a session', async () => {
-    const cookie = /^(rotor_portal=[A-Za-z0-9_-]+)/.exec(String((await get('/portal/api/login', { body: C })).headers['set-cookie'] ?? ''))?.[1];
+    const cookie = /^(rotor_portal=[A-Za-z0-9_-]+)/.exec(
+      String((await get('/portal/api/login', { body: C })).headers['set-cookie'] ?? ''),
+    )?.[1];
     for (const path of ['/v1/users', `/v1/users/${C.user}`, '/ui/', '/docs/json', '/metrics', '/healthz', '/%761/users']) {
       const r = await get(path, { ...(cookie ? { cookie } : {}) });
       assert.equal(r.status, 404, `${path}: ${r.status}`);

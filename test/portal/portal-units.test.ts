@@ -89,7 +89,14 @@ describe('endpoint lines', () => {
   test('options in the user name; every format; IPv6 bracketed; quotes escaped in the shell and Python lines', () => {
     let n = 0;
     const ids = () => `id${++n}`;
-    const [e] = buildEndpoints('alice', "p'w:@", { host: '::1', port: 8080 }, { protocol: 'socks5', sessions: 1, sessTime: 30, region: 'US' }, ids, 'https://example.com/');
+    const [e] = buildEndpoints(
+      'alice',
+      "p'w:@",
+      { host: '::1', port: 8080 },
+      { protocol: 'socks5', sessions: 1, sessTime: 30, region: 'US' },
+      ids,
+      'https://example.com/',
+    );
     assert.ok(e);
     assert.equal(e.username, 'alice-session-id1-sesstime-30-region-US');
     assert.equal(e.url, "socks5://alice-session-id1-sesstime-30-region-US:p'w%3A%40@[::1]:8080");

@@ -27,7 +27,12 @@ describe('a failed accept on a listening server', () => {
   for (const kind of ['socks5', 'http'] as const) {
     test(`${kind}: logged, not thrown; the listener still serves`, async () => {
       const { logger, text } = captureLogger('warn');
-      const router = new Router({ users: new Users([user('alice', 'alice-pass')]), meters: new UnlimitedMeters(), pools: new FixedPools(new FixedPool([])), sessions: new MapSessions() });
+      const router = new Router({
+        users: new Users([user('alice', 'alice-pass')]),
+        meters: new UnlimitedMeters(),
+        pools: new FixedPools(new FixedPool([])),
+        sessions: new MapSessions(),
+      });
       const listener = kind === 'socks5' ? new Socks5Listener({ router, port: 0, logger }) : new HttpListener({ router, port: 0, logger });
       const { port } = await listener.listen();
       try {
@@ -35,7 +40,10 @@ describe('a failed accept on a listening server', () => {
         assert.doesNotThrow(() => server.emit('error', Object.assign(new Error('accept EMFILE'), { code: 'EMFILE', syscall: 'accept' })));
         assert.match(text(), /could not accept a connection/);
         assert.match(text(), /EMFILE/);
-        const reply = kind === 'socks5' ? await firstBytes(port, Buffer.from([5, 1, 2])) : await firstBytes(port, 'GET http://127.0.0.1:9/ HTTP/1.1\r\nHost: 127.0.0.1:9\r\n\r\n');
+        const reply =
+          kind === 'socks5'
+            ? await firstBytes(port, Buffer.from([5, 1, 2]))
+            : await firstBytes(port, 'GET http://127.0.0.1:9/ HTTP/1.1\r\nHost: 127.0.0.1:9\r\n\r\n');
         if (kind === 'socks5') assert.deepEqual([...reply], [5, 2]);
         else assert.match(reply.toString(), /^HTTP\/1\.1 407/);
       } finally {
@@ -74,14 +82,17 @@ describe('an unexpected failure while dialing (a defect, not an upstream failure
           s.on('data', (d: Buffer) => parts.push(d));
           s.once('close', () => resolve(Buffer.concat(parts)));
           if (kind === 'http') {
-            s.write(`CONNECT 127.0.0.1:9 HTTP/1.1\r\nProxy-Authorization: Basic ${Buffer.from('alice:alice-pass').toString('base64')}\r\n\r\n`);
+            s.write(
+              `CONNECT 127.0.0.1:9 HTTP/1.1\r\nProxy-Authorization: Basic ${Buffer.from('alice:alice-pass').toString('base64')}\r\n\r\n`,
+            );
           } else {
             s.write(Buffer.from([5, 1, 2]));
             s.write(Buffer.concat([Buffer.from([1, 5]), Buffer.from('alice'), Buffer.from([10]), Buffer.from('alice-pass')]));
             s.write(Buffer.from([5, 1, 0, 1, 127, 0, 0, 1, 0, 9]));
           }
         });
-        if (kind === 'socks5') assert.deepEqual([...answer.subarray(-10, -8)], [5, 1]); // general failure
+        if (kind === 'socks5')
+          assert.deepEqual([...answer.subarray(-10, -8)], [5, 1]); // general failure
         else assert.match(answer.toString(), /^HTTP\/1\.1 500 /);
         await new Promise((r) => setTimeout(r, 50));
         assert.deepEqual(unhandled, []);

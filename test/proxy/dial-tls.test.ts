@@ -10,8 +10,18 @@ import type { InstanceRecord } from '../../src/store/types.ts';
 import { captureLogger } from '../support/logger.ts';
 
 const instance = (protocol: string): InstanceRecord => ({
-  instanceNo: 'i1', orderNo: null, productNo: 'STC-101-USA-SOCKS', status: 3, ip: '127.0.0.5', port: 4443, username: 'u', pwd: 'p',
-  protocol, userExpired: null, raw: null, updatedAt: 0,
+  instanceNo: 'i1',
+  orderNo: null,
+  productNo: 'STC-101-USA-SOCKS',
+  status: 3,
+  ip: '127.0.0.5',
+  port: 4443,
+  username: 'u',
+  pwd: 'p',
+  protocol,
+  userExpired: null,
+  raw: null,
+  updatedAt: 0,
 });
 
 describe('TLS upstream nodes and their check', () => {
@@ -41,7 +51,13 @@ describe('TLS upstream nodes and their check', () => {
     assert.equal(policy.forDial(node, 'DYN-104-FLOW').verify, true);
     assert.equal(policy.forDial(node, 'SELF-SIGNED').verify, false);
     assert.equal(policy.forDial(node, 'SELF-SIGNED').verify, false);
-    assert.equal(logs.text().split('\n').filter((l) => l.includes('not verified')).length, 1);
+    assert.equal(
+      logs
+        .text()
+        .split('\n')
+        .filter((l) => l.includes('not verified')).length,
+      1,
+    );
     policy.set({ verify: false, insecureProducts: [] });
     assert.equal(policy.forDial(node, 'DYN-104-FLOW').verify, false);
   });

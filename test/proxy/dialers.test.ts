@@ -6,7 +6,17 @@ import { dialHttpConnect } from '../../src/proxy/dial-http.ts';
 import { dialSocks5 } from '../../src/proxy/dial-socks5.ts';
 import { DialAbortedError, UpstreamDialError } from '../../src/proxy/errors.ts';
 import { createMetrics } from '../../src/telemetry/metrics.ts';
-import { closeServer, deadPort, listenPort, node, startMicrosocks, startSilent, startTinyproxy, startTarget, type Child } from './fixtures.ts';
+import {
+  closeServer,
+  deadPort,
+  listenPort,
+  node,
+  startMicrosocks,
+  startSilent,
+  startTinyproxy,
+  startTarget,
+  type Child,
+} from './fixtures.ts';
 
 /** Sends a GET over an established tunnel and reads until the peer closes. */
 function getOver(socket: Socket, port: number, path: string, head: Buffer | null): Promise<string> {
@@ -81,7 +91,11 @@ describe('upstream dialers against real proxies', () => {
 
   test('HTTP CONNECT via tinyproxy with Basic auth reaches the target', async () => {
     const metrics = createMetrics({ defaultMetrics: false });
-    const t = await dialHttpConnect(node('http', tiny.port, 'up', 'uppass'), { host: '127.0.0.1', port: target.port }, { ...opts, metrics });
+    const t = await dialHttpConnect(
+      node('http', tiny.port, 'up', 'uppass'),
+      { host: '127.0.0.1', port: target.port },
+      { ...opts, metrics },
+    );
     const text = await getOver(t.socket, target.port, '/hello', t.head);
     assert.match(text, /hello from target$/);
     const m = await metrics.upstreamConnectSeconds.get();
@@ -178,7 +192,11 @@ describe('upstream dialers against real proxies', () => {
           const started = Date.now();
           setTimeout(() => (flavour === 'AbortController' ? ac.abort() : cancel.abort()), 50);
           await assert.rejects(
-            dial(node(kind, silent.port), { host: '127.0.0.1', port: target.port }, { connectTimeoutMs: 5000, handshakeTimeoutMs: 5000, signal }),
+            dial(
+              node(kind, silent.port),
+              { host: '127.0.0.1', port: target.port },
+              { connectTimeoutMs: 5000, handshakeTimeoutMs: 5000, signal },
+            ),
             (e: unknown) => e instanceof DialAbortedError,
           );
           assert.ok(Date.now() - started < 1000, `${kind} ${flavour}`);

@@ -74,7 +74,12 @@ function routerWith(pool: FixedPool, extra: { hedgeAfterMs?: number; instances?:
   return { r, metrics };
 }
 
-async function counter(metrics: ReturnType<typeof createMetrics>, name: 'upstreamHedges' | 'upstreamFailures', label: string, value: string): Promise<number> {
+async function counter(
+  metrics: ReturnType<typeof createMetrics>,
+  name: 'upstreamHedges' | 'upstreamFailures',
+  label: string,
+  value: string,
+): Promise<number> {
   const m = await metrics[name].get();
   return m.values.filter((v) => (v.labels as Record<string, string>)[label] === value).reduce((s, v) => s + v.value, 0);
 }
@@ -92,7 +97,10 @@ describe('hedged dialing', () => {
     assert.equal(dialed.hedges, 1);
     assert.equal(dialed.retries, 0);
     assert.ok(took >= 95, `won after ${took} ms, before the hedge delay`);
-    assert.deepEqual(pool.failures.map((f) => [f.id, f.reason]), [[node('socks5', stalledPort).id, 'stalled']]);
+    assert.deepEqual(
+      pool.failures.map((f) => [f.id, f.reason]),
+      [[node('socks5', stalledPort).id, 'stalled']],
+    );
     assert.equal(await counter(metrics, 'upstreamHedges', 'outcome', 'won'), 1);
     dialed.socket.destroy();
     dialed.release();
@@ -117,7 +125,11 @@ describe('hedged dialing', () => {
     assert.equal(dialed.node.port, healthyPort);
     // The loser's late tunnel is closed and its node released (the winner is still held).
     await waitFor(() => pool.released === pool.acquired - 1, 5000, 'the loser released');
-    assert.deepEqual(pool.failures.map((f) => f.reason), ['stalled'], 'marked at once, so the next connections avoid it');
+    assert.deepEqual(
+      pool.failures.map((f) => f.reason),
+      ['stalled'],
+      'marked at once, so the next connections avoid it',
+    );
     assert.ok(pool.successes.includes(node('socks5', stalledPort).id), 'then forgiven: it answered');
     assert.equal(await counter(metrics, 'upstreamFailures', 'reason', 'stalled'), 0);
     dialed.socket.destroy();
@@ -151,7 +163,10 @@ describe('hedged dialing', () => {
     const p2 = r.dial(a.route, { host: '127.0.0.1', port: 9 }, late);
     setTimeout(() => late.abort(), 250); // timing under test: past the 100 ms hedge delay
     await assert.rejects(p2, (e: unknown) => e instanceof GatewayError && e.code === 'DIAL_ABORTED');
-    assert.deepEqual(pool.failures.map((f) => f.reason), ['stalled']);
+    assert.deepEqual(
+      pool.failures.map((f) => f.reason),
+      ['stalled'],
+    );
     assert.equal(await counter(metrics, 'upstreamFailures', 'reason', 'stalled'), 1);
     assert.equal(await counter(metrics, 'upstreamHedges', 'outcome', 'abandoned'), 0, 'no other node: no hedge was started');
     assert.equal(pool.released, pool.acquired);

@@ -3,7 +3,13 @@
 // 100-continue after admission, IPv6 literals, pipelined refusals in order, hop-by-hop headers, 502 bodies
 // without upstream addresses, and handleSocket() for a socket accepted elsewhere.
 import assert from 'node:assert/strict';
-import { Agent, createServer as createHttpServer, request as httpRequest, type IncomingMessage, type Server as HttpServer } from 'node:http';
+import {
+  Agent,
+  createServer as createHttpServer,
+  request as httpRequest,
+  type IncomingMessage,
+  type Server as HttpServer,
+} from 'node:http';
 import { connect, createServer, type Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { WebSocket, WebSocketServer } from 'ws';
@@ -12,7 +18,22 @@ import { HttpListener } from '../../src/proxy/http.ts';
 import { UnlimitedMeters } from '../support/meters.ts';
 import { Router } from '../../src/proxy/router.ts';
 import { createMetrics } from '../../src/telemetry/metrics.ts';
-import { closeServer, curl, deadPort, FixedPool, FixedPools, listenPort, MapSessions, node, startMicrosocks, startSquid, startTinyproxy, user, Users, type Child } from './fixtures.ts';
+import {
+  closeServer,
+  curl,
+  deadPort,
+  FixedPool,
+  FixedPools,
+  listenPort,
+  MapSessions,
+  node,
+  startMicrosocks,
+  startSquid,
+  startTinyproxy,
+  user,
+  Users,
+  type Child,
+} from './fixtures.ts';
 
 const AUTH = `Basic ${Buffer.from('alice:alice-pass').toString('base64')}`;
 
@@ -41,7 +62,9 @@ async function gateway(nodes: UpstreamNode[]): Promise<Gw> {
 }
 
 /** A target that answers with the request headers it received, and hosts a WebSocket echo at /ws. */
-async function startEchoTarget(host = '127.0.0.1'): Promise<{ port: number; server: HttpServer; connections: () => number; close: () => Promise<void> }> {
+async function startEchoTarget(
+  host = '127.0.0.1',
+): Promise<{ port: number; server: HttpServer; connections: () => number; close: () => Promise<void> }> {
   let connections = 0;
   const server = createHttpServer((req, res) => {
     if (req.url?.startsWith('/headers')) {
@@ -86,7 +109,12 @@ function rawExchange(port: number, text: string, until: (got: string) => boolean
   });
 }
 
-function get(port: number, url: string, agent: Agent, headers: Record<string, string> = {}): Promise<{ status: number; body: string; res: IncomingMessage }> {
+function get(
+  port: number,
+  url: string,
+  agent: Agent,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: string; res: IncomingMessage }> {
   return new Promise((resolve, reject) => {
     const req = httpRequest({ host: '127.0.0.1', port, path: url, agent, headers: { 'proxy-authorization': AUTH, ...headers } }, (res) => {
       let body = '';
@@ -122,7 +150,11 @@ describe('HTTP listener: plain-HTTP forwarding with real clients', () => {
       let gw: Gw;
       before(async () => {
         const up =
-          kind === 'socks5' ? node('socks5', socksUp.port, 'up', 'uppass') : kind === 'http' ? node('http', httpUp.port, 'up', 'uppass') : node('http', squid.port);
+          kind === 'socks5'
+            ? node('socks5', socksUp.port, 'up', 'uppass')
+            : kind === 'http'
+              ? node('http', httpUp.port, 'up', 'uppass')
+              : node('http', squid.port);
         gw = await gateway([up]);
       });
       after(() => gw.close());
@@ -220,7 +252,11 @@ describe('HTTP listener: plain-HTTP forwarding with real clients', () => {
     test('Expect: 100-continue is answered only after authentication: a refused client gets 407 and no 100', async () => {
       const head = (auth: string): string =>
         `POST http://127.0.0.1:${echo.port}/upload HTTP/1.1\r\nHost: 127.0.0.1:${echo.port}\r\n${auth}Content-Length: 5\r\nExpect: 100-continue\r\n\r\n`;
-      const refused = await rawExchange(gw.port, head('Proxy-Authorization: Basic ' + Buffer.from('alice:nope').toString('base64') + '\r\n'), (t) => t.includes('\r\n\r\n'));
+      const refused = await rawExchange(
+        gw.port,
+        head('Proxy-Authorization: Basic ' + Buffer.from('alice:nope').toString('base64') + '\r\n'),
+        (t) => t.includes('\r\n\r\n'),
+      );
       assert.match(refused, /^HTTP\/1\.1 407 /, refused);
       const anonymous = await rawExchange(gw.port, head(''), (t) => t.includes('\r\n\r\n'));
       assert.match(anonymous, /^HTTP\/1\.1 407 /, anonymous);
@@ -230,7 +266,13 @@ describe('HTTP listener: plain-HTTP forwarding with real clients', () => {
       const events: string[] = [];
       const body = await new Promise<string>((resolve, reject) => {
         const req = httpRequest(
-          { host: '127.0.0.1', port: gw.port, method: 'POST', path: `http://127.0.0.1:${echo.port}/upload`, headers: { 'proxy-authorization': AUTH, expect: '100-continue', 'content-length': '5' } },
+          {
+            host: '127.0.0.1',
+            port: gw.port,
+            method: 'POST',
+            path: `http://127.0.0.1:${echo.port}/upload`,
+            headers: { 'proxy-authorization': AUTH, expect: '100-continue', 'content-length': '5' },
+          },
           (res) => {
             events.push(`response ${res.statusCode}`);
             let text = '';
@@ -249,7 +291,17 @@ describe('HTTP listener: plain-HTTP forwarding with real clients', () => {
     });
 
     test('curl with Expect: 100-continue: the 100 comes, then the body is forwarded whole', async () => {
-      const r = await curl(['-sS', '-v', '-x', `http://alice:alice-pass@127.0.0.1:${gw.port}`, '-H', 'Expect: 100-continue', '-d', 'x'.repeat(1000), `http://127.0.0.1:${echo.port}/upload`]);
+      const r = await curl([
+        '-sS',
+        '-v',
+        '-x',
+        `http://alice:alice-pass@127.0.0.1:${gw.port}`,
+        '-H',
+        'Expect: 100-continue',
+        '-d',
+        'x'.repeat(1000),
+        `http://127.0.0.1:${echo.port}/upload`,
+      ]);
       assert.equal(r.stdout, 'got 1000 bytes', r.stderr);
       assert.match(r.stderr, /HTTP\/1\.1 100 Continue/);
     });
@@ -269,7 +321,18 @@ describe('HTTP listener: plain-HTTP forwarding with real clients', () => {
     });
 
     test('a non-Basic Proxy-Authorization on plain HTTP is a 407 with the Basic challenge', async () => {
-      const r = await curl(['-sS', '-o', '/dev/null', '-w', '%{http_code} %header{proxy-authenticate}', '-x', `http://127.0.0.1:${gw.port}`, '-H', 'Proxy-Authorization: Bearer abc', `http://127.0.0.1:${echo.port}/headers`]);
+      const r = await curl([
+        '-sS',
+        '-o',
+        '/dev/null',
+        '-w',
+        '%{http_code} %header{proxy-authenticate}',
+        '-x',
+        `http://127.0.0.1:${gw.port}`,
+        '-H',
+        'Proxy-Authorization: Bearer abc',
+        `http://127.0.0.1:${echo.port}/headers`,
+      ]);
       assert.equal(r.stdout, '407 Basic realm="rotor"');
     });
 
@@ -277,10 +340,21 @@ describe('HTTP listener: plain-HTTP forwarding with real clients', () => {
       const dead = await deadPort();
       const down = await gateway([node('http', dead)]);
       try {
-        const plain = await curl(['-sS', '-w', '\n%{http_code}', '-x', `http://alice:alice-pass@127.0.0.1:${down.port}`, `http://127.0.0.1:${echo.port}/headers`]);
+        const plain = await curl([
+          '-sS',
+          '-w',
+          '\n%{http_code}',
+          '-x',
+          `http://alice:alice-pass@127.0.0.1:${down.port}`,
+          `http://127.0.0.1:${echo.port}/headers`,
+        ]);
         assert.match(plain.stdout, /502$/);
         assert.ok(!plain.stdout.includes(String(dead)), plain.stdout);
-        const tunnel = await rawExchange(down.port, `CONNECT 127.0.0.1:${echo.port} HTTP/1.1\r\nHost: x\r\nProxy-Authorization: ${AUTH}\r\n\r\n`, () => false);
+        const tunnel = await rawExchange(
+          down.port,
+          `CONNECT 127.0.0.1:${echo.port} HTTP/1.1\r\nHost: x\r\nProxy-Authorization: ${AUTH}\r\n\r\n`,
+          () => false,
+        );
         assert.match(tunnel, /^HTTP\/1\.1 502 /);
         assert.ok(!tunnel.includes(String(dead)), tunnel);
       } finally {
@@ -294,7 +368,13 @@ describe('HTTP listener: plain-HTTP forwarding with real clients', () => {
       try {
         const r = await curl(['-sS', '-x', `http://alice:alice-pass@127.0.0.1:${port}`, `http://127.0.0.1:${echo.port}/headers/front`]);
         assert.equal(JSON.parse(r.stdout).url, '/headers/front', r.stderr);
-        const t = await curl(['-sS', '-p', '-x', `http://alice:alice-pass@127.0.0.1:${port}`, `http://127.0.0.1:${echo.port}/headers/tunnel`]);
+        const t = await curl([
+          '-sS',
+          '-p',
+          '-x',
+          `http://alice:alice-pass@127.0.0.1:${port}`,
+          `http://127.0.0.1:${echo.port}/headers/tunnel`,
+        ]);
         assert.equal(JSON.parse(t.stdout).url, '/headers/tunnel', t.stderr);
       } finally {
         await closeServer(front);

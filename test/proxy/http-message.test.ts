@@ -9,8 +9,15 @@ describe('request targets', () => {
     assert.equal(parseAbsoluteTarget('http://a:00080/')?.port, 80);
     assert.equal(parseAbsoluteTarget('http://a:/')?.port, 80);
     assert.equal(parseAbsoluteTarget('http://a/')?.port, 80);
-    for (const bad of ['http://a:0/', 'http://a:65536/', 'http://a:123456/', 'http://a:1a/', 'http://a:-1/']) assert.equal(parseAbsoluteTarget(bad), undefined, bad);
-    assert.deepEqual(parseAbsoluteTarget('ws://[::1]:8080/p?q#f'), { host: '::1', port: 8080, path: '/p?q', authority: '[::1]:8080', absolute: 'http://[::1]:8080/p?q' });
+    for (const bad of ['http://a:0/', 'http://a:65536/', 'http://a:123456/', 'http://a:1a/', 'http://a:-1/'])
+      assert.equal(parseAbsoluteTarget(bad), undefined, bad);
+    assert.deepEqual(parseAbsoluteTarget('ws://[::1]:8080/p?q#f'), {
+      host: '::1',
+      port: 8080,
+      path: '/p?q',
+      authority: '[::1]:8080',
+      absolute: 'http://[::1]:8080/p?q',
+    });
   });
 
   test('CONNECT authorities use the same port rule', () => {
@@ -29,7 +36,26 @@ describe('forwarded headers', () => {
   });
 
   test('the request header object: Host first from the URI, repeated fields as arrays, dropped and named fields out', () => {
-    const raw = ['host', 'client.example', 'Accept', 'a', 'Cookie', 'c1', 'Cookie', 'c2', 'Cookie', 'c3', 'Expect', '100-continue', 'Connection', 'x-hop', 'X-Hop', '1', 'Proxy-Authorization', 'Basic eA=='];
+    const raw = [
+      'host',
+      'client.example',
+      'Accept',
+      'a',
+      'Cookie',
+      'c1',
+      'Cookie',
+      'c2',
+      'Cookie',
+      'c3',
+      'Expect',
+      '100-continue',
+      'Connection',
+      'x-hop',
+      'X-Hop',
+      '1',
+      'Proxy-Authorization',
+      'Basic eA==',
+    ];
     const headers = forwardHeaderObject(raw, new Set(['expect', 'host']), 'target:8080');
     assert.deepEqual(headers, { Host: 'target:8080', Accept: 'a', Cookie: ['c1', 'c2', 'c3'] });
     assert.deepEqual(Object.keys(headers)[0], 'Host');

@@ -35,7 +35,10 @@ interface Gateway {
   close: () => Promise<void>;
 }
 
-async function gateway(nodes: UpstreamNode[], options: { limits?: Map<string, number>; handshakeTimeoutMs?: number } = {}): Promise<Gateway> {
+async function gateway(
+  nodes: UpstreamNode[],
+  options: { limits?: Map<string, number>; handshakeTimeoutMs?: number } = {},
+): Promise<Gateway> {
   const pool = new FixedPool(nodes);
   const sessions = new MapSessions();
   const meters = new UnlimitedMeters(options.limits);
@@ -113,7 +116,13 @@ describe('listeners end to end with curl', () => {
       });
 
       test('HTTP listener, plain POST with a body', async () => {
-        const r = await curl(['-x', `http://alice:alice-pass@127.0.0.1:${gw.http}`, '--data-binary', 'ping-body', `http://127.0.0.1:${target.port}/echo`]);
+        const r = await curl([
+          '-x',
+          `http://alice:alice-pass@127.0.0.1:${gw.http}`,
+          '--data-binary',
+          'ping-body',
+          `http://127.0.0.1:${target.port}/echo`,
+        ]);
         assert.equal(r.stdout, 'ping-body', r.stderr);
       });
 
@@ -138,9 +147,26 @@ describe('listeners end to end with curl', () => {
       });
 
       test('a large download arrives whole', async () => {
-        const r = await curl(['-p', '-x', `http://alice:alice-pass@127.0.0.1:${gw.http}`, '-o', '/dev/null', '-w', '%{size_download}', `http://127.0.0.1:${target.port}/bytes/3000000`]);
+        const r = await curl([
+          '-p',
+          '-x',
+          `http://alice:alice-pass@127.0.0.1:${gw.http}`,
+          '-o',
+          '/dev/null',
+          '-w',
+          '%{size_download}',
+          `http://127.0.0.1:${target.port}/bytes/3000000`,
+        ]);
         assert.equal(r.stdout, '3000000', r.stderr);
-        const s = await curl(['-x', `socks5h://alice:alice-pass@127.0.0.1:${gw.socks}`, '-o', '/dev/null', '-w', '%{size_download}', `http://127.0.0.1:${target.port}/bytes/3000000`]);
+        const s = await curl([
+          '-x',
+          `socks5h://alice:alice-pass@127.0.0.1:${gw.socks}`,
+          '-o',
+          '/dev/null',
+          '-w',
+          '%{size_download}',
+          `http://127.0.0.1:${target.port}/bytes/3000000`,
+        ]);
         assert.equal(s.stdout, '3000000', s.stderr);
       });
     });
@@ -297,7 +323,7 @@ describe('listeners end to end with curl', () => {
         assert.equal(socksReply(s.stderr), 2, s.stderr);
         assert.ok((await counter(gw.metrics, 'http', 'limited')) >= 1);
         // Connections are counted closed again.
-        await waitFor(() => gw.meters.usage('lim').active === 0, 5000, 'lim\'s connections counted closed');
+        await waitFor(() => gw.meters.usage('lim').active === 0, 5000, "lim's connections counted closed");
       } finally {
         await gw.close();
       }
@@ -307,7 +333,13 @@ describe('listeners end to end with curl', () => {
   test('bytes per user reach rotor_proxy_bytes_total when the connection closes', async () => {
     const gw = await gateway([node('socks5', socksUp.port, 'up', 'uppass')]);
     try {
-      await curl(['-x', `socks5h://alice:alice-pass@127.0.0.1:${gw.socks}`, '-o', '/dev/null', `http://127.0.0.1:${target.port}/bytes/100000`]);
+      await curl([
+        '-x',
+        `socks5h://alice:alice-pass@127.0.0.1:${gw.socks}`,
+        '-o',
+        '/dev/null',
+        `http://127.0.0.1:${target.port}/bytes/100000`,
+      ]);
       // The bytes are counted when the relay ends, which follows curl's exit by a moment.
       await waitFor(() => gw.meters.usage('alice').active === 0, 5000, 'the relay to end');
       const m = await gw.metrics.bytesTotal.get();
@@ -327,7 +359,9 @@ describe('listeners end to end with curl', () => {
     const gw = await gateway([node('socks5', silent.port)], { handshakeTimeoutMs: 5000 });
     try {
       const s = connect({ host: '127.0.0.1', port: gw.http });
-      s.write(`CONNECT 127.0.0.1:${target.port} HTTP/1.1\r\nProxy-Authorization: Basic ${Buffer.from('alice:alice-pass').toString('base64')}\r\n\r\n`);
+      s.write(
+        `CONNECT 127.0.0.1:${target.port} HTTP/1.1\r\nProxy-Authorization: Basic ${Buffer.from('alice:alice-pass').toString('base64')}\r\n\r\n`,
+      );
       await waitFor(() => gw.meters.usage('alice').active === 1, 5000, 'the dial to start');
       s.destroy();
       await waitFor(() => gw.meters.usage('alice').active === 0 && gw.pool.released === gw.pool.acquired, 5000, 'the dial to be cancelled');

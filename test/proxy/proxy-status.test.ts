@@ -12,7 +12,19 @@ import { Socks5Listener } from '../../src/proxy/socks5.ts';
 import { parseUsername } from '../../src/proxy/username.ts';
 import { DestinationPolicy } from '../../src/proxy/destination-rules.ts';
 import { UnlimitedMeters } from '../support/meters.ts';
-import { deadPort, FixedPool, FixedPools, MapSessions, node, startMicrosocks, startSilent, startTarget, user, Users, type Child } from './fixtures.ts';
+import {
+  deadPort,
+  FixedPool,
+  FixedPools,
+  MapSessions,
+  node,
+  startMicrosocks,
+  startSilent,
+  startTarget,
+  user,
+  Users,
+  type Child,
+} from './fixtures.ts';
 
 const basic = (name: string, pass: string): string => `Basic ${Buffer.from(`${name}:${pass}`).toString('base64')}`;
 
@@ -57,7 +69,7 @@ function socksConnect(port: number, username: string, password: string, host: st
         s.write(Buffer.concat([Buffer.from([1, u.length]), u, Buffer.from([p.length]), p]));
       }
       if (stage === 1 && buf.length >= 2) {
-        if (buf[1] !== 0) return s.destroy(), resolve(0x100 + buf[1]!);
+        if (buf[1] !== 0) return (s.destroy(), resolve(0x100 + buf[1]!));
         buf = buf.subarray(2);
         stage = 2;
         const h = Buffer.from(host);
@@ -134,21 +146,41 @@ describe('Proxy-Status on every answer Rotor writes itself', () => {
   });
 
   test('407 without credentials and with a wrong password (plain and CONNECT)', async () => {
-    expectStatus(await rawHead(httpPort, `GET http://127.0.0.1:${target.port}/hello HTTP/1.1\r\nHost: x\r\n\r\n`), 407, 'http_request_denied');
+    expectStatus(
+      await rawHead(httpPort, `GET http://127.0.0.1:${target.port}/hello HTTP/1.1\r\nHost: x\r\n\r\n`),
+      407,
+      'http_request_denied',
+    );
     const wrong = basic('alice', 'nope');
-    expectStatus(await rawHead(httpPort, `GET http://127.0.0.1:${target.port}/hello HTTP/1.1\r\nHost: x\r\nProxy-Authorization: ${wrong}\r\n\r\n`), 407, 'http_request_denied');
-    expectStatus(await rawHead(httpPort, `CONNECT 127.0.0.1:${target.port} HTTP/1.1\r\nHost: x\r\nProxy-Authorization: ${wrong}\r\n\r\n`), 407, 'http_request_denied');
+    expectStatus(
+      await rawHead(httpPort, `GET http://127.0.0.1:${target.port}/hello HTTP/1.1\r\nHost: x\r\nProxy-Authorization: ${wrong}\r\n\r\n`),
+      407,
+      'http_request_denied',
+    );
+    expectStatus(
+      await rawHead(httpPort, `CONNECT 127.0.0.1:${target.port} HTTP/1.1\r\nHost: x\r\nProxy-Authorization: ${wrong}\r\n\r\n`),
+      407,
+      'http_request_denied',
+    );
   });
 
   test('400: origin-form request, malformed CONNECT target, malformed request line', async () => {
     expectStatus(await rawHead(httpPort, 'GET /hello HTTP/1.1\r\nHost: x\r\n\r\n'), 400, 'http_request_error');
-    expectStatus(await rawHead(httpPort, `CONNECT nonsense HTTP/1.1\r\nHost: x\r\nProxy-Authorization: ${basic('alice', 'alice-pass')}\r\n\r\n`), 400, 'http_request_error');
+    expectStatus(
+      await rawHead(httpPort, `CONNECT nonsense HTTP/1.1\r\nHost: x\r\nProxy-Authorization: ${basic('alice', 'alice-pass')}\r\n\r\n`),
+      400,
+      'http_request_error',
+    );
     expectStatus(await rawHead(httpPort, 'GARBAGE\r\n\r\n'), 400, 'http_request_error');
   });
 
   test('403: a destination the rules deny, and a user whose limit is spent', async () => {
     const auth = basic('alice', 'alice-pass');
-    expectStatus(await rawHead(httpPort, `CONNECT 127.0.0.1:25 HTTP/1.1\r\nHost: x\r\nProxy-Authorization: ${auth}\r\n\r\n`), 403, 'destination_ip_prohibited');
+    expectStatus(
+      await rawHead(httpPort, `CONNECT 127.0.0.1:25 HTTP/1.1\r\nHost: x\r\nProxy-Authorization: ${auth}\r\n\r\n`),
+      403,
+      'destination_ip_prohibited',
+    );
     expectStatus(
       await rawHead(httpPort, `GET http://127.0.0.1:25/ HTTP/1.1\r\nHost: x\r\nProxy-Authorization: ${auth}\r\n\r\n`),
       403,
@@ -156,27 +188,50 @@ describe('Proxy-Status on every answer Rotor writes itself', () => {
     );
     meters.meter('spent').add(1, 0);
     const spent = basic('spent', 'spent-pass');
-    expectStatus(await rawHead(httpPort, `CONNECT 127.0.0.1:${target.port} HTTP/1.1\r\nHost: x\r\nProxy-Authorization: ${spent}\r\n\r\n`), 403, 'http_request_denied');
+    expectStatus(
+      await rawHead(httpPort, `CONNECT 127.0.0.1:${target.port} HTTP/1.1\r\nHost: x\r\nProxy-Authorization: ${spent}\r\n\r\n`),
+      403,
+      'http_request_denied',
+    );
   });
 
   test('502: the target refuses through the upstream (plain and CONNECT)', async () => {
     const auth = basic('alice', 'alice-pass');
-    expectStatus(await rawHead(httpPort, `CONNECT 127.0.0.1:${dead} HTTP/1.1\r\nHost: x\r\nProxy-Authorization: ${auth}\r\n\r\n`), 502, 'connection_refused');
-    expectStatus(await rawHead(httpPort, `GET http://127.0.0.1:${dead}/ HTTP/1.1\r\nHost: x\r\nProxy-Authorization: ${auth}\r\n\r\n`), 502, 'connection_refused');
+    expectStatus(
+      await rawHead(httpPort, `CONNECT 127.0.0.1:${dead} HTTP/1.1\r\nHost: x\r\nProxy-Authorization: ${auth}\r\n\r\n`),
+      502,
+      'connection_refused',
+    );
+    expectStatus(
+      await rawHead(httpPort, `GET http://127.0.0.1:${dead}/ HTTP/1.1\r\nHost: x\r\nProxy-Authorization: ${auth}\r\n\r\n`),
+      502,
+      'connection_refused',
+    );
   });
 
   test('503: no upstream in the pool', async () => {
     const auth = basic('alice', 'alice-pass');
-    expectStatus(await rawHead(emptyPort, `CONNECT 127.0.0.1:${target.port} HTTP/1.1\r\nHost: x\r\nProxy-Authorization: ${auth}\r\n\r\n`), 503, 'destination_unavailable');
+    expectStatus(
+      await rawHead(emptyPort, `CONNECT 127.0.0.1:${target.port} HTTP/1.1\r\nHost: x\r\nProxy-Authorization: ${auth}\r\n\r\n`),
+      503,
+      'destination_unavailable',
+    );
   });
 
   test('504: an upstream that never answers its handshake', async () => {
     const auth = basic('alice', 'alice-pass');
-    expectStatus(await rawHead(silentPort, `CONNECT 127.0.0.1:${target.port} HTTP/1.1\r\nHost: x\r\nProxy-Authorization: ${auth}\r\n\r\n`), 504, 'connection_timeout');
+    expectStatus(
+      await rawHead(silentPort, `CONNECT 127.0.0.1:${target.port} HTTP/1.1\r\nHost: x\r\nProxy-Authorization: ${auth}\r\n\r\n`),
+      504,
+      'connection_timeout',
+    );
   });
 
   test('an answer the upstream gave passes through without a Proxy-Status of Rotor', async () => {
-    const head = await rawHead(httpPort, `GET http://127.0.0.1:${target.port}/hello HTTP/1.1\r\nHost: x\r\nProxy-Authorization: ${basic('alice', 'alice-pass')}\r\n\r\n`);
+    const head = await rawHead(
+      httpPort,
+      `GET http://127.0.0.1:${target.port}/hello HTTP/1.1\r\nHost: x\r\nProxy-Authorization: ${basic('alice', 'alice-pass')}\r\n\r\n`,
+    );
     assert.equal(head.status, 200);
     assert.equal(head.headers.get('proxy-status'), undefined);
   });
@@ -231,7 +286,10 @@ describe('strict and soft sticky sessions', () => {
 
   test("a strict session's exit dies: 502 with Proxy-Status (HTTP) and reply 0x03 (SOCKS5), no move; a soft one moves", async () => {
     const strictAuth = basic('alice-session-st-strict-1', 'alice-pass');
-    const ok = await rawHead(http.port, `CONNECT 127.0.0.1:${target.port} HTTP/1.1\r\nHost: x\r\nProxy-Authorization: ${strictAuth}\r\n\r\n`);
+    const ok = await rawHead(
+      http.port,
+      `CONNECT 127.0.0.1:${target.port} HTTP/1.1\r\nHost: x\r\nProxy-Authorization: ${strictAuth}\r\n\r\n`,
+    );
     assert.equal(ok.status, 200, ok.raw);
     const bound = sessions.map.get('alice/st');
     assert.ok(bound, 'the strict session is bound');
@@ -241,7 +299,10 @@ describe('strict and soft sticky sessions', () => {
     const dying = ups.find((u) => bound.port === u.port)!;
     await dying.stop();
 
-    const failed = await rawHead(http.port, `CONNECT 127.0.0.1:${target.port} HTTP/1.1\r\nHost: x\r\nProxy-Authorization: ${strictAuth}\r\n\r\n`);
+    const failed = await rawHead(
+      http.port,
+      `CONNECT 127.0.0.1:${target.port} HTTP/1.1\r\nHost: x\r\nProxy-Authorization: ${strictAuth}\r\n\r\n`,
+    );
     expectStatus(failed, 502, 'destination_unavailable');
     assert.match(failed.raw, /strict session/);
     assert.equal(sessions.map.get('alice/st'), bound, 'the strict session keeps its exit');
@@ -250,7 +311,10 @@ describe('strict and soft sticky sessions', () => {
     assert.equal(sessions.map.get('alice/st'), bound);
 
     // A soft session on the same dead exit moves to the other one and succeeds.
-    const moved = await rawHead(http.port, `CONNECT 127.0.0.1:${target.port} HTTP/1.1\r\nHost: x\r\nProxy-Authorization: ${softAuth}\r\n\r\n`);
+    const moved = await rawHead(
+      http.port,
+      `CONNECT 127.0.0.1:${target.port} HTTP/1.1\r\nHost: x\r\nProxy-Authorization: ${softAuth}\r\n\r\n`,
+    );
     assert.equal(moved.status, 200, moved.raw);
     const now = sessions.map.get('alice/so');
     assert.ok(now && now.id !== bound.id, 'the soft session moved to another exit');

@@ -58,7 +58,13 @@ async function startTarget(): Promise<{ port: number; seen: Map<string, number>;
   return { port: (server.address() as AddressInfo).port, seen, server };
 }
 
-function send(port: number, name: string, url: string, method = 'GET', body?: string): Promise<{ status: number; body: string; headers: Record<string, unknown> }> {
+function send(
+  port: number,
+  name: string,
+  url: string,
+  method = 'GET',
+  body?: string,
+): Promise<{ status: number; body: string; headers: Record<string, unknown> }> {
   return new Promise((resolve, reject) => {
     const req = httpRequest(
       {
@@ -67,7 +73,10 @@ function send(port: number, name: string, url: string, method = 'GET', body?: st
         method,
         path: url,
         agent: false,
-        headers: { 'proxy-authorization': `Basic ${Buffer.from(`${name}:pw`).toString('base64')}`, ...(body !== undefined ? { 'content-length': Buffer.byteLength(body) } : {}) },
+        headers: {
+          'proxy-authorization': `Basic ${Buffer.from(`${name}:pw`).toString('base64')}`,
+          ...(body !== undefined ? { 'content-length': Buffer.byteLength(body) } : {}),
+        },
       },
       (res) => {
         let text = '';
@@ -108,7 +117,9 @@ describe('request rules: retry through another exit, ban the exit, tag the recor
     const router = new Router({
       users: new Users([
         user('alice', 'pw', { requestRules: rules([{ status: [403, 429], action: 'retry_ban', retries: 2, banSeconds: 600 }]) }),
-        user('poster', 'pw', { requestRules: rules([{ name: 'post-403', status: [403], action: 'retry_ban', banSeconds: 600, methods: ['POST'] }]) }),
+        user('poster', 'pw', {
+          requestRules: rules([{ name: 'post-403', status: [403], action: 'retry_ban', banSeconds: 600, methods: ['POST'] }]),
+        }),
         user('tagger', 'pw', { requestRules: rules([{ name: 'watch', status: [403], action: 'tag' }]) }),
         user('plain', 'pw'),
         user('tunnel', 'pw', { requestRules: rules([{ name: 'dial', status: [502], action: 'ban', banSeconds: 60 }]) }),
@@ -158,7 +169,7 @@ describe('request rules: retry through another exit, ban the exit, tag the recor
     assert.equal(rec.node, ups[1]!.node.id);
   });
 
-  test('the banned exit carries none of the user\'s requests until the ban ends, then again', async () => {
+  test("the banned exit carries none of the user's requests until the ban ends, then again", async () => {
     const before = target.seen.get(BANNED_BY_TARGET) ?? 0;
     for (let i = 0; i < 6; i++) {
       const r = await send(listener.port, 'alice', `http://127.0.0.1:${target.port}/b${i}`);
@@ -170,7 +181,7 @@ describe('request rules: retry through another exit, ban the exit, tag the recor
     pool.next = 0;
     const other = await send(listener.port, 'plain', `http://127.0.0.1:${target.port}/c`);
     assert.equal(other.status, 403);
-    assert.equal(other.headers['x-blocked'], 'by-target', 'the target\'s own answer, untouched');
+    assert.equal(other.headers['x-blocked'], 'by-target', "the target's own answer, untouched");
     assert.equal(other.headers['proxy-status'], undefined);
     const plainRec = await recordOf('plain', 1);
     assert.equal(plainRec.rule, undefined);
@@ -188,9 +199,13 @@ describe('request rules: retry through another exit, ban the exit, tag the recor
     for (const b of bans.list()) bans.lift(b.id);
     pool.next = 0;
     const r = await send(listener.port, 'alice', `http://127.0.0.1:${target.port}/post`, 'POST', 'x'.repeat(1000));
-    assert.equal(r.status, 403, 'alice\'s rule retries idempotent methods only');
+    assert.equal(r.status, 403, "alice's rule retries idempotent methods only");
     // Its record: the rule fired (tagged, banned) with no retry.
-    await waitFor(() => records.some((x) => x.user === 'alice' && x.target?.endsWith(`:${target.port}`) && x.rule === 'user#0' && x.retries === 0), 5000, 'the POST record');
+    await waitFor(
+      () => records.some((x) => x.user === 'alice' && x.target?.endsWith(`:${target.port}`) && x.rule === 'user#0' && x.retries === 0),
+      5000,
+      'the POST record',
+    );
     assert.equal(bans.list().filter((b) => b.user === 'alice').length, 1, 'the ban applies even when the method is not retried');
 
     pool.next = 0;
@@ -221,7 +236,14 @@ describe('request rules: retry through another exit, ban the exit, tag the recor
     pool.next = 0;
     try {
       const got = await new Promise<number>((resolve, reject) => {
-        const req = httpRequest({ host: '127.0.0.1', port: listener.port, method: 'CONNECT', path: `127.0.0.1:${target.port}`, agent: false, headers: { 'proxy-authorization': `Basic ${Buffer.from('tunnel:pw').toString('base64')}` } });
+        const req = httpRequest({
+          host: '127.0.0.1',
+          port: listener.port,
+          method: 'CONNECT',
+          path: `127.0.0.1:${target.port}`,
+          agent: false,
+          headers: { 'proxy-authorization': `Basic ${Buffer.from('tunnel:pw').toString('base64')}` },
+        });
         req.on('connect', (res, socket) => {
           socket.destroy();
           resolve(res.statusCode ?? 0);

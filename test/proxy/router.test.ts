@@ -61,7 +61,16 @@ describe('Router.authorize', () => {
 
   test('one reason for every failed authentication unless the password is right (no user enumeration)', () => {
     const { r } = router();
-    for (const name of ['nobody', 'alice', 'alice-colour-red', 'alice-sesstime-0', 'alice-session-a-session-b', 'bob-smith-colour-x', 'x'.repeat(2000), `alice-session-${'s'.repeat(65)}`]) {
+    for (const name of [
+      'nobody',
+      'alice',
+      'alice-colour-red',
+      'alice-sesstime-0',
+      'alice-session-a-session-b',
+      'bob-smith-colour-x',
+      'x'.repeat(2000),
+      `alice-session-${'s'.repeat(65)}`,
+    ]) {
       const a = r.authorize(name, 'not-the-password');
       assert.ok(!a.ok && a.kind === 'auth', name);
       assert.equal(a.reason, 'wrong user name or password', name.slice(0, 40));
@@ -86,7 +95,13 @@ describe('Router.authorize', () => {
     const bad = r.authorize('alice-region-ZZ9', 'secret');
     assert.ok(!bad.ok && bad.kind === 'forbidden' && bad.reason === "unknown region 'ZZ9'");
     // Not loaded yet (undefined): let through.
-    const early = new Router({ users: new Users([user('alice', 'secret')]), meters: new UnlimitedMeters(), pools, sessions: new MapSessions(), regionKnown: () => undefined });
+    const early = new Router({
+      users: new Users([user('alice', 'secret')]),
+      meters: new UnlimitedMeters(),
+      pools,
+      sessions: new MapSessions(),
+      regionKnown: () => undefined,
+    });
     assert.ok(early.authorize('alice-region-ZZ9', 'secret').ok);
   });
 
@@ -103,7 +118,10 @@ describe('Router.authorize', () => {
     });
     const a = r.authorize('alice-region-US', 'secret');
     assert.ok(a.ok);
-    await assert.rejects(r.dial(a.route, { host: 'example.com', port: 443 }), (err: unknown) => err instanceof GatewayError && err.code === 'NO_UPSTREAM' && err.httpStatus === 503);
+    await assert.rejects(
+      r.dial(a.route, { host: 'example.com', port: 443 }),
+      (err: unknown) => err instanceof GatewayError && err.code === 'NO_UPSTREAM' && err.httpStatus === 503,
+    );
   });
 
   test('instances: unknown or not allowed -> forbidden; allowed -> route', () => {
@@ -186,7 +204,13 @@ describe('relay', () => {
     const upstream = await socketPair();
     const meters = new UnlimitedMeters();
     const ended = new Promise<RelayStats>((resolve) =>
-      relay(client.b, upstream.a, { meter: meters.meter('x'), idleTimeoutMs: 150, clientHead: Buffer.from('H'), upstreamHead: Buffer.from('U'), onEnd: resolve }),
+      relay(client.b, upstream.a, {
+        meter: meters.meter('x'),
+        idleTimeoutMs: 150,
+        clientHead: Buffer.from('H'),
+        upstreamHead: Buffer.from('U'),
+        onEnd: resolve,
+      }),
     );
     const atUpstream: Buffer[] = [];
     const atClient: Buffer[] = [];
@@ -214,7 +238,9 @@ describe('relay', () => {
     const client = await socketPair();
     const upstream = await socketPair();
     const meters = new UnlimitedMeters();
-    const ended = new Promise<RelayStats>((resolve) => relay(client.b, upstream.a, { meter: meters.meter('x'), idleTimeoutMs: 5000, onEnd: resolve }));
+    const ended = new Promise<RelayStats>((resolve) =>
+      relay(client.b, upstream.a, { meter: meters.meter('x'), idleTimeoutMs: 5000, onEnd: resolve }),
+    );
     upstream.b.on('data', () => {});
     // The client sends and half-closes; the upstream answers after seeing the FIN, then closes.
     upstream.b.on('end', () => upstream.b.end('reply after fin'));

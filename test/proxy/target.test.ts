@@ -25,19 +25,37 @@ describe('checkTarget', () => {
 
   test('malformed targets are BadTargetError: 400 and SOCKS5 0x01', () => {
     for (const [host, port] of [
-      ['example.com', 0], ['example.com', 65536], ['example.com', -1], ['example.com', 1.5], ['', 80],
-      [`${'a'.repeat(60)}.`.repeat(5) + 'com', 443], [`${'a'.repeat(64)}.com`, 80], ['a..b', 80], ['-a.example', 80],
-      ['a-.example', 80], ['exa mple.com', 80], ['[::1', 80], ['[example.com]', 80], ['999.1.1.1', 80], ['1.2.3', 80],
-      ['ex%61mple.com', 80], ['example.com/x', 80], ['user@example.com', 80], ['.', 80],
+      ['example.com', 0],
+      ['example.com', 65536],
+      ['example.com', -1],
+      ['example.com', 1.5],
+      ['', 80],
+      [`${'a'.repeat(60)}.`.repeat(5) + 'com', 443],
+      [`${'a'.repeat(64)}.com`, 80],
+      ['a..b', 80],
+      ['-a.example', 80],
+      ['a-.example', 80],
+      ['exa mple.com', 80],
+      ['[::1', 80],
+      ['[example.com]', 80],
+      ['999.1.1.1', 80],
+      ['1.2.3', 80],
+      ['ex%61mple.com', 80],
+      ['example.com/x', 80],
+      ['user@example.com', 80],
+      ['.', 80],
     ] as const) {
-      assert.throws(() => checkTarget({ host, port }), (err: unknown) => {
-        assert.ok(err instanceof BadTargetError, `${host}:${port}`);
-        assert.ok(err instanceof GatewayError);
-        assert.equal(err.code, 'BAD_TARGET');
-        assert.equal(err.httpStatus, 400);
-        assert.equal(err.socksReply, REPLY.generalFailure);
-        return true;
-      });
+      assert.throws(
+        () => checkTarget({ host, port }),
+        (err: unknown) => {
+          assert.ok(err instanceof BadTargetError, `${host}:${port}`);
+          assert.ok(err instanceof GatewayError);
+          assert.equal(err.code, 'BAD_TARGET');
+          assert.equal(err.httpStatus, 400);
+          assert.equal(err.socksReply, REPLY.generalFailure);
+          return true;
+        },
+      );
     }
   });
 });
@@ -69,7 +87,7 @@ describe('Router.dial and the target', () => {
     assert.deepEqual(pool.failures, []);
   });
 
-  test('failures classified as the target\'s cool no node; messages name no address', async () => {
+  test("failures classified as the target's cool no node; messages name no address", async () => {
     // A SOCKS5 node's "unreachable", "refused" and "address type not supported" are the target's.
     for (const reply of [REPLY.hostUnreachable, REPLY.networkUnreachable, REPLY.connectionRefused, REPLY.addressTypeNotSupported]) {
       assert.equal(classifySocksError(new Socks5ClientError('REJECTED', 'x', reply)).reason, 'target_refused', String(reply));

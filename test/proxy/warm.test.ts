@@ -57,7 +57,13 @@ async function socksUpstream(): Promise<Upstream> {
 }
 
 const node = (port: number, username: string): UpstreamNode => ({
-  id: `socks5://${username}@127.0.0.1:${port}`, protocol: 'socks5', host: '127.0.0.1', port, username, password: `${username}-pass`, source: 'pwd',
+  id: `socks5://${username}@127.0.0.1:${port}`,
+  protocol: 'socks5',
+  host: '127.0.0.1',
+  port,
+  username,
+  password: `${username}-pass`,
+  source: 'pwd',
 });
 const target = { host: '127.0.0.1', port: 9 };
 const dialOptions = { connectTimeoutMs: 5000, handshakeTimeoutMs: 5000 };
@@ -79,8 +85,16 @@ async function tunnel(warm: WarmConnections, n: UpstreamNode): Promise<string> {
 
 function make(extra: Partial<WarmOptions> = {}) {
   const metrics = createMetrics();
-  const warm = new WarmConnections({ perNode: 3, maxPerPool: 8, idleMs: 60_000, connectTimeoutMs: 5000, handshakeTimeoutMs: 5000, metrics, ...extra });
-  const outcome = async (o: string) => ((await metrics.upstreamWarmTotal.get()).values.find((v) => v.labels.outcome === o)?.value ?? 0);
+  const warm = new WarmConnections({
+    perNode: 3,
+    maxPerPool: 8,
+    idleMs: 60_000,
+    connectTimeoutMs: 5000,
+    handshakeTimeoutMs: 5000,
+    metrics,
+    ...extra,
+  });
+  const outcome = async (o: string) => (await metrics.upstreamWarmTotal.get()).values.find((v) => v.labels.outcome === o)?.value ?? 0;
   return { warm, metrics, outcome };
 }
 
@@ -120,7 +134,10 @@ describe('warm upstream connections', () => {
     const nodes = [node(up.port, 'alice'), node(up.port, 'bob'), node(up.port, 'alice.session.s1'), node(up.port, 'alice.session.s2')];
     for (let round = 0; round < 6; round++) {
       const answers = await Promise.all(nodes.map((n) => tunnel(warm, n)));
-      assert.deepEqual(answers, nodes.map((n) => `user:${n.username}`));
+      assert.deepEqual(
+        answers,
+        nodes.map((n) => `user:${n.username}`),
+      );
       await until('warm connections for every credential', () => warm.size >= 1);
     }
     // Same user name, another password (a rotated credential): never served by the old one's connections.

@@ -25,7 +25,10 @@ function socksRequest(user: string, pass: string, port: number): Buffer {
   const p = Buffer.from(pass);
   return Buffer.concat([
     Buffer.from([5, 1, 2]),
-    Buffer.from([1, u.length]), u, Buffer.from([p.length]), p,
+    Buffer.from([1, u.length]),
+    u,
+    Buffer.from([p.length]),
+    p,
     Buffer.from([5, 1, 0, 1, 127, 0, 0, 1, port >> 8, port & 0xff]),
   ]);
 }
@@ -34,7 +37,14 @@ function socksRequest(user: string, pass: string, port: number): Buffer {
  * Opens a tunnel through the proxy at `proxyPort` to 127.0.0.1:`targetPort`. Rejects with a TunnelError whose
  * `kind` says what went wrong (refused, reply code, status, timeout, closed).
  */
-export function openTunnel(kind: ProxyKind, proxyPort: number, user: string, pass: string, targetPort: number, timeoutMs = 15_000): Promise<Tunnel> {
+export function openTunnel(
+  kind: ProxyKind,
+  proxyPort: number,
+  user: string,
+  pass: string,
+  targetPort: number,
+  timeoutMs = 15_000,
+): Promise<Tunnel> {
   const started = performance.now();
   return new Promise((resolve, reject) => {
     const socket = connect({ host: '127.0.0.1', port: proxyPort });

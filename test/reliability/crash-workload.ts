@@ -133,7 +133,16 @@ const DYNAMIC_PRODUCT = SIM_PRODUCTS.dynamicIpCount;
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** One download through a tunnel (SOCKS5 or HTTP CONNECT); `count` gets every tunneled byte both ways. */
-function tunnelDownload(kind: 'socks5' | 'http', proxyPort: number, user: string, pass: string, targetPort: number, path: string, count: (n: number) => void, sockets: Set<Socket>): Promise<void> {
+function tunnelDownload(
+  kind: 'socks5' | 'http',
+  proxyPort: number,
+  user: string,
+  pass: string,
+  targetPort: number,
+  path: string,
+  count: (n: number) => void,
+  sockets: Set<Socket>,
+): Promise<void> {
   return new Promise((resolve) => {
     const s = connect({ host: '127.0.0.1', port: proxyPort });
     sockets.add(s);
@@ -210,11 +219,21 @@ async function storedUsage(path: string): Promise<Record<string, { used: number;
 
 /** Buys IPs for the main account before the first start (remote mode credits no demo traffic). */
 async function prepareSandbox(sim: Simulator): Promise<void> {
-  const client = new PlatformClient({ baseUrl: sim.baseUrl, appKey: sim.appKey, appSecret: sim.appSecret, retries: 2, backoff: { baseMs: 10, maxMs: 50 }, timeoutMs: 5000 });
+  const client = new PlatformClient({
+    baseUrl: sim.baseUrl,
+    appKey: sim.appKey,
+    appSecret: sim.appSecret,
+    retries: 2,
+    backoff: { baseMs: 10, maxMs: 50 },
+    timeoutMs: 5000,
+  });
   try {
     await client.call('CreateUser', { appUsername: USERS[0].mainAccount, status: 1 });
     const appOrderNo = 'crashsetupflow';
-    await client.call('InstanceOpen', { appOrderNo, params: [{ productNo: DYNAMIC_PRODUCT, appUsername: USERS[0].mainAccount, count: 100, cycleTimes: 1 }] });
+    await client.call('InstanceOpen', {
+      appOrderNo,
+      params: [{ productNo: DYNAMIC_PRODUCT, appUsername: USERS[0].mainAccount, count: 100, cycleTimes: 1 }],
+    });
     await orderSucceeded(client, { appOrderNo });
   } finally {
     client.close();
@@ -223,8 +242,21 @@ async function prepareSandbox(sim: Simulator): Promise<void> {
 
 function config(sim: Simulator, dir: string, flushIntervalMs: number, ports?: ChildDaemon['ports']): ConfigInput {
   return {
-    platform: { mode: 'remote', baseUrl: sim.baseUrl, appKey: sim.appKey, appSecret: sim.appSecret, timeoutMs: 3000, retries: 3, backoff: { baseMs: 20, maxMs: 200 } },
-    proxy: { http: { host: '127.0.0.1', port: ports?.http ?? 0 }, socks5: { host: '127.0.0.1', port: ports?.socks5 ?? 0 }, connectTimeoutMs: 3000, handshakeTimeoutMs: 3000 },
+    platform: {
+      mode: 'remote',
+      baseUrl: sim.baseUrl,
+      appKey: sim.appKey,
+      appSecret: sim.appSecret,
+      timeoutMs: 3000,
+      retries: 3,
+      backoff: { baseMs: 20, maxMs: 200 },
+    },
+    proxy: {
+      http: { host: '127.0.0.1', port: ports?.http ?? 0 },
+      socks5: { host: '127.0.0.1', port: ports?.socks5 ?? 0 },
+      connectTimeoutMs: 3000,
+      handshakeTimeoutMs: 3000,
+    },
     admin: { host: '127.0.0.1', port: ports?.admin ?? 0, token: TOKEN },
     callback: { host: '127.0.0.1', port: ports?.callback ?? 0, path: '/callback' },
     store: { path: join(dir, 'rotor.db') },
@@ -335,9 +367,18 @@ export async function runCrashWorkload(options: CrashOptions): Promise<CrashRepo
               while (alive) {
                 const kind = n++ % 2 === 0 ? 'socks5' : 'http';
                 const size = Math.round(rate * (0.5 + rand()));
-                await tunnelDownload(kind, kind === 'socks5' ? ports.socks5 : ports.http, u.name, u.password, target!.port, `/bytes/${size}?rate=${rate}`, (b) => {
-                  client[u.name] = client[u.name]! + b;
-                }, sockets);
+                await tunnelDownload(
+                  kind,
+                  kind === 'socks5' ? ports.socks5 : ports.http,
+                  u.name,
+                  u.password,
+                  target!.port,
+                  `/bytes/${size}?rate=${rate}`,
+                  (b) => {
+                    client[u.name] = client[u.name]! + b;
+                  },
+                  sockets,
+                );
                 if (alive) await sleep(5); // pacing: the next download of this user
               }
             })(),
@@ -367,7 +408,12 @@ export async function runCrashWorkload(options: CrashOptions): Promise<CrashRepo
       for (let j = 0; j < ordersPerCycle; j++) {
         const chosen = j > 0;
         const merchantNo = chosen ? `K${options.seed.toString(36)}c${cycle}n${j}` : undefined;
-        const body: Record<string, unknown> = { productNo: STATIC_PRODUCT, count: 1, cycleTimes: 1, ...(merchantNo ? { appOrderNo: merchantNo } : {}) };
+        const body: Record<string, unknown> = {
+          productNo: STATIC_PRODUCT,
+          count: 1,
+          cycleTimes: 1,
+          ...(merchantNo ? { appOrderNo: merchantNo } : {}),
+        };
         const s: Submitted = { merchantNo, body, answered: false };
         submitted.push(s);
         const at = rand() * killAfterMs * 1.05;
@@ -411,10 +457,16 @@ export async function runCrashWorkload(options: CrashOptions): Promise<CrashRepo
           lostOnDisk: clientAtKill[name]! - clientAtStart[name]! - ((stored[name]?.used ?? 0) - (rotorAtStart[name] ?? 0)),
           lostAtRestart: clientAtKill[name]! - clientAtStart[name]! - ((after[name] ?? 0) - (rotorAtStart[name] ?? 0)),
         };
-        if (u.lostOnDisk > u.bound) fail(`cycle ${cycle} ${name}: ${u.lostOnDisk} bytes relayed before the kill are not in the store file (bound ${u.bound})`);
-        if (u.lostAtRestart > u.bound) fail(`cycle ${cycle} ${name}: usedBytes after the restart is ${u.lostAtRestart} below the client's count (bound ${u.bound})`);
-        if (u.storedAtKill < flushedFloor) fail(`cycle ${cycle} ${name}: store file holds ${u.storedAtKill} < ${flushedFloor} reported one flush interval before the kill`);
-        if (u.usedAfterRestart < flushedFloor) fail(`cycle ${cycle} ${name}: usedBytes after restart ${u.usedAfterRestart} < ${flushedFloor} reported one flush interval before the kill`);
+        if (u.lostOnDisk > u.bound)
+          fail(`cycle ${cycle} ${name}: ${u.lostOnDisk} bytes relayed before the kill are not in the store file (bound ${u.bound})`);
+        if (u.lostAtRestart > u.bound)
+          fail(`cycle ${cycle} ${name}: usedBytes after the restart is ${u.lostAtRestart} below the client's count (bound ${u.bound})`);
+        if (u.storedAtKill < flushedFloor)
+          fail(`cycle ${cycle} ${name}: store file holds ${u.storedAtKill} < ${flushedFloor} reported one flush interval before the kill`);
+        if (u.usedAfterRestart < flushedFloor)
+          fail(
+            `cycle ${cycle} ${name}: usedBytes after restart ${u.usedAfterRestart} < ${flushedFloor} reported one flush interval before the kill`,
+          );
         return u;
       });
 
@@ -443,16 +495,24 @@ export async function runCrashWorkload(options: CrashOptions): Promise<CrashRepo
       cycles.push(report);
       log(
         `cycle ${cycle}: kill after ${killAfterMs} ms, relayed ${kb(relayed)} KB, answers lost ${lostThisCycle}; ` +
-          users.map((u) => `${u.user} lost on disk ${kb(u.lostOnDisk)} / at restart ${kb(u.lostAtRestart)} / bound ${kb(u.bound)} KB (last flush ${u.lastFlushBeforeKillMs} ms before the kill)`).join('; ') +
+          users
+            .map(
+              (u) =>
+                `${u.user} lost on disk ${kb(u.lostOnDisk)} / at restart ${kb(u.lostAtRestart)} / bound ${kb(u.bound)} KB (last flush ${u.lastFlushBeforeKillMs} ms before the kill)`,
+            )
+            .join('; ') +
           `; restart ${restartMs} ms`,
       );
     }
 
     // Settle: every unanswered order submitted again until answered, then every order final.
-    await poll(async () => {
-      for (const s of submitted.filter((x) => !x.answered)) await submit(ports.admin, s);
-      return submitted.every((s) => s.answered);
-    }, { what: 'every order answered', timeoutMs: 10_000, everyMs: 50 }).catch(() => undefined);
+    await poll(
+      async () => {
+        for (const s of submitted.filter((x) => !x.answered)) await submit(ports.admin, s);
+        return submitted.every((s) => s.answered);
+      },
+      { what: 'every order answered', timeoutMs: 10_000, everyMs: 50 },
+    ).catch(() => undefined);
     for (const s of submitted.filter((x) => !x.answered)) fail(`order ${s.merchantNo} never answered 202`);
 
     const simNow = sim;
@@ -464,11 +524,14 @@ export async function runCrashWorkload(options: CrashOptions): Promise<CrashRepo
     const deadline = Date.now() + 30_000;
     for (const [no, chosen] of numbers) {
       let status: number | null = null;
-      await poll(async () => {
-        const r = await api(ports.admin, 'GET', `/v1/orders/${no}`).catch(() => ({ status: 0, body: undefined }));
-        status = r.status === 200 ? (r.body as { status: number }).status : null;
-        return status !== null && status >= 3;
-      }, { what: `order ${no} final`, timeoutMs: Math.max(0, deadline - Date.now()), everyMs: 50 }).catch(() => undefined);
+      await poll(
+        async () => {
+          const r = await api(ports.admin, 'GET', `/v1/orders/${no}`).catch(() => ({ status: 0, body: undefined }));
+          status = r.status === 200 ? (r.body as { status: number }).status : null;
+          return status !== null && status >= 3;
+        },
+        { what: `order ${no} final`, timeoutMs: Math.max(0, deadline - Date.now()), everyMs: 50 },
+      ).catch(() => undefined);
       const check: OrderCheck = {
         merchantNo: no,
         chosen,
@@ -526,7 +589,9 @@ export function crashTable(r: CrashReport): string {
       const x = c.users.find((y) => y.user === name)!;
       return `${kb(x.lostOnDisk)} / ${kb(x.lostAtRestart)} / ${kb(x.bound)} KB`;
     };
-    lines.push(`| ${c.cycle} | ${c.killAfterMs} ms | ${c.ordersSent} / ${c.answersLost} | ${kb(c.relayed)} KB | ${u('alice')} | ${u('bob')} | ${c.restartMs} ms |`);
+    lines.push(
+      `| ${c.cycle} | ${c.killAfterMs} ms | ${c.ordersSent} / ${c.answersLost} | ${kb(c.relayed)} KB | ${u('alice')} | ${u('bob')} | ${c.restartMs} ms |`,
+    );
   }
   return lines.join('\n');
 }

@@ -21,7 +21,14 @@ export const USERS = [
 
 /** A daemon with ports 0, a temp store, a silent logger and the given config overrides. */
 export async function startTestDaemon(
-  overrides: { proxy?: Record<string, unknown>; pool?: Record<string, unknown>; platform?: Record<string, unknown>; orders?: Record<string, unknown>; accounts?: Record<string, unknown>; admin?: Record<string, unknown> } = {},
+  overrides: {
+    proxy?: Record<string, unknown>;
+    pool?: Record<string, unknown>;
+    platform?: Record<string, unknown>;
+    orders?: Record<string, unknown>;
+    accounts?: Record<string, unknown>;
+    admin?: Record<string, unknown>;
+  } = {},
   options: DaemonOptions = {},
 ): Promise<TestDaemon> {
   const dir = mkdtempSync(join(tmpdir(), 'rotor-rel-'));

@@ -35,7 +35,10 @@ function caseRange(): { count: number; index: (i: number) => number } {
 
 const failureText = (what: string, failures: Array<{ i: number; why: string; input?: string }>): string =>
   `${failures.length} ${what} case(s) failed (FUZZ_SEED=${SEED}); first: ` +
-  failures.slice(0, 5).map((f) => `#${f.i} ${f.why}${f.input ? ` input=${f.input}` : ''}`).join(' | ');
+  failures
+    .slice(0, 5)
+    .map((f) => `#${f.i} ${f.why}${f.input ? ` input=${f.input}` : ''}`)
+    .join(' | ');
 
 describe('fuzz: malformed and random input to every listener', { timeout: 120_000 }, () => {
   let d: TestDaemon;
@@ -60,7 +63,10 @@ describe('fuzz: malformed and random input to every listener', { timeout: 120_00
     await new Promise<void>((r) => probe.close(() => r()));
     // No warm upstream connections: they are held on purpose while tunnels keep coming (src/proxy/warm.ts, its own
     // tests show the set shrinking to zero), and the descriptor check below looks for leaks, not for them.
-    d = await startTestDaemon({ proxy: { handshakeTimeoutMs: HANDSHAKE_MS }, pool: { warm: { perNode: 0 } }, admin: { token: ADMIN_TOKEN } }, { sim: { orderDelayMs: 50 } });
+    d = await startTestDaemon(
+      { proxy: { handshakeTimeoutMs: HANDSHAKE_MS }, pool: { warm: { perNode: 0 } }, admin: { token: ADMIN_TOKEN } },
+      { sim: { orderDelayMs: 50 } },
+    );
     // Warm the pool so the baseline includes the upstream nodes' own sockets and timers.
     const warm = await exchange({
       port: d.daemon.ports.socks5,
@@ -85,17 +91,23 @@ describe('fuzz: malformed and random input to every listener', { timeout: 120_00
    * released (the descriptor count reads the same twice in a row), so the baseline holds no closing socket.
    */
   const settle = async (): Promise<void> => {
-    await poll(async () => {
-      const a = await activeConnections(d.daemon);
-      return (a.http ?? 0) === 0 && (a.socks5 ?? 0) === 0;
-    }, { what: 'the warm-up tunnel to end', timeoutMs: 10_000 });
+    await poll(
+      async () => {
+        const a = await activeConnections(d.daemon);
+        return (a.http ?? 0) === 0 && (a.socks5 ?? 0) === 0;
+      },
+      { what: 'the warm-up tunnel to end', timeoutMs: 10_000 },
+    );
     let last = -1;
-    await poll(() => {
-      const now = openFds();
-      const same = now === last;
-      last = now;
-      return same;
-    }, { what: 'a steady descriptor count', timeoutMs: 10_000, everyMs: 20 });
+    await poll(
+      () => {
+        const now = openFds();
+        const same = now === last;
+        last = now;
+        return same;
+      },
+      { what: 'a steady descriptor count', timeoutMs: 10_000, everyMs: 20 },
+    );
   };
 
   test(`SOCKS5 listener: ${CASES} inputs at every handshake stage`, async () => {
@@ -118,8 +130,10 @@ describe('fuzz: malformed and random input to every listener', { timeout: 120_00
       });
       const hex = c.input.subarray(0, 64).toString('hex');
       if (!r.closed) return { i, why: `not closed within ${HANDSHAKE_MS + SLACK_MS} ms`, input: hex };
-      if (c.expectSilence && r.reply.length > 0) return { i, why: `answered a non-SOCKS5 greeting: ${r.reply.toString('hex')}`, input: hex };
-      if (r.reply.length > 0 && r.reply[0] !== 5) return { i, why: `reply not SOCKS5: ${r.reply.subarray(0, 16).toString('hex')}`, input: hex };
+      if (c.expectSilence && r.reply.length > 0)
+        return { i, why: `answered a non-SOCKS5 greeting: ${r.reply.toString('hex')}`, input: hex };
+      if (r.reply.length > 0 && r.reply[0] !== 5)
+        return { i, why: `reply not SOCKS5: ${r.reply.subarray(0, 16).toString('hex')}`, input: hex };
       if (c.expectSuccess) {
         // greeting (05 02), auth (01 00), then the CONNECT reply 05 00 …
         if (!(r.reply.length >= 14 && r.reply[2] === 1 && r.reply[3] === 0 && r.reply[4] === 5 && r.reply[5] === 0)) {
@@ -183,7 +197,8 @@ describe('fuzz: malformed and random input to every listener', { timeout: 120_00
         statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
         const where = `${c.method} ${c.path} auth=${c.auth ?? '-'} body=${(c.body ?? '').slice(0, 60)}`;
         if (res.status === 0) return { i, why: `no answer (${res.body})`, input: where };
-        if (res.status >= 500 && res.status !== 502 && res.status !== 503) return { i, why: `status ${res.status}: ${res.body.slice(0, 200)}`, input: where };
+        if (res.status >= 500 && res.status !== 502 && res.status !== 503)
+          return { i, why: `status ${res.status}: ${res.body.slice(0, 200)}`, input: where };
         if (res.status >= 400 && c.method !== 'HEAD') {
           let code: unknown;
           try {
@@ -201,17 +216,31 @@ describe('fuzz: malformed and random input to every listener', { timeout: 120_00
         return undefined;
       });
       assert.deepEqual(failures, [], failureText('admin', failures));
-      if (ONLY === undefined) assert.ok((statuses.get(401) ?? 0) > 0 && (statuses.get(200) ?? 0) > 0, `statuses: ${JSON.stringify([...statuses])}`);
+      if (ONLY === undefined)
+        assert.ok((statuses.get(401) ?? 0) > 0 && (statuses.get(200) ?? 0) > 0, `statuses: ${JSON.stringify([...statuses])}`);
     } finally {
       agent.destroy();
     }
 
     async function rawAdmin(rnd: () => number, i: number): Promise<{ i: number; why: string; input: string } | undefined> {
-      const input = rnd() < 0.5 ? bytes(rnd, int(rnd, 200)) : Buffer.from(`${pick(rnd, ['GET', 'POST', 'BREW'])} /v1/${'%'.repeat(int(rnd, 5))}x HTTP/1.1\r\nAuthorization: Bearer ${ADMIN_TOKEN}\r\nContent-Length: 3\r\n\r\n{"a`, 'latin1');
-      const r = await exchange({ port: d.daemon.ports.admin, chunks: [input], end: true, deadlineMs: 10_000, enough: (b) => b.includes('\r\n\r\n') });
+      const input =
+        rnd() < 0.5
+          ? bytes(rnd, int(rnd, 200))
+          : Buffer.from(
+              `${pick(rnd, ['GET', 'POST', 'BREW'])} /v1/${'%'.repeat(int(rnd, 5))}x HTTP/1.1\r\nAuthorization: Bearer ${ADMIN_TOKEN}\r\nContent-Length: 3\r\n\r\n{"a`,
+              'latin1',
+            );
+      const r = await exchange({
+        port: d.daemon.ports.admin,
+        chunks: [input],
+        end: true,
+        deadlineMs: 10_000,
+        enough: (b) => b.includes('\r\n\r\n'),
+      });
       if (!r.closed) return { i, why: 'raw admin input neither answered nor closed', input: input.toString('hex').slice(0, 80) };
       const status = Number(r.reply.subarray(9, 12).toString());
-      if (r.reply.length > 0 && status >= 500 && status !== 502 && status !== 503) return { i, why: `raw admin status ${status}`, input: input.toString('hex').slice(0, 80) };
+      if (r.reply.length > 0 && status >= 500 && status !== 502 && status !== 503)
+        return { i, why: `raw admin status ${status}`, input: input.toString('hex').slice(0, 80) };
       return undefined;
     }
   });
@@ -241,7 +270,8 @@ describe('fuzz: malformed and random input to every listener', { timeout: 120_00
           return undefined;
         }
         if (res.status >= 500) return { i, why: `status ${res.status}: ${res.body}`, input: where };
-        if (typeof code !== 'string' || code === 'success') return { i, why: `refusal ${res.status} with code ${String(code)}`, input: where };
+        if (typeof code !== 'string' || code === 'success')
+          return { i, why: `refusal ${res.status} with code ${String(code)}`, input: where };
         return undefined;
       });
       assert.deepEqual(failures, [], failureText('callback', failures));
@@ -262,7 +292,13 @@ describe('fuzz: malformed and random input to every listener', { timeout: 120_00
     const fdsBack = await eventually(() => openFds() <= fdBaseline + 8, 10_000);
     assert.ok(fdsBack, `open descriptors back to baseline: ${openFds()} now, ${fdBaseline} before`);
     // And the daemon still serves.
-    const ok = await exchange({ port: d.daemon.ports.socks5, chunks: [validConnect(creds, echo.port)], end: false, deadlineMs: 5_000, enough: (b) => b.length >= 14 });
+    const ok = await exchange({
+      port: d.daemon.ports.socks5,
+      chunks: [validConnect(creds, echo.port)],
+      end: false,
+      deadlineMs: 5_000,
+      enough: (b) => b.length >= 14,
+    });
     assert.equal(ok.reply[5], 0, `a valid CONNECT still succeeds after the fuzz: ${ok.reply.toString('hex')}`);
   });
 });
@@ -297,27 +333,79 @@ function send(agent: Agent, port: number, c: HttpCall): Promise<{ status: number
 }
 
 const ADMIN_ROUTES = [
-  'GET /healthz', 'GET /readyz', 'GET /metrics', 'GET /docs/json',
-  'GET /v1/app', 'GET /v1/areas', 'GET /v1/cities', 'GET /v1/projects', 'GET /v1/products', 'GET /v1/products/:x',
-  'GET /v1/products/:x/areas', 'POST /v1/orders/open', 'POST /v1/orders/renew', 'POST /v1/orders/release',
-  'POST /v1/orders/aftersale', 'POST /v1/orders/assign-ip', 'GET /v1/orders', 'GET /v1/orders/:x', 'GET /v1/instances',
-  'GET /v1/instances/:x', 'POST /v1/instances/:x/change', 'POST /v1/instances/reset-password', 'GET /v1/assign-ip/:x',
-  'POST /v1/accounts', 'POST /v1/accounts/:x/auth', 'GET /v1/accounts/:x/balance', 'GET /v1/accounts/:x/flow-log',
-  'POST /v1/accounts/:x/return', 'POST /v1/sub-accounts', 'GET /v1/sub-accounts/:x', 'PUT /v1/sub-accounts/:x/limit',
-  'GET /v1/whitelist', 'POST /v1/whitelist', 'DELETE /v1/whitelist', 'GET /v1/users', 'GET /v1/pools', 'GET /v1/sessions',
-  'DELETE /v1/sessions/:x/:x', 'POST /v1/platform/:x',
+  'GET /healthz',
+  'GET /readyz',
+  'GET /metrics',
+  'GET /docs/json',
+  'GET /v1/app',
+  'GET /v1/areas',
+  'GET /v1/cities',
+  'GET /v1/projects',
+  'GET /v1/products',
+  'GET /v1/products/:x',
+  'GET /v1/products/:x/areas',
+  'POST /v1/orders/open',
+  'POST /v1/orders/renew',
+  'POST /v1/orders/release',
+  'POST /v1/orders/aftersale',
+  'POST /v1/orders/assign-ip',
+  'GET /v1/orders',
+  'GET /v1/orders/:x',
+  'GET /v1/instances',
+  'GET /v1/instances/:x',
+  'POST /v1/instances/:x/change',
+  'POST /v1/instances/reset-password',
+  'GET /v1/assign-ip/:x',
+  'POST /v1/accounts',
+  'POST /v1/accounts/:x/auth',
+  'GET /v1/accounts/:x/balance',
+  'GET /v1/accounts/:x/flow-log',
+  'POST /v1/accounts/:x/return',
+  'POST /v1/sub-accounts',
+  'GET /v1/sub-accounts/:x',
+  'PUT /v1/sub-accounts/:x/limit',
+  'GET /v1/whitelist',
+  'POST /v1/whitelist',
+  'DELETE /v1/whitelist',
+  'GET /v1/users',
+  'GET /v1/pools',
+  'GET /v1/sessions',
+  'DELETE /v1/sessions/:x/:x',
+  'POST /v1/platform/:x',
 ] as const;
 
-const FIELDS = ['productNo', 'count', 'cycleTimes', 'params', 'instances', 'instanceNo', 'appUsername', 'proxyType', 'ip', 'limitFlow', 'name', 'page', 'pageSize', 'appOrderNo', 'flow'];
+const FIELDS = [
+  'productNo',
+  'count',
+  'cycleTimes',
+  'params',
+  'instances',
+  'instanceNo',
+  'appUsername',
+  'proxyType',
+  'ip',
+  'limitFlow',
+  'name',
+  'page',
+  'pageSize',
+  'appOrderNo',
+  'flow',
+];
 
 function randomJson(rnd: () => number, depth = 0): unknown {
   switch (int(rnd, depth > 2 ? 5 : 8)) {
-    case 0: return int(rnd, 3) === 0 ? -1 : int(rnd, 1e6);
-    case 1: return pick(rnd, ['', 'x', 'DYN-104-FLOW', 'shop1', 'alice', '127.0.0.1', 'a'.repeat(300), '\u0000', '😀']);
-    case 2: return pick(rnd, [true, false, null]);
-    case 3: return rnd() * 1e12 - 5e11;
-    case 4: return pick(rnd, [1e308, -0, 0.5, Number.MAX_SAFE_INTEGER + 2]);
-    case 5: return Array.from({ length: int(rnd, 4) }, () => randomJson(rnd, depth + 1));
+    case 0:
+      return int(rnd, 3) === 0 ? -1 : int(rnd, 1e6);
+    case 1:
+      return pick(rnd, ['', 'x', 'DYN-104-FLOW', 'shop1', 'alice', '127.0.0.1', 'a'.repeat(300), '\u0000', '😀']);
+    case 2:
+      return pick(rnd, [true, false, null]);
+    case 3:
+      return rnd() * 1e12 - 5e11;
+    case 4:
+      return pick(rnd, [1e308, -0, 0.5, Number.MAX_SAFE_INTEGER + 2]);
+    case 5:
+      return Array.from({ length: int(rnd, 4) }, () => randomJson(rnd, depth + 1));
     default: {
       const o: Record<string, unknown> = {};
       const n = int(rnd, 5);
@@ -328,7 +416,24 @@ function randomJson(rnd: () => number, depth = 0): unknown {
 }
 
 function segment(rnd: () => number): string {
-  return pick(rnd, ['x', 'alice', 'shop1', 'DYN-104-FLOW', 'GetAppInfo', 'DrawByPwd', 'InstanceOpen', 'nope', '127.0.0.1', '%20', '%ZZ', '..', 'a'.repeat(300), '0', '-1', encodeURIComponent(bytes(rnd, 6).toString('latin1'))]);
+  return pick(rnd, [
+    'x',
+    'alice',
+    'shop1',
+    'DYN-104-FLOW',
+    'GetAppInfo',
+    'DrawByPwd',
+    'InstanceOpen',
+    'nope',
+    '127.0.0.1',
+    '%20',
+    '%ZZ',
+    '..',
+    'a'.repeat(300),
+    '0',
+    '-1',
+    encodeURIComponent(bytes(rnd, 6).toString('latin1')),
+  ]);
 }
 
 function adminCase(rnd: () => number): HttpCall {
@@ -342,13 +447,29 @@ function adminCase(rnd: () => number): HttpCall {
     method = pick(rnd, ['GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS', 'HEAD']);
     path = '/' + Array.from({ length: int(rnd, 5) }, () => segment(rnd)).join('/');
   }
-  if (rnd() < 0.3) path += '?' + Array.from({ length: 1 + int(rnd, 3) }, () => `${pick(rnd, [...FIELDS, 'startTime', 'account'])}=${encodeURIComponent(String(randomJson(rnd, 3)))}`).join('&');
-  const auth = pick(rnd, [`Bearer ${ADMIN_TOKEN}`, `Bearer ${ADMIN_TOKEN}`, `Bearer ${ADMIN_TOKEN}`, undefined, 'Bearer wrong', 'Basic x', 'Bearer ', `bearer ${ADMIN_TOKEN}`]);
+  if (rnd() < 0.3)
+    path +=
+      '?' +
+      Array.from(
+        { length: 1 + int(rnd, 3) },
+        () => `${pick(rnd, [...FIELDS, 'startTime', 'account'])}=${encodeURIComponent(String(randomJson(rnd, 3)))}`,
+      ).join('&');
+  const auth = pick(rnd, [
+    `Bearer ${ADMIN_TOKEN}`,
+    `Bearer ${ADMIN_TOKEN}`,
+    `Bearer ${ADMIN_TOKEN}`,
+    undefined,
+    'Bearer wrong',
+    'Basic x',
+    'Bearer ',
+    `bearer ${ADMIN_TOKEN}`,
+  ]);
   const call: HttpCall = { method, path, ...(auth !== undefined ? { auth } : {}) };
   if (method !== 'GET' && method !== 'HEAD' && method !== 'OPTIONS' && rnd() < 0.85) {
     const kind = int(rnd, 6);
     call.body = kind === 0 ? '{"broken' : kind === 1 ? bytes(rnd, 30).toString('latin1') : JSON.stringify(randomJson(rnd));
-    if (kind === 1 || rnd() < 0.05) call.contentType = pick(rnd, ['text/plain', 'application/x-www-form-urlencoded', 'application/json; charset=latin1', 'x/y']);
+    if (kind === 1 || rnd() < 0.05)
+      call.contentType = pick(rnd, ['text/plain', 'application/x-www-form-urlencoded', 'application/json; charset=latin1', 'x/y']);
     if (kind === 5) call.body = JSON.stringify({ params: [{ productNo: 'STA-101-US', count: 1 + int(rnd, 3), cycleTimes: int(rnd, 3) }] });
   }
   return call;
@@ -359,7 +480,8 @@ function callbackCase(rnd: () => number): HttpCall {
   const path = rnd() < 0.9 ? '/callback' : pick(rnd, ['/', '/callbackx', '/callback/x', '/%ZZ', '/callback/../callback']);
   const params: string[] = [];
   if (rnd() < 0.9) params.push(`type=${encodeURIComponent(pick(rnd, ['order', 'instance', 'product', 'ORDER', '', 'x', 'order order']))}`);
-  if (rnd() < 0.9) params.push(`no=${encodeURIComponent(pick(rnd, ['', 'ORD1', username(rnd, 'x'), 'a'.repeat(200), String(int(rnd, 1e9))]))}`);
+  if (rnd() < 0.9)
+    params.push(`no=${encodeURIComponent(pick(rnd, ['', 'ORD1', username(rnd, 'x'), 'a'.repeat(200), String(int(rnd, 1e9))]))}`);
   if (rnd() < 0.6) params.push(`op=${encodeURIComponent(pick(rnd, ['', 'open', 'renew', 'release', 'x', '1']))}`);
   if (rnd() < 0.1) params.push('type=order'); // duplicated key: an array value
   if (rnd() < 0.1) params.push(`${bytes(rnd, 4).toString('hex')}=%FF%FE`);
@@ -367,4 +489,3 @@ function callbackCase(rnd: () => number): HttpCall {
   if (method === 'POST' || method === 'PUT') call.body = JSON.stringify(randomJson(rnd));
   return call;
 }
-

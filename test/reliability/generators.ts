@@ -13,15 +13,24 @@ const word = (rnd: Rnd, n: number): string => Array.from({ length: n }, () => AL
 /** Proxy user names: valid users with valid and invalid options, unknown users, empty, oversized, odd bytes. */
 export function username(rnd: Rnd, valid: string): string {
   switch (int(rnd, 9)) {
-    case 0: return valid;
-    case 1: return `${valid}-session-${word(rnd, 1 + int(rnd, 12))}`;
-    case 2: return `${valid}-session-${word(rnd, 4)}-sesstime-${pick(rnd, ['1', '0', '-1', '999', 'x', ''])}`;
-    case 3: return `${valid}-${pick(rnd, ['region', 'product', 'instance', 'bogus', ''])}-${word(rnd, int(rnd, 8))}`;
-    case 4: return `${valid}-session-`;
-    case 5: return '';
-    case 6: return word(rnd, 1 + int(rnd, 40));
-    case 7: return 'x'.repeat(255);
-    default: return bytes(rnd, int(rnd, 30)).toString('latin1');
+    case 0:
+      return valid;
+    case 1:
+      return `${valid}-session-${word(rnd, 1 + int(rnd, 12))}`;
+    case 2:
+      return `${valid}-session-${word(rnd, 4)}-sesstime-${pick(rnd, ['1', '0', '-1', '999', 'x', ''])}`;
+    case 3:
+      return `${valid}-${pick(rnd, ['region', 'product', 'instance', 'bogus', ''])}-${word(rnd, int(rnd, 8))}`;
+    case 4:
+      return `${valid}-session-`;
+    case 5:
+      return '';
+    case 6:
+      return word(rnd, 1 + int(rnd, 40));
+    case 7:
+      return 'x'.repeat(255);
+    default:
+      return bytes(rnd, int(rnd, 30)).toString('latin1');
   }
 }
 
@@ -129,25 +138,49 @@ export function httpCase(rnd: Rnd, creds: { user: string; pass: string }, target
 function httpRequest(rnd: Rnd, creds: { user: string; pass: string }, targetPort: number): string {
   const authorized = rnd() < 0.35;
   const connect = rnd() < 0.45;
-  const method = connect ? 'CONNECT' : pick(rnd, ['GET', 'GET', 'POST', 'HEAD', 'PUT', 'DELETE', 'OPTIONS', 'TRACE', 'get', 'G E T', '', word(rnd, 1 + int(rnd, 10))]);
+  const method = connect
+    ? 'CONNECT'
+    : pick(rnd, ['GET', 'GET', 'POST', 'HEAD', 'PUT', 'DELETE', 'OPTIONS', 'TRACE', 'get', 'G E T', '', word(rnd, 1 + int(rnd, 10))]);
   // Loopback targets only when the request may be dialed; odd ones otherwise.
-  const loop = pick(rnd, [`127.0.0.1:${targetPort}`, `[::1]:${targetPort}`, `localhost:${targetPort}`, '127.0.0.1:1', '127.0.0.1:0', '127.0.0.1:99999']);
+  const loop = pick(rnd, [
+    `127.0.0.1:${targetPort}`,
+    `[::1]:${targetPort}`,
+    `localhost:${targetPort}`,
+    '127.0.0.1:1',
+    '127.0.0.1:0',
+    '127.0.0.1:99999',
+  ]);
   const odd = pick(rnd, ['', ':80', 'host', '[::1', '[zz]:1', 'a b:1', 'x'.repeat(3000) + ':1', '127.0.0.1:-1', '%00:1', '*']);
   const hostPort = authorized || rnd() < 0.5 ? loop : odd;
   const target = connect
     ? hostPort
-    : pick(rnd, [`http://${hostPort}/`, `http://${hostPort}/p?q=${word(rnd, 5)}`, '/', '/relative', `https://${hostPort}/`, `ftp://${hostPort}/`, 'http://', '*']);
+    : pick(rnd, [
+        `http://${hostPort}/`,
+        `http://${hostPort}/p?q=${word(rnd, 5)}`,
+        '/',
+        '/relative',
+        `https://${hostPort}/`,
+        `ftp://${hostPort}/`,
+        'http://',
+        '*',
+      ]);
   const version = pick(rnd, ['HTTP/1.1', 'HTTP/1.1', 'HTTP/1.1', 'HTTP/1.0', 'HTTP/2.0', 'HTTP/9', 'HTTP/1.1 extra', '', 'http/1.1']);
   const lines = [`${method} ${target} ${version}`.trimEnd()];
   if (rnd() < 0.8) lines.push(`Host: ${hostPort}`);
-  if (authorized) lines.push(`Proxy-Authorization: ${basic(rnd() < 0.7 ? creds.user : username(rnd, creds.user), rnd() < 0.8 ? creds.pass : 'wrong')}`);
-  else if (rnd() < 0.5) lines.push(`Proxy-Authorization: ${pick(rnd, ['Basic', 'Basic !!!', 'Bearer x', basic('', ''), basic('nobody', 'x'), `Basic ${'A'.repeat(5000)}`])}`);
+  if (authorized)
+    lines.push(`Proxy-Authorization: ${basic(rnd() < 0.7 ? creds.user : username(rnd, creds.user), rnd() < 0.8 ? creds.pass : 'wrong')}`);
+  else if (rnd() < 0.5)
+    lines.push(
+      `Proxy-Authorization: ${pick(rnd, ['Basic', 'Basic !!!', 'Bearer x', basic('', ''), basic('nobody', 'x'), `Basic ${'A'.repeat(5000)}`])}`,
+    );
   const extra = int(rnd, 6);
   for (let i = 0; i < extra; i++) {
     lines.push(
       pick(rnd, [
         `X-${word(rnd, 6)}: ${word(rnd, 20)}`,
-        `${word(rnd, 8)}:${bytes(rnd, 10).toString('latin1').replace(/[\r\n]/g, '')}`,
+        `${word(rnd, 8)}:${bytes(rnd, 10)
+          .toString('latin1')
+          .replace(/[\r\n]/g, '')}`,
         'Bad Header: x',
         ': empty-name',
         'no-colon',
@@ -168,5 +201,9 @@ function httpRequest(rnd: Rnd, creds: { user: string; pass: string }, targetPort
 
 /** A well-formed greeting, RFC 1929 auth and CONNECT to 127.0.0.1:port. */
 export function validConnect(creds: { user: string; pass: string }, port: number): Buffer {
-  return Buffer.concat([Buffer.from([5, 1, 2]), authBytes(1, creds.user, creds.pass), Buffer.from([5, 1, 0, 1, 127, 0, 0, 1, port >> 8, port & 0xff])]);
+  return Buffer.concat([
+    Buffer.from([5, 1, 2]),
+    authBytes(1, creds.user, creds.pass),
+    Buffer.from([5, 1, 0, 1, 127, 0, 0, 1, port >> 8, port & 0xff]),
+  ]);
 }

@@ -19,7 +19,10 @@ describe('platform faults: 30% code 500, 10% dropped replies', { timeout: 120_00
 
   before(async () => {
     d = await startTestDaemon(
-      { platform: { retries: RETRIES, backoff: { baseMs: 2, maxMs: 20 }, timeoutMs: 2_000 }, orders: { pollInitialMs: 100, pollMaxMs: 400, sweepMs: 300 } },
+      {
+        platform: { retries: RETRIES, backoff: { baseMs: 2, maxMs: 20 }, timeoutMs: 2_000 },
+        orders: { pollInitialMs: 100, pollMaxMs: 400, sweepMs: 300 },
+      },
       { sim: { orderDelayMs: 50 } },
     );
   });
@@ -52,8 +55,14 @@ describe('platform faults: 30% code 500, 10% dropped replies', { timeout: 120_00
 
     // Draws through Rotor's drawer and platform client (same retry settings as the daemon's).
     const client = new PlatformClient({
-      baseUrl: sim.baseUrl, appKey: sim.appKey, appSecret: sim.appSecret, version: 'v2', encrypt: 'aes',
-      timeoutMs: 2_000, retries: RETRIES, backoff: { baseMs: 2, maxMs: 20 },
+      baseUrl: sim.baseUrl,
+      appKey: sim.appKey,
+      appSecret: sim.appSecret,
+      version: 'v2',
+      encrypt: 'aes',
+      timeoutMs: 2_000,
+      retries: RETRIES,
+      backoff: { baseMs: 2, maxMs: 20 },
     });
     const product = d.daemon.config.users[0]!.product || SIM_PRODUCTS.dynamicTrafficCn;
     let drawn = 0;
@@ -77,31 +86,46 @@ describe('platform faults: 30% code 500, 10% dropped replies', { timeout: 120_00
 
     // Every order reaches its final state in Rotor's records.
     const finals = new Map<string, number>();
-    const allFinal = await eventually(async () => {
-      for (const no of numbers) {
-        if ((finals.get(no) ?? 0) >= 3) continue;
-        try {
-          const o = await d.daemon.orders.getOrder(no);
-          finals.set(no, o.status);
-        } catch {
-          // A refresh may hit a fault; the next round asks again.
+    const allFinal = await eventually(
+      async () => {
+        for (const no of numbers) {
+          if ((finals.get(no) ?? 0) >= 3) continue;
+          try {
+            const o = await d.daemon.orders.getOrder(no);
+            finals.set(no, o.status);
+          } catch {
+            // A refresh may hit a fault; the next round asks again.
+          }
         }
-      }
-      return numbers.every((no) => (finals.get(no) ?? 0) >= 3);
-    }, 60_000, 200);
+        return numbers.every((no) => (finals.get(no) ?? 0) >= 3);
+      },
+      60_000,
+      200,
+    );
     sim.faults.reset();
 
     const fails = (await d.daemon.metrics.registry.getSingleMetric('rotor_platform_requests_total')?.get())?.values
       .filter((v) => String(v.labels.code) !== '200')
       .reduce((n, v) => n + v.value, 0);
-    t.diagnostic(`orders: ${ORDERS}, open() threw after retries: ${thrown} ${JSON.stringify([...openErrors])}, final: ${[...finals.values()].filter((s) => s >= 3).length}`);
+    t.diagnostic(
+      `orders: ${ORDERS}, open() threw after retries: ${thrown} ${JSON.stringify([...openErrors])}, final: ${[...finals.values()].filter((s) => s >= 3).length}`,
+    );
     t.diagnostic(`draws: ${drawn}/${DRAWS}, errors ${JSON.stringify(drawErrors)}; platform calls not 200 (daemon): ${fails}`);
 
     assert.ok(allFinal, `every order reached a final state: ${JSON.stringify([...finals].filter(([, s]) => s < 3))}`);
-    assert.deepEqual(numbers.filter((no) => finals.get(no) !== 3), [], 'every order succeeded (status 3)');
+    assert.deepEqual(
+      numbers.filter((no) => finals.get(no) !== 3),
+      [],
+      'every order succeeded (status 3)',
+    );
     assert.equal(drawn, DRAWS, `every draw completed: ${JSON.stringify(drawErrors)}`);
     // Exactly once: one charge and one platform order per merchant number.
-    const multi = numbers.map((no) => ({ no, charges: sim.inspect.charges(no).length, orders: sim.inspect.orders().filter((o) => o.appOrderNo === no).length }))
+    const multi = numbers
+      .map((no) => ({
+        no,
+        charges: sim.inspect.charges(no).length,
+        orders: sim.inspect.orders().filter((o) => o.appOrderNo === no).length,
+      }))
       .filter((x) => x.charges !== 1 || x.orders !== 1);
     assert.deepEqual(multi, [], 'one charge and one order per merchant number');
     assert.ok((fails ?? 0) > 0, 'the faults were met');

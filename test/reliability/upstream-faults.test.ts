@@ -57,7 +57,10 @@ describe('upstream faults: refusing, stalling and resetting nodes', { timeout: 1
   }
 
   const summary = (o: Outcome[]) => {
-    const ms = o.filter((x) => x.ok).map((x) => x.ms).sort((a, b) => a - b);
+    const ms = o
+      .filter((x) => x.ok)
+      .map((x) => x.ms)
+      .sort((a, b) => a - b);
     const errors: Record<string, number> = {};
     for (const x of o) if (!x.ok) errors[x.kind!] = (errors[x.kind!] ?? 0) + 1;
     return { ratio: ms.length / o.length, p50: percentile(ms, 50), p95: percentile(ms, 95), max: ms.at(-1) ?? NaN, errors };

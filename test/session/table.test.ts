@@ -4,7 +4,15 @@ import { SessionTable } from '../../src/session/table.ts';
 import type { UpstreamNode } from '../../src/pool/types.ts';
 import { createMetrics, type Metrics } from '../../src/telemetry/metrics.ts';
 
-const node = (port: number): UpstreamNode => ({ id: `socks5://u@127.0.0.1:${port}`, protocol: 'socks5', host: '127.0.0.1', port, username: 'u', password: 'pw', source: 'pwd' });
+const node = (port: number): UpstreamNode => ({
+  id: `socks5://u@127.0.0.1:${port}`,
+  protocol: 'socks5',
+  host: '127.0.0.1',
+  port,
+  username: 'u',
+  password: 'pw',
+  source: 'pwd',
+});
 const MIN = 60_000;
 
 function setup(maxSessions?: number) {
@@ -121,7 +129,10 @@ describe('SessionTable', () => {
     ]);
     assert.ok(!JSON.stringify(views).includes('pw'));
     c.t += MIN;
-    assert.deepEqual(table.list().map((v) => v.sessionId), ['s9']);
+    assert.deepEqual(
+      table.list().map((v) => v.sessionId),
+      ['s9'],
+    );
     assert.equal(table.size, 1);
     assert.equal(await active(metrics), 1);
     assert.equal(await rotations(metrics, 'expired'), 0);

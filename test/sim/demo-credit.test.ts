@@ -49,6 +49,10 @@ describe('sandbox demo credit', () => {
     assert.equal(demoOrders.length, 1, 'the duplicate (account, product) pair bought nothing more');
 
     await creditDemoFlow(accounts, { client, clock: steppingClock(), flowMb: 100 });
-    assert.equal(sim.inspect.orders().filter((o) => String(o.appOrderNo).startsWith('demo')).length, 1, 'a credited account is not credited again');
+    assert.equal(
+      sim.inspect.orders().filter((o) => String(o.appOrderNo).startsWith('demo')).length,
+      1,
+      'a credited account is not credited again',
+    );
   });
 });

@@ -29,6 +29,9 @@ test('DrawByPwd answers the configured lines round robin for that product only',
   assert.deepEqual(b.list[0]!.list, [LINES[1]], 'the rotation continues across draws');
   const other = await client.call('DrawByPwd', { appUsername: 'shop-sub', productNo: SIM_PRODUCTS.dynamicTrafficCn });
   const line = other.list[0]!.list![0]!;
-  assert.ok(!LINES.includes(line) && line.includes(`:${sim.upstreams!.gatewayPorts[0]}:`), `another product draws the sandbox's gateway: ${line}`);
+  assert.ok(
+    !LINES.includes(line) && line.includes(`:${sim.upstreams!.gatewayPorts[0]}:`),
+    `another product draws the sandbox's gateway: ${line}`,
+  );
   assert.equal(await codeOf(client.call('DrawByPwd', { appUsername: 'nobody', productNo: SIM_PRODUCTS.dynamicTraffic })), 10092);
 });

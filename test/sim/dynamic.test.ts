@@ -35,11 +35,20 @@ describe('sandbox dynamic accounts', () => {
     const modified = await client.call('CreateUser', { appUsername: 'acct', status: 2 });
     assert.equal(modified.status, 2);
     assert.equal(modified.username, main.username);
-    assert.equal(await codeOf(client.call('CreateProxyUser', { appMainUsername: 'acct', appUsername: 'x1', limitFlow: 0, status: 1 })), 10061);
+    assert.equal(
+      await codeOf(client.call('CreateProxyUser', { appMainUsername: 'acct', appUsername: 'x1', limitFlow: 0, status: 1 })),
+      10061,
+    );
     await client.call('CreateUser', { appUsername: 'acct', status: 1 });
     await client.call('CreateProxyUser', { appMainUsername: 'acct', appUsername: 'acct-sub', limitFlow: 0, status: 1 });
-    assert.equal(await codeOf(client.call('CreateProxyUser', { appMainUsername: 'acct', appUsername: 'acct-sub', limitFlow: 0, status: 1 })), 10061);
-    assert.equal(await codeOf(client.call('CreateProxyUser', { appMainUsername: 'ghost', appUsername: 'x2', limitFlow: 0, status: 1 })), 10061);
+    assert.equal(
+      await codeOf(client.call('CreateProxyUser', { appMainUsername: 'acct', appUsername: 'acct-sub', limitFlow: 0, status: 1 })),
+      10061,
+    );
+    assert.equal(
+      await codeOf(client.call('CreateProxyUser', { appMainUsername: 'ghost', appUsername: 'x2', limitFlow: 0, status: 1 })),
+      10061,
+    );
     assert.equal(await codeOf(client.call('CreateUser', { appUsername: 'acct-sub', status: 1 })), 10051);
     const auth = await client.call('UserAuth', { username: main.username!, authType: 2 });
     assert.equal(auth.authStatus, 2);
@@ -51,7 +60,13 @@ describe('sandbox dynamic accounts', () => {
   test('traffic orders credit MB per product base; IP orders credit IPs; charges per seed 4.3 rule 4', async () => {
     const o1 = await client.call('InstanceOpen', { appOrderNo: 'dyn-1', params: [{ productNo: FLOW, appUsername: 'shop', flow: 200 }] });
     assert.equal(o1.amount, '0.80');
-    const o2 = await client.call('InstanceOpen', { appOrderNo: 'dyn-2', params: [{ productNo: FLOW_CN, appUsername: 'shop', flow: 100 }, { productNo: IPS, appUsername: 'shop', count: 20 }] });
+    const o2 = await client.call('InstanceOpen', {
+      appOrderNo: 'dyn-2',
+      params: [
+        { productNo: FLOW_CN, appUsername: 'shop', flow: 100 },
+        { productNo: IPS, appUsername: 'shop', count: 20 },
+      ],
+    });
     assert.equal(o2.amount, '4.30');
     const done = await settle(o1.orderNo);
     assert.equal(done.status, 3);
@@ -66,9 +81,18 @@ describe('sandbox dynamic accounts', () => {
     assert.equal(sim.inspect.balance('shop', FLOW_CN)!.totalBytes, 100 * 1_000_000);
     const ips = (await client.call('ProxyInfo', { appUsername: 'shop', proxyType: 104, productNo: IPS })).list![0]!;
     assert.equal(ips.ipTotal, 20);
-    assert.equal(await codeOf(client.call('InstanceOpen', { appOrderNo: 'dyn-3', params: [{ productNo: FLOW, appUsername: 'ghost', flow: 200 }] })), 10071);
-    assert.equal(await codeOf(client.call('InstanceOpen', { appOrderNo: 'dyn-4', params: [{ productNo: FLOW, appUsername: 'shop', flow: 10 }] })), 10004);
-    assert.equal(await codeOf(client.call('InstanceOpen', { appOrderNo: 'dyn-5', params: [{ productNo: IPS, appUsername: 'shop', count: 15 }] })), 10004);
+    assert.equal(
+      await codeOf(client.call('InstanceOpen', { appOrderNo: 'dyn-3', params: [{ productNo: FLOW, appUsername: 'ghost', flow: 200 }] })),
+      10071,
+    );
+    assert.equal(
+      await codeOf(client.call('InstanceOpen', { appOrderNo: 'dyn-4', params: [{ productNo: FLOW, appUsername: 'shop', flow: 10 }] })),
+      10004,
+    );
+    assert.equal(
+      await codeOf(client.call('InstanceOpen', { appOrderNo: 'dyn-5', params: [{ productNo: IPS, appUsername: 'shop', count: 15 }] })),
+      10004,
+    );
     assert.equal(await codeOf(client.call('ProxyInfo', { appUsername: 'shop', proxyType: 105, productNo: FLOW })), 10004);
   });
 
@@ -92,18 +116,37 @@ describe('sandbox dynamic accounts', () => {
     assert.equal(back.returnAmount, 0.2);
     assert.equal(Number(sim.inspect.merchant().coin), Math.round((coin + 0.2) * 100) / 100);
     assert.equal((await client.call('ProxyInfo', { appUsername: 'shop', proxyType: 104, productNo: FLOW })).list![0]!.total, 150);
-    assert.equal(await codeOf(client.call('DynamicProxyReturn', { appUsername: 'shop', proxyType: 104, productNo: FLOW, flowNum: 151 })), 10081);
+    assert.equal(
+      await codeOf(client.call('DynamicProxyReturn', { appUsername: 'shop', proxyType: 104, productNo: FLOW, flowNum: 151 })),
+      10081,
+    );
     const ipBack = await client.call('DynamicProxyReturn', { appUsername: 'shop', proxyType: 104, productNo: IPS, ipNum: 5 });
     assert.equal(ipBack.returnAmount, 1);
   });
 
   test('whitelist add and delete per main account and product', async () => {
-    assert.deepEqual((await client.call('AddIpWhiteList', { appUsername: 'shop', ip: '10.1.2.3', proxyType: 104, productNo: FLOW })).ipWhiteList, ['10.1.2.3']);
-    assert.deepEqual((await client.call('AddIpWhiteList', { appUsername: 'shop', ip: '10.1.2.4', proxyType: 104, productNo: FLOW })).ipWhiteList, ['10.1.2.3', '10.1.2.4']);
-    assert.deepEqual((await client.call('DelIpWhiteList', { appUsername: 'shop', ip: '10.1.2.3', productNo: FLOW })).ipWhiteList, ['10.1.2.4']);
-    assert.deepEqual((await client.call('ProxyInfo', { appUsername: 'shop', proxyType: 104, productNo: FLOW })).list![0]!.ipWhiteList, ['10.1.2.4']);
-    assert.equal(await codeOf(client.call('AddIpWhiteList', { appUsername: 'shop', ip: 'not-an-ip', proxyType: 104, productNo: FLOW })), 10004);
-    assert.equal(await codeOf(client.call('AddIpWhiteList', { appUsername: 'ghost', ip: '10.0.0.1', proxyType: 104, productNo: FLOW })), 10052);
+    assert.deepEqual(
+      (await client.call('AddIpWhiteList', { appUsername: 'shop', ip: '10.1.2.3', proxyType: 104, productNo: FLOW })).ipWhiteList,
+      ['10.1.2.3'],
+    );
+    assert.deepEqual(
+      (await client.call('AddIpWhiteList', { appUsername: 'shop', ip: '10.1.2.4', proxyType: 104, productNo: FLOW })).ipWhiteList,
+      ['10.1.2.3', '10.1.2.4'],
+    );
+    assert.deepEqual((await client.call('DelIpWhiteList', { appUsername: 'shop', ip: '10.1.2.3', productNo: FLOW })).ipWhiteList, [
+      '10.1.2.4',
+    ]);
+    assert.deepEqual((await client.call('ProxyInfo', { appUsername: 'shop', proxyType: 104, productNo: FLOW })).list![0]!.ipWhiteList, [
+      '10.1.2.4',
+    ]);
+    assert.equal(
+      await codeOf(client.call('AddIpWhiteList', { appUsername: 'shop', ip: 'not-an-ip', proxyType: 104, productNo: FLOW })),
+      10004,
+    );
+    assert.equal(
+      await codeOf(client.call('AddIpWhiteList', { appUsername: 'ghost', ip: '10.0.0.1', proxyType: 104, productNo: FLOW })),
+      10052,
+    );
     await client.call('DelIpWhiteList', { appUsername: 'shop', ip: '10.1.2.4', productNo: FLOW });
   });
 
@@ -145,9 +188,15 @@ describe('sandbox dynamic accounts', () => {
       const text = await (await fetch(await draw({ delimiter: Number(d) }))).text();
       assert.equal(text, [entry, entry, entry].join(sep), `delimiter ${d}`);
     }
-    const json = (await (await fetch(await draw({ returnType: 'json', num: 2 }))).json()) as { code: number; data: { ip: string; port: number }[] };
+    const json = (await (await fetch(await draw({ returnType: 'json', num: 2 }))).json()) as {
+      code: number;
+      data: { ip: string; port: number }[];
+    };
     assert.equal(json.code, 0);
-    assert.deepEqual(json.data, [{ ip: '127.0.0.1', port }, { ip: '127.0.0.1', port }]);
+    assert.deepEqual(json.data, [
+      { ip: '127.0.0.1', port },
+      { ip: '127.0.0.1', port },
+    ]);
     assert.equal(await codeOf(client.call('DrawByApi', { appUsername: 'ghost', proxyType: 104, productNo: FLOW })), 10052);
   });
 });

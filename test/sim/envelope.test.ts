@@ -42,9 +42,18 @@ describe('sandbox envelope', () => {
     await call('CreateUser', { appUsername: 'env-main', status: 1 });
     await call('UserAuth', { appUsername: 'env-main', authType: 3 });
     await call('CreateProxyUser', { appMainUsername: 'env-main', appUsername: 'env-sub', limitFlow: 10, status: 1 });
-    const open = await call('InstanceOpen', { appOrderNo: 'env-open', params: [{ productNo: SIM_PRODUCTS.staticUsSocks, count: 3 }, { productNo: dyn, appUsername: 'env-main', flow: 200 }] });
+    const open = await call('InstanceOpen', {
+      appOrderNo: 'env-open',
+      params: [
+        { productNo: SIM_PRODUCTS.staticUsSocks, count: 3 },
+        { productNo: dyn, appUsername: 'env-main', flow: 200 },
+      ],
+    });
     const order = await waitFor(async () => {
-      const o = (await rawCall(sim, 'GetOrder', { orderNo: open.orderNo })).value as { status: number; instances: { instanceNo: string; proxyType: number }[] };
+      const o = (await rawCall(sim, 'GetOrder', { orderNo: open.orderNo })).value as {
+        status: number;
+        instances: { instanceNo: string; proxyType: number }[];
+      };
       return o.status === 3 && o;
     });
     const [a, b, c] = order.instances.filter((i) => i.proxyType === 101).map((i) => i.instanceNo) as [string, string, string];
@@ -55,7 +64,12 @@ describe('sandbox envelope', () => {
     await call('ResetProxyPassword', { resetNo: 'env_reset', instanceNoList: [a] });
     await call('InstanceRelease', { orderNo: 'env-release', instances: [c] });
     await call('GetAssignIpInfo', { ip: '198.51.100.77' });
-    await call('InstanceOpenAssignIp', { appOrderNo: 'env-assign', productNo: SIM_PRODUCTS.staticUsSocks, cycleTimes: 1, assignIp: '198.51.100.77' });
+    await call('InstanceOpenAssignIp', {
+      appOrderNo: 'env-assign',
+      productNo: SIM_PRODUCTS.staticUsSocks,
+      cycleTimes: 1,
+      assignIp: '198.51.100.77',
+    });
     await call('ProxyInfo', { appUsername: 'env-main', proxyType: 104, productNo: dyn });
     await call('DrawByPwd', { appUsername: 'env-sub', productNo: dyn, sessTime: '10' });
     await call('DrawByApi', { appUsername: 'env-main', proxyType: 104, productNo: dyn });
@@ -93,7 +107,11 @@ describe('sandbox envelope', () => {
     const tooLong = await rawCall(sim, 'InstanceOpen', { appOrderNo: 'x'.repeat(33), params: [{ productNo: SIM_PRODUCTS.staticUsSocks }] });
     assert.equal(tooLong.code, 10004);
     assert.match(tooLong.msg, /appOrderNo/);
-    const limit = await rawCall(sim, 'SetProxyUserFlowLimit', { appUsername: 'env-sub', productNo: SIM_PRODUCTS.dynamicTraffic, limitFlow: 1000 });
+    const limit = await rawCall(sim, 'SetProxyUserFlowLimit', {
+      appUsername: 'env-sub',
+      productNo: SIM_PRODUCTS.dynamicTraffic,
+      limitFlow: 1000,
+    });
     assert.equal(limit.code, 10004);
     const sess = await rawCall(sim, 'DrawByPwd', { appUsername: 'env-sub', productNo: SIM_PRODUCTS.dynamicTraffic, sessTime: '121' });
     assert.equal(sess.code, 10093);

@@ -32,14 +32,25 @@ export async function rawCall(
   };
   if (!('reqId' in envelope)) body.reqId = `r${Math.random().toString(36).slice(2)}`;
   else if (envelope.reqId !== undefined) body.reqId = envelope.reqId;
-  const res = await fetch(sim.baseUrl + operations[name].path, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const res = await fetch(sim.baseUrl + operations[name].path, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
   const reply = (await res.json()) as RawReply;
   if (reply.data) reply.value = new AesEnvelope(sim.appSecret).decryptJson(reply.data);
   return reply;
 }
 
 export function clientFor(sim: Pick<Simulator, 'baseUrl' | 'appKey' | 'appSecret'>, retries = 0): PlatformClient {
-  return new PlatformClient({ baseUrl: sim.baseUrl, appKey: sim.appKey, appSecret: sim.appSecret, retries, backoff: { baseMs: 10, maxMs: 20 }, timeoutMs: 3000 });
+  return new PlatformClient({
+    baseUrl: sim.baseUrl,
+    appKey: sim.appKey,
+    appSecret: sim.appSecret,
+    retries,
+    backoff: { baseMs: 10, maxMs: 20 },
+    timeoutMs: 3000,
+  });
 }
 
 /** The platform code of a failed call (throws if the call succeeded). */
@@ -67,7 +78,11 @@ export async function callbackListener(): Promise<CallbackListener> {
   const listener: CallbackListener = { url: '', received: [], failures: {}, close: async () => undefined };
   const server: Server = createServer((req, res) => {
     const u = new URL(req.url ?? '/', 'http://x');
-    listener.received.push({ type: u.searchParams.get('type') ?? '', no: u.searchParams.get('no') ?? '', op: u.searchParams.get('op') ?? '' });
+    listener.received.push({
+      type: u.searchParams.get('type') ?? '',
+      no: u.searchParams.get('no') ?? '',
+      op: u.searchParams.get('op') ?? '',
+    });
     const type = u.searchParams.get('type') ?? '';
     const failing = (listener.failures[type] ?? 0) > 0;
     if (failing) listener.failures[type]! -= 1;
@@ -77,6 +92,10 @@ export async function callbackListener(): Promise<CallbackListener> {
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   listener.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/callback`;
-  listener.close = () => new Promise<void>((r) => { server.close(() => r()); server.closeAllConnections(); });
+  listener.close = () =>
+    new Promise<void>((r) => {
+      server.close(() => r());
+      server.closeAllConnections();
+    });
   return listener;
 }

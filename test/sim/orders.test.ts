@@ -92,7 +92,10 @@ describe('sandbox static orders', () => {
     const inst = (await orderFinal(client, opened.orderNo)).instances![0]!;
     const start = new Date(Number(inst.userExpired) * 1000);
     assert.equal(start.toISOString().slice(0, 10), '2027-02-28', 'Jan 31 + 1 month clamps to Feb 28');
-    const renew = await client.call('InstanceRenew', { appOrderNo: 'renew-1', instances: [{ instanceNo: inst.instanceNo, cycleTimes: 2 }] });
+    const renew = await client.call('InstanceRenew', {
+      appOrderNo: 'renew-1',
+      instances: [{ instanceNo: inst.instanceNo, cycleTimes: 2 }],
+    });
     assert.equal(renew.amount, '10.00');
     const done = await orderFinal(client, renew.orderNo);
     assert.equal(done.type, 2);
@@ -121,7 +124,10 @@ describe('sandbox static orders', () => {
     const repeat = await client.call('ChangeProxy', { instanceNo: before.instanceNo, appOrderNo: 'chg-' + 'x'.repeat(40) });
     assert.equal(repeat.orderNo, change.orderNo);
     assert.equal(repeat.status, 3);
-    assert.ok(cb.received.some((r) => r.no === change.orderNo && r.op === '5') || (await waitFor(() => cb.received.some((r) => r.no === change.orderNo && r.op === '5'))));
+    assert.ok(
+      cb.received.some((r) => r.no === change.orderNo && r.op === '5') ||
+        (await waitFor(() => cb.received.some((r) => r.no === change.orderNo && r.op === '5'))),
+    );
     // a product without changeProxy refuses
     const sg = await client.call('InstanceOpen', { appOrderNo: 'chg-sg', params: [{ productNo: SIM_PRODUCTS.staticSgDay }] });
     const sgInst = (await orderFinal(client, sg.orderNo)).instances![0]!;
@@ -154,23 +160,59 @@ describe('sandbox static orders', () => {
     sim.faults.orderOutcome('fail');
     const f = await client.call('InstanceOpen', { appOrderNo: 'fail-1', params: [{ productNo: US, count: 1 }] });
     assert.equal((await orderFinal(client, f.orderNo)).status, 4);
-    assert.equal(sim.inspect.charges('fail-1').reduce((s, c) => s + Number(c.amount), 0), 0);
+    assert.equal(
+      sim.inspect.charges('fail-1').reduce((s, c) => s + Number(c.amount), 0),
+      0,
+    );
   });
 
   test('stock, offline, shared-project and balance refusals create nothing', async () => {
     const before = sim.inspect.orders().length;
-    assert.equal(await codeOf(client.call('InstanceOpen', { appOrderNo: 'stock-1', params: [{ productNo: SIM_PRODUCTS.staticSoldOut }] })), 10003);
-    assert.equal(await codeOf(client.call('InstanceOpen', { appOrderNo: 'off-1', params: [{ productNo: SIM_PRODUCTS.staticOffline }] })), 10004);
-    assert.equal(await codeOf(client.call('InstanceOpen', { appOrderNo: 'shared-1', params: [{ productNo: SIM_PRODUCTS.staticCnShared }] })), 10004);
-    assert.equal(await codeOf(client.call('InstanceOpen', { appOrderNo: 'shared-2', params: [{ productNo: SIM_PRODUCTS.staticCnShared, projectId: 'amazon' }] })), 10003);
-    assert.equal(await codeOf(client.call('InstanceOpen', { appOrderNo: 'seg-1', params: [{ productNo: US, count: 2, cidrBlocks: [{ cidr: '198.51.100.0/24', count: 1 }] }] })), 10004);
-    assert.equal(await codeOf(client.call('InstanceOpen', { appOrderNo: 'rich-1', params: [{ productNo: SIM_PRODUCTS.staticDeYear, count: 100, cycleTimes: 10 }] })), 10003);
+    assert.equal(
+      await codeOf(client.call('InstanceOpen', { appOrderNo: 'stock-1', params: [{ productNo: SIM_PRODUCTS.staticSoldOut }] })),
+      10003,
+    );
+    assert.equal(
+      await codeOf(client.call('InstanceOpen', { appOrderNo: 'off-1', params: [{ productNo: SIM_PRODUCTS.staticOffline }] })),
+      10004,
+    );
+    assert.equal(
+      await codeOf(client.call('InstanceOpen', { appOrderNo: 'shared-1', params: [{ productNo: SIM_PRODUCTS.staticCnShared }] })),
+      10004,
+    );
+    assert.equal(
+      await codeOf(
+        client.call('InstanceOpen', { appOrderNo: 'shared-2', params: [{ productNo: SIM_PRODUCTS.staticCnShared, projectId: 'amazon' }] }),
+      ),
+      10003,
+    );
+    assert.equal(
+      await codeOf(
+        client.call('InstanceOpen', {
+          appOrderNo: 'seg-1',
+          params: [{ productNo: US, count: 2, cidrBlocks: [{ cidr: '198.51.100.0/24', count: 1 }] }],
+        }),
+      ),
+      10004,
+    );
+    assert.equal(
+      await codeOf(
+        client.call('InstanceOpen', {
+          appOrderNo: 'rich-1',
+          params: [{ productNo: SIM_PRODUCTS.staticDeYear, count: 100, cycleTimes: 10 }],
+        }),
+      ),
+      10003,
+    );
     sim.faults.setMerchant({ coin: '1.00', credit: '0' });
     assert.equal(await codeOf(client.call('InstanceOpen', { appOrderNo: 'poor-1', params: [{ productNo: US }] })), 10002);
     assert.equal(sim.inspect.orders().length, before);
     assert.equal(sim.inspect.charges('poor-1').length, 0);
     sim.faults.setMerchant({ coin: '10000', credit: '500' });
-    const shared = await client.call('InstanceOpen', { appOrderNo: 'shared-3', params: [{ productNo: SIM_PRODUCTS.staticCnShared, projectId: 'tiktok', count: 2 }] });
+    const shared = await client.call('InstanceOpen', {
+      appOrderNo: 'shared-3',
+      params: [{ productNo: SIM_PRODUCTS.staticCnShared, projectId: 'tiktok', count: 2 }],
+    });
     const order = await orderFinal(client, shared.orderNo);
     assert.ok(order.instances!.every((i) => i.projectId === 'tiktok'));
   });
@@ -193,7 +235,10 @@ describe('sandbox static orders', () => {
     const order = await orderFinal(client, o.orderNo);
     assert.equal(order.instances![0]!.extendIp, ip);
     assert.equal((await client.call('GetAssignIpInfo', { ip })).canBuyStatus, false);
-    assert.equal(await codeOf(client.call('InstanceOpenAssignIp', { appOrderNo: 'assign-2', productNo: US, cycleTimes: 1, assignIp: ip })), 10003);
+    assert.equal(
+      await codeOf(client.call('InstanceOpenAssignIp', { appOrderNo: 'assign-2', productNo: US, cycleTimes: 1, assignIp: ip })),
+      10003,
+    );
     assert.equal(await codeOf(client.call('GetOrder', { orderNo: 'SO-none' })), 10031);
     assert.equal(await codeOf(client.call('GetInstance', { instances: ['INS-none'] })), 10041);
   });
@@ -212,13 +257,19 @@ describe('sandbox static orders', () => {
     assert.equal(await status(), 6);
     await waitFor(() => cb.received.some((r) => r.type === 'instance' && r.no === inst.instanceNo));
     assert.equal(await codeOf(client.call('InstanceRelease', { orderNo: 'exp-rel', instances: [inst.instanceNo] })), 10022);
-    const renew = await client.call('InstanceRenew', { appOrderNo: 'exp-renew', instances: [{ instanceNo: inst.instanceNo, cycleTimes: 3 }] });
+    const renew = await client.call('InstanceRenew', {
+      appOrderNo: 'exp-renew',
+      instances: [{ instanceNo: inst.instanceNo, cycleTimes: 3 }],
+    });
     assert.equal((await orderFinal(client, renew.orderNo)).status, 3);
     assert.equal(await status(), 3);
     sim.faults.advanceClock(3 * 86_400_000);
     assert.equal(await status(), 6);
     sim.faults.advanceClock(8 * 86_400_000);
     assert.equal(await status(), 10);
-    assert.equal(await codeOf(client.call('InstanceRenew', { appOrderNo: 'exp-renew-2', instances: [{ instanceNo: inst.instanceNo }] })), 10011);
+    assert.equal(
+      await codeOf(client.call('InstanceRenew', { appOrderNo: 'exp-renew-2', instances: [{ instanceNo: inst.instanceNo }] })),
+      10011,
+    );
   });
 });

@@ -7,7 +7,18 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { adminGet, adminSend, cleanup, curl, rawConfig, spawnDaemon, startTarget, tempDir, writeConfigFile, type BytesTarget } from '../e2e/limits-harness.ts';
+import {
+  adminGet,
+  adminSend,
+  cleanup,
+  curl,
+  rawConfig,
+  spawnDaemon,
+  startTarget,
+  tempDir,
+  writeConfigFile,
+  type BytesTarget,
+} from '../e2e/limits-harness.ts';
 
 const viaSocks5h = (port: number, user: string, pass: string): string[] => ['-x', `socks5h://${user}:${pass}@127.0.0.1:${port}`];
 
@@ -29,12 +40,19 @@ describe('embedded sandbox: state kept across restarts', () => {
     let d = await spawnDaemon(file, join(dir, 'rotor.log'));
     let platformName: string;
     try {
-      const made = await adminSend<{ name: string; state: string }>(d.ports.admin, 'POST', '/v1/users', { name: 'cust1', password: 'cust1-pass-1', mainAccount: 'shop1' });
+      const made = await adminSend<{ name: string; state: string }>(d.ports.admin, 'POST', '/v1/users', {
+        name: 'cust1',
+        password: 'cust1-pass-1',
+        mainAccount: 'shop1',
+      });
       assert.equal(made.status, 201, JSON.stringify(made.body));
       const r = await curl([...viaSocks5h(d.ports.socks5, 'cust1', 'cust1-pass-1'), target.url(50_000)]);
       assert.equal(r.code, 0, r.stderr);
       assert.equal(r.size, 50_000);
-      const sub = await adminSend<{ username: string }>(d.ports.admin, 'POST', '/v1/platform/GetProxyUserInfo', { appUsername: 'cust1', productNo: 'DYN-104-FLOW' });
+      const sub = await adminSend<{ username: string }>(d.ports.admin, 'POST', '/v1/platform/GetProxyUserInfo', {
+        appUsername: 'cust1',
+        productNo: 'DYN-104-FLOW',
+      });
       assert.equal(sub.status, 200, JSON.stringify(sub.body));
       platformName = sub.body.username;
     } finally {
@@ -43,7 +61,10 @@ describe('embedded sandbox: state kept across restarts', () => {
 
     d = await spawnDaemon(file, join(dir, 'rotor2.log'));
     try {
-      const sub = await adminSend<{ username: string }>(d.ports.admin, 'POST', '/v1/platform/GetProxyUserInfo', { appUsername: 'cust1', productNo: 'DYN-104-FLOW' });
+      const sub = await adminSend<{ username: string }>(d.ports.admin, 'POST', '/v1/platform/GetProxyUserInfo', {
+        appUsername: 'cust1',
+        productNo: 'DYN-104-FLOW',
+      });
       assert.equal(sub.status, 200, `the platform still knows cust1: ${JSON.stringify(sub.body)}`);
       assert.equal(sub.body.username, platformName, 'the same sub account, not a new one');
       const r = await curl([...viaSocks5h(d.ports.socks5, 'cust1', 'cust1-pass-1'), target.url(50_000)]);

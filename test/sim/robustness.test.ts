@@ -42,7 +42,10 @@ test('a merchant callback address that is not a URL fails the attempt instead of
   const sim = await startSimulator({ orderDelayMs: 10, upstreams: false, callbackUrl: 'not a url', callbackBackoffMs: 10_000 });
   const client = clientFor(sim);
   try {
-    const accepted = await client.call('InstanceOpen', { appOrderNo: 'bad-url-1', params: [{ productNo: SIM_PRODUCTS.staticUsSocks, count: 1, cycleTimes: 1 }] });
+    const accepted = await client.call('InstanceOpen', {
+      appOrderNo: 'bad-url-1',
+      params: [{ productNo: SIM_PRODUCTS.staticUsSocks, count: 1, cycleTimes: 1 }],
+    });
     const rec = await waitFor(() => sim.inspect.callbacks({ type: 'order', no: accepted.orderNo }).find((r) => r.attempts.length > 0));
     assert.equal(rec.attempts[0]?.ok, false);
     assert.match(rec.attempts[0]?.error ?? '', /URL/i);

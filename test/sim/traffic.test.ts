@@ -83,7 +83,12 @@ describe('sandbox traffic through real upstreams', () => {
     assert.ok(Number(newest!.used) >= 1000 && Number(newest!.used) < 2000);
     assert.equal(Number(newest!.total), 100 * 1_048_576);
     assert.equal(Number(newest!.balance), sim.inspect.balance('shop', FLOW)!.remainingBytes);
-    const none = await client.call('ProxyFlowUseLog', { appUsername: 'shop', productNo: FLOW, startTime: '2000-01-01 00:00:00', endTime: '2000-01-02 00:00:00' });
+    const none = await client.call('ProxyFlowUseLog', {
+      appUsername: 'shop',
+      productNo: FLOW,
+      startTime: '2000-01-01 00:00:00',
+      endTime: '2000-01-02 00:00:00',
+    });
     assert.equal(none.total, 0);
   });
 
@@ -110,7 +115,12 @@ describe('sandbox traffic through real upstreams', () => {
 
     // main balance: give back all but ~1 MB, then exhaust it through bob
     const remaining = sim.inspect.balance('shop', FLOW)!.remainingBytes;
-    await client.call('DynamicProxyReturn', { appUsername: 'shop', proxyType: 104, productNo: FLOW, flowNum: Math.floor(remaining / 1_048_576) - 1 });
+    await client.call('DynamicProxyReturn', {
+      appUsername: 'shop',
+      proxyType: 104,
+      productNo: FLOW,
+      flowNum: Math.floor(remaining / 1_048_576) - 1,
+    });
     const left = sim.inspect.balance('shop', FLOW)!.remainingBytes;
     assert.ok(left > 1_000_000 && left <= 2 * 1_048_576);
     const bobs = (await client.call('DrawByPwd', { appUsername: 'bob', productNo: FLOW })).list[0]!.list![0]!;
@@ -132,7 +142,11 @@ describe('sandbox traffic through real upstreams', () => {
     const changed = (await settle(change.orderNo)).instances![0]!;
     assert.equal(changed.instanceNo, inst.instanceNo);
     assert.equal((await curl(via(changed))).code, 0);
-    assert.notEqual((await curl([...via(changed).slice(0, 3), `${inst.username}:${inst.pwd}`, targetUrl()])).code, 0, 'old credentials refused');
+    assert.notEqual(
+      (await curl([...via(changed).slice(0, 3), `${inst.username}:${inst.pwd}`, targetUrl()])).code,
+      0,
+      'old credentials refused',
+    );
     const rel = await client.call('InstanceRelease', { orderNo: 'static-rel', instances: [inst.instanceNo] });
     await settle(rel.orderNo);
     assert.notEqual((await curl(via(changed))).code, 0, 'released: closed');

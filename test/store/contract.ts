@@ -3,7 +3,14 @@
 // second handle on the same data and two handles racing. Driver files test only what is their own.
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
-import { StoreConflictError, StoreError, UNRESOLVED_STATES, type InstanceRecord, type OrderRecord, type Store } from '../../src/store/index.ts';
+import {
+  StoreConflictError,
+  StoreError,
+  UNRESOLVED_STATES,
+  type InstanceRecord,
+  type OrderRecord,
+  type Store,
+} from '../../src/store/index.ts';
 
 export interface StoreFactory {
   /**
@@ -70,11 +77,23 @@ export function storeContract(name: string, factory: StoreFactory): void {
       assert.deepEqual(await r.getOrder('PO1'), order('RA1', { orderNo: 'PO1', status: 3, amount: '12.50', createdAt: 1 }));
       assert.equal((await r.getOrder('RA1'))?.orderNo, 'PO1');
       assert.equal(await r.getOrder('nope'), undefined);
-      assert.deepEqual((await r.listOrders()).map((o) => o.appOrderNo), ['RA2', 'RA1']);
-      assert.deepEqual((await r.listOrders({ open: true })).map((o) => o.appOrderNo), ['RA2']);
-      assert.deepEqual((await r.listOrders({ statuses: [3] })).map((o) => o.appOrderNo), ['RA1']);
+      assert.deepEqual(
+        (await r.listOrders()).map((o) => o.appOrderNo),
+        ['RA2', 'RA1'],
+      );
+      assert.deepEqual(
+        (await r.listOrders({ open: true })).map((o) => o.appOrderNo),
+        ['RA2'],
+      );
+      assert.deepEqual(
+        (await r.listOrders({ statuses: [3] })).map((o) => o.appOrderNo),
+        ['RA1'],
+      );
       assert.deepEqual((await r.listOrders({ type: 2 })).length, 0);
-      assert.deepEqual((await r.listOrders({ limit: 1, offset: 1 })).map((o) => o.appOrderNo), ['RA1']);
+      assert.deepEqual(
+        (await r.listOrders({ limit: 1, offset: 1 })).map((o) => o.appOrderNo),
+        ['RA1'],
+      );
       assert.deepEqual(
         (await r.countOrders()).sort((a, b) => a.status - b.status),
         [
@@ -83,12 +102,21 @@ export function storeContract(name: string, factory: StoreFactory): void {
         ],
       );
       assert.deepEqual(await r.getInstance('I1'), instance('I1'));
-      assert.deepEqual((await r.listInstances({ statuses: [3] })).map((i) => i.instanceNo), ['I1']);
-      assert.deepEqual((await r.listInstances({ orderNo: 'O1', productNo: 'P1' })).map((i) => i.instanceNo), ['I1', 'I2']);
-      assert.deepEqual((await r.countInstances()).sort((a, b) => Number(a.status) - Number(b.status)), [
-        { status: 3, count: 1 },
-        { status: 11, count: 1 },
-      ]);
+      assert.deepEqual(
+        (await r.listInstances({ statuses: [3] })).map((i) => i.instanceNo),
+        ['I1'],
+      );
+      assert.deepEqual(
+        (await r.listInstances({ orderNo: 'O1', productNo: 'P1' })).map((i) => i.instanceNo),
+        ['I1', 'I2'],
+      );
+      assert.deepEqual(
+        (await r.countInstances()).sort((a, b) => Number(a.status) - Number(b.status)),
+        [
+          { status: 3, count: 1 },
+          { status: 11, count: 1 },
+        ],
+      );
       const j = await r.getJournal('RA2');
       assert.equal(j?.state, 'sent');
       assert.equal(j?.reqId, 'req-1');
@@ -100,8 +128,13 @@ export function storeContract(name: string, factory: StoreFactory): void {
       assert.equal(j?.result, null);
       // Payloads come back exactly (an empty array stays an array).
       assert.deepEqual(j?.request, { appOrderNo: 'RA2', list: [] });
-      assert.deepEqual((await r.listJournal(UNRESOLVED_STATES)).map((e) => e.merchantNo), ['RA2']);
-      assert.deepEqual(await r.listCallbacks({ processed: false }), [{ type: 'order', no: 'PO1', op: '1', receivedAt: 7000, count: 1, processed: false }]);
+      assert.deepEqual(
+        (await r.listJournal(UNRESOLVED_STATES)).map((e) => e.merchantNo),
+        ['RA2'],
+      );
+      assert.deepEqual(await r.listCallbacks({ processed: false }), [
+        { type: 'order', no: 'PO1', op: '1', receivedAt: 7000, count: 1, processed: false },
+      ]);
       assert.deepEqual(await r.getUsage('alice'), { user: 'alice', usedBytes: 100, limitBytes: 1_000_000, updatedAt: 6000 });
       assert.deepEqual(await r.kvGet('whitelist:shop1:DYN'), ['127.0.0.1']);
       await r.close();
@@ -146,15 +179,24 @@ export function storeContract(name: string, factory: StoreFactory): void {
       assert.equal((await s.listInstances({ expiresBefore: 1_800_000_000 })).length, 0);
       assert.equal((await s.listInstances({ expiresBefore: 1_900_000_000 })).length, 1);
       await s.putInstances([instance('I8', { userExpired: null }), instance('I7')]);
-      assert.deepEqual((await s.listInstances({ limit: 2 })).map((x) => x.instanceNo), ['I7', 'I8']);
-      assert.deepEqual((await s.listInstances({ expiresBefore: 2_000_000_000 })).map((x) => x.instanceNo), ['I7', 'I9']);
+      assert.deepEqual(
+        (await s.listInstances({ limit: 2 })).map((x) => x.instanceNo),
+        ['I7', 'I8'],
+      );
+      assert.deepEqual(
+        (await s.listInstances({ expiresBefore: 2_000_000_000 })).map((x) => x.instanceNo),
+        ['I7', 'I9'],
+      );
       await s.close();
     });
 
     test('journal: a merchant number is journaled once; states move; unresolved listing', async () => {
       const s = await factory.open(fresh());
       await s.addIntent({ merchantNo: 'RC1', operation: 'InstanceOpen', request: {}, reqId: 'q1' });
-      await assert.rejects(s.addIntent({ merchantNo: 'RC1', operation: 'InstanceOpen', request: {}, reqId: 'q2' }), (e: unknown) => e instanceof StoreConflictError && e.code === 'STORE_CONFLICT');
+      await assert.rejects(
+        s.addIntent({ merchantNo: 'RC1', operation: 'InstanceOpen', request: {}, reqId: 'q2' }),
+        (e: unknown) => e instanceof StoreConflictError && e.code === 'STORE_CONFLICT',
+      );
       assert.equal((await s.getJournal('RC1'))?.reqId, 'q1');
       await s.addIntent({ merchantNo: 'RC2', operation: 'InstanceRenew', request: {}, reqId: 'q3' });
       await s.addIntent({ merchantNo: 'RC3', operation: 'InstanceRelease', request: {}, reqId: 'q4' });
@@ -168,7 +210,10 @@ export function storeContract(name: string, factory: StoreFactory): void {
       await s.updateJournal('RC1', { state: 'accepted' });
       assert.equal((await s.getJournal('RC1'))?.orderNo, 'P1');
       assert.equal((await s.getJournal('RC1'))?.attempts, 1);
-      assert.deepEqual((await s.listJournal(UNRESOLVED_STATES)).map((e) => e.merchantNo), ['RC2']);
+      assert.deepEqual(
+        (await s.listJournal(UNRESOLVED_STATES)).map((e) => e.merchantNo),
+        ['RC2'],
+      );
       assert.deepEqual((await s.listJournal(['rejected', 'accepted'])).map((e) => e.merchantNo).sort(), ['RC1', 'RC3']);
       assert.equal((await s.listJournal()).length, 3);
       assert.deepEqual(await s.listJournal([]), []);
@@ -191,8 +236,14 @@ export function storeContract(name: string, factory: StoreFactory): void {
       assert.equal(all.length, 3);
       assert.equal(all[0]?.count, 3);
       assert.equal(all[0]?.receivedAt, 1);
-      assert.deepEqual((await s.listCallbacks({ processed: false })).map((c) => c.op), ['2', '']);
-      assert.deepEqual((await s.listCallbacks({ processed: true })).map((c) => c.op), ['1']);
+      assert.deepEqual(
+        (await s.listCallbacks({ processed: false })).map((c) => c.op),
+        ['2', ''],
+      );
+      assert.deepEqual(
+        (await s.listCallbacks({ processed: true })).map((c) => c.op),
+        ['1'],
+      );
       await s.close();
     });
 
@@ -204,7 +255,9 @@ export function storeContract(name: string, factory: StoreFactory): void {
       const recorded = await Promise.all([a, b, a, b].map((s, i) => s.recordCallback(key, 100 + i)));
       assert.equal(recorded.filter((r) => !r.duplicate).length, 1);
       assert.equal((await b.listCallbacks())[0]?.count, 4);
-      const intents = await Promise.allSettled([a, b].map((s, i) => s.addIntent({ merchantNo: 'RX1', operation: 'InstanceOpen', request: {}, reqId: `q${i}` })));
+      const intents = await Promise.allSettled(
+        [a, b].map((s, i) => s.addIntent({ merchantNo: 'RX1', operation: 'InstanceOpen', request: {}, reqId: `q${i}` })),
+      );
       assert.equal(intents.filter((r) => r.status === 'fulfilled').length, 1);
       assert.equal(intents.filter((r) => r.status === 'rejected' && r.reason instanceof StoreConflictError).length, 1);
       await Promise.all(Array.from({ length: 20 }, (_, i) => (i % 2 ? a : b).addUsage([{ user: 'zed', bytes: 3 }])));
@@ -241,7 +294,12 @@ export function storeContract(name: string, factory: StoreFactory): void {
     test('usage: a failing batch leaves nothing half-applied', async () => {
       const s = await factory.open(fresh());
       await s.addUsage([{ user: 'alice', bytes: 1 }]);
-      await assert.rejects(s.addUsage([{ user: 'alice', bytes: 5 }, { user: null as unknown as string, bytes: 1 }]));
+      await assert.rejects(
+        s.addUsage([
+          { user: 'alice', bytes: 5 },
+          { user: null as unknown as string, bytes: 1 },
+        ]),
+      );
       assert.equal((await s.getUsage('alice'))?.usedBytes, 1);
       await s.close();
     });
@@ -268,21 +326,51 @@ export function storeContract(name: string, factory: StoreFactory): void {
     test('users: put (if absent, if version), read through another handle, list, delete, follow changes', async () => {
       const space = fresh();
       const s = await factory.open(space, { now: () => 42 });
-      const a = await s.putUser({ name: 'cust1', data: { mainAccount: 'shop1', quota: { bytes: 5, period: 'day' }, list: [] }, passwordHash: 'scrypt$x', state: 'creating' }, { ifAbsent: true });
+      const a = await s.putUser(
+        {
+          name: 'cust1',
+          data: { mainAccount: 'shop1', quota: { bytes: 5, period: 'day' }, list: [] },
+          passwordHash: 'scrypt$x',
+          state: 'creating',
+        },
+        { ifAbsent: true },
+      );
       assert.equal(a.updatedAt, 42);
-      await assert.rejects(s.putUser({ name: 'cust1', data: {}, passwordHash: 'h', state: 'ready' }, { ifAbsent: true }), (e: unknown) => e instanceof StoreConflictError);
-      await assert.rejects(s.putUser({ name: 'cust1', data: {}, passwordHash: 'h', state: 'ready' }, { ifVersion: a.version + 100 }), (e: unknown) => e instanceof StoreConflictError);
-      const b = await s.putUser({ name: 'cust1', data: { mainAccount: 'shop2', list: [] }, passwordHash: 'scrypt$y', state: 'ready' }, { ifVersion: a.version });
+      await assert.rejects(
+        s.putUser({ name: 'cust1', data: {}, passwordHash: 'h', state: 'ready' }, { ifAbsent: true }),
+        (e: unknown) => e instanceof StoreConflictError,
+      );
+      await assert.rejects(
+        s.putUser({ name: 'cust1', data: {}, passwordHash: 'h', state: 'ready' }, { ifVersion: a.version + 100 }),
+        (e: unknown) => e instanceof StoreConflictError,
+      );
+      const b = await s.putUser(
+        { name: 'cust1', data: { mainAccount: 'shop2', list: [] }, passwordHash: 'scrypt$y', state: 'ready' },
+        { ifVersion: a.version },
+      );
       assert.ok(b.version > a.version);
       const mark = b.version;
       await s.putUser({ name: 'bob', data: { n: 1 }, passwordHash: 'h2', state: 'ready' });
 
       const r = await factory.open(space);
-      assert.deepEqual(await r.getUser('cust1'), { name: 'cust1', data: { mainAccount: 'shop2', list: [] }, passwordHash: 'scrypt$y', state: 'ready', version: b.version, updatedAt: 42 });
+      assert.deepEqual(await r.getUser('cust1'), {
+        name: 'cust1',
+        data: { mainAccount: 'shop2', list: [] },
+        passwordHash: 'scrypt$y',
+        state: 'ready',
+        version: b.version,
+        updatedAt: 42,
+      });
       assert.equal(await r.getUser('nobody'), undefined);
-      assert.deepEqual((await r.listUsers()).map((u) => u.name), ['bob', 'cust1']);
+      assert.deepEqual(
+        (await r.listUsers()).map((u) => u.name),
+        ['bob', 'cust1'],
+      );
       const since = await r.usersChangedSince(mark);
-      assert.deepEqual(since.changed.map((u) => u.name), ['bob']);
+      assert.deepEqual(
+        since.changed.map((u) => u.name),
+        ['bob'],
+      );
       assert.deepEqual(since.deleted, []);
       assert.equal(await r.deleteUser('cust1'), true);
       assert.equal(await r.deleteUser('cust1'), false);
@@ -290,12 +378,18 @@ export function storeContract(name: string, factory: StoreFactory): void {
       assert.deepEqual(after.changed, []);
       assert.deepEqual(after.deleted, ['cust1']);
       assert.ok(after.version > since.version);
-      assert.deepEqual((await s.listUsers()).map((u) => u.name), ['bob']);
+      assert.deepEqual(
+        (await s.listUsers()).map((u) => u.name),
+        ['bob'],
+      );
       // Re-created: no longer reported deleted.
       await s.putUser({ name: 'cust1', data: {}, passwordHash: 'h', state: 'ready' }, { ifAbsent: true });
       const again = await s.usersChangedSince(since.version);
       assert.deepEqual(again.deleted, []);
-      assert.deepEqual(again.changed.map((u) => u.name), ['cust1']);
+      assert.deepEqual(
+        again.changed.map((u) => u.name),
+        ['cust1'],
+      );
       await s.close();
       await r.close();
     });

@@ -47,7 +47,10 @@ describe('Redis driver', { skip: redisMissing }, () => {
     raw.disconnect();
     const mine = keys.filter((k) => k.startsWith('pa:'));
     assert.ok(mine.length >= 8, `keys: ${mine.join(' ')}`);
-    assert.deepEqual(keys.filter((k) => k.startsWith('pb:')), []);
+    assert.deepEqual(
+      keys.filter((k) => k.startsWith('pb:')),
+      [],
+    );
     await a.close();
     await b.close();
   });
@@ -58,9 +61,15 @@ describe('Redis driver', { skip: redisMissing }, () => {
     const url = stopped.url;
     await stopped.stop();
     const t0 = Date.now();
-    await assert.rejects(openStoreFor(url), (e: unknown) => e instanceof StoreError && e.code === 'STORE_UNAVAILABLE' && !/secret/.test(e.message));
+    await assert.rejects(
+      openStoreFor(url),
+      (e: unknown) => e instanceof StoreError && e.code === 'STORE_UNAVAILABLE' && !/secret/.test(e.message),
+    );
     assert.ok(Date.now() - t0 < 3000);
     // Passwords in the URL never reach the message.
-    await assert.rejects(openStoreFor(url.replace('redis://', 'redis://user:secret@')), (e: unknown) => e instanceof StoreError && !e.message.includes('secret'));
+    await assert.rejects(
+      openStoreFor(url.replace('redis://', 'redis://user:secret@')),
+      (e: unknown) => e instanceof StoreError && !e.message.includes('secret'),
+    );
   });
 });

@@ -19,10 +19,16 @@ describe('SqliteStore on a file', () => {
     const s = new SqliteStore(path);
     assert.equal(existsSync(path), true);
     assert.equal(s.journalMode(), 'wal');
-    assert.deepEqual(s.appliedMigrations(), MIGRATIONS.map((m) => m.id));
+    assert.deepEqual(
+      s.appliedMigrations(),
+      MIGRATIONS.map((m) => m.id),
+    );
     await s.close();
     const again = new SqliteStore(path);
-    assert.deepEqual(again.appliedMigrations(), MIGRATIONS.map((m) => m.id));
+    assert.deepEqual(
+      again.appliedMigrations(),
+      MIGRATIONS.map((m) => m.id),
+    );
     await again.close();
     // Running the migrations by hand again applies nothing.
     const db = new Database(path);
@@ -56,15 +62,24 @@ describe('SqliteStore specifics', () => {
     await s.putOrder(order('RM2', { status: 3 }));
     await s.putOrder(order('RM1'));
     assert.equal((await s.getOrder('RM1'))?.appOrderNo, 'RM1');
-    assert.deepEqual((await s.countOrders()).sort((a, b) => a.status - b.status), [
-      { type: 1, status: 1, count: 1 },
-      { type: 1, status: 3, count: 1 },
-    ]);
+    assert.deepEqual(
+      (await s.countOrders()).sort((a, b) => a.status - b.status),
+      [
+        { type: 1, status: 1, count: 1 },
+        { type: 1, status: 3, count: 1 },
+      ],
+    );
     await s.close();
   });
 
   test('redis URLs and unopenable paths fail with stable codes', async () => {
-    assert.throws(() => openStore('redis://127.0.0.1:6379'), (e: unknown) => e instanceof StoreError && e.code === 'STORE_UNSUPPORTED');
-    assert.throws(() => openStore(join(dir, 'not-a-dir-file.db', 'x.db').replace('not-a-dir-file.db', '\0bad')), (e: unknown) => e instanceof StoreError && e.code === 'STORE_UNAVAILABLE');
+    assert.throws(
+      () => openStore('redis://127.0.0.1:6379'),
+      (e: unknown) => e instanceof StoreError && e.code === 'STORE_UNSUPPORTED',
+    );
+    assert.throws(
+      () => openStore(join(dir, 'not-a-dir-file.db', 'x.db').replace('not-a-dir-file.db', '\0bad')),
+      (e: unknown) => e instanceof StoreError && e.code === 'STORE_UNAVAILABLE',
+    );
   });
 });

@@ -31,7 +31,10 @@ export interface Browser {
  * Chromium with a fresh user-data-dir (removed on close), headless unless ROTOR_HEADFUL is set. `args` are
  * added to CHROMIUM_ARGS (a proxy to browse through, for instance).
  */
-export async function launchChromium(viewport: { width: number; height: number } = VIEWPORTS.desktop, options: { args?: string[] } = {}): Promise<Browser> {
+export async function launchChromium(
+  viewport: { width: number; height: number } = VIEWPORTS.desktop,
+  options: { args?: string[] } = {},
+): Promise<Browser> {
   const profile = mkdtempSync(join(tmpdir(), 'rotor-chromium-'));
   const context = await chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM,

@@ -52,10 +52,22 @@ export function runCurl(args: string[], options: CurlOptions = {}): Promise<Curl
       let size = 0;
       const at = options.report ? stdout.lastIndexOf(REPORT_MARK) : -1;
       if (at >= 0) {
-        [status = 0, connectStatus = 0, size = 0] = stdout.slice(at + REPORT_MARK.length).trim().split(' ').map(Number);
+        [status = 0, connectStatus = 0, size = 0] = stdout
+          .slice(at + REPORT_MARK.length)
+          .trim()
+          .split(' ')
+          .map(Number);
         stdout = stdout.slice(0, at);
       }
-      resolve({ exitCode: code ?? -1, stdout, stderr: Buffer.concat(err).toString('utf8'), status, connectStatus, size, elapsedMs: Date.now() - started });
+      resolve({
+        exitCode: code ?? -1,
+        stdout,
+        stderr: Buffer.concat(err).toString('utf8'),
+        status,
+        connectStatus,
+        size,
+        elapsedMs: Date.now() - started,
+      });
     });
   });
 }

@@ -24,14 +24,21 @@ export function orderFinal(client: OrderCaller, order: OrderRef, timeoutMs = 10_
 /** Polls GetOrder until the order succeeds (status 3); throws when it fails (4, 5) or after `timeoutMs`. */
 export async function orderSucceeded(client: OrderCaller, order: OrderRef, timeoutMs = 10_000, everyMs = 10): Promise<void> {
   const o = await orderFinal(client, order, timeoutMs, everyMs);
-  if (o.status !== ORDER_STATUS.succeeded) throw new Error(`order ${typeof order === 'string' ? order : order.appOrderNo} ended in status ${o.status}`);
+  if (o.status !== ORDER_STATUS.succeeded)
+    throw new Error(`order ${typeof order === 'string' ? order : order.appOrderNo} ended in status ${o.status}`);
 }
 
 /**
  * Buys `flow` MB of a traffic product for `account` (InstanceOpen, one cycle) and waits until the order has
  * succeeded; resolves with the platform's order number.
  */
-export async function buyTraffic(client: OrderCaller, account: string, productNo: string, flow: number, appOrderNo = `buy${randomBytes(8).toString('hex')}`): Promise<string> {
+export async function buyTraffic(
+  client: OrderCaller,
+  account: string,
+  productNo: string,
+  flow: number,
+  appOrderNo = `buy${randomBytes(8).toString('hex')}`,
+): Promise<string> {
   const o = await client.call('InstanceOpen', { appOrderNo, params: [{ productNo, appUsername: account, flow, cycleTimes: 1 }] });
   await orderSucceeded(client, o.orderNo);
   return o.orderNo;

@@ -23,7 +23,12 @@ export interface PoolSandbox {
 async function echoThrough(node: UpstreamNode, targetPort: number): Promise<string> {
   if (node.protocol !== 'socks5') throw new Error(`echoThrough: ${node.id} is ${node.protocol}, not socks5`);
   const { socket } = await SocksClient.createConnection({
-    proxy: { host: node.host, port: node.port, type: 5, ...(node.username ? { userId: node.username, password: node.password ?? '' } : {}) },
+    proxy: {
+      host: node.host,
+      port: node.port,
+      type: 5,
+      ...(node.username ? { userId: node.username, password: node.password ?? '' } : {}),
+    },
     command: 'connect',
     destination: { host: '127.0.0.1', port: targetPort },
     timeout: 3000,

@@ -62,7 +62,9 @@ export async function launchRotor(options: LaunchOptions = {}): Promise<RotorChi
     stdio: ['ignore', fd, fd],
   });
   closeSync(fd);
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => child.once('exit', (code, signal) => r({ code, signal })));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) =>
+    child.once('exit', (code, signal) => r({ code, signal })),
+  );
   let gone = false;
   void exited.then(() => {
     gone = true;
@@ -124,7 +126,12 @@ export async function launchRotor(options: LaunchOptions = {}): Promise<RotorChi
  * e.g. a bench) to its end; resolves with its exit code and output. SIGKILLed after `timeoutMs`. With
  * `rotorEnv` the child's ROTOR_* variables are exactly these (as in LaunchOptions.env); without, inherited.
  */
-export function runScript(script: string, args: string[], timeoutMs: number, rotorEnv?: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
+export function runScript(
+  script: string,
+  args: string[],
+  timeoutMs: number,
+  rotorEnv?: Record<string, string>,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], {
       cwd: REPO_ROOT,

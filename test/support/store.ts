@@ -37,10 +37,18 @@ async function startOwnServer(): Promise<string> {
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'rotor-test-redis-'));
   const bin = process.env.ROTOR_REDIS_SERVER ?? 'redis-server';
-  const child: ChildProcess = spawn(bin, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, '--loglevel', 'warning'], { stdio: 'ignore' });
+  const child: ChildProcess = spawn(
+    bin,
+    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, '--loglevel', 'warning'],
+    { stdio: 'ignore' },
+  );
   // Never the reason the test process stays alive; it dies with the process.
   child.unref();
-  const failed = new Promise<never>((_, reject) => child.once('error', (e) => reject(new SetupError(`${bin} did not start (${e.message}): install redis-server or set ROTOR_REDIS_SERVER`))));
+  const failed = new Promise<never>((_, reject) =>
+    child.once('error', (e) =>
+      reject(new SetupError(`${bin} did not start (${e.message}): install redis-server or set ROTOR_REDIS_SERVER`)),
+    ),
+  );
   failed.catch(() => undefined);
   process.once('exit', () => {
     child.kill('SIGKILL');
@@ -81,7 +89,9 @@ export const TEST_SLICE_BYTES = 64 * 1024 * 1024;
  * The `store` (and, on Redis, `fleet`) part of a daemon config: `path` as given on SQLite; on Redis the
  * shared server's URL, which makes the daemon a fleet of one under its own prefix.
  */
-export async function testStoreConfig(path = ':memory:'): Promise<{ store: { path: string }; fleet?: { prefix: string; sliceBytes: number } }> {
+export async function testStoreConfig(
+  path = ':memory:',
+): Promise<{ store: { path: string }; fleet?: { prefix: string; sliceBytes: number } }> {
   if (testDriver === 'sqlite') return { store: { path } };
   return { store: { path: await testRedisUrl() }, fleet: { prefix: redisPrefixFor(path), sliceBytes: TEST_SLICE_BYTES } };
 }

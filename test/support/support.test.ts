@@ -35,14 +35,31 @@ describe('test/support/wait', () => {
   test('poll resolves with the first settled value; a throwing probe rejects unless errors are ignored', async () => {
     let n = 0;
     assert.equal(await poll(() => (++n >= 3 ? n : undefined), { everyMs: 1 }), 3);
-    await assert.rejects(poll(() => { throw new Error('boom'); }), /boom/);
+    await assert.rejects(
+      poll(() => {
+        throw new Error('boom');
+      }),
+      /boom/,
+    );
     let m = 0;
-    const v = await poll(() => { if (++m < 3) throw new Error('not yet'); return 'ok'; }, { everyMs: 1, ignoreErrors: true });
+    const v = await poll(
+      () => {
+        if (++m < 3) throw new Error('not yet');
+        return 'ok';
+      },
+      { everyMs: 1, ignoreErrors: true },
+    );
     assert.equal(v, 'ok');
   });
   test('timeouts name what was awaited; waitFor wants a truthy value; eventually says false', async () => {
-    await assert.rejects(poll(() => undefined, { what: 'the moon', timeoutMs: 20, everyMs: 5 }), /the moon/);
-    await assert.rejects(waitFor(() => 0, 20, 'a truthy number', 5), /a truthy number/);
+    await assert.rejects(
+      poll(() => undefined, { what: 'the moon', timeoutMs: 20, everyMs: 5 }),
+      /the moon/,
+    );
+    await assert.rejects(
+      waitFor(() => 0, 20, 'a truthy number', 5),
+      /a truthy number/,
+    );
     assert.equal(await eventually(() => false, 20, 5), false);
     assert.equal(await eventually(() => true, 20, 5), true);
   });

@@ -25,8 +25,27 @@ export async function makeCa(label = 'Rotor Test CA'): Promise<TestCa> {
   const dir = mkdtempSync(join(tmpdir(), 'rotor-tls-'));
   const certFile = join(dir, 'ca.pem');
   const keyFile = join(dir, 'ca-key.pem');
-  await run('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', keyFile, '-out', certFile, '-days', '2', '-subj', `/CN=${label}`,
-    '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign']);
+  await run('openssl', [
+    'req',
+    '-x509',
+    '-newkey',
+    'ec',
+    '-pkeyopt',
+    'ec_paramgen_curve:prime256v1',
+    '-nodes',
+    '-keyout',
+    keyFile,
+    '-out',
+    certFile,
+    '-days',
+    '2',
+    '-subj',
+    `/CN=${label}`,
+    '-addext',
+    'basicConstraints=critical,CA:TRUE',
+    '-addext',
+    'keyUsage=critical,keyCertSign,cRLSign',
+  ]);
   let serial = 1;
   return {
     dir,
@@ -40,8 +59,38 @@ export async function makeCa(label = 'Rotor Test CA'): Promise<TestCa> {
       const ext = join(dir, `${name}.ext`);
       const san = names.map((n) => (/^[0-9.]+$|:/.test(n) ? `IP:${n}` : `DNS:${n}`)).join(',');
       writeFileSync(ext, `subjectAltName=${san}\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n`);
-      await run('openssl', ['req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', key, '-out', csr, '-subj', `/CN=${name}`]);
-      await run('openssl', ['x509', '-req', '-in', csr, '-CA', certFile, '-CAkey', keyFile, '-set_serial', String(serial++), '-days', '2', '-out', cert, '-extfile', ext]);
+      await run('openssl', [
+        'req',
+        '-newkey',
+        'ec',
+        '-pkeyopt',
+        'ec_paramgen_curve:prime256v1',
+        '-nodes',
+        '-keyout',
+        key,
+        '-out',
+        csr,
+        '-subj',
+        `/CN=${name}`,
+      ]);
+      await run('openssl', [
+        'x509',
+        '-req',
+        '-in',
+        csr,
+        '-CA',
+        certFile,
+        '-CAkey',
+        keyFile,
+        '-set_serial',
+        String(serial++),
+        '-days',
+        '2',
+        '-out',
+        cert,
+        '-extfile',
+        ext,
+      ]);
       return { certFile: cert, keyFile: key };
     },
     cleanup: () => rmSync(dir, { recursive: true, force: true }),

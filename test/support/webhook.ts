@@ -29,7 +29,11 @@ export async function startWebhookReceiver(answer = 200): Promise<WebhookReceive
     req.on('data', (c: Buffer) => parts.push(c));
     req.on('end', () => {
       const status = receiver.answer;
-      deliveries.push({ body: Buffer.concat(parts).toString('utf8'), signature: req.headers['x-rotor-signature'] as string | undefined, status });
+      deliveries.push({
+        body: Buffer.concat(parts).toString('utf8'),
+        signature: req.headers['x-rotor-signature'] as string | undefined,
+        status,
+      });
       res.statusCode = status;
       res.end(status < 300 ? 'ok' : 'not now');
     });
@@ -38,7 +42,10 @@ export async function startWebhookReceiver(answer = 200): Promise<WebhookReceive
   return Object.assign(receiver, {
     url: `http://127.0.0.1:${port}/hook`,
     deliveries,
-    accepted: () => deliveries.filter((d) => d.status < 300).map((d) => JSON.parse(d.body) as { id: number; type: string; time: string; data: Record<string, unknown> }),
+    accepted: () =>
+      deliveries
+        .filter((d) => d.status < 300)
+        .map((d) => JSON.parse(d.body) as { id: number; type: string; time: string; data: Record<string, unknown> }),
     close: () =>
       new Promise<void>((r) => {
         server.closeAllConnections();

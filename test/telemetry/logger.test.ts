@@ -25,7 +25,13 @@ describe('redactText', () => {
   });
 
   test('ordinary text is left alone', () => {
-    for (const text of ['listening on 127.0.0.1:8080', 'mail a@b.com', 'at 2026-01-01 10:00:00', 'IP not in whitelist 1.2.3.4', '[::1]:80']) {
+    for (const text of [
+      'listening on 127.0.0.1:8080',
+      'mail a@b.com',
+      'at 2026-01-01 10:00:00',
+      'IP not in whitelist 1.2.3.4',
+      '[::1]:80',
+    ]) {
       assert.equal(redactText(text), text);
     }
   });

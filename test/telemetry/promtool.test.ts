@@ -34,20 +34,28 @@ after(async () => {
   await target?.close();
 });
 
-test('promtool check metrics passes on a scrape taken after traffic', { skip: missing ? `${PROMTOOL} not found: install Debian's prometheus package (.ci/run does)` : false }, async () => {
-  const g = gw!;
-  for (const args of [viaSocks5h(g.ports.socks5, 'alice', 'alice-pass'), viaConnect(g.ports.http, 'alice', 'alice-pass'), viaHttp(g.ports.http, 'alice', 'alice-pass')]) {
-    const r = await curl([...args, target!.url(50_000)]);
-    assert.equal(r.code, 0, r.stderr);
-  }
-  await curl([...viaSocks5h(g.ports.socks5, 'alice', 'wrong'), target!.url(10)]);
-  // The byte counters are updated on the relays' timer and at the end: wait for the last one.
-  await g.daemon.connections.recorder.flush();
-  const text = await g.metricsText();
-  assert.match(text, /rotor_proxy_connections_total\{listener="socks5",result="ok"\} [1-9]/);
-  assert.match(text, /rotor_proxy_connections_total\{listener="socks5",result="auth_failed"\} [1-9]/);
-  assert.match(text, /# TYPE rotor_flow_balance_bytes gauge/);
-  assert.doesNotMatch(text, /rotor_flow_balance_megabytes/);
-  const check = await promtoolCheck(text);
-  assert.equal(check.code, 0, `promtool check metrics:\n${check.out}`);
-});
+test(
+  'promtool check metrics passes on a scrape taken after traffic',
+  { skip: missing ? `${PROMTOOL} not found: install Debian's prometheus package (.ci/run does)` : false },
+  async () => {
+    const g = gw!;
+    for (const args of [
+      viaSocks5h(g.ports.socks5, 'alice', 'alice-pass'),
+      viaConnect(g.ports.http, 'alice', 'alice-pass'),
+      viaHttp(g.ports.http, 'alice', 'alice-pass'),
+    ]) {
+      const r = await curl([...args, target!.url(50_000)]);
+      assert.equal(r.code, 0, r.stderr);
+    }
+    await curl([...viaSocks5h(g.ports.socks5, 'alice', 'wrong'), target!.url(10)]);
+    // The byte counters are updated on the relays' timer and at the end: wait for the last one.
+    await g.daemon.connections.recorder.flush();
+    const text = await g.metricsText();
+    assert.match(text, /rotor_proxy_connections_total\{listener="socks5",result="ok"\} [1-9]/);
+    assert.match(text, /rotor_proxy_connections_total\{listener="socks5",result="auth_failed"\} [1-9]/);
+    assert.match(text, /# TYPE rotor_flow_balance_bytes gauge/);
+    assert.doesNotMatch(text, /rotor_flow_balance_megabytes/);
+    const check = await promtoolCheck(text);
+    assert.equal(check.code, 0, `promtool check metrics:\n${check.out}`);
+  },
+);

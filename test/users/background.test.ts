@@ -30,7 +30,8 @@ async function accountingWith(count: number, now: () => number) {
   };
   const accounting = new Accounting({ store, flushIntervalMs: 3_600_000, now });
   await accounting.start([]);
-  for (let i = 0; i < count; i++) await accounting.upsertUser({ name: `u${i}`, limitBytes: 1_000_000, period: i % 2 === 0 ? 'day' : 'total' });
+  for (let i = 0; i < count; i++)
+    await accounting.upsertUser({ name: `u${i}`, limitBytes: 1_000_000, period: i % 2 === 0 ? 'day' : 'total' });
   return { store, accounting, written };
 }
 
@@ -50,7 +51,13 @@ describe('accounting: only what changed', () => {
       accounting.meter('u7').add(100, 200);
       accounting.meter('u7').add(1, 2);
       accounting.meter('u8').add(0, 50);
-      assert.deepEqual(feed.take().map((m) => m.name).sort(), ['u7', 'u8']);
+      assert.deepEqual(
+        feed
+          .take()
+          .map((m) => m.name)
+          .sort(),
+        ['u7', 'u8'],
+      );
       await accounting.flush();
       assert.equal(written.length, 1);
       assert.deepEqual(
@@ -66,8 +73,14 @@ describe('accounting: only what changed', () => {
       const other = accounting.changeFeed();
       assert.equal(other.take().length, 10_000);
       accounting.meter('u9').add(1, 0);
-      assert.deepEqual(feed.take().map((m) => m.name), ['u9']);
-      assert.deepEqual(other.take().map((m) => m.name), ['u9']);
+      assert.deepEqual(
+        feed.take().map((m) => m.name),
+        ['u9'],
+      );
+      assert.deepEqual(
+        other.take().map((m) => m.name),
+        ['u9'],
+      );
 
       // The next day: the flush rolls the 5,000 day-quota meters to the new period (usage back to 0).
       now += DAY;
@@ -78,7 +91,10 @@ describe('accounting: only what changed', () => {
       assert.equal(feed.take().length, 5_000, 'every rolled meter is a change');
       // A limit change is a change too (a threshold can be crossed without traffic).
       await accounting.setLimit('u11', 10);
-      assert.deepEqual(feed.take().map((m) => m.name), ['u11']);
+      assert.deepEqual(
+        feed.take().map((m) => m.name),
+        ['u11'],
+      );
     } finally {
       await accounting.close();
       await store.close();
@@ -111,7 +127,10 @@ describe('per-user series: the incremental choice is the full ranking', () => {
         const all = [...accounting.snapshot()].filter((r) => !removed.has(r.name));
         const bytes = new Map(all.map((r) => [r.name, r.up + r.down]));
         const busiest = (rows: typeof all) => rows.sort((a, b) => b.up + b.down - (a.up + a.down));
-        const expected = [...busiest(all.filter((r) => marked.has(r.name))), ...busiest(all.filter((r) => !marked.has(r.name)))].slice(0, 50);
+        const expected = [...busiest(all.filter((r) => marked.has(r.name))), ...busiest(all.filter((r) => !marked.has(r.name)))].slice(
+          0,
+          50,
+        );
         // Ties may come in either order: compare the byte counts rank by rank, and the marked ones by name.
         assert.deepEqual(
           chosen.map((n) => bytes.get(n)),
@@ -173,11 +192,25 @@ describe('platform limit sync: the timer pass', () => {
 describe('users directory: expiries come out of a queue', () => {
   test('DueQueue gives what is due, earliest first', () => {
     const q = new DueQueue();
-    for (const [at, name] of [[50, 'e'], [10, 'a'], [30, 'c'], [20, 'b'], [40, 'd'], [10, 'a2']] as const) q.push(at, name);
+    for (const [at, name] of [
+      [50, 'e'],
+      [10, 'a'],
+      [30, 'c'],
+      [20, 'b'],
+      [40, 'd'],
+      [10, 'a2'],
+    ] as const)
+      q.push(at, name);
     assert.deepEqual(q.popDue(5), []);
-    assert.deepEqual(q.popDue(30).map((d) => d.at), [10, 10, 20, 30]);
+    assert.deepEqual(
+      q.popDue(30).map((d) => d.at),
+      [10, 10, 20, 30],
+    );
     assert.equal(q.size, 2);
-    assert.deepEqual(q.popDue(1000).map((d) => d.name), ['d', 'e']);
+    assert.deepEqual(
+      q.popDue(1000).map((d) => d.name),
+      ['d', 'e'],
+    );
   });
 
   test('each expiry is announced once when it comes, a moved expiry again, a removed user never', async () => {
@@ -188,7 +221,12 @@ describe('users directory: expiries come out of a queue', () => {
     const hash = hashPassword('pw');
     const iso = (t: number) => new Date(t).toISOString();
     for (let i = 0; i < 1_000; i++) {
-      await store.putUser({ name: `u${i}`, data: { name: `u${i}`, mainAccount: 'shop1', source: 'api', createdAt: 0, expiresAt: i < 3 ? iso(now + (i + 1) * 60_000) : null }, passwordHash: hash, state: 'ready' });
+      await store.putUser({
+        name: `u${i}`,
+        data: { name: `u${i}`, mainAccount: 'shop1', source: 'api', createdAt: 0, expiresAt: i < 3 ? iso(now + (i + 1) * 60_000) : null },
+        passwordHash: hash,
+        state: 'ready',
+      });
     }
     const users = new Users({ store, accounting, platform: { ensure: async () => undefined }, sweepMs: 3_600_000, now: () => now });
     const announced: string[] = [];
@@ -207,7 +245,10 @@ describe('users directory: expiries come out of a queue', () => {
       await poll(() => announced.length >= 3, { what: 'u1 announced', timeoutMs: 5000 });
       // u1's old expiry and u2's came out of the queue before u1's new one: had they been announced, they
       // would be here.
-      assert.deepEqual(announced.map((a) => a.split('@')[0]), ['u0', 'u0', 'u1']);
+      assert.deepEqual(
+        announced.map((a) => a.split('@')[0]),
+        ['u0', 'u0', 'u1'],
+      );
     } finally {
       await users.close();
       await accounting.close();

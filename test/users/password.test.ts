@@ -38,7 +38,14 @@ test('the queue runs at most `concurrency` at once, logins first, and sheds logi
         resolve(name);
       });
     });
-  const all = [q.run('bulk', job('b1')), q.run('bulk', job('b2')), q.run('bulk', job('b3')), q.run('admin', job('a1')), q.run('login', job('l1')), q.run('login', job('l2'))];
+  const all = [
+    q.run('bulk', job('b1')),
+    q.run('bulk', job('b2')),
+    q.run('bulk', job('b3')),
+    q.run('admin', job('a1')),
+    q.run('login', job('l1')),
+    q.run('login', job('l2')),
+  ];
   // Two running, four waiting: a third login is refused at once.
   await assert.rejects(q.run('login', job('l3')), HashBusyError);
   assert.deepEqual(q.stats, { running: 2, queued: 4 });

@@ -69,7 +69,7 @@ describe('UserPorts', () => {
     const b = await dial(ports.portOf('bob')!);
     b.write('CONNECT x:443 HTTP/1.1\r\n');
     await waitFor(() => http.taken.length === 2, 5000, 'bob handed over');
-    assert.equal(ports.admit(http.taken[1]!.socket), undefined, '127.0.0.1 is not in bob\'s allowIps');
+    assert.equal(ports.admit(http.taken[1]!.socket), undefined, "127.0.0.1 is not in bob's allowIps");
     assert.deepEqual(admitted, ['alice']);
     // A socket that did not come through a user port is never admitted.
     const other = createServer();
@@ -90,7 +90,10 @@ describe('UserPorts', () => {
       { name: 'alice', listen: { port: 0, allowIps: [] } },
       { name: 'bob', listen: { port: busyPort, allowIps: [] } },
     ]);
-    assert.deepEqual(first.failed.map((f) => [f.user, f.port]), [['bob', busyPort]]);
+    assert.deepEqual(
+      first.failed.map((f) => [f.user, f.port]),
+      [['bob', busyPort]],
+    );
     assert.match(first.failed[0]!.error, /EADDRINUSE/);
     busy.close();
     const port = ports.portOf('alice')!;

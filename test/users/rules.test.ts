@@ -36,11 +36,33 @@ describe('DestinationPolicy', () => {
     for (const rules of [{ denyHosts: ['127.0.0.0/8'] }, { denyHosts: ['::1'] }, { denyHosts: ['127.0.0.1', '::1'] }]) {
       const p = new DestinationPolicy({});
       const u = { rules };
-      for (const host of ['0.0.0.0', '0x0', '::', '[::]', '::0', '0:0:0:0:0:0:0:0', '::ffff:0.0.0.0', '::ffff:127.0.0.1', '[::ffff:7f00:1]', '127.1', '0x7f.1', '2130706433', '0177.0.0.1', '127.0.0.2', '::1', '[0:0:0:0:0:0:0:1]', '64:ff9b::7f00:1', 'localhost', 'LOCALHOST.', 'a.localhost']) {
+      for (const host of [
+        '0.0.0.0',
+        '0x0',
+        '::',
+        '[::]',
+        '::0',
+        '0:0:0:0:0:0:0:0',
+        '::ffff:0.0.0.0',
+        '::ffff:127.0.0.1',
+        '[::ffff:7f00:1]',
+        '127.1',
+        '0x7f.1',
+        '2130706433',
+        '0177.0.0.1',
+        '127.0.0.2',
+        '::1',
+        '[0:0:0:0:0:0:0:1]',
+        '64:ff9b::7f00:1',
+        'localhost',
+        'LOCALHOST.',
+        'a.localhost',
+      ]) {
         assert.match(p.check(u, t(host)) ?? '', /is not allowed/, `${JSON.stringify(rules)}: ${host}`);
       }
       // Other hosts pass.
-      for (const host of ['192.0.2.1', '2001:db8::1', '64:ff9b::c000:201', 'example.com', 'localhost.example.com']) assert.equal(p.check(u, t(host)), undefined, host);
+      for (const host of ['192.0.2.1', '2001:db8::1', '64:ff9b::c000:201', 'example.com', 'localhost.example.com'])
+        assert.equal(p.check(u, t(host)), undefined, host);
     }
     // An allow list with a loopback entry admits the local host's other spellings, and nothing else.
     const allow = new DestinationPolicy({});

@@ -21,7 +21,12 @@ const noPlatform = { ensure: async () => undefined };
 async function directoryOf(count: number, hash: string) {
   const store = new SqliteStore(':memory:');
   for (let i = 0; i < count; i++) {
-    await store.putUser({ name: `u${i}`, data: { name: `u${i}`, mainAccount: 'shop1', source: 'api', createdAt: 0, metrics: i === count - 1 }, passwordHash: hash, state: 'ready' });
+    await store.putUser({
+      name: `u${i}`,
+      data: { name: `u${i}`, mainAccount: 'shop1', source: 'api', createdAt: 0, metrics: i === count - 1 },
+      passwordHash: hash,
+      state: 'ready',
+    });
   }
   const metrics = createMetrics({ defaultMetrics: false });
   const accounting = new Accounting({ store, metrics, flushIntervalMs: 3_600_000 });
@@ -31,7 +36,15 @@ async function directoryOf(count: number, hash: string) {
   const router = new Router({
     users,
     meters: new UserGate(users, accounting),
-    pools: { pool: () => ({ acquire: async () => Promise.reject(new Error('unused')), release: () => {}, reportFailure: () => {}, reportSuccess: () => {}, isUsable: () => false }) },
+    pools: {
+      pool: () => ({
+        acquire: async () => Promise.reject(new Error('unused')),
+        release: () => {},
+        reportFailure: () => {},
+        reportSuccess: () => {},
+        isUsable: () => false,
+      }),
+    },
     sessions: new SessionTable({ metrics }),
   });
   return { store, metrics, accounting, users, router };
@@ -47,48 +60,60 @@ function rate(router: Router, name: string, calls: number): number {
   return calls / ((performance.now() - started) / 1000);
 }
 
-test('authentication with 10,000 users costs what it costs with one; /metrics carries at most 4 × 100 per-user series', { timeout: 300_000 }, async () => {
-  const hash = hashPassword('the-password');
-  const one = await directoryOf(1, hash);
-  const many = await directoryOf(10_000, hash);
-  assert.equal(many.users.size, 10_000);
-  // The first check of a user pays the scrypt hash once (on the thread pool); every later one is a digest compare.
-  assert.ok((await one.router.authenticate('u0', 'the-password')).ok);
-  assert.ok((await many.router.authenticate('u9999', 'the-password')).ok);
-  rate(one.router, 'u0', 10);
-  rate(many.router, 'u9999', 10);
-  const samples: { one: number; many: number }[] = [];
-  for (let round = 0; round < 5; round++) samples.push({ one: rate(one.router, 'u0', 20_000), many: rate(many.router, 'u9999', 20_000) });
-  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[2]!;
-  const r1 = median(samples.map((s) => s.one));
-  const rn = median(samples.map((s) => s.many));
-  console.log(`# authorize (cache miss, new session id each): 1 user ${Math.round(r1)}/s, 10,000 users ${Math.round(rn)}/s, ratio ${(rn / r1).toFixed(3)}`);
-  // Interleaved medians on a shared machine. A scan over the users would make 10,000 users thousands of
-  // times slower; what remains at a few microseconds a call is the CPU cache of bigger maps and the noise.
-  assert.ok(rn / r1 > 0.5, `ratio ${(rn / r1).toFixed(3)}`);
+test(
+  'authentication with 10,000 users costs what it costs with one; /metrics carries at most 4 × 100 per-user series',
+  { timeout: 300_000 },
+  async () => {
+    const hash = hashPassword('the-password');
+    const one = await directoryOf(1, hash);
+    const many = await directoryOf(10_000, hash);
+    assert.equal(many.users.size, 10_000);
+    // The first check of a user pays the scrypt hash once (on the thread pool); every later one is a digest compare.
+    assert.ok((await one.router.authenticate('u0', 'the-password')).ok);
+    assert.ok((await many.router.authenticate('u9999', 'the-password')).ok);
+    rate(one.router, 'u0', 10);
+    rate(many.router, 'u9999', 10);
+    const samples: { one: number; many: number }[] = [];
+    for (let round = 0; round < 5; round++) samples.push({ one: rate(one.router, 'u0', 20_000), many: rate(many.router, 'u9999', 20_000) });
+    const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[2]!;
+    const r1 = median(samples.map((s) => s.one));
+    const rn = median(samples.map((s) => s.many));
+    console.log(
+      `# authorize (cache miss, new session id each): 1 user ${Math.round(r1)}/s, 10,000 users ${Math.round(rn)}/s, ratio ${(rn / r1).toFixed(3)}`,
+    );
+    // Interleaved medians on a shared machine. A scan over the users would make 10,000 users thousands of
+    // times slower; what remains at a few microseconds a call is the CPU cache of bigger maps and the noise.
+    assert.ok(rn / r1 > 0.5, `ratio ${(rn / r1).toFixed(3)}`);
 
-  // Every user moves bytes; the scrape holds at most 100 users' series, the marked user among them.
-  for (let i = 0; i < 10_000; i++) many.accounting.meter(`u${i}`).add(i + 1, 1);
-  boundUserSeries({ metrics: many.metrics, source: many.accounting, marked: () => many.users.marked(), max: 100 });
-  const text = await many.metrics.registry.metrics();
-  const perUser = text.split('\n').filter((l) => !l.startsWith('#') && /user="/.test(l));
-  console.log(`# /metrics with 10,000 users: ${text.length} bytes, ${perUser.length} per-user series`);
-  assert.ok(perUser.length <= 400, `${perUser.length} per-user series`);
-  // The bound in bytes: every per-user sample, written with the longest user name there can be (32
-  // characters), fits in 128 bytes, so the per-user part of a scrape is at most 4 × userSeriesMax × 128 =
-  // 51,200 bytes at the default 100, and the whole scrape of this registry stays under 64 KiB.
-  for (const line of perUser) {
-    const name = /user="([^"]*)"/.exec(line)![1]!;
-    assert.ok(line.length - name.length + 32 <= 128, `too long with a 32-character name: ${line}`);
-  }
-  assert.ok(text.length < 64 * 1024, `${text.length} bytes`);
-  assert.ok(perUser.length >= 300, 'the busiest users are there');
-  assert.ok(perUser.some((l) => l.includes('user="u9999"')), 'the marked user is there');
-  assert.ok(perUser.some((l) => l.includes('user="u9998"')), 'the busiest are there');
-  assert.ok(!perUser.some((l) => l.includes('user="u0"')), 'the least busy are not');
-  for (const d of [one, many]) {
-    await d.users.close();
-    await d.accounting.close();
-    await d.store.close();
-  }
-});
+    // Every user moves bytes; the scrape holds at most 100 users' series, the marked user among them.
+    for (let i = 0; i < 10_000; i++) many.accounting.meter(`u${i}`).add(i + 1, 1);
+    boundUserSeries({ metrics: many.metrics, source: many.accounting, marked: () => many.users.marked(), max: 100 });
+    const text = await many.metrics.registry.metrics();
+    const perUser = text.split('\n').filter((l) => !l.startsWith('#') && /user="/.test(l));
+    console.log(`# /metrics with 10,000 users: ${text.length} bytes, ${perUser.length} per-user series`);
+    assert.ok(perUser.length <= 400, `${perUser.length} per-user series`);
+    // The bound in bytes: every per-user sample, written with the longest user name there can be (32
+    // characters), fits in 128 bytes, so the per-user part of a scrape is at most 4 × userSeriesMax × 128 =
+    // 51,200 bytes at the default 100, and the whole scrape of this registry stays under 64 KiB.
+    for (const line of perUser) {
+      const name = /user="([^"]*)"/.exec(line)![1]!;
+      assert.ok(line.length - name.length + 32 <= 128, `too long with a 32-character name: ${line}`);
+    }
+    assert.ok(text.length < 64 * 1024, `${text.length} bytes`);
+    assert.ok(perUser.length >= 300, 'the busiest users are there');
+    assert.ok(
+      perUser.some((l) => l.includes('user="u9999"')),
+      'the marked user is there',
+    );
+    assert.ok(
+      perUser.some((l) => l.includes('user="u9998"')),
+      'the busiest are there',
+    );
+    assert.ok(!perUser.some((l) => l.includes('user="u0"')), 'the least busy are not');
+    for (const d of [one, many]) {
+      await d.users.close();
+      await d.accounting.close();
+      await d.store.close();
+    }
+  },
+);

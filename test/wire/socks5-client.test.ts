@@ -121,8 +121,23 @@ describe('SOCKS5 client', () => {
       { answer: [[5, 0xff]], code: 'NO_ACCEPTABLE_METHOD' },
       { answer: [[5, 0x01]], code: 'BAD_REPLY' },
       { answer: [[0x48, 0x54]], code: 'BAD_REPLY' },
-      { answer: [[5, 2], [1, 0], [5, REPLY.connectionRefused, 0, 1, 0, 0, 0, 0, 0, 0]], code: 'REJECTED', reply: REPLY.connectionRefused },
-      { answer: [[5, 2], [1, 0], [5, 0, 0, 9]], code: 'BAD_REPLY' },
+      {
+        answer: [
+          [5, 2],
+          [1, 0],
+          [5, REPLY.connectionRefused, 0, 1, 0, 0, 0, 0, 0, 0],
+        ],
+        code: 'REJECTED',
+        reply: REPLY.connectionRefused,
+      },
+      {
+        answer: [
+          [5, 2],
+          [1, 0],
+          [5, 0, 0, 9],
+        ],
+        code: 'BAD_REPLY',
+      },
     ];
     for (const c of cases) {
       const { server, port } = await scripted((_, s) => {

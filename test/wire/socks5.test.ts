@@ -147,7 +147,9 @@ describe('SOCKS5 server handshake', () => {
     options = {
       ...defaults(),
       authenticate: (u, p) =>
-        new Promise((resolve) => setTimeout(() => resolve(u === 'user' && p === 'pass' ? { ok: true, context: 'late' } : { ok: false }), 30)),
+        new Promise((resolve) =>
+          setTimeout(() => resolve(u === 'user' && p === 'pass' ? { ok: true, context: 'late' } : { ok: false }), 30),
+        ),
     };
     const r = await run([Buffer.concat([GREETING, AUTH, reqIPv4([127, 0, 0, 1], 22), Buffer.from('x')])]);
     assert.ok(r.outcome.ok);

@@ -57,7 +57,13 @@ const flowLogAnswer = {
       type: 'array',
       items: {
         type: 'object',
-        properties: { usedBytes: { type: 'integer' }, totalBytes: { type: 'integer' }, balanceBytes: { type: 'integer' }, time: { type: 'integer' }, productNo: { type: 'string' } },
+        properties: {
+          usedBytes: { type: 'integer' },
+          totalBytes: { type: 'integer' },
+          balanceBytes: { type: 'integer' },
+          time: { type: 'integer' },
+          productNo: { type: 'string' },
+        },
       },
     },
   },
@@ -70,7 +76,9 @@ export const accountRoutes: RegisterRoutes = (app, deps) => {
       schema: {
         operationId: 'saveMainAccount',
         body: zs(operations.CreateUser.request),
-        ...doc('accounts', 'create or modify a main account (CreateUser); the answer carries no password', { 200: fromZod(operations.CreateUser.response) }),
+        ...doc('accounts', 'create or modify a main account (CreateUser); the answer carries no password', {
+          200: fromZod(operations.CreateUser.response),
+        }),
       },
     },
     async (req) => {
@@ -82,7 +90,12 @@ export const accountRoutes: RegisterRoutes = (app, deps) => {
   app.post<{ Params: { name: string }; Body: z.output<typeof authBody> }>(
     '/accounts/:name/auth',
     {
-      schema: { operationId: 'verifyMainAccount', params: accountParams, body: zs(authBody), ...doc('accounts', 'sync account verification (UserAuth)', { 200: fromZod(operations.UserAuth.response) }) },
+      schema: {
+        operationId: 'verifyMainAccount',
+        params: accountParams,
+        body: zs(authBody),
+        ...doc('accounts', 'sync account verification (UserAuth)', { 200: fromZod(operations.UserAuth.response) }),
+      },
     },
     async (req) => deps.platform.call('UserAuth', { ...req.body, appUsername: req.params.name }),
   );
@@ -94,7 +107,7 @@ export const accountRoutes: RegisterRoutes = (app, deps) => {
         operationId: 'getAccountBalance',
         params: accountParams,
         querystring: zs(z.strictObject({ productNo: name, proxyType: dynamicTypeQuery.optional() })),
-        ...doc('accounts', 'dynamic balance (ProxyInfo; MB and bytes at the product\'s base)', { 200: balanceAnswer }),
+        ...doc('accounts', "dynamic balance (ProxyInfo; MB and bytes at the product's base)", { 200: balanceAnswer }),
       },
     },
     async (req) => deps.balances.fetch(req.params.name, req.query.productNo),

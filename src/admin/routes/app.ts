@@ -4,5 +4,9 @@ import { fromZod } from '../schemas.ts';
 import { doc, noQuery, type RegisterRoutes } from './common.ts';
 
 export const appRoutes: RegisterRoutes = (app, deps) => {
-  app.get('/app', { schema: { operationId: 'getApp', querystring: noQuery, ...doc('app', 'merchant info (GetAppInfo)', { 200: fromZod(appInfo) }) } }, async () => deps.platform.call('GetAppInfo', {}));
+  app.get(
+    '/app',
+    { schema: { operationId: 'getApp', querystring: noQuery, ...doc('app', 'merchant info (GetAppInfo)', { 200: fromZod(appInfo) }) } },
+    async () => deps.platform.call('GetAppInfo', {}),
+  );
 };

@@ -12,7 +12,11 @@ export const assignIpRoutes: RegisterRoutes = (app, deps) => {
         operationId: 'checkAssignIp',
         params: zs(z.strictObject({ ip: z.string().refine((s) => isIP(s) !== 0, 'expected an IPv4 or IPv6 address') })),
         ...doc('orders', 'can this IP be bought (GetAssignIpInfo)', {
-          200: { type: 'object', required: ['ip', 'canBuyStatus'], properties: { ip: { type: 'string' }, canBuyStatus: { type: 'boolean' } } },
+          200: {
+            type: 'object',
+            required: ['ip', 'canBuyStatus'],
+            properties: { ip: { type: 'string' }, canBuyStatus: { type: 'boolean' } },
+          },
         }),
       },
     },

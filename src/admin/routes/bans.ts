@@ -20,7 +20,13 @@ const ban = {
   },
 };
 
-const listQuery = z.strictObject({ user: z.string().regex(/^[A-Za-z0-9_.]+$/).max(64).optional() });
+const listQuery = z.strictObject({
+  user: z
+    .string()
+    .regex(/^[A-Za-z0-9_.]+$/)
+    .max(64)
+    .optional(),
+});
 const idParams = z.strictObject({ id: z.string().regex(/^b[0-9]{1,15}$/, 'expected a ban id (b<n>)') });
 
 const view = (b: Ban) => ({ ...b, createdAt: new Date(b.createdAt).toISOString(), until: new Date(b.until).toISOString() });
@@ -28,7 +34,13 @@ const view = (b: Ban) => ({ ...b, createdAt: new Date(b.createdAt).toISOString()
 export const banRoutes: RegisterRoutes = (app, deps) => {
   app.get<{ Querystring: z.output<typeof listQuery> }>(
     '/bans',
-    { schema: { operationId: 'listBans', querystring: zs(listQuery), ...doc('bans', 'exits banned by request rules, soonest to end first', { 200: { type: 'array', items: ban } }) } },
+    {
+      schema: {
+        operationId: 'listBans',
+        querystring: zs(listQuery),
+        ...doc('bans', 'exits banned by request rules, soonest to end first', { 200: { type: 'array', items: ban } }),
+      },
+    },
     async (req) => {
       const all = deps.bans?.list() ?? [];
       return (req.query.user === undefined ? all : all.filter((b) => b.user === req.query.user)).map(view);

@@ -29,8 +29,20 @@ export const codesQuery = z.union([z.string(), z.array(z.string())]).transform((
 /** Whole numbers given as `?x=1,2` or `?x=1&x=2`. */
 export const intListQuery = z
   .union([z.string(), z.array(z.string())])
-  .transform((v) => (Array.isArray(v) ? v : [v]).flatMap((s) => s.split(',')).map((s) => s.trim()).filter(Boolean))
-  .pipe(z.array(z.string().regex(/^-?\d+$/, 'expected whole numbers, comma-separated').transform(Number)));
+  .transform((v) =>
+    (Array.isArray(v) ? v : [v])
+      .flatMap((s) => s.split(','))
+      .map((s) => s.trim())
+      .filter(Boolean),
+  )
+  .pipe(
+    z.array(
+      z
+        .string()
+        .regex(/^-?\d+$/, 'expected whole numbers, comma-separated')
+        .transform(Number),
+    ),
+  );
 
 export const boolQuery = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
 

@@ -34,7 +34,10 @@ const recordSchema = {
     reason: nullable('string', 'the refusal or failure; for ok how it ended: closed, idle, limit, error, stopped, killed'),
     retries: { type: 'integer' },
     hedges: { type: 'integer' },
-    rule: { type: ['string', 'null'], description: 'the request rule that fired (proxy.requestRules / the user\'s requestRules), when one did' },
+    rule: {
+      type: ['string', 'null'],
+      description: "the request rule that fired (proxy.requestRules / the user's requestRules), when one did",
+    },
   },
 };
 
@@ -64,7 +67,14 @@ export const connectionRoutes: RegisterRoutes = (app, deps) => {
         operationId: 'listConnections',
         querystring: zs(listQuery),
         ...doc('connections', 'connection records, newest first (filters: user, result, since, until; cursor paging)', {
-          200: { type: 'object', required: ['items', 'next'], properties: { items: { type: 'array', items: recordSchema }, next: nullable('string', 'cursor of the next page; null at the end') } },
+          200: {
+            type: 'object',
+            required: ['items', 'next'],
+            properties: {
+              items: { type: 'array', items: recordSchema },
+              next: nullable('string', 'cursor of the next page; null at the end'),
+            },
+          },
         }),
       },
     },

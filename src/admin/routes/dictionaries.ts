@@ -10,13 +10,37 @@ type Q = { Querystring: { codes?: string[] } };
 const codes = (q: { codes?: string[] }) => (q.codes?.length ? q.codes : undefined);
 
 export const dictionaryRoutes: RegisterRoutes = (app, deps) => {
-  app.get<Q>('/areas', { schema: { operationId: 'listAreas', querystring, ...doc('dictionaries', 'region tree (GetArea, cached)', { 200: fromZod(z.array(areaNode)) }) } }, async (req) =>
-    deps.catalog.areas(codes(req.query)),
+  app.get<Q>(
+    '/areas',
+    {
+      schema: {
+        operationId: 'listAreas',
+        querystring,
+        ...doc('dictionaries', 'region tree (GetArea, cached)', { 200: fromZod(z.array(areaNode)) }),
+      },
+    },
+    async (req) => deps.catalog.areas(codes(req.query)),
   );
-  app.get<Q>('/cities', { schema: { operationId: 'listCities', querystring, ...doc('dictionaries', 'cities (GetCityList, cached)', { 200: fromZod(z.array(city)) }) } }, async (req) =>
-    deps.catalog.cities(codes(req.query)),
+  app.get<Q>(
+    '/cities',
+    {
+      schema: {
+        operationId: 'listCities',
+        querystring,
+        ...doc('dictionaries', 'cities (GetCityList, cached)', { 200: fromZod(z.array(city)) }),
+      },
+    },
+    async (req) => deps.catalog.cities(codes(req.query)),
   );
-  app.get<Q>('/projects', { schema: { operationId: 'listProjects', querystring, ...doc('dictionaries', 'projects (GetProjectList, cached)', { 200: fromZod(z.array(project)) }) } }, async (req) =>
-    deps.catalog.projects(codes(req.query)),
+  app.get<Q>(
+    '/projects',
+    {
+      schema: {
+        operationId: 'listProjects',
+        querystring,
+        ...doc('dictionaries', 'projects (GetProjectList, cached)', { 200: fromZod(z.array(project)) }),
+      },
+    },
+    async (req) => deps.catalog.projects(codes(req.query)),
   );
 };

@@ -5,7 +5,12 @@ import { AdminError } from '../errors.ts';
 import { zs } from '../validation.ts';
 import { doc, type RegisterRoutes } from './common.ts';
 
-const whole = (max: number) => z.string().regex(/^\d{1,15}$/, 'expected a whole number').transform(Number).pipe(z.number().int().min(0).max(max));
+const whole = (max: number) =>
+  z
+    .string()
+    .regex(/^\d{1,15}$/, 'expected a whole number')
+    .transform(Number)
+    .pipe(z.number().int().min(0).max(max));
 
 const query = z.strictObject({
   since: whole(Number.MAX_SAFE_INTEGER).optional(),
@@ -26,7 +31,11 @@ const eventSchema = {
         delivered: { type: 'boolean' },
         attempts: { type: 'integer' },
         deliveredAt: { type: ['string', 'null'], format: 'date-time' },
-        nextAttemptAt: { type: ['string', 'null'], format: 'date-time', description: 'null when delivered or when no webhook is configured' },
+        nextAttemptAt: {
+          type: ['string', 'null'],
+          format: 'date-time',
+          description: 'null when delivered or when no webhook is configured',
+        },
         lastError: { type: ['string', 'null'] },
       },
     },
@@ -55,7 +64,13 @@ export const eventRoutes: RegisterRoutes = (app, deps) => {
         type: e.type,
         time: new Date(e.time).toISOString(),
         data: e.data,
-        delivery: { delivered: e.deliveredAt !== null, attempts: e.attempts, deliveredAt: iso(e.deliveredAt), nextAttemptAt: iso(e.nextAttemptAt), lastError: e.lastError },
+        delivery: {
+          delivered: e.deliveredAt !== null,
+          attempts: e.attempts,
+          deliveredAt: iso(e.deliveredAt),
+          nextAttemptAt: iso(e.nextAttemptAt),
+          lastError: e.lastError,
+        },
       }));
     },
   );

@@ -33,7 +33,9 @@ export const instanceRoutes: RegisterRoutes = (app, deps) => {
             offset: z.coerce.number().int().min(0).optional(),
           }),
         ),
-        ...doc('instances', 'static instances (orderNo, productNo, status=3,6, limit, offset)', { 200: { type: 'array', items: instanceSchema } }),
+        ...doc('instances', 'static instances (orderNo, productNo, status=3,6, limit, offset)', {
+          200: { type: 'array', items: instanceSchema },
+        }),
       },
     },
     async (req) => {
@@ -83,7 +85,15 @@ export const instanceRoutes: RegisterRoutes = (app, deps) => {
 
   app.post<{ Body: z.output<typeof resetBody> }>(
     '/instances/reset-password',
-    { schema: { operationId: 'resetInstancePasswords', body: zs(resetBody), ...doc('instances', 'reset instance passwords (ResetProxyPassword); new passwords are stored on the instances', { 202: looseObject }) } },
+    {
+      schema: {
+        operationId: 'resetInstancePasswords',
+        body: zs(resetBody),
+        ...doc('instances', 'reset instance passwords (ResetProxyPassword); new passwords are stored on the instances', {
+          202: looseObject,
+        }),
+      },
+    },
     async (req, reply) => reply.status(202).send(await deps.orders.resetPassword(req.body)),
   );
 };

@@ -37,7 +37,13 @@ const accepted = { 202: { description: 'accepted: the order record', ...orderSch
 
 type Place = (deps: AdminDeps, body: never) => Promise<unknown>;
 const PLACING: [path: string, operationId: string, schema: Record<string, unknown>, summary: string, place: Place][] = [
-  ['/orders/open', 'openOrder', bodies.open, 'open an order (InstanceOpen); {"params":[…]} or one item at the top level', (d, b) => d.orders.open(b)],
+  [
+    '/orders/open',
+    'openOrder',
+    bodies.open,
+    'open an order (InstanceOpen); {"params":[…]} or one item at the top level',
+    (d, b) => d.orders.open(b),
+  ],
   ['/orders/renew', 'renewInstances', bodies.renew, 'renew static instances (InstanceRenew)', (d, b) => d.orders.renew(b)],
   ['/orders/release', 'releaseInstances', bodies.release, 'release static instances (InstanceRelease)', (d, b) => d.orders.release(b)],
   ['/orders/aftersale', 'afterSaleInstances', bodies.aftersale, 'after-sale release (InstanceAfterSale)', (d, b) => d.orders.afterSale(b)],
@@ -74,7 +80,9 @@ export const orderRoutes: RegisterRoutes = (app, deps) => {
             offset: z.coerce.number().int().min(0).optional(),
           }),
         ),
-        ...doc('orders', 'local order records (type, status=3,4, open=true, limit, offset)', { 200: { type: 'array', items: orderSchema } }),
+        ...doc('orders', 'local order records (type, status=3,4, open=true, limit, offset)', {
+          200: { type: 'array', items: orderSchema },
+        }),
       },
     },
     async (req) => {
@@ -91,7 +99,13 @@ export const orderRoutes: RegisterRoutes = (app, deps) => {
 
   app.get<{ Params: { no: string } }>(
     '/orders/:no',
-    { schema: { operationId: 'getOrder', params: zs(z.strictObject({ no: name })), ...doc('orders', 'one order by platform or merchant number, refreshed from the platform', { 200: orderSchema }) } },
+    {
+      schema: {
+        operationId: 'getOrder',
+        params: zs(z.strictObject({ no: name })),
+        ...doc('orders', 'one order by platform or merchant number, refreshed from the platform', { 200: orderSchema }),
+      },
+    },
     async (req) => {
       const order = await deps.orders.getOrder(req.params.no);
       if (!order) throw notFound(`order ${req.params.no}`);

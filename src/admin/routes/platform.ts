@@ -15,14 +15,20 @@ export const platformRoutes: RegisterRoutes = (app, deps) => {
     // `data` is the platform's own answer, unchecked: it is documented, not enforced.
     const answer = {
       type: 'object',
-      properties: { operation: { type: 'string' }, data: { description: spec.response ? 'the decrypted answer as the platform sent it' : 'null: this operation answers without data' } },
+      properties: {
+        operation: { type: 'string' },
+        data: { description: spec.response ? 'the decrypted answer as the platform sent it' : 'null: this operation answers without data' },
+      },
     };
     app.post(
       `/platform/${op}`,
       {
         schema: {
           operationId: `platform${op}`,
-          body: zsWith(fromZod(spec.request), z.preprocess((v) => v ?? {}, spec.request)),
+          body: zsWith(
+            fromZod(spec.request),
+            z.preprocess((v) => v ?? {}, spec.request),
+          ),
           ...doc('platform', `${op}: ${spec.summary} (${spec.path})`, { 200: answer }),
         },
       },

@@ -45,7 +45,13 @@ const pool = {
 export const poolRoutes: RegisterRoutes = (app, deps) => {
   app.get(
     '/pools',
-    { schema: { operationId: 'listPools', querystring: noQuery, ...doc('pools', 'upstream pools per (user, product, region) and their nodes', { 200: { type: 'array', items: pool } }) } },
+    {
+      schema: {
+        operationId: 'listPools',
+        querystring: noQuery,
+        ...doc('pools', 'upstream pools per (user, product, region) and their nodes', { 200: { type: 'array', items: pool } }),
+      },
+    },
     async () => deps.pools.snapshot(),
   );
 };

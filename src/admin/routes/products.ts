@@ -16,7 +16,9 @@ export const productRoutes: RegisterRoutes = (app, deps) => {
       schema: {
         operationId: 'listProducts',
         querystring: zs(z.strictObject({ proxyType: intListQuery.optional() })),
-        ...doc('products', 'authorized products (GetProductStock, cached); proxyType=104,105 filters', { 200: { type: 'array', items: productJson } }),
+        ...doc('products', 'authorized products (GetProductStock, cached); proxyType=104,105 filters', {
+          200: { type: 'array', items: productJson },
+        }),
       },
     },
     async (req) => deps.catalog.products(req.query.proxyType?.length ? { proxyType: req.query.proxyType } : {}),
@@ -46,7 +48,9 @@ export const productRoutes: RegisterRoutes = (app, deps) => {
         operationId: 'listProductAreas',
         params: productParams,
         querystring: zs(z.strictObject({ proxyType: dynamicTypeQuery.optional() })),
-        ...doc('products', 'regions a dynamic product draws from (ProductAreaList)', { 200: { type: 'array', items: fromZod(productArea) } }),
+        ...doc('products', 'regions a dynamic product draws from (ProductAreaList)', {
+          200: { type: 'array', items: fromZod(productArea) },
+        }),
       },
     },
     async (req) => {
@@ -54,7 +58,8 @@ export const productRoutes: RegisterRoutes = (app, deps) => {
       if (type === undefined) {
         const p = await deps.catalog.product(req.params.productNo);
         if (!p) throw notFound(`product ${req.params.productNo}`);
-        if (p.proxyType !== 104 && p.proxyType !== 105) throw new AdminError(409, 'PRODUCT_NOT_DYNAMIC', `product ${req.params.productNo} is static: it has no draw regions`);
+        if (p.proxyType !== 104 && p.proxyType !== 105)
+          throw new AdminError(409, 'PRODUCT_NOT_DYNAMIC', `product ${req.params.productNo} is static: it has no draw regions`);
         type = p.proxyType;
       }
       return deps.catalog.productAreas(req.params.productNo, type);

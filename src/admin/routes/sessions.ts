@@ -8,12 +8,28 @@ import { doc, noQuery, type RegisterRoutes } from './common.ts';
 
 const session = {
   type: 'object',
-  properties: { user: { type: 'string' }, sessionId: { type: 'string' }, nodeId: { type: 'string' }, startedAt: { type: 'integer' }, expiresAt: { type: 'integer' } },
+  properties: {
+    user: { type: 'string' },
+    sessionId: { type: 'string' },
+    nodeId: { type: 'string' },
+    startedAt: { type: 'integer' },
+    expiresAt: { type: 'integer' },
+  },
 };
 const ident = z.string().regex(USER_NAME, 'expected [A-Za-z0-9_.]+').max(128);
 
 export const sessionRoutes: RegisterRoutes = (app, deps) => {
-  app.get('/sessions', { schema: { operationId: 'listSessions', querystring: noQuery, ...doc('sessions', 'live sticky sessions', { 200: { type: 'array', items: session } }) } }, async () => deps.sessions.list());
+  app.get(
+    '/sessions',
+    {
+      schema: {
+        operationId: 'listSessions',
+        querystring: noQuery,
+        ...doc('sessions', 'live sticky sessions', { 200: { type: 'array', items: session } }),
+      },
+    },
+    async () => deps.sessions.list(),
+  );
   app.delete<{ Params: { user: string; id: string } }>(
     '/sessions/:user/:id',
     {
@@ -26,7 +42,8 @@ export const sessionRoutes: RegisterRoutes = (app, deps) => {
       },
     },
     async (req) => {
-      if (!deps.sessions.rotate(req.params.user, req.params.id, 'manual')) throw notFound(`session ${req.params.id} of user ${req.params.user}`);
+      if (!deps.sessions.rotate(req.params.user, req.params.id, 'manual'))
+        throw notFound(`session ${req.params.id} of user ${req.params.user}`);
       return { user: req.params.user, sessionId: req.params.id, rotated: true };
     },
   );

@@ -43,7 +43,12 @@ const statsAnswer = {
       type: 'array',
       items: {
         type: 'object',
-        properties: { account: { type: 'string' }, product: { type: 'string' }, value: { type: 'number' }, unit: { type: 'string', enum: ['bytes', 'MB'] } },
+        properties: {
+          account: { type: 'string' },
+          product: { type: 'string' },
+          value: { type: 'number' },
+          unit: { type: 'string', enum: ['bytes', 'MB'] },
+        },
       },
     },
   },
@@ -58,7 +63,9 @@ export const statsRoutes: RegisterRoutes = (app, deps) => {
       schema: {
         operationId: 'getStats',
         querystring: zs(z.strictObject({ since: z.coerce.number().int().min(0).optional() })),
-        ...doc('stats', "the dashboard's series: the last hour of throughput, connections, refusals, failures, hedges; balances", { 200: statsAnswer }),
+        ...doc('stats', "the dashboard's series: the last hour of throughput, connections, refusals, failures, hedges; balances", {
+          200: statsAnswer,
+        }),
       },
     },
     async (req) => stats.view(req.query.since),

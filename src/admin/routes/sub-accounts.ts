@@ -17,7 +17,9 @@ export const subAccountRoutes: RegisterRoutes = (app, deps) => {
       schema: {
         operationId: 'createSubAccount',
         body: zs(operations.CreateProxyUser.request),
-        ...doc('sub-accounts', 'create a sub account (CreateProxyUser; limitFlow in MB)', { 200: fromZod(operations.CreateProxyUser.response) }),
+        ...doc('sub-accounts', 'create a sub account (CreateProxyUser; limitFlow in MB)', {
+          200: fromZod(operations.CreateProxyUser.response),
+        }),
       },
     },
     async (req) => {
@@ -37,7 +39,10 @@ export const subAccountRoutes: RegisterRoutes = (app, deps) => {
       },
     },
     async (req) => {
-      const { password: _password, ...info } = await deps.platform.call('GetProxyUserInfo', { appUsername: req.params.name, productNo: req.query.productNo });
+      const { password: _password, ...info } = await deps.platform.call('GetProxyUserInfo', {
+        appUsername: req.params.name,
+        productNo: req.query.productNo,
+      });
       return info;
     },
   );

@@ -31,7 +31,10 @@ const usageRow = {
     bytesDown: { type: 'integer' },
     connections: { type: 'integer' },
     failures: { type: 'integer' },
-    amount: { type: ['number', 'null'], description: 'bytes × pricePerGb / 2^30 in billing.currency (header X-Rotor-Currency); null without a price' },
+    amount: {
+      type: ['number', 'null'],
+      description: 'bytes × pricePerGb / 2^30 in billing.currency (header X-Rotor-Currency); null without a price',
+    },
   },
 };
 
@@ -43,7 +46,10 @@ const compareRow = {
     productNo: { type: 'string' },
     period: { type: 'string' },
     rotorBytes: { type: 'integer', description: "bytes Rotor counted for this main account's users" },
-    platformBytes: { type: ['integer', 'null'], description: "the platform's flow-use log (ProxyFlowUseLog, bytes); null when it keeps none" },
+    platformBytes: {
+      type: ['integer', 'null'],
+      description: "the platform's flow-use log (ProxyFlowUseLog, bytes); null when it keeps none",
+    },
     differenceBytes: { type: ['integer', 'null'], description: 'platformBytes - rotorBytes: charged by the platform, not billed by Rotor' },
   },
 };
@@ -61,9 +67,18 @@ export const usageRoutes: RegisterRoutes = (app, deps) => {
       schema: {
         operationId: 'getUsage',
         querystring: zs(query),
-        ...doc('usage', 'usage per user and hour or day, with amounts (format=json|csv); compare=platform: Rotor vs the platform per main account', {
-          200: { anyOf: [{ type: 'array', items: usageRow }, { type: 'array', items: compareRow }] },
-        }),
+        ...doc(
+          'usage',
+          'usage per user and hour or day, with amounts (format=json|csv); compare=platform: Rotor vs the platform per main account',
+          {
+            200: {
+              anyOf: [
+                { type: 'array', items: usageRow },
+                { type: 'array', items: compareRow },
+              ],
+            },
+          },
+        ),
       },
     },
     async (req, reply) => {
@@ -83,7 +98,9 @@ export const usageRoutes: RegisterRoutes = (app, deps) => {
         void reply.header('content-type', 'text/csv; charset=utf-8');
         void reply.header('content-disposition', `attachment; filename="${csvFileName(window, q.compare === 'platform')}"`);
         // Sent as text: the JSON serializer of the response schema must not see it.
-        return reply.serializer((body: unknown) => body as string).send(toCsv(columns, withCurrency as unknown as Record<string, unknown>[]));
+        return reply
+          .serializer((body: unknown) => body as string)
+          .send(toCsv(columns, withCurrency as unknown as Record<string, unknown>[]));
       }
       return rows;
     },

@@ -29,7 +29,10 @@ const userView = {
     product: { type: 'string' },
     draw: { type: 'string', enum: ['pwd', 'api'] },
     sessTime: { type: 'integer' },
-    quota: { type: 'object', properties: { bytes: { type: 'integer' }, period: { type: 'string', enum: ['total', 'day', 'week', 'month'] } } },
+    quota: {
+      type: 'object',
+      properties: { bytes: { type: 'integer' }, period: { type: 'string', enum: ['total', 'day', 'week', 'month'] } },
+    },
     periodKey: { type: 'string', description: 'the current quota period (total, day:YYYY-MM-DD, week:YYYY-MM-DD (Monday), month:YYYY-MM)' },
     rateBytesPerSec: { type: 'integer', description: 'both directions, all connections; 0 = none' },
     maxConnections: { type: 'integer', description: 'concurrent; 0 = none' },
@@ -57,12 +60,13 @@ const userView = {
         },
       },
     },
-    metrics: { type: 'boolean', description: 'always export this user\'s per-user metric series' },
+    metrics: { type: 'boolean', description: "always export this user's per-user metric series" },
     source: { type: 'string', enum: ['config', 'api'] },
     state: { type: 'string', enum: ['creating', 'ready'] },
     platformAccount: {
       type: 'object',
-      description: 'present only when Rotor could not make the user\'s platform sub account (it was lost and re-creating it failed): state "failed", the reason, when',
+      description:
+        'present only when Rotor could not make the user\'s platform sub account (it was lost and re-creating it failed): state "failed", the reason, when',
       properties: { state: { type: 'string', enum: ['failed'] }, reason: { type: 'string' }, at: { type: 'string', format: 'date-time' } },
     },
     createdAt: { type: 'string' },
@@ -89,9 +93,13 @@ export const userRoutes: RegisterRoutes = (app, deps) => {
       schema: {
         operationId: 'listUsers',
         querystring: zs(listQuery),
-        ...doc('users', 'one page of users with their usage (name order, or ?sort=usage: most bytes first); ?limit= (default 100, max 1000), ?prefix= searches names; the x-next-cursor header gives ?after= for the next page, x-total-count counts every match', {
-          200: { type: 'array', items: userView },
-        }),
+        ...doc(
+          'users',
+          'one page of users with their usage (name order, or ?sort=usage: most bytes first); ?limit= (default 100, max 1000), ?prefix= searches names; the x-next-cursor header gives ?after= for the next page, x-total-count counts every match',
+          {
+            200: { type: 'array', items: userView },
+          },
+        ),
       },
     },
     async (req, reply) => {
@@ -107,7 +115,11 @@ export const userRoutes: RegisterRoutes = (app, deps) => {
       schema: {
         operationId: 'createUser',
         body: zs(createUserSchema),
-        ...doc('users', 'create a user and its platform sub account (password generated and returned once when absent); 409 when the name exists', { 201: userView }),
+        ...doc(
+          'users',
+          'create a user and its platform sub account (password generated and returned once when absent); 409 when the name exists',
+          { 201: userView },
+        ),
       },
     },
     async (req, reply) => {
@@ -123,24 +135,47 @@ export const userRoutes: RegisterRoutes = (app, deps) => {
       schema: {
         operationId: 'createUsersBatch',
         body: zs(batchBodySchema),
-        ...doc('users', `create up to ${BATCH_MAX} users ({"users": [records as for POST /v1/users, or with passwordHash]}); each row is validated on its own and a row that fails does not stop the others; generated passwords come back once in \`passwords\``, {
-          200: {
-            type: 'object',
-            required: ['created', 'errors', 'passwords'],
-            properties: {
-              created: { type: 'integer' },
-              errors: { type: 'array', items: { type: 'object', required: ['index', 'name', 'code', 'message'], properties: { index: { type: 'integer' }, name: { type: ['string', 'null'] }, code: { type: 'string' }, message: { type: 'string' } } } },
-              passwords: { type: 'object', additionalProperties: { type: 'string' } },
+        ...doc(
+          'users',
+          `create up to ${BATCH_MAX} users ({"users": [records as for POST /v1/users, or with passwordHash]}); each row is validated on its own and a row that fails does not stop the others; generated passwords come back once in \`passwords\``,
+          {
+            200: {
+              type: 'object',
+              required: ['created', 'errors', 'passwords'],
+              properties: {
+                created: { type: 'integer' },
+                errors: {
+                  type: 'array',
+                  items: {
+                    type: 'object',
+                    required: ['index', 'name', 'code', 'message'],
+                    properties: {
+                      index: { type: 'integer' },
+                      name: { type: ['string', 'null'] },
+                      code: { type: 'string' },
+                      message: { type: 'string' },
+                    },
+                  },
+                },
+                passwords: { type: 'object', additionalProperties: { type: 'string' } },
+              },
             },
           },
-        }),
+        ),
       },
     },
     async (req) => deps.users.createBatch(req.body.users),
   );
   app.get<{ Params: { name: string } }>(
     '/users/:name',
-    { schema: { operationId: 'getUser', params: nameParams, querystring: noQuery, ...doc('users', 'one user record with its usage', { 200: userView }) } },
+    {
+      schema: {
+        operationId: 'getUser',
+        params: nameParams,
+        querystring: noQuery,
+        ...doc('users', 'one user record with its usage', { 200: userView }),
+      },
+    },
     async (req) => {
       const view = deps.users.get(req.params.name);
       if (!view) throw new AdminError(404, 'UNKNOWN_USER', `unknown user ${req.params.name}`);
@@ -154,7 +189,9 @@ export const userRoutes: RegisterRoutes = (app, deps) => {
         operationId: 'patchUser',
         params: nameParams,
         body: zs(patchUserSchema),
-        ...doc('users', 'change any subset of a user\'s fields; rate and quota act on open connections, disabling closes them', { 200: userView }),
+        ...doc('users', "change any subset of a user's fields; rate and quota act on open connections, disabling closes them", {
+          200: userView,
+        }),
       },
     },
     async (req) => deps.users.patch(req.params.name, req.body),
@@ -166,7 +203,9 @@ export const userRoutes: RegisterRoutes = (app, deps) => {
         operationId: 'deleteUser',
         params: nameParams,
         querystring: noQuery,
-        ...doc('users', 'delete a user: new connections refused at once, open ones closed (its usage history stays)', { 204: { type: 'null', description: 'deleted' } }),
+        ...doc('users', 'delete a user: new connections refused at once, open ones closed (its usage history stays)', {
+          204: { type: 'null', description: 'deleted' },
+        }),
       },
     },
     async (req, reply) => {
@@ -181,7 +220,9 @@ export const userRoutes: RegisterRoutes = (app, deps) => {
         operationId: 'setUserPassword',
         params: nameParams,
         body: zs(passwordBodySchema.optional()),
-        ...doc('users', 'set the user\'s password ({"password"}) or generate one ({} or no body: returned once as `password`)', { 200: userView }),
+        ...doc('users', 'set the user\'s password ({"password"}) or generate one ({} or no body: returned once as `password`)', {
+          200: userView,
+        }),
       },
     },
     async (req) => deps.users.setPassword(req.params.name, req.body?.password),
@@ -193,7 +234,9 @@ export const userRoutes: RegisterRoutes = (app, deps) => {
         operationId: 'setUserLimit',
         params: nameParams,
         body: zs(z.strictObject({ limitBytes: z.number().int().min(-1).max(Number.MAX_SAFE_INTEGER) })),
-        ...doc('users', 'set a user\'s quota bytes (-1 = unlimited); a config user keeps it across restarts until the config changes it', { 200: userView }),
+        ...doc('users', "set a user's quota bytes (-1 = unlimited); a config user keeps it across restarts until the config changes it", {
+          200: userView,
+        }),
       },
     },
     async (req) => deps.users.setLimit(req.params.name, req.body.limitBytes),

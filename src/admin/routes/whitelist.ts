@@ -23,17 +23,33 @@ const entry = zs(
 export const whitelistRoutes: RegisterRoutes = (app, deps) => {
   app.get<{ Querystring: { account: string; productNo: string } }>(
     '/whitelist',
-    { schema: { operationId: 'listWhitelist', querystring: zs(z.strictObject({ account: name, productNo: name })), ...doc('whitelist', 'whitelisted IPs of a main account for a product', { 200: listAnswer }) } },
+    {
+      schema: {
+        operationId: 'listWhitelist',
+        querystring: zs(z.strictObject({ account: name, productNo: name })),
+        ...doc('whitelist', 'whitelisted IPs of a main account for a product', { 200: listAnswer }),
+      },
+    },
     async (req) => ({ ...req.query, ipWhiteList: await deps.whitelist.list(req.query.account, req.query.productNo) }),
   );
-  app.post<{ Body: Entry }>('/whitelist', { schema: { operationId: 'addWhitelistIp', body: entry, ...doc('whitelist', 'add an IP (AddIpWhiteList)', { 200: listAnswer }) } }, async (req) => ({
-    account: req.body.account,
-    productNo: req.body.productNo,
-    ipWhiteList: await deps.whitelist.add(req.body.account, req.body.productNo, req.body.ip),
-  }));
-  app.delete<{ Body: Entry }>('/whitelist', { schema: { operationId: 'removeWhitelistIp', body: entry, ...doc('whitelist', 'remove an IP (DelIpWhiteList)', { 200: listAnswer }) } }, async (req) => ({
-    account: req.body.account,
-    productNo: req.body.productNo,
-    ipWhiteList: await deps.whitelist.remove(req.body.account, req.body.productNo, req.body.ip),
-  }));
+  app.post<{ Body: Entry }>(
+    '/whitelist',
+    { schema: { operationId: 'addWhitelistIp', body: entry, ...doc('whitelist', 'add an IP (AddIpWhiteList)', { 200: listAnswer }) } },
+    async (req) => ({
+      account: req.body.account,
+      productNo: req.body.productNo,
+      ipWhiteList: await deps.whitelist.add(req.body.account, req.body.productNo, req.body.ip),
+    }),
+  );
+  app.delete<{ Body: Entry }>(
+    '/whitelist',
+    {
+      schema: { operationId: 'removeWhitelistIp', body: entry, ...doc('whitelist', 'remove an IP (DelIpWhiteList)', { 200: listAnswer }) },
+    },
+    async (req) => ({
+      account: req.body.account,
+      productNo: req.body.productNo,
+      ipWhiteList: await deps.whitelist.remove(req.body.account, req.body.productNo, req.body.ip),
+    }),
+  );
 };

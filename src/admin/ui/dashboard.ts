@@ -48,7 +48,10 @@ export const VENDOR: Record<string, [pkg: string, file: string]> = {
  */
 export function dashboardCsp(indexHtml: string): string {
   const hashes = [...indexHtml.matchAll(/<script type="importmap">([\s\S]*?)<\/script>/g)].map(
-    (m) => `'sha256-${createHash('sha256').update(m[1] as string, 'utf8').digest('base64')}'`,
+    (m) =>
+      `'sha256-${createHash('sha256')
+        .update(m[1] as string, 'utf8')
+        .digest('base64')}'`,
   );
   return [
     "default-src 'self'",

@@ -29,12 +29,25 @@ export function mainByEither(ctx: SimContext, username?: string, appUsername?: s
 export function dynamicProduct(ctx: SimContext, productNo: string, proxyType?: number): SimProduct {
   const p = ctx.state.product(productNo);
   if (!p || !isDynamic(p)) throw new SimError(CODE.INVALID_PARAMS, `${productNo} is not an authorized dynamic product`);
-  if (proxyType !== undefined && p.proxyType !== proxyType) throw new SimError(CODE.INVALID_PARAMS, `proxyType does not match ${productNo}`);
+  if (proxyType !== undefined && p.proxyType !== proxyType)
+    throw new SimError(CODE.INVALID_PARAMS, `proxyType does not match ${productNo}`);
   return p;
 }
 
-const subRecord = (s: SubAccount) => ({ appUsername: s.appUsername, username: s.username, password: s.password, status: s.status, authStatus: s.authStatus });
-const mainRecord = (m: MainAccount) => ({ appUsername: m.appUsername, username: m.username, password: m.password, status: m.status, authStatus: m.authStatus });
+const subRecord = (s: SubAccount) => ({
+  appUsername: s.appUsername,
+  username: s.username,
+  password: s.password,
+  status: s.status,
+  authStatus: s.authStatus,
+});
+const mainRecord = (m: MainAccount) => ({
+  appUsername: m.appUsername,
+  username: m.username,
+  password: m.password,
+  status: m.status,
+  authStatus: m.authStatus,
+});
 
 export function createUser(ctx: SimContext, params: In<'CreateUser'>): unknown {
   const { state } = ctx;
@@ -57,19 +70,41 @@ export function createUser(ctx: SimContext, params: In<'CreateUser'>): unknown {
   }
   if (state.subs.has(name)) throw new SimError(CODE.USER_EXISTS, name);
   const main: MainAccount = {
-    appUsername: name, username: `pm${state.token(10)}`, password: params.password ?? state.token(12),
-    status: params.status, authStatus: params.authType ?? 1, phone: params.phone ?? '', email: params.email ?? '',
-    authName: params.authName ?? '', balances: new Map(),
+    appUsername: name,
+    username: `pm${state.token(10)}`,
+    password: params.password ?? state.token(12),
+    status: params.status,
+    authStatus: params.authType ?? 1,
+    phone: params.phone ?? '',
+    email: params.email ?? '',
+    authName: params.authName ?? '',
+    balances: new Map(),
   };
   state.mains.set(name, main);
   state.subs.set(name, newSub(ctx, name, main.password, main, params.status, 0, ''));
   return mainRecord(main);
 }
 
-function newSub(ctx: SimContext, appUsername: string, password: string, main: MainAccount, status: number, limitMb: number, remark: string): SubAccount {
+function newSub(
+  ctx: SimContext,
+  appUsername: string,
+  password: string,
+  main: MainAccount,
+  status: number,
+  limitMb: number,
+  remark: string,
+): SubAccount {
   return {
-    appUsername, username: `ps${ctx.state.token(10)}`, password, status, authStatus: main.authStatus, main: main.appUsername,
-    remark, limitMb, limits: new Map(), used: new Map(),
+    appUsername,
+    username: `ps${ctx.state.token(10)}`,
+    password,
+    status,
+    authStatus: main.authStatus,
+    main: main.appUsername,
+    remark,
+    limitMb,
+    limits: new Map(),
+    used: new Map(),
   };
 }
 
@@ -111,15 +146,17 @@ export function proxyInfo(ctx: SimContext, params: In<'ProxyInfo'>): unknown {
   const b = main.balances.get(product.productNo);
   const base = product.flowConversionBase;
   return {
-    list: [{
-      used: mbString(b?.usedBytes ?? 0, base),
-      total: Math.round((b?.totalBytes ?? 0) / bytesPerMb(base)),
-      balance: mbString(Math.max(0, (b?.totalBytes ?? 0) - (b?.usedBytes ?? 0)), base),
-      productNo: product.productNo,
-      ipWhiteList: [...(b?.whitelist ?? [])],
-      ipUsed: b?.ipUsed ?? 0,
-      ipTotal: b?.ipTotal ?? 0,
-    }],
+    list: [
+      {
+        used: mbString(b?.usedBytes ?? 0, base),
+        total: Math.round((b?.totalBytes ?? 0) / bytesPerMb(base)),
+        balance: mbString(Math.max(0, (b?.totalBytes ?? 0) - (b?.usedBytes ?? 0)), base),
+        productNo: product.productNo,
+        ipWhiteList: [...(b?.whitelist ?? [])],
+        ipUsed: b?.ipUsed ?? 0,
+        ipTotal: b?.ipTotal ?? 0,
+      },
+    ],
   };
 }
 
@@ -133,8 +170,14 @@ export function getProxyUserInfo(ctx: SimContext, params: In<'GetProxyUserInfo'>
   const sub = subOf(ctx, params.appUsername);
   const product = dynamicProduct(ctx, params.productNo);
   return {
-    appUsername: sub.appUsername, productNo: product.productNo, username: sub.username, password: sub.password,
-    status: sub.status, remark: sub.remark, limitFlow: subLimitBytes(sub, product), useFlow: sub.used.get(product.productNo) ?? 0,
+    appUsername: sub.appUsername,
+    productNo: product.productNo,
+    username: sub.username,
+    password: sub.password,
+    status: sub.status,
+    remark: sub.remark,
+    limitFlow: subLimitBytes(sub, product),
+    useFlow: sub.used.get(product.productNo) ?? 0,
   };
 }
 
@@ -165,7 +208,11 @@ export function proxyFlowUseLog(ctx: SimContext, params: In<'ProxyFlowUseLog'>):
     total: inRange.length,
     curPage: page,
     list: inRange.slice((page - 1) * pageSize, page * pageSize).map((e) => ({
-      used: e.used, total: e.total, balance: e.balance, usedTime: e.minute, productNo: product.productNo,
+      used: e.used,
+      total: e.total,
+      balance: e.balance,
+      usedTime: e.minute,
+      productNo: product.productNo,
     })),
   };
 }
@@ -213,4 +260,3 @@ export function delIpWhiteList(ctx: SimContext, params: In<'DelIpWhiteList'>): u
   b.whitelist = b.whitelist.filter((ip) => ip !== params.ip);
   return { ipWhiteList: [...b.whitelist] };
 }
-

@@ -9,9 +9,21 @@ import { formatMoney, parseMoney } from './money.ts';
 import { instanceRecord, orderRecord } from './records.ts';
 import { ORDER_TYPE } from './state.ts';
 
-export interface ChargeView { merchantNo: string; operation: string; orderNo: string; amount: string; at: number }
+export interface ChargeView {
+  merchantNo: string;
+  operation: string;
+  orderNo: string;
+  amount: string;
+  at: number;
+}
 export interface BalanceView {
-  productNo: string; totalBytes: number; usedBytes: number; remainingBytes: number; ipTotal: number; ipUsed: number; whitelist: string[];
+  productNo: string;
+  totalBytes: number;
+  usedBytes: number;
+  remainingBytes: number;
+  ipTotal: number;
+  ipUsed: number;
+  whitelist: string[];
 }
 
 export function createInspect(ctx: SimContext) {
@@ -32,8 +44,14 @@ export function createInspect(ctx: SimContext) {
     },
     orders() {
       return [...state.orders.values()].map((o) => ({
-        orderNo: o.orderNo, appOrderNo: o.appOrderNo, kind: o.kind, type: ORDER_TYPE[o.kind], status: o.status,
-        amount: formatMoney(o.amount), refunded: formatMoney(o.refunded), instances: o.lines.map((l) => l.instanceNo),
+        orderNo: o.orderNo,
+        appOrderNo: o.appOrderNo,
+        kind: o.kind,
+        type: ORDER_TYPE[o.kind],
+        status: o.status,
+        amount: formatMoney(o.amount),
+        refunded: formatMoney(o.refunded),
+        instances: o.lines.map((l) => l.instanceNo),
       }));
     },
     order(no: string) {
@@ -41,27 +59,47 @@ export function createInspect(ctx: SimContext) {
       return o ? orderRecord(state, o, 1, 100) : undefined;
     },
     instances() {
-      return [...state.instances.values()].map((i) => ({ ...instanceRecord(state, i), pwd: i.pwd, relayedBytes: state.instanceBytes.get(i.instanceNo) ?? 0 }));
+      return [...state.instances.values()].map((i) => ({
+        ...instanceRecord(state, i),
+        pwd: i.pwd,
+        relayedBytes: state.instanceBytes.get(i.instanceNo) ?? 0,
+      }));
     },
     accounts() {
       return [...state.mains.values()].map((m) => ({
-        appUsername: m.appUsername, username: m.username, status: m.status, authStatus: m.authStatus,
-        subs: [...state.subs.values()].filter((s) => s.main === m.appUsername).map((s) => ({
-          appUsername: s.appUsername, username: s.username, status: s.status, limitMb: s.limitMb,
-          limits: Object.fromEntries(s.limits), used: Object.fromEntries(s.used),
-        })),
+        appUsername: m.appUsername,
+        username: m.username,
+        status: m.status,
+        authStatus: m.authStatus,
+        subs: [...state.subs.values()]
+          .filter((s) => s.main === m.appUsername)
+          .map((s) => ({
+            appUsername: s.appUsername,
+            username: s.username,
+            status: s.status,
+            limitMb: s.limitMb,
+            limits: Object.fromEntries(s.limits),
+            used: Object.fromEntries(s.used),
+          })),
       }));
     },
     balance(account: string, productNo: string): BalanceView | undefined {
       const b = state.mains.get(account)?.balances.get(productNo);
       if (!b) return undefined;
       return {
-        productNo, totalBytes: b.totalBytes, usedBytes: b.usedBytes, remainingBytes: Math.max(0, b.totalBytes - b.usedBytes),
-        ipTotal: b.ipTotal, ipUsed: b.ipUsed, whitelist: [...b.whitelist],
+        productNo,
+        totalBytes: b.totalBytes,
+        usedBytes: b.usedBytes,
+        remainingBytes: Math.max(0, b.totalBytes - b.usedBytes),
+        ipTotal: b.ipTotal,
+        ipUsed: b.ipUsed,
+        whitelist: [...b.whitelist],
       };
     },
     balances() {
-      return [...state.mains.values()].flatMap((m) => [...m.balances.keys()].map((p) => ({ account: m.appUsername, ...this.balance(m.appUsername, p) })));
+      return [...state.mains.values()].flatMap((m) =>
+        [...m.balances.keys()].map((p) => ({ account: m.appUsername, ...this.balance(m.appUsername, p) })),
+      );
     },
     /** Calls to the seed's paths still waiting out the latency knob (they act when it ends). */
     heldByLatency(): number {
@@ -80,7 +118,14 @@ export function createInspect(ctx: SimContext) {
 export type Inspect = ReturnType<typeof createInspect>;
 
 export type ProductPatch = Partial<Pick<SimProduct, 'enable' | 'inventory' | 'costPrice' | 'authorized' | 'changeProxy'>>;
-export interface MerchantPatch { coin?: string; credit?: string; status?: number; callbackUrl?: string; afterSale?: boolean; changeProxy?: boolean }
+export interface MerchantPatch {
+  coin?: string;
+  credit?: string;
+  status?: number;
+  callbackUrl?: string;
+  afterSale?: boolean;
+  changeProxy?: boolean;
+}
 
 export function createFaultControl(ctx: SimContext) {
   return {
@@ -94,16 +139,34 @@ export function createFaultControl(ctx: SimContext) {
       ctx.callbacks.enabled = true;
       ctx.upstreams?.setFault('*', null);
     },
-    latency(ms: number): void { ctx.faults.set({ latencyMs: ms }); },
-    failNext(count: number, operation?: string): void { ctx.faults.set({ fail: { count, ...(operation ? { operation } : {}) } }); },
-    failFraction(fraction: number, operation?: string): void { ctx.faults.set({ fail: { count: Infinity, fraction, ...(operation ? { operation } : {}) } }); },
-    dropNext(count: number, operation?: string): void { ctx.faults.set({ drop: { count, ...(operation ? { operation } : {}) } }); },
-    callbacks(on: boolean): void { ctx.callbacks.enabled = on; },
-    orderOutcome(outcome: OrderOutcome | null, count = 1): void { ctx.faults.set({ orderOutcome: outcome ? { outcome, count } : null }); },
+    latency(ms: number): void {
+      ctx.faults.set({ latencyMs: ms });
+    },
+    failNext(count: number, operation?: string): void {
+      ctx.faults.set({ fail: { count, ...(operation ? { operation } : {}) } });
+    },
+    failFraction(fraction: number, operation?: string): void {
+      ctx.faults.set({ fail: { count: Infinity, fraction, ...(operation ? { operation } : {}) } });
+    },
+    dropNext(count: number, operation?: string): void {
+      ctx.faults.set({ drop: { count, ...(operation ? { operation } : {}) } });
+    },
+    callbacks(on: boolean): void {
+      ctx.callbacks.enabled = on;
+    },
+    orderOutcome(outcome: OrderOutcome | null, count = 1): void {
+      ctx.faults.set({ orderOutcome: outcome ? { outcome, count } : null });
+    },
     /** Upstream faults (H3's knobs) by port or '*'. */
-    upstream(port: number | '*', fault: Fault | null): void { ctx.upstreams?.setFault(port, fault); },
-    advanceClock(ms: number): void { ctx.clock.advance(ms); },
-    clockSpeed(speed: number): void { ctx.clock.setSpeed(speed); },
+    upstream(port: number | '*', fault: Fault | null): void {
+      ctx.upstreams?.setFault(port, fault);
+    },
+    advanceClock(ms: number): void {
+      ctx.clock.advance(ms);
+    },
+    clockSpeed(speed: number): void {
+      ctx.clock.setSpeed(speed);
+    },
     /** Changes a product and sends a product callback. */
     updateProduct(productNo: string, patch: ProductPatch): boolean {
       const p = ctx.state.products.get(productNo);

@@ -8,7 +8,14 @@ import { isDynamic } from './open.ts';
 
 export function getAppInfo(ctx: SimContext): unknown {
   const m = ctx.state.merchant;
-  return { appName: m.appName, coin: formatMoney(m.coin), credit: formatMoney(m.credit), useBridge: m.useBridge, callbackUrl: m.callbackUrl, status: m.status };
+  return {
+    appName: m.appName,
+    coin: formatMoney(m.coin),
+    credit: formatMoney(m.credit),
+    useBridge: m.useBridge,
+    callbackUrl: m.callbackUrl,
+    status: m.status,
+  };
 }
 
 /** With codes: the subtrees rooted at nodes with those codes, at any depth. */
@@ -40,16 +47,18 @@ export function productRecord(p: SimProduct): Record<string, unknown> {
 
 export function getProductStock(ctx: SimContext, params: In<'GetProductStock'>): unknown {
   return [...ctx.state.products.values()]
-    .filter((p) =>
-      p.authorized &&
-      params.proxyType.includes(p.proxyType) &&
-      (!params.productNo || p.productNo === params.productNo) &&
-      (!params.countryCode || p.countryCode === params.countryCode) &&
-      (!params.cityCode || p.cityCode === params.cityCode) &&
-      (!params.supplierCode || p.supplierCode === params.supplierCode) &&
-      (params.unit === undefined || p.unit === params.unit) &&
-      (params.ispType === undefined || p.ispType === params.ispType) &&
-      (params.duration === undefined || p.duration === params.duration))
+    .filter(
+      (p) =>
+        p.authorized &&
+        params.proxyType.includes(p.proxyType) &&
+        (!params.productNo || p.productNo === params.productNo) &&
+        (!params.countryCode || p.countryCode === params.countryCode) &&
+        (!params.cityCode || p.cityCode === params.cityCode) &&
+        (!params.supplierCode || p.supplierCode === params.supplierCode) &&
+        (params.unit === undefined || p.unit === params.unit) &&
+        (params.ispType === undefined || p.ispType === params.ispType) &&
+        (params.duration === undefined || p.duration === params.duration),
+    )
     .map(productRecord);
 }
 
@@ -61,6 +70,7 @@ export function getProductInfo(ctx: SimContext, params: In<'GetProductInfo'>): u
 
 export function productAreaList(ctx: SimContext, params: In<'ProductAreaList'>): unknown {
   const p = ctx.state.product(params.productNo);
-  if (!p || !isDynamic(p) || p.proxyType !== params.proxyType) throw new SimError(CODE.INVALID_PARAMS, `${params.productNo} is not a dynamic product of type ${params.proxyType}`);
+  if (!p || !isDynamic(p) || p.proxyType !== params.proxyType)
+    throw new SimError(CODE.INVALID_PARAMS, `${params.productNo} is not a dynamic product of type ${params.proxyType}`);
   return productAreas(p.productNo);
 }

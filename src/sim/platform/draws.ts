@@ -81,7 +81,10 @@ export function drawByPwd(ctx: SimContext, params: In<'DrawByPwd'>): unknown {
     // A backconnect gateway: one credential per sub account and region, answered `num` times on every draw;
     // sessTime 0 in it makes the gateway pick a new exit for each connection.
     const credential: DrawnCredential = {
-      account: sub.appUsername, productNo: product.productNo, sessionId: 'rotating', sessTime: 0,
+      account: sub.appUsername,
+      productNo: product.productNo,
+      sessionId: 'rotating',
+      sessTime: 0,
       ...(params.addressCode ? { addressCode: params.addressCode } : {}),
     };
     const user = upstreams ? upstreams.encodeUsername(credential) : `${credential.account}.${credential.sessionId}`;
@@ -90,7 +93,10 @@ export function drawByPwd(ctx: SimContext, params: In<'DrawByPwd'>): unknown {
   }
   for (let i = 0; i < num; i++) {
     const credential: DrawnCredential = {
-      account: sub.appUsername, productNo: product.productNo, sessionId: state.token(10), sessTime,
+      account: sub.appUsername,
+      productNo: product.productNo,
+      sessionId: state.token(10),
+      sessTime,
       ...(params.addressCode ? { addressCode: params.addressCode } : {}),
     };
     const user = upstreams ? upstreams.encodeUsername(credential) : `${credential.account}.${credential.sessionId}`;
@@ -102,7 +108,14 @@ export function drawByPwd(ctx: SimContext, params: In<'DrawByPwd'>): unknown {
 type DrawnItem = { proxyUrl?: string; list?: string[] };
 
 /** Lays the drawn credentials out in one of the shapes the seed allows (faults.ts PwdDrawShape). */
-function shapeAnswer(ctx: SimContext, shape: PwdDrawShape, host: string, drawn: Array<{ port: number; user: string }>, pass: string, productNo: string): DrawnItem[] {
+function shapeAnswer(
+  ctx: SimContext,
+  shape: PwdDrawShape,
+  host: string,
+  drawn: Array<{ port: number; user: string }>,
+  pass: string,
+  productNo: string,
+): DrawnItem[] {
   const url = (d: { port: number; user: string }) => `socks5://${encodeURIComponent(d.user)}:${encodeURIComponent(pass)}@${host}:${d.port}`;
   const colon = (d: { port: number; user: string }) => `${host}:${d.port}:${d.user}:${pass}`;
   const byGateway = (line: (d: { port: number; user: string }) => string): DrawnItem[] => {
@@ -122,7 +135,14 @@ function shapeAnswer(ctx: SimContext, shape: PwdDrawShape, host: string, drawn: 
     case 'link': {
       const token = ctx.state.token(24);
       ctx.state.extractTokens.set(token, {
-        account: '', productNo, num: drawn.length, protocol: 'socks5', returnType: 'txt', delimiter: 1, addressCode: '', lines: drawn.map(colon),
+        account: '',
+        productNo,
+        num: drawn.length,
+        protocol: 'socks5',
+        returnType: 'txt',
+        delimiter: 1,
+        addressCode: '',
+        lines: drawn.map(colon),
       });
       return [{ proxyUrl: `${ctx.baseUrl()}/sim/extract/${token}` }];
     }
@@ -161,8 +181,13 @@ export function drawByApi(ctx: SimContext, params: In<'DrawByApi'>): unknown {
   if (num > MAX_DRAW) throw new SimError(CODE.INVALID_PARAMS, `num above ${MAX_DRAW}`);
   const token = ctx.state.token(24);
   ctx.state.extractTokens.set(token, {
-    account: main.appUsername, productNo: product.productNo, num, protocol: params.protocol ?? 'socks5',
-    returnType: params.returnType ?? 'txt', delimiter: params.delimiter ?? 1, addressCode: params.addressCode ?? '',
+    account: main.appUsername,
+    productNo: product.productNo,
+    num,
+    protocol: params.protocol ?? 'socks5',
+    returnType: params.returnType ?? 'txt',
+    delimiter: params.delimiter ?? 1,
+    addressCode: params.addressCode ?? '',
   });
   return { list: [{ proxyUrl: `${ctx.baseUrl()}/sim/extract/${token}` }] };
 }

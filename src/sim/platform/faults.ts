@@ -55,7 +55,10 @@ export class Faults {
   /** What reset() returns to: the sandbox's configured backconnect products. */
   private readonly initialBackconnect: ReadonlySet<string>;
 
-  constructor(private readonly random: () => number, options: { backconnect?: readonly string[]; latencyMs?: number } = {}) {
+  constructor(
+    private readonly random: () => number,
+    options: { backconnect?: readonly string[]; latencyMs?: number } = {},
+  ) {
     this.initialBackconnect = new Set(options.backconnect ?? []);
     this.backconnect = this.initialBackconnect;
     this.initialLatencyMs = Math.max(0, options.latencyMs ?? 0);

@@ -8,12 +8,27 @@ import { formatMoney, parseMoney } from './money.ts';
 import { instanceRecord, orderRecord } from './records.ts';
 import type { Instance, Order, OrderKind, OrderLine } from './state.ts';
 
-function newOrder(ctx: SimContext, kind: OrderKind, appOrderNo: string, lines: OrderLine[], fingerprint: string, accepted: (orderNo: string, amount: number) => Record<string, unknown>): Order {
+function newOrder(
+  ctx: SimContext,
+  kind: OrderKind,
+  appOrderNo: string,
+  lines: OrderLine[],
+  fingerprint: string,
+  accepted: (orderNo: string, amount: number) => Record<string, unknown>,
+): Order {
   const orderNo = ctx.state.nextId(kind === 'change' ? 'SC' : 'SO');
   const amount = lines.reduce((s, l) => s + l.amount, 0);
   const order: Order = {
-    orderNo, appOrderNo, kind, status: ORDER_STATUS.pending, amount, refunded: 0, lines, createdAt: ctx.clock.now(),
-    accepted: accepted(orderNo, amount), fingerprint,
+    orderNo,
+    appOrderNo,
+    kind,
+    status: ORDER_STATUS.pending,
+    amount,
+    refunded: 0,
+    lines,
+    createdAt: ctx.clock.now(),
+    accepted: accepted(orderNo, amount),
+    fingerprint,
   };
   return order;
 }
@@ -35,13 +50,18 @@ export function instanceRenew(ctx: SimContext, params: In<'InstanceRenew'>): unk
     const product = ctx.state.products.get(inst.productNo);
     if (!product) throw new SimError(CODE.RENEW_NO_INSTANCE, item.instanceNo);
     // cycleTimes wins; else the compatibility `duration` in the product's unit; else the original period
-    const cycleTimes = item.cycleTimes ?? (item.duration && product.duration ? Math.max(1, Math.round(item.duration / product.duration)) : inst.cycleTimes);
+    const cycleTimes =
+      item.cycleTimes ?? (item.duration && product.duration ? Math.max(1, Math.round(item.duration / product.duration)) : inst.cycleTimes);
     const amount = (parseMoney(product.costPrice) + parseMoney(product.bandWidthPrice) * inst.extBandWidth) * cycleTimes;
     return { instanceNo: inst.instanceNo, amount, cycleTimes };
   });
   const total = lines.reduce((s, l) => s + l.amount, 0);
   if (total > ctx.state.spendable()) throw new SimError(CODE.RENEW_BALANCE, `needs ${formatMoney(total)}`);
-  const order = newOrder(ctx, 'renew', params.appOrderNo, lines, fingerprint, (orderNo, amount) => ({ orderNo, appOrderNo: params.appOrderNo, amount: formatMoney(amount) }));
+  const order = newOrder(ctx, 'renew', params.appOrderNo, lines, fingerprint, (orderNo, amount) => ({
+    orderNo,
+    appOrderNo: params.appOrderNo,
+    amount: formatMoney(amount),
+  }));
   ctx.state.charge(params.appOrderNo, 'InstanceRenew', order.orderNo, order.amount, ctx.clock.now());
   registerOrder(ctx, order);
   return order.accepted;
@@ -51,11 +71,13 @@ function release(ctx: SimContext, kind: 'release' | 'aftersale', merchantNo: str
   const fingerprint = JSON.stringify([...instances].sort());
   const prior = repeated(ctx, kind, merchantNo, fingerprint);
   if (prior) return prior.accepted;
-  if (kind === 'aftersale' && !ctx.state.merchant.afterSale) throw new SimError(CODE.INVALID_PARAMS, 'after-sale is not enabled for this merchant');
+  if (kind === 'aftersale' && !ctx.state.merchant.afterSale)
+    throw new SimError(CODE.INVALID_PARAMS, 'after-sale is not enabled for this merchant');
   const nowSec = Math.floor(ctx.clock.now() / 1000);
   const chosen = instances.map((no) => {
     const stopped = ctx.state.instances.get(no);
-    if (kind === 'release' && stopped && !stopped.dynamic && stopped.status === INSTANCE_STATUS.stopped) throw new SimError(CODE.RELEASE_PERIOD, no);
+    if (kind === 'release' && stopped && !stopped.dynamic && stopped.status === INSTANCE_STATUS.stopped)
+      throw new SimError(CODE.RELEASE_PERIOD, no);
     const inst = runningStatic(ctx, no, CODE.RELEASE_NO_INSTANCE, kind === 'aftersale');
     if (inst.changing) throw new SimError(CODE.RELEASE_NO_INSTANCE, `${no} has an order in progress`);
     // an ordinary release is only possible before expiry; after-sale exists for the cases it excludes
@@ -85,11 +107,17 @@ export function changeProxy(ctx: SimContext, params: In<'ChangeProxy'>): unknown
   if (!inst || inst.dynamic) throw new SimError(CODE.INSTANCE_NOT_FOUND, params.instanceNo);
   if (inst.status !== INSTANCE_STATUS.running) throw new SimError(CODE.INVALID_PARAMS, 'instance is not running');
   const product = ctx.state.products.get(inst.productNo);
-  if (!product || product.changeProxy !== 1 || !ctx.state.merchant.changeProxy) throw new SimError(CODE.INVALID_PARAMS, 'change proxy is not supported for this product');
-  if (params.targetProductNo && params.targetProductNo !== inst.productNo) throw new SimError(CODE.INVALID_PARAMS, 'targetProductNo is reserved');
+  if (!product || product.changeProxy !== 1 || !ctx.state.merchant.changeProxy)
+    throw new SimError(CODE.INVALID_PARAMS, 'change proxy is not supported for this product');
+  if (params.targetProductNo && params.targetProductNo !== inst.productNo)
+    throw new SimError(CODE.INVALID_PARAMS, 'targetProductNo is reserved');
   if (inst.changing) throw new SimError(CODE.INVALID_PARAMS, 'a change is already in progress for this instance');
   const lines = [{ instanceNo: inst.instanceNo, amount: 0, cycleTimes: 0 }];
-  const order = newOrder(ctx, 'change', params.appOrderNo, lines, fingerprint, (orderNo) => ({ orderNo, appOrderNo: params.appOrderNo, instanceNo: inst.instanceNo }));
+  const order = newOrder(ctx, 'change', params.appOrderNo, lines, fingerprint, (orderNo) => ({
+    orderNo,
+    appOrderNo: params.appOrderNo,
+    instanceNo: inst.instanceNo,
+  }));
   inst.changing = order.orderNo;
   registerOrder(ctx, order);
   return { ...order.accepted, status: order.status };
@@ -100,7 +128,8 @@ export function resetProxyPassword(ctx: SimContext, params: In<'ResetProxyPasswo
   const sorted = [...params.instanceNoList].sort();
   const prior = ctx.state.resets.get(params.resetNo);
   if (prior) {
-    if (JSON.stringify(prior.instances) !== JSON.stringify(sorted)) throw new SimError(CODE.INVALID_PARAMS, 'resetNo was used for other instances');
+    if (JSON.stringify(prior.instances) !== JSON.stringify(sorted))
+      throw new SimError(CODE.INVALID_PARAMS, 'resetNo was used for other instances');
     return prior.answer;
   }
   const targets = params.instanceNoList.map((no) => {

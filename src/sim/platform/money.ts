@@ -16,7 +16,9 @@ export function formatMoney(units: number): string {
   const sign = units < 0 ? '-' : '';
   const abs = Math.abs(Math.round(units));
   const whole = Math.floor(abs / MONEY_SCALE);
-  let frac = String(abs % MONEY_SCALE).padStart(4, '0').replace(/0+$/, '');
+  let frac = String(abs % MONEY_SCALE)
+    .padStart(4, '0')
+    .replace(/0+$/, '');
   if (frac.length < 2) frac = frac.padEnd(2, '0');
   return `${sign}${whole}.${frac}`;
 }

@@ -46,11 +46,19 @@ export function instanceOpenAssignIp(ctx: SimContext, params: In<'InstanceOpenAs
   if (prior) return prior.accepted;
   checkMerchant(ctx);
   const product = ctx.state.product(params.productNo);
-  if (!product || isDynamic(product) || product.assignIp !== 1) throw new SimError(CODE.INVALID_PARAMS, 'product does not sell specified IPs');
+  if (!product || isDynamic(product) || product.assignIp !== 1)
+    throw new SimError(CODE.INVALID_PARAMS, 'product does not sell specified IPs');
   purchasable(product, 1);
-  if (!isIP(params.assignIp) || !blockOf(product, params.assignIp)) throw new SimError(CODE.INVALID_PARAMS, 'assignIp is not in the product\'s segments');
+  if (!isIP(params.assignIp) || !blockOf(product, params.assignIp))
+    throw new SimError(CODE.INVALID_PARAMS, "assignIp is not in the product's segments");
   if (ctx.state.soldIps.has(params.assignIp)) throw new SimError(CODE.CREATE_STOCK, 'assignIp is taken');
-  const item: OpenItem = { productNo: product.productNo, count: 1, cycleTimes: params.cycleTimes, extBandWidth: params.extBandWidth, useBridge: params.useBridge };
+  const item: OpenItem = {
+    productNo: product.productNo,
+    count: 1,
+    cycleTimes: params.cycleTimes,
+    extBandWidth: params.extBandWidth,
+    useBridge: params.useBridge,
+  };
   const unitPrice = staticUnitPrice(product, item, params.cycleTimes);
   if (unitPrice > ctx.state.spendable()) throw new SimError(CODE.CREATE_BALANCE);
   const plan: Planned = { product, count: 1, cycleTimes: params.cycleTimes, unitPrice, item, exits: [params.assignIp], amountOfTraffic: 0 };
@@ -59,9 +67,11 @@ export function instanceOpenAssignIp(ctx: SimContext, params: In<'InstanceOpenAs
 
 export function getAssignIpInfo(ctx: SimContext, params: In<'GetAssignIpInfo'>): unknown {
   if (!isIP(params.ip)) throw new SimError(CODE.INVALID_PARAMS, 'ip');
-  const canBuy = !ctx.state.soldIps.has(params.ip) && [...ctx.state.products.values()].some(
-    (p) => p.authorized && p.enable === 1 && p.inventory > 0 && p.assignIp === 1 && blockOf(p, params.ip) !== undefined,
-  );
+  const canBuy =
+    !ctx.state.soldIps.has(params.ip) &&
+    [...ctx.state.products.values()].some(
+      (p) => p.authorized && p.enable === 1 && p.inventory > 0 && p.assignIp === 1 && blockOf(p, params.ip) !== undefined,
+    );
   return { ip: params.ip, canBuyStatus: canBuy };
 }
 
@@ -81,7 +91,10 @@ function purchasable(p: SimProduct, count: number, reservedAlready = 0): void {
 function findByFilter(ctx: SimContext, item: OpenItem): SimProduct {
   const match = [...ctx.state.products.values()].find(
     (p) =>
-      p.authorized && p.enable === 1 && p.inventory > 0 && !isDynamic(p) &&
+      p.authorized &&
+      p.enable === 1 &&
+      p.inventory > 0 &&
+      !isDynamic(p) &&
       (item.proxyType === undefined || p.proxyType === item.proxyType) &&
       (!item.countryCode || p.countryCode === item.countryCode) &&
       (!item.cityCode || p.cityCode === item.cityCode) &&
@@ -130,19 +143,30 @@ function planDynamic(ctx: SimContext, product: SimProduct, item: OpenItem, cycle
   if (!main || main.status !== 1) throw new SimError(CODE.ALLOCATE_NO_MAIN, item.appUsername);
   if (product.ipCount > 0) {
     const count = item.count ?? product.ipCount;
-    if (count < product.ipCount || count % product.ipCount !== 0) throw new SimError(CODE.INVALID_PARAMS, `count must be a multiple of ${product.ipCount}`);
+    if (count < product.ipCount || count % product.ipCount !== 0)
+      throw new SimError(CODE.INVALID_PARAMS, `count must be a multiple of ${product.ipCount}`);
     const unitPrice = (parseMoney(product.costPrice) * count) / product.ipCount;
     return { product, count: 1, cycleTimes, unitPrice, item, exits: [], amountOfTraffic: count };
   }
-  if (item.flow === undefined || item.flow < product.flow) throw new SimError(CODE.INVALID_PARAMS, `flow must be at least ${product.flow} MB`);
-  return { product, count: 1, cycleTimes: 1, unitPrice: parseMoney(product.costPrice) * item.flow, item, exits: [], amountOfTraffic: item.flow };
+  if (item.flow === undefined || item.flow < product.flow)
+    throw new SimError(CODE.INVALID_PARAMS, `flow must be at least ${product.flow} MB`);
+  return {
+    product,
+    count: 1,
+    cycleTimes: 1,
+    unitPrice: parseMoney(product.costPrice) * item.flow,
+    item,
+    exits: [],
+    amountOfTraffic: item.flow,
+  };
 }
 
 /** Exit addresses from the requested segments (counts must add up to the quantity) or from any segment. */
 function chooseExits(ctx: SimContext, product: SimProduct, item: OpenItem, count: number, reserved: Map<string, number>): string[] {
   const wanted = item.cidrBlocks ?? [];
   if (wanted.length) {
-    if (wanted.reduce((s, b) => s + b.count, 0) !== count) throw new SimError(CODE.INVALID_PARAMS, 'cidrBlocks counts must add up to count');
+    if (wanted.reduce((s, b) => s + b.count, 0) !== count)
+      throw new SimError(CODE.INVALID_PARAMS, 'cidrBlocks counts must add up to count');
   }
   const exits: string[] = [];
   const requests = wanted.length ? wanted : product.cidrBlocks.length ? [{ cidr: '', count }] : [];
@@ -206,8 +230,16 @@ function commit(ctx: SimContext, appOrderNo: string, operation: string, plans: P
   const amount = lines.reduce((s, l) => s + l.amount, 0);
   const accepted = { orderNo, appOrderNo, amount: formatMoney(amount) };
   const order: Order = {
-    orderNo, appOrderNo, kind: 'open', status: ORDER_STATUS.pending, amount, refunded: 0, lines,
-    createdAt: ctx.clock.now(), accepted, fingerprint,
+    orderNo,
+    appOrderNo,
+    kind: 'open',
+    status: ORDER_STATUS.pending,
+    amount,
+    refunded: 0,
+    lines,
+    createdAt: ctx.clock.now(),
+    accepted,
+    fingerprint,
   };
   state.charge(appOrderNo, operation, orderNo, amount, ctx.clock.now());
   registerOrder(ctx, order);

@@ -12,7 +12,19 @@ import { InternalError } from '../../errors/rotor-error.ts';
 import type { SimProduct } from './catalog.ts';
 import type { SimContext } from './context.ts';
 import { INSTANCE_STATUS, ORDER_STATUS, resumeOrder, watchExpiry } from './lifecycle.ts';
-import type { Balance, Charge, ExtractToken, Instance, MainAccount, Merchant, Order, OrderKind, ResetRecord, SimState, SubAccount } from './state.ts';
+import type {
+  Balance,
+  Charge,
+  ExtractToken,
+  Instance,
+  MainAccount,
+  Merchant,
+  Order,
+  OrderKind,
+  ResetRecord,
+  SimState,
+  SubAccount,
+} from './state.ts';
 
 const VERSION = 1;
 

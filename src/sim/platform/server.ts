@@ -127,20 +127,31 @@ export async function startServer(opts: ServerOptions): Promise<SimServer> {
     }
     if (method === 'GET') {
       switch (head) {
-        case 'merchant': return sendJson(res, 200, inspect.merchant());
-        case 'charges': return sendJson(res, 200, inspect.charges(q('no')));
-        case 'callbacks': return sendJson(res, 200, inspect.callbacks({ type: q('type'), no: q('no') }));
-        case 'orders': return arg ? sendFound(res, inspect.order(arg)) : sendJson(res, 200, inspect.orders());
-        case 'instances': return sendJson(res, 200, inspect.instances());
-        case 'accounts': return sendJson(res, 200, inspect.accounts());
-        case 'balances': return sendJson(res, 200, inspect.balances());
-        case 'clock': return sendJson(res, 200, { now: inspect.now(), speed: opts.ctx.clock.speed });
-        case 'calls': return sendJson(res, 200, inspect.calls());
+        case 'merchant':
+          return sendJson(res, 200, inspect.merchant());
+        case 'charges':
+          return sendJson(res, 200, inspect.charges(q('no')));
+        case 'callbacks':
+          return sendJson(res, 200, inspect.callbacks({ type: q('type'), no: q('no') }));
+        case 'orders':
+          return arg ? sendFound(res, inspect.order(arg)) : sendJson(res, 200, inspect.orders());
+        case 'instances':
+          return sendJson(res, 200, inspect.instances());
+        case 'accounts':
+          return sendJson(res, 200, inspect.accounts());
+        case 'balances':
+          return sendJson(res, 200, inspect.balances());
+        case 'clock':
+          return sendJson(res, 200, { now: inspect.now(), speed: opts.ctx.clock.speed });
+        case 'calls':
+          return sendJson(res, 200, inspect.calls());
       }
     }
     if (method === 'POST' || method === 'PUT') {
       switch (head) {
-        case 'faults': faults.set(input); return sendJson(res, 200, { ok: true });
+        case 'faults':
+          faults.set(input);
+          return sendJson(res, 200, { ok: true });
         case 'upstreams':
           faults.upstream(input.port === '*' ? '*' : Number(input.port), (input.fault ?? null) as Fault | null);
           return sendJson(res, 200, { ok: true });
@@ -148,10 +159,14 @@ export async function startServer(opts: ServerOptions): Promise<SimServer> {
           if (typeof input.speed === 'number') faults.clockSpeed(input.speed);
           if (typeof input.advanceMs === 'number') faults.advanceClock(input.advanceMs);
           return sendJson(res, 200, { now: inspect.now(), speed: opts.ctx.clock.speed });
-        case 'merchant': faults.setMerchant(input); return sendJson(res, 200, inspect.merchant());
-        case 'products': return sendFound(res, arg && faults.updateProduct(arg, input) ? { ok: true } : undefined);
+        case 'merchant':
+          faults.setMerchant(input);
+          return sendJson(res, 200, inspect.merchant());
+        case 'products':
+          return sendFound(res, arg && faults.updateProduct(arg, input) ? { ok: true } : undefined);
         case 'instances':
-          if (tail === 'status') return sendFound(res, arg && faults.setInstanceStatus(arg, Number(input.status)) ? { ok: true } : undefined);
+          if (tail === 'status')
+            return sendFound(res, arg && faults.setInstanceStatus(arg, Number(input.status)) ? { ok: true } : undefined);
       }
     }
     if (method === 'DELETE' && head === 'accounts' && arg) return sendFound(res, faults.deleteSubAccount(arg) ? { ok: true } : undefined);

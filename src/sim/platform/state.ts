@@ -176,8 +176,14 @@ export class SimState {
 
   constructor(seed: number, callbackUrl: string) {
     this.merchant = {
-      appName: 'Rotor Sandbox', coin: parseMoney('10000'), credit: parseMoney('500'), useBridge: 1, callbackUrl,
-      status: 1, afterSale: true, changeProxy: true,
+      appName: 'Rotor Sandbox',
+      coin: parseMoney('10000'),
+      credit: parseMoney('500'),
+      useBridge: 1,
+      callbackUrl,
+      status: 1,
+      afterSale: true,
+      changeProxy: true,
     };
     this.products = new Map(createCatalog().map((p) => [p.productNo, p]));
     this.rand = seededRandom(seed);

@@ -70,9 +70,7 @@ export async function startUpstreams(opts: UpstreamsOptions): Promise<Upstreams>
       const grant = authority.authorizePassword(credential, password);
       if (!grant.ok) return { ok: false, reason: grant.reason, refusal: grant.refusal ?? 'credentials' };
       const exit =
-        credential.sessTime > 0
-          ? exits.sticky(`${credential.account}\u0000${credential.sessionId}`, credential.sessTime)
-          : exits.rotate();
+        credential.sessTime > 0 ? exits.sticky(`${credential.account}\u0000${credential.sessionId}`, credential.sessTime) : exits.rotate();
       return { ok: true, meter: grant.meter, exit };
     },
   };

@@ -100,7 +100,7 @@ describe('robustness', () => {
     const port = upstreams.gatewayPorts[0]!;
     const payloads: Buffer[] = [Buffer.from([5]), Buffer.from([5, 0]), Buffer.from([5, 255, 1]), Buffer.from([5, 1, 2, 1, 0, 0])];
     for (let i = 0; i < 40; i++) {
-      const bytes = randomBytes(1 + (i * 97) % 3000);
+      const bytes = randomBytes(1 + ((i * 97) % 3000));
       if (i % 2 === 0) bytes[0] = 5;
       payloads.push(bytes);
     }

@@ -37,7 +37,10 @@ describe('password gateway', () => {
     const { upstreams } = await fixture(t);
     assert.equal(upstreams.gatewayPorts.length, 2);
     assert.equal(upstreams.host, '127.0.0.1');
-    assert.deepEqual(upstreams.exitAddresses, Array.from({ length: 8 }, (_, i) => `127.0.0.${2 + i}`));
+    assert.deepEqual(
+      upstreams.exitAddresses,
+      Array.from({ length: 8 }, (_, i) => `127.0.0.${2 + i}`),
+    );
   });
 
   test('curl reaches the target through SOCKS5, HTTP forwarding and HTTP CONNECT', async (t) => {
@@ -126,7 +129,15 @@ describe('password gateway', () => {
     const socks = await curl(['--socks5-hostname', gw, '--proxy-user', `${user}:secret`, `http://127.0.0.1:${closedPort}/`]);
     assert.equal(socks.code, 97);
     assert.match(socks.stderr, /SOCKS5 connection .*\(5\)/, 'reply 5: connection refused');
-    const http = await curl(['-o', '/dev/null', '-w', '%{http_code}', '-x', `http://${user}:secret@${gw}`, `http://127.0.0.1:${closedPort}/`]);
+    const http = await curl([
+      '-o',
+      '/dev/null',
+      '-w',
+      '%{http_code}',
+      '-x',
+      `http://${user}:secret@${gw}`,
+      `http://127.0.0.1:${closedPort}/`,
+    ]);
     assert.equal(http.stdout, '502');
   });
 

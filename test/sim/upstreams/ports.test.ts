@@ -30,7 +30,11 @@ describe('whitelist ports', () => {
     assert.ok(!upstreams.gatewayPorts.includes(port));
 
     const seen = new Set<string>();
-    for (const args of [['--socks5-hostname', `127.0.0.1:${port}`], ['-x', `http://127.0.0.1:${port}`], ['-p', '-x', `http://127.0.0.1:${port}`]]) {
+    for (const args of [
+      ['--socks5-hostname', `127.0.0.1:${port}`],
+      ['-x', `http://127.0.0.1:${port}`],
+      ['-p', '-x', `http://127.0.0.1:${port}`],
+    ]) {
       const r = await curl([...args, target.url('/ip')]);
       assert.equal(r.code, 0, r.stderr);
       seen.add(r.stdout);

@@ -27,7 +27,13 @@ async function papi(path, { method = 'GET', body } = {}) {
   if (method !== 'GET' && csrf) headers['x-rotor-csrf'] = csrf;
   let res;
   try {
-    res = await fetch(`api/${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: 'no-store', credentials: 'same-origin' });
+    res = await fetch(`api/${path}`, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      cache: 'no-store',
+      credentials: 'same-origin',
+    });
   } catch (err) {
     throw new ApiError(0, 'NETWORK', `the server did not answer (${err.message})`);
   }
@@ -144,26 +150,46 @@ function Account({ onOut }) {
     </header>
     <main class="container-fluid">
       <${ErrorBox} error=${me.error} />
-      ${u &&
-      html`<section aria-label="account">
-        <h1 class="state-line">${u.name} <${StateBadge} user=${u} /></h1>
-        <div class="cards">
-          <article><small class="muted">used this period</small><p class="big" data-testid="used">${bytes(u.usedBytes)}</p><${UserQuota} user=${u} wide /></article>
-          <article><small class="muted">quota</small><p class="big">${u.limitBytes >= 0 ? bytes(u.limitBytes) : 'unlimited'}</p><small>${u.quota?.period ?? 'total'}</small></article>
-          <article><small class="muted">connections</small><p class="big">${count(u.activeConnections)}${u.maxConnections ? ` / ${u.maxConnections}` : ''}</p><small>speed limit ${u.rateBytesPerSec ? rate(u.rateBytesPerSec) : 'none'}</small></article>
-          <article><small class="muted">valid until</small><p class="big">${u.expiresAt ? u.expiresAt.slice(0, 10) : 'no end'}</p>${u.listen ? html`<small>your own port ${u.listen.port}</small>` : null}</article>
-        </div>
-      </section>`}
+      ${
+        u &&
+        html`<section aria-label="account">
+          <h1 class="state-line">${u.name} <${StateBadge} user=${u} /></h1>
+          <div class="cards">
+            <article>
+              <small class="muted">used this period</small>
+              <p class="big" data-testid="used">${bytes(u.usedBytes)}</p>
+              <${UserQuota} user=${u} wide />
+            </article>
+            <article>
+              <small class="muted">quota</small>
+              <p class="big">${u.limitBytes >= 0 ? bytes(u.limitBytes) : 'unlimited'}</p>
+              <small>${u.quota?.period ?? 'total'}</small>
+            </article>
+            <article>
+              <small class="muted">connections</small>
+              <p class="big">${count(u.activeConnections)}${u.maxConnections ? ` / ${u.maxConnections}` : ''}</p>
+              <small>speed limit ${u.rateBytesPerSec ? rate(u.rateBytesPerSec) : 'none'}</small>
+            </article>
+            <article>
+              <small class="muted">valid until</small>
+              <p class="big">${u.expiresAt ? u.expiresAt.slice(0, 10) : 'no end'}</p>
+              ${u.listen ? html`<small>your own port ${u.listen.port}</small>` : null}
+            </article>
+          </div>
+        </section>`
+      }
       <${UsageHistory} load=${(q) => papi(`usage${query({ granularity: q.granularity, from: q.from, to: q.to })}`)} />
       <${ConnectionTables} live=${connections.data?.live ?? []} recent=${connections.data?.recent ?? []} />
-      ${u &&
-      html`<${AccessGenerator}
-        user=${u.name}
-        regions=${flattenAreas(regions.data)}
-        load=${(q) => papi(`endpoints${query(q)}`)}
-        fetchText=${(q) => papi(`endpoints${query(q)}`)}
-        note="Each line is a ready proxy: paste it into your tool. A sticky line keeps its exit address for the session length."
-      />`}
+      ${
+        u &&
+        html`<${AccessGenerator}
+          user=${u.name}
+          regions=${flattenAreas(regions.data)}
+          load=${(q) => papi(`endpoints${query(q)}`)}
+          fetchText=${(q) => papi(`endpoints${query(q)}`)}
+          note="Each line is a ready proxy: paste it into your tool. A sticky line keeps its exit address for the session length."
+        />`
+      }
       <${PasswordForm} />
     </main>
   </div>`;

@@ -55,19 +55,48 @@ export function AccessGenerator({ user, load, fetchText, regions, note }) {
     <h2>Access</h2>
     ${note && html`<p class="muted">${note}</p>`}
     <form class="filters" aria-label="endpoint options" onSubmit=${(e) => e.preventDefault()}>
-      <label>Protocol <select name="protocol" value=${q.protocol} onChange=${set('protocol')}><option value="http">HTTP</option><option value="socks5">SOCKS5</option></select></label>
-      <label>Region <select name="region" value=${q.region} onChange=${set('region')}>
-        <option value="">any</option>
-        ${(regions ?? []).map((r) => html`<option value=${r.code}>${r.name} (${r.code})</option>`)}
-      </select></label>
-      <label>Sticky sessions <input name="sessions" type="number" min="0" max="1000" value=${q.sessions} onChange=${set('sessions')} aria-describedby="sessions-help" /><small id="sessions-help">0 = one rotating endpoint</small></label>
-      <label>Session length, min <input name="sessTime" type="number" min="1" max="120" value=${q.sessTime} onChange=${set('sessTime')} /></label>
-      <label>Format <select name="style" value=${q.style} onChange=${set('style')}>${STYLES.map(([v, l]) => html`<option value=${v}>${l}</option>`)}</select></label>
+      <label
+        >Protocol
+        <select name="protocol" value=${q.protocol} onChange=${set('protocol')}>
+          <option value="http">HTTP</option>
+          <option value="socks5">SOCKS5</option>
+        </select></label
+      >
+      <label
+        >Region
+        <select name="region" value=${q.region} onChange=${set('region')}>
+          <option value="">any</option>
+          ${(regions ?? []).map((r) => html`<option value=${r.code}>${r.name} (${r.code})</option>`)}
+        </select></label
+      >
+      <label
+        >Sticky sessions
+        <input
+          name="sessions"
+          type="number"
+          min="0"
+          max="1000"
+          value=${q.sessions}
+          onChange=${set('sessions')}
+          aria-describedby="sessions-help"
+        /><small id="sessions-help">0 = one rotating endpoint</small></label
+      >
+      <label
+        >Session length, min <input name="sessTime" type="number" min="1" max="120" value=${q.sessTime} onChange=${set('sessTime')}
+      /></label>
+      <label
+        >Format
+        <select name="style" value=${q.style} onChange=${set('style')}>
+          ${STYLES.map(([v, l]) => html`<option value=${v}>${l}</option>`)}
+        </select></label
+      >
     </form>
     <${ErrorBox} error=${list.error ?? error} what="endpoints" />
     <pre class="endpoints" data-testid="endpoints" tabindex="0">${endpoints.map((e) => e[q.style]).join('\n')}</pre>
     <div class="actions">
-      <button type="button" class="secondary" onClick=${() => navigator.clipboard?.writeText(endpoints.map((e) => e[q.style]).join('\n'))}>Copy</button>
+      <button type="button" class="secondary" onClick=${() => navigator.clipboard?.writeText(endpoints.map((e) => e[q.style]).join('\n'))}>
+        Copy
+      </button>
       <button type="button" class="secondary" onClick=${() => download('txt')}>Download TXT</button>
       <button type="button" class="secondary" onClick=${() => download('csv')}>Download CSV</button>
     </div>

@@ -44,7 +44,12 @@ export async function api(path, { method = 'GET', body, token = session.token(),
   }
   if (res.ok) return withHeaders ? { data, headers: res.headers } : data;
   const e = data && typeof data === 'object' && data.error ? data.error : {};
-  const error = new ApiError(res.status, e.code ?? `HTTP_${res.status}`, e.message ?? (typeof data === 'string' && data ? data : res.statusText), e.platformCode);
+  const error = new ApiError(
+    res.status,
+    e.code ?? `HTTP_${res.status}`,
+    e.message ?? (typeof data === 'string' && data ? data : res.statusText),
+    e.platformCode,
+  );
   if (res.status === 401) for (const l of unauthorizedListeners) l(error);
   throw error;
 }

@@ -15,7 +15,15 @@ export function Chart({ title, times, series, format = (v) => String(v), axisFor
     const opts = {
       width: Math.max(200, el.clientWidth),
       height: 180,
-      series: [{}, ...series.map((s, i) => ({ label: s.label, stroke: COLORS[i % COLORS.length], width: 1.5, value: (_u, v) => (v === null ? '–' : format(v)) }))],
+      series: [
+        {},
+        ...series.map((s, i) => ({
+          label: s.label,
+          stroke: COLORS[i % COLORS.length],
+          width: 1.5,
+          value: (_u, v) => (v === null ? '–' : format(v)),
+        })),
+      ],
       axes: [{}, { values: (_u, ticks) => ticks.map(axisFormat), size: 80 }],
       scales: { x: { time: true } },
       legend: { live: true },
@@ -34,5 +42,8 @@ export function Chart({ title, times, series, format = (v) => String(v), axisFor
     plot.current?.setData(data);
   });
 
-  return html`<figure class="chart"><figcaption>${title}</figcaption><div ref=${box}></div></figure>`;
+  return html`<figure class="chart">
+    <figcaption>${title}</figcaption>
+    <div ref=${box}></div>
+  </figure>`;
 }

@@ -45,9 +45,8 @@ export function ErrorBox({ error, what }) {
   const status = error.status ? `${error.status} ` : '';
   const code = error.code ? `${error.code}` : 'ERROR';
   const platform = error.platformCode !== undefined ? ` (platform code ${error.platformCode})` : '';
-  const missing = error.status === 404 && /^no route /.test(error.message)
-    ? html`<br /><small>This daemon does not have this route yet.</small>`
-    : null;
+  const missing =
+    error.status === 404 && /^no route /.test(error.message) ? html`<br /><small>This daemon does not have this route yet.</small>` : null;
   return html`<p class="error" role="alert">${where}<strong>${status}${code}</strong>: ${error.message}${platform}${missing}</p>`;
 }
 
@@ -82,15 +81,17 @@ export function ConfirmHost() {
     setAsk(null);
   };
   return html`<dialog ref=${dialog} aria-labelledby="confirm-title" onCancel=${(e) => (e.preventDefault(), done(false))}>
-    ${ask &&
-    html`<article>
-      <h3 id="confirm-title">${ask.title}</h3>
-      <p>${ask.body}</p>
-      <footer>
-        <button type="button" class="secondary" autofocus onClick=${() => done(false)}>Cancel</button>
-        <button type="button" class=${ask.danger ? 'danger' : ''} onClick=${() => done(true)}>${ask.confirmLabel}</button>
-      </footer>
-    </article>`}
+    ${
+      ask &&
+      html`<article>
+        <h3 id="confirm-title">${ask.title}</h3>
+        <p>${ask.body}</p>
+        <footer>
+          <button type="button" class="secondary" autofocus onClick=${() => done(false)}>Cancel</button>
+          <button type="button" class=${ask.danger ? 'danger' : ''} onClick=${() => done(true)}>${ask.confirmLabel}</button>
+        </footer>
+      </article>`
+    }
   </dialog>`;
 }
 
@@ -120,8 +121,20 @@ export function Table({ label, head, children, empty = 'Nothing yet.' }) {
   const rows = [].concat(children).filter(Boolean);
   return html`<div class="table-wrap" role="region" aria-label=${label} tabindex="0">
     <table>
-      <thead><tr>${head.map((h) => html`<th scope="col">${h}</th>`)}</tr></thead>
-      <tbody>${rows.length ? rows : html`<tr><td colspan=${head.length} class="muted">${empty}</td></tr>`}</tbody>
+      <thead>
+        <tr>
+          ${head.map((h) => html`<th scope="col">${h}</th>`)}
+        </tr>
+      </thead>
+      <tbody>
+        ${
+          rows.length
+            ? rows
+            : html`<tr>
+                <td colspan=${head.length} class="muted">${empty}</td>
+              </tr>`
+        }
+      </tbody>
     </table>
   </div>`;
 }
@@ -143,7 +156,9 @@ export function userState(u, now = Date.now()) {
 
 export function StateBadge({ user }) {
   const s = userState(user);
-  return s.key === 'enabled' ? html`<span class="state ok" data-state="enabled">enabled</span>` : html`<mark class="state ${s.key}" data-state=${s.key}>${s.label}</mark>`;
+  return s.key === 'enabled'
+    ? html`<span class="state ok" data-state="enabled">enabled</span>`
+    : html`<mark class="state ${s.key}" data-state=${s.key}>${s.label}</mark>`;
 }
 
 /** The quota bar with its period and the user's state: a refused user's bar is red, whatever the bytes. */

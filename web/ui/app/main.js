@@ -77,8 +77,17 @@ function Login({ onIn, error: initial }) {
     <article>
       <h1>Rotor</h1>
       <form onSubmit=${submit}>
-        <label>Admin token
-          <input ref=${field} name="token" type="password" autocomplete="current-password" required autofocus aria-describedby="token-help" />
+        <label
+          >Admin token
+          <input
+            ref=${field}
+            name="token"
+            type="password"
+            autocomplete="current-password"
+            required
+            autofocus
+            aria-describedby="token-help"
+          />
         </label>
         <small id="token-help">The <code>admin.token</code> of this daemon. It stays in this browser tab only.</small>
         <${ErrorBox} error=${error} />

@@ -24,7 +24,13 @@ export function usageSeries(rows, granularity, from, to) {
     up.push(r ? r.bytesUp : 0);
     down.push(r ? r.bytesDown : 0);
   }
-  return { times, series: [{ label: 'down', values: down }, { label: 'up', values: up }] };
+  return {
+    times,
+    series: [
+      { label: 'down', values: down },
+      { label: 'up', values: up },
+    ],
+  };
 }
 
 export function UsageHistory({ load }) {
@@ -43,8 +49,22 @@ export function UsageHistory({ load }) {
     <div class="actions">
       <h2 class="inline">Usage</h2>
       <div role="group" class="toggle" aria-label="granularity">
-        <button type="button" class="small ${granularity === 'hour' ? '' : 'outline'}" aria-pressed=${granularity === 'hour'} onClick=${() => setGranularity('hour')}>Hours (48)</button>
-        <button type="button" class="small ${granularity === 'day' ? '' : 'outline'}" aria-pressed=${granularity === 'day'} onClick=${() => setGranularity('day')}>Days (30)</button>
+        <button
+          type="button"
+          class="small ${granularity === 'hour' ? '' : 'outline'}"
+          aria-pressed=${granularity === 'hour'}
+          onClick=${() => setGranularity('hour')}
+        >
+          Hours (48)
+        </button>
+        <button
+          type="button"
+          class="small ${granularity === 'day' ? '' : 'outline'}"
+          aria-pressed=${granularity === 'day'}
+          onClick=${() => setGranularity('day')}
+        >
+          Days (30)
+        </button>
       </div>
     </div>
     <${ErrorBox} error=${usage.error} what="usage" />
@@ -58,13 +78,14 @@ export function ConnectionTables({ live, recent, onClose }) {
       <h2>Live connections</h2>
       <${Table} label="live connections" head=${['target', 'up', 'down', 'since', ...(onClose ? [''] : [])]} empty="No open connections.">
         ${live.map(
-          (c) => html`<tr data-connection=${c.id}>
-            <td>${c.target ?? '–'}${c.session ? html`<br /><small class="muted">session ${c.session}</small>` : null}</td>
-            <td class="num">${bytes(c.bytesUp)}</td>
-            <td class="num">${bytes(c.bytesDown)}</td>
-            <td>${time(c.startedAt)}</td>
-            ${onClose && html`<td><button type="button" class="small outline danger" onClick=${() => onClose(c)}>Close</button></td>`}
-          </tr>`,
+          (c) =>
+            html`<tr data-connection=${c.id}>
+              <td>${c.target ?? '–'}${c.session ? html`<br /><small class="muted">session ${c.session}</small>` : null}</td>
+              <td class="num">${bytes(c.bytesUp)}</td>
+              <td class="num">${bytes(c.bytesDown)}</td>
+              <td>${time(c.startedAt)}</td>
+              ${onClose && html`<td><button type="button" class="small outline danger" onClick=${() => onClose(c)}>Close</button></td>`}
+            </tr>`,
         )}
       <//>
     </section>
@@ -72,17 +93,17 @@ export function ConnectionTables({ live, recent, onClose }) {
       <h2>Recent connections</h2>
       <${Table} label="recent connections" head=${['started', 'target', 'up', 'down', 'duration', 'result']} empty="No records yet.">
         ${recent.map(
-          (c) => html`<tr>
-            <td>${time(c.startedAt)}</td>
-            <td>${c.target ?? '–'}</td>
-            <td class="num">${bytes(c.bytesUp)}</td>
-            <td class="num">${bytes(c.bytesDown)}</td>
-            <td class="num">${duration(c.durationMs)}</td>
-            <td>${c.result === 'ok' ? 'ok' : html`<mark title=${c.reason ?? ''}>${c.result}</mark>`}</td>
-          </tr>`,
+          (c) =>
+            html`<tr>
+              <td>${time(c.startedAt)}</td>
+              <td>${c.target ?? '–'}</td>
+              <td class="num">${bytes(c.bytesUp)}</td>
+              <td class="num">${bytes(c.bytesDown)}</td>
+              <td class="num">${duration(c.durationMs)}</td>
+              <td>${c.result === 'ok' ? 'ok' : html`<mark title=${c.reason ?? ''}>${c.result}</mark>`}</td>
+            </tr>`,
         )}
       <//>
     </section>
   </div>`;
 }
-

@@ -14,7 +14,11 @@ const PERIODS = ['total', 'day', 'week', 'month'];
 /** A date (YYYY-MM-DD) ↔ RFC 3339: a user expires at the end of that day, UTC. */
 export const dateOf = (iso) => (iso ? new Date(iso).toISOString().slice(0, 10) : '');
 const endOfDay = (day) => (day ? `${day}T23:59:59Z` : null);
-const list = (v) => String(v ?? '').split(/[\s,]+/).map((s) => s.trim()).filter(Boolean);
+const list = (v) =>
+  String(v ?? '')
+    .split(/[\s,]+/)
+    .map((s) => s.trim())
+    .filter(Boolean);
 const ports = (v) => list(v).map(Number);
 const joined = (a) => (a ?? []).join(', ');
 
@@ -83,7 +87,9 @@ export function UserForm({ user, onSaved, onCancel, title }) {
     setBusy(true);
     try {
       const body = bodyOf(v, creating);
-      const saved = creating ? await api('/v1/users', { method: 'POST', body }) : await api(`/v1/users/${encodeURIComponent(user.name)}`, { method: 'PATCH', body });
+      const saved = creating
+        ? await api('/v1/users', { method: 'POST', body })
+        : await api(`/v1/users/${encodeURIComponent(user.name)}`, { method: 'PATCH', body });
       setError(undefined);
       onSaved(saved, creating);
     } catch (err) {
@@ -101,12 +107,19 @@ export function UserForm({ user, onSaved, onCancel, title }) {
         ${creating && html`<label>Password <input ...${field('password')} type="password" autocomplete="new-password" placeholder="generated when empty" /></label>`}
         <label>Product <input ...${field('product')} placeholder="first dynamic product" /></label>
         <label>Quota, MiB <input ...${field('quota')} type="number" min="0" step="any" placeholder="unlimited" /></label>
-        <label>Quota period
-          <select ...${field('period')} onChange=${(e) => setV((s) => ({ ...s, period: e.currentTarget.value }))}>${PERIODS.map((p) => html`<option value=${p}>${p}</option>`)}</select>
+        <label
+          >Quota period
+          <select ...${field('period')} onChange=${(e) => setV((s) => ({ ...s, period: e.currentTarget.value }))}>
+            ${PERIODS.map((p) => html`<option value=${p}>${p}</option>`)}
+          </select>
         </label>
         <label>Rate limit, KiB/s <input ...${field('rate')} type="number" min="0" step="any" /></label>
         <label>Max connections <input ...${field('maxConnections')} type="number" min="0" /></label>
-        <label>Expires on <input ...${field('expires')} type="date" aria-describedby="expires-help" /><small id="expires-help">at the end of that day, UTC; empty = never</small></label>
+        <label
+          >Expires on <input ...${field('expires')} type="date" aria-describedby="expires-help" /><small id="expires-help"
+            >at the end of that day, UTC; empty = never</small
+          ></label
+        >
         <label>Price per GB <input ...${field('price')} type="number" min="0" step="any" placeholder="billing default" /></label>
         <label>Dedicated port <input ...${field('listenPort')} type="number" min="0" max="65535" placeholder="none" /></label>
         <label>Port allow list <input ...${field('allowIps')} placeholder="IPs or CIDRs, comma separated" /></label>
@@ -114,9 +127,29 @@ export function UserForm({ user, onSaved, onCancel, title }) {
         <label>Denied ports <input ...${field('denyPorts')} placeholder="25, 465" /></label>
         <label>Allowed hosts only <input ...${field('allowHosts')} placeholder="any" /></label>
         <label>Allowed ports only <input ...${field('allowPorts')} placeholder="any" /></label>
-        ${v.requestRules !== undefined &&
-        html`<label class="wide">Request rules (JSON list) <textarea name="requestRules" rows="3" value=${v.requestRules} onInput=${(e) => setV((s) => ({ ...s, requestRules: e.currentTarget.value }))} placeholder='[{"hosts":["*.example.com"],"status":[429],"action":"retry"}]'></textarea></label>`}
-        <label class="check"><input name="enabled" type="checkbox" role="switch" checked=${v.enabled} onChange=${(e) => setV((s) => ({ ...s, enabled: e.currentTarget.checked }))} /> Enabled</label>
+        ${
+          v.requestRules !== undefined &&
+          html`<label class="wide"
+            >Request rules (JSON list)
+            <textarea
+              name="requestRules"
+              rows="3"
+              value=${v.requestRules}
+              onInput=${(e) => setV((s) => ({ ...s, requestRules: e.currentTarget.value }))}
+              placeholder='[{"hosts":["*.example.com"],"status":[429],"action":"retry"}]'
+            ></textarea>
+          </label>`
+        }
+        <label class="check"
+          ><input
+            name="enabled"
+            type="checkbox"
+            role="switch"
+            checked=${v.enabled}
+            onChange=${(e) => setV((s) => ({ ...s, enabled: e.currentTarget.checked }))}
+          />
+          Enabled</label
+        >
       </div>
       <${ErrorBox} error=${error} />
       <div class="actions">

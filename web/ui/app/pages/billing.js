@@ -31,7 +31,11 @@ export function perCustomer(rows) {
   }
   const users = [...by.values()].sort((a, b) => b.bytesUp + b.bytesDown - (a.bytesUp + a.bytesDown));
   const total = users.reduce(
-    (s, u) => ({ bytes: s.bytes + u.bytesUp + u.bytesDown, connections: s.connections + u.connections, amount: u.amount === null ? s.amount : (s.amount ?? 0) + u.amount }),
+    (s, u) => ({
+      bytes: s.bytes + u.bytesUp + u.bytesDown,
+      connections: s.connections + u.connections,
+      amount: u.amount === null ? s.amount : (s.amount ?? 0) + u.amount,
+    }),
     { bytes: 0, connections: 0, amount: null },
   );
   return { users, total };
@@ -66,11 +70,18 @@ export function BillingPage() {
   const [period, setPeriod] = useState(() => month(0));
   const [error, setError] = useState();
   const window = { from: new Date(period.from).toISOString(), to: new Date(period.to).toISOString(), granularity: 'day' };
-  const usage = usePoll(async () => {
-    const r = await api(`/v1/usage${query(window)}`, { withHeaders: true });
-    return { ...perCustomer(itemsOf(r.data)), currency: r.headers.get('x-rotor-currency') ?? '' };
-  }, 60_000, [period.from, period.to]);
-  const compare = usePoll(async () => perAccount(itemsOf(await api(`/v1/usage${query({ ...window, compare: 'platform' })}`))), 0, [period.from, period.to]);
+  const usage = usePoll(
+    async () => {
+      const r = await api(`/v1/usage${query(window)}`, { withHeaders: true });
+      return { ...perCustomer(itemsOf(r.data)), currency: r.headers.get('x-rotor-currency') ?? '' };
+    },
+    60_000,
+    [period.from, period.to],
+  );
+  const compare = usePoll(async () => perAccount(itemsOf(await api(`/v1/usage${query({ ...window, compare: 'platform' })}`))), 0, [
+    period.from,
+    period.to,
+  ]);
   const pick = (e) => {
     e.preventDefault();
     const d = new FormData(e.currentTarget);
@@ -102,38 +113,64 @@ export function BillingPage() {
     <p class="muted">${day(period.from)} to ${day(period.to - 1)} (UTC), amounts in ${currency || 'the billing currency'}.</p>
     <${ErrorBox} error=${error} />
     <${ErrorBox} error=${usage.error} what="usage" />
-    ${d &&
-    html`<div class="cards">
-      <article><small class="muted">customers with traffic</small><p class="big">${count(d.users.length)}</p></article>
-      <article><small class="muted">traffic</small><p class="big" data-testid="total-bytes">${bytes(d.total.bytes)}</p></article>
-      <article><small class="muted">connections</small><p class="big">${count(d.total.connections)}</p></article>
-      <article><small class="muted">amount</small><p class="big" data-testid="total-amount">${d.total.amount === null ? '–' : `${d.total.amount.toFixed(2)} ${currency}`}</p></article>
-    </div>`}
+    ${
+      d &&
+      html`<div class="cards">
+        <article>
+          <small class="muted">customers with traffic</small>
+          <p class="big">${count(d.users.length)}</p>
+        </article>
+        <article>
+          <small class="muted">traffic</small>
+          <p class="big" data-testid="total-bytes">${bytes(d.total.bytes)}</p>
+        </article>
+        <article>
+          <small class="muted">connections</small>
+          <p class="big">${count(d.total.connections)}</p>
+        </article>
+        <article>
+          <small class="muted">amount</small>
+          <p class="big" data-testid="total-amount">${d.total.amount === null ? '–' : `${d.total.amount.toFixed(2)} ${currency}`}</p>
+        </article>
+      </div>`
+    }
     <h2>Per customer</h2>
-    <${Table} label="usage per customer" head=${['customer', 'up', 'down', 'total', 'connections', 'failures', 'amount']} empty=${usage.loading ? 'Loading…' : 'No usage in this period.'}>
+    <${Table}
+      label="usage per customer"
+      head=${['customer', 'up', 'down', 'total', 'connections', 'failures', 'amount']}
+      empty=${usage.loading ? 'Loading…' : 'No usage in this period.'}
+    >
       ${(d?.users ?? []).map(
-        (u) => html`<tr data-billing-user=${u.user}>
-          <th scope="row"><a href="#/users/${encodeURIComponent(u.user)}">${u.user}</a></th>
-          <td class="num">${bytes(u.bytesUp)}</td>
-          <td class="num">${bytes(u.bytesDown)}</td>
-          <td class="num">${bytes(u.bytesUp + u.bytesDown)}</td>
-          <td class="num">${count(u.connections)}</td>
-          <td class="num">${count(u.failures)}</td>
-          <td class="num">${money(u.amount, currency)}</td>
-        </tr>`,
+        (u) =>
+          html`<tr data-billing-user=${u.user}>
+            <th scope="row"><a href="#/users/${encodeURIComponent(u.user)}">${u.user}</a></th>
+            <td class="num">${bytes(u.bytesUp)}</td>
+            <td class="num">${bytes(u.bytesDown)}</td>
+            <td class="num">${bytes(u.bytesUp + u.bytesDown)}</td>
+            <td class="num">${count(u.connections)}</td>
+            <td class="num">${count(u.failures)}</td>
+            <td class="num">${money(u.amount, currency)}</td>
+          </tr>`,
       )}
     <//>
     <h2>Rotor beside the platform</h2>
     <${ErrorBox} error=${compare.error} what="platform comparison" />
-    <${Table} label="rotor beside the platform" head=${['main account', 'product', 'Rotor', 'platform', 'difference']} empty=${compare.loading ? 'Loading…' : 'Nothing to compare in this period.'}>
+    <${Table}
+      label="rotor beside the platform"
+      head=${['main account', 'product', 'Rotor', 'platform', 'difference']}
+      empty=${compare.loading ? 'Loading…' : 'Nothing to compare in this period.'}
+    >
       ${(compare.data ?? []).map(
-        (r) => html`<tr>
-          <th scope="row">${r.account}</th>
-          <td>${r.productNo}</td>
-          <td class="num">${bytes(r.rotorBytes)}</td>
-          <td class="num">${r.platformBytes === null ? html`<span class="muted">not kept</span>` : bytes(r.platformBytes)}</td>
-          <td class="num">${r.platformBytes === null ? '–' : `${r.platformBytes < r.rotorBytes ? '−' : ''}${bytes(Math.abs(r.platformBytes - r.rotorBytes))}`}</td>
-        </tr>`,
+        (r) =>
+          html`<tr>
+            <th scope="row">${r.account}</th>
+            <td>${r.productNo}</td>
+            <td class="num">${bytes(r.rotorBytes)}</td>
+            <td class="num">${r.platformBytes === null ? html`<span class="muted">not kept</span>` : bytes(r.platformBytes)}</td>
+            <td class="num">
+              ${r.platformBytes === null ? '–' : `${r.platformBytes < r.rotorBytes ? '−' : ''}${bytes(Math.abs(r.platformBytes - r.rotorBytes))}`}
+            </td>
+          </tr>`,
       )}
     <//>
   </section>`;

@@ -16,7 +16,11 @@ function Live() {
   const [error, setError] = useState();
   const close = (c) =>
     confirmed(
-      { title: `Close connection ${c.id}?`, body: `${c.user ?? ''} → ${c.target ?? 'target'}: the client's connection is cut now.`, confirmLabel: 'Close' },
+      {
+        title: `Close connection ${c.id}?`,
+        body: `${c.user ?? ''} → ${c.target ?? 'target'}: the client's connection is cut now.`,
+        confirmLabel: 'Close',
+      },
       () => api(`/v1/connections/${encodeURIComponent(c.id)}`, { method: 'DELETE' }),
       {
         onDone: () => (setError(undefined), setNotice(`Connection ${c.id} closed.`), active.reload()),
@@ -28,19 +32,24 @@ function Live() {
     <${Notice}>${notice}<//>
     <${ErrorBox} error=${error} />
     <${ErrorBox} error=${active.error} what="live connections" />
-    <${Table} label="live connections" head=${['id', 'user', 'listener', 'target', 'node', 'up', 'down', 'since', '']} empty="No open connections.">
+    <${Table}
+      label="live connections"
+      head=${['id', 'user', 'listener', 'target', 'node', 'up', 'down', 'since', '']}
+      empty="No open connections."
+    >
       ${itemsOf(active.data).map(
-        (c) => html`<tr data-connection=${c.id}>
-          <td><code>${c.id}</code></td>
-          <td>${c.user}${c.session ? html`<br /><small class="muted">session ${c.session}</small>` : null}</td>
-          <td>${c.listener}</td>
-          <td>${c.target ?? '–'}</td>
-          <td class="clip" title=${c.node ?? ''}><code>${c.node ?? '–'}</code></td>
-          <td class="num">${bytes(c.bytesUp)}</td>
-          <td class="num">${bytes(c.bytesDown)}</td>
-          <td>${time(c.startedAt)}</td>
-          <td><button type="button" class="small outline danger" onClick=${() => close(c)}>Close</button></td>
-        </tr>`,
+        (c) =>
+          html`<tr data-connection=${c.id}>
+            <td><code>${c.id}</code></td>
+            <td>${c.user}${c.session ? html`<br /><small class="muted">session ${c.session}</small>` : null}</td>
+            <td>${c.listener}</td>
+            <td>${c.target ?? '–'}</td>
+            <td class="clip" title=${c.node ?? ''}><code>${c.node ?? '–'}</code></td>
+            <td class="num">${bytes(c.bytesUp)}</td>
+            <td class="num">${bytes(c.bytesDown)}</td>
+            <td>${time(c.startedAt)}</td>
+            <td><button type="button" class="small outline danger" onClick=${() => close(c)}>Close</button></td>
+          </tr>`,
       )}
     <//>
   </section>`;
@@ -67,33 +76,51 @@ function Log() {
   const submit = (e) => {
     e.preventDefault();
     const d = new FormData(e.currentTarget);
-    setFilters({ user: d.get('user').trim(), result: d.get('result'), since: fromLocalInput(d.get('since')), until: fromLocalInput(d.get('until')), limit: d.get('limit') });
+    setFilters({
+      user: d.get('user').trim(),
+      result: d.get('result'),
+      since: fromLocalInput(d.get('since')),
+      until: fromLocalInput(d.get('until')),
+      limit: d.get('limit'),
+    });
   };
   return html`<section>
     <h2>Log</h2>
     <form class="filters" onSubmit=${submit} aria-label="log filters">
       <label>User <input name="user" /></label>
-      <label>Result <select name="result">${RESULTS.map((r) => html`<option value=${r}>${r || 'any'}</option>`)}</select></label>
+      <label
+        >Result
+        <select name="result">
+          ${RESULTS.map((r) => html`<option value=${r}>${r || 'any'}</option>`)}
+        </select></label
+      >
       <label>Since <input name="since" type="datetime-local" /></label>
       <label>Until <input name="until" type="datetime-local" /></label>
       <label>Per page <input name="limit" type="number" min="1" max="1000" value=${PAGE} /></label>
       <button type="submit" aria-busy=${busy}>Filter</button>
     </form>
     <${ErrorBox} error=${error} what="connection log" />
-    <${Table} label="connection log" head=${['started', 'user', 'listener', 'target', 'node', 'exit', 'up', 'down', 'duration', 'result']} empty=${busy ? 'Loading…' : 'No records.'}>
+    <${Table}
+      label="connection log"
+      head=${['started', 'user', 'listener', 'target', 'node', 'exit', 'up', 'down', 'duration', 'result']}
+      empty=${busy ? 'Loading…' : 'No records.'}
+    >
       ${pages.items.map(
-        (c) => html`<tr>
-          <td>${time(c.startedAt)}</td>
-          <td>${c.user}${c.session ? html`<br /><small class="muted">${c.session}</small>` : null}</td>
-          <td>${c.listener}</td>
-          <td>${c.target ?? '–'}</td>
-          <td class="clip" title=${c.node ?? ''}><code>${c.node ?? '–'}</code></td>
-          <td>${c.exit ?? '–'}</td>
-          <td class="num">${bytes(c.bytesUp)}</td>
-          <td class="num">${bytes(c.bytesDown)}</td>
-          <td class="num">${duration(c.durationMs)}</td>
-          <td>${c.result === 'ok' ? 'ok' : html`<mark title=${c.reason ?? ''}>${c.result}</mark>`}${c.reason ? html`<br /><small class="muted">${c.reason}</small>` : null}</td>
-        </tr>`,
+        (c) =>
+          html`<tr>
+            <td>${time(c.startedAt)}</td>
+            <td>${c.user}${c.session ? html`<br /><small class="muted">${c.session}</small>` : null}</td>
+            <td>${c.listener}</td>
+            <td>${c.target ?? '–'}</td>
+            <td class="clip" title=${c.node ?? ''}><code>${c.node ?? '–'}</code></td>
+            <td>${c.exit ?? '–'}</td>
+            <td class="num">${bytes(c.bytesUp)}</td>
+            <td class="num">${bytes(c.bytesDown)}</td>
+            <td class="num">${duration(c.durationMs)}</td>
+            <td>
+              ${c.result === 'ok' ? 'ok' : html`<mark title=${c.reason ?? ''}>${c.result}</mark>`}${c.reason ? html`<br /><small class="muted">${c.reason}</small>` : null}
+            </td>
+          </tr>`,
       )}
     <//>
     ${pages.next && html`<button type="button" class="secondary" aria-busy=${busy} onClick=${() => load(filters, pages.next)}>Load more</button>`}

@@ -28,8 +28,7 @@ function Tracked({ order, onFinal }) {
   return html`<div class="tracked" data-order=${no} aria-live="polite">
     ${ORDER_TYPE[o.type] ?? 'order'} <code>${no}</code>${o.orderNo ? html` (platform <code>${o.orderNo}</code>)` : null}:
     <strong class="status-${status}" data-testid="order-status">${status}</strong>
-    ${!isFinalOrder(o.status) ? html` <span aria-busy="true"></span>` : null}
-    ${o.amount ? ` · amount ${o.amount}` : ''}
+    ${!isFinalOrder(o.status) ? html` <span aria-busy="true"></span>` : null} ${o.amount ? ` · amount ${o.amount}` : ''}
     ${o.instances?.length ? html` · instances ${o.instances.map((i) => html`<code>${i.instanceNo}</code> `)}` : null}
     <${ErrorBox} error=${live.error} />
   </div>`;
@@ -44,13 +43,19 @@ function OpenForm({ onPlaced }) {
     const f = new FormData(e.currentTarget);
     const body = { productNo: f.get('productNo'), count: Number(f.get('count')), cycleTimes: Number(f.get('cycleTimes')) };
     await confirmed(
-      { title: 'Place this order?', body: `Open ${body.count} × ${body.productNo} for ${body.cycleTimes} cycle(s). The platform charges the merchant's balance.`, confirmLabel: 'Place order', danger: false },
+      {
+        title: 'Place this order?',
+        body: `Open ${body.count} × ${body.productNo} for ${body.cycleTimes} cycle(s). The platform charges the merchant's balance.`,
+        confirmLabel: 'Place order',
+        danger: false,
+      },
       () => api('/v1/orders/open', { method: 'POST', body }),
       { onDone: (o) => (setError(undefined), onPlaced(o)), onError: setError },
     );
   };
   return html`<form class="filters" onSubmit=${submit} aria-label="open an order">
-    <label>Product
+    <label
+      >Product
       <select name="productNo" required>
         ${statics.map((p) => html`<option value=${p.productNo}>${p.productNo}${p.productName ? ` — ${p.productName}` : ''}</option>`)}
       </select>
@@ -69,17 +74,27 @@ function OrderDetails({ no, onClose }) {
   return html`<article class="form-card" aria-label="order details">
     <h2>Order <code>${no}</code></h2>
     <${ErrorBox} error=${order.error} />
-    ${o &&
-    html`<dl class="pairs">
-      <dt>type</dt><dd>${ORDER_TYPE[o.type] ?? o.type}</dd>
-      <dt>status</dt><dd>${ORDER_STATUS[o.status] ?? o.status}</dd>
-      <dt>platform number</dt><dd>${o.orderNo ?? '–'}</dd>
-      <dt>merchant number</dt><dd>${o.appOrderNo}</dd>
-      <dt>amount</dt><dd>${o.amount ?? '–'}</dd>
-      <dt>created</dt><dd>${time(o.createdAt)}</dd>
-      <dt>updated</dt><dd>${time(o.updatedAt)}</dd>
-      <dt>instances</dt><dd>${(o.instances ?? []).map((i) => html`<code>${i.instanceNo}</code> `) || '–'}</dd>
-    </dl>`}
+    ${
+      o &&
+      html`<dl class="pairs">
+        <dt>type</dt>
+        <dd>${ORDER_TYPE[o.type] ?? o.type}</dd>
+        <dt>status</dt>
+        <dd>${ORDER_STATUS[o.status] ?? o.status}</dd>
+        <dt>platform number</dt>
+        <dd>${o.orderNo ?? '–'}</dd>
+        <dt>merchant number</dt>
+        <dd>${o.appOrderNo}</dd>
+        <dt>amount</dt>
+        <dd>${o.amount ?? '–'}</dd>
+        <dt>created</dt>
+        <dd>${time(o.createdAt)}</dd>
+        <dt>updated</dt>
+        <dd>${time(o.updatedAt)}</dd>
+        <dt>instances</dt>
+        <dd>${(o.instances ?? []).map((i) => html`<code>${i.instanceNo}</code> `) || '–'}</dd>
+      </dl>`
+    }
     <button type="button" class="secondary" onClick=${onClose}>Close</button>
   </article>`;
 }
@@ -103,9 +118,13 @@ export function OrdersPage() {
       else n.add(no);
       return n;
     });
-  const place = (ask, action) => confirmed(ask, action, { onDone: (o) => (setError(undefined), setNotice(undefined), track(o)), onError: setError });
+  const place = (ask, action) =>
+    confirmed(ask, action, { onDone: (o) => (setError(undefined), setNotice(undefined), track(o)), onError: setError });
   const instanceAct = (ask, action, done) =>
-    confirmed(ask, action, { onDone: (r) => (setError(undefined), setNotice(done(r)), refresh()), onError: (e) => (setNotice(undefined), setError(e)) });
+    confirmed(ask, action, {
+      onDone: (r) => (setError(undefined), setNotice(done(r)), refresh()),
+      onError: (e) => (setNotice(undefined), setError(e)),
+    });
 
   return html`<section>
     <h2>Open an order</h2>
@@ -116,43 +135,96 @@ export function OrdersPage() {
 
     <h2>Instances</h2>
     <div class="actions">
-      <label class="inline">Cycles <input type="number" min="1" value=${cycles} onInput=${(e) => setCycles(Number(e.currentTarget.value) || 1)} /></label>
-      <button type="button" class="outline" disabled=${chosen.length === 0} onClick=${() =>
-        place(
-          { title: `Renew ${chosen.length} instance(s)?`, body: `${chosen.join(', ')} for ${cycles} more cycle(s). The platform charges the merchant's balance.`, confirmLabel: 'Renew' },
-          () => api('/v1/orders/renew', { method: 'POST', body: { instances: chosen.map((instanceNo) => ({ instanceNo, cycleTimes: cycles })) } }),
-        )}>Renew selected</button>
-      <button type="button" class="outline danger" disabled=${chosen.length === 0} onClick=${() =>
-        place(
-          { title: `Release ${chosen.length} instance(s)?`, body: `${chosen.join(', ')} stop working and are given back. This cannot be undone.`, confirmLabel: 'Release' },
-          () => api('/v1/orders/release', { method: 'POST', body: { instances: chosen } }),
-        )}>Release selected</button>
+      <label class="inline"
+        >Cycles <input type="number" min="1" value=${cycles} onInput=${(e) => setCycles(Number(e.currentTarget.value) || 1)}
+      /></label>
+      <button
+        type="button"
+        class="outline"
+        disabled=${chosen.length === 0}
+        onClick=${() =>
+          place(
+            {
+              title: `Renew ${chosen.length} instance(s)?`,
+              body: `${chosen.join(', ')} for ${cycles} more cycle(s). The platform charges the merchant's balance.`,
+              confirmLabel: 'Renew',
+            },
+            () =>
+              api('/v1/orders/renew', {
+                method: 'POST',
+                body: { instances: chosen.map((instanceNo) => ({ instanceNo, cycleTimes: cycles })) },
+              }),
+          )}
+      >
+        Renew selected
+      </button>
+      <button
+        type="button"
+        class="outline danger"
+        disabled=${chosen.length === 0}
+        onClick=${() =>
+          place(
+            {
+              title: `Release ${chosen.length} instance(s)?`,
+              body: `${chosen.join(', ')} stop working and are given back. This cannot be undone.`,
+              confirmLabel: 'Release',
+            },
+            () => api('/v1/orders/release', { method: 'POST', body: { instances: chosen } }),
+          )}
+      >
+        Release selected
+      </button>
     </div>
     <${ErrorBox} error=${instances.error} what="instances" />
     <${Table} label="instances" head=${['', 'instance', 'product', 'status', 'address', 'user', 'expires', '']} empty="No instances.">
       ${itemsOf(instances.data).map(
-        (i) => html`<tr data-instance=${i.instanceNo}>
-          <td><input type="checkbox" aria-label=${`select ${i.instanceNo}`} checked=${selected.has(i.instanceNo)} onChange=${() => toggle(i.instanceNo)} /></td>
-          <td><code>${i.instanceNo}</code></td>
-          <td>${i.productNo ?? '–'}</td>
-          <td>${INSTANCE_STATUS[i.status] ?? i.status ?? '–'}</td>
-          <td>${i.ip ? `${i.ip}:${i.port}` : '–'}</td>
-          <td>${i.username ?? '–'}</td>
-          <td>${time(i.userExpired)}</td>
-          <td class="row-actions">
-            <button type="button" class="small outline" onClick=${() =>
-              place(
-                { title: `Change the proxy behind ${i.instanceNo}?`, body: 'The instance gets a new IP; clients using the old one lose it.', confirmLabel: 'Change' },
-                () => api(`/v1/instances/${encodeURIComponent(i.instanceNo)}/change`, { method: 'POST', body: {} }),
-              )}>Change</button>
-            <button type="button" class="small outline" onClick=${() =>
-              instanceAct(
-                { title: `Reset the password of ${i.instanceNo}?`, body: 'The old password stops working.', confirmLabel: 'Reset' },
-                () => api('/v1/instances/reset-password', { method: 'POST', body: { instanceNoList: [i.instanceNo] } }),
-                (r) => `Password of ${i.instanceNo} reset${r?.list?.[0]?.passwordChanged || r?.list?.[0]?.newPassword ? ': the new one is stored on the instance' : ''}.`,
-              )}>Reset password</button>
-          </td>
-        </tr>`,
+        (i) =>
+          html`<tr data-instance=${i.instanceNo}>
+            <td>
+              <input
+                type="checkbox"
+                aria-label=${`select ${i.instanceNo}`}
+                checked=${selected.has(i.instanceNo)}
+                onChange=${() => toggle(i.instanceNo)}
+              />
+            </td>
+            <td><code>${i.instanceNo}</code></td>
+            <td>${i.productNo ?? '–'}</td>
+            <td>${INSTANCE_STATUS[i.status] ?? i.status ?? '–'}</td>
+            <td>${i.ip ? `${i.ip}:${i.port}` : '–'}</td>
+            <td>${i.username ?? '–'}</td>
+            <td>${time(i.userExpired)}</td>
+            <td class="row-actions">
+              <button
+                type="button"
+                class="small outline"
+                onClick=${() =>
+                  place(
+                    {
+                      title: `Change the proxy behind ${i.instanceNo}?`,
+                      body: 'The instance gets a new IP; clients using the old one lose it.',
+                      confirmLabel: 'Change',
+                    },
+                    () => api(`/v1/instances/${encodeURIComponent(i.instanceNo)}/change`, { method: 'POST', body: {} }),
+                  )}
+              >
+                Change
+              </button>
+              <button
+                type="button"
+                class="small outline"
+                onClick=${() =>
+                  instanceAct(
+                    { title: `Reset the password of ${i.instanceNo}?`, body: 'The old password stops working.', confirmLabel: 'Reset' },
+                    () => api('/v1/instances/reset-password', { method: 'POST', body: { instanceNoList: [i.instanceNo] } }),
+                    (r) =>
+                      `Password of ${i.instanceNo} reset${r?.list?.[0]?.passwordChanged || r?.list?.[0]?.newPassword ? ': the new one is stored on the instance' : ''}.`,
+                  )}
+              >
+                Reset password
+              </button>
+            </td>
+          </tr>`,
       )}
     <//>
 
@@ -161,15 +233,16 @@ export function OrdersPage() {
     <${ErrorBox} error=${orders.error} what="orders" />
     <${Table} label="orders" head=${['merchant number', 'platform number', 'type', 'status', 'amount', 'updated', '']} empty="No orders.">
       ${itemsOf(orders.data).map(
-        (o) => html`<tr>
-          <td><code>${o.appOrderNo}</code></td>
-          <td>${o.orderNo ?? '–'}</td>
-          <td>${ORDER_TYPE[o.type] ?? o.type}</td>
-          <td>${ORDER_STATUS[o.status] ?? o.status}</td>
-          <td>${o.amount ?? '–'}</td>
-          <td>${time(o.updatedAt)}</td>
-          <td><button type="button" class="small outline" onClick=${() => setDetails(o.appOrderNo)}>Details</button></td>
-        </tr>`,
+        (o) =>
+          html`<tr>
+            <td><code>${o.appOrderNo}</code></td>
+            <td>${o.orderNo ?? '–'}</td>
+            <td>${ORDER_TYPE[o.type] ?? o.type}</td>
+            <td>${ORDER_STATUS[o.status] ?? o.status}</td>
+            <td>${o.amount ?? '–'}</td>
+            <td>${time(o.updatedAt)}</td>
+            <td><button type="button" class="small outline" onClick=${() => setDetails(o.appOrderNo)}>Details</button></td>
+          </tr>`,
       )}
     <//>
   </section>`;

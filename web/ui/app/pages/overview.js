@@ -18,7 +18,14 @@ function sumBy(points, field) {
 function CountTable({ label, lastHour, total, empty }) {
   const keys = [...new Set([...Object.keys(total ?? {}), ...Object.keys(lastHour)])].sort();
   return html`<${Table} label=${label} head=${['', 'last hour', 'since start']} empty=${empty}>
-    ${keys.map((k) => html`<tr><th scope="row">${k.replace(/_/g, ' ')}</th><td>${count(lastHour[k] ?? 0)}</td><td>${count(total?.[k] ?? 0)}</td></tr>`)}
+    ${keys.map(
+      (k) =>
+        html`<tr>
+          <th scope="row">${k.replace(/_/g, ' ')}</th>
+          <td>${count(lastHour[k] ?? 0)}</td>
+          <td>${count(total?.[k] ?? 0)}</td>
+        </tr>`,
+    )}
   <//>`;
 }
 
@@ -43,28 +50,84 @@ export function OverviewPage() {
   return html`<section>
     <${ErrorBox} error=${stats.error} what="stats" />
     <div class="cards">
-      <article><small>Throughput now</small><p class="big" data-testid="throughput">${rate((last?.upBytesPerSec ?? 0) + (last?.downBytesPerSec ?? 0))}</p>
-        <small>↑ ${rate(last?.upBytesPerSec)} · ↓ ${rate(last?.downBytesPerSec)}</small></article>
-      <article><small>Open connections</small><p class="big" data-testid="connections-active">${count(last?.connectionsActive ?? 0)}</p>
-        <small>${count(connectionsHour.ok ?? 0)} served in the last hour</small></article>
-      <article><small>Sticky sessions</small><p class="big">${count(last?.sessionsActive ?? 0)}</p></article>
-      <article><small>Relayed since start</small><p class="big">${bytes((view?.totals.bytesUp ?? 0) + (view?.totals.bytesDown ?? 0))}</p></article>
+      <article>
+        <small>Throughput now</small>
+        <p class="big" data-testid="throughput">${rate((last?.upBytesPerSec ?? 0) + (last?.downBytesPerSec ?? 0))}</p>
+        <small>↑ ${rate(last?.upBytesPerSec)} · ↓ ${rate(last?.downBytesPerSec)}</small>
+      </article>
+      <article>
+        <small>Open connections</small>
+        <p class="big" data-testid="connections-active">${count(last?.connectionsActive ?? 0)}</p>
+        <small>${count(connectionsHour.ok ?? 0)} served in the last hour</small>
+      </article>
+      <article>
+        <small>Sticky sessions</small>
+        <p class="big">${count(last?.sessionsActive ?? 0)}</p>
+      </article>
+      <article>
+        <small>Relayed since start</small>
+        <p class="big">${bytes((view?.totals.bytesUp ?? 0) + (view?.totals.bytesDown ?? 0))}</p>
+      </article>
     </div>
     <div class="grid-2">
-      <${Chart} title="Throughput (last hour)" times=${times} format=${rate} axisFormat=${bytes}
-        series=${[{ label: 'up', values: points.map((p) => p.upBytesPerSec) }, { label: 'down', values: points.map((p) => p.downBytesPerSec) }]} />
-      <${Chart} title="Connections (last hour)" times=${times} format=${(v) => count(Math.round(v))}
-        series=${[{ label: 'open', values: points.map((p) => p.connectionsActive) }, { label: 'refused or failed', values: points.map((p) => Object.entries(p.connections).reduce((a, [k, v]) => (k === 'ok' ? a : a + v), 0)) }]} />
+      <${Chart}
+        title="Throughput (last hour)"
+        times=${times}
+        format=${rate}
+        axisFormat=${bytes}
+        series=${[
+          { label: 'up', values: points.map((p) => p.upBytesPerSec) },
+          { label: 'down', values: points.map((p) => p.downBytesPerSec) },
+        ]}
+      />
+      <${Chart}
+        title="Connections (last hour)"
+        times=${times}
+        format=${(v) => count(Math.round(v))}
+        series=${[
+          { label: 'open', values: points.map((p) => p.connectionsActive) },
+          {
+            label: 'refused or failed',
+            values: points.map((p) => Object.entries(p.connections).reduce((a, [k, v]) => (k === 'ok' ? a : a + v), 0)),
+          },
+        ]}
+      />
     </div>
     <div class="grid-3">
-      <section><h2>Refusals by reason</h2><${CountTable} label="refusals by reason" lastHour=${refusalsHour} total=${refusalsTotal} empty="No refusals." /></section>
-      <section><h2>Upstream failures</h2><${CountTable} label="upstream failures by reason" lastHour=${sumBy(points, 'failures')} total=${view?.totals.failures} empty="No upstream failures." /></section>
-      <section><h2>Hedged dials</h2><${CountTable} label="hedged dials by outcome" lastHour=${sumBy(points, 'hedges')} total=${view?.totals.hedges} empty="No hedged dials." /></section>
+      <section>
+        <h2>Refusals by reason</h2>
+        <${CountTable} label="refusals by reason" lastHour=${refusalsHour} total=${refusalsTotal} empty="No refusals." />
+      </section>
+      <section>
+        <h2>Upstream failures</h2>
+        <${CountTable}
+          label="upstream failures by reason"
+          lastHour=${sumBy(points, 'failures')}
+          total=${view?.totals.failures}
+          empty="No upstream failures."
+        />
+      </section>
+      <section>
+        <h2>Hedged dials</h2>
+        <${CountTable}
+          label="hedged dials by outcome"
+          lastHour=${sumBy(points, 'hedges')}
+          total=${view?.totals.hedges}
+          empty="No hedged dials."
+        />
+      </section>
     </div>
     <section>
       <h2>Balance per account</h2>
       <${Table} label="balances" head=${['account', 'product', 'balance']} empty="No balance read yet.">
-        ${(view?.balances ?? []).map((b) => html`<tr><td>${b.account}</td><td>${b.product}</td><td>${b.unit === 'MB' ? `${count(b.value)} MB` : bytes(b.value)}</td></tr>`)}
+        ${(view?.balances ?? []).map(
+          (b) =>
+            html`<tr>
+              <td>${b.account}</td>
+              <td>${b.product}</td>
+              <td>${b.unit === 'MB' ? `${count(b.value)} MB` : bytes(b.value)}</td>
+            </tr>`,
+        )}
       <//>
     </section>
   </section>`;

@@ -26,10 +26,14 @@ function Whitelist({ account, productNo }) {
     }
   };
   const remove = (ip) =>
-    confirmed({ title: `Remove ${ip} from the whitelist?`, body: `Draws through ${account} from ${ip} stop working.`, confirmLabel: 'Remove' }, () => change('DELETE', ip), {
-      onDone: () => (setError(undefined), setNotice(`${ip} removed.`), list.reload()),
-      onError: setError,
-    });
+    confirmed(
+      { title: `Remove ${ip} from the whitelist?`, body: `Draws through ${account} from ${ip} stop working.`, confirmLabel: 'Remove' },
+      () => change('DELETE', ip),
+      {
+        onDone: () => (setError(undefined), setNotice(`${ip} removed.`), list.reload()),
+        onError: setError,
+      },
+    );
   return html`<div>
     <${ErrorBox} error=${list.error} what="whitelist" />
     <${ErrorBox} error=${error} />
@@ -78,10 +82,18 @@ export function PlatformPage() {
   return html`<section>
     <h2>Merchant</h2>
     <${ErrorBox} error=${app.error} what="app info" />
-    ${app.data &&
-    html`<${Table} label="merchant" head=${['field', 'value']}>
-      ${Object.entries(app.data).map(([k, v]) => html`<tr><th scope="row">${k}</th><td>${typeof v === 'object' ? JSON.stringify(v) : String(v)}</td></tr>`)}
-    <//>`}
+    ${
+      app.data &&
+      html`<${Table} label="merchant" head=${['field', 'value']}>
+        ${Object.entries(app.data).map(
+          ([k, v]) =>
+            html`<tr>
+              <th scope="row">${k}</th>
+              <td>${typeof v === 'object' ? JSON.stringify(v) : String(v)}</td>
+            </tr>`,
+        )}
+      <//>`
+    }
     <h2>Balances and whitelists</h2>
     <${ErrorBox} error=${stats.error} what="balances" />
     ${balances.length === 0 && !stats.loading ? html`<p class="muted">No dynamic balance read yet.</p>` : null}

@@ -11,7 +11,9 @@ function probeText(n) {
   if (!p) return html`<span class="muted">–</span>`;
   const result = p.result ?? (p.ok === true ? 'ok' : p.ok === false ? 'failed' : '');
   const latency = p.latencyMs ?? p.ms;
-  return html`<span title=${`${time(p.at ?? p.time)}${p.reason ? ` — ${p.reason}` : ''}`}>${p.ok === false ? html`<mark>${result}</mark>` : result}${latency !== undefined ? ` · ${duration(latency)}` : ''}</span>`;
+  return html`<span title=${`${time(p.at ?? p.time)}${p.reason ? ` — ${p.reason}` : ''}`}
+    >${p.ok === false ? html`<mark>${result}</mark>` : result}${latency !== undefined ? ` · ${duration(latency)}` : ''}</span
+  >`;
 }
 
 function Pool({ pool }) {
@@ -19,21 +21,33 @@ function Pool({ pool }) {
   return html`<details open>
     <summary>
       <strong>${k.user ?? pool.id}</strong> · ${k.productNo || 'default product'}${k.region ? ` · ${k.region}` : ''}
-      <small class="muted"> — ${pool.strategy}, ${pool.ready} ready, ${pool.cooling} cooling${pool.drawing ? ', drawing' : ''}${pool.ipsLeft !== undefined ? `, ${pool.ipsLeft} IPs left` : ''}</small>
+      <small class="muted">
+        — ${pool.strategy}, ${pool.ready} ready, ${pool.cooling}
+        cooling${pool.drawing ? ', drawing' : ''}${pool.ipsLeft !== undefined ? `, ${pool.ipsLeft} IPs left` : ''}</small
+      >
     </summary>
     ${pool.drawError && html`<p class="error" role="alert">Draws failing (${pool.drawError.consecutive}×): <strong>${pool.drawError.code ?? ''}</strong> ${pool.drawError.message} — next try ${relative(pool.drawError.retryAt)}</p>`}
-    <${Table} label=${`nodes of ${pool.id}`} head=${['node', 'address', 'state', 'fails', 'open', 'probe', 'cooling until', 'expires']} empty="No nodes.">
+    <${Table}
+      label=${`nodes of ${pool.id}`}
+      head=${['node', 'address', 'state', 'fails', 'open', 'probe', 'cooling until', 'expires']}
+      empty="No nodes."
+    >
       ${(pool.nodes ?? []).map(
-        (n) => html`<tr>
-          <td class="clip" title=${n.id}><code>${n.id}</code></td>
-          <td>${n.protocol}://${n.host}:${n.port}</td>
-          <td>${n.state === 'cooling' ? html`<mark>cooling</mark>` : n.state}${n.awaitingProbe ? html`<br /><small class="muted">awaiting a probe</small>` : null}</td>
-          <td class="num">${count(n.fails)}</td>
-          <td class="num">${count(n.activeConnections)}</td>
-          <td>${probeText(n)}</td>
-          <td>${n.coolingUntil && n.state === 'cooling' ? html`<span title=${time(n.coolingUntil)}>${relative(n.coolingUntil)}</span>` : '–'}</td>
-          <td>${n.expiresAt ? html`<span title=${time(n.expiresAt)}>${relative(n.expiresAt)}</span>` : '–'}</td>
-        </tr>`,
+        (n) =>
+          html`<tr>
+            <td class="clip" title=${n.id}><code>${n.id}</code></td>
+            <td>${n.protocol}://${n.host}:${n.port}</td>
+            <td>
+              ${n.state === 'cooling' ? html`<mark>cooling</mark>` : n.state}${n.awaitingProbe ? html`<br /><small class="muted">awaiting a probe</small>` : null}
+            </td>
+            <td class="num">${count(n.fails)}</td>
+            <td class="num">${count(n.activeConnections)}</td>
+            <td>${probeText(n)}</td>
+            <td>
+              ${n.coolingUntil && n.state === 'cooling' ? html`<span title=${time(n.coolingUntil)}>${relative(n.coolingUntil)}</span>` : '–'}
+            </td>
+            <td>${n.expiresAt ? html`<span title=${time(n.expiresAt)}>${relative(n.expiresAt)}</span>` : '–'}</td>
+          </tr>`,
       )}
     <//>
   </details>`;
@@ -46,7 +60,11 @@ export function PoolsPage() {
   const [error, setError] = useState();
   const rotate = (s) =>
     confirmed(
-      { title: `Rotate session ${s.sessionId} of ${s.user}?`, body: 'Its next connection leaves through a new upstream node.', confirmLabel: 'Rotate' },
+      {
+        title: `Rotate session ${s.sessionId} of ${s.user}?`,
+        body: 'Its next connection leaves through a new upstream node.',
+        confirmLabel: 'Rotate',
+      },
       () => api(`/v1/sessions/${encodeURIComponent(s.user)}/${encodeURIComponent(s.sessionId)}`, { method: 'DELETE' }),
       {
         onDone: () => (setError(undefined), setNotice(`Session ${s.sessionId} of ${s.user} rotated.`), sessions.reload()),
@@ -60,14 +78,15 @@ export function PoolsPage() {
     <${ErrorBox} error=${sessions.error} what="sessions" />
     <${Table} label="sticky sessions" head=${['user', 'session', 'node', 'started', 'expires', '']} empty="No sticky sessions.">
       ${itemsOf(sessions.data).map(
-        (s) => html`<tr data-session=${s.sessionId}>
-          <td>${s.user}</td>
-          <td><code>${s.sessionId}</code></td>
-          <td class="clip" title=${s.nodeId}><code data-testid="session-node">${s.nodeId}</code></td>
-          <td>${time(s.startedAt)}</td>
-          <td>${relative(s.expiresAt)}</td>
-          <td><button type="button" class="small outline" onClick=${() => rotate(s)}>Rotate</button></td>
-        </tr>`,
+        (s) =>
+          html`<tr data-session=${s.sessionId}>
+            <td>${s.user}</td>
+            <td><code>${s.sessionId}</code></td>
+            <td class="clip" title=${s.nodeId}><code data-testid="session-node">${s.nodeId}</code></td>
+            <td>${time(s.startedAt)}</td>
+            <td>${relative(s.expiresAt)}</td>
+            <td><button type="button" class="small outline" onClick=${() => rotate(s)}>Rotate</button></td>
+          </tr>`,
       )}
     <//>
     <h2>Pools</h2>

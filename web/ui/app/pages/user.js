@@ -33,31 +33,57 @@ export function UserPage({ param }) {
       onError: (e) => (setNotice(undefined), setError(e)),
     });
   const close = (c) =>
-    act({ title: `Close connection ${c.id}?`, body: `${c.target ?? 'target'}: the client's connection is cut now.`, confirmLabel: 'Close' }, () => api(`/v1/connections/${encodeURIComponent(c.id)}`, { method: 'DELETE' }), () => `Connection ${c.id} closed.`);
+    act(
+      { title: `Close connection ${c.id}?`, body: `${c.target ?? 'target'}: the client's connection is cut now.`, confirmLabel: 'Close' },
+      () => api(`/v1/connections/${encodeURIComponent(c.id)}`, { method: 'DELETE' }),
+      () => `Connection ${c.id} closed.`,
+    );
   return html`<section class="user-page" data-user-page=${name}>
     <p><a href="#/users">← Users</a></p>
-    <p class="user-name">${u && html`<${StateBadge} user=${u} />`} ${u?.mainAccount ? html`<small class="muted">main account ${u.mainAccount}</small>` : null}</p>
+    <p class="user-name">
+      ${u && html`<${StateBadge} user=${u} />`} ${u?.mainAccount ? html`<small class="muted">main account ${u.mainAccount}</small>` : null}
+    </p>
     <${ErrorBox} error=${user.error} what=${name} />
     <${Notice}>${notice}<//>
     <${ErrorBox} error=${error} />
-    ${u &&
-    html`<div class="cards">
-        <article><small class="muted">used this period</small><p class="big" data-testid="used">${bytes(u.usedBytes)}</p><${UserQuota} user=${u} wide /></article>
-        <article><small class="muted">quota</small><p class="big">${u.limitBytes >= 0 ? bytes(u.limitBytes) : 'unlimited'}</p><small>${u.quota?.period ?? 'total'}</small></article>
-        <article><small class="muted">connections</small><p class="big">${count(u.activeConnections)}${u.maxConnections ? ` / ${u.maxConnections}` : ''}</p><small>rate limit ${u.rateBytesPerSec ? rate(u.rateBytesPerSec) : 'none'}</small></article>
-        <article><small class="muted">expires</small><p class="big">${u.expiresAt ? dateOf(u.expiresAt) : 'never'}</p><small>${u.pricePerGb !== null && u.pricePerGb !== undefined ? `${u.pricePerGb} per GB` : 'billing default price'}</small></article>
-      </div>
-      <div class="actions">${userActions(u, act, { onDeleted: () => setTimeout(() => (location.hash = '#/users'), 0) })}</div>`}
+    ${
+      u &&
+      html`<div class="cards">
+          <article>
+            <small class="muted">used this period</small>
+            <p class="big" data-testid="used">${bytes(u.usedBytes)}</p>
+            <${UserQuota} user=${u} wide />
+          </article>
+          <article>
+            <small class="muted">quota</small>
+            <p class="big">${u.limitBytes >= 0 ? bytes(u.limitBytes) : 'unlimited'}</p>
+            <small>${u.quota?.period ?? 'total'}</small>
+          </article>
+          <article>
+            <small class="muted">connections</small>
+            <p class="big">${count(u.activeConnections)}${u.maxConnections ? ` / ${u.maxConnections}` : ''}</p>
+            <small>rate limit ${u.rateBytesPerSec ? rate(u.rateBytesPerSec) : 'none'}</small>
+          </article>
+          <article>
+            <small class="muted">expires</small>
+            <p class="big">${u.expiresAt ? dateOf(u.expiresAt) : 'never'}</p>
+            <small>${u.pricePerGb !== null && u.pricePerGb !== undefined ? `${u.pricePerGb} per GB` : 'billing default price'}</small>
+          </article>
+        </div>
+        <div class="actions">${userActions(u, act, { onDeleted: () => setTimeout(() => (location.hash = '#/users'), 0) })}</div>`
+    }
     <${UsageHistory} load=${(q) => api(`/v1/usage${query({ ...q, user: name })}`)} />
     <${ConnectionTables} live=${live.data ?? []} recent=${recent.data ?? []} onClose=${close} />
-    ${u &&
-    html`<${AccessGenerator}
-      user=${name}
-      regions=${flattenAreas(areas.data)}
-      load=${(q) => api(`${path}/endpoints${query(q)}`)}
-      fetchText=${(q) => api(`${path}/endpoints${query(q)}`)}
-      note="The customer's password is not kept in readable form: the lines show PASSWORD in its place. The customer's portal shows the real ones."
-    />`}
+    ${
+      u &&
+      html`<${AccessGenerator}
+        user=${name}
+        regions=${flattenAreas(areas.data)}
+        load=${(q) => api(`${path}/endpoints${query(q)}`)}
+        fetchText=${(q) => api(`${path}/endpoints${query(q)}`)}
+        note="The customer's password is not kept in readable form: the lines show PASSWORD in its place. The customer's portal shows the real ones."
+      />`
+    }
     ${u && html`<${UserForm} key=${formKey} user=${u} title=${`Settings of ${name}`} onSaved=${(saved) => (setNotice(`Saved ${saved.name}.`), setError(undefined), user.reload())} />`}
   </section>`;
 }
