@@ -174,7 +174,9 @@ describe('AllowanceLeaser', { skip: redisMissing }, () => {
       const [byA, byB] = await Promise.all([drain(a, 'alice', chunk), drain(b, 'alice', chunk)]);
       const total = byA + byB;
       const bound = limit + 2 * (slice + offline) + 2 * chunk;
-      assert.equal(byB, limit, 'B relayed the whole limit');
+      // B relays the whole limit, A's lease included. On a loaded machine one of B's own rounds can still be slow
+      // enough to count as an outage, and B then spends from its offline allowance: never more than that.
+      assert.ok(byB >= limit && byB <= limit + offline, `B relayed ${byB}: the whole limit, at most its offline allowance over`);
       assert.equal(byA, slice + offline, 'A relayed its lease and its offline allowance');
       assert.ok(total > limit && total <= bound, `total ${total}, limit ${limit}, bound ${bound}`);
     } finally {
