@@ -170,6 +170,7 @@ export async function assembleGateway(config: Config, needs: Needs, ctx: Assembl
   ctx.stops.onStop('connection log', () => connections.close());
   const httpListener = new HttpListener({
     anonymous: (socket) => userPorts.admit(socket),
+    fromUserPort: (socket) => userPorts.owns(socket),
     recorder: connections.recorder,
     router,
     host: config.proxy.http.host,
@@ -187,6 +188,7 @@ export async function assembleGateway(config: Config, needs: Needs, ctx: Assembl
   const socksListener = new Socks5Listener({
     ...(udp ? { udp } : {}),
     anonymous: (socket) => userPorts.admit(socket),
+    fromUserPort: (socket) => userPorts.owns(socket),
     recorder: connections.recorder,
     router,
     host: config.proxy.socks5.host,
