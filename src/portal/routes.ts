@@ -213,7 +213,7 @@ function registerAccountRoutes(app: FastifyInstance, ctx: PortalContext): void {
       sessTime: u.sessTime,
       pricePerGb: u.pricePerGb,
       currency: deps.currency,
-      listen: u.listen ? { port: u.listen.port, allowIps: u.listen.allowIps } : null,
+      listen: u.listen ? { port: u.listen.port, allowIps: u.listen.allowIps, ...(u.listen.tls === true ? { tls: true } : {}) } : null,
     };
   });
 
