@@ -1,5 +1,6 @@
 // The gateway: sticky sessions, the router (authorize, then dial), upstream health probes, the connection log,
 // the HTTP and SOCKS5 listeners and users' own ports.
+import type { SecureContextOptions } from 'node:tls';
 import type { Config } from '../config/schema.ts';
 import type { ConnectionLogService } from '../connlog/index.ts';
 import { platformFlowFrom } from '../connlog/platform-flow.ts';
@@ -134,6 +135,7 @@ export async function assembleGateway(config: Config, needs: Needs, ctx: Assembl
       if (httpsListener && next.proxy.https)
         await httpsListener
           .reload(next.proxy.https)
+          .then(() => userPorts.reloadTls())
           .catch((err: unknown) => logger.error({ err }, 'tls certificate not reloaded; the running one is kept'));
     },
   };
@@ -211,6 +213,8 @@ async function assembleListeners(config: Config, needs: Needs, ctx: AssemblyCont
     },
     authorizeUser: (name) => router.authorizeUser(name),
     handshakeTimeoutMs: config.proxy.handshakeTimeoutMs,
+    // TLS user ports (listen.tls) serve proxy.https's certificate, renewed with it in reloadTls below.
+    certificate: (): SecureContextOptions | undefined => httpsListener?.certificate,
     logger: logger.child({ component: 'user-ports' }),
   });
   const httpListener = new HttpListener({
