@@ -198,6 +198,8 @@ const access = z
     fileRotate: z.number().int().min(1).max(1000).default(10),
     /** false: records keep no target host:port. */
     targets: z.boolean().default(true),
+    /** false: records keep no client source address (abuse reports need it; privacy rules may forbid it). */
+    clients: z.boolean().default(true),
     retentionDays: z.number().min(0).default(7),
     maxRecords: z.number().int().min(0).default(1_000_000),
     /** Records are written in batches this often (the most a crash can lose). */

@@ -47,13 +47,15 @@ export function classifySocksError(err: Socks5ClientError): UpstreamDialError {
 export function dialSocks5(node: UpstreamNode, target: Target, options: DialOptions): Promise<Tunnel> {
   const credentials = credentialsOf(node);
   const stepwise: Handshake<Tunnel> = (socket, done) =>
-    socks5Connect(socket, target, credentials, (err, head) => (err ? done(classifySocksError(err), null) : done(null, { socket, head })));
+    socks5Connect(socket, target, credentials, (err, head, exit) =>
+      err ? done(classifySocksError(err), null) : done(null, { socket, head, exit }),
+    );
   if (credentials === undefined || pipelining.get(keyOf(node)) === false) return dialThrough<Tunnel>(node, options, 'socks5', stepwise);
   const pipelined: Handshake<Tunnel> = (socket, done) =>
-    socks5ConnectPipelined(socket, target, credentials, PIPELINE_WAIT_MS, (err, head) => {
+    socks5ConnectPipelined(socket, target, credentials, PIPELINE_WAIT_MS, (err, head, exit) => {
       if (err === null) {
         learn(node, true);
-        return done(null, { socket, head });
+        return done(null, { socket, head, exit });
       }
       if (err.code === 'NOT_PIPELINED') {
         learn(node, false);

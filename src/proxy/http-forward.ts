@@ -337,7 +337,7 @@ export class Forwarder {
     exchange.upBase = upstream.upCounted;
     exchange.downBase = upstream.down;
     conn.node = upstream.dialed.node.id;
-    conn.exit = upstream.dialed.node.host;
+    conn.exit = upstream.dialed.exit ?? null;
     conn.bytes = exchange;
     if (upstream.dialed.viaProxy) {
       up.path = exchange.target.absolute;

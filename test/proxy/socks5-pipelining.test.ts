@@ -116,6 +116,7 @@ describe('optimistic SOCKS5 handshakes', () => {
       const n = node('socks5', relay.port, 'up', 'uppass');
       const t = await dialSocks5(n, { host: '127.0.0.1', port: 80 }, opts);
       assert.deepEqual(relay.turns, [1], 'one connection, one turn of the dialer before the tunnel is up');
+      assert.equal(t.exit, '127.0.0.1', "the reply's BND.ADDR is the tunnel's exit, pipelined or not");
       assert.equal(await readAll(t.socket, t.head), 'tunnel-open');
       assert.equal(socks5Pipelining(n), 'pipelined');
       // A refused CONNECT on a pipelined handshake is the target's answer, not a reason to fall back.
