@@ -57,6 +57,8 @@ const userView = {
           banSeconds: { type: 'integer' },
           banHost: { type: 'boolean' },
           methods: stringList,
+          body: { type: 'string', description: 'plain HTTP: a pattern in the first bodyBytes of the response body' },
+          bodyBytes: { type: 'integer' },
         },
       },
     },
