@@ -149,4 +149,11 @@ export const MIGRATIONS: readonly Migration[] = [
     name: 'connection records: the request rule that fired',
     sql: 'ALTER TABLE connections ADD COLUMN rule TEXT;',
   },
+  {
+    // Refusals before authentication are one record per source address, result and minute with a count
+    // (src/connlog/refusals.ts); null on every other record (one connection).
+    id: 55,
+    name: 'connection records: how many refused connections a record stands for',
+    sql: 'ALTER TABLE connections ADD COLUMN count INTEGER;',
+  },
 ];
