@@ -36,6 +36,8 @@ export interface ConnectionLogOptions {
   sinks?: RecordSink[];
   /** false: records carry no target (log.access.targets). Default true. */
   targets?: boolean;
+  /** false: records carry no client address (log.access.clients). Default true. */
+  clients?: boolean;
   /** How often queued records are written. Default 1000 ms: a SIGKILL loses at most this batch. */
   flushIntervalMs?: number;
   /**
@@ -90,6 +92,7 @@ class Context implements ConnectionContext {
     readonly id: string,
     readonly listener: string,
     readonly startedAt: number,
+    readonly client: string | null,
     private readonly log: ConnectionLog,
   ) {}
 
@@ -106,6 +109,7 @@ export class ConnectionLog implements ConnectionRecorder {
   private readonly store: ConnectionLogStore | undefined;
   private readonly sinks: RecordSink[];
   private readonly targets: boolean;
+  private readonly clients: boolean;
   private readonly batchSize: number;
   private readonly queueMax: number;
   private readonly ids: () => string;
@@ -127,6 +131,7 @@ export class ConnectionLog implements ConnectionRecorder {
     this.store = options.store;
     this.sinks = options.sinks ?? [];
     this.targets = options.targets ?? true;
+    this.clients = options.clients ?? true;
     this.batchSize = Math.max(1, options.batchSize ?? 500);
     this.queueMax = Math.max(this.batchSize, options.queueMax ?? 50_000);
     this.ids = options.ids ?? connectionIds();
@@ -135,7 +140,7 @@ export class ConnectionLog implements ConnectionRecorder {
       this.timer = setInterval(() => void this.flush(), options.flushIntervalMs ?? 1000);
       this.timer.unref();
       this.refusals = new RefusalTally({
-        emit: (record) => this.enqueue(this.targets ? record : { ...record, target: undefined }),
+        emit: (record) => this.enqueue(this.redacted(record)),
         now: this.now,
         ...options.refusals,
       });
@@ -151,8 +156,8 @@ export class ConnectionLog implements ConnectionRecorder {
     return this.store !== undefined || this.sinks.length > 0;
   }
 
-  open(listener: string): ConnectionContext {
-    const ctx = new Context(this.ids(), listener, this.now(), this);
+  open(listener: string, client?: string | null): ConnectionContext {
+    const ctx = new Context(this.ids(), listener, this.now(), client ?? null, this);
     this.live.set(ctx.id, ctx);
     return ctx;
   }
@@ -176,7 +181,6 @@ export class ConnectionLog implements ConnectionRecorder {
       session: ctx.session,
       listener: ctx.listener,
       node: ctx.node,
-      exit: ctx.exit,
       bytesUp: outcome.up ?? bytes.up,
       bytesDown: outcome.down ?? bytes.down,
       startedAt: ctx.startedAt,
@@ -186,7 +190,7 @@ export class ConnectionLog implements ConnectionRecorder {
       retries: ctx.retries,
       hedges: ctx.hedges,
     };
-    if (this.targets) record.target = ctx.target;
+    this.optional(record, ctx);
     if (ctx.rule !== null) record.rule = ctx.rule;
     if (this.store) {
       this.snapshots.delete(ctx.id);
@@ -245,7 +249,6 @@ export class ConnectionLog implements ConnectionRecorder {
       session: c.session,
       listener: c.listener,
       node: c.node,
-      exit: c.exit,
       bytesUp: c.savedUp,
       bytesDown: c.savedDown,
       startedAt: c.startedAt,
@@ -255,8 +258,22 @@ export class ConnectionLog implements ConnectionRecorder {
       retries: c.retries,
       hedges: c.hedges,
     };
-    if (this.targets) record.target = c.target;
+    this.optional(record, c);
     return record;
+  }
+
+  /** A counted refusals' record without what log.access.targets / clients leave out. */
+  private redacted(record: ConnectionRecord): ConnectionRecord {
+    if (!this.targets) delete record.target;
+    if (!this.clients) delete record.client;
+    return record;
+  }
+
+  /** The fields a record or live item carries only when known or not redacted (exit, target, client). */
+  private optional(item: LiveConnection, c: Context): void {
+    if (c.exit !== null) item.exit = c.exit;
+    if (this.targets) item.target = c.target;
+    if (this.clients) item.client = c.client;
   }
 
   /**
@@ -279,13 +296,12 @@ export class ConnectionLog implements ConnectionRecorder {
         session: c.session,
         listener: c.listener,
         node: c.node,
-        exit: c.exit,
         bytesUp: bytes.up,
         bytesDown: bytes.down,
         startedAt: c.startedAt,
         durationMs: Math.max(0, now - c.startedAt),
       };
-      if (this.targets) item.target = c.target;
+      this.optional(item, c);
       out.push(item);
     }
     return out;

@@ -37,7 +37,6 @@ function toRecord(r: Row): ConnectionRecord {
     listener: String(r.listener),
     target: str(r.target),
     node: str(r.node),
-    exit: str(r.exit),
     bytesUp: Number(r.bytes_up),
     bytesDown: Number(r.bytes_down),
     startedAt: Number(r.started_at),
@@ -47,6 +46,9 @@ function toRecord(r: Row): ConnectionRecord {
     retries: Number(r.retries),
     hedges: Number(r.hedges),
     ...(r.rule === null || r.rule === undefined ? {} : { rule: String(r.rule) }),
+    // Absent when unknown (exit) or not recorded (client: log.access.clients false, or written before it existed).
+    ...(r.exit === null || r.exit === undefined ? {} : { exit: String(r.exit) }),
+    ...(r.client === null || r.client === undefined ? {} : { client: String(r.client) }),
     ...(r.count === null || r.count === undefined ? {} : { count: Number(r.count) }),
   };
 }
@@ -87,8 +89,8 @@ export class SqliteConnectionLog implements ConnectionLogStore {
   ) {
     this.bounds = { ...UNBOUNDED, ...bounds };
     this.insert = db.prepare(
-      `INSERT INTO connections (id, user, session, listener, target, node, exit, bytes_up, bytes_down, started_at, duration_ms, result, reason, retries, hedges, rule, count)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+      `INSERT INTO connections (id, user, session, listener, target, node, exit, bytes_up, bytes_down, started_at, duration_ms, result, reason, retries, hedges, rule, client, count)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
        ON CONFLICT (id) DO NOTHING`,
     );
     // An `open` record (a checkpoint) is replaced by the connection's next one; any other stays as written.
@@ -120,7 +122,7 @@ export class SqliteConnectionLog implements ConnectionLogStore {
           r.listener,
           r.target ?? null,
           r.node,
-          r.exit,
+          r.exit ?? null,
           r.bytesUp,
           r.bytesDown,
           r.startedAt,
@@ -130,6 +132,7 @@ export class SqliteConnectionLog implements ConnectionLogStore {
           r.retries,
           r.hedges,
           r.rule ?? null,
+          r.client ?? null,
           r.count ?? null,
         );
         if (changes === 1) {
@@ -146,7 +149,19 @@ export class SqliteConnectionLog implements ConnectionLogStore {
   private replaceOpen(r: ConnectionRecord): void {
     const old = this.openSize.get(r.id) as Row | undefined;
     if (!old) return;
-    this.replace.run(r.node, r.exit, r.bytesUp, r.bytesDown, r.durationMs, r.result, r.reason, r.retries, r.hedges, r.rule ?? null, r.id);
+    this.replace.run(
+      r.node,
+      r.exit ?? null,
+      r.bytesUp,
+      r.bytesDown,
+      r.durationMs,
+      r.result,
+      r.reason,
+      r.retries,
+      r.hedges,
+      r.rule ?? null,
+      r.id,
+    );
     this.held.bytes += recordSize(r) - Number(old.size);
   }
 

@@ -37,6 +37,7 @@ export function createConnectionLog(setup: ConnectionLogSetup): ConnectionLogSer
     store,
     sinks,
     targets: access.targets,
+    clients: access.clients,
     flushIntervalMs: access.flushIntervalMs,
     checkpointMs: access.checkpointMs,
     batchSize: access.batchSize,
@@ -51,6 +52,7 @@ export function createConnectionLog(setup: ConnectionLogSetup): ConnectionLogSer
     recorder,
     store,
     targets: access.targets,
+    clients: access.clients,
     retention: {
       retentionDays: access.retentionDays,
       maxRecords: access.maxRecords,

@@ -8,7 +8,8 @@ import type { Metrics } from '../telemetry/metrics.ts';
 import { relay, upstreamFailedEarly, type RelayHandle, type RelayOptions } from './relay.ts';
 import type { Dialed } from './router.ts';
 import type { MeterProvider } from './types.ts';
-import type { ConnectionContext, RecordResult } from '../connlog/types.ts';
+import type { TLSSocket } from 'node:tls';
+import type { ConnectionContext, ConnectionRecorder, RecordResult } from '../connlog/types.ts';
 
 export class ListenerConnections {
   /** Client sockets open now (each listener adds on accept and removes on 'close'). */
@@ -50,7 +51,7 @@ export class ListenerConnections {
     const limiter = meters.limiter?.(user);
     if (conn) {
       conn.node = dialed.node.id;
-      conn.exit = dialed.node.host;
+      conn.exit = dialed.exit ?? null;
     }
     // Built field by field, not with conditional spreads (each spread a temporary object and a copy per tunnel).
     const relayOptions: RelayOptions = {
@@ -124,6 +125,30 @@ export function endBeforeRelay(
 ): void {
   if (result !== 'client_abort') metrics?.connectionsTotal.inc({ listener, result });
   conn.end({ result, reason });
+}
+
+/** Whether a socket came in on a user's own port (src/users/ports.ts UserPorts.owns). */
+export type FromUserPort = (socket: Socket) => boolean;
+
+const LABELS = {
+  http: { shared: 'http', tls: 'https', port: 'user-port-http', portTls: 'user-port-https' },
+  socks5: { shared: 'socks5', tls: 'socks5', port: 'user-port-socks5', portTls: 'user-port-socks5' },
+} as const;
+
+/**
+ * Opens a connection's context with what its client socket says: the record's `listener` (the protocol,
+ * `https` over TLS, `user-port-…` for a user's own port) and `client` (the source address).
+ */
+export function openConnection(
+  recorder: ConnectionRecorder,
+  protocol: 'http' | 'socks5',
+  socket: Socket,
+  fromUserPort: FromUserPort | undefined,
+): ConnectionContext {
+  const l = LABELS[protocol];
+  const tls = (socket as TLSSocket).encrypted === true;
+  const label = fromUserPort?.(socket) ? (tls ? l.portTls : l.port) : tls ? l.tls : l.shared;
+  return recorder.open(label, socket.remoteAddress ?? null);
 }
 
 function noop(): void {}

@@ -32,7 +32,7 @@ import {
   type AbsoluteTarget,
   type Refusal,
 } from './http-message.ts';
-import { endBeforeRelay, ListenerConnections, onServerError } from './connections.ts';
+import { endBeforeRelay, ListenerConnections, onServerError, openConnection, type FromUserPort } from './connections.ts';
 import type { Authorization, Dialed, Route, Router } from './router.ts';
 import type { RelayLimiter, Target } from './types.ts';
 import { unrecordedConnections } from '../connlog/recorder.ts';
@@ -71,6 +71,8 @@ export interface HttpListenerOptions {
   recorder?: ConnectionRecorder;
   /** Admission without credentials (a user's own port: src/users/ports.ts UserPorts.admit); undefined = none. */
   anonymous?: (socket: Socket) => Authorization | undefined;
+  /** Whether a socket came through a user's own port (its records say `user-port-http`). */
+  fromUserPort?: FromUserPort;
 }
 
 const LISTENER = 'http';
@@ -266,7 +268,7 @@ export class HttpListener {
     const arrival = Lane.of(client, this.startRequest).arrive(req, res, expectContinue, this.pipelineDepth);
     if (arrival === 'start') this.startRequest(req, res, expectContinue);
     else if (arrival === 'overflow') {
-      const conn = this.recorder.open(LISTENER);
+      const conn = openConnection(this.recorder, LISTENER, client, this.options.fromUserPort);
       const reason = `more than ${this.pipelineDepth} pipelined requests waiting`;
       this.record(conn, 'limited', reason);
       refuseResponse(res, { status: 503, reason }, this.realm);
@@ -278,7 +280,7 @@ export class HttpListener {
     const client = req.socket;
     // Each forwarded request is one connection of the log (its upstream connection may be a kept one).
     // Its closer is set by the forwarder (Exchange.stop); a refusal ends the record before anyone could use one.
-    const conn = this.recorder.open(LISTENER);
+    const conn = openConnection(this.recorder, LISTENER, client, this.options.fromUserPort);
     const target = parseAbsoluteTarget(req.url);
     if (!target) {
       const reason = 'a proxy request needs an absolute http:// URI (or CONNECT)';
@@ -374,7 +376,7 @@ export class HttpListener {
   }
 
   private tunnel(req: IncomingMessage, socket: Socket, head: Buffer, kind: 'connect' | 'upgrade'): void {
-    const conn = this.recorder.open(LISTENER);
+    const conn = openConnection(this.recorder, LISTENER, socket, this.options.fromUserPort);
     if (Lane.busy(socket)) {
       // Pipelined behind requests still being answered: its bytes would interleave with theirs (and node has
       // already detached the connection from the responses' flow control). Such a client is broken or hostile.

@@ -10,7 +10,7 @@ import { DialCancel } from './cancel.ts';
 import { GatewayError } from './errors.ts';
 import { holdClient } from './hold.ts';
 import { logFailedAccepts } from '../errors/failed-accept.ts';
-import { endBeforeRelay, ListenerConnections } from './connections.ts';
+import { endBeforeRelay, ListenerConnections, openConnection, type FromUserPort } from './connections.ts';
 import type { Authorization, Refusal, Route, Router } from './router.ts';
 import { unrecordedConnections } from '../connlog/recorder.ts';
 import type { UdpAssociations } from './udp-associate.ts';
@@ -33,6 +33,8 @@ export interface Socks5ListenerOptions {
   recorder?: ConnectionRecorder;
   /** Admission without credentials (a user's own port: src/users/ports.ts UserPorts.admit); undefined = none. */
   anonymous?: (socket: Socket) => Authorization | undefined;
+  /** Whether a socket came through a user's own port (its records say `user-port-socks5`). */
+  fromUserPort?: FromUserPort;
   /** UDP ASSOCIATE (udp-associate.ts); absent = answered 0x07. */
   udp?: UdpAssociations;
 }
@@ -102,7 +104,7 @@ export class Socks5Listener {
 
   private onConnection(socket: Socket): void {
     this.conns.accept(socket, LISTENER, this.options.metrics);
-    const conn = this.recorder.open(LISTENER);
+    const conn = openConnection(this.recorder, LISTENER, socket, this.options.fromUserPort);
     conn.closer = () => socket.destroy();
     this.handle(socket, conn).catch((err: unknown) => {
       // A defect, not a client or upstream failure: say so once and drop the connection, never the process.

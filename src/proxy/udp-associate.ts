@@ -172,7 +172,8 @@ class Association {
   start(): void {
     const { control, dialed, conn } = this;
     conn.node = dialed.node.id;
-    conn.exit = dialed.node.host;
+    // The association's exit is not named by its reply (BND.ADDR is the UDP relay, not where datagrams leave).
+    conn.exit = null;
     conn.bytes = this.stats;
     conn.closer = () => this.end('ok', 'closed by the admin');
     control.on('close', () => this.end('ok', null));

@@ -150,8 +150,14 @@ export const MIGRATIONS: readonly Migration[] = [
     sql: 'ALTER TABLE connections ADD COLUMN rule TEXT;',
   },
   {
-    // Refusals before authentication are one record per source address, result and minute with a count
-    // (src/connlog/refusals.ts); null on every other record (one connection).
+    // The client's source address (abuse reports); null when log.access.clients is false.
+    id: 50,
+    name: 'connection records: the client address',
+    sql: 'ALTER TABLE connections ADD COLUMN client TEXT;',
+  },
+  {
+    // Refusals before authentication are one record per source address, listener and result per window with a
+    // count (src/connlog/refusals.ts); null on every other record (one connection).
     id: 55,
     name: 'connection records: how many refused connections a record stands for',
     sql: 'ALTER TABLE connections ADD COLUMN count INTEGER;',

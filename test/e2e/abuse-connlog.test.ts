@@ -159,4 +159,44 @@ describe('the connection log stays bounded under an unauthenticated flood', () =
     assert.ok(most <= MAX, `${most} rows seen`);
     assert.equal(most, MAX, 'the flood filled the log');
   });
+
+  test(
+    'a flood from 2,000 addresses: one record per address and window, never more rows than maxRecords',
+    { timeout: 300_000 },
+    async () => {
+      const MAX = 300;
+      const { gw, rows } = await start({ maxRecords: MAX, refusalWindowMs: 100 });
+      let most = 0;
+      let done = false;
+      const watch = (async () => {
+        while (!done) {
+          most = Math.max(most, Number((rows.get() as { n: number }).n));
+          await new Promise((r) => setImmediate(r));
+        }
+      })();
+      const jobs: (() => Promise<unknown>)[] = [];
+      let answered = 0;
+      for (let i = 0; i < 2000; i++) {
+        const source = `127.4.${i >> 7}.${(i & 127) + 1}`;
+        jobs.push(async () => {
+          const n = await pipelined(gw.ports.http, source, 2, () => '');
+          answered += n;
+        });
+      }
+      await parallel(jobs, 32);
+      await gw.daemon.connections.recorder.flush({ refusals: true });
+      done = true;
+      await watch;
+      most = Math.max(most, Number((rows.get() as { n: number }).n));
+      console.log(`${answered} attempts from 2,000 addresses: at most ${most} rows seen (bound ${MAX})`);
+      assert.equal(answered, 4000);
+      assert.ok(most <= MAX, `${most} rows seen`);
+      assert.equal(most, MAX, 'the flood filled the log');
+      const listed = await gw.admin<{ items: { client?: string; count?: number }[] }>('/v1/connections?limit=1000');
+      assert.ok(
+        listed.body.items.every((r) => r.client?.startsWith('127.4.')),
+        'each record names its source',
+      );
+    },
+  );
 });
