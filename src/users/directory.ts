@@ -200,6 +200,14 @@ export class Users implements UserDirectory {
     return this.entries.size;
   }
 
+  /** Every record as held here, hash included (a fleet puts them back into a Redis that lost them). */
+  held(): StoredUser[] {
+    const out: StoredUser[] = [];
+    for (const e of this.entries.values())
+      out.push({ name: e.data.name, data: e.data, passwordHash: e.hash, state: e.state, version: e.version, updatedAt: 0 });
+    return out;
+  }
+
   // ── lifecycle ──
 
   /** Loads every stored user, seeds the config's, applies them to accounting, starts the sweeps. */
@@ -208,7 +216,12 @@ export class Users implements UserDirectory {
     this.version = version;
     for (const s of changed) this.install(s);
     await this.seed(configUsers);
-    for (const e of this.entries.values()) if (e.state === 'ready' && e.data.source === 'api') await this.applyAccounting(e);
+    // One read of the stored usage for every stored user (not one per user: 100,000 users restart in seconds).
+    const stored = [];
+    for (const e of this.entries.values())
+      if (e.state === 'ready' && e.data.source === 'api')
+        stored.push({ name: e.data.name, limitBytes: e.data.quota.bytes, period: e.data.quota.period });
+    await this.accounting.upsertUsers(stored);
     // The names' order for paged listing, sorted now rather than by the first GET /v1/users.
     this.index.all();
     const sweepMs = this.options.sweepMs ?? 5000;
