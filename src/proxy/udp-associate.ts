@@ -18,6 +18,7 @@ import { GatewayError } from './errors.ts';
 import { checkTarget } from './target.ts';
 import { UDP_UNSUPPORTED, refusedForUdp, relayOf } from './udp-dial.ts';
 import type { Dialed, Route, Router } from './router.ts';
+import { recordCarrying, recordNode } from './tunnel-record.ts';
 
 export interface UdpSettings {
   /** Associations one user may hold at once (config proxy.udp.maxAssociationsPerUser). */
@@ -171,10 +172,8 @@ class Association {
 
   start(): void {
     const { control, dialed, conn } = this;
-    conn.node = dialed.node.id;
-    conn.exit = dialed.node.host;
-    conn.bytes = this.stats;
-    conn.closer = () => this.end('ok', 'closed by the admin');
+    recordNode(conn, dialed.node);
+    recordCarrying(conn, this.stats, () => this.end('ok', 'closed by the admin'));
     control.on('close', () => this.end('ok', null));
     control.on('end', () => this.end('ok', null));
     dialed.socket.on('error', noop);
