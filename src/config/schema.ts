@@ -533,7 +533,24 @@ export const configSchema = z
     metrics: metricsSection,
     portal,
   })
-  .superRefine(userPortsFree);
+  .superRefine(userPortsFree)
+  .superRefine(userPortsTls);
+
+// ── TLS on users' own ports: the certificate is proxy.https's, so there must be one ──
+function userPortsTls(
+  c: { proxy: { https?: unknown }; users: Array<{ listen?: { tls?: boolean | undefined } | null | undefined }> },
+  ctx: z.RefinementCtx,
+): void {
+  if (c.proxy.https !== undefined) return;
+  c.users.forEach((u, i) => {
+    if (u.listen?.tls === true)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['users', i, 'listen', 'tls'],
+        message: 'no certificate to serve; configure proxy.https (cert, key), whose pair user ports use',
+      });
+  });
+}
 
 // ── abuse bounds: a user's own port may not be one of the daemon's listeners ──
 function userPortsFree(

@@ -1,5 +1,6 @@
 // The gateway: sticky sessions, the router (authorize, then dial), upstream health probes, the connection log,
 // the HTTP and SOCKS5 listeners and users' own ports.
+import type { SecureContextOptions } from 'node:tls';
 import type { Config } from '../config/schema.ts';
 import type { ConnectionLogService } from '../connlog/index.ts';
 import { platformFlowFrom } from '../connlog/platform-flow.ts';
@@ -79,6 +80,70 @@ function fleetSessionsFor(needs: Needs, sessions: SessionTable, ctx: AssemblyCon
 
 export async function assembleGateway(config: Config, needs: Needs, ctx: AssemblyContext): Promise<GatewayPart> {
   const { logger, metrics } = ctx;
+  const { accounts, users, pools } = needs;
+  const directory = users.directory;
+  const routing = await assembleRouting(config, needs, ctx);
+  const { router } = routing;
+  const prober = startHealthProbes({
+    pools: () => pools.list(),
+    healthCheck: config.pool.healthCheck,
+    connectTimeoutMs: config.proxy.connectTimeoutMs,
+    handshakeTimeoutMs: config.proxy.upstreamHandshakeTimeoutMs ?? config.proxy.connectTimeoutMs,
+    recentTarget: () => router.recentTarget(),
+    metrics,
+    logger: logger.child({ component: 'health' }),
+    ...clockOption(ctx),
+  });
+  ctx.stops.onStop('health probes', () => prober.stop());
+  // Registered before the listeners, so it stops after them: every connection has ended into a record
+  // before the last flush.
+  const connections = createConnectionLog({
+    config,
+    store: needs.state.store,
+    priceOf: (user) => directory.get(user)?.pricePerGb ?? config.billing.defaultPricePerGb,
+    accountOf: (user) => directory.get(user),
+    platformFlow: platformFlowFrom(accounts.traffic),
+    metrics,
+    logger: logger.child({ component: 'connlog' }),
+    ...(needs.connectionIds ? { ids: needs.connectionIds } : {}),
+    ...clockOption(ctx),
+  });
+  ctx.stops.onStop('connection log', () => connections.close());
+  const listeners = await assembleListeners(config, needs, ctx, router, connections);
+  const { userPorts, udp, httpsListener } = listeners;
+
+  return {
+    bans: routing.bans,
+    sessions: routing.sessions,
+    sessionView: routing.fleetSessions ?? routing.sessions,
+    router,
+    connections,
+    userPorts,
+    httpListener: listeners.httpListener,
+    socksListener: listeners.socksListener,
+    addresses: listeners.addresses,
+    setDrain: listeners.setDrain,
+    async reload(next) {
+      routing.destinations.setDefaults(next.proxy.rules);
+      routing.requestRules.setGlobal(next.proxy.requestRules);
+      routing.upstreamTls.set(next.pool.tls);
+      udp?.setSettings({ ...next.proxy.udp, idleTimeoutMs: next.proxy.idleTimeoutMs });
+      await userPorts.sync(directory.locals());
+    },
+    async reloadTls(next) {
+      // The HTTPS proxy's certificate (renewed files at the same or new paths); unreadable = the old one kept.
+      if (httpsListener && next.proxy.https)
+        await httpsListener
+          .reload(next.proxy.https)
+          .then(() => userPorts.reloadTls())
+          .catch((err: unknown) => logger.error({ err }, 'tls certificate not reloaded; the running one is kept'));
+    },
+  };
+}
+
+/** Sticky sessions, regions, destination and request rules, bans and the router that uses them. */
+async function assembleRouting(config: Config, needs: Needs, ctx: AssemblyContext) {
+  const { logger, metrics } = ctx;
   const { accounts, users, orders, pools } = needs;
   const directory = users.directory;
   const sessions = new SessionTable({ metrics, maxPerUser: config.proxy.maxSessionsPerUser, ...clockOption(ctx) });
@@ -131,17 +196,13 @@ export async function assembleGateway(config: Config, needs: Needs, ctx: Assembl
     for (const name of names)
       if (directory.get(name) === undefined || directory.refusal(name, (ctx.now ?? Date.now)()) !== undefined) table.dropUser(name);
   });
-  const prober = startHealthProbes({
-    pools: () => pools.list(),
-    healthCheck: config.pool.healthCheck,
-    connectTimeoutMs: config.proxy.connectTimeoutMs,
-    handshakeTimeoutMs: config.proxy.upstreamHandshakeTimeoutMs ?? config.proxy.connectTimeoutMs,
-    recentTarget: () => router.recentTarget(),
-    metrics,
-    logger: logger.child({ component: 'health' }),
-    ...clockOption(ctx),
-  });
-  ctx.stops.onStop('health probes', () => prober.stop());
+  return { router, sessions, fleetSessions, destinations, requestRules, upstreamTls, bans };
+}
+
+/** The HTTP, SOCKS5 and HTTPS listeners, SOCKS5 UDP associations and users' own ports, and how they stop. */
+async function assembleListeners(config: Config, needs: Needs, ctx: AssemblyContext, router: Router, connections: ConnectionLogService) {
+  const { logger, metrics } = ctx;
+  const directory = needs.users.directory;
   // Users' own ports hand their sockets to the shared listeners, which admit an allowed address without
   // credentials through userPorts.admit.
   const userPorts = new UserPorts({
@@ -152,22 +213,10 @@ export async function assembleGateway(config: Config, needs: Needs, ctx: Assembl
     },
     authorizeUser: (name) => router.authorizeUser(name),
     handshakeTimeoutMs: config.proxy.handshakeTimeoutMs,
+    // TLS user ports (listen.tls) serve proxy.https's certificate, renewed with it in reloadTls below.
+    certificate: (): SecureContextOptions | undefined => httpsListener?.certificate,
     logger: logger.child({ component: 'user-ports' }),
   });
-  // Registered before the listeners, so it stops after them: every connection has ended into a record
-  // before the last flush.
-  const connections = createConnectionLog({
-    config,
-    store: needs.state.store,
-    priceOf: (user) => directory.get(user)?.pricePerGb ?? config.billing.defaultPricePerGb,
-    accountOf: (user) => directory.get(user),
-    platformFlow: platformFlowFrom(accounts.traffic),
-    metrics,
-    logger: logger.child({ component: 'connlog' }),
-    ...(needs.connectionIds ? { ids: needs.connectionIds } : {}),
-    ...clockOption(ctx),
-  });
-  ctx.stops.onStop('connection log', () => connections.close());
   const httpListener = new HttpListener({
     anonymous: (socket) => userPorts.admit(socket),
     recorder: connections.recorder,
@@ -221,36 +270,19 @@ export async function assembleGateway(config: Config, needs: Needs, ctx: Assembl
   });
   await userPorts.sync(directory.locals());
   ctx.stops.onStop('user ports', () => userPorts.close());
-  users.changes.onBurst(200, () => {
+  needs.users.changes.onBurst(200, () => {
     userPorts.sync(directory.locals()).catch((err: unknown) => logger.warn({ err }, 'user ports could not follow a user change'));
   });
 
   return {
-    bans,
-    sessions,
-    sessionView: fleetSessions ?? sessions,
-    router,
-    connections,
     userPorts,
+    udp,
     httpListener,
     socksListener,
+    httpsListener,
     addresses: { http, socks5, https },
-    setDrain: (ms) => {
+    setDrain: (ms: number) => {
       draining = ms;
-    },
-    async reload(next) {
-      destinations.setDefaults(next.proxy.rules);
-      requestRules.setGlobal(next.proxy.requestRules);
-      upstreamTls.set(next.pool.tls);
-      udp?.setSettings({ ...next.proxy.udp, idleTimeoutMs: next.proxy.idleTimeoutMs });
-      await userPorts.sync(directory.locals());
-    },
-    async reloadTls(next) {
-      // The HTTPS proxy's certificate (renewed files at the same or new paths); unreadable = the old one kept.
-      if (httpsListener && next.proxy.https)
-        await httpsListener
-          .reload(next.proxy.https)
-          .catch((err: unknown) => logger.error({ err }, 'tls certificate not reloaded; the running one is kept'));
     },
   };
 }

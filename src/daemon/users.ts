@@ -56,7 +56,7 @@ export async function assembleUsers(config: Config, needs: Needs, ctx: AssemblyC
     ...clockOption(ctx),
     ...(fleet ? { followMs: 1000 } : {}),
     onChange: changes.emit,
-    ports: { host: config.proxy.http.host, reserved: () => ownPorts },
+    ports: { host: config.proxy.http.host, reserved: () => ownPorts, tls: config.proxy.https !== undefined },
   });
   const expired: { user: string; expiresAt: number }[] = [];
   directory.onExpired((user, expiresAt) => expired.push({ user, expiresAt }));

@@ -194,7 +194,7 @@ export function registerPortal(app: FastifyInstance, deps: PortalDeps, options: 
       sessTime: u.sessTime,
       pricePerGb: u.pricePerGb,
       currency: deps.currency,
-      listen: u.listen ? { port: u.listen.port, allowIps: u.listen.allowIps } : null,
+      listen: u.listen ? { port: u.listen.port, allowIps: u.listen.allowIps, ...(u.listen.tls === true ? { tls: true } : {}) } : null,
     };
   });
 

@@ -68,6 +68,8 @@ export class HttpsListener {
   /** Sockets still in their TLS handshake (not yet the plain listener's): closed with the listener. */
   private readonly handshaking = new Map<string, Socket>();
   private readonly section: string;
+  /** The certificate and key served now (users' TLS ports serve the same: src/users/ports.ts). */
+  private pair: SecureContextOptions;
 
   /** `pair`: the certificate and key as loadTlsPair() read them (so a start fails before anything binds). */
   constructor(
@@ -75,6 +77,7 @@ export class HttpsListener {
     pair: SecureContextOptions,
   ) {
     this.section = options.section ?? 'proxy.https';
+    this.pair = pair;
     this.server = createServer({
       ...pair,
       minVersion: MIN_VERSION,
@@ -117,6 +120,11 @@ export class HttpsListener {
     return boundPort(this.server);
   }
 
+  /** The certificate and key served now (PEM contents, TLS 1.2+). */
+  get certificate(): SecureContextOptions {
+    return this.pair;
+  }
+
   /**
    * Reads the PEM files again (or `files`, when the config names new ones) and serves new handshakes with
    * them; connections already up keep theirs. Rejects with TlsConfigError, the old certificate kept.
@@ -126,6 +134,7 @@ export class HttpsListener {
     const key = files?.key ?? this.options.key;
     const pair = await loadTlsPair(cert, key, this.section);
     this.server.setSecureContext({ ...pair, minVersion: MIN_VERSION });
+    this.pair = pair;
     this.options.cert = cert;
     this.options.key = key;
     this.options.logger?.info({ listener: 'https', cert }, 'tls certificate reloaded');

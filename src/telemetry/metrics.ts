@@ -55,6 +55,19 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
   const registers = [registry];
   return {
     registry,
+    ...proxyMetrics(registers),
+    ...upstreamMetrics(registers),
+    ...platformMetrics(registers),
+    ...userMetrics(registers),
+    ...recordMetrics(registers),
+  };
+}
+
+export type Metrics = ReturnType<typeof createMetrics>;
+
+/** Client connections, bytes relayed and logins on the proxy ports. */
+function proxyMetrics(registers: Registry[]) {
+  return {
     connectionsActive: new Gauge({
       name: METRIC.connectionsActive,
       help: 'Client connections open now',
@@ -73,6 +86,19 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
       labelNames: ['user', 'direction'] as const,
       registers,
     }),
+    // abuse bounds (proxy login back-off): reasons credentials | blocked_source | blocked_user | busy
+    authFailures: new Counter({
+      name: METRIC.authFailures,
+      help: 'Failed proxy logins by reason (wrong name or password, address or name blocked, too many waiting)',
+      labelNames: ['reason'] as const,
+      registers,
+    }),
+  };
+}
+
+/** Dials, nodes, sessions and warm connections on the upstream side. */
+function upstreamMetrics(registers: Registry[]) {
+  return {
     upstreamConnectSeconds: new Histogram({
       name: METRIC.upstreamConnectSeconds,
       help: 'Time to an established upstream tunnel',
@@ -99,6 +125,36 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
       labelNames: ['reason'] as const,
       registers,
     }),
+    upstreamHedges: new Counter({
+      name: METRIC.upstreamHedges,
+      help: 'Parallel dials started because a node was slow to answer, by outcome',
+      labelNames: ['outcome'] as const,
+      registers,
+    }),
+    upstreamProbes: new Counter({
+      name: METRIC.upstreamProbes,
+      help: 'Background health probes of upstream nodes, by result',
+      labelNames: ['result'] as const,
+      registers,
+    }),
+    // warm upstream connections (src/proxy/warm.ts)
+    upstreamWarmConnections: new Gauge({
+      name: METRIC.upstreamWarmConnections,
+      help: 'Upstream connections opened ahead and ready for a new tunnel',
+      registers,
+    }),
+    upstreamWarmTotal: new Counter({
+      name: METRIC.upstreamWarmTotal,
+      help: 'Warm upstream connections by outcome (used by a tunnel, expired idle or closed by the upstream, failed to open or to serve)',
+      labelNames: ['outcome'] as const,
+      registers,
+    }),
+  };
+}
+
+/** The merchant's platform: calls, draws, balances, orders, instances and accounts. */
+function platformMetrics(registers: Registry[]) {
+  return {
     draws: new Counter({ name: METRIC.draws, help: 'Draws from the platform', labelNames: ['method', 'result'] as const, registers }),
     platformRequests: new Counter({
       name: METRIC.platformRequests,
@@ -119,13 +175,6 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
       labelNames: ['account', 'product'] as const,
       registers,
     }),
-    userUsedBytes: new Gauge({ name: METRIC.userUsedBytes, help: 'Bytes used per local user', labelNames: ['user'] as const, registers }),
-    userLimitBytes: new Gauge({
-      name: METRIC.userLimitBytes,
-      help: 'Byte limit per local user (-1 unlimited)',
-      labelNames: ['user'] as const,
-      registers,
-    }),
     orders: new Gauge({
       name: METRIC.orders,
       help: 'Local order records by type and status',
@@ -139,18 +188,38 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
       registers,
     }),
     instances: new Gauge({ name: METRIC.instances, help: 'Static instances by status', labelNames: ['status'] as const, registers }),
-    upstreamHedges: new Counter({
-      name: METRIC.upstreamHedges,
-      help: 'Parallel dials started because a node was slow to answer, by outcome',
+    subAccountHeals: new Counter({
+      name: METRIC.subAccountHeals,
+      help: 'Sub accounts the platform had lost (10062/10092), re-created by outcome',
       labelNames: ['outcome'] as const,
       registers,
     }),
-    upstreamProbes: new Counter({
-      name: METRIC.upstreamProbes,
-      help: 'Background health probes of upstream nodes, by result',
-      labelNames: ['result'] as const,
+  };
+}
+
+/** Local users: meters, limits and the background platform check. */
+function userMetrics(registers: Registry[]) {
+  return {
+    userUsedBytes: new Gauge({ name: METRIC.userUsedBytes, help: 'Bytes used per local user', labelNames: ['user'] as const, registers }),
+    userLimitBytes: new Gauge({
+      name: METRIC.userLimitBytes,
+      help: 'Byte limit per local user (-1 unlimited)',
+      labelNames: ['user'] as const,
       registers,
     }),
+    // Users at scale
+    usersPlatformCheck: new Gauge({
+      name: METRIC.usersPlatformCheck,
+      help: "The background check of every user's platform side since start, by state (checked, failed, pending)",
+      labelNames: ['state'] as const,
+      registers,
+    }),
+  };
+}
+
+/** What Rotor writes down: events, webhooks and connection records. */
+function recordMetrics(registers: Registry[]) {
+  return {
     events: new Counter({ name: METRIC.events, help: 'Events written to the outbox, by type', labelNames: ['type'] as const, registers }),
     webhookDeliveries: new Counter({
       name: METRIC.webhookDeliveries,
@@ -169,39 +238,5 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
       labelNames: ['sink'] as const,
       registers,
     }),
-    subAccountHeals: new Counter({
-      name: METRIC.subAccountHeals,
-      help: 'Sub accounts the platform had lost (10062/10092), re-created by outcome',
-      labelNames: ['outcome'] as const,
-      registers,
-    }),
-    // Users at scale
-    usersPlatformCheck: new Gauge({
-      name: METRIC.usersPlatformCheck,
-      help: "The background check of every user's platform side since start, by state (checked, failed, pending)",
-      labelNames: ['state'] as const,
-      registers,
-    }),
-    // warm upstream connections (src/proxy/warm.ts)
-    upstreamWarmConnections: new Gauge({
-      name: METRIC.upstreamWarmConnections,
-      help: 'Upstream connections opened ahead and ready for a new tunnel',
-      registers,
-    }),
-    upstreamWarmTotal: new Counter({
-      name: METRIC.upstreamWarmTotal,
-      help: 'Warm upstream connections by outcome (used by a tunnel, expired idle or closed by the upstream, failed to open or to serve)',
-      labelNames: ['outcome'] as const,
-      registers,
-    }),
-    // abuse bounds (proxy login back-off): reasons credentials | blocked_source | blocked_user | busy
-    authFailures: new Counter({
-      name: METRIC.authFailures,
-      help: 'Failed proxy logins by reason (wrong name or password, address or name blocked, too many waiting)',
-      labelNames: ['reason'] as const,
-      registers,
-    }),
   };
 }
-
-export type Metrics = ReturnType<typeof createMetrics>;

@@ -30,7 +30,7 @@ import type { Logger } from '../telemetry/logger.ts';
 import { UserChangedError, UserExistsError, UserNotFoundError } from './errors.ts';
 import { DueQueue } from './due-queue.ts';
 import { UserLimiter } from './limiter.ts';
-import { checkUserPort, type PortCheckOptions } from './port-check.ts';
+import { checkUserPort, checkUserTls, type PortCheckOptions } from './port-check.ts';
 import { NameIndex, pageOf, PAGE_DEFAULT, type UserSort } from './listing.ts';
 import { DUMMY_HASH, generatePassword, hashPasswordAsync, passwordDigest, verifyPasswordAsync } from './password.ts';
 import { expiryOf, readStoredData, type CreateUserInput, type UserData, type UserPatch, type UserView } from './record.ts';
@@ -279,6 +279,7 @@ export class Users implements UserDirectory {
   async create(input: CreateUserInput): Promise<UserView> {
     const existing = this.entries.get(input.name);
     if (existing) throw new UserExistsError(input.name, existing.state === 'creating');
+    checkUserTls(this.options.ports, input.listen);
     await this.checkPort(input.name, input.listen?.port);
     const generated = input.password === undefined;
     const password = input.password ?? generatePassword();
@@ -303,6 +304,7 @@ export class Users implements UserDirectory {
   ): Promise<void> {
     const existing = this.entries.get(fields.name);
     if (existing) throw new UserExistsError(fields.name, existing.state === 'creating');
+    checkUserTls(this.options.ports, fields.listen);
     const data: UserData = { ...fields, source: 'api', createdAt: this.now() };
     let stored: StoredUser;
     try {
@@ -384,6 +386,7 @@ export class Users implements UserDirectory {
 
   async patch(name: string, patch: UserPatch): Promise<UserView> {
     const e = this.require(name);
+    checkUserTls(this.options.ports, patch.listen);
     if (patch.listen && patch.listen.port !== e.data.listen?.port) await this.checkPort(name, patch.listen.port);
     const data: UserData = { ...e.data, ...stripUndefined(patch) } as UserData;
     const stored = await this.write(e, data, e.hash);

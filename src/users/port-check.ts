@@ -2,13 +2,21 @@
 // by one of this daemon's listeners, or bound by another process → PortInUseError (409 PORT_IN_USE), instead of
 // a 201 followed by a port that never opens (EADDRINUSE in the log only).
 import { createServer } from 'node:net';
-import { PortInUseError } from './errors.ts';
+import { PortInUseError, UserInvalidError } from './errors.ts';
 
 export interface PortCheckOptions {
   /** Where user ports are bound (proxy.http.host). */
   host: string;
   /** This daemon's own listener ports (proxy, admin, callback, portal), with what each is. */
   reserved: () => ReadonlyMap<number, string>;
+  /** Whether user ports can have TLS: the certificate of proxy.https is configured. */
+  tls?: boolean;
+}
+
+/** A `listen.tls` asked for where there is no certificate (no proxy.https): UserInvalidError naming both keys. */
+export function checkUserTls(options: PortCheckOptions | undefined, listen: { tls?: boolean | undefined } | null | undefined): void {
+  if (listen?.tls === true && options !== undefined && options.tls !== true)
+    throw new UserInvalidError('listen.tls: no certificate to serve; configure proxy.https (cert, key), whose pair user ports use');
 }
 
 /** Whether `port` can be bound on `host` now (bound and released at once). */

@@ -5,10 +5,15 @@
 // listeners. The listeners themselves are the shared ones: they ask `admit(socket)` when a client brings no
 // credentials, and only sockets that came through a user port are admitted that way.
 //
+// With `listen.tls` the port speaks TLS only (1.2+, the certificate and key of proxy.https, renewed with it on
+// SIGHUP); HTTP or SOCKS5 is told apart inside the TLS connection, so credentials never cross in clear.
+//
 // `sync(users)` makes the open ports match the users: a new `listen` opens a port, a removed one (or a
 // removed user) closes it and its connections, a changed port moves, a changed allowIps applies to the next
 // connection. The composition root calls it at start and on reload; a user directory calls it on change.
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import { createServer as createTlsServer, type SecureContextOptions, type Server as TlsServer, type TLSSocket } from 'node:tls';
+import { RotorError } from '../errors/rotor-error.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Authorization } from '../proxy/router.ts';
 import { CidrSet } from '../proxy/cidr.ts';
@@ -17,7 +22,7 @@ import { sniffAndHandOver, type HandoverTargets } from './handover.ts';
 /** The fields of a user this needs (src/proxy/types.ts LocalUser fits). */
 export interface PortUser {
   name: string;
-  listen?: { port: number; allowIps: readonly string[] } | null | undefined;
+  listen?: { port: number; allowIps: readonly string[]; tls?: boolean | undefined } | null | undefined;
 }
 
 export interface UserPortsOptions {
@@ -27,8 +32,10 @@ export interface UserPortsOptions {
   listeners: HandoverTargets;
   /** Admission of a user let in by address (Router.authorizeUser). */
   authorizeUser: (name: string) => Authorization;
-  /** Bound on the client's first bytes. Default 10000 ms. */
+  /** Bound on the client's first bytes (and on the TLS handshake). Default 10000 ms. */
   handshakeTimeoutMs?: number;
+  /** The certificate and key TLS ports serve (proxy.https's, as read now); undefined = none configured. */
+  certificate?: () => SecureContextOptions | undefined;
   logger?: Logger;
 }
 
@@ -45,9 +52,14 @@ interface Entry {
   port: number;
   allow: CidrSet;
   allowIps: readonly string[];
+  tls: boolean;
   server: Server;
   sockets: Set<Socket>;
 }
+
+type Wanted = { port: number; allowIps: readonly string[]; tls?: boolean | undefined };
+
+const TLS_MIN_VERSION = 'TLSv1.2';
 
 export class UserPorts {
   private readonly entries = new Map<string, Entry>();
@@ -79,8 +91,15 @@ export class UserPorts {
   }
 
   /** The ports open now. */
-  list(): Array<{ user: string; port: number; allowIps: readonly string[] }> {
-    return [...this.entries.values()].map((e) => ({ user: e.user, port: e.port, allowIps: e.allowIps }));
+  list(): Array<{ user: string; port: number; allowIps: readonly string[]; tls: boolean }> {
+    return [...this.entries.values()].map((e) => ({ user: e.user, port: e.port, allowIps: e.allowIps, tls: e.tls }));
+  }
+
+  /** TLS ports take the certificate as read now (after proxy.https's was read again); open connections keep theirs. */
+  reloadTls(): void {
+    const pair = this.options.certificate?.();
+    if (pair === undefined) return;
+    for (const e of this.entries.values()) if (e.tls) (e.server as TlsServer).setSecureContext({ ...pair, minVersion: TLS_MIN_VERSION });
   }
 
   portOf(user: string): number | undefined {
@@ -96,11 +115,11 @@ export class UserPorts {
 
   private async syncNow(users: PortUser[]): Promise<UserPortsReport> {
     const report: UserPortsReport = { opened: [], closed: [], failed: [] };
-    const wanted = new Map<string, { port: number; allowIps: readonly string[] }>();
+    const wanted = new Map<string, Wanted>();
     for (const u of users) if (u.listen) wanted.set(u.name, u.listen);
     for (const [user, entry] of [...this.entries]) {
       const want = wanted.get(user);
-      if (want && want.port === entry.requested) {
+      if (want && want.port === entry.requested && (want.tls === true) === entry.tls) {
         if (want.allowIps.join(',') !== entry.allowIps.join(',')) {
           entry.allow = new CidrSet(want.allowIps);
           entry.allowIps = [...want.allowIps];
@@ -114,7 +133,7 @@ export class UserPorts {
     for (const [user, want] of wanted) {
       if (this.entries.has(user)) continue;
       try {
-        const entry = await this.open(user, want.port, want.allowIps);
+        const entry = await this.open(user, want);
         this.entries.set(user, entry);
         report.opened.push({ user, port: entry.port });
       } catch (err) {
@@ -128,17 +147,28 @@ export class UserPorts {
     return report;
   }
 
-  private open(user: string, requested: number, allowIps: readonly string[]): Promise<Entry> {
-    const allow = new CidrSet(allowIps);
-    const server = createServer({ allowHalfOpen: true });
-    const entry: Entry = { user, requested, port: 0, allow, allowIps: [...allowIps], server, sockets: new Set() };
-    server.on('connection', (socket) => {
+  private open(user: string, want: Wanted): Promise<Entry> {
+    const { port: requested, allowIps } = want;
+    const tls = want.tls === true;
+    const server = tls ? this.tlsServer(user) : createServer({ allowHalfOpen: true });
+    const entry: Entry = {
+      user,
+      requested,
+      port: 0,
+      allow: new CidrSet(allowIps),
+      allowIps: [...allowIps],
+      tls,
+      server,
+      sockets: new Set(),
+    };
+    // The raw sockets (a TLS one's too): closed with the port.
+    server.on('connection', (socket: Socket) => {
       socket.on('error', noop);
       entry.sockets.add(socket);
       socket.once('close', () => entry.sockets.delete(socket));
-      this.origin.set(socket, entry);
-      sniffAndHandOver(socket, this.options.listeners, this.handshakeTimeoutMs);
+      if (!tls) this.handOver(socket, entry);
     });
+    if (tls) server.on('secureConnection', (socket: TLSSocket) => this.handOver(socket, entry));
     return new Promise((resolve, reject) => {
       server.once('error', reject);
       server.listen(requested, this.options.host, () => {
@@ -151,10 +181,43 @@ export class UserPorts {
     });
   }
 
+  private handOver(socket: Socket, entry: Entry): void {
+    socket.on('error', noop);
+    this.origin.set(socket, entry);
+    sniffAndHandOver(socket, this.options.listeners, this.handshakeTimeoutMs);
+  }
+
+  /** A TLS port: refused (the port stays closed, the reason logged) when no certificate is configured. */
+  private tlsServer(user: string): TlsServer {
+    const pair = this.options.certificate?.();
+    if (pair === undefined) throw new UserPortTlsError();
+    const server = createTlsServer({
+      ...pair,
+      minVersion: TLS_MIN_VERSION,
+      handshakeTimeout: this.handshakeTimeoutMs,
+      // HTTP/1.1 (or SOCKS5, which offers no ALPN): the HTTP listener's parser speaks nothing else.
+      ALPNProtocols: ['http/1.1'],
+      allowHalfOpen: true,
+    });
+    server.on('tlsClientError', (err: NodeJS.ErrnoException, socket: TLSSocket) => {
+      // A plain client, an untrusting one, a stalled handshake: never fatal.
+      this.options.logger?.debug({ user, code: err.code, reason: err.message }, 'user port tls handshake failed');
+      socket.destroy();
+    });
+    return server;
+  }
+
   private async closeEntry(entry: Entry): Promise<void> {
     const closed = new Promise<void>((resolve) => entry.server.close(() => resolve()));
     for (const s of entry.sockets) s.destroy();
     await closed;
+  }
+}
+
+/** A user's `listen.tls` with no certificate to serve (no proxy.https): the port is not opened. */
+export class UserPortTlsError extends RotorError {
+  constructor() {
+    super('TLS_CONFIG', 'listen.tls: no certificate to serve; configure proxy.https (cert, key), whose pair user ports use');
   }
 }
 

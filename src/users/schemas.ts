@@ -14,6 +14,8 @@ export const listenSchema = z.strictObject({
     .array(z.string().min(1).max(64).refine(CidrSet.isValid, { message: 'expected an IP address or a CIDR range' }))
     .max(1_000)
     .default([]),
+  /** TLS on this port (HTTP or SOCKS5 inside), with the certificate and key of proxy.https; absent = plain. */
+  tls: z.boolean().optional(),
 });
 
 export type ListenConfig = z.output<typeof listenSchema>;

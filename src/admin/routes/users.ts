@@ -39,7 +39,7 @@ const userView = {
     expiresAt: { type: ['string', 'null'] },
     enabled: { type: 'boolean' },
     pricePerGb: { type: ['number', 'null'] },
-    listen: nullable({ type: 'object', properties: { port: { type: 'integer' }, allowIps: stringList } }),
+    listen: nullable({ type: 'object', properties: { port: { type: 'integer' }, allowIps: stringList, tls: { type: 'boolean' } } }),
     rules: { type: 'object', properties: { denyPorts: portList, denyHosts: stringList, allowPorts: portList, allowHosts: stringList } },
     requestRules: {
       type: 'array',

@@ -38,6 +38,7 @@ function initial(user) {
     price: user?.pricePerGb === null || user?.pricePerGb === undefined ? '' : String(user.pricePerGb),
     listenPort: user?.listen ? String(user.listen.port) : '',
     allowIps: joined(user?.listen?.allowIps),
+    listenTls: user?.listen?.tls === true,
     denyHosts: joined(user?.rules?.denyHosts),
     denyPorts: joined(user?.rules?.denyPorts),
     allowHosts: joined(user?.rules?.allowHosts),
@@ -56,7 +57,8 @@ function bodyOf(v, creating) {
     maxConnections: Number(v.maxConnections || 0),
     expiresAt: endOfDay(v.expires),
     pricePerGb: v.price.trim() === '' ? null : Number(v.price),
-    listen: v.listenPort.trim() === '' ? null : { port: Number(v.listenPort), allowIps: list(v.allowIps) },
+    listen:
+      v.listenPort.trim() === '' ? null : { port: Number(v.listenPort), allowIps: list(v.allowIps), ...(v.listenTls ? { tls: true } : {}) },
     rules: { denyHosts: list(v.denyHosts), denyPorts: ports(v.denyPorts), allowHosts: list(v.allowHosts), allowPorts: ports(v.allowPorts) },
     enabled: v.enabled,
   };
@@ -123,6 +125,15 @@ export function UserForm({ user, onSaved, onCancel, title }) {
         <label>Price per GB <input ...${field('price')} type="number" min="0" step="any" placeholder="billing default" /></label>
         <label>Dedicated port <input ...${field('listenPort')} type="number" min="0" max="65535" placeholder="none" /></label>
         <label>Port allow list <input ...${field('allowIps')} placeholder="IPs or CIDRs, comma separated" /></label>
+        <label class="check"
+          ><input
+            name="listenTls"
+            type="checkbox"
+            checked=${v.listenTls}
+            onChange=${(e) => setV((s) => ({ ...s, listenTls: e.currentTarget.checked }))}
+          />
+          Port over TLS (proxy.https's certificate)</label
+        >
         <label>Denied hosts <input ...${field('denyHosts')} placeholder="*.example.com, 10.0.0.0/8" /></label>
         <label>Denied ports <input ...${field('denyPorts')} placeholder="25, 465" /></label>
         <label>Allowed hosts only <input ...${field('allowHosts')} placeholder="any" /></label>
