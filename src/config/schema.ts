@@ -198,6 +198,8 @@ const access = z
     fileRotate: z.number().int().min(1).max(1000).default(10),
     /** false: records keep no target host:port. */
     targets: z.boolean().default(true),
+    /** false: records keep no client source address (abuse reports need it; privacy rules may forbid it). */
+    clients: z.boolean().default(true),
     retentionDays: z.number().min(0).default(7),
     maxRecords: z.number().int().min(0).default(1_000_000),
     /** Records are written in batches this often (the most a crash can lose). */
@@ -418,6 +420,11 @@ const fleet = z
     sliceBytes: z.number().int().min(1024).default(8_388_608),
     /** Bytes a daemon may spend per user on its own while Redis is unreachable (once per outage); 0 = none. */
     offlineBytes: z.number().int().min(0).default(1_048_576),
+    /**
+     * Most a daemon spends per user on its own in one Redis outage: its share of what the user has left (what
+     * nobody holds, divided among the live daemons), cut to this; 0 = 16 × sliceBytes. Never below offlineBytes.
+     */
+    outageMaxBytes: z.number().int().min(0).default(0),
     /** A daemon silent this long (dead, partitioned) has its allowance leases handed back to the others. */
     aliveTtlMs: millis.default(10_000),
     /** Order-tracking lease: another daemon takes an order over this long after its tracker died. */

@@ -35,6 +35,8 @@ export interface ConnectionLogOptions {
   sinks?: RecordSink[];
   /** false: records carry no target (log.access.targets). Default true. */
   targets?: boolean;
+  /** false: records carry no client address (log.access.clients). Default true. */
+  clients?: boolean;
   /** How often queued records are written. Default 1000 ms: a SIGKILL loses at most this batch. */
   flushIntervalMs?: number;
   /**
@@ -84,6 +86,7 @@ class Context implements ConnectionContext {
     readonly id: string,
     readonly listener: string,
     readonly startedAt: number,
+    readonly client: string | null,
     private readonly log: ConnectionLog,
   ) {}
 
@@ -100,6 +103,7 @@ export class ConnectionLog implements ConnectionRecorder {
   private readonly store: ConnectionLogStore | undefined;
   private readonly sinks: RecordSink[];
   private readonly targets: boolean;
+  private readonly clients: boolean;
   private readonly batchSize: number;
   private readonly queueMax: number;
   private readonly ids: () => string;
@@ -120,6 +124,7 @@ export class ConnectionLog implements ConnectionRecorder {
     this.store = options.store;
     this.sinks = options.sinks ?? [];
     this.targets = options.targets ?? true;
+    this.clients = options.clients ?? true;
     this.batchSize = Math.max(1, options.batchSize ?? 500);
     this.queueMax = Math.max(this.batchSize, options.queueMax ?? 50_000);
     this.ids = options.ids ?? connectionIds();
@@ -139,8 +144,8 @@ export class ConnectionLog implements ConnectionRecorder {
     return this.store !== undefined || this.sinks.length > 0;
   }
 
-  open(listener: string): ConnectionContext {
-    const ctx = new Context(this.ids(), listener, this.now(), this);
+  open(listener: string, client?: string | null): ConnectionContext {
+    const ctx = new Context(this.ids(), listener, this.now(), client ?? null, this);
     this.live.set(ctx.id, ctx);
     return ctx;
   }
@@ -163,7 +168,6 @@ export class ConnectionLog implements ConnectionRecorder {
       session: ctx.session,
       listener: ctx.listener,
       node: ctx.node,
-      exit: ctx.exit,
       bytesUp: outcome.up ?? bytes.up,
       bytesDown: outcome.down ?? bytes.down,
       startedAt: ctx.startedAt,
@@ -173,7 +177,7 @@ export class ConnectionLog implements ConnectionRecorder {
       retries: ctx.retries,
       hedges: ctx.hedges,
     };
-    if (this.targets) record.target = ctx.target;
+    this.optional(record, ctx);
     if (ctx.rule !== null) record.rule = ctx.rule;
     if (this.store) {
       this.snapshots.delete(ctx.id);
@@ -226,7 +230,6 @@ export class ConnectionLog implements ConnectionRecorder {
       session: c.session,
       listener: c.listener,
       node: c.node,
-      exit: c.exit,
       bytesUp: c.savedUp,
       bytesDown: c.savedDown,
       startedAt: c.startedAt,
@@ -236,8 +239,15 @@ export class ConnectionLog implements ConnectionRecorder {
       retries: c.retries,
       hedges: c.hedges,
     };
-    if (this.targets) record.target = c.target;
+    this.optional(record, c);
     return record;
+  }
+
+  /** The fields a record or live item carries only when known or not redacted (exit, target, client). */
+  private optional(item: LiveConnection, c: Context): void {
+    if (c.exit !== null) item.exit = c.exit;
+    if (this.targets) item.target = c.target;
+    if (this.clients) item.client = c.client;
   }
 
   /**
@@ -260,13 +270,12 @@ export class ConnectionLog implements ConnectionRecorder {
         session: c.session,
         listener: c.listener,
         node: c.node,
-        exit: c.exit,
         bytesUp: bytes.up,
         bytesDown: bytes.down,
         startedAt: c.startedAt,
         durationMs: Math.max(0, now - c.startedAt),
       };
-      if (this.targets) item.target = c.target;
+      this.optional(item, c);
       out.push(item);
     }
     return out;

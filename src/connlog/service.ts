@@ -69,6 +69,8 @@ export interface ConnectionLogServiceOptions {
   store?: ConnectionLogStore | undefined;
   /** false: records are answered without `target` even when stored with one (log.access.targets). */
   targets: boolean;
+  /** false: records are answered without `client` even when stored with one (log.access.clients). Default true. */
+  clients?: boolean;
   retention: RetentionSettings;
   /** Current users' price per GB (user's own, else billing.defaultPricePerGb). */
   priceOf: PriceOf;
@@ -106,10 +108,13 @@ export class ConnectionLogService {
     return this.options.store;
   }
 
-  private shown<T extends { target?: string | null }>(item: T): T {
-    if (this.options.targets) return item;
-    const { target: _target, ...rest } = item;
-    return rest as T;
+  private shown<T extends { target?: string | null; client?: string | null }>(item: T): T {
+    const clients = this.options.clients ?? true;
+    if (this.options.targets && clients) return item;
+    const rest = { ...item };
+    if (!this.options.targets) delete rest.target;
+    if (!clients) delete rest.client;
+    return rest;
   }
 
   /** Newest first; `next` continues after the last item, null at the end. */

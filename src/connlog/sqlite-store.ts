@@ -28,7 +28,6 @@ function toRecord(r: Row): ConnectionRecord {
     listener: String(r.listener),
     target: str(r.target),
     node: str(r.node),
-    exit: str(r.exit),
     bytesUp: Number(r.bytes_up),
     bytesDown: Number(r.bytes_down),
     startedAt: Number(r.started_at),
@@ -38,6 +37,9 @@ function toRecord(r: Row): ConnectionRecord {
     retries: Number(r.retries),
     hedges: Number(r.hedges),
     ...(r.rule === null || r.rule === undefined ? {} : { rule: String(r.rule) }),
+    // Absent when unknown (exit) or not recorded (client: log.access.clients false, or written before it existed).
+    ...(r.exit === null || r.exit === undefined ? {} : { exit: String(r.exit) }),
+    ...(r.client === null || r.client === undefined ? {} : { client: String(r.client) }),
   };
 }
 
@@ -51,8 +53,8 @@ export class SqliteConnectionLog implements ConnectionLogStore {
   constructor(private readonly db: Database.Database) {
     this.insert = db.prepare(
       // An `open` record (a checkpoint) is replaced by the connection's next one; any other stays as written.
-      `INSERT INTO connections (id, user, session, listener, target, node, exit, bytes_up, bytes_down, started_at, duration_ms, result, reason, retries, hedges, rule)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+      `INSERT INTO connections (id, user, session, listener, target, node, exit, bytes_up, bytes_down, started_at, duration_ms, result, reason, retries, hedges, rule, client)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
        ON CONFLICT (id) DO UPDATE SET node = excluded.node, exit = excluded.exit, bytes_up = excluded.bytes_up,
          bytes_down = excluded.bytes_down, duration_ms = excluded.duration_ms, result = excluded.result,
          reason = excluded.reason, retries = excluded.retries, hedges = excluded.hedges, rule = excluded.rule
@@ -76,7 +78,7 @@ export class SqliteConnectionLog implements ConnectionLogStore {
           r.listener,
           r.target ?? null,
           r.node,
-          r.exit,
+          r.exit ?? null,
           r.bytesUp,
           r.bytesDown,
           r.startedAt,
@@ -86,6 +88,7 @@ export class SqliteConnectionLog implements ConnectionLogStore {
           r.retries,
           r.hedges,
           r.rule ?? null,
+          r.client ?? null,
         );
       }
       for (const u of usage ?? foldRollups(records)) this.fold.run(u);

@@ -39,14 +39,22 @@ export interface ConnectionRecord {
   user: string | null;
   /** Sticky session id from the user name; null = rotating. */
   session: string | null;
-  /** 'http' | 'socks5' (or a listener added later). */
+  /**
+   * Where the client came in: 'http', 'https', 'socks5' (the shared listeners), or 'user-port-http',
+   * 'user-port-https', 'user-port-socks5' (a user's own port, by the protocol its client spoke).
+   */
   listener: string;
+  /** The client's source address; absent when `log.access.clients` is false (null if the socket had none). */
+  client?: string | null;
   /** `host:port`; absent when `log.access.targets` is false; null when the client never named one. */
   target?: string | null;
   /** The upstream node's id (protocol://user@host:port, never its password); null when none was dialed. */
   node: string | null;
-  /** The address the connection left Rotor through (the upstream's host); null when none was dialed. */
-  exit: string | null;
+  /**
+   * The address the connection left the upstream from, when the upstream named it (a SOCKS5 reply's bound
+   * address); absent otherwise: the host Rotor dials is an entry gateway, not an exit.
+   */
+  exit?: string;
   /** client → upstream, exactly what was counted into the user's meter */
   bytesUp: number;
   /** upstream → client */
@@ -96,6 +104,7 @@ export interface ConnectionContext extends DialTrace {
   session: string | null;
   target: string | null;
   node: string | null;
+  /** The exit the upstream named (Tunnel.exit); null when none did. */
   exit: string | null;
   /** Set once a relay (or a forwarded request) runs. */
   bytes: ByteCounters | null;
@@ -107,7 +116,8 @@ export interface ConnectionContext extends DialTrace {
 
 /** Mints the context at accept; the connection log implements it (src/connlog/recorder.ts). */
 export interface ConnectionRecorder {
-  open(listener: string): ConnectionContext;
+  /** `client`: the client socket's remote address. */
+  open(listener: string, client?: string | null): ConnectionContext;
 }
 
 /** A live connection as GET /v1/connections/active answers it: the record's fields so far, before its end. */

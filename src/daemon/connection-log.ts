@@ -35,6 +35,7 @@ export function createConnectionLog(setup: ConnectionLogSetup): ConnectionLogSer
     store,
     sinks,
     targets: access.targets,
+    clients: access.clients,
     flushIntervalMs: access.flushIntervalMs,
     checkpointMs: access.checkpointMs,
     batchSize: access.batchSize,
@@ -48,6 +49,7 @@ export function createConnectionLog(setup: ConnectionLogSetup): ConnectionLogSer
     recorder,
     store,
     targets: access.targets,
+    clients: access.clients,
     retention: {
       retentionDays: access.retentionDays,
       maxRecords: access.maxRecords,

@@ -219,6 +219,7 @@ async function assembleListeners(config: Config, needs: Needs, ctx: AssemblyCont
   });
   const httpListener = new HttpListener({
     anonymous: (socket) => userPorts.admit(socket),
+    fromUserPort: (socket) => userPorts.owns(socket),
     recorder: connections.recorder,
     router,
     host: config.proxy.http.host,
@@ -236,6 +237,7 @@ async function assembleListeners(config: Config, needs: Needs, ctx: AssemblyCont
   const socksListener = new Socks5Listener({
     ...(udp ? { udp } : {}),
     anonymous: (socket) => userPorts.admit(socket),
+    fromUserPort: (socket) => userPorts.owns(socket),
     recorder: connections.recorder,
     router,
     host: config.proxy.socks5.host,

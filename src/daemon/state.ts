@@ -26,6 +26,7 @@ export async function assembleState(config: Config, ctx: AssemblyContext): Promi
     prefix: fleetConfig.prefix,
     sliceBytes: fleetConfig.sliceBytes,
     offlineBytes: fleetConfig.offlineBytes,
+    ...(fleetConfig.outageMaxBytes > 0 ? { outageMaxBytes: fleetConfig.outageMaxBytes } : {}),
     aliveTtlMs: fleetConfig.aliveTtlMs,
     leaseTtlMs: fleetConfig.leaseTtlMs,
     logger: ctx.logger.child({ component: 'fleet' }),

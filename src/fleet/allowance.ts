@@ -7,20 +7,25 @@
 //   • Redis reachable by every daemon: none beyond the chunks in flight. A daemon stops a user when its
 //     lease is spent, and leases never sum above what is left. In-flight: each connection may relay the
 //     one chunk that crosses zero (≤ chunk size × the user's open connections on that daemon).
-//   • A daemon that cannot reach Redis for longer than `aliveTtlMs` (dead, partitioned, or Redis itself
-//     down) has its lease handed back to the others (its heartbeat key expired) while it may still be
-//     spending it: ≤ sliceBytes per such daemon. It may then spend `offlineBytes` more on its own (the
-//     "keep serving with local limits" allowance; default one slice) and refuses the user after that until
-//     Redis is back.
+//   • A daemon that cannot reach Redis (Redis down or restarting, or this daemon partitioned) keeps serving
+//     each user on what it holds: its lease, plus its share of what nobody held at its last sync
+//     (free / live daemons, at least `offlineBytes`, at most `outageMaxBytes`), taken once per outage. With Redis down for everyone
+//     the shares add up to what the user had left, so the fleet stays within the limit (give or take
+//     `offlineBytes` per daemon for a user with less than that left) however long the outage lasts; a user
+//     is refused only when its share runs out. A daemon partitioned from a Redis the others still reach
+//     has its lease handed back after `aliveTtlMs` (its heartbeat expired) while it may still be spending
+//     it, and the others may spend the free part it took a share of: ≤ sliceBytes + outageMaxBytes per
+//     such daemon.
 //   • While a refill is in flight, and only when the previous sync granted the whole lease asked for (the
 //     fleet was not near the limit), a daemon lets the user overdraw its lease by up to lowWaterBytes (half
 //     a slice by default), so a fast user is not cut for one Redis round trip; the refill reports the
 //     overdraft as used. Other daemons spending the last of the allowance in that round trip is the only
 //     way this passes the limit with Redis reachable: ≤ lowWaterBytes per daemon.
-//   So with N daemons: total ≤ limit + N × (sliceBytes + lowWaterBytes + offlineBytes) + in-flight chunks in
-//   the worst case (an outage); limit + N × lowWaterBytes + in-flight chunks while Redis is reachable. When Redis comes back, each daemon's next sync
-//   moves everything it spent (offline included) into `used`: the books are exact afterwards, only the
-//   enforcement was approximate.
+//   So with N daemons: total ≤ limit + N × (lowWaterBytes + offlineBytes) + in-flight chunks with Redis
+//   down for all; limit + N × lowWaterBytes + in-flight chunks while Redis is reachable; a partition adds
+//   the per-daemon term above. When Redis comes back, each daemon's next sync moves everything it spent
+//   (during the outage included) into `used`: the books are exact afterwards, only the enforcement was
+//   approximate. If it came back empty, the same syncs rebuild usage and limits (see SYNC below).
 //
 // Choose sliceBytes ≥ 2 × (one user's peak rate through one daemon) × (Redis round trip + scheduling),
 // so a refill (started at half a slice) lands before the slice is spent; 1 MiB is plenty on a LAN.
@@ -35,25 +40,55 @@ import { callScript, defineScripts } from '../store/redis.ts';
 import { InternalError } from '../errors/rotor-error.ts';
 
 // KEYS: usage hash (used, limit), allowance hash (instance -> leased), usage:all set, acked hash (reporter ->
-// cumulative bytes applied).
+// cumulative bytes applied), the fleet's epoch (a random id the first daemon writes into an empty Redis), the
+// live daemons (zset instance -> heartbeat expiry ms).
 // ARGV: instance, user, reported (cumulative bytes this reporter has spent, adopted usage included), want
 // (lease to hold after: top up to it, or give back down to it), alive key prefix, alive ttl ms, now, seed
-// limit ('' = none), seed used, reporter (instance:epoch), acked (the cumulative figure this reporter last
-// saw applied), final ('1': the reporter's last sync, forget it), acked ttl ms.
-// Returns {held, granted, limit, used, seeded}; granted -1 and held 0 for an unlimited user. `seeded` 1:
-// the usage hash was missing (Redis came back empty) and was rebuilt from this daemon's last view.
+// limit ('' = none), seed used (the fleet's `used` this daemon last saw), reporter (instance:epoch), acked
+// (the cumulative figure this reporter last saw applied), final ('1': the reporter's last sync, forget it),
+// acked ttl ms, seed epoch (the fleet epoch `seed used` was seen in; '' = none), a new epoch id (used only
+// when Redis has none).
+// Returns {held, granted, limit, used, seeded, epoch, others, daemons}; granted -1 and held 0 for an
+// unlimited user. `seeded` 1: the usage record was missing (Redis came back empty) and was rebuilt from
+// this daemon's last view. `others`: bytes leased by the other live daemons; `daemons`: how many are live.
 //
 // Spending is reported as a cumulative figure, not a delta, so a sync is idempotent: a script that ran but
 // whose reply was lost (a command timeout while Redis was stalled, a dropped connection) is followed by one
 // reporting a cumulative figure that includes the same bytes, and only what lies beyond the figure already
 // applied is added. Reporting deltas, the retry added them a second time (a billing double count).
+//
+// Rebuild after a loss (restart without persistence, FLUSHALL): the epoch key is gone, so the first sync
+// writes a new one, and every daemon whose last view is from the old epoch folds that view in once: `used`
+// only ever grows, so the latest view any daemon holds covers every byte applied before it, and the record
+// keeps the highest view folded so far (`seed`): a daemon with a higher one adds only the difference, a
+// lower one adds nothing. Each daemon then reports what it spent since its own last applied figure (its
+// acked entry went with the rest, so `base` is what it last saw applied). So several daemons rebuilding at
+// once count every byte once.
 const SYNC = `
 local inst, want = ARGV[1], tonumber(ARGV[4])
 local seeded = 0
-if ARGV[8] ~= '' and redis.call('EXISTS', KEYS[1]) == 0 then
-  redis.call('HSET', KEYS[1], 'limit', ARGV[8], 'used', ARGV[9], 'updatedAt', ARGV[7])
+local epoch = redis.call('GET', KEYS[5])
+if not epoch then
+  epoch = ARGV[15]
+  redis.call('SET', KEYS[5], epoch)
+end
+if ARGV[8] ~= '' and redis.call('HEXISTS', KEYS[1], 'limit') == 0 then
+  redis.call('HSET', KEYS[1], 'limit', ARGV[8], 'updatedAt', ARGV[7])
+  redis.call('HSETNX', KEYS[1], 'used', 0)
   redis.call('SADD', KEYS[3], ARGV[2])
   seeded = 1
+end
+if ARGV[14] ~= '' and ARGV[14] ~= epoch then
+  local seed = tonumber(ARGV[9])
+  local prev = 0
+  if redis.call('HGET', KEYS[1], 'seedEpoch') == epoch then prev = tonumber(redis.call('HGET', KEYS[1], 'seed') or '0') end
+  if seed > prev then
+    redis.call('HINCRBY', KEYS[1], 'used', seed - prev)
+    redis.call('HSETNX', KEYS[1], 'limit', -1)
+    redis.call('HSET', KEYS[1], 'seed', seed, 'seedEpoch', epoch, 'updatedAt', ARGV[7])
+    redis.call('SADD', KEYS[3], ARGV[2])
+    seeded = 1
+  end
 end
 local base = tonumber(redis.call('HGET', KEYS[4], ARGV[10]) or ARGV[11])
 local spent = tonumber(ARGV[3]) - base
@@ -64,6 +99,9 @@ elseif spent > 0 or redis.call('HEXISTS', KEYS[4], ARGV[10]) == 0 then
   redis.call('PEXPIRE', KEYS[4], ARGV[13])
 end
 redis.call('SET', ARGV[5] .. inst, '1', 'PX', ARGV[6])
+redis.call('ZADD', KEYS[6], tonumber(ARGV[7]) + tonumber(ARGV[6]), inst)
+redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', ARGV[7])
+local daemons = redis.call('ZCARD', KEYS[6])
 local mine = tonumber(redis.call('HGET', KEYS[2], inst) or '0')
 if spent > 0 then
   redis.call('HINCRBY', KEYS[1], 'used', spent)
@@ -94,9 +132,11 @@ else
   mine = mine + granted
 end
 if mine > 0 then redis.call('HSET', KEYS[2], inst, mine) else redis.call('HDEL', KEYS[2], inst) end
-return {mine, granted, limit, used, seeded}
+return {mine, granted, limit, used, seeded, epoch, others, daemons}
 `;
-const SCRIPTS = { rotorAllowanceSync: { numberOfKeys: 4, lua: SYNC } };
+/** The sync's reply: held, granted, limit, used, seeded, epoch, others, daemons (see SYNC). */
+type SyncReply = [number, number, number, number, number, string, number, number];
+const SCRIPTS = { rotorAllowanceSync: { numberOfKeys: 6, lua: SYNC } };
 /** How long a reporter's applied figure outlives its last sync (a crashed daemon never says `final`). */
 const ACKED_TTL_MS = 7 * 86_400_000;
 
@@ -107,8 +147,14 @@ export interface AllowanceOptions {
   sliceBytes: number;
   /** Refill when what is left of the lease falls to this; default sliceBytes / 2. */
   lowWaterBytes?: number;
-  /** Bytes a daemon may spend per user on its own while Redis is unreachable; default sliceBytes. */
+  /** Least a daemon may spend per user on its own while Redis is unreachable (once per outage); default sliceBytes. */
   offlineBytes?: number;
+  /**
+   * Most a daemon may spend per user on its own in one outage: its share of what the user had left is cut
+   * to this (what a daemon partitioned from a Redis the others still reach can pass the limit by). Default
+   * 16 slices; never below offlineBytes.
+   */
+  outageMaxBytes?: number;
   /** The heartbeat's TTL: leases of a daemon silent this long go back to the fleet. Default 10 000 ms. */
   aliveTtlMs?: number;
   /** How often every user is synced (spent reported, exhausted users retried, heartbeat); default aliveTtlMs / 3. */
@@ -152,7 +198,22 @@ export class UserAllowance implements FleetAllowance {
    * letting the user run unlimited. null: nothing to rebuild from.
    */
   seedLimit: number | null = null;
+  /**
+   * Kept by the accounting layer; no longer read: a rebuild folds in `lastUsed`, the figure this daemon's
+   * own last sync saw, with the epoch it was seen in (a figure read elsewhere has no epoch to compare).
+   */
   seedUsed = 0;
+  /** The fleet's `used` for this user at the last sync, and the epoch of the Redis it came from ('' none). */
+  lastUsed = 0;
+  lastEpoch = '';
+  /**
+   * At the last sync: what nobody held of the user's allowance (limit − used − every lease; Infinity when
+   * unlimited, 0 before any sync) and how many daemons were live. A daemon that loses Redis may spend its
+   * share of that (free / daemons) on its own: the fleet then stays within the limit however long the
+   * outage lasts, as long as nobody else reaches Redis meanwhile.
+   */
+  freeAtSync = 0;
+  daemonsAtSync = 1;
 
   constructor(
     readonly user: string,
@@ -199,6 +260,7 @@ export class AllowanceLeaser implements AllowanceSource {
   private readonly slice: number;
   private readonly lowWater: number;
   private readonly offlineBytes: number;
+  private readonly outageMaxBytes: number;
   private readonly aliveTtlMs: number;
   private readonly now: () => number;
   private readonly logger: Logger | undefined;
@@ -213,6 +275,10 @@ export class AllowanceLeaser implements AllowanceSource {
   private closed = false;
   /** Redis could not be reached in the last round: the next one syncs every user (see syncAll). */
   private everyoneNext = false;
+  /** The fleet's epoch as last seen (undefined before the first reply): a new one means Redis lost its data. */
+  private epoch: string | undefined;
+  private epochMoved = false;
+  private readonly lostListeners: ((epoch: string) => void)[] = [];
 
   constructor(
     private readonly connection: RedisConnection,
@@ -225,6 +291,7 @@ export class AllowanceLeaser implements AllowanceSource {
     this.slice = Math.floor(options.sliceBytes);
     this.lowWater = options.lowWaterBytes ?? Math.floor(this.slice / 2);
     this.offlineBytes = options.offlineBytes ?? this.slice;
+    this.outageMaxBytes = Math.max(this.offlineBytes, options.outageMaxBytes ?? 16 * this.slice);
     this.aliveTtlMs = options.aliveTtlMs ?? 10_000;
     this.now = options.now ?? Date.now;
     this.logger = options.logger;
@@ -289,18 +356,32 @@ export class AllowanceLeaser implements AllowanceSource {
     let reached = true;
     const heartbeat = async (): Promise<void> => {
       try {
-        await this.connection.run('allowance heartbeat', (c: Redis) =>
-          c.set(this.keys.aliveBase + this.instance, '1', 'PX', this.aliveTtlMs),
+        // Also reports the epoch (written if Redis has none): a loss is noticed within a round.
+        const now = this.now();
+        const results = await this.connection.run('allowance heartbeat', (c: Redis) =>
+          c
+            .multi()
+            .set(this.keys.aliveBase + this.instance, '1', 'PX', this.aliveTtlMs)
+            .zadd(this.keys.daemons, now + this.aliveTtlMs, this.instance)
+            .zremrangebyscore(this.keys.daemons, '-inf', now)
+            .set(this.keys.epoch, this.candidateEpoch, 'NX')
+            .get(this.keys.epoch)
+            .exec(),
         );
+        const epoch = results?.[4]?.[1];
+        if (typeof epoch === 'string') this.sawEpoch(epoch);
       } catch {
         reached = false; // the connection logged it
       }
     };
     await Promise.all([
       ...due.map((a) => this.sync(a, a.exhausted || a.available <= this.lowWater ? this.slice : Math.max(0, a.held - a.spent))),
-      ...(due.length === 0 && this.users.size > 0 ? [heartbeat()] : []),
+      ...(due.length === 0 ? [heartbeat()] : []),
     ]);
-    this.everyoneNext = !reached || due.some((a) => a.offline);
+    // A round that was not already everyone's and saw Redis lose its data: every user is rebuilt next.
+    const moved = this.epochMoved;
+    this.epochMoved = false;
+    this.everyoneNext = !reached || due.some((a) => a.offline) || (moved && !everyone);
   }
 
   /**
@@ -343,7 +424,7 @@ export class AllowanceLeaser implements AllowanceSource {
     const extra = a.extra;
     // Not yet confirmed: everything since the last confirmed sync, a failed one's bytes included.
     const cumulative = a.acked + Math.max(0, Math.trunc(spent)) + extra;
-    let r: [number, number, number, number, number];
+    let r: SyncReply;
     try {
       r = (await this.connection.run(`allowance of ${a.user}`, (c: Redis) =>
         callScript(c, 'rotorAllowanceSync', [
@@ -351,6 +432,8 @@ export class AllowanceLeaser implements AllowanceSource {
           this.keys.allowance(a.user),
           this.keys.usageAll,
           this.keys.allowanceAcked(a.user),
+          this.keys.epoch,
+          this.keys.daemons,
           this.instance,
           a.user,
           cumulative,
@@ -359,34 +442,41 @@ export class AllowanceLeaser implements AllowanceSource {
           this.aliveTtlMs,
           this.now(),
           a.seedLimit === null ? '' : Math.trunc(a.seedLimit),
-          Math.max(0, Math.trunc(a.seedUsed)),
+          Math.max(0, Math.trunc(a.lastUsed)),
           this.reporter,
           a.acked,
           final ? '1' : '0',
           ACKED_TTL_MS,
+          a.lastEpoch,
+          this.candidateEpoch,
         ]),
-      )) as [number, number, number, number, number];
+      )) as SyncReply;
     } catch {
       // Unreachable (the connection logged it): serve on the offline allowance, once per user per outage.
       if (!a.offline)
         this.logger?.warn(
-          { user: a.user, offlineBytes: this.offlineBytes },
-          'allowance: redis unreachable; serving this user on the offline allowance',
+          { user: a.user, offlineBytes: this.outageShare(a) },
+          "allowance: redis unreachable; serving this user on this instance's share of what it has left",
         );
       a.offline = true;
       a.quietUntil = this.now() + this.syncEveryMs;
       if (!a.offlineTaken && !a.unlimited) {
         a.offlineTaken = true;
-        a.held += this.offlineBytes;
+        a.held += this.outageShare(a);
       }
       this.tell(a);
       return;
     }
     if (r[4] === 1)
       this.logger?.warn(
-        { user: a.user, limitBytes: a.seedLimit, usedBytes: a.seedUsed },
+        { user: a.user, limitBytes: a.seedLimit, usedBytes: a.lastUsed },
         "allowance: redis had lost this user's usage (restarted empty?); rebuilt it from this instance's last view",
       );
+    this.sawEpoch(String(r[5]));
+    a.lastUsed = r[3];
+    a.lastEpoch = String(r[5]);
+    a.freeAtSync = r[2] < 0 ? Infinity : Math.max(0, r[2] - r[3] - r[6] - r[0]);
+    a.daemonsAtSync = Math.max(1, r[7]);
     // Bytes spent while the script ran stay in `spent`, to be reported next time.
     a.acked = cumulative;
     a.spent -= spent;
@@ -398,6 +488,50 @@ export class AllowanceLeaser implements AllowanceSource {
     a.offlineTaken = false;
     a.quietUntil = r[1] === 0 && want > r[0] ? this.now() + this.syncEveryMs : 0;
     this.tell(a);
+  }
+
+  /**
+   * Called with the new epoch when Redis is found to have lost the fleet's data (restarted without
+   * persistence, flushed): whoever holds shared state puts theirs back (users, sessions). Usage and limits
+   * are rebuilt by the syncs themselves (see SYNC), every user's at the next round.
+   */
+  onDataLost(listener: (epoch: string) => void): void {
+    this.lostListeners.push(listener);
+  }
+
+  /** The fleet's epoch as this daemon last saw it (undefined before the first sync or heartbeat). */
+  get currentEpoch(): string | undefined {
+    return this.epoch;
+  }
+
+  /** A fresh id for the epoch key should Redis have none (never reused: a reused id would hide a loss). */
+  private get candidateEpoch(): string {
+    return randomBytes(9).toString('base64url');
+  }
+
+  private sawEpoch(epoch: string): void {
+    if (this.epoch === epoch) return;
+    const before = this.epoch;
+    this.epoch = epoch;
+    if (before === undefined) return;
+    this.epochMoved = true;
+    this.logger?.warn(
+      { epoch },
+      'redis lost the fleet data (restarted without persistence, or flushed); rebuilding it from what this instance holds',
+    );
+    for (const l of this.lostListeners) {
+      try {
+        l(epoch);
+      } catch (err) {
+        this.logger?.warn({ err }, 'a rebuild after a redis data loss failed');
+      }
+    }
+  }
+
+  /** What a user may spend on its own once Redis is found unreachable (once per outage; see freeAtSync). */
+  private outageShare(a: UserAllowance): number {
+    const share = a.freeAtSync === Infinity ? 0 : Math.floor(a.freeAtSync / Math.max(1, a.daemonsAtSync));
+    return Math.min(this.outageMaxBytes, Math.max(this.offlineBytes, share));
   }
 
   private tell(a: UserAllowance): void {

@@ -21,6 +21,8 @@ export interface FleetOptions {
   prefix: string;
   sliceBytes: number;
   offlineBytes: number;
+  /** Most a daemon spends per user on its own in one Redis outage (AllowanceOptions.outageMaxBytes). */
+  outageMaxBytes?: number;
   aliveTtlMs: number;
   leaseTtlMs: number;
   logger?: Logger;
@@ -50,6 +52,7 @@ export function startFleet(connection: RedisConnection, options: FleetOptions): 
     instance,
     sliceBytes: options.sliceBytes,
     offlineBytes: options.offlineBytes,
+    ...(options.outageMaxBytes !== undefined ? { outageMaxBytes: options.outageMaxBytes } : {}),
     aliveTtlMs: options.aliveTtlMs,
     prefix: options.prefix,
     ...(logger ? { logger } : {}),

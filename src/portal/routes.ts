@@ -91,7 +91,8 @@ export interface PortalHandle {
   stop(): void;
 }
 
-export function registerPortal(app: FastifyInstance, deps: PortalDeps, options: PortalOptions): PortalHandle {
+/** What the route groups share: the paths, the sessions, the login back-off and the request helpers. */
+function portalContext(deps: PortalDeps, options: PortalOptions) {
   const base = options.path;
   const api = `${base}api`;
   const sessions = new PortalSessions({
@@ -142,9 +143,27 @@ export function registerPortal(app: FastifyInstance, deps: PortalDeps, options: 
     return request.hostname.replace(/:\d+$/, '') || '127.0.0.1';
   };
 
-  registerPortalPage(app, base);
-  const hide = { hide: true };
+  return { deps, options, base, api, sessions, backoff, sweep, cookie, signedIn, me, publicHost, hide: { hide: true } };
+}
 
+type PortalContext = ReturnType<typeof portalContext>;
+
+export function registerPortal(app: FastifyInstance, deps: PortalDeps, options: PortalOptions): PortalHandle {
+  const ctx = portalContext(deps, options);
+  registerPortalPage(app, ctx.base);
+  registerAccountRoutes(app, ctx);
+  registerDataRoutes(app, ctx);
+  // Anything else under the API: the same 404 for a signed-in customer and a stranger.
+  app.all(`${ctx.api}/*`, { schema: ctx.hide }, async (request) => {
+    throw new PortalError(404, 'NOT_FOUND', `no route ${request.method} ${request.url.split('?')[0]}`);
+  });
+
+  return { sessions: ctx.sessions, stop: () => clearInterval(ctx.sweep) };
+}
+
+/** Signing in and out, the customer's own record and their password. */
+function registerAccountRoutes(app: FastifyInstance, ctx: PortalContext): void {
+  const { deps, options, api, sessions, backoff, cookie, signedIn, me, hide } = ctx;
   app.post<{ Body: z.output<typeof loginBody> }>(`${api}/login`, { schema: { ...hide, body: zs(loginBody) } }, async (request, reply) => {
     const { user, password: given } = request.body;
     const wait = backoff.waitMs(user, request.ip);
@@ -198,6 +217,34 @@ export function registerPortal(app: FastifyInstance, deps: PortalDeps, options: 
     };
   });
 
+  app.post<{ Body: z.output<typeof passwordBody> }>(
+    `${api}/password`,
+    { schema: { ...hide, body: zs(passwordBody) }, onRequest: signedIn(true) },
+    async (request, reply) => {
+      const s = me(request);
+      const wait = backoff.waitMs(s.user, request.ip);
+      if (wait > 0) {
+        const seconds = Math.ceil(wait / 1000);
+        void reply.header('retry-after', String(seconds));
+        throw new LoginDelayedError(seconds);
+      }
+      if (!(await checkPassword(request.body.current, deps.users.hashOf(s.user)))) {
+        backoff.failed(s.user, request.ip);
+        throw new PortalError(401, 'BAD_CREDENTIALS', 'the current password is wrong');
+      }
+      await deps.users.setPassword(s.user, request.body.password);
+      // Every other session of this customer ends; this one goes on with the new password.
+      sessions.dropUser(s.user, s);
+      s.password = request.body.password;
+      s.hash = deps.users.hashOf(s.user) ?? '';
+      return reply.code(204).send();
+    },
+  );
+}
+
+/** Usage, connections, endpoints and regions: what a signed-in customer reads. */
+function registerDataRoutes(app: FastifyInstance, ctx: PortalContext): void {
+  const { deps, api, signedIn, me, publicHost, hide } = ctx;
   app.get<{ Querystring: z.output<typeof usageQuery> }>(
     `${api}/usage`,
     { schema: { ...hide, querystring: zs(usageQuery) }, onRequest: signedIn(false) },
@@ -268,37 +315,6 @@ export function registerPortal(app: FastifyInstance, deps: PortalDeps, options: 
   );
 
   app.get(`${api}/regions`, { schema: { ...hide, querystring: zs(none) }, onRequest: signedIn(false) }, async () => deps.regions());
-
-  app.post<{ Body: z.output<typeof passwordBody> }>(
-    `${api}/password`,
-    { schema: { ...hide, body: zs(passwordBody) }, onRequest: signedIn(true) },
-    async (request, reply) => {
-      const s = me(request);
-      const wait = backoff.waitMs(s.user, request.ip);
-      if (wait > 0) {
-        const seconds = Math.ceil(wait / 1000);
-        void reply.header('retry-after', String(seconds));
-        throw new LoginDelayedError(seconds);
-      }
-      if (!(await checkPassword(request.body.current, deps.users.hashOf(s.user)))) {
-        backoff.failed(s.user, request.ip);
-        throw new PortalError(401, 'BAD_CREDENTIALS', 'the current password is wrong');
-      }
-      await deps.users.setPassword(s.user, request.body.password);
-      // Every other session of this customer ends; this one goes on with the new password.
-      sessions.dropUser(s.user, s);
-      s.password = request.body.password;
-      s.hash = deps.users.hashOf(s.user) ?? '';
-      return reply.code(204).send();
-    },
-  );
-
-  // Anything else under the API: the same 404 for a signed-in customer and a stranger.
-  app.all(`${api}/*`, { schema: hide }, async (request) => {
-    throw new PortalError(404, 'NOT_FOUND', `no route ${request.method} ${request.url.split('?')[0]}`);
-  });
-
-  return { sessions, stop: () => clearInterval(sweep) };
 }
 
 /** For the reseller's page of a customer (GET /v1/users/:name/endpoints): the same lines, password unknown. */

@@ -13,6 +13,8 @@ export type { DialOptions } from './upstream-dial.ts';
 export interface Tunnel {
   socket: Socket;
   head: Buffer | null;
+  /** The address the upstream said it connected to the target from (a SOCKS5 reply's BND.ADDR), when it said one. */
+  exit?: string | undefined;
 }
 
 const MAX_RESPONSE_HEADER = 16 * 1024;

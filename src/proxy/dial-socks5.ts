@@ -45,7 +45,9 @@ export function classifySocksError(err: Socks5ClientError): UpstreamDialError {
 export function dialSocks5(node: UpstreamNode, target: Target, options: DialOptions): Promise<Tunnel> {
   const credentials = credentialsOf(node);
   return dialThrough<Tunnel>(node, options, 'socks5', (socket, done) =>
-    socks5Connect(socket, target, credentials, (err, head) => (err ? done(classifySocksError(err), null) : done(null, { socket, head }))),
+    socks5Connect(socket, target, credentials, (err, head, exit) =>
+      err ? done(classifySocksError(err), null) : done(null, { socket, head, exit }),
+    ),
   );
 }
 

@@ -30,6 +30,7 @@ import { DialCancel } from './cancel.ts';
 import { basicAuth } from './dial-http.ts';
 import { forwardHeaderObject, forwardHeaders, type AbsoluteTarget } from './http-message.ts';
 import type { Dialed, Route, Router } from './router.ts';
+import { holdBody } from './request-rules-body.ts';
 import type { CompiledRule, RuleSet } from './request-rules.ts';
 import type { RelayLimiter, UserMeter } from './types.ts';
 import { recordCarrying, recordCloser, recordNode } from './tunnel-record.ts';
@@ -337,7 +338,7 @@ export class Forwarder {
     exchange.upstream = upstream;
     exchange.upBase = upstream.upCounted;
     exchange.downBase = upstream.down;
-    recordNode(conn, upstream.dialed.node);
+    recordNode(conn, upstream.dialed.node, upstream.dialed.exit);
     recordCarrying(conn, exchange, exchange.stop);
     if (upstream.dialed.viaProxy) {
       up.path = exchange.target.absolute;
@@ -511,18 +512,62 @@ function upResponse(this: TaggedRequest, answer: IncomingMessage): void {
   const exchange = this[EXCHANGE];
   if (exchange.rules !== undefined) {
     clearTimeout(exchange.ruleTimer);
-    const rule = exchange.rules.onResponse(answer.statusCode ?? 0, answer.rawHeaders);
-    if (rule !== undefined && exchange.forwarder.ruleRetry(exchange, rule)) {
+    const verdict = exchange.rules.atHead(answer.statusCode ?? 0, answer.rawHeaders);
+    if (typeof verdict === 'number') {
+      // A body pattern may fire: the head and the first body bytes wait (request-rules-body.ts).
+      exchange.responded = true;
+      holdBody(
+        answer,
+        verdict,
+        (held, ended) => bodySeen(exchange, this, answer, held, ended),
+        () => bodyLost(exchange, this),
+      );
+      return;
+    }
+    if (verdict !== undefined && exchange.forwarder.ruleRetry(exchange, verdict)) {
       // This try's answer is dropped with its connection; the retry owns the exchange.
       answer.resume();
       this.destroy();
       return;
     }
   }
+  passResponse(exchange, answer, undefined, false);
+}
+
+/** A body rule's bytes are in hand: the rule fires (and may retry elsewhere), or the response goes on. */
+function bodySeen(exchange: Exchange, up: TaggedRequest, answer: IncomingMessage, held: Buffer, ended: boolean): void {
+  if (exchange.request !== up || exchange.client.destroyed) return;
+  const rule = exchange.rules!.afterBody(answer.statusCode ?? 0, answer.rawHeaders, held);
+  if (rule !== undefined && exchange.forwarder.ruleRetry(exchange, rule)) {
+    answer.resume();
+    up.destroy();
+    return;
+  }
+  passResponse(exchange, answer, held, ended);
+}
+
+/** The upstream closed while a body rule's bytes were held: nothing reached the client yet, it gets a 502. */
+function bodyLost(exchange: Exchange, up: TaggedRequest): void {
+  if (exchange.request !== up || exchange.client.destroyed || exchange.res.headersSent) return;
+  exchange.fail(Object.assign(new Error('the upstream closed during the response'), { code: 'ECONNRESET' }), exchange.res, exchange.conn);
+}
+
+/**
+ * The response goes to the client: its head, then `held` (body bytes a rule's body pattern looked at) and the
+ * rest as it comes; `ended` = the held bytes are the whole body.
+ */
+function passResponse(exchange: Exchange, answer: IncomingMessage, held: Buffer | undefined, ended: boolean): void {
   exchange.responded = true;
   exchange.res.writeHead(answer.statusCode ?? 502, answer.statusMessage, forwardHeaders(answer.rawHeaders));
-  streamResponse(answer, exchange.res, exchange.upstream?.limiter);
   (answer as TaggedAnswer)[EXCHANGE] = exchange;
+  if (ended) {
+    exchange.upstream?.limiter?.take(held?.length ?? 0);
+    exchange.res.end(held);
+    answerEnded.call(answer as TaggedAnswer);
+    return;
+  }
+  const pipe = streamResponse(answer, exchange.res, exchange.upstream?.limiter);
+  if (held !== undefined && held.length > 0) pipe.data(held);
   answer.on('end', answerEnded);
 }
 
@@ -678,13 +723,14 @@ const PIPE = Symbol('rotor.pipe');
 type Piped<T> = T & { [PIPE]: ResponsePipe };
 
 /** Response body → client (ResponsePipe); the listeners are module-level (one set for all responses). */
-function streamResponse(answer: IncomingMessage, res: ServerResponse, limiter: RelayLimiter | undefined): void {
+function streamResponse(answer: IncomingMessage, res: ServerResponse, limiter: RelayLimiter | undefined): ResponsePipe {
   const pipe = new ResponsePipe(answer, res, limiter);
   (answer as Piped<IncomingMessage>)[PIPE] = pipe;
   (res as Piped<ServerResponse>)[PIPE] = pipe;
   answer.on('data', pipeData);
   res.on('drain', pipeDrained);
   answer.on('end', pipeEnded);
+  return pipe;
 }
 
 function pipeData(this: Piped<IncomingMessage>, chunk: Buffer): void {

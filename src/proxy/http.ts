@@ -32,7 +32,7 @@ import type { RelayLimiter, Target } from './types.ts';
 import type { ConnectionContext, ConnectionRecorder } from '../connlog/types.ts';
 import { boundPort, listenOn } from './listen.ts';
 import { TunnelPipeline, type Admission, type TunnelAdapter, type TunnelFailure } from './tunnel.ts';
-import { recordTarget } from './tunnel-record.ts';
+import { recordTarget, type FromUserPort } from './tunnel-record.ts';
 
 export { parseBasic, parseConnectTarget } from './http-message.ts';
 
@@ -66,6 +66,8 @@ export interface HttpListenerOptions {
   recorder?: ConnectionRecorder;
   /** Admission without credentials (a user's own port: src/users/ports.ts UserPorts.admit); undefined = none. */
   anonymous?: (socket: Socket) => Authorization | undefined;
+  /** Whether a socket came through a user's own port (its records say `user-port-http`). */
+  fromUserPort?: FromUserPort;
 }
 
 const LISTENER = 'http';
@@ -106,6 +108,7 @@ export class HttpListener {
       logger: options.logger,
       recorder: options.recorder,
       anonymous: options.anonymous,
+      fromUserPort: options.fromUserPort,
       forward: {
         responseTimeoutMs: options.responseTimeoutMs ?? 60_000,
         upstreamIdleMs: options.upstreamIdleMs,
@@ -214,7 +217,7 @@ export class HttpListener {
     const arrival = Lane.of(client, this.startRequest).arrive(req, res, expectContinue, this.pipelineDepth);
     if (arrival === 'start') this.startRequest(req, res, expectContinue);
     else if (arrival === 'overflow') {
-      const conn = this.pipeline.open();
+      const conn = this.pipeline.open(client);
       const reason = `more than ${this.pipelineDepth} pipelined requests waiting`;
       this.pipeline.refused(conn, 'limited', reason);
       refuseResponse(res, { status: 503, reason }, this.realm);
@@ -226,7 +229,7 @@ export class HttpListener {
     const client = req.socket;
     // Each forwarded request is one connection of the log (its upstream connection may be a kept one).
     // Its closer is set by the forwarder (Exchange.stop); a refusal ends the record before anyone could use one.
-    const conn = this.pipeline.open();
+    const conn = this.pipeline.open(client);
     const target = parseAbsoluteTarget(req.url);
     if (!target) {
       const reason = 'a proxy request needs an absolute http:// URI (or CONNECT)';
@@ -314,11 +317,11 @@ export class HttpListener {
       // Pipelined behind requests still being answered: its bytes would interleave with theirs (and node has
       // already detached the connection from the responses' flow control). Such a client is broken or hostile.
       this.started.add(socket);
-      this.pipeline.refused(this.pipeline.open(), 'bad_request', 'CONNECT or Upgrade pipelined behind plain-HTTP requests');
+      this.pipeline.refused(this.pipeline.open(socket), 'bad_request', 'CONNECT or Upgrade pipelined behind plain-HTTP requests');
       socket.destroy();
       return;
     }
-    const conn = this.pipeline.open(() => socket.destroy());
+    const conn = this.pipeline.open(socket, () => socket.destroy());
     this.onTunnel(req, socket, head, kind, conn).catch((err: unknown) => this.pipeline.defect(socket, conn, err));
   }
 

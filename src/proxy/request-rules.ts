@@ -1,11 +1,13 @@
 // Request rules (`proxy.requestRules`, a user's `requestRules`): compiled once per rule list, then asked on
 // the data path only when a list exists. A rule matches a target host, a method, and an outcome: a plain-HTTP
 // response's status (and optionally headers), a response head or tunnel first byte later than timeoutMs, or
-// a tunnel's failed dial (as 502, or 504 when it timed out). Its action: retry through another exit, ban the
+// a tunnel's failed dial (as 502, or 504 when it timed out), and (plain HTTP) a pattern in the response
+// body's first bytes, held before any of them reaches the client. Its action: retry through another exit, ban the
 // exit for the user (optionally for that host only), both, or only tag the connection record. A user's rules
 // come before the global ones; the first that matches fires.
 import type { DialTrace } from '../connlog/types.ts';
 import type { AcquireOptions, FailureReason, NodeSource, UpstreamNode } from '../pool/types.ts';
+import { BODY_BYTES_DEFAULT, compileBodyPattern } from './request-rules-pattern.ts';
 
 export type RuleAction = 'retry' | 'ban' | 'retry_ban' | 'tag';
 
@@ -21,6 +23,9 @@ export interface RequestRule {
   banSeconds?: number | undefined;
   banHost?: boolean | undefined;
   methods?: readonly string[] | undefined;
+  /** a body pattern (checked by the schema: src/proxy/request-rules-pattern.ts) */
+  body?: string | undefined;
+  bodyBytes?: number | undefined;
 }
 
 /** RFC 9110 §9.2.2's idempotent methods: retried unless a rule lists its own. */
@@ -34,6 +39,9 @@ export class CompiledRule {
   readonly banMs: number;
   readonly banHost: boolean;
   readonly timeoutMs: number | undefined;
+  /** the body pattern, compiled here once; undefined = the rule does not look at bodies */
+  readonly body: RegExp | undefined;
+  readonly bodyBytes: number;
   private readonly exact: ReadonlySet<string> | undefined;
   private readonly below: readonly string[];
   private readonly statuses: ReadonlySet<number> | undefined;
@@ -47,6 +55,8 @@ export class CompiledRule {
     this.banMs = rule.action === 'ban' || rule.action === 'retry_ban' ? (rule.banSeconds ?? 600) * 1000 : 0;
     this.banHost = rule.banHost ?? false;
     this.timeoutMs = rule.timeoutMs;
+    this.body = rule.body === undefined ? undefined : compileBodyPattern(rule.body);
+    this.bodyBytes = rule.bodyBytes ?? BODY_BYTES_DEFAULT;
     if (rule.hosts && rule.hosts.length > 0) {
       const exact = new Set<string>();
       const below: string[] = [];
@@ -83,9 +93,12 @@ export class CompiledRule {
     return this.methods.has(method);
   }
 
-  /** Does a response with this status (and headers, a flat [name, value, …] list) fire the rule? */
+  /**
+   * Does a response with this status (and headers, a flat [name, value, …] list) fire the rule? For a rule
+   * with a body pattern: may it fire, once the body is seen (a body rule without statuses takes any status).
+   */
   firesOn(status: number, rawHeaders: readonly string[] | undefined): boolean {
-    if (this.statuses === undefined || !this.statuses.has(status)) return false;
+    if (this.statuses === undefined ? this.body === undefined : !this.statuses.has(status)) return false;
     if (this.headers === undefined) return true;
     if (rawHeaders === undefined) return false;
     for (const [name, want] of this.headers) {
@@ -106,16 +119,42 @@ export class CompiledRule {
 export class RuleSet {
   constructor(readonly rules: readonly CompiledRule[]) {}
 
-  /** The first rule fired by a response. */
-  onResponse(status: number, rawHeaders: readonly string[]): CompiledRule | undefined {
-    for (const r of this.rules) if (r.firesOn(status, rawHeaders)) return r;
+  /**
+   * At a response's head: the first rule it fires, or, when a rule with a body pattern comes first among
+   * those it may fire, how many body bytes to hold before deciding (afterBody); undefined = none fires.
+   */
+  atHead(status: number, rawHeaders: readonly string[]): CompiledRule | number | undefined {
+    let hold = 0;
+    for (const r of this.rules) {
+      if (!r.firesOn(status, rawHeaders)) continue;
+      if (r.body === undefined) {
+        if (hold === 0) return r;
+      } else if (r.bodyBytes > hold) hold = r.bodyBytes;
+    }
+    return hold > 0 ? hold : undefined;
+  }
+
+  /** With the first body bytes in hand (at most the hold atHead asked for): the first rule the response fires. */
+  afterBody(status: number, rawHeaders: readonly string[], body: Buffer): CompiledRule | undefined {
+    let text: string | undefined;
+    let textBytes = -1;
+    for (const r of this.rules) {
+      if (!r.firesOn(status, rawHeaders)) continue;
+      if (r.body === undefined) return r;
+      const bytes = Math.min(body.length, r.bodyBytes);
+      if (bytes !== textBytes) {
+        text = body.toString('utf8', 0, bytes);
+        textBytes = bytes;
+      }
+      if (r.body.test(text!)) return r;
+    }
     return undefined;
   }
 
-  /** The first rule fired by a failed dial (502, or 504 when it timed out). */
+  /** The first rule fired by a failed dial (502, or 504 when it timed out); a body rule never is (no body). */
   onDialFailure(timedOut: boolean): CompiledRule | undefined {
     const status = timedOut ? 504 : 502;
-    for (const r of this.rules) if (r.firesOn(status, undefined)) return r;
+    for (const r of this.rules) if (r.body === undefined && r.firesOn(status, undefined)) return r;
     return undefined;
   }
 

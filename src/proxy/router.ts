@@ -552,6 +552,7 @@ class DialJob implements RaceSpec {
 class DialedTunnel implements Dialed {
   readonly socket: Tunnel['socket'];
   readonly head: Buffer | null;
+  readonly exit: string | undefined;
   readonly node: UpstreamNode;
   readonly retries: number;
   readonly hedges: number;
@@ -568,6 +569,7 @@ class DialedTunnel implements Dialed {
   ) {
     this.socket = won.tunnel.socket;
     this.head = won.tunnel.head;
+    this.exit = won.tunnel.exit;
     this.node = won.node;
     this.retries = won.retries;
     this.hedges = won.hedges;

@@ -13,7 +13,7 @@ import type { UdpAssociations } from './udp-associate.ts';
 import type { ConnectionContext, ConnectionRecorder } from '../connlog/types.ts';
 import { boundPort, listenOn } from './listen.ts';
 import { TunnelPipeline, type Admission, type TunnelAdapter, type TunnelFailure } from './tunnel.ts';
-import { recordTarget } from './tunnel-record.ts';
+import { recordTarget, type FromUserPort } from './tunnel-record.ts';
 
 export interface Socks5ListenerOptions {
   router: Router;
@@ -31,6 +31,8 @@ export interface Socks5ListenerOptions {
   recorder?: ConnectionRecorder;
   /** Admission without credentials (a user's own port: src/users/ports.ts UserPorts.admit); undefined = none. */
   anonymous?: (socket: Socket) => Authorization | undefined;
+  /** Whether a socket came through a user's own port (its records say `user-port-socks5`). */
+  fromUserPort?: FromUserPort;
   /** UDP ASSOCIATE (udp-associate.ts); absent = answered 0x07. */
   udp?: UdpAssociations;
 }
@@ -62,6 +64,7 @@ export class Socks5Listener {
       logger: options.logger,
       recorder: options.recorder,
       anonymous: options.anonymous,
+      fromUserPort: options.fromUserPort,
     });
     this.handshake = {
       timeoutMs: options.handshakeTimeoutMs ?? 10_000,
@@ -102,7 +105,7 @@ export class Socks5Listener {
 
   private onConnection(socket: Socket): void {
     this.pipeline.accept(socket);
-    const conn = this.pipeline.open(() => socket.destroy());
+    const conn = this.pipeline.open(socket, () => socket.destroy());
     this.handle(socket, conn).catch((err: unknown) => this.pipeline.defect(socket, conn, err));
   }
 

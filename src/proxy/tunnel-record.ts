@@ -2,11 +2,37 @@
 // where to, through which node, its live byte counters, how the admin stops it, and its end. Every listener
 // and every relay (tunnels, forwarded requests, UDP associations) writes the record through these functions
 // only, so a new field of the record is set here once for all of them.
-import type { ByteCounters, ConnectionContext, RecordResult } from '../connlog/types.ts';
+import type { Socket } from 'node:net';
+import type { TLSSocket } from 'node:tls';
+import type { ByteCounters, ConnectionContext, ConnectionRecorder, RecordResult } from '../connlog/types.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import type { UpstreamNode } from '../pool/types.ts';
 import type { Route } from './router.ts';
 import type { Target } from './types.ts';
+
+/** Whether a socket came in on a user's own port (src/users/ports.ts UserPorts.owns). */
+export type FromUserPort = (socket: Socket) => boolean;
+
+const LABELS = {
+  http: { shared: 'http', tls: 'https', port: 'user-port-http', portTls: 'user-port-https' },
+  socks5: { shared: 'socks5', tls: 'socks5', port: 'user-port-socks5', portTls: 'user-port-socks5' },
+} as const;
+
+/**
+ * Opens a connection's record with what its client socket says: the record's `listener` (the protocol,
+ * `https` over TLS, `user-port-…` for a user's own port) and `client` (the source address).
+ */
+export function openRecord(
+  recorder: ConnectionRecorder,
+  protocol: 'http' | 'socks5',
+  socket: Socket,
+  fromUserPort: FromUserPort | undefined,
+): ConnectionContext {
+  const l = LABELS[protocol];
+  const tls = (socket as TLSSocket).encrypted === true;
+  const label = fromUserPort?.(socket) ? (tls ? l.portTls : l.port) : tls ? l.tls : l.shared;
+  return recorder.open(label, socket.remoteAddress ?? null);
+}
 
 /** The target the client asked for, as the record shows it (an IPv6 literal in brackets). */
 export function recordTarget(conn: ConnectionContext, target: Target): void {
@@ -24,10 +50,13 @@ export function recordRefusedUser(conn: ConnectionContext, user: string | null |
   conn.user = user ?? null;
 }
 
-/** The node that carries the connection (known once a dial won). */
-export function recordNode(conn: ConnectionContext, node: UpstreamNode): void {
+/**
+ * The node that carries the connection (known once a dial won), and the exit the upstream named (a SOCKS5
+ * reply's bound address; Tunnel.exit), null when it named none: the host Rotor dials is an entry gateway.
+ */
+export function recordNode(conn: ConnectionContext, node: UpstreamNode, exit: string | null | undefined): void {
   conn.node = node.id;
-  conn.exit = node.host;
+  conn.exit = exit ?? null;
 }
 
 /** The connection carries bytes now: its live counters and how DELETE /v1/connections/:id stops it. */

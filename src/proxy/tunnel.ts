@@ -27,7 +27,17 @@ import { holdClient } from './hold.ts';
 import type { ProxyErrorType } from './proxy-status.ts';
 import { relay, upstreamFailedEarly, type RelayHandle, type RelayOptions } from './relay.ts';
 import type { Authorization, Dialed, DialMode, Route, Router } from './router.ts';
-import { endBeforeRelay, recordCarrying, recordCloser, recordEnd, recordNode, recordRefusedUser, recordRoute } from './tunnel-record.ts';
+import {
+  endBeforeRelay,
+  openRecord,
+  type FromUserPort,
+  recordCarrying,
+  recordCloser,
+  recordEnd,
+  recordNode,
+  recordRefusedUser,
+  recordRoute,
+} from './tunnel-record.ts';
 import type { Target } from './types.ts';
 
 /** Why a client gets no tunnel, in every protocol's terms: the status, the SOCKS5 reply, the record's result. */
@@ -60,8 +70,10 @@ export interface TunnelAdapter {
 
 export interface TunnelPipelineOptions {
   router: Router;
-  /** The listener's name on records and metrics ('http', 'socks5'). */
-  listener: string;
+  /** The listener's protocol: its name on metrics, and the record's listener label with openRecord's variants. */
+  listener: 'http' | 'socks5';
+  /** Whether a socket came through a user's own port (its records say `user-port-…`). */
+  fromUserPort?: FromUserPort | undefined;
   /** Relay idle timeout. */
   idleTimeoutMs: number;
   metrics?: Metrics | undefined;
@@ -119,9 +131,9 @@ export class TunnelPipeline {
     this.conns.accept(socket, this.listener, this.options.metrics, onClose);
   }
 
-  /** The connection's record, minted once per connection (per request for plain HTTP). */
-  open(closer?: () => void): ConnectionContext {
-    const conn = this.recorder.open(this.listener);
+  /** The connection's record, minted once per connection (per request for plain HTTP) from its client socket. */
+  open(client: Socket, closer?: () => void): ConnectionContext {
+    const conn = openRecord(this.recorder, this.options.listener, client, this.options.fromUserPort);
     if (closer) recordCloser(conn, closer);
     return conn;
   }
@@ -271,7 +283,7 @@ export class TunnelPipeline {
       dialed.socket.destroy();
       dialed.release();
       meters.connectionClosed(user);
-      recordNode(conn, dialed.node);
+      recordNode(conn, dialed.node, dialed.exit);
       this.refused(conn, 'client_abort', 'the client went away');
       return undefined;
     }
@@ -290,7 +302,7 @@ export class TunnelPipeline {
     // onEnd may run inside relay() itself (a side already gone), before `relay` has returned.
     const ref: { handle?: RelayHandle; ended?: boolean } = {};
     const limiter = meters.limiter?.(user);
-    recordNode(conn, dialed.node);
+    recordNode(conn, dialed.node, dialed.exit);
     // Built field by field, not with conditional spreads (each spread a temporary object and a copy per tunnel).
     const relayOptions: RelayOptions = {
       meter: meters.meter(user),

@@ -172,7 +172,8 @@ class Association {
 
   start(): void {
     const { control, dialed, conn } = this;
-    recordNode(conn, dialed.node);
+    // The association's exit is not named by its reply (BND.ADDR is the UDP relay, not where datagrams leave).
+    recordNode(conn, dialed.node, null);
     recordCarrying(conn, this.stats, () => this.end('ok', 'closed by the admin'));
     control.on('close', () => this.end('ok', null));
     control.on('end', () => this.end('ok', null));

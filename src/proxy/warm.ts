@@ -306,7 +306,7 @@ export class WarmConnections {
     return new Promise<Tunnel>((resolve, reject) => {
       let detach: () => void = noop;
       let done = false;
-      const finish = (err: Error | null, head: Buffer | null): void => {
+      const finish = (err: Error | null, head: Buffer | null, exit?: string): void => {
         if (done) return;
         done = true;
         clearTimeout(timer);
@@ -315,7 +315,7 @@ export class WarmConnections {
           detach();
           socket.destroy();
           reject(err);
-        } else resolve({ socket, head });
+        } else resolve({ socket, head, exit });
       };
       const onAbort = (): void => finish(new DialAbortedError(), null);
       const timer = setTimeout(
@@ -329,7 +329,7 @@ export class WarmConnections {
       if (options.signal?.aborted) return onAbort();
       options.signal?.addEventListener('abort', onAbort, { once: true });
       if (node.protocol === 'socks5') {
-        detach = socks5Request(socket, target, (err, head) => finish(err ? classifySocksError(err) : null, head));
+        detach = socks5Request(socket, target, (err, head, exit) => finish(err ? classifySocksError(err) : null, head, exit));
       } else {
         detach = readConnectResponse(socket, (err, head) => finish(err, head));
         socket.write(connectRequestText(node, target));

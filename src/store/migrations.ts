@@ -149,4 +149,10 @@ export const MIGRATIONS: readonly Migration[] = [
     name: 'connection records: the request rule that fired',
     sql: 'ALTER TABLE connections ADD COLUMN rule TEXT;',
   },
+  {
+    // The client's source address (abuse reports); null when log.access.clients is false.
+    id: 50,
+    name: 'connection records: the client address',
+    sql: 'ALTER TABLE connections ADD COLUMN client TEXT;',
+  },
 ];

@@ -17,6 +17,9 @@
 //   P allow:<user>            hash   fleet allowance: instance id -> bytes leased (src/fleet/allowance.ts)
 //   P allow-acked:<user>      hash   fleet allowance: reporter (instance:epoch) -> cumulative bytes applied
 //   P alive:<instance>        string an instance's heartbeat (PX ttl); its leases die with it
+//   P daemons                 zset   live instances -> heartbeat expiry (ms): how many share an outage
+//   P epoch                   string a random id the first daemon writes into an empty Redis: a new one
+//                                    means Redis lost the fleet's data and the daemons rebuild it
 //   P sess:<user>:<sessionId> string shared sticky session (src/fleet/sessions.ts)
 //   P lease:<name>            string generic lease (src/fleet/lease.ts)
 //   P ev:*, P events:*, P evm:* the event outbox (src/store/redis-events.ts)
@@ -94,6 +97,12 @@ export class RedisKeys {
   }
   alive(instance: string): string {
     return `${this.prefix}alive:${instance}`;
+  }
+  get daemons(): string {
+    return `${this.prefix}daemons`;
+  }
+  get epoch(): string {
+    return `${this.prefix}epoch`;
   }
   get aliveBase(): string {
     return `${this.prefix}alive:`;

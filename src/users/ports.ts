@@ -90,6 +90,11 @@ export class UserPorts {
     return this.options.authorizeUser(entry.user);
   }
 
+  /** Whether `socket` was accepted on a user port (the connection log names such connections). */
+  owns(socket: Socket): boolean {
+    return this.origin.has(socket);
+  }
+
   /** The ports open now. */
   list(): Array<{ user: string; port: number; allowIps: readonly string[]; tls: boolean }> {
     return [...this.entries.values()].map((e) => ({ user: e.user, port: e.port, allowIps: e.allowIps, tls: e.tls }));

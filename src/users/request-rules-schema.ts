@@ -2,6 +2,7 @@
 // and the admin API so both accept and refuse the same input. The rules are enforced by the gateway
 // (src/proxy/request-rules.ts); this file only says what a rule may hold.
 import { z } from 'zod';
+import { BODY_BYTES_DEFAULT, BODY_BYTES_MAX, BODY_PATTERN_MAX_LENGTH, bodyPatternProblem } from '../proxy/request-rules-pattern.ts';
 
 /** `example.com`, `*.example.com` (strict subdomains), `.example.com` (the name and below), or an IP literal. */
 const hostPattern = z
@@ -33,6 +34,13 @@ export const requestRuleSchema = z
         message: 'at most 16 header names of [A-Za-z0-9-]',
       })
       .optional(),
+    /**
+     * Plain HTTP: a regular expression (case-insensitive, bounded: src/proxy/request-rules-pattern.ts) that must
+     * match within the response body's first bodyBytes (with status and headers when given).
+     */
+    body: z.string().min(1).max(BODY_PATTERN_MAX_LENGTH).optional(),
+    /** How much of the body a body pattern sees (held before any byte goes to the client). Default 8 KiB. */
+    bodyBytes: z.number().int().min(1).max(BODY_BYTES_MAX).default(BODY_BYTES_DEFAULT),
     action: z.enum(['retry', 'ban', 'retry_ban', 'tag']),
     /** Further exits tried (retry, retry_ban). Default 1. */
     retries: z.number().int().min(0).max(5).default(1),
@@ -48,7 +56,14 @@ export const requestRuleSchema = z
     /** Methods retried; default the idempotent ones (GET, HEAD, OPTIONS, PUT, DELETE, TRACE). */
     methods: z.array(z.string().regex(METHOD)).max(16).optional(),
   })
-  .refine((r) => r.status !== undefined || r.timeoutMs !== undefined, { message: 'a rule needs status codes or timeoutMs' });
+  .refine((r) => r.status !== undefined || r.timeoutMs !== undefined || r.body !== undefined, {
+    message: 'a rule needs status codes, timeoutMs or a body pattern',
+  })
+  .superRefine((r, ctx) => {
+    if (r.body === undefined) return;
+    const problem = bodyPatternProblem(r.body, r.bodyBytes);
+    if (problem !== undefined) ctx.addIssue({ code: 'custom', path: ['body'], message: `body pattern refused: ${problem}` });
+  });
 
 export const requestRulesSchema = z.array(requestRuleSchema).max(100);
 

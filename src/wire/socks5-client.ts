@@ -114,7 +114,7 @@ export function socks5Connect(
   socket: Socket,
   target: { host: string; port: number },
   credentials: Socks5Credentials | undefined,
-  done: (err: Socks5ClientError | null, head: Buffer | null) => void,
+  done: (err: Socks5ClientError | null, head: Buffer | null, bound?: string) => void,
 ): () => void {
   const request = connectRequest(target.host, target.port);
   const auth = credentials ? authMessageOf(credentials) : undefined;
@@ -205,7 +205,7 @@ export function socks5Greet(
 export function socks5Request(
   socket: Socket,
   target: { host: string; port: number },
-  done: (err: Socks5ClientError | null, head: Buffer | null) => void,
+  done: (err: Socks5ClientError | null, head: Buffer | null, bound?: string) => void,
 ): () => void {
   const request = connectRequest(target.host, target.port);
   if (!request) {
@@ -236,7 +236,7 @@ class ClientHandshake {
     private readonly socket: HandshakeSocket,
     private readonly request: Buffer,
     private readonly auth: Buffer | undefined,
-    private readonly done: (err: Socks5ClientError | null, head: Buffer | null) => void,
+    private readonly done: (err: Socks5ClientError | null, head: Buffer | null, bound?: string) => void,
     private stage: Stage = Stage.Method,
     /** socks5Greet: done once the upstream would take a request */
     private readonly greetOnly = false,
@@ -342,13 +342,33 @@ class ClientHandshake {
         this.reply = b.subarray(0, end);
         this.stop();
         this.socket.pause();
-        this.done(null, b.length > end ? b.subarray(end) : null);
+        this.done(null, b.length > end ? b.subarray(end) : null, boundAddress(this.reply));
         return 0;
       }
       default:
         return 0;
     }
   }
+}
+
+/**
+ * A CONNECT reply's BND.ADDR: the address the server connected to the target from (RFC 1928 §6), i.e. the
+ * exit. undefined for a name or an unspecified address (0.0.0.0, ::), which name no exit.
+ */
+export function boundAddress(reply: Buffer): string | undefined {
+  const atyp = reply[3];
+  if (atyp === 0x01 && reply.length >= 10) {
+    const a = `${reply[4]}.${reply[5]}.${reply[6]}.${reply[7]}`;
+    return a === '0.0.0.0' ? undefined : a;
+  }
+  if (atyp === 0x04 && reply.length >= 22) {
+    if (reply.subarray(4, 20).every((x) => x === 0)) return undefined;
+    const parts: string[] = [];
+    for (let i = 0; i < 8; i++) parts.push(reply.readUInt16BE(4 + i * 2).toString(16));
+    // The WHATWG URL parser writes an IPv6 address in its canonical (RFC 5952) form.
+    return new URL(`http://[${parts.join(':')}]/`).hostname.slice(1, -1);
+  }
+  return undefined;
 }
 
 function onData(this: HandshakeSocket, chunk: Buffer): void {

@@ -111,6 +111,25 @@ describe("admin API: bans and users' request rules", () => {
     assert.equal(got.requestRules[0]!.name, 'slow');
     const bad = await raw(port, 'PATCH', '/v1/users/ruled', AUTH, JSON.stringify({ requestRules: [{ action: 'retry' }] }));
     assert.equal(bad.status, 400, bad.body);
+    // A body pattern: kept and returned; an invalid or costly one refused with a 400 that names the key.
+    const withBody = await raw(
+      port,
+      'PATCH',
+      '/v1/users/ruled',
+      AUTH,
+      JSON.stringify({ requestRules: [{ name: 'captcha', body: 'captcha|robot', bodyBytes: 4096, action: 'retry_ban' }] }),
+    );
+    assert.equal(withBody.status, 200, withBody.body);
+    const seen = JSON.parse((await raw(port, 'GET', '/v1/users/ruled', AUTH)).body) as { requestRules: Array<Record<string, unknown>> };
+    assert.equal(seen.requestRules[0]!.body, 'captcha|robot');
+    assert.equal(seen.requestRules[0]!.bodyBytes, 4096);
+    for (const body of ['(a+)+$', 'captcha(']) {
+      const refused = await raw(port, 'PATCH', '/v1/users/ruled', AUTH, JSON.stringify({ requestRules: [{ body, action: 'tag' }] }));
+      assert.equal(refused.status, 400, refused.body);
+      assert.match(refused.body, /requestRules[.[/]0[.\]/]+body/, refused.body);
+      assert.match(refused.body, /body pattern refused/);
+    }
+    assert.equal(h.users.get('ruled')?.requestRules?.[0]?.body, 'captcha|robot', 'a refused change leaves the rules as they were');
     const cleared = await raw(port, 'PATCH', '/v1/users/ruled', AUTH, JSON.stringify({ requestRules: [] }));
     assert.equal(cleared.status, 200);
     assert.equal(h.users.get('ruled')?.requestRules ?? null, null, 'no rules: nothing on the path');

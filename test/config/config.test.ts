@@ -83,6 +83,10 @@ describe('config', () => {
     assert.equal(c.billing.timezone, 'UTC');
     assert.equal(c.metrics.userSeriesMax, 100);
     assert.throws(() => parseConfig({ billing: { timezone: 'Mars/Olympus' } }, { env: {} }), /billing\.timezone/);
+    assert.throws(
+      () => parseConfig({ proxy: { requestRules: [{ body: '.*captcha', action: 'tag' }] } }, { env: {} }),
+      /proxy\.requestRules\.0\.body: body pattern refused: unbounded repetition/,
+    );
   });
 
   test('environment overrides win over the file', () => {

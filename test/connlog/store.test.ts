@@ -143,6 +143,20 @@ describe('connection log store', () => {
     await svc.close();
   });
 
+  test('client and exit: stored and read back as written; absent stays absent (no null exit, no client)', async () => {
+    const withBoth = record(200, { startedAt: T0 - 5000, client: '127.0.0.42', exit: '127.0.0.3' });
+    const { exit: _exit, ...noExit } = record(201, { startedAt: T0 - 4000 });
+    await log.append([withBoth, noExit]);
+    const got = await log.query({ since: T0 - 5000, until: T0 - 3000, limit: 10 });
+    assert.deepEqual(
+      got.map((r) => ({ id: r.id, client: r.client, exit: r.exit, hasExit: 'exit' in r, hasClient: 'client' in r })),
+      [
+        { id: 'r000201', client: undefined, exit: undefined, hasExit: false, hasClient: false },
+        { id: 'r000200', client: '127.0.0.42', exit: '127.0.0.3', hasExit: true, hasClient: true },
+      ],
+    );
+  });
+
   test('retention: by age, then by count (the newest stay), rollups by their own age', async () => {
     const fresh = await openTestStore();
     const l = connectionLogStoreFor(fresh);

@@ -156,7 +156,16 @@ describe('AllowanceLeaser', { skip: redisMissing }, () => {
     // B must stay connected throughout: on a loaded machine a command past the usual 500 ms would count as an
     // outage and put B on its own offline allowance too (B then relays limit + offline, not the limit).
     const cb = await connection(server.url, 'b', 10_000);
-    const options = { sliceBytes: slice, offlineBytes: offline, prefix: 'a5:', aliveTtlMs: 300, syncEveryMs: 60_000 };
+    // outageMaxBytes = offline: A's share of what alice has left is cut to its offline allowance (the bound of
+    // a partitioned daemon is sliceBytes + outageMaxBytes).
+    const options = {
+      sliceBytes: slice,
+      offlineBytes: offline,
+      outageMaxBytes: offline,
+      prefix: 'a5:',
+      aliveTtlMs: 300,
+      syncEveryMs: 60_000,
+    };
     const a = new AllowanceLeaser(ca, { ...options, instance: 'A' });
     const b = new AllowanceLeaser(cb, { ...options, instance: 'B' });
     try {

@@ -43,8 +43,16 @@ describe('Redis outage', { skip: redisMissing }, () => {
     await fleet.connect();
     const leases = new Leases(fleet, { owner: 'A', ttlMs: 5000, prefix: 'o:' });
     const sessions = new SharedSessions(fleet, { prefix: 'o:' });
-    const leaser = new AllowanceLeaser(fleet, { instance: 'A', sliceBytes: 10_000, offlineBytes: 5000, prefix: 'o:', logger });
+    const leaser = new AllowanceLeaser(fleet, {
+      instance: 'A',
+      sliceBytes: 10_000,
+      offlineBytes: 5000,
+      outageMaxBytes: 100_000,
+      prefix: 'o:',
+      logger,
+    });
     await store.setLimit('alice', 1_000_000);
+    leaser.user('alice').seedLimit = 1_000_000; // what the accounting layer keeps (its last view of the limit)
     assert.equal(await leaser.acquire('alice'), 10_000);
     assert.equal(await leases.acquire('order:1'), true);
 
@@ -63,17 +71,18 @@ describe('Redis outage', { skip: redisMissing }, () => {
     ];
     assert.ok(Math.max(...took) < 1000, `slowest failure took ${Math.max(...took)} ms`);
 
-    // The allowance keeps serving: the lease it held, then its offline share, then stop.
+    // The allowance keeps serving: the lease it held, then its share of what alice had left (990 000 B, one
+    // daemon), cut to outageMaxBytes, then stop.
     const a = leaser.user('alice');
     // Spending the lease starts a refill; while it is in flight the user may overdraw by lowWater.
     assert.equal(a.spend(10_000), true);
     assert.ok(a.syncing !== undefined, 'the spend started a refill');
     const t0 = Date.now();
-    assert.equal(await leaser.acquire('alice'), 5000);
+    assert.equal(await leaser.acquire('alice'), 100_000);
     assert.ok(Date.now() - t0 < 1000);
     assert.equal(a.offline, true);
-    a.spend(5000);
-    assert.equal(await leaser.acquire('alice'), 0, 'one offline share per outage');
+    a.spend(100_000);
+    assert.equal(await leaser.acquire('alice'), 0, 'one share per outage');
 
     // A socket can refuse writes a moment before its close event is handled: give the log that moment.
     const errors = () => lines.filter((l) => l.level >= 50 && /redis is unreachable/.test(l.msg));
@@ -98,10 +107,10 @@ describe('Redis outage', { skip: redisMissing }, () => {
       (await sessions.claim('alice', 's1', { id: 'n1', protocol: 'http', host: '127.0.0.1', port: 1, source: 'pwd' }, 1000)).won,
       true,
     );
-    // Reconcile: the 15 000 bytes relayed (5 000 of them while offline) land in `used` at the next sync.
-    await store.setLimit('alice', 1_000_000);
+    // Reconcile: the 110 000 bytes relayed (100 000 of them while offline) land in `used` at the next sync,
+    // Redis having come back empty: the usage record is rebuilt from the leaser's last view (limit, 0 used) plus them.
     await leaser.syncAll();
-    assert.equal((await store.getUsage('alice'))?.usedBytes, 15_000);
+    assert.deepEqual(await store.getUsage('alice').then((u) => [u?.usedBytes, u?.limitBytes]), [110_000, 1_000_000]);
     assert.equal(a.offline, false);
     assert.equal(await leaser.acquire('alice'), 10_000);
     assert.ok(lines.some((l) => l.level === 30 && /redis is reachable again/.test(l.msg)));

@@ -37,10 +37,34 @@ function accepts(port: number): Promise<boolean> {
   });
 }
 
+/** One PING over a fresh socket: true when the server answers +PONG within `timeoutMs`. */
+export function ping(port: number, timeoutMs = 1000): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = connect({ host: '127.0.0.1', port });
+    let got = '';
+    const done = (ok: boolean) => {
+      clearTimeout(timer);
+      s.destroy();
+      resolve(ok);
+    };
+    const timer = setTimeout(() => done(false), timeoutMs);
+    s.once('connect', () => s.write('PING\r\n'));
+    s.on('data', (d: Buffer) => {
+      got += d.toString('latin1');
+      if (got.includes('\r\n')) done(got.startsWith('+PONG'));
+    });
+    s.once('error', () => done(false));
+    s.once('close', () => done(false));
+  });
+}
+
 export class RedisServer {
   private child: ChildProcess | undefined;
   private readonly dir = mkdtempSync(join(tmpdir(), 'rotor-redis-'));
   port = 0;
+
+  /** `extraArgs`: more redis-server options (e.g. ['--appendonly', 'yes'], ['--rename-command', 'CONFIG', '']). */
+  constructor(private readonly extraArgs: string[] = []) {}
 
   get url(): string {
     return `redis://127.0.0.1:${this.port}`;
@@ -67,6 +91,7 @@ export class RedisServer {
         'no',
         '--loglevel',
         'warning',
+        ...this.extraArgs,
       ],
       {
         stdio: 'ignore',
@@ -77,7 +102,8 @@ export class RedisServer {
       if (this.child === child) this.child = undefined;
     });
     const deadline = Date.now() + 5000;
-    while (!(await accepts(this.port))) {
+    // Answering PING, not only accepting: a loading server accepts before it serves.
+    while (!(await accepts(this.port)) || !(await ping(this.port))) {
       if (!this.child) throw new Error(`redis-server exited before listening on ${this.port}`);
       if (Date.now() > deadline) throw new Error(`redis-server did not listen on ${this.port} within 5 s`);
       await new Promise((r) => setTimeout(r, 20));

@@ -13,7 +13,7 @@ import type { ConnectionRecord, RecordSink } from '../../src/connlog/types.ts';
 import type { UpstreamNode } from '../../src/pool/types.ts';
 import { HttpListener } from '../../src/proxy/http.ts';
 import { BanTable } from '../../src/proxy/request-bans.ts';
-import { RequestRules, type RequestRule } from '../../src/proxy/request-rules.ts';
+import { RequestRules, type CompiledRule, type RequestRule } from '../../src/proxy/request-rules.ts';
 import { Router } from '../../src/proxy/router.ts';
 import { requestRulesSchema } from '../../src/users/request-rules-schema.ts';
 import { UnlimitedMeters } from '../support/meters.ts';
@@ -46,6 +46,21 @@ async function startTarget(): Promise<{ port: number; seen: Map<string, number>;
     let body = 0;
     req.on('data', (c: Buffer) => (body += c.length));
     req.on('end', () => {
+      const path = req.url ?? '';
+      if (path.startsWith('/cap')) {
+        // A 200 with a captcha page to one exit; a big page whose "captcha" sits past the first 20 KiB to all.
+        res.writeHead(200, { 'content-type': 'text/html' });
+        if (path.startsWith('/cap-cut')) {
+          // The upstream dies in the middle of the held bytes.
+          res.write('partial body, no captcha yet');
+          setImmediate(() => req.socket.destroy());
+          return;
+        }
+        if (path.startsWith('/cap-big')) res.end(`${'x'.repeat(20_000)} please solve this captcha ${'y'.repeat(80_000)}`);
+        else if (from === BANNED_BY_TARGET) res.end('<html><p>Please solve this CAPTCHA to continue</p></html>');
+        else res.end(`${from} page`);
+        return;
+      }
       if (from === BANNED_BY_TARGET) {
         res.writeHead(403, { 'content-type': 'text/plain', 'x-blocked': 'by-target' });
         res.end('blocked');
@@ -122,6 +137,7 @@ describe('request rules: retry through another exit, ban the exit, tag the recor
         }),
         user('tagger', 'pw', { requestRules: rules([{ name: 'watch', status: [403], action: 'tag' }]) }),
         user('plain', 'pw'),
+        user('solver', 'pw', { requestRules: rules([{ name: 'captcha', body: 'solve (this|the) captcha', action: 'retry_ban' }]) }),
         user('tunnel', 'pw', { requestRules: rules([{ name: 'dial', status: [502], action: 'ban', banSeconds: 60 }]) }),
       ]),
       meters: new UnlimitedMeters(),
@@ -228,6 +244,44 @@ describe('request rules: retry through another exit, ban the exit, tag the recor
     assert.equal(bans.list().length, before);
   });
 
+  test('a 200 whose body shows a captcha: retried through another exit before any byte reached the client, banned, recorded', async () => {
+    pool.next = 0;
+    const r = await send(listener.port, 'solver', `http://127.0.0.1:${target.port}/cap1`);
+    assert.equal(r.status, 200);
+    assert.equal(r.body, '127.0.0.3 page', 'the captcha page never reached the client');
+    const mine = bans.list().filter((b) => b.user === 'solver');
+    assert.equal(mine.length, 1);
+    assert.equal(mine[0]!.node, ups[0]!.node.id);
+    assert.equal(mine[0]!.rule, 'captcha');
+    const rec = await recordOf('solver', 1);
+    assert.equal(rec.rule, 'captcha');
+    assert.equal(rec.retries, 1);
+    assert.equal(rec.node, ups[1]!.node.id);
+    // The banned exit is not used again: every later page comes from the others.
+    for (let i = 0; i < 3; i++)
+      assert.match((await send(listener.port, 'solver', `http://127.0.0.1:${target.port}/cap${i}`)).body, /page$/);
+  });
+
+  test('the body pattern sees the first bodyBytes only: a page whose match lies further passes whole', async () => {
+    const r = await send(listener.port, 'solver', `http://127.0.0.1:${target.port}/cap-big`);
+    assert.equal(r.status, 200);
+    assert.equal(r.body.length, 20_000 + ' please solve this captcha '.length + 80_000, 'the held bytes and the rest arrive, in order');
+    assert.match(r.body, /^x{20000} please solve this captcha y{80000}$/);
+    const rec = await recordOf('solver', 5);
+    assert.equal(rec.rule, undefined);
+    assert.equal(rec.retries, 0);
+  });
+
+  test('the upstream closing while the body is held: a 502 with Proxy-Status, none of the held bytes', async () => {
+    const r = await send(listener.port, 'solver', `http://127.0.0.1:${target.port}/cap-cut`);
+    assert.equal(r.status, 502);
+    assert.match(String(r.headers['proxy-status']), /^rotor; error=/);
+    assert.doesNotMatch(r.body, /partial body/);
+    // A HEAD (no body at all) passes at once.
+    const h = await send(listener.port, 'solver', `http://127.0.0.1:${target.port}/cap-head`, 'HEAD');
+    assert.equal(h.status, 200);
+  });
+
   test('a tunnel whose dial fails (502) bans the exits that failed for that user', async () => {
     const dead = await deadPort();
     const deadNode = node('socks5', dead, 'x', 'y');
@@ -272,11 +326,39 @@ describe('request rules: compiled once, nothing on the path without rules', () =
     assert.ok(set.forRequest({}, 'www.shop.example'));
     assert.equal(set.forRequest({}, 'shop.example'), undefined, '*.name is strict subdomains');
     const hit = set.forRequest({}, 'API.example')!;
-    const rule = hit.onResponse(429, [])!;
+    const rule = hit.atHead(429, []) as CompiledRule;
     assert.equal(rule.name, 'proxy#0');
     assert.equal(rule.mayRetry('GET'), true);
     assert.equal(rule.mayRetry('POST'), false);
-    assert.equal(hit.onResponse(403, []), undefined);
+    assert.equal(hit.atHead(403, []), undefined);
+  });
+
+  test('body patterns: invalid or costly ones are refused naming the key; accepted ones compile once', () => {
+    const refused = (rule: unknown): string => {
+      const r = requestRulesSchema.safeParse([rule]);
+      assert.equal(r.success, false, JSON.stringify(rule));
+      const issue = r.error!.issues.find((i) => i.path.join('.') === '0.body');
+      assert.ok(issue, `an issue on 0.body: ${JSON.stringify(r.error!.issues)}`);
+      return issue.message;
+    };
+    assert.match(refused({ body: 'captcha(', action: 'tag' }), /not a valid regular expression/);
+    assert.match(refused({ body: '(a+)+$', action: 'tag' }), /unbounded repetition/);
+    assert.match(refused({ body: '.*x', action: 'tag' }), /unbounded repetition/);
+    assert.match(refused({ body: 'a{2,}', action: 'tag' }), /unbounded repetition/);
+    assert.match(refused({ body: '(a)\\1', action: 'tag' }), /backreference/);
+    assert.match(refused({ body: 'x(?=y)', action: 'tag' }), /lookaround/);
+    assert.match(refused({ body: '(.{0,20}){0,20}', action: 'tag' }), /too costly/);
+    assert.match(refused({ body: '.{0,200}a.{0,200}b', action: 'tag' }), /too costly/);
+    // The same pattern over fewer bytes is within the budget.
+    assert.ok(requestRulesSchema.safeParse([{ body: '.{0,200}a.{0,200}b', bodyBytes: 100, action: 'tag' }]).success);
+    assert.equal(requestRulesSchema.safeParse([{ body: 'x', bodyBytes: 65537, action: 'tag' }]).success, false);
+    const ok = rules([{ body: 'captcha|are you (a )?robot|access.{0,40}denied', status: [200, 403], action: 'tag' }]);
+    assert.equal(ok[0]!.bodyBytes, 8192);
+    const set = new RequestRules(ok).forRequest({}, 'example.com')!;
+    assert.equal(set.atHead(200, []), 8192, 'a possible body match: hold 8 KiB');
+    assert.equal(set.atHead(404, []), undefined, 'status not listed: nothing held');
+    assert.equal(set.afterBody(200, [], Buffer.from('<h1>Access is Denied</h1>'))?.name, 'proxy#0');
+    assert.equal(set.afterBody(200, [], Buffer.from('welcome')), undefined);
   });
 
   test('the schema refuses a rule without status or timeoutMs, and bad methods', () => {

@@ -57,6 +57,8 @@ const userView = {
           banSeconds: { type: 'integer' },
           banHost: { type: 'boolean' },
           methods: stringList,
+          body: { type: 'string', description: 'plain HTTP: a pattern in the first bodyBytes of the response body' },
+          bodyBytes: { type: 'integer' },
         },
       },
     },
@@ -87,6 +89,15 @@ const listQuery = z.strictObject({
 });
 
 export const userRoutes: RegisterRoutes = (app, deps) => {
+  listAndCreateRoutes(app, deps);
+  batchRoute(app, deps);
+  recordRoutes(app, deps);
+};
+
+type RouteArgs = Parameters<RegisterRoutes>;
+
+/** GET /v1/users (one page) and POST /v1/users. */
+function listAndCreateRoutes(...[app, deps]: RouteArgs): void {
   app.get<{ Querystring: z.output<typeof listQuery> }>(
     '/users',
     {
@@ -127,6 +138,10 @@ export const userRoutes: RegisterRoutes = (app, deps) => {
       return reply.code(201).send(view);
     },
   );
+}
+
+/** POST /v1/users/batch: many users in one call, each row on its own. */
+function batchRoute(...[app, deps]: RouteArgs): void {
   app.post<{ Body: z.output<typeof batchBodySchema> }>(
     '/users/batch',
     {
@@ -166,6 +181,10 @@ export const userRoutes: RegisterRoutes = (app, deps) => {
     },
     async (req) => deps.users.createBatch(req.body.users),
   );
+}
+
+/** One user's record: read, change, delete, password and quota. */
+function recordRoutes(...[app, deps]: RouteArgs): void {
   app.get<{ Params: { name: string } }>(
     '/users/:name',
     {
@@ -241,4 +260,4 @@ export const userRoutes: RegisterRoutes = (app, deps) => {
     },
     async (req) => deps.users.setLimit(req.params.name, req.body.limitBytes),
   );
-};
+}

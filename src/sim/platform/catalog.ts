@@ -294,35 +294,13 @@ const dynamicBase = {
 
 /** A fresh catalogue (state owns and mutates its copy). */
 export function createCatalog(): SimProduct[] {
+  return [...staticProducts(), ...dynamicProducts(), unauthorizedProduct()];
+}
+
+/** Static products: by IP and period, in stock, shared, sold out and offline. */
+function staticProducts(): SimProduct[] {
   return [
-    {
-      ...base,
-      productNo: SIM_PRODUCTS.staticUsSocks,
-      productName: 'US static socks5',
-      proxyType: 101,
-      protocol: '1',
-      areaCode: 'NA',
-      countryCode: 'USA',
-      stateCode: 'USA005',
-      cityCode: 'USA005001',
-      costPrice: '5.00',
-      inventory: 500,
-      duration: 1,
-      unit: 3,
-      bandWidth: 5,
-      bandWidthPrice: '0.50',
-      maxBandWidth: 100,
-      assignIp: 1,
-      cidrStatus: 1,
-      changeProxy: 1,
-      cidrBlocks: [
-        { cidr: '198.51.100.0/24', count: 200, asn: 'AS64500', isp: 'Sandbox Telecom', projectList: [] },
-        { cidr: '203.0.113.0/25', count: 100, asn: 'AS64501', isp: 'Example Cable', projectList: [] },
-      ],
-      offlineCidrBlocks: [{ cidr: '192.0.2.0/26', offlineTime: '2026-01-01 00:00:00' }],
-      ispType: 1,
-      netType: 1,
-    },
+    usStaticSocks(),
     {
       ...base,
       productNo: SIM_PRODUCTS.staticCnShared,
@@ -414,6 +392,44 @@ export function createCatalog(): SimProduct[] {
       duration: 1,
       unit: 3,
     },
+  ];
+}
+
+/** The richest static product: CIDR blocks with ISPs, offline blocks, bandwidth options and IP changes. */
+function usStaticSocks(): SimProduct {
+  return {
+    ...base,
+    productNo: SIM_PRODUCTS.staticUsSocks,
+    productName: 'US static socks5',
+    proxyType: 101,
+    protocol: '1',
+    areaCode: 'NA',
+    countryCode: 'USA',
+    stateCode: 'USA005',
+    cityCode: 'USA005001',
+    costPrice: '5.00',
+    inventory: 500,
+    duration: 1,
+    unit: 3,
+    bandWidth: 5,
+    bandWidthPrice: '0.50',
+    maxBandWidth: 100,
+    assignIp: 1,
+    cidrStatus: 1,
+    changeProxy: 1,
+    cidrBlocks: [
+      { cidr: '198.51.100.0/24', count: 200, asn: 'AS64500', isp: 'Sandbox Telecom', projectList: [] },
+      { cidr: '203.0.113.0/25', count: 100, asn: 'AS64501', isp: 'Example Cable', projectList: [] },
+    ],
+    offlineCidrBlocks: [{ cidr: '192.0.2.0/26', offlineTime: '2026-01-01 00:00:00' }],
+    ispType: 1,
+    netType: 1,
+  };
+}
+
+/** Dynamic products: by traffic (two MB sizes, one drawn by the main account only) and by IP count. */
+function dynamicProducts(): SimProduct[] {
+  return [
     {
       ...dynamicBase,
       productNo: SIM_PRODUCTS.dynamicTraffic,
@@ -482,23 +498,27 @@ export function createCatalog(): SimProduct[] {
       unit: 1,
       pwdDrawSessionRange: '1-60',
     },
-    {
-      ...base,
-      productNo: SIM_PRODUCTS.unauthorized,
-      productName: 'not authorized',
-      proxyType: 101,
-      protocol: '1',
-      areaCode: 'NA',
-      countryCode: 'USA',
-      stateCode: 'USA036',
-      cityCode: 'USA036001',
-      costPrice: '1.00',
-      inventory: 100,
-      duration: 1,
-      unit: 3,
-      authorized: false,
-    },
   ];
+}
+
+/** A product the merchant is not authorized to sell. */
+function unauthorizedProduct(): SimProduct {
+  return {
+    ...base,
+    productNo: SIM_PRODUCTS.unauthorized,
+    productName: 'not authorized',
+    proxyType: 101,
+    protocol: '1',
+    areaCode: 'NA',
+    countryCode: 'USA',
+    stateCode: 'USA036',
+    cityCode: 'USA036001',
+    costPrice: '1.00',
+    inventory: 100,
+    duration: 1,
+    unit: 3,
+    authorized: false,
+  };
 }
 
 export interface ProductArea {

@@ -46,135 +46,16 @@ export async function startServer(opts: ServerOptions): Promise<SimServer> {
     const url = new URL(req.url ?? '/', 'http://sandbox');
     const body = await readBody(req);
     if (body === null) return sendJson(res, 413, { code: CODE.INVALID_PARAMS, msg: 'body too large' });
-    if (url.pathname.startsWith('/sim/')) return simRoute(req, res, url, body);
+    if (url.pathname.startsWith('/sim/')) return simRoute(opts, req, res, url, body);
     const name = operationByPath(url.pathname);
     if (!name) return sendJson(res, 404, { code: 404, msg: 'no such operation' });
     if (req.method !== 'POST' && req.method !== 'GET') return sendJson(res, 405, { code: 405, msg: 'method not allowed' });
-    const reply = await operate(name, body);
+    const reply = await operate(opts, envelope, name, body);
     if (opts.ctx.faults.takeDrop(name)) {
       req.socket.destroy();
       return;
     }
     sendJson(res, 200, reply);
-  }
-
-  async function operate(name: OperationName, body: string): Promise<Reply> {
-    let raw: unknown;
-    try {
-      raw = JSON.parse(body);
-    } catch {
-      return { reqId: '', code: CODE.INVALID_PARAMS, msg: 'request body is not JSON' };
-    }
-    const env = (typeof raw === 'object' && raw !== null ? raw : {}) as Record<string, unknown>;
-    const reqId = typeof env.reqId === 'string' ? env.reqId : '';
-    const fail = (code: number, msg: string): Reply => ({ reqId, code, msg });
-    if (env.appKey !== opts.appKey) return fail(CODE.DECRYPT, 'decryption failed (unknown appKey)');
-    const version = String(env.version ?? 'v2');
-    if (version !== 'v2' && version !== '2.0') return fail(CODE.INVALID_PARAMS, `unsupported version ${version}`);
-    const encrypt = String(env.encrypt ?? 'aes').toLowerCase();
-    if (encrypt !== 'aes') return fail(CODE.INVALID_PARAMS, `unsupported encrypt ${encrypt}`);
-    let params: unknown = {};
-    if (typeof env.params === 'string' && env.params.length > 0) {
-      try {
-        params = envelope.decryptJson(env.params);
-      } catch (err) {
-        if (err instanceof DecryptError) return fail(CODE.DECRYPT, 'decryption failed (check the secret)');
-        throw err;
-      }
-    } else if (env.params !== undefined && env.params !== null && env.params !== '') {
-      return fail(CODE.INVALID_PARAMS, 'params must be a base64 string');
-    }
-    if (params === null) params = {};
-    opts.ctx.calls.set(name, (opts.ctx.calls.get(name) ?? 0) + 1);
-    await opts.ctx.faults.hold();
-    if (opts.ctx.faults.takeFail(name)) return fail(CODE.SYSTEM, 'system error');
-    const parsed = operations[name].request.safeParse(params);
-    if (!parsed.success) {
-      const issues = parsed.error.issues;
-      const code = issues.some((i) => i.path[0] === 'sessTime') ? CODE.SESS_TIME_RANGE : CODE.INVALID_PARAMS;
-      return fail(code, `invalid parameters: ${issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')}`);
-    }
-    try {
-      const handler = handlers[name] as (ctx: SimContext, p: unknown) => unknown;
-      const data = handler(opts.ctx, parsed.data);
-      if (operations[name].response === null) return { reqId, code: CODE.OK, msg: 'success' };
-      return { reqId, code: CODE.OK, msg: 'success', data: envelope.encryptJson(data) };
-    } catch (err) {
-      if (err instanceof SimError) return fail(err.platformCode, err.message);
-      return fail(CODE.SYSTEM, 'system error');
-    }
-  }
-
-  async function simRoute(req: IncomingMessage, res: ServerResponse, url: URL, body: string): Promise<void> {
-    const parts = url.pathname.split('/').filter(Boolean).slice(1).map(decodeURIComponent);
-    const method = req.method ?? 'GET';
-    let input: Record<string, unknown> = {};
-    if (body) {
-      try {
-        input = JSON.parse(body) as Record<string, unknown>;
-      } catch {
-        return sendJson(res, 400, { error: 'body is not JSON' });
-      }
-    }
-    const q = (k: string) => url.searchParams.get(k) ?? undefined;
-    const [head, arg, tail] = parts;
-    const { inspect, faults } = opts;
-    if (head === 'extract' && arg) {
-      const out = await extract(opts.ctx, arg, req.socket.remoteAddress ?? '');
-      res.writeHead(200, { 'content-type': out.contentType });
-      res.end(out.body);
-      return;
-    }
-    if (method === 'GET') {
-      switch (head) {
-        case 'merchant':
-          return sendJson(res, 200, inspect.merchant());
-        case 'charges':
-          return sendJson(res, 200, inspect.charges(q('no')));
-        case 'callbacks':
-          return sendJson(res, 200, inspect.callbacks({ type: q('type'), no: q('no') }));
-        case 'orders':
-          return arg ? sendFound(res, inspect.order(arg)) : sendJson(res, 200, inspect.orders());
-        case 'instances':
-          return sendJson(res, 200, inspect.instances());
-        case 'accounts':
-          return sendJson(res, 200, inspect.accounts());
-        case 'balances':
-          return sendJson(res, 200, inspect.balances());
-        case 'clock':
-          return sendJson(res, 200, { now: inspect.now(), speed: opts.ctx.clock.speed });
-        case 'calls':
-          return sendJson(res, 200, inspect.calls());
-      }
-    }
-    if (method === 'POST' || method === 'PUT') {
-      switch (head) {
-        case 'faults':
-          faults.set(input);
-          return sendJson(res, 200, { ok: true });
-        case 'upstreams':
-          faults.upstream(input.port === '*' ? '*' : Number(input.port), (input.fault ?? null) as Fault | null);
-          return sendJson(res, 200, { ok: true });
-        case 'clock':
-          if (typeof input.speed === 'number') faults.clockSpeed(input.speed);
-          if (typeof input.advanceMs === 'number') faults.advanceClock(input.advanceMs);
-          return sendJson(res, 200, { now: inspect.now(), speed: opts.ctx.clock.speed });
-        case 'merchant':
-          faults.setMerchant(input);
-          return sendJson(res, 200, inspect.merchant());
-        case 'products':
-          return sendFound(res, arg && faults.updateProduct(arg, input) ? { ok: true } : undefined);
-        case 'instances':
-          if (tail === 'status')
-            return sendFound(res, arg && faults.setInstanceStatus(arg, Number(input.status)) ? { ok: true } : undefined);
-      }
-    }
-    if (method === 'DELETE' && head === 'accounts' && arg) return sendFound(res, faults.deleteSubAccount(arg) ? { ok: true } : undefined);
-    if (method === 'DELETE' && head === 'faults') {
-      faults.reset();
-      return sendJson(res, 200, { ok: true });
-    }
-    sendJson(res, 404, { error: 'no such sandbox route' });
   }
 
   await new Promise<void>((resolve, reject) => {
@@ -229,3 +110,123 @@ function readBody(req: IncomingMessage): Promise<string | null> {
 }
 
 function noop(): void {}
+
+/** One platform operation: the envelope checked and opened, the parameters validated, the handler run. */
+async function operate(opts: ServerOptions, envelope: AesEnvelope, name: OperationName, body: string): Promise<Reply> {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(body);
+  } catch {
+    return { reqId: '', code: CODE.INVALID_PARAMS, msg: 'request body is not JSON' };
+  }
+  const env = (typeof raw === 'object' && raw !== null ? raw : {}) as Record<string, unknown>;
+  const reqId = typeof env.reqId === 'string' ? env.reqId : '';
+  const fail = (code: number, msg: string): Reply => ({ reqId, code, msg });
+  if (env.appKey !== opts.appKey) return fail(CODE.DECRYPT, 'decryption failed (unknown appKey)');
+  const version = String(env.version ?? 'v2');
+  if (version !== 'v2' && version !== '2.0') return fail(CODE.INVALID_PARAMS, `unsupported version ${version}`);
+  const encrypt = String(env.encrypt ?? 'aes').toLowerCase();
+  if (encrypt !== 'aes') return fail(CODE.INVALID_PARAMS, `unsupported encrypt ${encrypt}`);
+  let params: unknown = {};
+  if (typeof env.params === 'string' && env.params.length > 0) {
+    try {
+      params = envelope.decryptJson(env.params);
+    } catch (err) {
+      if (err instanceof DecryptError) return fail(CODE.DECRYPT, 'decryption failed (check the secret)');
+      throw err;
+    }
+  } else if (env.params !== undefined && env.params !== null && env.params !== '') {
+    return fail(CODE.INVALID_PARAMS, 'params must be a base64 string');
+  }
+  if (params === null) params = {};
+  opts.ctx.calls.set(name, (opts.ctx.calls.get(name) ?? 0) + 1);
+  await opts.ctx.faults.hold();
+  if (opts.ctx.faults.takeFail(name)) return fail(CODE.SYSTEM, 'system error');
+  const parsed = operations[name].request.safeParse(params);
+  if (!parsed.success) {
+    const issues = parsed.error.issues;
+    const code = issues.some((i) => i.path[0] === 'sessTime') ? CODE.SESS_TIME_RANGE : CODE.INVALID_PARAMS;
+    return fail(code, `invalid parameters: ${issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')}`);
+  }
+  try {
+    const handler = handlers[name] as (ctx: SimContext, p: unknown) => unknown;
+    const data = handler(opts.ctx, parsed.data);
+    if (operations[name].response === null) return { reqId, code: CODE.OK, msg: 'success' };
+    return { reqId, code: CODE.OK, msg: 'success', data: envelope.encryptJson(data) };
+  } catch (err) {
+    if (err instanceof SimError) return fail(err.platformCode, err.message);
+    return fail(CODE.SYSTEM, 'system error');
+  }
+}
+
+/** The sandbox's own routes under /sim/: inspection (GET), faults and test controls (POST, PUT, DELETE). */
+async function simRoute(opts: ServerOptions, req: IncomingMessage, res: ServerResponse, url: URL, body: string): Promise<void> {
+  const parts = url.pathname.split('/').filter(Boolean).slice(1).map(decodeURIComponent);
+  const method = req.method ?? 'GET';
+  let input: Record<string, unknown> = {};
+  if (body) {
+    try {
+      input = JSON.parse(body) as Record<string, unknown>;
+    } catch {
+      return sendJson(res, 400, { error: 'body is not JSON' });
+    }
+  }
+  const q = (k: string) => url.searchParams.get(k) ?? undefined;
+  const [head, arg, tail] = parts;
+  const { inspect, faults } = opts;
+  if (head === 'extract' && arg) {
+    const out = await extract(opts.ctx, arg, req.socket.remoteAddress ?? '');
+    res.writeHead(200, { 'content-type': out.contentType });
+    res.end(out.body);
+    return;
+  }
+  if (method === 'GET') {
+    switch (head) {
+      case 'merchant':
+        return sendJson(res, 200, inspect.merchant());
+      case 'charges':
+        return sendJson(res, 200, inspect.charges(q('no')));
+      case 'callbacks':
+        return sendJson(res, 200, inspect.callbacks({ type: q('type'), no: q('no') }));
+      case 'orders':
+        return arg ? sendFound(res, inspect.order(arg)) : sendJson(res, 200, inspect.orders());
+      case 'instances':
+        return sendJson(res, 200, inspect.instances());
+      case 'accounts':
+        return sendJson(res, 200, inspect.accounts());
+      case 'balances':
+        return sendJson(res, 200, inspect.balances());
+      case 'clock':
+        return sendJson(res, 200, { now: inspect.now(), speed: opts.ctx.clock.speed });
+      case 'calls':
+        return sendJson(res, 200, inspect.calls());
+    }
+  }
+  if (method === 'POST' || method === 'PUT') {
+    switch (head) {
+      case 'faults':
+        faults.set(input);
+        return sendJson(res, 200, { ok: true });
+      case 'upstreams':
+        faults.upstream(input.port === '*' ? '*' : Number(input.port), (input.fault ?? null) as Fault | null);
+        return sendJson(res, 200, { ok: true });
+      case 'clock':
+        if (typeof input.speed === 'number') faults.clockSpeed(input.speed);
+        if (typeof input.advanceMs === 'number') faults.advanceClock(input.advanceMs);
+        return sendJson(res, 200, { now: inspect.now(), speed: opts.ctx.clock.speed });
+      case 'merchant':
+        faults.setMerchant(input);
+        return sendJson(res, 200, inspect.merchant());
+      case 'products':
+        return sendFound(res, arg && faults.updateProduct(arg, input) ? { ok: true } : undefined);
+      case 'instances':
+        if (tail === 'status') return sendFound(res, arg && faults.setInstanceStatus(arg, Number(input.status)) ? { ok: true } : undefined);
+    }
+  }
+  if (method === 'DELETE' && head === 'accounts' && arg) return sendFound(res, faults.deleteSubAccount(arg) ? { ok: true } : undefined);
+  if (method === 'DELETE' && head === 'faults') {
+    faults.reset();
+    return sendJson(res, 200, { ok: true });
+  }
+  sendJson(res, 404, { error: 'no such sandbox route' });
+}

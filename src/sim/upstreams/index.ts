@@ -62,18 +62,7 @@ export async function startUpstreams(opts: UpstreamsOptions): Promise<Upstreams>
     return opening;
   }
 
-  const gatewayPolicy: AdmissionPolicy = {
-    auth: 'password',
-    admit({ username, password }): Admission {
-      const credential = decodeUsername(username);
-      if (!credential) return { ok: false, reason: 'unknown user name', refusal: 'credentials' };
-      const grant = authority.authorizePassword(credential, password);
-      if (!grant.ok) return { ok: false, reason: grant.reason, refusal: grant.refusal ?? 'credentials' };
-      const exit =
-        credential.sessTime > 0 ? exits.sticky(`${credential.account}\u0000${credential.sessionId}`, credential.sessTime) : exits.rotate();
-      return { ok: true, meter: grant.meter, exit };
-    },
-  };
+  const gatewayPolicy = passwordGatewayPolicy(authority, exits);
 
   const gateways: UpstreamPort[] = [];
   try {
@@ -147,5 +136,21 @@ export async function startUpstreams(opts: UpstreamsOptions): Promise<Upstreams>
     },
 
     close: closeAll,
+  };
+}
+
+/** The gateway ports' admission: a drawn user name and password, a sticky exit for a session, else the next. */
+function passwordGatewayPolicy(authority: UpstreamsOptions['authority'], exits: Exits): AdmissionPolicy {
+  return {
+    auth: 'password',
+    admit({ username, password }): Admission {
+      const credential = decodeUsername(username);
+      if (!credential) return { ok: false, reason: 'unknown user name', refusal: 'credentials' };
+      const grant = authority.authorizePassword(credential, password);
+      if (!grant.ok) return { ok: false, reason: grant.reason, refusal: grant.refusal ?? 'credentials' };
+      const exit =
+        credential.sessTime > 0 ? exits.sticky(`${credential.account}\u0000${credential.sessionId}`, credential.sessTime) : exits.rotate();
+      return { ok: true, meter: grant.meter, exit };
+    },
   };
 }
