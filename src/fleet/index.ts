@@ -9,11 +9,15 @@ import type { Logger } from '../telemetry/logger.ts';
 import { AllowanceLeaser } from './allowance.ts';
 import { LeaseKeeper, Leases } from './lease.ts';
 import { SharedSessions } from './sessions.ts';
+import { UserRestorer } from './rebuild.ts';
+import type { StoredUser } from '../store/types.ts';
+import type { StickySession } from '../session/table.ts';
 
 export { AllowanceLeaser, UserAllowance, type AllowanceOptions } from './allowance.ts';
 export { Leases, LeaseKeeper, type LeasesOptions, type LeaseKeeperOptions } from './lease.ts';
 export { SharedSessions, type SharedNode, type SharedSession, type SharedSessionsOptions } from './sessions.ts';
 export { FleetSessions, FleetRouter, type FleetSessionsOptions } from './gateway.ts';
+export { checkPersistence, readPersistence, type Persistence } from './persistence.ts';
 
 export interface FleetOptions {
   /** This daemon's identity; default hostname:pid:random. */
@@ -37,6 +41,12 @@ export interface Fleet {
   readonly leases: LeaseKeeper;
   /** Who to tell about each lease found lost (expired or taken over): whoever holds leases. */
   onLeaseLost(handler: (name: string) => void): void;
+  /**
+   * What this daemon holds that Redis must have: put back whenever Redis is found to have lost the fleet's
+   * data (src/fleet/rebuild.ts). The users directory's records and the sticky sessions' table.
+   */
+  holdUsers(source: () => StoredUser[]): void;
+  holdSessions(source: () => StickySession[]): void;
   /** Gives allowance slices and leases back (best effort when Redis is down). Does not close the connection. */
   close(): Promise<void>;
 }
@@ -63,6 +73,22 @@ export function startFleet(connection: RedisConnection, options: FleetOptions): 
     ...(logger ? { logger } : {}),
     onLost: (name) => lost?.(name),
   });
+  const restorer = new UserRestorer(connection, { prefix: options.prefix, ...(options.now ? { now: options.now } : {}) });
+  const held: { users?: () => StoredUser[]; sessions?: () => StickySession[] } = {};
+  allowance.onDataLost((epoch) => void rebuild(epoch));
+  const rebuild = async (epoch: string): Promise<void> => {
+    const users = held.users?.() ?? [];
+    const live = held.sessions?.() ?? [];
+    try {
+      const [putUsers, putSessions] = await Promise.all([restorer.restore(users), sessions.restore(live)]);
+      logger?.warn(
+        { epoch, users: users.length, usersPutBack: putUsers, sessions: live.length, sessionsPutBack: putSessions },
+        'fleet data put back into redis from what this instance holds (usage and limits follow with the next sync of each user)',
+      );
+    } catch (err) {
+      logger?.error({ err, epoch }, 'could not put the fleet data back into redis; another instance may have');
+    }
+  };
   return {
     instance,
     allowance,
@@ -70,6 +96,12 @@ export function startFleet(connection: RedisConnection, options: FleetOptions): 
     leases,
     onLeaseLost(handler) {
       lost = handler;
+    },
+    holdUsers(source) {
+      held.users = source;
+    },
+    holdSessions(source) {
+      held.sessions = source;
     },
     async close() {
       await Promise.allSettled([allowance.close(), leases.close()]);

@@ -79,6 +79,25 @@ export class SharedSessions<N extends SharedNode = SharedNode> {
     });
   }
 
+  /**
+   * Puts back sessions Redis lost (src/fleet/rebuild.ts): each one unless a binding is there already (SET NX,
+   * its own remaining TTL), so several daemons doing it at once keep the first. Resolves to how many were put.
+   */
+  async restore(sessions: readonly ({ user: string; sessionId: string } & SharedSession<N>)[]): Promise<number> {
+    const now = this.now();
+    const live = sessions.filter((s) => s.expiresAt - now >= 1);
+    if (live.length === 0) return 0;
+    const results = await this.connection.run('sessions rebuild', (c) => {
+      const pipe = c.pipeline();
+      for (const s of live) {
+        const value: SharedSession<N> = { node: s.node, startedAt: s.startedAt, expiresAt: s.expiresAt };
+        pipe.set(this.keys.session(s.user, s.sessionId), JSON.stringify(value), 'PX', Math.round(s.expiresAt - now), 'NX');
+      }
+      return pipe.exec();
+    });
+    return (results ?? []).filter(([err, v]) => !err && v === 'OK').length;
+  }
+
   /** Ends the session if it is still on `nodeId` (a failed node); true when it ended it. */
   async end(user: string, sessionId: string, nodeId: string): Promise<boolean> {
     return this.connection.run(

@@ -1,6 +1,6 @@
 // Between a callback and the platform reads it causes. Anyone who can reach the callback port can send
-// callbacks, and each one used to cost a platform call (1,000 identical forged order callbacks: 668 GetOrder
-// calls). The gate makes one (type, no) cost at most one read per `minIntervalMs`: a callback that arrives
+// callbacks, and each would cost a platform call without a gate. The gate makes one (type, no) cost at most
+// one read per `minIntervalMs`: a callback that arrives
 // while that key's read runs, or within the interval after it, folds into one trailing read at the end of the
 // interval (so the last state the platform announced is still read). The keys remembered are bounded (LRU).
 import { LRUCache } from 'lru-cache';

@@ -1,9 +1,9 @@
 // Plain-HTTP forwarding (absolute-URI requests) over kept-alive upstream connections.
 //
 // node:http's Agent does the keeping: which connection is free, whether a response left it reusable, the
-// idle timeout (the upstream's Keep-Alive hint honoured), bounded free connections per key. Measured against
-// a fresh upstream connection per request (the proxy-chain path this replaces) it is what lifts plain-HTTP
-// forwarding (docs/benchmarks.md, M1). The agent never resolves or connects by itself: a new connection is
+// idle timeout (the upstream's Keep-Alive hint honoured), bounded free connections per key; reuse is what
+// keeps a plain-HTTP request from paying a new upstream connection (docs/benchmarks.md, M1). The agent never
+// resolves or connects by itself: a new connection is
 // Router.dial (mode 'forward': to an HTTP node the request goes in absolute form, through a SOCKS5 node a
 // tunnel to the target carries it in origin form), and the agent's key is the route's, so a connection is
 // only reused where a fresh dial would have been allowed to land:

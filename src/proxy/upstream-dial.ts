@@ -1,9 +1,8 @@
 // One upstream dial, TCP connect to the end of the upstream's handshake (SOCKS5 or HTTP CONNECT), under one
 // guard: one promise, one abort listener, one deadline at a time (the connect's, then the handshake's), the
 // socket's listeners shared by every dial (a socket finds its dial through a symbol), and the timeout
-// messages written only when a deadline passes. The two-step version (connectTcp, then a second guardedDial
-// for the handshake, each with its own promise, timer and closures) cost a new tunnel two more promises, an
-// async frame and a dozen closures; this is the path every tunnel takes, so it is kept lean.
+// messages written only when a deadline passes. Every new tunnel takes this path, so it holds one promise and
+// no per-dial closures.
 import { connect, type Socket } from 'node:net';
 import type { UpstreamNode } from '../pool/types.ts';
 import type { Metrics } from '../telemetry/metrics.ts';

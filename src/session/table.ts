@@ -194,6 +194,14 @@ export class SessionTable {
     return s.expiresAt > this.now();
   }
 
+  /** Every live session with its node (a fleet puts them back into a Redis that lost them). */
+  held(): StickySession[] {
+    const now = this.now();
+    const out: StickySession[] = [];
+    for (const s of this.cache.values()) if (s.expiresAt > now) out.push(s);
+    return out;
+  }
+
   /** Live sessions for the admin API (expired ones are dropped without counting a rotation). */
   list(): SessionView[] {
     this.sweep();

@@ -2,10 +2,9 @@
 // (here: every socket read's 64 KiB buffer, freed only at the next scavenge) against the old generation's
 // limit, and after a mark-compact sets that limit only ~11 MiB above Rotor's ~30 MiB of live heap (the
 // module graph). A bulk tunnel swings external memory by 10-25 MiB between scavenges, so at a few hundred
-// MiB/s V8 ran a full mark-compact of the whole heap every ~150 ms: 20-27 of them per 2 GiB relayed, against 1
-// for the minimal gateway with its small heap, and the CPU per MiB relayed doubled (1.5-2.7 ms against
-// 0.9-1.1). A growing factor of 3 gives the limit room for those swings: 2 mark-compacts per 2 GiB. Idle RSS
-// is unchanged (the limit only matters while allocating; measured in docs/benchmarks.md, "M3").
+// MiB/s V8 would run a full mark-compact of the whole heap several times a second and the CPU per MiB relayed
+// would double. A growing factor of 3 gives the limit room for those swings; idle RSS is unchanged (the limit
+// only matters while allocating). The figures are in docs/benchmarks.md, "M3's bimodality".
 import { setFlagsFromString } from 'node:v8';
 
 export const HEAP_GROWING_PERCENT = 200;

@@ -96,3 +96,19 @@ redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('ZADD', KEYS[3], version, ARGV[1])
 return 1
 `;
+
+// Fleet rebuild (src/fleet/rebuild.ts): a user record a daemon still holds, put back into a Redis that lost it.
+// KEYS: user hash, live zset, gone zset, version counter. ARGV: name, data, passwordHash, state, version, now.
+// Not over a record of the same or a newer version (another daemon put back a newer copy, or the user was
+// written since), nor over a deletion made since the loss (a tombstone). The version counter is raised to the
+// version put back, so every write after the rebuild is newer than every record put back. Returns 1 when put.
+export const RESTORE_USER = `
+if redis.call('ZSCORE', KEYS[3], ARGV[1]) then return 0 end
+local v = tonumber(ARGV[5])
+local stored = tonumber(redis.call('HGET', KEYS[1], 'version') or '-1')
+if stored >= v then return 0 end
+if tonumber(redis.call('GET', KEYS[4]) or '0') < v then redis.call('SET', KEYS[4], v) end
+redis.call('HSET', KEYS[1], 'data', ARGV[2], 'passwordHash', ARGV[3], 'state', ARGV[4], 'version', v, 'updatedAt', ARGV[6])
+redis.call('ZADD', KEYS[2], v, ARGV[1])
+return 1
+`;

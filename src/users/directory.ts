@@ -200,6 +200,14 @@ export class Users implements UserDirectory {
     return this.entries.size;
   }
 
+  /** Every record as held here, hash included (a fleet puts them back into a Redis that lost them). */
+  held(): StoredUser[] {
+    const out: StoredUser[] = [];
+    for (const e of this.entries.values())
+      out.push({ name: e.data.name, data: e.data, passwordHash: e.hash, state: e.state, version: e.version, updatedAt: 0 });
+    return out;
+  }
+
   // ── lifecycle ──
 
   /** Loads every stored user, seeds the config's, applies them to accounting, starts the sweeps. */

@@ -189,4 +189,58 @@ describe('a fleet through a Redis restart and an emptied Redis', { skip: redisMi
     assert.deepEqual(refusals, [], `refused during the restart: ${refusals.slice(0, 10).join('; ')}`);
     results.forEach((r, i) => assert.equal(r.size, DOWNLOAD, `download ${i} (${plan[i]!.user}) cut: curl ${r.code} ${r.stderr}`));
   });
+
+  test('(b) an emptied Redis is rebuilt from what the daemons hold: users, meters, sessions', async () => {
+    // After (a)'s restart Redis came back empty: the daemons put back what they hold.
+    const key = (k: string) => `${PREFIX}${k}`;
+    const rebuilt = async () => {
+      await until('gina and frank back in redis', async () => {
+        const [g, f] = await conn.run('check', (r) => Promise.all([r.exists(key('usr:gina')), r.exists(key('usr:frank'))]));
+        return g === 1 && f === 1;
+      });
+    };
+    await rebuilt();
+    const sessionExit = async (d: Daemon): Promise<string> => {
+      const r = await curl(['-x', `http://frank-session-keep1:frank-pass@127.0.0.1:${d.ports.http}`, exits.url()], { body: true });
+      assert.equal(r.http, 200, `${r.code} ${r.stderr}`);
+      return r.body;
+    };
+    const exit = await sessionExit(a);
+    assert.equal(await sessionExit(b), exit);
+
+    // Emptied again while the fleet runs.
+    await conn.run('flushall', (r) => r.flushall());
+    await rebuilt();
+    await until('the sticky session back in redis', async () => (await conn.run('keys', (r) => r.keys(key('sess:frank:*')))).length > 0);
+    // Meters: each user's shared usage is what its clients received (plus requests and headers), never twice.
+    for (const user of ['frank', 'gina']) {
+      await Promise.all([a.fleet!.allowance.syncAll(), b.fleet!.allowance.syncAll()]);
+      const u = await until(`${user}'s usage back`, async () => {
+        const h = await conn.run('usage', (r) => r.hgetall(key(`u:${user}`)));
+        return h.used !== undefined && h.limit !== undefined ? h : undefined;
+      });
+      const used = Number(u.used);
+      console.log(`rebuilt ${user}: used ${used} B, limit ${u.limit}; clients received ${received[user]} B`);
+      assert.equal(Number(u.limit), GiB);
+      assert.ok(used >= received[user]!, `${user}: used ${used} < received ${received[user]}`);
+      assert.ok(used <= received[user]! * 1.05 + 256 * KiB, `${user}: used ${used} vs received ${received[user]} (counted twice?)`);
+    }
+    // Both daemons still know both users; a session id keeps its exit through either.
+    for (const d of [a, b]) {
+      for (const user of ['frank', 'gina']) assert.equal((await admin(d, 'GET', `/v1/users/${user}`)).status, 200);
+    }
+    assert.equal(await sessionExit(b), exit);
+    // A daemon started after the loss serves the API-made user (its record and hash came back from A and B).
+    c = await start('c');
+    assert.equal((await admin(c, 'GET', '/v1/users/gina')).status, 200);
+    const r = await curl([...via(c, 'gina'), bytes.url(1000)]);
+    assert.equal(r.http, 200, `gina through a daemon started after the loss: ${r.connect || r.http} ${r.stderr}`);
+  });
+
+  test('(c) each daemon warned once at start that Redis keeps nothing on disk', () => {
+    for (const name of ['a', 'b']) {
+      const warned = logs[name]!.filter((l) => l.level === 40 && /persistence off/.test(l.msg));
+      assert.equal(warned.length, 1, `daemon ${name}: ${warned.map((l) => l.msg).join(' | ')}`);
+    }
+  });
 });
