@@ -2,7 +2,7 @@
 // auto-renew is enabled, renewed `hoursBefore` the end, once per expiry. The tracker runs it on its timer;
 // it reads only the store (instances as last read from the platform) and places renewals through the placer.
 import type { Logger } from '../telemetry/logger.ts';
-import type { Store } from '../store/types.ts';
+import type { InstanceRecord, Store } from '../store/types.ts';
 import type { OrdersClock } from './clock.ts';
 import { derivedMerchantNo } from './numbers.ts';
 import type { Placer } from './placer.ts';
@@ -40,6 +40,9 @@ export class ExpiryWatch {
     const soon = await store.listInstances({ statuses: [INSTANCE_STATUS.running], expiresBefore: nowSec + horizon });
     for (const inst of soon) {
       const expires = inst.userExpired ?? 0;
+      // A dynamic order's instance has no expiry: the platform leaves userExpired 0 (or absent), or may date
+      // the package; either way it is no static instance to warn about or renew.
+      if (expires <= 0 || isDynamicInstance(inst)) continue;
       const left = expires - nowSec;
       const mark = `${inst.instanceNo}:${expires}`;
       if (left <= warnHours * 3600 && !this.warned.has(mark)) {
@@ -63,4 +66,10 @@ export class ExpiryWatch {
       }
     }
   }
+}
+
+/** proxyType 104/105 in the platform's record (dynamic by traffic or by IP count). */
+function isDynamicInstance(inst: InstanceRecord): boolean {
+  const t = (inst.raw as { proxyType?: unknown } | null)?.proxyType;
+  return t === 104 || t === 105 || t === '104' || t === '105';
 }

@@ -21,6 +21,7 @@ import type { UsernameOptions } from './username.ts';
 import { AUTH_FAILED, Authenticator, type Authenticated } from './auth-check.ts';
 import { AUTH_DEFAULTS, sourceKey, type AuthGuard, type AuthSettings } from './auth-guard.ts';
 import type { BanTable } from './request-bans.ts';
+import { watchTunnelFirstByte } from './request-rules-tunnel.ts';
 import { ExcludingSource, TraceFrom, type RequestRules, type RuleSet, type CompiledRule } from './request-rules.ts';
 import type { DestinationPolicy } from './destination-rules.ts';
 
@@ -384,22 +385,11 @@ export class Router {
     for (const node of failed) this.ruleFired(route, node, rule, target.host, trace);
   }
 
-  /**
-   * A tunnel's time to first byte: when the shortest timeoutMs of its rules passes and the upstream has sent
-   * nothing (its socket's bytesRead has not moved since the handshake; no listener is added to the socket),
-   * the rule fires: the exit is banned or the record tagged. The bytes already relayed cannot be sent again,
-   * so a tunnel is never retried.
-   */
+  /** A tunnel's time to first byte: the shortest timeoutMs of its rules (request-rules-tunnel.ts) bans or tags. */
   private watchFirstByte(route: Route, target: Target, rules: RuleSet, won: RaceWon, trace: DialTrace | undefined): void {
     const rule = rules.firstByteRule();
     if (rule === undefined || won.tunnel.head !== null) return;
-    const socket = won.tunnel.socket;
-    const read = socket.bytesRead;
-    const timer = setTimeout(() => {
-      if (socket.bytesRead === read && !socket.destroyed) this.ruleFired(route, won.node, rule, target.host, trace);
-    }, rule.timeoutMs);
-    timer.unref();
-    socket.once('close', () => clearTimeout(timer));
+    watchTunnelFirstByte(won.tunnel.socket, rule.timeoutMs!, () => this.ruleFired(route, won.node, rule, target.host, trace));
   }
 
   /**
