@@ -35,6 +35,8 @@ export const METRIC = {
   upstreamWarmTotal: 'rotor_upstream_warm_total',
   // abuse bounds (proxy login back-off)
   authFailures: 'rotor_auth_failures_total',
+  // SOCKS5 UDP ASSOCIATE (src/proxy/udp-associate.ts)
+  udpDropped: 'rotor_udp_datagrams_dropped_total',
 } as const;
 
 /**
@@ -60,6 +62,20 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     ...platformMetrics(registers),
     ...userMetrics(registers),
     ...recordMetrics(registers),
+    ...udpMetrics(registers),
+  };
+}
+
+/** SOCKS5 UDP ASSOCIATE: datagrams Rotor read and did not pass on. */
+function udpMetrics(registers: Registry[]) {
+  return {
+    // reasons: malformed | fragment | not_allowed | foreign | queue_full
+    udpDropped: new Counter({
+      name: METRIC.udpDropped,
+      help: 'UDP datagrams dropped by reason (bad header or target, fragment, refused by rules, not from the client, over the rate and queue)',
+      labelNames: ['reason'] as const,
+      registers,
+    }),
   };
 }
 
