@@ -6,6 +6,7 @@
 // Every failure is answered no sooner than `failureDelayMs` after it arrived (a floor that also hides what
 // the check cost), and one log line per address per `logIntervalMs` says how many failures came from it.
 // Both tables are bounded (least recently used dropped first), as are the answers waiting for their delay.
+import { isIPv4 } from 'node:net';
 import ipaddr from 'ipaddr.js';
 import { LRUCache } from 'lru-cache';
 import type { Logger } from '../telemetry/logger.ts';
@@ -163,6 +164,9 @@ export class AuthGuard {
  */
 export function sourceKey(address: string | undefined): string {
   if (address === undefined || address === '') return 'unknown';
+  // Every login asks: a dotted IPv4 (the common case, no leading zeros) is its own key, without a parse.
+  if (isIPv4(address)) return address;
+  if (address.startsWith('::ffff:') && isIPv4(address.slice(7))) return address.slice(7);
   try {
     let a = ipaddr.parse(address);
     if (a.kind() === 'ipv6' && (a as ipaddr.IPv6).isIPv4MappedAddress()) a = (a as ipaddr.IPv6).toIPv4Address();
