@@ -125,6 +125,10 @@ export function migrate(db: Database.Database, migrations: readonly Migration[] 
   return applied;
 }
 
+/** PRAGMA auto_vacuum's value for INCREMENTAL. */
+const INCREMENTAL = 2;
+const WAL_SIZE_LIMIT = 4 * 1024 * 1024;
+
 export class SqliteStore implements Store {
   private readonly db: Database.Database;
   private readonly now: () => number;
@@ -136,12 +140,18 @@ export class SqliteStore implements Store {
     try {
       if (path !== ':memory:' && !path.startsWith('file:')) mkdirSync(dirname(path), { recursive: true });
       this.db = new Database(path);
+      // Pages freed by trimming go back to the file system (src/connlog/sqlite-store.ts runs incremental_vacuum):
+      // set before the file's first write, so a new file has it from the start; an older file is converted once.
+      this.db.pragma('auto_vacuum = INCREMENTAL');
       this.db.pragma('journal_mode = WAL');
+      // The WAL is cut back to this after a checkpoint instead of keeping its largest size.
+      this.db.pragma(`journal_size_limit = ${WAL_SIZE_LIMIT}`);
       // NORMAL under WAL: a commit survives a process crash (SIGKILL); only an OS crash may lose the last one.
       this.db.pragma('synchronous = NORMAL');
       this.db.pragma('busy_timeout = 5000');
       this.db.pragma('foreign_keys = ON');
       migrate(this.db, options.migrations ?? MIGRATIONS, this.now);
+      if (path !== ':memory:' && Number(this.db.pragma('auto_vacuum', { simple: true })) !== INCREMENTAL) this.db.exec('VACUUM');
     } catch (err) {
       throw new StoreUnavailableError(`cannot open store at ${path}: ${(err as Error).message}`, { cause: err });
     }
