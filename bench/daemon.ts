@@ -143,8 +143,10 @@ export async function spawnRotor(
   nodeFlags: string[] = [],
   readyTimeoutMs = 60_000,
   env: Record<string, string> = {},
+  /** `dir`: run in this directory and keep it (a restart on the same store); by default a temp dir removed at stop. */
+  options: { dir?: string } = {},
 ): Promise<Daemon> {
-  const dir = mkdtempSync(join(tmpdir(), 'rotor-bench-daemon-'));
+  const dir = options.dir ?? mkdtempSync(join(tmpdir(), 'rotor-bench-daemon-'));
   const config = join(dir, 'rotor.yaml');
   writeFileSync(config, stringify(configFor(dir)));
   const childEnv = { ...process.env } as Record<string, string>;
@@ -156,7 +158,9 @@ export async function spawnRotor(
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
-  const cleanup = (): void => rmSync(dir, { recursive: true, force: true });
+  const cleanup = (): void => {
+    if (options.dir === undefined) rmSync(dir, { recursive: true, force: true });
+  };
   const ports = await new Promise<{ http: number; socks5: number; admin: number }>((resolveReady, reject) => {
     const timer = setTimeout(() => {
       child.kill('SIGKILL');

@@ -350,9 +350,23 @@ export class Accounting {
    * record's (no config precedence), applied at once. The usage already stored for it is kept.
    */
   async upsertUser(u: AccountingUser): Promise<void> {
+    await this.upsert(u);
+  }
+
+  /**
+   * Many users of the users directory at once (the start's stored users): one read of the stored usage for
+   * all of them instead of one or two reads per user (100,000 users: seconds of a restart).
+   */
+  async upsertUsers(users: readonly AccountingUser[]): Promise<void> {
+    const records = new Map((await this.store.listUsage()).map((r) => [r.user, r]));
+    for (const u of users) await this.upsert(u, records);
+  }
+
+  /** `records`: every stored usage row (a complete snapshot: a key it lacks has no row). */
+  private async upsert(u: AccountingUser, records?: Map<string, UsageRecord>): Promise<void> {
     checkLocalLimit(u.limitBytes, `users.${u.name}.limitBytes`);
     const known = this.meters.get(u.name);
-    const rec = known ? undefined : await this.store.getUsage?.(u.name);
+    const rec = known ? undefined : records !== undefined ? records.get(u.name) : await this.store.getUsage?.(u.name);
     const m = this.entry(u.name, rec?.usedBytes ?? 0, u.limitBytes);
     m.configured = true;
     // A known meter compares its own limit; a new one writes the limit unless the stored row already holds it
@@ -364,7 +378,7 @@ export class Accounting {
       m.limit = u.limitBytes;
       await this.store.setLimit(u.name, u.limitBytes);
     }
-    if (periodChanged || known === undefined) await this.applyPeriod(m, u.period ?? 'total');
+    if (periodChanged || known === undefined) await this.applyPeriod(m, u.period ?? 'total', records);
     m.recheck();
     m.touch();
     if (this.allowance) {
@@ -514,7 +528,8 @@ export class Accounting {
     m.loadFailed = false;
     let rec: UsageRecord | undefined;
     try {
-      rec = records?.get(key) ?? (await this.store.getUsage?.(key));
+      // A snapshot of every row answers without a read (a key it lacks has no row yet).
+      rec = records !== undefined ? records.get(key) : await this.store.getUsage?.(key);
     } catch (err) {
       if (m.loading === key) {
         m.loadFailed = true;

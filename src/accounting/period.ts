@@ -94,20 +94,48 @@ function startDate(period: Exclude<QuotaPeriod, 'total'>, w: Wall): [number, num
   return addDays(w.year, w.month, w.day, -((weekday + 6) % 7));
 }
 
+/** The period containing `now`, computed from the zone's wall clock (Intl: tens of microseconds a call). */
+function computeWindow(period: Exclude<QuotaPeriod, 'total'>, timeZone: string, now: number): CachedWindow {
+  const [y, m, d] = startDate(period, wall(timeZone, now));
+  const [ny, nm, nd] =
+    period === 'day' ? addDays(y, m, d, 1) : period === 'week' ? addDays(y, m, d, 7) : m === 12 ? [y + 1, 1, 1] : [y, m + 1, 1];
+  return {
+    start: localMidnight(timeZone, y, m, d),
+    end: localMidnight(timeZone, ny, nm, nd),
+    key: period === 'month' ? `month:${y}-${pad(m)}` : `${period}:${y}-${pad(m)}-${pad(d)}`,
+  };
+}
+
+interface CachedWindow {
+  start: number;
+  end: number;
+  key: string;
+}
+
+// The last window computed per (period, zone): every instant inside it has the same start, end and key, so
+// 100,000 users' meters at start (and every roll) cost one Intl call per period, not one per user. Bounded by
+// the periods times the zones configured.
+const windows = new Map<string, CachedWindow>();
+
+function windowAt(period: Exclude<QuotaPeriod, 'total'>, timeZone: string, now: number): CachedWindow {
+  const id = `${period} ${timeZone}`;
+  const cached = windows.get(id);
+  if (cached !== undefined && now >= cached.start && now < cached.end) return cached;
+  const w = computeWindow(period, timeZone, now);
+  windows.set(id, w);
+  return w;
+}
+
 /** Epoch ms where the period containing `now` starts (0 for `total`). */
 export function periodStart(period: QuotaPeriod, timeZone: string, now: number): number {
   if (period === 'total') return 0;
-  const [y, m, d] = startDate(period, wall(timeZone, now));
-  return localMidnight(timeZone, y, m, d);
+  return windowAt(period, timeZone, now).start;
 }
 
 /** Epoch ms where the period containing `now` ends (the next one starts); Infinity for `total`. */
 export function periodEnd(period: QuotaPeriod, timeZone: string, now: number): number {
   if (period === 'total') return Infinity;
-  const [y, m, d] = startDate(period, wall(timeZone, now));
-  const [ny, nm, nd] =
-    period === 'day' ? addDays(y, m, d, 1) : period === 'week' ? addDays(y, m, d, 7) : m === 12 ? [y + 1, 1, 1] : [y, m + 1, 1];
-  return localMidnight(timeZone, ny, nm, nd);
+  return windowAt(period, timeZone, now).end;
 }
 
 const pad = (n: number): string => String(n).padStart(2, '0');
@@ -118,9 +146,7 @@ const pad = (n: number): string => String(n).padStart(2, '0');
  */
 export function periodKey(period: QuotaPeriod, timeZone: string, now: number): string {
   if (period === 'total') return 'total';
-  const [y, m, d] = startDate(period, wall(timeZone, now));
-  if (period === 'month') return `month:${y}-${pad(m)}`;
-  return `${period}:${y}-${pad(m)}-${pad(d)}`;
+  return windowAt(period, timeZone, now).key;
 }
 
 /** The current period as accounting holds it: its key and the instant it ends. */

@@ -201,7 +201,20 @@ const access = z
     /** false: records keep no client source address (abuse reports need it; privacy rules may forbid it). */
     clients: z.boolean().default(true),
     retentionDays: z.number().min(0).default(7),
+    /** Records held at most, at every moment: each write past it removes the oldest in the same step. */
     maxRecords: z.number().int().min(0).default(1_000_000),
+    /**
+     * Bytes of records held at most (their text fields plus 64 per record), enforced like maxRecords; e.g.
+     * 256M, 512K, 1G. Refused-before-authentication attempts are one record per source address and result a minute.
+     */
+    maxSize: z
+      .string()
+      .regex(/^\d+[BKMG]$/, 'expected a size such as 256M, 512K or 1G')
+      .default('256M'),
+    /** Refusals before authentication are one record per source address, listener and result per this window. */
+    refusalWindowMs: millis.default(60_000),
+    /** Source addresses counted per window at most; past it, further sources are counted together as `*`. */
+    refusalMaxSources: z.number().int().min(1).max(1_000_000).default(10_000),
     /** Records are written in batches this often (the most a crash can lose). */
     flushIntervalMs: millis.default(1000),
     batchSize: z.number().int().min(1).max(100_000).default(500),

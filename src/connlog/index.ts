@@ -6,7 +6,7 @@ import { SqliteStore } from '../store/sqlite.ts';
 import type { Store } from '../store/types.ts';
 import { RedisConnectionLog } from './redis-store.ts';
 import { SqliteConnectionLog } from './sqlite-store.ts';
-import type { ConnectionLogStore } from './types.ts';
+import type { ConnectionLogStore, RecordBounds } from './types.ts';
 import { InternalError } from '../errors/rotor-error.ts';
 
 export * from './types.ts';
@@ -18,9 +18,9 @@ export { JsonLinesFileSink } from './file-sink.ts';
 export { USAGE_COLUMNS, COMPARE_COLUMNS, toCsv, amountFor, type UsageRow, type PlatformCompareRow, type PriceOf } from './usage.ts';
 
 /** The connection-log tables next to the daemon's store. */
-export function connectionLogStoreFor(store: Store): ConnectionLogStore {
-  if (store instanceof SqliteStore) return new SqliteConnectionLog(store.database());
-  if (isRedisStore(store)) return new RedisConnectionLog(store.connection, store.keys.prefix);
+export function connectionLogStoreFor(store: Store, bounds: Partial<RecordBounds> = {}): ConnectionLogStore {
+  if (store instanceof SqliteStore) return new SqliteConnectionLog(store.database(), bounds);
+  if (isRedisStore(store)) return new RedisConnectionLog(store.connection, store.keys.prefix, bounds);
   throw new InternalError('the connection log needs the SQLite or the Redis store');
 }
 

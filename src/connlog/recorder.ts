@@ -15,6 +15,7 @@ import { randomBytes } from 'node:crypto';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import { UsageFold } from './rollup.ts';
+import { RefusalTally } from './refusals.ts';
 import {
   isFailure,
   type ByteCounters,
@@ -48,6 +49,11 @@ export interface ConnectionLogOptions {
   batchSize?: number;
   /** Records waiting at most; beyond it the oldest are dropped. Default 50000. */
   queueMax?: number;
+  /**
+   * Refusals before authentication are counted per source and result, one record per window (refusals.ts):
+   * the window (log.access.refusalWindowMs, default 60000 ms) and the sources counted per window at most.
+   */
+  refusals?: { windowMs?: number; maxSources?: number };
   /** Connection ids (tests inject a sequence). Default: a per-process random prefix and a counter. */
   ids?: () => string;
   now?: () => number;
@@ -116,6 +122,7 @@ export class ConnectionLog implements ConnectionRecorder {
   private snapshots = new Map<string, ConnectionRecord>();
   /** Set by stopping(): connections cut by the stop from this time on are recorded as `shutdown`. */
   private cutAt: number | undefined;
+  private readonly refusals: RefusalTally | undefined;
   private writing: Promise<void> | null = null;
   private soon = false;
   private closed = false;
@@ -132,6 +139,11 @@ export class ConnectionLog implements ConnectionRecorder {
     if (this.recording) {
       this.timer = setInterval(() => void this.flush(), options.flushIntervalMs ?? 1000);
       this.timer.unref();
+      this.refusals = new RefusalTally({
+        emit: (record) => this.enqueue(this.redacted(record)),
+        now: this.now,
+        ...options.refusals,
+      });
     }
     if (this.store) {
       this.checkpointTimer = setInterval(() => this.checkpoint(), Math.max(10, options.checkpointMs ?? 60_000));
@@ -154,6 +166,7 @@ export class ConnectionLog implements ConnectionRecorder {
   ended(ctx: Context, outcome: ConnectionEnd): void {
     this.live.delete(ctx.id);
     if (!this.recording || this.closed) return;
+    if (this.refusals?.take(ctx, outcome)) return;
     const bytes = ctx.bytes ?? NO_BYTES;
     const now = this.now();
     let result = outcome.result;
@@ -186,6 +199,12 @@ export class ConnectionLog implements ConnectionRecorder {
         this.usage.add(record.user, now, record.bytesUp - ctx.savedUp, record.bytesDown - ctx.savedDown, 1, isFailure(result) ? 1 : 0);
       }
     }
+    this.enqueue(record);
+  }
+
+  /** A record onto the bounded queue (the oldest dropped when full); a full batch is written soon. */
+  enqueue(record: ConnectionRecord): void {
+    if (this.closed) return;
     if (this.queue.length >= this.queueMax) {
       this.queue.shift();
       this.options.metrics?.connlogDropped.inc();
@@ -243,6 +262,13 @@ export class ConnectionLog implements ConnectionRecorder {
     return record;
   }
 
+  /** A counted refusals' record without what log.access.targets / clients leave out. */
+  private redacted(record: ConnectionRecord): ConnectionRecord {
+    if (!this.targets) delete record.target;
+    if (!this.clients) delete record.client;
+    return record;
+  }
+
   /** The fields a record or live item carries only when known or not redacted (exit, target, client). */
   private optional(item: LiveConnection, c: Context): void {
     if (c.exit !== null) item.exit = c.exit;
@@ -295,8 +321,12 @@ export class ConnectionLog implements ConnectionRecorder {
     return this.queue.length;
   }
 
-  /** Writes everything queued, a batch at a time; resolves when written (or failed and logged). */
-  async flush(): Promise<void> {
+  /**
+   * Writes everything queued, a batch at a time; resolves when written (or failed and logged). `refusals`:
+   * the refusals counted so far in the current window are written first (their window ends now).
+   */
+  async flush(options?: { refusals?: boolean }): Promise<void> {
+    if (options?.refusals) this.refusals?.flush();
     while (this.writing) await this.writing;
     while (this.queue.length > 0 || this.snapshots.size > 0 || this.usage.size > 0) {
       const batch = this.queue.length <= this.batchSize ? this.queue : this.queue.slice(0, this.batchSize);
@@ -343,6 +373,7 @@ export class ConnectionLog implements ConnectionRecorder {
     if (this.checkpointTimer) clearInterval(this.checkpointTimer);
     this.cutAt ??= this.now();
     for (const c of [...this.live.values()]) c.end({ result: 'ok', reason: 'stopped' });
+    this.refusals?.close();
     await this.flush();
     this.closed = true;
     for (const sink of this.sinks) await sink.close().catch(() => undefined);

@@ -3,36 +3,148 @@
 //   P connlog:idx              sorted set   record id, scored by startedAt (ties: Redis orders by member,
 //                                           the same (startedAt, id) order SQLite's index gives)
 //   P connlog:rec              hash         record id -> record JSON
+//   P connlog:held             hash         bytes -> recordSize() summed over the records held
 //   P usage:<g>:<period>       hash         <user>|up, |down, |n, |f counters of one hour or day
 //   P usage:<g>:periods        sorted set   the periods that have a hash, scored by period
-// Bounded like SQLite: retention trims by age and by count (the oldest first). A batch is one MULTI.
+// Bounded like SQLite: a batch is one MULTI whose script writes the records and, when the log would pass
+// log.access.maxRecords or maxSize, removes the oldest in the same step, so no reader (of any daemon of the
+// fleet) ever sees more. Retention on the timer trims by age and by count (the oldest first).
 // Filters (user, result) are applied while reading newest first, so a rare filter over a full log reads
 // far: fleets that query the log heavily are better served by the JSON-lines file into a log system.
+import type { Redis } from 'ioredis';
 import type { RedisConnection } from '../store/redis-connection.ts';
 import { foldRollups } from './rollup.ts';
-import type {
-  ConnectionLogStore,
-  ConnectionQuery,
-  ConnectionRecord,
-  Granularity,
-  RetentionLimits,
-  UsageQuery,
-  UsageRollup,
+import {
+  RECORD_FIXED_BYTES,
+  RECORD_TEXT_FIELDS,
+  recordSize,
+  type ConnectionLogStore,
+  type ConnectionQuery,
+  type ConnectionRecord,
+  type Granularity,
+  type RecordBounds,
+  type RecordFootprint,
+  type RetentionLimits,
+  type UsageQuery,
+  type UsageRollup,
 } from './types.ts';
 
 /** Records read per round trip while filtering. */
 const SCAN_PAGE = 500;
 
+const SIZE_LUA = `
+local FIELDS = {${RECORD_TEXT_FIELDS.map((f) => `'${f}'`).join(', ')}}
+local function size(json)
+  local r = cjson.decode(json)
+  local n = ${RECORD_FIXED_BYTES}
+  for _, f in ipairs(FIELDS) do
+    local v = r[f]
+    if type(v) == 'string' then n = n + #v end
+  end
+  return n
+end
+local function held(rec, totals)
+  local b = redis.call('HGET', totals, 'bytes')
+  if b then return tonumber(b) end
+  -- A log written before the byte count existed: counted once.
+  local sum, cursor = 0, '0'
+  repeat
+    local page = redis.call('HSCAN', rec, cursor, 'COUNT', 1000)
+    cursor = page[1]
+    for i = 2, #page[2], 2 do sum = sum + size(page[2][i]) end
+  until cursor == '0'
+  return sum
+end
+`;
+
+// KEYS: idx, rec, held. ARGV: maxRecords, maxBytes, then per record: startedAt, id, JSON, recordSize.
+// A stored record is replaced only when it is an \`open\` checkpoint. Returns the records removed to make room.
+const APPEND = `${SIZE_LUA}
+local maxRecords, maxBytes = tonumber(ARGV[1]), tonumber(ARGV[2])
+local b = held(KEYS[2], KEYS[3])
+for i = 3, #ARGV, 4 do
+  local id, json = ARGV[i + 1], ARGV[i + 2]
+  local old = redis.call('HGET', KEYS[2], id)
+  if not old then
+    redis.call('ZADD', KEYS[1], ARGV[i], id)
+    redis.call('HSET', KEYS[2], id, json)
+    b = b + tonumber(ARGV[i + 3])
+  elseif cjson.decode(old).result == 'open' then
+    redis.call('HSET', KEYS[2], id, json)
+    b = b + tonumber(ARGV[i + 3]) - size(old)
+  end
+end
+local n = redis.call('ZCARD', KEYS[1])
+local removed = 0
+while n > maxRecords or (b > maxBytes and n > 0) do
+  -- Those past maxRecords, else about as many average records as the bytes over (at least one).
+  local k = n - maxRecords
+  if k <= 0 then k = math.max(1, math.floor((b - maxBytes) / (b / n))) end
+  local ids = redis.call('ZRANGE', KEYS[1], 0, math.min(1000, k) - 1)
+  if #ids == 0 then break end
+  local texts = redis.call('HMGET', KEYS[2], unpack(ids))
+  for _, t in ipairs(texts) do if t then b = b - size(t) end end
+  redis.call('ZREM', KEYS[1], unpack(ids))
+  redis.call('HDEL', KEYS[2], unpack(ids))
+  n = n - #ids
+  removed = removed + #ids
+end
+redis.call('HSET', KEYS[3], 'bytes', b)
+return removed
+`;
+
+// KEYS: idx, rec, held. ARGV: ids. Removes them and their bytes; returns how many were held.
+const REMOVE = `${SIZE_LUA}
+local b = held(KEYS[2], KEYS[3])
+local texts = redis.call('HMGET', KEYS[2], unpack(ARGV))
+local n = 0
+for _, t in ipairs(texts) do if t then b = b - size(t); n = n + 1 end end
+redis.call('ZREM', KEYS[1], unpack(ARGV))
+redis.call('HDEL', KEYS[2], unpack(ARGV))
+redis.call('HSET', KEYS[3], 'bytes', b)
+return n
+`;
+
+// KEYS: rec, held. Returns the bytes held.
+const HELD = `${SIZE_LUA}
+local b = held(KEYS[1], KEYS[2])
+redis.call('HSET', KEYS[2], 'bytes', b)
+return b
+`;
+
+const SCRIPTS = {
+  rotorConnlogAppend: { numberOfKeys: 3, lua: APPEND },
+  rotorConnlogRemove: { numberOfKeys: 3, lua: REMOVE },
+  rotorConnlogHeld: { numberOfKeys: 2, lua: HELD },
+} as const;
+
+type ScriptCall = (...args: (string | number)[]) => Promise<unknown>;
+type Scripted<T> = T & Record<keyof typeof SCRIPTS, ScriptCall>;
+
+/** The client with the log's scripts registered (before any MULTI is made from it: a MULTI copies the commands). */
+function scripted(c: Redis): Scripted<Redis> {
+  const defined = c as unknown as Record<string, unknown>;
+  for (const [name, s] of Object.entries(SCRIPTS)) if (typeof defined[name] !== 'function') c.defineCommand(name, s);
+  return c as Scripted<Redis>;
+}
+
+const UNBOUNDED: RecordBounds = { maxRecords: Number.MAX_SAFE_INTEGER, maxBytes: Number.MAX_SAFE_INTEGER };
+
 export class RedisConnectionLog implements ConnectionLogStore {
   private readonly idx: string;
   private readonly rec: string;
+  private readonly held: string;
+  private readonly bounds: RecordBounds;
 
   constructor(
     private readonly redis: RedisConnection,
     private readonly prefix: string,
+    bounds: Partial<RecordBounds> = {},
   ) {
     this.idx = `${prefix}connlog:idx`;
     this.rec = `${prefix}connlog:rec`;
+    this.held = `${prefix}connlog:held`;
+    this.bounds = { ...UNBOUNDED, ...bounds };
   }
 
   private periods(g: Granularity): string {
@@ -46,10 +158,11 @@ export class RedisConnectionLog implements ConnectionLogStore {
   async append(records: readonly ConnectionRecord[], usage?: readonly UsageRollup[]): Promise<void> {
     if (records.length === 0 && (usage === undefined || usage.length === 0)) return;
     await this.redis.run('connlog append', async (c) => {
-      const m = c.multi();
-      for (const r of records) {
-        m.zadd(this.idx, r.startedAt, r.id);
-        m.hset(this.rec, r.id, JSON.stringify(r));
+      const m = scripted(c).multi() as Scripted<ReturnType<Redis['multi']>>;
+      if (records.length > 0) {
+        const args: (string | number)[] = [this.idx, this.rec, this.held, this.bounds.maxRecords, this.bounds.maxBytes];
+        for (const r of records) args.push(r.startedAt, r.id, JSON.stringify(r), recordSize(r));
+        void m.rotorConnlogAppend(...args);
       }
       for (const u of usage ?? foldRollups(records)) {
         const key = this.usageKey(u.granularity, u.period);
@@ -151,15 +264,15 @@ export class RedisConnectionLog implements ConnectionLogStore {
   private async remove(ids: string[]): Promise<number> {
     for (let i = 0; i < ids.length; i += SCAN_PAGE) {
       const slice = ids.slice(i, i + SCAN_PAGE);
-      await this.redis.run('connlog prune', async (c) => {
-        await c
-          .multi()
-          .zrem(this.idx, ...slice)
-          .hdel(this.rec, ...slice)
-          .exec();
-      });
+      await this.redis.run('connlog prune', (c) => scripted(c).rotorConnlogRemove(this.idx, this.rec, this.held, ...slice));
     }
     return ids.length;
+  }
+
+  async footprint(): Promise<RecordFootprint> {
+    const records = await this.count();
+    const bytes = await this.redis.run('connlog footprint', (c) => scripted(c).rotorConnlogHeld(this.rec, this.held));
+    return { records, bytes: Number(bytes) };
   }
 
   async count(): Promise<number> {

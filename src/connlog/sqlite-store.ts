@@ -1,16 +1,25 @@
 // The connection log in the daemon's SQLite file (tables of migration 30). A batch of records and its
-// rollup increments are one transaction, so a crash keeps both or neither. Retention deletes in slices
-// (better-sqlite3 is synchronous: one huge DELETE would hold the event loop, and with it the data path).
+// rollup increments are one transaction, so a crash keeps both or neither. The bounds (rows and bytes) are
+// enforced inside that transaction: a batch that would pass them removes the oldest records with it, so the
+// table never holds more, whatever the rate of records. The rows and bytes held are counted once when the
+// log opens and then kept exact from each insert and delete (no COUNT per batch). Freed pages go back to the
+// file system (the file is auto_vacuum=INCREMENTAL) once they are a large share of it. Retention by age deletes
+// in slices (better-sqlite3 is synchronous: one huge DELETE would hold the event loop, and with it the data path).
 import type Database from 'better-sqlite3';
 import { foldRollups } from './rollup.ts';
-import type {
-  ConnectionLogStore,
-  ConnectionQuery,
-  ConnectionRecord,
-  RecordResult,
-  RetentionLimits,
-  UsageQuery,
-  UsageRollup,
+import {
+  RECORD_FIXED_BYTES,
+  RECORD_TEXT_FIELDS,
+  recordSize,
+  type ConnectionLogStore,
+  type ConnectionQuery,
+  type ConnectionRecord,
+  type RecordBounds,
+  type RecordFootprint,
+  type RecordResult,
+  type RetentionLimits,
+  type UsageQuery,
+  type UsageRollup,
 } from './types.ts';
 
 type Row = Record<string, unknown>;
@@ -40,26 +49,61 @@ function toRecord(r: Row): ConnectionRecord {
     // Absent when unknown (exit) or not recorded (client: log.access.clients false, or written before it existed).
     ...(r.exit === null || r.exit === undefined ? {} : { exit: String(r.exit) }),
     ...(r.client === null || r.client === undefined ? {} : { client: String(r.client) }),
+    ...(r.count === null || r.count === undefined ? {} : { count: Number(r.count) }),
   };
 }
 
 const turn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
+/** recordSize() in SQL, for the rows a DELETE removes. */
+const SIZE_SQL = `${RECORD_FIXED_BYTES} + ${RECORD_TEXT_FIELDS.map((f) => `ifnull(length(CAST(${f} AS BLOB)), 0)`).join(' + ')}`;
+
+/**
+ * How many of the oldest records to remove next: those past maxRecords, else (over maxBytes) about as many
+ * average records as the bytes over, at least one.
+ */
+function excess(held: RecordFootprint, bounds: RecordBounds): number {
+  if (held.records > bounds.maxRecords) return held.records - bounds.maxRecords;
+  return Math.max(1, Math.floor((held.bytes - bounds.maxBytes) / (held.bytes / held.records)));
+}
+
+/** Free pages are handed back to the file system once there are this many and they are a quarter of the file. */
+const FREE_PAGES_MIN = 256;
+
+const UNBOUNDED: RecordBounds = { maxRecords: Number.MAX_SAFE_INTEGER, maxBytes: Number.MAX_SAFE_INTEGER };
+
 export class SqliteConnectionLog implements ConnectionLogStore {
   private readonly insert: Database.Statement;
   private readonly fold: Database.Statement;
+  private readonly replace: Database.Statement;
+  private readonly openSize: Database.Statement;
+  private readonly oldest: Database.Statement;
   private readonly appendTx: (records: readonly ConnectionRecord[], usage: readonly UsageRollup[] | undefined) => void;
+  private readonly bounds: RecordBounds;
+  /** Rows and bytes held, exact: counted at open, then kept from every insert and delete. */
+  private held: RecordFootprint;
 
-  constructor(private readonly db: Database.Database) {
+  constructor(
+    private readonly db: Database.Database,
+    bounds: Partial<RecordBounds> = {},
+  ) {
+    this.bounds = { ...UNBOUNDED, ...bounds };
     this.insert = db.prepare(
-      // An `open` record (a checkpoint) is replaced by the connection's next one; any other stays as written.
-      `INSERT INTO connections (id, user, session, listener, target, node, exit, bytes_up, bytes_down, started_at, duration_ms, result, reason, retries, hedges, rule, client)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-       ON CONFLICT (id) DO UPDATE SET node = excluded.node, exit = excluded.exit, bytes_up = excluded.bytes_up,
-         bytes_down = excluded.bytes_down, duration_ms = excluded.duration_ms, result = excluded.result,
-         reason = excluded.reason, retries = excluded.retries, hedges = excluded.hedges, rule = excluded.rule
-       WHERE connections.result = 'open'`,
+      `INSERT INTO connections (id, user, session, listener, target, node, exit, bytes_up, bytes_down, started_at, duration_ms, result, reason, retries, hedges, rule, client, count)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+       ON CONFLICT (id) DO NOTHING`,
     );
+    // An `open` record (a checkpoint) is replaced by the connection's next one; any other stays as written.
+    this.openSize = db.prepare(`SELECT ${SIZE_SQL} AS size FROM connections WHERE id = ? AND result = 'open'`);
+    this.replace = db.prepare(
+      `UPDATE connections SET node = ?, exit = ?, bytes_up = ?, bytes_down = ?, duration_ms = ?, result = ?, reason = ?,
+         retries = ?, hedges = ?, rule = ? WHERE id = ?`,
+    );
+    this.oldest = db.prepare(
+      `DELETE FROM connections WHERE rowid IN (SELECT rowid FROM connections ORDER BY started_at, id LIMIT ?) RETURNING ${SIZE_SQL} AS size`,
+    );
+    const totals = db.prepare(`SELECT COUNT(*) AS n, ifnull(SUM(${SIZE_SQL}), 0) AS b FROM connections`).get() as Row;
+    this.held = { records: Number(totals.n), bytes: Number(totals.b) };
     this.fold = db.prepare(
       `INSERT INTO usage_rollups (granularity, period, user, bytes_up, bytes_down, connections, failures)
        VALUES (@granularity, @period, @user, @bytesUp, @bytesDown, @connections, @failures)
@@ -71,7 +115,7 @@ export class SqliteConnectionLog implements ConnectionLogStore {
       // Positional values: no copy of the record per row (a plain-HTTP request is a record of its own).
       const insert = this.insert;
       for (const r of records) {
-        insert.run(
+        const { changes } = insert.run(
           r.id,
           r.user,
           r.session,
@@ -89,14 +133,81 @@ export class SqliteConnectionLog implements ConnectionLogStore {
           r.hedges,
           r.rule ?? null,
           r.client ?? null,
+          r.count ?? null,
         );
+        if (changes === 1) {
+          this.held.records++;
+          this.held.bytes += recordSize(r);
+        } else this.replaceOpen(r);
       }
+      this.makeRoom();
       for (const u of usage ?? foldRollups(records)) this.fold.run(u);
     });
   }
 
+  /** The stored record of r's id is replaced when it is an `open` checkpoint; any other stays as written. */
+  private replaceOpen(r: ConnectionRecord): void {
+    const old = this.openSize.get(r.id) as Row | undefined;
+    if (!old) return;
+    this.replace.run(
+      r.node,
+      r.exit ?? null,
+      r.bytesUp,
+      r.bytesDown,
+      r.durationMs,
+      r.result,
+      r.reason,
+      r.retries,
+      r.hedges,
+      r.rule ?? null,
+      r.id,
+    );
+    this.held.bytes += recordSize(r) - Number(old.size);
+  }
+
+  /** Removes the oldest records until the bounds hold (inside the append's transaction). */
+  private makeRoom(): void {
+    const { maxRecords, maxBytes } = this.bounds;
+    while (this.held.records > maxRecords || (this.held.bytes > maxBytes && this.held.records > 0)) {
+      const removed = this.oldest.all(excess(this.held, this.bounds)) as Row[];
+      if (removed.length === 0) break;
+      this.forget(removed);
+    }
+  }
+
+  private forget(removed: Row[]): void {
+    this.held.records -= removed.length;
+    for (const r of removed) this.held.bytes -= Number(r.size);
+  }
+
+  /** Hands free pages back to the file system once they are a large share of the file (auto_vacuum=INCREMENTAL). */
+  private reclaim(): void {
+    const free = Number(this.db.pragma('freelist_count', { simple: true }));
+    if (free < FREE_PAGES_MIN) return;
+    const pages = Number(this.db.pragma('page_count', { simple: true }));
+    if (free * 4 >= pages) this.db.pragma('incremental_vacuum');
+  }
+
   async append(records: readonly ConnectionRecord[], usage?: readonly UsageRollup[]): Promise<void> {
-    if (records.length > 0 || (usage !== undefined && usage.length > 0)) this.appendTx(records, usage);
+    if (records.length === 0 && (usage === undefined || usage.length === 0)) return;
+    const before = this.held.records;
+    try {
+      this.appendTx(records, usage);
+    } catch (err) {
+      // The transaction rolled back: count again rather than trust the counts it changed.
+      this.recount();
+      throw err;
+    }
+    if (this.held.records < before + records.length) this.reclaim();
+  }
+
+  private recount(): void {
+    const totals = this.db.prepare(`SELECT COUNT(*) AS n, ifnull(SUM(${SIZE_SQL}), 0) AS b FROM connections`).get() as Row;
+    this.held = { records: Number(totals.n), bytes: Number(totals.b) };
+  }
+
+  async footprint(): Promise<RecordFootprint> {
+    return { ...this.held };
   }
 
   async query(q: ConnectionQuery): Promise<ConnectionRecord[]> {
@@ -149,7 +260,7 @@ export class SqliteConnectionLog implements ConnectionLogStore {
   async prune(limits: RetentionLimits): Promise<number> {
     let removed = 0;
     removed += await this.deleteInSlices(
-      'DELETE FROM connections WHERE rowid IN (SELECT rowid FROM connections WHERE started_at < ? LIMIT ?)',
+      `DELETE FROM connections WHERE rowid IN (SELECT rowid FROM connections WHERE started_at < ? LIMIT ?) RETURNING ${SIZE_SQL} AS size`,
       [limits.recordsBefore],
     );
     // The newest `maxRecords` stay: everything at or below the first record past them goes.
@@ -158,11 +269,12 @@ export class SqliteConnectionLog implements ConnectionLogStore {
       .get(limits.maxRecords) as Row | undefined;
     if (edge) {
       removed += await this.deleteInSlices(
-        'DELETE FROM connections WHERE rowid IN (SELECT rowid FROM connections WHERE started_at < ? OR (started_at = ? AND id <= ?) LIMIT ?)',
+        `DELETE FROM connections WHERE rowid IN (SELECT rowid FROM connections WHERE started_at < ? OR (started_at = ? AND id <= ?) LIMIT ?) RETURNING ${SIZE_SQL} AS size`,
         [edge.started_at, edge.started_at, edge.id],
       );
     }
     this.db.prepare('DELETE FROM usage_rollups WHERE period < ?').run(limits.usageBefore);
+    this.reclaim();
     return removed;
   }
 
@@ -170,9 +282,10 @@ export class SqliteConnectionLog implements ConnectionLogStore {
     const stmt = this.db.prepare(sql);
     let total = 0;
     for (;;) {
-      const { changes } = stmt.run(...args, PRUNE_SLICE);
-      total += changes;
-      if (changes < PRUNE_SLICE) return total;
+      const removed = stmt.all(...args, PRUNE_SLICE) as Row[];
+      this.forget(removed);
+      total += removed.length;
+      if (removed.length < PRUNE_SLICE) return total;
       await turn();
     }
   }

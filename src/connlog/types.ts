@@ -70,7 +70,11 @@ export interface ConnectionRecord {
   /** Hedged (parallel) dials started (issue 19's hedging fills it). */
   hedges: number;
   /** The request rule that fired (its name), when one did; `retries` counts the rule's retries too. */
-  rule?: string | null;
+  rule?: string | null; /**
+   * Connections this record stands for, when more than one: refusals before authentication are counted per
+   * source address and result and written as one record per window (src/connlog/refusals.ts). Absent: 1.
+   */
+  count?: number;
 }
 
 /** What Router.dial may fill in while it dials for a connection (its id is for its log lines). */
@@ -167,6 +171,50 @@ export interface RetentionLimits {
   usageBefore: number;
 }
 
+/**
+ * What the store holds at most at any moment (log.access.maxRecords, log.access.maxSize): every append that
+ * would pass either removes the oldest records in the same unit of work, so no reader ever sees more.
+ */
+export interface RecordBounds {
+  maxRecords: number;
+  /** Bytes of records as recordSize() counts them. */
+  maxBytes: number;
+}
+
+/** What the store holds now. */
+export interface RecordFootprint {
+  records: number;
+  /** recordSize() summed over the records held. */
+  bytes: number;
+}
+
+/** Record fields held as text: their bytes are what recordSize() counts. */
+export const RECORD_TEXT_FIELDS = [
+  'id',
+  'user',
+  'session',
+  'listener',
+  'client',
+  'target',
+  'node',
+  'exit',
+  'result',
+  'reason',
+  'rule',
+] as const;
+
+/** Bytes a record counts towards log.access.maxSize: its text fields' UTF-8 bytes and a fixed 64 for the rest. */
+export const RECORD_FIXED_BYTES = 64;
+
+export function recordSize(r: ConnectionRecord): number {
+  let n = RECORD_FIXED_BYTES;
+  for (const f of RECORD_TEXT_FIELDS) {
+    const v = r[f];
+    if (typeof v === 'string') n += Buffer.byteLength(v);
+  }
+  return n;
+}
+
 /** Where records and rollups are kept (SQLite or Redis, beside the daemon's Store). */
 export interface ConnectionLogStore {
   /**
@@ -183,6 +231,8 @@ export interface ConnectionLogStore {
   /** Applies retention; resolves with the records removed. */
   prune(limits: RetentionLimits): Promise<number>;
   count(): Promise<number>;
+  /** Records held and their bytes (recordSize). */
+  footprint(): Promise<RecordFootprint>;
 }
 
 /** A place records go besides the store (the JSON-lines file). */

@@ -28,7 +28,9 @@ export interface ConnectionLogSetup {
 
 export function createConnectionLog(setup: ConnectionLogSetup): ConnectionLogService {
   const access = setup.config.log.access;
-  const store = access.store ? connectionLogStoreFor(setup.store) : undefined;
+  const store = access.store
+    ? connectionLogStoreFor(setup.store, { maxRecords: access.maxRecords, maxBytes: sizeInBytes(access.maxSize) })
+    : undefined;
   const sinks: RecordSink[] = [];
   if (access.file !== '') sinks.push(new JsonLinesFileSink({ file: access.file, maxSize: access.fileMaxSize, rotate: access.fileRotate }));
   const recorder = new ConnectionLog({
@@ -40,6 +42,7 @@ export function createConnectionLog(setup: ConnectionLogSetup): ConnectionLogSer
     checkpointMs: access.checkpointMs,
     batchSize: access.batchSize,
     queueMax: access.queueMax,
+    refusals: { windowMs: access.refusalWindowMs, maxSources: access.refusalMaxSources },
     ...(setup.ids ? { ids: setup.ids } : {}),
     ...(setup.now ? { now: setup.now } : {}),
     ...(setup.metrics ? { metrics: setup.metrics } : {}),
@@ -61,4 +64,11 @@ export function createConnectionLog(setup: ConnectionLogSetup): ConnectionLogSer
     ...(setup.now ? { now: setup.now } : {}),
     ...(setup.logger ? { logger: setup.logger } : {}),
   });
+}
+
+const UNITS: Record<string, number> = { B: 1, K: 1024, M: 1024 ** 2, G: 1024 ** 3 };
+
+/** A size as config writes it (schema-checked: digits and one of B, K, M, G) in bytes. */
+export function sizeInBytes(text: string): number {
+  return Number(text.slice(0, -1)) * (UNITS[text.slice(-1)] ?? 1);
 }

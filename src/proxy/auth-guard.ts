@@ -6,8 +6,8 @@
 // Every failure is answered no sooner than `failureDelayMs` after it arrived (a floor that also hides what
 // the check cost), and one log line per address per `logIntervalMs` says how many failures came from it.
 // Both tables are bounded (least recently used dropped first), as are the answers waiting for their delay.
-import ipaddr from 'ipaddr.js';
 import { LRUCache } from 'lru-cache';
+export { sourceKey } from '../connlog/refusals.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 
@@ -154,22 +154,5 @@ export class AuthGuard {
         resolve(value);
       }, wait).unref();
     });
-  }
-}
-
-/**
- * The key an address is tracked by: IPv4 as is (an IPv4-mapped IPv6 address as its IPv4), IPv6 by its /64
- * (one customer commonly holds a whole /64).
- */
-export function sourceKey(address: string | undefined): string {
-  if (address === undefined || address === '') return 'unknown';
-  try {
-    let a = ipaddr.parse(address);
-    if (a.kind() === 'ipv6' && (a as ipaddr.IPv6).isIPv4MappedAddress()) a = (a as ipaddr.IPv6).toIPv4Address();
-    if (a.kind() === 'ipv4') return a.toString();
-    const parts = (a as ipaddr.IPv6).parts.slice(0, 4);
-    return `${parts.map((p) => p.toString(16)).join(':')}::/64`;
-  } catch {
-    return address;
   }
 }

@@ -30,6 +30,12 @@ export interface DialOptions {
  */
 export type Handshake<T> = (socket: Socket, done: (err: UpstreamDialError | null, value: T | null) => void) => () => void;
 
+/**
+ * What a handshake passes to `done` when the upstream did not take an optimistic handshake: the dial starts
+ * again on a new connection with its fallback handshake (not a failure: not counted, the pool not told).
+ */
+export const FALL_BACK = new UpstreamDialError('handshake', 'upstream did not take the optimistic handshake');
+
 /** What the shared listeners and timers call on the dial they belong to. */
 interface DialSteps {
   connected(): void;
@@ -52,7 +58,10 @@ class GuardedDial<T> implements DialSteps {
   private handshakeDeadline = 0;
   private detachHandshake: (() => void) | undefined;
   private settled = false;
-  private readonly started = performance.now();
+  /** When the current connection's connect began (its timer runs from here). */
+  private started = 0;
+  /** When the dial began (timed on rotor_upstream_connect_seconds, a fallback's first connection included). */
+  private readonly begun = performance.now();
   /** The abort listener (a stable function, so it can be removed). */
   private readonly onAbort = (): void => this.fail(new DialAbortedError());
 
@@ -60,9 +69,11 @@ class GuardedDial<T> implements DialSteps {
     private readonly node: UpstreamNode,
     private readonly options: DialOptions,
     private readonly kind: 'socks5' | 'http',
-    private readonly handshake: Handshake<T>,
+    private handshake: Handshake<T>,
     private readonly resolve: (value: T) => void,
     private readonly reject: (err: Error) => void,
+    /** Run on a new connection when `handshake` answers FALL_BACK (once). */
+    private fallback: Handshake<T> | undefined,
   ) {}
 
   start(): void {
@@ -72,6 +83,28 @@ class GuardedDial<T> implements DialSteps {
       return;
     }
     signal?.addEventListener('abort', this.onAbort, { once: true });
+    this.open();
+  }
+
+  /** The optimistic handshake was not taken: a new connection (new deadlines) with the fallback handshake. */
+  private restart(): void {
+    this.handshake = this.fallback!;
+    this.fallback = undefined;
+    this.detachHandshake?.();
+    this.detachHandshake = undefined;
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    this.handshakeDeadline = 0;
+    const old = this.socket;
+    if (old) {
+      old[DIAL] = undefined;
+      old.destroy();
+    }
+    this.open();
+  }
+
+  private open(): void {
+    this.started = this.started === 0 ? this.begun : performance.now();
     this.timer = setTimeout(onConnectTimeout, this.options.connectTimeoutMs, this);
     const tls = this.node.tls === true;
     const s = (
@@ -101,7 +134,8 @@ class GuardedDial<T> implements DialSteps {
       this.timer = setTimeout(onHandshakeTimeout, handshakeMs, this);
     }
     this.detachHandshake = this.handshake(s, (err, value) => {
-      if (err) this.fail(err);
+      if (err === FALL_BACK && this.fallback !== undefined && !this.settled) this.restart();
+      else if (err) this.fail(err);
       else this.succeed(value as T);
     });
   }
@@ -143,7 +177,7 @@ class GuardedDial<T> implements DialSteps {
   private succeed(value: T): void {
     if (this.settled) return;
     this.finish();
-    this.options.metrics?.upstreamConnectSeconds.observe({ kind: this.kind }, (performance.now() - this.started) / 1000);
+    this.options.metrics?.upstreamConnectSeconds.observe({ kind: this.kind }, (performance.now() - this.begun) / 1000);
     this.resolve(value);
   }
 
@@ -172,10 +206,16 @@ function onHandshakeTimeout(d: DialSteps): void {
 function noop(): void {}
 
 /**
- * Connects to `node` and runs `handshake` on the socket, each step within its deadline of `options` and
+ * Connects to `node` and runs `handshake` on the socket (`fallback` on a new connection if it answers FALL_BACK), each step within its deadline of `options` and
  * cancelled by its signal (DialAbortedError; the socket is destroyed). Failures are UpstreamDialError, counted
  * on rotor_upstream_failures_total; success is timed on rotor_upstream_connect_seconds{kind}.
  */
-export function dialThrough<T>(node: UpstreamNode, options: DialOptions, kind: 'socks5' | 'http', handshake: Handshake<T>): Promise<T> {
-  return new Promise<T>((resolve, reject) => new GuardedDial(node, options, kind, handshake, resolve, reject).start());
+export function dialThrough<T>(
+  node: UpstreamNode,
+  options: DialOptions,
+  kind: 'socks5' | 'http',
+  handshake: Handshake<T>,
+  fallback?: Handshake<T>,
+): Promise<T> {
+  return new Promise<T>((resolve, reject) => new GuardedDial(node, options, kind, handshake, resolve, reject, fallback).start());
 }

@@ -18,9 +18,9 @@ import { connect, type Socket } from 'node:net';
 import { nodeOwner } from '../pool/node-owner.ts';
 import type { PoolKey, UpstreamNode } from '../pool/types.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
-import { socks5Greet, socks5Request } from '../wire/socks5-client.ts';
+import { socks5Greet, socks5GreetPipelined, socks5Request } from '../wire/socks5-client.ts';
 import { connectRequestText, dialHttpConnect, readConnectResponse, type DialOptions, type Tunnel } from './dial-http.ts';
-import { classifySocksError, credentialsOf, dialSocks5 } from './dial-socks5.ts';
+import { classifySocksError, credentialsOf, dialSocks5, learnSocks5Pipelining, socks5Pipelining } from './dial-socks5.ts';
 import { DialAbortedError, UpstreamDialError } from './errors.ts';
 import type { Target } from './types.ts';
 
@@ -231,7 +231,16 @@ export class WarmConnections {
     socket.once('connect', () => {
       if (this.closed || settled) return settle(false);
       if (node.protocol !== 'socks5') return settle(true);
-      detach = socks5Greet(socket, credentialsOf(node), (err) => settle(err === null));
+      const credentials = credentialsOf(node);
+      // Greeting and auth in one write unless the upstream is known to drop pipelined bytes (dial-socks5.ts);
+      // one found to drop them now costs this connection (off any tunnel's path), and the next goes step by step.
+      if (credentials !== undefined && socks5Pipelining(node) !== 'stepwise')
+        detach = socks5GreetPipelined(socket, credentials, 100, (err) => {
+          if (err === null) learnSocks5Pipelining(node, true);
+          else if (err.code === 'NOT_PIPELINED') learnSocks5Pipelining(node, false);
+          settle(err === null);
+        });
+      else detach = socks5Greet(socket, credentials, (err) => settle(err === null));
     });
   }
 

@@ -155,4 +155,11 @@ export const MIGRATIONS: readonly Migration[] = [
     name: 'connection records: the client address',
     sql: 'ALTER TABLE connections ADD COLUMN client TEXT;',
   },
+  {
+    // Refusals before authentication are one record per source address, listener and result per window with a
+    // count (src/connlog/refusals.ts); null on every other record (one connection).
+    id: 55,
+    name: 'connection records: how many refused connections a record stands for',
+    sql: 'ALTER TABLE connections ADD COLUMN count INTEGER;',
+  },
 ];

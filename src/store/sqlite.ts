@@ -125,22 +125,33 @@ export function migrate(db: Database.Database, migrations: readonly Migration[] 
   return applied;
 }
 
+/** PRAGMA auto_vacuum's value for INCREMENTAL. */
+const INCREMENTAL = 2;
+const WAL_SIZE_LIMIT = 4 * 1024 * 1024;
+
 export class SqliteStore implements Store {
   private readonly db: Database.Database;
   private readonly now: () => number;
   private closed = false;
+  private readonly statements = new Map<string, Database.Statement>();
 
   constructor(path: string, options: SqliteStoreOptions = {}) {
     this.now = options.now ?? Date.now;
     try {
       if (path !== ':memory:' && !path.startsWith('file:')) mkdirSync(dirname(path), { recursive: true });
       this.db = new Database(path);
+      // Pages freed by trimming go back to the file system (src/connlog/sqlite-store.ts runs incremental_vacuum):
+      // set before the file's first write, so a new file has it from the start; an older file is converted once.
+      this.db.pragma('auto_vacuum = INCREMENTAL');
       this.db.pragma('journal_mode = WAL');
+      // The WAL is cut back to this after a checkpoint instead of keeping its largest size.
+      this.db.pragma(`journal_size_limit = ${WAL_SIZE_LIMIT}`);
       // NORMAL under WAL: a commit survives a process crash (SIGKILL); only an OS crash may lose the last one.
       this.db.pragma('synchronous = NORMAL');
       this.db.pragma('busy_timeout = 5000');
       this.db.pragma('foreign_keys = ON');
       migrate(this.db, options.migrations ?? MIGRATIONS, this.now);
+      if (path !== ':memory:' && Number(this.db.pragma('auto_vacuum', { simple: true })) !== INCREMENTAL) this.db.exec('VACUUM');
     } catch (err) {
       throw new StoreUnavailableError(`cannot open store at ${path}: ${(err as Error).message}`, { cause: err });
     }
@@ -148,7 +159,7 @@ export class SqliteStore implements Store {
 
   /** The ids of applied migrations (for tests and readiness checks). */
   appliedMigrations(): number[] {
-    return (this.q().prepare('SELECT id FROM migrations ORDER BY id').all() as Row[]).map((r) => Number(r.id));
+    return (this.prepare('SELECT id FROM migrations ORDER BY id').all() as Row[]).map((r) => Number(r.id));
   }
 
   /** SQLite's journal mode (expected: wal, or memory for ':memory:'). */
@@ -169,6 +180,20 @@ export class SqliteStore implements Store {
     return this.db;
   }
 
+  /**
+   * A statement prepared once per SQL text and kept: preparing costs more than running, and the start reads
+   * and writes per user (100,000 users). The texts are the fixed ones below and the filter combinations of
+   * listOrders/listInstances, so the cache is bounded.
+   */
+  private prepare(sql: string): Database.Statement {
+    let stmt = this.statements.get(sql);
+    if (stmt === undefined) {
+      stmt = this.q().prepare(sql);
+      this.statements.set(sql, stmt);
+    } else if (this.closed) throw new StoreUnavailableError('store is closed');
+    return stmt;
+  }
+
   // ── orders ──
   async putOrder(o: OrderRecord): Promise<void> {
     this.writeOrder(o);
@@ -183,21 +208,21 @@ export class SqliteStore implements Store {
   }
 
   private writeOrder(o: OrderRecord): void {
-    this.q()
-      .prepare(
-        `INSERT INTO orders (app_order_no, order_no, type, status, amount, count, request, created_at, updated_at)
+    this.prepare(
+      `INSERT INTO orders (app_order_no, order_no, type, status, amount, count, request, created_at, updated_at)
          VALUES (@appOrderNo, @orderNo, @type, @status, @amount, @count, @request, @createdAt, @updatedAt)
          ON CONFLICT (app_order_no) DO UPDATE SET order_no = excluded.order_no, type = excluded.type,
            status = excluded.status, amount = excluded.amount, count = excluded.count, request = excluded.request,
            updated_at = excluded.updated_at`,
-      )
-      .run({ ...o, request: json(o.request) });
+    ).run({ ...o, request: json(o.request) });
   }
 
   async getOrder(no: string): Promise<OrderRecord | undefined> {
-    const r = this.q()
-      .prepare('SELECT * FROM orders WHERE app_order_no = ? OR order_no = ? ORDER BY app_order_no = ? DESC LIMIT 1')
-      .get(no, no, no) as Row | undefined;
+    const r = this.prepare('SELECT * FROM orders WHERE app_order_no = ? OR order_no = ? ORDER BY app_order_no = ? DESC LIMIT 1').get(
+      no,
+      no,
+      no,
+    ) as Row | undefined;
     return r ? toOrder(r) : undefined;
   }
 
@@ -215,15 +240,11 @@ export class SqliteStore implements Store {
     if (filter.open) where.push(`status NOT IN (${[...FINAL_ORDER_STATUS].join(',')})`);
     const sql = `SELECT * FROM orders ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY created_at DESC, app_order_no LIMIT ? OFFSET ?`;
     args.push(filter.limit ?? -1, filter.offset ?? 0);
-    return (
-      this.q()
-        .prepare(sql)
-        .all(...args) as Row[]
-    ).map(toOrder);
+    return (this.prepare(sql).all(...args) as Row[]).map(toOrder);
   }
 
   async countOrders(): Promise<{ type: number; status: number; count: number }[]> {
-    return (this.q().prepare('SELECT type, status, COUNT(*) AS n FROM orders GROUP BY type, status').all() as Row[]).map((r) => ({
+    return (this.prepare('SELECT type, status, COUNT(*) AS n FROM orders GROUP BY type, status').all() as Row[]).map((r) => ({
       type: Number(r.type),
       status: Number(r.status),
       count: Number(r.n),
@@ -233,7 +254,7 @@ export class SqliteStore implements Store {
   // ── instances ──
   async putInstances(instances: InstanceRecord[]): Promise<void> {
     const db = this.q();
-    const stmt = db.prepare(
+    const stmt = this.prepare(
       `INSERT INTO instances (instance_no, order_no, product_no, status, ip, port, username, pwd, protocol, user_expired, raw, updated_at)
        VALUES (@instanceNo, @orderNo, @productNo, @status, @ip, @port, @username, @pwd, @protocol, @userExpired, @raw, @updatedAt)
        ON CONFLICT (instance_no) DO UPDATE SET order_no = excluded.order_no, product_no = excluded.product_no,
@@ -246,7 +267,7 @@ export class SqliteStore implements Store {
   }
 
   async getInstance(instanceNo: string): Promise<InstanceRecord | undefined> {
-    const r = this.q().prepare('SELECT * FROM instances WHERE instance_no = ?').get(instanceNo) as Row | undefined;
+    const r = this.prepare('SELECT * FROM instances WHERE instance_no = ?').get(instanceNo) as Row | undefined;
     return r ? toInstance(r) : undefined;
   }
 
@@ -271,15 +292,11 @@ export class SqliteStore implements Store {
     }
     const sql = `SELECT * FROM instances ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY instance_no LIMIT ? OFFSET ?`;
     args.push(filter.limit ?? -1, filter.offset ?? 0);
-    return (
-      this.q()
-        .prepare(sql)
-        .all(...args) as Row[]
-    ).map(toInstance);
+    return (this.prepare(sql).all(...args) as Row[]).map(toInstance);
   }
 
   async countInstances(): Promise<{ status: number | null; count: number }[]> {
-    return (this.q().prepare('SELECT status, COUNT(*) AS n FROM instances GROUP BY status').all() as Row[]).map((r) => ({
+    return (this.prepare('SELECT status, COUNT(*) AS n FROM instances GROUP BY status').all() as Row[]).map((r) => ({
       status: num(r.status),
       count: Number(r.n),
     }));
@@ -289,12 +306,10 @@ export class SqliteStore implements Store {
   async addIntent(entry: Pick<JournalEntry, 'merchantNo' | 'operation' | 'request' | 'reqId'>): Promise<JournalEntry> {
     const t = this.now();
     try {
-      this.q()
-        .prepare(
-          `INSERT INTO journal (merchant_no, operation, request, req_id, state, result, order_no, attempts, created_at, updated_at)
+      this.prepare(
+        `INSERT INTO journal (merchant_no, operation, request, req_id, state, result, order_no, attempts, created_at, updated_at)
            VALUES (?, ?, ?, ?, 'intent', NULL, NULL, 0, ?, ?)`,
-        )
-        .run(entry.merchantNo, entry.operation, json(entry.request), entry.reqId, t, t);
+      ).run(entry.merchantNo, entry.operation, json(entry.request), entry.reqId, t, t);
     } catch (err) {
       if ((err as { code?: string }).code === 'SQLITE_CONSTRAINT_PRIMARYKEY')
         throw new StoreConflictError(`journal entry ${entry.merchantNo}`);
@@ -307,28 +322,26 @@ export class SqliteStore implements Store {
     merchantNo: string,
     patch: { state: JournalState; result?: unknown; orderNo?: string | null; sent?: boolean },
   ): Promise<void> {
-    this.q()
-      .prepare(
-        `UPDATE journal SET state = @state,
+    this.prepare(
+      `UPDATE journal SET state = @state,
            result = CASE WHEN @hasResult THEN @result ELSE result END,
            order_no = CASE WHEN @hasOrderNo THEN @orderNo ELSE order_no END,
            attempts = attempts + @sent, updated_at = @now
          WHERE merchant_no = @merchantNo`,
-      )
-      .run({
-        merchantNo,
-        state: patch.state,
-        hasResult: patch.result !== undefined ? 1 : 0,
-        result: patch.result !== undefined ? json(patch.result) : null,
-        hasOrderNo: patch.orderNo !== undefined ? 1 : 0,
-        orderNo: patch.orderNo ?? null,
-        sent: patch.sent ? 1 : 0,
-        now: this.now(),
-      });
+    ).run({
+      merchantNo,
+      state: patch.state,
+      hasResult: patch.result !== undefined ? 1 : 0,
+      result: patch.result !== undefined ? json(patch.result) : null,
+      hasOrderNo: patch.orderNo !== undefined ? 1 : 0,
+      orderNo: patch.orderNo ?? null,
+      sent: patch.sent ? 1 : 0,
+      now: this.now(),
+    });
   }
 
   async getJournal(merchantNo: string): Promise<JournalEntry | undefined> {
-    const r = this.q().prepare('SELECT * FROM journal WHERE merchant_no = ?').get(merchantNo) as Row | undefined;
+    const r = this.prepare('SELECT * FROM journal WHERE merchant_no = ?').get(merchantNo) as Row | undefined;
     return r ? toJournal(r) : undefined;
   }
 
@@ -337,46 +350,43 @@ export class SqliteStore implements Store {
     const sql = states
       ? `SELECT * FROM journal WHERE state IN (${states.map(() => '?').join(',')}) ORDER BY created_at, merchant_no`
       : 'SELECT * FROM journal ORDER BY created_at, merchant_no';
-    return (
-      this.q()
-        .prepare(sql)
-        .all(...(states ?? [])) as Row[]
-    ).map(toJournal);
+    return (this.prepare(sql).all(...(states ?? [])) as Row[]).map(toJournal);
   }
 
   // ── callbacks ──
   async recordCallback(key: CallbackKey, receivedAt: number): Promise<{ duplicate: boolean; processed: boolean }> {
     const db = this.q();
     return db.transaction(() => {
-      const existing = db.prepare('SELECT processed FROM callbacks WHERE type = ? AND no = ? AND op = ?').get(key.type, key.no, key.op) as
-        Row | undefined;
+      const existing = this.prepare('SELECT processed FROM callbacks WHERE type = ? AND no = ? AND op = ?').get(
+        key.type,
+        key.no,
+        key.op,
+      ) as Row | undefined;
       if (existing) {
-        db.prepare('UPDATE callbacks SET count = count + 1 WHERE type = ? AND no = ? AND op = ?').run(key.type, key.no, key.op);
+        this.prepare('UPDATE callbacks SET count = count + 1 WHERE type = ? AND no = ? AND op = ?').run(key.type, key.no, key.op);
         return { duplicate: true, processed: Number(existing.processed) === 1 };
       }
-      db.prepare('INSERT INTO callbacks (type, no, op, received_at) VALUES (?, ?, ?, ?)').run(key.type, key.no, key.op, receivedAt);
+      this.prepare('INSERT INTO callbacks (type, no, op, received_at) VALUES (?, ?, ?, ?)').run(key.type, key.no, key.op, receivedAt);
       return { duplicate: false, processed: false };
     })();
   }
 
   async markCallbackProcessed(key: CallbackKey): Promise<void> {
-    this.q().prepare('UPDATE callbacks SET processed = 1 WHERE type = ? AND no = ? AND op = ?').run(key.type, key.no, key.op);
+    this.prepare('UPDATE callbacks SET processed = 1 WHERE type = ? AND no = ? AND op = ?').run(key.type, key.no, key.op);
   }
 
   async listCallbacks(filter: { processed?: boolean } = {}): Promise<CallbackRecord[]> {
     const rows =
       filter.processed === undefined
-        ? this.q().prepare('SELECT * FROM callbacks ORDER BY received_at, rowid').all()
-        : this.q()
-            .prepare('SELECT * FROM callbacks WHERE processed = ? ORDER BY received_at, rowid')
-            .all(filter.processed ? 1 : 0);
+        ? this.prepare('SELECT * FROM callbacks ORDER BY received_at, rowid').all()
+        : this.prepare('SELECT * FROM callbacks WHERE processed = ? ORDER BY received_at, rowid').all(filter.processed ? 1 : 0);
     return (rows as Row[]).map(toCallback);
   }
 
   // ── usage ──
   async addUsage(deltas: { user: string; bytes: number }[]): Promise<void> {
     const db = this.q();
-    const stmt = db.prepare(
+    const stmt = this.prepare(
       `INSERT INTO usage (user, used_bytes, limit_bytes, updated_at) VALUES (?, ?, -1, ?)
        ON CONFLICT (user) DO UPDATE SET used_bytes = used_bytes + excluded.used_bytes, updated_at = excluded.updated_at`,
     );
@@ -387,21 +397,19 @@ export class SqliteStore implements Store {
   }
 
   async getUsage(user: string): Promise<UsageRecord | undefined> {
-    const r = this.q().prepare('SELECT * FROM usage WHERE user = ?').get(user) as Row | undefined;
+    const r = this.prepare('SELECT * FROM usage WHERE user = ?').get(user) as Row | undefined;
     return r ? toUsage(r) : undefined;
   }
 
   async listUsage(): Promise<UsageRecord[]> {
-    return (this.q().prepare('SELECT * FROM usage ORDER BY user').all() as Row[]).map(toUsage);
+    return (this.prepare('SELECT * FROM usage ORDER BY user').all() as Row[]).map(toUsage);
   }
 
   async setLimit(user: string, limitBytes: number): Promise<void> {
-    this.q()
-      .prepare(
-        `INSERT INTO usage (user, used_bytes, limit_bytes, updated_at) VALUES (?, 0, ?, ?)
+    this.prepare(
+      `INSERT INTO usage (user, used_bytes, limit_bytes, updated_at) VALUES (?, 0, ?, ?)
          ON CONFLICT (user) DO UPDATE SET limit_bytes = excluded.limit_bytes, updated_at = excluded.updated_at`,
-      )
-      .run(user, Math.trunc(limitBytes), this.now());
+    ).run(user, Math.trunc(limitBytes), this.now());
   }
 
   // ── users ──
@@ -411,43 +419,43 @@ export class SqliteStore implements Store {
   ): Promise<StoredUser> {
     const db = this.q();
     return db.transaction(() => {
-      const existing = db.prepare('SELECT version FROM users WHERE name = ?').get(user.name) as Row | undefined;
+      const existing = this.prepare('SELECT version FROM users WHERE name = ?').get(user.name) as Row | undefined;
       if (options.ifAbsent && existing) throw new StoreConflictError(`user ${user.name}`);
       if (options.ifVersion !== undefined && Number(existing?.version ?? -1) !== options.ifVersion)
         throw new StoreConflictError(`user ${user.name} changed meanwhile`);
-      const version = this.nextUserVersion(db);
+      const version = this.nextUserVersion();
       const t = this.now();
-      db.prepare(
+      this.prepare(
         `INSERT INTO users (name, data, password_hash, state, version, updated_at) VALUES (?, ?, ?, ?, ?, ?)
          ON CONFLICT (name) DO UPDATE SET data = excluded.data, password_hash = excluded.password_hash, state = excluded.state,
            version = excluded.version, updated_at = excluded.updated_at`,
       ).run(user.name, json(user.data), user.passwordHash, user.state, version, t);
-      db.prepare('DELETE FROM user_tombstones WHERE name = ?').run(user.name);
+      this.prepare('DELETE FROM user_tombstones WHERE name = ?').run(user.name);
       return { ...user, version, updatedAt: t };
     })();
   }
 
-  private nextUserVersion(db: Database.Database): number {
-    db.prepare('UPDATE user_version SET version = version + 1 WHERE id = 1').run();
-    return Number((db.prepare('SELECT version FROM user_version WHERE id = 1').get() as Row).version);
+  private nextUserVersion(): number {
+    this.prepare('UPDATE user_version SET version = version + 1 WHERE id = 1').run();
+    return Number((this.prepare('SELECT version FROM user_version WHERE id = 1').get() as Row).version);
   }
 
   async getUser(name: string): Promise<StoredUser | undefined> {
-    const r = this.q().prepare('SELECT * FROM users WHERE name = ?').get(name) as Row | undefined;
+    const r = this.prepare('SELECT * FROM users WHERE name = ?').get(name) as Row | undefined;
     return r ? toUser(r) : undefined;
   }
 
   async listUsers(): Promise<StoredUser[]> {
-    return (this.q().prepare('SELECT * FROM users ORDER BY name').all() as Row[]).map(toUser);
+    return (this.prepare('SELECT * FROM users ORDER BY name').all() as Row[]).map(toUser);
   }
 
   async deleteUser(name: string): Promise<boolean> {
     const db = this.q();
     return db.transaction(() => {
-      const gone = db.prepare('DELETE FROM users WHERE name = ?').run(name).changes > 0;
+      const gone = this.prepare('DELETE FROM users WHERE name = ?').run(name).changes > 0;
       if (gone) {
-        const version = this.nextUserVersion(db);
-        db.prepare(
+        const version = this.nextUserVersion();
+        this.prepare(
           'INSERT INTO user_tombstones (name, version) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET version = excluded.version',
         ).run(name, version);
       }
@@ -458,34 +466,32 @@ export class SqliteStore implements Store {
   async usersChangedSince(version: number): Promise<{ changed: StoredUser[]; deleted: string[]; version: number }> {
     const db = this.q();
     return db.transaction(() => {
-      const changed = (db.prepare('SELECT * FROM users WHERE version > ? ORDER BY version').all(version) as Row[]).map(toUser);
-      const deleted = (db.prepare('SELECT name FROM user_tombstones WHERE version > ? ORDER BY version').all(version) as Row[]).map((r) =>
+      const changed = (this.prepare('SELECT * FROM users WHERE version > ? ORDER BY version').all(version) as Row[]).map(toUser);
+      const deleted = (this.prepare('SELECT name FROM user_tombstones WHERE version > ? ORDER BY version').all(version) as Row[]).map((r) =>
         String(r.name),
       );
-      const now = Number((db.prepare('SELECT version FROM user_version WHERE id = 1').get() as Row).version);
+      const now = Number((this.prepare('SELECT version FROM user_version WHERE id = 1').get() as Row).version);
       return { changed, deleted, version: now };
     })();
   }
 
   // ── kv ──
   async kvGet<T = unknown>(key: string): Promise<T | undefined> {
-    const r = this.q().prepare('SELECT value FROM kv WHERE key = ?').get(key) as Row | undefined;
+    const r = this.prepare('SELECT value FROM kv WHERE key = ?').get(key) as Row | undefined;
     return r ? (parse(r.value) as T) : undefined;
   }
 
   async kvSet(key: string, value: unknown): Promise<void> {
-    this.q()
-      .prepare('INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value')
-      .run(key, json(value));
+    this.prepare('INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value').run(key, json(value));
   }
 
   async kvDelete(key: string): Promise<void> {
-    this.q().prepare('DELETE FROM kv WHERE key = ?').run(key);
+    this.prepare('DELETE FROM kv WHERE key = ?').run(key);
   }
 
   async kvList<T = unknown>(prefix: string): Promise<{ key: string; value: T }[]> {
     // substr comparison, not LIKE: keys may contain % and _.
-    const rows = this.q().prepare('SELECT key, value FROM kv WHERE substr(key, 1, ?) = ? ORDER BY key').all(prefix.length, prefix) as Row[];
+    const rows = this.prepare('SELECT key, value FROM kv WHERE substr(key, 1, ?) = ? ORDER BY key').all(prefix.length, prefix) as Row[];
     return rows.map((r) => ({ key: String(r.key), value: parse(r.value) as T }));
   }
 

@@ -4,16 +4,28 @@
 // it are handed back as `head` without waiting a turn, and no timer of its own (the caller holds the one
 // deadline and cancels through the returned detach function).
 //
-// Each message waits for the previous answer. Pipelining greeting, auth and request in one write would save
-// two round trips, but microsocks (1.0.3, checked) reads one message per recv() and drops the rest, and a
-// server that drops bytes answers nothing, so there is no answer to fall back on.
+// socks5Connect sends each message after the previous answer. socks5ConnectPipelined sends greeting, auth
+// and CONNECT in one write (two round trips fewer), for upstreams that read what they were sent: microsocks
+// (1.0.3, checked) reads one message per recv() and drops the rest, so it answers the greeting and then
+// nothing. That silence is the sign: the auth answer comes with the method answer from a server that read
+// both (its check is local), so a wait of a few round trips after the method answer ends in NOT_PIPELINED
+// and the caller dials again step by step (dial-socks5.ts remembers the upstream). Only with credentials:
+// without them the next answer is the CONNECT's, which waits on the target and has no bound to wait by.
 import type { Socket } from 'node:net';
 import { isIPv4, isIPv6 } from 'node:net';
 import { AUTH_VERSION, SOCKS_VERSION } from './socks5.ts';
 import { RotorError } from '../errors/rotor-error.ts';
 import { ipv6Bytes } from './socks5-udp.ts';
 
-export type Socks5ClientFailure = 'BAD_REQUEST' | 'NO_ACCEPTABLE_METHOD' | 'AUTH_FAILED' | 'REJECTED' | 'BAD_REPLY' | 'CLOSED';
+export type Socks5ClientFailure =
+  | 'BAD_REQUEST'
+  | 'NO_ACCEPTABLE_METHOD'
+  | 'AUTH_FAILED'
+  | 'REJECTED'
+  | 'BAD_REPLY'
+  | 'CLOSED'
+  /** A pipelined handshake went unanswered after the method answer (or was refused): dial again step by step. */
+  | 'NOT_PIPELINED';
 
 export class Socks5ClientError extends RotorError {
   declare readonly code: Socks5ClientFailure;
@@ -40,6 +52,8 @@ const METHOD_PASSWORD = 0x02;
 const NO_ACCEPTABLE = 0xff;
 const GREETING_NONE = Buffer.from([SOCKS_VERSION, 1, METHOD_NONE]);
 const GREETING_BOTH = Buffer.from([SOCKS_VERSION, 2, METHOD_NONE, METHOD_PASSWORD]);
+/** A pipelined greeting offers only user/password: a server choosing "none" would read the auth as the request. */
+const GREETING_PASSWORD = Buffer.from([SOCKS_VERSION, 1, METHOD_PASSWORD]);
 
 const enum Stage {
   Method,
@@ -132,6 +146,55 @@ export function socks5Connect(
   socket.on('close', onClose);
   socket.on('error', onError);
   socket.write(auth ? GREETING_BOTH : GREETING_NONE);
+  return h.detach;
+}
+
+/**
+ * socks5Connect with greeting, RFC 1929 auth and CONNECT in one write (credentials required). Fails with
+ * NOT_PIPELINED when the upstream answered the greeting and then not the auth within `waitMs` (at least twice
+ * the greeting's round trip), closed after the greeting, or refused the user/password-only greeting: the
+ * caller dials again with socks5Connect on a new connection. `done` as socks5Connect's.
+ */
+export function socks5ConnectPipelined(
+  socket: Socket,
+  target: { host: string; port: number },
+  credentials: Socks5Credentials,
+  waitMs: number,
+  done: (err: Socks5ClientError | null, head: Buffer | null, bound?: string) => void,
+): () => void {
+  const request = connectRequest(target.host, target.port);
+  const auth = authMessageOf(credentials);
+  if (!request || !auth) {
+    done(
+      new Socks5ClientError('BAD_REQUEST', request ? 'upstream credentials too long for SOCKS5' : 'target cannot be encoded for SOCKS5'),
+      null,
+    );
+    return noop;
+  }
+  const h = new ClientHandshake(socket as HandshakeSocket, request, auth, done, Stage.Method, false, waitMs);
+  listen(socket);
+  socket.write(Buffer.concat([GREETING_PASSWORD, auth, request], GREETING_PASSWORD.length + auth.length + request.length));
+  return h.detach;
+}
+
+/**
+ * socks5Greet with greeting and auth in one write, for an upstream known to read pipelined bytes; fails with
+ * NOT_PIPELINED as socks5ConnectPipelined does.
+ */
+export function socks5GreetPipelined(
+  socket: Socket,
+  credentials: Socks5Credentials,
+  waitMs: number,
+  done: (err: Socks5ClientError | null) => void,
+): () => void {
+  const auth = authMessageOf(credentials);
+  if (!auth) {
+    done(new Socks5ClientError('BAD_REQUEST', 'upstream credentials too long for SOCKS5'));
+    return noop;
+  }
+  const h = new ClientHandshake(socket as HandshakeSocket, EMPTY, auth, (err) => done(err), Stage.Method, true, waitMs);
+  listen(socket);
+  socket.write(Buffer.concat([GREETING_PASSWORD, auth], GREETING_PASSWORD.length + auth.length));
   return h.detach;
 }
 
@@ -240,8 +303,28 @@ class ClientHandshake {
     private stage: Stage = Stage.Method,
     /** socks5Greet: done once the upstream would take a request */
     private readonly greetOnly = false,
+    /** Pipelined (everything already written): how long the auth answer may lag the method answer; 0: step by step. */
+    private readonly pipelineWaitMs = 0,
   ) {
     socket[HANDSHAKE] = this;
+    if (pipelineWaitMs > 0) this.sentAt = performance.now();
+  }
+
+  private sentAt = 0;
+  /** Pipelined: armed between the method answer and the auth answer. */
+  private stall: NodeJS.Timeout | undefined;
+
+  /** Pipelined, the method answered and the auth not within the wait: the upstream dropped what followed. */
+  stalled(): void {
+    this.stall = undefined;
+    if (this.stage === Stage.Auth) this.fail(new Socks5ClientError('NOT_PIPELINED', 'upstream dropped the pipelined handshake'));
+  }
+
+  /** The upstream closed or failed: after a pipelined greeting's answer, a sign it did not take the rest. */
+  closed(message: string, errno?: string): void {
+    if (this.pipelineWaitMs > 0 && this.stage === Stage.Auth)
+      this.fail(new Socks5ClientError('NOT_PIPELINED', 'upstream closed after answering the pipelined greeting'));
+    else this.fail(new Socks5ClientError('CLOSED', message, undefined, errno));
   }
 
   /** The greeting (and auth) went through: a kept-ready connection is done here. */
@@ -252,6 +335,10 @@ class ClientHandshake {
 
   stop(): void {
     this.stage = Stage.Done;
+    if (this.stall !== undefined) {
+      clearTimeout(this.stall);
+      this.stall = undefined;
+    }
     const socket = this.socket;
     socket[HANDSHAKE] = undefined;
     socket.off('data', onData);
@@ -273,6 +360,11 @@ class ClientHandshake {
       b = b.subarray(consumed);
     }
     this.buffer = this.stage === Stage.Done || b.length === 0 ? null : b;
+    // Pipelined: the method answered and not yet the auth (a server that read both sends them together).
+    if (this.stage === Stage.Auth && this.pipelineWaitMs > 0 && this.stall === undefined) {
+      const wait = Math.max(this.pipelineWaitMs, 2 * (performance.now() - this.sentAt));
+      this.stall = setTimeout(onStall, wait, this);
+    }
   }
 
   /** Handles one answer at the current stage; returns the bytes it consumed, 0 when more are needed or done. */
@@ -285,6 +377,15 @@ class ClientHandshake {
           return 0;
         }
         const method = b[1];
+        if (this.pipelineWaitMs > 0) {
+          // Only user/password was offered, and auth and request are sent: anything else means step by step.
+          if (method !== METHOD_PASSWORD) {
+            this.fail(new Socks5ClientError('NOT_PIPELINED', `upstream answered a user/password-only greeting with method ${method}`));
+            return 0;
+          }
+          this.stage = Stage.Auth;
+          return 2;
+        }
         if (method === METHOD_PASSWORD && this.auth) {
           this.socket.write(this.auth);
           this.stage = Stage.Auth;
@@ -311,11 +412,15 @@ class ClientHandshake {
           this.fail(new Socks5ClientError('AUTH_FAILED', 'upstream refused its credentials'));
           return 0;
         }
+        if (this.stall !== undefined) {
+          clearTimeout(this.stall);
+          this.stall = undefined;
+        }
         if (this.greetOnly) {
           this.ready();
           return 0;
         }
-        this.socket.write(this.request);
+        if (this.pipelineWaitMs === 0) this.socket.write(this.request);
         this.stage = Stage.Reply;
         return 2;
       }
@@ -375,12 +480,13 @@ function onData(this: HandshakeSocket, chunk: Buffer): void {
   this[HANDSHAKE]?.data(chunk);
 }
 function onClose(this: HandshakeSocket): void {
-  this[HANDSHAKE]?.fail(new Socks5ClientError('CLOSED', 'upstream closed during the SOCKS5 handshake'));
+  this[HANDSHAKE]?.closed('upstream closed during the SOCKS5 handshake');
 }
 function onError(this: HandshakeSocket, err: NodeJS.ErrnoException): void {
-  this[HANDSHAKE]?.fail(
-    new Socks5ClientError('CLOSED', `upstream failed during the SOCKS5 handshake: ${err.code ?? 'error'}`, undefined, err.code),
-  );
+  this[HANDSHAKE]?.closed(`upstream failed during the SOCKS5 handshake: ${err.code ?? 'error'}`, err.code);
+}
+function onStall(h: ClientHandshake): void {
+  h.stalled();
 }
 
 function noop(): void {}

@@ -50,3 +50,30 @@ test('a boundary instant starts the next period; unknown zones are refused', () 
   assert.equal(isTimeZone('Mars/Olympus'), false);
   assert.throws(() => periodKey('day', 'Mars/Olympus', 0), /unknown time zone/);
 });
+
+test('the window of an instant is the same asked in any order (across boundaries, zones, back and forth)', () => {
+  const dayEnd = Date.parse('2026-11-24T23:59:59.999Z');
+  const next = dayEnd + 1;
+  for (const t of [dayEnd, next, dayEnd, next - 86_400_000, next, next + 86_400_000 * 40, dayEnd]) {
+    const d = new Date(t);
+    const ymd = `${d.getUTCFullYear()}-${String(d.getUTCMonth() + 1).padStart(2, '0')}-${String(d.getUTCDate()).padStart(2, '0')}`;
+    assert.equal(periodKey('day', 'UTC', t), `day:${ymd}`);
+    assert.equal(periodKey('month', 'UTC', t), `month:${ymd.slice(0, 7)}`);
+    assert.ok(periodStart('day', 'UTC', t) <= t && t < periodEnd('day', 'UTC', t));
+  }
+  // The same instant in two zones keeps each zone's own answer.
+  const t = Date.parse('2026-11-24T23:30:00Z');
+  for (let i = 0; i < 3; i++) {
+    assert.equal(periodKey('day', 'Asia/Kolkata', t), 'day:2026-11-25');
+    assert.equal(periodKey('day', 'UTC', t), 'day:2026-11-24');
+  }
+});
+
+test("100,000 users' period windows at start cost one calendar computation per period, not one per user", () => {
+  // Intl's formatToParts is tens of microseconds a call: 100,000 of them were seconds of a restart.
+  const t = Date.now();
+  const started = performance.now();
+  for (let i = 0; i < 100_000; i++) periodWindow(i % 2 === 0 ? 'day' : 'month', 'Europe/Berlin', t + (i % 1000));
+  const ms = performance.now() - started;
+  assert.ok(ms < 500, `100,000 windows took ${ms.toFixed(0)} ms`);
+});

@@ -44,7 +44,7 @@ describe('connection log: one record per connection, with the result and the met
   const startedAt = Date.now();
 
   const records = async (query: string): Promise<ConnectionRecord[]> => {
-    await gw.daemon.connections.recorder.flush();
+    await gw.daemon.connections.recorder.flush({ refusals: true });
     const r = await gw.admin<Page>(`/v1/connections?${query}`);
     assert.equal(r.status, 200, JSON.stringify(r.body));
     return r.body.items;

@@ -187,6 +187,7 @@ describe('the recorder', () => {
       usage: async () => [],
       prune: async () => 0,
       count: async () => 0,
+      footprint: async () => ({ records: 0, bytes: 0 }),
     };
     let n = 0;
     const rec = new ConnectionLog({ store: sink, ids: () => `id${++n}`, batchSize: 3, flushIntervalMs: 60_000 });
@@ -206,8 +207,12 @@ describe('the recorder', () => {
     a.end({ result: 'upstream_error' }); // the first end wins
     assert.equal(rec.pending, 1);
     assert.equal(rec.active().length, 1);
-    b.end({ result: 'auth_failed', reason: 'wrong user name or password' });
-    rec.open('http').end({ result: 'bad_request' });
+    // Refused after authentication: one record each (refusals before it are counted per source: bounds.test.ts).
+    b.user = 'ben';
+    b.end({ result: 'limited', reason: 'over quota' });
+    const c = rec.open('http');
+    c.user = 'ben';
+    c.end({ result: 'bad_request' });
     // A full batch is written without waiting for the timer.
     await new Promise((r) => setImmediate(r));
     await rec.flush();
@@ -216,7 +221,7 @@ describe('the recorder', () => {
       written[0]!.map((r) => [r.id, r.result, r.bytesUp, r.bytesDown]),
       [
         ['id1', 'ok', 5, 7],
-        ['id2', 'auth_failed', 0, 0],
+        ['id2', 'limited', 0, 0],
         ['id3', 'bad_request', 0, 0],
       ],
     );
@@ -231,6 +236,7 @@ describe('the recorder', () => {
       usage: async () => [],
       prune: async () => 0,
       count: async () => 0,
+      footprint: async () => ({ records: 0, bytes: 0 }),
     };
     const rec = new ConnectionLog({ store: sink, targets: false });
     const c = rec.open('socks5');
@@ -256,6 +262,7 @@ describe('the recorder', () => {
       usage: async () => [],
       prune: async () => 0,
       count: async () => 0,
+      footprint: async () => ({ records: 0, bytes: 0 }),
     };
     const metrics = createMetrics({ defaultMetrics: false });
     let n = 0;

@@ -42,6 +42,10 @@ const recordSchema = {
       type: ['string', 'null'],
       description: "the request rule that fired (proxy.requestRules / the user's requestRules), when one did",
     },
+    count: {
+      type: 'integer',
+      description: 'refusals before authentication: the attempts from one source address this record stands for (absent: 1)',
+    },
   },
 };
 
