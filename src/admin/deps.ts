@@ -16,6 +16,7 @@ import type { ConnectionRecord, LiveConnection } from '../connlog/types.ts';
 import type { PlatformCompareRow, UsageRow } from '../connlog/usage.ts';
 import type { AfterSaleInput, AssignIpInput, ChangeInput, OpenInput, ReleaseInput, RenewInput, ResetInput } from '../orders/placer.ts';
 import type { MetricSource, StatsView } from '../telemetry/sampler.ts';
+import type { Ban } from '../proxy/request-bans.ts';
 
 /** PlatformClient. */
 export interface PlatformPort {
@@ -198,15 +199,6 @@ export interface AdminDeps {
 
 /** src/proxy/request-bans.ts BanTable. */
 export interface BansPort {
-  list(): Array<{
-    id: string;
-    user: string;
-    node: string;
-    exit: string;
-    host: string | null;
-    rule: string;
-    createdAt: number;
-    until: number;
-  }>;
+  list(): Ban[];
   lift(id: string): boolean;
 }

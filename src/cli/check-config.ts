@@ -14,7 +14,7 @@ export function renderConfig(config: Config, file: string): string {
  * throwaway sandbox; an unreachable platform is one comment line, not a failure (the config itself is valid).
  */
 export async function renderDrawPlans(config: Config): Promise<string> {
-  const { PlatformClient } = await import('../platform/client.ts');
+  const { PlatformClient, platformEndpoint } = await import('../platform/client.ts');
   const { Catalog } = await import('../orders/catalog.ts');
   const { ProductCatalog } = await import('../accounting/products.ts');
   const { planUsers, describePlan } = await import('../pool/draw-plan.ts');
@@ -27,11 +27,7 @@ export async function renderDrawPlans(config: Config): Promise<string> {
       platform = { ...platform, baseUrl: sim.baseUrl, appKey: sim.appKey, appSecret: sim.appSecret };
     }
     const client = new PlatformClient({
-      baseUrl: platform.baseUrl,
-      appKey: platform.appKey,
-      appSecret: platform.appSecret,
-      version: platform.version,
-      encrypt: platform.encrypt,
+      ...platformEndpoint(platform),
       timeoutMs: Math.min(platform.timeoutMs, 5000),
       retries: 0,
     });

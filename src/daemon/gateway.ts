@@ -233,7 +233,12 @@ async function assembleListeners(config: Config, needs: Needs, ctx: AssemblyCont
   });
   // SOCKS5 UDP ASSOCIATE (proxy.udp): associations relayed through SOCKS5 upstreams' own.
   const udp = config.proxy.udp.enabled
-    ? new UdpAssociations(router, { ...config.proxy.udp, idleTimeoutMs: config.proxy.idleTimeoutMs }, logger.child({ component: 'udp' }))
+    ? new UdpAssociations(
+        router,
+        { ...config.proxy.udp, idleTimeoutMs: config.proxy.idleTimeoutMs },
+        logger.child({ component: 'udp' }),
+        metrics,
+      )
     : undefined;
   const socksListener = new Socks5Listener({
     ...(udp ? { udp } : {}),

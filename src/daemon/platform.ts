@@ -1,6 +1,6 @@
 // The platform the daemon talks to: the in-process sandbox in embedded mode, else the configured one.
 import type { Config } from '../config/schema.ts';
-import { PlatformClient } from '../platform/client.ts';
+import { PlatformClient, platformEndpoint } from '../platform/client.ts';
 import type { Simulator } from '../sim/index.ts';
 import type { AssemblyContext } from './lifecycle.ts';
 
@@ -40,11 +40,7 @@ export async function assemblePlatform(config: Config, sandbox: SandboxOptions |
     ctx.logger.info({ baseUrl: sim.baseUrl }, 'embedded sandbox platform started');
   }
   const client = new PlatformClient({
-    baseUrl: platform.baseUrl,
-    appKey: platform.appKey,
-    appSecret: platform.appSecret,
-    version: platform.version,
-    encrypt: platform.encrypt,
+    ...platformEndpoint(platform),
     timeoutMs: platform.timeoutMs,
     retries: platform.retries,
     backoff: platform.backoff,

@@ -70,6 +70,8 @@ export async function assembleUsers(config: Config, needs: Needs, ctx: AssemblyC
     marked: () => directory.marked(),
     max: config.metrics.userSeriesMax,
   });
+  // The same bound for the per-pool series (src/telemetry/pool-series.ts).
+  ctx.metrics.poolSeries.max = config.metrics.userSeriesMax;
   await accounts.follow(directory, changes);
   const healer = new SubAccountHealer({
     recreate: async (name) => {

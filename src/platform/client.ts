@@ -45,6 +45,14 @@ export interface PlatformClientOptions {
   maxReplyBytes?: number;
 }
 
+type Endpoint = Pick<PlatformClientOptions, 'baseUrl' | 'appKey' | 'appSecret' | 'version' | 'encrypt'>;
+
+/** Where and how to reach the platform, picked from its settings (the config's `platform` block). */
+export function platformEndpoint(settings: Endpoint): Endpoint {
+  const { baseUrl, appKey, appSecret, version, encrypt } = settings;
+  return { baseUrl, appKey, appSecret, version, encrypt };
+}
+
 export interface CallOptions {
   /** Reuse a reqId (e.g. the one persisted with an order before a crash). */
   reqId?: string;

@@ -57,6 +57,8 @@ export interface RelayLimiter {
   wait(wake: () => void): void;
   attach(relay: { stop(): void }): void;
   detach(relay: { stop(): void }): void;
+  /** The rate now (bytes per second, 0 = none): bounds the datagrams a UDP association queues (src/proxy/udp-associate.ts). */
+  readonly rateBytesPerSec?: number;
 }
 
 /** Implemented by the accounting component; test/support/meters.ts UnlimitedMeters in tests. */

@@ -6,11 +6,17 @@
 // came (client and upstream speak the same header). Bytes of payload are metered both ways and recorded as
 // the association's connection. It ends with either TCP control connection, after `idleTimeoutMs` without a
 // datagram, or when the quota is spent. Bounded: associations per user, datagrams in flight per association.
+// The user's rate (the bucket its TCP connections share) applies to datagrams too: over it they wait in the
+// association's queue, which holds at most `maxPendingDatagrams` (with those in flight) and one second of the
+// rate, so a datagram is late by about a second at most; beyond it they are dropped and counted. UDP has no
+// backpressure to give, and a datagram held longer is worth little to DNS, QUIC or voice, which retry or
+// adapt to loss themselves.
 import { createSocket, type RemoteInfo, type Socket as UdpSocket } from 'node:dgram';
 import { isIPv6, type Socket } from 'node:net';
 import type { ConnectionContext } from '../connlog/types.ts';
 import { InternalError } from '../errors/rotor-error.ts';
 import type { Logger } from '../telemetry/logger.ts';
+import type { Metrics } from '../telemetry/metrics.ts';
 import { REPLY, writeReply, type ConnectRequest } from '../wire/socks5.ts';
 import { parseUdpHeader } from '../wire/socks5-udp.ts';
 import { DialCancel } from './cancel.ts';
@@ -18,6 +24,12 @@ import { GatewayError } from './errors.ts';
 import { checkTarget } from './target.ts';
 import { UDP_UNSUPPORTED, refusedForUdp, relayOf } from './udp-dial.ts';
 import type { Dialed, Route, Router } from './router.ts';
+import { recordCarrying, recordNode } from './tunnel-record.ts';
+import type { RelayLimiter } from './types.ts';
+
+/** Why a datagram was not passed on (label `reason` of rotor_udp_datagrams_dropped_total). */
+export type DropReason = 'malformed' | 'fragment' | 'not_allowed' | 'foreign' | 'queue_full';
+const DROP_REASONS: readonly DropReason[] = ['malformed', 'fragment', 'not_allowed', 'foreign', 'queue_full'];
 
 export interface UdpSettings {
   /** Associations one user may hold at once (config proxy.udp.maxAssociationsPerUser). */
@@ -31,12 +43,21 @@ export interface UdpSettings {
 export class UdpAssociations {
   private readonly perUser = new Map<string, number>();
   private readonly live = new Set<Association>();
+  /** rotor_udp_datagrams_dropped_total's series, made once (not per datagram). */
+  private readonly drops: Partial<Record<DropReason, { inc(): void }>> = {};
 
   constructor(
     private readonly router: Router,
     private settings: UdpSettings,
     private readonly logger?: Logger,
-  ) {}
+    metrics?: Metrics,
+  ) {
+    if (metrics) for (const reason of DROP_REASONS) this.drops[reason] = metrics.udpDropped.labels({ reason });
+  }
+
+  dropped(reason: DropReason): void {
+    this.drops[reason]?.inc();
+  }
 
   setSettings(settings: UdpSettings): void {
     this.settings = settings;
@@ -151,6 +172,12 @@ class Association {
   private idle: NodeJS.Timeout | undefined;
   private lastActivity = Date.now();
   private dropped = 0;
+  /** The user's rate (undefined: none); over it datagrams wait in `queue`. */
+  private readonly limiter: RelayLimiter | undefined;
+  /** Datagrams over the rate, in arrival order: the whole datagram, its header's length, its way. */
+  private readonly queue: Array<{ msg: Buffer; header: number; up: boolean }> = [];
+  private queuedBytes = 0;
+  private waiting = false;
 
   constructor(
     private readonly owner: UdpAssociations,
@@ -167,15 +194,14 @@ class Association {
     this.upstream = createSocket({ type: isIPv6(relay.host) ? 'udp6' : 'udp4' });
     const named = request.port !== 0 && !/^(0\.0\.0\.0|::|0(:0)*)$/.test(request.host);
     if (named) this.clientAddr = { address: bare(request.host), port: request.port };
+    this.limiter = owner.routerOf.meters.limiter?.(route.user.name);
   }
 
   start(): void {
     const { control, dialed, conn } = this;
-    conn.node = dialed.node.id;
     // The association's exit is not named by its reply (BND.ADDR is the UDP relay, not where datagrams leave).
-    conn.exit = null;
-    conn.bytes = this.stats;
-    conn.closer = () => this.end('ok', 'closed by the admin');
+    recordNode(conn, dialed.node, null);
+    recordCarrying(conn, this.stats, () => this.end('ok', 'closed by the admin'));
     control.on('close', () => this.end('ok', null));
     control.on('end', () => this.end('ok', null));
     dialed.socket.on('error', noop);
@@ -208,55 +234,102 @@ class Association {
   private fromClient(msg: Buffer, from: RemoteInfo): void {
     if (this.over) return;
     const addr = this.clientAddr;
-    if (addr ? bare(from.address) !== addr.address || from.port !== addr.port : bare(from.address) !== this.clientIp) return;
+    if (addr ? bare(from.address) !== addr.address || from.port !== addr.port : bare(from.address) !== this.clientIp)
+      return this.drop('foreign');
     this.clientAddr ??= { address: bare(from.address), port: from.port };
     const h = parseUdpHeader(msg);
-    if ('error' in h || h.frag !== 0) return this.drop();
+    if ('error' in h) return this.drop('malformed');
+    if (h.frag !== 0) return this.drop('fragment');
     try {
       checkTarget({ host: h.host, port: h.port });
     } catch {
-      return this.drop();
+      return this.drop('malformed');
     }
-    const router = this.owner.routerOf;
-    if (router.destinationRefusal(this.route, { host: h.host, port: h.port }) !== undefined) return this.drop();
-    const meter = router.meters.meter(this.route.user.name);
-    if (meter.exhausted) return this.end('limited', 'traffic limit reached');
-    if (this.pending >= this.owner.config.maxPendingDatagrams) return this.drop();
-    const bytes = msg.length - h.length;
-    meter.add(bytes, 0);
-    this.stats.up += bytes;
+    if (this.owner.routerOf.destinationRefusal(this.route, { host: h.host, port: h.port }) !== undefined) return this.drop('not_allowed');
+    this.pass(msg, h.length, true);
+  }
+
+  private fromUpstream(msg: Buffer): void {
+    if (this.over || !this.clientAddr) return;
+    const h = parseUdpHeader(msg);
+    if ('error' in h) return this.drop('malformed');
+    if (h.frag !== 0) return this.drop('fragment');
+    this.pass(msg, h.length, false);
+  }
+
+  /** Sends now, or queues behind the rate (bounded), or drops. */
+  private pass(msg: Buffer, header: number, up: boolean): void {
+    if (this.owner.routerOf.meters.meter(this.route.user.name).exhausted) return this.end('limited', 'traffic limit reached');
+    const limiter = this.limiter;
+    if (limiter !== undefined && (this.queue.length > 0 || !limiter.take(0))) return this.enqueue(limiter, msg, header, up);
+    this.send(msg, header, up);
+  }
+
+  private send(msg: Buffer, header: number, up: boolean): void {
+    if (this.pending >= this.owner.config.maxPendingDatagrams) return this.drop('queue_full');
+    const bytes = msg.length - header;
+    this.limiter?.take(bytes);
+    const meter = this.owner.routerOf.meters.meter(this.route.user.name);
     this.lastActivity = Date.now();
     this.pending++;
-    this.upstream.send(msg, this.sent);
+    if (up) {
+      meter.add(bytes, 0);
+      this.stats.up += bytes;
+      this.upstream.send(msg, this.sent);
+    } else {
+      meter.add(0, bytes);
+      this.stats.down += bytes;
+      const to = this.clientAddr!;
+      this.client.send(msg, to.port, to.address, this.sent);
+    }
   }
 
   private readonly sent = (): void => {
     this.pending--;
   };
 
-  private fromUpstream(msg: Buffer): void {
-    if (this.over || !this.clientAddr) return;
-    const h = parseUdpHeader(msg);
-    if ('error' in h || h.frag !== 0) return this.drop();
-    const meter = this.owner.routerOf.meters.meter(this.route.user.name);
-    if (meter.exhausted) return this.end('limited', 'traffic limit reached');
-    if (this.pending >= this.owner.config.maxPendingDatagrams) return this.drop();
-    const bytes = msg.length - h.length;
-    meter.add(0, bytes);
-    this.stats.down += bytes;
-    this.lastActivity = Date.now();
-    this.pending++;
-    this.client.send(msg, this.clientAddr.port, this.clientAddr.address, this.sent);
+  /** Queued: at most maxPendingDatagrams (with those in flight) and one second of the rate (at least one datagram). */
+  private enqueue(limiter: RelayLimiter, msg: Buffer, header: number, up: boolean): void {
+    const second = Math.max(limiter.rateBytesPerSec ?? 0, msg.length);
+    if (this.queue.length + this.pending >= this.owner.config.maxPendingDatagrams || this.queuedBytes + msg.length > second)
+      return this.drop('queue_full');
+    this.queue.push({ msg, header, up });
+    this.queuedBytes += msg.length;
+    if (!this.waiting) {
+      this.waiting = true;
+      limiter.wait(this.wake);
+    }
   }
 
-  private drop(): void {
+  /** The bucket refilled: queued datagrams go while it lasts. */
+  private readonly wake = (): void => {
+    this.waiting = false;
+    const limiter = this.limiter;
+    if (this.over || limiter === undefined) return;
+    while (this.queue.length > 0 && limiter.take(0)) {
+      const next = this.queue.shift()!;
+      this.queuedBytes -= next.msg.length;
+      if (this.owner.routerOf.meters.meter(this.route.user.name).exhausted) return this.end('limited', 'traffic limit reached');
+      this.send(next.msg, next.header, next.up);
+      if (this.over) return;
+    }
+    if (this.queue.length > 0) {
+      this.waiting = true;
+      limiter.wait(this.wake);
+    }
+  };
+
+  private drop(reason: DropReason): void {
     this.dropped++;
+    this.owner.dropped(reason);
   }
 
   end(result: 'ok' | 'limited' | 'upstream_error' | 'shutdown', reason: string | null): void {
     if (this.over) return;
     this.over = true;
     clearInterval(this.idle);
+    this.queue.length = 0;
+    this.queuedBytes = 0;
     for (const s of [this.client, this.upstream]) {
       try {
         s.close();

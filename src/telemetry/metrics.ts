@@ -1,6 +1,7 @@
 // One prom-client registry per Rotor process (per daemon instance in tests), holding the metric names of
 // docs/reference.md as constants. Components receive the Metrics object; none creates metrics of its own.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { boundPoolSeries, type PoolSeriesBound } from './pool-series.ts';
 
 export const METRIC = {
   connectionsActive: 'rotor_proxy_connections_active',
@@ -9,6 +10,7 @@ export const METRIC = {
   upstreamConnectSeconds: 'rotor_upstream_connect_seconds',
   upstreamFailures: 'rotor_upstream_failures_total',
   poolProxies: 'rotor_pool_proxies',
+  poolNodes: 'rotor_pool_nodes',
   sessionsActive: 'rotor_sessions_active',
   sessionRotations: 'rotor_session_rotations_total',
   draws: 'rotor_draws_total',
@@ -35,6 +37,8 @@ export const METRIC = {
   upstreamWarmTotal: 'rotor_upstream_warm_total',
   // abuse bounds (proxy login back-off)
   authFailures: 'rotor_auth_failures_total',
+  // SOCKS5 UDP ASSOCIATE (src/proxy/udp-associate.ts)
+  udpDropped: 'rotor_udp_datagrams_dropped_total',
 } as const;
 
 /**
@@ -60,6 +64,20 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     ...platformMetrics(registers),
     ...userMetrics(registers),
     ...recordMetrics(registers),
+    ...udpMetrics(registers),
+  };
+}
+
+/** SOCKS5 UDP ASSOCIATE: datagrams Rotor read and did not pass on. */
+function udpMetrics(registers: Registry[]) {
+  return {
+    // reasons: malformed | fragment | not_allowed | foreign | queue_full
+    udpDropped: new Counter({
+      name: METRIC.udpDropped,
+      help: 'UDP datagrams dropped by reason (bad header or target, fragment, refused by rules, not from the client, over the rate and queue)',
+      labelNames: ['reason'] as const,
+      registers,
+    }),
   };
 }
 
@@ -98,7 +116,25 @@ function proxyMetrics(registers: Registry[]) {
 
 /** Dials, nodes, sessions and warm connections on the upstream side. */
 function upstreamMetrics(registers: Registry[]) {
+  // Per-pool series are bounded like the per-user ones (src/telemetry/pool-series.ts).
+  const poolSeries: PoolSeriesBound = { max: 100 };
+  const poolProxies = new Gauge({
+    name: METRIC.poolProxies,
+    help: 'Upstream nodes per pool and state (at most metrics.userSeriesMax pools)',
+    labelNames: ['pool', 'state'] as const,
+    registers,
+  });
+  const poolNodes = new Gauge({
+    name: METRIC.poolNodes,
+    help: 'Upstream nodes of every pool, by state',
+    labelNames: ['state'] as const,
+    registers,
+  });
+  boundPoolSeries(poolProxies, poolNodes, poolSeries);
   return {
+    poolSeries,
+    poolProxies,
+    poolNodes,
     upstreamConnectSeconds: new Histogram({
       name: METRIC.upstreamConnectSeconds,
       help: 'Time to an established upstream tunnel',
@@ -110,12 +146,6 @@ function upstreamMetrics(registers: Registry[]) {
       name: METRIC.upstreamFailures,
       help: 'Upstream dial failures by reason',
       labelNames: ['reason'] as const,
-      registers,
-    }),
-    poolProxies: new Gauge({
-      name: METRIC.poolProxies,
-      help: 'Upstream nodes per pool and state',
-      labelNames: ['pool', 'state'] as const,
       registers,
     }),
     sessionsActive: new Gauge({ name: METRIC.sessionsActive, help: 'Sticky sessions held', registers }),

@@ -111,18 +111,27 @@ export class UpstreamPort {
       clearTimeout(timer);
       socket.pause();
       // A fault set after the accept (a connection opened ahead of its first request) applies from here.
-      const late = this.faultFor(this.port);
-      if (late?.mode === 'stall') return;
-      if (late?.mode === 'refuse') {
-        socket.resetAndDestroy();
-        return;
-      }
-      const lateReset = resetAfter ?? (late?.mode === 'reset' ? (late.afterBytes ?? 0) : undefined);
+      const lateReset = this.lateFault(socket, resetAfter);
+      if (lateReset === false) return;
       socket.unshift(first);
       if (first[0] === 0x05) void this.serveSocks(socket, lateReset);
       else void this.serveHttp(socket, lateReset);
     });
     socket.once('close', () => clearTimeout(timer));
+  }
+
+  /**
+   * The port's fault as it stands now, for a connection accepted before it was set: false when the
+   * connection is to be left stalled or was reset here, else the byte count after which to reset (if any).
+   */
+  private lateFault(socket: Socket, resetAfter: number | undefined): number | undefined | false {
+    const late = this.faultFor(this.port);
+    if (late?.mode === 'stall') return false;
+    if (late?.mode === 'refuse') {
+      socket.resetAndDestroy();
+      return false;
+    }
+    return resetAfter ?? (late?.mode === 'reset' ? (late.afterBytes ?? 0) : undefined);
   }
 
   private async serveSocks(socket: Socket, resetAfter: number | undefined): Promise<void> {
@@ -148,13 +157,9 @@ export class UpstreamPort {
     socket.pause();
     // A fault set since the connection was accepted (one opened ahead, greeted and authenticated) applies to
     // its request: a stalled upstream stalls every request, a refusing one resets them.
-    const late = this.faultFor(this.port);
-    if (late?.mode === 'stall') return;
-    if (late?.mode === 'refuse') {
-      socket.resetAndDestroy();
-      return;
-    }
-    if (resetAfter === undefined && late?.mode === 'reset') resetAfter = late.afterBytes ?? 0;
+    const late = this.lateFault(socket, resetAfter);
+    if (late === false) return;
+    resetAfter = late;
     if (this.policy.auth === 'none') admitted = this.policy.admit({ username: '', password: '', clientIp });
     if (!admitted?.ok) {
       writeReply(socket, REPLY.notAllowed);
