@@ -31,6 +31,13 @@ export function createConnectionLog(setup: ConnectionLogSetup): ConnectionLogSer
   const store = access.store
     ? connectionLogStoreFor(setup.store, { maxRecords: access.maxRecords, maxBytes: sizeInBytes(access.maxSize) })
     : undefined;
+  // Before any connection of this process is checkpointed as `open`: those left by a daemon killed are `lost`.
+  store
+    ?.settleOpen?.()
+    .then((n) => {
+      if (n > 0) setup.logger?.warn({ records: n }, 'connections open when the daemon last ended without a stop are recorded as lost');
+    })
+    .catch((err: unknown) => setup.logger?.warn({ err }, 'open records of the last run could not be settled'));
   const sinks: RecordSink[] = [];
   if (access.file !== '') sinks.push(new JsonLinesFileSink({ file: access.file, maxSize: access.fileMaxSize, rotate: access.fileRotate }));
   const recorder = new ConnectionLog({

@@ -8,10 +8,11 @@
  * values; `client_abort` is a client that left while its upstream was being dialed (not counted there);
  * `shutdown` is a connection still open when the daemon's drain ended (its bytes up to the cut); `open` is a
  * connection still running at its last checkpoint (log.access.checkpointMs): its record is replaced when it
- * ends, so an `open` record that stays is one whose daemon died without a stop (SIGKILL, power loss).
+ * ends, so an `open` record that stays is one whose daemon died without a stop (SIGKILL, power loss); the
+ * next start makes it `lost` (its bytes those of its last checkpoint).
  */
 export type RecordResult =
-  'ok' | 'auth_failed' | 'limited' | 'not_allowed' | 'upstream_error' | 'bad_request' | 'client_abort' | 'shutdown' | 'open';
+  'ok' | 'auth_failed' | 'limited' | 'not_allowed' | 'upstream_error' | 'bad_request' | 'client_abort' | 'shutdown' | 'open' | 'lost';
 
 export const RECORD_RESULTS: readonly RecordResult[] = [
   'ok',
@@ -23,11 +24,12 @@ export const RECORD_RESULTS: readonly RecordResult[] = [
   'client_abort',
   'shutdown',
   'open',
+  'lost',
 ];
 
 /** Results that are no failure in the rollups' `failures`: a connection that relayed and was cut or is running. */
 export function isFailure(result: RecordResult): boolean {
-  return result !== 'ok' && result !== 'shutdown' && result !== 'open';
+  return result !== 'ok' && result !== 'shutdown' && result !== 'open' && result !== 'lost';
 }
 
 /** One accepted connection (docs/reference.md "Connection log and usage"), plus retries and hedges. */
@@ -179,6 +181,12 @@ export interface ConnectionLogStore {
   /** Applies retention; resolves with the records removed. */
   prune(limits: RetentionLimits): Promise<number>;
   count(): Promise<number>;
+  /**
+   * At start, before any connection: `open` records left by a daemon that died without a stop (SIGKILL, power
+   * loss) become `lost`, their bytes (the last checkpoint's) kept; resolves with how many. Absent on a store
+   * a fleet shares, where an `open` record may be a running peer's.
+   */
+  settleOpen?(): Promise<number>;
   /** Records held and their bytes (recordSize). */
   footprint(): Promise<RecordFootprint>;
 }

@@ -293,4 +293,12 @@ export class SqliteConnectionLog implements ConnectionLogStore {
   async count(): Promise<number> {
     return Number((this.db.prepare('SELECT COUNT(*) AS n FROM connections').get() as Row).n);
   }
+
+  /** Runs its UPDATE within the call (SQLite is synchronous): done before the caller's next line. */
+  settleOpen(): Promise<number> {
+    const changed = this.db
+      .prepare(`UPDATE connections SET result = 'lost', reason = ? WHERE result = 'open'`)
+      .run('open when its daemon ended without a stop; bytes as of its last checkpoint').changes;
+    return Promise.resolve(changed);
+  }
 }
