@@ -49,7 +49,9 @@ for (let i = 0; i < lines.length; i++) {
   const cols = lines[i]!.trim().split(/\s+/);
   if (cols.length >= 5 && ports.some((p) => cols[3]!.endsWith(p) || cols[4]!.endsWith(p))) ss += `${lines[i]}\n${lines[i + 1] ?? ''}\n`;
 }
-console.log(`target wrote ${written} bytes (${(written / 2 ** 20).toFixed(2)} MiB); tcp_wmem ${execFileSync('cat', ['/proc/sys/net/ipv4/tcp_wmem']).toString().trim()}, tcp_rmem ${execFileSync('cat', ['/proc/sys/net/ipv4/tcp_rmem']).toString().trim()}`);
+console.log(
+  `target wrote ${written} bytes (${(written / 2 ** 20).toFixed(2)} MiB); tcp_wmem ${execFileSync('cat', ['/proc/sys/net/ipv4/tcp_wmem']).toString().trim()}, tcp_rmem ${execFileSync('cat', ['/proc/sys/net/ipv4/tcp_rmem']).toString().trim()}`,
+);
 console.log(ss);
 s.destroy();
 await gw.close();
