@@ -6,9 +6,9 @@
 //      requests without or with wrong credentials, SOCKS5 wrong passwords and malformed greetings, from 8
 //      loopback addresses): rows and the SQLite file (with its WAL) before and after (target: <= 1,000 rows,
 //      file < 2 x).
-// Bounded: REQUESTS customer requests per phase (default 200), or SECONDS per phase when set (the flood lasts
+// Bounded: REQUESTS customer requests per phase (default 200), or PHASE_SECONDS per phase when set (the flood lasts
 // as long as the flooded phase); NAMES probes per kind (default 15); ATTEMPTS.
-// Usage: npm run bench:abuse-auth  [REQUESTS=200 | SECONDS=10] [NAMES=15] [ATTEMPTS=20000]
+// Usage: npm run bench:abuse-auth  [REQUESTS=200 | PHASE_SECONDS=10] [NAMES=15] [ATTEMPTS=20000]
 import { createServer, type Server } from 'node:http';
 import { connect, type AddressInfo, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
@@ -18,7 +18,7 @@ import Database from 'better-sqlite3';
 import { ensureBuilt, spawnRotor, npmStartCommand, npmStartNodeFlags } from './daemon.ts';
 
 const REQUESTS = Number(process.env.REQUESTS ?? 200);
-const SECONDS = Number(process.env.SECONDS ?? 0);
+const SECONDS = Number(process.env.PHASE_SECONDS ?? 0);
 const NAMES = Number(process.env.NAMES ?? 15);
 const ATTEMPTS = Number(process.env.ATTEMPTS ?? 20_000);
 const FLOODERS = 32;
@@ -70,7 +70,7 @@ class Client {
 
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((xs.length * p) / 100))]!;
 
-/** `n` requests one after another, or as many as fit in SECONDS when it is set. */
+/** `n` requests one after another, or as many as fit in PHASE_SECONDS when it is set. */
 async function customer(port: number, url: string, n: number, seconds = 0): Promise<{ times: number[]; failures: number }> {
   const c = new Client(port);
   const times: number[] = [];

@@ -3,7 +3,7 @@
 // spread over the failure results) through the real append path, then times the queries GET
 // /v1/connections makes: by user, by result, by user and result, by time window, and a page deep in a cursor.
 // Used by test/connlog/query-speed.test.ts (100k rows) and `npm run bench:connlog -- --query 1000000`.
-import { SqliteConnectionLog } from '../src/connlog/sqlite-store.ts';
+import { SqliteConnectionLog } from '../src/store/sqlite-connection-log.ts';
 import { ConnectionLog } from '../src/connlog/recorder.ts';
 import { ConnectionLogService } from '../src/connlog/service.ts';
 import type { ConnectionRecord, RecordResult } from '../src/connlog/types.ts';

@@ -24,7 +24,7 @@ import { openStore } from '../src/store/index.ts';
 import { createLogger } from '../src/telemetry/logger.ts';
 import { createMetrics } from '../src/telemetry/metrics.ts';
 import { ConnectionLog } from '../src/connlog/recorder.ts';
-import { SqliteConnectionLog } from '../src/connlog/sqlite-store.ts';
+import { SqliteConnectionLog } from '../src/store/sqlite-connection-log.ts';
 import { SqliteStore } from '../src/store/sqlite.ts';
 import { BENCH_PASSWORD, HTTP_USER, SOCKS_USER, type GatewaySpec, type UpstreamSpec } from './spec.ts';
 

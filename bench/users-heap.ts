@@ -8,14 +8,14 @@ import { parseArgs } from 'node:util';
 import { Accounting } from '../src/accounting/accounting.ts';
 import { SqliteStore } from '../src/store/sqlite.ts';
 import { Users } from '../src/users/directory.ts';
-import { hashPassword } from '../src/users/password.ts';
+import { hashPasswordAsync } from '../src/users/password.ts';
 
 const gc = (globalThis as { gc?: () => void }).gc;
 if (!gc) throw new Error('run with node --expose-gc');
 const { values } = parseArgs({ options: { users: { type: 'string', default: '10000' } } });
 const count = Number(values.users);
 const store = new SqliteStore(':memory:');
-const hash = hashPassword('users-heap-password');
+const hash = await hashPasswordAsync('users-heap-password');
 const periods = ['month', 'day', 'total'] as const;
 for (let i = 0; i < count; i++) {
   const name = `u${String(i).padStart(5, '0')}`;

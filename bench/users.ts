@@ -201,8 +201,8 @@ async function main(): Promise<void> {
     ? (mkdirSync(values.profile, { recursive: true }), ['--cpu-prof', `--cpu-prof-dir=${resolve(values.profile)}`])
     : [];
   ensureBuilt(log);
-  const { hashPassword } = await import('../src/users/password.ts');
-  const loginHash = hashPassword(LOGIN_PASSWORD);
+  const { hashPasswordAsync } = await import('../src/users/password.ts');
+  const loginHash = await hashPasswordAsync(LOGIN_PASSWORD);
   const upstream = await startMicrosocks(UP_USER, UP_PASS);
   // --dir: a directory a previous run imported into (kept): the import is skipped.
   const dir = values.dir ?? mkdtempSync(join(tmpdir(), 'rotor-bench-users-'));

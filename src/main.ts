@@ -46,7 +46,8 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     const events = await assembleEvents(config, store, ctx);
     const accounts = await assembleAccounts(config, { client, store, fleet, sim, events }, ctx);
     const users = await assembleUsers(config, { client, store, fleet, accounts }, ctx);
-    const orders = await assembleOrders(config, { client, store, fleet, events }, ctx);
+    const onOrderFinal = (request: unknown): void => void accounts.balances.orderFinal(request);
+    const orders = await assembleOrders(config, { client, store, fleet, events, onOrderFinal }, ctx);
     const pools = await assemblePools(config, { client, orders: orders.orders, accounts, users }, ctx);
     const gateway = await assembleGateway(
       config,

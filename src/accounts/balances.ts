@@ -85,6 +85,8 @@ export class BalanceWatcher {
   private polling: Promise<Balance[]> | undefined;
   private readonly listeners: Array<(b: Balance) => void> = [];
   private again = false;
+  /** Reads of pairs never read before, by pair (one platform call however many draws wait on it). */
+  private readonly firstReads = new Map<string, Promise<void>>();
 
   constructor(options: BalanceWatcherOptions) {
     this.client = options.client;
@@ -100,6 +102,81 @@ export class BalanceWatcher {
   /** The users whose (main account, product) pairs are watched; at start and on reload. */
   setUsers(users: readonly BalanceUser[]): void {
     this.users = users.map((u) => ({ name: u.name, mainAccount: u.mainAccount, product: u.product }));
+    // A user made since the last poll (POST /v1/users) on an account never read: read it now, not at the next
+    // poll, so its customer is refused with the reason before a draw meets the platform's refusal.
+    if (this.timer) void this.readNewPairs();
+  }
+
+  private async readNewPairs(): Promise<void> {
+    for (const u of this.users) {
+      const productNo = await this.dynamicProductOf(u);
+      if (productNo !== undefined && !this.balances.has(key(u.mainAccount, productNo))) await this.known(u.mainAccount, productNo, u.name);
+    }
+  }
+
+  /** The user's dynamic product number; undefined for a static or unknown one. */
+  private async dynamicProductOf(u: BalanceUser): Promise<string | undefined> {
+    try {
+      const productNo = await this.products.productFor(u.product);
+      return productNo && (await this.products.facts(productNo)).dynamic ? productNo : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /**
+   * A pair's balance read once if it never was (src/accounts/draw-guard.ts, before a first draw): `user` and
+   * the watched users of the pair are refused at once when it is empty. A failed read leaves the draw to the
+   * platform's answer.
+   */
+  known(account: string, productNo: string, user?: string): Promise<void> {
+    const k = key(account, productNo);
+    if (this.balances.has(k)) return Promise.resolve();
+    let read = this.firstReads.get(k);
+    if (read === undefined) {
+      read = this.refresh(account, productNo, user)
+        .then(() => undefined)
+        .catch((err: unknown) => this.logger?.warn({ account, productNo, err }, 'balance read before a first draw failed'))
+        .finally(() => this.firstReads.delete(k));
+      this.firstReads.set(k, read);
+    }
+    return read;
+  }
+
+  /**
+   * Reads one pair now and refuses (or lets through again) its watched users and `user`: after an order for
+   * the pair became final, or the upstream refused the account. Resolves with the balance read.
+   */
+  async refresh(account: string, productNo: string, user?: string): Promise<Balance> {
+    const b = await this.fetch(account, productNo);
+    const users = new Set<string>();
+    if (user !== undefined) users.add(user);
+    for (const u of this.users) if (u.mainAccount === account && (await this.dynamicProductOf(u)) === productNo) users.add(u.name);
+    this.applyRefusals([...users], b);
+    return b;
+  }
+
+  /**
+   * An order became final (callback or tracker): each dynamic product it credited to a main account has
+   * that balance read at once, so its customers are served (or refused) without waiting for the next poll.
+   */
+  async orderFinal(request: unknown): Promise<void> {
+    const params = (request as { params?: unknown } | null)?.params;
+    if (!Array.isArray(params)) return;
+    const pairs = new Map<string, { account: string; productNo: string }>();
+    for (const p of params as Array<{ appUsername?: unknown; productNo?: unknown }>) {
+      if (typeof p?.appUsername !== 'string' || p.appUsername === '' || typeof p.productNo !== 'string') continue;
+      pairs.set(key(p.appUsername, p.productNo), { account: p.appUsername, productNo: p.productNo });
+    }
+    for (const { account, productNo } of pairs.values()) {
+      try {
+        if (!(await this.products.facts(productNo)).dynamic) continue;
+        const b = await this.refresh(account, productNo);
+        this.logger?.info({ account, productNo, balanceMb: b.balanceMb }, 'balance read after an order became final');
+      } catch (err) {
+        this.logger?.warn({ account, productNo, err }, 'balance read after an order became final failed; the next poll reads it');
+      }
+    }
   }
 
   /** Polls now, then every interval. */

@@ -14,7 +14,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
-import { UsageFold } from './rollup.ts';
+import { UsageFold } from '../store/connection-log-rollup.ts';
 import { RefusalTally } from './refusals.ts';
 import {
   isFailure,

@@ -4,6 +4,7 @@
 // tracks them), listener and result, and written as one record per window (a minute) with `count` attempts.
 // A flood from one address therefore writes one record a minute per listener and result, however fast it
 // goes; the sources counted in a window are bounded (past `maxSources`, further ones count under `*`).
+import { isIPv4 } from 'node:net';
 import ipaddr from 'ipaddr.js';
 import type { ConnectionEnd, ConnectionRecord, RecordResult } from './types.ts';
 
@@ -142,6 +143,9 @@ function toRecord(t: Tally): ConnectionRecord {
  */
 export function sourceKey(address: string | null | undefined): string {
   if (address === undefined || address === null || address === '') return 'unknown';
+  // Every proxy login asks: a dotted IPv4 (the common case, no leading zeros) is its own key, without a parse.
+  if (isIPv4(address)) return address;
+  if (address.startsWith('::ffff:') && isIPv4(address.slice(7))) return address.slice(7);
   try {
     let a = ipaddr.parse(address);
     if (a.kind() === 'ipv6' && (a as ipaddr.IPv6).isIPv4MappedAddress()) a = (a as ipaddr.IPv6).toIPv4Address();

@@ -4,7 +4,7 @@ import { RotorError } from '../errors/rotor-error.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import { decodeCursor, encodeCursor } from './cursor.ts';
 import type { ConnectionLog } from './recorder.ts';
-import { periodStart } from './rollup.ts';
+import { periodStart } from '../store/connection-log-rollup.ts';
 import type {
   ConnectionLogStore,
   ConnectionRecord,

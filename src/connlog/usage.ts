@@ -2,7 +2,7 @@
 // billing.currency), as JSON rows or CSV with a header line; and the platform's own count beside Rotor's
 // (?compare=platform): the flow-use log (ProxyFlowUseLog, bytes) of each main account and product, summed
 // into the same periods, so the difference is traffic the platform charged that Rotor did not bill.
-import { periodStart } from './rollup.ts';
+import { periodStart } from '../store/connection-log-rollup.ts';
 import type { Granularity, UsageRollup } from './types.ts';
 
 const GIB = 2 ** 30;

@@ -1,5 +1,6 @@
 // The gateway: sticky sessions, the router (authorize, then dial), upstream health probes, the connection log,
 // the HTTP and SOCKS5 listeners and users' own ports.
+import type { LocalUser } from '../proxy/types.ts';
 import type { SecureContextOptions } from 'node:tls';
 import type { Config } from '../config/schema.ts';
 import type { ConnectionLogService } from '../connlog/index.ts';
@@ -179,6 +180,11 @@ async function assembleRouting(config: Config, needs: Needs, ctx: AssemblyContex
     handshakeTimeoutMs: config.proxy.upstreamHandshakeTimeoutMs ?? config.proxy.connectTimeoutMs,
     hedgeAfterMs: config.proxy.hedgeAfterMs,
     upstreamTls,
+    // An upstream refused a user's account: its balance is read again (refusing or serving its customers).
+    onAccountRefused: (user: LocalUser, productNo: string) =>
+      void accounts.balances
+        .refresh(user.mainAccount, productNo, user.name)
+        .catch((err: unknown) => logger.warn({ user: user.name, err }, 'balance read after an account refusal failed')),
     ...clockOption(ctx),
     // abuse bounds: proxy logins (src/proxy/auth-*.ts) and the process's hashing bounds (src/users/password.ts)
     auth: config.proxy.auth,

@@ -6,7 +6,7 @@ import type { Fleet } from '../fleet/index.ts';
 import { InstanceDirectoryCache } from '../orders/instance-directory.ts';
 import { Orders, orderLeaseName } from '../orders/index.ts';
 import type { PlatformClient } from '../platform/client.ts';
-import type { Store } from '../store/types.ts';
+import type { OrderRecord, Store } from '../store/types.ts';
 import type { EventsPart } from './events.ts';
 import { clockOption, type AssemblyContext } from './lifecycle.ts';
 
@@ -20,6 +20,8 @@ interface Needs {
   store: Store;
   fleet: Fleet | undefined;
   events: EventsPart;
+  /** An order stored as final: its dynamic balances are read at once (src/accounts/balances.ts orderFinal). */
+  onOrderFinal?: (request: unknown) => void;
 }
 
 export async function assembleOrders(config: Config, needs: Needs, ctx: AssemblyContext): Promise<OrdersPart> {
@@ -38,7 +40,7 @@ export async function assembleOrders(config: Config, needs: Needs, ctx: Assembly
       ...(o.autoRenew.enabled ? { autoRenew: o.autoRenew } : {}),
     },
     ...(fleet ? { claims: fleet.leases } : {}),
-    storeFinalOrder: orderFinalWriter(needs.events.outbox, store),
+    storeFinalOrder: finalWithHook(orderFinalWriter(needs.events.outbox, store), needs.onOrderFinal),
   });
   // Another daemon took an order's lease: this one stops following it.
   fleet?.onLeaseLost((name) => {
@@ -50,4 +52,15 @@ export async function assembleOrders(config: Config, needs: Needs, ctx: Assembly
   await instances.start();
   ctx.stops.onStop('instance directory', () => instances.stop());
   return { orders, instances };
+}
+
+function finalWithHook(
+  write: (order: OrderRecord) => Promise<void>,
+  hook: ((request: unknown) => void) | undefined,
+): (order: OrderRecord) => Promise<void> {
+  if (!hook) return write;
+  return async (order) => {
+    await write(order);
+    hook(order.request);
+  };
 }

@@ -3,6 +3,7 @@
 // cooling node is the last resort; only an empty pool waits, bounded, for a draw. Refill runs in the
 // background below the low-water mark, so a connection never waits on the platform while a node is ready.
 // Concurrent acquires share one in-flight draw; failed draws back off exponentially.
+import { AccountRefusedError } from './account-refusal.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import type { Drawer } from './drawer.ts';
@@ -618,6 +619,11 @@ export class Pool implements NodeSource {
   }
 
   private onDrawFailed(err: unknown): void {
+    // The account's refusal cost no platform call: no back-off, so a topped-up account draws at once.
+    if (err instanceof AccountRefusedError) {
+      this.lastDrawError = err;
+      return;
+    }
     const now = this.now();
     this.drawFailures++;
     this.lastDrawError = err;

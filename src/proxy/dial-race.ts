@@ -4,6 +4,7 @@
 // that fails outright is marked and replaced (proxy.retries). A client that leaves cancels every attempt,
 // and what was learnt still counts: an attempt stalled past the hedge delay is a failure of its node.
 // Timers, one per running attempt, are the only cost; a dial that answers before the delay pays nothing more.
+import { AccountRefusedError } from '../pool/account-refusal.ts';
 import { PoolEmptyError, type FailureReason, type NodeSource, type UpstreamNode } from '../pool/types.ts';
 import type { HandshakeTimes } from './handshake-times.ts';
 import { DrawNotAllowedError } from '../pool/planned-drawer.ts';
@@ -34,6 +35,8 @@ export interface RaceSpec {
   times: HandshakeTimes;
   /** A node failed (or stalled): tell its pool, rotate a sticky session. */
   onNodeFailed: (node: UpstreamNode, reason: FailureReason, sticky: boolean) => void;
+  /** A drawn node's upstream refused the account (src/pool/account-refusal.ts): have its balance read again. */
+  onAccountRefused?: (node: UpstreamNode) => void;
   /** A node marked 'stalled' when a hedge won answered after all, within the grace: forgive it. */
   onNodeAnswered?: (node: UpstreamNode) => void;
   /** What the client is told of the last upstream failure (never the node's address); default its message. */
@@ -64,6 +67,17 @@ interface Attempt {
   timer: NodeJS.Timeout | undefined;
   /** marked 'stalled' when a hedge won; still running for the grace, forgiven if it answers */
   onProbation: boolean;
+}
+
+const ACCOUNT_REFUSED_MESSAGE = "the platform refused the user's account (no traffic left, or disabled); its balance is being read again";
+
+/**
+ * Every node a draw brought carries the same account (its sub account's credentials): an upstream refusing
+ * them (SOCKS5 auth failure or NotAllowed, HTTP 401/403/407) refuses the account, whatever node answered.
+ * A static instance's credentials are its own, so its refusal stays the node's.
+ */
+function accountRefusal(node: UpstreamNode, err: UpstreamDialError): boolean {
+  return err.reason === 'auth' && node.source !== 'instance';
 }
 
 export function raceDial(spec: RaceSpec): Promise<RaceWon> {
@@ -190,6 +204,7 @@ class Race {
       // A product's refusal names what to change: it reaches the client, not only /v1/pools. Other draw
       // failures stay in /v1/pools (they may name the platform's hosts).
       const refusal = (this.poolEmpty as { cause?: unknown }).cause;
+      if (refusal instanceof AccountRefusedError) return this.fail(new GatewayError('ACCOUNT_REFUSED', refusal.message));
       this.fail(
         new GatewayError(
           'NO_UPSTREAM',
@@ -231,10 +246,16 @@ class Race {
         // Marked 'stalled' when the hedge won; it answered (the target refused) or it failed: settle that.
         if (err.reason === 'target_refused') spec.onNodeAnswered?.(a.node);
         else spec.metrics?.upstreamFailures.inc({ reason: 'stalled' });
-      } else if (err.reason !== 'target_refused') spec.onNodeFailed(a.node, err.reason, a.sticky);
+      } else if (err.reason !== 'target_refused' && !accountRefusal(a.node, err)) spec.onNodeFailed(a.node, err.reason, a.sticky);
       return;
     }
     this.last = err;
+    if (accountRefusal(a.node, err)) {
+      // Not the node's fault and no other node's cure: the customer is refused with the reason, no node cools.
+      spec.onAccountRefused?.(a.node);
+      this.fail(new GatewayError('ACCOUNT_REFUSED', ACCOUNT_REFUSED_MESSAGE));
+      return;
+    }
     // The target's own refusal says nothing about the node, and another node would be refused too.
     if (err.reason === 'target_refused') {
       if (this.pending.length === 0 && this.acquiring === 0) this.endIfIdle();

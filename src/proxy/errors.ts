@@ -39,7 +39,9 @@ export type GatewayErrorCode =
   | 'DIAL_ABORTED'
   | 'BAD_TARGET'
   | 'NOT_ALLOWED'
-  | 'STRICT_SESSION_FAILED';
+  | 'STRICT_SESSION_FAILED'
+  /** The platform will not serve the user's account (no traffic, disabled): a refusal of the customer, 403. */
+  | 'ACCOUNT_REFUSED';
 
 /**
  * What Router.dial rejects with: one code, the answer for each listener (RotorError's httpStatus and
@@ -60,7 +62,7 @@ export class GatewayError extends RotorError {
 
   /** The `result` label of rotor_proxy_connections_total this failure counts under. */
   get connectionResult(): 'limited' | 'not_allowed' | 'bad_request' | 'upstream_error' {
-    return this.code === 'LIMITED'
+    return this.code === 'LIMITED' || this.code === 'ACCOUNT_REFUSED'
       ? 'limited'
       : this.code === 'NOT_ALLOWED'
         ? 'not_allowed'
@@ -94,6 +96,7 @@ const HTTP_STATUS: Record<GatewayErrorCode, number> = {
   BAD_TARGET: 400,
   NOT_ALLOWED: 403,
   STRICT_SESSION_FAILED: 502,
+  ACCOUNT_REFUSED: 403,
 };
 
 const SOCKS_REPLY: Record<GatewayErrorCode, ReplyCode> = {
@@ -105,4 +108,5 @@ const SOCKS_REPLY: Record<GatewayErrorCode, ReplyCode> = {
   BAD_TARGET: REPLY.generalFailure,
   NOT_ALLOWED: REPLY.notAllowed,
   STRICT_SESSION_FAILED: REPLY.networkUnreachable,
+  ACCOUNT_REFUSED: REPLY.notAllowed,
 };

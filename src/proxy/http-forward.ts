@@ -33,6 +33,7 @@ import type { Dialed, Route, Router } from './router.ts';
 import { holdBody } from './request-rules-body.ts';
 import type { CompiledRule, RuleSet } from './request-rules.ts';
 import type { RelayLimiter, UserMeter } from './types.ts';
+import { recordCarrying, recordCloser, recordNode } from './tunnel-record.ts';
 
 type CounterChild = ReturnType<Counter<'user' | 'direction'>['labels']>;
 
@@ -257,7 +258,7 @@ export class Forwarder {
       exchange.rules = rules;
       if (rules.rules.some((r) => r.retries > 0 && r.mayRetry(req.method ?? 'GET'))) exchange.replay = [];
     }
-    conn.closer = exchange.stop;
+    recordCloser(conn, exchange.stop);
     client.on('close', exchange.stop);
     this.attempt(exchange);
   }
@@ -337,9 +338,8 @@ export class Forwarder {
     exchange.upstream = upstream;
     exchange.upBase = upstream.upCounted;
     exchange.downBase = upstream.down;
-    conn.node = upstream.dialed.node.id;
-    conn.exit = upstream.dialed.exit ?? null;
-    conn.bytes = exchange;
+    recordNode(conn, upstream.dialed.node, upstream.dialed.exit);
+    recordCarrying(conn, exchange, exchange.stop);
     if (upstream.dialed.viaProxy) {
       up.path = exchange.target.absolute;
       if (upstream.auth !== undefined) up.setHeader('Proxy-Authorization', upstream.auth);

@@ -1,8 +1,7 @@
-// The HTTP proxy listener, on node:http's server, owned here end to end: one Basic parser, one refusal
-// writer (http-message.ts), one connection registry (ListenerConnections) for CONNECT tunnels, Upgrade
-// tunnels and absolute-URI requests alike.
-//   - CONNECT ('connect' event): credentials, Router.dial (retries, deadlines), 200 only once the upstream
-//     tunnel is up, then the relay (meter, idle timeout).
+// The HTTP proxy listener, a protocol adapter on node:http's server: one Basic parser, one refusal writer
+// (http-message.ts); admission, dial, relay and the connection record are the tunnel pipeline's (tunnel.ts)
+// for CONNECT tunnels, Upgrade tunnels and absolute-URI requests alike.
+//   - CONNECT ('connect' event): credentials, then the pipeline (200 only once the upstream tunnel is up).
 //   - Absolute-URI requests ('request', and 'checkContinue' so that `Expect: 100-continue` is answered only
 //     once the client is authenticated, admitted and an upstream carries the request): forwarded over
 //     kept-alive upstream connections (http-forward.ts). Answers go through node's ServerResponse, so on a
@@ -13,13 +12,9 @@
 // elsewhere (a port that sniffs the protocol first).
 import { createServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import { isRotorError } from '../errors/rotor-error.ts';
 import type { Logger } from '../telemetry/logger.ts';
-import type { ConnectionResult, Metrics } from '../telemetry/metrics.ts';
-import { DialCancel } from './cancel.ts';
-import { GatewayError } from './errors.ts';
+import type { Metrics } from '../telemetry/metrics.ts';
 import { holdClient } from './hold.ts';
-import { Forwarder } from './http-forward.ts';
 import { Lane, type StartRequest } from './http-lane.ts';
 import {
   forwardHeaders,
@@ -30,14 +25,14 @@ import {
   refuseSocket,
   requestHead,
   type AbsoluteTarget,
-  type Refusal,
 } from './http-message.ts';
-import { endBeforeRelay, ListenerConnections, onServerError, openConnection, type FromUserPort } from './connections.ts';
-import type { Authorization, Dialed, Route, Router } from './router.ts';
+import { onServerError } from './connections.ts';
+import type { Authorization, Dialed, Router } from './router.ts';
 import type { RelayLimiter, Target } from './types.ts';
-import { unrecordedConnections } from '../connlog/recorder.ts';
-import type { ConnectionContext, ConnectionRecorder, RecordResult } from '../connlog/types.ts';
+import type { ConnectionContext, ConnectionRecorder } from '../connlog/types.ts';
 import { boundPort, listenOn } from './listen.ts';
+import { TunnelPipeline, type Admission, type TunnelAdapter, type TunnelFailure } from './tunnel.ts';
+import { recordTarget, type FromUserPort } from './tunnel-record.ts';
 
 export { parseBasic, parseConnectTarget } from './http-message.ts';
 
@@ -76,20 +71,10 @@ export interface HttpListenerOptions {
 }
 
 const LISTENER = 'http';
-const OK_LABELS = { listener: LISTENER, result: 'ok' } as const;
 /** Distinct Proxy-Authorization values whose parse is kept; on overflow the cache starts over. */
 const PARSED_AUTH_MAX = 1024;
-const CREDENTIALS_REQUIRED = 'proxy credentials required (Basic)';
 
 function noop(): void {}
-
-/** A client's authorized route, or the refusal to answer with and how to count and record it. */
-type Admission = { route: Route } | { refusal: Refusal; result: ConnectionResult; user: string | null };
-
-/** A failure as the client is answered and the connection recorded. */
-interface Failure extends Refusal {
-  result: RecordResult;
-}
 
 /** A plain-HTTP client connection counted open for a user (and stopped by the user's disable or delete). */
 interface CountedClient {
@@ -100,11 +85,10 @@ interface CountedClient {
 
 export class HttpListener {
   private readonly server: HttpServer;
-  private readonly conns = new ListenerConnections();
-  private readonly forwarder: Forwarder;
-  private readonly recorder: ConnectionRecorder;
+  private readonly pipeline: TunnelPipeline;
   private readonly realm: string;
-  private readonly idleTimeoutMs: number;
+  /** CONNECT's answers to the pipeline (an Upgrade gets its own: upgradeAnswers). */
+  private readonly connectAnswers: TunnelAdapter;
   private readonly handshakeMs: number;
   private readonly pipelineDepth: number;
   /** Per client connection: the user counted active on it (plain HTTP; tunnels count per dial). */
@@ -115,18 +99,33 @@ export class HttpListener {
   private readonly started = new WeakSet<Socket>();
 
   constructor(private readonly options: HttpListenerOptions) {
-    this.recorder = options.recorder ?? unrecordedConnections();
     this.realm = options.realm ?? 'rotor';
-    this.idleTimeoutMs = options.idleTimeoutMs ?? 300_000;
+    this.pipeline = new TunnelPipeline({
+      router: options.router,
+      listener: LISTENER,
+      idleTimeoutMs: options.idleTimeoutMs ?? 300_000,
+      metrics: options.metrics,
+      logger: options.logger,
+      recorder: options.recorder,
+      anonymous: options.anonymous,
+      fromUserPort: options.fromUserPort,
+      forward: {
+        responseTimeoutMs: options.responseTimeoutMs ?? 60_000,
+        upstreamIdleMs: options.upstreamIdleMs,
+        refuse: (res, failure) => refuseResponse(res, failure, this.realm),
+      },
+    });
+    const realm = this.realm;
+    this.connectAnswers = {
+      established(client: Socket): void {
+        client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+      },
+      refuse(client: Socket, failure: TunnelFailure): void {
+        refuseSocket(client, failure, realm);
+      },
+    };
     this.handshakeMs = options.handshakeTimeoutMs ?? 10_000;
     this.pipelineDepth = options.pipelineDepth ?? 16;
-    this.forwarder = new Forwarder({
-      router: options.router,
-      responseTimeoutMs: options.responseTimeoutMs ?? 60_000,
-      ...(options.upstreamIdleMs !== undefined ? { idleMs: options.upstreamIdleMs } : {}),
-      metrics: options.metrics,
-      onForwarded: () => this.count('ok'),
-    });
     // requestTimeout off: a proxied upload may rightly take longer than node's 5 minutes; the handshake
     // deadline bounds a silent client's first head, the response timeout and relay idle bound the rest.
     this.server = createServer({ noDelay: true, headersTimeout: this.handshakeMs, requestTimeout: 0 });
@@ -142,7 +141,7 @@ export class HttpListener {
         socket.destroy();
         return;
       }
-      this.count('bad_request');
+      this.pipeline.count('bad_request');
       if (socket.writable) refuseSocket(socket, { status: 400, reason: 'malformed request' }, this.realm);
       else socket.destroy();
     });
@@ -157,7 +156,7 @@ export class HttpListener {
   }
 
   get connections(): number {
-    return this.conns.sockets.size;
+    return this.pipeline.conns.sockets.size;
   }
 
   /**
@@ -174,8 +173,7 @@ export class HttpListener {
   async close(drainMs = 0): Promise<void> {
     const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
     this.server.closeIdleConnections();
-    await this.conns.drainThenClose(drainMs);
-    this.forwarder.close();
+    await this.pipeline.drainThenClose(drainMs);
     await closed;
   }
 
@@ -185,39 +183,16 @@ export class HttpListener {
       if (!this.started.has(socket)) socket.destroy();
     }, this.handshakeMs);
     deadline.unref();
-    this.conns.accept(socket, LISTENER, this.options.metrics, () => {
+    this.pipeline.accept(socket, () => {
       clearTimeout(deadline);
       this.uncount(socket);
     });
   }
 
-  private count(result: ConnectionResult): void {
-    // Every forwarded request counts 'ok': its labels object is made once.
-    this.options.metrics?.connectionsTotal.inc(result === 'ok' ? OK_LABELS : { listener: LISTENER, result });
-  }
-
-  /** A connection or request that ends before any relay: counted (except a client abort) and recorded. */
-  private record(conn: ConnectionContext, result: RecordResult, reason: string): void {
-    endBeforeRelay(this.options.metrics, LISTENER, conn, result, reason);
-  }
-
-  private defect(socket: Socket, conn: ConnectionContext, err: unknown): void {
-    // Not a client or upstream failure: say so once and drop the connection, never the process.
-    this.options.logger?.error({ listener: LISTENER, conn: conn.id, err }, 'http tunnel failed unexpectedly');
-    socket.destroy();
-    conn.end({ result: 'upstream_error', reason: 'internal error' });
-  }
-
-  /**
-   * Credentials and admission, the same for every kind of request: at once for a client verified before,
-   * else a Promise (the password is checked off the event loop; a failure is answered late).
-   */
+  /** Credentials and admission, the same for every kind of request (the pipeline's; a Promise when checked off the loop). */
   private admit(req: IncomingMessage): Admission | Promise<Admission> {
     const credentials = this.credentials(req.headers['proxy-authorization']);
-    const a = credentials
-      ? this.options.router.authenticate(credentials.username, credentials.password, req.socket.remoteAddress)
-      : this.options.anonymous?.(req.socket);
-    return a instanceof Promise ? a.then(admission) : admission(a);
+    return credentials ? this.pipeline.admit(credentials, req.socket) : this.pipeline.admitAnonymous(req.socket);
   }
 
   /**
@@ -235,32 +210,6 @@ export class HttpListener {
     return hit ?? undefined;
   }
 
-  /**
-   * An error as the client is answered and the connection recorded: the error's own status and message
-   * (RotorError's are safe to show), else 502/504 for a failed upstream exchange, 500 for a defect.
-   */
-  private failure(err: unknown, conn: ConnectionContext): Failure {
-    if (err instanceof GatewayError) {
-      if (err.code === 'DIAL_ABORTED') return { status: err.httpStatus, reason: err.message, result: 'client_abort' };
-      const result: RecordResult = err.connectionResult;
-      this.options.logger?.info(
-        { listener: LISTENER, conn: conn.id, user: conn.user, code: err.code, reason: err.upstreamReason },
-        'http upstream failed',
-      );
-      return { status: err.httpStatus, reason: err.message, result, error: err.proxyError };
-    }
-    if (isRotorError(err)) return { status: err.httpStatus, reason: err.message, result: 'upstream_error' };
-    const code = (err as NodeJS.ErrnoException | undefined)?.code;
-    if (code === 'ETIMEDOUT')
-      return { status: 504, reason: 'the upstream did not answer in time', result: 'upstream_error', error: 'http_response_timeout' };
-    if (code === 'ECONNRESET' || code === 'EPIPE')
-      return { status: 502, reason: 'the upstream failed', result: 'upstream_error', error: 'connection_terminated' };
-    if (code?.startsWith('HPE_'))
-      return { status: 502, reason: 'the upstream failed', result: 'upstream_error', error: 'http_protocol_error' };
-    this.options.logger?.error({ listener: LISTENER, conn: conn.id, user: conn.user, err }, 'http forward failed unexpectedly');
-    return { status: 500, reason: 'internal error', result: 'upstream_error' };
-  }
-
   /** A plain-HTTP request arrived: started now, or queued behind the one in flight (http-lane.ts). */
   private onRequest(req: IncomingMessage, res: ServerResponse, expectContinue: boolean): void {
     const client = req.socket;
@@ -268,9 +217,9 @@ export class HttpListener {
     const arrival = Lane.of(client, this.startRequest).arrive(req, res, expectContinue, this.pipelineDepth);
     if (arrival === 'start') this.startRequest(req, res, expectContinue);
     else if (arrival === 'overflow') {
-      const conn = openConnection(this.recorder, LISTENER, client, this.options.fromUserPort);
+      const conn = this.pipeline.open(client);
       const reason = `more than ${this.pipelineDepth} pipelined requests waiting`;
-      this.record(conn, 'limited', reason);
+      this.pipeline.refused(conn, 'limited', reason);
       refuseResponse(res, { status: 503, reason }, this.realm);
     }
   }
@@ -280,15 +229,15 @@ export class HttpListener {
     const client = req.socket;
     // Each forwarded request is one connection of the log (its upstream connection may be a kept one).
     // Its closer is set by the forwarder (Exchange.stop); a refusal ends the record before anyone could use one.
-    const conn = openConnection(this.recorder, LISTENER, client, this.options.fromUserPort);
+    const conn = this.pipeline.open(client);
     const target = parseAbsoluteTarget(req.url);
     if (!target) {
       const reason = 'a proxy request needs an absolute http:// URI (or CONNECT)';
-      this.record(conn, 'bad_request', reason);
+      this.pipeline.refused(conn, 'bad_request', reason);
       refuseResponse(res, { status: 400, reason }, this.realm);
       return;
     }
-    conn.target = `${target.host.includes(':') ? `[${target.host}]` : target.host}:${target.port}`;
+    recordTarget(conn, target);
     // A connection already counted gives its slot back before admission reserves one for this request and
     // counting it open takes it again: every request is admitted against the user's maxConnections, yet a
     // kept-alive connection holds one slot however many requests it carries (a reservation left unopened
@@ -302,7 +251,7 @@ export class HttpListener {
       if (counted !== undefined) this.forget(client, counted);
       pending.then(
         (a) => this.onAdmitted(req, res, expectContinue, conn, target, undefined, a),
-        (err: unknown) => this.forwardFailed(err, res, conn),
+        (err: unknown) => this.pipeline.forwardFailed(err, res, conn),
       );
       return;
     }
@@ -321,30 +270,18 @@ export class HttpListener {
   ): void {
     const client = req.socket;
     if (client.destroyed) {
-      this.record(conn, 'client_abort', 'the client went away');
+      this.pipeline.refused(conn, 'client_abort', 'the client went away');
       return;
     }
-    if ('refusal' in admission) {
+    const route = this.pipeline.admitted(conn, admission);
+    if (route === undefined) {
       if (counted !== undefined) this.forget(client, counted);
-      conn.user = admission.user;
-      this.record(conn, admission.result, admission.refusal.reason);
-      refuseResponse(res, admission.refusal, this.realm);
+      if ('refusal' in admission) refuseResponse(res, admission.refusal, this.realm);
       return;
     }
-    const route = admission.route;
-    conn.user = route.user.name;
-    conn.session = route.sessionId ?? null;
     this.countOpen(client, route.user.name, counted);
-    this.forwarder.forward(req, res, route, target, expectContinue, conn, this.forwardFailed);
+    this.pipeline.forward(req, res, route, target, expectContinue, conn);
   }
-
-  /** A forwarded request failed before its response head: answered and recorded (one function for all). */
-  private readonly forwardFailed = (err: unknown, answer: ServerResponse, conn: ConnectionContext): void => {
-    const f = this.failure(err, conn);
-    this.record(conn, f.result, f.reason);
-    if (f.result === 'client_abort') answer.destroy();
-    else refuseResponse(answer, f, this.realm);
-  };
 
   /**
    * Counts the client connection open for `user` and registers it with the user's limiter, so disable and
@@ -376,17 +313,16 @@ export class HttpListener {
   }
 
   private tunnel(req: IncomingMessage, socket: Socket, head: Buffer, kind: 'connect' | 'upgrade'): void {
-    const conn = openConnection(this.recorder, LISTENER, socket, this.options.fromUserPort);
     if (Lane.busy(socket)) {
       // Pipelined behind requests still being answered: its bytes would interleave with theirs (and node has
       // already detached the connection from the responses' flow control). Such a client is broken or hostile.
       this.started.add(socket);
-      this.record(conn, 'bad_request', 'CONNECT or Upgrade pipelined behind plain-HTTP requests');
+      this.pipeline.refused(this.pipeline.open(socket), 'bad_request', 'CONNECT or Upgrade pipelined behind plain-HTTP requests');
       socket.destroy();
       return;
     }
-    conn.closer = () => socket.destroy();
-    this.onTunnel(req, socket, head, kind, conn).catch((err: unknown) => this.defect(socket, conn, err));
+    const conn = this.pipeline.open(socket, () => socket.destroy());
+    this.onTunnel(req, socket, head, kind, conn).catch((err: unknown) => this.pipeline.defect(socket, conn, err));
   }
 
   /** CONNECT, or an absolute-URI request with Upgrade: the socket is ours from here. */
@@ -405,11 +341,11 @@ export class HttpListener {
     else target = absolute = parseAbsoluteTarget(req.url);
     if (!target) {
       const reason = kind === 'connect' ? 'CONNECT target must be host:port' : 'an Upgrade request needs an absolute http:// or ws:// URI';
-      this.record(conn, 'bad_request', reason);
+      this.pipeline.refused(conn, 'bad_request', reason);
       refuseSocket(socket, { status: 400, reason }, this.realm);
       return;
     }
-    conn.target = `${target.host.includes(':') ? `[${target.host}]` : target.host}:${target.port}`;
+    recordTarget(conn, target);
     // An Upgrade on a kept-alive connection that carried forwarded requests: from here the relay counts it.
     this.uncount(socket);
     let admission = this.admit(req);
@@ -421,93 +357,32 @@ export class HttpListener {
       head = release() ?? Buffer.alloc(0);
       if (gone || socket.destroyed) {
         socket.destroy();
-        this.record(conn, 'client_abort', 'the client went away');
+        this.pipeline.refused(conn, 'client_abort', 'the client went away');
         return;
       }
     }
-    if ('refusal' in admission) {
-      conn.user = admission.user;
-      this.record(conn, admission.result, admission.refusal.reason);
-      refuseSocket(socket, admission.refusal, this.realm);
+    const route = this.pipeline.admitted(conn, admission);
+    if (route === undefined) {
+      if ('refusal' in admission) refuseSocket(socket, admission.refusal, this.realm);
       return;
     }
-    const route = admission.route;
-    conn.user = route.user.name;
-    conn.session = route.sessionId ?? null;
-    const held = { head: head.length > 0 ? head : null };
     // An Upgrade goes through a tunnel to the target (CONNECT to an HTTP node): HTTP proxies commonly drop
     // Upgrade on forwarded requests, and a tunnel carries whatever protocol the 101 switches to.
-    const dialed = await this.dial(route, target, socket, conn, held);
-    if (!dialed) return;
-    if (absolute) {
-      // The Upgrade request goes on as we received it, hop-by-hop fields removed but Upgrade kept.
-      const headers = forwardHeaders(req.rawHeaders, { keepUpgrade: true, drop: HOST });
-      headers.unshift('Host', absolute.authority);
-      dialed.socket.write(requestHead(req.method ?? 'GET', absolute.path, headers));
-    } else {
-      socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
-    }
-    this.count('ok');
-    const router = this.options.router;
-    this.conns.relay(
-      socket,
-      dialed,
-      held.head,
-      route.user.name,
-      router.meters,
-      { idleTimeoutMs: this.idleTimeoutMs, metrics: this.options.metrics },
-      conn,
-    );
+    const answers = absolute ? this.upgradeAnswers(req, absolute) : this.connectAnswers;
+    await this.pipeline.tunnel(socket, conn, route, target, head.length > 0 ? head : null, answers);
   }
 
-  /** Router.dial bound to the client's life; on failure the client has been answered (or is gone). */
-  private async dial(
-    route: Route,
-    target: Target,
-    client: Socket,
-    conn: ConnectionContext,
-    held: { head: Buffer | null },
-  ): Promise<Dialed | undefined> {
-    const router = this.options.router;
-    const user = route.user.name;
-    const abort = new DialCancel();
-    // The socket is ours: keep reading it so a client that leaves is seen.
-    const release = holdClient(client, held.head, () => abort.abort());
-    router.meters.connectionOpened(user);
-    try {
-      const dialed = await router.dial(route, target, abort, 'tunnel', conn);
-      if (client.destroyed || abort.aborted) {
-        // Half-open after the client's FIN: close it, or it stays open forever.
-        client.destroy();
-        dialed.socket.destroy();
-        dialed.release();
-        router.meters.connectionClosed(user);
-        conn.node = dialed.node.id;
-        this.record(conn, 'client_abort', 'the client went away');
-        return undefined;
-      }
-      return dialed;
-    } catch (err) {
-      router.meters.connectionClosed(user);
-      const f = this.failure(err, conn);
-      this.record(conn, f.result, f.reason);
-      // The client ended mid-dial: its socket is half-open and nobody else will close it.
-      if (f.result === 'client_abort') client.destroy();
-      else refuseSocket(client, f, this.realm);
-      return undefined;
-    } finally {
-      held.head = release();
-    }
+  /** An Upgrade's answers: once the tunnel is up its request goes on as received (hop-by-hop fields removed, Upgrade kept). */
+  private upgradeAnswers(req: IncomingMessage, absolute: AbsoluteTarget): TunnelAdapter {
+    return {
+      established(_client: Socket, dialed: Dialed): void {
+        const headers = forwardHeaders(req.rawHeaders, { keepUpgrade: true, drop: HOST });
+        headers.unshift('Host', absolute.authority);
+        dialed.socket.write(requestHead(req.method ?? 'GET', absolute.path, headers));
+      },
+      refuse: this.connectAnswers.refuse,
+    };
   }
 }
 
 const HOST = new Set(['host']);
-
-/** An authorization as the listener answers it. */
-function admission(a: Authorization | undefined): Admission {
-  if (!a) return { refusal: { status: 407, reason: CREDENTIALS_REQUIRED }, result: 'auth_failed', user: null };
-  if (a.ok) return { route: a.route };
-  if (a.kind === 'auth') return { refusal: { status: 407, reason: a.reason }, result: 'auth_failed', user: null };
-  if (a.kind === 'forbidden') return { refusal: { status: 403, reason: a.reason }, result: a.result ?? 'limited', user: a.user ?? null };
-  return { refusal: { status: 400, reason: a.reason }, result: 'bad_request', user: a.user ?? null };
-}

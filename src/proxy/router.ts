@@ -110,6 +110,8 @@ export interface RouterOptions {
   bans?: BanTable;
   /** How nodes whose line says https:// are checked (pool.tls); absent = verified with the system's CAs. */
   upstreamTls?: UpstreamTlsPolicy;
+  /** An upstream refused a user's account (no traffic, disabled): read that balance again (src/accounts/balances.ts). */
+  onAccountRefused?: (user: LocalUser, productNo: string) => void;
   /** The login's cache and back-off (config proxy.auth); absent: defaults with failures answered at once. */
   auth?: AuthSettings;
 }
@@ -392,6 +394,11 @@ export class Router {
     watchTunnelFirstByte(won.tunnel.socket, rule.timeoutMs!, () => this.ruleFired(route, won.node, rule, target.host, trace));
   }
 
+  /** A drawn node's upstream refused the route's account (dial-race.ts): the owner reads its balance again. */
+  accountRefused(route: Route): void {
+    this.options.onAccountRefused?.(route.user, route.poolKey.productNo);
+  }
+
   /**
    * The id of the node a sticky route is bound to now, if any. Plain-HTTP forwarding keys its idle upstream
    * connections by it, so a rotated or expired session never reuses a connection to its old node.
@@ -531,6 +538,10 @@ class DialJob implements RaceSpec {
 
   onNodeAnswered(node: UpstreamNode): void {
     this.source.reportSuccess(node);
+  }
+
+  onAccountRefused(): void {
+    this.router.accountRefused(this.route);
   }
 
   clientMessage(err: UpstreamDialError): string {

@@ -24,6 +24,7 @@ import { GatewayError } from './errors.ts';
 import { checkTarget } from './target.ts';
 import { UDP_UNSUPPORTED, refusedForUdp, relayOf } from './udp-dial.ts';
 import type { Dialed, Route, Router } from './router.ts';
+import { recordCarrying, recordNode } from './tunnel-record.ts';
 import type { RelayLimiter } from './types.ts';
 
 /** Why a datagram was not passed on (label `reason` of rotor_udp_datagrams_dropped_total). */
@@ -198,11 +199,9 @@ class Association {
 
   start(): void {
     const { control, dialed, conn } = this;
-    conn.node = dialed.node.id;
     // The association's exit is not named by its reply (BND.ADDR is the UDP relay, not where datagrams leave).
-    conn.exit = null;
-    conn.bytes = this.stats;
-    conn.closer = () => this.end('ok', 'closed by the admin');
+    recordNode(conn, dialed.node, null);
+    recordCarrying(conn, this.stats, () => this.end('ok', 'closed by the admin'));
     control.on('close', () => this.end('ok', null));
     control.on('end', () => this.end('ok', null));
     dialed.socket.on('error', noop);

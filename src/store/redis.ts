@@ -7,6 +7,8 @@
 // a primary with replicas), not Redis Cluster. Listings read everything of a kind and filter in Node, like
 // the SQLite driver's small tables; open orders and journal states have their own index sets.
 import type { Redis } from 'ioredis';
+import type { ConnectionLogStore, RecordBounds } from './connection-log-types.ts';
+import { RedisConnectionLog } from './redis-connection-log.ts';
 import { FINAL_ORDER_STATUS } from '../platform/order-status.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import { StoreConflictError, StoreError } from './errors.ts';
@@ -602,6 +604,10 @@ export class RedisStore implements Store {
 
   async pruneEvents(options: { deliveredBefore: number; now: number }): Promise<number> {
     return this.run('events', (c) => outbox.pruneEvents(c, this.eventKeys, options));
+  }
+
+  connectionLog(bounds: Partial<RecordBounds> = {}): ConnectionLogStore {
+    return new RedisConnectionLog(this.connection, this.keys.prefix, bounds);
   }
 
   async close(): Promise<void> {

@@ -1,5 +1,7 @@
 // The SQLite store (better-sqlite3): one file, WAL journal, numbered migrations. better-sqlite3 is
 // synchronous; the methods are async only to honour the Store interface (the Redis driver needs it).
+import type { ConnectionLogStore, RecordBounds } from './connection-log-types.ts';
+import { SqliteConnectionLog } from './sqlite-connection-log.ts';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
@@ -140,7 +142,7 @@ export class SqliteStore implements Store {
     try {
       if (path !== ':memory:' && !path.startsWith('file:')) mkdirSync(dirname(path), { recursive: true });
       this.db = new Database(path);
-      // Pages freed by trimming go back to the file system (src/connlog/sqlite-store.ts runs incremental_vacuum):
+      // Pages freed by trimming go back to the file system (sqlite-connection-log.ts runs incremental_vacuum):
       // set before the file's first write, so a new file has it from the start; an older file is converted once.
       this.db.pragma('auto_vacuum = INCREMENTAL');
       this.db.pragma('journal_mode = WAL');
@@ -173,6 +175,10 @@ export class SqliteStore implements Store {
    */
   database(): Database.Database {
     return this.q();
+  }
+
+  connectionLog(bounds: Partial<RecordBounds> = {}): ConnectionLogStore {
+    return new SqliteConnectionLog(this.q(), bounds);
   }
 
   private q(): Database.Database {

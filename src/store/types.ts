@@ -3,6 +3,7 @@
 // names except where they mirror a platform field (orderNo, appOrderNo, instanceNo, userExpired).
 
 /** Where an order-placing request stands in the idempotency journal. */
+import type { ConnectionLogStore, RecordBounds } from './connection-log-types.ts';
 export type JournalState = 'intent' | 'sent' | 'accepted' | 'rejected' | 'unknown';
 
 /** States whose outcome Rotor does not know: they are re-sent, with the same number and reqId, on resume. */
@@ -190,6 +191,12 @@ export interface Store extends EventOutbox {
   kvDelete(key: string): Promise<void>;
   /** Entries whose key starts with the prefix. */
   kvList<T = unknown>(prefix: string): Promise<{ key: string; value: T }[]>;
+
+  /**
+   * The connection log's records and usage rollups on this store (SQLite tables in the same file, or the
+   * fleet's Redis), held within `bounds` at every moment. Each call makes a new handle on the same data.
+   */
+  connectionLog(bounds?: Partial<RecordBounds>): ConnectionLogStore;
 
   close(): Promise<void>;
 }

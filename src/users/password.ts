@@ -6,7 +6,7 @@
 // `maxQueued` are shed at once (HashBusyError): a flood costs the queue's bound, never an unbounded backlog.
 // The directory remembers a verified password's SHA-256 in memory (src/users/directory.ts), so each user
 // pays the hash once per process.
-import { createHash, randomBytes, scrypt, scryptSync, timingSafeEqual } from 'node:crypto';
+import { createHash, randomBytes, scrypt, timingSafeEqual } from 'node:crypto';
 import { RotorError } from '../errors/rotor-error.ts';
 import { isGeneratedHash, verifyGeneratedPassword } from './secret-hash.ts';
 
@@ -121,14 +121,6 @@ function encode(salt: Buffer, key: Buffer): string {
   return `scrypt$${N}$${R}$${P}$${salt.toString('base64')}$${key.toString('base64')}`;
 }
 
-/**
- * Synchronous: blocks the calling thread for the whole hash. Only for tools and tests that build fixtures;
- * the daemon uses hashPasswordAsync.
- */
-export function hashPassword(password: string, salt: Buffer = randomBytes(16)): string {
-  return encode(salt, scryptSync(password, salt, KEY_LENGTH, { N, r: R, p: P, maxmem: MAXMEM }));
-}
-
 /** The hash on libuv's thread pool through the process's bounded queue (default priority 'admin'). */
 export async function hashPasswordAsync(password: string, options: { salt?: Buffer; priority?: HashPriority } = {}): Promise<string> {
   const salt = options.salt ?? randomBytes(16);
@@ -154,18 +146,8 @@ function parse(stored: string): Parsed | undefined {
   return { n, r, p, salt: Buffer.from(parts[4]!, 'base64'), expected };
 }
 
-/** True when `password` is the one `stored` was made from; false for any malformed hash. Synchronous: tools and tests only. */
-export function verifyPassword(password: string, stored: string): boolean {
-  // A password Rotor generated is kept as a SHA-256 (src/users/secret-hash.ts): no scrypt to run.
-  if (isGeneratedHash(stored)) return verifyGeneratedPassword(password, stored);
-  const h = parse(stored);
-  if (!h) return false;
-  const key = scryptSync(password, h.salt, h.expected.length, { N: h.n, r: h.r, p: h.p, maxmem: 256 * 1024 * 1024 });
-  return timingSafeEqual(key, h.expected);
-}
-
 /**
- * verifyPassword on the thread pool through the bounded queue. A login (the default priority) may be refused
+ * True when `password` is the one `stored` was made from, checked on the thread pool through the bounded queue. A login (the default priority) may be refused
  * with HashBusyError when too many wait. A malformed hash costs the same work as a real one (the dummy's).
  */
 export async function verifyPasswordAsync(password: string, stored: string, priority: HashPriority = 'login'): Promise<boolean> {

@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { curl, startGateway, startTarget, viaConnect, viaHttp, viaSocks5h, type Gateway, type Target } from '../e2e/harness.ts';
 import { startTarget as startBytesTarget, type BytesTarget } from '../e2e/limits-harness.ts';
 import { waitFor } from '../support/wait.ts';
-import { ConnectionLog, ConnectionLogService, JsonLinesFileSink, SqliteConnectionLog } from '../../src/connlog/index.ts';
+import { ConnectionLog, ConnectionLogService, JsonLinesFileSink } from '../../src/connlog/index.ts';
 import { SqliteStore } from '../../src/store/index.ts';
 import type { ConnectionRecord } from '../../src/connlog/types.ts';
 
@@ -182,7 +182,7 @@ describe('log.access.clients false: no client address in the store, the file, th
     const dir = mkdtempSync(join(tmpdir(), 'rotor-record-clients-'));
     const store = new SqliteStore(':memory:');
     try {
-      const log = new SqliteConnectionLog(store.database());
+      const log = store.connectionLog();
       const file = join(dir, 'c.jsonl');
       const sink = new JsonLinesFileSink({ file, maxSize: '10M', rotate: 2 });
       const recorder = new ConnectionLog({ store: log, sinks: [sink], clients: false, flushIntervalMs: 60_000 });

@@ -11,7 +11,7 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { hashPassword } from '../../src/users/password.ts';
+import { hashPasswordAsync } from '../../src/users/password.ts';
 import { socks5Connect } from '../../src/wire/socks5-client.ts';
 import { startGateway, type Gateway } from './harness.ts';
 
@@ -73,13 +73,18 @@ describe('users in bulk', () => {
       { name: 'bad-name', mainAccount: 'shop1' },
       { name: 'bulk1', mainAccount: 'shop1' },
       { name: 'alice', mainAccount: 'shop1' },
-      { name: 'bulk3', passwordHash: hashPassword('hashed-pass-3'), mainAccount: 'shop1', quota: { bytes: 10_000_000, period: 'month' } },
+      {
+        name: 'bulk3',
+        passwordHash: await hashPasswordAsync('hashed-pass-3'),
+        mainAccount: 'shop1',
+        quota: { bytes: 10_000_000, period: 'month' },
+      },
       {
         name: 'bulk4',
         passwordHash: 'scrypt$1024$8$1$c2FsdHNhbHRzYWx0$a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2U=',
         mainAccount: 'shop1',
       },
-      { name: 'bulk5', password: 'x', passwordHash: hashPassword('y'), mainAccount: 'shop1' },
+      { name: 'bulk5', password: 'x', passwordHash: await hashPasswordAsync('y'), mainAccount: 'shop1' },
       {},
       { name: 'bulk6', mainAccount: 'shop1', sessTime: 'long' },
       { name: 'bulk7', mainAccount: 'shop1', enabled: false },

@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { hashPassword } from '../../src/users/password.ts';
+import { hashPasswordAsync } from '../../src/users/password.ts';
 import { openTestStore } from '../support/store.ts';
 import { startGateway, type Gateway } from './harness.ts';
 
@@ -26,7 +26,7 @@ describe('GET /v1/users at more users than a page', () => {
     dir = mkdtempSync(join(tmpdir(), 'rotor-paging-'));
     const path = join(dir, 'rotor.db');
     const store = await openTestStore(path);
-    const hash = hashPassword('paging-password');
+    const hash = await hashPasswordAsync('paging-password');
     for (let i = 0; i < COUNT; i++) {
       await store.putUser({
         name: name(i),

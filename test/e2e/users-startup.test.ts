@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { METRIC } from '../../src/telemetry/metrics.ts';
-import { hashPassword } from '../../src/users/password.ts';
+import { hashPasswordAsync } from '../../src/users/password.ts';
 import { socks5Connect } from '../../src/wire/socks5-client.ts';
 import { captureLogger } from '../support/logger.ts';
 import { openTestStore } from '../support/store.ts';
@@ -42,7 +42,7 @@ describe('start with many users and a slow platform', () => {
     dir = mkdtempSync(join(tmpdir(), 'rotor-startup-'));
     const path = join(dir, 'rotor.db');
     const store = await openTestStore(path);
-    const hash = hashPassword('startup-password');
+    const hash = await hashPasswordAsync('startup-password');
     for (let i = 0; i < COUNT; i++) {
       const name = `s${String(i).padStart(5, '0')}`;
       await store.putUser({ name, data: { name, mainAccount: 'shop1', source: 'api', createdAt: 1 }, passwordHash: hash, state: 'ready' });

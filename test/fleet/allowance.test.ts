@@ -201,7 +201,9 @@ describe('AllowanceLeaser', { skip: redisMissing }, () => {
   test('a round syncs the users that moved, not the idle ones; after Redis was unreachable, everyone once', async () => {
     const store = await storeFor('a6:');
     for (let i = 0; i < 1000; i++) await store.setLimit(`u${i}`, 10_000_000);
-    const conn = await connection(server.url, 'a6');
+    // A generous command timeout: 1,000 syncs at once on a loaded machine must not count as an outage (a sync
+    // timed out leaves its user offline, and the round after syncs everyone again).
+    const conn = await connection(server.url, 'a6', 10_000);
     const leaser = new AllowanceLeaser(conn, {
       instance: 'A',
       sliceBytes: 100_000,
@@ -209,36 +211,41 @@ describe('AllowanceLeaser', { skip: redisMissing }, () => {
       aliveTtlMs: 5000,
       syncEveryMs: 3_600_000,
     });
-    for (let i = 0; i < 1000; i++) await leaser.acquire(`u${i}`);
-    // Script calls Redis ran (each sync is one), read from Redis itself over a connection of the test's own.
-    const counter = await connection(server.url, 'a6-counter');
-    const calls = async (): Promise<number> => {
-      const info = await counter.client.info('commandstats');
-      return [...info.matchAll(/^cmdstat_(?:evalsha|eval|fcall):calls=(\d+)/gm)].reduce((s, m) => s + Number(m[1]), 0);
-    };
-    const idle = await calls();
-    await leaser.syncAll();
-    assert.equal((await calls()) - idle, 0, 'nobody moved: no sync');
-    assert.ok((await conn.client.pttl('a6:alive:A')) > 0, 'the heartbeat was renewed all the same');
-    leaser.user('u3').spend(10);
-    leaser.user('u500').spend(40_000); // more than half a slice left: no refill of its own
-    const before = await calls();
-    await leaser.syncAll();
-    assert.equal((await calls()) - before, 2, 'the two that moved');
-    assert.equal((await store.getUsage('u3'))?.usedBytes, 10);
-    assert.equal((await store.getUsage('u500'))?.usedBytes, 40_000);
-    // Redis unreachable for a round (the heartbeat fails), then back: the next round syncs all 1,000.
-    conn.client.disconnect(true); // dropped; ioredis reconnects by itself (commands fail meanwhile)
-    await leaser.syncAll();
-    await poll(async () => (await conn.client.ping()) === 'PONG', { what: 'the connection back', timeoutMs: 5000, ignoreErrors: true });
-    const back = await calls();
-    await leaser.syncAll();
-    assert.equal((await calls()) - back, 1000, 'everyone after an unreachable round');
-    await leaser.syncAll();
-    assert.equal((await calls()) - back, 1000, 'then idle again');
-    await leaser.close();
-    await conn.close();
-    await counter.close();
-    await store.close();
+    let counter: Awaited<ReturnType<typeof connection>> | undefined;
+    try {
+      for (let i = 0; i < 1000; i++) await leaser.acquire(`u${i}`);
+      // Script calls Redis ran (each sync is one), read from Redis itself over a connection of the test's own.
+      counter = await connection(server.url, 'a6-counter');
+      const calls = async (): Promise<number> => {
+        const info = await counter!.client.info('commandstats');
+        return [...info.matchAll(/^cmdstat_(?:evalsha|eval|fcall):calls=(\d+)/gm)].reduce((s, m) => s + Number(m[1]), 0);
+      };
+      const idle = await calls();
+      await leaser.syncAll();
+      assert.equal((await calls()) - idle, 0, 'nobody moved: no sync');
+      assert.ok((await conn.client.pttl('a6:alive:A')) > 0, 'the heartbeat was renewed all the same');
+      leaser.user('u3').spend(10);
+      leaser.user('u500').spend(40_000); // more than half a slice left: no refill of its own
+      const before = await calls();
+      await leaser.syncAll();
+      assert.equal((await calls()) - before, 2, 'the two that moved');
+      assert.equal((await store.getUsage('u3'))?.usedBytes, 10);
+      assert.equal((await store.getUsage('u500'))?.usedBytes, 40_000);
+      // Redis unreachable for a round (the heartbeat fails), then back: the next round syncs all 1,000.
+      conn.client.disconnect(true); // dropped; ioredis reconnects by itself (commands fail meanwhile)
+      await leaser.syncAll();
+      await poll(async () => (await conn.client.ping()) === 'PONG', { what: 'the connection back', timeoutMs: 5000, ignoreErrors: true });
+      const back = await calls();
+      await leaser.syncAll();
+      assert.equal((await calls()) - back, 1000, 'everyone after an unreachable round');
+      await leaser.syncAll();
+      assert.equal((await calls()) - back, 1000, 'then idle again');
+    } finally {
+      // Also after a failed assertion: an open connection would keep the file running until its timeout.
+      await leaser.close();
+      await conn.close();
+      await counter?.close();
+      await store.close();
+    }
   });
 });

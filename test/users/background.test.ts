@@ -13,7 +13,7 @@ import { SqliteStore } from '../../src/store/sqlite.ts';
 import { createMetrics } from '../../src/telemetry/metrics.ts';
 import { Users } from '../../src/users/directory.ts';
 import { DueQueue } from '../../src/users/due-queue.ts';
-import { hashPassword } from '../../src/users/password.ts';
+import { hashPasswordAsync } from '../../src/users/password.ts';
 import { boundUserSeries } from '../../src/users/series.ts';
 import { poll } from '../support/wait.ts';
 
@@ -218,7 +218,7 @@ describe('users directory: expiries come out of a queue', () => {
     const store = new SqliteStore(':memory:');
     const accounting = new Accounting({ store, flushIntervalMs: 3_600_000 });
     await accounting.start([]);
-    const hash = hashPassword('pw');
+    const hash = await hashPasswordAsync('pw');
     const iso = (t: number) => new Date(t).toISOString();
     for (let i = 0; i < 1_000; i++) {
       await store.putUser({

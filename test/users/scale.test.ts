@@ -12,7 +12,7 @@ import { SqliteStore } from '../../src/store/sqlite.ts';
 import { createMetrics } from '../../src/telemetry/metrics.ts';
 import { Users } from '../../src/users/directory.ts';
 import { UserGate } from '../../src/users/gate.ts';
-import { hashPassword } from '../../src/users/password.ts';
+import { hashPasswordAsync } from '../../src/users/password.ts';
 import { boundUserSeries } from '../../src/users/series.ts';
 import { SessionTable } from '../../src/session/table.ts';
 
@@ -64,7 +64,7 @@ test(
   'authentication with 10,000 users costs what it costs with one; /metrics carries at most 4 × 100 per-user series',
   { timeout: 300_000 },
   async () => {
-    const hash = hashPassword('the-password');
+    const hash = await hashPasswordAsync('the-password');
     const one = await directoryOf(1, hash);
     const many = await directoryOf(10_000, hash);
     assert.equal(many.users.size, 10_000);

@@ -1,7 +1,9 @@
-// Pools and nodes (state, fails, probes, cooling until) and sticky sessions with forced rotation.
+// Pools and nodes (state, fails, probes, cooling until), sticky sessions with forced rotation, and the exits
+// banned by request rules (each ban can be lifted).
 import { html } from 'htm/preact';
 import { useState } from 'preact/hooks';
 import { api, itemsOf } from '../api.js';
+import { BansTable } from '../bans.js';
 import { ErrorBox, Notice, Table, confirmed, usePoll } from '../components.js';
 import { count, duration, relative, time } from '../format.js';
 
@@ -89,6 +91,9 @@ export function PoolsPage() {
           </tr>`,
       )}
     <//>
+    <h2>Bans in force</h2>
+    <p class="muted">Exits a request rule banned for one customer: that customer's connections avoid them until the ban ends.</p>
+    <${BansTable} />
     <h2>Pools</h2>
     <${ErrorBox} error=${pools.error} what="pools" />
     ${itemsOf(pools.data).length === 0 && !pools.loading ? html`<p class="muted">No pools yet: a pool is made on a user's first connection.</p>` : null}

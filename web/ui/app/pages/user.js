@@ -1,10 +1,11 @@
 // One customer (#/users/<name>): the quota bar with its period and state, the usage history (hours or days,
 // up and down, GET /v1/usage?user=), live and recent connections, every field of the record editable, the
-// actions of the list, and the access generator (the customer's endpoints in the formats people paste).
+// actions of the list, its request rules and the bans in force (each can be lifted), and the access generator (the customer's endpoints in the formats people paste).
 import { html } from 'htm/preact';
 import { useState } from 'preact/hooks';
 import { api, itemsOf, query } from '../api.js';
 import { AccessGenerator, flattenAreas } from '../access.js';
+import { BansTable, RequestRulesTable } from '../bans.js';
 import { ErrorBox, Notice, StateBadge, UserQuota, confirmed, usePoll } from '../components.js';
 import { bytes, count, rate } from '../format.js';
 import { ConnectionTables, UsageHistory } from '../usage-view.js';
@@ -83,6 +84,12 @@ export function UserPage({ param }) {
         fetchText=${(q) => api(`${path}/endpoints${query(q)}`)}
         note="The customer's password is not kept in readable form: the lines show PASSWORD in its place. The customer's portal shows the real ones."
       />`
+    }
+    ${
+      u &&
+      html`<h3>Request rules and bans</h3>
+        <${RequestRulesTable} rules=${u.requestRules} />
+        <${BansTable} user=${name} />`
     }
     ${u && html`<${UserForm} key=${formKey} user=${u} title=${`Settings of ${name}`} onSaved=${(saved) => (setNotice(`Saved ${saved.name}.`), setError(undefined), user.reload())} />`}
   </section>`;

@@ -6,7 +6,7 @@
 // file system (the file is auto_vacuum=INCREMENTAL) once they are a large share of it. Retention by age deletes
 // in slices (better-sqlite3 is synchronous: one huge DELETE would hold the event loop, and with it the data path).
 import type Database from 'better-sqlite3';
-import { foldRollups } from './rollup.ts';
+import { foldRollups } from './connection-log-rollup.ts';
 import {
   RECORD_FIXED_BYTES,
   RECORD_TEXT_FIELDS,
@@ -20,7 +20,7 @@ import {
   type RetentionLimits,
   type UsageQuery,
   type UsageRollup,
-} from './types.ts';
+} from './connection-log-types.ts';
 
 type Row = Record<string, unknown>;
 

@@ -3,7 +3,7 @@
 // (UsageFold), and at its end the rest, with the connection counted once in the period it ended in; so an
 // hour's row holds that hour's bytes, and over a window the sums equal the user meters. foldRollups is the
 // whole-record fold, for records that come without the recorder's increments.
-import { isFailure, type ConnectionRecord, type Granularity, type UsageRollup } from './types.ts';
+import { isFailure, type ConnectionRecord, type Granularity, type UsageRollup } from './connection-log-types.ts';
 
 const HOUR_MS = 3_600_000;
 const DAY_MS = 86_400_000;

@@ -12,8 +12,8 @@
 // Filters (user, result) are applied while reading newest first, so a rare filter over a full log reads
 // far: fleets that query the log heavily are better served by the JSON-lines file into a log system.
 import type { Redis } from 'ioredis';
-import type { RedisConnection } from '../store/redis-connection.ts';
-import { foldRollups } from './rollup.ts';
+import type { RedisConnection } from './redis-connection.ts';
+import { foldRollups } from './connection-log-rollup.ts';
 import {
   RECORD_FIXED_BYTES,
   RECORD_TEXT_FIELDS,
@@ -27,7 +27,7 @@ import {
   type RetentionLimits,
   type UsageQuery,
   type UsageRollup,
-} from './types.ts';
+} from './connection-log-types.ts';
 
 /** Records read per round trip while filtering. */
 const SCAN_PAGE = 500;

@@ -1,0 +1,385 @@
+// The tunnel pipeline every listener runs a client through: admission → target check → pick → dial → relay
+// → record. The listeners (http.ts, socks5.ts, and through them https-listener.ts and users' own ports) are
+// protocol adapters: they parse their protocol and write its answers (TunnelAdapter); what is decided, counted
+// and recorded is decided here, once:
+//   - admission: credentials (or a user's own port's anonymous admission) → Router.authenticate → a route or
+//     a refusal with its status, SOCKS5 reply and result;
+//   - target check, pick and dial: Router.dial (target.ts, destination rules, sticky session or pool, the
+//     dial race), bound to the client's life (a client that leaves cancels its dial);
+//   - relay: the metered, throttled stream of relay.ts, with the node given back at its end;
+//   - record: tunnel-record.ts, the only writer of the connection's record.
+// Plain-HTTP requests go through the same admission and record; their exchange is http-forward.ts's (a kept
+// upstream connection carries many requests), and the UDP relay is udp-associate.ts behind the same admission.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import type { ConnectionContext, ConnectionRecorder, RecordResult } from '../connlog/types.ts';
+import { unrecordedConnections } from '../connlog/recorder.ts';
+import { InternalError, isRotorError } from '../errors/rotor-error.ts';
+import type { Logger } from '../telemetry/logger.ts';
+import type { ConnectionResult, Metrics } from '../telemetry/metrics.ts';
+import { REPLY, type ReplyCode } from '../wire/socks5.ts';
+import { DialCancel } from './cancel.ts';
+import { ListenerConnections } from './connections.ts';
+import { GatewayError } from './errors.ts';
+import { Forwarder } from './http-forward.ts';
+import type { AbsoluteTarget } from './http-message.ts';
+import { holdClient } from './hold.ts';
+import type { ProxyErrorType } from './proxy-status.ts';
+import { relay, upstreamFailedEarly, type RelayHandle, type RelayOptions } from './relay.ts';
+import type { Authorization, Dialed, DialMode, Route, Router } from './router.ts';
+import {
+  endBeforeRelay,
+  openRecord,
+  type FromUserPort,
+  recordCarrying,
+  recordCloser,
+  recordEnd,
+  recordNode,
+  recordRefusedUser,
+  recordRoute,
+} from './tunnel-record.ts';
+import type { Target } from './types.ts';
+
+/** Why a client gets no tunnel, in every protocol's terms: the status, the SOCKS5 reply, the record's result. */
+export interface TunnelFailure {
+  /** HTTP status (407, 403, 400, 502, 504, …) */
+  status: number;
+  /** SOCKS5 reply to the request */
+  socksReply: ReplyCode;
+  /** one line, safe to show the client */
+  reason: string;
+  /** the record's reason (may name the upstream's failure kind, never its address) */
+  recordReason: string;
+  result: RecordResult;
+  /** RFC 9209 error type; absent = the one the status implies */
+  error?: ProxyErrorType;
+  /** a credentials failure (HTTP 407; SOCKS5 fails RFC 1929 instead of replying to the request) */
+  credentials?: boolean;
+}
+
+/** A client's authorized route, or why it has none. */
+export type Admission = { route: Route } | { refusal: TunnelFailure; user: string | null };
+
+/** What a listener does in its own protocol; the pipeline decides when. */
+export interface TunnelAdapter {
+  /** The tunnel is up: answer the client (200, SOCKS5 success) or send its request on (Upgrade). */
+  established(client: Socket, dialed: Dialed): void;
+  /** Refused or failed before any byte was relayed (never called for a client that left). */
+  refuse(client: Socket, failure: TunnelFailure): void;
+}
+
+export interface TunnelPipelineOptions {
+  router: Router;
+  /** The listener's protocol: its name on metrics, and the record's listener label with openRecord's variants. */
+  listener: 'http' | 'socks5';
+  /** Whether a socket came through a user's own port (its records say `user-port-…`). */
+  fromUserPort?: FromUserPort | undefined;
+  /** Relay idle timeout. */
+  idleTimeoutMs: number;
+  metrics?: Metrics | undefined;
+  logger?: Logger | undefined;
+  /** The connection log; default ids only. */
+  recorder?: ConnectionRecorder | undefined;
+  /** Admission without credentials (a user's own port: src/users/ports.ts UserPorts.admit); undefined = none. */
+  anonymous?: ((socket: Socket) => Authorization | undefined) | undefined;
+  /** Plain-HTTP forwarding (the HTTP listener): its timeouts and how a failed request is answered. */
+  forward?: ForwardSettings | undefined;
+}
+
+export interface ForwardSettings {
+  /** Longest silence from the upstream while a response is due. */
+  responseTimeoutMs: number;
+  /** Idle kept-alive upstream connections close after this; default http-forward.ts's. */
+  upstreamIdleMs?: number | undefined;
+  /** Answers a request that failed before its response head (never called for a client that left). */
+  refuse(res: ServerResponse, failure: TunnelFailure): void;
+}
+
+const CREDENTIALS_REQUIRED = 'proxy credentials required (Basic)';
+
+export class TunnelPipeline {
+  /** The listener's open sockets and running relays (drain and close). */
+  readonly conns = new ListenerConnections();
+  readonly router: Router;
+  private readonly listener: string;
+  private readonly recorder: ConnectionRecorder;
+  private readonly okLabels: { listener: string; result: 'ok' };
+  /** The log line of a failed dial: 'socks5 connect failed', 'http upstream failed'. */
+  private readonly failedLine: string;
+  private readonly forwarder: Forwarder | undefined;
+
+  constructor(private readonly options: TunnelPipelineOptions) {
+    this.router = options.router;
+    this.listener = options.listener;
+    this.recorder = options.recorder ?? unrecordedConnections();
+    this.okLabels = { listener: options.listener, result: 'ok' };
+    this.failedLine = `${options.listener} ${options.listener === 'socks5' ? 'connect' : 'upstream'} failed`;
+    const forward = options.forward;
+    if (forward) {
+      this.forwarder = new Forwarder({
+        router: options.router,
+        responseTimeoutMs: forward.responseTimeoutMs,
+        ...(forward.upstreamIdleMs !== undefined ? { idleMs: forward.upstreamIdleMs } : {}),
+        metrics: options.metrics,
+        onForwarded: () => this.count('ok'),
+      });
+    }
+  }
+
+  /** An accepted client socket: registered for drain and close, counted active while open. */
+  accept(socket: Socket, onClose?: () => void): void {
+    this.conns.accept(socket, this.listener, this.options.metrics, onClose);
+  }
+
+  /** The connection's record, minted once per connection (per request for plain HTTP) from its client socket. */
+  open(client: Socket, closer?: () => void): ConnectionContext {
+    const conn = openRecord(this.recorder, this.options.listener, client, this.options.fromUserPort);
+    if (closer) recordCloser(conn, closer);
+    return conn;
+  }
+
+  /** Counted on rotor_proxy_connections_total (a relay or forwarded request that started, or a malformed one). */
+  count(result: ConnectionResult): void {
+    this.options.metrics?.connectionsTotal.inc(result === 'ok' ? this.okLabels : { listener: this.listener, result });
+  }
+
+  /**
+   * Admission: the client's credentials (or, without any, a user's own port's admission of its address). At
+   * once for a client verified before, else a Promise (the password is checked off the event loop).
+   */
+  admit(credentials: { username: string; password: string } | undefined, client: Socket): Admission | Promise<Admission> {
+    if (credentials === undefined) return this.admitAnonymous(client);
+    const a = this.router.authenticate(credentials.username, credentials.password, client.remoteAddress);
+    return a instanceof Promise ? a.then(admission) : admission(a);
+  }
+
+  /** Admission without credentials: a user's own port admits its allowed addresses; anyone else is refused 407. */
+  admitAnonymous(client: Socket): Admission {
+    return admission(this.options.anonymous?.(client));
+  }
+
+  /** Whether this listener admits some clients without credentials (a user's own port). */
+  get admitsAnonymous(): boolean {
+    return this.options.anonymous !== undefined;
+  }
+
+  /** The admission's route, recorded; or undefined when refused (recorded and counted; the caller answers). */
+  admitted(conn: ConnectionContext, a: Admission): Route | undefined {
+    if ('refusal' in a) {
+      recordRefusedUser(conn, a.user);
+      this.refused(conn, a.refusal.result, a.refusal.recordReason);
+      return undefined;
+    }
+    recordRoute(conn, a.route);
+    return a.route;
+  }
+
+  /** A connection or request that ends before any relay: counted (except a client that left) and recorded. */
+  refused(conn: ConnectionContext, result: RecordResult, reason: string): void {
+    endBeforeRelay(this.options.metrics, this.listener, conn, result, reason);
+  }
+
+  /** A defect (not a client or upstream failure): said once, the connection dropped, never the process. */
+  defect(client: Socket, conn: ConnectionContext, err: unknown): void {
+    this.options.logger?.error({ listener: this.listener, conn: conn.id, err }, 'connection failed unexpectedly');
+    client.destroy();
+    recordEnd(conn, 'upstream_error', 'internal error');
+  }
+
+  /**
+   * An error as the client is answered and the connection recorded: the error's own status and message
+   * (RotorError's are safe to show), else 502/504 for a failed upstream exchange, 500 for a defect.
+   */
+  failure(err: unknown, conn: ConnectionContext): TunnelFailure {
+    if (err instanceof GatewayError) {
+      if (err.code === 'DIAL_ABORTED')
+        return {
+          status: err.httpStatus,
+          socksReply: err.socksReply,
+          reason: err.message,
+          recordReason: err.message,
+          result: 'client_abort',
+        };
+      this.options.logger?.info(
+        { listener: this.listener, conn: conn.id, user: conn.user, code: err.code, reason: err.upstreamReason },
+        this.failedLine,
+      );
+      return {
+        status: err.httpStatus,
+        socksReply: err.socksReply,
+        reason: err.message,
+        recordReason: err.upstreamReason ? `${err.message} (${err.upstreamReason})` : err.message,
+        result: err.connectionResult,
+        error: err.proxyError,
+      };
+    }
+    if (isRotorError(err)) return upstreamFailure(err.httpStatus, err.message);
+    const code = (err as NodeJS.ErrnoException | undefined)?.code;
+    if (code === 'ETIMEDOUT') return upstreamFailure(504, 'the upstream did not answer in time', 'http_response_timeout');
+    if (code === 'ECONNRESET' || code === 'EPIPE') return upstreamFailure(502, 'the upstream failed', 'connection_terminated');
+    if (code?.startsWith('HPE_')) return upstreamFailure(502, 'the upstream failed', 'http_protocol_error');
+    this.options.logger?.error({ listener: this.listener, conn: conn.id, user: conn.user, err }, 'upstream exchange failed unexpectedly');
+    return upstreamFailure(500, 'internal error');
+  }
+
+  /**
+   * Target check, pick, dial, relay, record: a byte stream for an admitted client. `head` is what the client
+   * sent behind its request. `keepReading`: the client socket is flowing (the SOCKS5 handshake left it so)
+   * and the relay takes the reading over in the same turn. On failure the adapter answers (a client that
+   * left is only closed); either way the record is ended here.
+   */
+  async tunnel(
+    client: Socket,
+    conn: ConnectionContext,
+    route: Route,
+    target: Target,
+    head: Buffer | null,
+    adapter: TunnelAdapter,
+    keepReading = false,
+  ): Promise<void> {
+    const dialed = await this.dial(client, conn, route, target, head, 'tunnel', adapter, keepReading);
+    if (dialed === undefined) return;
+    adapter.established(client, dialed.dialed);
+    this.count('ok');
+    this.carry(client, dialed.dialed, dialed.head, route, conn);
+  }
+
+  /**
+   * Router.dial bound to the client's life: the client is read meanwhile (its leaving cancels the dial, its
+   * early bytes are kept), its connection slot is taken. Undefined when it failed: answered and recorded.
+   */
+  private async dial(
+    client: Socket,
+    conn: ConnectionContext,
+    route: Route,
+    target: Target,
+    head: Buffer | null,
+    mode: DialMode,
+    adapter: TunnelAdapter,
+    keepReading: boolean,
+  ): Promise<{ dialed: Dialed; head: Buffer | null } | undefined> {
+    const router = this.router;
+    const meters = router.meters;
+    const user = route.user.name;
+    const abort = new DialCancel();
+    const release = holdClient(client, head, () => abort.abort());
+    meters.connectionOpened(user);
+    let dialed: Dialed;
+    try {
+      dialed = await router.dial(route, target, abort, mode, conn);
+    } catch (err) {
+      release();
+      meters.connectionClosed(user);
+      const f = this.failure(err, conn);
+      this.refused(conn, f.result, f.recordReason);
+      // The client ended mid-dial: its socket is half-open (allowHalfOpen) and nobody else will close it.
+      if (f.result === 'client_abort') client.destroy();
+      else adapter.refuse(client, f);
+      return undefined;
+    }
+    const held = release(keepReading);
+    if (client.destroyed || abort.aborted) {
+      client.destroy();
+      dialed.socket.destroy();
+      dialed.release();
+      meters.connectionClosed(user);
+      recordNode(conn, dialed.node, dialed.exit);
+      this.refused(conn, 'client_abort', 'the client went away');
+      return undefined;
+    }
+    return { dialed, head: held };
+  }
+
+  /**
+   * Relays `client` ↔ the dialed upstream through the one metered, throttled stream (relay.ts: the user's
+   * meter, rate and idle timeout). At the end the node goes back to its pool (as failed when the upstream died
+   * before its first byte), the connection is counted closed and its record ends with the relay's counters.
+   */
+  carry(client: Socket, dialed: Dialed, clientHead: Buffer | null, route: Route, conn: ConnectionContext): void {
+    const meters = this.router.meters;
+    const user = route.user.name;
+    const conns = this.conns;
+    // onEnd may run inside relay() itself (a side already gone), before `relay` has returned.
+    const ref: { handle?: RelayHandle; ended?: boolean } = {};
+    const limiter = meters.limiter?.(user);
+    recordNode(conn, dialed.node, dialed.exit);
+    // Built field by field, not with conditional spreads (each spread a temporary object and a copy per tunnel).
+    const relayOptions: RelayOptions = {
+      meter: meters.meter(user),
+      idleTimeoutMs: this.options.idleTimeoutMs,
+      clientHead,
+      upstreamHead: dialed.head,
+      onEnd: (stats) => {
+        ref.ended = true;
+        if (ref.handle) {
+          conns.relays.delete(ref.handle);
+          limiter?.detach(ref.handle);
+        }
+        dialed.release(upstreamFailedEarly(stats, dialed.socket));
+        meters.connectionClosed(user);
+        // The record's bytes are the relay's own counters: the same adds the user's meter got.
+        recordEnd(conn, 'ok', stats.end, stats.up, stats.down);
+      },
+    };
+    if (limiter) relayOptions.limiter = limiter;
+    if (this.options.metrics) relayOptions.bytes = { metrics: this.options.metrics, user };
+    const handle = relay(client, dialed.socket, relayOptions);
+    ref.handle = handle;
+    if (ref.ended) return;
+    conns.relays.add(handle);
+    limiter?.attach(handle);
+    recordCarrying(conn, handle.stats, () => handle.stop());
+  }
+
+  /**
+   * Plain HTTP: an admitted request's pick, dial, relay and record are its exchange's (http-forward.ts: a kept
+   * upstream connection carries many requests); a failure before the response head is answered by the
+   * listener's `forward.refuse` and recorded here.
+   */
+  forward(
+    req: IncomingMessage,
+    res: ServerResponse,
+    route: Route,
+    target: AbsoluteTarget,
+    expectContinue: boolean,
+    conn: ConnectionContext,
+  ): void {
+    if (this.forwarder === undefined) throw new InternalError('TunnelPipeline.forward: this listener forwards no plain HTTP');
+    this.forwarder.forward(req, res, route, target, expectContinue, conn, this.forwardFailed);
+  }
+
+  /** A forwarded request failed before its response head: recorded, then answered (one function for all). */
+  readonly forwardFailed = (err: unknown, res: ServerResponse, conn: ConnectionContext): void => {
+    const f = this.failure(err, conn);
+    this.refused(conn, f.result, f.recordReason);
+    if (f.result === 'client_abort') res.destroy();
+    else this.options.forward?.refuse(res, f);
+  };
+
+  /** Stops accepting work: open connections get `drainMs`, then every relay and socket is cut. */
+  async drainThenClose(drainMs: number): Promise<void> {
+    await this.conns.drainThenClose(drainMs);
+    this.forwarder?.close();
+  }
+}
+
+function upstreamFailure(status: number, reason: string, error?: ProxyErrorType): TunnelFailure {
+  const f: TunnelFailure = { status, socksReply: REPLY.generalFailure, reason, recordReason: reason, result: 'upstream_error' };
+  if (error !== undefined) f.error = error;
+  return f;
+}
+
+/** An authorization as every listener answers it. */
+function admission(a: Authorization | undefined): Admission {
+  if (!a) return { refusal: refusal(407, CREDENTIALS_REQUIRED, 'auth_failed', true), user: null };
+  if (a.ok) return { route: a.route };
+  if (a.kind === 'auth') return { refusal: refusal(407, a.reason, 'auth_failed', true), user: null };
+  if (a.kind === 'forbidden') return { refusal: refusal(403, a.reason, a.result ?? 'limited'), user: a.user ?? null };
+  return { refusal: refusal(400, a.reason, 'bad_request'), user: a.user ?? null };
+}
+
+function refusal(status: number, reason: string, result: RecordResult, credentials = false): TunnelFailure {
+  const f: TunnelFailure = { status, socksReply: REPLY.notAllowed, reason, recordReason: reason, result };
+  if (credentials) f.credentials = true;
+  return f;
+}
