@@ -23,7 +23,6 @@ import {
 } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import type { Counter } from 'prom-client';
 import type { ByteCounters, ConnectionContext } from '../connlog/types.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import { DialCancel } from './cancel.ts';
@@ -32,30 +31,24 @@ import { forwardHeaderObject, forwardHeaders, type AbsoluteTarget } from './http
 import type { Dialed, Route, Router } from './router.ts';
 import { holdBody } from './request-rules-body.ts';
 import type { CompiledRule, RuleSet } from './request-rules.ts';
-import type { RelayLimiter, UserMeter } from './types.ts';
+import type { RelayLimiter } from './types.ts';
 import { recordCarrying, recordCloser, recordNode } from './tunnel-record.ts';
+import { MeteredStream } from './tunnel-stream.ts';
 
-type CounterChild = ReturnType<Counter<'user' | 'direction'>['labels']>;
-
-/** What each kept upstream connection carries: its dial, its user's meter, the client it serves now. */
+/** What each kept upstream connection carries: its dial, its metered stream, the client it serves now. */
 interface Upstream {
   dialed: Dialed;
-  meter: UserMeter;
-  /** the user's rate (src/users/limiter.ts): request and response bodies take from it; undefined = none */
-  limiter: RelayLimiter | undefined;
+  /**
+   * The connection's metered stream (tunnel-stream.ts: the user's meter and rate, rotor_proxy_bytes_total):
+   * up = body chunks, then the rest of bytesWritten per exchange; down = every byte read.
+   */
+  stream: MeteredStream;
   /** the node's Proxy-Authorization, built once per connection; undefined = none */
   auth: string | undefined;
   /** the client connection of the exchange under way (cut with the upstream when the limit is reached) */
   client: Socket | null;
   /** kept by the agent between exchanges (an 'end' then closes it: see RouteAgent.keepSocketAlive) */
   free: boolean;
-  /** up bytes already counted into the meter (body chunks, then the rest of bytesWritten per exchange) */
-  upCounted: number;
-  down: number;
-  flushedUp: number;
-  flushedDown: number;
-  upCounter: CounterChild | undefined;
-  downCounter: CounterChild | undefined;
 }
 
 const UPSTREAM = Symbol('rotor.upstream');
@@ -186,12 +179,12 @@ class Exchange implements ByteCounters {
 
   /** Up bytes of this exchange so far (the record's live ByteCounters). */
   get up(): number {
-    return this.upstream ? this.upstream.upCounted - this.upBase : 0;
+    return this.upstream ? this.upstream.stream.up - this.upBase : 0;
   }
 
   /** Down bytes of this exchange so far. */
   get down(): number {
-    return this.upstream ? this.upstream.down - this.downBase : 0;
+    return this.upstream ? this.upstream.stream.down - this.downBase : 0;
   }
 
   /**
@@ -206,7 +199,7 @@ class Exchange implements ByteCounters {
 
   end(result: 'ok' | 'client_abort' | 'upstream_error', reason: string): void {
     const u = this.upstream;
-    if (u) this.conn.end({ result, reason, up: u.upCounted - this.upBase, down: u.down - this.downBase });
+    if (u) this.conn.end({ result, reason, up: u.stream.up - this.upBase, down: u.stream.down - this.downBase });
     else this.conn.end({ result, reason });
   }
 }
@@ -336,8 +329,8 @@ export class Forwarder {
     const conn = exchange.conn;
     upstream.client = exchange.client;
     exchange.upstream = upstream;
-    exchange.upBase = upstream.upCounted;
-    exchange.downBase = upstream.down;
+    exchange.upBase = upstream.stream.up;
+    exchange.downBase = upstream.stream.down;
     recordNode(conn, upstream.dialed.node, upstream.dialed.exit);
     recordCarrying(conn, exchange, exchange.stop);
     if (upstream.dialed.viaProxy) {
@@ -360,7 +353,7 @@ export class Forwarder {
    * client's body is paused while the upstream is full or the user is over its rate (both must clear).
    */
   private pumpBody(req: IncomingMessage, up: ClientRequest, upstream: Upstream, exchange: Exchange): void {
-    const meter = upstream.meter;
+    const stream = upstream.stream;
     if (exchange.ruleRetries > 0 && exchange.replay !== null && exchange.replayBytes > 0) {
       // A rule's retry: the body read for the first try goes again.
       for (const chunk of exchange.replay) up.write(chunk);
@@ -371,7 +364,7 @@ export class Forwarder {
       up.end();
       return;
     }
-    const hold = new Hold(req, upstream.limiter);
+    const hold = new Hold(req, stream.limiter);
     req.on('data', (chunk: Buffer) => {
       exchange.bodyStarted = true;
       if (exchange.replay !== null) {
@@ -380,9 +373,7 @@ export class Forwarder {
         else exchange.replay = null;
       }
       if (up !== exchange.request) return; // a rule retried the request: its body goes from the replay
-      upstream.upCounted += chunk.length;
-      meter.add(chunk.length, 0);
-      if (meter.exhausted) {
+      if (stream.sent(chunk.length)) {
         cut(upstream);
         return;
       }
@@ -395,17 +386,11 @@ export class Forwarder {
 
   /** End of an exchange: the head and framing bytes written count too; the byte counters move. */
   settle(socket: Socket, upstream: Upstream): void {
-    const written = socket.bytesWritten - upstream.upCounted;
-    if (written > 0) {
-      upstream.upCounted += written;
-      upstream.meter.add(written, 0);
-    }
+    const stream = upstream.stream;
+    const written = socket.bytesWritten - stream.up;
+    if (written > 0) stream.sent(written);
     upstream.client = null;
-    const up = upstream.upCounted;
-    if (upstream.upCounter && up > upstream.flushedUp) upstream.upCounter.inc(up - upstream.flushedUp);
-    if (upstream.downCounter && upstream.down > upstream.flushedDown) upstream.downCounter.inc(upstream.down - upstream.flushedDown);
-    upstream.flushedUp = up;
-    upstream.flushedDown = upstream.down;
+    stream.flush();
   }
 
   private keyFor(route: Route, target: AbsoluteTarget, client: Socket): string {
@@ -458,31 +443,23 @@ export class Forwarder {
     const dialed = await router.dial(route, exchange.target, exchange.cancel!, 'forward', exchange.conn);
     const socket = dialed.socket as TaggedSocket;
     const metrics = this.options.metrics;
+    const meters = router.meters;
+    const stream = new MeteredStream(meters.meter(user), meters.limiter?.(user), metrics ? { metrics, user } : undefined);
     const upstream: Upstream = {
       dialed,
-      meter: router.meters.meter(user),
-      limiter: router.meters.limiter?.(user),
+      stream,
       auth: dialed.viaProxy ? basicAuth(dialed.node) : undefined,
       client: null,
       free: false,
-      upCounted: 0,
-      down: 0,
-      flushedUp: 0,
-      flushedDown: 0,
-      upCounter: metrics?.bytesTotal.labels({ user, direction: 'up' }),
-      downCounter: metrics?.bytesTotal.labels({ user, direction: 'down' }),
     };
     socket[UPSTREAM] = upstream;
-    const meter = upstream.meter;
     socket.on('data', (chunk: Buffer) => {
-      upstream.down += chunk.length;
-      meter.add(0, chunk.length);
-      if (meter.exhausted) cut(upstream);
+      if (stream.received(chunk.length)) cut(upstream);
     });
     socket.on('end', upstreamEnded);
     socket.once('close', () => {
       this.settle(socket, upstream);
-      dialed.release(upstream.down === 0 && socket.errored ? 'reset' : undefined);
+      dialed.release(stream.down === 0 && socket.errored ? 'reset' : undefined);
     });
     if (dialed.head) socket.unshift(dialed.head);
     // Dialers hand over paused sockets; the http client's own 'data' listener would not resume it.
@@ -561,12 +538,12 @@ function passResponse(exchange: Exchange, answer: IncomingMessage, held: Buffer 
   exchange.res.writeHead(answer.statusCode ?? 502, answer.statusMessage, forwardHeaders(answer.rawHeaders));
   (answer as TaggedAnswer)[EXCHANGE] = exchange;
   if (ended) {
-    exchange.upstream?.limiter?.take(held?.length ?? 0);
+    exchange.upstream?.stream.limiter?.take(held?.length ?? 0);
     exchange.res.end(held);
     answerEnded.call(answer as TaggedAnswer);
     return;
   }
-  const pipe = streamResponse(answer, exchange.res, exchange.upstream?.limiter);
+  const pipe = streamResponse(answer, exchange.res, exchange.upstream?.stream.limiter);
   if (held !== undefined && held.length > 0) pipe.data(held);
   answer.on('end', answerEnded);
 }
@@ -585,7 +562,7 @@ function upClosed(this: TaggedRequest): void {
   clearTimeout(exchange.ruleTimer);
   exchange.client.off('close', exchange.stop);
   // Whatever ended the exchange without an answer or a failure said: the limit or the client leaving.
-  if (exchange.upstream?.meter.exhausted) exchange.end('ok', 'limit');
+  if (exchange.upstream?.stream.exhausted) exchange.end('ok', 'limit');
   else if (exchange.client.destroyed) exchange.end('client_abort', 'the client went away');
 }
 

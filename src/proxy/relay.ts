@@ -1,13 +1,13 @@
-// Moves bytes both ways between a client and its upstream tunnel. Per chunk the data path does a write,
-// two number adds (the connection's own counters and the user's meter) and a flag check. The listeners are
+// Moves bytes both ways between a client and its upstream tunnel. Per chunk the data path does a write and
+// the metered stream's count (tunnel-stream.ts: two number adds, the user's meter, a flag check). The listeners are
 // module functions shared by every relay (a socket finds its relay through a symbol), so a tunnel costs one
 // Relay object and no closures. The user's meter decides when to stop: once `exhausted` is set (by this or
 // another connection of the user) both sides are destroyed on the next chunk. Idle detection and the
 // rotor_proxy_bytes_total updates run on one coarse timer shared by all relays with the same tick (not a
 // timer per connection: an idle tunnel should cost its sockets and little else), so neither happens per chunk.
 import type { Socket } from 'node:net';
-import type { Counter } from 'prom-client';
 import type { Metrics } from '../telemetry/metrics.ts';
+import { MeteredStream } from './tunnel-stream.ts';
 import type { RelayLimiter, UserMeter } from './types.ts';
 
 export type RelayEnd = 'closed' | 'idle' | 'limit' | 'error' | 'stopped';
@@ -46,7 +46,10 @@ export interface RelayHandle {
   stop(): void;
 }
 
-type CounterChild = ReturnType<Counter<'user' | 'direction'>['labels']>;
+/** A relay's counters: its metered stream, and how it ended. */
+class Stats extends MeteredStream implements RelayStats {
+  end: RelayEnd = 'closed';
+}
 
 /**
  * Client bytes a rate-limited relay forwards while its user's bucket is in debt before it stops reading the
@@ -68,20 +71,16 @@ const RELAY = Symbol('rotor.relay');
 type RelaySocket = Socket & { [RELAY]?: Relay };
 
 class Relay implements RelayHandle {
-  readonly stats: RelayStats = { up: 0, down: 0, end: 'closed' };
+  readonly stats: Stats;
   done = false;
   // Starts true: the shared tick's phase is arbitrary, so the first (partial) tick must not count as idle.
   private active = true;
   private idleFor = 0;
-  private flushedUp = 0;
-  private flushedDown = 0;
   readonly tickMs: number;
   private readonly limiter: RelayLimiter | undefined;
   /** Paused by the limiter (not by the other side's backpressure). */
   clientHeld = false;
   upstreamHeld = false;
-  private upCounter: CounterChild | undefined;
-  private downCounter: CounterChild | undefined;
   /** After a clean close: the sockets whose 'close' the cutoff timer still waits for. */
   private waitClient = false;
   private waitUpstream = false;
@@ -100,6 +99,7 @@ class Relay implements RelayHandle {
   ) {
     this.tickMs = Math.max(10, Math.min(options.idleTimeoutMs, options.flushIntervalMs ?? 5000));
     this.limiter = options.limiter;
+    this.stats = new Stats(options.meter, options.limiter, options.bytes);
 
     (client as RelaySocket)[RELAY] = this;
     (upstream as RelaySocket)[RELAY] = this;
@@ -130,11 +130,8 @@ class Relay implements RelayHandle {
 
   clientData(chunk: Buffer): void {
     const n = chunk.length;
-    this.stats.up += n;
     this.active = true;
-    const meter = this.options.meter;
-    meter.add(n, 0);
-    if (meter.exhausted) {
+    if (this.stats.sent(n)) {
       this.finish('limit');
       return;
     }
@@ -151,11 +148,8 @@ class Relay implements RelayHandle {
 
   upstreamData(chunk: Buffer): void {
     const n = chunk.length;
-    this.stats.down += n;
     this.active = true;
-    const meter = this.options.meter;
-    meter.add(0, n);
-    if (meter.exhausted) {
+    if (this.stats.received(n)) {
       this.finish('limit');
       return;
     }
@@ -208,7 +202,7 @@ class Relay implements RelayHandle {
 
   /** Called by the shared ticker every tickMs. */
   tick(): void {
-    this.flush();
+    this.stats.flush();
     if (this.active) {
       this.active = false;
       this.idleFor = 0;
@@ -216,19 +210,6 @@ class Relay implements RelayHandle {
     }
     this.idleFor += this.tickMs;
     if (this.idleFor >= this.options.idleTimeoutMs) this.finish('idle');
-  }
-
-  private flush(): void {
-    const { up, down } = this.stats;
-    const bytes = this.options.bytes;
-    // The labelled children are made at the first flush with bytes to count: a short tunnel pays the label
-    // lookups once, at its end.
-    if (bytes && up > this.flushedUp)
-      (this.upCounter ??= bytes.metrics.bytesTotal.labels({ user: bytes.user, direction: 'up' })).inc(up - this.flushedUp);
-    if (bytes && down > this.flushedDown)
-      (this.downCounter ??= bytes.metrics.bytesTotal.labels({ user: bytes.user, direction: 'down' })).inc(down - this.flushedDown);
-    this.flushedUp = up;
-    this.flushedDown = down;
   }
 
   stop(): void {
@@ -268,7 +249,7 @@ class Relay implements RelayHandle {
       client.destroy();
       upstream.destroy();
     }
-    this.flush();
+    this.stats.flush();
     this.options.onEnd?.(this.stats);
   }
 

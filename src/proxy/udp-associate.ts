@@ -25,6 +25,7 @@ import { checkTarget } from './target.ts';
 import { UDP_UNSUPPORTED, refusedForUdp, relayOf } from './udp-dial.ts';
 import type { Dialed, Route, Router } from './router.ts';
 import { recordCarrying, recordNode } from './tunnel-record.ts';
+import { MeteredStream } from './tunnel-stream.ts';
 import type { RelayLimiter } from './types.ts';
 
 /** Why a datagram was not passed on (label `reason` of rotor_udp_datagrams_dropped_total). */
@@ -50,7 +51,8 @@ export class UdpAssociations {
     private readonly router: Router,
     private settings: UdpSettings,
     private readonly logger?: Logger,
-    metrics?: Metrics,
+    /** rotor_udp_datagrams_dropped_total, and rotor_proxy_bytes_total through each association's metered stream */
+    readonly metrics?: Metrics,
   ) {
     if (metrics) for (const reason of DROP_REASONS) this.drops[reason] = metrics.udpDropped.labels({ reason });
   }
@@ -166,7 +168,8 @@ class Association {
   /** The client's UDP address, fixed by the request (when it named one) or its first datagram. */
   private clientAddr: { address: string; port: number } | undefined;
   private readonly clientIp: string;
-  private readonly stats = { up: 0, down: 0 };
+  /** Payload bytes both ways (tunnel-stream.ts: the user's meter, rotor_proxy_bytes_total, the record's counters). */
+  private readonly stream: MeteredStream;
   private pending = 0;
   private over = false;
   private idle: NodeJS.Timeout | undefined;
@@ -194,14 +197,17 @@ class Association {
     this.upstream = createSocket({ type: isIPv6(relay.host) ? 'udp6' : 'udp4' });
     const named = request.port !== 0 && !/^(0\.0\.0\.0|::|0(:0)*)$/.test(request.host);
     if (named) this.clientAddr = { address: bare(request.host), port: request.port };
-    this.limiter = owner.routerOf.meters.limiter?.(route.user.name);
+    const user = route.user.name;
+    const meters = owner.routerOf.meters;
+    this.limiter = meters.limiter?.(user);
+    this.stream = new MeteredStream(meters.meter(user), this.limiter, owner.metrics ? { metrics: owner.metrics, user } : undefined);
   }
 
   start(): void {
     const { control, dialed, conn } = this;
     // The association's exit is not named by its reply (BND.ADDR is the UDP relay, not where datagrams leave).
     recordNode(conn, dialed.node, null);
-    recordCarrying(conn, this.stats, () => this.end('ok', 'closed by the admin'));
+    recordCarrying(conn, this.stream, () => this.end('ok', 'closed by the admin'));
     control.on('close', () => this.end('ok', null));
     control.on('end', () => this.end('ok', null));
     dialed.socket.on('error', noop);
@@ -228,6 +234,7 @@ class Association {
   }
 
   private checkIdle(idleMs: number): void {
+    this.stream.flush();
     if (Date.now() - this.lastActivity >= idleMs) this.end('ok', 'idle');
   }
 
@@ -259,7 +266,7 @@ class Association {
 
   /** Sends now, or queues behind the rate (bounded), or drops. */
   private pass(msg: Buffer, header: number, up: boolean): void {
-    if (this.owner.routerOf.meters.meter(this.route.user.name).exhausted) return this.end('limited', 'traffic limit reached');
+    if (this.stream.exhausted) return this.end('limited', 'traffic limit reached');
     const limiter = this.limiter;
     if (limiter !== undefined && (this.queue.length > 0 || !limiter.take(0))) return this.enqueue(limiter, msg, header, up);
     this.send(msg, header, up);
@@ -269,16 +276,13 @@ class Association {
     if (this.pending >= this.owner.config.maxPendingDatagrams) return this.drop('queue_full');
     const bytes = msg.length - header;
     this.limiter?.take(bytes);
-    const meter = this.owner.routerOf.meters.meter(this.route.user.name);
     this.lastActivity = Date.now();
     this.pending++;
     if (up) {
-      meter.add(bytes, 0);
-      this.stats.up += bytes;
+      this.stream.sent(bytes);
       this.upstream.send(msg, this.sent);
     } else {
-      meter.add(0, bytes);
-      this.stats.down += bytes;
+      this.stream.received(bytes);
       const to = this.clientAddr!;
       this.client.send(msg, to.port, to.address, this.sent);
     }
@@ -309,7 +313,7 @@ class Association {
     while (this.queue.length > 0 && limiter.take(0)) {
       const next = this.queue.shift()!;
       this.queuedBytes -= next.msg.length;
-      if (this.owner.routerOf.meters.meter(this.route.user.name).exhausted) return this.end('limited', 'traffic limit reached');
+      if (this.stream.exhausted) return this.end('limited', 'traffic limit reached');
       this.send(next.msg, next.header, next.up);
       if (this.over) return;
     }
@@ -344,6 +348,7 @@ class Association {
     this.owner.released(user);
     this.owner.routerOf.meters.connectionClosed(user);
     this.owner.ended(this);
+    this.stream.flush();
     this.conn.end({ result, reason: this.dropped > 0 ? `${reason ?? 'closed'}; ${this.dropped} datagrams dropped` : reason });
   }
 }

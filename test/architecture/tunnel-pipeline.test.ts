@@ -1,6 +1,7 @@
 // The tunnel pipeline's shape (docs/architecture.md "The path of a connection"): the listeners are protocol
 // adapters that hand every client to src/proxy/tunnel.ts, never to the router's dial, the dialers or the relay
-// themselves; and a connection's record is written in one module, src/proxy/tunnel-record.ts. Read from the
+// themselves; a connection's record is written in one module, src/proxy/tunnel-record.ts; and every relay counts
+// its bytes through one metered stream, src/proxy/tunnel-stream.ts. Read from the
 // sources with TypeScript's parser, so a listener that starts dialing or relaying on its own fails here.
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -68,5 +69,23 @@ describe('the tunnel pipeline', () => {
     assert.deepEqual(writes, []);
     // The check can fail: the pattern finds an assignment of the kind it forbids.
     assert.ok(field.test('conn.node = dialed.node.id;'));
+  });
+
+  test('bytes are counted into the meter and rotor_proxy_bytes_total only by the metered stream (tunnel-stream.ts)', () => {
+    const counting: string[] = [];
+    const pattern = /\bmeter\.add\(|\.bytesTotal\b/;
+    for (const name of readdirSync(PROXY)) {
+      if (!name.endsWith('.ts') || name === 'tunnel-stream.ts') continue;
+      readFileSync(join(PROXY, name), 'utf8')
+        .split('\n')
+        .forEach((line, i) => {
+          if (pattern.test(line)) counting.push(`${name}:${i + 1}: ${line.trim()}`);
+        });
+    }
+    assert.deepEqual(counting, []);
+    assert.ok(pattern.test('meter.add(n, 0);') && pattern.test('metrics.bytesTotal.labels({})'));
+    // Every relay counts through it: the tunnel relay, plain-HTTP forwarding and the UDP relay.
+    for (const name of ['relay.ts', 'http-forward.ts', 'udp-associate.ts'])
+      assert.ok(valueImports(join(PROXY, name)).includes('./tunnel-stream.ts'), `${name} counts through tunnel-stream.ts`);
   });
 });
