@@ -11,9 +11,10 @@ commands:
   call <Operation> [--params JSON|@FILE] [--config FILE]
                                                 call one platform operation, print the decrypted answer
   check-config [--config FILE]                  validate a config, print it with secrets redacted
-  users import FILE [--config FILE] [--admin URL] [--token T] [--batch N] [--passwords OUT]
+  users import FILE [--config FILE] [--admin URL] [--token T] [--batch N] [--passwords OUT] [--store]
                                                 create users from a CSV (header row) or JSON file through
-                                                the running daemon's admin API; generated passwords on
+                                                the running daemon's admin API, or into the store when
+                                                no daemon runs (--store: always); generated passwords on
                                                 stdout (or OUT) as CSV
 
 The config comes from --config, else $ROTOR_CONFIG, else config/default.yaml.
@@ -33,6 +34,7 @@ export type Command =
       token: string | undefined;
       batch: number | undefined;
       passwords: string | undefined;
+      store: boolean;
     };
 
 const OPTIONS = {
@@ -46,6 +48,7 @@ const OPTIONS = {
     token: { type: 'string' },
     batch: { type: 'string' },
     passwords: { type: 'string' },
+    store: { type: 'boolean' },
   },
 } as const;
 
@@ -95,6 +98,7 @@ export function parseCommand(argv: string[]): Command {
         token: str('token'),
         batch: b === undefined ? undefined : Number(b),
         passwords: str('passwords'),
+        store: values.store === true,
       };
     }
     default: {

@@ -4,7 +4,9 @@
 // sent to the running daemon's POST /v1/users/batch, `--batch` rows at a time (default 1,000). Every row
 // is validated by the daemon on its own; rows that fail are listed on stderr with their line (CSV) or
 // index (JSON) and do not stop the others. Passwords the daemon generated are printed once on stdout as
-// CSV (`name,password`), or written to `--passwords FILE` (mode 0600).
+// CSV (`name,password`), or written to `--passwords FILE` (mode 0600). When no daemon listens at the
+// config's admin address (or with `--store`), the rows go into the config's store instead, as creations the
+// daemon finishes when it starts (src/users/store-import.ts).
 import { readFileSync, writeFileSync } from 'node:fs';
 import type { Config } from '../config/schema.ts';
 import { ConfigError } from '../config/load.ts';
@@ -26,6 +28,8 @@ export interface ImportArgs {
   token: string | undefined;
   batch: number | undefined;
   passwords: string | undefined;
+  /** Write into the store even when a daemon answers (it is not running against this store). */
+  store?: boolean;
 }
 
 export interface ImportSummary {
@@ -166,6 +170,38 @@ export async function runUsersImport(
 ): Promise<ImportSummary> {
   const started = Date.now();
   const { records, where } = readImportFile(args.file);
+  let result = args.store === true ? undefined : await sendToDaemon(args, config, records, where, note);
+  if (result === undefined) {
+    if (args.store !== true) note(`no daemon answers at ${adminBase(config, undefined)}: importing into the store (${config.store.path})\n`);
+    result = await importToStore(config, records, where, note);
+  }
+  const { created, failed, passwords } = result;
+  if (passwords.length > 0) {
+    const csv = `name,password\n${passwords.map(([n, p]) => `${n},${p}`).join('\n')}\n`;
+    if (args.passwords !== undefined) writeFileSync(args.passwords, csv, { mode: 0o600 });
+    else out(csv);
+  }
+  const summary = { rows: records.length, created, failed, ms: Date.now() - started };
+  note(
+    `imported ${created} of ${records.length} users in ${(summary.ms / 1000).toFixed(1)} s${failed > 0 ? `; ${failed} rows failed (above)` : ''}\n`,
+  );
+  return summary;
+}
+
+interface ImportResult {
+  created: number;
+  failed: number;
+  passwords: [string, string][];
+}
+
+/** The rows through the running daemon's POST /v1/users/batch; undefined when no daemon listens at the config's admin address. */
+async function sendToDaemon(
+  args: ImportArgs,
+  config: Config,
+  records: unknown[],
+  where: (i: number) => string,
+  note: (text: string) => void,
+): Promise<ImportResult | undefined> {
   const base = adminBase(config, args.admin);
   const token = args.token ?? process.env.ROTOR_ADMIN_TOKEN ?? config.admin.token;
   const size = args.batch ?? 1_000;
@@ -184,6 +220,8 @@ export async function runUsersImport(
       });
     } catch (err) {
       const code = (err as { cause?: { code?: string } }).cause?.code ?? (err as Error).name;
+      // Nobody listens at the config's own admin address: no daemon runs, the store is written instead.
+      if (from === 0 && code === 'ECONNREFUSED' && args.admin === undefined) return undefined;
       throw new ImportError(`no daemon answered at ${base} (${code}); ${created} users created before`);
     }
     if (res.status === 401) throw new ConfigError([{ key: 'admin.token', problem: 'the running daemon refused it' }]);
@@ -200,14 +238,41 @@ export async function runUsersImport(
     for (const [name, pw] of Object.entries(body.passwords)) passwords.push([name, pw]);
     note(`${Math.min(from + size, records.length)}/${records.length} rows sent, ${created} created\n`);
   }
-  if (passwords.length > 0) {
-    const csv = `name,password\n${passwords.map(([n, p]) => `${n},${p}`).join('\n')}\n`;
-    if (args.passwords !== undefined) writeFileSync(args.passwords, csv, { mode: 0o600 });
-    else out(csv);
+  return { created, failed, passwords };
+}
+
+/**
+ * The rows written into the store as creation intents (src/users/store-import.ts), which the daemon finishes
+ * (sub accounts made) when it starts.
+ */
+async function importToStore(
+  config: Config,
+  records: unknown[],
+  where: (i: number) => string,
+  note: (text: string) => void,
+): Promise<ImportResult> {
+  const { openStoreFor } = await import('../store/open.ts');
+  const { importIntoStore } = await import('../users/store-import.ts');
+  const { portsByNumber } = await import('../users/port-check.ts');
+  const store = await openStoreFor(config.store.path, { prefix: config.fleet.prefix });
+  try {
+    const result = await importIntoStore(store, records, {
+      reservedPorts: portsByNumber({
+        'proxy.http.port': config.proxy.http.port,
+        'proxy.socks5.port': config.proxy.socks5.port,
+        'proxy.https.port': config.proxy.https?.port,
+        'admin.port': config.admin.port,
+        'callback.port': config.callback.port,
+        'portal.port': config.portal.port,
+      }),
+      configUsers: config.users.map((u) => u.name),
+      tls: config.proxy.https !== undefined,
+    });
+    for (const e of result.errors) note(`${where(e.index)}${e.name ? ` (${e.name})` : ''}: ${e.code}: ${e.message}\n`);
+    if (result.created > 0)
+      note(`${result.created} users written to the store; the daemon makes their platform sub accounts when it starts\n`);
+    return { created: result.created, failed: result.errors.length, passwords: Object.entries(result.passwords) };
+  } finally {
+    await store.close();
   }
-  const summary = { rows: records.length, created, failed, ms: Date.now() - started };
-  note(
-    `imported ${created} of ${records.length} users in ${(summary.ms / 1000).toFixed(1)} s${failed > 0 ? `; ${failed} rows failed (above)` : ''}\n`,
-  );
-  return summary;
 }

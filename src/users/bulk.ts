@@ -63,12 +63,22 @@ function zodMessage(err: z.ZodError): string {
   return path ? `${path}: ${issue.message}` : issue.message;
 }
 
-export async function createBatch(users: Users, rows: readonly unknown[], options: BatchOptions = {}): Promise<BatchResult> {
-  const started = Date.now();
-  const hash = options.hash ?? hashForBulk;
+/** A valid row and its place in the batch. */
+export interface ValidRow {
+  index: number;
+  row: z.output<typeof batchRowSchema>;
+}
+
+/**
+ * Each row checked on its own: its schema, an imported hash's format, a name given twice in the batch, a name
+ * that `exists` already. Yields to the event loop every 256 rows.
+ */
+export async function validateBatch(
+  rows: readonly unknown[],
+  exists: (name: string) => boolean,
+): Promise<{ valid: ValidRow[]; errors: BatchRowError[] }> {
   const errors: BatchRowError[] = [];
-  const passwords: Record<string, string> = {};
-  const valid: { index: number; row: z.output<typeof batchRowSchema> }[] = [];
+  const valid: ValidRow[] = [];
   const seen = new Set<string>();
   for (let index = 0; index < rows.length; index++) {
     if (index % 256 === 255) await yieldNow();
@@ -95,30 +105,41 @@ export async function createBatch(users: Users, rows: readonly unknown[], option
       continue;
     }
     seen.add(row.name);
-    if (users.view(row.name) !== undefined) {
+    if (exists(row.name)) {
       errors.push({ index, name: row.name, code: 'USER_EXISTS', message: `user ${row.name} exists` });
       continue;
     }
     valid.push({ index, row });
   }
+  return { valid, errors };
+}
+
+/**
+ * What a row's password becomes: an imported hash as given, a chosen password hashed by `hash` (scrypt off the
+ * event loop), or a generated one (returned once) kept as its digest. `digest`: the password's SHA-256 when known.
+ */
+export async function rowSecret(
+  row: z.output<typeof batchRowSchema>,
+  hash: (password: string) => Promise<string>,
+): Promise<{ stored: string; digest: Buffer | null; generated: string | undefined }> {
+  if (row.passwordHash !== undefined) return { stored: row.passwordHash, digest: null, generated: undefined };
+  if (row.password !== undefined) return { stored: await hash(row.password), digest: passwordDigest(row.password), generated: undefined };
+  const generated = generatePassword();
+  return { stored: hashGeneratedPassword(generated), digest: passwordDigest(generated), generated };
+}
+
+export async function createBatch(users: Users, rows: readonly unknown[], options: BatchOptions = {}): Promise<BatchResult> {
+  const started = Date.now();
+  const hash = options.hash ?? hashForBulk;
+  const passwords: Record<string, string> = {};
+  const { valid, errors } = await validateBatch(rows, (name) => users.view(name) !== undefined);
 
   let created = 0;
   let next = 0;
-  const one = async ({ index, row }: (typeof valid)[number]): Promise<void> => {
-    const { password, passwordHash, ...fields } = row;
+  const one = async ({ index, row }: ValidRow): Promise<void> => {
+    const { password: _password, passwordHash: _hash, ...fields } = row;
     try {
-      let stored: string;
-      let digest: Buffer | null = null;
-      let generated: string | undefined;
-      if (passwordHash !== undefined) stored = passwordHash;
-      else if (password !== undefined) {
-        stored = await hash(password);
-        digest = passwordDigest(password);
-      } else {
-        generated = generatePassword();
-        stored = hashGeneratedPassword(generated);
-        digest = passwordDigest(generated);
-      }
+      const { stored, digest, generated } = await rowSecret(row, hash);
       await users.createHashed(fields, stored, digest, { quiet: true });
       created++;
       if (generated !== undefined) passwords[row.name] = generated;
