@@ -5,16 +5,15 @@
 //             generates, 1,000 with a chosen password given as an scrypt `passwordHash`)        ≤ 60 s
 //   restart   SIGTERM, start again on the same store: spawn → 'rotor is ready'                  ≤ 5 s
 //   restart   again with platform.sandbox.latencyMs = 20 (every platform call 20 ms later)      ≤ 5 s
-//   page      GET /v1/users (the default page) at 100,000 users, worst of --page-reps           ≤ 50 ms
-//   rss       idle RSS at 100,000 users, after the background platform check                   ≤ 300 MiB
-//   logins    the first tunnel of 1,000 users with chosen (scrypt) passwords right after a restart, while
-//             an already-logged-in user makes one request every 20 ms: that user's p99        < 50 ms
-//   metrics   /metrics after 10,000 distinct users each made a tunnel                          ≤ 64 KB
-//   tunnels   9,000 idle tunnels held (SOCKS5, one user): daemon RSS, then 200 new tunnels    ≤ 256 MiB, p99 ≤ 10 ms
+//   page      GET /v1/users (the default page) at 100,000 users, worst of 20                      ≤ 50 ms
+//   rss       idle RSS at 100,000 users, once the platform check ended (or ran 180 s)      ≤ 300 MiB
+// Not built yet: the first logins of 1,000 users after a restart, /metrics at 10,000 active users on a daemon
+// (test/telemetry/metrics-bound.test.ts covers it on the registry) and 9,000 idle tunnels.
 //
-//   npm run bench:users -- [--users 100000] [--only import,restart,page,rss,logins,metrics,tunnels] [--profile DIR] [--smoke]
+//   npm run bench:users -- [--users 100000] [--only restart,page,rss] [--dir DIR] [--profile DIR] [--smoke]
 //
-// --smoke: 2,000 users, 100 logins, 500 active, 300 tunnels (checks the bench runs; the targets are for the full size).
+// --smoke: 2,000 users (checks the bench runs; the targets are for the full size). The import always runs unless
+// --dir names a directory a previous run imported into (its users then count as --users).
 // --profile DIR: the restarted daemons write --cpu-prof profiles into DIR (read them with bench/profile.ts).
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
@@ -23,7 +22,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import type { UpstreamDaemon } from '../test/support/upstreams.ts';
 import { ensureBuilt, npmStartCommand, npmStartNodeFlags, SOCKS_PRODUCT, spawnRotor, type Daemon } from './daemon.ts';
-import { BenchSetupError, rssBytes, startMicrosocks } from './procs.ts';
+import { BenchSetupError, cpuMs, rssBytes, startMicrosocks } from './procs.ts';
 import { BENCH_PASSWORD, SOCKS_USER } from './spec.ts';
 
 const TOKEN = 'users-bench-token-5c1a';
@@ -83,7 +82,7 @@ async function start(
   upstream: UpstreamDaemon,
   latencyMs: number,
   flags: string[],
-): Promise<{ daemon: Daemon; readyMs: number }> {
+): Promise<{ daemon: Daemon; readyMs: number; cpuMs: number }> {
   const started = performance.now();
   const daemon = await spawnRotor(
     () => configFor(dir, upstream, latencyMs),
@@ -94,7 +93,8 @@ async function start(
       dir,
     },
   );
-  return { daemon, readyMs: performance.now() - started };
+  // The CPU the start cost (user + sys, every thread): what a loaded machine changes least.
+  return { daemon, readyMs: performance.now() - started, cpuMs: cpuMs(daemon.pid) };
 }
 
 const auth = { authorization: `Bearer ${TOKEN}` };
@@ -165,8 +165,12 @@ async function measureIdle(d: Daemon, count: number, only: Set<string>): Promise
     });
   }
   if (only.has('rss')) {
-    const checkMs = await waitPlatformCheck(d, 600_000);
-    log(`  background platform check of ${count} users done ${(checkMs / 1000).toFixed(1)} s after the page phase`);
+    const checkMs = await waitPlatformCheck(d, 180_000);
+    log(
+      Number.isNaN(checkMs)
+        ? `  background platform check of ${count} users still running after 180 s: RSS read during it`
+        : `  background platform check of ${count} users done ${(checkMs / 1000).toFixed(1)} s after the page phase`,
+    );
     // Settled: the check's garbage collected as an idle daemon's would be.
     await new Promise((r) => setTimeout(r, 10_000));
     const rss = rssBytes(d.pid) / MiB;
@@ -192,7 +196,7 @@ async function main(): Promise<void> {
   const smoke = values.smoke;
   const count = Number(values.users ?? (smoke ? 2000 : 100_000));
   const logins = smoke ? 100 : 1000;
-  const only = new Set((values.only ?? 'import,restart,page,rss,logins,metrics,tunnels').split(','));
+  const only = new Set((values.only ?? 'restart,page,rss').split(','));
   const flags = values.profile
     ? (mkdirSync(values.profile, { recursive: true }), ['--cpu-prof', `--cpu-prof-dir=${resolve(values.profile)}`])
     : [];
@@ -227,6 +231,7 @@ async function main(): Promise<void> {
           figure: `${(r.readyMs / 1000).toFixed(2)} s`,
           target: '≤ 5 s',
           met: r.readyMs <= 5000,
+          note: `the daemon's CPU until ready ${(r.cpuMs / 1000).toFixed(2)} s`,
         });
         if (latencyMs === 0) await measureIdle(daemon, count, only);
         await daemon.stop();

@@ -287,14 +287,17 @@ export class Accounting {
    * (their counters stay in the store). Returns the limits that changed.
    */
   async setUsers(users: readonly AccountingUser[], known?: UsageRecord[]): Promise<LimitChange[]> {
-    const records = new Map((known ?? (await this.store.listUsage())).map((r) => [r.user, r]));
+    // Without a snapshot, the configured users' rows are read one by one (a few users) rather than every
+    // stored row (100,000 API users' rows at each start and reload); the fleet's allowance needs them all.
+    const list = known ?? (this.allowance || !this.store.getUsage ? await this.store.listUsage() : undefined);
+    const records = list === undefined ? undefined : new Map(list.map((r) => [r.user, r]));
     const changes: LimitChange[] = [];
     const wanted = new Set<string>();
     for (const u of users) {
       checkLocalLimit(u.limitBytes, `users.${u.name}.limitBytes`);
       wanted.add(u.name);
       const lastConfig = await this.store.kvGet<number>(CONFIG_LIMIT_KEY + u.name);
-      const rec = records.get(u.name);
+      const rec = records !== undefined ? records.get(u.name) : await this.store.getUsage?.(u.name);
       let limit: number;
       if (lastConfig === u.limitBytes && rec !== undefined) {
         limit = rec.limitBytes;
@@ -325,7 +328,7 @@ export class Accounting {
           const m = this.meters.get(name)!;
           const a = this.allowance!.user(m.key);
           a.seedLimit = m.limit;
-          a.seedUsed = records.get(m.key)?.usedBytes ?? 0;
+          a.seedUsed = records?.get(m.key)?.usedBytes ?? 0;
           // A changed limit: give the old slice back first so the new one is cut from the new limit.
           if (changed.has(name)) await this.allowance!.release(m.key);
           await this.allowance!.acquire(m.key);

@@ -172,7 +172,8 @@ export async function runUsersImport(
   const { records, where } = readImportFile(args.file);
   let result = args.store === true ? undefined : await sendToDaemon(args, config, records, where, note);
   if (result === undefined) {
-    if (args.store !== true) note(`no daemon answers at ${adminBase(config, undefined)}: importing into the store (${config.store.path})\n`);
+    if (args.store !== true)
+      note(`no daemon answers at ${adminBase(config, undefined)}: importing into the store (${config.store.path})\n`);
     result = await importToStore(config, records, where, note);
   }
   const { created, failed, passwords } = result;

@@ -32,13 +32,18 @@ describe('forged callbacks', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  test('1,000 identical forged order callbacks: at most two GetOrder calls, no row', async () => {
+  test('1,000 identical forged order callbacks: one GetOrder call per gate interval (2 s) at most, no row', async () => {
     const before = calls.GetOrder ?? 0;
     const answers = new Set<number>();
+    const started = Date.now();
     for (let i = 0; i < 1000; i++) answers.add((await h.orders.handleCallback({ type: 'order', no: 'SO-forged-1', op: '1' })).status);
+    // The gate allows one read when the first arrives, then one per interval, and one trailing read: a loaded
+    // machine that takes longer than an interval to send them all earns one more read per interval, no more.
+    const allowed = 2 + Math.ceil((Date.now() - started) / 2000);
     await h.orders.tracker.idle();
     assert.deepEqual([...answers], [200]);
-    assert.ok((calls.GetOrder ?? 0) - before <= 2, `${(calls.GetOrder ?? 0) - before} GetOrder calls`);
+    const reads = (calls.GetOrder ?? 0) - before;
+    assert.ok(reads <= allowed, `${reads} GetOrder calls (at most ${allowed})`);
     assert.deepEqual(await h.store.listCallbacks(), []);
   });
 
