@@ -9,6 +9,7 @@
 // daemon finishes when it starts (src/users/store-import.ts).
 import { readFileSync, writeFileSync } from 'node:fs';
 import type { Config } from '../config/schema.ts';
+import { configuredPorts } from '../config/ports.ts';
 import { ConfigError } from '../config/load.ts';
 import { RotorError } from '../errors/rotor-error.ts';
 import { UsageError } from './exit.ts';
@@ -258,14 +259,7 @@ async function importToStore(
   const store = await openStoreFor(config.store.path, { prefix: config.fleet.prefix });
   try {
     const result = await importIntoStore(store, records, {
-      reservedPorts: portsByNumber({
-        'proxy.http.port': config.proxy.http.port,
-        'proxy.socks5.port': config.proxy.socks5.port,
-        'proxy.https.port': config.proxy.https?.port,
-        'admin.port': config.admin.port,
-        'callback.port': config.callback.port,
-        'portal.port': config.portal.port,
-      }),
+      reservedPorts: portsByNumber(configuredPorts(config)),
       configUsers: config.users.map((u) => u.name),
       tls: config.proxy.https !== undefined,
     });

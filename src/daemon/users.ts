@@ -7,6 +7,7 @@ import type { Store } from '../store/types.ts';
 import { UserChanges } from '../users/changes.ts';
 import { Users } from '../users/directory.ts';
 import { portsByNumber } from '../users/port-check.ts';
+import { configuredPorts } from '../config/ports.ts';
 import { boundUserSeries } from '../users/series.ts';
 import { SubAccounts } from '../users/sub-account.ts';
 import { SubAccountHealer } from '../accounts/heal.ts';
@@ -38,14 +39,7 @@ export async function assembleUsers(config: Config, needs: Needs, ctx: AssemblyC
   const defaultProduct = (await accounts.products.productFor('')) ?? '';
   const changes = new UserChanges();
   // abuse bounds: a user's listen.port is checked against these (the configured ones until the listeners are up)
-  let ownPorts = portsByNumber({
-    'proxy.http.port': config.proxy.http.port,
-    'proxy.socks5.port': config.proxy.socks5.port,
-    'proxy.https.port': config.proxy.https?.port,
-    'admin.port': config.admin.port,
-    'callback.port': config.callback.port,
-    'portal.port': config.portal.port,
-  });
+  let ownPorts = portsByNumber(configuredPorts(config));
   const subAccounts = new SubAccounts(needs.client, accounts.products, logger);
   const directory = new Users({
     store: needs.store,

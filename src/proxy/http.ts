@@ -31,7 +31,7 @@ import type { Authorization, Dialed, Router } from './router.ts';
 import type { RelayLimiter, Target } from './types.ts';
 import type { ConnectionContext, ConnectionRecorder } from '../connlog/types.ts';
 import { boundPort, listenOn } from './listen.ts';
-import { TunnelPipeline, type Admission, type TunnelAdapter, type TunnelFailure } from './tunnel.ts';
+import { pipelineOptions, TunnelPipeline, type Admission, type TunnelAdapter, type TunnelFailure } from './tunnel.ts';
 import { recordTarget, type FromUserPort } from './tunnel-record.ts';
 
 export { parseBasic, parseConnectTarget } from './http-message.ts';
@@ -100,21 +100,13 @@ export class HttpListener {
 
   constructor(private readonly options: HttpListenerOptions) {
     this.realm = options.realm ?? 'rotor';
-    this.pipeline = new TunnelPipeline({
-      router: options.router,
-      listener: LISTENER,
-      idleTimeoutMs: options.idleTimeoutMs ?? 300_000,
-      metrics: options.metrics,
-      logger: options.logger,
-      recorder: options.recorder,
-      anonymous: options.anonymous,
-      fromUserPort: options.fromUserPort,
-      forward: {
+    this.pipeline = new TunnelPipeline(
+      pipelineOptions(LISTENER, options, {
         responseTimeoutMs: options.responseTimeoutMs ?? 60_000,
         upstreamIdleMs: options.upstreamIdleMs,
         refuse: (res, failure) => refuseResponse(res, failure, this.realm),
-      },
-    });
+      }),
+    );
     const realm = this.realm;
     this.connectAnswers = {
       established(client: Socket): void {

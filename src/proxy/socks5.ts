@@ -12,7 +12,7 @@ import type { Authorization, Router } from './router.ts';
 import type { UdpAssociations } from './udp-associate.ts';
 import type { ConnectionContext, ConnectionRecorder } from '../connlog/types.ts';
 import { boundPort, listenOn } from './listen.ts';
-import { TunnelPipeline, type Admission, type TunnelAdapter, type TunnelFailure } from './tunnel.ts';
+import { pipelineOptions, TunnelPipeline, type Admission, type TunnelAdapter, type TunnelFailure } from './tunnel.ts';
 import { recordTarget, type FromUserPort } from './tunnel-record.ts';
 
 export interface Socks5ListenerOptions {
@@ -56,16 +56,7 @@ export class Socks5Listener {
   private readonly handshake: HandshakeOptions<Admission>;
 
   constructor(private readonly options: Socks5ListenerOptions) {
-    this.pipeline = new TunnelPipeline({
-      router: options.router,
-      listener: LISTENER,
-      idleTimeoutMs: options.idleTimeoutMs ?? 300_000,
-      metrics: options.metrics,
-      logger: options.logger,
-      recorder: options.recorder,
-      anonymous: options.anonymous,
-      fromUserPort: options.fromUserPort,
-    });
+    this.pipeline = new TunnelPipeline(pipelineOptions(LISTENER, options));
     this.handshake = {
       timeoutMs: options.handshakeTimeoutMs ?? 10_000,
       auth: 'password',

@@ -86,6 +86,25 @@ export interface TunnelPipelineOptions {
   forward?: ForwardSettings | undefined;
 }
 
+/** What both listeners' options give their pipeline (the listener's own settings, the idle timeout defaulted). */
+export function pipelineOptions(
+  listener: TunnelPipelineOptions['listener'],
+  o: Omit<TunnelPipelineOptions, 'listener' | 'idleTimeoutMs' | 'forward'> & { idleTimeoutMs?: number | undefined },
+  forward?: ForwardSettings,
+): TunnelPipelineOptions {
+  return {
+    router: o.router,
+    listener,
+    idleTimeoutMs: o.idleTimeoutMs ?? 300_000,
+    metrics: o.metrics,
+    logger: o.logger,
+    recorder: o.recorder,
+    anonymous: o.anonymous,
+    fromUserPort: o.fromUserPort,
+    forward,
+  };
+}
+
 export interface ForwardSettings {
   /** Longest silence from the upstream while a response is due. */
   responseTimeoutMs: number;

@@ -5,18 +5,17 @@
 // with another). `rotor users import FILE` (a child process) sends a CSV with a header row and a JSON file
 // through the same route, prints the generated passwords as CSV and names each failed row by its line.
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { runRotorCommand } from '../support/rotor-process.ts';
 import { after, before, describe, test } from 'node:test';
 import { hashPasswordAsync } from '../../src/users/password.ts';
 import { socks5Connect } from '../../src/wire/socks5-client.ts';
 import { startGateway, type Gateway } from './harness.ts';
 
 const TOKEN = 'users-batch-token-Zk30';
-const ROOT = new URL('../../', import.meta.url).pathname;
 
 interface BatchAnswer {
   created: number;
@@ -39,20 +38,7 @@ function socksAuth(port: number, user: string, pass: string): Promise<boolean> {
   });
 }
 
-function rotorUsers(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const env: Record<string, string> = {};
-  for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith('ROTOR_')) env[k] = v;
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      ['--import', 'tsx', 'src/cli.ts', 'users', ...args],
-      { cwd: ROOT, env, timeout: 60_000 },
-      (err, stdout, stderr) => {
-        resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr });
-      },
-    );
-  });
-}
+const rotorUsers = (args: string[]) => runRotorCommand(['users', ...args]);
 
 describe('users in bulk', () => {
   let gw: Gateway;

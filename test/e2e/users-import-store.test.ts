@@ -2,9 +2,9 @@
 // daemon started afterwards finishes them (platform sub accounts made) and serves the users. The real CLI as
 // child processes, the embedded sandbox, curl through the SOCKS5 listener.
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { runRotorCommand } from '../support/rotor-process.ts';
 import { after, before, describe, test } from 'node:test';
 import { freePort } from '../support/ports.ts';
 import { poll } from '../support/wait.ts';
@@ -20,22 +20,7 @@ import {
   type BytesTarget,
 } from './limits-harness.ts';
 
-const ROOT = new URL('../../', import.meta.url).pathname;
-
-function rotorUsers(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const env: Record<string, string> = {};
-  for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith('ROTOR_')) env[k] = v;
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      ['--import', 'tsx', 'src/cli.ts', 'users', ...args],
-      { cwd: ROOT, env, timeout: 120_000 },
-      (err, stdout, stderr) => {
-        resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr });
-      },
-    );
-  });
-}
+const rotorUsers = (args: string[]) => runRotorCommand(['users', ...args]);
 
 const viaSocks5h = (port: number, user: string, pass: string): string[] => ['-x', `socks5h://${user}:${pass}@127.0.0.1:${port}`];
 

@@ -2,7 +2,7 @@
 // root), for the tests that need a real process: signals, exit codes, restarts, kill -9. Its stdout and
 // stderr go to a log file (so a killed process's last lines can still be read); for `start`, the launcher
 // resolves once the log says 'rotor is ready' and reads the ports from that line.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -147,5 +147,22 @@ export function runScript(
       clearTimeout(timer);
       resolve({ code, stdout, stderr });
     });
+  });
+}
+
+/**
+ * Runs `rotor <args>` (a short command such as `users import`) to its end with the ROTOR_* variables of this
+ * process left out; resolves with its exit code (-1 when killed) and output.
+ */
+export function runRotorCommand(args: string[], timeoutMs = 120_000): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      ['--import', 'tsx', 'src/cli.ts', ...args],
+      { cwd: REPO_ROOT, env: childEnv({}), timeout: timeoutMs },
+      (err, stdout, stderr) => {
+        resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr });
+      },
+    );
   });
 }
