@@ -127,7 +127,7 @@ export async function assembleGateway(config: Config, needs: Needs, ctx: Assembl
     async reload(next) {
       routing.destinations.setDefaults(next.proxy.rules);
       routing.requestRules.setGlobal(next.proxy.requestRules);
-      routing.upstreamTls.set(next.pool.tls);
+      await routing.upstreamTls.reload(next.pool.tls);
       udp?.setSettings({ ...next.proxy.udp, idleTimeoutMs: next.proxy.idleTimeoutMs });
       await userPorts.sync(directory.locals());
     },

@@ -5,6 +5,7 @@
 // product is in pool.tls.insecureProducts (providers with self-signed gateways); each node dialed without
 // verification is logged once. Sessions are resumed per node, so a repeat dial costs one round trip less.
 import { readFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { isIP, type Socket } from 'node:net';
 import { connect as tlsConnect, rootCertificates, type TLSSocket } from 'node:tls';
 import type { FailureReason, UpstreamNode } from '../pool/types.ts';
@@ -51,20 +52,26 @@ export class UpstreamTlsPolicy {
     this.set(settings);
   }
 
-  /** Takes new settings (start, reload). A caFile that cannot be read throws, naming the key. */
+  /** Takes the settings at start (a caFile read before the daemon serves). A caFile that cannot be read throws, naming the key. */
   set(settings: UpstreamTlsSettings): void {
-    let ca: Array<string | Buffer> | undefined;
+    this.apply(settings, settings.caFile ? caFileRead(settings.caFile, () => readFileSync(settings.caFile!)) : undefined);
+  }
+
+  /** Takes new settings while the daemon serves (reload): the caFile read off the event loop. */
+  async reload(settings: UpstreamTlsSettings): Promise<void> {
+    let pem: Buffer | undefined;
     if (settings.caFile) {
       try {
-        ca = [...rootCertificates, readFileSync(settings.caFile)];
+        pem = await readFile(settings.caFile);
       } catch (err) {
-        throw new TlsConfigError(
-          'pool.tls.caFile',
-          `cannot read ${settings.caFile} (${(err as NodeJS.ErrnoException).code ?? 'error'})`,
-          err,
-        );
+        throw caFileError(settings.caFile, err);
       }
     }
+    this.apply(settings, pem);
+  }
+
+  private apply(settings: UpstreamTlsSettings, pem: Buffer | undefined): void {
+    const ca: Array<string | Buffer> | undefined = pem ? [...rootCertificates, pem] : undefined;
     const refused = (node: UpstreamNode, reason: string): void => this.refused(node, reason);
     this.strict = ca ? { verify: true, ca, refused } : { verify: true, refused };
     this.verifyAll = settings.verify;
@@ -148,4 +155,16 @@ export function tlsDialError(
     return new UpstreamDialError('handshake', `${where}: TLS handshake failed (${code || err.message})`);
   }
   return new UpstreamDialError(classify(err), `${where}: ${code || err.message}`);
+}
+
+function caFileError(file: string, err: unknown): TlsConfigError {
+  return new TlsConfigError('pool.tls.caFile', `cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? 'error'})`, err);
+}
+
+function caFileRead(file: string, read: () => Buffer): Buffer {
+  try {
+    return read();
+  } catch (err) {
+    throw caFileError(file, err);
+  }
 }

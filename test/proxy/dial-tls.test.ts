@@ -68,4 +68,18 @@ describe('TLS upstream nodes and their check', () => {
       (err: unknown) => err instanceof TlsConfigError && err.key === 'pool.tls.caFile',
     );
   });
+
+  test('a reload reads the caFile off the event loop: an unreadable one is refused naming the key, the old check kept', async () => {
+    const policy = new UpstreamTlsPolicy({ verify: true, insecureProducts: [] });
+    await assert.rejects(
+      policy.reload({ verify: false, insecureProducts: [], caFile: '/nonexistent/ca.pem' }),
+      (err: unknown) => err instanceof TlsConfigError && err.key === 'pool.tls.caFile',
+    );
+    const node = { id: 'https://g:1', protocol: 'https', host: '127.0.0.1', port: 1, tls: true } as unknown as Parameters<
+      typeof policy.forDial
+    >[0];
+    assert.equal(policy.forDial(node, 'P').verify, true, 'the refused reload changed nothing');
+    await policy.reload({ verify: false, insecureProducts: [] });
+    assert.equal(policy.forDial(node, 'P').verify, false);
+  });
 });
