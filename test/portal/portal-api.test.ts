@@ -376,6 +376,26 @@ describe('customer portal API', () => {
       assert.match(l, new RegExp(`^http://${B.user}-session-[0-9a-f]{12}-sesstime-5:PASSWORD@127\\.0\\.0\\.1:${gw.ports.http}$`));
     assert.equal((await fetch(`${gw.adminUrl}/v1/users/nobody/endpoints`, { headers: { authorization: `Bearer ${TOKEN}` } })).status, 404);
     assert.equal((await fetch(`${gw.adminUrl}/v1/users/${B.user}/endpoints`)).status, 401);
+    // Without the token, in the spellings a router might decode differently: percent-encoded and absolute-form.
+    for (const target of [
+      `/%76%31/users/${B.user}/endpoints`,
+      `/v1/users/${encodeURIComponent(B.user)}%2Fendpoints`,
+      `http://${new URL(gw.adminUrl).host}/v1/users/${B.user}/endpoints`,
+    ]) {
+      const status = await new Promise<number>((resolve, reject) => {
+        const url = new URL(gw.adminUrl);
+        const socket = connect(Number(url.port), url.hostname, () =>
+          socket.write(`GET ${target} HTTP/1.1\r\nHost: ${url.host}\r\nConnection: close\r\n\r\n`),
+        );
+        let text = '';
+        socket.setEncoding('latin1');
+        socket.on('data', (d: string) => (text += d));
+        socket.on('end', () => resolve(Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1] ?? 0)));
+        socket.on('error', reject);
+      });
+      assert.ok(status === 401 || status === 404, `GET ${target} without the token answered ${status}`);
+      assert.notEqual(status, 200);
+    }
   });
 
   test('a customer whose password Rotor generated signs in with it', async () => {
