@@ -82,6 +82,10 @@ export class Tracker {
   private readonly storeFinal: ((order: OrderRecord) => Promise<void>) | undefined;
   /** Orders whose lease is being asked for. */
   private readonly claiming = new Set<string>();
+  /** Callbacks being acted on: the sweep joins one in flight instead of reading the platform a second time. */
+  private readonly handling = new Map<string, Promise<void>>();
+  /** When each callback was last acted on, so a sweep whose listing was read before that does not act again. */
+  private readonly handled = new Map<string, number>();
   private running = false;
 
   constructor(options: TrackerOptions) {
@@ -317,7 +321,19 @@ export class Tracker {
     await this.track(this.processCallback(key, alreadyProcessed));
   }
 
-  private async processCallback(key: CallbackKey, alreadyProcessed: boolean): Promise<void> {
+  private processCallback(key: CallbackKey, alreadyProcessed: boolean): Promise<void> {
+    const id = callbackId(key);
+    const running = this.handling.get(id);
+    if (running) return running;
+    const done = this.actOnCallback(key, alreadyProcessed).then(() => {
+      this.handled.set(id, performance.now());
+    });
+    void done.finally(() => this.handling.delete(id)).catch(() => undefined);
+    this.handling.set(id, done);
+    return done;
+  }
+
+  private async actOnCallback(key: CallbackKey, alreadyProcessed: boolean): Promise<void> {
     switch (key.type) {
       case 'order': {
         const local = await this.store.getOrder(key.no);
@@ -343,7 +359,11 @@ export class Tracker {
     await this.track(
       (async () => {
         if ((await this.store.listJournal(UNRESOLVED_STATES)).length) await this.placer.resumeIntents();
+        const listedAt = performance.now();
+        for (const [id, at] of this.handled) if (at < listedAt) this.handled.delete(id);
         for (const cb of await this.store.listCallbacks({ processed: false })) {
+          // Acted on (and marked) while the listing was being read: the row is stale, not unprocessed.
+          if (this.handled.has(callbackId(cb))) continue;
           await this.processCallback(cb, false).catch((err: unknown) =>
             this.logger?.warn({ type: cb.type, no: cb.no, err }, 'callback replay failed'),
           );
@@ -414,4 +434,8 @@ export class Tracker {
     void p.finally(() => this.work.delete(p)).catch(() => undefined);
     return p;
   }
+}
+
+function callbackId(key: CallbackKey): string {
+  return `${key.type}\u0000${key.no}\u0000${key.op}`;
 }

@@ -14,14 +14,16 @@ describe('forged callbacks', () => {
   let h: Harness;
   let dir: string;
   const calls: Record<string, number> = {};
+  let slowOp = '';
   before(async () => {
     sim = await startSimulator({ orderDelayMs: 100, callbackBackoffMs: 20, upstreams: false });
     dir = mkdtempSync(join(tmpdir(), 'rotor-forged-'));
     h = await harness(sim, join(dir, 'rotor.db'), { listen: false });
     // Count every platform call the orders component makes (instrumentation; the client still calls).
     const call = h.client.call.bind(h.client);
-    h.client.call = ((op: string, req: unknown) => {
+    h.client.call = (async (op: string, req: unknown) => {
       calls[op] = (calls[op] ?? 0) + 1;
+      if (op === slowOp) await new Promise((resolve) => setTimeout(resolve, 300)); // a slow platform answer
       return call(op as never, req as never);
     }) as typeof h.client.call;
     await h.orders.start();
@@ -70,8 +72,31 @@ describe('forged callbacks', () => {
     await h.orders.tracker.idle();
     assert.equal(calls.GetProductInfo ?? 0, 0, 'no read for products never seen');
     const dynamic = SIM_PRODUCTS.dynamicTraffic;
-    assert.equal((await h.orders.handleCallback({ type: 'product', no: dynamic })).status, 200);
-    await h.orders.tracker.idle();
+    slowOp = 'GetProductInfo';
+    // A sweep that reads the unprocessed callbacks while this one is being acted on, and gets the listing back
+    // only after it was marked processed, must neither read the product again nor join a second read.
+    const store = h.store;
+    const { listCallbacks, markCallbackProcessed } = store;
+    let marked!: () => void;
+    const markedOnce = new Promise<void>((resolve) => (marked = resolve));
+    store.markCallbackProcessed = async (key) => {
+      await markCallbackProcessed.call(store, key);
+      marked();
+    };
+    store.listCallbacks = async (filter) => {
+      const rows = await listCallbacks.call(store, filter);
+      await markedOnce;
+      return rows;
+    };
+    try {
+      assert.equal((await h.orders.handleCallback({ type: 'product', no: dynamic })).status, 200);
+      await h.orders.tracker.sweep();
+      await h.orders.tracker.idle();
+    } finally {
+      store.listCallbacks = listCallbacks;
+      store.markCallbackProcessed = markCallbackProcessed;
+      slowOp = '';
+    }
     assert.equal(calls.GetProductInfo, 1);
     await h.orders.catalog.products({ proxyType: [101] });
     assert.equal(calls.GetProductStock, listed, 'the static listing (without the product) stayed cached');
