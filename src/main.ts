@@ -1,7 +1,7 @@
 // The composition root: each component is assembled by its own module in src/daemon/, in dependency order;
 // reload hands the new config to the components it concerns; stop runs in the reverse order of start.
 import type { Config } from './config/schema.ts';
-import { loadConfig } from './config/index.ts';
+import { reloadConfig } from './config/index.ts';
 import { assembleAccounts } from './daemon/accounts.ts';
 import { assembleAdmin } from './daemon/admin.ts';
 import { assembleEvents } from './daemon/events.ts';
@@ -152,7 +152,7 @@ export async function runDaemon(config: Config, configFile?: string): Promise<vo
     process.on('SIGHUP', () => {
       void (async () => {
         try {
-          const next = loadConfig(configFile ? { file: configFile } : {});
+          const next = await reloadConfig(configFile ? { file: configFile } : {});
           await daemon.reload(next);
         } catch (err) {
           logger.error({ err }, 'reload refused; the running configuration is kept');
