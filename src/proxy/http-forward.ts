@@ -32,7 +32,7 @@ import type { Dialed, Route, Router } from './router.ts';
 import { holdBody } from './request-rules-body.ts';
 import type { CompiledRule, RuleSet } from './request-rules.ts';
 import { recordCarrying, recordCloser, recordNode } from './tunnel-record.ts';
-import { MeteredStream, Valve, type Source } from './tunnel-stream.ts';
+import { MeteredStream, Valve } from './tunnel-stream.ts';
 
 /** What each kept upstream connection carries: its dial, its metered stream, the client it serves now. */
 interface Upstream {
@@ -602,39 +602,37 @@ function ruleTimedOut(exchange: Exchange, up: TaggedRequest, rule: CompiledRule)
  * reading stops the upstream. Found by its listeners through PIPE (one set for all responses); per chunk a
  * write and the valve's take() and flag operations.
  */
-class ResponsePipe implements Source {
-  readonly valve: Valve;
+class ResponsePipe extends Valve {
   /** The upstream socket under the response (node clears source.socket once the response is done). */
   private readonly socket: Socket;
 
   constructor(
-    readonly source: IncomingMessage,
+    readonly answer: IncomingMessage,
     readonly sink: ServerResponse,
     stream: MeteredStream | undefined,
   ) {
-    this.socket = source.socket;
-    // Without a kept upstream (never the case once a response comes) the valve has backpressure only.
-    this.valve = stream ? stream.valve(this, 0, this.socket) : new Valve(this, undefined);
+    super(undefined, stream?.limiter, 0, answer.socket);
+    this.socket = answer.socket;
   }
 
   data(chunk: Buffer): void {
-    this.valve.passed(chunk.length, this.sink.write(chunk));
+    this.passed(chunk.length, this.sink.write(chunk));
   }
 
-  pause(): void {
-    this.source.pause();
+  protected override stopSource(): void {
+    this.answer.pause();
     // The socket too: the response's own buffer would otherwise take another read or more before node stops.
     this.socket.pause();
   }
 
-  resume(): void {
-    if (this.source.readableEnded) {
+  protected override startSource(): void {
+    if (this.answer.readableEnded) {
       // The body is all delivered (a wake after its end): the kept-alive socket is the agent's again and flows.
       if (this.socket.isPaused()) this.socket.resume();
       return;
     }
     this.socket.resume();
-    this.source.resume();
+    this.answer.resume();
   }
 }
 
@@ -657,7 +655,7 @@ function pipeData(this: Piped<IncomingMessage>, chunk: Buffer): void {
 }
 
 function pipeDrained(this: Piped<ServerResponse>): void {
-  this[PIPE].valve.drained();
+  this[PIPE].drained();
 }
 
 function pipeEnded(this: Piped<IncomingMessage>): void {

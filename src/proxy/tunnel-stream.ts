@@ -115,7 +115,8 @@ export class Valve {
   private wakeFn: (() => void) | null = null;
 
   constructor(
-    private readonly source: Source,
+    /** undefined: a subclass that pauses and resumes its source itself (stopSource/startSource) */
+    private readonly source: Source | undefined,
     private readonly limiter: RelayLimiter | undefined,
     /** Bytes passed in debt before the rate holds the source (a tunnel's client side: its FIN is seen at once). */
     private readonly credit = 0,
@@ -127,7 +128,7 @@ export class Valve {
   passed(n: number, written: boolean): void {
     if (!written && !this.sinkFull) {
       this.sinkFull = true;
-      this.source.pause();
+      this.stopSource();
     }
     const limiter = this.limiter;
     if (limiter === undefined) return;
@@ -137,7 +138,7 @@ export class Valve {
     }
     if ((this.owed += n) <= this.credit) return;
     // Held already (a chunk let through by nudge(), or read before the pause): held again, one wait at a time.
-    this.source.pause();
+    this.stopSource();
     if (this.overRate) return;
     this.overRate = true;
     if (this.pace !== undefined) {
@@ -155,12 +156,12 @@ export class Valve {
   /** The sink drained. */
   drained(): void {
     this.sinkFull = false;
-    if (!this.overRate && !this.closed) this.source.resume();
+    if (!this.overRate && !this.closed) this.startSource();
   }
 
   /** One more chunk past the rate's hold (it stays held: that chunk holds the source again). */
   nudge(): void {
-    if (!this.sinkFull && !this.closed) this.source.resume();
+    if (!this.sinkFull && !this.closed) this.startSource();
   }
 
   /** The stream ended: a later drain or wake no longer resumes the source. */
@@ -168,9 +169,17 @@ export class Valve {
     this.closed = true;
   }
 
+  protected stopSource(): void {
+    this.source!.pause();
+  }
+
+  protected startSource(): void {
+    this.source!.resume();
+  }
+
   private wake(): void {
     this.overRate = false;
     this.owed = 0;
-    if (!this.sinkFull && !this.closed) this.source.resume();
+    if (!this.sinkFull && !this.closed) this.startSource();
   }
 }
