@@ -255,39 +255,43 @@ async function recovers(s: Setup): Promise<void> {
   );
 }
 
-test('EMFILE at the upstream dial: 503 to the client, no node cools, one warning, accepting paused and resumed', { timeout: 180_000 }, async () => {
-  const s = await setUp('dial');
-  try {
-    await holdTunnels(s);
-    setSoftNofile(s.daemon.pid, limitLeaving(s.daemon.pid, 1));
+test(
+  'EMFILE at the upstream dial: 503 to the client, no node cools, one warning, accepting paused and resumed',
+  { timeout: 180_000 },
+  async () => {
+    const s = await setUp('dial');
+    try {
+      await holdTunnels(s);
+      setSoftNofile(s.daemon.pid, limitLeaving(s.daemon.pid, 1));
 
-    const first = await httpTunnel(s.daemon.ports.http, s.target.port);
-    assert.equal(first.kind, 'answer', `the client is answered: ${first.kind}`);
-    const answer = first as { status: number; text: string };
-    assert.equal(answer.status, 503, `a local refusal, not an upstream failure: ${answer.text}`);
-    assert.match(answer.text, /descriptor/i, 'the answer names the cause');
+      const first = await httpTunnel(s.daemon.ports.http, s.target.port);
+      assert.equal(first.kind, 'answer', `the client is answered: ${first.kind}`);
+      const answer = first as { status: number; text: string };
+      assert.equal(answer.status, 503, `a local refusal, not an upstream failure: ${answer.text}`);
+      assert.match(answer.text, /descriptor/i, 'the answer names the cause');
 
-    // More attempts on both listeners while exhausted: none gets a tunnel, none is told an upstream failed.
-    for (let i = 0; i < 3; i++) {
-      for (const o of [await httpTunnel(s.daemon.ports.http, s.target.port), await socksTunnel(s.daemon.ports.socks5, s.target.port)]) {
-        if (o.kind === 'ok') o.socket.destroy();
-        assert.notEqual(o.kind, 'ok', 'no tunnel while descriptors are exhausted');
-        if (o.kind === 'answer') assert.ok(o.status === 503 || o.status === 1, `a local refusal (503 / SOCKS5 0x01): ${o.status}`);
+      // More attempts on both listeners while exhausted: none gets a tunnel, none is told an upstream failed.
+      for (let i = 0; i < 3; i++) {
+        for (const o of [await httpTunnel(s.daemon.ports.http, s.target.port), await socksTunnel(s.daemon.ports.socks5, s.target.port)]) {
+          if (o.kind === 'ok') o.socket.destroy();
+          assert.notEqual(o.kind, 'ok', 'no tunnel while descriptors are exhausted');
+          if (o.kind === 'answer') assert.ok(o.status === 503 || o.status === 1, `a local refusal (503 / SOCKS5 0x01): ${o.status}`);
+        }
       }
-    }
-    const text = await assertNothingCooled(s.daemon);
-    assert.ok(sumSamples(text, 'rotor_descriptor_exhaustion_total', { where: 'dial' }) >= 1, 'the failed dial counted');
-    assert.equal(sumSamples(text, 'rotor_descriptors_exhausted'), 1, 'the episode shows');
-    assert.equal(exhaustionLines(s.daemon).length, 1, 'ONE warning line for the whole episode');
-    assert.equal(exhaustionLines(s.daemon)[0]!.level, 40, 'a warning');
+      const text = await assertNothingCooled(s.daemon);
+      assert.ok(sumSamples(text, 'rotor_descriptor_exhaustion_total', { where: 'dial' }) >= 1, 'the failed dial counted');
+      assert.equal(sumSamples(text, 'rotor_descriptors_exhausted'), 1, 'the episode shows');
+      assert.equal(exhaustionLines(s.daemon).length, 1, 'ONE warning line for the whole episode');
+      assert.equal(exhaustionLines(s.daemon)[0]!.level, 40, 'a warning');
 
-    await recovers(s);
-    assert.equal(exhaustionLines(s.daemon).length, 1, 'still one warning line');
-  } finally {
-    await s.close();
-    cleanup();
-  }
-});
+      await recovers(s);
+      assert.equal(exhaustionLines(s.daemon).length, 1, 'still one warning line');
+    } finally {
+      await s.close();
+      cleanup();
+    }
+  },
+);
 
 test('EMFILE at accept (libuv closes new connections silently): noticed, counted, one warning, resumed', { timeout: 180_000 }, async () => {
   const s = await setUp('accept');
