@@ -14,7 +14,6 @@ import { poll } from '../support/wait.ts';
 
 const TOKEN = 'unsent-limit-token-3c9a';
 const KiB = 1024;
-const MiB = 1024 * KiB;
 const UNSENT = 128 * KiB;
 const CHUNK = Buffer.alloc(64 * KiB, 0x62);
 /** The client's receive buffer as it starts (it does not grow for a client that never reads). */
