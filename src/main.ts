@@ -1,7 +1,7 @@
 // The composition root: each component is assembled by its own module in src/daemon/, in dependency order;
 // reload hands the new config to the components it concerns; stop runs in the reverse order of start.
 import type { Config } from './config/schema.ts';
-import { loadConfig } from './config/index.ts';
+import { reloadConfig } from './config/index.ts';
 import { assembleAccounts } from './daemon/accounts.ts';
 import { assembleAdmin } from './daemon/admin.ts';
 import { assembleEvents } from './daemon/events.ts';
@@ -42,12 +42,12 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
   try {
     const { client, sim, platform } = await assemblePlatform(config, options.sim, ctx);
     const state = await assembleState(config, ctx);
-    const { store, fleet } = state;
-    const events = await assembleEvents(config, store, ctx);
-    const accounts = await assembleAccounts(config, { client, store, fleet, sim, events }, ctx);
-    const users = await assembleUsers(config, { client, store, fleet, accounts }, ctx);
+    const { backends, fleet } = state;
+    const events = await assembleEvents(config, backends, ctx);
+    const accounts = await assembleAccounts(config, { client, backends, fleet, sim, events }, ctx);
+    const users = await assembleUsers(config, { client, backends, fleet, accounts }, ctx);
     const onOrderFinal = (request: unknown): void => void accounts.balances.orderFinal(request);
-    const orders = await assembleOrders(config, { client, store, fleet, events, onOrderFinal }, ctx);
+    const orders = await assembleOrders(config, { client, backends, fleet, events, onOrderFinal }, ctx);
     const pools = await assemblePools(config, { client, orders: orders.orders, accounts, users }, ctx);
     const gateway = await assembleGateway(
       config,
@@ -55,7 +55,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       ctx,
     );
     const watchers = assembleWatchers({ events, accounts, users }, ctx);
-    const adminPorts = await assembleAdmin(config, { client, store, sim, accounts, users, orders, pools, gateway, events, listen }, ctx);
+    const adminPorts = await assembleAdmin(config, { client, backends, sim, accounts, users, orders, pools, gateway, events, listen }, ctx);
     stops.onStop('user changes', () => users.changes.close());
     const { http, socks5, https } = gateway.addresses;
     users.reservePorts({
@@ -152,7 +152,7 @@ export async function runDaemon(config: Config, configFile?: string): Promise<vo
     process.on('SIGHUP', () => {
       void (async () => {
         try {
-          const next = loadConfig(configFile ? { file: configFile } : {});
+          const next = await reloadConfig(configFile ? { file: configFile } : {});
           await daemon.reload(next);
         } catch (err) {
           logger.error({ err }, 'reload refused; the running configuration is kept');

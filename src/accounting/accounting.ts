@@ -25,7 +25,7 @@
 // `used` and allowance change (rolled by the flush timer and by admission once `endsAt` has passed); the
 // bytes not yet written for the old period are written to the old key. The user's limit stays on the plain
 // name's row (and, in a fleet, is copied to the period row the allowance reads).
-import type { Store, UsageRecord } from '../store/types.ts';
+import type { SettingsStore, UsageRecord, UsageStore as UsageBackend } from '../store/types.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import { UNLIMITED, checkLocalLimit } from './units.ts';
@@ -33,7 +33,9 @@ import { periodWindow, type QuotaPeriod } from './period.ts';
 import { RotorError, InternalError } from '../errors/rotor-error.ts';
 
 /** The part of the store accounting uses. */
-export type UsageStore = Pick<Store, 'addUsage' | 'listUsage' | 'setLimit' | 'kvGet' | 'kvSet'> & Partial<Pick<Store, 'getUsage'>>;
+export type UsageStore = Pick<UsageBackend, 'addUsage' | 'listUsage' | 'setLimit'> &
+  Partial<Pick<UsageBackend, 'getUsage'>> &
+  Pick<SettingsStore, 'kvGet' | 'kvSet'>;
 
 /** What the gateway asks before it does any work for a connection (src/proxy/types.ts imports it). */
 export type Admission = { ok: true } | { ok: false; reason: string };
@@ -64,7 +66,7 @@ export interface AllowanceSource {
   acquire(user: string): Promise<number>;
   /** Reports spending and gives the unspent slice back. */
   release(user: string): Promise<void>;
-  usageStore<S extends Pick<Store, 'addUsage'>>(store: S): S;
+  usageStore<S extends Pick<UsageBackend, 'addUsage'>>(store: S): S;
 }
 
 /** A local user as accounting needs it (a subset of the config's users[]). */

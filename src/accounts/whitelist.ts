@@ -9,7 +9,7 @@ import { isIP } from 'node:net';
 import type { PlatformClient } from '../platform/client.ts';
 import { CODE } from '../platform/codes.ts';
 import type { ProductCatalog, ProductFacts } from '../accounting/products.ts';
-import type { Store } from '../store/types.ts';
+import type { SettingsStore } from '../store/types.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import { AccountsError, isPlatformCode } from './errors.ts';
 
@@ -37,7 +37,7 @@ export interface WhitelistReport {
 export interface WhitelistOptions {
   client: Pick<PlatformClient, 'call'>;
   products: ProductCatalog;
-  store: Pick<Store, 'kvGet' | 'kvSet'>;
+  store: Pick<SettingsStore, 'kvGet' | 'kvSet'>;
   /**
    * The address the platform sees Rotor's requests and proxy connections come from: fixed (config; 127.0.0.1
    * in embedded mode and tests), or learned once by a function (e.g. fetchEgressIp(url)).
@@ -52,7 +52,7 @@ const same = (a: WhitelistEntry, b: WhitelistEntry) => a.account === b.account &
 export class Whitelist {
   private readonly client: Pick<PlatformClient, 'call'>;
   private readonly products: ProductCatalog;
-  private readonly store: Pick<Store, 'kvGet' | 'kvSet'>;
+  private readonly store: Pick<SettingsStore, 'kvGet' | 'kvSet'>;
   private readonly egressSource: string | (() => Promise<string>);
   private readonly logger: Logger | undefined;
   private egressIp: Promise<string> | undefined;

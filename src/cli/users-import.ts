@@ -253,12 +253,12 @@ async function importToStore(
   where: (i: number) => string,
   note: (text: string) => void,
 ): Promise<ImportResult> {
-  const { openStoreFor } = await import('../store/open.ts');
+  const { openBackends } = await import('../store/backends.ts');
   const { importIntoStore } = await import('../users/store-import.ts');
   const { portsByNumber } = await import('../users/port-check.ts');
-  const store = await openStoreFor(config.store.path, { prefix: config.fleet.prefix });
+  const backends = await openBackends(config.store.path, { prefix: config.fleet.prefix });
   try {
-    const result = await importIntoStore(store, records, {
+    const result = await importIntoStore(backends.users, records, {
       reservedPorts: portsByNumber(configuredPorts(config)),
       configUsers: config.users.map((u) => u.name),
       tls: config.proxy.https !== undefined,
@@ -268,6 +268,6 @@ async function importToStore(
       note(`${result.created} users written to the store; the daemon makes their platform sub accounts when it starts\n`);
     return { created: result.created, failed: result.errors.length, passwords: Object.entries(result.passwords) };
   } finally {
-    await store.close();
+    await backends.close();
   }
 }

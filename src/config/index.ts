@@ -9,5 +9,14 @@ export {
   type UserConfig,
   type PlatformConfig,
 } from './schema.ts';
-export { loadConfig, parseConfig, resolveConfigFile, ConfigError, ENV_OVERRIDES, type ConfigIssue, type LoadOptions } from './load.ts';
+export {
+  loadConfig,
+  reloadConfig,
+  parseConfig,
+  resolveConfigFile,
+  ConfigError,
+  ENV_OVERRIDES,
+  type ConfigIssue,
+  type LoadOptions,
+} from './load.ts';
 export { redactConfig } from './redact.ts';

@@ -1,6 +1,7 @@
 // Reading the configuration: file (YAML) → environment overrides (which win) → schema with defaults.
 // Every problem is reported as `key: problem`, naming the environment variable when the value came from one.
 import { existsSync, readFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseDocument } from 'yaml';
@@ -63,18 +64,39 @@ export function resolveConfigFile(options: LoadOptions = {}): string {
   return existsSync(local) ? local : PACKAGE_DEFAULT;
 }
 
+/** Reads and validates the configuration; synchronous, for start-up and the CLI (before anything is served). */
 export function loadConfig(options: LoadOptions = {}): Config {
   const file = resolveConfigFile(options);
   let text: string;
   try {
     text = readFileSync(file, 'utf8');
   } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    throw new ConfigError(
-      [{ key: '', problem: code === 'ENOENT' ? 'config file not found' : `cannot read the config file (${code ?? 'error'})` }],
-      file,
-    );
+    throw unreadable(err, file);
   }
+  return parseConfigText(text, file, options);
+}
+
+/** The same as loadConfig with the file read off the event loop: a running daemon's reload uses it. */
+export async function reloadConfig(options: LoadOptions = {}): Promise<Config> {
+  const file = resolveConfigFile(options);
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (err) {
+    throw unreadable(err, file);
+  }
+  return parseConfigText(text, file, options);
+}
+
+function unreadable(err: unknown, file: string): ConfigError {
+  const code = (err as NodeJS.ErrnoException).code;
+  return new ConfigError(
+    [{ key: '', problem: code === 'ENOENT' ? 'config file not found' : `cannot read the config file (${code ?? 'error'})` }],
+    file,
+  );
+}
+
+function parseConfigText(text: string, file: string, options: LoadOptions): Config {
   const doc = parseDocument(text, { prettyErrors: true });
   if (doc.errors.length > 0) {
     throw new ConfigError(

@@ -9,7 +9,8 @@ import type { Fleet } from '../fleet/index.ts';
 import type { PlatformClient } from '../platform/client.ts';
 import type { LocalUser } from '../proxy/types.ts';
 import type { Simulator } from '../sim/index.ts';
-import type { Store } from '../store/types.ts';
+import type { Backends } from '../store/backends.ts';
+import type { UsageStore } from '../accounting/accounting.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { UserChanges } from '../users/changes.ts';
 import type { Users } from '../users/directory.ts';
@@ -38,20 +39,20 @@ export interface AccountsPart {
 
 interface Needs {
   client: PlatformClient;
-  store: Store;
+  backends: Pick<Backends, 'usage' | 'settings'>;
   fleet: Fleet | undefined;
   sim: Simulator | undefined;
   events: EventsPart;
 }
 
 export async function assembleAccounts(config: Config, needs: Needs, ctx: AssemblyContext): Promise<AccountsPart> {
-  const { client, store, fleet, sim, events } = needs;
+  const { client, backends, fleet, sim, events } = needs;
   const { logger, metrics } = ctx;
   const products = new ProductCatalog({ client });
   const resolve = (users: readonly UserConfig[]) => resolveProducts(users, products, logger);
   // countBytes false: the listeners' relays already feed rotor_proxy_bytes_total (else it counted twice).
   const accounting = new Accounting({
-    store,
+    store: accountingStore(backends),
     metrics,
     flushIntervalMs: config.accounts.flushIntervalMs,
     countBytes: false,
@@ -68,7 +69,7 @@ export async function assembleAccounts(config: Config, needs: Needs, ctx: Assemb
   const whitelist = new Whitelist({
     client,
     products,
-    store,
+    store: backends.settings,
     egressIp: config.accounts.egressIp,
     logger: logger.child({ component: 'whitelist' }),
   });
@@ -151,4 +152,16 @@ async function resolveProducts(users: readonly UserConfig[], products: ProductCa
     out.push({ ...u, product });
   }
   return out;
+}
+
+/** Accounting keeps its counters in the usage backend and the configured limits it last applied in the settings. */
+function accountingStore({ usage, settings }: Pick<Backends, 'usage' | 'settings'>): UsageStore {
+  return {
+    addUsage: (deltas) => usage.addUsage(deltas),
+    getUsage: (user) => usage.getUsage(user),
+    listUsage: () => usage.listUsage(),
+    setLimit: (user, limitBytes) => usage.setLimit(user, limitBytes),
+    kvGet: <T>(key: string) => settings.kvGet<T>(key),
+    kvSet: (key, value) => settings.kvSet(key, value),
+  };
 }

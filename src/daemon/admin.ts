@@ -8,7 +8,7 @@ import type { PlatformClient } from '../platform/client.ts';
 import type { PoolRegistry } from '../pool/registry.ts';
 import type { Simulator } from '../sim/index.ts';
 import { listenAs, type ListenAddress } from '../startup/ports.ts';
-import type { Store } from '../store/types.ts';
+import type { Backends } from '../store/backends.ts';
 import { usersPort } from './users-port.ts';
 import type { AccountsPart } from './accounts.ts';
 import type { EventsPart } from './events.ts';
@@ -19,7 +19,7 @@ import type { UsersPart } from './users.ts';
 
 interface Needs {
   client: PlatformClient;
-  store: Store;
+  backends: Pick<Backends, 'settings'>;
   sim: Simulator | undefined;
   accounts: AccountsPart;
   users: UsersPart;
@@ -35,10 +35,10 @@ export async function assembleAdmin(
   needs: Needs,
   ctx: AssemblyContext,
 ): Promise<{ admin: number; callback: number; portal: number | undefined }> {
-  const { client, store, accounts, orders, gateway, pools } = needs;
+  const { client, backends, accounts, orders, gateway, pools } = needs;
   const ready = createReadiness({
     probePlatform: () => client.call('GetAppInfo', {}),
-    probeStore: () => store.kvGet('readyz.probe'),
+    probeStore: () => backends.settings.kvGet('readyz.probe'),
     listenersUp: () => gateway.httpListener.port > 0 && gateway.socksListener.port > 0,
   });
   const admin: FastifyInstance = buildAdminServer(

@@ -1,22 +1,15 @@
 // The connection log put together from config `log.access` and `billing`: the store beside the daemon's own,
 // the optional JSON-lines file, the recorder and the service the admin routes read.
 import type { Config } from '../config/schema.ts';
-import {
-  ConnectionLog,
-  ConnectionLogService,
-  JsonLinesFileSink,
-  connectionLogStoreFor,
-  type PriceOf,
-  type RecordSink,
-} from '../connlog/index.ts';
+import { ConnectionLog, ConnectionLogService, JsonLinesFileSink, type PriceOf, type RecordSink } from '../connlog/index.ts';
 import type { PlatformFlow, UserAccount } from '../connlog/usage.ts';
-import type { Store } from '../store/types.ts';
+import type { Backends } from '../store/backends.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 
 export interface ConnectionLogSetup {
   config: Pick<Config, 'log' | 'billing'>;
-  store: Store;
+  backends: Pick<Backends, 'connectionLog'>;
   priceOf: PriceOf;
   accountOf: (user: string) => UserAccount | undefined;
   platformFlow?: PlatformFlow;
@@ -29,7 +22,7 @@ export interface ConnectionLogSetup {
 export function createConnectionLog(setup: ConnectionLogSetup): ConnectionLogService {
   const access = setup.config.log.access;
   const store = access.store
-    ? connectionLogStoreFor(setup.store, { maxRecords: access.maxRecords, maxBytes: sizeInBytes(access.maxSize) })
+    ? setup.backends.connectionLog({ maxRecords: access.maxRecords, maxBytes: sizeInBytes(access.maxSize) })
     : undefined;
   // Before any connection of this process is checkpointed as `open`: those left by a daemon killed are `lost`.
   store

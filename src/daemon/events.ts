@@ -2,7 +2,7 @@
 // reloads.
 import type { Config } from '../config/schema.ts';
 import { Events, WebhookSwitch } from '../events/index.ts';
-import type { Store } from '../store/types.ts';
+import type { Backends } from '../store/backends.ts';
 import type { AssemblyContext } from './lifecycle.ts';
 
 export interface EventsPart {
@@ -13,7 +13,8 @@ export interface EventsPart {
   reload(next: Config['events']): Promise<void>;
 }
 
-export async function assembleEvents(config: Config, store: Store, ctx: AssemblyContext): Promise<EventsPart> {
+export async function assembleEvents(config: Config, backends: Pick<Backends, 'outbox'>, ctx: AssemblyContext): Promise<EventsPart> {
+  const store = backends.outbox;
   let settings = config.events;
   const logger = ctx.logger.child({ component: 'events' });
   const webhook = new WebhookSwitch({ store, metrics: ctx.metrics, logger });

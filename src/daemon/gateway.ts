@@ -100,7 +100,7 @@ export async function assembleGateway(config: Config, needs: Needs, ctx: Assembl
   // before the last flush.
   const connections = createConnectionLog({
     config,
-    store: needs.state.store,
+    backends: needs.state.backends,
     priceOf: (user) => directory.get(user)?.pricePerGb ?? config.billing.defaultPricePerGb,
     accountOf: (user) => directory.get(user),
     platformFlow: platformFlowFrom(accounts.traffic),

@@ -6,7 +6,8 @@ import type { Fleet } from '../fleet/index.ts';
 import { InstanceDirectoryCache } from '../orders/instance-directory.ts';
 import { Orders, orderLeaseName } from '../orders/index.ts';
 import type { PlatformClient } from '../platform/client.ts';
-import type { OrderRecord, Store } from '../store/types.ts';
+import type { Backends } from '../store/backends.ts';
+import type { OrderRecord } from '../store/types.ts';
 import type { EventsPart } from './events.ts';
 import { clockOption, type AssemblyContext } from './lifecycle.ts';
 
@@ -17,7 +18,7 @@ export interface OrdersPart {
 
 interface Needs {
   client: PlatformClient;
-  store: Store;
+  backends: Pick<Backends, 'orders'>;
   fleet: Fleet | undefined;
   events: EventsPart;
   /** An order stored as final: its dynamic balances are read at once (src/accounts/balances.ts orderFinal). */
@@ -25,7 +26,8 @@ interface Needs {
 }
 
 export async function assembleOrders(config: Config, needs: Needs, ctx: AssemblyContext): Promise<OrdersPart> {
-  const { client, store, fleet } = needs;
+  const { client, fleet } = needs;
+  const store = needs.backends.orders;
   const o = config.orders;
   const orders = new Orders({
     client,

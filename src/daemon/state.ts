@@ -1,13 +1,12 @@
-// Where state lives: the store named by store.path and, when that store is shared (Redis), the fleet's parts
-// on its connection (limits, sticky sessions and order leases shared by several daemons).
+// Where state lives: the backends named by store.path and, when they are shared (Redis), the fleet's parts
+// on their shared state (limits, sticky sessions and order leases shared by several daemons).
 import type { Config } from '../config/schema.ts';
 import type { Fleet } from '../fleet/index.ts';
-import { openStoreFor, sharedConnection } from '../store/open.ts';
-import type { Store } from '../store/types.ts';
+import { openBackends, type Backends } from '../store/backends.ts';
 import { clockOption, type AssemblyContext } from './lifecycle.ts';
 
 export interface StatePart {
-  store: Store;
+  backends: Backends;
   /** Several daemons on one Redis; undefined for a store of its own. */
   fleet: Fleet | undefined;
   /** The fleet's module, loaded only for a shared store (a daemon on SQLite never holds it). */
@@ -16,14 +15,13 @@ export interface StatePart {
 
 export async function assembleState(config: Config, ctx: AssemblyContext): Promise<StatePart> {
   const fleetConfig = config.fleet;
-  const store = await openStoreFor(config.store.path, { prefix: fleetConfig.prefix, logger: ctx.logger.child({ component: 'store' }) });
-  ctx.stops.onStop('store', () => store.close());
-  const connection = sharedConnection(store);
-  if (connection === undefined) return { store, fleet: undefined, fleetParts: undefined };
+  const backends = await openBackends(config.store.path, { prefix: fleetConfig.prefix, logger: ctx.logger.child({ component: 'store' }) });
+  ctx.stops.onStop('store', () => backends.close());
+  const shared = backends.fleet;
+  if (shared === undefined) return { backends, fleet: undefined, fleetParts: undefined };
   const fleetParts = await import('../fleet/index.ts');
-  const fleet = fleetParts.startFleet(connection, {
+  const fleet = fleetParts.startFleet(shared, {
     ...(fleetConfig.instanceId ? { instanceId: fleetConfig.instanceId } : {}),
-    prefix: fleetConfig.prefix,
     sliceBytes: fleetConfig.sliceBytes,
     offlineBytes: fleetConfig.offlineBytes,
     ...(fleetConfig.outageMaxBytes > 0 ? { outageMaxBytes: fleetConfig.outageMaxBytes } : {}),
@@ -35,10 +33,10 @@ export async function assembleState(config: Config, ctx: AssemblyContext): Promi
   // After the accounting's last flush and the orders' stop (both registered later, so stopped earlier).
   ctx.stops.onStop('fleet', () => fleet.close());
   // One line at start when this Redis keeps nothing on disk (a restart would empty it).
-  await fleetParts.checkPersistence(connection, ctx.logger.child({ component: 'fleet' }));
+  await fleetParts.checkPersistence(shared.connection, ctx.logger.child({ component: 'fleet' }));
   ctx.logger.info(
     { instance: fleet.instance, sliceBytes: fleetConfig.sliceBytes, offlineBytes: fleetConfig.offlineBytes },
     'fleet mode: limits, sticky sessions and order tracking shared through redis',
   );
-  return { store, fleet, fleetParts };
+  return { backends, fleet, fleetParts };
 }

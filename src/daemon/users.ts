@@ -3,7 +3,7 @@
 import type { Config } from '../config/schema.ts';
 import type { Fleet } from '../fleet/index.ts';
 import type { PlatformClient } from '../platform/client.ts';
-import type { Store } from '../store/types.ts';
+import type { Backends } from '../store/backends.ts';
 import { UserChanges } from '../users/changes.ts';
 import { Users } from '../users/directory.ts';
 import { portsByNumber } from '../users/port-check.ts';
@@ -28,7 +28,7 @@ export interface UsersPart {
 
 interface Needs {
   client: PlatformClient;
-  store: Store;
+  backends: Pick<Backends, 'users'>;
   fleet: Fleet | undefined;
   accounts: AccountsPart;
 }
@@ -42,7 +42,7 @@ export async function assembleUsers(config: Config, needs: Needs, ctx: AssemblyC
   let ownPorts = portsByNumber(configuredPorts(config));
   const subAccounts = new SubAccounts(needs.client, accounts.products, logger);
   const directory = new Users({
-    store: needs.store,
+    store: needs.backends.users,
     accounting: accounts.accounting,
     platform: subAccounts,
     defaultProduct: () => defaultProduct,

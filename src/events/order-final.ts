@@ -3,7 +3,7 @@
 // the event in one store transaction (a crash keeps both or neither: the order is then read again, final,
 // and announced then); the marker `order.final:<appOrderNo>` keeps it single when two daemons of a fleet
 // both read it. orderFinalEmitter only writes the event (for callers that store the order themselves).
-import type { OrderRecord, Store } from '../store/types.ts';
+import type { OrderRecord, OrderStore } from '../store/types.ts';
 import type { Events } from './outbox.ts';
 import type { EventSink } from './types.ts';
 
@@ -19,7 +19,7 @@ function finalData(order: OrderRecord): Record<string, unknown> {
 }
 
 /** Stores a just-final order together with its order.final event (the orders' storeFinal hook). */
-export function orderFinalWriter(events: Events, store: Pick<Store, 'putOrderWithEvent'>): (order: OrderRecord) => Promise<void> {
+export function orderFinalWriter(events: Events, store: Pick<OrderStore, 'putOrderWithEvent'>): (order: OrderRecord) => Promise<void> {
   return async (order) => {
     await events.emitWith('order.final', finalData(order), { marker: `order.final:${order.appOrderNo}` }, (event) =>
       store.putOrderWithEvent(order, event),

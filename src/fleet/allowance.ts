@@ -33,7 +33,7 @@ import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { AllowanceSource, FleetAllowance } from '../accounting/accounting.ts';
 import type { Logger } from '../telemetry/logger.ts';
-import type { Store } from '../store/types.ts';
+import type { UsageStore } from '../store/types.ts';
 import type { RedisConnection } from '../store/redis-connection.ts';
 import { DEFAULT_REDIS_PREFIX, RedisKeys } from '../store/redis-keys.ts';
 import { callScript, defineScripts } from '../store/redis.ts';
@@ -388,7 +388,7 @@ export class AllowanceLeaser implements AllowanceSource {
    * A UsageStore for the accounting layer in fleet mode: its flush no longer adds traffic to `used` (each
    * sync does), only what it counted beyond the bytes that went through `spend` (adopted usage).
    */
-  usageStore<S extends Pick<Store, 'addUsage'>>(store: S): S {
+  usageStore<S extends Pick<UsageStore, 'addUsage'>>(store: S): S {
     const addUsage = async (deltas: { user: string; bytes: number }[]): Promise<void> => {
       const waits: Promise<void>[] = [];
       for (const d of deltas) {

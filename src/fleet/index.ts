@@ -4,7 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { UpstreamNode } from '../pool/types.ts';
-import type { RedisConnection } from '../store/redis-connection.ts';
+import type { FleetState } from '../store/fleet-state.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import { AllowanceLeaser } from './allowance.ts';
 import { LeaseKeeper, Leases } from './lease.ts';
@@ -22,7 +22,6 @@ export { checkPersistence, readPersistence, type Persistence } from './persisten
 export interface FleetOptions {
   /** This daemon's identity; default hostname:pid:random. */
   instanceId?: string;
-  prefix: string;
   sliceBytes: number;
   offlineBytes: number;
   /** Most a daemon spends per user on its own in one Redis outage (AllowanceOptions.outageMaxBytes). */
@@ -55,7 +54,8 @@ export function defaultInstanceId(): string {
   return `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
 }
 
-export function startFleet(connection: RedisConnection, options: FleetOptions): Fleet {
+export function startFleet(state: FleetState, options: FleetOptions): Fleet {
+  const { connection, prefix } = state;
   const instance = options.instanceId || defaultInstanceId();
   const logger = options.logger;
   const allowance = new AllowanceLeaser(connection, {
@@ -64,16 +64,16 @@ export function startFleet(connection: RedisConnection, options: FleetOptions): 
     offlineBytes: options.offlineBytes,
     ...(options.outageMaxBytes !== undefined ? { outageMaxBytes: options.outageMaxBytes } : {}),
     aliveTtlMs: options.aliveTtlMs,
-    prefix: options.prefix,
+    prefix,
     ...(logger ? { logger } : {}),
   });
-  const sessions = new SharedSessions<UpstreamNode>(connection, { prefix: options.prefix, ...(options.now ? { now: options.now } : {}) });
+  const sessions = new SharedSessions<UpstreamNode>(connection, { prefix, ...(options.now ? { now: options.now } : {}) });
   let lost: ((name: string) => void) | undefined;
-  const leases = new LeaseKeeper(new Leases(connection, { owner: instance, ttlMs: options.leaseTtlMs, prefix: options.prefix }), {
+  const leases = new LeaseKeeper(new Leases(connection, { owner: instance, ttlMs: options.leaseTtlMs, prefix }), {
     ...(logger ? { logger } : {}),
     onLost: (name) => lost?.(name),
   });
-  const restorer = new UserRestorer(connection, { prefix: options.prefix, ...(options.now ? { now: options.now } : {}) });
+  const restorer = new UserRestorer(connection, { prefix, ...(options.now ? { now: options.now } : {}) });
   const held: { users?: () => StoredUser[]; sessions?: () => StickySession[] } = {};
   allowance.onDataLost((epoch) => void rebuild(epoch));
   const rebuild = async (epoch: string): Promise<void> => {

@@ -10,7 +10,7 @@
 // product callbacks for products never seen are answered and ignored (a new product shows up in listings).
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
-import type { CallbackKey, Store } from '../store/types.ts';
+import type { CallbackKey, CallbackStore, InstanceStore, OrderStore } from '../store/types.ts';
 import type { OrdersClock } from './clock.ts';
 import { realClock } from './clock.ts';
 import type { Tracker } from './tracker.ts';
@@ -27,7 +27,7 @@ const NO = /^[A-Za-z0-9_-]{1,64}$/;
 const OP = /^\d{1,4}$/;
 
 export interface CallbackHandlerOptions {
-  store: Store;
+  store: OrderStore & InstanceStore & CallbackStore;
   tracker: Tracker;
   metrics?: Metrics;
   logger?: Logger;
@@ -59,7 +59,7 @@ function field(query: Query, name: string): { value?: string; bad?: boolean } {
 }
 
 export class CallbackHandler {
-  private readonly store: Store;
+  private readonly store: OrderStore & InstanceStore & CallbackStore;
   private readonly tracker: Tracker;
   private readonly metrics: Metrics | undefined;
   private readonly logger: Logger | undefined;

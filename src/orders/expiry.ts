@@ -2,7 +2,7 @@
 // auto-renew is enabled, renewed `hoursBefore` the end, once per expiry. The tracker runs it on its timer;
 // it reads only the store (instances as last read from the platform) and places renewals through the placer.
 import type { Logger } from '../telemetry/logger.ts';
-import type { InstanceRecord, Store } from '../store/types.ts';
+import type { InstanceRecord, InstanceStore, OrderJournal } from '../store/types.ts';
 import type { OrdersClock } from './clock.ts';
 import { derivedMerchantNo } from './numbers.ts';
 import type { Placer } from './placer.ts';
@@ -16,7 +16,7 @@ export interface AutoRenewSettings {
 }
 
 export interface ExpiryWatchOptions {
-  store: Store;
+  store: InstanceStore & OrderJournal;
   placer: Pick<Placer, 'renew'>;
   clock: Pick<OrdersClock, 'now'>;
   /** Warn when a running instance expires within this many hours. */

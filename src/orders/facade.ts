@@ -12,7 +12,7 @@ import {
   type InstanceRecord,
   type OrderFilter,
   type OrderRecord,
-  type Store,
+  type OrdersBackend,
 } from '../store/types.ts';
 import { CallbackHandler, type CallbackAnswer } from './callbacks.ts';
 import { Catalog } from './catalog.ts';
@@ -48,7 +48,7 @@ export type OpenBody = OpenInput | (OpenItem & { appOrderNo?: string });
 
 export interface OrdersOptions {
   client: PlatformCaller;
-  store: Store;
+  store: OrdersBackend;
   metrics?: Metrics;
   logger?: Logger;
   clock?: OrdersClock;
@@ -71,7 +71,7 @@ export class Orders {
   readonly tracker: Tracker;
   readonly callbacks: CallbackHandler;
   private readonly client: PlatformCaller;
-  private readonly store: Store;
+  private readonly store: OrdersBackend;
   private readonly logger: Logger | undefined;
   private readonly clock: OrdersClock;
 

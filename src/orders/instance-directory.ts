@@ -2,7 +2,7 @@
 // `-instance-<instanceNo>` connection, so the running instances are kept in memory and refreshed from the
 // store (which the tracker keeps current from callbacks and polling) on a short interval.
 import type { Logger } from '../telemetry/logger.ts';
-import type { Store } from '../store/index.ts';
+import type { InstanceStore } from '../store/types.ts';
 import type { UpstreamNode } from '../pool/types.ts';
 import { nodeOf } from './index.ts';
 
@@ -19,7 +19,7 @@ export class InstanceDirectoryCache {
   private readonly now: () => number;
 
   constructor(
-    private readonly store: Pick<Store, 'listInstances'>,
+    private readonly store: Pick<InstanceStore, 'listInstances'>,
     private readonly options: InstanceDirectoryOptions = {},
   ) {
     this.now = options.now ?? Date.now;

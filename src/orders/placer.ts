@@ -7,7 +7,14 @@
 import { isRetryable, PlatformClientError, PlatformError, RequestInvalidError } from '../platform/errors.ts';
 import { operations, type OperationSpec, type OpRequest, type OpResponse } from '../platform/operations.ts';
 import type { Logger } from '../telemetry/logger.ts';
-import { UNRESOLVED_STATES, type JournalEntry, type OrderRecord, type Store } from '../store/types.ts';
+import {
+  UNRESOLVED_STATES,
+  type JournalEntry,
+  type OrderJournal,
+  type OrderRecord,
+  type OrderStore,
+  type InstanceStore,
+} from '../store/types.ts';
 import type { Catalog } from './catalog.ts';
 import { OrderChecks, validateRequest, withOpenDefaults } from './request-checks.ts';
 import { OrderError } from './errors.ts';
@@ -69,7 +76,7 @@ export interface ResumeReport {
 
 export interface PlacerOptions {
   client: PlatformCaller;
-  store: Store;
+  store: OrderStore & InstanceStore & OrderJournal;
   catalog: Catalog;
   logger?: Logger;
   now?: () => number;
@@ -95,7 +102,7 @@ function canonical(v: unknown): string {
 
 export class Placer {
   private readonly client: PlatformCaller;
-  private readonly store: Store;
+  private readonly store: OrderStore & InstanceStore & OrderJournal;
   private readonly catalog: Catalog;
   private readonly logger: Logger | undefined;
   private readonly now: () => number;

@@ -14,7 +14,7 @@ import { CODE } from '../platform/codes.ts';
 import type { Instance } from '../platform/schemas.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
-import { UNRESOLVED_STATES, type CallbackKey, type InstanceRecord, type OrderRecord, type Store } from '../store/types.ts';
+import { UNRESOLVED_STATES, type CallbackKey, type InstanceRecord, type OrderRecord, type OrdersBackend } from '../store/types.ts';
 import type { Catalog } from './catalog.ts';
 import { realClock, type OrdersClock } from './clock.ts';
 import { ExpiryWatch, type AutoRenewSettings } from './expiry.ts';
@@ -41,7 +41,7 @@ export const orderLeaseName = (appOrderNo: string): string => `order:${appOrderN
 
 export interface TrackerOptions extends TrackerSettings {
   client: PlatformCaller;
-  store: Store;
+  store: OrdersBackend;
   catalog: Catalog;
   placer: Placer;
   metrics?: Metrics;
@@ -66,7 +66,7 @@ interface Followed {
 
 export class Tracker {
   private readonly client: PlatformCaller;
-  private readonly store: Store;
+  private readonly store: OrdersBackend;
   private readonly catalog: Catalog;
   private readonly placer: Placer;
   private readonly metrics: Metrics | undefined;

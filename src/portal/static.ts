@@ -43,10 +43,19 @@ export function registerPortalPage(app: FastifyInstance, base: string): void {
   }
   const html = readFileSync(index, 'utf8');
   const csp = dashboardCsp(html);
+  // Every file is read here, at start-up, so no request waits on the disk (or blocks the event loop).
   const cache = new Map<string, Buffer>();
+  const vendorFiles = Object.values(VENDOR).map(([pkg, path]) => join(packageDir(pkg), path));
+  for (const file of [...Object.values(APP), ...Object.values(STYLES), ...vendorFiles]) {
+    try {
+      cache.set(file, readFileSync(file));
+    } catch {
+      // Missing from this installation: its URL answers PORTAL_MISSING.
+    }
+  }
   const read = (file: string) => {
-    let b = cache.get(file);
-    if (!b) cache.set(file, (b = readFileSync(file)));
+    const b = cache.get(file);
+    if (!b) throw new PortalError(503, 'PORTAL_MISSING', `the portal's files are not installed (${file})`);
     return b;
   };
   const send = (reply: import('fastify').FastifyReply, file: string, body?: string | Buffer) =>

@@ -9,3 +9,5 @@ export { RedisStore, openRedisStore, type RedisStoreOptions } from './redis.ts';
 export { RedisKeys, DEFAULT_REDIS_PREFIX } from './redis-keys.ts';
 export { RedisConnection, type RedisConnectionOptions } from './redis-connection.ts';
 export { openStore, openStoreFor, isRedisUrl } from './open.ts';
+export { openBackends, backendsOf, type Backends, type BackendsOptions } from './backends.ts';
+export type { FleetState } from './fleet-state.ts';

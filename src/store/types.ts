@@ -1,6 +1,8 @@
-// The store as every component sees it: one small, coarse, Promise-returning interface, so the SQLite
-// driver (one daemon) and a Redis driver (a fleet) can both stand behind it. Records use plain English
-// names except where they mirror a platform field (orderNo, appOrderNo, instanceNo, userExpired).
+// The store's aggregates as components see them: one small, coarse, Promise-returning interface per
+// aggregate (orders, instances, journal, callbacks, usage, users, settings, the outbox, the connection log),
+// so the SQLite driver (one daemon) and the Redis driver (a fleet) can both stand behind each. A driver
+// implements them all (`Store`); a component takes only the ones it uses. Records use plain English names
+// except where they mirror a platform field (orderNo, appOrderNo, instanceNo, userExpired).
 
 /** Where an order-placing request stands in the idempotency journal. */
 import type { ConnectionLogStore, RecordBounds } from './connection-log-types.ts';
@@ -123,8 +125,8 @@ export interface InstanceFilter {
 import type { EventOutbox, EventRecord, NewEvent } from './events.ts';
 export type { EventOutbox, EventRecord, EventSettlement, NewEvent } from './events.ts';
 
-export interface Store extends EventOutbox {
-  // Orders
+/** Orders placed through Rotor, by merchant number (appOrderNo) and platform number. */
+export interface OrderStore {
   /** Inserts or replaces the order with this appOrderNo. */
   putOrder(order: OrderRecord): Promise<void>;
   /**
@@ -138,16 +140,20 @@ export interface Store extends EventOutbox {
   listOrders(filter?: OrderFilter): Promise<OrderRecord[]>;
   /** Counts by (type, status), for the rotor_orders gauge. */
   countOrders(): Promise<{ type: number; status: number; count: number }[]>;
+}
 
-  // Instances
+/** The platform's instances as last read. */
+export interface InstanceStore {
   /** Inserts or replaces each instance, in one transaction. */
   putInstances(instances: InstanceRecord[]): Promise<void>;
   getInstance(instanceNo: string): Promise<InstanceRecord | undefined>;
   listInstances(filter?: InstanceFilter): Promise<InstanceRecord[]>;
   /** Counts by status, for the rotor_instances gauge. */
   countInstances(): Promise<{ status: number | null; count: number }[]>;
+}
 
-  // Idempotency journal
+/** The idempotency journal of order-placing requests. */
+export interface OrderJournal {
   /** Writes a new intent; rejects with StoreConflictError if the merchant number is already journaled. */
   addIntent(entry: Pick<JournalEntry, 'merchantNo' | 'operation' | 'request' | 'reqId'>): Promise<JournalEntry>;
   /** Moves an entry on; `attempts` is incremented when `sent` is true. */
@@ -157,21 +163,30 @@ export interface Store extends EventOutbox {
   ): Promise<void>;
   getJournal(merchantNo: string): Promise<JournalEntry | undefined>;
   listJournal(states?: readonly JournalState[]): Promise<JournalEntry[]>;
+}
 
-  // Callbacks
+/** The platform's callbacks, deduplicated. */
+export interface CallbackStore {
   /** Durably records a callback; `duplicate` when (type, no, op) was seen before (its count grows). */
   recordCallback(key: CallbackKey, receivedAt: number): Promise<{ duplicate: boolean; processed: boolean }>;
   markCallbackProcessed(key: CallbackKey): Promise<void>;
   listCallbacks(filter?: { processed?: boolean }): Promise<CallbackRecord[]>;
+}
 
-  // Usage (accounting)
+/** The orders aggregate: orders, their instances, the journal that makes placing them idempotent, callbacks. */
+export type OrdersBackend = OrderStore & InstanceStore & OrderJournal & CallbackStore;
+
+/** Per-user byte counters and limits (src/accounting/). */
+export interface UsageStore {
   /** Adds every delta in one transaction (users unknown so far start at 0 bytes, unlimited). */
   addUsage(deltas: { user: string; bytes: number }[]): Promise<void>;
   getUsage(user: string): Promise<UsageRecord | undefined>;
   listUsage(): Promise<UsageRecord[]>;
   setLimit(user: string, limitBytes: number): Promise<void>;
+}
 
-  // Users as data (src/users/)
+/** Users as data (src/users/). */
+export interface UserStore {
   /**
    * Writes the user (version assigned by the store). `ifAbsent`: rejects with StoreConflictError when the
    * name exists; `ifVersion`: only when the stored version is that one (else StoreConflictError).
@@ -184,19 +199,34 @@ export interface Store extends EventOutbox {
   deleteUser(name: string): Promise<boolean>;
   /** Users written and names deleted after `version`, and the newest version now. */
   usersChangedSince(version: number): Promise<{ changed: StoredUser[]; deleted: string[]; version: number }>;
+}
 
-  // Small key/value state (JSON values)
+/** Small key/value state (JSON values): settings a component keeps across restarts. */
+export interface SettingsStore {
   kvGet<T = unknown>(key: string): Promise<T | undefined>;
   kvSet(key: string, value: unknown): Promise<void>;
   kvDelete(key: string): Promise<void>;
   /** Entries whose key starts with the prefix. */
   kvList<T = unknown>(prefix: string): Promise<{ key: string; value: T }[]>;
+}
 
+/** The event outbox (events.ts). */
+export type OutboxStore = EventOutbox;
+
+/** Where the connection log's stores come from. */
+export interface ConnectionLogSource {
   /**
    * The connection log's records and usage rollups on this store (SQLite tables in the same file, or the
    * fleet's Redis), held within `bounds` at every moment. Each call makes a new handle on the same data.
    */
   connectionLog(bounds?: Partial<RecordBounds>): ConnectionLogStore;
+}
 
+/**
+ * What each driver implements: every aggregate's store on one connection (one SQLite file, or one Redis).
+ * Components outside src/store never take it: they take the aggregate they use (backends.ts).
+ */
+export interface Store
+  extends OrderStore, InstanceStore, OrderJournal, CallbackStore, UsageStore, UserStore, SettingsStore, EventOutbox, ConnectionLogSource {
   close(): Promise<void>;
 }

@@ -25,7 +25,7 @@ import type { Accounting } from '../accounting/accounting.ts';
 import { PlatformError } from '../platform/errors.ts';
 import type { LocalUser, UserDirectory } from '../proxy/types.ts';
 import { StoreConflictError } from '../store/errors.ts';
-import type { Store, StoredUser } from '../store/types.ts';
+import type { StoredUser, UserStore } from '../store/types.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import { UserChangedError, UserExistsError, UserNotFoundError } from './errors.ts';
 import { DueQueue } from './due-queue.ts';
@@ -83,7 +83,7 @@ export interface UserListQuery {
 }
 
 export interface UsersOptions {
-  store: Store;
+  store: UserStore;
   accounting: Accounting;
   platform: SubAccountPort;
   /** The productNo a user with product '' draws from (resolved at start). */
@@ -104,7 +104,7 @@ export class Users implements UserDirectory {
   private readonly entries = new Map<string, Entry>();
   /** The names in order, for paged listing (src/users/listing.ts). */
   private readonly index = new NameIndex(() => this.entries.keys());
-  private readonly store: Store;
+  private readonly store: UserStore;
   private readonly accounting: Accounting;
   private readonly platform: SubAccountPort;
   private readonly logger: Logger | undefined;

@@ -3,7 +3,7 @@
 // written as a creation intent (state 'creating'): the daemon finishes it at its next start exactly as it
 // finishes a creation a crash interrupted (the platform sub account made, then the record made ready), so the
 // platform is called by the daemon alone and with its bounded concurrency.
-import type { Store } from '../store/types.ts';
+import type { UserStore } from '../store/types.ts';
 import { StoreConflictError } from '../store/errors.ts';
 import { rowSecret, validateBatch, hashForBulk, type BatchResult, type BatchRowError, type ValidRow } from './bulk.ts';
 import { PortInUseError } from './errors.ts';
@@ -38,7 +38,11 @@ function portClashes(valid: ValidRow[], owners: Map<number, string>, reserved: R
   return clashes;
 }
 
-export async function importIntoStore(store: Store, rows: readonly unknown[], options: StoreImportOptions): Promise<BatchResult> {
+export async function importIntoStore(
+  store: Pick<UserStore, 'listUsers' | 'putUser'>,
+  rows: readonly unknown[],
+  options: StoreImportOptions,
+): Promise<BatchResult> {
   const now = options.now ?? Date.now;
   const hash = options.hash ?? hashForBulk;
   const taken = new Set(options.configUsers);

@@ -1,0 +1,108 @@
+// The one opener (src/store/backends.ts) on both drivers: `store.path` picks the driver, and what comes back is
+// one backend per aggregate — what one opening writes through a backend, a second opening of the same path
+// reads through the same backend; the fleet's shared state exists on Redis only; close() closes every backend.
+// Each aggregate's own semantics are the contracts' (contract.ts, events.test.ts, test/connlog/bounds|store).
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { openBackends, StoreError, type Backends } from '../../src/store/index.ts';
+import { redisMissing, RedisServer } from '../fleet/redis-server.ts';
+import { order } from './contract.ts';
+
+const server = new RedisServer();
+const dir = mkdtempSync(join(tmpdir(), 'rotor-backends-'));
+before(async () => {
+  if (!redisMissing) await server.start();
+});
+after(async () => {
+  await server.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const drivers: { name: string; skip?: string; path: () => string; prefix?: string }[] = [
+  { name: 'sqlite', path: () => join(dir, 'rotor.db') },
+  { name: 'redis', ...(redisMissing ? { skip: redisMissing } : {}), path: () => server.url, prefix: `bk${process.pid}:` },
+];
+
+for (const driver of drivers)
+  describe(`openBackends (${driver.name})`, driver.skip ? { skip: driver.skip } : {}, () => {
+    const open = (): Promise<Backends> => openBackends(driver.path(), driver.prefix ? { prefix: driver.prefix } : {});
+
+    test('every aggregate written through one opening is read back through another', async () => {
+      const a = await open();
+      const b = await open();
+      try {
+        assert.deepEqual(Object.keys(a).sort(), ['close', 'connectionLog', 'fleet', 'orders', 'outbox', 'settings', 'usage', 'users']);
+        await a.orders.putOrder(order('BK1', { orderNo: 'PBK1' }));
+        await a.orders.addIntent({ merchantNo: 'BK1', operation: 'InstanceOpen', request: {}, reqId: 'q1' });
+        await a.users.putUser({ name: 'ann', data: { x: 1 }, passwordHash: 'scrypt$h', state: 'ready' });
+        await a.usage.addUsage([{ user: 'ann', bytes: 42 }]);
+        await a.settings.kvSet('bk.setting', { on: true });
+        const ev = await a.outbox.appendEvent({ type: 't.bk', time: 1, data: { n: 1 } });
+        await a.connectionLog().append([
+          {
+            id: 'bk-r1',
+            user: 'ann',
+            session: null,
+            listener: 'http',
+            target: 'a.example:443',
+            node: null,
+            exit: '127.0.0.1',
+            bytesUp: 1,
+            bytesDown: 2,
+            startedAt: 1000,
+            durationMs: 1,
+            result: 'ok',
+            reason: 'closed',
+            retries: 0,
+            hedges: 0,
+          },
+        ]);
+
+        assert.equal((await b.orders.getOrder('PBK1'))?.appOrderNo, 'BK1');
+        assert.equal((await b.orders.getJournal('BK1'))?.reqId, 'q1');
+        assert.deepEqual((await b.users.getUser('ann'))?.data, { x: 1 });
+        assert.equal((await b.usage.getUsage('ann'))?.usedBytes, 42);
+        assert.deepEqual(await b.settings.kvGet('bk.setting'), { on: true });
+        assert.ok(ev);
+        assert.deepEqual(
+          (await b.outbox.listEvents()).map((e) => e.id),
+          [ev.id],
+        );
+        assert.deepEqual(
+          (await b.connectionLog().query({ limit: 10 })).map((r) => r.id),
+          ['bk-r1'],
+        );
+      } finally {
+        await a.close();
+        await b.close();
+      }
+    });
+
+    test(`the fleet's shared state is ${driver.name === 'redis' ? 'there' : 'absent'}`, async () => {
+      const a = await open();
+      try {
+        if (driver.name === 'redis') assert.ok(a.fleet);
+        else assert.equal(a.fleet, undefined);
+      } finally {
+        await a.close();
+      }
+    });
+
+    test('close() closes every backend (STORE_UNAVAILABLE), and closing twice is fine', async () => {
+      const a = await open();
+      await a.close();
+      await a.close();
+      const calls: [string, () => Promise<unknown>][] = [
+        ['orders', () => a.orders.listOrders()],
+        ['users', () => a.users.listUsers()],
+        ['usage', () => a.usage.listUsage()],
+        ['settings', () => a.settings.kvGet('x')],
+        ['outbox', () => a.outbox.listEvents()],
+      ];
+      for (const [name, call] of calls)
+        await assert.rejects(call, (err: unknown) => err instanceof StoreError && err.code === 'STORE_UNAVAILABLE', name);
+    });
+  });
