@@ -30,6 +30,7 @@ import type { StatePart } from './state.ts';
 import type { UsersPart } from './users.ts';
 import { BanTable } from '../proxy/request-bans.ts';
 import { RequestRules } from '../proxy/request-rules.ts';
+import { unsentLimiter } from '../proxy/unsent-limit.ts';
 
 export interface GatewayPart {
   sessions: SessionTable;
@@ -224,6 +225,12 @@ async function assembleListeners(config: Config, needs: Needs, ctx: AssemblyCont
     certificate: (): SecureContextOptions | undefined => httpsListener?.certificate,
     logger: logger.child({ component: 'user-ports' }),
   });
+  const unsent = unsentLimiter(config.proxy.clientUnsentBytes);
+  if (unsent.why)
+    logger.warn(
+      `proxy.clientUnsentBytes cannot be applied (${unsent.why}); a client that stops reading may leave up to the kernel's send buffer read from the upstream`,
+    );
+  const limitUnsent = unsent.limit;
   const httpListener = new HttpListener({
     anonymous: (socket) => userPorts.admit(socket),
     fromUserPort: (socket) => userPorts.owns(socket),
@@ -234,6 +241,7 @@ async function assembleListeners(config: Config, needs: Needs, ctx: AssemblyCont
     idleTimeoutMs: config.proxy.idleTimeoutMs,
     handshakeTimeoutMs: config.proxy.handshakeTimeoutMs,
     pipelineDepth: config.proxy.pipelineDepth,
+    limitUnsent,
     metrics,
     logger: logger.child({ component: 'http' }),
   });
@@ -256,6 +264,7 @@ async function assembleListeners(config: Config, needs: Needs, ctx: AssemblyCont
     port: config.proxy.socks5.port,
     handshakeTimeoutMs: config.proxy.handshakeTimeoutMs,
     idleTimeoutMs: config.proxy.idleTimeoutMs,
+    limitUnsent,
     metrics,
     logger: logger.child({ component: 'socks5' }),
   });

@@ -42,6 +42,8 @@ export interface HttpListenerOptions {
   host?: string;
   /** 0 = any free port (read it from listen()'s result). */
   port: number;
+  /** Bounds what the kernel holds unsent for each client (config proxy.clientUnsentBytes); default the kernel's. */
+  limitUnsent?: ((socket: Socket) => void) | undefined;
   /** CONNECT tunnel idle timeout. Default 300000 ms. */
   idleTimeoutMs?: number;
   /**

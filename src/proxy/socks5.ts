@@ -21,6 +21,8 @@ export interface Socks5ListenerOptions {
   host?: string;
   /** 0 = any free port (read it from listen()'s result). */
   port: number;
+  /** Bounds what the kernel holds unsent for each client (config proxy.clientUnsentBytes); default the kernel's. */
+  limitUnsent?: ((socket: Socket) => void) | undefined;
   /** Whole handshake, greeting to CONNECT request. Default 10000 ms. */
   handshakeTimeoutMs?: number;
   /** Relay idle timeout. Default 300000 ms. */

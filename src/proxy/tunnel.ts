@@ -84,6 +84,8 @@ export interface TunnelPipelineOptions {
   anonymous?: ((socket: Socket) => Authorization | undefined) | undefined;
   /** Plain-HTTP forwarding (the HTTP listener): its timeouts and how a failed request is answered. */
   forward?: ForwardSettings | undefined;
+  /** Bounds what the kernel holds unsent for each accepted client socket (src/proxy/unsent-limit.ts). */
+  limitUnsent?: ((socket: Socket) => void) | undefined;
 }
 
 /** What both listeners' options give their pipeline (the listener's own settings, the idle timeout defaulted). */
@@ -102,6 +104,7 @@ export function pipelineOptions(
     anonymous: o.anonymous,
     fromUserPort: o.fromUserPort,
     forward,
+    limitUnsent: o.limitUnsent,
   };
 }
 
@@ -147,6 +150,7 @@ export class TunnelPipeline {
 
   /** An accepted client socket: registered for drain and close, counted active while open. */
   accept(socket: Socket, onClose?: () => void): void {
+    this.options.limitUnsent?.(socket);
     this.conns.accept(socket, this.listener, this.options.metrics, onClose);
   }
 
