@@ -54,6 +54,8 @@ export function benchConfig(http: UpstreamDaemon, socks: UpstreamDaemon, storePa
       // ROTOR_BENCH_RULES=1: a request rule that applies to every request and never fires (status 418), to
       // measure what evaluating rules costs the data path (docs/benchmarks.md).
       ...(process.env.ROTOR_BENCH_RULES === '1' ? { requestRules: [{ status: [418], action: 'retry_ban' }] } : {}),
+      // ROTOR_BENCH_UNSENT=<bytes>: proxy.clientUnsentBytes (0 = the kernel's own send buffer), for its A/B on M3.
+      ...(process.env.ROTOR_BENCH_UNSENT ? { clientUnsentBytes: Number(process.env.ROTOR_BENCH_UNSENT) } : {}),
     },
     admin: { host: '127.0.0.1', port: 0 },
     callback: { host: '127.0.0.1', port: 0 },

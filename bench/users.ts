@@ -14,7 +14,7 @@
 //
 // --smoke: 2,000 users (checks the bench runs; the targets are for the full size). The import always runs unless
 // --dir names a directory a previous run imported into (its users then count as --users).
-// --profile DIR: the restarted daemons write --cpu-prof profiles into DIR (read them with bench/profile.ts).
+// --profile DIR: every daemon (the importing one and the restarted ones) writes a --cpu-prof profile into DIR (read them with bench/profile.ts).
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -210,7 +210,7 @@ async function main(): Promise<void> {
   try {
     log(`bench:users, ${count} users, load ${load()}`);
     if (values.dir === undefined) {
-      daemon = (await start(dir, upstream, 0, [])).daemon;
+      daemon = (await start(dir, upstream, 0, flags)).daemon;
       const importMs = await importUsers(daemon, count, logins, loginHash);
       report({
         name: `import ${count} users (POST /v1/users/batch, 1,000 a request)`,

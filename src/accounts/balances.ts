@@ -108,7 +108,13 @@ export class BalanceWatcher {
   }
 
   private async readNewPairs(): Promise<void> {
+    // Once per (account, product) named: 100,000 users on a few accounts are a few reads, not 100,000 awaits
+    // per change burst (refresh() refuses every user of the pair).
+    const seen = new Set<string>();
     for (const u of this.users) {
+      const named = key(u.mainAccount, u.product);
+      if (seen.has(named)) continue;
+      seen.add(named);
       const productNo = await this.dynamicProductOf(u);
       if (productNo !== undefined && !this.balances.has(key(u.mainAccount, productNo))) await this.known(u.mainAccount, productNo, u.name);
     }

@@ -144,6 +144,17 @@ const proxy = z
      * pipelining: one request at a time goes upstream); past it the connection is answered 503 and closed.
      */
     pipelineDepth: z.number().int().min(0).max(1000).default(16),
+    /**
+     * Bytes the kernel may hold not yet sent to a client (TCP_NOTSENT_LOWAT on Linux and macOS): what a client
+     * that stops reading makes Rotor read from the upstream, beyond Rotor's own buffers; 0 = the kernel's own
+     * (up to net.ipv4.tcp_wmem's maximum, 4 MiB by default).
+     */
+    clientUnsentBytes: z
+      .number()
+      .int()
+      .min(0)
+      .max(64 * 1024 * 1024)
+      .default(128 * 1024),
     // ── abuse bounds (README "Security") ──
     /** Sticky sessions one user holds at most; a new session id past it is refused (403 / SOCKS5 0x02). */
     maxSessionsPerUser: z.number().int().min(1).max(1_000_000).default(1000),

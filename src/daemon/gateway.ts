@@ -20,6 +20,7 @@ import { SessionTable } from '../session/table.ts';
 import { listenAs, type ListenAddress } from '../startup/ports.ts';
 import { UserGate } from '../users/gate.ts';
 import { UserPorts } from '../users/ports.ts';
+import { descriptorGuard } from '../proxy/accept-guard.ts';
 import { configureHashing } from '../users/password.ts';
 import { DestinationPolicy } from '../proxy/destination-rules.ts';
 import type { AccountsPart } from './accounts.ts';
@@ -30,6 +31,7 @@ import type { StatePart } from './state.ts';
 import type { UsersPart } from './users.ts';
 import { BanTable } from '../proxy/request-bans.ts';
 import { RequestRules } from '../proxy/request-rules.ts';
+import { unsentLimiter } from '../proxy/unsent-limit.ts';
 
 export interface GatewayPart {
   sessions: SessionTable;
@@ -210,6 +212,8 @@ async function assembleRouting(config: Config, needs: Needs, ctx: AssemblyContex
 async function assembleListeners(config: Config, needs: Needs, ctx: AssemblyContext, router: Router, connections: ConnectionLogService) {
   const { logger, metrics } = ctx;
   const directory = needs.users.directory;
+  // Out of descriptors: the proxy listeners pause (drop new clients) and resume, said once (src/proxy/accept-guard.ts).
+  ctx.stops.onStop('descriptor guard', descriptorGuard.attach({ metrics, logger: logger.child({ component: 'descriptors' }) }));
   // Users' own ports hand their sockets to the shared listeners, which admit an allowed address without
   // credentials through userPorts.admit.
   const userPorts = new UserPorts({
@@ -224,6 +228,12 @@ async function assembleListeners(config: Config, needs: Needs, ctx: AssemblyCont
     certificate: (): SecureContextOptions | undefined => httpsListener?.certificate,
     logger: logger.child({ component: 'user-ports' }),
   });
+  const unsent = unsentLimiter(config.proxy.clientUnsentBytes);
+  if (unsent.why)
+    logger.warn(
+      `proxy.clientUnsentBytes cannot be applied (${unsent.why}); a client that stops reading may leave up to the kernel's send buffer read from the upstream`,
+    );
+  const limitUnsent = unsent.limit;
   const httpListener = new HttpListener({
     anonymous: (socket) => userPorts.admit(socket),
     fromUserPort: (socket) => userPorts.owns(socket),
@@ -234,6 +244,7 @@ async function assembleListeners(config: Config, needs: Needs, ctx: AssemblyCont
     idleTimeoutMs: config.proxy.idleTimeoutMs,
     handshakeTimeoutMs: config.proxy.handshakeTimeoutMs,
     pipelineDepth: config.proxy.pipelineDepth,
+    limitUnsent,
     metrics,
     logger: logger.child({ component: 'http' }),
   });
@@ -256,6 +267,7 @@ async function assembleListeners(config: Config, needs: Needs, ctx: AssemblyCont
     port: config.proxy.socks5.port,
     handshakeTimeoutMs: config.proxy.handshakeTimeoutMs,
     idleTimeoutMs: config.proxy.idleTimeoutMs,
+    limitUnsent,
     metrics,
     logger: logger.child({ component: 'socks5' }),
   });

@@ -14,6 +14,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { ConnectionContext, ConnectionRecorder, RecordResult } from '../connlog/types.ts';
 import { unrecordedConnections } from '../connlog/recorder.ts';
+import { DescriptorsExhaustedError } from '../errors/failed-accept.ts';
 import { InternalError, isRotorError } from '../errors/rotor-error.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { ConnectionResult, Metrics } from '../telemetry/metrics.ts';
@@ -84,6 +85,8 @@ export interface TunnelPipelineOptions {
   anonymous?: ((socket: Socket) => Authorization | undefined) | undefined;
   /** Plain-HTTP forwarding (the HTTP listener): its timeouts and how a failed request is answered. */
   forward?: ForwardSettings | undefined;
+  /** Bounds what the kernel holds unsent for each accepted client socket (src/proxy/unsent-limit.ts). */
+  limitUnsent?: ((socket: Socket) => void) | undefined;
 }
 
 /** What both listeners' options give their pipeline (the listener's own settings, the idle timeout defaulted). */
@@ -102,6 +105,7 @@ export function pipelineOptions(
     anonymous: o.anonymous,
     fromUserPort: o.fromUserPort,
     forward,
+    limitUnsent: o.limitUnsent,
   };
 }
 
@@ -147,6 +151,7 @@ export class TunnelPipeline {
 
   /** An accepted client socket: registered for drain and close, counted active while open. */
   accept(socket: Socket, onClose?: () => void): void {
+    this.options.limitUnsent?.(socket);
     this.conns.accept(socket, this.listener, this.options.metrics, onClose);
   }
 
@@ -232,6 +237,8 @@ export class TunnelPipeline {
         error: err.proxyError,
       };
     }
+    // Out of descriptors: the proxy's own state (503), never the upstream's; no node was blamed for it.
+    if (err instanceof DescriptorsExhaustedError) return upstreamFailure(err.httpStatus, err.message, 'proxy_internal_error');
     if (isRotorError(err)) return upstreamFailure(err.httpStatus, err.message);
     const code = (err as NodeJS.ErrnoException | undefined)?.code;
     if (code === 'ETIMEDOUT') return upstreamFailure(504, 'the upstream did not answer in time', 'http_response_timeout');

@@ -9,7 +9,7 @@ import { createClock, type SimClock } from './platform/clock.ts';
 import type { SimContext } from './platform/context.ts';
 import { createFaultControl, createInspect, type FaultControl, type Inspect } from './platform/control.ts';
 import { Faults } from './platform/faults.ts';
-import { rememberSandbox, type SandboxMemory } from './platform/persist.ts';
+import { rememberSandbox, type PersistOptions, type SandboxMemory } from './platform/persist.ts';
 import { startServer } from './platform/server.ts';
 import { SimState } from './platform/state.ts';
 import { startUpstreams } from './upstreams/index.ts';
@@ -61,6 +61,8 @@ export interface SimOptions {
   latencyMs?: number;
   /** A JSON file the sandbox's state is read from at start and kept written to (persist.ts); absent: memory only. */
   stateFile?: string;
+  /** When the state file is written (persist.ts); the defaults suit a daemon. */
+  statePersist?: PersistOptions;
 }
 
 /** A type (not an interface) so it is assignable to Record<string, unknown> (src/cli/simulator.ts). */
@@ -75,6 +77,8 @@ export type Simulator = {
   inspect: Inspect;
   faults: FaultControl;
   setCallbackUrl(url: string): void;
+  /** Writes of the state file so far (0 without one; the write at close not counted). */
+  stateWrites(): number;
   close(): Promise<void>;
 };
 
@@ -117,7 +121,7 @@ export async function startSimulator(opts: SimOptions = {}): Promise<Simulator> 
   let server;
   let memory: SandboxMemory | undefined;
   try {
-    if (opts.stateFile) memory = await rememberSandbox(ctx, opts.stateFile);
+    if (opts.stateFile) memory = await rememberSandbox(ctx, opts.stateFile, opts.statePersist);
     server = await startServer({ host, port: opts.port ?? 0, appKey, appSecret, ctx, inspect, faults });
   } catch (err) {
     await memory?.close();
@@ -139,6 +143,7 @@ export async function startSimulator(opts: SimOptions = {}): Promise<Simulator> 
     setCallbackUrl(url: string) {
       state.merchant.callbackUrl = url;
     },
+    stateWrites: () => memory?.writes ?? 0,
     async close() {
       if (closed) return;
       closed = true;

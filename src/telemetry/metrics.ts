@@ -39,6 +39,11 @@ export const METRIC = {
   authFailures: 'rotor_auth_failures_total',
   // SOCKS5 UDP ASSOCIATE (src/proxy/udp-associate.ts)
   udpDropped: 'rotor_udp_datagrams_dropped_total',
+  // file descriptors (src/proxy/accept-guard.ts)
+  descriptorExhaustion: 'rotor_descriptor_exhaustion_total',
+  descriptorsOpen: 'rotor_descriptors_open',
+  descriptorsLimit: 'rotor_descriptors_limit',
+  descriptorsExhausted: 'rotor_descriptors_exhausted',
 } as const;
 
 /**
@@ -65,6 +70,27 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     ...userMetrics(registers),
     ...recordMetrics(registers),
     ...udpMetrics(registers),
+    ...descriptorMetrics(registers),
+  };
+}
+
+/** The process's file descriptors: how many are open, the limit, and what failed for want of one. */
+function descriptorMetrics(registers: Registry[]) {
+  return {
+    // where: accept (a client refused or dropped at accept) | dial (an upstream dial that could not open its socket)
+    descriptorExhaustion: new Counter({
+      name: METRIC.descriptorExhaustion,
+      help: 'Operations that failed for want of a file descriptor (EMFILE/ENFILE): clients refused at accept, upstream dials',
+      labelNames: ['where'] as const,
+      registers,
+    }),
+    descriptorsOpen: new Gauge({ name: METRIC.descriptorsOpen, help: 'File descriptors open in the process (sampled)', registers }),
+    descriptorsLimit: new Gauge({ name: METRIC.descriptorsLimit, help: "The process's soft descriptor limit (RLIMIT_NOFILE)", registers }),
+    descriptorsExhausted: new Gauge({
+      name: METRIC.descriptorsExhausted,
+      help: '1 while descriptors are exhausted and the proxy listeners refuse new clients, else 0',
+      registers,
+    }),
   };
 }
 

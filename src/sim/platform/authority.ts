@@ -38,6 +38,7 @@ export function createAuthority(ctx: SimContext): UpstreamAuthority {
     return {
       add(bytes: number): boolean {
         b.usedBytes += bytes;
+        state.revision++;
         if (sub) sub.used.set(productNo, (sub.used.get(productNo) ?? 0) + bytes);
         const minute = Math.floor(ctx.clock.now() / 60_000) * 60;
         const last = b.log[b.log.length - 1];
@@ -90,6 +91,7 @@ export function createAuthority(ctx: SimContext): UpstreamAuthority {
         meter: {
           add(bytes: number): boolean {
             state.instanceBytes.set(instanceNo, (state.instanceBytes.get(instanceNo) ?? 0) + bytes);
+            state.revision++;
             return inst.status === INSTANCE_STATUS.running && !expired();
           },
         },

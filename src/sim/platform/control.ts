@@ -172,6 +172,7 @@ export function createFaultControl(ctx: SimContext) {
       const p = ctx.state.products.get(productNo);
       if (!p) return false;
       Object.assign(p, patch);
+      ctx.state.touch();
       ctx.callbacks.send('product', productNo, '');
       return true;
     },
@@ -180,11 +181,13 @@ export function createFaultControl(ctx: SimContext) {
       const i = ctx.state.instances.get(instanceNo);
       if (!i) return false;
       i.status = status;
+      ctx.state.touch();
       ctx.callbacks.send('instance', instanceNo, '');
       return true;
     },
     setMerchant(patch: MerchantPatch): void {
       const m = ctx.state.merchant;
+      ctx.state.touch();
       if (patch.coin !== undefined) m.coin = parseMoney(patch.coin);
       if (patch.credit !== undefined) m.credit = parseMoney(patch.credit);
       if (patch.status !== undefined) m.status = patch.status;
@@ -195,6 +198,7 @@ export function createFaultControl(ctx: SimContext) {
     /** A sub account deleted on the platform behind the merchant's back (not a main account's own); false when none. */
     deleteSubAccount(appUsername: string): boolean {
       if (ctx.state.mains.has(appUsername)) return false;
+      ctx.state.touch();
       return ctx.state.subs.delete(appUsername);
     },
   };

@@ -32,13 +32,22 @@ export function registerOrder(ctx: SimContext, order: Order): void {
   ctx.state.orders.set(order.orderNo, order);
   ctx.state.merchantNos.set(order.appOrderNo, { kind: order.kind, orderNo: order.orderNo });
   const half = Math.floor(ctx.orderDelayMs / 2);
-  ctx.clock.schedule(half, () => toProcessing(ctx, order));
-  ctx.clock.schedule(ctx.orderDelayMs, () => void finish(ctx, order));
+  ctx.clock.schedule(half, () => {
+    toProcessing(ctx, order);
+    ctx.state.touch();
+  });
+  ctx.clock.schedule(ctx.orderDelayMs, () => finishing(ctx, order));
 }
 
 /** An order read back from a saved state while not yet final: it finishes after the usual delay. */
 export function resumeOrder(ctx: SimContext, order: Order): void {
-  ctx.clock.schedule(ctx.orderDelayMs, () => void finish(ctx, order));
+  ctx.clock.schedule(ctx.orderDelayMs, () => finishing(ctx, order));
+}
+
+/** A timer's finish: the state marked changed when it starts and when its awaited steps are done (persist.ts). */
+function finishing(ctx: SimContext, order: Order): void {
+  ctx.state.touch();
+  void finish(ctx, order).finally(() => ctx.state.touch());
 }
 
 function toProcessing(ctx: SimContext, order: Order): void {
@@ -195,6 +204,7 @@ export function watchExpiry(ctx: SimContext, inst: Instance): void {
   };
   const check = () => {
     if (inst.status !== INSTANCE_STATUS.running && inst.status !== INSTANCE_STATUS.stopped) return;
+    ctx.state.touch();
     const now = ctx.clock.now();
     const expiry = inst.userExpired * 1000;
     if (expiry > now) {

@@ -1,13 +1,25 @@
 // The sandbox's memory across restarts (embedded mode: a file beside the daemon's store). A real platform
 // remembers its accounts, balances, orders and instances whatever its merchants do; a sandbox that forgot
 // them on every `npm start` left users made through the API without a sub account. The whole state is
-// written as one JSON file (to a temporary name, then renamed: a crash mid-write keeps the previous file),
-// every `intervalMs` when it changed, and at close; it is read back before the sandbox answers anything.
-// Orders not yet final finish after the usual delay, static instances get their upstream port again (a new
-// port number) and their expiry watch.
+// written as one JSON file (to a temporary name, then renamed: a crash mid-write keeps the previous file)
+// and read back before the sandbox answers anything. Orders not yet final finish after the usual delay,
+// static instances get their upstream port again (a new port number) and their expiry watch.
+//
+// What a write costs at a reseller's size (100,000 sub accounts: a 13 MB file) decides when it happens:
+// - only after a change: everything that changes the saved state bumps SimState.revision (the server after
+//   an operation that writes, the traffic meters, the order and expiry timers, the test controls), so an
+//   idle or read-only sandbox writes nothing and no copy of the last file is kept to compare;
+// - at most every `intervalMs`, and never sooner after the previous write than `spacing` times what that
+//   write took (writes take at most about 1/(1 + spacing) of the event loop during an import), nor later
+//   than `maxDelayMs` after the change;
+// - written in pieces (a slice of records at a time, each piece handed to the file before the next is
+//   made): no single turn of the event loop serialises the whole state. The records are the ones present
+//   when the write began; a record changed meanwhile is written as it is then, and its change bumped the
+//   revision, so the next write follows.
+// At close the last change is written synchronously (a close during process exit must not leave it half done).
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { writeFile, rename } from 'node:fs/promises';
+import { open, rename } from 'node:fs/promises';
 import { InternalError } from '../../errors/rotor-error.ts';
 import type { SimProduct } from './catalog.ts';
 import type { SimContext } from './context.ts';
@@ -53,24 +65,56 @@ export function sandboxStateFile(storePath: string): string | undefined {
   return `${storePath}.sandbox.json`;
 }
 
-function snapshot(state: SimState, generation: number): SavedState {
-  return {
+/** The saved state's lists, each with how one record is written (the maps as arrays of entries). */
+type ListKey = Exclude<keyof SavedState, 'version' | 'generation' | 'counter' | 'merchant'>;
+type Captured = { head: string; lists: [ListKey, readonly unknown[], ((item: never) => unknown) | undefined][] };
+
+/** The state's records as they are now (references, not copies: cheap), for a write in pieces. */
+function capture(state: SimState, generation: number): Captured {
+  const head: Pick<SavedState, 'version' | 'generation' | 'counter' | 'merchant'> = {
     version: VERSION,
     generation,
     counter: state.idCounter,
     merchant: state.merchant,
-    products: [...state.products.values()],
-    orders: [...state.orders.values()],
-    merchantNos: [...state.merchantNos],
-    instances: [...state.instances.values()].map(({ unwatch: _unwatch, ...rest }) => rest),
-    mains: [...state.mains.values()].map((m) => ({ ...m, balances: [...m.balances.values()] })),
-    subs: [...state.subs.values()].map((s) => ({ ...s, limits: [...s.limits], used: [...s.used] })),
-    charges: state.charges,
-    resets: [...state.resets.values()],
-    extractTokens: [...state.extractTokens],
-    soldIps: [...state.soldIps],
-    instanceBytes: [...state.instanceBytes],
   };
+  return {
+    head: JSON.stringify(head),
+    lists: [
+      ['products', [...state.products.values()], undefined],
+      ['orders', [...state.orders.values()], undefined],
+      ['merchantNos', [...state.merchantNos], undefined],
+      ['instances', [...state.instances.values()], ({ unwatch: _unwatch, ...rest }: Instance) => rest],
+      ['mains', [...state.mains.values()], (m: MainAccount) => ({ ...m, balances: [...m.balances.values()] })],
+      ['subs', [...state.subs.values()], (s: SubAccount) => ({ ...s, limits: [...s.limits], used: [...s.used] })],
+      ['charges', state.charges.slice(), undefined],
+      ['resets', [...state.resets.values()], undefined],
+      ['extractTokens', [...state.extractTokens], undefined],
+      ['soldIps', [...state.soldIps], undefined],
+      ['instanceBytes', [...state.instanceBytes], undefined],
+    ],
+  };
+}
+
+/** Records serialised per piece (a 100,000-record list is 100 pieces). */
+const RECORDS_PER_PIECE = 1000;
+
+/** The file's text in pieces, in order: joined, they are the JSON of a SavedState. */
+function* pieces(c: Captured): Generator<string> {
+  yield c.head.slice(0, -1);
+  for (const [key, items, shape] of c.lists) {
+    yield `,${JSON.stringify(key)}:[`;
+    for (let from = 0; from < items.length; from += RECORDS_PER_PIECE) {
+      let text = from === 0 ? '' : ',';
+      const to = Math.min(items.length, from + RECORDS_PER_PIECE);
+      for (let i = from; i < to; i++) {
+        const item = items[i];
+        text += (i > from ? ',' : '') + JSON.stringify(shape ? shape(item as never) : item);
+      }
+      yield text;
+    }
+    yield ']';
+  }
+  yield '}';
 }
 
 /** Reads a saved state into `state`; false when there is no file. A file that cannot be read is an error. */
@@ -92,17 +136,31 @@ function restore(state: SimState, saved: SavedState): void {
 }
 
 export interface SandboxMemory {
-  /** Writes now if anything changed since the last write. */
+  /** Writes now if anything changed since the last write (after any write under way). */
   save(): Promise<void>;
-  /** Stops the timer and writes a last time. */
+  /** Stops the timer and writes a last time (synchronously) if anything changed. */
   close(): Promise<void>;
+  /** Writes done so far (not counting the one at close). */
+  readonly writes: number;
+}
+
+export interface PersistOptions {
+  /** Least time between two writes; default 1000 ms. */
+  intervalMs?: number;
+  /** A write waits at least this many times the previous write's duration after it; default 20. */
+  spacing?: number;
+  /** A change waits at most this long (plus a write under way) to be written; default 30 s. */
+  maxDelayMs?: number;
 }
 
 /**
  * Loads `file` into the sandbox (when it exists) and keeps it written. The callback URL is not taken from
  * the file (the daemon sets its own at start).
  */
-export async function rememberSandbox(ctx: SimContext, file: string, intervalMs = 1000): Promise<SandboxMemory> {
+export async function rememberSandbox(ctx: SimContext, file: string, options: PersistOptions = {}): Promise<SandboxMemory> {
+  const intervalMs = options.intervalMs ?? 1000;
+  const spacing = options.spacing ?? 20;
+  const maxDelayMs = Math.max(intervalMs, options.maxDelayMs ?? 30_000);
   let generation = 0;
   mkdirSync(dirname(file), { recursive: true });
   let text: string | undefined;
@@ -111,40 +169,83 @@ export async function rememberSandbox(ctx: SimContext, file: string, intervalMs 
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
   }
+  const state = ctx.state;
+  const loaded = text !== undefined;
   if (text !== undefined) {
     const saved = JSON.parse(text) as SavedState;
-    const callbackUrl = ctx.state.merchant.callbackUrl;
-    restore(ctx.state, saved);
-    ctx.state.merchant.callbackUrl = callbackUrl;
+    text = undefined;
+    const callbackUrl = state.merchant.callbackUrl;
+    restore(state, saved);
+    state.merchant.callbackUrl = callbackUrl;
     generation = saved.generation + 1;
     await resumeWork(ctx);
   }
-  let last = '';
-  let writing: Promise<void> = Promise.resolve();
-  const save = async (): Promise<void> => {
-    const next = JSON.stringify(snapshot(ctx.state, generation));
-    if (next === last) return;
-    last = next;
+  // A state just read is what the file holds (the new ports and the callback URL are not worth a rewrite);
+  // a new sandbox's first state is written once.
+  let written = loaded ? state.revision : state.revision - 1;
+  let writes = 0;
+  let writing: Promise<void> | undefined;
+  let lastTookMs = 0;
+  let lastEnd = 0;
+  /** When the oldest change not yet written was first seen by a tick. */
+  let dirtySince: number | undefined;
+
+  const writeInPieces = async (): Promise<void> => {
+    const revision = state.revision;
+    const started = performance.now();
     const tmp = `${file}.tmp`;
-    writing = writing.then(async () => {
-      await writeFile(tmp, next);
-      await rename(tmp, file);
-    });
-    await writing;
+    const fh = await open(tmp, 'w');
+    try {
+      let chunk = '';
+      for (const piece of pieces(capture(state, generation))) {
+        chunk += piece;
+        if (chunk.length >= 256 * 1024) {
+          await fh.write(chunk);
+          chunk = '';
+        }
+      }
+      await fh.write(chunk);
+    } finally {
+      await fh.close();
+    }
+    await rename(tmp, file);
+    written = revision;
+    writes++;
+    lastEnd = performance.now();
+    lastTookMs = lastEnd - started;
   };
-  const timer = setInterval(() => void save().catch(() => undefined), intervalMs);
+  const save = (): Promise<void> => {
+    if (writing) return writing.then(save);
+    if (state.revision === written) return Promise.resolve();
+    dirtySince = undefined;
+    writing = writeInPieces().finally(() => {
+      writing = undefined;
+    });
+    return writing;
+  };
+  const tick = (): void => {
+    if (writing || state.revision === written) return;
+    const now = performance.now();
+    dirtySince ??= now;
+    if (now - lastEnd < spacing * lastTookMs && now - dirtySince < maxDelayMs) return;
+    // A failed write (disk full) leaves the change unwritten: the next tick tries again.
+    save().catch(() => undefined);
+  };
+  const timer = setInterval(tick, intervalMs);
   timer.unref();
   return {
     save,
+    get writes() {
+      return writes;
+    },
     async close() {
       clearInterval(timer);
-      await writing.catch(() => undefined);
+      await writing?.catch(() => undefined);
+      if (state.revision === written) return;
       // Synchronously: a close during process exit must not leave the write half done.
-      const next = JSON.stringify(snapshot(ctx.state, generation));
-      if (next === last) return;
-      writeFileSync(`${file}.tmp`, next);
+      writeFileSync(`${file}.tmp`, [...pieces(capture(state, generation))].join(''));
       renameSync(`${file}.tmp`, file);
-      last = next;
+      written = state.revision;
     },
   };
 }

@@ -15,6 +15,26 @@ import { handlers } from './handlers.ts';
 
 const MAX_BODY = 1024 * 1024;
 
+/**
+ * Operations that change nothing the sandbox saves (persist.ts): every other one marks the state changed
+ * after its handler ran (a refused one too: harmless, one write more).
+ */
+const READS: ReadonlySet<OperationName> = new Set<OperationName>([
+  'GetAppInfo',
+  'GetArea',
+  'GetCityList',
+  'GetProjectList',
+  'GetProductStock',
+  'GetProductInfo',
+  'ProductAreaList',
+  'GetOrder',
+  'GetInstance',
+  'GetAssignIpInfo',
+  'ProxyInfo',
+  'GetProxyUserInfo',
+  'ProxyFlowUseLog',
+]);
+
 export interface ServerOptions {
   host: string;
   port: number;
@@ -156,6 +176,8 @@ async function operate(opts: ServerOptions, envelope: AesEnvelope, name: Operati
   } catch (err) {
     if (err instanceof SimError) return fail(err.platformCode, err.message);
     return fail(CODE.SYSTEM, 'system error');
+  } finally {
+    if (!READS.has(name)) opts.ctx.state.touch();
   }
 }
 
@@ -176,6 +198,7 @@ async function simRoute(opts: ServerOptions, req: IncomingMessage, res: ServerRe
   const { inspect, faults } = opts;
   if (head === 'extract' && arg) {
     const out = await extract(opts.ctx, arg, req.socket.remoteAddress ?? '');
+    opts.ctx.state.touch();
     res.writeHead(200, { 'content-type': out.contentType });
     res.end(out.body);
     return;

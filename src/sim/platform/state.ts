@@ -173,6 +173,11 @@ export class SimState {
   instanceBytes = new Map<string, number>();
   private counter = 0;
   private rand: () => number;
+  /**
+   * Bumped by every change of what persist.ts saves (the server after an operation that writes, the traffic
+   * meters, the order and expiry timers, the test controls): the file is rewritten only when it moved.
+   */
+  revision = 0;
 
   constructor(seed: number, callbackUrl: string) {
     this.merchant = {
@@ -214,7 +219,13 @@ export class SimState {
     this.rand = seededRandom(Math.imul(generation + 1, 0x9e3779b1) ^ this.counter);
   }
 
+  /** Marks the state changed (see `revision`). */
+  touch(): void {
+    this.revision++;
+  }
+
   nextId(prefix: string): string {
+    this.revision++;
     this.counter += 1;
     return `${prefix}${String(this.counter).padStart(8, '0')}`;
   }
@@ -231,6 +242,7 @@ export class SimState {
 
   charge(merchantNo: string, operation: string, orderNo: string, amount: number, at: number): void {
     if (amount === 0) return;
+    this.revision++;
     this.merchant.coin -= amount;
     this.charges.push({ merchantNo, operation, orderNo, amount, at });
   }

@@ -1,0 +1,49 @@
+// How much a client that stops reading can make Rotor read from the upstream. Rotor stops reading the
+// upstream once its own write queue to the client is full, but the kernel takes writes into the socket's send
+// buffer first, and on Linux that buffer autotunes up to net.ipv4.tcp_wmem's maximum (4 MiB by default): every
+// byte of it was read from the upstream, and the platform charges it, for a client that never takes it.
+// TCP_NOTSENT_LOWAT bounds what the kernel holds not yet sent, without fixing the buffer's size (so a client
+// that reads keeps the kernel's autotuned throughput). Node has no setsockopt; `sockopt` (N-API) provides it.
+import { createRequire } from 'node:module';
+import type { Socket } from 'node:net';
+
+interface SockOpt {
+  setsockopt(socket: unknown, level: number, name: number, value: number): void;
+}
+
+const IPPROTO_TCP = 6;
+/** TCP_NOTSENT_LOWAT by platform (Linux 25, macOS 0x201); elsewhere the kernel's default stays. */
+const NOTSENT_LOWAT: Partial<Record<NodeJS.Platform, number>> = { linux: 25, darwin: 0x201 };
+
+let binding: SockOpt | null | undefined;
+
+function load(): SockOpt | null {
+  if (binding !== undefined) return binding;
+  try {
+    binding = createRequire(import.meta.url)('sockopt') as SockOpt;
+  } catch {
+    binding = null;
+  }
+  return binding;
+}
+
+/**
+ * A function that bounds the unsent bytes the kernel may hold for one socket, or undefined when `bytes` is 0
+ * or this platform cannot (then `why` says so, for one log line at start).
+ */
+export function unsentLimiter(bytes: number): { limit?: (socket: Socket) => void; why?: string } {
+  if (bytes <= 0) return {};
+  const option = NOTSENT_LOWAT[process.platform];
+  if (option === undefined) return { why: `TCP_NOTSENT_LOWAT is not known on ${process.platform}` };
+  const lib = load();
+  if (!lib) return { why: 'the sockopt module could not be loaded' };
+  return {
+    limit(socket: Socket): void {
+      try {
+        lib.setsockopt(socket, IPPROTO_TCP, option, bytes);
+      } catch {
+        // A socket already closed (no handle) or not TCP: nothing is buffered for it.
+      }
+    },
+  };
+}
