@@ -56,7 +56,7 @@ export async function assembleUsers(config: Config, needs: Needs, ctx: AssemblyC
   directory.onExpired((user, expiresAt) => expired.push({ user, expiresAt }));
   await directory.start(accounts.configured);
   ctx.stops.onStop('users', () => directory.close());
-  // Put back into Redis should it lose the fleet's data (src/fleet/rebuild.ts).
+  // Put back into Redis should it lose the fleet's data (src/fleet/index.ts rebuild).
   fleet?.holdUsers(() => directory.held());
   boundUserSeries({
     metrics: ctx.metrics,
