@@ -156,7 +156,7 @@ async function assembleRouting(config: Config, needs: Needs, ctx: AssemblyContex
 
   const poolProvider = { pool: (key: PoolKey) => pools.get(key) };
   const fleetSessions = fleetSessionsFor(needs, sessions, ctx);
-  needs.state.fleet?.holdSessions(() => sessions.held()); // put back should Redis lose them (src/fleet/rebuild.ts)
+  needs.state.fleet?.holdSessions(() => sessions.held()); // put back should Redis lose them (src/fleet/index.ts rebuild)
   const regions = new RegionDirectory(orders.orders.catalog, { logger: logger.child({ component: 'regions' }) });
   await regions.start();
   ctx.stops.onStop('regions', () => regions.stop());
