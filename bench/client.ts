@@ -2,7 +2,9 @@
 // an event loop with the driver or the gateway. Plain sockets and hand-written CONNECT / SOCKS5 handshakes:
 // the client must cost the same on both paths and as little as possible.
 import { connect, type Socket } from 'node:net';
+import { resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
 
 export interface ProxySpec {
   kind: 'connect' | 'socks5';
@@ -298,7 +300,8 @@ async function run(job: ClientJob): Promise<unknown> {
   }
 }
 
-if (process.send) {
+// Only when forked as itself: a child that imports openTunnel/request has its own messages.
+if (process.send && process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   process.on('message', (job: ClientJob) => {
     run(job).then(
       (result) => process.send!({ ok: true, result } satisfies ClientReply),

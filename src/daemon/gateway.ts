@@ -20,6 +20,7 @@ import { SessionTable } from '../session/table.ts';
 import { listenAs, type ListenAddress } from '../startup/ports.ts';
 import { UserGate } from '../users/gate.ts';
 import { UserPorts } from '../users/ports.ts';
+import { descriptorGuard } from '../proxy/accept-guard.ts';
 import { configureHashing } from '../users/password.ts';
 import { DestinationPolicy } from '../proxy/destination-rules.ts';
 import type { AccountsPart } from './accounts.ts';
@@ -155,7 +156,7 @@ async function assembleRouting(config: Config, needs: Needs, ctx: AssemblyContex
 
   const poolProvider = { pool: (key: PoolKey) => pools.get(key) };
   const fleetSessions = fleetSessionsFor(needs, sessions, ctx);
-  needs.state.fleet?.holdSessions(() => sessions.held()); // put back should Redis lose them (src/fleet/rebuild.ts)
+  needs.state.fleet?.holdSessions(() => sessions.held()); // put back should Redis lose them (src/fleet/index.ts rebuild)
   const regions = new RegionDirectory(orders.orders.catalog, { logger: logger.child({ component: 'regions' }) });
   await regions.start();
   ctx.stops.onStop('regions', () => regions.stop());
@@ -211,6 +212,8 @@ async function assembleRouting(config: Config, needs: Needs, ctx: AssemblyContex
 async function assembleListeners(config: Config, needs: Needs, ctx: AssemblyContext, router: Router, connections: ConnectionLogService) {
   const { logger, metrics } = ctx;
   const directory = needs.users.directory;
+  // Out of descriptors: the proxy listeners pause (drop new clients) and resume, said once (src/proxy/accept-guard.ts).
+  ctx.stops.onStop('descriptor guard', descriptorGuard.attach({ metrics, logger: logger.child({ component: 'descriptors' }) }));
   // Users' own ports hand their sockets to the shared listeners, which admit an allowed address without
   // credentials through userPorts.admit.
   const userPorts = new UserPorts({

@@ -33,7 +33,7 @@ export async function assembleState(config: Config, ctx: AssemblyContext): Promi
   // After the accounting's last flush and the orders' stop (both registered later, so stopped earlier).
   ctx.stops.onStop('fleet', () => fleet.close());
   // One line at start when this Redis keeps nothing on disk (a restart would empty it).
-  await fleetParts.checkPersistence(shared.connection, ctx.logger.child({ component: 'fleet' }));
+  await fleetParts.checkPersistence(shared, ctx.logger.child({ component: 'fleet' }));
   ctx.logger.info(
     { instance: fleet.instance, sliceBytes: fleetConfig.sliceBytes, offlineBytes: fleetConfig.offlineBytes },
     'fleet mode: limits, sticky sessions and order tracking shared through redis',

@@ -56,7 +56,7 @@ export async function assembleUsers(config: Config, needs: Needs, ctx: AssemblyC
   directory.onExpired((user, expiresAt) => expired.push({ user, expiresAt }));
   await directory.start(accounts.configured);
   ctx.stops.onStop('users', () => directory.close());
-  // Put back into Redis should it lose the fleet's data (src/fleet/rebuild.ts).
+  // Put back into Redis should it lose the fleet's data (src/fleet/index.ts rebuild).
   fleet?.holdUsers(() => directory.held());
   boundUserSeries({
     metrics: ctx.metrics,
@@ -64,8 +64,10 @@ export async function assembleUsers(config: Config, needs: Needs, ctx: AssemblyC
     marked: () => directory.marked(),
     max: config.metrics.userSeriesMax,
   });
-  // The same bound for the per-pool series (src/telemetry/pool-series.ts).
-  ctx.metrics.poolSeries.max = config.metrics.userSeriesMax;
+  // Per-pool and per-account series: half the bound each (src/telemetry/pool-series.ts, balance-series.ts), so
+  // the whole page stays under 64 KB at the default whatever the number of users, pools and accounts.
+  ctx.metrics.poolSeries.max = Math.ceil(config.metrics.userSeriesMax / 2);
+  ctx.metrics.balanceSeries.max = Math.ceil(config.metrics.userSeriesMax / 2);
   await accounts.follow(directory, changes);
   const healer = new SubAccountHealer({
     recreate: async (name) => {

@@ -30,115 +30,11 @@
 // Choose sliceBytes ≥ 2 × (one user's peak rate through one daemon) × (Redis round trip + scheduling),
 // so a refill (started at half a slice) lands before the slice is spent; 1 MiB is plenty on a LAN.
 import { randomBytes } from 'node:crypto';
-import type { Redis } from 'ioredis';
 import type { AllowanceSource, FleetAllowance } from '../accounting/accounting.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { UsageStore } from '../store/types.ts';
-import type { RedisConnection } from '../store/redis-connection.ts';
-import { DEFAULT_REDIS_PREFIX, RedisKeys } from '../store/redis-keys.ts';
-import { callScript, defineScripts } from '../store/redis.ts';
+import type { AllowanceGrant, AllowanceStore } from '../store/fleet-state.ts';
 import { InternalError } from '../errors/rotor-error.ts';
-
-// KEYS: usage hash (used, limit), allowance hash (instance -> leased), usage:all set, acked hash (reporter ->
-// cumulative bytes applied), the fleet's epoch (a random id the first daemon writes into an empty Redis), the
-// live daemons (zset instance -> heartbeat expiry ms).
-// ARGV: instance, user, reported (cumulative bytes this reporter has spent, adopted usage included), want
-// (lease to hold after: top up to it, or give back down to it), alive key prefix, alive ttl ms, now, seed
-// limit ('' = none), seed used (the fleet's `used` this daemon last saw), reporter (instance:epoch), acked
-// (the cumulative figure this reporter last saw applied), final ('1': the reporter's last sync, forget it),
-// acked ttl ms, seed epoch (the fleet epoch `seed used` was seen in; '' = none), a new epoch id (used only
-// when Redis has none).
-// Returns {held, granted, limit, used, seeded, epoch, others, daemons}; granted -1 and held 0 for an
-// unlimited user. `seeded` 1: the usage record was missing (Redis came back empty) and was rebuilt from
-// this daemon's last view. `others`: bytes leased by the other live daemons; `daemons`: how many are live.
-//
-// Spending is reported as a cumulative figure, not a delta, so a sync is idempotent: a script that ran but
-// whose reply was lost (a command timeout while Redis was stalled, a dropped connection) is followed by one
-// reporting a cumulative figure that includes the same bytes, and only what lies beyond the figure already
-// applied is added. Reporting deltas, the retry added them a second time (a billing double count).
-//
-// Rebuild after a loss (restart without persistence, FLUSHALL): the epoch key is gone, so the first sync
-// writes a new one, and every daemon whose last view is from the old epoch folds that view in once: `used`
-// only ever grows, so the latest view any daemon holds covers every byte applied before it, and the record
-// keeps the highest view folded so far (`seed`): a daemon with a higher one adds only the difference, a
-// lower one adds nothing. Each daemon then reports what it spent since its own last applied figure (its
-// acked entry went with the rest, so `base` is what it last saw applied). So several daemons rebuilding at
-// once count every byte once.
-const SYNC = `
-local inst, want = ARGV[1], tonumber(ARGV[4])
-local seeded = 0
-local epoch = redis.call('GET', KEYS[5])
-if not epoch then
-  epoch = ARGV[15]
-  redis.call('SET', KEYS[5], epoch)
-end
-if ARGV[8] ~= '' and redis.call('HEXISTS', KEYS[1], 'limit') == 0 then
-  redis.call('HSET', KEYS[1], 'limit', ARGV[8], 'updatedAt', ARGV[7])
-  redis.call('HSETNX', KEYS[1], 'used', 0)
-  redis.call('SADD', KEYS[3], ARGV[2])
-  seeded = 1
-end
-if ARGV[14] ~= '' and ARGV[14] ~= epoch then
-  local seed = tonumber(ARGV[9])
-  local prev = 0
-  if redis.call('HGET', KEYS[1], 'seedEpoch') == epoch then prev = tonumber(redis.call('HGET', KEYS[1], 'seed') or '0') end
-  if seed > prev then
-    redis.call('HINCRBY', KEYS[1], 'used', seed - prev)
-    redis.call('HSETNX', KEYS[1], 'limit', -1)
-    redis.call('HSET', KEYS[1], 'seed', seed, 'seedEpoch', epoch, 'updatedAt', ARGV[7])
-    redis.call('SADD', KEYS[3], ARGV[2])
-    seeded = 1
-  end
-end
-local base = tonumber(redis.call('HGET', KEYS[4], ARGV[10]) or ARGV[11])
-local spent = tonumber(ARGV[3]) - base
-if spent < 0 then spent = 0 end
-if ARGV[12] == '1' then redis.call('HDEL', KEYS[4], ARGV[10])
-elseif spent > 0 or redis.call('HEXISTS', KEYS[4], ARGV[10]) == 0 then
-  redis.call('HSET', KEYS[4], ARGV[10], ARGV[3])
-  redis.call('PEXPIRE', KEYS[4], ARGV[13])
-end
-redis.call('SET', ARGV[5] .. inst, '1', 'PX', ARGV[6])
-redis.call('ZADD', KEYS[6], tonumber(ARGV[7]) + tonumber(ARGV[6]), inst)
-redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', ARGV[7])
-local daemons = redis.call('ZCARD', KEYS[6])
-local mine = tonumber(redis.call('HGET', KEYS[2], inst) or '0')
-if spent > 0 then
-  redis.call('HINCRBY', KEYS[1], 'used', spent)
-  redis.call('HSETNX', KEYS[1], 'limit', -1)
-  redis.call('HSET', KEYS[1], 'updatedAt', ARGV[7])
-  redis.call('SADD', KEYS[3], ARGV[2])
-  mine = mine - math.min(spent, mine)
-end
-local others = 0
-local all = redis.call('HGETALL', KEYS[2])
-for i = 1, #all, 2 do
-  if all[i] ~= inst then
-    if redis.call('EXISTS', ARGV[5] .. all[i]) == 0 then redis.call('HDEL', KEYS[2], all[i])
-    else others = others + tonumber(all[i + 1]) end
-  end
-end
-local limit = tonumber(redis.call('HGET', KEYS[1], 'limit') or '-1')
-local used = tonumber(redis.call('HGET', KEYS[1], 'used') or '0')
-local granted = 0
-if limit < 0 then
-  mine = 0
-  granted = -1
-elseif want <= mine then
-  mine = want
-else
-  local left = limit - used - others - mine
-  if left > 0 then granted = math.min(want - mine, left) end
-  mine = mine + granted
-end
-if mine > 0 then redis.call('HSET', KEYS[2], inst, mine) else redis.call('HDEL', KEYS[2], inst) end
-return {mine, granted, limit, used, seeded, epoch, others, daemons}
-`;
-/** The sync's reply: held, granted, limit, used, seeded, epoch, others, daemons (see SYNC). */
-type SyncReply = [number, number, number, number, number, string, number, number];
-const SCRIPTS = { rotorAllowanceSync: { numberOfKeys: 6, lua: SYNC } };
-/** How long a reporter's applied figure outlives its last sync (a crashed daemon never says `final`). */
-const ACKED_TTL_MS = 7 * 86_400_000;
 
 export interface AllowanceOptions {
   /** This daemon's identity, unique in the fleet. */
@@ -159,7 +55,6 @@ export interface AllowanceOptions {
   aliveTtlMs?: number;
   /** How often every user is synced (spent reported, exhausted users retried, heartbeat); default aliveTtlMs / 3. */
   syncEveryMs?: number;
-  prefix?: string;
   /** Distinguishes this process's reports from an earlier run's with the same instance id; default random. */
   epoch?: string;
   now?: () => number;
@@ -256,7 +151,6 @@ export class AllowanceLeaser implements AllowanceSource {
   readonly instance: string;
   /** This process's reporter id in the acked hash: the instance id may be reused by the next run. */
   private readonly reporter: string;
-  private readonly keys: RedisKeys;
   private readonly slice: number;
   private readonly lowWater: number;
   private readonly offlineBytes: number;
@@ -281,13 +175,12 @@ export class AllowanceLeaser implements AllowanceSource {
   private readonly lostListeners: ((epoch: string) => void)[] = [];
 
   constructor(
-    private readonly connection: RedisConnection,
+    private readonly store: AllowanceStore,
     options: AllowanceOptions,
   ) {
     if (!(options.sliceBytes > 0)) throw new InternalError('sliceBytes must be positive');
     this.instance = options.instance;
     this.reporter = `${options.instance}:${options.epoch ?? randomBytes(6).toString('hex')}`;
-    this.keys = new RedisKeys(options.prefix ?? DEFAULT_REDIS_PREFIX);
     this.slice = Math.floor(options.sliceBytes);
     this.lowWater = options.lowWaterBytes ?? Math.floor(this.slice / 2);
     this.offlineBytes = options.offlineBytes ?? this.slice;
@@ -296,7 +189,6 @@ export class AllowanceLeaser implements AllowanceSource {
     this.now = options.now ?? Date.now;
     this.logger = options.logger;
     this.onChange = options.onChange;
-    defineScripts(connection.client, SCRIPTS);
     this.syncEveryMs = options.syncEveryMs ?? Math.max(10, Math.floor(this.aliveTtlMs / 3));
     this.timer = setInterval(() => void this.syncAll(), this.syncEveryMs);
     this.timer.unref();
@@ -357,19 +249,8 @@ export class AllowanceLeaser implements AllowanceSource {
     const heartbeat = async (): Promise<void> => {
       try {
         // Also reports the epoch (written if Redis has none): a loss is noticed within a round.
-        const now = this.now();
-        const results = await this.connection.run('allowance heartbeat', (c: Redis) =>
-          c
-            .multi()
-            .set(this.keys.aliveBase + this.instance, '1', 'PX', this.aliveTtlMs)
-            .zadd(this.keys.daemons, now + this.aliveTtlMs, this.instance)
-            .zremrangebyscore(this.keys.daemons, '-inf', now)
-            .set(this.keys.epoch, this.candidateEpoch, 'NX')
-            .get(this.keys.epoch)
-            .exec(),
-        );
-        const epoch = results?.[4]?.[1];
-        if (typeof epoch === 'string') this.sawEpoch(epoch);
+        const epoch = await this.store.heartbeat(this.instance, this.aliveTtlMs, this.now(), this.candidateEpoch);
+        if (epoch !== undefined) this.sawEpoch(epoch);
       } catch {
         reached = false; // the connection logged it
       }
@@ -424,33 +305,23 @@ export class AllowanceLeaser implements AllowanceSource {
     const extra = a.extra;
     // Not yet confirmed: everything since the last confirmed sync, a failed one's bytes included.
     const cumulative = a.acked + Math.max(0, Math.trunc(spent)) + extra;
-    let r: SyncReply;
+    let r: AllowanceGrant;
     try {
-      r = (await this.connection.run(`allowance of ${a.user}`, (c: Redis) =>
-        callScript(c, 'rotorAllowanceSync', [
-          this.keys.usage(a.user),
-          this.keys.allowance(a.user),
-          this.keys.usageAll,
-          this.keys.allowanceAcked(a.user),
-          this.keys.epoch,
-          this.keys.daemons,
-          this.instance,
-          a.user,
-          cumulative,
-          Math.max(0, Math.floor(want)),
-          this.keys.aliveBase,
-          this.aliveTtlMs,
-          this.now(),
-          a.seedLimit === null ? '' : Math.trunc(a.seedLimit),
-          Math.max(0, Math.trunc(a.lastUsed)),
-          this.reporter,
-          a.acked,
-          final ? '1' : '0',
-          ACKED_TTL_MS,
-          a.lastEpoch,
-          this.candidateEpoch,
-        ]),
-      )) as SyncReply;
+      r = await this.store.sync({
+        instance: this.instance,
+        user: a.user,
+        reported: cumulative,
+        want,
+        aliveTtlMs: this.aliveTtlMs,
+        now: this.now(),
+        seedLimit: a.seedLimit,
+        seedUsed: a.lastUsed,
+        seedEpoch: a.lastEpoch,
+        reporter: this.reporter,
+        acked: a.acked,
+        final,
+        newEpoch: this.candidateEpoch,
+      });
     } catch {
       // Unreachable (the connection logged it): serve on the offline allowance, once per user per outage.
       if (!a.offline)
@@ -467,26 +338,26 @@ export class AllowanceLeaser implements AllowanceSource {
       this.tell(a);
       return;
     }
-    if (r[4] === 1)
+    if (r.seeded)
       this.logger?.warn(
         { user: a.user, limitBytes: a.seedLimit, usedBytes: a.lastUsed },
         "allowance: redis had lost this user's usage (restarted empty?); rebuilt it from this instance's last view",
       );
-    this.sawEpoch(String(r[5]));
-    a.lastUsed = r[3];
-    a.lastEpoch = String(r[5]);
-    a.freeAtSync = r[2] < 0 ? Infinity : Math.max(0, r[2] - r[3] - r[6] - r[0]);
-    a.daemonsAtSync = Math.max(1, r[7]);
+    this.sawEpoch(r.epoch);
+    a.lastUsed = r.used;
+    a.lastEpoch = r.epoch;
+    a.freeAtSync = r.limit < 0 ? Infinity : Math.max(0, r.limit - r.used - r.others - r.held);
+    a.daemonsAtSync = Math.max(1, r.daemons);
     // Bytes spent while the script ran stay in `spent`, to be reported next time.
     a.acked = cumulative;
     a.spent -= spent;
     a.extra -= extra;
-    a.unlimited = r[1] === -1;
-    a.held = r[0];
-    a.roomy = want > 0 && r[0] >= want;
+    a.unlimited = r.granted === -1;
+    a.held = r.held;
+    a.roomy = want > 0 && r.held >= want;
     a.offline = false;
     a.offlineTaken = false;
-    a.quietUntil = r[1] === 0 && want > r[0] ? this.now() + this.syncEveryMs : 0;
+    a.quietUntil = r.granted === 0 && want > r.held ? this.now() + this.syncEveryMs : 0;
     this.tell(a);
   }
 

@@ -1,6 +1,6 @@
 // Sticky sessions across the fleet, fitted around the gateway without changing it: the local SessionTable
 // stays the cache the router reads synchronously, and before a sticky connection is dialed the local miss
-// is settled against Redis (SharedSessions):
+// is settled against Redis (the fleet state's SharedSessionStore):
 //   • the fleet has a live binding → it is adopted here with its own start and expiry;
 //   • none → a node is taken from this daemon's pool and claimed (SET NX): the winner's node is adopted,
 //     ours if we won, the other daemon's if it bound the session first;
@@ -20,11 +20,11 @@ import type { PoolProvider, RotationReason, SessionStore, Target } from '../prox
 import type { SessionTable, SessionView } from '../session/table.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import { StoreError } from '../store/errors.ts';
-import type { SharedSession, SharedSessions } from './sessions.ts';
+import type { SharedSession, SharedSessionStore } from '../store/fleet-state.ts';
 
 export interface FleetSessionsOptions {
   table: SessionTable;
-  shared: SharedSessions<UpstreamNode>;
+  shared: SharedSessionStore<UpstreamNode>;
   /** This daemon's pools, unwrapped (a node is taken from here to claim a new session). */
   pools: PoolProvider;
   now?: () => number;
@@ -34,7 +34,7 @@ export interface FleetSessionsOptions {
 /** The router's SessionStore in fleet mode, plus the async step the FleetRouter runs before a sticky dial. */
 export class FleetSessions implements SessionStore {
   private readonly table: SessionTable;
-  private readonly shared: SharedSessions<UpstreamNode>;
+  private readonly shared: SharedSessionStore<UpstreamNode>;
   private readonly pools: PoolProvider;
   private readonly now: () => number;
   private readonly logger: Logger | undefined;

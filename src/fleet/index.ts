@@ -1,23 +1,21 @@
-// The fleet's shared parts on one Redis connection (the store's): the allowance leaser (limits), shared
-// sticky sessions and the lease keeper (one daemon per order). Built by the composition root when
-// `store.path` is a redis:// URL; closed before the store.
+// The fleet's shared parts on the store's fleet state (Backends.fleet): the allowance leaser (limits), shared
+// sticky sessions and the lease keeper (one daemon per order). Built by the composition root when the
+// backends have a fleet state (a store several daemons share); closed before the store.
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { UpstreamNode } from '../pool/types.ts';
 import type { FleetState } from '../store/fleet-state.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import { AllowanceLeaser } from './allowance.ts';
-import { LeaseKeeper, Leases } from './lease.ts';
-import { SharedSessions } from './sessions.ts';
-import { UserRestorer } from './rebuild.ts';
+import { LeaseKeeper } from './lease.ts';
+import type { SharedSessionStore } from '../store/fleet-state.ts';
 import type { StoredUser } from '../store/types.ts';
 import type { StickySession } from '../session/table.ts';
 
 export { AllowanceLeaser, UserAllowance, type AllowanceOptions } from './allowance.ts';
-export { Leases, LeaseKeeper, type LeasesOptions, type LeaseKeeperOptions } from './lease.ts';
-export { SharedSessions, type SharedNode, type SharedSession, type SharedSessionsOptions } from './sessions.ts';
+export { LeaseKeeper, type LeaseKeeperOptions } from './lease.ts';
 export { FleetSessions, FleetRouter, type FleetSessionsOptions } from './gateway.ts';
-export { checkPersistence, readPersistence, type Persistence } from './persistence.ts';
+export { checkPersistence, type Persistence } from './persistence.ts';
 
 export interface FleetOptions {
   /** This daemon's identity; default hostname:pid:random. */
@@ -36,13 +34,13 @@ export interface FleetOptions {
 export interface Fleet {
   readonly instance: string;
   readonly allowance: AllowanceLeaser;
-  readonly sessions: SharedSessions<UpstreamNode>;
+  readonly sessions: SharedSessionStore<UpstreamNode>;
   readonly leases: LeaseKeeper;
   /** Who to tell about each lease found lost (expired or taken over): whoever holds leases. */
   onLeaseLost(handler: (name: string) => void): void;
   /**
    * What this daemon holds that Redis must have: put back whenever Redis is found to have lost the fleet's
-   * data (src/fleet/rebuild.ts). The users directory's records and the sticky sessions' table.
+   * data (src/fleet/index.ts rebuild). The users directory's records and the sticky sessions' table.
    */
   holdUsers(source: () => StoredUser[]): void;
   holdSessions(source: () => StickySession[]): void;
@@ -55,32 +53,30 @@ export function defaultInstanceId(): string {
 }
 
 export function startFleet(state: FleetState, options: FleetOptions): Fleet {
-  const { connection, prefix } = state;
   const instance = options.instanceId || defaultInstanceId();
   const logger = options.logger;
-  const allowance = new AllowanceLeaser(connection, {
+  const allowance = new AllowanceLeaser(state.allowance(), {
     instance,
     sliceBytes: options.sliceBytes,
     offlineBytes: options.offlineBytes,
     ...(options.outageMaxBytes !== undefined ? { outageMaxBytes: options.outageMaxBytes } : {}),
     aliveTtlMs: options.aliveTtlMs,
-    prefix,
     ...(logger ? { logger } : {}),
   });
-  const sessions = new SharedSessions<UpstreamNode>(connection, { prefix, ...(options.now ? { now: options.now } : {}) });
+  const sessions = state.sessions<UpstreamNode>(options.now);
   let lost: ((name: string) => void) | undefined;
-  const leases = new LeaseKeeper(new Leases(connection, { owner: instance, ttlMs: options.leaseTtlMs, prefix }), {
+  const leases = new LeaseKeeper(state.leases(instance, options.leaseTtlMs), {
     ...(logger ? { logger } : {}),
     onLost: (name) => lost?.(name),
   });
-  const restorer = new UserRestorer(connection, { prefix, ...(options.now ? { now: options.now } : {}) });
+  const now = options.now ?? Date.now;
   const held: { users?: () => StoredUser[]; sessions?: () => StickySession[] } = {};
   allowance.onDataLost((epoch) => void rebuild(epoch));
   const rebuild = async (epoch: string): Promise<void> => {
     const users = held.users?.() ?? [];
     const live = held.sessions?.() ?? [];
     try {
-      const [putUsers, putSessions] = await Promise.all([restorer.restore(users), sessions.restore(live)]);
+      const [putUsers, putSessions] = await Promise.all([state.restoreUsers(users, now()), sessions.restore(live)]);
       logger?.warn(
         { epoch, users: users.length, usersPutBack: putUsers, sessions: live.length, sessionsPutBack: putSessions },
         'fleet data put back into redis from what this instance holds (usage and limits follow with the next sync of each user)',

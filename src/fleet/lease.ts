@@ -1,83 +1,10 @@
-// A named lease with expiry in Redis, for "one daemon of the fleet does this" (e.g. follows a given order).
-// Taking it is SET key owner NX PX ttl; renewing and releasing compare the owner first (one Lua script
-// each), so a daemon whose lease ran out can never extend or drop the lease another daemon took over. A
-// holder that dies stops renewing and the lease expires after at most `ttlMs`: then another daemon's
-// acquire succeeds. LeaseKeeper renews what it holds every ttl/3 and reports leases it lost.
-import type { Redis } from 'ioredis';
+// Leases held for "one daemon of the fleet does this" (e.g. follows a given order), on the fleet's shared
+// state (Backends.fleet leases(); in Redis, src/store/redis-fleet-leases.ts): a lease another daemon took
+// over can never be extended or dropped by the one whose lease ran out. LeaseKeeper renews what it holds every
+// ttl/3 and reports leases it lost.
 import type { OrderClaims } from '../orders/types.ts';
 import type { Logger } from '../telemetry/logger.ts';
-import type { RedisConnection } from '../store/redis-connection.ts';
-import { DEFAULT_REDIS_PREFIX, RedisKeys } from '../store/redis-keys.ts';
-import { callScript, defineScripts } from '../store/redis.ts';
-import { InternalError } from '../errors/rotor-error.ts';
-
-const RENEW = `
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
-return 0
-`;
-const RELEASE = `
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-`;
-const SCRIPTS = {
-  rotorLeaseRenew: { numberOfKeys: 1, lua: RENEW },
-  rotorLeaseRelease: { numberOfKeys: 1, lua: RELEASE },
-};
-
-export interface LeasesOptions {
-  /** This daemon's identity (unique in the fleet, e.g. hostname:pid:random). */
-  owner: string;
-  /** How long a lease lives without renewal (ms). */
-  ttlMs: number;
-  prefix?: string;
-}
-
-/** Leases of one owner. Every method fails with StoreUnavailableError when Redis cannot be reached. */
-export class Leases {
-  readonly owner: string;
-  readonly ttlMs: number;
-  private readonly keys: RedisKeys;
-
-  constructor(
-    private readonly connection: RedisConnection,
-    options: LeasesOptions,
-  ) {
-    if (!(options.ttlMs > 0)) throw new InternalError('ttlMs must be positive');
-    this.owner = options.owner;
-    this.ttlMs = Math.ceil(options.ttlMs);
-    this.keys = new RedisKeys(options.prefix ?? DEFAULT_REDIS_PREFIX);
-    defineScripts(connection.client, SCRIPTS);
-  }
-
-  /** Takes the lease if nobody holds it (or re-takes our own). True when we hold it now. */
-  async acquire(name: string): Promise<boolean> {
-    return this.connection.run(`lease ${name}`, async (c: Redis) => {
-      if ((await c.set(this.keys.lease(name), this.owner, 'PX', this.ttlMs, 'NX')) === 'OK') return true;
-      return (await callScript(c, 'rotorLeaseRenew', [this.keys.lease(name), this.owner, this.ttlMs])) === 1;
-    });
-  }
-
-  /** Extends our lease by ttlMs; false when it is not ours (expired, or taken over). */
-  async renew(name: string): Promise<boolean> {
-    return this.connection.run(
-      `lease ${name}`,
-      async (c) => (await callScript(c, 'rotorLeaseRenew', [this.keys.lease(name), this.owner, this.ttlMs])) === 1,
-    );
-  }
-
-  /** Drops our lease (so another daemon can take it at once); false when it was not ours. */
-  async release(name: string): Promise<boolean> {
-    return this.connection.run(
-      `lease ${name}`,
-      async (c) => (await callScript(c, 'rotorLeaseRelease', [this.keys.lease(name), this.owner])) === 1,
-    );
-  }
-
-  /** Who holds the lease now (null: nobody). */
-  async holder(name: string): Promise<string | null> {
-    return this.connection.run(`lease ${name}`, (c) => c.get(this.keys.lease(name)));
-  }
-}
+import type { LeaseStore } from '../store/fleet-state.ts';
 
 export interface LeaseKeeperOptions {
   logger?: Logger;
@@ -98,7 +25,7 @@ export class LeaseKeeper implements OrderClaims {
   private renewing: Promise<void> | undefined;
 
   constructor(
-    readonly leases: Leases,
+    readonly leases: LeaseStore,
     private readonly options: LeaseKeeperOptions = {},
   ) {
     this.timer = setInterval(() => void this.renewAll(), options.renewEveryMs ?? Math.max(10, Math.floor(leases.ttlMs / 3)));

@@ -1,9 +1,23 @@
 // The TCP leg of every upstream dial: connect with a deadline, cancellable by the client's DialSignal
 // (cancel.ts), failures classified into the pool's FailureReason.
 import { connect, type Socket } from 'node:net';
+import { DescriptorsExhaustedError, isDescriptorExhaustion, reportDescriptorExhaustion } from '../errors/failed-accept.ts';
 import type { FailureReason } from '../pool/types.ts';
 import type { DialSignal } from './cancel.ts';
 import { DialAbortedError, UpstreamDialError } from './errors.ts';
+
+/**
+ * What a failed connect becomes. No descriptor left to open the socket with (EMFILE, ENFILE) is this
+ * process's own exhaustion: reported (src/proxy/accept-guard.ts runs the episode) and a DescriptorsExhaustedError,
+ * which no node is blamed for; anything else is the upstream's failure, classified for the pool.
+ */
+export function dialSocketError(err: NodeJS.ErrnoException, message: string): DescriptorsExhaustedError | UpstreamDialError {
+  if (isDescriptorExhaustion(err)) {
+    reportDescriptorExhaustion('dial', err);
+    return new DescriptorsExhaustedError(err);
+  }
+  return new UpstreamDialError(classifySocketError(err), message);
+}
 
 export function classifySocketError(err: NodeJS.ErrnoException): FailureReason {
   switch (err.code) {
@@ -71,7 +85,7 @@ export function connectTcp(host: string, port: number, timeoutMs: number, signal
       socket = s;
       s.setNoDelay(true);
       const onError = (err: NodeJS.ErrnoException): void => {
-        fail(new UpstreamDialError(classifySocketError(err), `upstream ${host}:${port}: ${err.code ?? err.message}`));
+        fail(dialSocketError(err, `upstream ${host}:${port}: ${err.code ?? err.message}`));
       };
       s.once('error', onError);
       s.once('connect', () => {

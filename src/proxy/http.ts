@@ -31,6 +31,7 @@ import type { Authorization, Dialed, Router } from './router.ts';
 import type { RelayLimiter, Target } from './types.ts';
 import type { ConnectionContext, ConnectionRecorder } from '../connlog/types.ts';
 import { boundPort, listenOn } from './listen.ts';
+import { descriptorGuard } from './accept-guard.ts';
 import { pipelineOptions, TunnelPipeline, type Admission, type TunnelAdapter, type TunnelFailure } from './tunnel.ts';
 import { recordTarget, type FromUserPort } from './tunnel-record.ts';
 
@@ -124,6 +125,7 @@ export class HttpListener {
     // deadline bounds a silent client's first head, the response timeout and relay idle bound the rest.
     this.server = createServer({ noDelay: true, headersTimeout: this.handshakeMs, requestTimeout: 0 });
     this.server.on('error', (err) => onServerError(this.server.listening, err, options.logger));
+    descriptorGuard.watch(this.server);
     this.server.on('connection', (socket: Socket) => this.onConnection(socket));
     this.server.on('request', (req: IncomingMessage, res: ServerResponse) => this.onRequest(req, res, false));
     this.server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => this.onRequest(req, res, true));

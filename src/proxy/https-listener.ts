@@ -11,6 +11,7 @@ import { logFailedAccepts } from '../errors/failed-accept.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import { boundPort, listenOn } from './listen.ts';
+import { descriptorGuard } from './accept-guard.ts';
 
 /** The certificate or key of `proxy.https` cannot be read or used; names the config key. */
 export class TlsConfigError extends RotorError {
@@ -87,6 +88,7 @@ export class HttpsListener {
       allowHalfOpen: false,
     });
     logFailedAccepts(this.server, 'https proxy listener', options.logger);
+    descriptorGuard.watch(this.server);
     this.server.on('connection', (raw: Socket) => {
       const peer = peerOf(raw);
       this.handshaking.set(peer, raw);

@@ -12,6 +12,7 @@ import type { Authorization, Router } from './router.ts';
 import type { UdpAssociations } from './udp-associate.ts';
 import type { ConnectionContext, ConnectionRecorder } from '../connlog/types.ts';
 import { boundPort, listenOn } from './listen.ts';
+import { descriptorGuard } from './accept-guard.ts';
 import { pipelineOptions, TunnelPipeline, type Admission, type TunnelAdapter, type TunnelFailure } from './tunnel.ts';
 import { recordTarget, type FromUserPort } from './tunnel-record.ts';
 
@@ -68,6 +69,7 @@ export class Socks5Listener {
     };
     this.server = createServer({ allowHalfOpen: true, pauseOnConnect: false }, (socket) => this.onConnection(socket));
     logFailedAccepts(this.server, 'proxy listener', options.logger);
+    descriptorGuard.watch(this.server);
   }
 
   /** Starts listening; resolves with the bound address. */

@@ -14,6 +14,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { ConnectionContext, ConnectionRecorder, RecordResult } from '../connlog/types.ts';
 import { unrecordedConnections } from '../connlog/recorder.ts';
+import { DescriptorsExhaustedError } from '../errors/failed-accept.ts';
 import { InternalError, isRotorError } from '../errors/rotor-error.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { ConnectionResult, Metrics } from '../telemetry/metrics.ts';
@@ -236,6 +237,8 @@ export class TunnelPipeline {
         error: err.proxyError,
       };
     }
+    // Out of descriptors: the proxy's own state (503), never the upstream's; no node was blamed for it.
+    if (err instanceof DescriptorsExhaustedError) return upstreamFailure(err.httpStatus, err.message, 'proxy_internal_error');
     if (isRotorError(err)) return upstreamFailure(err.httpStatus, err.message);
     const code = (err as NodeJS.ErrnoException | undefined)?.code;
     if (code === 'ETIMEDOUT') return upstreamFailure(504, 'the upstream did not answer in time', 'http_response_timeout');

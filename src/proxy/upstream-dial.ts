@@ -7,7 +7,8 @@ import { connect, type Socket } from 'node:net';
 import type { UpstreamNode } from '../pool/types.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import type { DialSignal } from './cancel.ts';
-import { classifySocketError } from './dial-tcp.ts';
+import { classifySocketError, dialSocketError } from './dial-tcp.ts';
+import { isDescriptorExhaustion } from '../errors/failed-accept.ts';
 import { DialAbortedError, UpstreamDialError } from './errors.ts';
 import { connectTls, readyEvent, tlsDialError, type UpstreamTls } from './dial-tls.ts';
 
@@ -141,6 +142,7 @@ class GuardedDial<T> implements DialSteps {
   }
 
   connectFailed(err: NodeJS.ErrnoException): void {
+    if (isDescriptorExhaustion(err)) return this.fail(dialSocketError(err, ''));
     if (this.node.tls === true) return this.fail(tlsDialError(this.node, err, classifySocketError));
     this.fail(new UpstreamDialError(classifySocketError(err), `upstream ${this.node.host}:${this.node.port}: ${err.code ?? err.message}`));
   }

@@ -4,7 +4,7 @@
 // undefined on SQLite, and that is the only place the difference shows.
 import type { ConnectionLogStore, RecordBounds } from './connection-log-types.ts';
 import type { FleetState } from './fleet-state.ts';
-import { openStoreFor, sharedFleetState } from './open.ts';
+import { openStoreFor } from './open.ts';
 import type { SqliteStoreOptions } from './sqlite.ts';
 import type { RedisStoreOptions } from './redis.ts';
 import type { OrdersBackend, OutboxStore, SettingsStore, Store, UsageStore, UserStore } from './types.ts';
@@ -34,8 +34,11 @@ export async function openBackends(path: string, options: BackendsOptions = {}):
   return backendsOf(await openStoreFor(path, options));
 }
 
+/** A driver's store; one several daemons can share (Redis) also gives the fleet's shared state. */
+type DriverStore = Store & { fleetState?(): FleetState };
+
 /** The backends of a store already open (tests open theirs through test/support/store.ts). */
-export function backendsOf(store: Store): Backends {
+export function backendsOf(store: DriverStore): Backends {
   return {
     orders: store,
     users: store,
@@ -43,7 +46,7 @@ export function backendsOf(store: Store): Backends {
     settings: store,
     outbox: store,
     connectionLog: (bounds) => store.connectionLog(bounds),
-    fleet: sharedFleetState(store),
+    fleet: store.fleetState?.(),
     close: () => store.close(),
   };
 }

@@ -4,9 +4,7 @@
 import { SqliteStore, type SqliteStoreOptions } from './sqlite.ts';
 import { StoreError } from './errors.ts';
 import type { Store } from './types.ts';
-import type { RedisStore, RedisStoreOptions } from './redis.ts';
-import type { RedisConnection } from './redis-connection.ts';
-import type { FleetState } from './fleet-state.ts';
+import type { RedisStoreOptions } from './redis.ts';
 
 /** SQLite only, opened synchronously; StoreError STORE_UNSUPPORTED for a redis:// URL (use openStoreFor). */
 export function openStore(path: string, options: SqliteStoreOptions = {}): Store {
@@ -33,19 +31,4 @@ export async function openStoreFor(path: string, options: SqliteStoreOptions & R
     return openRedisStore(path, options);
   }
   return new SqliteStore(path, options);
-}
-
-/**
- * The Redis connection a fleet shares with the store, or undefined for a store that is not shared (SQLite).
- * Told apart by shape: an instanceof test would load the Redis driver (and ioredis) into every daemon.
- */
-export function sharedConnection(store: Store): RedisConnection | undefined {
-  const s = store as Partial<Pick<RedisStore, 'connection' | 'keys'>>;
-  return s.connection !== undefined && s.keys !== undefined ? s.connection : undefined;
-}
-
-/** The fleet's shared state on this store, or undefined for a store that is not shared (SQLite). */
-export function sharedFleetState(store: Store): FleetState | undefined {
-  const s = store as Partial<Pick<RedisStore, 'connection' | 'keys'>>;
-  return s.connection !== undefined && s.keys !== undefined ? { connection: s.connection, prefix: s.keys.prefix } : undefined;
 }

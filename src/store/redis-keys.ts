@@ -14,14 +14,14 @@
 //   P usr:<name>              hash   one user record (data JSON, passwordHash, state, version, updatedAt)
 //   P users:live / :gone      zset   name -> version of its last write / of its deletion
 //   P users:version           string counter every user write and delete takes its version from
-//   P allow:<user>            hash   fleet allowance: instance id -> bytes leased (src/fleet/allowance.ts)
+//   P allow:<user>            hash   fleet allowance: instance id -> bytes leased (redis-fleet-allowance.ts)
 //   P allow-acked:<user>      hash   fleet allowance: reporter (instance:epoch) -> cumulative bytes applied
 //   P alive:<instance>        string an instance's heartbeat (PX ttl); its leases die with it
 //   P daemons                 zset   live instances -> heartbeat expiry (ms): how many share an outage
 //   P epoch                   string a random id the first daemon writes into an empty Redis: a new one
 //                                    means Redis lost the fleet's data and the daemons rebuild it
-//   P sess:<user>:<sessionId> string shared sticky session (src/fleet/sessions.ts)
-//   P lease:<name>            string generic lease (src/fleet/lease.ts)
+//   P sess:<user>:<sessionId> string shared sticky session (redis-fleet-sessions.ts)
+//   P lease:<name>            string generic lease (redis-fleet-leases.ts)
 //   P ev:*, P events:*, P evm:* the event outbox (src/store/redis-events.ts)
 
 export const DEFAULT_REDIS_PREFIX = 'rotor:';

@@ -1,6 +1,10 @@
 // The Lua scripts of the Redis store (src/store/redis.ts registers and calls them): every write that reads
 // before it writes is one script, so two daemons racing see the outcome SQLite's transactions give one.
 // A script fails with an error reply starting `ROTOR_<CODE>` (redis-connection.ts turns it into StoreError).
+import type { Redis } from 'ioredis';
+import { StoreError } from './errors.ts';
+
+type ScriptCaller = (...args: (string | number)[]) => Promise<unknown>;
 
 // KEYS: order hash, orderNo index, all set, open set.
 // ARGV: appOrderNo, orderNo ('' with hasNo 0 = null), hasNo, open, createdAt, n, n field/value pairs, fields to delete...
@@ -97,7 +101,7 @@ redis.call('ZADD', KEYS[3], version, ARGV[1])
 return 1
 `;
 
-// Fleet rebuild (src/fleet/rebuild.ts): a user record a daemon still holds, put back into a Redis that lost it.
+// Fleet rebuild (redis-fleet.ts restoreUsers): a user record a daemon still holds, put back into a Redis that lost it.
 // KEYS: user hash, live zset, gone zset, version counter. ARGV: name, data, passwordHash, state, version, now.
 // Not over a record of the same or a newer version (another daemon put back a newer copy, or the user was
 // written since), nor over a deletion made since the loss (a tombstone). The version counter is raised to the
@@ -112,3 +116,16 @@ redis.call('HSET', KEYS[1], 'data', ARGV[2], 'passwordHash', ARGV[3], 'state', A
 redis.call('ZADD', KEYS[2], v, ARGV[1])
 return 1
 `;
+
+/** Registers Lua scripts on a client once (ioredis sends EVALSHA and falls back to EVAL itself). */
+export function defineScripts(client: Redis, scripts: Record<string, { numberOfKeys: number; lua: string }>): void {
+  const defined = client as unknown as Record<string, unknown>;
+  for (const [name, s] of Object.entries(scripts)) if (typeof defined[name] !== 'function') client.defineCommand(name, s);
+}
+
+/** Calls a script registered with defineScripts. */
+export function callScript(client: Redis, name: string, args: (string | number)[]): Promise<unknown> {
+  const fn = (client as unknown as Record<string, ScriptCaller>)[name];
+  if (typeof fn !== 'function') throw new StoreError('STORE_FAILED', `script ${name} is not defined`);
+  return fn.apply(client, args);
+}

@@ -9,10 +9,22 @@
 import type { Redis } from 'ioredis';
 import type { ConnectionLogStore, RecordBounds } from './connection-log-types.ts';
 import { RedisConnectionLog } from './redis-connection-log.ts';
+import type { FleetState } from './fleet-state.ts';
+import { RedisFleetState } from './redis-fleet.ts';
 import { FINAL_ORDER_STATUS } from '../platform/order-status.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import { StoreConflictError, StoreError } from './errors.ts';
-import { ADD_INTENT, DELETE_USER, MARK_CALLBACK, PUT_ORDER, PUT_USER, RECORD_CALLBACK, UPDATE_JOURNAL } from './redis-scripts.ts';
+import {
+  ADD_INTENT,
+  DELETE_USER,
+  MARK_CALLBACK,
+  PUT_ORDER,
+  PUT_USER,
+  RECORD_CALLBACK,
+  UPDATE_JOURNAL,
+  callScript,
+  defineScripts,
+} from './redis-scripts.ts';
 import { RedisConnection, type RedisConnectionOptions } from './redis-connection.ts';
 import { DEFAULT_REDIS_PREFIX, RedisKeys } from './redis-keys.ts';
 import * as outbox from './redis-events.ts';
@@ -59,20 +71,6 @@ const SCRIPTS = {
 } as const;
 
 type ScriptName = keyof typeof SCRIPTS;
-type ScriptCaller = (...args: (string | number)[]) => Promise<unknown>;
-
-/** Registers Lua scripts on a client once (ioredis sends EVALSHA and falls back to EVAL itself). */
-export function defineScripts(client: Redis, scripts: Record<string, { numberOfKeys: number; lua: string }>): void {
-  const defined = client as unknown as Record<string, unknown>;
-  for (const [name, s] of Object.entries(scripts)) if (typeof defined[name] !== 'function') client.defineCommand(name, s);
-}
-
-/** Calls a script registered with defineScripts. */
-export function callScript(client: Redis, name: string, args: (string | number)[]): Promise<unknown> {
-  const fn = (client as unknown as Record<string, ScriptCaller>)[name];
-  if (typeof fn !== 'function') throw new StoreError('STORE_FAILED', `script ${name} is not defined`);
-  return fn.apply(client, args);
-}
 
 function toOrder(appOrderNo: string, h: Hash): OrderRecord {
   return {
@@ -608,6 +606,10 @@ export class RedisStore implements Store {
 
   connectionLog(bounds: Partial<RecordBounds> = {}): ConnectionLogStore {
     return new RedisConnectionLog(this.connection, this.keys.prefix, bounds);
+  }
+
+  fleetState(): FleetState {
+    return new RedisFleetState(this.connection, this.keys.prefix);
   }
 
   async close(): Promise<void> {

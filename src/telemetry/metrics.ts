@@ -2,6 +2,7 @@
 // docs/reference.md as constants. Components receive the Metrics object; none creates metrics of its own.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { boundPoolSeries, type PoolSeriesBound } from './pool-series.ts';
+import { boundBalanceSeries, type BalanceSeriesBound } from './balance-series.ts';
 
 export const METRIC = {
   connectionsActive: 'rotor_proxy_connections_active',
@@ -17,6 +18,7 @@ export const METRIC = {
   platformRequests: 'rotor_platform_requests_total',
   platformRequestSeconds: 'rotor_platform_request_seconds',
   flowBalance: 'rotor_flow_balance_bytes',
+  flowBalancePairs: 'rotor_flow_balance_pairs',
   userUsedBytes: 'rotor_user_used_bytes',
   userLimitBytes: 'rotor_user_limit_bytes',
   orders: 'rotor_orders',
@@ -39,6 +41,11 @@ export const METRIC = {
   authFailures: 'rotor_auth_failures_total',
   // SOCKS5 UDP ASSOCIATE (src/proxy/udp-associate.ts)
   udpDropped: 'rotor_udp_datagrams_dropped_total',
+  // file descriptors (src/proxy/accept-guard.ts)
+  descriptorExhaustion: 'rotor_descriptor_exhaustion_total',
+  descriptorsOpen: 'rotor_descriptors_open',
+  descriptorsLimit: 'rotor_descriptors_limit',
+  descriptorsExhausted: 'rotor_descriptors_exhausted',
 } as const;
 
 /**
@@ -65,6 +72,27 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     ...userMetrics(registers),
     ...recordMetrics(registers),
     ...udpMetrics(registers),
+    ...descriptorMetrics(registers),
+  };
+}
+
+/** The process's file descriptors: how many are open, the limit, and what failed for want of one. */
+function descriptorMetrics(registers: Registry[]) {
+  return {
+    // where: accept (a client refused or dropped at accept) | dial (an upstream dial that could not open its socket)
+    descriptorExhaustion: new Counter({
+      name: METRIC.descriptorExhaustion,
+      help: 'Operations that failed for want of a file descriptor (EMFILE/ENFILE): clients refused at accept, upstream dials',
+      labelNames: ['where'] as const,
+      registers,
+    }),
+    descriptorsOpen: new Gauge({ name: METRIC.descriptorsOpen, help: 'File descriptors open in the process (sampled)', registers }),
+    descriptorsLimit: new Gauge({ name: METRIC.descriptorsLimit, help: "The process's soft descriptor limit (RLIMIT_NOFILE)", registers }),
+    descriptorsExhausted: new Gauge({
+      name: METRIC.descriptorsExhausted,
+      help: '1 while descriptors are exhausted and the proxy listeners refuse new clients, else 0',
+      registers,
+    }),
   };
 }
 
@@ -117,10 +145,10 @@ function proxyMetrics(registers: Registry[]) {
 /** Dials, nodes, sessions and warm connections on the upstream side. */
 function upstreamMetrics(registers: Registry[]) {
   // Per-pool series are bounded like the per-user ones (src/telemetry/pool-series.ts).
-  const poolSeries: PoolSeriesBound = { max: 100 };
+  const poolSeries: PoolSeriesBound = { max: 50 };
   const poolProxies = new Gauge({
     name: METRIC.poolProxies,
-    help: 'Upstream nodes per pool and state (at most metrics.userSeriesMax pools)',
+    help: 'Upstream nodes per pool and state (at most metrics.userSeriesMax / 2 pools)',
     labelNames: ['pool', 'state'] as const,
     registers,
   });
@@ -184,7 +212,25 @@ function upstreamMetrics(registers: Registry[]) {
 
 /** The merchant's platform: calls, draws, balances, orders, instances and accounts. */
 function platformMetrics(registers: Registry[]) {
+  // Balance series are bounded like the per-user ones (src/telemetry/balance-series.ts).
+  const balanceSeries: BalanceSeriesBound = { max: 50 };
+  const flowBalance = new Gauge({
+    name: METRIC.flowBalance,
+    help: "Dynamic traffic balance in bytes (the platform's MB at the product's MB size); at most metrics.userSeriesMax / 2 pairs, lowest first",
+    labelNames: ['account', 'product'] as const,
+    registers,
+  });
+  const flowBalancePairs = new Gauge({
+    name: METRIC.flowBalancePairs,
+    help: '(main account, product) balances watched, by state (empty: 0 bytes or less; funded)',
+    labelNames: ['state'] as const,
+    registers,
+  });
+  boundBalanceSeries(flowBalance, flowBalancePairs, balanceSeries);
   return {
+    balanceSeries,
+    flowBalance,
+    flowBalancePairs,
     draws: new Counter({ name: METRIC.draws, help: 'Draws from the platform', labelNames: ['method', 'result'] as const, registers }),
     platformRequests: new Counter({
       name: METRIC.platformRequests,
@@ -197,12 +243,6 @@ function platformMetrics(registers: Registry[]) {
       help: 'Platform call duration, retries included',
       labelNames: ['operation'] as const,
       buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
-      registers,
-    }),
-    flowBalance: new Gauge({
-      name: METRIC.flowBalance,
-      help: "Dynamic traffic balance in bytes (the platform's MB at the product's MB size)",
-      labelNames: ['account', 'product'] as const,
       registers,
     }),
     orders: new Gauge({

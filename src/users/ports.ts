@@ -17,6 +17,8 @@ import { RotorError } from '../errors/rotor-error.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Authorization } from '../proxy/router.ts';
 import { CidrSet } from '../proxy/cidr.ts';
+import { descriptorGuard } from '../proxy/accept-guard.ts';
+import { reportFailedAccept } from '../errors/failed-accept.ts';
 import { sniffAndHandOver, type HandoverTargets } from './handover.ts';
 
 /** The fields of a user this needs (src/proxy/types.ts LocalUser fits). */
@@ -179,7 +181,8 @@ export class UserPorts {
       server.listen(requested, this.options.host, () => {
         server.off('error', reject);
         // Once listening, an error is a failed accept (EMFILE…): keep serving, say so.
-        server.on('error', (err) => this.options.logger?.warn({ err, user }, 'user port could not accept a connection'));
+        server.on('error', (err) => reportFailedAccept(true, err, `user port of ${user}`, this.options.logger));
+        descriptorGuard.watch(server);
         entry.port = (server.address() as AddressInfo).port;
         resolve(entry);
       });

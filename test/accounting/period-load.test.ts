@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Accounting } from '../../src/accounting/accounting.ts';
 import { AllowanceLeaser } from '../../src/fleet/allowance.ts';
+import { RedisAllowance } from '../../src/store/redis-fleet-allowance.ts';
 import { openRedisStore, type Store } from '../../src/store/index.ts';
 import { openTestStore } from '../support/store.ts';
 import { redisMissing, RedisServer } from '../fleet/redis-server.ts';
@@ -148,7 +149,7 @@ describe('a period meter loads its stored usage exactly once, in a fleet', { ski
   async function daemon(prefix: string, instance: string, wrap?: (s: Store) => Store) {
     const real = await openRedisStore(server.url, { prefix });
     // As in src/main.ts: the allowance shares the store's connection.
-    const leaser = new AllowanceLeaser(real.connection, { instance, sliceBytes: 64 * MiB, prefix, now });
+    const leaser = new AllowanceLeaser(new RedisAllowance(real.connection, prefix), { instance, sliceBytes: 64 * MiB, now });
     const accounting = new Accounting({ store: wrap ? wrap(real) : real, allowance: leaser, flushIntervalMs: 60_000, now });
     await accounting.start([]);
     const close = async (): Promise<void> => {

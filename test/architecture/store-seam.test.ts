@@ -71,12 +71,7 @@ function seamBreaches(root: string): string[] {
 
 describe("the store's seam", () => {
   test('no module outside src/store knows the driver or takes the whole Store', () => {
-    // The fleet's Redis-level parts (src/fleet allowance, lease, sessions, rebuild, persistence) are the next to
-    // move behind Backends.fleet; until then they are the only ones allowed.
-    assert.deepEqual(
-      seamBreaches(SRC).filter((b) => !b.startsWith('fleet/')),
-      [],
-    );
+    assert.deepEqual(seamBreaches(SRC), []);
   });
 
   test('the check finds a driver import, a chooser, a driver name, a URL and the whole Store', () => {

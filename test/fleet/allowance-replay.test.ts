@@ -4,6 +4,7 @@
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { AllowanceLeaser } from '../../src/fleet/allowance.ts';
+import { RedisAllowance } from '../../src/store/redis-fleet-allowance.ts';
 import { openRedisStore, RedisKeys } from '../../src/store/index.ts';
 import { redisMissing, RedisServer, connection } from './redis-server.ts';
 import { poll } from '../support/wait.ts';
@@ -20,7 +21,7 @@ describe('allowance syncs are idempotent', { skip: redisMissing }, () => {
     const store = await openRedisStore(server.url, { prefix });
     await store.setLimit('alice', 10_000_000);
     const conn = await connection(server.url); // commandTimeoutMs 500
-    const leaser = new AllowanceLeaser(conn, { instance: 'A', sliceBytes: 1_000_000, prefix, syncEveryMs: 600_000 });
+    const leaser = new AllowanceLeaser(new RedisAllowance(conn, prefix), { instance: 'A', sliceBytes: 1_000_000, syncEveryMs: 600_000 });
     await leaser.acquire('alice');
     const a = leaser.user('alice');
     a.spend(300_000);
@@ -59,13 +60,13 @@ describe('allowance syncs are idempotent', { skip: redisMissing }, () => {
     const store = await openRedisStore(server.url, { prefix });
     await store.setLimit('bob', 10_000_000);
     const c1 = await connection(server.url);
-    const first = new AllowanceLeaser(c1, { instance: 'A', sliceBytes: 1_000_000, prefix, syncEveryMs: 600_000 });
+    const first = new AllowanceLeaser(new RedisAllowance(c1, prefix), { instance: 'A', sliceBytes: 1_000_000, syncEveryMs: 600_000 });
     await first.acquire('bob');
     first.user('bob').spend(7_000);
     await first.acquire('bob');
     // A crash: no final sync; the next run uses the same configured instance id.
     const c2 = await connection(server.url);
-    const second = new AllowanceLeaser(c2, { instance: 'A', sliceBytes: 1_000_000, prefix, syncEveryMs: 600_000 });
+    const second = new AllowanceLeaser(new RedisAllowance(c2, prefix), { instance: 'A', sliceBytes: 1_000_000, syncEveryMs: 600_000 });
     const b = second.user('bob');
     b.seedLimit = 10_000_000;
     b.seedUsed = 7_000;

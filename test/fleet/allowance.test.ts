@@ -4,6 +4,7 @@
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { AllowanceLeaser } from '../../src/fleet/allowance.ts';
+import { RedisAllowance } from '../../src/store/redis-fleet-allowance.ts';
 import { openRedisStore, type RedisStore } from '../../src/store/index.ts';
 import { redisMissing, RedisServer, connection } from './redis-server.ts';
 import { poll } from '../support/wait.ts';
@@ -39,10 +40,9 @@ describe('AllowanceLeaser', { skip: redisMissing }, () => {
     await store.addUsage([{ user: 'alice', bytes: 20_000 }]);
     const conn = await connection(server.url);
     const changes: [string, boolean][] = [];
-    const leaser = new AllowanceLeaser(conn, {
+    const leaser = new AllowanceLeaser(new RedisAllowance(conn, 'a1:'), {
       instance: 'A',
       sliceBytes: 30_000,
-      prefix: 'a1:',
       onChange: (u, e) => changes.push([u, e]),
     });
     assert.equal(await leaser.acquire('alice'), 30_000);
@@ -54,7 +54,7 @@ describe('AllowanceLeaser', { skip: redisMissing }, () => {
     assert.equal((await store.getUsage('alice'))?.usedBytes, 30_000);
     // 100 000 - 30 000 used - 30 000 held: a second daemon gets at most 40 000.
     const conn2 = await connection(server.url);
-    const other = new AllowanceLeaser(conn2, { instance: 'B', sliceBytes: 50_000, prefix: 'a1:' });
+    const other = new AllowanceLeaser(new RedisAllowance(conn2, 'a1:'), { instance: 'B', sliceBytes: 50_000 });
     assert.equal(await other.acquire('alice'), 40_000);
     assert.equal(await other.acquire('alice'), 40_000, 'nothing more is left');
     await other.release('alice');
@@ -83,7 +83,7 @@ describe('AllowanceLeaser', { skip: redisMissing }, () => {
   test('an unlimited user is never exhausted and is still counted', async () => {
     const store = await storeFor('a2:');
     const conn = await connection(server.url);
-    const leaser = new AllowanceLeaser(conn, { instance: 'A', sliceBytes: 1000, prefix: 'a2:' });
+    const leaser = new AllowanceLeaser(new RedisAllowance(conn, 'a2:'), { instance: 'A', sliceBytes: 1000 });
     assert.equal(await leaser.acquire('free'), Infinity);
     const a = leaser.user('free');
     for (let i = 0; i < 10; i++) assert.equal(a.spend(5000), true);
@@ -103,7 +103,7 @@ describe('AllowanceLeaser', { skip: redisMissing }, () => {
     const store = await storeFor('a3:');
     await store.setLimit('alice', 1_000_000);
     const conn = await connection(server.url);
-    const leaser = new AllowanceLeaser(conn, { instance: 'A', sliceBytes: 100_000, prefix: 'a3:' });
+    const leaser = new AllowanceLeaser(new RedisAllowance(conn, 'a3:'), { instance: 'A', sliceBytes: 100_000 });
     const usage = leaser.usageStore(store);
     await leaser.acquire('alice');
     leaser.user('alice').spend(7000);
@@ -124,7 +124,7 @@ describe('AllowanceLeaser', { skip: redisMissing }, () => {
     const store = await storeFor('a4:');
     await store.setLimit('alice', limit);
     const conns = await Promise.all([connection(server.url, 'a'), connection(server.url, 'b')]);
-    const leasers = conns.map((c, i) => new AllowanceLeaser(c, { instance: `D${i}`, sliceBytes: slice, prefix: 'a4:' }));
+    const leasers = conns.map((c, i) => new AllowanceLeaser(new RedisAllowance(c, 'a4:'), { instance: `D${i}`, sliceBytes: slice }));
     const relayed = await Promise.all(leasers.map((l) => drain(l, 'alice', chunk)));
     const total = relayed[0]! + relayed[1]!;
     assert.ok(
@@ -162,12 +162,11 @@ describe('AllowanceLeaser', { skip: redisMissing }, () => {
       sliceBytes: slice,
       offlineBytes: offline,
       outageMaxBytes: offline,
-      prefix: 'a5:',
       aliveTtlMs: 300,
       syncEveryMs: 60_000,
     };
-    const a = new AllowanceLeaser(ca, { ...options, instance: 'A' });
-    const b = new AllowanceLeaser(cb, { ...options, instance: 'B' });
+    const a = new AllowanceLeaser(new RedisAllowance(ca, 'a5:'), { ...options, instance: 'A' });
+    const b = new AllowanceLeaser(new RedisAllowance(cb, 'a5:'), { ...options, instance: 'B' });
     try {
       assert.equal(await a.acquire('alice'), slice);
       // A loses Redis (its connection is cut and stays cut); its heartbeat runs out after aliveTtlMs.
@@ -204,10 +203,9 @@ describe('AllowanceLeaser', { skip: redisMissing }, () => {
     // A generous command timeout: 1,000 syncs at once on a loaded machine must not count as an outage (a sync
     // timed out leaves its user offline, and the round after syncs everyone again).
     const conn = await connection(server.url, 'a6', 10_000);
-    const leaser = new AllowanceLeaser(conn, {
+    const leaser = new AllowanceLeaser(new RedisAllowance(conn, 'a6:'), {
       instance: 'A',
       sliceBytes: 100_000,
-      prefix: 'a6:',
       aliveTtlMs: 5000,
       syncEveryMs: 3_600_000,
     });

@@ -15,7 +15,7 @@ import { startDaemon, type Daemon } from '../../src/main.ts';
 import { PlatformClient } from '../../src/platform/client.ts';
 import { startSimulator, SIM_PRODUCTS, type Simulator } from '../../src/sim/index.ts';
 import { openRedisStore, type RedisStore } from '../../src/store/index.ts';
-import { Leases } from '../../src/fleet/lease.ts';
+import { Leases } from '../../src/store/redis-fleet-leases.ts';
 import { createLogger } from '../../src/telemetry/logger.ts';
 import type { RedisConnection } from '../../src/store/redis-connection.ts';
 import { startTarget as startExitTarget, testConfig, type Target } from '../e2e/harness.ts';

@@ -5,7 +5,7 @@
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { FleetSessions } from '../../src/fleet/gateway.ts';
-import { SharedSessions } from '../../src/fleet/sessions.ts';
+import { SharedSessions } from '../../src/store/redis-fleet-sessions.ts';
 import { SessionTable } from '../../src/session/table.ts';
 import { PoolEmptyError, type NodeSource, type PoolKey, type UpstreamNode } from '../../src/pool/types.ts';
 import type { RedisConnection } from '../../src/store/redis-connection.ts';

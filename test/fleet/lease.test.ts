@@ -2,7 +2,8 @@
 // takeover after the holder dies (its lease expires), the keeper noticing a lost lease.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { Leases, LeaseKeeper } from '../../src/fleet/lease.ts';
+import { LeaseKeeper } from '../../src/fleet/lease.ts';
+import { Leases } from '../../src/store/redis-fleet-leases.ts';
 import { redisMissing, RedisServer, connection } from './redis-server.ts';
 import { poll } from '../support/wait.ts';
 

@@ -5,8 +5,10 @@ import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { AllowanceLeaser } from '../../src/fleet/allowance.ts';
-import { Leases } from '../../src/fleet/lease.ts';
-import { SharedSessions } from '../../src/fleet/sessions.ts';
+import { RedisAllowance } from '../../src/store/redis-fleet-allowance.ts';
+import { Leases } from '../../src/store/redis-fleet-leases.ts';
+import { SharedSessions } from '../../src/store/redis-fleet-sessions.ts';
+import type { UpstreamNode } from '../../src/pool/types.ts';
 import { openRedisStore, RedisConnection, StoreError } from '../../src/store/index.ts';
 import { createLogger } from '../../src/telemetry/logger.ts';
 import { redisMissing, RedisServer } from './redis-server.ts';
@@ -42,13 +44,12 @@ describe('Redis outage', { skip: redisMissing }, () => {
     const fleet = new RedisConnection(server.url, { name: 'rotor-fleet', ...fast });
     await fleet.connect();
     const leases = new Leases(fleet, { owner: 'A', ttlMs: 5000, prefix: 'o:' });
-    const sessions = new SharedSessions(fleet, { prefix: 'o:' });
-    const leaser = new AllowanceLeaser(fleet, {
+    const sessions = new SharedSessions<UpstreamNode>(fleet, { prefix: 'o:' });
+    const leaser = new AllowanceLeaser(new RedisAllowance(fleet, 'o:'), {
       instance: 'A',
       sliceBytes: 10_000,
       offlineBytes: 5000,
       outageMaxBytes: 100_000,
-      prefix: 'o:',
       logger,
     });
     await store.setLimit('alice', 1_000_000);

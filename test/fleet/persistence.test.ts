@@ -4,6 +4,7 @@ import { test, describe, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { checkPersistence } from '../../src/fleet/persistence.ts';
+import { RedisFleetState } from '../../src/store/redis-fleet.ts';
 import { createLogger } from '../../src/telemetry/logger.ts';
 import { connection, redisMissing, RedisServer } from './redis-server.ts';
 
@@ -29,7 +30,7 @@ describe('Redis persistence check at start', { skip: redisMissing }, () => {
     const conn = await connection(server.url);
     const { logger, lines } = memoryLogger();
     try {
-      return { result: await checkPersistence(conn, logger), lines };
+      return { result: await checkPersistence(new RedisFleetState(conn), logger), lines };
     } finally {
       await conn.close();
     }

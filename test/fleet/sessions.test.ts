@@ -2,7 +2,8 @@
 // follows it; ending checks the node; the TTL is fixed at the start.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { SharedSessions, type SharedNode } from '../../src/fleet/sessions.ts';
+import type { UpstreamNode as SharedNode } from '../../src/pool/types.ts';
+import { SharedSessions } from '../../src/store/redis-fleet-sessions.ts';
 import { redisMissing, RedisServer, connection } from './redis-server.ts';
 import { poll } from '../support/wait.ts';
 

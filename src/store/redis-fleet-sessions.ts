@@ -7,21 +7,11 @@
 //
 // The node is stored as the gateway hands it over (a password included, when it has one): Redis holds the
 // same secrets as the SQLite file and must be as private.
-import { StoreError } from '../store/errors.ts';
-import type { RedisConnection } from '../store/redis-connection.ts';
-import { DEFAULT_REDIS_PREFIX, RedisKeys } from '../store/redis-keys.ts';
-import { callScript, defineScripts } from '../store/redis.ts';
-import type { UpstreamNode } from '../pool/types.ts';
-
-/** The node a shared session leaves through: stored whole, credentials included (keep Redis private). */
-export type SharedNode = UpstreamNode;
-
-export interface SharedSession<N extends SharedNode = SharedNode> {
-  node: N;
-  /** Epoch ms the session began (the daemon that bound it). */
-  startedAt: number;
-  expiresAt: number;
-}
+import { StoreError } from './errors.ts';
+import type { SharedSession, SharedSessionStore } from './fleet-state.ts';
+import type { RedisConnection } from './redis-connection.ts';
+import { DEFAULT_REDIS_PREFIX, RedisKeys } from './redis-keys.ts';
+import { callScript, defineScripts } from './redis-scripts.ts';
 
 const END_IF_NODE = `
 local v = redis.call('GET', KEYS[1])
@@ -38,7 +28,7 @@ export interface SharedSessionsOptions {
 }
 
 /** Every method fails with StoreUnavailableError when Redis cannot be reached: the caller then stays local. */
-export class SharedSessions<N extends SharedNode = SharedNode> {
+export class SharedSessions<N extends { id: string }> implements SharedSessionStore<N> {
   private readonly keys: RedisKeys;
   private readonly now: () => number;
 
@@ -80,7 +70,7 @@ export class SharedSessions<N extends SharedNode = SharedNode> {
   }
 
   /**
-   * Puts back sessions Redis lost (src/fleet/rebuild.ts): each one unless a binding is there already (SET NX,
+   * Puts back sessions Redis lost (src/fleet/index.ts rebuild): each one unless a binding is there already (SET NX,
    * its own remaining TTL), so several daemons doing it at once keep the first. Resolves to how many were put.
    */
   async restore(sessions: readonly ({ user: string; sessionId: string } & SharedSession<N>)[]): Promise<number> {

@@ -1,0 +1,188 @@
+// The descriptor guard on real sockets: a watched listener drops new clients during an episode (Node's
+// maxConnections = -1, checked here against the running Node) and accepts again once the probe finds enough
+// free; one warning per episode whatever the number of failures. And a real upstream dial in a process whose
+// soft descriptor limit (lowered with prlimit on this very process) leaves no descriptor: the dial fails with
+// DescriptorsExhaustedError (503, SOCKS5 0x01), reported once, never an UpstreamDialError a pool would act on.
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { closeSync, openSync, readdirSync, readFileSync } from 'node:fs';
+import { connect, createServer, type Server, type Socket } from 'node:net';
+import { describe, test } from 'node:test';
+import { DescriptorsExhaustedError, onDescriptorExhaustion } from '../../src/errors/failed-accept.ts';
+import { DescriptorGuard, procDescriptors, type DescriptorCount } from '../../src/proxy/accept-guard.ts';
+import { connectTcp } from '../../src/proxy/dial-tcp.ts';
+import { UpstreamDialError } from '../../src/proxy/errors.ts';
+import { dialThrough } from '../../src/proxy/upstream-dial.ts';
+import { createMetrics } from '../../src/telemetry/metrics.ts';
+import { captureLogger } from '../support/logger.ts';
+import { sumSamples } from '../support/prometheus.ts';
+import { poll } from '../support/wait.ts';
+
+async function listening(onConnection: (s: Socket) => void = (s) => s.destroy()): Promise<{ server: Server; port: number }> {
+  const server = createServer(onConnection);
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return { server, port: (server.address() as { port: number }).port };
+}
+
+/** Connects and reports whether the server's handler saw the connection ('served') or it was closed unseen. */
+function knock(port: number, served: Set<number>): Promise<'served' | 'dropped'> {
+  return new Promise((resolve) => {
+    const s = connect(port, '127.0.0.1');
+    let local = -1;
+    s.on('error', () => {});
+    s.on('connect', () => {
+      local = s.localPort!;
+      s.write(String(local));
+    });
+    s.on('close', () => resolve(served.has(local) ? 'served' : 'dropped'));
+  });
+}
+
+describe('DescriptorGuard', () => {
+  test('pauses a watched listener for the episode, says so once, resumes when the probe finds enough free', async () => {
+    const served = new Set<number>();
+    const { server, port } = await listening((s) => {
+      s.once('data', (d) => {
+        served.add(Number(d.toString()));
+        s.destroy();
+      });
+    });
+    let count: DescriptorCount = { open: 100, limit: 110, free: 0 };
+    let probes = 0;
+    const probe = async (): Promise<DescriptorCount> => {
+      probes++;
+      return count;
+    };
+    const guard = new DescriptorGuard({ probe, probeMs: 10, sampleMs: 10, reserve: 2, headroom: 4 });
+    const metrics = createMetrics({ defaultMetrics: false });
+    const { logger, text } = captureLogger('info');
+    guard.watch(server);
+    const detach = guard.attach({ metrics, logger });
+    try {
+      assert.equal(await knock(port, served), 'served', 'served before any exhaustion');
+      guard.report('dial', Object.assign(new Error('connect EMFILE'), { code: 'EMFILE' }));
+      guard.report('dial', Object.assign(new Error('connect EMFILE'), { code: 'EMFILE' }));
+      assert.equal(guard.exhausted, true);
+      assert.equal(await knock(port, served), 'dropped', 'dropped at accept during the episode');
+      assert.equal(await knock(port, served), 'dropped');
+      const during = await metrics.registry.metrics();
+      assert.equal(sumSamples(during, 'rotor_descriptor_exhaustion_total', { where: 'dial' }), 2);
+      assert.equal(sumSamples(during, 'rotor_descriptor_exhaustion_total', { where: 'accept' }), 2);
+      assert.equal(sumSamples(during, 'rotor_descriptors_exhausted'), 1);
+      assert.equal(text().match(/descriptors exhausted/g)?.length, 1, 'one warning for the episode');
+
+      // 5 free is below reserve (2) + headroom (4): still paused; 6 ends it.
+      count = { open: 105, limit: 110, free: 5 };
+      const seen = probes;
+      await poll(() => probes >= seen + 2, { what: 'two probes', timeoutMs: 5000 });
+      assert.equal(guard.exhausted, true);
+      assert.equal(await knock(port, served), 'dropped', 'not enough free yet');
+      count = { open: 104, limit: 110, free: 6 };
+      await poll(() => !guard.exhausted, { what: 'the episode to end', timeoutMs: 10_000 });
+      assert.equal(await knock(port, served), 'served', 'accepting again');
+      assert.match(text(), /accepting resumed/);
+      const after = await metrics.registry.metrics();
+      assert.equal(sumSamples(after, 'rotor_descriptors_exhausted'), 0);
+      assert.equal(sumSamples(after, 'rotor_descriptors_limit'), 110);
+    } finally {
+      detach();
+      server.close();
+    }
+  });
+
+  test('a probe that cannot open a descriptor begins an episode (libuv refuses clients silently)', async () => {
+    const emfile = Object.assign(new Error('EMFILE: too many open files'), { code: 'EMFILE' });
+    let full = true;
+    const guard = new DescriptorGuard({
+      probe: async () => {
+        if (full) throw emfile;
+        return { open: 10, limit: 1000, free: 990 };
+      },
+      probeMs: 10,
+      sampleMs: 10,
+    });
+    const metrics = createMetrics({ defaultMetrics: false });
+    const { logger, text } = captureLogger('info');
+    const detach = guard.attach({ metrics, logger });
+    try {
+      await poll(() => guard.exhausted, { what: 'the sampler to notice', timeoutMs: 5000 });
+      assert.equal(sumSamples(await metrics.registry.metrics(), 'rotor_descriptor_exhaustion_total', { where: 'accept' }), 1);
+      full = false;
+      await poll(() => !guard.exhausted, { what: 'the episode to end', timeoutMs: 5000 });
+      assert.equal(text().match(/descriptors exhausted/g)?.length, 1);
+    } finally {
+      detach();
+    }
+  });
+
+  test('procDescriptors reads this process: the limit of /proc/self/limits, what is open, what is left', async () => {
+    const c = await procDescriptors(Infinity);
+    const soft = Number(/^Max open files\s+(\d+)/m.exec(readFileSync('/proc/self/limits', 'utf8'))![1]);
+    assert.equal(c.limit, soft);
+    const listed = readdirSync('/proc/self/fd').length - 1;
+    assert.ok(Math.abs(c.open - listed) <= 4, `open ${c.open} vs listed ${listed}`);
+    assert.ok(c.free > 0 && c.free <= soft - c.open + 4, `free ${c.free}`);
+  });
+});
+
+/** Sets this process's soft descriptor limit (the hard one kept), with prlimit(1). */
+function setSoftNofile(soft: number): void {
+  const hard = readFileSync('/proc/self/limits', 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith('Max open files'))!
+    .trim()
+    .split(/\s+/)[4]!;
+  execFileSync('prlimit', ['--pid', String(process.pid), `--nofile=${soft}:${hard}`]);
+}
+
+/** The number the kernel hands out next (the lowest free). */
+function lowestFree(): number {
+  const fd = openSync('/dev/null', 'r');
+  closeSync(fd);
+  return fd;
+}
+
+describe('an upstream dial with no descriptor left', () => {
+  test('fails with DescriptorsExhaustedError (503, SOCKS5 0x01), reported as where=dial, not an upstream failure', async () => {
+    const { server, port } = await listening();
+    const soft = Number(/^Max open files\s+(\d+)/m.exec(readFileSync('/proc/self/limits', 'utf8'))![1]);
+    const reports: string[] = [];
+    const off = onDescriptorExhaustion((where) => reports.push(where));
+    const node = { id: 'n1', host: '127.0.0.1', port, protocol: 'http' as const };
+    const failures: unknown[] = [];
+    // Descriptors held for prlimit(1) to restore the limit with (spawning takes a few).
+    const spare = Array.from({ length: 16 }, () => openSync('/dev/null', 'r'));
+    try {
+      // Nothing else may open a descriptor until the limit is back: the dials fail at socket().
+      setSoftNofile(lowestFree());
+      failures.push(
+        await connectTcp('127.0.0.1', port, 5000).then(
+          (s) => s.destroy(),
+          (err: unknown) => err,
+        ),
+      );
+      failures.push(
+        await dialThrough(node as never, { connectTimeoutMs: 5000, handshakeTimeoutMs: 5000 }, 'http', (s, done) => {
+          done(null, s);
+          return () => {};
+        }).then(
+          (s) => (s as Socket).destroy(),
+          (err: unknown) => err,
+        ),
+      );
+    } finally {
+      for (const fd of spare) closeSync(fd);
+      setSoftNofile(soft);
+      off();
+      server.close();
+    }
+    for (const err of failures) {
+      assert.ok(err instanceof DescriptorsExhaustedError, `a local failure: ${String(err)}`);
+      assert.ok(!(err instanceof UpstreamDialError));
+      assert.equal(err.httpStatus, 503);
+      assert.equal(err.socksReply, 0x01);
+      assert.equal(err.code, 'DESCRIPTORS_EXHAUSTED');
+    }
+    assert.deepEqual(reports, ['dial', 'dial']);
+  });
+});
