@@ -8,12 +8,15 @@
 // by: each later build's CPU per tunnel against the first build's, paired round by round (median ratio),
 // and the main thread's CPU per tunnel summed over all rounds (robust when single rounds are not).
 //
-//   node --import tsx bench/ab.ts [--rounds 6] [--seconds 2] [--cases M2,M4,M1] DIR_A DIR_B [DIR_C ...]
+//   node --import tsx bench/ab.ts [--rounds 6] [--seconds 2] [--cases M2,M4,M1] [--profile DIR] DIR_A DIR_B [DIR_C ...]
+//
+// A build directory may hold ab-config.json: merged into that build's config (the same build with one setting
+// changed, to measure what the setting costs: e.g. {"log":{"access":{"store":false}}}).
 //
 // Make DIR_A with: mkdir /tmp/a && cp -r dist bin package.json /tmp/a && ln -s "$PWD/node_modules" /tmp/a/
 // (after `npm run build`), then change, rebuild, and pass the checkout itself as DIR_B.
 import { fork, spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -34,6 +37,8 @@ const { values, positionals } = parseArgs({
     rounds: { type: 'string', default: '6' },
     seconds: { type: 'string', default: '2' },
     cases: { type: 'string', default: 'M2' },
+    // Each Rotor build's V8 CPU profile (--cpu-prof) into DIR/<build>/ on exit (summarise with bench/profile.ts).
+    profile: { type: 'string' },
   },
 });
 const rounds = Number(values.rounds);
@@ -41,22 +46,38 @@ const seconds = Number(values.seconds);
 const cases = values.cases.toUpperCase().split(',');
 if (positionals.length < 1) throw new Error('usage: bench/ab.ts [--rounds N] [--seconds S] [--cases M2,M4,M1] DIR_A [DIR_B ...]');
 
-/** CPU ms of a process's main thread and of its other threads (V8's GC and compiler helpers, libuv's pool). */
-function cpu(pid: number): { main: number; other: number } {
+/**
+ * CPU ms of a process's main thread and of its other threads (V8's GC and compiler helpers, libuv's pool), and
+ * how much of both was in the kernel (on loopback mostly the socket calls, the same for every gateway).
+ */
+function cpu(pid: number): { main: number; other: number; sys: number } {
   let main = 0;
   let other = 0;
+  let sys = 0;
   for (const tid of readdirSync(`/proc/${pid}/task`)) {
     try {
       const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
       const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
       const ms = (Number(f[11]) + Number(f[12])) * 10;
+      sys += Number(f[12]) * 10;
       if (tid === String(pid)) main += ms;
       else other += ms;
     } catch {
       // a thread that ended between the listing and the read
     }
   }
-  return { main, other };
+  return { main, other, sys };
+}
+
+/** `over` merged into `base`, objects key by key (anything else replaced). */
+function merged(base: Record<string, unknown>, over: Record<string, unknown>): Record<string, unknown> {
+  const out = { ...base };
+  for (const [k, v] of Object.entries(over)) {
+    const b = out[k];
+    const plain = (x: unknown): x is Record<string, unknown> => typeof x === 'object' && x !== null && !Array.isArray(x);
+    out[k] = plain(b) && plain(v) ? merged(b, v) : v;
+  }
+  return out;
 }
 
 interface Gw {
@@ -76,13 +97,19 @@ async function startRotor(
 ): Promise<Gw> {
   const dir = mkdtempSync(join(tmpdir(), 'rotor-ab-'));
   const config = join(dir, 'rotor.yaml');
-  writeFileSync(config, stringify(benchConfig(http, socks, join(dir, 'rotor.db'))));
+  const extra = join(root, 'ab-config.json');
+  const base = benchConfig(http, socks, join(dir, 'rotor.db'));
+  writeFileSync(
+    config,
+    stringify(existsSync(extra) ? merged(base, JSON.parse(readFileSync(extra, 'utf8')) as Record<string, unknown>) : base),
+  );
   const env = { ...process.env } as Record<string, string>;
   for (const k of Object.keys(env)) if (k.startsWith('ROTOR_')) delete env[k];
   // As `npm start` runs it (its environment and node options from the build's own package.json), like `npm run bench`.
   const start = npmStartCommand(root);
   Object.assign(env, start.env, { ROTOR_CONFIG: config });
-  const child = spawn(process.execPath, [...start.nodeFlags, join(root, 'bin', 'rotor.js'), 'start'], {
+  const profile = values.profile ? ['--cpu-prof', `--cpu-prof-dir=${join(resolve(values.profile), name.replace(/[^\w.-]/g, '_'))}`] : [];
+  const child = spawn(process.execPath, [...start.nodeFlags, ...profile, join(root, 'bin', 'rotor.js'), 'start'], {
     cwd: dir,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -167,7 +194,8 @@ for (const g of gws)
 
 /** key -> gateway -> per round [rate or p50, CPU ms per op] */
 const res = new Map<string, Map<string, Array<[number, number]>>>();
-const mainTotals = new Map<string, { main: number; other: number; ops: number }>();
+const mainTotals = new Map<string, { main: number; other: number; sys: number; ops: number }>();
+const m1Totals = new Map<string, { cpu: number; sys: number; ops: number }>();
 const push = (k: string, g: string, v: [number, number]): void => {
   if (!res.has(k)) res.set(k, new Map());
   const byG = res.get(k)!;
@@ -182,8 +210,13 @@ for (let r = 0; r < rounds; r++) {
         const a = cpu(g.pid);
         const x = await run<RateResult>({ op: 'rate', proxy: proxy(g, proto), target: tport, concurrency: 32, durationMs: seconds * 1000 });
         const b = cpu(g.pid);
-        const t = mainTotals.get(g.name) ?? { main: 0, other: 0, ops: 0 };
-        mainTotals.set(g.name, { main: t.main + b.main - a.main, other: t.other + b.other - a.other, ops: t.ops + x.completed });
+        const t = mainTotals.get(g.name) ?? { main: 0, other: 0, sys: 0, ops: 0 };
+        mainTotals.set(g.name, {
+          main: t.main + b.main - a.main,
+          other: t.other + b.other - a.other,
+          sys: t.sys + b.sys - a.sys,
+          ops: t.ops + x.completed,
+        });
         push(`M2 ${proto} (tunnels/s, CPU ms/tunnel)`, g.name, [x.perSecond, (b.main + b.other - a.main - a.other) / x.completed]);
       }
     }
@@ -206,6 +239,8 @@ for (let r = 0; r < rounds; r++) {
       });
       const b = cpu(g.pid);
       push('M1 (req/s, CPU ms/request)', g.name, [w.requestsPerSecond, (b.main + b.other - a.main - a.other) / w.requests]);
+      const t = m1Totals.get(g.name) ?? { cpu: 0, sys: 0, ops: 0 };
+      m1Totals.set(g.name, { cpu: t.cpu + b.main + b.other - a.main - a.other, sys: t.sys + b.sys - a.sys, ops: t.ops + w.requests });
     }
   }
 }
@@ -229,9 +264,16 @@ for (const [k, byG] of res) {
   }
 }
 if (mainTotals.size > 0) {
-  console.log('\nM2 CPU per tunnel over all rounds, ms (main thread + other threads):');
+  console.log('\nM2 CPU per tunnel over all rounds, ms (main thread + other threads; of both, in the kernel):');
   for (const [g, t] of mainTotals)
-    console.log(`  ${g.padEnd(24)} ${(t.main / t.ops).toFixed(3)} + ${(t.other / t.ops).toFixed(3)}  (${t.ops} tunnels)`);
+    console.log(
+      `  ${g.padEnd(24)} ${(t.main / t.ops).toFixed(3)} + ${(t.other / t.ops).toFixed(3)}  kernel ${(t.sys / t.ops).toFixed(3)}  (${t.ops} tunnels)`,
+    );
+}
+if (m1Totals.size > 0) {
+  console.log('\nM1 CPU per request over all rounds, ms (of it, in the kernel):');
+  for (const [g, t] of m1Totals)
+    console.log(`  ${g.padEnd(24)} ${(t.cpu / t.ops).toFixed(3)}  kernel ${(t.sys / t.ops).toFixed(3)}  (${t.ops} requests)`);
 }
 console.log(`load average ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}`);
 for (const g of gws) await g.stop();

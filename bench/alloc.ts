@@ -1,10 +1,11 @@
-// Allocation per plain-HTTP request (M1's load): the daemon (`rotor start` as `npm start` runs it) or the
+// Allocation per plain-HTTP request (M1's load), or per new tunnel (--case connect|socks5: M2's load): the daemon (`rotor start` as `npm start` runs it) or the
 // minimal gateway behind the same squid and target, wrk for a warm-up second and then `--seconds`, V8's
 // sampling heap profiler running over the measured part through the inspector, objects collected since
 // counted too. Prints KB allocated per request and the functions that allocate most (bytes per request).
 // Allocation is what the scavenger pays for; it is steadier than CPU time on a shared machine.
 //
-//   node --import tsx bench/alloc.ts [--minimal] [--seconds 3] [--top 30]
+//   node --import tsx bench/alloc.ts [--minimal] [--case M1|connect|socks5] [--seconds 3] [--top 30]
+import { fork } from 'node:child_process';
 import { once } from 'node:events';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -12,6 +13,7 @@ import { parseArgs } from 'node:util';
 import WebSocket from 'ws';
 import { startDaemon } from './daemon.ts';
 import { startJsonChild, startMicrosocks, startSquid, type Proc } from './procs.ts';
+import type { ClientJob, ClientReply, RateResult } from './client.ts';
 import { BENCH_PASSWORD, HTTP_USER, SOCKS_USER } from './spec.ts';
 import { runWrk } from './wrk.ts';
 
@@ -21,8 +23,11 @@ const { values } = parseArgs({
     minimal: { type: 'boolean', default: false },
     seconds: { type: 'string', default: '3' },
     top: { type: 'string', default: '30' },
+    case: { type: 'string', default: 'M1' },
   },
 });
+const kind = values.case.toLowerCase();
+if (kind !== 'm1' && kind !== 'connect' && kind !== 'socks5') throw new Error('--case is M1, connect or socks5');
 
 interface ProfileNode {
   callFrame: { functionName: string; url: string; lineNumber: number };
@@ -39,7 +44,7 @@ async function inspectorUrl(port: number): Promise<string> {
 const target = await startJsonChild<{ port: number; pid: number }>(process.execPath, ['--import', 'tsx', join(HERE, 'target.ts')]);
 const socks = await startMicrosocks('bench', 'unused');
 const squid = await startSquid();
-let gateway: Proc & { http: number };
+let gateway: Proc & { http: number; socks5: number };
 let user: string;
 let url: string;
 if (values.minimal) {
@@ -51,14 +56,14 @@ if (values.minimal) {
   };
   // A free port for the inspector: the gateway prints only its own ports.
   const port = 20_000 + Math.floor(Math.random() * 30_000);
-  const { info, proc } = await startJsonChild<{ http: number; pid: number }>(process.execPath, [
+  const { info, proc } = await startJsonChild<{ http: number; socks5: number; pid: number }>(process.execPath, [
     `--inspect=127.0.0.1:${port}`,
     '--import',
     'tsx',
     join(HERE, 'minimal.ts'),
     JSON.stringify(spec),
   ]);
-  gateway = { ...proc, http: info.http };
+  gateway = { ...proc, http: info.http, socks5: info.socks5 };
   user = SOCKS_USER;
   url = await inspectorUrl(port);
 } else {
@@ -83,6 +88,22 @@ const call = <T>(method: string, params: Record<string, unknown> = {}): Promise<
     ws.send(JSON.stringify({ id, method, params }));
   });
 
+/** M2's rate job through the gateway for `seconds`: tunnels completed. */
+async function tunnels(seconds: number): Promise<number> {
+  const client = fork(join(HERE, 'client.ts'), [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  await once(client, 'message');
+  const proxy =
+    kind === 'connect'
+      ? { kind: 'connect' as const, port: gateway.http, username: user, password: BENCH_PASSWORD }
+      : { kind: 'socks5' as const, port: gateway.socks5, username: SOCKS_USER, password: BENCH_PASSWORD };
+  const job: ClientJob = { op: 'rate', proxy, target: target.info.port, concurrency: 32, durationMs: seconds * 1000 };
+  client.send(job);
+  const [m] = (await once(client, 'message')) as [ClientReply];
+  client.disconnect();
+  if (!m.ok) throw new Error(m.error);
+  return (m.result as RateResult).completed;
+}
+
 try {
   const job = {
     proxyPort: gateway.http,
@@ -92,14 +113,17 @@ try {
     connections: 50,
     durationSeconds: 1,
   };
-  await runWrk(job);
+  if (kind === 'm1') await runWrk(job);
+  else await tunnels(1);
   await call('HeapProfiler.enable');
   await call('HeapProfiler.startSampling', {
     samplingInterval: 256,
     includeObjectsCollectedByMajorGC: true,
     includeObjectsCollectedByMinorGC: true,
   });
-  const r = await runWrk({ ...job, durationSeconds: Number(values.seconds) });
+  const ops =
+    kind === 'm1' ? (await runWrk({ ...job, durationSeconds: Number(values.seconds) })).requests : await tunnels(Number(values.seconds));
+  const per = kind === 'm1' ? 'request' : 'tunnel';
   const { profile } = await call<{ profile: { head: ProfileNode } }>('HeapProfiler.stopSampling');
   const byFunction = new Map<string, number>();
   let total = 0;
@@ -112,10 +136,10 @@ try {
   };
   walk(profile.head);
   process.stdout.write(
-    `${values.minimal ? 'minimal gateway' : 'rotor start'}: ${r.requests} requests, ${(total / r.requests / 1024).toFixed(1)} KB allocated per request\n`,
+    `${values.minimal ? 'minimal gateway' : 'rotor start'}: ${ops} ${per}s (${kind}), ${(total / ops / 1024).toFixed(1)} KB allocated per ${per}\n`,
   );
   for (const [name, bytes] of [...byFunction].sort((a, b) => b[1] - a[1]).slice(0, Number(values.top))) {
-    process.stdout.write(`${(bytes / r.requests).toFixed(0).padStart(7)} B/request  ${name}\n`);
+    process.stdout.write(`${(bytes / ops).toFixed(0).padStart(7)} B/${per}  ${name}\n`);
   }
 } finally {
   ws.close();

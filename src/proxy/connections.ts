@@ -4,6 +4,7 @@ import type { Socket } from 'node:net';
 import { reportFailedAccept } from '../errors/failed-accept.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
+import { metricCell, type MetricCell } from './metric-cells.ts';
 import type { RelayHandle } from './relay.ts';
 
 export class ListenerConnections {
@@ -11,6 +12,8 @@ export class ListenerConnections {
   readonly sockets = new Set<Socket>();
   /** Relays running now (the tunnel pipeline adds and removes them: tunnel.ts). */
   readonly relays = new Set<RelayHandle>();
+  /** rotor_proxy_connections_active's cell per listener (no label hashing per connection). */
+  private readonly active = new Map<string, MetricCell>();
 
   /**
    * An accepted client socket, on either listener: registered (for drain and close), counted on
@@ -21,12 +24,22 @@ export class ListenerConnections {
     socket.on('error', noop);
     socket.setNoDelay(true);
     this.sockets.add(socket);
-    metrics?.connectionsActive.inc({ listener });
+    const active = metrics ? this.activeCell(metrics, listener) : undefined;
+    active?.inc();
     socket.on('close', () => {
       this.sockets.delete(socket);
-      metrics?.connectionsActive.dec({ listener });
+      active?.dec();
       onClose?.();
     });
+  }
+
+  private activeCell(metrics: Metrics, listener: string): MetricCell {
+    let cell = this.active.get(listener);
+    if (cell === undefined) {
+      cell = metricCell(metrics.connectionsActive, { listener });
+      this.active.set(listener, cell);
+    }
+    return cell;
   }
 
   /** Gives open connections up to `drainMs` to finish on their own, then stops every relay and socket. */

@@ -90,7 +90,9 @@ export function raceDial(spec: RaceSpec): Promise<RaceWon> {
  */
 class Race {
   private readonly pending: Attempt[] = [];
-  /** Nodes tried so far; made when a second node is asked for. */
+  /** The first node tried; with it alone no set is made (most dials try one node). */
+  private firstId: string | undefined;
+  /** Nodes tried so far; made when a second node is tried. */
   private exclude: Set<string> | undefined;
   private acquiring = 0;
   private settled = false;
@@ -290,7 +292,7 @@ class Race {
     if (source.acquireNow !== undefined) {
       let node: UpstreamNode | undefined;
       try {
-        node = source.acquireNow(this.exclude ?? NONE, hedge ? READY_ONLY : undefined);
+        node = source.acquireNow(this.tried(), hedge ? READY_ONLY : undefined);
       } catch (err) {
         this.acquireFailed(err, hedge);
         return;
@@ -303,12 +305,20 @@ class Race {
     void this.acquireThenAttempt(hedge);
   }
 
+  /** The nodes tried so far, to exclude from the next pick. */
+  private tried(): ReadonlySet<string> {
+    if (this.exclude !== undefined) return this.exclude;
+    if (this.firstId === undefined) return NONE;
+    this.exclude = new Set([this.firstId]);
+    return this.exclude;
+  }
+
   /** A node the source can only give after a wait (a draw), then the attempt. */
   private async acquireThenAttempt(hedge: boolean): Promise<void> {
     let node: UpstreamNode;
     this.acquiring++;
     try {
-      node = await this.spec.source.acquire(this.exclude ?? NONE, hedge ? READY_ONLY : undefined);
+      node = await this.spec.source.acquire(this.tried(), hedge ? READY_ONLY : undefined);
     } catch (err) {
       this.acquiring--;
       this.acquireFailed(err, hedge);
@@ -338,7 +348,8 @@ class Race {
       this.endIfIdle();
       return;
     }
-    (this.exclude ??= new Set()).add(node.id);
+    if (this.firstId === undefined) this.firstId = node.id;
+    else (this.exclude ??= new Set([this.firstId])).add(node.id);
     if (hedge) {
       this.hedges++;
       if (spec.trace) spec.trace.hedges = this.hedges;

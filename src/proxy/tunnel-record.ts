@@ -5,7 +5,6 @@
 import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import type { ByteCounters, ConnectionContext, ConnectionRecorder, RecordResult } from '../connlog/types.ts';
-import type { Metrics } from '../telemetry/metrics.ts';
 import type { UpstreamNode } from '../pool/types.ts';
 import type { Route } from './router.ts';
 import type { Target } from './types.ts';
@@ -78,15 +77,9 @@ export function recordEnd(conn: ConnectionContext, result: RecordResult, reason:
 
 /**
  * A connection (or forwarded request) that ends before any relay, on every listener: counted on
- * rotor_proxy_connections_total (a client that left is no refusal, so not counted) and recorded once.
+ * rotor_proxy_connections_total by `count` (a client that left is no refusal, so not counted) and recorded once.
  */
-export function endBeforeRelay(
-  metrics: Metrics | undefined,
-  listener: string,
-  conn: ConnectionContext,
-  result: RecordResult,
-  reason: string,
-): void {
-  if (result !== 'client_abort') metrics?.connectionsTotal.inc({ listener, result });
+export function endBeforeRelay(count: (result: RecordResult) => void, conn: ConnectionContext, result: RecordResult, reason: string): void {
+  if (result !== 'client_abort') count(result);
   conn.end({ result, reason });
 }

@@ -25,6 +25,7 @@ import { GatewayError } from './errors.ts';
 import { Forwarder } from './http-forward.ts';
 import type { AbsoluteTarget } from './http-message.ts';
 import { holdClient } from './hold.ts';
+import { metricCell, type MetricCell } from './metric-cells.ts';
 import type { ProxyErrorType } from './proxy-status.ts';
 import { relay, upstreamFailedEarly, type RelayHandle, type RelayOptions } from './relay.ts';
 import type { Authorization, Dialed, DialMode, Route, Router } from './router.ts';
@@ -126,7 +127,8 @@ export class TunnelPipeline {
   readonly router: Router;
   private readonly listener: string;
   private readonly recorder: ConnectionRecorder;
-  private readonly okLabels: { listener: string; result: 'ok' };
+  /** rotor_proxy_connections_total's cells of this listener, by result (no label hashing per connection). */
+  private readonly results = new Map<ConnectionResult, MetricCell>();
   /** The log line of a failed dial: 'socks5 connect failed', 'http upstream failed'. */
   private readonly failedLine: string;
   private readonly forwarder: Forwarder | undefined;
@@ -135,7 +137,6 @@ export class TunnelPipeline {
     this.router = options.router;
     this.listener = options.listener;
     this.recorder = options.recorder ?? unrecordedConnections();
-    this.okLabels = { listener: options.listener, result: 'ok' };
     this.failedLine = `${options.listener} ${options.listener === 'socks5' ? 'connect' : 'upstream'} failed`;
     const forward = options.forward;
     if (forward) {
@@ -162,9 +163,18 @@ export class TunnelPipeline {
     return conn;
   }
 
+  private readonly countResult = (result: RecordResult): void => this.count(result as ConnectionResult);
+
   /** Counted on rotor_proxy_connections_total (a relay or forwarded request that started, or a malformed one). */
   count(result: ConnectionResult): void {
-    this.options.metrics?.connectionsTotal.inc(result === 'ok' ? this.okLabels : { listener: this.listener, result });
+    const metrics = this.options.metrics;
+    if (metrics === undefined) return;
+    let cell = this.results.get(result);
+    if (cell === undefined) {
+      cell = metricCell(metrics.connectionsTotal, { listener: this.listener, result });
+      this.results.set(result, cell);
+    }
+    cell.inc();
   }
 
   /**
@@ -200,7 +210,7 @@ export class TunnelPipeline {
 
   /** A connection or request that ends before any relay: counted (except a client that left) and recorded. */
   refused(conn: ConnectionContext, result: RecordResult, reason: string): void {
-    endBeforeRelay(this.options.metrics, this.listener, conn, result, reason);
+    endBeforeRelay(this.countResult, conn, result, reason);
   }
 
   /** A defect (not a client or upstream failure): said once, the connection dropped, never the process. */

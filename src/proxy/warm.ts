@@ -18,6 +18,7 @@ import { connect, type Socket } from 'node:net';
 import { nodeOwner } from '../pool/node-owner.ts';
 import type { PoolKey, UpstreamNode } from '../pool/types.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
+import { metricCell, type MetricCell } from './metric-cells.ts';
 import { socks5Greet, socks5GreetPipelined, socks5Request } from '../wire/socks5-client.ts';
 import { connectRequestText, dialHttpConnect, readConnectResponse, type DialOptions, type Tunnel } from './dial-http.ts';
 import { classifySocksError, credentialsOf, dialSocks5, learnSocks5Pipelining, socks5Pipelining } from './dial-socks5.ts';
@@ -71,6 +72,8 @@ interface NodeSet {
   at: number;
   /** how long opening one takes, smoothed (ms) */
   openMs: number;
+  /** a refill is scheduled (one per set at a time, however many dials ask in the same turn) */
+  refilling: boolean;
 }
 
 const READY = Symbol('rotor.warmReady');
@@ -87,10 +90,22 @@ export class WarmConnections {
   private closed = false;
   readonly socks5: Dialer;
   readonly http: Dialer;
+  /** rotor_upstream_warm_total's outcomes and the ready gauge as cells (no label hashing per tunnel). */
+  private readonly counts: Record<'used' | 'failed' | 'expired', MetricCell> | undefined;
+  private readonly readyGauge: MetricCell | undefined;
 
   constructor(private readonly o: WarmOptions) {
     this.socks5 = (node, target, options) => this.dial(node, target, options, dialSocks5);
     this.http = (node, target, options) => this.dial(node, target, options, dialHttpConnect);
+    const m = o.metrics;
+    if (m) {
+      this.counts = {
+        used: metricCell(m.upstreamWarmTotal, { outcome: 'used' }),
+        failed: metricCell(m.upstreamWarmTotal, { outcome: 'failed' }),
+        expired: metricCell(m.upstreamWarmTotal, { outcome: 'expired' }),
+      };
+      this.readyGauge = metricCell(m.upstreamWarmConnections, {});
+    }
   }
 
   /** Ready connections now (the gauge's value). */
@@ -102,7 +117,6 @@ export class WarmConnections {
     this.closed = true;
     for (const set of this.sets.values()) for (const r of set.ready.splice(0)) this.discard(r, undefined);
     this.sets.clear();
-    this.gauge();
   }
 
   private dial(node: UpstreamNode, target: Target, options: DialOptions, fresh: Dialer): Promise<Tunnel> {
@@ -116,11 +130,11 @@ export class WarmConnections {
     if (!ready) return fresh(node, target, options);
     return this.request(ready, node, target, options).then(
       (tunnel) => {
-        this.o.metrics?.upstreamWarmTotal.inc({ outcome: 'used' });
+        this.counts?.used.inc();
         return tunnel;
       },
       (err: unknown) => {
-        this.o.metrics?.upstreamWarmTotal.inc({ outcome: 'failed' });
+        this.counts?.failed.inc();
         // The connection died unseen (closed as it was handed out): the tunnel still gets a fresh dial.
         if (err instanceof UpstreamDialError && err.reason === 'reset' && !options.signal?.aborted) return fresh(node, target, options);
         // Counted as a fresh dial's failure is (upstream-dial.ts): a refused target is the same failure either way.
@@ -145,7 +159,7 @@ export class WarmConnections {
     if (this.sets.size >= MAX_SETS) this.sweepSets();
     if (this.sets.size >= MAX_SETS) return undefined;
     const pool = owner ? `${owner.key.user}/${owner.key.productNo}/${owner.key.region}` : `node:${node.host}:${node.port}`;
-    set = { key, node, pool, ready: [], opening: 0, recent: [], at: 0, openMs: 0 };
+    set = { key, node, pool, ready: [], opening: 0, recent: [], at: 0, openMs: 0, refilling: false };
     this.sets.set(key, set);
     return set;
   }
@@ -165,7 +179,7 @@ export class WarmConnections {
       this.unready(r);
       const s = r.socket;
       if (!s.destroyed && !s.readableEnded && s.writable) return r;
-      this.o.metrics?.upstreamWarmTotal.inc({ outcome: 'expired' });
+      this.counts?.expired.inc();
       this.release(set);
       s.destroy();
     }
@@ -175,17 +189,21 @@ export class WarmConnections {
   private demand(set: NodeSet, now: number): number {
     let dials = 0;
     const window = this.o.windowMs ?? 10_000;
-    for (const t of set.recent) if (now - t < window) dials++;
+    const recent = set.recent;
+    for (let i = 0; i < recent.length; i++) if (now - recent[i]! < window) dials++;
     if (dials === 0) return 0;
     const perMs = dials / window;
     return Math.min(this.o.perNode, 1 + Math.ceil(perMs * Math.max(1, set.openMs)));
   }
 
   private refillSoon(set: NodeSet): void {
-    setImmediate(() => this.refill(set));
+    if (set.refilling) return;
+    set.refilling = true;
+    setImmediate(refillNow, this, set);
   }
 
-  private refill(set: NodeSet): void {
+  refill(set: NodeSet): void {
+    set.refilling = false;
     if (this.closed || this.sets.get(set.key) !== set) return;
     const want = this.demand(set, performance.now());
     while (set.ready.length + set.opening < want) {
@@ -217,7 +235,7 @@ export class WarmConnections {
         detach();
         socket.destroy();
         this.release(set);
-        this.o.metrics?.upstreamWarmTotal.inc({ outcome: 'failed' });
+        this.counts?.failed.inc();
         return;
       }
       const took = performance.now() - started;
@@ -261,7 +279,7 @@ export class WarmConnections {
     socket.on('error', onIdleSign);
     set.ready.push(r);
     this.readyCount++;
-    this.gauge();
+    this.readyGauge?.inc();
   }
 
   /** A ready connection leaves the ready list (taken, or gone): its idle listeners and timer with it. */
@@ -274,7 +292,7 @@ export class WarmConnections {
     s.off('close', onIdleSign);
     s.off('error', onIdleSign);
     this.readyCount--;
-    this.gauge();
+    this.readyGauge?.dec();
   }
 
   /** Called for a ready connection the upstream closed or that reached idleMs. */
@@ -293,7 +311,7 @@ export class WarmConnections {
     r.socket.on('error', noop);
     r.socket.destroy();
     this.release(r.set);
-    if (outcome) this.o.metrics?.upstreamWarmTotal.inc({ outcome });
+    if (outcome) this.counts?.[outcome].inc();
   }
 
   /** One connection of the set is gone (used, failed or closed): it stops counting against the bounds. */
@@ -302,10 +320,6 @@ export class WarmConnections {
     const n = (this.perPool.get(set.pool) ?? 1) - 1;
     if (n <= 0) this.perPool.delete(set.pool);
     else this.perPool.set(set.pool, n);
-  }
-
-  private gauge(): void {
-    this.o.metrics?.upstreamWarmConnections.set(this.readyCount);
   }
 
   /** The rest of a tunnel's handshake on a ready connection, under the handshake deadline and the dial's signal. */
@@ -345,6 +359,10 @@ export class WarmConnections {
       }
     });
   }
+}
+
+function refillNow(warm: WarmConnections, set: NodeSet): void {
+  warm.refill(set);
 }
 
 function onIdleTimeout(socket: WarmSocket): void {

@@ -22,6 +22,7 @@ import type {
   Store,
   StoredUser,
   UsageRecord,
+  UserWrite,
 } from './types.ts';
 
 export interface SqliteStoreOptions {
@@ -423,22 +424,38 @@ export class SqliteStore implements Store {
     user: Omit<StoredUser, 'version' | 'updatedAt'>,
     options: { ifAbsent?: boolean; ifVersion?: number } = {},
   ): Promise<StoredUser> {
-    const db = this.q();
-    return db.transaction(() => {
-      const existing = this.prepare('SELECT version FROM users WHERE name = ?').get(user.name) as Row | undefined;
-      if (options.ifAbsent && existing) throw new StoreConflictError(`user ${user.name}`);
-      if (options.ifVersion !== undefined && Number(existing?.version ?? -1) !== options.ifVersion)
-        throw new StoreConflictError(`user ${user.name} changed meanwhile`);
-      const version = this.nextUserVersion();
-      const t = this.now();
-      this.prepare(
-        `INSERT INTO users (name, data, password_hash, state, version, updated_at) VALUES (?, ?, ?, ?, ?, ?)
+    return this.q().transaction(() => this.writeUser(user, options))();
+  }
+
+  /** Many putUser writes in one transaction (one commit, not one per user); each conflict stands alone. */
+  async putUsers(writes: readonly UserWrite[]): Promise<(StoredUser | StoreConflictError)[]> {
+    return this.q().transaction(() =>
+      writes.map((w) => {
+        try {
+          return this.writeUser(w.user, w);
+        } catch (err) {
+          if (err instanceof StoreConflictError) return err;
+          throw err;
+        }
+      }),
+    )();
+  }
+
+  /** putUser's work, inside a transaction. */
+  private writeUser(user: Omit<StoredUser, 'version' | 'updatedAt'>, options: { ifAbsent?: boolean; ifVersion?: number }): StoredUser {
+    const existing = this.prepare('SELECT version FROM users WHERE name = ?').get(user.name) as Row | undefined;
+    if (options.ifAbsent && existing) throw new StoreConflictError(`user ${user.name}`);
+    if (options.ifVersion !== undefined && Number(existing?.version ?? -1) !== options.ifVersion)
+      throw new StoreConflictError(`user ${user.name} changed meanwhile`);
+    const version = this.nextUserVersion();
+    const t = this.now();
+    this.prepare(
+      `INSERT INTO users (name, data, password_hash, state, version, updated_at) VALUES (?, ?, ?, ?, ?, ?)
          ON CONFLICT (name) DO UPDATE SET data = excluded.data, password_hash = excluded.password_hash, state = excluded.state,
            version = excluded.version, updated_at = excluded.updated_at`,
-      ).run(user.name, json(user.data), user.passwordHash, user.state, version, t);
-      this.prepare('DELETE FROM user_tombstones WHERE name = ?').run(user.name);
-      return { ...user, version, updatedAt: t };
-    })();
+    ).run(user.name, json(user.data), user.passwordHash, user.state, version, t);
+    this.prepare('DELETE FROM user_tombstones WHERE name = ?').run(user.name);
+    return { ...user, version, updatedAt: t };
   }
 
   private nextUserVersion(): number {

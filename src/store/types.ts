@@ -6,6 +6,7 @@
 
 /** Where an order-placing request stands in the idempotency journal. */
 import type { ConnectionLogStore, RecordBounds } from './connection-log-types.ts';
+import type { StoreConflictError } from './errors.ts';
 export type JournalState = 'intent' | 'sent' | 'accepted' | 'rejected' | 'unknown';
 
 /** States whose outcome Rotor does not know: they are re-sent, with the same number and reqId, on resume. */
@@ -186,12 +187,24 @@ export interface UsageStore {
 }
 
 /** Users as data (src/users/). */
+/** One write of UserStore.putUsers: putUser's arguments. */
+export interface UserWrite {
+  user: Omit<StoredUser, 'version' | 'updatedAt'>;
+  ifAbsent?: boolean;
+  ifVersion?: number;
+}
+
 export interface UserStore {
   /**
    * Writes the user (version assigned by the store). `ifAbsent`: rejects with StoreConflictError when the
    * name exists; `ifVersion`: only when the stored version is that one (else StoreConflictError).
    */
   putUser(user: Omit<StoredUser, 'version' | 'updatedAt'>, options?: { ifAbsent?: boolean; ifVersion?: number }): Promise<StoredUser>;
+  /**
+   * Many putUser writes at once (SQLite: one transaction, one commit), in order; a write that conflicts gives
+   * its StoreConflictError in its place and the others are made. Optional: without it, putUser one by one.
+   */
+  putUsers?(writes: readonly UserWrite[]): Promise<(StoredUser | StoreConflictError)[]>;
   getUser(name: string): Promise<StoredUser | undefined>;
   /** Every user, by name. */
   listUsers(): Promise<StoredUser[]>;

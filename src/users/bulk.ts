@@ -10,7 +10,7 @@
 import { z } from 'zod';
 import { RotorError } from '../errors/rotor-error.ts';
 import type { Logger } from '../telemetry/logger.ts';
-import type { Users } from './directory.ts';
+import type { HashedCreation, Users } from './directory.ts';
 import { generatePassword, hashPasswordAsync, passwordDigest } from './password.ts';
 import { createUserSchema } from './record.ts';
 import { hashGeneratedPassword, importedHashProblem } from './secret-hash.ts';
@@ -134,26 +134,43 @@ export async function createBatch(users: Users, rows: readonly unknown[], option
   const passwords: Record<string, string> = {};
   const { valid, errors } = await validateBatch(rows, (name) => users.view(name) !== undefined);
 
-  let created = 0;
+  // The passwords first (a chosen one is an scrypt on libuv's pool: `concurrency` at a time), then the
+  // creations together (Users.createMany: one store transaction for the intents, one for the records made ready).
+  const concurrency = Math.max(1, options.concurrency ?? BATCH_CONCURRENCY);
+  const rowsOut: ({ at: number; generated: string | undefined } | undefined)[] = new Array(valid.length);
+  const creations: HashedCreation[] = [];
+  const report = (index: number, name: string, err: unknown): void => {
+    const code = err instanceof RotorError ? err.code : 'INTERNAL';
+    const message = err instanceof RotorError ? err.message : 'internal error (see the daemon log)';
+    if (!(err instanceof RotorError)) options.logger?.error({ err, user: name }, 'batch row failed');
+    errors.push({ index, name, code, message });
+  };
   let next = 0;
-  const one = async ({ index, row }: ValidRow): Promise<void> => {
-    const { password: _password, passwordHash: _hash, ...fields } = row;
-    try {
-      const { stored, digest, generated } = await rowSecret(row, hash);
-      await users.createHashed(fields, stored, digest, { quiet: true });
-      created++;
-      if (generated !== undefined) passwords[row.name] = generated;
-    } catch (err) {
-      const code = err instanceof RotorError ? err.code : 'INTERNAL';
-      const message = err instanceof RotorError ? err.message : 'internal error (see the daemon log)';
-      if (!(err instanceof RotorError)) options.logger?.error({ err, user: row.name }, 'batch row failed');
-      errors.push({ index, name: row.name, code, message });
+  const secrets = async (): Promise<void> => {
+    while (next < valid.length) {
+      const i = next++;
+      const { row } = valid[i]!;
+      try {
+        const { stored, digest, generated } = await rowSecret(row, hash);
+        const { password: _password, passwordHash: _hash, ...fields } = row;
+        rowsOut[i] = { at: creations.length, generated };
+        creations.push({ fields, hash: stored, digest });
+      } catch (err) {
+        report(valid[i]!.index, row.name, err);
+      }
     }
   };
-  const worker = async (): Promise<void> => {
-    while (next < valid.length) await one(valid[next++]!);
-  };
-  await Promise.all(Array.from({ length: Math.max(1, Math.min(options.concurrency ?? BATCH_CONCURRENCY, valid.length)) }, worker));
+  await Promise.all(Array.from({ length: Math.min(concurrency, valid.length) }, secrets));
+  const failures = await users.createMany(creations, { concurrency });
+  let created = 0;
+  valid.forEach(({ index, row }, i) => {
+    const out = rowsOut[i];
+    if (out === undefined) return;
+    const failure = failures[out.at];
+    if (failure !== undefined) return report(index, row.name, failure);
+    created++;
+    if (out.generated !== undefined) passwords[row.name] = out.generated;
+  });
   errors.sort((a, b) => a.index - b.index);
   options.logger?.info({ rows: rows.length, created, failed: errors.length, ms: Date.now() - started }, 'user batch created');
   return { created, errors, passwords };

@@ -25,7 +25,7 @@ import type { Accounting } from '../accounting/accounting.ts';
 import { PlatformError } from '../platform/errors.ts';
 import type { LocalUser, UserDirectory } from '../proxy/types.ts';
 import { StoreConflictError } from '../store/errors.ts';
-import type { StoredUser, UserStore } from '../store/types.ts';
+import type { StoredUser, UserStore, UserWrite } from '../store/types.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import { UserChangedError, UserExistsError, UserNotFoundError } from './errors.ts';
 import { DueQueue } from './due-queue.ts';
@@ -66,6 +66,13 @@ interface Entry {
   expiresAt: number | null;
   /** SHA-256 of the password last verified (or set) in this process; memory only. */
   verified: Buffer | null;
+}
+
+/** One row of Users.createMany: createHashed's arguments. */
+export interface HashedCreation {
+  fields: Omit<CreateUserInput, 'password'>;
+  hash: string;
+  digest: Buffer | null;
 }
 
 export interface UserListQuery {
@@ -335,23 +342,127 @@ export class Users implements UserDirectory {
     }
   }
 
-  /** The platform step and the last write of a creation (also run by resume). */
-  private async finishCreation(stored: StoredUser, options: { fresh?: boolean; quiet?: boolean } = {}): Promise<void> {
-    const data = readStoredData(stored.name, stored.data);
-    if (!data) throw new InternalError(`stored user ${stored.name} is unreadable`);
+  /**
+   * Many creations whose passwords are already hashed (the batch path, src/users/bulk.ts), each as
+   * createHashed makes one, but with one store transaction for all the intents and one for all the records
+   * made ready (not two commits per user), the platform step `concurrency` rows at a time, and one change
+   * notice for all. Each row fails alone: the answer holds, per row, undefined (made) or what it failed with.
+   */
+  async createMany(rows: readonly HashedCreation[], options: { concurrency: number }): Promise<unknown[]> {
+    const failures: unknown[] = new Array<unknown>(rows.length).fill(undefined);
+    const intents: { at: number; data: UserData }[] = [];
+    for (let at = 0; at < rows.length; at++) {
+      const { fields } = rows[at]!;
+      const existing = this.entries.get(fields.name);
+      if (existing) {
+        failures[at] = new UserExistsError(fields.name, existing.state === 'creating');
+        continue;
+      }
+      try {
+        checkUserTls(this.options.ports, fields.listen);
+      } catch (err) {
+        failures[at] = err;
+        continue;
+      }
+      intents.push({ at, data: { ...fields, source: 'api', createdAt: this.now() } });
+    }
+    const written = await this.putMany(
+      intents.map(({ at, data }) => ({ user: { name: data.name, data, passwordHash: rows[at]!.hash, state: 'creating' }, ifAbsent: true })),
+    );
+    const pending: { at: number; stored: StoredUser; data: UserData }[] = [];
+    written.forEach((w, i) => {
+      const { at, data } = intents[i]!;
+      if (w instanceof StoreConflictError) failures[at] = new UserExistsError(data.name);
+      else {
+        this.install(w).verified = rows[at]!.digest;
+        this.creating.add(data.name);
+        pending.push({ at, stored: w, data });
+      }
+    });
+    try {
+      const done: typeof pending = [];
+      let next = 0;
+      const worker = async (): Promise<void> => {
+        while (next < pending.length) {
+          const p = pending[next++]!;
+          try {
+            await this.platformStep(p.stored.name, p.data, { fresh: true, quiet: true });
+            done.push(p);
+          } catch (err) {
+            failures[p.at] = err;
+          }
+        }
+      };
+      await Promise.all(Array.from({ length: Math.max(1, Math.min(options.concurrency, pending.length)) }, worker));
+      const ready = await this.putMany(
+        done.map(({ stored }) => ({
+          user: { name: stored.name, data: stored.data, passwordHash: stored.passwordHash, state: 'ready' },
+          ifVersion: stored.version,
+        })),
+      );
+      const names: string[] = [];
+      for (let i = 0; i < done.length; i++) {
+        const r = ready[i]!;
+        const name = done[i]!.stored.name;
+        if (r instanceof StoreConflictError) {
+          await this.takeStored(name);
+          continue;
+        }
+        await this.applyAccounting(this.install(r));
+        names.push(name);
+      }
+      if (names.length > 0) this.onChange?.(names, []);
+    } finally {
+      for (const p of pending) this.creating.delete(p.stored.name);
+    }
+    return failures;
+  }
+
+  /** putUsers where the store has it (one transaction), else putUser one by one. */
+  private async putMany(writes: readonly UserWrite[]): Promise<(StoredUser | StoreConflictError)[]> {
+    if (writes.length === 0) return [];
+    if (this.store.putUsers) return this.store.putUsers(writes);
+    const out: (StoredUser | StoreConflictError)[] = [];
+    for (const w of writes) {
+      try {
+        out.push(await this.store.putUser(w.user, w));
+      } catch (err) {
+        if (!(err instanceof StoreConflictError)) throw err;
+        out.push(err);
+      }
+    }
+    return out;
+  }
+
+  /** A creation finished (or deleted) by someone else meanwhile: take what the store says. */
+  private async takeStored(name: string): Promise<void> {
+    const now = await this.store.getUser(name);
+    if (now) this.install(now);
+    else this.uninstall(name);
+  }
+
+  /** A creation's platform step: a refusal removes the intent, an unknown outcome keeps it (both rethrown). */
+  private async platformStep(name: string, data: UserData, options: { fresh?: boolean; quiet?: boolean }): Promise<void> {
     try {
       await this.platform.ensure(data, options);
     } catch (err) {
       if (err instanceof PlatformError) {
         // A refusal: the user does not come to be.
-        await this.store.deleteUser(stored.name).catch(() => false);
-        this.uninstall(stored.name);
-        this.logger?.warn({ user: stored.name, platformCode: err.platformCode }, 'user not created: the platform refused its sub account');
+        await this.store.deleteUser(name).catch(() => false);
+        this.uninstall(name);
+        this.logger?.warn({ user: name, platformCode: err.platformCode }, 'user not created: the platform refused its sub account');
       } else {
-        this.logger?.warn({ user: stored.name, err }, 'user creation unfinished (platform outcome unknown); it will be resumed');
+        this.logger?.warn({ user: name, err }, 'user creation unfinished (platform outcome unknown); it will be resumed');
       }
       throw err;
     }
+  }
+
+  /** The platform step and the last write of a creation (also run by resume). */
+  private async finishCreation(stored: StoredUser, options: { fresh?: boolean; quiet?: boolean } = {}): Promise<void> {
+    const data = readStoredData(stored.name, stored.data);
+    if (!data) throw new InternalError(`stored user ${stored.name} is unreadable`);
+    await this.platformStep(stored.name, data, options);
     let ready: StoredUser;
     try {
       ready = await this.store.putUser(
@@ -360,10 +471,7 @@ export class Users implements UserDirectory {
       );
     } catch (err) {
       if (!(err instanceof StoreConflictError)) throw err;
-      // Finished (or deleted) by someone else meanwhile: take what the store says.
-      const now = await this.store.getUser(stored.name);
-      if (now) this.install(now);
-      else this.uninstall(stored.name);
+      await this.takeStored(stored.name);
       return;
     }
     const e = this.install(ready);
