@@ -1,6 +1,9 @@
-// The Store contract every driver must keep, run for SQLite and Redis (test/store/contract-sqlite.test.ts,
-// test/store/redis.test.ts): the single home of the shared semantics, including reading back through a
-// second handle on the same data and two handles racing. Driver files test only what is their own.
+// The store's contract every driver must keep, aggregate by aggregate (orders, instances, journal, callbacks,
+// usage, settings, users; each test reaches its aggregate through the backends components get), run for
+// SQLite and Redis (test/store/contract-sqlite.test.ts, test/store/redis.test.ts): the single home of the
+// shared semantics, including reading back through a second handle on the same data and two handles racing.
+// The outbox's is test/store/events.test.ts, the connection log's test/connlog/store|bounds, the fleet
+// state's test/store/fleet-state.test.ts. Driver files test only what is their own.
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import {
@@ -10,6 +13,8 @@ import {
   type InstanceRecord,
   type OrderRecord,
   type Store,
+  type Backends,
+  backendsOf,
 } from '../../src/store/index.ts';
 
 export interface StoreFactory {
@@ -56,68 +61,70 @@ const fresh = () => `c${process.pid}x${++spaces}`;
 
 export function storeContract(name: string, factory: StoreFactory): void {
   const options = factory.skip ? { skip: factory.skip } : {};
+  // Through the backends components get (src/store/backends.ts): each check uses only its aggregate's.
+  const open = async (space: string, opts?: { now?: () => number }): Promise<Backends> => backendsOf(await factory.open(space, opts));
   describe(`Store contract: ${name}`, options, () => {
     test('everything written is read back through another handle', async () => {
       const space = fresh();
       let t = 5000;
-      const s = await factory.open(space, { now: () => t });
-      await s.putOrder(order('RA1', { orderNo: 'PO1', status: 3, amount: '12.50', createdAt: 1 }));
-      await s.putOrder(order('RA2', { createdAt: 2 }));
-      await s.putInstances([instance('I1'), instance('I2', { status: 11 })]);
-      await s.addIntent({ merchantNo: 'RA2', operation: 'InstanceOpen', request: { appOrderNo: 'RA2', list: [] }, reqId: 'req-1' });
+      const s = await open(space, { now: () => t });
+      await s.orders.putOrder(order('RA1', { orderNo: 'PO1', status: 3, amount: '12.50', createdAt: 1 }));
+      await s.orders.putOrder(order('RA2', { createdAt: 2 }));
+      await s.orders.putInstances([instance('I1'), instance('I2', { status: 11 })]);
+      await s.orders.addIntent({ merchantNo: 'RA2', operation: 'InstanceOpen', request: { appOrderNo: 'RA2', list: [] }, reqId: 'req-1' });
       t = 6000;
-      await s.updateJournal('RA2', { state: 'sent', sent: true });
-      await s.recordCallback({ type: 'order', no: 'PO1', op: '1' }, 7000);
-      await s.addUsage([{ user: 'alice', bytes: 100 }]);
-      await s.setLimit('alice', 1_000_000);
-      await s.kvSet('whitelist:shop1:DYN', ['127.0.0.1']);
+      await s.orders.updateJournal('RA2', { state: 'sent', sent: true });
+      await s.orders.recordCallback({ type: 'order', no: 'PO1', op: '1' }, 7000);
+      await s.usage.addUsage([{ user: 'alice', bytes: 100 }]);
+      await s.usage.setLimit('alice', 1_000_000);
+      await s.settings.kvSet('whitelist:shop1:DYN', ['127.0.0.1']);
       await s.close();
 
-      const r = await factory.open(space);
-      assert.deepEqual(await r.getOrder('PO1'), order('RA1', { orderNo: 'PO1', status: 3, amount: '12.50', createdAt: 1 }));
-      assert.equal((await r.getOrder('RA1'))?.orderNo, 'PO1');
-      assert.equal(await r.getOrder('nope'), undefined);
+      const r = await open(space);
+      assert.deepEqual(await r.orders.getOrder('PO1'), order('RA1', { orderNo: 'PO1', status: 3, amount: '12.50', createdAt: 1 }));
+      assert.equal((await r.orders.getOrder('RA1'))?.orderNo, 'PO1');
+      assert.equal(await r.orders.getOrder('nope'), undefined);
       assert.deepEqual(
-        (await r.listOrders()).map((o) => o.appOrderNo),
+        (await r.orders.listOrders()).map((o) => o.appOrderNo),
         ['RA2', 'RA1'],
       );
       assert.deepEqual(
-        (await r.listOrders({ open: true })).map((o) => o.appOrderNo),
+        (await r.orders.listOrders({ open: true })).map((o) => o.appOrderNo),
         ['RA2'],
       );
       assert.deepEqual(
-        (await r.listOrders({ statuses: [3] })).map((o) => o.appOrderNo),
+        (await r.orders.listOrders({ statuses: [3] })).map((o) => o.appOrderNo),
         ['RA1'],
       );
-      assert.deepEqual((await r.listOrders({ type: 2 })).length, 0);
+      assert.deepEqual((await r.orders.listOrders({ type: 2 })).length, 0);
       assert.deepEqual(
-        (await r.listOrders({ limit: 1, offset: 1 })).map((o) => o.appOrderNo),
+        (await r.orders.listOrders({ limit: 1, offset: 1 })).map((o) => o.appOrderNo),
         ['RA1'],
       );
       assert.deepEqual(
-        (await r.countOrders()).sort((a, b) => a.status - b.status),
+        (await r.orders.countOrders()).sort((a, b) => a.status - b.status),
         [
           { type: 1, status: 1, count: 1 },
           { type: 1, status: 3, count: 1 },
         ],
       );
-      assert.deepEqual(await r.getInstance('I1'), instance('I1'));
+      assert.deepEqual(await r.orders.getInstance('I1'), instance('I1'));
       assert.deepEqual(
-        (await r.listInstances({ statuses: [3] })).map((i) => i.instanceNo),
+        (await r.orders.listInstances({ statuses: [3] })).map((i) => i.instanceNo),
         ['I1'],
       );
       assert.deepEqual(
-        (await r.listInstances({ orderNo: 'O1', productNo: 'P1' })).map((i) => i.instanceNo),
+        (await r.orders.listInstances({ orderNo: 'O1', productNo: 'P1' })).map((i) => i.instanceNo),
         ['I1', 'I2'],
       );
       assert.deepEqual(
-        (await r.countInstances()).sort((a, b) => Number(a.status) - Number(b.status)),
+        (await r.orders.countInstances()).sort((a, b) => Number(a.status) - Number(b.status)),
         [
           { status: 3, count: 1 },
           { status: 11, count: 1 },
         ],
       );
-      const j = await r.getJournal('RA2');
+      const j = await r.orders.getJournal('RA2');
       assert.equal(j?.state, 'sent');
       assert.equal(j?.reqId, 'req-1');
       assert.equal(j?.operation, 'InstanceOpen');
@@ -129,119 +136,119 @@ export function storeContract(name: string, factory: StoreFactory): void {
       // Payloads come back exactly (an empty array stays an array).
       assert.deepEqual(j?.request, { appOrderNo: 'RA2', list: [] });
       assert.deepEqual(
-        (await r.listJournal(UNRESOLVED_STATES)).map((e) => e.merchantNo),
+        (await r.orders.listJournal(UNRESOLVED_STATES)).map((e) => e.merchantNo),
         ['RA2'],
       );
-      assert.deepEqual(await r.listCallbacks({ processed: false }), [
+      assert.deepEqual(await r.orders.listCallbacks({ processed: false }), [
         { type: 'order', no: 'PO1', op: '1', receivedAt: 7000, count: 1, processed: false },
       ]);
-      assert.deepEqual(await r.getUsage('alice'), { user: 'alice', usedBytes: 100, limitBytes: 1_000_000, updatedAt: 6000 });
-      assert.deepEqual(await r.kvGet('whitelist:shop1:DYN'), ['127.0.0.1']);
+      assert.deepEqual(await r.usage.getUsage('alice'), { user: 'alice', usedBytes: 100, limitBytes: 1_000_000, updatedAt: 6000 });
+      assert.deepEqual(await r.settings.kvGet('whitelist:shop1:DYN'), ['127.0.0.1']);
       await r.close();
     });
 
     test('orders: upsert replaces by merchant number and keeps createdAt', async () => {
-      const s = await factory.open(fresh());
-      await s.putOrder(order('RB1', { createdAt: 10 }));
-      await s.putOrder(order('RB1', { orderNo: 'PB1', status: 2, amount: '1.5', createdAt: 99, updatedAt: 20 }));
-      const o = await s.getOrder('PB1');
+      const s = await open(fresh());
+      await s.orders.putOrder(order('RB1', { createdAt: 10 }));
+      await s.orders.putOrder(order('RB1', { orderNo: 'PB1', status: 2, amount: '1.5', createdAt: 99, updatedAt: 20 }));
+      const o = await s.orders.getOrder('PB1');
       assert.equal(o?.status, 2);
       assert.equal(o?.amount, '1.5');
       assert.equal(o?.createdAt, 10);
       assert.equal(o?.updatedAt, 20);
-      assert.equal((await s.listOrders()).length, 1);
-      assert.equal((await s.listOrders({ limit: 0 })).length, 0);
+      assert.equal((await s.orders.listOrders()).length, 1);
+      assert.equal((await s.orders.listOrders({ limit: 0 })).length, 0);
       // Finishing an order takes it out of the open listing; nulls replace values.
-      await s.putOrder(order('RB1', { orderNo: 'PB1', status: 3, amount: null, count: null, updatedAt: 30 }));
-      assert.deepEqual(await s.listOrders({ open: true }), []);
-      const done = await s.getOrder('RB1');
+      await s.orders.putOrder(order('RB1', { orderNo: 'PB1', status: 3, amount: null, count: null, updatedAt: 30 }));
+      assert.deepEqual(await s.orders.listOrders({ open: true }), []);
+      const done = await s.orders.getOrder('RB1');
       assert.equal(done?.amount, null);
       assert.equal(done?.count, null);
       // The platform number of another order is refused.
-      await assert.rejects(s.putOrder(order('RB2', { orderNo: 'PB1' })));
+      await assert.rejects(s.orders.putOrder(order('RB2', { orderNo: 'PB1' })));
       // A merchant number that equals another order's platform number: the merchant number wins.
-      await s.putOrder(order('PB1', { createdAt: 5 }));
-      assert.equal((await s.getOrder('PB1'))?.appOrderNo, 'PB1');
+      await s.orders.putOrder(order('PB1', { createdAt: 5 }));
+      assert.equal((await s.orders.getOrder('PB1'))?.appOrderNo, 'PB1');
       await s.close();
     });
 
     test('instances: change keeps the number and replaces the connection details', async () => {
-      const s = await factory.open(fresh());
-      await s.putInstances([instance('I9')]);
-      await s.putInstances([instance('I9', { ip: '127.0.0.2', port: 3000, pwd: 'new' })]);
-      await s.putInstances([]);
-      const i = await s.getInstance('I9');
+      const s = await open(fresh());
+      await s.orders.putInstances([instance('I9')]);
+      await s.orders.putInstances([instance('I9', { ip: '127.0.0.2', port: 3000, pwd: 'new' })]);
+      await s.orders.putInstances([]);
+      const i = await s.orders.getInstance('I9');
       assert.equal(i?.ip, '127.0.0.2');
       assert.equal(i?.port, 3000);
       assert.equal(i?.pwd, 'new');
-      assert.equal(await s.getInstance('I404'), undefined);
-      assert.equal((await s.listInstances()).length, 1);
-      assert.equal((await s.listInstances({ expiresBefore: 1_800_000_000 })).length, 0);
-      assert.equal((await s.listInstances({ expiresBefore: 1_900_000_000 })).length, 1);
-      await s.putInstances([instance('I8', { userExpired: null }), instance('I7')]);
+      assert.equal(await s.orders.getInstance('I404'), undefined);
+      assert.equal((await s.orders.listInstances()).length, 1);
+      assert.equal((await s.orders.listInstances({ expiresBefore: 1_800_000_000 })).length, 0);
+      assert.equal((await s.orders.listInstances({ expiresBefore: 1_900_000_000 })).length, 1);
+      await s.orders.putInstances([instance('I8', { userExpired: null }), instance('I7')]);
       assert.deepEqual(
-        (await s.listInstances({ limit: 2 })).map((x) => x.instanceNo),
+        (await s.orders.listInstances({ limit: 2 })).map((x) => x.instanceNo),
         ['I7', 'I8'],
       );
       assert.deepEqual(
-        (await s.listInstances({ expiresBefore: 2_000_000_000 })).map((x) => x.instanceNo),
+        (await s.orders.listInstances({ expiresBefore: 2_000_000_000 })).map((x) => x.instanceNo),
         ['I7', 'I9'],
       );
       await s.close();
     });
 
     test('journal: a merchant number is journaled once; states move; unresolved listing', async () => {
-      const s = await factory.open(fresh());
-      await s.addIntent({ merchantNo: 'RC1', operation: 'InstanceOpen', request: {}, reqId: 'q1' });
+      const s = await open(fresh());
+      await s.orders.addIntent({ merchantNo: 'RC1', operation: 'InstanceOpen', request: {}, reqId: 'q1' });
       await assert.rejects(
-        s.addIntent({ merchantNo: 'RC1', operation: 'InstanceOpen', request: {}, reqId: 'q2' }),
+        s.orders.addIntent({ merchantNo: 'RC1', operation: 'InstanceOpen', request: {}, reqId: 'q2' }),
         (e: unknown) => e instanceof StoreConflictError && e.code === 'STORE_CONFLICT',
       );
-      assert.equal((await s.getJournal('RC1'))?.reqId, 'q1');
-      await s.addIntent({ merchantNo: 'RC2', operation: 'InstanceRenew', request: {}, reqId: 'q3' });
-      await s.addIntent({ merchantNo: 'RC3', operation: 'InstanceRelease', request: {}, reqId: 'q4' });
-      await s.updateJournal('RC1', { state: 'accepted', result: { orderNo: 'P1' }, orderNo: 'P1', sent: true });
-      await s.updateJournal('RC2', { state: 'unknown', result: { code: 'TRANSPORT' }, sent: true });
-      await s.updateJournal('RC3', { state: 'rejected', result: { platformCode: 10002 }, sent: true });
-      const one = await s.getJournal('RC1');
+      assert.equal((await s.orders.getJournal('RC1'))?.reqId, 'q1');
+      await s.orders.addIntent({ merchantNo: 'RC2', operation: 'InstanceRenew', request: {}, reqId: 'q3' });
+      await s.orders.addIntent({ merchantNo: 'RC3', operation: 'InstanceRelease', request: {}, reqId: 'q4' });
+      await s.orders.updateJournal('RC1', { state: 'accepted', result: { orderNo: 'P1' }, orderNo: 'P1', sent: true });
+      await s.orders.updateJournal('RC2', { state: 'unknown', result: { code: 'TRANSPORT' }, sent: true });
+      await s.orders.updateJournal('RC3', { state: 'rejected', result: { platformCode: 10002 }, sent: true });
+      const one = await s.orders.getJournal('RC1');
       assert.equal(one?.orderNo, 'P1');
       assert.deepEqual(one?.result, { orderNo: 'P1' });
       // A patch without result/orderNo keeps them.
-      await s.updateJournal('RC1', { state: 'accepted' });
-      assert.equal((await s.getJournal('RC1'))?.orderNo, 'P1');
-      assert.equal((await s.getJournal('RC1'))?.attempts, 1);
+      await s.orders.updateJournal('RC1', { state: 'accepted' });
+      assert.equal((await s.orders.getJournal('RC1'))?.orderNo, 'P1');
+      assert.equal((await s.orders.getJournal('RC1'))?.attempts, 1);
       assert.deepEqual(
-        (await s.listJournal(UNRESOLVED_STATES)).map((e) => e.merchantNo),
+        (await s.orders.listJournal(UNRESOLVED_STATES)).map((e) => e.merchantNo),
         ['RC2'],
       );
-      assert.deepEqual((await s.listJournal(['rejected', 'accepted'])).map((e) => e.merchantNo).sort(), ['RC1', 'RC3']);
-      assert.equal((await s.listJournal()).length, 3);
-      assert.deepEqual(await s.listJournal([]), []);
+      assert.deepEqual((await s.orders.listJournal(['rejected', 'accepted'])).map((e) => e.merchantNo).sort(), ['RC1', 'RC3']);
+      assert.equal((await s.orders.listJournal()).length, 3);
+      assert.deepEqual(await s.orders.listJournal([]), []);
       // Updating an entry that does not exist changes nothing.
-      await s.updateJournal('RC404', { state: 'sent', sent: true });
-      assert.equal(await s.getJournal('RC404'), undefined);
+      await s.orders.updateJournal('RC404', { state: 'sent', sent: true });
+      assert.equal(await s.orders.getJournal('RC404'), undefined);
       await s.close();
     });
 
     test('callbacks: dedupe on (type, no, op), counted, processed flag', async () => {
-      const s = await factory.open(fresh());
+      const s = await open(fresh());
       const key = { type: 'order', no: 'P1', op: '1' };
-      assert.deepEqual(await s.recordCallback(key, 1), { duplicate: false, processed: false });
-      assert.deepEqual(await s.recordCallback(key, 2), { duplicate: true, processed: false });
-      await s.markCallbackProcessed(key);
-      assert.deepEqual(await s.recordCallback(key, 3), { duplicate: true, processed: true });
-      assert.deepEqual(await s.recordCallback({ ...key, op: '2' }, 4), { duplicate: false, processed: false });
-      assert.deepEqual(await s.recordCallback({ type: 'instance', no: 'P1', op: '' }, 5), { duplicate: false, processed: false });
-      const all = await s.listCallbacks();
+      assert.deepEqual(await s.orders.recordCallback(key, 1), { duplicate: false, processed: false });
+      assert.deepEqual(await s.orders.recordCallback(key, 2), { duplicate: true, processed: false });
+      await s.orders.markCallbackProcessed(key);
+      assert.deepEqual(await s.orders.recordCallback(key, 3), { duplicate: true, processed: true });
+      assert.deepEqual(await s.orders.recordCallback({ ...key, op: '2' }, 4), { duplicate: false, processed: false });
+      assert.deepEqual(await s.orders.recordCallback({ type: 'instance', no: 'P1', op: '' }, 5), { duplicate: false, processed: false });
+      const all = await s.orders.listCallbacks();
       assert.equal(all.length, 3);
       assert.equal(all[0]?.count, 3);
       assert.equal(all[0]?.receivedAt, 1);
       assert.deepEqual(
-        (await s.listCallbacks({ processed: false })).map((c) => c.op),
+        (await s.orders.listCallbacks({ processed: false })).map((c) => c.op),
         ['2', ''],
       );
       assert.deepEqual(
-        (await s.listCallbacks({ processed: true })).map((c) => c.op),
+        (await s.orders.listCallbacks({ processed: true })).map((c) => c.op),
         ['1'],
       );
       await s.close();
@@ -249,84 +256,84 @@ export function storeContract(name: string, factory: StoreFactory): void {
 
     test('two handles on the same data: one callback and one intent win, usage adds up', async () => {
       const space = fresh();
-      const a = await factory.open(space);
-      const b = await factory.open(space);
+      const a = await open(space);
+      const b = await open(space);
       const key = { type: 'order', no: 'PX', op: '3' };
-      const recorded = await Promise.all([a, b, a, b].map((s, i) => s.recordCallback(key, 100 + i)));
+      const recorded = await Promise.all([a, b, a, b].map((s, i) => s.orders.recordCallback(key, 100 + i)));
       assert.equal(recorded.filter((r) => !r.duplicate).length, 1);
-      assert.equal((await b.listCallbacks())[0]?.count, 4);
+      assert.equal((await b.orders.listCallbacks())[0]?.count, 4);
       const intents = await Promise.allSettled(
-        [a, b].map((s, i) => s.addIntent({ merchantNo: 'RX1', operation: 'InstanceOpen', request: {}, reqId: `q${i}` })),
+        [a, b].map((s, i) => s.orders.addIntent({ merchantNo: 'RX1', operation: 'InstanceOpen', request: {}, reqId: `q${i}` })),
       );
       assert.equal(intents.filter((r) => r.status === 'fulfilled').length, 1);
       assert.equal(intents.filter((r) => r.status === 'rejected' && r.reason instanceof StoreConflictError).length, 1);
-      await Promise.all(Array.from({ length: 20 }, (_, i) => (i % 2 ? a : b).addUsage([{ user: 'zed', bytes: 3 }])));
-      assert.equal((await a.getUsage('zed'))?.usedBytes, 60);
+      await Promise.all(Array.from({ length: 20 }, (_, i) => (i % 2 ? a : b).usage.addUsage([{ user: 'zed', bytes: 3 }])));
+      assert.equal((await a.usage.getUsage('zed'))?.usedBytes, 60);
       await a.close();
       await b.close();
     });
 
     test('usage: batched adds, limits, unknown users, large values', async () => {
-      const s = await factory.open(fresh(), { now: () => 42 });
-      await s.addUsage([
+      const s = await open(fresh(), { now: () => 42 });
+      await s.usage.addUsage([
         { user: 'alice', bytes: 10 },
         { user: 'bob', bytes: 5 },
         { user: 'alice', bytes: 7 },
       ]);
-      await s.addUsage([]);
-      await s.setLimit('carol', 2048);
-      await s.setLimit('alice', -1);
-      assert.deepEqual(await s.getUsage('alice'), { user: 'alice', usedBytes: 17, limitBytes: -1, updatedAt: 42 });
-      assert.equal(await s.getUsage('nobody'), undefined);
+      await s.usage.addUsage([]);
+      await s.usage.setLimit('carol', 2048);
+      await s.usage.setLimit('alice', -1);
+      assert.deepEqual(await s.usage.getUsage('alice'), { user: 'alice', usedBytes: 17, limitBytes: -1, updatedAt: 42 });
+      assert.equal(await s.usage.getUsage('nobody'), undefined);
       assert.deepEqual(
-        (await s.listUsage()).map((u) => [u.user, u.usedBytes, u.limitBytes]),
+        (await s.usage.listUsage()).map((u) => [u.user, u.usedBytes, u.limitBytes]),
         [
           ['alice', 17, -1],
           ['bob', 5, -1],
           ['carol', 0, 2048],
         ],
       );
-      await s.addUsage([{ user: 'bob', bytes: 10 * 2 ** 40 }]);
-      assert.equal((await s.getUsage('bob'))?.usedBytes, 10 * 2 ** 40 + 5);
+      await s.usage.addUsage([{ user: 'bob', bytes: 10 * 2 ** 40 }]);
+      assert.equal((await s.usage.getUsage('bob'))?.usedBytes, 10 * 2 ** 40 + 5);
       await s.close();
     });
 
     test('usage: a failing batch leaves nothing half-applied', async () => {
-      const s = await factory.open(fresh());
-      await s.addUsage([{ user: 'alice', bytes: 1 }]);
+      const s = await open(fresh());
+      await s.usage.addUsage([{ user: 'alice', bytes: 1 }]);
       await assert.rejects(
-        s.addUsage([
+        s.usage.addUsage([
           { user: 'alice', bytes: 5 },
           { user: null as unknown as string, bytes: 1 },
         ]),
       );
-      assert.equal((await s.getUsage('alice'))?.usedBytes, 1);
+      assert.equal((await s.usage.getUsage('alice'))?.usedBytes, 1);
       await s.close();
     });
 
     test('kv: set, replace, list by prefix (literal, not a pattern), delete', async () => {
-      const s = await factory.open(fresh());
-      await s.kvSet('wl:a', { ip: '1' });
-      await s.kvSet('wl:b', { ip: '2' });
-      await s.kvSet('wl%x', 3);
-      await s.kvSet('wl*y', [4]);
-      await s.kvSet('wl:a', { ip: '9' });
-      assert.deepEqual(await s.kvList('wl:'), [
+      const s = await open(fresh());
+      await s.settings.kvSet('wl:a', { ip: '1' });
+      await s.settings.kvSet('wl:b', { ip: '2' });
+      await s.settings.kvSet('wl%x', 3);
+      await s.settings.kvSet('wl*y', [4]);
+      await s.settings.kvSet('wl:a', { ip: '9' });
+      assert.deepEqual(await s.settings.kvList('wl:'), [
         { key: 'wl:a', value: { ip: '9' } },
         { key: 'wl:b', value: { ip: '2' } },
       ]);
-      await s.kvDelete('wl:a');
-      await s.kvDelete('never-set');
-      assert.equal(await s.kvGet('wl:a'), undefined);
-      assert.equal((await s.kvList('wl')).length, 3);
-      assert.deepEqual(await s.kvList('wl*'), [{ key: 'wl*y', value: [4] }]);
+      await s.settings.kvDelete('wl:a');
+      await s.settings.kvDelete('never-set');
+      assert.equal(await s.settings.kvGet('wl:a'), undefined);
+      assert.equal((await s.settings.kvList('wl')).length, 3);
+      assert.deepEqual(await s.settings.kvList('wl*'), [{ key: 'wl*y', value: [4] }]);
       await s.close();
     });
 
     test('users: put (if absent, if version), read through another handle, list, delete, follow changes', async () => {
       const space = fresh();
-      const s = await factory.open(space, { now: () => 42 });
-      const a = await s.putUser(
+      const s = await open(space, { now: () => 42 });
+      const a = await s.users.putUser(
         {
           name: 'cust1',
           data: { mainAccount: 'shop1', quota: { bytes: 5, period: 'day' }, list: [] },
@@ -337,23 +344,23 @@ export function storeContract(name: string, factory: StoreFactory): void {
       );
       assert.equal(a.updatedAt, 42);
       await assert.rejects(
-        s.putUser({ name: 'cust1', data: {}, passwordHash: 'h', state: 'ready' }, { ifAbsent: true }),
+        s.users.putUser({ name: 'cust1', data: {}, passwordHash: 'h', state: 'ready' }, { ifAbsent: true }),
         (e: unknown) => e instanceof StoreConflictError,
       );
       await assert.rejects(
-        s.putUser({ name: 'cust1', data: {}, passwordHash: 'h', state: 'ready' }, { ifVersion: a.version + 100 }),
+        s.users.putUser({ name: 'cust1', data: {}, passwordHash: 'h', state: 'ready' }, { ifVersion: a.version + 100 }),
         (e: unknown) => e instanceof StoreConflictError,
       );
-      const b = await s.putUser(
+      const b = await s.users.putUser(
         { name: 'cust1', data: { mainAccount: 'shop2', list: [] }, passwordHash: 'scrypt$y', state: 'ready' },
         { ifVersion: a.version },
       );
       assert.ok(b.version > a.version);
       const mark = b.version;
-      await s.putUser({ name: 'bob', data: { n: 1 }, passwordHash: 'h2', state: 'ready' });
+      await s.users.putUser({ name: 'bob', data: { n: 1 }, passwordHash: 'h2', state: 'ready' });
 
-      const r = await factory.open(space);
-      assert.deepEqual(await r.getUser('cust1'), {
+      const r = await open(space);
+      assert.deepEqual(await r.users.getUser('cust1'), {
         name: 'cust1',
         data: { mainAccount: 'shop2', list: [] },
         passwordHash: 'scrypt$y',
@@ -361,30 +368,30 @@ export function storeContract(name: string, factory: StoreFactory): void {
         version: b.version,
         updatedAt: 42,
       });
-      assert.equal(await r.getUser('nobody'), undefined);
+      assert.equal(await r.users.getUser('nobody'), undefined);
       assert.deepEqual(
-        (await r.listUsers()).map((u) => u.name),
+        (await r.users.listUsers()).map((u) => u.name),
         ['bob', 'cust1'],
       );
-      const since = await r.usersChangedSince(mark);
+      const since = await r.users.usersChangedSince(mark);
       assert.deepEqual(
         since.changed.map((u) => u.name),
         ['bob'],
       );
       assert.deepEqual(since.deleted, []);
-      assert.equal(await r.deleteUser('cust1'), true);
-      assert.equal(await r.deleteUser('cust1'), false);
-      const after = await s.usersChangedSince(since.version);
+      assert.equal(await r.users.deleteUser('cust1'), true);
+      assert.equal(await r.users.deleteUser('cust1'), false);
+      const after = await s.users.usersChangedSince(since.version);
       assert.deepEqual(after.changed, []);
       assert.deepEqual(after.deleted, ['cust1']);
       assert.ok(after.version > since.version);
       assert.deepEqual(
-        (await s.listUsers()).map((u) => u.name),
+        (await s.users.listUsers()).map((u) => u.name),
         ['bob'],
       );
       // Re-created: no longer reported deleted.
-      await s.putUser({ name: 'cust1', data: {}, passwordHash: 'h', state: 'ready' }, { ifAbsent: true });
-      const again = await s.usersChangedSince(since.version);
+      await s.users.putUser({ name: 'cust1', data: {}, passwordHash: 'h', state: 'ready' }, { ifAbsent: true });
+      const again = await s.users.usersChangedSince(since.version);
       assert.deepEqual(again.deleted, []);
       assert.deepEqual(
         again.changed.map((u) => u.name),
@@ -395,11 +402,11 @@ export function storeContract(name: string, factory: StoreFactory): void {
     });
 
     test('a closed store fails with STORE_UNAVAILABLE; close twice is fine', async () => {
-      const s = await factory.open(fresh());
+      const s = await open(fresh());
       await s.close();
       await s.close();
-      await assert.rejects(s.kvGet('x'), (e: unknown) => e instanceof StoreError && e.code === 'STORE_UNAVAILABLE');
-      await assert.rejects(s.putOrder(order('R1')), (e: unknown) => e instanceof StoreError && e.code === 'STORE_UNAVAILABLE');
+      await assert.rejects(s.settings.kvGet('x'), (e: unknown) => e instanceof StoreError && e.code === 'STORE_UNAVAILABLE');
+      await assert.rejects(s.orders.putOrder(order('R1')), (e: unknown) => e instanceof StoreError && e.code === 'STORE_UNAVAILABLE');
     });
   });
 }
