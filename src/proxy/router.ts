@@ -14,6 +14,7 @@ import { dialSocks5 } from './dial-socks5.ts';
 import type { UpstreamTlsPolicy } from './dial-tls.ts';
 import { dialUdpUpstream } from './udp-dial.ts';
 import { raceDial, type RaceSpec, type RaceWon } from './dial-race.ts';
+import { descriptorGuard } from './accept-guard.ts';
 import { GatewayError, type UpstreamDialError } from './errors.ts';
 import { checkTarget } from './target.ts';
 import type { InstanceDirectory, LocalUser, MeterProvider, PoolProvider, SessionStore, Target, UserDirectory } from './types.ts';
@@ -528,6 +529,8 @@ class DialJob implements RaceSpec {
   }
 
   onNodeFailed(node: UpstreamNode, reason: FailureReason, wasSticky: boolean): void {
+    // Out of descriptors, a failure says nothing of the node (the embedded sandbox's proxies share them).
+    if (descriptorGuard.exhausted) return;
     this.source.reportFailure(node, reason);
     if (this.rules !== undefined) (this.failedNodes ??= []).push(node);
     const route = this.route;
@@ -580,7 +583,9 @@ class DialedTunnel implements Dialed {
     if (this.released) return;
     this.released = true;
     const { node, source, route } = this;
-    if (failure) {
+    if (failure && descriptorGuard.exhausted) {
+      // Out of descriptors: not the node's failure (as in onNodeFailed).
+    } else if (failure) {
       this.suspect.add(node);
       this.metrics?.upstreamFailures.inc({ reason: failure });
       source.reportFailure(node, failure);

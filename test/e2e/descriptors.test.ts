@@ -187,8 +187,8 @@ async function setUp(name: string): Promise<Setup> {
   }
 }
 
-/** Opens HELD tunnels and waits until the daemon's descriptor count stops moving (the pool drawn, the log quiet). */
-async function holdTunnels(s: Setup): Promise<number> {
+/** Opens HELD tunnels (the first once the bought traffic reached the pool), checking what each costs in descriptors. */
+async function holdTunnels(s: Setup): Promise<void> {
   let last: Outcome | undefined;
   const first = await waitFor(
     'a first tunnel (the bought traffic reached the pool)',
@@ -203,11 +203,19 @@ async function holdTunnels(s: Setup): Promise<number> {
     throw new Error(`${String(err)}; last answer ${JSON.stringify(last)}; log: ${s.daemon.logText().slice(-3000)}`);
   });
   s.held.push(first);
+  const afterFirst = await steadyDescriptors(s);
   for (let i = 1; i < HELD; i++) {
     const o = i % 2 === 0 ? await httpTunnel(s.daemon.ports.http, s.target.port) : await socksTunnel(s.daemon.ports.socks5, s.target.port);
     assert.equal(o.kind, 'ok', `tunnel ${i} before the limit: ${JSON.stringify(o.kind === 'answer' ? o : o.kind)}`);
     s.held.push((o as { socket: Socket }).socket);
   }
+  const held = await steadyDescriptors(s);
+  // What the README says: 2 descriptors per tunnel (the client's and the upstream's) with the platform elsewhere.
+  assert.equal(Math.round((held - afterFirst) / (HELD - 1)), 2, `descriptors per tunnel: ${held - afterFirst} for ${HELD - 1}`);
+}
+
+/** The daemon's descriptor count once it stops moving (the pool drawn, the log quiet). */
+function steadyDescriptors(s: Setup): Promise<number> {
   let before = -1;
   return waitFor(
     'the daemon to hold a steady number of descriptors',

@@ -8,15 +8,18 @@ import { execFileSync } from 'node:child_process';
 import { closeSync, openSync, readdirSync, readFileSync } from 'node:fs';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { describe, test } from 'node:test';
-import { DescriptorsExhaustedError, onDescriptorExhaustion } from '../../src/errors/failed-accept.ts';
-import { DescriptorGuard, procDescriptors, type DescriptorCount } from '../../src/proxy/accept-guard.ts';
+import { DescriptorsExhaustedError, onDescriptorExhaustion, reportDescriptorExhaustion } from '../../src/errors/failed-accept.ts';
+import { DescriptorGuard, descriptorGuard, procDescriptors, type DescriptorCount } from '../../src/proxy/accept-guard.ts';
 import { connectTcp } from '../../src/proxy/dial-tcp.ts';
-import { UpstreamDialError } from '../../src/proxy/errors.ts';
+import { GatewayError, UpstreamDialError } from '../../src/proxy/errors.ts';
+import { Router, type Dialer } from '../../src/proxy/router.ts';
 import { dialThrough } from '../../src/proxy/upstream-dial.ts';
 import { createMetrics } from '../../src/telemetry/metrics.ts';
 import { captureLogger } from '../support/logger.ts';
 import { sumSamples } from '../support/prometheus.ts';
 import { poll } from '../support/wait.ts';
+import { UnlimitedMeters } from '../support/meters.ts';
+import { FixedPool, FixedPools, MapSessions, Users, node, user } from './fixtures.ts';
 
 async function listening(onConnection: (s: Socket) => void = (s) => s.destroy()): Promise<{ server: Server; port: number }> {
   const server = createServer(onConnection);
@@ -184,5 +187,47 @@ describe('an upstream dial with no descriptor left', () => {
       assert.equal(err.code, 'DESCRIPTORS_EXHAUSTED');
     }
     assert.deepEqual(reports, ['dial', 'dial']);
+  });
+});
+
+describe('node failures while descriptors are exhausted', () => {
+  // A dialer whose every node resets at once: what the embedded sandbox's proxies look like when they, in the
+  // same process, cannot accept Rotor's dial.
+  const resetting: Dialer = () => Promise.reject(new UpstreamDialError('reset', 'upstream reset'));
+  const routerOn = (pool: FixedPool): Router =>
+    new Router({
+      users: new Users([user('alice', 'secret')]),
+      meters: new UnlimitedMeters(),
+      pools: new FixedPools(pool),
+      sessions: new MapSessions(),
+      connectTimeoutMs: 2000,
+      handshakeTimeoutMs: 2000,
+      dialers: { socks5: resetting, http: resetting },
+    });
+  const dialOnce = async (pool: FixedPool): Promise<unknown> => {
+    const r = routerOn(pool);
+    const a = r.authorize('alice', 'secret');
+    assert.ok(a.ok);
+    return r.dial(a.route, { host: '127.0.0.1', port: 9 }).then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+  };
+
+  test('are not held against the nodes during an episode (and are outside one)', async () => {
+    const outside = new FixedPool([node('http', 1), node('http', 2)]);
+    assert.ok((await dialOnce(outside)) instanceof GatewayError);
+    assert.ok(outside.failures.length >= 1, 'outside an episode the node is blamed');
+
+    const detach = descriptorGuard.attach({});
+    try {
+      reportDescriptorExhaustion('dial');
+      assert.equal(descriptorGuard.exhausted, true);
+      const during = new FixedPool([node('http', 1), node('http', 2)]);
+      assert.ok((await dialOnce(during)) instanceof GatewayError);
+      assert.deepEqual(during.failures, [], 'no node blamed while descriptors are exhausted');
+    } finally {
+      detach();
+    }
   });
 });
