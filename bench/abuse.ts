@@ -5,12 +5,15 @@
 //   1. 4 connections × 500 pipelined GETs of 200 KB that never read: the daemon's RSS growth and the bytes
 //      the target wrote (targets: ≤ 32 MiB, ≤ 4 × 1 MiB);
 //   2. the most requests in flight at the target for a maxConnections: 2 user pipelining on 4 connections;
-//   3. a 10 KiB/s user pipelining 500 × 200 KB on one connection: the target's bytes over 10 s against the rate;
+//   3. a 10 KiB/s user downloading on one connection, plain HTTP (500 pipelined GETs of 200 KB) and CONNECT (one
+//      endless GET in the tunnel): what Rotor read from the upstream (its meter) and what the target wrote in
+//      the first 10 s and in a steady 10-s window, against the rate; the difference at the end is what sits in
+//      the kernel's and the upstream proxy's buffers between the target and Rotor;
 //   4. the upstream-read minus client-delivered gap (plain HTTP and CONNECT) after an aborted, a rate-limited,
 //      a quota-cut and a deleted-user download: the target's bytes and Rotor's record (bytesDown) against
 //      what the client received.
 //
-//   npm run bench:abuse [-- --json FILE]
+//   npm run bench:abuse [-- --json FILE] [-- --only 3,4]
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { connect, type AddressInfo, type Socket } from 'node:net';
@@ -138,6 +141,9 @@ const fmt = (n: number): string => (n >= MiB ? `${(n / MiB).toFixed(2)} MiB` : n
 async function main(): Promise<void> {
   const jsonAt = process.argv.indexOf('--json');
   const jsonFile = jsonAt > 0 ? process.argv[jsonAt + 1] : undefined;
+  // --only 3,4: just those cases (each makes its own users).
+  const onlyAt = process.argv.indexOf('--only');
+  const only = onlyAt > 0 ? new Set((process.argv[onlyAt + 1] ?? '').split(',').map(Number)) : undefined;
   const dir = mkdtempSync(join(tmpdir(), 'rotor-abuse-'));
   const token = 'bench-abuse-token';
   const file = join(dir, 'rotor.yaml');
@@ -180,124 +186,151 @@ async function main(): Promise<void> {
       if (!head.startsWith('HTTP/1.1 200')) throw new Error(`${name}'s first request: ${head.slice(0, 200)}`);
     };
 
-    // 1. 4 × 500 pipelined GETs of 200 KB from clients that never read.
-    await makeUser('abuse_pipe');
-    target.reset();
-    const rss0 = rssOf(pid);
-    const never = await Promise.all(Array.from({ length: 4 }, () => client(http, true)));
-    for (const c of never) c.socket.write(get(target.port, `/obj/${OBJ}`, 'abuse_pipe').repeat(500));
-    await poll(() => target.requests > 0, { timeoutMs: 30_000 });
-    const written1 = await settled(() => target.written, 2000, 60_000);
-    const rss1 = rssOf(pid);
-    results.pipelining = {
-      requestsAtTarget: target.requests,
-      upstreamBytes: written1,
-      rssBefore: rss0,
-      rssAfter: rss1,
-      rssGrowth: rss1 - rss0,
-    };
-    console.log(
-      `1. 4 × 500 pipelined GETs of 200 KB, never read: ${target.requests} requests reached the target, upstream bytes ${fmt(written1)} (target ≤ 4 MiB), RSS ${fmt(rss0)} → ${fmt(rss1)} (+${fmt(rss1 - rss0)}, target ≤ 32 MiB)`,
-    );
-    for (const c of never) c.socket.destroy();
-    await poll(() => target.inFlight === 0, { timeoutMs: 10_000 });
-
-    // 2. A maxConnections: 2 user pipelining 100 GETs on each of 4 connections (reading).
-    await makeUser('abuse_cap2', { maxConnections: 2 });
-    target.reset();
-    const four = await Promise.all(Array.from({ length: 4 }, () => client(http, false)));
-    for (const c of four) c.socket.write(get(target.port, `/obj/${OBJ}`, 'abuse_cap2').repeat(100));
-    await settled(() => target.requests, 1500);
-    results.maxConnections = { maxInFlight: target.maxInFlight, requestsAtTarget: target.requests };
-    console.log(
-      `2. maxConnections 2, 4 connections × 100 pipelined GETs: at most ${target.maxInFlight} in flight at the target (target ≤ 2), ${target.requests} requests served`,
-    );
-    for (const c of four) c.socket.destroy();
-    await poll(() => target.inFlight === 0, { timeoutMs: 10_000 });
-
-    // 3. A 10 KiB/s user pipelining 500 × 200 KB on one connection, reading, for 10 s.
-    const rate = 10 * KiB;
-    await makeUser('abuse_rate', { rateBytesPerSec: rate });
-    target.reset();
-    const slow = await client(http, false);
-    slow.socket.write(get(target.port, `/obj/${OBJ}`, 'abuse_rate').repeat(500));
-    await poll(() => target.written > 0, { timeoutMs: 10_000, everyMs: 5 });
-    const t0 = Date.now();
-    const up: number[] = [];
-    const down: number[] = [];
-    // One sample a second for 22 s: the first 10 s as the issue measured them, and a steady 10-s window.
-    await poll(
-      () => {
-        up.push(target.written);
-        down.push(slow.received);
-        return Date.now() - t0 >= 22_000;
-      },
-      { timeoutMs: 30_000, everyMs: 1000 },
-    );
-    const at = (a: number[], i: number): number => a[Math.min(i, a.length - 1)] ?? 0;
-    const pct = (n: number): string => `${n >= 10 * rate ? '+' : ''}${((n / (10 * rate) - 1) * 100).toFixed(0)} %`;
-    const up10 = at(up, 10);
-    const upSteady = at(up, 22) - at(up, 12);
-    const downSteady = at(down, 22) - at(down, 12);
-    results.rate = { rate, upstreamFirst10s: up10, upstream12to22s: upSteady, delivered12to22s: downSteady, delivered22s: at(down, 22) };
-    console.log(
-      `3. 10 KiB/s user, 500 pipelined GETs on one connection: ${target.requests} requests reached the target; upstream bytes in the first 10 s ${fmt(up10)} (${pct(up10)} against 100 KiB), ` +
-        `from 12 s to 22 s ${fmt(upSteady)} (${pct(upSteady)}); delivered to the client from 12 s to 22 s ${fmt(downSteady)} (${pct(downSteady)}), in all ${fmt(at(down, 22))} in 22 s`,
-    );
-    slow.socket.destroy();
-    await poll(() => target.inFlight === 0, { timeoutMs: 10_000 });
-
-    // 4. The read-ahead gap after each way a download ends early, plain HTTP and CONNECT.
-    const gaps: Array<Record<string, unknown>> = [];
-    for (const way of ['http', 'connect'] as const) {
-      for (const scenario of ['aborted', 'rate-limited', 'quota-cut', 'deleted-user'] as const) {
-        const name = `gap_${way}_${scenario.replace('-', '_')}`;
-        const extra =
-          scenario === 'rate-limited'
-            ? { rateBytesPerSec: 256 * KiB }
-            : scenario === 'quota-cut'
-              ? { quota: { bytes: 4 * MiB, period: 'total' } }
-              : {};
-        await makeUser(name, extra);
-        target.reset();
-        const c = await client(http, false);
-        if (way === 'http') c.socket.write(get(target.port, '/stream', name));
-        else {
-          c.socket.write(`CONNECT 127.0.0.1:${target.port} HTTP/1.1\r\nHost: 127.0.0.1:${target.port}\r\n${auth(name)}\r\n`);
-          await poll(() => c.received > 0, { timeoutMs: 10_000, everyMs: 5 });
-          c.received = 0;
-          c.socket.write(get(target.port, '/stream', null));
-        }
-        const until = scenario === 'rate-limited' ? 512 * KiB : 2 * MiB;
-        await poll(() => c.received >= until, { timeoutMs: 30_000, everyMs: 5 });
-        if (scenario === 'aborted' || scenario === 'rate-limited') c.socket.destroy();
-        else if (scenario === 'deleted-user') await api(`/v1/users/${name}`, 'DELETE');
-        await c.closed;
-        const upstream = await settled(() => target.written, 500);
-        await poll(() => target.inFlight === 0, { timeoutMs: 10_000 });
-        const rec = await poll(
-          async () =>
-            (
-              await api<{ items: Array<{ bytesDown: number; result: string; target?: string }> }>(`/v1/connections?user=${name}&limit=5`)
-            ).body.items.find((i) => i.target?.endsWith(`:${target.port}`) && i.bytesDown > 1000),
-          { timeoutMs: 10_000, everyMs: 100 },
-        );
-        const row = {
-          way,
-          scenario,
-          clientReceived: c.received,
-          rotorRead: rec.bytesDown,
-          upstreamBytes: upstream,
-          rotorGap: rec.bytesDown - c.received,
-          upstreamGap: upstream - c.received,
-        };
-        gaps.push(row);
-        console.log(
-          `4. ${way.padEnd(7)} ${scenario.padEnd(12)} client ${fmt(c.received).padStart(10)}  Rotor read ${fmt(rec.bytesDown).padStart(10)} (gap ${fmt(row.rotorGap)})  upstream ${fmt(upstream).padStart(10)} (gap ${fmt(row.upstreamGap)})`,
-        );
-      }
+    if (only === undefined || only.has(1)) {
+      // 1. 4 × 500 pipelined GETs of 200 KB from clients that never read.
+      await makeUser('abuse_pipe');
+      target.reset();
+      const rss0 = rssOf(pid);
+      const never = await Promise.all(Array.from({ length: 4 }, () => client(http, true)));
+      for (const c of never) c.socket.write(get(target.port, `/obj/${OBJ}`, 'abuse_pipe').repeat(500));
+      await poll(() => target.requests > 0, { timeoutMs: 30_000 });
+      const written1 = await settled(() => target.written, 2000, 60_000);
+      const rss1 = rssOf(pid);
+      results.pipelining = {
+        requestsAtTarget: target.requests,
+        upstreamBytes: written1,
+        rssBefore: rss0,
+        rssAfter: rss1,
+        rssGrowth: rss1 - rss0,
+      };
+      console.log(
+        `1. 4 × 500 pipelined GETs of 200 KB, never read: ${target.requests} requests reached the target, upstream bytes ${fmt(written1)} (target ≤ 4 MiB), RSS ${fmt(rss0)} → ${fmt(rss1)} (+${fmt(rss1 - rss0)}, target ≤ 32 MiB)`,
+      );
+      for (const c of never) c.socket.destroy();
+      await poll(() => target.inFlight === 0, { timeoutMs: 10_000 });
     }
-    results.gaps = gaps;
+    if (only === undefined || only.has(2)) {
+      // 2. A maxConnections: 2 user pipelining 100 GETs on each of 4 connections (reading).
+      await makeUser('abuse_cap2', { maxConnections: 2 });
+      target.reset();
+      const four = await Promise.all(Array.from({ length: 4 }, () => client(http, false)));
+      for (const c of four) c.socket.write(get(target.port, `/obj/${OBJ}`, 'abuse_cap2').repeat(100));
+      await settled(() => target.requests, 1500);
+      results.maxConnections = { maxInFlight: target.maxInFlight, requestsAtTarget: target.requests };
+      console.log(
+        `2. maxConnections 2, 4 connections × 100 pipelined GETs: at most ${target.maxInFlight} in flight at the target (target ≤ 2), ${target.requests} requests served`,
+      );
+      for (const c of four) c.socket.destroy();
+      await poll(() => target.inFlight === 0, { timeoutMs: 10_000 });
+    }
+    if (only === undefined || only.has(3)) {
+      // 3. A 10 KiB/s user downloading on one connection for 22 s, plain HTTP (pipelined) and CONNECT.
+      const rate = 10 * KiB;
+      const rated: Record<string, unknown> = {};
+      for (const way of ['http', 'connect'] as const) {
+        const name = `abuse_rate_${way}`;
+        await makeUser(name, { rateBytesPerSec: rate });
+        const used0 = (await api<{ usedBytes: number }>(`/v1/users/${name}`)).body.usedBytes;
+        const rotorRead = async (): Promise<number> => (await api<{ usedBytes: number }>(`/v1/users/${name}`)).body.usedBytes - used0;
+        target.reset();
+        const slow = await client(http, false);
+        if (way === 'http') slow.socket.write(get(target.port, `/obj/${OBJ}`, name).repeat(500));
+        else {
+          slow.socket.write(`CONNECT 127.0.0.1:${target.port} HTTP/1.1\r\nHost: 127.0.0.1:${target.port}\r\n${auth(name)}\r\n`);
+          await poll(() => slow.received > 0, { timeoutMs: 10_000, everyMs: 5 });
+          slow.received = 0;
+          slow.socket.write(get(target.port, '/stream', null));
+        }
+        await poll(() => target.written > 0, { timeoutMs: 10_000, everyMs: 5 });
+        const t0 = Date.now();
+        const up: number[] = [];
+        const down: number[] = [];
+        const read: number[] = [];
+        // One sample a second for 22 s: the first 10 s as the issue measured them, and a steady 10-s window.
+        for (let i = 0; i <= 22; i++) {
+          await poll(() => Date.now() - t0 >= i * 1000, { timeoutMs: 30_000, everyMs: 20 });
+          up.push(target.written);
+          down.push(slow.received);
+          read.push(await rotorRead());
+        }
+        const pct = (n: number): string => `${n >= 10 * rate ? '+' : ''}${((n / (10 * rate) - 1) * 100).toFixed(1)} %`;
+        const row = {
+          rate,
+          rotorRead10s: read[10]!,
+          rotorRead12to22s: read[22]! - read[12]!,
+          upstreamFirst10s: up[10]!,
+          upstream12to22s: up[22]! - up[12]!,
+          delivered12to22s: down[22]! - down[12]!,
+          delivered22s: down[22]!,
+          bufferedAt22s: up[22]! - read[22]!,
+          requestsAtTarget: target.requests,
+        };
+        rated[way] = row;
+        console.log(
+          `3. 10 KiB/s user, ${way === 'http' ? '500 pipelined GETs' : 'CONNECT, one endless GET'} on one connection: Rotor read ${fmt(row.rotorRead10s)} in the first 10 s (${pct(row.rotorRead10s)}), ` +
+            `${fmt(row.rotorRead12to22s)} from 12 s to 22 s (${pct(row.rotorRead12to22s)}); the target wrote ${fmt(row.upstreamFirst10s)} in the first 10 s (${pct(row.upstreamFirst10s)}), ` +
+            `${fmt(row.upstream12to22s)} from 12 s to 22 s (${pct(row.upstream12to22s)}); delivered ${fmt(row.delivered12to22s)} from 12 s to 22 s (${pct(row.delivered12to22s)}); ` +
+            `held between the target and Rotor at 22 s: ${fmt(row.bufferedAt22s)}`,
+        );
+        slow.socket.destroy();
+        await poll(() => target.inFlight === 0, { timeoutMs: 10_000 });
+      }
+      results.rate = rated;
+    }
+
+    if (only === undefined || only.has(4)) {
+      // 4. The read-ahead gap after each way a download ends early, plain HTTP and CONNECT.
+      const gaps: Array<Record<string, unknown>> = [];
+      for (const way of ['http', 'connect'] as const) {
+        for (const scenario of ['aborted', 'rate-limited', 'quota-cut', 'deleted-user'] as const) {
+          const name = `gap_${way}_${scenario.replace('-', '_')}`;
+          const extra =
+            scenario === 'rate-limited'
+              ? { rateBytesPerSec: 256 * KiB }
+              : scenario === 'quota-cut'
+                ? { quota: { bytes: 4 * MiB, period: 'total' } }
+                : {};
+          await makeUser(name, extra);
+          target.reset();
+          const c = await client(http, false);
+          if (way === 'http') c.socket.write(get(target.port, '/stream', name));
+          else {
+            c.socket.write(`CONNECT 127.0.0.1:${target.port} HTTP/1.1\r\nHost: 127.0.0.1:${target.port}\r\n${auth(name)}\r\n`);
+            await poll(() => c.received > 0, { timeoutMs: 10_000, everyMs: 5 });
+            c.received = 0;
+            c.socket.write(get(target.port, '/stream', null));
+          }
+          const until = scenario === 'rate-limited' ? 512 * KiB : 2 * MiB;
+          await poll(() => c.received >= until, { timeoutMs: 30_000, everyMs: 5 });
+          if (scenario === 'aborted' || scenario === 'rate-limited') c.socket.destroy();
+          else if (scenario === 'deleted-user') await api(`/v1/users/${name}`, 'DELETE');
+          await c.closed;
+          const upstream = await settled(() => target.written, 500);
+          await poll(() => target.inFlight === 0, { timeoutMs: 10_000 });
+          const rec = await poll(
+            async () =>
+              (
+                await api<{ items: Array<{ bytesDown: number; result: string; target?: string }> }>(`/v1/connections?user=${name}&limit=5`)
+              ).body.items.find((i) => i.target?.endsWith(`:${target.port}`) && i.bytesDown > 1000),
+            { timeoutMs: 10_000, everyMs: 100 },
+          );
+          const row = {
+            way,
+            scenario,
+            clientReceived: c.received,
+            rotorRead: rec.bytesDown,
+            upstreamBytes: upstream,
+            rotorGap: rec.bytesDown - c.received,
+            upstreamGap: upstream - c.received,
+          };
+          gaps.push(row);
+          console.log(
+            `4. ${way.padEnd(7)} ${scenario.padEnd(12)} client ${fmt(c.received).padStart(10)}  Rotor read ${fmt(rec.bytesDown).padStart(10)} (gap ${fmt(row.rotorGap)})  upstream ${fmt(upstream).padStart(10)} (gap ${fmt(row.upstreamGap)})`,
+          );
+        }
+      }
+      results.gaps = gaps;
+    }
   } finally {
     await target.close();
     if (rotor) await rotor.stop('SIGTERM', 20_000);

@@ -6,17 +6,19 @@
 //             --interval ms (connect, 407-free login from the verified-pair cache, one request, close) and
 //             times each;
 //   bench     makes the users (POST /v1/users/batch, each with a chosen password given as an scrypt hash, so
-//             each first login costs one scrypt verification), restarts the daemon (nothing verified is
+//             each first login costs one scrypt verification, on Rotor's hashing threads), restarts the daemon (nothing verified is
 //             remembered across a restart), then logs every user in once over CONNECT, --concurrency at a time
 //             from 16 loopback source addresses (127.0.1.x, each under proxy.auth.maxPendingPerSource), a
 //             login refused as busy retried after 100 ms.
-// Reported: the logins' rate, refusals, the steady user's p50/p99/max during the logins and before them, the
-// settings that set the rate (proxy.auth.maxConcurrentHashes, UV_THREADPOOL_SIZE, the scrypt cost).
+// Reported: the logins' rate, refusals, the daemon's CPU per login (main thread; other threads = the scrypt
+// threads), the steady user's p50/p99/max during the logins and before them. What sets the rate: the scrypt
+// cost (N=2^14, r=8: ~50 ms of CPU), proxy.auth.maxConcurrentHashes (2) and the CPU the machine has to spare
+// (the hashing threads run at proxy.auth.hashNice below the event loop; libuv's pool and UV_THREADPOOL_SIZE
+// no longer take part).
 //
-//   npm run bench:logins -- [--users 1000] [--concurrency 64] [--interval 20] [--hashes N] [--profile DIR]
+//   npm run bench:logins -- [--users 1000] [--concurrency 64] [--interval 20] [--hashes N] [--nice N] [--profile DIR]
 //
-// --hashes N: proxy.auth.maxConcurrentHashes (default: the config's default). UV_THREADPOOL_SIZE in the
-// environment passes to the daemon. Builds dist/ first when it is older than src/.
+// --hashes N: proxy.auth.maxConcurrentHashes, --nice N: proxy.auth.hashNice (default: the config's defaults). Builds dist/ first when it is older than src/.
 import { fork, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
@@ -80,13 +82,13 @@ async function steady(proxy: ProxySpec, target: number, intervalMs: number): Pro
 
 // ───────────────────────────── the bench ─────────────────────────────
 
-function configFor(dir: string, upstreamPort: number, hashes: number | undefined): Record<string, unknown> {
+function configFor(dir: string, upstreamPort: number, hashes: number | undefined, nice: number | undefined): Record<string, unknown> {
   return {
     platform: { mode: 'embedded', sandbox: { drawnLines: { [SOCKS_PRODUCT]: [`socks5://up:up-pass@127.0.0.1:${upstreamPort}`] } } },
     proxy: {
       http: { host: '127.0.0.1', port: 0 },
       socks5: { host: '127.0.0.1', port: 0 },
-      ...(hashes !== undefined ? { auth: { maxConcurrentHashes: hashes } } : {}),
+      auth: { ...(hashes !== undefined ? { maxConcurrentHashes: hashes } : {}), ...(nice !== undefined ? { hashNice: nice } : {}) },
     },
     admin: { host: '127.0.0.1', port: 0, token: TOKEN },
     callback: { host: '127.0.0.1', port: 0 },
@@ -237,6 +239,7 @@ async function main(): Promise<void> {
       concurrency: { type: 'string', default: '64' },
       interval: { type: 'string', default: '20' },
       hashes: { type: 'string' },
+      nice: { type: 'string' },
       profile: { type: 'string' },
     },
   });
@@ -244,6 +247,7 @@ async function main(): Promise<void> {
   const concurrency = Number(values.concurrency);
   const intervalMs = Number(values.interval);
   const hashes = values.hashes !== undefined ? Number(values.hashes) : undefined;
+  const nice = values.nice !== undefined ? Number(values.nice) : undefined;
   ensureBuilt(log);
   const { hashPasswordAsync } = await import('../src/users/password.ts');
   const hash = await hashPasswordAsync(LOGIN_PASSWORD);
@@ -258,12 +262,12 @@ async function main(): Promise<void> {
   // --profile DIR: the restarted daemon writes a --cpu-prof profile into DIR (read it with bench/profile.ts).
   const profileFlags = values.profile ? ['--cpu-prof', `--cpu-prof-dir=${resolve(values.profile)}`] : [];
   const start = (flags: string[] = []): Promise<Daemon> =>
-    spawnRotor(() => configFor(dir, upstream.info.port, hashes), [...nodeFlags, ...flags], 120_000, env, { dir });
+    spawnRotor(() => configFor(dir, upstream.info.port, hashes, nice), [...nodeFlags, ...flags], 120_000, env, { dir });
   let daemon: Daemon | undefined;
   try {
     log(
       `bench:logins: ${count} users, ${concurrency} logins at once from ${SOURCES} addresses, steady user every ${intervalMs} ms; ` +
-        `UV_THREADPOOL_SIZE=${process.env.UV_THREADPOOL_SIZE ?? '(4)'}, maxConcurrentHashes ${hashes ?? '(default)'}; load ${load()}`,
+        `maxConcurrentHashes ${hashes ?? '(default)'}, hashNice ${nice ?? '(default)'}; load ${load()}`,
     );
     daemon = await start();
     const made = performance.now();
@@ -298,7 +302,7 @@ async function main(): Promise<void> {
     );
     log(
       `| daemon CPU per first login | main thread ${((cpuAfter.main - cpuBefore.main) / run.ok).toFixed(1)} ms, ` +
-        `other threads (scrypt on libuv's pool) ${((cpuAfter.others - cpuBefore.others) / run.ok).toFixed(1)} ms | | |`,
+        `other threads (the scrypt threads, V8's helpers) ${((cpuAfter.others - cpuBefore.others) / run.ok).toFixed(1)} ms | | |`,
     );
     log(`| steady user before the logins | ${summary(before)} | | |`);
     log(`| steady user during the logins | ${summary(during)} | p99 < 50 ms | ${p99 < 50 && during.every((s) => s.ok) ? 'yes' : 'no'} |`);

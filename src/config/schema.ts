@@ -81,8 +81,10 @@ const proxyAuth = z
   .strictObject({
     /** Verified (user name, password) pairs remembered; each answers without a password check. */
     cacheSize: z.number().int().min(1).max(10_000_000).default(10_000),
-    /** scrypt checks running at once on libuv's thread pool (4 threads, shared with DNS and files). */
+    /** scrypt checks running at once, each on a thread of its own (src/users/hash-threads.ts). */
     maxConcurrentHashes: z.number().int().min(1).max(64).default(2),
+    /** Linux nice value of those threads: how far below the event loop password hashes run (0 = as high). */
+    hashNice: z.number().int().min(0).max(19).default(10),
     /** Login checks waiting for a hash at most; beyond, refused at once ('busy'). */
     maxQueuedHashes: z.number().int().min(0).max(100_000).default(64),
     /** Checks waiting from one address at most; beyond, refused at once ('busy'). */

@@ -191,7 +191,11 @@ async function assembleRouting(config: Config, needs: Needs, ctx: AssemblyContex
     // abuse bounds: proxy logins (src/proxy/auth-*.ts) and the process's hashing bounds (src/users/password.ts)
     auth: config.proxy.auth,
   };
-  configureHashing({ concurrency: config.proxy.auth.maxConcurrentHashes, maxQueued: config.proxy.auth.maxQueuedHashes });
+  configureHashing({
+    concurrency: config.proxy.auth.maxConcurrentHashes,
+    maxQueued: config.proxy.auth.maxQueuedHashes,
+    nice: config.proxy.auth.hashNice,
+  });
   const { fleetParts } = needs.state;
   const router =
     fleetSessions && fleetParts

@@ -31,9 +31,8 @@ import { forwardHeaderObject, forwardHeaders, type AbsoluteTarget } from './http
 import type { Dialed, Route, Router } from './router.ts';
 import { holdBody } from './request-rules-body.ts';
 import type { CompiledRule, RuleSet } from './request-rules.ts';
-import type { RelayLimiter } from './types.ts';
 import { recordCarrying, recordCloser, recordNode } from './tunnel-record.ts';
-import { MeteredStream } from './tunnel-stream.ts';
+import { MeteredStream, Valve } from './tunnel-stream.ts';
 
 /** What each kept upstream connection carries: its dial, its metered stream, the client it serves now. */
 interface Upstream {
@@ -349,7 +348,7 @@ export class Forwarder {
   }
 
   /**
-   * Client body → upstream, counted chunk by chunk into the user's meter and taken from the user's rate: the
+   * Client body → upstream, counted chunk by chunk into the user's meter, through the stream's valve: the
    * client's body is paused while the upstream is full or the user is over its rate (both must clear).
    */
   private pumpBody(req: IncomingMessage, up: ClientRequest, upstream: Upstream, exchange: Exchange): void {
@@ -364,7 +363,7 @@ export class Forwarder {
       up.end();
       return;
     }
-    const hold = new Hold(req, stream.limiter);
+    const valve = stream.valve(req);
     req.on('data', (chunk: Buffer) => {
       exchange.bodyStarted = true;
       if (exchange.replay !== null) {
@@ -377,10 +376,9 @@ export class Forwarder {
         cut(upstream);
         return;
       }
-      if (!up.write(chunk)) hold.full();
-      hold.take(chunk.length);
+      valve.passed(chunk.length, up.write(chunk));
     });
-    up.on('drain', () => hold.drained());
+    up.on('drain', () => valve.drained());
     req.once('end', () => up.end());
   }
 
@@ -445,6 +443,7 @@ export class Forwarder {
     const metrics = this.options.metrics;
     const meters = router.meters;
     const stream = new MeteredStream(meters.meter(user), meters.limiter?.(user), metrics ? { metrics, user } : undefined);
+    stream.pace(socket);
     const upstream: Upstream = {
       dialed,
       stream,
@@ -538,12 +537,12 @@ function passResponse(exchange: Exchange, answer: IncomingMessage, held: Buffer 
   exchange.res.writeHead(answer.statusCode ?? 502, answer.statusMessage, forwardHeaders(answer.rawHeaders));
   (answer as TaggedAnswer)[EXCHANGE] = exchange;
   if (ended) {
-    exchange.upstream?.stream.limiter?.take(held?.length ?? 0);
+    exchange.upstream?.stream.charge(held?.length ?? 0);
     exchange.res.end(held);
     answerEnded.call(answer as TaggedAnswer);
     return;
   }
-  const pipe = streamResponse(answer, exchange.res, exchange.upstream?.stream.limiter);
+  const pipe = streamResponse(answer, exchange.res, exchange.upstream?.stream);
   if (held !== undefined && held.length > 0) pipe.data(held);
   answer.on('end', answerEnded);
 }
@@ -596,103 +595,44 @@ function ruleTimedOut(exchange: Exchange, up: TaggedRequest, rule: CompiledRule)
 }
 
 /**
- * Pauses one body's source while its sink is full or its user is over the rate (backpressure, nothing
- * dropped: the chunk read is always written), and resumes it once both have cleared. One per body; per chunk
- * only a take() and a few flag operations (the wake function is made once, at the first wait).
- */
-class Hold {
-  private sinkFull = false;
-  private overRate = false;
-  private wakeFn: (() => void) | null = null;
-
-  constructor(
-    private readonly source: IncomingMessage,
-    private readonly limiter: RelayLimiter | undefined,
-  ) {}
-
-  full(): void {
-    this.sinkFull = true;
-    this.source.pause();
-  }
-
-  take(bytes: number): void {
-    // Every chunk is taken (counted), even one that arrived while already paused; one wait at a time.
-    if (this.limiter === undefined || this.limiter.take(bytes) || this.overRate) return;
-    this.overRate = true;
-    this.source.pause();
-    this.limiter.wait((this.wakeFn ??= () => this.wake()));
-  }
-
-  drained(): void {
-    this.sinkFull = false;
-    if (!this.overRate) this.source.resume();
-  }
-
-  private wake(): void {
-    this.overRate = false;
-    if (!this.sinkFull) this.source.resume();
-  }
-}
-
-/**
- * A response body on its way to the client, with backpressure from the client and the user's rate: while the
+ * A response body on its way to the client through the upstream stream's valve (tunnel-stream.ts): while the
  * client's socket is full (its write buffer past its high-water mark) or the user is over its rate, the
  * response and the upstream socket under it are paused, so Rotor reads at most one more socket read (up to
- * 64 KiB) beyond what the client has taken: a client that stops reading stops the upstream. Found by its
- * listeners through PIPE (one set for all responses); per chunk a write, a take() and a few flag operations.
+ * 64 KiB, one paced piece for a rate-limited user) beyond what the client has taken: a client that stops
+ * reading stops the upstream. Found by its listeners through PIPE (one set for all responses); per chunk a
+ * write and the valve's take() and flag operations.
  */
-class ResponsePipe {
-  private sinkFull = false;
-  private overRate = false;
-  private wakeFn: (() => void) | null = null;
+class ResponsePipe extends Valve {
   /** The upstream socket under the response (node clears source.socket once the response is done). */
   private readonly socket: Socket;
 
   constructor(
-    readonly source: IncomingMessage,
+    readonly answer: IncomingMessage,
     readonly sink: ServerResponse,
-    private readonly limiter: RelayLimiter | undefined,
+    stream: MeteredStream | undefined,
   ) {
-    this.socket = source.socket;
+    super(undefined, stream?.limiter, 0, answer.socket);
+    this.socket = answer.socket;
   }
 
   data(chunk: Buffer): void {
-    if (!this.sink.write(chunk) && !this.sinkFull) {
-      this.sinkFull = true;
-      this.pause();
-    }
-    // Every chunk is taken (counted), even one that arrived while already paused; one wait at a time.
-    const limiter = this.limiter;
-    if (limiter === undefined || limiter.take(chunk.length) || this.overRate) return;
-    this.overRate = true;
-    this.pause();
-    limiter.wait((this.wakeFn ??= () => this.wake()));
+    this.passed(chunk.length, this.sink.write(chunk));
   }
 
-  drained(): void {
-    this.sinkFull = false;
-    if (!this.overRate) this.resume();
-  }
-
-  private wake(): void {
-    this.overRate = false;
-    if (!this.sinkFull) this.resume();
-  }
-
-  private pause(): void {
-    this.source.pause();
+  protected override stopSource(): void {
+    this.answer.pause();
     // The socket too: the response's own buffer would otherwise take another read or more before node stops.
     this.socket.pause();
   }
 
-  private resume(): void {
-    if (this.source.readableEnded) {
+  protected override startSource(): void {
+    if (this.answer.readableEnded) {
       // The body is all delivered (a wake after its end): the kept-alive socket is the agent's again and flows.
       if (this.socket.isPaused()) this.socket.resume();
       return;
     }
     this.socket.resume();
-    this.source.resume();
+    this.answer.resume();
   }
 }
 
@@ -700,8 +640,8 @@ const PIPE = Symbol('rotor.pipe');
 type Piped<T> = T & { [PIPE]: ResponsePipe };
 
 /** Response body → client (ResponsePipe); the listeners are module-level (one set for all responses). */
-function streamResponse(answer: IncomingMessage, res: ServerResponse, limiter: RelayLimiter | undefined): ResponsePipe {
-  const pipe = new ResponsePipe(answer, res, limiter);
+function streamResponse(answer: IncomingMessage, res: ServerResponse, stream: MeteredStream | undefined): ResponsePipe {
+  const pipe = new ResponsePipe(answer, res, stream);
   (answer as Piped<IncomingMessage>)[PIPE] = pipe;
   (res as Piped<ServerResponse>)[PIPE] = pipe;
   answer.on('data', pipeData);

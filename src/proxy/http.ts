@@ -30,7 +30,7 @@ import { onServerError } from './connections.ts';
 import type { Authorization, Dialed, Router } from './router.ts';
 import type { RelayLimiter, Target } from './types.ts';
 import type { ConnectionContext, ConnectionRecorder } from '../connlog/types.ts';
-import { boundPort, listenOn } from './listen.ts';
+import { ProxyListener } from './proxy-listener.ts';
 import { descriptorGuard } from './accept-guard.ts';
 import { pipelineOptions, TunnelPipeline, type Admission, type TunnelAdapter, type TunnelFailure } from './tunnel.ts';
 import { recordTarget, type FromUserPort } from './tunnel-record.ts';
@@ -86,9 +86,9 @@ interface CountedClient {
   stop(): void;
 }
 
-export class HttpListener {
-  private readonly server: HttpServer;
-  private readonly pipeline: TunnelPipeline;
+export class HttpListener extends ProxyListener {
+  protected readonly server: HttpServer;
+  protected readonly pipeline: TunnelPipeline;
   private readonly realm: string;
   /** CONNECT's answers to the pipeline (an Upgrade gets its own: upgradeAnswers). */
   private readonly connectAnswers: TunnelAdapter;
@@ -102,6 +102,7 @@ export class HttpListener {
   private readonly started = new WeakSet<Socket>();
 
   constructor(private readonly options: HttpListenerOptions) {
+    super(options);
     this.realm = options.realm ?? 'rotor';
     this.pipeline = new TunnelPipeline(
       pipelineOptions(LISTENER, options, {
@@ -141,18 +142,6 @@ export class HttpListener {
       if (socket.writable) refuseSocket(socket, { status: 400, reason: 'malformed request' }, this.realm);
       else socket.destroy();
     });
-  }
-
-  listen(): Promise<{ host: string; port: number }> {
-    return listenOn(this.server, this.options.port, this.options.host);
-  }
-
-  get port(): number {
-    return boundPort(this.server);
-  }
-
-  get connections(): number {
-    return this.pipeline.conns.sockets.size;
   }
 
   /**

@@ -1,5 +1,6 @@
-// Moves bytes both ways between a client and its upstream tunnel. Per chunk the data path does a write and
-// the metered stream's count (tunnel-stream.ts: two number adds, the user's meter, a flag check). The listeners are
+// Moves bytes both ways between a client and its upstream tunnel. Per chunk the data path does a write, the
+// metered stream's count (tunnel-stream.ts: two number adds, the user's meter, a flag check) and its valve for
+// that direction (backpressure and the user's rate: a take() and flag checks). The listeners are
 // module functions shared by every relay (a socket finds its relay through a symbol), so a tunnel costs one
 // Relay object and no closures. The user's meter decides when to stop: once `exhausted` is set (by this or
 // another connection of the user) both sides are destroyed on the next chunk. Idle detection and the
@@ -7,7 +8,7 @@
 // timer per connection: an idle tunnel should cost its sockets and little else), so neither happens per chunk.
 import type { Socket } from 'node:net';
 import type { Metrics } from '../telemetry/metrics.ts';
-import { MeteredStream } from './tunnel-stream.ts';
+import { MeteredStream, type Valve } from './tunnel-stream.ts';
 import type { RelayLimiter, UserMeter } from './types.ts';
 
 export type RelayEnd = 'closed' | 'idle' | 'limit' | 'error' | 'stopped';
@@ -32,7 +33,8 @@ export interface RelayOptions {
   bytes?: { metrics: Metrics; user: string };
   /**
    * The user's rate and relay registry (src/users/limiter.ts): over the rate, the side just read is paused
-   * until the limiter wakes it (backpressure; the chunk read is forwarded). Absent: no rate.
+   * until the limiter wakes it (the chunk read is forwarded), and the upstream is read in paced pieces
+   * (paced-reads.ts). Absent: no rate.
    */
   limiter?: RelayLimiter;
   /** How often the byte counter is updated. Default 5000 ms. */
@@ -77,16 +79,14 @@ class Relay implements RelayHandle {
   private active = true;
   private idleFor = 0;
   readonly tickMs: number;
-  private readonly limiter: RelayLimiter | undefined;
-  /** Paused by the limiter (not by the other side's backpressure). */
-  clientHeld = false;
-  upstreamHeld = false;
+  /** client → upstream: the client is paused while the upstream is full or the user over its rate */
+  readonly toUpstream: Valve;
+  /** upstream → client */
+  readonly toClient: Valve;
   /** After a clean close: the sockets whose 'close' the cutoff timer still waits for. */
   private waitClient = false;
   private waitUpstream = false;
   private cutoff: NodeJS.Timeout | undefined;
-  /** Client bytes forwarded while the bucket was in debt, since it last had tokens (CLIENT_CREDIT). */
-  private clientOwed = 0;
   /** The client sent its FIN (we passed it on; the download may go on, or the client is gone). */
   private clientEnded = false;
   private probes = 0;
@@ -98,8 +98,10 @@ class Relay implements RelayHandle {
     private readonly options: RelayOptions,
   ) {
     this.tickMs = Math.max(10, Math.min(options.idleTimeoutMs, options.flushIntervalMs ?? 5000));
-    this.limiter = options.limiter;
-    this.stats = new Stats(options.meter, options.limiter, options.bytes);
+    const stats = (this.stats = new Stats(options.meter, options.limiter, options.bytes));
+    this.toUpstream = stats.valve(client, CLIENT_CREDIT);
+    this.toClient = stats.valve(upstream, 0, upstream);
+    stats.pace(upstream);
 
     (client as RelaySocket)[RELAY] = this;
     (upstream as RelaySocket)[RELAY] = this;
@@ -122,9 +124,9 @@ class Relay implements RelayHandle {
       this.finish('closed');
       return;
     }
-    // A head over the user's rate leaves its side paused until the limiter wakes it.
-    if (!this.clientHeld) client.resume();
-    if (!this.upstreamHeld) upstream.resume();
+    // A head over the user's rate (or not taken by the other side yet) leaves its side paused.
+    if (!this.toUpstream.held) client.resume();
+    if (!this.toClient.held) upstream.resume();
     joinTicker(this);
   }
 
@@ -135,15 +137,7 @@ class Relay implements RelayHandle {
       this.finish('limit');
       return;
     }
-    if (!this.upstream.write(chunk)) this.client.pause();
-    const limiter = this.limiter;
-    if (limiter === undefined) return;
-    if (limiter.take(n)) this.clientOwed = 0;
-    else if ((this.clientOwed += n) > CLIENT_CREDIT && !this.clientHeld) {
-      this.clientHeld = true;
-      this.client.pause();
-      limiter.wait(this.onClientWake);
-    }
+    this.toUpstream.passed(n, this.upstream.write(chunk));
   }
 
   upstreamData(chunk: Buffer): void {
@@ -153,20 +147,16 @@ class Relay implements RelayHandle {
       this.finish('limit');
       return;
     }
-    if (!this.client.write(chunk)) this.upstream.pause();
-    if (this.limiter !== undefined && !this.limiter.take(n)) {
-      this.upstreamHeld = true;
-      this.upstream.pause();
-      this.limiter.wait(this.onUpstreamWake);
-      if (this.clientEnded) this.probe();
-    }
+    const valve = this.toClient;
+    valve.passed(n, this.client.write(chunk));
+    if (valve.overRate && this.clientEnded) this.probe();
   }
 
   /** The client's FIN: passed on (half-close); a download held by the limiter is probed (see PROBES). */
   clientEnd(): void {
     this.clientEnded = true;
     this.upstream.end();
-    if (this.upstreamHeld) this.probe();
+    if (this.toClient.overRate) this.probe();
   }
 
   private probe(): void {
@@ -178,26 +168,7 @@ class Relay implements RelayHandle {
   /** One chunk past the limiter's hold (it stays held: the next chunk pauses the upstream again). */
   probeNow(): void {
     this.probeTimer = undefined;
-    if (!this.done && !this.client.writableNeedDrain) this.upstream.resume();
-  }
-
-  // Made on first use: only a relay whose user has a rate ever waits.
-  private wakeClient: (() => void) | undefined;
-  private wakeUpstream: (() => void) | undefined;
-
-  private get onClientWake(): () => void {
-    return (this.wakeClient ??= () => {
-      this.clientHeld = false;
-      this.clientOwed = 0;
-      if (!this.done && !this.upstream.writableNeedDrain) this.client.resume();
-    });
-  }
-
-  private get onUpstreamWake(): () => void {
-    return (this.wakeUpstream ??= () => {
-      this.upstreamHeld = false;
-      if (!this.done && !this.client.writableNeedDrain) this.upstream.resume();
-    });
+    if (!this.done) this.toClient.nudge();
   }
 
   /** Called by the shared ticker every tickMs. */
@@ -221,6 +192,8 @@ class Relay implements RelayHandle {
     this.done = true;
     this.stats.end = end;
     leaveTicker(this);
+    this.toUpstream.close();
+    this.toClient.close();
     if (this.probeTimer !== undefined) clearTimeout(this.probeTimer);
     const { client, upstream } = this;
     client.off('data', onClientData);
@@ -275,14 +248,12 @@ function onClientData(this: RelaySocket, chunk: Buffer): void {
 function onUpstreamData(this: RelaySocket, chunk: Buffer): void {
   this[RELAY]!.upstreamData(chunk);
 }
-// A side paused by the limiter stays paused through the other side's 'drain', and the reverse.
+// A side paused by the limiter stays paused through the other side's 'drain' (the valve keeps both reasons).
 function onClientDrain(this: RelaySocket): void {
-  const r = this[RELAY]!;
-  if (!r.upstreamHeld) r.upstream.resume();
+  this[RELAY]!.toClient.drained();
 }
 function onUpstreamDrain(this: RelaySocket): void {
-  const r = this[RELAY]!;
-  if (!r.clientHeld) r.client.resume();
+  this[RELAY]!.toUpstream.drained();
 }
 // Half-close is passed on: the other side may still be sending.
 function onClientEnd(this: RelaySocket): void {

@@ -11,7 +11,7 @@ import { logFailedAccepts } from '../errors/failed-accept.ts';
 import type { Authorization, Router } from './router.ts';
 import type { UdpAssociations } from './udp-associate.ts';
 import type { ConnectionContext, ConnectionRecorder } from '../connlog/types.ts';
-import { boundPort, listenOn } from './listen.ts';
+import { ProxyListener } from './proxy-listener.ts';
 import { descriptorGuard } from './accept-guard.ts';
 import { pipelineOptions, TunnelPipeline, type Admission, type TunnelAdapter, type TunnelFailure } from './tunnel.ts';
 import { recordTarget, type FromUserPort } from './tunnel-record.ts';
@@ -52,13 +52,14 @@ const SOCKS5_ANSWERS: TunnelAdapter = {
   },
 };
 
-export class Socks5Listener {
-  private readonly server: Server;
-  private readonly pipeline: TunnelPipeline;
+export class Socks5Listener extends ProxyListener {
+  protected readonly server: Server;
+  protected readonly pipeline: TunnelPipeline;
   /** The handshake's options, the same for every connection (a user's own port adds its noAuth per socket). */
   private readonly handshake: HandshakeOptions<Admission>;
 
   constructor(private readonly options: Socks5ListenerOptions) {
+    super(options);
     this.pipeline = new TunnelPipeline(pipelineOptions(LISTENER, options));
     this.handshake = {
       timeoutMs: options.handshakeTimeoutMs ?? 10_000,
@@ -70,20 +71,6 @@ export class Socks5Listener {
     this.server = createServer({ allowHalfOpen: true, pauseOnConnect: false }, (socket) => this.onConnection(socket));
     logFailedAccepts(this.server, 'proxy listener', options.logger);
     descriptorGuard.watch(this.server);
-  }
-
-  /** Starts listening; resolves with the bound address. */
-  listen(): Promise<{ host: string; port: number }> {
-    return listenOn(this.server, this.options.port, this.options.host);
-  }
-
-  get port(): number {
-    return boundPort(this.server);
-  }
-
-  /** Client connections open now. */
-  get connections(): number {
-    return this.pipeline.conns.sockets.size;
   }
 
   /** Stops accepting; running connections get `drainMs` to finish, then are closed. */

@@ -10,9 +10,14 @@
 import { performance } from 'node:perf_hooks';
 import type { RelayLimiter } from '../proxy/types.ts';
 
-/** Tokens a bucket holds at most: 1/8 s of rate, at least 64 KiB (one socket read), so bursts stay small. */
-function burstFor(rate: number): number {
-  return Math.max(64 * 1024, Math.floor(rate / 8));
+/**
+ * Tokens a bucket holds at most: 1/8 s of rate, and for a slow rate up to 1/4 s of it (at most 64 KiB), so
+ * bursts stay small against the rate itself: a 10 KiB/s user starts with 2.5 KiB, not six seconds of its rate
+ * (its upstream is read in pieces of 1/16 s: src/proxy/paced-reads.ts). A quarter second also rides out a
+ * stalled event loop without losing the rate.
+ */
+export function burstFor(rate: number): number {
+  return Math.max(Math.floor(rate / 8), Math.min(64 * 1024, Math.floor(rate / 4)));
 }
 
 /** How often a throttled user's bucket is looked at. */

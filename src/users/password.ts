@@ -1,13 +1,14 @@
 // Proxy passwords at rest: scrypt (node:crypto), `scrypt$<N>$<r>$<p>$<salt b64>$<hash b64>`, so the cost can
 // be raised later and old hashes still verify. A hash costs ~40-60 ms of CPU at N=2^14, so it never runs on
-// the event loop: every hash and verification goes through one process-wide queue onto libuv's thread pool,
-// at most `concurrency` at once (the pool's 4 threads are shared with dns.lookup and fs, which must not
-// starve behind a password flood), logins first, then admin writes, then bulk imports. Logins waiting beyond
+// the event loop: every hash and verification goes through one process-wide queue onto threads of its own
+// at a lower CPU priority (src/users/hash-threads.ts; not libuv's pool, whose 4 threads dns.lookup and fs
+// need), at most `concurrency` at once, logins first, then admin writes, then bulk imports. Logins waiting beyond
 // `maxQueued` are shed at once (HashBusyError): a flood costs the queue's bound, never an unbounded backlog.
 // The directory remembers a verified password's SHA-256 in memory (src/users/directory.ts), so each user
 // pays the hash once per process.
-import { createHash, randomBytes, scrypt, timingSafeEqual } from 'node:crypto';
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { RotorError } from '../errors/rotor-error.ts';
+import { HashThreads } from './hash-threads.ts';
 import { isGeneratedHash, verifyGeneratedPassword } from './secret-hash.ts';
 
 const N = 16_384;
@@ -26,13 +27,18 @@ export class HashBusyError extends RotorError {
 }
 
 export interface HashingSettings {
-  /** scrypt computations running at once on libuv's pool. */
+  /** scrypt computations running at once (each on a thread of its own). */
   concurrency: number;
   /** Login verifications waiting at most; beyond, refused at once. */
   maxQueued: number;
+  /** Linux nice value of the hashing threads (0 = the process's; default HASH_NICE). */
+  nice?: number;
 }
 
-/** One bounded, prioritized queue in front of libuv's thread pool. */
+/** How much lower than the event loop the hashes run by default (Linux nice; 19 is the lowest). */
+export const HASH_NICE = 10;
+
+/** One bounded, prioritized queue in front of the hashing threads. */
 export class HashQueue {
   private running = 0;
   private readonly waiting: Record<HashPriority, (() => void)[]> = { login: [], admin: [], bulk: [] };
@@ -103,25 +109,27 @@ export class HashQueue {
 
 const PRIORITIES: readonly HashPriority[] = ['login', 'admin', 'bulk'];
 
-/** The process's queue (libuv's pool is process-wide too). */
+/** The process's queue (one set of hashing threads per process). */
 export const hashQueue = new HashQueue({ concurrency: 2, maxQueued: 64 });
+
+/** The threads the queue's hashes run on (as many as it runs at once). */
+const hashThreads = new HashThreads({ size: 2, nice: HASH_NICE, idleMs: 30_000 });
 
 /** Sets the process's hashing bounds (config proxy.auth). */
 export function configureHashing(settings: HashingSettings): void {
   hashQueue.configure(settings);
+  hashThreads.configure({ size: Math.max(1, settings.concurrency), nice: settings.nice ?? HASH_NICE, idleMs: 30_000 });
 }
 
 function scryptAsync(password: string, salt: Buffer, length: number, n: number, r: number, p: number, maxmem: number): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    scrypt(password, salt, length, { N: n, r, p, maxmem }, (err, key) => (err ? reject(err) : resolve(key)));
-  });
+  return hashThreads.scrypt({ password, salt, length, n, r, p, maxmem });
 }
 
 function encode(salt: Buffer, key: Buffer): string {
   return `scrypt$${N}$${R}$${P}$${salt.toString('base64')}$${key.toString('base64')}`;
 }
 
-/** The hash on libuv's thread pool through the process's bounded queue (default priority 'admin'). */
+/** The hash on a hashing thread through the process's bounded queue (default priority 'admin'). */
 export async function hashPasswordAsync(password: string, options: { salt?: Buffer; priority?: HashPriority } = {}): Promise<string> {
   const salt = options.salt ?? randomBytes(16);
   const key = await hashQueue.run(options.priority ?? 'admin', () => scryptAsync(password, salt, KEY_LENGTH, N, R, P, MAXMEM));
@@ -147,7 +155,7 @@ function parse(stored: string): Parsed | undefined {
 }
 
 /**
- * True when `password` is the one `stored` was made from, checked on the thread pool through the bounded queue. A login (the default priority) may be refused
+ * True when `password` is the one `stored` was made from, checked on a hashing thread through the bounded queue. A login (the default priority) may be refused
  * with HashBusyError when too many wait. A malformed hash costs the same work as a real one (the dummy's).
  */
 export async function verifyPasswordAsync(password: string, stored: string, priority: HashPriority = 'login'): Promise<boolean> {

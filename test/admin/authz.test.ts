@@ -219,6 +219,32 @@ describe('admin token: decided on the matched route', () => {
     assert.equal(calls.length, before, `no route ran without the token: ${calls.slice(before).join(', ')}`);
   });
 
+  test('every route the router holds, documented or hidden: /v1 ones answer 401 without the token, and the rest are the public probes, docs and page', async () => {
+    // From the router itself (printRoutes), so a hidden route or one added outside /v1 later is seen here.
+    const routes: { method: string; path: string }[] = [];
+    const stack: string[] = [];
+    for (const line of app.printRoutes({ commonPrefix: false }).split('\n')) {
+      const m = /^((?:[│ ] {3})*)[├└]── (\S+)(?: \(([^)]*)\))?/.exec(line);
+      if (!m) continue;
+      const depth = m[1]!.length / 4;
+      stack.length = depth;
+      const path = (stack[depth - 1] ?? '') + m[2]!;
+      stack.push(path);
+      for (const method of (m[3] ?? '').split(',').map((x) => x.trim())) if (method) routes.push({ method, path });
+    }
+    assert.ok(routes.length >= 80, `${routes.length} routes read from the router`);
+    const PUBLIC = [/^\/healthz$/, /^\/readyz$/, /^\/metrics$/, /^\/docs(?:\/|\*|$)/, /^\/ui(?:\/|\*|$)/];
+    const open = routes.filter((r) => !r.path.startsWith('/v1') && !PUBLIC.some((p) => p.test(r.path)));
+    assert.deepEqual(open, [], 'routes outside /v1 that are not the public probes, docs or page');
+    const before = calls.length;
+    for (const { method, path } of routes.filter((r) => r.path.startsWith('/v1') && r.method !== 'HEAD')) {
+      const target = path.replace(/:[^/]+/g, 'x1').replace(/\*$/, 'x1');
+      const a = await send(port, method, target, {}, method === 'GET' || method === 'DELETE' ? undefined : '{}');
+      assert.equal(a.status, 401, `${method} ${target} answered ${a.status}`);
+    }
+    assert.equal(calls.length, before, `no route ran without the token: ${calls.slice(before).join(', ')}`);
+  });
+
   test('a /v1 route registered outside the /v1 scope is guarded too', async () => {
     const extra = buildAdminServer(h.deps, { host: '127.0.0.1', token: TOKEN });
     let ran = 0;

@@ -88,4 +88,25 @@ describe('the tunnel pipeline', () => {
     for (const name of ['relay.ts', 'http-forward.ts', 'udp-associate.ts'])
       assert.ok(valueImports(join(PROXY, name)).includes('./tunnel-stream.ts'), `${name} counts through tunnel-stream.ts`);
   });
+
+  test("byte streams are throttled only by the metered stream's valve (tunnel-stream.ts)", () => {
+    // A stream's source is paused for the user's rate in one place: the tunnel relay and plain-HTTP bodies go
+    // through Valve. The UDP relay queues datagrams (nothing to pause) and takes from the bucket itself.
+    const throttling: string[] = [];
+    const pattern = /\b(limiter|\.limiter\??)\.(take|wait)\(|\blimiter\?*\.(take|wait)\(/;
+    for (const name of readdirSync(PROXY)) {
+      if (!name.endsWith('.ts') || name === 'tunnel-stream.ts' || name === 'udp-associate.ts') continue;
+      readFileSync(join(PROXY, name), 'utf8')
+        .split('\n')
+        .forEach((line, i) => {
+          if (pattern.test(line)) throttling.push(`${name}:${i + 1}: ${line.trim()}`);
+        });
+    }
+    assert.deepEqual(throttling, []);
+    assert.ok(pattern.test('if (limiter.take(n)) return;') && pattern.test('this.limiter?.wait(wake);'));
+    for (const name of ['relay.ts', 'http-forward.ts']) {
+      const text = readFileSync(join(PROXY, name), 'utf8');
+      assert.ok(/\.passed\(/.test(text), `${name} throttles through a Valve`);
+    }
+  });
 });
