@@ -13,9 +13,10 @@
 //   npm run bench:users -- [--users 100000] [--only restart,page,rss] [--dir DIR] [--profile DIR] [--smoke]
 //
 // --smoke: 2,000 users (checks the bench runs; the targets are for the full size). The import always runs unless
-// --dir names a directory a previous run imported into (its users then count as --users).
+// --dir names a directory a previous run imported into (its users then count as --users); a new --dir is imported
+// into and kept.
 // --profile DIR: every daemon (the importing one and the restarted ones) writes a --cpu-prof profile into DIR (read them with bench/profile.ts).
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -206,10 +207,11 @@ async function main(): Promise<void> {
   const upstream = await startMicrosocks(UP_USER, UP_PASS);
   // --dir: a directory a previous run imported into (kept): the import is skipped.
   const dir = values.dir ?? mkdtempSync(join(tmpdir(), 'rotor-bench-users-'));
+  mkdirSync(dir, { recursive: true });
   let daemon: Daemon | undefined;
   try {
     log(`bench:users, ${count} users, load ${load()}`);
-    if (values.dir === undefined) {
+    if (values.dir === undefined || !existsSync(join(dir, 'rotor.db'))) {
       daemon = (await start(dir, upstream, 0, flags)).daemon;
       const importMs = await importUsers(daemon, count, logins, loginHash);
       report({

@@ -141,7 +141,91 @@ const storedSchema = z.looseObject({
   ...fields,
 });
 
+/**
+ * A stored record back in memory. Most records at a reseller's size are plain (no rules, listen port,
+ * expiry or price: what a batch import writes): those are checked field by field here and share one frozen
+ * empty `rules` and `requestRules` and the repeated strings (account, product) — 100,000 users restart with a
+ * fraction of the allocations and memory. Anything else goes through the schema, defaults and all.
+ */
 export function readStoredData(name: string, data: unknown): UserData | undefined {
+  return plainData(name, data) ?? schemaData(name, data);
+}
+
+const EMPTY_RULES: UserRules = Object.freeze({
+  denyPorts: Object.freeze([]) as unknown as number[],
+  denyHosts: Object.freeze([]) as unknown as string[],
+  allowPorts: Object.freeze([]) as unknown as number[],
+  allowHosts: Object.freeze([]) as unknown as string[],
+}) as UserRules;
+const EMPTY_REQUEST_RULES = Object.freeze([]) as unknown as RequestRuleConfig[];
+const RULE_KEYS = ['denyPorts', 'denyHosts', 'allowPorts', 'allowHosts'] as const;
+
+/** One string object per repeated value (bounded: past the cap, values are kept as they come). */
+const interned = new Map<string, string>();
+function intern(s: string): string {
+  const known = interned.get(s);
+  if (known !== undefined) return known;
+  if (interned.size < 4096) interned.set(s, s);
+  return s;
+}
+
+const isInt = (v: unknown, min: number, max: number): v is number => typeof v === 'number' && Number.isInteger(v) && v >= min && v <= max;
+
+/** The plain record checked as the schema would (undefined: not plain, or not valid: the schema decides). */
+function plainData(name: string, data: unknown): UserData | undefined {
+  if (typeof data !== 'object' || data === null) return undefined;
+  const d = data as Record<string, unknown>;
+  const q = d.quota as Record<string, unknown> | null | undefined;
+  const rules = d.rules as Record<string, unknown> | null | undefined;
+  if (
+    !(name.length >= 1 && name.length <= 32 && USER_NAME.test(name)) ||
+    !(typeof d.mainAccount === 'string' && d.mainAccount.length >= 1 && d.mainAccount.length <= 64 && /^\S+$/.test(d.mainAccount)) ||
+    !(typeof d.product === 'string' && d.product.length <= 64) ||
+    (d.draw !== 'pwd' && d.draw !== 'api') ||
+    !isInt(d.sessTime, SESS_TIME_MIN, SESS_TIME_MAX) ||
+    typeof q !== 'object' ||
+    q === null ||
+    Object.keys(q).length !== 2 ||
+    !isInt(q.bytes, -1, Number.MAX_SAFE_INTEGER) ||
+    !(QUOTA_PERIODS as readonly unknown[]).includes(q.period) ||
+    !isInt(d.rateBytesPerSec, 0, Number.MAX_SAFE_INTEGER) ||
+    !isInt(d.maxConnections, 0, 1_000_000) ||
+    d.expiresAt !== null ||
+    typeof d.enabled !== 'boolean' ||
+    d.pricePerGb !== null ||
+    d.listen !== null ||
+    typeof rules !== 'object' ||
+    rules === null ||
+    Object.keys(rules).length !== RULE_KEYS.length ||
+    !RULE_KEYS.every((k) => Array.isArray(rules[k]) && (rules[k] as unknown[]).length === 0) ||
+    !(Array.isArray(d.requestRules) && d.requestRules.length === 0) ||
+    typeof d.metrics !== 'boolean' ||
+    (d.source !== 'config' && d.source !== 'api') ||
+    typeof d.createdAt !== 'number'
+  )
+    return undefined;
+  return {
+    name,
+    mainAccount: intern(d.mainAccount),
+    product: intern(d.product),
+    draw: d.draw,
+    sessTime: d.sessTime,
+    quota: { bytes: q.bytes, period: q.period as QuotaPeriod },
+    rateBytesPerSec: d.rateBytesPerSec,
+    maxConnections: d.maxConnections,
+    expiresAt: null,
+    enabled: d.enabled,
+    pricePerGb: null,
+    listen: null,
+    rules: EMPTY_RULES,
+    requestRules: EMPTY_REQUEST_RULES,
+    metrics: d.metrics,
+    source: d.source,
+    createdAt: d.createdAt,
+  };
+}
+
+function schemaData(name: string, data: unknown): UserData | undefined {
   const r = storedSchema.safeParse({ ...(typeof data === 'object' && data !== null ? data : {}), name });
   if (!r.success) return undefined;
   const d = r.data;

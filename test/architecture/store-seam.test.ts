@@ -52,6 +52,21 @@ function seamBreaches(root: string): string[] {
           : ts.isCallExpression(node) && node.expression.kind === ts.SyntaxKind.ImportKeyword
             ? node.arguments[0]
             : undefined;
+      // import('…').Name in a type position
+      const typeSpec =
+        ts.isImportTypeNode(node) && ts.isLiteralTypeNode(node.argument) && ts.isStringLiteral(node.argument.literal)
+          ? node.argument.literal
+          : undefined;
+      const typeTarget = typeSpec ? intoStore(typeSpec) : undefined;
+      if (typeTarget !== undefined && DRIVER_FILE.test(basename(typeTarget))) found.push(`${where}: imports store/${basename(typeTarget)}`);
+      if (
+        typeTarget !== undefined &&
+        ts.isImportTypeNode(node) &&
+        node.qualifier &&
+        ts.isIdentifier(node.qualifier) &&
+        node.qualifier.text === 'Store'
+      )
+        found.push(`${where}: takes the whole Store`);
       const target = spec ? intoStore(spec) : undefined;
       if (target !== undefined && DRIVER_FILE.test(basename(target))) found.push(`${where}: imports store/${basename(target)}`);
       if (target !== undefined && ts.isImportDeclaration(node)) {
@@ -98,6 +113,10 @@ describe("the store's seam", () => {
         ].join('\n'),
       );
       writeFileSync(
+        join(dir, 'a', 'two.ts'),
+        "export type W = import('../store/types.ts').Store;\nexport type K = typeof import('../store/redis-keys.ts');\n",
+      );
+      writeFileSync(
         join(dir, 'a', 'clean.ts'),
         "import type { UserStore } from '../store/types.ts';\nexport const c = (s: UserStore) => s;\n",
       );
@@ -106,6 +125,8 @@ describe("the store's seam", () => {
         'a/one.ts: imports store/redis-keys.ts',
         'a/one.ts: isRedisUrl',
         'a/one.ts: takes the whole Store',
+        'a/two.ts: imports store/redis-keys.ts',
+        'a/two.ts: takes the whole Store',
       ]);
     } finally {
       rmSync(dir, { recursive: true, force: true });

@@ -162,6 +162,7 @@ export async function rememberSandbox(ctx: SimContext, file: string, options: Pe
   const spacing = options.spacing ?? 20;
   const maxDelayMs = Math.max(intervalMs, options.maxDelayMs ?? 30_000);
   let generation = 0;
+  const loading = performance.now();
   mkdirSync(dirname(file), { recursive: true });
   let text: string | undefined;
   try {
@@ -185,8 +186,10 @@ export async function rememberSandbox(ctx: SimContext, file: string, options: Pe
   let written = loaded ? state.revision : state.revision - 1;
   let writes = 0;
   let writing: Promise<void> | undefined;
-  let lastTookMs = 0;
-  let lastEnd = 0;
+  // Until a first write, reading the file stands for what a write costs: the daemon's start-up calls (which
+  // change the state) are not followed by a rewrite of a big state while it starts.
+  let lastEnd = performance.now();
+  let lastTookMs = loaded ? lastEnd - loading : 0;
   /** When the oldest change not yet written was first seen by a tick. */
   let dirtySince: number | undefined;
 
