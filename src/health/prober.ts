@@ -10,6 +10,7 @@ import type { Metrics } from '../telemetry/metrics.ts';
 import type { ProbeRecord } from '../pool/pool.ts';
 import type { UpstreamNode } from '../pool/types.ts';
 import type { ProbeResult } from './probe.ts';
+import { descriptorGuard } from '../proxy/accept-guard.ts';
 
 /** What the prober needs of a pool (src/pool/pool.ts Pool). */
 export interface ProbeablePool {
@@ -18,6 +19,8 @@ export interface ProbeablePool {
   idleCandidate(): UpstreamNode | undefined;
   probeStarted(node: UpstreamNode): void;
   recordProbe(node: UpstreamNode, record: ProbeRecord): void;
+  /** A probe that gave no verdict: the node may be probed again, nothing recorded. */
+  probeAbandoned(node: UpstreamNode): void;
 }
 
 export interface ProberOptions {
@@ -61,7 +64,8 @@ export class Prober {
 
   /** One pass over the pools (the timer's work; tests may call it). */
   tick(): void {
-    if (this.stopped) return;
+    // Out of descriptors, a probe would fail for the process's want, not the node's: none starts.
+    if (this.stopped || descriptorGuard.exhausted) return;
     const now = this.now();
     for (const pool of this.o.pools()) {
       for (const node of pool.probeDue()) {
@@ -92,6 +96,7 @@ export class Prober {
         const left = (this.running.get(pool.id) ?? 1) - 1;
         if (left > 0) this.running.set(pool.id, left);
         else this.running.delete(pool.id);
+        if (!r.ok && descriptorGuard.exhausted) return pool.probeAbandoned(node);
         this.o.metrics?.upstreamProbes.inc({ result: r.ok ? 'pass' : 'fail' });
         const record: ProbeRecord = { at: this.now(), ok: r.ok, latencyMs: r.latencyMs, ...(r.ok ? {} : { reason: r.reason }) };
         if (!r.ok) this.o.logger?.debug({ pool: pool.id, node: node.id, reason: r.reason, message: r.message }, 'node failed its probe');

@@ -287,6 +287,12 @@ export class Pool implements NodeSource {
     if (e) e.probing = true;
   }
 
+  /** A probe that gave no verdict (the process was out of descriptors): the node may be probed again. */
+  probeAbandoned(node: UpstreamNode): void {
+    const e = this.byId.get(node.id);
+    if (e) e.probing = false;
+  }
+
   recordProbe(node: UpstreamNode, record: ProbeRecord): void {
     const e = this.byId.get(node.id);
     if (!e) return;

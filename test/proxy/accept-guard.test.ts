@@ -15,6 +15,8 @@ import { GatewayError, UpstreamDialError } from '../../src/proxy/errors.ts';
 import { Router, type Dialer } from '../../src/proxy/router.ts';
 import { dialThrough } from '../../src/proxy/upstream-dial.ts';
 import { createMetrics } from '../../src/telemetry/metrics.ts';
+import { Prober, type ProbeablePool } from '../../src/health/prober.ts';
+import type { ProbeResult } from '../../src/health/probe.ts';
 import { captureLogger } from '../support/logger.ts';
 import { sumSamples } from '../support/prometheus.ts';
 import { poll } from '../support/wait.ts';
@@ -226,6 +228,50 @@ describe('node failures while descriptors are exhausted', () => {
       const during = new FixedPool([node('http', 1), node('http', 2)]);
       assert.ok((await dialOnce(during)) instanceof GatewayError);
       assert.deepEqual(during.failures, [], 'no node blamed while descriptors are exhausted');
+    } finally {
+      detach();
+    }
+  });
+});
+
+describe('health probes while descriptors are exhausted', () => {
+  const probed = node('http', 1);
+  const poolRecording = () => {
+    const seen = { records: 0, abandoned: 0, started: 0 };
+    const pool: ProbeablePool = {
+      id: 'p1',
+      probeDue: () => [probed],
+      idleCandidate: () => undefined,
+      probeStarted: () => void seen.started++,
+      recordProbe: () => void seen.records++,
+      probeAbandoned: () => void seen.abandoned++,
+    };
+    return { pool, seen };
+  };
+  const failed: ProbeResult = { ok: false, latencyMs: 1, reason: 'other', message: 'EMFILE' };
+
+  test('none starts during an episode; one failing as it begins is abandoned, not recorded against the node', async () => {
+    const outside = poolRecording();
+    new Prober({ pools: () => [outside.pool], probe: async () => failed, idleIntervalMs: 0 }).tick();
+    await poll(() => outside.seen.records === 1, { what: 'the failure recorded outside an episode' });
+
+    const detach = descriptorGuard.attach({});
+    try {
+      const racing = poolRecording();
+      const prober = new Prober({
+        pools: () => [racing.pool],
+        // The probe's own dial finds no descriptor: it reports (the episode begins) and fails.
+        probe: async () => {
+          reportDescriptorExhaustion('dial');
+          return failed;
+        },
+        idleIntervalMs: 0,
+      });
+      prober.tick();
+      await poll(() => racing.seen.abandoned === 1, { what: 'the probe abandoned' });
+      assert.equal(racing.seen.records, 0, 'nothing recorded against the node');
+      prober.tick();
+      assert.equal(racing.seen.started, 1, 'no probe starts during the episode');
     } finally {
       detach();
     }
