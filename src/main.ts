@@ -1,15 +1,16 @@
 // The composition root: each component is assembled by its own module in src/daemon/, in dependency order;
 // reload hands the new config to the components it concerns; stop runs in the reverse order of start.
 import type { Config } from './config/schema.ts';
-import { reloadConfig } from './config/index.ts';
 import { assembleAccounts } from './daemon/accounts.ts';
 import { assembleAdmin } from './daemon/admin.ts';
 import { assembleEvents } from './daemon/events.ts';
 import { assembleGateway } from './daemon/gateway.ts';
+import { listenAddresses } from './daemon/listen-addresses.ts';
 import { StopStack, type AssemblyContext } from './daemon/lifecycle.ts';
 import { assembleOrders } from './daemon/orders.ts';
 import { assemblePlatform } from './daemon/platform.ts';
 import { assemblePools } from './daemon/pools.ts';
+import { runUntilSignalled } from './daemon/signals.ts';
 import { assembleState } from './daemon/state.ts';
 import type { Daemon, DaemonOptions } from './daemon/types.ts';
 import { assembleUsers } from './daemon/users.ts';
@@ -27,14 +28,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
   const stops = new StopStack(logger);
   const ctx: AssemblyContext = { logger, metrics, stops, now: options.now };
 
-  // Every listener address is bound (and released) before anything touches the platform (src/startup/ports.ts).
-  const listen = {
-    http: { section: 'proxy.http', host: config.proxy.http.host, port: config.proxy.http.port },
-    socks5: { section: 'proxy.socks5', host: config.proxy.socks5.host, port: config.proxy.socks5.port },
-    admin: { section: 'admin', host: config.admin.host, port: config.admin.port },
-    callback: { section: 'callback', host: config.callback.host, port: config.callback.port },
-    ...(config.proxy.https ? { https: { section: 'proxy.https', host: config.proxy.https.host, port: config.proxy.https.port } } : {}),
-  };
+  const listen = listenAddresses(config);
   await checkListenAddresses(Object.values(listen));
   // The HTTPS proxy's certificate is read as early (a wrong path fails the start, naming its key).
   const tlsPair = config.proxy.https ? await loadTlsPair(config.proxy.https.cert, config.proxy.https.key) : undefined;
@@ -129,35 +123,9 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
   }
 }
 
-/**
- * `rotor start`: run until SIGINT/SIGTERM, reload on SIGHUP (an invalid file is refused and the old config
- * kept). Resolves once the daemon has shut down.
- */
+/** `rotor start`: run until SIGINT/SIGTERM, reload on SIGHUP. Resolves once the daemon has shut down. */
 export async function runDaemon(config: Config, configFile?: string): Promise<void> {
   const logger = createLogger({ level: config.log.level });
   const daemon = await startDaemon(config, { logger });
-  await new Promise<void>((resolve) => {
-    let stopping = false;
-    const stop = (signal: string): void => {
-      if (stopping) return;
-      stopping = true;
-      logger.info({ signal }, 'shutting down: draining connections');
-      daemon.close(config.proxy.drainMs).then(resolve, (err: unknown) => {
-        logger.error({ err }, 'shutdown failed');
-        resolve();
-      });
-    };
-    process.once('SIGINT', () => stop('SIGINT'));
-    process.once('SIGTERM', () => stop('SIGTERM'));
-    process.on('SIGHUP', () => {
-      void (async () => {
-        try {
-          const next = await reloadConfig(configFile ? { file: configFile } : {});
-          await daemon.reload(next);
-        } catch (err) {
-          logger.error({ err }, 'reload refused; the running configuration is kept');
-        }
-      })();
-    });
-  });
+  await runUntilSignalled(daemon, config.proxy.drainMs, logger, configFile);
 }
