@@ -24,18 +24,29 @@ interface BatchAnswer {
 }
 
 /** SOCKS5 user/password authentication against the listener: true when accepted (whatever the dial's fate). */
-function socksAuth(port: number, user: string, pass: string): Promise<boolean> {
-  return new Promise((resolve, reject) => {
-    const s = connect({ host: '127.0.0.1', port });
-    s.once('error', reject);
-    s.once('connect', () => {
-      socks5Connect(s, { host: '127.0.0.1', port: 9 }, { username: user, password: pass }, (err) => {
-        s.destroy();
-        if (err?.code === 'AUTH_FAILED') resolve(false);
-        else resolve(true);
+/**
+ * Whether Rotor's SOCKS5 listener accepts the credentials: true once past authentication (the CONNECT to the
+ * closed port 9 may then be refused), false on an authentication refusal. A reply cut short (a loaded machine)
+ * is asked again, and after three such answers the test fails with it instead of reading it either way.
+ */
+async function socksAuth(port: number, user: string, pass: string): Promise<boolean> {
+  let last: unknown;
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const answer = await new Promise<{ err: { code?: string } | null }>((resolve, reject) => {
+      const s = connect({ host: '127.0.0.1', port });
+      s.once('error', reject);
+      s.once('connect', () => {
+        socks5Connect(s, { host: '127.0.0.1', port: 9 }, { username: user, password: pass }, (err) => {
+          s.destroy();
+          resolve({ err: err ?? null });
+        });
       });
     });
-  });
+    if (!answer.err || answer.err.code === 'REJECTED') return true;
+    if (answer.err.code === 'AUTH_FAILED') return false;
+    last = answer.err;
+  }
+  throw last;
 }
 
 const rotorUsers = (args: string[]) => runRotorCommand(['users', ...args]);
