@@ -379,11 +379,11 @@ export class TunnelPipeline {
     res: ServerResponse,
     route: Route,
     target: AbsoluteTarget,
-    expectContinue: boolean,
+    continues: boolean,
     conn: ConnectionContext,
   ): void {
     if (this.forwarder === undefined) throw new InternalError('TunnelPipeline.forward: this listener forwards no plain HTTP');
-    this.forwarder.forward(req, res, route, target, expectContinue, conn, this.forwardFailed);
+    this.forwarder.forward(req, res, route, target, continues, conn, this.forwardFailed);
   }
 
   /** A forwarded request failed before its response head: recorded, then answered (one function for all). */

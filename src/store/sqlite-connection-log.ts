@@ -96,8 +96,8 @@ export class SqliteConnectionLog implements ConnectionLogStore {
     // An `open` record (a checkpoint) is replaced by the connection's next one; any other stays as written.
     this.openSize = db.prepare(`SELECT ${SIZE_SQL} AS size FROM connections WHERE id = ? AND result = 'open'`);
     this.replace = db.prepare(
-      `UPDATE connections SET node = ?, exit = ?, bytes_up = ?, bytes_down = ?, duration_ms = ?, result = ?, reason = ?,
-         retries = ?, hedges = ?, rule = ? WHERE id = ?`,
+      `UPDATE connections SET node = @node, exit = @exit, bytes_up = @bytesUp, bytes_down = @bytesDown, duration_ms = @durationMs,
+         result = @result, reason = @reason, retries = @retries, hedges = @hedges, rule = @rule WHERE id = @id`,
     );
     this.oldest = db.prepare(
       `DELETE FROM connections WHERE rowid IN (SELECT rowid FROM connections ORDER BY started_at, id LIMIT ?) RETURNING ${SIZE_SQL} AS size`,
@@ -149,19 +149,8 @@ export class SqliteConnectionLog implements ConnectionLogStore {
   private replaceOpen(r: ConnectionRecord): void {
     const old = this.openSize.get(r.id) as Row | undefined;
     if (!old) return;
-    this.replace.run(
-      r.node,
-      r.exit ?? null,
-      r.bytesUp,
-      r.bytesDown,
-      r.durationMs,
-      r.result,
-      r.reason,
-      r.retries,
-      r.hedges,
-      r.rule ?? null,
-      r.id,
-    );
+    // By name: the record's own fields, the optional ones as NULL.
+    this.replace.run({ ...r, exit: r.exit ?? null, rule: r.rule ?? null });
     this.held.bytes += recordSize(r) - Number(old.size);
   }
 
@@ -213,26 +202,17 @@ export class SqliteConnectionLog implements ConnectionLogStore {
   async query(q: ConnectionQuery): Promise<ConnectionRecord[]> {
     const where: string[] = [];
     const args: unknown[] = [];
-    if (q.user !== undefined) {
-      where.push('user = ?');
-      args.push(q.user);
-    }
-    if (q.result !== undefined) {
-      where.push('result = ?');
-      args.push(q.result);
-    }
-    if (q.since !== undefined) {
-      where.push('started_at >= ?');
-      args.push(q.since);
-    }
-    if (q.until !== undefined) {
-      where.push('started_at < ?');
-      args.push(q.until);
-    }
-    if (q.after) {
-      where.push('(started_at < ? OR (started_at = ? AND id < ?))');
-      args.push(q.after.startedAt, q.after.startedAt, q.after.id);
-    }
+    // Each filter that is given adds its condition and its values.
+    const filter = (given: boolean, condition: string, ...values: unknown[]): void => {
+      if (!given) return;
+      where.push(condition);
+      args.push(...values);
+    };
+    filter(q.user !== undefined, 'user = ?', q.user);
+    filter(q.result !== undefined, 'result = ?', q.result);
+    filter(q.since !== undefined, 'started_at >= ?', q.since);
+    filter(q.until !== undefined, 'started_at < ?', q.until);
+    if (q.after) filter(true, '(started_at < ? OR (started_at = ? AND id < ?))', q.after.startedAt, q.after.startedAt, q.after.id);
     const sql = `SELECT * FROM connections ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY started_at DESC, id DESC LIMIT ?`;
     args.push(q.limit);
     return (this.db.prepare(sql).all(...args) as Row[]).map(toRecord);

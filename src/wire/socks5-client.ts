@@ -140,11 +140,7 @@ export function socks5Connect(
     return noop;
   }
   const h = new ClientHandshake(socket as HandshakeSocket, request, auth, done);
-  socket.on('data', onData);
-  // on(), not once(): fail() detaches them all when the first fires (once() would wrap each in a new function).
-  socket.on('end', onClose);
-  socket.on('close', onClose);
-  socket.on('error', onError);
+  listen(socket);
   socket.write(auth ? GREETING_BOTH : GREETING_NONE);
   return h.detach;
 }
@@ -228,14 +224,12 @@ export function socks5UdpAssociate(
     }
     return done(null, { host: reply.toString('latin1', 5, 5 + reply[4]!), port: reply.readUInt16BE(reply.length - 2) });
   });
-  socket.on('data', onData);
-  socket.on('end', onClose);
-  socket.on('close', onClose);
-  socket.on('error', onError);
+  listen(socket);
   socket.write(auth ? GREETING_BOTH : GREETING_NONE);
   return h.detach;
 }
 
+/** The handshake's listeners; on(), not once(): fail() detaches them all when the first fires (once() would wrap each in a new function). */
 function listen(socket: Socket): void {
   socket.on('data', onData);
   socket.on('end', onClose);
