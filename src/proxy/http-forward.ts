@@ -625,6 +625,16 @@ class ResponsePipe extends Valve {
     this.socket.pause();
   }
 
+  /**
+   * The body is all read: the kept-alive socket is the agent's again and must flow for the next response on it.
+   * A drain of the client still due would not come (node emits none for a finished response), so the socket a
+   * full client paused is resumed here, not there.
+   */
+  released(): void {
+    this.close();
+    if (this.socket.isPaused()) this.socket.resume();
+  }
+
   protected override startSource(): void {
     if (this.answer.readableEnded) {
       // The body is all delivered (a wake after its end): the kept-alive socket is the agent's again and flows.
@@ -659,7 +669,9 @@ function pipeDrained(this: Piped<ServerResponse>): void {
 }
 
 function pipeEnded(this: Piped<IncomingMessage>): void {
-  this[PIPE].sink.end();
+  const pipe = this[PIPE];
+  pipe.sink.end();
+  pipe.released();
 }
 
 /**
