@@ -20,6 +20,7 @@ import {
   MARK_CALLBACK,
   PUT_ORDER,
   PUT_USER,
+  PUT_USERS,
   RECORD_CALLBACK,
   UPDATE_JOURNAL,
   callScript,
@@ -41,6 +42,7 @@ import type {
   Store,
   StoredUser,
   UsageRecord,
+  UserWrite,
 } from './types.ts';
 
 export interface RedisStoreOptions extends Omit<RedisConnectionOptions, 'name'> {
@@ -62,6 +64,8 @@ const byKey = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
 
 const SCRIPTS = {
   rotorPutUser: { numberOfKeys: 4, lua: PUT_USER },
+  // Keys counted per call (the first argument): 3 + one per write.
+  rotorPutUsers: { lua: PUT_USERS },
   rotorDeleteUser: { numberOfKeys: 4, lua: DELETE_USER },
   rotorPutOrder: { numberOfKeys: 4, lua: PUT_ORDER },
   rotorAddIntent: { numberOfKeys: 3, lua: ADD_INTENT },
@@ -506,6 +510,27 @@ export class RedisStore implements Store {
       throw err;
     });
     return { ...user, version: Number(version), updatedAt: t };
+  }
+
+  async putUsers(writes: readonly UserWrite[]): Promise<(StoredUser | StoreConflictError)[]> {
+    if (writes.length === 0) return [];
+    const k = this.keys;
+    const t = this.now();
+    const keys: string[] = [k.usersLive, k.usersGone, k.usersVersion];
+    const args: (string | number)[] = [t];
+    for (const w of writes) {
+      keys.push(k.user(checkUser(w.user.name, 'user')));
+      const mode = w.ifAbsent ? 'absent' : w.ifVersion !== undefined ? 'version' : '';
+      args.push(w.user.name, json(w.user.data), w.user.passwordHash, w.user.state, mode, String(w.ifVersion ?? ''));
+    }
+    const versions = (await this.run(`${writes.length} users`, (c) =>
+      this.script(c, 'rotorPutUsers', [keys.length, ...keys, ...args]),
+    )) as number[];
+    return writes.map((w, i) => {
+      const version = Number(versions[i]);
+      if (version === 0) return new StoreConflictError(w.ifAbsent ? `user ${w.user.name}` : `user ${w.user.name} changed meanwhile`);
+      return { ...w.user, version, updatedAt: t };
+    });
   }
 
   async getUser(name: string): Promise<StoredUser | undefined> {

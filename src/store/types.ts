@@ -201,10 +201,11 @@ export interface UserStore {
    */
   putUser(user: Omit<StoredUser, 'version' | 'updatedAt'>, options?: { ifAbsent?: boolean; ifVersion?: number }): Promise<StoredUser>;
   /**
-   * Many putUser writes at once (SQLite: one transaction, one commit), in order; a write that conflicts gives
-   * its StoreConflictError in its place and the others are made. Optional: without it, putUser one by one.
+   * Many putUser writes as one unit (SQLite: one transaction; Redis: one script, one round trip), in order; a
+   * write that conflicts gives its StoreConflictError in its place and the others are made. A failure of the
+   * store itself rejects the whole call with nothing written.
    */
-  putUsers?(writes: readonly UserWrite[]): Promise<(StoredUser | StoreConflictError)[]>;
+  putUsers(writes: readonly UserWrite[]): Promise<(StoredUser | StoreConflictError)[]>;
   getUser(name: string): Promise<StoredUser | undefined>;
   /** Every user, by name. */
   listUsers(): Promise<StoredUser[]>;
