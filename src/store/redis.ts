@@ -9,6 +9,7 @@
 import type { Redis } from 'ioredis';
 import type { ConnectionLogStore, RecordBounds } from './connection-log-types.ts';
 import { RedisConnectionLog } from './redis-connection-log.ts';
+import { OpenRecordOwner } from './redis-open-records.ts';
 import type { FleetState } from './fleet-state.ts';
 import { RedisFleetState } from './redis-fleet.ts';
 import { FINAL_ORDER_STATUS } from '../platform/order-status.ts';
@@ -51,6 +52,8 @@ export interface RedisStoreOptions extends Omit<RedisConnectionOptions, 'name'> 
   /** Clock for timestamps (epoch ms); default Date.now. */
   now?: () => number;
   logger?: Logger;
+  /** The lease on this daemon's open connection records (fleet.aliveTtlMs); default 10 s. */
+  aliveTtlMs?: number;
 }
 
 const JOURNAL_STATES: readonly JournalState[] = ['intent', 'sent', 'accepted', 'rejected', 'unknown'];
@@ -147,6 +150,8 @@ export class RedisStore implements Store {
   readonly connection: RedisConnection;
   private readonly now: () => number;
   private readonly eventKeys: outbox.EventKeys;
+  /** This daemon as the owner of its open connection records. */
+  private readonly openRecords: OpenRecordOwner;
 
   /** Does not connect: call `connect()` (openRedisStore does) before use. */
   constructor(url: string, options: RedisStoreOptions = {}) {
@@ -156,6 +161,7 @@ export class RedisStore implements Store {
     defineScripts(this.connection.client, SCRIPTS);
     defineScripts(this.connection.client, outbox.EVENT_SCRIPTS);
     this.eventKeys = outbox.eventKeys(this.keys.prefix);
+    this.openRecords = new OpenRecordOwner(this.connection, this.keys.prefix, options.aliveTtlMs ? { leaseMs: options.aliveTtlMs } : {});
   }
 
   /** Connects; rejects with StoreUnavailableError (code STORE_UNAVAILABLE) when Redis cannot be reached. */
@@ -630,7 +636,7 @@ export class RedisStore implements Store {
   }
 
   connectionLog(bounds: Partial<RecordBounds> = {}): ConnectionLogStore {
-    return new RedisConnectionLog(this.connection, this.keys.prefix, bounds);
+    return new RedisConnectionLog(this.connection, this.openRecords, bounds);
   }
 
   fleetState(): FleetState {
@@ -638,6 +644,7 @@ export class RedisStore implements Store {
   }
 
   async close(): Promise<void> {
+    await this.openRecords.close();
     await this.connection.close();
   }
 }
