@@ -30,21 +30,9 @@ import {
 import { RedisConnection, type RedisConnectionOptions } from './redis-connection.ts';
 import { DEFAULT_REDIS_PREFIX, RedisKeys } from './redis-keys.ts';
 import * as outbox from './redis-events.ts';
-import type { EventRecord, EventSettlement, NewEvent } from './events.ts';
-import type {
-  CallbackKey,
-  CallbackRecord,
-  InstanceFilter,
-  InstanceRecord,
-  JournalEntry,
-  JournalState,
-  OrderFilter,
-  OrderRecord,
-  Store,
-  StoredUser,
-  UsageRecord,
-  UserWrite,
-} from './types.ts';
+// S: the records and the interface both drivers implement (src/store/types.ts).
+import type * as S from './types.ts';
+import { intentEntry } from './types.ts';
 
 export interface RedisStoreOptions extends Omit<RedisConnectionOptions, 'name'> {
   /** Key prefix shared by every daemon of the fleet; default `rotor:`. */
@@ -56,7 +44,7 @@ export interface RedisStoreOptions extends Omit<RedisConnectionOptions, 'name'> 
   aliveTtlMs?: number;
 }
 
-const JOURNAL_STATES: readonly JournalState[] = ['intent', 'sent', 'accepted', 'rejected', 'unknown'];
+const JOURNAL_STATES: readonly S.JournalState[] = ['intent', 'sent', 'accepted', 'rejected', 'unknown'];
 
 type Hash = Record<string, string>;
 
@@ -79,7 +67,7 @@ const SCRIPTS = {
 
 type ScriptName = keyof typeof SCRIPTS;
 
-function toOrder(appOrderNo: string, h: Hash): OrderRecord {
+function toOrder(appOrderNo: string, h: Hash): S.OrderRecord {
   return {
     appOrderNo,
     orderNo: h.orderNo ?? null,
@@ -93,13 +81,13 @@ function toOrder(appOrderNo: string, h: Hash): OrderRecord {
   };
 }
 
-function toJournal(merchantNo: string, h: Hash): JournalEntry {
+function toJournal(merchantNo: string, h: Hash): S.JournalEntry {
   return {
     merchantNo,
     operation: String(h.operation),
     request: parse(h.request),
     reqId: String(h.reqId),
-    state: h.state as JournalState,
+    state: h.state as S.JournalState,
     result: parse(h.result),
     orderNo: h.orderNo ?? null,
     attempts: Number(h.attempts),
@@ -108,11 +96,11 @@ function toJournal(merchantNo: string, h: Hash): JournalEntry {
   };
 }
 
-function toUsage(user: string, h: Hash): UsageRecord {
+function toUsage(user: string, h: Hash): S.UsageRecord {
   return { user, usedBytes: Number(h.used ?? 0), limitBytes: Number(h.limit ?? -1), updatedAt: Number(h.updatedAt ?? 0) };
 }
 
-function toUser(name: string, h: Hash): StoredUser {
+function toUser(name: string, h: Hash): S.StoredUser {
   return {
     name,
     data: parse(h.data),
@@ -123,7 +111,7 @@ function toUser(name: string, h: Hash): StoredUser {
   };
 }
 
-function toCallback(h: Hash): CallbackRecord & { seq: number } {
+function toCallback(h: Hash): S.CallbackRecord & { seq: number } {
   return {
     type: String(h.type),
     no: String(h.no),
@@ -145,7 +133,7 @@ function checkBytes(bytes: unknown, what: string): number {
   return Math.trunc(bytes);
 }
 
-export class RedisStore implements Store {
+export class RedisStore implements S.Store {
   readonly keys: RedisKeys;
   readonly connection: RedisConnection;
   private readonly now: () => number;
@@ -192,7 +180,7 @@ export class RedisStore implements Store {
   }
 
   // ── orders ──
-  async putOrder(o: OrderRecord): Promise<void> {
+  async putOrder(o: S.OrderRecord): Promise<void> {
     const { keys, args } = this.putOrderCall(o);
     await this.run(`order ${o.appOrderNo}`, (c) => this.script(c, 'rotorPutOrder', [...keys, ...args])).catch((err: unknown) => {
       if (err instanceof StoreError && err.code === 'STORE_CONFLICT') throw new StoreConflictError(`order number ${o.orderNo ?? ''}`);
@@ -200,7 +188,7 @@ export class RedisStore implements Store {
     });
   }
 
-  async putOrderWithEvent(o: OrderRecord, event: NewEvent): Promise<EventRecord | undefined> {
+  async putOrderWithEvent(o: S.OrderRecord, event: S.NewEvent): Promise<S.EventRecord | undefined> {
     const order = this.putOrderCall(o);
     const ev = outbox.appendEventCall(this.eventKeys, event, this.now());
     const id = await this.run(`order ${o.appOrderNo} and its event`, (c) =>
@@ -213,7 +201,7 @@ export class RedisStore implements Store {
   }
 
   /** PUT_ORDER's keys and arguments for `o`. */
-  private putOrderCall(o: OrderRecord): { keys: string[]; args: (string | number)[] } {
+  private putOrderCall(o: S.OrderRecord): { keys: string[]; args: (string | number)[] } {
     const set: (string | number)[] = ['type', o.type, 'status', o.status, 'request', json(o.request), 'updatedAt', o.updatedAt];
     const del: string[] = [];
     if (o.orderNo === null) del.push('orderNo');
@@ -238,7 +226,7 @@ export class RedisStore implements Store {
     };
   }
 
-  async getOrder(no: string): Promise<OrderRecord | undefined> {
+  async getOrder(no: string): Promise<S.OrderRecord | undefined> {
     return this.run(`order ${no}`, async (c) => {
       const direct = await c.hgetall(this.keys.order(no));
       if (Object.keys(direct).length) return toOrder(no, direct);
@@ -249,14 +237,14 @@ export class RedisStore implements Store {
     });
   }
 
-  async listOrders(filter: OrderFilter = {}): Promise<OrderRecord[]> {
+  async listOrders(filter: S.OrderFilter = {}): Promise<S.OrderRecord[]> {
     const all = await this.run('orders', async (c) => {
       const ids = await c.smembers(filter.open ? this.keys.ordersOpen : this.keys.ordersAll);
       const hs = await this.hashes(
         c,
         ids.map((id) => this.keys.order(id)),
       );
-      const out: OrderRecord[] = [];
+      const out: S.OrderRecord[] = [];
       ids.forEach((id, i) => {
         const h = hs[i];
         if (h) out.push(toOrder(id, h));
@@ -287,7 +275,7 @@ export class RedisStore implements Store {
   }
 
   // ── instances ──
-  async putInstances(instances: InstanceRecord[]): Promise<void> {
+  async putInstances(instances: S.InstanceRecord[]): Promise<void> {
     if (instances.length === 0) return;
     const args: string[] = [];
     for (const i of instances) args.push(i.instanceNo, JSON.stringify({ ...i, raw: i.raw ?? null }));
@@ -295,16 +283,16 @@ export class RedisStore implements Store {
     await this.run('instances', (c) => c.hset(this.keys.instances, ...args));
   }
 
-  async getInstance(instanceNo: string): Promise<InstanceRecord | undefined> {
+  async getInstance(instanceNo: string): Promise<S.InstanceRecord | undefined> {
     const v = await this.run(`instance ${instanceNo}`, (c) => c.hget(this.keys.instances, instanceNo));
-    return v === null ? undefined : (JSON.parse(v) as InstanceRecord);
+    return v === null ? undefined : (JSON.parse(v) as S.InstanceRecord);
   }
 
-  async listInstances(filter: InstanceFilter = {}): Promise<InstanceRecord[]> {
+  async listInstances(filter: S.InstanceFilter = {}): Promise<S.InstanceRecord[]> {
     const values = await this.run('instances', (c) => c.hvals(this.keys.instances));
     const statuses = filter.statuses?.length ? new Set(filter.statuses) : undefined;
     const picked = values
-      .map((v) => JSON.parse(v) as InstanceRecord)
+      .map((v) => JSON.parse(v) as S.InstanceRecord)
       .filter(
         (i) =>
           (filter.orderNo === undefined || i.orderNo === filter.orderNo) &&
@@ -323,7 +311,7 @@ export class RedisStore implements Store {
   }
 
   // ── journal ──
-  async addIntent(entry: Pick<JournalEntry, 'merchantNo' | 'operation' | 'request' | 'reqId'>): Promise<JournalEntry> {
+  async addIntent(entry: S.NewIntent): Promise<S.JournalEntry> {
     const t = this.now();
     const k = this.keys;
     await this.run(`journal entry ${entry.merchantNo}`, (c) =>
@@ -341,13 +329,10 @@ export class RedisStore implements Store {
       if (err instanceof StoreError && err.code === 'STORE_CONFLICT') throw new StoreConflictError(`journal entry ${entry.merchantNo}`);
       throw err;
     });
-    return { ...entry, state: 'intent', result: null, orderNo: null, attempts: 0, createdAt: t, updatedAt: t };
+    return intentEntry(entry, t);
   }
 
-  async updateJournal(
-    merchantNo: string,
-    patch: { state: JournalState; result?: unknown; orderNo?: string | null; sent?: boolean },
-  ): Promise<void> {
+  async updateJournal(merchantNo: string, patch: S.JournalPatch): Promise<void> {
     if (!JOURNAL_STATES.includes(patch.state)) throw new StoreError('STORE_INVALID', `journal entry ${merchantNo}: unknown state`);
     const orderNoMode = patch.orderNo === undefined ? '0' : patch.orderNo === null ? '2' : '1';
     await this.run(`journal entry ${merchantNo}`, (c) =>
@@ -366,12 +351,12 @@ export class RedisStore implements Store {
     );
   }
 
-  async getJournal(merchantNo: string): Promise<JournalEntry | undefined> {
+  async getJournal(merchantNo: string): Promise<S.JournalEntry | undefined> {
     const h = await this.run(`journal entry ${merchantNo}`, (c) => c.hgetall(this.keys.journal(merchantNo)));
     return Object.keys(h).length ? toJournal(merchantNo, h) : undefined;
   }
 
-  async listJournal(states?: readonly JournalState[]): Promise<JournalEntry[]> {
+  async listJournal(states?: readonly S.JournalState[]): Promise<S.JournalEntry[]> {
     if (states && states.length === 0) return [];
     const entries = await this.run('journal', async (c) => {
       const ids = states ? await c.sunion(...states.map((s) => this.keys.journalState(s))) : await c.smembers(this.keys.journalAll);
@@ -379,7 +364,7 @@ export class RedisStore implements Store {
         c,
         ids.map((id) => this.keys.journal(id)),
       );
-      const out: JournalEntry[] = [];
+      const out: S.JournalEntry[] = [];
       ids.forEach((id, i) => {
         const h = hs[i];
         if (h) out.push(toJournal(id, h));
@@ -394,7 +379,7 @@ export class RedisStore implements Store {
   }
 
   // ── callbacks ──
-  async recordCallback(key: CallbackKey, receivedAt: number): Promise<{ duplicate: boolean; processed: boolean }> {
+  async recordCallback(key: S.CallbackKey, receivedAt: number): Promise<{ duplicate: boolean; processed: boolean }> {
     const k = this.keys;
     const id = k.callbackId(key.type, key.no, key.op);
     const r = (await this.run(`callback ${key.type} ${key.no}`, (c) =>
@@ -413,14 +398,14 @@ export class RedisStore implements Store {
     return { duplicate: r[0] === 1, processed: r[1] === 1 };
   }
 
-  async markCallbackProcessed(key: CallbackKey): Promise<void> {
+  async markCallbackProcessed(key: S.CallbackKey): Promise<void> {
     const id = this.keys.callbackId(key.type, key.no, key.op);
     await this.run(`callback ${key.type} ${key.no}`, (c) =>
       this.script(c, 'rotorMarkCallback', [this.keys.callback(id), this.keys.callbacksUnprocessed, id]),
     );
   }
 
-  async listCallbacks(filter: { processed?: boolean } = {}): Promise<CallbackRecord[]> {
+  async listCallbacks(filter: { processed?: boolean } = {}): Promise<S.CallbackRecord[]> {
     const all = await this.run('callbacks', async (c) => {
       const ids = await c.smembers(filter.processed === false ? this.keys.callbacksUnprocessed : this.keys.callbacksAll);
       return (
@@ -455,19 +440,19 @@ export class RedisStore implements Store {
     });
   }
 
-  async getUsage(user: string): Promise<UsageRecord | undefined> {
+  async getUsage(user: string): Promise<S.UsageRecord | undefined> {
     const h = await this.run(`usage of ${user}`, (c) => c.hgetall(this.keys.usage(user)));
     return Object.keys(h).length ? toUsage(user, h) : undefined;
   }
 
-  async listUsage(): Promise<UsageRecord[]> {
+  async listUsage(): Promise<S.UsageRecord[]> {
     return this.run('usage', async (c) => {
       const users = (await c.smembers(this.keys.usageAll)).sort(byKey);
       const hs = await this.hashes(
         c,
         users.map((u) => this.keys.usage(u)),
       );
-      const out: UsageRecord[] = [];
+      const out: S.UsageRecord[] = [];
       users.forEach((u, i) => {
         const h = hs[i];
         if (h) out.push(toUsage(u, h));
@@ -490,9 +475,9 @@ export class RedisStore implements Store {
 
   // ── users ──
   async putUser(
-    user: Omit<StoredUser, 'version' | 'updatedAt'>,
+    user: Omit<S.StoredUser, 'version' | 'updatedAt'>,
     options: { ifAbsent?: boolean; ifVersion?: number } = {},
-  ): Promise<StoredUser> {
+  ): Promise<S.StoredUser> {
     checkUser(user.name, 'user');
     const k = this.keys;
     const t = this.now();
@@ -518,7 +503,7 @@ export class RedisStore implements Store {
     return { ...user, version: Number(version), updatedAt: t };
   }
 
-  async putUsers(writes: readonly UserWrite[]): Promise<(StoredUser | StoreConflictError)[]> {
+  async putUsers(writes: readonly S.UserWrite[]): Promise<(S.StoredUser | StoreConflictError)[]> {
     if (writes.length === 0) return [];
     const k = this.keys;
     const t = this.now();
@@ -539,19 +524,19 @@ export class RedisStore implements Store {
     });
   }
 
-  async getUser(name: string): Promise<StoredUser | undefined> {
+  async getUser(name: string): Promise<S.StoredUser | undefined> {
     const h = await this.run(`user ${name}`, (c) => c.hgetall(this.keys.user(name)));
     return Object.keys(h).length ? toUser(name, h) : undefined;
   }
 
-  async listUsers(): Promise<StoredUser[]> {
+  async listUsers(): Promise<S.StoredUser[]> {
     return this.run('users', async (c) => {
       const names = (await c.zrange(this.keys.usersLive, '0', '-1')).sort(byKey);
       const hs = await this.hashes(
         c,
         names.map((n) => this.keys.user(n)),
       );
-      const out: StoredUser[] = [];
+      const out: S.StoredUser[] = [];
       names.forEach((n, i) => {
         const h = hs[i];
         if (h) out.push(toUser(n, h));
@@ -568,7 +553,7 @@ export class RedisStore implements Store {
     return Number(r) === 1;
   }
 
-  async usersChangedSince(version: number): Promise<{ changed: StoredUser[]; deleted: string[]; version: number }> {
+  async usersChangedSince(version: number): Promise<{ changed: S.StoredUser[]; deleted: string[]; version: number }> {
     return this.run('users', async (c) => {
       // The counter first: a write landing between the reads is seen now or by the next call, never lost.
       const now = Number((await c.get(this.keys.usersVersion)) ?? 0);
@@ -578,7 +563,7 @@ export class RedisStore implements Store {
         c,
         names.map((n) => this.keys.user(n)),
       );
-      const changed: StoredUser[] = [];
+      const changed: S.StoredUser[] = [];
       names.forEach((n, i) => {
         const h = hs[i];
         if (h) changed.push(toUser(n, h));
@@ -611,19 +596,19 @@ export class RedisStore implements Store {
   }
 
   // ── event outbox (redis-events.ts) ──
-  async appendEvent(event: NewEvent): Promise<EventRecord | undefined> {
+  async appendEvent(event: S.NewEvent): Promise<S.EventRecord | undefined> {
     return this.run('events', (c) => outbox.appendEvent((name, args) => callScript(c, name, args), this.eventKeys, event, this.now()));
   }
 
-  async listEvents(filter?: { since?: number; limit?: number }): Promise<EventRecord[]> {
+  async listEvents(filter?: { since?: number; limit?: number }): Promise<S.EventRecord[]> {
     return this.run('events', (c) => outbox.listEvents(c, this.eventKeys, filter));
   }
 
-  async claimEvents(now: number, leaseMs: number, limit: number): Promise<EventRecord[]> {
+  async claimEvents(now: number, leaseMs: number, limit: number): Promise<S.EventRecord[]> {
     return this.run('events', (c) => outbox.claimEvents(c, (name, args) => callScript(c, name, args), this.eventKeys, now, leaseMs, limit));
   }
 
-  async settleEvent(id: number, outcome: EventSettlement): Promise<void> {
+  async settleEvent(id: number, outcome: S.EventSettlement): Promise<void> {
     await this.run(`event ${id}`, (c) => outbox.settleEvent(c, this.eventKeys, id, outcome));
   }
 
