@@ -89,9 +89,11 @@ async function startRedis(dir) {
 const SLOW_TIERS = ['test/e2e/', 'test/reliability/', 'test/bench/', 'test/fleet/', 'test/cli/'];
 const RUNS_A_DAEMON = /e2e\/(?:limits-)?harness\.ts|support\/rotor-process\.ts|'src\/cli\.ts'/;
 // Volume tests outside those folders are left out too: thousands of requests or rows to show a property
-// holds at scale (the token on 8,400 spellings, 2,400 malformed user bodies, 10,000 users, 100,000 log rows).
+// holds at scale (the token on 8,400 spellings, 2,400 malformed user bodies, 10,000 users, 100,000 log rows,
+// the sandbox's state file with 20,000 sub accounts).
 const VOLUME = [
   'test/admin/authz.test.ts',
+  'test/sim/persistence-writes.test.ts',
   'test/admin/users-fuzz.test.ts',
   'test/users/scale.test.ts',
   'test/connlog/query-speed.test.ts',

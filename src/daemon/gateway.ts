@@ -182,11 +182,8 @@ async function assembleRouting(config: Config, needs: Needs, ctx: AssemblyContex
     handshakeTimeoutMs: config.proxy.upstreamHandshakeTimeoutMs ?? config.proxy.connectTimeoutMs,
     hedgeAfterMs: config.proxy.hedgeAfterMs,
     upstreamTls,
-    // An upstream refused a user's account: its balance is read again (refusing or serving its customers).
-    onAccountRefused: (user: LocalUser, productNo: string) =>
-      void accounts.balances
-        .refresh(user.mainAccount, productNo, user.name)
-        .catch((err: unknown) => logger.warn({ user: user.name, err }, 'balance read after an account refusal failed')),
+    // An upstream refused a user's account: its balance, then its sub account, read again (once per burst).
+    onAccountRefused: (user: LocalUser, productNo: string) => void users.refusals.refused(user, productNo),
     ...clockOption(ctx),
     // abuse bounds: proxy logins (src/proxy/auth-*.ts) and the process's hashing bounds (src/users/password.ts)
     auth: config.proxy.auth,

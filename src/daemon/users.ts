@@ -11,6 +11,7 @@ import { configuredPorts } from '../config/ports.ts';
 import { boundUserSeries } from '../users/series.ts';
 import { SubAccounts } from '../users/sub-account.ts';
 import { SubAccountHealer } from '../accounts/heal.ts';
+import { AccountRefusalCheck } from '../accounts/refusal-check.ts';
 import { UserNotFoundError } from '../users/errors.ts';
 import type { AccountsPart } from './accounts.ts';
 import { clockOption, type AssemblyContext } from './lifecycle.ts';
@@ -19,6 +20,8 @@ export interface UsersPart {
   directory: Users;
   /** Re-creates a sub account the platform lost (src/accounts/heal.ts). */
   healer: SubAccountHealer;
+  /** An upstream refused a user's account: balance, then sub account, read again (src/accounts/refusal-check.ts). */
+  refusals: AccountRefusalCheck;
   changes: UserChanges;
   /** Expiries as they come (the directory's queue), taken by the user.expired watcher. */
   takeExpired(): { user: string; expiresAt: number }[];
@@ -80,5 +83,19 @@ export async function assembleUsers(config: Config, needs: Needs, ctx: AssemblyC
     ...clockOption(ctx),
   });
   accounts.limitSync.setHealer(healer);
-  return { directory, healer, changes, takeExpired: () => expired.splice(0), reservePorts: (ports) => (ownPorts = portsByNumber(ports)) };
+  const refusals = new AccountRefusalCheck({
+    balances: accounts.balances,
+    readSubAccount: (user, productNo) => needs.client.call('GetProxyUserInfo', { appUsername: user, productNo }),
+    healer,
+    logger,
+    ...clockOption(ctx),
+  });
+  return {
+    directory,
+    healer,
+    refusals,
+    changes,
+    takeExpired: () => expired.splice(0),
+    reservePorts: (ports) => (ownPorts = portsByNumber(ports)),
+  };
 }

@@ -181,6 +181,8 @@ class Association {
   private readonly queue: Array<{ msg: Buffer; header: number; up: boolean }> = [];
   private queuedBytes = 0;
   private waiting = false;
+  /** Held by the user's limiter while the association runs: disabling or deleting the user ends it, as it ends TCP relays. */
+  private readonly stopper = { stop: (): void => this.end('ok', 'stopped') };
 
   constructor(
     private readonly owner: UdpAssociations,
@@ -208,6 +210,7 @@ class Association {
     // The association's exit is not named by its reply (BND.ADDR is the UDP relay, not where datagrams leave).
     recordNode(conn, dialed.node, null);
     recordCarrying(conn, this.stream, () => this.end('ok', 'closed by the admin'));
+    this.limiter?.attach(this.stopper);
     control.on('close', () => this.end('ok', null));
     control.on('end', () => this.end('ok', null));
     dialed.socket.on('error', noop);
@@ -331,6 +334,7 @@ class Association {
   end(result: 'ok' | 'limited' | 'upstream_error' | 'shutdown', reason: string | null): void {
     if (this.over) return;
     this.over = true;
+    this.limiter?.detach(this.stopper);
     clearInterval(this.idle);
     this.queue.length = 0;
     this.queuedBytes = 0;

@@ -62,7 +62,8 @@ interface Entry {
   version: number;
   /** What the router sees; a new object on every change (invalidates the router's credential cache). */
   local: LocalUser;
-  limiter: UserLimiter;
+  /** Made on the user's first admission (limiter()): most stored users never connect to this daemon. */
+  limiter: UserLimiter | null;
   expiresAt: number | null;
   /** SHA-256 of the password last verified (or set) in this process; memory only. */
   verified: Buffer | null;
@@ -131,6 +132,7 @@ export class Users implements UserDirectory {
   private markedNames = new Set<string>();
   private readonly expiries = new DueQueue();
   private readonly expiredListeners: ((user: string, expiresAt: number) => void)[] = [];
+  private limiters = 0;
 
   constructor(private readonly options: UsersOptions) {
     this.store = options.store;
@@ -170,8 +172,22 @@ export class Users implements UserDirectory {
     });
   }
 
+  /** The user's live limiter, made on first use with the record's rate and cap; undefined for an unknown name. */
   limiter(name: string): UserLimiter | undefined {
-    return this.entries.get(name)?.limiter;
+    const e = this.entries.get(name);
+    if (e === undefined) return undefined;
+    if (e.limiter === null) {
+      e.limiter = new UserLimiter(name);
+      e.limiter.setRate(e.data.rateBytesPerSec);
+      e.limiter.maxConnections = e.data.maxConnections;
+      this.limiters++;
+    }
+    return e.limiter;
+  }
+
+  /** Limiters made so far (users admitted at least once since start and not removed). */
+  get limitersHeld(): number {
+    return this.limiters;
   }
 
   /** Why a known user may not connect now (disabled, expired), or undefined. */
@@ -291,7 +307,7 @@ export class Users implements UserDirectory {
     for (const t of this.timers) clearInterval(t);
     this.timers = [];
     await Promise.allSettled([this.resuming, this.following]);
-    for (const e of this.entries.values()) e.limiter.close();
+    for (const e of this.entries.values()) e.limiter?.close();
   }
 
   // ── admin operations ──
@@ -616,9 +632,11 @@ export class Users implements UserDirectory {
     }
     const before = this.entries.get(s.name);
     if (before === undefined) this.index.added(s.name);
-    const limiter = before?.limiter ?? new UserLimiter(s.name);
-    limiter.setRate(data.rateBytesPerSec);
-    limiter.maxConnections = data.maxConnections;
+    const limiter = before?.limiter ?? null;
+    if (limiter !== null) {
+      limiter.setRate(data.rateBytesPerSec);
+      limiter.maxConnections = data.maxConnections;
+    }
     const local: LocalUser = {
       name: s.name,
       password: s.passwordHash,
@@ -666,7 +684,8 @@ export class Users implements UserDirectory {
     this.intents.delete(name);
     if (e.data.metrics) this.setMarked(name, false);
     this.accounting.removeUser(name);
-    e.limiter.close();
+    if (e.limiter !== null) this.limiters--;
+    e.limiter?.close();
   }
 
   private async applyAccounting(e: Entry): Promise<void> {
@@ -680,7 +699,7 @@ export class Users implements UserDirectory {
   }
 
   private stopRunning(e: Entry, why: string): void {
-    const n = e.limiter.stopAll();
+    const n = e.limiter?.stopAll() ?? 0;
     if (n > 0) this.logger?.info({ user: e.data.name, connections: n, why }, "closed the user's open connections");
   }
 
@@ -690,7 +709,7 @@ export class Users implements UserDirectory {
       const e = this.entries.get(due.name);
       // A stale entry: the user is gone, or its expiry changed since (the new one is queued too).
       if (e === undefined || e.expiresAt !== due.at) continue;
-      if (e.limiter.running > 0) this.stopRunning(e, 'expired');
+      if ((e.limiter?.running ?? 0) > 0) this.stopRunning(e, 'expired');
       for (const l of this.expiredListeners) l(due.name, due.at);
     }
   }

@@ -16,7 +16,10 @@ describe('a sub account the platform lost is made again', () => {
     target = await startTarget();
     gw = await startGateway({
       config: {
-        pool: { lowWater: 1, drawBatch: 1 },
+        // No connections opened ahead (one authenticated before the deletion would still serve), and neither
+        // timer heals within the test: only what the refusal itself starts can.
+        pool: { lowWater: 1, drawBatch: 1, warm: { perNode: 0 } },
+        accounts: { limitSyncMs: 600_000, balancePollMs: 600_000 },
         proxy: { retries: 2 },
         users: [
           { name: 'ivan', password: 'ivan-pw', mainAccount: 'shop1' },
@@ -31,6 +34,9 @@ describe('a sub account the platform lost is made again', () => {
     await target?.close();
   });
 
+  const simCalls = async (): Promise<Record<string, number>> =>
+    (await (await fetch(`${gw.daemon.sim!.baseUrl}/sim/calls`)).json()) as Record<string, number>;
+
   const subExists = async (name: string): Promise<boolean> => {
     const res = await fetch(`${gw.daemon.sim!.baseUrl}/sim/accounts`);
     const mains = (await res.json()) as { subs: { appUsername: string }[] }[];
@@ -40,20 +46,30 @@ describe('a sub account the platform lost is made again', () => {
   test('deleted on the platform: the next draw re-creates it and the user serves', async () => {
     const first = await curl([...viaSocks5h(gw.ports.socks5, 'ivan', 'ivan-pw'), target.url('/hello')]);
     assert.equal(first.exitCode, 0, first.stderr);
+    const callsBefore = await simCalls();
     const del = await fetch(`${gw.daemon.sim!.baseUrl}/sim/accounts/ivan`, { method: 'DELETE' });
     assert.equal(del.status, 200);
     assert.equal(await subExists('ivan'), false);
-    // Every node drawn before the deletion is refused by the platform now; the pool draws again.
+    // The nodes drawn before the deletion carry the lost account's credentials: their upstream refuses them.
+    // That refusal has the balance read, then the sub account, which is found missing and made again at once
+    // (not at the next limit sync, a minute later); the same nodes then serve again.
+    let attempts = 0;
     const ok = await waitFor(
       async () => {
+        attempts++;
         const r = await curl([...viaSocks5h(gw.ports.socks5, 'ivan', 'ivan-pw'), target.url('/hello')]);
         // Connections opened ahead to nodes drawn before the deletion may still serve: until the account is back.
         return r.exitCode === 0 && (await subExists('ivan')) ? r : undefined;
       },
-      30_000,
+      20_000,
       'ivan served again',
     );
     assert.equal(ok.exitCode, 0);
+    const calls = await simCalls();
+    const made = (op: string) => (calls[op] ?? 0) - (callsBefore[op] ?? 0);
+    // However many connections were refused meanwhile, the platform was asked once or twice, not per connection.
+    assert.ok(made('ProxyInfo') <= 2, `ProxyInfo calls after ${attempts} attempts: ${made('ProxyInfo')}`);
+    assert.ok(made('GetProxyUserInfo') <= 2, `GetProxyUserInfo calls: ${made('GetProxyUserInfo')}`);
     assert.equal(await subExists('ivan'), true, 'the sub account is back on the platform');
     assert.equal(await gw.metric('rotor_sub_account_heals_total', { outcome: 'created' }), 1, 'healed once');
     assert.match(log.text(), /"user":"ivan"[^\n]*lost the sub account: re-created/);

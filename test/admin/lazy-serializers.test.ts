@@ -4,7 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import Fastify from 'fastify';
-import { buildLazySerializer } from '../../src/admin/lazy-serializers.ts';
+import { buildLazySerializer, lazySerializers } from '../../src/admin/lazy-serializers.ts';
 
 function server() {
   return Fastify({ logger: false, schemaController: { compilersFactory: { buildSerializer: buildLazySerializer } } });
@@ -37,5 +37,31 @@ test('no serializer is compiled at ready(): a schema the compiler refuses fails 
   await app.ready();
   assert.equal((await app.inject({ url: '/ok' })).statusCode, 200);
   assert.equal((await app.inject({ url: '/x' })).statusCode, 500);
+  await app.close();
+});
+
+test('a route named to be warmed has its 2xx serializer compiled right after ready(), before any request', async () => {
+  const compiled: string[] = [];
+  let done: () => void = () => undefined;
+  const warmed = new Promise<void>((resolve) => (done = resolve));
+  const build = lazySerializers({
+    warm: ['GET /users'],
+    onCompiled: (route) => {
+      compiled.push(route);
+      if (route === 'GET /users 200') done();
+    },
+  });
+  const app = Fastify({ logger: false, schemaController: { compilersFactory: { buildSerializer: build } } });
+  const schema = { response: { 200: { type: 'object', properties: { n: { type: 'integer' } } }, 404: { type: 'object' } } };
+  app.get('/users', { schema }, async () => ({ n: 1 }));
+  app.get('/other', { schema }, async () => ({ n: 2 }));
+  await app.ready();
+  await warmed;
+  // Only the named route's success answer: the rest stay lazy.
+  assert.deepEqual(compiled, ['GET /users 200']);
+  assert.equal((await app.inject({ url: '/users' })).body, '{"n":1}');
+  assert.deepEqual(compiled, ['GET /users 200'], 'the request used the warmed serializer');
+  assert.equal((await app.inject({ url: '/other' })).body, '{"n":2}');
+  assert.deepEqual(compiled, ['GET /users 200', 'GET /other 200']);
   await app.close();
 });

@@ -400,6 +400,11 @@ describe('dashboard in Chromium', () => {
     await page.getByRole('navigation', { name: 'pages of users' }).getByRole('button', { name: 'Next' }).click();
     await page.locator('tr[data-user="pg104"]').waitFor();
     assert.equal(await page.locator('tr[data-user]').count(), 5);
+    assert.equal(
+      (await page.getByTestId('page').textContent())?.replace(/\s+/g, ' ').trim(),
+      'page 2: pg100 – pg104 of 105 users',
+      'the pager names the page, its first and last user and the count',
+    );
     assert.ok(
       asked.some((q) => /after=pg099/.test(q)),
       'the next page asked after the last name',

@@ -132,6 +132,26 @@ describe('SOCKS5 UDP ASSOCIATE', () => {
     assert.notEqual((await associate(gw.ports.socks5, 'dora', 'dora-pass')).reply, 0);
   });
 
+  test('a user disabled through the admin API has its association ended at once, like its TCP tunnels', async () => {
+    const made = await gw.admin('/v1/users', {
+      body: { name: 'udpoff', password: 'udpoff-pass', mainAccount: 'shop1', rules: { allowHosts: ['127.0.0.0/8'] } },
+    });
+    assert.equal(made.status, 201, JSON.stringify(made.body));
+    const { reply, a } = await associate(gw.ports.socks5, 'udpoff', 'udpoff-pass');
+    assert.equal(reply, 0);
+    a!.send(Buffer.from('before'), to());
+    await poll(() => a!.received.length >= 1, { timeoutMs: 15_000, what: 'an echo before the user is disabled' });
+    const closed = new Promise<number>((r) => a!.control.once('close', () => r(Date.now())));
+    const t0 = Date.now();
+    const off = await gw.admin('/v1/users/udpoff', { method: 'PATCH', body: { enabled: false } });
+    assert.equal(off.status, 200, JSON.stringify(off.body));
+    // Bounded: the 5 s only turns an association that is never ended into a clear failure.
+    const at = await Promise.race([closed, new Promise<number>((r) => setTimeout(() => r(-1), 5000))]);
+    a!.udp.close();
+    assert.ok(at > 0, 'the association was not ended');
+    assert.ok(at - t0 < 1000, `ended after ${at - t0} ms`);
+  });
+
   test('fuzzed UDP headers are dropped; the association and the daemon carry on', async () => {
     const { a } = await associate(gw.ports.socks5, 'alice', 'alice-pass');
     try {

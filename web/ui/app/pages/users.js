@@ -165,8 +165,7 @@ export function UsersPage() {
         Previous
       </button>
       <small class="muted" data-testid="page"
-        >page
-        ${cursors.length}${list.length ? `: ${list[0].name} – ${list[list.length - 1].name}` : ''}${users.data?.total ? ` of ${count(Number(users.data.total))} users` : ''}</small
+        >${`page ${cursors.length}`}${list.length ? `: ${list[0].name} – ${list[list.length - 1].name}` : ''}${users.data?.total ? ` of ${count(Number(users.data.total))} users` : ''}</small
       >
       <button type="button" class="secondary small" disabled=${!next} onClick=${() => setCursors((c) => [...c, next])}>Next</button>
     </nav>
