@@ -2,7 +2,7 @@
 // (2 mark-compacts per 2 GiB relayed instead of 20-27) is a benchmark figure, in docs/benchmarks.md "M3".
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { tuneHeapGrowth } from '../../src/startup/heap.ts';
+import { tuneHeapGrowth, tuneScavenges } from '../../src/startup/heap.ts';
 
 test('a --heap-growing-percent given to node wins over the daemon’s own', () => {
   assert.equal(tuneHeapGrowth(['--heap-growing-percent=50']), false);
@@ -11,4 +11,11 @@ test('a --heap-growing-percent given to node wins over the daemon’s own', () =
 
 test('without one the daemon sets its own', () => {
   assert.equal(tuneHeapGrowth(['--max-semi-space-size=4']), true);
+});
+
+test('scavenges run on the main thread alone unless node was told otherwise', () => {
+  assert.equal(tuneScavenges(['--parallel-scavenge']), false);
+  assert.equal(tuneScavenges(['--no-parallel-scavenge']), false);
+  assert.equal(tuneScavenges(['--no_parallel_scavenge']), false);
+  assert.equal(tuneScavenges(['--max-semi-space-size=4']), true);
 });
