@@ -4,7 +4,10 @@
 // counted too. Prints KB allocated per request and the functions that allocate most (bytes per request).
 // Allocation is what the scavenger pays for; it is steadier than CPU time on a shared machine.
 //
-//   node --import tsx bench/alloc.ts [--minimal] [--case M1|connect|socks5] [--seconds 3] [--top 30]
+//   node --import tsx bench/alloc.ts [--minimal] [--case M1|connect|socks5] [--seconds 3] [--top 30] [--callers NAME]
+//
+// --callers NAME: also the call paths (4 frames up) into the functions whose printed name contains NAME, by
+// bytes (e.g. `--callers 'Map :'` for which code grows Maps).
 import { fork } from 'node:child_process';
 import { once } from 'node:events';
 import { join } from 'node:path';
@@ -24,6 +27,7 @@ const { values } = parseArgs({
     seconds: { type: 'string', default: '3' },
     top: { type: 'string', default: '30' },
     case: { type: 'string', default: 'M1' },
+    callers: { type: 'string' },
   },
 });
 const kind = values.case.toLowerCase();
@@ -127,19 +131,30 @@ try {
   const { profile } = await call<{ profile: { head: ProfileNode } }>('HeapProfiler.stopSampling');
   const byFunction = new Map<string, number>();
   let total = 0;
-  const walk = (n: ProfileNode): void => {
+  const paths = new Map<string, number>();
+  const walk = (n: ProfileNode, stack: string[]): void => {
     const f = n.callFrame;
     const name = `${f.functionName || '(anonymous)'} ${f.url.replace(/^.*\/(dist|node_modules|bench)\//, '$1/')}:${f.lineNumber + 1}`;
     total += n.selfSize;
     byFunction.set(name, (byFunction.get(name) ?? 0) + n.selfSize);
-    for (const c of n.children) walk(c);
+    if (values.callers !== undefined && n.selfSize > 0 && name.includes(values.callers)) {
+      const path = [name, ...stack.slice(-4).reverse()].join(' <- ');
+      paths.set(path, (paths.get(path) ?? 0) + n.selfSize);
+    }
+    stack.push(name);
+    for (const c of n.children) walk(c, stack);
+    stack.pop();
   };
-  walk(profile.head);
+  walk(profile.head, []);
   process.stdout.write(
     `${values.minimal ? 'minimal gateway' : 'rotor start'}: ${ops} ${per}s (${kind}), ${(total / ops / 1024).toFixed(1)} KB allocated per ${per}\n`,
   );
   for (const [name, bytes] of [...byFunction].sort((a, b) => b[1] - a[1]).slice(0, Number(values.top))) {
     process.stdout.write(`${(bytes / ops).toFixed(0).padStart(7)} B/${per}  ${name}\n`);
+  }
+  if (paths.size > 0) process.stdout.write(`-- call paths into "${values.callers}"\n`);
+  for (const [path, bytes] of [...paths].sort((a, b) => b[1] - a[1]).slice(0, Number(values.top))) {
+    process.stdout.write(`${(bytes / ops).toFixed(0).padStart(7)} B/${per}  ${path}\n`);
   }
 } finally {
   ws.close();

@@ -26,7 +26,7 @@ export function createConnectionLog(setup: ConnectionLogSetup): ConnectionLogSer
     : undefined;
   // Before any connection of this process is checkpointed as `open`: those left by a daemon killed are `lost`.
   store
-    ?.settleOpen?.()
+    ?.settleOpen()
     .then((n) => {
       if (n > 0) setup.logger?.warn({ records: n }, 'connections open when the daemon last ended without a stop are recorded as lost');
     })

@@ -15,7 +15,11 @@ export interface StatePart {
 
 export async function assembleState(config: Config, ctx: AssemblyContext): Promise<StatePart> {
   const fleetConfig = config.fleet;
-  const backends = await openBackends(config.store.path, { prefix: fleetConfig.prefix, logger: ctx.logger.child({ component: 'store' }) });
+  const backends = await openBackends(config.store.path, {
+    prefix: fleetConfig.prefix,
+    aliveTtlMs: fleetConfig.aliveTtlMs,
+    logger: ctx.logger.child({ component: 'store' }),
+  });
   ctx.stops.onStop('store', () => backends.close());
   const shared = backends.fleet;
   if (shared === undefined) return { backends, fleet: undefined, fleetParts: undefined };

@@ -5,10 +5,15 @@
 // TCP_NOTSENT_LOWAT bounds what the kernel holds not yet sent, without fixing the buffer's size (so a client
 // that reads keeps the kernel's autotuned throughput). Node has no setsockopt; `sockopt` (N-API) provides it.
 import { createRequire } from 'node:module';
-import type { Socket } from 'node:net';
+import type { Server, Socket } from 'node:net';
 
 interface SockOpt {
   setsockopt(socket: unknown, level: number, name: number, value: number): void;
+}
+
+/** What an accepted socket knows of where it was accepted (node sets `server` on every socket a net.Server accepts). */
+interface Accepted {
+  server?: (Server & { _handle?: object | null }) | null;
 }
 
 const IPPROTO_TCP = 6;
@@ -37,12 +42,26 @@ export function unsentLimiter(bytes: number): { limit?: (socket: Socket) => void
   if (option === undefined) return { why: `TCP_NOTSENT_LOWAT is not known on ${process.platform}` };
   const lib = load();
   if (!lib) return { why: 'the sockopt module could not be loaded' };
+  // Listening sockets (by their handle: a server that listens again has a new one) that carry the bound: Linux
+  // and macOS copy a listener's TCP options into each socket it accepts, so from its second client on a
+  // listener's sockets need no call of their own (a native call per connection, measurable per tunnel).
+  const listeners = new WeakSet<object>();
   return {
     limit(socket: Socket): void {
+      const server = (socket as Accepted).server;
+      const handle = server?._handle;
+      if (handle && listeners.has(handle)) return;
       try {
         lib.setsockopt(socket, IPPROTO_TCP, option, bytes);
       } catch {
         // A socket already closed (no handle) or not TCP: nothing is buffered for it.
+      }
+      if (!handle) return;
+      try {
+        lib.setsockopt(server, IPPROTO_TCP, option, bytes);
+        listeners.add(handle);
+      } catch {
+        // Not a TCP listener (a pipe): each of its sockets keeps being set on its own.
       }
     },
   };

@@ -27,6 +27,9 @@ export const RECORD_RESULTS: readonly RecordResult[] = [
   'lost',
 ];
 
+/** The reason of a record settled `lost` (ConnectionLogStore.settleOpen). */
+export const LOST_REASON = 'open when its daemon ended without a stop; bytes as of its last checkpoint';
+
 /** Results that are no failure in the rollups' `failures`: a connection that relayed and was cut or is running. */
 export function isFailure(result: RecordResult): boolean {
   return result !== 'ok' && result !== 'shutdown' && result !== 'open' && result !== 'lost';
@@ -182,11 +185,14 @@ export interface ConnectionLogStore {
   prune(limits: RetentionLimits): Promise<number>;
   count(): Promise<number>;
   /**
-   * At start, before any connection: `open` records left by a daemon that died without a stop (SIGKILL, power
-   * loss) become `lost`, their bytes (the last checkpoint's) kept; resolves with how many. Absent on a store
-   * a fleet shares, where an `open` record may be a running peer's.
+   * Called at start, before this daemon's first connection: `open` records left by a daemon that died without
+   * a stop (SIGKILL, power loss) become `lost`, their bytes (the last checkpoint's) kept, reason LOST_REASON;
+   * resolves with how many. A running daemon's `open` records are left alone: on a store a fleet shares, each
+   * daemon's open records are its own while its lease lives (renewed every third of fleet.aliveTtlMs), and
+   * the store goes on settling those of daemons whose lease lapsed for as long as it is open. A record settled
+   * `lost` is still replaced by its connection's next one (a daemon that was only stalled past its lease).
    */
-  settleOpen?(): Promise<number>;
+  settleOpen(): Promise<number>;
   /** Records held and their bytes (recordSize). */
   footprint(): Promise<RecordFootprint>;
 }

@@ -6,6 +6,7 @@
 //   P connlog:held             hash         bytes -> recordSize() summed over the records held
 //   P usage:<g>:<period>       hash         <user>|up, |down, |n, |f counters of one hour or day
 //   P usage:<g>:periods        sorted set   the periods that have a hash, scored by period
+//   P connlog:open, :owners                 whose the \`open\` records are (redis-open-records.ts)
 // Bounded like SQLite: a batch is one MULTI whose script writes the records and, when the log would pass
 // log.access.maxRecords or maxSize, removes the oldest in the same step, so no reader (of any daemon of the
 // fleet) ever sees more. Retention on the timer trims by age and by count (the oldest first).
@@ -14,9 +15,8 @@
 import type { Redis } from 'ioredis';
 import type { RedisConnection } from './redis-connection.ts';
 import { foldRollups } from './connection-log-rollup.ts';
+import { NOW_LUA, SIZE_LUA, type OpenRecordOwner } from './redis-open-records.ts';
 import {
-  RECORD_FIXED_BYTES,
-  RECORD_TEXT_FIELDS,
   recordSize,
   type ConnectionLogStore,
   type ConnectionQuery,
@@ -32,48 +32,39 @@ import {
 /** Records read per round trip while filtering. */
 const SCAN_PAGE = 500;
 
-const SIZE_LUA = `
-local FIELDS = {${RECORD_TEXT_FIELDS.map((f) => `'${f}'`).join(', ')}}
-local function size(json)
-  local r = cjson.decode(json)
-  local n = ${RECORD_FIXED_BYTES}
-  for _, f in ipairs(FIELDS) do
-    local v = r[f]
-    if type(v) == 'string' then n = n + #v end
-  end
-  return n
-end
-local function held(rec, totals)
-  local b = redis.call('HGET', totals, 'bytes')
-  if b then return tonumber(b) end
-  -- A log written before the byte count existed: counted once.
-  local sum, cursor = 0, '0'
-  repeat
-    local page = redis.call('HSCAN', rec, cursor, 'COUNT', 1000)
-    cursor = page[1]
-    for i = 2, #page[2], 2 do sum = sum + size(page[2][i]) end
-  until cursor == '0'
-  return sum
-end
-`;
-
-// KEYS: idx, rec, held. ARGV: maxRecords, maxBytes, then per record: startedAt, id, JSON, recordSize.
-// A stored record is replaced only when it is an \`open\` checkpoint. Returns the records removed to make room.
-const APPEND = `${SIZE_LUA}
+// KEYS: idx, rec, held, open, owners. ARGV: maxRecords, maxBytes, owner, lease ms, then per record: startedAt,
+// id, JSON, recordSize, 1 when it is \`open\`. A stored record is replaced only when it is an \`open\` checkpoint
+// (or was settled \`lost\` while its daemon stalled). Open records are the owner's, its lease renewed with them.
+// Returns the records removed to make room.
+const APPEND = `${SIZE_LUA}${NOW_LUA}
 local maxRecords, maxBytes = tonumber(ARGV[1]), tonumber(ARGV[2])
 local b = held(KEYS[2], KEYS[3])
-for i = 3, #ARGV, 4 do
+local anyOpen = false
+for i = 5, #ARGV, 5 do
   local id, json = ARGV[i + 1], ARGV[i + 2]
   local old = redis.call('HGET', KEYS[2], id)
+  local written = true
   if not old then
     redis.call('ZADD', KEYS[1], ARGV[i], id)
     redis.call('HSET', KEYS[2], id, json)
     b = b + tonumber(ARGV[i + 3])
-  elseif cjson.decode(old).result == 'open' then
-    redis.call('HSET', KEYS[2], id, json)
-    b = b + tonumber(ARGV[i + 3]) - size(old)
+  else
+    local was = cjson.decode(old).result
+    if was == 'open' or was == 'lost' then
+      redis.call('HSET', KEYS[2], id, json)
+      b = b + tonumber(ARGV[i + 3]) - size(old)
+    else
+      written = false
+    end
+  end
+  if written and ARGV[i + 4] == '1' then
+    redis.call('HSET', KEYS[4], id, ARGV[3])
+    anyOpen = true
+  elseif written then
+    redis.call('HDEL', KEYS[4], id)
   end
 end
+if anyOpen then redis.call('ZADD', KEYS[5], nowMs() + tonumber(ARGV[4]), ARGV[3]) end
 local n = redis.call('ZCARD', KEYS[1])
 local removed = 0
 while n > maxRecords or (b > maxBytes and n > 0) do
@@ -86,6 +77,7 @@ while n > maxRecords or (b > maxBytes and n > 0) do
   for _, t in ipairs(texts) do if t then b = b - size(t) end end
   redis.call('ZREM', KEYS[1], unpack(ids))
   redis.call('HDEL', KEYS[2], unpack(ids))
+  redis.call('HDEL', KEYS[4], unpack(ids))
   n = n - #ids
   removed = removed + #ids
 end
@@ -93,7 +85,7 @@ redis.call('HSET', KEYS[3], 'bytes', b)
 return removed
 `;
 
-// KEYS: idx, rec, held. ARGV: ids. Removes them and their bytes; returns how many were held.
+// KEYS: idx, rec, held, open. ARGV: ids. Removes them and their bytes; returns how many were held.
 const REMOVE = `${SIZE_LUA}
 local b = held(KEYS[2], KEYS[3])
 local texts = redis.call('HMGET', KEYS[2], unpack(ARGV))
@@ -101,6 +93,7 @@ local n = 0
 for _, t in ipairs(texts) do if t then b = b - size(t); n = n + 1 end end
 redis.call('ZREM', KEYS[1], unpack(ARGV))
 redis.call('HDEL', KEYS[2], unpack(ARGV))
+redis.call('HDEL', KEYS[4], unpack(ARGV))
 redis.call('HSET', KEYS[3], 'bytes', b)
 return n
 `;
@@ -113,8 +106,8 @@ return b
 `;
 
 const SCRIPTS = {
-  rotorConnlogAppend: { numberOfKeys: 3, lua: APPEND },
-  rotorConnlogRemove: { numberOfKeys: 3, lua: REMOVE },
+  rotorConnlogAppend: { numberOfKeys: 5, lua: APPEND },
+  rotorConnlogRemove: { numberOfKeys: 4, lua: REMOVE },
   rotorConnlogHeld: { numberOfKeys: 2, lua: HELD },
 } as const;
 
@@ -134,17 +127,23 @@ export class RedisConnectionLog implements ConnectionLogStore {
   private readonly idx: string;
   private readonly rec: string;
   private readonly held: string;
+  private readonly open: string;
+  private readonly prefix: string;
   private readonly bounds: RecordBounds;
 
   constructor(
     private readonly redis: RedisConnection,
-    private readonly prefix: string,
+    private readonly owner: OpenRecordOwner,
     bounds: Partial<RecordBounds> = {},
   ) {
-    this.idx = `${prefix}connlog:idx`;
-    this.rec = `${prefix}connlog:rec`;
-    this.held = `${prefix}connlog:held`;
+    ({ idx: this.idx, rec: this.rec, held: this.held, open: this.open, prefix: this.prefix } = owner.keys);
     this.bounds = { ...UNBOUNDED, ...bounds };
+  }
+
+  /** Settles the open records of daemons whose lease lapsed now, and from now on every lease's life. */
+  async settleOpen(): Promise<number> {
+    this.owner.keep();
+    return this.owner.settle();
   }
 
   private periods(g: Granularity): string {
@@ -160,8 +159,17 @@ export class RedisConnectionLog implements ConnectionLogStore {
     await this.redis.run('connlog append', async (c) => {
       const m = scripted(c).multi() as Scripted<ReturnType<Redis['multi']>>;
       if (records.length > 0) {
-        const args: (string | number)[] = [this.idx, this.rec, this.held, this.bounds.maxRecords, this.bounds.maxBytes];
-        for (const r of records) args.push(r.startedAt, r.id, JSON.stringify(r), recordSize(r));
+        const { owner } = this;
+        const args: (string | number)[] = [this.idx, this.rec, this.held, this.open, owner.keys.owners];
+        args.push(this.bounds.maxRecords, this.bounds.maxBytes, owner.id, owner.leaseMs);
+        let open = 0;
+        for (const r of records) {
+          const isOpen = r.result === 'open' ? 1 : 0;
+          open |= isOpen;
+          args.push(r.startedAt, r.id, JSON.stringify(r), recordSize(r), isOpen);
+        }
+        // Its open records' lease is renewed from now on.
+        if (open === 1) owner.keep();
         void m.rotorConnlogAppend(...args);
       }
       for (const u of usage ?? foldRollups(records)) {
@@ -264,7 +272,7 @@ export class RedisConnectionLog implements ConnectionLogStore {
   private async remove(ids: string[]): Promise<number> {
     for (let i = 0; i < ids.length; i += SCAN_PAGE) {
       const slice = ids.slice(i, i + SCAN_PAGE);
-      await this.redis.run('connlog prune', (c) => scripted(c).rotorConnlogRemove(this.idx, this.rec, this.held, ...slice));
+      await this.redis.run('connlog prune', (c) => scripted(c).rotorConnlogRemove(this.idx, this.rec, this.held, this.open, ...slice));
     }
     return ids.length;
   }

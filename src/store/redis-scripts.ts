@@ -75,20 +75,45 @@ redis.call('SREM', KEYS[2], ARGV[1])
 return 1
 `;
 
+// One user write: the record's hash, the live and gone zsets, the version counter; the name, data, password
+// hash, state, now, mode ('' none, 'absent', 'version') and expected version. Returns the version written, or
+// a conflict's message (nothing written).
+const PUT_ONE_USER = `
+local function putUser(key, live, gone, counter, name, data, hash, state, now, mode, expected)
+  local exists = redis.call('EXISTS', key) == 1
+  if mode == 'absent' and exists then return nil, 'ROTOR_CONFLICT user ' .. name .. ' exists' end
+  if mode == 'version' then
+    local v = exists and redis.call('HGET', key, 'version') or '-1'
+    if v ~= expected then return nil, 'ROTOR_CONFLICT user ' .. name .. ' changed meanwhile' end
+  end
+  local version = redis.call('INCR', counter)
+  redis.call('HSET', key, 'data', data, 'passwordHash', hash, 'state', state, 'version', version, 'updatedAt', now)
+  redis.call('ZADD', live, version, name)
+  redis.call('ZREM', gone, name)
+  return version
+end
+`;
+
 // KEYS: user hash, live zset, gone zset, version counter. ARGV: name, data, passwordHash, state, now,
 // mode ('' none, 'absent', 'version'), expected version.
-export const PUT_USER = `
-local exists = redis.call('EXISTS', KEYS[1]) == 1
-if ARGV[6] == 'absent' and exists then return redis.error_reply('ROTOR_CONFLICT user ' .. ARGV[1] .. ' exists') end
-if ARGV[6] == 'version' then
-  local v = exists and redis.call('HGET', KEYS[1], 'version') or '-1'
-  if v ~= ARGV[7] then return redis.error_reply('ROTOR_CONFLICT user ' .. ARGV[1] .. ' changed meanwhile') end
-end
-local version = redis.call('INCR', KEYS[4])
-redis.call('HSET', KEYS[1], 'data', ARGV[2], 'passwordHash', ARGV[3], 'state', ARGV[4], 'version', version, 'updatedAt', ARGV[5])
-redis.call('ZADD', KEYS[2], version, ARGV[1])
-redis.call('ZREM', KEYS[3], ARGV[1])
+export const PUT_USER = `${PUT_ONE_USER}
+local version, conflict = putUser(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7])
+if conflict then return redis.error_reply(conflict) end
 return version
+`;
+
+// Many user writes as one script (nothing of another client runs between them), in order, as SQLite's one
+// transaction. KEYS: live zset, gone zset, version counter, then each write's user hash. ARGV: now, then per
+// write: name, data, passwordHash, state, mode, expected version. Returns per write its version, or 0 for a
+// conflict (that write alone is not made).
+export const PUT_USERS = `${PUT_ONE_USER}
+local out = {}
+for i = 4, #KEYS do
+  local a = 2 + (i - 4) * 6
+  local version = putUser(KEYS[i], KEYS[1], KEYS[2], KEYS[3], ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[1], ARGV[a + 4], ARGV[a + 5])
+  out[#out + 1] = version or 0
+end
+return out
 `;
 
 // KEYS: user hash, live zset, gone zset, version counter. ARGV: name.
@@ -118,7 +143,7 @@ return 1
 `;
 
 /** Registers Lua scripts on a client once (ioredis sends EVALSHA and falls back to EVAL itself). */
-export function defineScripts(client: Redis, scripts: Record<string, { numberOfKeys: number; lua: string }>): void {
+export function defineScripts(client: Redis, scripts: Record<string, { numberOfKeys?: number; lua: string }>): void {
   const defined = client as unknown as Record<string, unknown>;
   for (const [name, s] of Object.entries(scripts)) if (typeof defined[name] !== 'function') client.defineCommand(name, s);
 }

@@ -9,6 +9,7 @@
 import type { Redis } from 'ioredis';
 import type { ConnectionLogStore, RecordBounds } from './connection-log-types.ts';
 import { RedisConnectionLog } from './redis-connection-log.ts';
+import { OpenRecordOwner } from './redis-open-records.ts';
 import type { FleetState } from './fleet-state.ts';
 import { RedisFleetState } from './redis-fleet.ts';
 import { FINAL_ORDER_STATUS } from '../platform/order-status.ts';
@@ -20,6 +21,7 @@ import {
   MARK_CALLBACK,
   PUT_ORDER,
   PUT_USER,
+  PUT_USERS,
   RECORD_CALLBACK,
   UPDATE_JOURNAL,
   callScript,
@@ -28,20 +30,9 @@ import {
 import { RedisConnection, type RedisConnectionOptions } from './redis-connection.ts';
 import { DEFAULT_REDIS_PREFIX, RedisKeys } from './redis-keys.ts';
 import * as outbox from './redis-events.ts';
-import type { EventRecord, EventSettlement, NewEvent } from './events.ts';
-import type {
-  CallbackKey,
-  CallbackRecord,
-  InstanceFilter,
-  InstanceRecord,
-  JournalEntry,
-  JournalState,
-  OrderFilter,
-  OrderRecord,
-  Store,
-  StoredUser,
-  UsageRecord,
-} from './types.ts';
+// S: the records and the interface both drivers implement (src/store/types.ts).
+import type * as S from './types.ts';
+import { intentEntry } from './types.ts';
 
 export interface RedisStoreOptions extends Omit<RedisConnectionOptions, 'name'> {
   /** Key prefix shared by every daemon of the fleet; default `rotor:`. */
@@ -49,9 +40,11 @@ export interface RedisStoreOptions extends Omit<RedisConnectionOptions, 'name'> 
   /** Clock for timestamps (epoch ms); default Date.now. */
   now?: () => number;
   logger?: Logger;
+  /** The lease on this daemon's open connection records (fleet.aliveTtlMs); default 10 s. */
+  aliveTtlMs?: number;
 }
 
-const JOURNAL_STATES: readonly JournalState[] = ['intent', 'sent', 'accepted', 'rejected', 'unknown'];
+const JOURNAL_STATES: readonly S.JournalState[] = ['intent', 'sent', 'accepted', 'rejected', 'unknown'];
 
 type Hash = Record<string, string>;
 
@@ -62,6 +55,8 @@ const byKey = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
 
 const SCRIPTS = {
   rotorPutUser: { numberOfKeys: 4, lua: PUT_USER },
+  // Keys counted per call (the first argument): 3 + one per write.
+  rotorPutUsers: { lua: PUT_USERS },
   rotorDeleteUser: { numberOfKeys: 4, lua: DELETE_USER },
   rotorPutOrder: { numberOfKeys: 4, lua: PUT_ORDER },
   rotorAddIntent: { numberOfKeys: 3, lua: ADD_INTENT },
@@ -72,7 +67,7 @@ const SCRIPTS = {
 
 type ScriptName = keyof typeof SCRIPTS;
 
-function toOrder(appOrderNo: string, h: Hash): OrderRecord {
+function toOrder(appOrderNo: string, h: Hash): S.OrderRecord {
   return {
     appOrderNo,
     orderNo: h.orderNo ?? null,
@@ -86,13 +81,13 @@ function toOrder(appOrderNo: string, h: Hash): OrderRecord {
   };
 }
 
-function toJournal(merchantNo: string, h: Hash): JournalEntry {
+function toJournal(merchantNo: string, h: Hash): S.JournalEntry {
   return {
     merchantNo,
     operation: String(h.operation),
     request: parse(h.request),
     reqId: String(h.reqId),
-    state: h.state as JournalState,
+    state: h.state as S.JournalState,
     result: parse(h.result),
     orderNo: h.orderNo ?? null,
     attempts: Number(h.attempts),
@@ -101,11 +96,11 @@ function toJournal(merchantNo: string, h: Hash): JournalEntry {
   };
 }
 
-function toUsage(user: string, h: Hash): UsageRecord {
+function toUsage(user: string, h: Hash): S.UsageRecord {
   return { user, usedBytes: Number(h.used ?? 0), limitBytes: Number(h.limit ?? -1), updatedAt: Number(h.updatedAt ?? 0) };
 }
 
-function toUser(name: string, h: Hash): StoredUser {
+function toUser(name: string, h: Hash): S.StoredUser {
   return {
     name,
     data: parse(h.data),
@@ -116,7 +111,7 @@ function toUser(name: string, h: Hash): StoredUser {
   };
 }
 
-function toCallback(h: Hash): CallbackRecord & { seq: number } {
+function toCallback(h: Hash): S.CallbackRecord & { seq: number } {
   return {
     type: String(h.type),
     no: String(h.no),
@@ -138,11 +133,13 @@ function checkBytes(bytes: unknown, what: string): number {
   return Math.trunc(bytes);
 }
 
-export class RedisStore implements Store {
+export class RedisStore implements S.Store {
   readonly keys: RedisKeys;
   readonly connection: RedisConnection;
   private readonly now: () => number;
   private readonly eventKeys: outbox.EventKeys;
+  /** This daemon as the owner of its open connection records. */
+  private readonly openRecords: OpenRecordOwner;
 
   /** Does not connect: call `connect()` (openRedisStore does) before use. */
   constructor(url: string, options: RedisStoreOptions = {}) {
@@ -152,6 +149,7 @@ export class RedisStore implements Store {
     defineScripts(this.connection.client, SCRIPTS);
     defineScripts(this.connection.client, outbox.EVENT_SCRIPTS);
     this.eventKeys = outbox.eventKeys(this.keys.prefix);
+    this.openRecords = new OpenRecordOwner(this.connection, this.keys.prefix, options.aliveTtlMs ? { leaseMs: options.aliveTtlMs } : {});
   }
 
   /** Connects; rejects with StoreUnavailableError (code STORE_UNAVAILABLE) when Redis cannot be reached. */
@@ -182,7 +180,7 @@ export class RedisStore implements Store {
   }
 
   // ── orders ──
-  async putOrder(o: OrderRecord): Promise<void> {
+  async putOrder(o: S.OrderRecord): Promise<void> {
     const { keys, args } = this.putOrderCall(o);
     await this.run(`order ${o.appOrderNo}`, (c) => this.script(c, 'rotorPutOrder', [...keys, ...args])).catch((err: unknown) => {
       if (err instanceof StoreError && err.code === 'STORE_CONFLICT') throw new StoreConflictError(`order number ${o.orderNo ?? ''}`);
@@ -190,7 +188,7 @@ export class RedisStore implements Store {
     });
   }
 
-  async putOrderWithEvent(o: OrderRecord, event: NewEvent): Promise<EventRecord | undefined> {
+  async putOrderWithEvent(o: S.OrderRecord, event: S.NewEvent): Promise<S.EventRecord | undefined> {
     const order = this.putOrderCall(o);
     const ev = outbox.appendEventCall(this.eventKeys, event, this.now());
     const id = await this.run(`order ${o.appOrderNo} and its event`, (c) =>
@@ -203,7 +201,7 @@ export class RedisStore implements Store {
   }
 
   /** PUT_ORDER's keys and arguments for `o`. */
-  private putOrderCall(o: OrderRecord): { keys: string[]; args: (string | number)[] } {
+  private putOrderCall(o: S.OrderRecord): { keys: string[]; args: (string | number)[] } {
     const set: (string | number)[] = ['type', o.type, 'status', o.status, 'request', json(o.request), 'updatedAt', o.updatedAt];
     const del: string[] = [];
     if (o.orderNo === null) del.push('orderNo');
@@ -228,7 +226,7 @@ export class RedisStore implements Store {
     };
   }
 
-  async getOrder(no: string): Promise<OrderRecord | undefined> {
+  async getOrder(no: string): Promise<S.OrderRecord | undefined> {
     return this.run(`order ${no}`, async (c) => {
       const direct = await c.hgetall(this.keys.order(no));
       if (Object.keys(direct).length) return toOrder(no, direct);
@@ -239,14 +237,14 @@ export class RedisStore implements Store {
     });
   }
 
-  async listOrders(filter: OrderFilter = {}): Promise<OrderRecord[]> {
+  async listOrders(filter: S.OrderFilter = {}): Promise<S.OrderRecord[]> {
     const all = await this.run('orders', async (c) => {
       const ids = await c.smembers(filter.open ? this.keys.ordersOpen : this.keys.ordersAll);
       const hs = await this.hashes(
         c,
         ids.map((id) => this.keys.order(id)),
       );
-      const out: OrderRecord[] = [];
+      const out: S.OrderRecord[] = [];
       ids.forEach((id, i) => {
         const h = hs[i];
         if (h) out.push(toOrder(id, h));
@@ -277,7 +275,7 @@ export class RedisStore implements Store {
   }
 
   // ── instances ──
-  async putInstances(instances: InstanceRecord[]): Promise<void> {
+  async putInstances(instances: S.InstanceRecord[]): Promise<void> {
     if (instances.length === 0) return;
     const args: string[] = [];
     for (const i of instances) args.push(i.instanceNo, JSON.stringify({ ...i, raw: i.raw ?? null }));
@@ -285,16 +283,16 @@ export class RedisStore implements Store {
     await this.run('instances', (c) => c.hset(this.keys.instances, ...args));
   }
 
-  async getInstance(instanceNo: string): Promise<InstanceRecord | undefined> {
+  async getInstance(instanceNo: string): Promise<S.InstanceRecord | undefined> {
     const v = await this.run(`instance ${instanceNo}`, (c) => c.hget(this.keys.instances, instanceNo));
-    return v === null ? undefined : (JSON.parse(v) as InstanceRecord);
+    return v === null ? undefined : (JSON.parse(v) as S.InstanceRecord);
   }
 
-  async listInstances(filter: InstanceFilter = {}): Promise<InstanceRecord[]> {
+  async listInstances(filter: S.InstanceFilter = {}): Promise<S.InstanceRecord[]> {
     const values = await this.run('instances', (c) => c.hvals(this.keys.instances));
     const statuses = filter.statuses?.length ? new Set(filter.statuses) : undefined;
     const picked = values
-      .map((v) => JSON.parse(v) as InstanceRecord)
+      .map((v) => JSON.parse(v) as S.InstanceRecord)
       .filter(
         (i) =>
           (filter.orderNo === undefined || i.orderNo === filter.orderNo) &&
@@ -313,7 +311,7 @@ export class RedisStore implements Store {
   }
 
   // ── journal ──
-  async addIntent(entry: Pick<JournalEntry, 'merchantNo' | 'operation' | 'request' | 'reqId'>): Promise<JournalEntry> {
+  async addIntent(entry: S.NewIntent): Promise<S.JournalEntry> {
     const t = this.now();
     const k = this.keys;
     await this.run(`journal entry ${entry.merchantNo}`, (c) =>
@@ -331,13 +329,10 @@ export class RedisStore implements Store {
       if (err instanceof StoreError && err.code === 'STORE_CONFLICT') throw new StoreConflictError(`journal entry ${entry.merchantNo}`);
       throw err;
     });
-    return { ...entry, state: 'intent', result: null, orderNo: null, attempts: 0, createdAt: t, updatedAt: t };
+    return intentEntry(entry, t);
   }
 
-  async updateJournal(
-    merchantNo: string,
-    patch: { state: JournalState; result?: unknown; orderNo?: string | null; sent?: boolean },
-  ): Promise<void> {
+  async updateJournal(merchantNo: string, patch: S.JournalPatch): Promise<void> {
     if (!JOURNAL_STATES.includes(patch.state)) throw new StoreError('STORE_INVALID', `journal entry ${merchantNo}: unknown state`);
     const orderNoMode = patch.orderNo === undefined ? '0' : patch.orderNo === null ? '2' : '1';
     await this.run(`journal entry ${merchantNo}`, (c) =>
@@ -356,12 +351,12 @@ export class RedisStore implements Store {
     );
   }
 
-  async getJournal(merchantNo: string): Promise<JournalEntry | undefined> {
+  async getJournal(merchantNo: string): Promise<S.JournalEntry | undefined> {
     const h = await this.run(`journal entry ${merchantNo}`, (c) => c.hgetall(this.keys.journal(merchantNo)));
     return Object.keys(h).length ? toJournal(merchantNo, h) : undefined;
   }
 
-  async listJournal(states?: readonly JournalState[]): Promise<JournalEntry[]> {
+  async listJournal(states?: readonly S.JournalState[]): Promise<S.JournalEntry[]> {
     if (states && states.length === 0) return [];
     const entries = await this.run('journal', async (c) => {
       const ids = states ? await c.sunion(...states.map((s) => this.keys.journalState(s))) : await c.smembers(this.keys.journalAll);
@@ -369,7 +364,7 @@ export class RedisStore implements Store {
         c,
         ids.map((id) => this.keys.journal(id)),
       );
-      const out: JournalEntry[] = [];
+      const out: S.JournalEntry[] = [];
       ids.forEach((id, i) => {
         const h = hs[i];
         if (h) out.push(toJournal(id, h));
@@ -384,7 +379,7 @@ export class RedisStore implements Store {
   }
 
   // ── callbacks ──
-  async recordCallback(key: CallbackKey, receivedAt: number): Promise<{ duplicate: boolean; processed: boolean }> {
+  async recordCallback(key: S.CallbackKey, receivedAt: number): Promise<{ duplicate: boolean; processed: boolean }> {
     const k = this.keys;
     const id = k.callbackId(key.type, key.no, key.op);
     const r = (await this.run(`callback ${key.type} ${key.no}`, (c) =>
@@ -403,14 +398,14 @@ export class RedisStore implements Store {
     return { duplicate: r[0] === 1, processed: r[1] === 1 };
   }
 
-  async markCallbackProcessed(key: CallbackKey): Promise<void> {
+  async markCallbackProcessed(key: S.CallbackKey): Promise<void> {
     const id = this.keys.callbackId(key.type, key.no, key.op);
     await this.run(`callback ${key.type} ${key.no}`, (c) =>
       this.script(c, 'rotorMarkCallback', [this.keys.callback(id), this.keys.callbacksUnprocessed, id]),
     );
   }
 
-  async listCallbacks(filter: { processed?: boolean } = {}): Promise<CallbackRecord[]> {
+  async listCallbacks(filter: { processed?: boolean } = {}): Promise<S.CallbackRecord[]> {
     const all = await this.run('callbacks', async (c) => {
       const ids = await c.smembers(filter.processed === false ? this.keys.callbacksUnprocessed : this.keys.callbacksAll);
       return (
@@ -445,19 +440,19 @@ export class RedisStore implements Store {
     });
   }
 
-  async getUsage(user: string): Promise<UsageRecord | undefined> {
+  async getUsage(user: string): Promise<S.UsageRecord | undefined> {
     const h = await this.run(`usage of ${user}`, (c) => c.hgetall(this.keys.usage(user)));
     return Object.keys(h).length ? toUsage(user, h) : undefined;
   }
 
-  async listUsage(): Promise<UsageRecord[]> {
+  async listUsage(): Promise<S.UsageRecord[]> {
     return this.run('usage', async (c) => {
       const users = (await c.smembers(this.keys.usageAll)).sort(byKey);
       const hs = await this.hashes(
         c,
         users.map((u) => this.keys.usage(u)),
       );
-      const out: UsageRecord[] = [];
+      const out: S.UsageRecord[] = [];
       users.forEach((u, i) => {
         const h = hs[i];
         if (h) out.push(toUsage(u, h));
@@ -480,9 +475,9 @@ export class RedisStore implements Store {
 
   // ── users ──
   async putUser(
-    user: Omit<StoredUser, 'version' | 'updatedAt'>,
+    user: Omit<S.StoredUser, 'version' | 'updatedAt'>,
     options: { ifAbsent?: boolean; ifVersion?: number } = {},
-  ): Promise<StoredUser> {
+  ): Promise<S.StoredUser> {
     checkUser(user.name, 'user');
     const k = this.keys;
     const t = this.now();
@@ -508,19 +503,40 @@ export class RedisStore implements Store {
     return { ...user, version: Number(version), updatedAt: t };
   }
 
-  async getUser(name: string): Promise<StoredUser | undefined> {
+  async putUsers(writes: readonly S.UserWrite[]): Promise<(S.StoredUser | StoreConflictError)[]> {
+    if (writes.length === 0) return [];
+    const k = this.keys;
+    const t = this.now();
+    const keys: string[] = [k.usersLive, k.usersGone, k.usersVersion];
+    const args: (string | number)[] = [t];
+    for (const w of writes) {
+      keys.push(k.user(checkUser(w.user.name, 'user')));
+      const mode = w.ifAbsent ? 'absent' : w.ifVersion !== undefined ? 'version' : '';
+      args.push(w.user.name, json(w.user.data), w.user.passwordHash, w.user.state, mode, String(w.ifVersion ?? ''));
+    }
+    const versions = (await this.run(`${writes.length} users`, (c) =>
+      this.script(c, 'rotorPutUsers', [keys.length, ...keys, ...args]),
+    )) as number[];
+    return writes.map((w, i) => {
+      const version = Number(versions[i]);
+      if (version === 0) return new StoreConflictError(w.ifAbsent ? `user ${w.user.name}` : `user ${w.user.name} changed meanwhile`);
+      return { ...w.user, version, updatedAt: t };
+    });
+  }
+
+  async getUser(name: string): Promise<S.StoredUser | undefined> {
     const h = await this.run(`user ${name}`, (c) => c.hgetall(this.keys.user(name)));
     return Object.keys(h).length ? toUser(name, h) : undefined;
   }
 
-  async listUsers(): Promise<StoredUser[]> {
+  async listUsers(): Promise<S.StoredUser[]> {
     return this.run('users', async (c) => {
       const names = (await c.zrange(this.keys.usersLive, '0', '-1')).sort(byKey);
       const hs = await this.hashes(
         c,
         names.map((n) => this.keys.user(n)),
       );
-      const out: StoredUser[] = [];
+      const out: S.StoredUser[] = [];
       names.forEach((n, i) => {
         const h = hs[i];
         if (h) out.push(toUser(n, h));
@@ -537,7 +553,7 @@ export class RedisStore implements Store {
     return Number(r) === 1;
   }
 
-  async usersChangedSince(version: number): Promise<{ changed: StoredUser[]; deleted: string[]; version: number }> {
+  async usersChangedSince(version: number): Promise<{ changed: S.StoredUser[]; deleted: string[]; version: number }> {
     return this.run('users', async (c) => {
       // The counter first: a write landing between the reads is seen now or by the next call, never lost.
       const now = Number((await c.get(this.keys.usersVersion)) ?? 0);
@@ -547,7 +563,7 @@ export class RedisStore implements Store {
         c,
         names.map((n) => this.keys.user(n)),
       );
-      const changed: StoredUser[] = [];
+      const changed: S.StoredUser[] = [];
       names.forEach((n, i) => {
         const h = hs[i];
         if (h) changed.push(toUser(n, h));
@@ -580,19 +596,19 @@ export class RedisStore implements Store {
   }
 
   // ── event outbox (redis-events.ts) ──
-  async appendEvent(event: NewEvent): Promise<EventRecord | undefined> {
+  async appendEvent(event: S.NewEvent): Promise<S.EventRecord | undefined> {
     return this.run('events', (c) => outbox.appendEvent((name, args) => callScript(c, name, args), this.eventKeys, event, this.now()));
   }
 
-  async listEvents(filter?: { since?: number; limit?: number }): Promise<EventRecord[]> {
+  async listEvents(filter?: { since?: number; limit?: number }): Promise<S.EventRecord[]> {
     return this.run('events', (c) => outbox.listEvents(c, this.eventKeys, filter));
   }
 
-  async claimEvents(now: number, leaseMs: number, limit: number): Promise<EventRecord[]> {
+  async claimEvents(now: number, leaseMs: number, limit: number): Promise<S.EventRecord[]> {
     return this.run('events', (c) => outbox.claimEvents(c, (name, args) => callScript(c, name, args), this.eventKeys, now, leaseMs, limit));
   }
 
-  async settleEvent(id: number, outcome: EventSettlement): Promise<void> {
+  async settleEvent(id: number, outcome: S.EventSettlement): Promise<void> {
     await this.run(`event ${id}`, (c) => outbox.settleEvent(c, this.eventKeys, id, outcome));
   }
 
@@ -605,7 +621,7 @@ export class RedisStore implements Store {
   }
 
   connectionLog(bounds: Partial<RecordBounds> = {}): ConnectionLogStore {
-    return new RedisConnectionLog(this.connection, this.keys.prefix, bounds);
+    return new RedisConnectionLog(this.connection, this.openRecords, bounds);
   }
 
   fleetState(): FleetState {
@@ -613,6 +629,7 @@ export class RedisStore implements Store {
   }
 
   async close(): Promise<void> {
+    await this.openRecords.close();
     await this.connection.close();
   }
 }

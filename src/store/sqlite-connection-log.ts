@@ -8,6 +8,7 @@
 import type Database from 'better-sqlite3';
 import { foldRollups } from './connection-log-rollup.ts';
 import {
+  LOST_REASON,
   RECORD_FIXED_BYTES,
   RECORD_TEXT_FIELDS,
   recordSize,
@@ -93,8 +94,9 @@ export class SqliteConnectionLog implements ConnectionLogStore {
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
        ON CONFLICT (id) DO NOTHING`,
     );
-    // An `open` record (a checkpoint) is replaced by the connection's next one; any other stays as written.
-    this.openSize = db.prepare(`SELECT ${SIZE_SQL} AS size FROM connections WHERE id = ? AND result = 'open'`);
+    // An `open` record (a checkpoint), or one settled `lost` meanwhile, is replaced by the connection's next
+    // one; any other stays as written.
+    this.openSize = db.prepare(`SELECT ${SIZE_SQL} AS size FROM connections WHERE id = ? AND result IN ('open', 'lost')`);
     this.replace = db.prepare(
       `UPDATE connections SET node = @node, exit = @exit, bytes_up = @bytesUp, bytes_down = @bytesDown, duration_ms = @durationMs,
          result = @result, reason = @reason, retries = @retries, hedges = @hedges, rule = @rule WHERE id = @id`,
@@ -145,7 +147,7 @@ export class SqliteConnectionLog implements ConnectionLogStore {
     });
   }
 
-  /** The stored record of r's id is replaced when it is an `open` checkpoint; any other stays as written. */
+  /** The stored record of r's id is replaced when it is an `open` checkpoint (or was settled `lost`); any other stays as written. */
   private replaceOpen(r: ConnectionRecord): void {
     const old = this.openSize.get(r.id) as Row | undefined;
     if (!old) return;
@@ -275,10 +277,11 @@ export class SqliteConnectionLog implements ConnectionLogStore {
   }
 
   /** Runs its UPDATE within the call (SQLite is synchronous): done before the caller's next line. */
+  /** One daemon writes a SQLite file: every `open` record there at its start is one a previous run left. */
   settleOpen(): Promise<number> {
-    const changed = this.db
-      .prepare(`UPDATE connections SET result = 'lost', reason = ? WHERE result = 'open'`)
-      .run('open when its daemon ended without a stop; bytes as of its last checkpoint').changes;
+    const changed = this.db.prepare(`UPDATE connections SET result = 'lost', reason = ? WHERE result = 'open'`).run(LOST_REASON).changes;
+    // The reason adds to the records' bytes.
+    if (changed > 0) this.recount();
     return Promise.resolve(changed);
   }
 }

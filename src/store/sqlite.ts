@@ -9,21 +9,9 @@ import { FINAL_ORDER_STATUS } from '../platform/order-status.ts';
 import { MIGRATIONS, type Migration } from './migrations.ts';
 import { StoreConflictError, StoreUnavailableError } from './errors.ts';
 import * as outbox from './sqlite-events.ts';
-import type { EventRecord, EventSettlement, NewEvent } from './events.ts';
-import type {
-  CallbackKey,
-  CallbackRecord,
-  InstanceFilter,
-  InstanceRecord,
-  JournalEntry,
-  JournalState,
-  OrderFilter,
-  OrderRecord,
-  Store,
-  StoredUser,
-  UsageRecord,
-  UserWrite,
-} from './types.ts';
+// S: the records and the interface both drivers implement (src/store/types.ts).
+import type * as S from './types.ts';
+import { intentEntry } from './types.ts';
 
 export interface SqliteStoreOptions {
   /** Clock for timestamps (epoch ms); default Date.now. */
@@ -39,7 +27,7 @@ const parse = (s: unknown): unknown => (typeof s === 'string' ? JSON.parse(s) : 
 const str = (v: unknown): string | null => (v === null || v === undefined ? null : String(v));
 const num = (v: unknown): number | null => (v === null || v === undefined ? null : Number(v));
 
-function toOrder(r: Row): OrderRecord {
+function toOrder(r: Row): S.OrderRecord {
   return {
     appOrderNo: String(r.app_order_no),
     orderNo: str(r.order_no),
@@ -53,7 +41,7 @@ function toOrder(r: Row): OrderRecord {
   };
 }
 
-function toInstance(r: Row): InstanceRecord {
+function toInstance(r: Row): S.InstanceRecord {
   return {
     instanceNo: String(r.instance_no),
     orderNo: str(r.order_no),
@@ -70,13 +58,13 @@ function toInstance(r: Row): InstanceRecord {
   };
 }
 
-function toJournal(r: Row): JournalEntry {
+function toJournal(r: Row): S.JournalEntry {
   return {
     merchantNo: String(r.merchant_no),
     operation: String(r.operation),
     request: parse(r.request),
     reqId: String(r.req_id),
-    state: r.state as JournalState,
+    state: r.state as S.JournalState,
     result: parse(r.result),
     orderNo: str(r.order_no),
     attempts: Number(r.attempts),
@@ -85,11 +73,11 @@ function toJournal(r: Row): JournalEntry {
   };
 }
 
-function toUsage(r: Row): UsageRecord {
+function toUsage(r: Row): S.UsageRecord {
   return { user: String(r.user), usedBytes: Number(r.used_bytes), limitBytes: Number(r.limit_bytes), updatedAt: Number(r.updated_at) };
 }
 
-function toUser(r: Row): StoredUser {
+function toUser(r: Row): S.StoredUser {
   return {
     name: String(r.name),
     data: parse(r.data),
@@ -100,7 +88,7 @@ function toUser(r: Row): StoredUser {
   };
 }
 
-function toCallback(r: Row): CallbackRecord {
+function toCallback(r: Row): S.CallbackRecord {
   return {
     type: String(r.type),
     no: String(r.no),
@@ -132,7 +120,7 @@ export function migrate(db: Database.Database, migrations: readonly Migration[] 
 const INCREMENTAL = 2;
 const WAL_SIZE_LIMIT = 4 * 1024 * 1024;
 
-export class SqliteStore implements Store {
+export class SqliteStore implements S.Store {
   private readonly db: Database.Database;
   private readonly now: () => number;
   private closed = false;
@@ -202,11 +190,11 @@ export class SqliteStore implements Store {
   }
 
   // ── orders ──
-  async putOrder(o: OrderRecord): Promise<void> {
+  async putOrder(o: S.OrderRecord): Promise<void> {
     this.writeOrder(o);
   }
 
-  async putOrderWithEvent(o: OrderRecord, event: NewEvent): Promise<EventRecord | undefined> {
+  async putOrderWithEvent(o: S.OrderRecord, event: S.NewEvent): Promise<S.EventRecord | undefined> {
     const db = this.q();
     return db.transaction(() => {
       this.writeOrder(o);
@@ -214,7 +202,7 @@ export class SqliteStore implements Store {
     })();
   }
 
-  private writeOrder(o: OrderRecord): void {
+  private writeOrder(o: S.OrderRecord): void {
     this.prepare(
       `INSERT INTO orders (app_order_no, order_no, type, status, amount, count, request, created_at, updated_at)
          VALUES (@appOrderNo, @orderNo, @type, @status, @amount, @count, @request, @createdAt, @updatedAt)
@@ -224,7 +212,7 @@ export class SqliteStore implements Store {
     ).run({ ...o, request: json(o.request) });
   }
 
-  async getOrder(no: string): Promise<OrderRecord | undefined> {
+  async getOrder(no: string): Promise<S.OrderRecord | undefined> {
     const r = this.prepare('SELECT * FROM orders WHERE app_order_no = ? OR order_no = ? ORDER BY app_order_no = ? DESC LIMIT 1').get(
       no,
       no,
@@ -233,7 +221,7 @@ export class SqliteStore implements Store {
     return r ? toOrder(r) : undefined;
   }
 
-  async listOrders(filter: OrderFilter = {}): Promise<OrderRecord[]> {
+  async listOrders(filter: S.OrderFilter = {}): Promise<S.OrderRecord[]> {
     const where: string[] = [];
     const args: unknown[] = [];
     if (filter.type !== undefined) {
@@ -259,7 +247,7 @@ export class SqliteStore implements Store {
   }
 
   // ── instances ──
-  async putInstances(instances: InstanceRecord[]): Promise<void> {
+  async putInstances(instances: S.InstanceRecord[]): Promise<void> {
     const db = this.q();
     const stmt = this.prepare(
       `INSERT INTO instances (instance_no, order_no, product_no, status, ip, port, username, pwd, protocol, user_expired, raw, updated_at)
@@ -268,17 +256,17 @@ export class SqliteStore implements Store {
          status = excluded.status, ip = excluded.ip, port = excluded.port, username = excluded.username, pwd = excluded.pwd,
          protocol = excluded.protocol, user_expired = excluded.user_expired, raw = excluded.raw, updated_at = excluded.updated_at`,
     );
-    db.transaction((list: InstanceRecord[]) => {
+    db.transaction((list: S.InstanceRecord[]) => {
       for (const i of list) stmt.run({ ...i, raw: json(i.raw) });
     })(instances);
   }
 
-  async getInstance(instanceNo: string): Promise<InstanceRecord | undefined> {
+  async getInstance(instanceNo: string): Promise<S.InstanceRecord | undefined> {
     const r = this.prepare('SELECT * FROM instances WHERE instance_no = ?').get(instanceNo) as Row | undefined;
     return r ? toInstance(r) : undefined;
   }
 
-  async listInstances(filter: InstanceFilter = {}): Promise<InstanceRecord[]> {
+  async listInstances(filter: S.InstanceFilter = {}): Promise<S.InstanceRecord[]> {
     const where: string[] = [];
     const args: unknown[] = [];
     if (filter.orderNo !== undefined) {
@@ -310,7 +298,7 @@ export class SqliteStore implements Store {
   }
 
   // ── journal ──
-  async addIntent(entry: Pick<JournalEntry, 'merchantNo' | 'operation' | 'request' | 'reqId'>): Promise<JournalEntry> {
+  async addIntent(entry: S.NewIntent): Promise<S.JournalEntry> {
     const t = this.now();
     try {
       this.prepare(
@@ -322,13 +310,10 @@ export class SqliteStore implements Store {
         throw new StoreConflictError(`journal entry ${entry.merchantNo}`);
       throw err;
     }
-    return { ...entry, state: 'intent', result: null, orderNo: null, attempts: 0, createdAt: t, updatedAt: t };
+    return intentEntry(entry, t);
   }
 
-  async updateJournal(
-    merchantNo: string,
-    patch: { state: JournalState; result?: unknown; orderNo?: string | null; sent?: boolean },
-  ): Promise<void> {
+  async updateJournal(merchantNo: string, patch: S.JournalPatch): Promise<void> {
     this.prepare(
       `UPDATE journal SET state = @state,
            result = CASE WHEN @hasResult THEN @result ELSE result END,
@@ -347,12 +332,12 @@ export class SqliteStore implements Store {
     });
   }
 
-  async getJournal(merchantNo: string): Promise<JournalEntry | undefined> {
+  async getJournal(merchantNo: string): Promise<S.JournalEntry | undefined> {
     const r = this.prepare('SELECT * FROM journal WHERE merchant_no = ?').get(merchantNo) as Row | undefined;
     return r ? toJournal(r) : undefined;
   }
 
-  async listJournal(states?: readonly JournalState[]): Promise<JournalEntry[]> {
+  async listJournal(states?: readonly S.JournalState[]): Promise<S.JournalEntry[]> {
     if (states && states.length === 0) return [];
     const sql = states
       ? `SELECT * FROM journal WHERE state IN (${states.map(() => '?').join(',')}) ORDER BY created_at, merchant_no`
@@ -361,7 +346,7 @@ export class SqliteStore implements Store {
   }
 
   // ── callbacks ──
-  async recordCallback(key: CallbackKey, receivedAt: number): Promise<{ duplicate: boolean; processed: boolean }> {
+  async recordCallback(key: S.CallbackKey, receivedAt: number): Promise<{ duplicate: boolean; processed: boolean }> {
     const db = this.q();
     return db.transaction(() => {
       const existing = this.prepare('SELECT processed FROM callbacks WHERE type = ? AND no = ? AND op = ?').get(
@@ -378,11 +363,11 @@ export class SqliteStore implements Store {
     })();
   }
 
-  async markCallbackProcessed(key: CallbackKey): Promise<void> {
+  async markCallbackProcessed(key: S.CallbackKey): Promise<void> {
     this.prepare('UPDATE callbacks SET processed = 1 WHERE type = ? AND no = ? AND op = ?').run(key.type, key.no, key.op);
   }
 
-  async listCallbacks(filter: { processed?: boolean } = {}): Promise<CallbackRecord[]> {
+  async listCallbacks(filter: { processed?: boolean } = {}): Promise<S.CallbackRecord[]> {
     const rows =
       filter.processed === undefined
         ? this.prepare('SELECT * FROM callbacks ORDER BY received_at, rowid').all()
@@ -403,12 +388,12 @@ export class SqliteStore implements Store {
     })(deltas);
   }
 
-  async getUsage(user: string): Promise<UsageRecord | undefined> {
+  async getUsage(user: string): Promise<S.UsageRecord | undefined> {
     const r = this.prepare('SELECT * FROM usage WHERE user = ?').get(user) as Row | undefined;
     return r ? toUsage(r) : undefined;
   }
 
-  async listUsage(): Promise<UsageRecord[]> {
+  async listUsage(): Promise<S.UsageRecord[]> {
     return (this.prepare('SELECT * FROM usage ORDER BY user').all() as Row[]).map(toUsage);
   }
 
@@ -421,14 +406,14 @@ export class SqliteStore implements Store {
 
   // ── users ──
   async putUser(
-    user: Omit<StoredUser, 'version' | 'updatedAt'>,
+    user: Omit<S.StoredUser, 'version' | 'updatedAt'>,
     options: { ifAbsent?: boolean; ifVersion?: number } = {},
-  ): Promise<StoredUser> {
+  ): Promise<S.StoredUser> {
     return this.q().transaction(() => this.writeUser(user, options))();
   }
 
   /** Many putUser writes in one transaction (one commit, not one per user); each conflict stands alone. */
-  async putUsers(writes: readonly UserWrite[]): Promise<(StoredUser | StoreConflictError)[]> {
+  async putUsers(writes: readonly S.UserWrite[]): Promise<(S.StoredUser | StoreConflictError)[]> {
     return this.q().transaction(() =>
       writes.map((w) => {
         try {
@@ -442,7 +427,7 @@ export class SqliteStore implements Store {
   }
 
   /** putUser's work, inside a transaction. */
-  private writeUser(user: Omit<StoredUser, 'version' | 'updatedAt'>, options: { ifAbsent?: boolean; ifVersion?: number }): StoredUser {
+  private writeUser(user: Omit<S.StoredUser, 'version' | 'updatedAt'>, options: { ifAbsent?: boolean; ifVersion?: number }): S.StoredUser {
     const existing = this.prepare('SELECT version FROM users WHERE name = ?').get(user.name) as Row | undefined;
     if (options.ifAbsent && existing) throw new StoreConflictError(`user ${user.name}`);
     if (options.ifVersion !== undefined && Number(existing?.version ?? -1) !== options.ifVersion)
@@ -463,12 +448,12 @@ export class SqliteStore implements Store {
     return Number((this.prepare('SELECT version FROM user_version WHERE id = 1').get() as Row).version);
   }
 
-  async getUser(name: string): Promise<StoredUser | undefined> {
+  async getUser(name: string): Promise<S.StoredUser | undefined> {
     const r = this.prepare('SELECT * FROM users WHERE name = ?').get(name) as Row | undefined;
     return r ? toUser(r) : undefined;
   }
 
-  async listUsers(): Promise<StoredUser[]> {
+  async listUsers(): Promise<S.StoredUser[]> {
     return (this.prepare('SELECT * FROM users ORDER BY name').all() as Row[]).map(toUser);
   }
 
@@ -486,7 +471,7 @@ export class SqliteStore implements Store {
     })();
   }
 
-  async usersChangedSince(version: number): Promise<{ changed: StoredUser[]; deleted: string[]; version: number }> {
+  async usersChangedSince(version: number): Promise<{ changed: S.StoredUser[]; deleted: string[]; version: number }> {
     const db = this.q();
     return db.transaction(() => {
       const changed = (this.prepare('SELECT * FROM users WHERE version > ? ORDER BY version').all(version) as Row[]).map(toUser);
@@ -519,19 +504,19 @@ export class SqliteStore implements Store {
   }
 
   // ── event outbox (sqlite-events.ts) ──
-  async appendEvent(event: NewEvent): Promise<EventRecord | undefined> {
+  async appendEvent(event: S.NewEvent): Promise<S.EventRecord | undefined> {
     return outbox.appendEvent(this.q(), event);
   }
 
-  async listEvents(filter?: { since?: number; limit?: number }): Promise<EventRecord[]> {
+  async listEvents(filter?: { since?: number; limit?: number }): Promise<S.EventRecord[]> {
     return outbox.listEvents(this.q(), filter);
   }
 
-  async claimEvents(now: number, leaseMs: number, limit: number): Promise<EventRecord[]> {
+  async claimEvents(now: number, leaseMs: number, limit: number): Promise<S.EventRecord[]> {
     return outbox.claimEvents(this.q(), now, leaseMs, limit);
   }
 
-  async settleEvent(id: number, outcome: EventSettlement): Promise<void> {
+  async settleEvent(id: number, outcome: S.EventSettlement): Promise<void> {
     outbox.settleEvent(this.q(), id, outcome);
   }
 

@@ -4,9 +4,10 @@
 // implements them all (`Store`); a component takes only the ones it uses. Records use plain English names
 // except where they mirror a platform field (orderNo, appOrderNo, instanceNo, userExpired).
 
-/** Where an order-placing request stands in the idempotency journal. */
 import type { ConnectionLogStore, RecordBounds } from './connection-log-types.ts';
 import type { StoreConflictError } from './errors.ts';
+
+/** Where an order-placing request stands in the idempotency journal. */
 export type JournalState = 'intent' | 'sent' | 'accepted' | 'rejected' | 'unknown';
 
 /** States whose outcome Rotor does not know: they are re-sent, with the same number and reqId, on resume. */
@@ -29,6 +30,22 @@ export interface JournalEntry {
   attempts: number;
   createdAt: number;
   updatedAt: number;
+}
+
+/** What addIntent is given: the request about to be sent. */
+export type NewIntent = Pick<JournalEntry, 'merchantNo' | 'operation' | 'request' | 'reqId'>;
+
+/** How updateJournal moves an entry on. */
+export interface JournalPatch {
+  state: JournalState;
+  result?: unknown;
+  orderNo?: string | null;
+  sent?: boolean;
+}
+
+/** The entry addIntent writes and answers: not sent yet, at `at`. */
+export function intentEntry(entry: NewIntent, at: number): JournalEntry {
+  return { ...entry, state: 'intent', result: null, orderNo: null, attempts: 0, createdAt: at, updatedAt: at };
 }
 
 export interface OrderRecord {
@@ -156,12 +173,9 @@ export interface InstanceStore {
 /** The idempotency journal of order-placing requests. */
 export interface OrderJournal {
   /** Writes a new intent; rejects with StoreConflictError if the merchant number is already journaled. */
-  addIntent(entry: Pick<JournalEntry, 'merchantNo' | 'operation' | 'request' | 'reqId'>): Promise<JournalEntry>;
+  addIntent(entry: NewIntent): Promise<JournalEntry>;
   /** Moves an entry on; `attempts` is incremented when `sent` is true. */
-  updateJournal(
-    merchantNo: string,
-    patch: { state: JournalState; result?: unknown; orderNo?: string | null; sent?: boolean },
-  ): Promise<void>;
+  updateJournal(merchantNo: string, patch: JournalPatch): Promise<void>;
   getJournal(merchantNo: string): Promise<JournalEntry | undefined>;
   listJournal(states?: readonly JournalState[]): Promise<JournalEntry[]>;
 }
@@ -201,10 +215,11 @@ export interface UserStore {
    */
   putUser(user: Omit<StoredUser, 'version' | 'updatedAt'>, options?: { ifAbsent?: boolean; ifVersion?: number }): Promise<StoredUser>;
   /**
-   * Many putUser writes at once (SQLite: one transaction, one commit), in order; a write that conflicts gives
-   * its StoreConflictError in its place and the others are made. Optional: without it, putUser one by one.
+   * Many putUser writes as one unit (SQLite: one transaction; Redis: one script, one round trip), in order; a
+   * write that conflicts gives its StoreConflictError in its place and the others are made. A failure of the
+   * store itself rejects the whole call with nothing written.
    */
-  putUsers?(writes: readonly UserWrite[]): Promise<(StoredUser | StoreConflictError)[]>;
+  putUsers(writes: readonly UserWrite[]): Promise<(StoredUser | StoreConflictError)[]>;
   getUser(name: string): Promise<StoredUser | undefined>;
   /** Every user, by name. */
   listUsers(): Promise<StoredUser[]>;

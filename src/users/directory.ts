@@ -434,20 +434,9 @@ export class Users implements UserDirectory {
     return failures;
   }
 
-  /** putUsers where the store has it (one transaction), else putUser one by one. */
+  /** The writes as one unit of the store (one transaction or script). */
   private async putMany(writes: readonly UserWrite[]): Promise<(StoredUser | StoreConflictError)[]> {
-    if (writes.length === 0) return [];
-    if (this.store.putUsers) return this.store.putUsers(writes);
-    const out: (StoredUser | StoreConflictError)[] = [];
-    for (const w of writes) {
-      try {
-        out.push(await this.store.putUser(w.user, w));
-      } catch (err) {
-        if (!(err instanceof StoreConflictError)) throw err;
-        out.push(err);
-      }
-    }
-    return out;
+    return writes.length === 0 ? [] : this.store.putUsers(writes);
   }
 
   /** A creation finished (or deleted) by someone else meanwhile: take what the store says. */

@@ -188,6 +188,7 @@ describe('the recorder', () => {
       prune: async () => 0,
       count: async () => 0,
       footprint: async () => ({ records: 0, bytes: 0 }),
+      settleOpen: async () => 0,
     };
     let n = 0;
     const rec = new ConnectionLog({ store: sink, ids: () => `id${++n}`, batchSize: 3, flushIntervalMs: 60_000 });
@@ -237,6 +238,7 @@ describe('the recorder', () => {
       prune: async () => 0,
       count: async () => 0,
       footprint: async () => ({ records: 0, bytes: 0 }),
+      settleOpen: async () => 0,
     };
     const rec = new ConnectionLog({ store: sink, targets: false });
     const c = rec.open('socks5');
@@ -263,6 +265,7 @@ describe('the recorder', () => {
       prune: async () => 0,
       count: async () => 0,
       footprint: async () => ({ records: 0, bytes: 0 }),
+      settleOpen: async () => 0,
     };
     const metrics = createMetrics({ defaultMetrics: false });
     let n = 0;

@@ -2,7 +2,7 @@
 // (2 mark-compacts per 2 GiB relayed instead of 20-27) is a benchmark figure, in docs/benchmarks.md "M3".
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { collectStartGarbage, tuneHeapGrowth } from '../../src/startup/heap.ts';
+import { collectStartGarbage, tuneHeapGrowth, tuneScavenges } from '../../src/startup/heap.ts';
 
 test('a --heap-growing-percent given to node wins over the daemon’s own', () => {
   assert.equal(tuneHeapGrowth(['--heap-growing-percent=50']), false);
@@ -23,4 +23,11 @@ test('the start-up garbage is collected at once when asked (the daemon asks once
   assert.ok(r.ms >= 0);
   assert.ok(r.before - r.after > 16 * 1024 * 1024, `heap used ${r.before} -> ${r.after}: the dropped objects were collected`);
   assert.ok(Math.abs(process.memoryUsage().heapUsed - r.after) < 8 * 1024 * 1024);
+});
+
+test('scavenges run on the main thread alone unless node was told otherwise', () => {
+  assert.equal(tuneScavenges(['--parallel-scavenge']), false);
+  assert.equal(tuneScavenges(['--no-parallel-scavenge']), false);
+  assert.equal(tuneScavenges(['--no_parallel_scavenge']), false);
+  assert.equal(tuneScavenges(['--max-semi-space-size=4']), true);
 });

@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { openBackends, StoreError, type Backends } from '../../src/store/index.ts';
+import { LOST_REASON, recordSize, type ConnectionRecord, type RecordResult } from '../../src/store/connection-log-types.ts';
 import { redisMissing, RedisServer } from '../fleet/redis-server.ts';
 import { order } from './contract.ts';
 
@@ -105,4 +106,70 @@ for (const driver of drivers)
       for (const [name, call] of calls)
         await assert.rejects(call, (err: unknown) => err instanceof StoreError && err.code === 'STORE_UNAVAILABLE', name);
     });
+
+    test('settleOpen: the open records of a daemon that ended without a stop become lost, bytes kept, once', async () => {
+      const a = await open();
+      await a.connectionLog().append([record('so-open', 'open', 500), record('so-ok', 'ok', 700)]);
+      // Gone without writing its connections' ends (as a SIGKILL leaves them).
+      await a.close();
+      const b = await open();
+      try {
+        const log = b.connectionLog();
+        assert.equal(await log.settleOpen(), 1);
+        const rows = await log.query({ limit: 1000 });
+        const byId = new Map(rows.map((r) => [r.id, r]));
+        assert.deepEqual(byId.get('so-open'), { ...record('so-open', 'lost', 500), reason: LOST_REASON });
+        assert.deepEqual(byId.get('so-ok'), record('so-ok', 'ok', 700));
+        assert.deepEqual(await log.footprint(), { records: rows.length, bytes: rows.reduce((n, r) => n + recordSize(r), 0) }, 'bytes held');
+        assert.equal(await log.settleOpen(), 0, 'settled once');
+        // Its connection's end, written late (a daemon that was only stalled), still replaces it.
+        await log.append([record('so-open', 'ok', 900)]);
+        assert.equal((await log.query({ limit: 1000 })).find((r) => r.id === 'so-open')?.bytesDown, 900);
+      } finally {
+        await b.close();
+      }
+    });
+
+    if (driver.name === 'redis')
+      test("settleOpen on a store a fleet shares: a running peer's open records stay open while its lease is renewed", async () => {
+        const options = { prefix: `${driver.prefix}peer:`, aliveTtlMs: 300 };
+        const peer = await openBackends(driver.path(), options);
+        const me = await openBackends(driver.path(), options);
+        try {
+          await peer.connectionLog().append([record('peer-open', 'open', 100)]);
+          const log = me.connectionLog();
+          // Four lease lives: a lease not renewed would have lapsed three times over.
+          const start = Date.now();
+          while (Date.now() - start < 4 * options.aliveTtlMs) {
+            assert.equal(await log.settleOpen(), 0);
+            await new Promise((r) => setTimeout(r, 50));
+          }
+          assert.equal((await log.query({ limit: 10 }))[0]?.result, 'open');
+          // The peer stops: its lease is given up, and what it left open is lost at the next settling.
+          await peer.close();
+          assert.equal(await log.settleOpen(), 1);
+          assert.equal((await log.query({ limit: 10 }))[0]?.result, 'lost');
+        } finally {
+          await Promise.allSettled([peer.close(), me.close()]);
+        }
+      });
   });
+
+function record(id: string, result: RecordResult, bytesDown: number): ConnectionRecord {
+  return {
+    id,
+    user: 'ann',
+    session: null,
+    listener: 'socks5',
+    target: 'a.example:443',
+    node: 'socks5://sub@127.0.0.1:9000',
+    bytesUp: 10,
+    bytesDown,
+    startedAt: 2000,
+    durationMs: 5,
+    result,
+    reason: null,
+    retries: 0,
+    hedges: 0,
+  };
+}

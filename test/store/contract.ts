@@ -13,6 +13,7 @@ import {
   type InstanceRecord,
   type OrderRecord,
   type Store,
+  type StoredUser,
   type Backends,
   backendsOf,
 } from '../../src/store/index.ts';
@@ -397,6 +398,57 @@ export function storeContract(name: string, factory: StoreFactory): void {
         again.changed.map((u) => u.name),
         ['cust1'],
       );
+      await s.close();
+      await r.close();
+    });
+
+    test('users: putUsers writes in order as one unit; a conflict fails alone; a write it cannot make fails them all', async () => {
+      const space = fresh();
+      const s = await open(space, { now: () => 7 });
+      const x = await s.users.putUser({ name: 'x', data: { n: 0 }, passwordHash: 'h0', state: 'ready' });
+      const answer = await s.users.putUsers([
+        { user: { name: 'a', data: { n: 1 }, passwordHash: 'h1', state: 'creating' }, ifAbsent: true },
+        { user: { name: 'x', data: { n: 2 }, passwordHash: 'h2', state: 'ready' }, ifAbsent: true },
+        { user: { name: 'x', data: { n: 3 }, passwordHash: 'h3', state: 'ready' }, ifVersion: x.version },
+        { user: { name: 'b', data: { n: 4 }, passwordHash: 'h4', state: 'ready' } },
+        // Sees the write before it in the same call.
+        { user: { name: 'b', data: { n: 5 }, passwordHash: 'h5', state: 'ready' }, ifAbsent: true },
+        { user: { name: 'x', data: { n: 6 }, passwordHash: 'h6', state: 'ready' }, ifVersion: x.version },
+      ]);
+      assert.deepEqual(
+        answer.map((r) => (r instanceof StoreConflictError ? 'conflict' : r.data)),
+        [{ n: 1 }, 'conflict', { n: 3 }, { n: 4 }, 'conflict', 'conflict'],
+      );
+      const [a, , x3, b] = answer as StoredUser[];
+      assert.ok(x.version < a!.version && a!.version < x3!.version && x3!.version < b!.version, 'versions in the order written');
+      assert.equal(a!.updatedAt, 7);
+      assert.deepEqual(await s.users.putUsers([]), []);
+
+      const r = await open(space);
+      assert.deepEqual(await r.users.getUser('a'), {
+        name: 'a',
+        data: { n: 1 },
+        passwordHash: 'h1',
+        state: 'creating',
+        version: a!.version,
+        updatedAt: 7,
+      });
+      assert.deepEqual((await r.users.getUser('x'))?.data, { n: 3 });
+      assert.deepEqual((await r.users.getUser('b'))?.data, { n: 4 });
+      const since = await r.users.usersChangedSince(x.version);
+      assert.deepEqual(since.changed.map((u) => u.name).sort(), ['a', 'b', 'x']);
+      assert.equal(since.version, b!.version);
+
+      // A write the store cannot make (data that has no JSON form): the call rejects and none of it is written.
+      await assert.rejects(
+        s.users.putUsers([
+          { user: { name: 'c', data: { n: 7 }, passwordHash: 'h7', state: 'ready' } },
+          { user: { name: 'd', data: { n: 8n }, passwordHash: 'h8', state: 'ready' } },
+        ]),
+      );
+      assert.equal(await r.users.getUser('c'), undefined);
+      assert.equal(await r.users.getUser('d'), undefined);
+      assert.equal((await r.users.usersChangedSince(0)).version, b!.version, 'no version spent');
       await s.close();
       await r.close();
     });

@@ -75,29 +75,3 @@ test('a batch of 500 rows: two store transactions, per-row failures, every other
     await store.close();
   }
 });
-
-test('a store without putUsers (one write at a time): the same answer', async () => {
-  const store = new SqliteStore(':memory:');
-  (store as unknown as Record<string, unknown>).putUsers = undefined;
-  const accounting = new Accounting({ store, flushIntervalMs: 3_600_000 });
-  const users = new Users({ store, accounting, platform: { ensure: async () => undefined }, sweepMs: 3_600_000 });
-  try {
-    await accounting.start([]);
-    await users.start([]);
-    const rows = Array.from({ length: 50 }, (_, i) => ({ name: `w${String(i).padStart(4, '0')}`, mainAccount: 'm' }));
-    const answer = await createBatch(users, [...rows, rows[0]], { concurrency: 4 });
-    assert.equal(answer.created, 50);
-    assert.deepEqual(
-      answer.errors.map((e) => [e.index, e.code]),
-      [[50, 'USER_EXISTS']],
-    );
-    const stored = await store.listUsers();
-    assert.equal(stored.length, 50);
-    assert.ok(stored.every((s) => s.state === 'ready'));
-    assert.equal(await users.verify(users.get('w0049'), answer.passwords.w0049!), true);
-  } finally {
-    await users.close();
-    await accounting.close();
-    await store.close();
-  }
-});
