@@ -128,6 +128,22 @@ export interface AccountingOptions {
 }
 
 export const DEFAULT_FLUSH_INTERVAL_MS = 2000;
+
+function byUser(rows: readonly UsageRecord[]): Map<string, UsageRecord> {
+  const out = new Map<string, UsageRecord>();
+  for (const r of rows) out.set(r.user, r);
+  return out;
+}
+
+/** One string per period key (`day:2026-11-27`) for every meter in it; bounded by the periods rolled through. */
+const periodKeys = new Map<string, string>();
+function sharedPeriodKey(key: string): string {
+  const known = periodKeys.get(key);
+  if (known !== undefined) return known;
+  if (periodKeys.size >= 64) periodKeys.clear();
+  periodKeys.set(key, key);
+  return key;
+}
 const CONFIG_LIMIT_KEY = 'accounting.configLimit.';
 
 /** A reason a user is refused other than the byte limit (disabled account, empty balance), by cause. */
@@ -154,8 +170,7 @@ class Meter implements UserMeter {
   fromConfig = false;
   refusals: Refusals | null = null;
   period: QuotaPeriod = 'total';
-  /** The store key of the current period's usage (the name for 'total'). */
-  key: string;
+  /** 'total', or the current period's key (shared by every meter in that period: periodKeys). */
   periodKey = 'total';
   /** When the current period ends (Infinity for 'total'). */
   endsAt = Infinity;
@@ -177,11 +192,19 @@ class Meter implements UserMeter {
     /** Accounting's list of meters changed since its feeds last looked; shared by every meter. */
     private readonly changes: Meter[],
   ) {
-    this.key = name;
     this.used = used;
     this.persisted = used;
     this.limit = limit;
     this.overLimit = limit !== UNLIMITED && used >= limit;
+  }
+
+  /**
+   * The store key of the current period's usage: the name for 'total', else `<name>@<periodKey>`. Made when
+   * asked (a flush, a roll) rather than kept: 100,000 period meters each held one as a chain of concatenated
+   * strings (17 MiB of heap).
+   */
+  get key(): string {
+    return this.periodKey === 'total' ? this.name : `${this.name}@${this.periodKey}`;
   }
 
   get exhausted(): boolean {
@@ -249,6 +272,8 @@ export class Accounting {
   /** Meters whose stored usage could not be read: the next flush reads again (see loadStored). */
   private readonly loadRetries = new Set<Meter>();
   private readonly limitListeners: ((change: LimitChange) => void)[] = [];
+  /** The stored rows start() read, by key, until the first write (see upsertUsers). */
+  private startRows: Map<string, UsageRecord> | undefined;
   private timer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> | undefined;
   private closed = false;
@@ -269,13 +294,15 @@ export class Accounting {
 
   /** Loads every stored counter and limit, applies the configured users and starts the flush timer. */
   async start(users: readonly AccountingUser[]): Promise<LimitChange[]> {
-    const stored = await this.store.listUsage();
-    for (const rec of stored) {
+    const stored = byUser(await this.store.listUsage());
+    for (const rec of stored.values()) {
       // Period rows (`user@period`) are history or the current period, read when the user is applied.
       if (rec.user.includes('@')) continue;
       this.entry(rec.user, rec.usedBytes, rec.limitBytes);
     }
-    const changes = await this.setUsers(users, stored);
+    // Kept for the directory's upsertUsers right after (the start's stored users) until anything is written.
+    this.startRows = stored;
+    const changes = await this.applyUsers(users, stored);
     if (!this.timer && !this.closed) {
       this.timer = setInterval(() => void this.flush(), this.flushIntervalMs);
       this.timer.unref();
@@ -292,7 +319,10 @@ export class Accounting {
     // Without a snapshot, the configured users' rows are read one by one (a few users) rather than every
     // stored row (100,000 API users' rows at each start and reload); the fleet's allowance needs them all.
     const list = known ?? (this.allowance || !this.store.getUsage ? await this.store.listUsage() : undefined);
-    const records = list === undefined ? undefined : new Map(list.map((r) => [r.user, r]));
+    return this.applyUsers(users, list === undefined ? undefined : byUser(list));
+  }
+
+  private async applyUsers(users: readonly AccountingUser[], records: Map<string, UsageRecord> | undefined): Promise<LimitChange[]> {
     const changes: LimitChange[] = [];
     const wanted = new Set<string>();
     for (const u of users) {
@@ -305,7 +335,7 @@ export class Accounting {
         limit = rec.limitBytes;
       } else {
         limit = u.limitBytes;
-        if (rec === undefined || rec.limitBytes !== limit) await this.store.setLimit(u.name, limit);
+        if (rec === undefined || rec.limitBytes !== limit) await this.writeLimit(u.name, limit);
         await this.store.kvSet(CONFIG_LIMIT_KEY + u.name, u.limitBytes);
       }
       const m = this.entry(u.name, rec?.usedBytes ?? 0, limit);
@@ -363,7 +393,9 @@ export class Accounting {
    * all of them instead of one or two reads per user (100,000 users: seconds of a restart).
    */
   async upsertUsers(users: readonly AccountingUser[]): Promise<void> {
-    const records = new Map((await this.store.listUsage()).map((r) => [r.user, r]));
+    // The start's read when nothing was written since (one read of 160,000 rows, not two).
+    const records = this.startRows ?? byUser(await this.store.listUsage());
+    this.startRows = undefined;
     for (const u of users) await this.upsert(u, records);
   }
 
@@ -381,7 +413,7 @@ export class Accounting {
     const periodChanged = m.period !== (u.period ?? 'total');
     if (limitChanged) {
       m.limit = u.limitBytes;
-      await this.store.setLimit(u.name, u.limitBytes);
+      await this.writeLimit(u.name, u.limitBytes);
     }
     if (periodChanged || known === undefined) await this.applyPeriod(m, u.period ?? 'total', records);
     m.recheck();
@@ -390,12 +422,18 @@ export class Accounting {
       const a = this.allowance.user(m.key);
       a.seedLimit = m.limit;
       if (limitChanged || periodChanged) {
-        if (m.key !== m.name) await this.store.setLimit(m.key, m.limit);
+        if (m.key !== m.name) await this.writeLimit(m.key, m.limit);
         await this.allowance.release(m.key);
       }
       await this.allowance.acquire(m.key);
     }
     if (limitChanged && known !== undefined) this.emit({ user: u.name, limitBytes: u.limitBytes, source: 'admin' });
+  }
+
+  /** Every limit Accounting writes: the start's snapshot of the rows is stale from then on. */
+  private writeLimit(user: string, limitBytes: number): Promise<void> {
+    this.startRows = undefined;
+    return this.store.setLimit(user, limitBytes);
   }
 
   /** The user is gone (deleted): refused from now on; its stored usage stays as history. */
@@ -474,7 +512,6 @@ export class Accounting {
       m.period = period;
       m.endsAt = -Infinity;
       if (period === 'total') {
-        m.key = m.name;
         m.periodKey = 'total';
         m.endsAt = Infinity;
         m.used = 0;
@@ -499,8 +536,7 @@ export class Accounting {
     m.touch();
     const delta = m.used - m.persisted;
     if (delta !== 0 && m.key !== m.name) this.carry.push({ user: m.key, bytes: delta });
-    m.key = key;
-    m.periodKey = w.key;
+    m.periodKey = sharedPeriodKey(w.key);
     m.used = 0;
     m.persisted = 0;
     if (this.allowance) {
@@ -513,7 +549,7 @@ export class Accounting {
     // What earlier runs (or other daemons) already counted in this period.
     await this.loadStored(m, key, records);
     if (this.allowance && m.key === key) {
-      await this.store.setLimit(key, m.limit);
+      await this.writeLimit(key, m.limit);
       await this.allowance.acquire(key);
     }
     this.logger?.debug({ user: m.name, period: m.period, key: m.periodKey }, 'quota period started');
@@ -599,12 +635,12 @@ export class Accounting {
     checkLocalLimit(limitBytes);
     const m = this.meters.get(user);
     if (m === undefined || !m.configured) throw new AccountingError('UNKNOWN_USER', `unknown user ${user}`);
-    await this.store.setLimit(user, limitBytes);
+    await this.writeLimit(user, limitBytes);
     m.limit = limitBytes;
     m.recheck();
     m.touch();
     if (this.allowance) {
-      if (m.key !== user) await this.store.setLimit(m.key, limitBytes);
+      if (m.key !== user) await this.writeLimit(m.key, limitBytes);
       this.allowance.user(m.key).seedLimit = limitBytes;
       await this.allowance.release(m.key);
       await this.allowance.acquire(m.key);
@@ -772,6 +808,7 @@ export class Accounting {
     }
     if (deltas.length === 0) return;
     try {
+      this.startRows = undefined;
       await this.store.addUsage(deltas);
       for (const t of targets) t.m.persisted = t.to;
     } catch (err) {

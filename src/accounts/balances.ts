@@ -77,7 +77,7 @@ export class BalanceWatcher {
   private readonly refuseWhenEmpty: boolean;
   private readonly intervalMs: number;
   private readonly now: () => number;
-  private users: BalanceUser[] = [];
+  private users: readonly BalanceUser[] = [];
   private readonly balances = new Map<string, Balance>();
   /** users currently refused for an empty balance */
   private readonly refused = new Set<string>();
@@ -101,7 +101,8 @@ export class BalanceWatcher {
 
   /** The users whose (main account, product) pairs are watched; at start and on reload. */
   setUsers(users: readonly BalanceUser[]): void {
-    this.users = users.map((u) => ({ name: u.name, mainAccount: u.mainAccount, product: u.product }));
+    // The callers' objects (the directory's LocalUsers, replaced on change), not a copy of 100,000 of them.
+    this.users = users;
     // A user made since the last poll (POST /v1/users) on an account never read: read it now, not at the next
     // poll, so its customer is refused with the reason before a draw meets the platform's refusal.
     if (this.timer) void this.readNewPairs();
@@ -157,7 +158,13 @@ export class BalanceWatcher {
     const b = await this.fetch(account, productNo);
     const users = new Set<string>();
     if (user !== undefined) users.add(user);
-    for (const u of this.users) if (u.mainAccount === account && (await this.dynamicProductOf(u)) === productNo) users.add(u.name);
+    // One product lookup per product named, not one await per user.
+    const dynamic = new Map<string, string | undefined>();
+    for (const u of this.users) {
+      if (u.mainAccount !== account) continue;
+      if (!dynamic.has(u.product)) dynamic.set(u.product, await this.dynamicProductOf(u));
+      if (dynamic.get(u.product) === productNo) users.add(u.name);
+    }
     this.applyRefusals([...users], b);
     return b;
   }
@@ -282,20 +289,32 @@ export class BalanceWatcher {
   }
 
   private async pollOnce(): Promise<Balance[]> {
-    const pairs = new Map<string, { account: string; productNo: string; users: string[] }>();
+    // The users grouped by (main account, product) first, with no await per user: each pair's product is
+    // looked up once (100,000 users on a few accounts were 200,000 awaits and as many strings a poll).
+    const named = new Map<string, Map<string, string[]>>();
     for (const u of this.users) {
-      let productNo: string | undefined;
-      try {
-        productNo = await this.products.productFor(u.product);
-        if (!productNo || !(await this.products.facts(productNo)).dynamic) continue;
-      } catch (err) {
-        this.logger?.warn({ user: u.name, err }, 'balance poll: product unknown');
-        continue;
+      let byProduct = named.get(u.mainAccount);
+      if (byProduct === undefined) named.set(u.mainAccount, (byProduct = new Map()));
+      let names = byProduct.get(u.product);
+      if (names === undefined) byProduct.set(u.product, (names = []));
+      names.push(u.name);
+    }
+    const pairs = new Map<string, { account: string; productNo: string; users: string[] }>();
+    for (const [account, byProduct] of named) {
+      for (const [product, names] of byProduct) {
+        let productNo: string | undefined;
+        try {
+          productNo = await this.products.productFor(product);
+          if (!productNo || !(await this.products.facts(productNo)).dynamic) continue;
+        } catch (err) {
+          this.logger?.warn({ account, product, users: names.length, err }, 'balance poll: product unknown');
+          continue;
+        }
+        const k = key(account, productNo);
+        const pair = pairs.get(k);
+        if (pair === undefined) pairs.set(k, { account, productNo, users: names });
+        else for (const n of names) pair.users.push(n);
       }
-      const k = key(u.mainAccount, productNo);
-      const pair = pairs.get(k) ?? { account: u.mainAccount, productNo, users: [] };
-      pair.users.push(u.name);
-      pairs.set(k, pair);
     }
     const out: Balance[] = [];
     for (const pair of pairs.values()) {
@@ -308,7 +327,9 @@ export class BalanceWatcher {
       }
     }
     // Users no longer watched, or whose pair has balance again, are not refused for balance.
-    const watched = new Set([...pairs.values()].flatMap((p) => p.users));
+    if (this.refused.size === 0) return out;
+    const watched = new Set<string>();
+    for (const p of pairs.values()) for (const n of p.users) watched.add(n);
     for (const user of [...this.refused]) {
       if (!watched.has(user)) {
         this.refused.delete(user);

@@ -1,6 +1,7 @@
 // The admin API (with the dashboard) and the server the platform's callbacks reach.
 import type { FastifyInstance } from 'fastify';
 import { buildAdminServer, buildCallbackServer } from '../admin/server.ts';
+import { warmRoutes } from '../admin/lazy-serializers.ts';
 import { createReadiness } from '../admin/readiness.ts';
 import { attachPortal } from '../portal/daemon.ts';
 import type { Config } from '../config/schema.ts';
@@ -92,6 +93,8 @@ export async function assembleAdmin(
     }),
   );
   ctx.stops.onStop('admin', () => admin.close());
+  // The dashboard's heaviest read answered once now, not by the first client (src/admin/lazy-serializers.ts).
+  void warmRoutes(admin, config.admin.token ? { authorization: `Bearer ${config.admin.token}` } : {});
   const callbacks = buildCallbackServer((query) => orders.orders.handleCallback(query), {
     path: config.callback.path,
     logger: ctx.logger.child({ component: 'callback' }),

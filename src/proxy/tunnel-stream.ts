@@ -78,11 +78,12 @@ export class MeteredStream implements ByteCounters {
 
   /**
    * rotor_proxy_bytes_total gets what was counted since the last flush. The labelled children are made at the
-   * first flush with bytes to count: a short relay pays the label lookups once, at its end.
+   * first flush with bytes to count: a short relay pays the label lookups once, at its end. Nothing when the
+   * metric is written from the users' meters at scrape time (Metrics.bytesFromMeters: the daemon).
    */
   flush(): void {
     const { up, down, metric } = this;
-    if (metric !== undefined) {
+    if (metric !== undefined && !metric.metrics.bytesFromMeters.on) {
       if (up > this.flushedUp)
         (this.upCounter ??= metric.metrics.bytesTotal.labels({ user: metric.user, direction: 'up' })).inc(up - this.flushedUp);
       if (down > this.flushedDown)

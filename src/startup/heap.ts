@@ -6,6 +6,7 @@
 // would double. A growing factor of 3 gives the limit room for those swings; idle RSS is unchanged (the limit
 // only matters while allocating). The figures are in docs/benchmarks.md, "M3's bimodality".
 import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 
 export const HEAP_GROWING_PERCENT = 200;
 
@@ -19,6 +20,32 @@ export function tuneHeapGrowth(execArgv: readonly string[] = process.execArgv): 
   if (execArgv.some((a) => a.startsWith('--heap-growing-percent') || a.startsWith('--heap_growing_percent'))) return false;
   setFlagsFromString(`--heap-growing-percent=${HEAP_GROWING_PERCENT}`);
   return true;
+}
+
+/**
+ * One full collection, asked once the daemon's start-up work is done (the users loaded and the background
+ * platform check over). A start at 100,000 users reads every record and usage row and checks every user:
+ * hundreds of MiB of garbage that, under the growing factor above, V8 leaves in the heap until allocation
+ * reaches three times the live heap, which an idle daemon may never do; its RSS was ~75 MiB higher for it
+ * (docs/benchmarks.md, "A reseller's size"). The collection takes ~0.1-0.3 s of one event-loop turn, once,
+ * when nothing else is starting. `gc` is not exposed to a daemon started without --expose-gc: the flag is
+ * set at run time and the function taken from a fresh context (the flag applies to contexts made after it).
+ */
+export function collectStartGarbage(): { before: number; after: number; ms: number } {
+  const gc = (globalThis as { gc?: () => void }).gc ?? exposedGc();
+  const before = process.memoryUsage().heapUsed;
+  const started = performance.now();
+  gc();
+  return { before, after: process.memoryUsage().heapUsed, ms: performance.now() - started };
+}
+
+let exposed: (() => void) | undefined;
+function exposedGc(): () => void {
+  if (exposed === undefined) {
+    setFlagsFromString('--expose-gc');
+    exposed = runInNewContext('gc') as () => void;
+  }
+  return exposed;
 }
 
 // Young-generation collections on the main thread alone. With node's default a scavenge also wakes V8's helper

@@ -132,6 +132,12 @@ function proxyMetrics(registers: Registry[]) {
       labelNames: ['user', 'direction'] as const,
       registers,
     }),
+    /**
+     * True once rotor_proxy_bytes_total is written from the users' meters at every scrape (src/users/series.ts,
+     * the daemon): the relays' own counts would then be thrown away at the next scrape, after costing two
+     * labelled children per connection and a series per user in between; they count only without it (tests, tools).
+     */
+    bytesFromMeters: { on: false },
     // abuse bounds (proxy login back-off): reasons credentials | blocked_source | blocked_user | busy
     authFailures: new Counter({
       name: METRIC.authFailures,

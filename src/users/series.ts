@@ -74,6 +74,7 @@ export function boundUserSeries(options: SeriesOptions): () => Row[] {
     }
     return chosen;
   };
+  metrics.bytesFromMeters.on = true;
   setCollect(metrics.bytesTotal, () => {
     metrics.bytesTotal.reset();
     for (const r of current()) {

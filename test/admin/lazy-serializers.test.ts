@@ -4,7 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import Fastify from 'fastify';
-import { buildLazySerializer, lazySerializers } from '../../src/admin/lazy-serializers.ts';
+import { buildLazySerializer, lazySerializers, warmRoutes } from '../../src/admin/lazy-serializers.ts';
 
 function server() {
   return Fastify({ logger: false, schemaController: { compilersFactory: { buildSerializer: buildLazySerializer } } });
@@ -40,28 +40,26 @@ test('no serializer is compiled at ready(): a schema the compiler refuses fails 
   await app.close();
 });
 
-test('a route named to be warmed has its 2xx serializer compiled right after ready(), before any request', async () => {
+test('warmRoutes answers the named route once in-process: its serializer is compiled before any client asks', async () => {
   const compiled: string[] = [];
-  let done: () => void = () => undefined;
-  const warmed = new Promise<void>((resolve) => (done = resolve));
-  const build = lazySerializers({
-    warm: ['GET /users'],
-    onCompiled: (route) => {
-      compiled.push(route);
-      if (route === 'GET /users 200') done();
-    },
-  });
+  const build = lazySerializers({ onCompiled: (route) => compiled.push(route) });
   const app = Fastify({ logger: false, schemaController: { compilersFactory: { buildSerializer: build } } });
   const schema = { response: { 200: { type: 'object', properties: { n: { type: 'integer' } } }, 404: { type: 'object' } } };
-  app.get('/users', { schema }, async () => ({ n: 1 }));
-  app.get('/other', { schema }, async () => ({ n: 2 }));
+  let answered = 0;
+  app.addHook('onRequest', async (request, reply) => {
+    if (request.headers.authorization !== 'Bearer t') await reply.code(401).send({});
+  });
+  app.get('/users', { schema }, async () => ({ n: ++answered }));
+  app.get('/other', { schema }, async () => ({ n: 0 }));
   await app.ready();
-  await warmed;
-  // Only the named route's success answer: the rest stay lazy.
+  assert.deepEqual(compiled, [], 'nothing compiled at ready()');
+  await warmRoutes(app, { authorization: 'Bearer t' }, ['GET /users']);
+  // Only the named route's answer, through the route's own hooks (the token was taken).
   assert.deepEqual(compiled, ['GET /users 200']);
-  assert.equal((await app.inject({ url: '/users' })).body, '{"n":1}');
-  assert.deepEqual(compiled, ['GET /users 200'], 'the request used the warmed serializer');
-  assert.equal((await app.inject({ url: '/other' })).body, '{"n":2}');
+  assert.equal(answered, 1);
+  assert.equal((await app.inject({ url: '/users', headers: { authorization: 'Bearer t' } })).body, '{"n":2}');
+  assert.deepEqual(compiled, ['GET /users 200'], "the client's request used the warmed serializer");
+  assert.equal((await app.inject({ url: '/other', headers: { authorization: 'Bearer t' } })).body, '{"n":0}');
   assert.deepEqual(compiled, ['GET /users 200', 'GET /other 200']);
   await app.close();
 });
