@@ -321,76 +321,81 @@ class ServerHandshake<T> implements HandshakeSteps, Socks5Login<T> {
         this.settle(this);
         return 3 + ulen + plen;
       }
-      case Stage.Request: {
-        if (buffer.length < 5) return 0;
-        if (buffer[0] !== SOCKS_VERSION) {
-          this.fail('BAD_VERSION', `unsupported SOCKS version ${buffer[0]} in request`);
-          return 0;
-        }
-        const command = buffer[1];
-        if (command !== 0x01 && !(command === 0x03 && options.udp)) {
-          this.fail('BAD_COMMAND', `unsupported command ${buffer[1]}`, replyBuffer(REPLY.commandNotSupported));
-          return 0;
-        }
-        const atyp = buffer[3];
-        let host: string;
-        let end: number;
-        if (atyp === 0x01) {
-          end = 4 + 4 + 2;
-          if (buffer.length < end) return 0;
-          host = `${buffer[4]}.${buffer[5]}.${buffer[6]}.${buffer[7]}`;
-        } else if (atyp === 0x04) {
-          end = 4 + 16 + 2;
-          if (buffer.length < end) return 0;
-          const parts: string[] = [];
-          for (let i = 0; i < 8; i++) parts.push(buffer.readUInt16BE(4 + i * 2).toString(16));
-          host = parts.join(':');
-        } else if (atyp === 0x03) {
-          const len = buffer[4]!;
-          if (len === 0) {
-            this.fail('BAD_ADDRESS', 'empty domain name', replyBuffer(REPLY.addressTypeNotSupported));
-            return 0;
-          }
-          end = 5 + len + 2;
-          if (buffer.length < end) return 0;
-          host = buffer.toString('latin1', 5, 5 + len);
-          if (!/^[A-Za-z0-9._-]+$/.test(host)) {
-            this.fail('BAD_ADDRESS', 'malformed domain name', replyBuffer(REPLY.generalFailure));
-            return 0;
-          }
-        } else {
-          this.fail('BAD_ADDRESS', `unsupported address type ${atyp}`, replyBuffer(REPLY.addressTypeNotSupported));
-          return 0;
-        }
-        const port = buffer.readUInt16BE(end - 2);
-        if (port === 0 && command === 0x01) {
-          // A malformed request (like the HTTP listener's 400), not a statement about reachability.
-          this.fail('BAD_ADDRESS', 'port 0', replyBuffer(REPLY.generalFailure));
-          return 0;
-        }
-        const rest = buffer.length > end ? Buffer.from(buffer.subarray(end)) : null;
-        this.stage = Stage.Done;
-        const socket = this.socket;
-        // Hold further client bytes in the socket until the caller's relay reads them.
-        if (!options.keepReading) socket.pause();
-        this.cleanup();
-        socket.on('error', noop);
-        const request: ConnectRequest<T> = {
-          kind: 'request',
-          host,
-          port,
-          addressType: atyp as 1 | 3 | 4,
-          username: this.username,
-          context: this.context,
-          head: rest,
-        };
-        if (command === 0x03) request.command = 0x03;
-        this.settle(request);
-        return 0;
-      }
+      case Stage.Request:
+        return this.request(buffer);
       default:
         return 0;
     }
+  }
+
+  /** The CONNECT (or UDP ASSOCIATE) request: settles the handshake with it, or fails; returns 0 when more bytes are needed. */
+  private request(buffer: Buffer): number {
+    const options = this.options;
+    if (buffer.length < 5) return 0;
+    if (buffer[0] !== SOCKS_VERSION) {
+      this.fail('BAD_VERSION', `unsupported SOCKS version ${buffer[0]} in request`);
+      return 0;
+    }
+    const command = buffer[1];
+    if (command !== 0x01 && !(command === 0x03 && options.udp)) {
+      this.fail('BAD_COMMAND', `unsupported command ${buffer[1]}`, replyBuffer(REPLY.commandNotSupported));
+      return 0;
+    }
+    const atyp = buffer[3];
+    let host: string;
+    let end: number;
+    if (atyp === 0x01) {
+      end = 4 + 4 + 2;
+      if (buffer.length < end) return 0;
+      host = `${buffer[4]}.${buffer[5]}.${buffer[6]}.${buffer[7]}`;
+    } else if (atyp === 0x04) {
+      end = 4 + 16 + 2;
+      if (buffer.length < end) return 0;
+      const parts: string[] = [];
+      for (let i = 0; i < 8; i++) parts.push(buffer.readUInt16BE(4 + i * 2).toString(16));
+      host = parts.join(':');
+    } else if (atyp === 0x03) {
+      const len = buffer[4]!;
+      if (len === 0) {
+        this.fail('BAD_ADDRESS', 'empty domain name', replyBuffer(REPLY.addressTypeNotSupported));
+        return 0;
+      }
+      end = 5 + len + 2;
+      if (buffer.length < end) return 0;
+      host = buffer.toString('latin1', 5, 5 + len);
+      if (!/^[A-Za-z0-9._-]+$/.test(host)) {
+        this.fail('BAD_ADDRESS', 'malformed domain name', replyBuffer(REPLY.generalFailure));
+        return 0;
+      }
+    } else {
+      this.fail('BAD_ADDRESS', `unsupported address type ${atyp}`, replyBuffer(REPLY.addressTypeNotSupported));
+      return 0;
+    }
+    const port = buffer.readUInt16BE(end - 2);
+    if (port === 0 && command === 0x01) {
+      // A malformed request (like the HTTP listener's 400), not a statement about reachability.
+      this.fail('BAD_ADDRESS', 'port 0', replyBuffer(REPLY.generalFailure));
+      return 0;
+    }
+    const rest = buffer.length > end ? Buffer.from(buffer.subarray(end)) : null;
+    this.stage = Stage.Done;
+    const socket = this.socket;
+    // Hold further client bytes in the socket until the caller's relay reads them.
+    if (!options.keepReading) socket.pause();
+    this.cleanup();
+    socket.on('error', noop);
+    const request: ConnectRequest<T> = {
+      kind: 'request',
+      host,
+      port,
+      addressType: atyp as 1 | 3 | 4,
+      username: this.username,
+      context: this.context,
+      head: rest,
+    };
+    if (command === 0x03) request.command = 0x03;
+    this.settle(request);
+    return 0;
   }
 
   private decided(decision: AuthDecision<T>): void {
