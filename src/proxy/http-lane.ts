@@ -4,14 +4,14 @@
 // connection has one request in flight: the next starts once the previous response has been written to the
 // client (its 'close', which follows node's 'finish': the last byte handed to the kernel), as an HTTP/1.1
 // origin may. Up to `depth` requests wait behind it; the next one is answered 503 with Connection: close and
-// those after it are never started (node closes the connection after that answer).
+// those after it are never started (node closes the connection after that answer). The lane only keeps the
+// order: the listener watches the response in flight and, when it closes, takes the next request from here
+// (Lane.done) and starts it itself.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 
-/** Starts a request now (the listener's admission and forwarding). */
-export type StartRequest = (req: IncomingMessage, res: ServerResponse, expectContinue: boolean) => void;
-
-interface Waiting {
+/** A request waiting its turn. */
+export interface Waiting {
   req: IncomingMessage;
   res: ServerResponse;
   expectContinue: boolean;
@@ -19,7 +19,7 @@ interface Waiting {
 
 const LANE = Symbol('rotor.lane');
 type LaneSocket = Socket & { [LANE]?: Lane };
-type LaneResponse = ServerResponse & { [LANE]?: Lane };
+type LaneResponse = ServerResponse & { [LANE]?: Lane | undefined };
 
 /** What became of a request that just arrived. */
 export type Arrival = 'start' | 'queued' | 'overflow' | 'ignore';
@@ -32,15 +32,12 @@ export class Lane {
   /** Made when a second request arrives while one is in flight (rare: most clients never pipeline). */
   private waiting: Waiting[] | null = null;
 
-  private constructor(
-    private readonly client: Socket,
-    private readonly start: StartRequest,
-  ) {}
+  private constructor(private readonly client: Socket) {}
 
   /** The lane of `client` (made on its first request). */
-  static of(client: Socket, start: StartRequest): Lane {
+  static of(client: Socket): Lane {
     const s = client as LaneSocket;
-    return (s[LANE] ??= new Lane(client, start));
+    return (s[LANE] ??= new Lane(client));
   }
 
   /** Whether `client` has a plain-HTTP request in flight or waiting. */
@@ -50,9 +47,22 @@ export class Lane {
   }
 
   /**
-   * A request arrived: 'start' (it holds the lane now; the caller starts it), 'queued' (started later by the
-   * lane), 'overflow' (the queue is full: the caller answers it 503, the connection closes after), or
-   * 'ignore' (the connection is closing: never started, never answered).
+   * The response `res` of the request in flight is written (or gone): the lane is free, or held by the next
+   * waiting request, which is returned for the caller to start. Undefined when `res` holds no lane (already
+   * done) or nobody waits.
+   */
+  static done(res: ServerResponse): Waiting | undefined {
+    const r = res as LaneResponse;
+    const lane = r[LANE];
+    if (lane === undefined) return undefined;
+    r[LANE] = undefined;
+    return lane.next();
+  }
+
+  /**
+   * A request arrived: 'start' (it holds the lane now; the caller starts it and calls done(res) when its
+   * response closes), 'queued' (done() hands it back later), 'overflow' (the queue is full: the caller answers
+   * it 503, the connection closes after), or 'ignore' (the connection is closing: never started, never answered).
    */
   arrive(req: IncomingMessage, res: ServerResponse, expectContinue: boolean, depth: number): Arrival {
     if (this.closing) return 'ignore';
@@ -72,27 +82,18 @@ export class Lane {
   private hold(res: ServerResponse): void {
     this.busy = true;
     (res as LaneResponse)[LANE] = this;
-    res.on('close', responseClosed);
   }
 
-  /** The response in flight is written (or gone): the next waiting request starts. */
-  next(): void {
+  private next(): Waiting | undefined {
     this.busy = false;
     const waiting = this.waiting;
-    if (waiting === null || waiting.length === 0) return;
+    if (waiting === null || waiting.length === 0) return undefined;
     if (this.client.destroyed) {
       waiting.length = 0;
-      return;
+      return undefined;
     }
     const w = waiting.shift()!;
     this.hold(w.res);
-    this.start(w.req, w.res, w.expectContinue);
+    return w;
   }
-}
-
-function responseClosed(this: LaneResponse): void {
-  const lane = this[LANE];
-  if (lane === undefined) return;
-  this[LANE] = undefined;
-  lane.next();
 }

@@ -15,7 +15,7 @@ import type { Socket } from 'node:net';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import { holdClient } from './hold.ts';
-import { Lane, type StartRequest } from './http-lane.ts';
+import { Lane } from './http-lane.ts';
 import {
   forwardHeaders,
   parseAbsoluteTarget,
@@ -199,8 +199,8 @@ export class HttpListener extends ProxyListener {
   private onRequest(req: IncomingMessage, res: ServerResponse, expectContinue: boolean): void {
     const client = req.socket;
     this.started.add(client);
-    const arrival = Lane.of(client, this.startRequest).arrive(req, res, expectContinue, this.pipelineDepth);
-    if (arrival === 'start') this.startRequest(req, res, expectContinue);
+    const arrival = Lane.of(client).arrive(req, res, expectContinue, this.pipelineDepth);
+    if (arrival === 'start') this.startInLane(req, res, expectContinue);
     else if (arrival === 'overflow') {
       const conn = this.pipeline.open(client);
       const reason = `more than ${this.pipelineDepth} pipelined requests waiting`;
@@ -209,8 +209,21 @@ export class HttpListener extends ProxyListener {
     }
   }
 
+  /** Starts a request that holds its connection's lane; when its response closes, the next waiting one starts. */
+  private startInLane(req: IncomingMessage, res: ServerResponse, expectContinue: boolean): void {
+    res.on('close', this.responseClosed);
+    this.startRequest(req, res, expectContinue);
+  }
+
+  /** The 'close' listener of every response that holds a lane (one function per listener; `this` is the response). */
+  private readonly responseClosed = ((listener: HttpListener) =>
+    function (this: ServerResponse): void {
+      const next = Lane.done(this);
+      if (next !== undefined) listener.startInLane(next.req, next.res, next.expectContinue);
+    })(this);
+
   /** One plain-HTTP request, its turn come: admitted, then forwarded or refused. */
-  private readonly startRequest: StartRequest = (req, res, expectContinue) => {
+  private startRequest(req: IncomingMessage, res: ServerResponse, expectContinue: boolean): void {
     const client = req.socket;
     // Each forwarded request is one connection of the log (its upstream connection may be a kept one).
     // Its closer is set by the forwarder (Exchange.stop); a refusal ends the record before anyone could use one.
@@ -241,7 +254,7 @@ export class HttpListener extends ProxyListener {
       return;
     }
     this.onAdmitted(req, res, expectContinue, conn, target, counted, pending);
-  };
+  }
 
   /** startRequest once the client's credentials are decided. */
   private onAdmitted(

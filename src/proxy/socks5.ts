@@ -6,7 +6,16 @@
 import { createServer, type Server, type Socket } from 'node:net';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
-import { REPLY, Socks5HandshakeError, acceptSocks5, writeReply, type AuthDecision, type HandshakeOptions } from '../wire/socks5.ts';
+import {
+  REPLY,
+  Socks5HandshakeError,
+  startSocks5,
+  writeReply,
+  type AuthDecision,
+  type ConnectRequest,
+  type HandshakeOptions,
+  type Socks5Login,
+} from '../wire/socks5.ts';
 import { logFailedAccepts } from '../errors/failed-accept.ts';
 import type { Authorization, Router } from './router.ts';
 import type { UdpAssociations } from './udp-associate.ts';
@@ -64,6 +73,8 @@ export class Socks5Listener extends ProxyListener {
     this.handshake = {
       timeoutMs: options.handshakeTimeoutMs ?? 10_000,
       auth: 'password',
+      // A user's own port may admit a client that offers no credentials.
+      anonymous: this.pipeline.admitsAnonymous,
       // The pipeline's hold reads it next, in the continuation of the handshake's await (no I/O turn between).
       keepReading: true,
       udp: options.udp !== undefined,
@@ -91,21 +102,31 @@ export class Socks5Listener extends ProxyListener {
     this.handle(socket, conn).catch((err: unknown) => this.pipeline.defect(socket, conn, err));
   }
 
+  /** The login's admission as the handshake's decision; an admission that throws is a refusal. */
+  private decide(login: Socks5Login<Admission>, socket: Socket): AuthDecision<Admission> | Promise<AuthDecision<Admission>> {
+    const pipeline = this.pipeline;
+    try {
+      const a = login.credentials
+        ? pipeline.admit({ username: login.username, password: login.password }, socket)
+        : pipeline.admitAnonymous(socket);
+      return a instanceof Promise ? a.then(decision, refused) : decision(a);
+    } catch {
+      return REFUSED;
+    }
+  }
+
   private async handle(socket: Socket, conn: ConnectionContext): Promise<void> {
     const pipeline = this.pipeline;
-    let request;
+    let request: ConnectRequest<Admission>;
     try {
-      // Per connection: the back-off needs the client's address (src/proxy/auth-guard.ts).
-      const authenticate = (username: string, password: string): AuthDecision<Admission> | Promise<AuthDecision<Admission>> => {
-        const a = pipeline.admit({ username, password }, socket);
-        return a instanceof Promise ? a.then(decide) : decide(a);
-      };
-      request = await acceptSocks5<Admission>(
-        socket,
-        pipeline.admitsAnonymous
-          ? { ...this.handshake, authenticate, noAuth: () => decide(pipeline.admitAnonymous(socket)) }
-          : { ...this.handshake, authenticate },
-      );
+      let step = await startSocks5<Admission>(socket, this.handshake);
+      // The handshake pauses at the login; the pipeline's admission decides it (the back-off needs the client's
+      // address: src/proxy/auth-guard.ts), and the handshake goes on with the decision.
+      while (step.kind === 'login') {
+        const decided = this.decide(step, socket);
+        step = await step.resume(decided instanceof Promise ? await decided : decided);
+      }
+      request = step;
     } catch (err) {
       const code = err instanceof Socks5HandshakeError ? err.code : 'CLOSED';
       // A client offering no method we accept (e.g. only "no authentication") is refused for credentials.
@@ -133,7 +154,10 @@ export class Socks5Listener extends ProxyListener {
 }
 
 /** An admission as the handshake's decision: a credentials refusal fails RFC 1929; others pass it and get 0x02. */
-function decide(a: Admission): AuthDecision<Admission> {
+function decision(a: Admission): AuthDecision<Admission> {
   if ('refusal' in a && a.refusal.credentials) return { ok: false };
   return { ok: true, context: a };
 }
+
+const REFUSED: AuthDecision<Admission> = { ok: false };
+const refused = (): AuthDecision<Admission> => REFUSED;

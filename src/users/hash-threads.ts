@@ -15,7 +15,9 @@ const { parentPort, workerData } = require('node:worker_threads');
 const { scryptSync } = require('node:crypto');
 try {
   const tid = Number(require('node:fs').readlinkSync('/proc/thread-self').split('/').pop());
-  if (workerData.nice > 0 && Number.isInteger(tid)) require('node:os').setPriority(tid, workerData.nice);
+  // Below the event loop by \`nice\`: a process already run at a nice value (systemd's Nice=) keeps the gap.
+  const os = require('node:os');
+  if (workerData.nice > 0 && Number.isInteger(tid)) os.setPriority(tid, Math.min(19, os.getPriority(tid) + workerData.nice));
 } catch {
   // Not Linux, or not allowed: the hashes run at the process's priority.
 }
@@ -32,7 +34,7 @@ parentPort.on('message', (job) => {
 export interface HashThreadSettings {
   /** Threads at most (the queue's concurrency). */
   size: number;
-  /** Linux nice value of the threads, 0 (the process's) to 19 (lowest). */
+  /** How far below the process's Linux nice value the threads run: 0 (as high) to 19 (capped at nice 19). */
   nice: number;
   /** A thread idle this long ends. */
   idleMs: number;

@@ -47,14 +47,19 @@ export interface HandshakeOptions<T> {
   timeoutMs: number;
   /** 'password': RFC 1929 is required. 'none': only "no authentication" is offered (whitelist ports). */
   auth: 'password' | 'none';
-  /** Called once with the RFC 1929 credentials; not called for auth 'none'. */
+  /** acceptSocks5 only: decides the RFC 1929 credentials; not called for auth 'none'. */
   authenticate?: (username: string, password: string) => AuthDecision<T> | Promise<AuthDecision<T>>;
   /**
-   * With auth 'password': a client that offers "no authentication" but not user/password (a browser) is
-   * asked about here; ok lets it on without credentials (its context as if authenticated). A client offering
-   * user/password always authenticates with it.
+   * acceptSocks5 only: with auth 'password', a client that offers "no authentication" but not user/password
+   * (a browser) is asked about here; ok lets it on without credentials (its context as if authenticated). A
+   * client offering user/password always authenticates with it.
    */
   noAuth?: () => AuthDecision<T>;
+  /**
+   * startSocks5: with auth 'password', a client that offers "no authentication" but not user/password pauses
+   * the handshake at a login step without credentials (instead of being refused at once).
+   */
+  anonymous?: boolean;
   /**
    * Leave the socket flowing after the request instead of pausing it. Only for a caller that attaches its
    * own 'data' reader as soon as the promise settles (Rotor's listener: holdClient, then the relay): no
@@ -67,6 +72,7 @@ export interface HandshakeOptions<T> {
 }
 
 export interface ConnectRequest<T> {
+  kind: 'request';
   host: string;
   port: number;
   /** 1 IPv4, 3 domain name, 4 IPv6 */
@@ -92,11 +98,57 @@ const enum Stage {
 const MAX_HANDSHAKE_BYTES = 16 * 1024;
 
 /**
- * Runs the handshake up to and including the CONNECT request. The caller then dials and answers with
- * writeReply(). On failure the socket has been answered where the protocol allows it, and destroyed.
+ * The handshake paused for the caller's decision: the client's RFC 1929 credentials (or, with `anonymous`,
+ * a client that offered none). Nothing is answered until resume(); the handshake's timeout keeps running.
  */
-export function acceptSocks5<T = undefined>(socket: Socket, options: HandshakeOptions<T>): Promise<ConnectRequest<T>> {
+export interface Socks5Login<T> {
+  readonly kind: 'login';
+  /** false: the client offered only "no authentication" (username and password are ''). */
+  readonly credentials: boolean;
+  readonly username: string;
+  readonly password: string;
+  /** Answers the login with the decision and reads on: the request, or a typed failure (refused, or the client left meanwhile). */
+  resume(decision: AuthDecision<T>): Promise<Socks5Step<T>>;
+  /** Rejects once the handshake fails while paused (the client left, stalled or flooded): for a decision that may never come. */
+  failed(): Promise<never>;
+}
+
+/** Where a handshake stands when its promise settles: paused at the login, or done with the request. */
+export type Socks5Step<T> = Socks5Login<T> | ConnectRequest<T>;
+
+/**
+ * Runs the handshake up to the login (RFC 1929, or a client offering no credentials with `anonymous`) or,
+ * without one, to the CONNECT request; a login step is resumed with the caller's decision. The caller then
+ * dials and answers with writeReply(). On failure the socket has been answered where the protocol allows it,
+ * and destroyed. `authenticate` and `noAuth` are not called (they are acceptSocks5's).
+ */
+export function startSocks5<T = undefined>(socket: Socket, options: HandshakeOptions<T>): Promise<Socks5Step<T>> {
   return new Promise((resolve, reject) => new ServerHandshake<T>(socket as HandshakeSocket, options, resolve, reject).start());
+}
+
+/**
+ * The whole handshake with the login decided by `options.authenticate` (and `noAuth`): for callers whose
+ * decision is a function at hand (the sandbox's upstreams, tests). Rotor's listener uses startSocks5.
+ */
+export async function acceptSocks5<T = undefined>(socket: Socket, options: HandshakeOptions<T>): Promise<ConnectRequest<T>> {
+  const noAuth = options.noAuth;
+  let step = await startSocks5<T>(socket, noAuth ? { ...options, anonymous: true } : options);
+  while (step.kind === 'login')
+    step = await step.resume(await Promise.race([decideLogin(step, options.authenticate, noAuth), step.failed()]));
+  return step;
+}
+
+async function decideLogin<T>(
+  login: Socks5Login<T>,
+  authenticate: HandshakeOptions<T>['authenticate'],
+  noAuth: HandshakeOptions<T>['noAuth'],
+): Promise<AuthDecision<T>> {
+  try {
+    if (!login.credentials) return noAuth ? noAuth() : { ok: false };
+    return authenticate ? await authenticate(login.username, login.password) : { ok: false };
+  } catch {
+    return { ok: false };
+  }
 }
 
 /** The handshake a socket belongs to, for the shared listeners below (one set for every connection, no closures). */
@@ -109,23 +161,56 @@ interface HandshakeSteps {
   fail(code: HandshakeFailure, message: string): void;
 }
 
+type Settle<T> = ((step: Socks5Step<T>) => void) | undefined;
+type Fail = ((err: Error) => void) | undefined;
+
 /**
- * One connection's handshake as one object: the stage, the bytes so far, and the promise's two callbacks.
- * Its listeners and its timer are module functions, so a handshake costs this object and its promise.
+ * One connection's handshake as one object: the stage, the bytes so far, and the pending promise's two
+ * callbacks; paused at the login, it is itself the login step. Its listeners and its timer are module
+ * functions, so a handshake costs this object and a promise per step.
  */
-class ServerHandshake<T> implements HandshakeSteps {
+class ServerHandshake<T> implements HandshakeSteps, Socks5Login<T> {
+  readonly kind = 'login';
+  credentials = true;
+  username = '';
+  password = '';
   private stage = Stage.Greeting;
   private buffer: Buffer = EMPTY;
-  private username = '';
   private context: T | undefined;
   private timer: NodeJS.Timeout | undefined;
+  /** Why it failed while paused at the login (no promise pending): resume() answers with it. */
+  private failure: Socks5HandshakeError | undefined;
+  private onFailure: Fail;
 
   constructor(
     private readonly socket: HandshakeSocket,
     private readonly options: HandshakeOptions<T>,
-    private readonly resolve: (request: ConnectRequest<T>) => void,
-    private readonly reject: (err: Error) => void,
+    private resolve: Settle<T>,
+    private reject: Fail,
   ) {}
+
+  resume(decision: AuthDecision<T>): Promise<Socks5Step<T>> {
+    if (this.failure) return Promise.reject(this.failure);
+    return new Promise((resolve, reject) => {
+      this.resolve = resolve;
+      this.reject = reject;
+      if (this.credentials) this.decided(decision);
+      else this.decidedAnonymous(decision);
+    });
+  }
+
+  failed(): Promise<never> {
+    if (this.failure) return Promise.reject(this.failure);
+    return new Promise((_, reject) => (this.onFailure = reject));
+  }
+
+  /** Settles the pending promise with the login (this) or the request; the handshake waits for resume() after a login. */
+  private settle(step: Socks5Step<T>): void {
+    const resolve = this.resolve;
+    this.resolve = undefined;
+    this.reject = undefined;
+    resolve?.(step);
+  }
 
   start(): void {
     const socket = this.socket;
@@ -159,7 +244,13 @@ class ServerHandshake<T> implements HandshakeSteps {
     if (answer && socket.writable) socket.end(answer);
     else socket.destroy();
     if (answer) setTimeout(destroySocket, 1000, socket).unref();
-    this.reject(new Socks5HandshakeError(code, message));
+    const err = new Socks5HandshakeError(code, message);
+    const reject = this.reject;
+    this.resolve = undefined;
+    this.reject = undefined;
+    if (reject) return reject(err);
+    this.failure = err;
+    this.onFailure?.(err);
   }
 
   data(chunk: Buffer): void {
@@ -197,13 +288,13 @@ class ServerHandshake<T> implements HandshakeSteps {
         }
         if (buffer.length < 2 + n) return 0;
         const methods = buffer.subarray(2, 2 + n);
-        let wanted = options.auth === 'password' ? 0x02 : 0x00;
-        if (wanted === 0x02 && !methods.includes(0x02) && methods.includes(0x00) && options.noAuth) {
-          const decision = options.noAuth();
-          if (decision.ok) {
-            wanted = 0x00;
-            this.context = decision.context;
-          }
+        const wanted = options.auth === 'password' ? 0x02 : 0x00;
+        if (wanted === 0x02 && !methods.includes(0x02) && methods.includes(0x00) && options.anonymous) {
+          // Paused: resume() says whether a client without credentials may go on.
+          this.credentials = false;
+          this.stage = Stage.Authenticating;
+          this.settle(this);
+          return 2 + n;
         }
         if (!methods.includes(wanted)) {
           this.fail('NO_ACCEPTABLE_METHOD', 'client offers no acceptable method', Buffer.from([SOCKS_VERSION, 0xff]));
@@ -223,114 +314,111 @@ class ServerHandshake<T> implements HandshakeSteps {
         if (buffer.length < 3 + ulen) return 0;
         const plen = buffer[2 + ulen]!;
         if (buffer.length < 3 + ulen + plen) return 0;
-        const user = buffer.toString('utf8', 2, 2 + ulen);
-        const pass = buffer.toString('utf8', 3 + ulen, 3 + ulen + plen);
+        this.username = buffer.toString('utf8', 2, 2 + ulen);
+        this.password = buffer.toString('utf8', 3 + ulen, 3 + ulen + plen);
         this.stage = Stage.Authenticating;
-        this.buffer = buffer.subarray(3 + ulen + plen);
-        this.decide(user, pass);
-        return 0;
+        // Paused: resume() answers the login with the caller's decision.
+        this.settle(this);
+        return 3 + ulen + plen;
       }
-      case Stage.Request: {
-        if (buffer.length < 5) return 0;
-        if (buffer[0] !== SOCKS_VERSION) {
-          this.fail('BAD_VERSION', `unsupported SOCKS version ${buffer[0]} in request`);
-          return 0;
-        }
-        const command = buffer[1];
-        if (command !== 0x01 && !(command === 0x03 && options.udp)) {
-          this.fail('BAD_COMMAND', `unsupported command ${buffer[1]}`, replyBuffer(REPLY.commandNotSupported));
-          return 0;
-        }
-        const atyp = buffer[3];
-        let host: string;
-        let end: number;
-        if (atyp === 0x01) {
-          end = 4 + 4 + 2;
-          if (buffer.length < end) return 0;
-          host = `${buffer[4]}.${buffer[5]}.${buffer[6]}.${buffer[7]}`;
-        } else if (atyp === 0x04) {
-          end = 4 + 16 + 2;
-          if (buffer.length < end) return 0;
-          const parts: string[] = [];
-          for (let i = 0; i < 8; i++) parts.push(buffer.readUInt16BE(4 + i * 2).toString(16));
-          host = parts.join(':');
-        } else if (atyp === 0x03) {
-          const len = buffer[4]!;
-          if (len === 0) {
-            this.fail('BAD_ADDRESS', 'empty domain name', replyBuffer(REPLY.addressTypeNotSupported));
-            return 0;
-          }
-          end = 5 + len + 2;
-          if (buffer.length < end) return 0;
-          host = buffer.toString('latin1', 5, 5 + len);
-          if (!/^[A-Za-z0-9._-]+$/.test(host)) {
-            this.fail('BAD_ADDRESS', 'malformed domain name', replyBuffer(REPLY.generalFailure));
-            return 0;
-          }
-        } else {
-          this.fail('BAD_ADDRESS', `unsupported address type ${atyp}`, replyBuffer(REPLY.addressTypeNotSupported));
-          return 0;
-        }
-        const port = buffer.readUInt16BE(end - 2);
-        if (port === 0 && command === 0x01) {
-          // A malformed request (like the HTTP listener's 400), not a statement about reachability.
-          this.fail('BAD_ADDRESS', 'port 0', replyBuffer(REPLY.generalFailure));
-          return 0;
-        }
-        const rest = buffer.length > end ? Buffer.from(buffer.subarray(end)) : null;
-        this.stage = Stage.Done;
-        const socket = this.socket;
-        // Hold further client bytes in the socket until the caller's relay reads them.
-        if (!options.keepReading) socket.pause();
-        this.cleanup();
-        socket.on('error', noop);
-        const request: ConnectRequest<T> = {
-          host,
-          port,
-          addressType: atyp as 1 | 3 | 4,
-          username: this.username,
-          context: this.context,
-          head: rest,
-        };
-        if (command === 0x03) request.command = 0x03;
-        this.resolve(request);
-        return 0;
-      }
+      case Stage.Request:
+        return this.request(buffer);
       default:
         return 0;
     }
   }
 
-  private decide(user: string, pass: string): void {
-    const authenticate = this.options.authenticate;
-    if (!authenticate) {
-      this.decided(user, { ok: false });
-      return;
+  /** The CONNECT (or UDP ASSOCIATE) request: settles the handshake with it, or fails; returns 0 when more bytes are needed. */
+  private request(buffer: Buffer): number {
+    const options = this.options;
+    if (buffer.length < 5) return 0;
+    if (buffer[0] !== SOCKS_VERSION) {
+      this.fail('BAD_VERSION', `unsupported SOCKS version ${buffer[0]} in request`);
+      return 0;
     }
-    let result: AuthDecision<T> | Promise<AuthDecision<T>>;
-    try {
-      result = authenticate(user, pass);
-    } catch {
-      this.decided(user, { ok: false });
-      return;
+    const command = buffer[1];
+    if (command !== 0x01 && !(command === 0x03 && options.udp)) {
+      this.fail('BAD_COMMAND', `unsupported command ${buffer[1]}`, replyBuffer(REPLY.commandNotSupported));
+      return 0;
     }
-    if (result instanceof Promise)
-      result.then(
-        (decision) => this.decided(user, decision),
-        () => this.decided(user, { ok: false }),
-      );
-    else this.decided(user, result);
+    const atyp = buffer[3];
+    let host: string;
+    let end: number;
+    if (atyp === 0x01) {
+      end = 4 + 4 + 2;
+      if (buffer.length < end) return 0;
+      host = `${buffer[4]}.${buffer[5]}.${buffer[6]}.${buffer[7]}`;
+    } else if (atyp === 0x04) {
+      end = 4 + 16 + 2;
+      if (buffer.length < end) return 0;
+      const parts: string[] = [];
+      for (let i = 0; i < 8; i++) parts.push(buffer.readUInt16BE(4 + i * 2).toString(16));
+      host = parts.join(':');
+    } else if (atyp === 0x03) {
+      const len = buffer[4]!;
+      if (len === 0) {
+        this.fail('BAD_ADDRESS', 'empty domain name', replyBuffer(REPLY.addressTypeNotSupported));
+        return 0;
+      }
+      end = 5 + len + 2;
+      if (buffer.length < end) return 0;
+      host = buffer.toString('latin1', 5, 5 + len);
+      if (!/^[A-Za-z0-9._-]+$/.test(host)) {
+        this.fail('BAD_ADDRESS', 'malformed domain name', replyBuffer(REPLY.generalFailure));
+        return 0;
+      }
+    } else {
+      this.fail('BAD_ADDRESS', `unsupported address type ${atyp}`, replyBuffer(REPLY.addressTypeNotSupported));
+      return 0;
+    }
+    const port = buffer.readUInt16BE(end - 2);
+    if (port === 0 && command === 0x01) {
+      // A malformed request (like the HTTP listener's 400), not a statement about reachability.
+      this.fail('BAD_ADDRESS', 'port 0', replyBuffer(REPLY.generalFailure));
+      return 0;
+    }
+    const rest = buffer.length > end ? Buffer.from(buffer.subarray(end)) : null;
+    this.stage = Stage.Done;
+    const socket = this.socket;
+    // Hold further client bytes in the socket until the caller's relay reads them.
+    if (!options.keepReading) socket.pause();
+    this.cleanup();
+    socket.on('error', noop);
+    const request: ConnectRequest<T> = {
+      kind: 'request',
+      host,
+      port,
+      addressType: atyp as 1 | 3 | 4,
+      username: this.username,
+      context: this.context,
+      head: rest,
+    };
+    if (command === 0x03) request.command = 0x03;
+    this.settle(request);
+    return 0;
   }
 
-  private decided(user: string, decision: AuthDecision<T>): void {
+  private decided(decision: AuthDecision<T>): void {
     if (this.stage !== Stage.Authenticating) return;
+    this.password = '';
     if (!decision.ok) {
       this.fail('AUTH_FAILED', 'authentication failed', Buffer.from([AUTH_VERSION, 0x01]));
       return;
     }
-    this.username = user;
     this.context = decision.context;
     this.socket.write(AUTH_OK);
+    this.stage = Stage.Request;
+    this.advance();
+  }
+
+  private decidedAnonymous(decision: AuthDecision<T>): void {
+    if (this.stage !== Stage.Authenticating) return;
+    if (!decision.ok) {
+      this.fail('NO_ACCEPTABLE_METHOD', 'client offers no acceptable method', Buffer.from([SOCKS_VERSION, 0xff]));
+      return;
+    }
+    this.context = decision.context;
+    this.socket.write(CHOSE_NONE);
     this.stage = Stage.Request;
     this.advance();
   }
