@@ -22,7 +22,7 @@
 // --dir names a directory a previous run imported into (its users then count as --users); a new --dir is imported
 // into and kept.
 // --profile DIR: every daemon (the importing one and the restarted ones) writes a --cpu-prof profile into DIR (read them with bench/profile.ts).
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -207,6 +207,14 @@ async function measureIdle(d: Daemon, count: number, only: Set<string>, mode: Pl
     // Settled: the check's garbage collected as an idle daemon's would be.
     await new Promise((r) => setTimeout(r, 10_000));
     const rss = rssBytes(d.pid) / MiB;
+    // Where it is: V8's heap (used / committed) from the daemon's own /metrics, and the kernel's anon / file split.
+    const metrics = (await admin(d, '/metrics')).body;
+    const gauge = (name: string): number => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(metrics)?.[1] ?? NaN) / MiB;
+    const status = readFileSync(`/proc/${d.pid}/status`, 'utf8');
+    const kb = (field: string): number => Number(new RegExp(`^${field}:\\s+(\\d+) kB$`, 'm').exec(status)?.[1] ?? NaN) / 1024;
+    const where =
+      `heap used ${gauge('rotor_nodejs_heap_size_used_bytes').toFixed(0)} / committed ${gauge('rotor_nodejs_heap_size_total_bytes').toFixed(0)} MiB, ` +
+      `external ${gauge('rotor_nodejs_external_memory_bytes').toFixed(0)} MiB; RSS anon ${kb('RssAnon').toFixed(0)} / file ${kb('RssFile').toFixed(0)} MiB`;
     report({
       name:
         mode === 'process'
@@ -215,6 +223,7 @@ async function measureIdle(d: Daemon, count: number, only: Set<string>, mode: Pl
       figure: `${rss.toFixed(0)} MiB`,
       target: '≤ 300 MiB',
       met: mode === 'process' ? rss <= 300 : undefined,
+      note: where,
     });
   }
 }

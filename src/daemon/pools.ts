@@ -102,15 +102,17 @@ export async function assemblePools(config: Config, needs: Needs, ctx: AssemblyC
   ctx.stops.onStop('pools', () => pools.close());
 
   // A user removed, or changed in how it draws: its pools are dropped (live connections keep their node).
-  const drawShape = new Map(directory.locals().map((u) => [u.name, drawKey(u)]));
+  // The user as last seen (the directory's own object, not a key string per user: 100,000 users).
+  const drawShape = new Map<string, LocalUser>();
+  for (const u of directory.locals()) drawShape.set(u.name, u);
   users.changes.on((names, removed) => {
     for (const name of [...names, ...removed]) {
       const now = directory.get(name);
-      const shape = now ? drawKey(now) : undefined;
-      if (drawShape.get(name) === shape) continue;
+      const before = drawShape.get(name);
+      if (now === undefined) drawShape.delete(name);
+      else drawShape.set(name, now);
+      if ((before && drawKey(before)) === (now && drawKey(now))) continue;
       for (const pool of pools.list()) if (pool.key.user === name) pools.delete(pool.key);
-      if (shape === undefined) drawShape.delete(name);
-      else drawShape.set(name, shape);
     }
   });
   return pools;

@@ -10,7 +10,9 @@
 //   takes to open, at most perNode); no tunnel in the window, none refilled, and the set drains to zero as its
 //   connections reach idleMs.
 // - Bounded: perNode per node, maxPerPool per pool (src/pool/node-owner.ts), MAX_TOTAL in all.
-// - Recycled at idleMs (before typical upstream idle timeouts); an upstream that closes one while it idles
+// - Recycled by idleMs (before typical upstream idle timeouts; one sweep timer for all of them, ticking every
+//   min(1 s, idleMs / 4) while any is ready, retires each between idleMs less a tick and idleMs: never later,
+//   and no timer per connection); an upstream that closes one while it idles
 //   takes it out at once ('end'/'close'/'error', or any byte it sends); a handed-out one that turns out dead
 //   (closed in the same instant) falls back to a fresh dial, so the tunnel still succeeds.
 // - Refills run off the tunnel's path (setImmediate), never awaited by a dial.
@@ -58,7 +60,8 @@ const RECENT = 64;
 interface Ready {
   socket: Socket;
   set: NodeSet;
-  timer: NodeJS.Timeout;
+  /** when it became ready (performance.now) */
+  since: number;
 }
 
 interface NodeSet {
@@ -93,8 +96,12 @@ export class WarmConnections {
   /** rotor_upstream_warm_total's outcomes and the ready gauge as cells (no label hashing per tunnel). */
   private readonly counts: Record<'used' | 'failed' | 'expired', MetricCell> | undefined;
   private readonly readyGauge: MetricCell | undefined;
+  /** Retires ready connections by idleMs; runs while any is ready. */
+  private sweeper: NodeJS.Timeout | undefined;
+  private readonly sweepMs: number;
 
   constructor(private readonly o: WarmOptions) {
+    this.sweepMs = Math.max(5, Math.min(1000, Math.floor(o.idleMs / 4)));
     this.socks5 = (node, target, options) => this.dial(node, target, options, dialSocks5);
     this.http = (node, target, options) => this.dial(node, target, options, dialHttpConnect);
     const m = o.metrics;
@@ -115,6 +122,8 @@ export class WarmConnections {
 
   close(): void {
     this.closed = true;
+    clearInterval(this.sweeper);
+    this.sweeper = undefined;
     for (const set of this.sets.values()) for (const r of set.ready.splice(0)) this.discard(r, undefined);
     this.sets.clear();
   }
@@ -268,8 +277,11 @@ export class WarmConnections {
       this.release(set);
       return;
     }
-    const r: Ready = { socket, set, timer: setTimeout(onIdleTimeout, this.o.idleMs, socket) };
-    r.timer.unref();
+    const r: Ready = { socket, set, since: performance.now() };
+    if (this.sweeper === undefined) {
+      this.sweeper = setInterval(sweepNow, this.sweepMs, this);
+      this.sweeper.unref();
+    }
     socket[READY] = r;
     socket[OWNER] = this;
     // Idle: any sign from the upstream (it closed, failed, or said something unasked) takes it out.
@@ -282,9 +294,8 @@ export class WarmConnections {
     this.readyGauge?.inc();
   }
 
-  /** A ready connection leaves the ready list (taken, or gone): its idle listeners and timer with it. */
+  /** A ready connection leaves the ready list (taken, or gone): its idle listeners with it. */
   private unready(r: Ready): void {
-    clearTimeout(r.timer);
     const s = r.socket as WarmSocket;
     s[READY] = undefined;
     s.off('data', onIdleSign);
@@ -295,7 +306,26 @@ export class WarmConnections {
     this.readyGauge?.dec();
   }
 
-  /** Called for a ready connection the upstream closed or that reached idleMs. */
+  /**
+   * The sweep: ready connections that would pass idleMs before the next tick are retired (each set's list is
+   * oldest first) and replaced while demand lasts; with none ready any more the timer stops.
+   */
+  sweep(): void {
+    const retireAt = performance.now() - this.o.idleMs + this.sweepMs;
+    for (const set of this.sets.values()) {
+      let n = 0;
+      while (n < set.ready.length && set.ready[n]!.since <= retireAt) n++;
+      if (n === 0) continue;
+      for (const r of set.ready.splice(0, n)) this.discard(r, 'expired');
+      this.refill(set);
+    }
+    if (this.readyCount === 0) {
+      clearInterval(this.sweeper);
+      this.sweeper = undefined;
+    }
+  }
+
+  /** Called for a ready connection the upstream closed. */
   idleEnd(r: Ready): void {
     const set = r.set;
     const i = set.ready.indexOf(r);
@@ -365,9 +395,8 @@ function refillNow(warm: WarmConnections, set: NodeSet): void {
   warm.refill(set);
 }
 
-function onIdleTimeout(socket: WarmSocket): void {
-  const r = socket[READY];
-  if (r) socket[OWNER]?.idleEnd(r);
+function sweepNow(warm: WarmConnections): void {
+  warm.sweep();
 }
 
 function onIdleSign(this: WarmSocket): void {

@@ -32,18 +32,28 @@ export function tuneHeapGrowth(execArgv: readonly string[] = process.execArgv): 
  * set at run time and the function taken from a fresh context (the flag applies to contexts made after it).
  */
 export function collectStartGarbage(): { before: number; after: number; ms: number } {
-  const gc = (globalThis as { gc?: () => void }).gc ?? exposedGc();
+  const gc = (globalThis as { gc?: Gc }).gc ?? exposedGc();
   const before = process.memoryUsage().heapUsed;
   const started = performance.now();
-  gc();
+  // Compacting every page, this once: a plain full collection moves live objects only off the most fragmented
+  // pages, so 100,000 users' records spread over the start's pages kept them all committed (at 100,000 users:
+  // 228 MiB committed for 126 used). The flag is V8's own, set for this collection and cleared after it.
+  setFlagsFromString('--compact-on-every-full-gc');
+  try {
+    gc();
+  } finally {
+    setFlagsFromString('--no-compact-on-every-full-gc');
+  }
   return { before, after: process.memoryUsage().heapUsed, ms: performance.now() - started };
 }
 
-let exposed: (() => void) | undefined;
-function exposedGc(): () => void {
+type Gc = () => void;
+
+let exposed: Gc | undefined;
+function exposedGc(): Gc {
   if (exposed === undefined) {
     setFlagsFromString('--expose-gc');
-    exposed = runInNewContext('gc') as () => void;
+    exposed = runInNewContext('gc') as Gc;
   }
   return exposed;
 }

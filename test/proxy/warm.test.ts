@@ -4,6 +4,7 @@
 // while idle (the tunnel still succeeds), and drained to zero once tunnels stop.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { createHook } from 'node:async_hooks';
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { acceptSocks5, writeReply, REPLY } from '../../src/wire/socks5.ts';
 import { WarmConnections, type WarmOptions } from '../../src/proxy/warm.ts';
@@ -174,6 +175,41 @@ describe('warm upstream connections', () => {
     await until('a warm connection', () => warm.size > 0);
     await until('none left', () => warm.size === 0);
     assert.equal((await metrics.upstreamWarmConnections.get()).values[0]?.value, 0);
+    warm.close();
+  });
+
+  test('ready connections are retired by idleMs under one sweep timer, not a timer each', async () => {
+    // Timers warm.ts makes while a tunnel takes a connection and the set refills (async_hooks sees every
+    // Timeout created; the test's own polls and upstream are not counted).
+    let timers = 0;
+    const hook = createHook({
+      init(_id, type) {
+        if (type === 'Timeout' && /src[\\/]proxy[\\/]warm\.ts/.test(new Error().stack ?? '')) timers++;
+      },
+    });
+    const idleMs = 400;
+    const { warm } = make({ perNode: 4, idleMs, windowMs: 60_000 });
+    const n = node(up.port, 'frank');
+    for (let i = 0; i < 8; i++) assert.equal(await tunnel(warm, n), 'user:frank');
+    // Each warm connection's own open timeout stays (one per connection opened); ready ones add one timer in all.
+    await until('ready connections', () => warm.size >= 2);
+    const opened = up.accepted;
+    hook.enable();
+    const acceptedBefore = up.accepted;
+    await tunnel(warm, n);
+    await until('the set refilled', () => warm.size >= 2 && up.accepted > acceptedBefore);
+    const readyAt = performance.now();
+    hook.disable();
+    const made = up.accepted - acceptedBefore;
+    // The dial's own handshake timer and, per connection opened, its open timeout: none per ready connection.
+    assert.ok(timers <= 1 + made, `${timers} timers for ${made} connection(s) opened and made ready`);
+    // Retired by idleMs (never later), then replaced while demand lasts: every connection ready now is gone
+    // from the upstream's side within idleMs plus the close's own delay.
+    const first = new Set(up.open);
+    await until('the ready connections retired', () => [...first].every((s) => s.destroyed || !up.open.has(s)));
+    const took = performance.now() - readyAt;
+    assert.ok(took <= idleMs + 1000, `retired after ${took.toFixed(0)} ms (idleMs ${idleMs})`);
+    assert.ok(up.accepted > opened);
     warm.close();
   });
 
