@@ -198,7 +198,8 @@ async function assembleRouting(config: Config, needs: Needs, ctx: AssemblyContex
     fleetSessions && fleetParts
       ? new fleetParts.FleetRouter(routerOptions, fleetSessions)
       : new Router({ ...routerOptions, pools: poolProvider, sessions });
-  users.changes.on(() => router.setUsers(directory));
+  // No cache clear on user changes: a cached login stands only while the directory still hands out that very
+  // user object, and a changed user gets a new one (src/proxy/auth-check.ts), so the others' logins stay cached.
   // A deleted or disabled user's sticky sessions end at once (in a fleet, its shared ones too).
   users.changes.on((names, removed) => {
     const table = fleetSessions ?? sessions;

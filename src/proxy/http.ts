@@ -27,12 +27,12 @@ import {
   type AbsoluteTarget,
 } from './http-message.ts';
 import { onServerError } from './connections.ts';
-import type { Authorization, Dialed, Router } from './router.ts';
+import type { Authorization, Router } from './router.ts';
 import type { RelayLimiter, Target } from './types.ts';
 import type { ConnectionContext, ConnectionRecorder } from '../connlog/types.ts';
 import { ProxyListener } from './proxy-listener.ts';
 import { descriptorGuard } from './accept-guard.ts';
-import { pipelineOptions, TunnelPipeline, type Admission, type TunnelAdapter, type TunnelFailure } from './tunnel.ts';
+import { pipelineOptions, TunnelPipeline, type Admission } from './tunnel.ts';
 import { recordTarget, type FromUserPort } from './tunnel-record.ts';
 
 export { parseBasic, parseConnectTarget } from './http-message.ts';
@@ -90,8 +90,6 @@ export class HttpListener extends ProxyListener {
   protected readonly server: HttpServer;
   protected readonly pipeline: TunnelPipeline;
   private readonly realm: string;
-  /** CONNECT's answers to the pipeline (an Upgrade gets its own: upgradeAnswers). */
-  private readonly connectAnswers: TunnelAdapter;
   private readonly handshakeMs: number;
   private readonly pipelineDepth: number;
   /** Per client connection: the user counted active on it (plain HTTP; tunnels count per dial). */
@@ -111,15 +109,6 @@ export class HttpListener extends ProxyListener {
         refuse: (res, failure) => refuseResponse(res, failure, this.realm),
       }),
     );
-    const realm = this.realm;
-    this.connectAnswers = {
-      established(client: Socket): void {
-        client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
-      },
-      refuse(client: Socket, failure: TunnelFailure): void {
-        refuseSocket(client, failure, realm);
-      },
-    };
     this.handshakeMs = options.handshakeTimeoutMs ?? 10_000;
     this.pipelineDepth = options.pipelineDepth ?? 16;
     // requestTimeout off: a proxied upload may rightly take longer than node's 5 minutes; the handshake
@@ -366,21 +355,23 @@ export class HttpListener extends ProxyListener {
     }
     // An Upgrade goes through a tunnel to the target (CONNECT to an HTTP node): HTTP proxies commonly drop
     // Upgrade on forwarded requests, and a tunnel carries whatever protocol the 101 switches to.
-    const answers = absolute ? this.upgradeAnswers(req, absolute) : this.connectAnswers;
-    await this.pipeline.tunnel(socket, conn, route, target, head.length > 0 ? head : null, answers);
+    const up = await this.pipeline.connect(socket, conn, route, target, head.length > 0 ? head : null);
+    if (up === undefined) return;
+    if (!('dialed' in up)) {
+      refuseSocket(socket, up, this.realm);
+      return;
+    }
+    if (absolute) up.dialed.socket.write(upgradeHead(req, absolute));
+    else socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+    this.pipeline.carry(socket, up, route, conn);
   }
+}
 
-  /** An Upgrade's answers: once the tunnel is up its request goes on as received (hop-by-hop fields removed, Upgrade kept). */
-  private upgradeAnswers(req: IncomingMessage, absolute: AbsoluteTarget): TunnelAdapter {
-    return {
-      established(_client: Socket, dialed: Dialed): void {
-        const headers = forwardHeaders(req.rawHeaders, { keepUpgrade: true, drop: HOST });
-        headers.unshift('Host', absolute.authority);
-        dialed.socket.write(requestHead(req.method ?? 'GET', absolute.path, headers));
-      },
-      refuse: this.connectAnswers.refuse,
-    };
-  }
+/** An Upgrade's request as it goes on through the tunnel: as received, hop-by-hop fields removed, Upgrade kept. */
+function upgradeHead(req: IncomingMessage, absolute: AbsoluteTarget): string {
+  const headers = forwardHeaders(req.rawHeaders, { keepUpgrade: true, drop: HOST });
+  headers.unshift('Host', absolute.authority);
+  return requestHead(req.method ?? 'GET', absolute.path, headers);
 }
 
 const HOST = new Set(['host']);

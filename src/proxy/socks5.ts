@@ -22,7 +22,7 @@ import type { UdpAssociations } from './udp-associate.ts';
 import type { ConnectionContext, ConnectionRecorder } from '../connlog/types.ts';
 import { ProxyListener } from './proxy-listener.ts';
 import { descriptorGuard } from './accept-guard.ts';
-import { pipelineOptions, TunnelPipeline, type Admission, type TunnelAdapter, type TunnelFailure } from './tunnel.ts';
+import { pipelineOptions, TunnelPipeline, type Admission } from './tunnel.ts';
 import { recordTarget, type FromUserPort } from './tunnel-record.ts';
 
 export interface Socks5ListenerOptions {
@@ -50,16 +50,6 @@ export interface Socks5ListenerOptions {
 }
 
 const LISTENER = 'socks5';
-
-/** SOCKS5's answers to the pipeline's outcomes (one object for all connections). */
-const SOCKS5_ANSWERS: TunnelAdapter = {
-  established(client: Socket): void {
-    writeReply(client, REPLY.succeeded);
-  },
-  refuse(client: Socket, failure: TunnelFailure): void {
-    writeReply(client, failure.socksReply);
-  },
-};
 
 export class Socks5Listener extends ProxyListener {
   protected readonly server: Server;
@@ -149,7 +139,14 @@ export class Socks5Listener extends ProxyListener {
       return;
     }
     // Still flowing: the relay takes the reading over in the same turn as the dial's end (keepReading).
-    await pipeline.tunnel(socket, conn, route, target, request.head, SOCKS5_ANSWERS, true);
+    const up = await pipeline.connect(socket, conn, route, target, request.head, true);
+    if (up === undefined) return;
+    if (!('dialed' in up)) {
+      writeReply(socket, up.socksReply);
+      return;
+    }
+    writeReply(socket, REPLY.succeeded);
+    pipeline.carry(socket, up, route, conn);
   }
 }
 

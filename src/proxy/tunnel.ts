@@ -1,7 +1,7 @@
 // The tunnel pipeline every listener runs a client through: admission → target check → pick → dial → relay
 // → record. The listeners (http.ts, socks5.ts, and through them https-listener.ts and users' own ports) are
-// protocol adapters: they parse their protocol and write its answers (TunnelAdapter); what is decided, counted
-// and recorded is decided here, once:
+// protocol adapters: they parse their protocol and write its answers to what the pipeline returns (an
+// admission, a connected upstream or a failure); what is decided, counted and recorded is decided here, once:
 //   - admission: credentials (or a user's own port's anonymous admission) → Router.authenticate → a route or
 //     a refusal with its status, SOCKS5 reply and result;
 //   - target check, pick and dial: Router.dial (target.ts, destination rules, sticky session or pool, the
@@ -28,7 +28,7 @@ import { holdClient } from './hold.ts';
 import { metricCell, type MetricCell } from './metric-cells.ts';
 import type { ProxyErrorType } from './proxy-status.ts';
 import { relay, upstreamFailedEarly, type RelayHandle, type RelayOptions } from './relay.ts';
-import type { Authorization, Dialed, DialMode, Route, Router } from './router.ts';
+import type { Authorization, Dialed, Route, Router } from './router.ts';
 import {
   endBeforeRelay,
   openRecord,
@@ -62,12 +62,14 @@ export interface TunnelFailure {
 /** A client's authorized route, or why it has none. */
 export type Admission = { route: Route } | { refusal: TunnelFailure; user: string | null };
 
-/** What a listener does in its own protocol; the pipeline decides when. */
-export interface TunnelAdapter {
-  /** The tunnel is up: answer the client (200, SOCKS5 success) or send its request on (Upgrade). */
-  established(client: Socket, dialed: Dialed): void;
-  /** Refused or failed before any byte was relayed (never called for a client that left). */
-  refuse(client: Socket, failure: TunnelFailure): void;
+/**
+ * A tunnel's upstream, dialed for an admitted client (connect()): the listener answers its client (200, SOCKS5
+ * success, or an Upgrade's request sent on) and hands it to carry() in the same turn.
+ */
+export interface Connected {
+  dialed: Dialed;
+  /** What the client sent meanwhile (behind its request, or while the dial ran). */
+  head: Buffer | null;
 }
 
 export interface TunnelPipelineOptions {
@@ -259,43 +261,23 @@ export class TunnelPipeline {
   }
 
   /**
-   * Target check, pick, dial, relay, record: a byte stream for an admitted client. `head` is what the client
-   * sent behind its request. `keepReading` (default): the client socket stays flowing from the dial's end to
-   * the relay, which takes the reading over in the same turn (the dial's hold has it flowing in any case: a
-   * pause there and a resume in the relay cost every CONNECT a pause, a resume and its tick for nothing);
-   * false: it is paused in between. On failure the adapter answers (a client that left is only closed);
-   * either way the record is ended here.
+   * Target check, pick and dial for an admitted client, bound to its life: the client is read meanwhile (its
+   * leaving cancels the dial, its early bytes are kept), its connection slot is taken. Resolves with the
+   * upstream (the listener answers its client, then calls carry() in the same turn), with the failure (recorded
+   * and counted; the listener answers it), or undefined for a client that left (closed and recorded).
+   * `head` is what the client sent behind its request. `keepReading` (default): the client socket stays flowing
+   * from the dial's end to the relay, which takes the reading over in the same turn (the dial's hold has it
+   * flowing in any case: a pause there and a resume in the relay cost every CONNECT a pause, a resume and its
+   * tick for nothing); false: it is paused in between.
    */
-  async tunnel(
+  async connect(
     client: Socket,
     conn: ConnectionContext,
     route: Route,
     target: Target,
     head: Buffer | null,
-    adapter: TunnelAdapter,
     keepReading = true,
-  ): Promise<void> {
-    const dialed = await this.dial(client, conn, route, target, head, 'tunnel', adapter, keepReading);
-    if (dialed === undefined) return;
-    adapter.established(client, dialed.dialed);
-    this.count('ok');
-    this.carry(client, dialed.dialed, dialed.head, route, conn);
-  }
-
-  /**
-   * Router.dial bound to the client's life: the client is read meanwhile (its leaving cancels the dial, its
-   * early bytes are kept), its connection slot is taken. Undefined when it failed: answered and recorded.
-   */
-  private async dial(
-    client: Socket,
-    conn: ConnectionContext,
-    route: Route,
-    target: Target,
-    head: Buffer | null,
-    mode: DialMode,
-    adapter: TunnelAdapter,
-    keepReading: boolean,
-  ): Promise<{ dialed: Dialed; head: Buffer | null } | undefined> {
+  ): Promise<Connected | TunnelFailure | undefined> {
     const router = this.router;
     const meters = router.meters;
     const user = route.user.name;
@@ -304,15 +286,15 @@ export class TunnelPipeline {
     meters.connectionOpened(user);
     let dialed: Dialed;
     try {
-      dialed = await router.dial(route, target, abort, mode, conn);
+      dialed = await router.dial(route, target, abort, 'tunnel', conn);
     } catch (err) {
       release();
       meters.connectionClosed(user);
       const f = this.failure(err, conn);
       this.refused(conn, f.result, f.recordReason);
+      if (f.result !== 'client_abort') return f;
       // The client ended mid-dial: its socket is half-open (allowHalfOpen) and nobody else will close it.
-      if (f.result === 'client_abort') client.destroy();
-      else adapter.refuse(client, f);
+      client.destroy();
       return undefined;
     }
     const held = release(keepReading);
@@ -329,11 +311,13 @@ export class TunnelPipeline {
   }
 
   /**
-   * Relays `client` ↔ the dialed upstream through the one metered, throttled stream (relay.ts: the user's
+   * Counts the tunnel established and relays `client` ↔ the dialed upstream through the one metered, throttled stream (relay.ts: the user's
    * meter, rate and idle timeout). At the end the node goes back to its pool (as failed when the upstream died
    * before its first byte), the connection is counted closed and its record ends with the relay's counters.
    */
-  carry(client: Socket, dialed: Dialed, clientHead: Buffer | null, route: Route, conn: ConnectionContext): void {
+  carry(client: Socket, connected: Connected, route: Route, conn: ConnectionContext): void {
+    this.count('ok');
+    const { dialed, head: clientHead } = connected;
     const meters = this.router.meters;
     const user = route.user.name;
     const conns = this.conns;
