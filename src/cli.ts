@@ -41,9 +41,7 @@ async function run(command: Command): Promise<number> {
       return summary.failed > 0 ? EXIT.USAGE : EXIT.OK;
     }
     case 'start': {
-      const heap = await import('./startup/heap.ts');
-      heap.tuneHeapGrowth();
-      heap.tuneScavenges();
+      (await import('./startup/heap.ts')).tuneHeapGrowth();
       const config = loadConfig({ file: command.config });
       const { runDaemon } = await import('./main.ts');
       // The file is resolved once so a SIGHUP reload reads the same file the daemon started with.

@@ -57,17 +57,3 @@ function exposedGc(): Gc {
   }
   return exposed;
 }
-
-// Young-generation collections on the main thread alone. With node's default a scavenge also wakes V8's helper
-// threads to copy in parallel; the daemon's scavenges are small (a 4 MiB semi-space of mostly dead per-connection
-// objects), so the threads' start-up and synchronisation cost more CPU than they save: per new tunnel, at the
-// same semi-space and so the same memory, 0.384 -> 0.314 ms of CPU in an interleaved A/B (docs/benchmarks.md,
-// issue 27). Set at runtime like the growing factor (V8 reads it at every scavenge); a command line's
-// `--parallel-scavenge` or `--no-parallel-scavenge` wins.
-
-/** Scavenges on the main thread only, unless node was started with its own choice. */
-export function tuneScavenges(execArgv: readonly string[] = process.execArgv): boolean {
-  if (execArgv.some((a) => /^--(no[-_])?parallel[-_]scavenge\b/.test(a))) return false;
-  setFlagsFromString('--no-parallel-scavenge');
-  return true;
-}

@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { getHeapSpaceStatistics } from 'node:v8';
-import { collectStartGarbage, tuneHeapGrowth, tuneScavenges } from '../../src/startup/heap.ts';
+import { collectStartGarbage, tuneHeapGrowth } from '../../src/startup/heap.ts';
 
 test('a --heap-growing-percent given to node wins over the daemon’s own', () => {
   assert.equal(tuneHeapGrowth(['--heap-growing-percent=50']), false);
@@ -29,11 +29,4 @@ test('the start-up garbage is collected at once when asked, and the old space co
     slack < 24 * 1024 * 1024,
     `old space: ${old.space_size} committed for ${old.space_used_size} used: the survivors were compacted`,
   );
-});
-
-test('scavenges run on the main thread alone unless node was told otherwise', () => {
-  assert.equal(tuneScavenges(['--parallel-scavenge']), false);
-  assert.equal(tuneScavenges(['--no-parallel-scavenge']), false);
-  assert.equal(tuneScavenges(['--no_parallel_scavenge']), false);
-  assert.equal(tuneScavenges(['--max-semi-space-size=4']), true);
 });
