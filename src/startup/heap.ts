@@ -23,8 +23,9 @@ export function tuneHeapGrowth(execArgv: readonly string[] = process.execArgv): 
 }
 
 /**
- * One full collection, asked once the daemon's start-up work is done (the users loaded and the background
- * platform check over). A start at 100,000 users reads every record and usage row and checks every user:
+ * One full collection, asked when a large start's work is done: once the users are loaded (10,000 or more,
+ * before the daemon answers anything: src/daemon/users.ts) and once the background platform check is over
+ * (src/daemon/accounts.ts). A start at 100,000 users reads every record and usage row and checks every user:
  * hundreds of MiB of garbage that, under the growing factor above, V8 leaves in the heap until allocation
  * reaches three times the live heap, which an idle daemon may never do; its RSS was ~75 MiB higher for it
  * (docs/benchmarks.md, "A reseller's size"). The collection takes ~0.1-0.3 s of one event-loop turn, once,

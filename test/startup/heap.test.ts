@@ -14,7 +14,7 @@ test('without one the daemon sets its own', () => {
   assert.equal(tuneHeapGrowth(['--max-semi-space-size=4']), true);
 });
 
-test('the start-up garbage is collected at once when asked, and the old space compacted (the daemon asks once, after its start-up work)', () => {
+test('the start-up garbage is collected at once when asked, and the old space compacted (the daemon asks after its start-up work)', () => {
   // Old-generation garbage with survivors spread over every page, as a start's reads leave it: 1 object in 8 kept.
   let garbage: { i: number; s: string }[] | null = Array.from({ length: 800_000 }, (_, i) => ({ i, s: `start-garbage-${i}` }));
   const kept = garbage.filter((_, i) => i % 8 === 0);
