@@ -75,13 +75,15 @@ test(
     rate(many.router, 'u9999', 10);
     const samples: { one: number; many: number }[] = [];
     for (let round = 0; round < 5; round++) samples.push({ one: rate(one.router, 'u0', 20_000), many: rate(many.router, 'u9999', 20_000) });
-    const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[2]!;
-    const r1 = median(samples.map((s) => s.one));
-    const rn = median(samples.map((s) => s.many));
+    // The best round of each: a loaded machine only ever slows a round down (medians moved 0.49-0.81 with the
+    // suite beside it).
+    const best = (xs: number[]) => Math.max(...xs);
+    const r1 = best(samples.map((s) => s.one));
+    const rn = best(samples.map((s) => s.many));
     console.log(
-      `# authorize (cache miss, new session id each): 1 user ${Math.round(r1)}/s, 10,000 users ${Math.round(rn)}/s, ratio ${(rn / r1).toFixed(3)}`,
+      `# authorize (cache miss, new session id each), best of 5 rounds: 1 user ${Math.round(r1)}/s, 10,000 users ${Math.round(rn)}/s, ratio ${(rn / r1).toFixed(3)}`,
     );
-    // Interleaved medians on a shared machine. A scan over the users would make 10,000 users thousands of
+    // Interleaved rounds on a shared machine. A scan over the users would make 10,000 users thousands of
     // times slower; what remains at a few microseconds a call is the CPU cache of bigger maps and the noise.
     assert.ok(rn / r1 > 0.5, `ratio ${(rn / r1).toFixed(3)}`);
 
