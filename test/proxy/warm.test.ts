@@ -148,7 +148,10 @@ describe('warm upstream connections', () => {
   });
 
   test('a warm connection the upstream closed while idle is never handed out; the tunnel still succeeds', async () => {
-    const { warm, outcome } = make();
+    // A short demand window: the closed connections are replaced for 300 ms, then the set stays empty. (With the
+    // default 10 s, "none ready" was only the instant between a close and its replacement, which a loaded
+    // machine's poll could miss for the whole wait.)
+    const { warm, outcome } = make({ windowMs: 300 });
     const a = node(up.port, 'carol');
     up.closeIdleAfterMs = 50;
     try {
