@@ -54,6 +54,16 @@ const GREETING = Buffer.from([5, 1, 2]);
 const AUTH = Buffer.concat([Buffer.from([1, 4]), Buffer.from('user'), Buffer.from([4]), Buffer.from('pass')]);
 const REQUEST = Buffer.from([5, 1, 0, 1, 127, 0, 0, 1, 0x1f, 0x90]);
 
+/** A client that sent the greeting and its credentials; the handshake paused at the login step. */
+async function atLogin() {
+  options = { timeoutMs: 2000, auth: 'password' };
+  const { c, server: s } = await client();
+  c.socket.write(Buffer.concat([GREETING, AUTH]));
+  const login = await s.first;
+  if (login.kind !== 'login') throw new assert.AssertionError({ message: `stopped at ${login.kind}, not the login step` });
+  return { c, s, login };
+}
+
 test('paused at the login with the credentials, nothing answered; resumed ok: 0x01 0x00, then the request', async () => {
   options = { timeoutMs: 2000, auth: 'password' };
   const { c, server: s } = await client();
@@ -76,24 +86,14 @@ test('paused at the login with the credentials, nothing answered; resumed ok: 0x
 });
 
 test('resumed with a refusal: 0x01 0x01, the socket closed, AUTH_FAILED', async () => {
-  options = { timeoutMs: 2000, auth: 'password' };
-  const { c, server: s } = await client();
-  c.socket.write(Buffer.concat([GREETING, AUTH]));
-  const login = await s.first;
-  assert.equal(login.kind, 'login');
-  if (login.kind !== 'login') return;
+  const { c, login } = await atLogin();
   await assert.rejects(login.resume({ ok: false }), (e: unknown) => e instanceof Socks5HandshakeError && e.code === 'AUTH_FAILED');
   await c.closed;
   assert.deepEqual([...c.received()], [5, 2, 1, 1]);
 });
 
 test('the client leaves while the decision is pending: resume answers CLOSED', async () => {
-  options = { timeoutMs: 2000, auth: 'password' };
-  const { c, server: s } = await client();
-  c.socket.write(Buffer.concat([GREETING, AUTH]));
-  const login = await s.first;
-  assert.equal(login.kind, 'login');
-  if (login.kind !== 'login') return;
+  const { c, s, login } = await atLogin();
   c.socket.destroy();
   await new Promise<void>((r) => s.socket.once('close', () => r()));
   await assert.rejects(
