@@ -194,13 +194,16 @@ export async function rememberSandbox(ctx: SimContext, file: string, options: Pe
   let dirtySince: number | undefined;
 
   const writeInPieces = async (): Promise<void> => {
-    const revision = state.revision;
     const started = performance.now();
     const tmp = `${file}.tmp`;
     const fh = await open(tmp, 'w');
+    // The revision is read with the capture, after the open: a change made while the file was opening is in
+    // the capture and must not be counted as unwritten (it would cost a second, identical write).
+    const revision = state.revision;
+    const captured = capture(state, generation);
     try {
       let chunk = '';
-      for (const piece of pieces(capture(state, generation))) {
+      for (const piece of pieces(captured)) {
         chunk += piece;
         if (chunk.length >= 256 * 1024) {
           await fh.write(chunk);
