@@ -1,7 +1,7 @@
 // Proxy passwords at rest: scrypt (node:crypto), `scrypt$<N>$<r>$<p>$<salt b64>$<hash b64>`, so the cost can
 // be raised later and old hashes still verify. A hash costs ~40-60 ms of CPU at N=2^14, so it never runs on
 // the event loop: every hash and verification goes through one process-wide queue onto threads of its own
-// at a lower CPU priority (src/users/hash-threads.ts; not libuv's pool, whose 4 threads dns.lookup and fs
+// at a lower CPU priority (src/admission/hash-threads.ts; not libuv's pool, whose 4 threads dns.lookup and fs
 // need), at most `concurrency` at once, logins first, then admin writes, then bulk imports. Logins waiting beyond
 // `maxQueued` are shed at once (HashBusyError): a flood costs the queue's bound, never an unbounded backlog.
 // The directory remembers a verified password's SHA-256 in memory (src/users/directory.ts), so each user
@@ -159,7 +159,7 @@ function parse(stored: string): Parsed | undefined {
  * with HashBusyError when too many wait. A malformed hash costs the same work as a real one (the dummy's).
  */
 export async function verifyPasswordAsync(password: string, stored: string, priority: HashPriority = 'login'): Promise<boolean> {
-  // A generated password (SHA-256, src/users/secret-hash.ts) is checked at once; a wrong one still costs the
+  // A generated password (SHA-256, src/admission/secret-hash.ts) is checked at once; a wrong one still costs the
   // dummy's scrypt, so its answer takes what an unknown name's takes.
   if (isGeneratedHash(stored) && verifyGeneratedPassword(password, stored)) return true;
   const h = isGeneratedHash(stored) ? undefined : parse(stored);

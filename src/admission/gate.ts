@@ -1,17 +1,18 @@
-// The admission seam (src/proxy/types.ts MeterProvider) with the users directory's live limits in front of
-// accounting: one object the listeners consult once per connection, in this order — disabled, expired
-// (the record), quota and account refusals (accounting), then a connection slot (maxConnections). The slot is
-// reserved in the same synchronous step that admits, so the cap is exact however many clients race; it
-// becomes the connection's at connectionOpened. Per chunk the relay only sees the meter (accounting) and the
-// limiter (rate, stop on disable/delete).
+// The admission seam (src/proxy/types.ts MeterProvider): the users' rows (users.ts, written by the users
+// directory) in front of accounting, both below the gateway, so admission calls nothing above it. One object
+// the listeners consult once per connection, in this order — disabled, expired (the record), quota and account
+// refusals (accounting), then a connection slot (maxConnections). The slot is reserved in the same synchronous
+// step that admits, so the cap is exact however many clients race; it becomes the connection's at
+// connectionOpened. Per chunk the relay only sees the meter (accounting) and the limiter (rate, stop on
+// disable/delete).
 // In a fleet maxConnections is per daemon (each daemon counts its own connections).
-import type { Accounting } from '../accounting/accounting.ts';
-import type { Admission, MeterProvider, RelayLimiter, UserMeter } from '../proxy/types.ts';
-import type { Users } from './directory.ts';
+import type { Accounting, Admission, UserMeter } from '../accounting/accounting.ts';
+import type { RelayLimiter } from './limiter.ts';
+import type { UserTable } from './users.ts';
 
-export class UserGate implements MeterProvider {
+export class UserGate {
   constructor(
-    private readonly users: Users,
+    private readonly users: UserTable<{ readonly name: string }>,
     private readonly accounting: Accounting,
     private readonly now: () => number = Date.now,
   ) {}

@@ -4,7 +4,7 @@
 //   against a stolen store; nobody can search 2^144 candidates, fast hash or not (the same reasoning as API
 //   tokens kept as their SHA-256). This is what lets an import of 100,000 customers with generated
 //   passwords finish in seconds instead of the ~40 minutes their scrypt would take on two cores.
-//   A password a client chose is always scrypt (src/users/password.ts).
+//   A password a client chose is always scrypt (src/admission/password.ts).
 // - an import may carry `passwordHash`: an scrypt hash in Rotor's own format (another Rotor's store, a
 //   migration), checked here for shape and cost before it is stored.
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
