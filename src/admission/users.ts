@@ -1,9 +1,10 @@
-// The users as the gateway reads them: one row per user, written by the users directory (src/users/directory.ts
-// keeps its records in this table's map) and read here, below the gateway, at every login and admission. So a
-// connection's login and admission call nothing above the gateway: the directory hands the data down, the
-// gateway reads it (docs/architecture.md, "As it runs").
+// The users as the gateway reads them, and its admission: one row per user, written by the users directory
+// (src/users/directory.ts keeps its records in this table's map) and read here, below the gateway, at every
+// login (UserTable) and admission (UserGate). So a connection's login and admission call nothing above the
+// gateway: the directory hands the data down, the gateway reads it (docs/architecture.md, "As it runs").
 import { timingSafeEqual } from 'node:crypto';
-import { UserLimiter } from './limiter.ts';
+import type { Accounting, Admission, UserMeter } from '../accounting/accounting.ts';
+import { UserLimiter, type RelayLimiter } from './limiter.ts';
 import { DUMMY_HASH, passwordDigest, verifyPasswordAsync } from './password.ts';
 
 /** What admission reads of a user's record (src/users/record.ts UserData has these fields and more). */
@@ -100,5 +101,51 @@ export class UserTable<U extends { readonly name: string }, R extends UserRow<U>
       e.limiter.close();
     }
     return e;
+  }
+}
+
+// The admission seam (src/proxy/types.ts MeterProvider): the users' rows (above, written by the users
+// directory) in front of accounting, both below the gateway, so admission calls nothing above it. One object
+// the listeners consult once per connection, in this order — disabled, expired (the record), quota and account
+// refusals (accounting), then a connection slot (maxConnections). The slot is reserved in the same synchronous
+// step that admits, so the cap is exact however many clients race; it becomes the connection's at
+// connectionOpened. Per chunk the relay only sees the meter (accounting) and the limiter (rate, stop on
+// disable/delete).
+// In a fleet maxConnections is per daemon (each daemon counts its own connections).
+export class UserGate {
+  constructor(
+    private readonly users: UserTable<{ readonly name: string }>,
+    private readonly accounting: Accounting,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  admit(user: string): Admission {
+    const now = this.now();
+    const refused = this.users.refusal(user, now);
+    if (refused !== undefined) return { ok: false, reason: refused };
+    const a = this.accounting.admit(user);
+    if (!a.ok) return a;
+    const limiter = this.users.limiter(user);
+    if (limiter !== undefined && !limiter.reserve(now))
+      return { ok: false, reason: `user ${user} has reached its ${limiter.maxConnections} concurrent connections` };
+    return a;
+  }
+
+  meter(user: string): UserMeter {
+    return this.accounting.meter(user);
+  }
+
+  connectionOpened(user: string): void {
+    this.accounting.connectionOpened(user);
+    this.users.limiter(user)?.opened();
+  }
+
+  connectionClosed(user: string): void {
+    this.accounting.connectionClosed(user);
+    this.users.limiter(user)?.closed();
+  }
+
+  limiter(user: string): RelayLimiter | undefined {
+    return this.users.limiter(user);
   }
 }

@@ -18,7 +18,7 @@ import { Socks5Listener } from '../proxy/socks5.ts';
 import { UdpAssociations } from '../proxy/udp-associate.ts';
 import { SessionTable } from '../session/table.ts';
 import { listenAs, type ListenAddress } from '../startup/ports.ts';
-import { UserGate } from '../admission/gate.ts';
+import { UserGate } from '../admission/users.ts';
 import { UserPorts } from '../users/ports.ts';
 import { descriptorGuard } from '../proxy/accept-guard.ts';
 import { configureHashing } from '../admission/password.ts';

@@ -57,7 +57,7 @@ export interface MeterProvider {
   /** Active-connection bookkeeping (GET /v1/users `activeConnections`). */
   connectionOpened(user: string): void;
   connectionClosed(user: string): void;
-  /** Optional: the user's live limits for its relays (rate, stop on disable/delete); src/admission/gate.ts. */
+  /** Optional: the user's live limits for its relays (rate, stop on disable/delete); src/admission/users.ts. */
   limiter?(user: string): RelayLimiter | undefined;
 }
 

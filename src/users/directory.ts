@@ -32,9 +32,8 @@ import type { UserLimiter } from '../admission/limiter.ts';
 import { UserTable, type UserRow } from '../admission/users.ts';
 import { checkUserPort, checkUserTls, type PortCheckOptions } from './port-check.ts';
 import { NameIndex, pageOf, PAGE_DEFAULT, type UserSort } from './listing.ts';
-import { generatePassword, hashPasswordAsync, passwordDigest, verifyPasswordAsync } from '../admission/password.ts';
+import { generatePassword, hashGeneratedPassword, hashPasswordAsync, passwordDigest, verifyPasswordAsync } from '../admission/password.ts';
 import { expiryOf, readStoredData, type CreateUserInput, type UserData, type UserPatch, type UserView } from './record.ts';
-import { hashGeneratedPassword } from '../admission/secret-hash.ts';
 import type { SubAccountPort } from './sub-account.ts';
 import { InternalError } from '../errors/rotor-error.ts';
 
@@ -284,7 +283,7 @@ export class Users {
     const generated = input.password === undefined;
     const password = input.password ?? generatePassword();
     const { password: _omit, ...fields } = input;
-    // A generated password (144 random bits) needs no slow hash (src/admission/secret-hash.ts).
+    // A generated password (144 random bits) needs no slow hash (src/admission/password.ts).
     const hash = generated ? hashGeneratedPassword(password) : await hashPasswordAsync(password);
     await this.createHashed(fields, hash, passwordDigest(password));
     const view = this.view(input.name)!;

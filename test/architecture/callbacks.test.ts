@@ -143,7 +143,7 @@ test('the daemon hands the router the users table and the gate of src/admission,
     .filter(ts.isImportDeclaration)
     .filter((i) => i.importClause?.getText(source).includes('UserGate'))
     .map((i) => (i.moduleSpecifier as ts.StringLiteral).text);
-  assert.deepEqual(imports, ['../admission/gate.ts']);
+  assert.deepEqual(imports, ['../admission/users.ts']);
   // The table the directory writes is admission's.
   assert.match(readFileSync('src/users/directory.ts', 'utf8'), /readonly table = new UserTable</);
 });

@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Accounting } from '../../src/accounting/accounting.ts';
 import { SqliteStore } from '../../src/store/sqlite.ts';
-import { UserGate } from '../../src/admission/gate.ts';
+import { UserGate } from '../../src/admission/users.ts';
 import { Users } from '../../src/users/directory.ts';
 import { hashPasswordAsync } from '../../src/admission/password.ts';
 

@@ -11,7 +11,7 @@ import { Router } from '../../src/proxy/router.ts';
 import { SqliteStore } from '../../src/store/sqlite.ts';
 import { createMetrics } from '../../src/telemetry/metrics.ts';
 import { Users } from '../../src/users/directory.ts';
-import { UserGate } from '../../src/admission/gate.ts';
+import { UserGate } from '../../src/admission/users.ts';
 import { hashPasswordAsync } from '../../src/admission/password.ts';
 import { boundUserSeries } from '../../src/users/series.ts';
 import { SessionTable } from '../../src/session/table.ts';
