@@ -157,7 +157,9 @@ export class HttpListener extends ProxyListener {
       if (!this.started.has(socket)) socket.destroy();
     }, this.handshakeMs);
     deadline.unref();
-    this.pipeline.accept(socket, () => {
+    this.pipeline.accept(socket);
+    // The listener's own 'close' listener, after the registry's: nothing below calls the listener back.
+    socket.on('close', () => {
       clearTimeout(deadline);
       this.uncount(socket);
     });

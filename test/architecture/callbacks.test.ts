@@ -147,3 +147,18 @@ test('the daemon hands the router the users table and the gate of src/admission,
   // The table the directory writes is admission's.
   assert.match(readFileSync('src/users/directory.ts', 'utf8'), /readonly table = new UserTable</);
 });
+
+test("the listeners hand the pipeline's registry no close callback: their own 'close' listener runs after it", () => {
+  for (const file of ['src/proxy/socks5.ts', 'src/proxy/http.ts']) {
+    const source = parse(file);
+    const accepts = nodes(source)
+      .filter(ts.isCallExpression)
+      .filter((c) => c.expression.getText(source) === 'this.pipeline.accept');
+    assert.ok(accepts.length > 0, `${file} registers its sockets`);
+    assert.deepEqual(
+      accepts.filter((c) => c.arguments.length !== 1).map((c) => c.getText(source)),
+      [],
+      `${file}: a function handed to the registry is called back from below`,
+    );
+  }
+});
