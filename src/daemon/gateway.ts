@@ -235,7 +235,7 @@ async function assembleListeners(config: Config, needs: Needs, ctx: AssemblyCont
   const limitUnsent = unsent.limit;
   const httpListener = new HttpListener({
     anonymous: (socket) => userPorts.admit(socket),
-    fromUserPort: (socket) => userPorts.owns(socket),
+    fromUserPort: userPorts.sockets,
     recorder: connections.recorder,
     router,
     host: config.proxy.http.host,
@@ -259,7 +259,7 @@ async function assembleListeners(config: Config, needs: Needs, ctx: AssemblyCont
   const socksListener = new Socks5Listener({
     ...(udp ? { udp } : {}),
     anonymous: (socket) => userPorts.admit(socket),
-    fromUserPort: (socket) => userPorts.owns(socket),
+    fromUserPort: userPorts.sockets,
     recorder: connections.recorder,
     router,
     host: config.proxy.socks5.host,

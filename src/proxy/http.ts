@@ -106,7 +106,7 @@ export class HttpListener extends ProxyListener {
       pipelineOptions(LISTENER, options, {
         responseTimeoutMs: options.responseTimeoutMs ?? 60_000,
         upstreamIdleMs: options.upstreamIdleMs,
-        refuse: (res, failure) => refuseResponse(res, failure, this.realm),
+        realm: options.realm ?? 'rotor',
       }),
     );
     this.handshakeMs = options.handshakeTimeoutMs ?? 10_000;

@@ -41,10 +41,11 @@ export interface WarmOptions extends WarmSettings {
   handshakeTimeoutMs: number;
   metrics?: Metrics;
   /**
-   * Whether the nodes of a pool (undefined: nodes no pool drew, e.g. static instances) get warm connections;
-   * a pool whose tuning says warm: false (products sold by IP count) never does.
+   * Products whose pools' nodes get no warm connections (pool.warm.off; nodes no pool drew, e.g. static
+   * instances, always may); a pool whose tuning says warm: false (products sold by IP count) never does.
+   * A set read per dial, not a function of the daemon called.
    */
-  enabledFor?: (pool: PoolKey | undefined) => boolean;
+  offProducts?: ReadonlySet<string>;
   /** How far back new tunnels count as demand. Default 10 s. */
   windowMs?: number;
 }
@@ -164,7 +165,7 @@ export class WarmConnections {
       return set;
     }
     const owner = nodeOwner(node);
-    if (owner?.warm === false || (this.o.enabledFor && !this.o.enabledFor(owner?.key))) return undefined;
+    if (owner?.warm === false || (owner !== undefined && this.o.offProducts?.has(owner.key.productNo) === true)) return undefined;
     if (this.sets.size >= MAX_SETS) this.sweepSets();
     if (this.sets.size >= MAX_SETS) return undefined;
     const pool = owner ? `${owner.key.user}/${owner.key.productNo}/${owner.key.region}` : `node:${node.host}:${node.port}`;
