@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { METRIC } from '../../src/telemetry/metrics.ts';
-import { hashPasswordAsync } from '../../src/users/password.ts';
+import { hashPasswordAsync } from '../../src/admission/password.ts';
 import { socks5Connect } from '../../src/wire/socks5-client.ts';
 import { captureLogger } from '../support/logger.ts';
 import { openTestStore } from '../support/store.ts';
