@@ -249,7 +249,7 @@ async function main(): Promise<void> {
   const hashes = values.hashes !== undefined ? Number(values.hashes) : undefined;
   const nice = values.nice !== undefined ? Number(values.nice) : undefined;
   ensureBuilt(log);
-  const { hashPasswordAsync } = await import('../src/users/password.ts');
+  const { hashPasswordAsync } = await import('../src/admission/password.ts');
   const hash = await hashPasswordAsync(LOGIN_PASSWORD);
   const upstream = await startJsonChild<{ pid: number; port: number }>(process.execPath, [
     '--import',

@@ -8,7 +8,7 @@ import { parseArgs } from 'node:util';
 import { Accounting } from '../src/accounting/accounting.ts';
 import { SqliteStore } from '../src/store/sqlite.ts';
 import { Users } from '../src/users/directory.ts';
-import { hashPasswordAsync } from '../src/users/password.ts';
+import { hashPasswordAsync } from '../src/admission/password.ts';
 
 const gc = (globalThis as { gc?: () => void }).gc;
 if (!gc) throw new Error('run with node --expose-gc');

@@ -259,7 +259,7 @@ async function main(): Promise<void> {
       : []),
   ];
   ensureBuilt(log);
-  const { hashPasswordAsync } = await import('../src/users/password.ts');
+  const { hashPasswordAsync } = await import('../src/admission/password.ts');
   const loginHash = await hashPasswordAsync(LOGIN_PASSWORD);
   const upstream = await startMicrosocks(UP_USER, UP_PASS);
   // --dir: a directory a previous run imported into (kept): the import is skipped.

@@ -76,12 +76,12 @@ const platform = z
     }
   });
 
-/** Proxy logins (src/proxy/auth-guard.ts AuthSettings, src/users/password.ts hashing bounds). */
+/** Proxy logins (src/proxy/auth-guard.ts AuthSettings, src/admission/password.ts hashing bounds). */
 const proxyAuth = z
   .strictObject({
     /** Verified (user name, password) pairs remembered; each answers without a password check. */
     cacheSize: z.number().int().min(1).max(10_000_000).default(10_000),
-    /** scrypt checks running at once, each on a thread of its own (src/users/hash-threads.ts). */
+    /** scrypt checks running at once, each on a thread of its own (src/admission/hash-threads.ts). */
     maxConcurrentHashes: z.number().int().min(1).max(64).default(2),
     /** Linux nice value of those threads: how far below the event loop password hashes run (0 = as high). */
     hashNice: z.number().int().min(0).max(19).default(10),

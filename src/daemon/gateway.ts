@@ -18,10 +18,10 @@ import { Socks5Listener } from '../proxy/socks5.ts';
 import { UdpAssociations } from '../proxy/udp-associate.ts';
 import { SessionTable } from '../session/table.ts';
 import { listenAs, type ListenAddress } from '../startup/ports.ts';
-import { UserGate } from '../users/gate.ts';
+import { UserGate } from '../admission/users.ts';
 import { UserPorts } from '../users/ports.ts';
 import { descriptorGuard } from '../proxy/accept-guard.ts';
-import { configureHashing } from '../users/password.ts';
+import { configureHashing } from '../admission/password.ts';
 import { DestinationPolicy } from '../proxy/destination-rules.ts';
 import type { AccountsPart } from './accounts.ts';
 import { createConnectionLog } from './connection-log.ts';
@@ -172,8 +172,8 @@ async function assembleRouting(config: Config, needs: Needs, ctx: AssemblyContex
     requestRules,
     bans,
     regionKnown: (code: string) => regions.isKnown(code),
-    users: directory,
-    meters: new UserGate(directory, accounts.accounting, ctx.now ?? Date.now),
+    users: directory.table,
+    meters: new UserGate(directory.table, accounts.accounting, ctx.now ?? Date.now),
     instances: orders.instances,
     metrics,
     logger: logger.child({ component: 'gateway' }),
@@ -185,7 +185,7 @@ async function assembleRouting(config: Config, needs: Needs, ctx: AssemblyContex
     // An upstream refused a user's account: its balance, then its sub account, read again (once per burst).
     onAccountRefused: (user: LocalUser, productNo: string) => void users.refusals.refused(user, productNo),
     ...clockOption(ctx),
-    // abuse bounds: proxy logins (src/proxy/auth-*.ts) and the process's hashing bounds (src/users/password.ts)
+    // abuse bounds: proxy logins (src/proxy/auth-*.ts) and the process's hashing bounds (src/admission/password.ts)
     auth: config.proxy.auth,
   };
   configureHashing({

@@ -5,7 +5,7 @@
 //   3. A blocked address or name (src/proxy/auth-guard.ts) is refused without a check; an address with too
 //      many checks waiting is refused ('busy').
 //   4. Otherwise the directory checks the password (scrypt on the thread pool behind a bounded queue,
-//      src/users/password.ts); an unknown name costs the same scrypt against a dummy hash.
+//      src/admission/password.ts); an unknown name costs the same scrypt against a dummy hash.
 // Every failure is answered late (AuthGuard.late) and counted; one reason text for every credential failure,
 // whatever was wrong, so nobody learns which user names exist.
 import { createHash, timingSafeEqual } from 'node:crypto';

@@ -32,7 +32,7 @@ export interface RelayOptions {
   /** rotor_proxy_bytes_total{user,direction}, updated on the timer and at the end. */
   bytes?: { metrics: Metrics; user: string };
   /**
-   * The user's rate and relay registry (src/users/limiter.ts): over the rate, the side just read is paused
+   * The user's rate and relay registry (src/admission/limiter.ts): over the rate, the side just read is paused
    * until the limiter wakes it (the chunk read is forwarded), and the upstream is read in paced pieces
    * (paced-reads.ts). Absent: no rate.
    */

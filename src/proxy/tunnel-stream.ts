@@ -4,7 +4,7 @@
 // flag; rotor_proxy_bytes_total moves only on flush() (a timer, an exchange's or a relay's end), never per
 // chunk. It is the connection record's live byte counters itself (ByteCounters). Valve throttles: one per
 // direction of a byte stream (a tunnel's two sides, a request body, a response body), it pauses its source
-// while the sink is full (backpressure) or the user is over its rate (users/limiter.ts), and resumes it when
+// while the sink is full (backpressure) or the user is over its rate (admission/limiter.ts), and resumes it when
 // both have cleared; an upstream socket it holds for the rate is read in paced pieces from then on
 // (paced-reads.ts), so Rotor takes from the upstream no faster than the rate.
 import type { Counter } from 'prom-client';

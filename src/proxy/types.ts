@@ -4,6 +4,7 @@ import type { NodeSource, PoolKey, UpstreamNode } from '../pool/types.ts';
 import type { DestinationRules } from './destination-rules.ts';
 import type { Admission, UserMeter } from '../accounting/accounting.ts';
 import type { RotationReason } from '../session/table.ts';
+import type { RelayLimiter } from '../admission/limiter.ts';
 import type { RequestRule } from './request-rules.ts';
 
 /** A local proxy user from the config (docs/reference.md, `users:`). */
@@ -45,21 +46,8 @@ export interface UserDirectory {
 // A user's meter and an admission answer are accounting's (defined there, below the gateway).
 export type { Admission, UserMeter };
 
-/**
- * One user's live limits as a relay consults them (src/users/limiter.ts UserLimiter): a rate shared by all
- * the user's connections, enforced by pausing the socket that was read (backpressure, nothing dropped), and
- * the registry that lets disable/delete stop the user's running relays. `take` is per chunk: no allocation.
- */
-export interface RelayLimiter {
-  /** Counts bytes just relayed; false: the user is over its rate — pause reading and call wait(). */
-  take(bytes: number): boolean;
-  /** Calls `wake` (the same function each time, made once per relay) when the user may read again. */
-  wait(wake: () => void): void;
-  attach(relay: { stop(): void }): void;
-  detach(relay: { stop(): void }): void;
-  /** The rate now (bytes per second, 0 = none): bounds the datagrams a UDP association queues (src/proxy/udp-associate.ts). */
-  readonly rateBytesPerSec?: number;
-}
+// A user's live limits as a relay consults them are admission's (defined there, below the gateway).
+export type { RelayLimiter };
 
 /** Implemented by the accounting component; test/support/meters.ts UnlimitedMeters in tests. */
 export interface MeterProvider {
@@ -69,7 +57,7 @@ export interface MeterProvider {
   /** Active-connection bookkeeping (GET /v1/users `activeConnections`). */
   connectionOpened(user: string): void;
   connectionClosed(user: string): void;
-  /** Optional: the user's live limits for its relays (rate, stop on disable/delete); src/users/gate.ts. */
+  /** Optional: the user's live limits for its relays (rate, stop on disable/delete); src/admission/users.ts. */
   limiter?(user: string): RelayLimiter | undefined;
 }
 

@@ -111,7 +111,7 @@ export interface StoredUser {
   name: string;
   /** Every field of the record except the password (src/users/record.ts UserData). */
   data: unknown;
-  /** scrypt hash (src/users/password.ts); never the password. */
+  /** scrypt hash (src/admission/password.ts); never the password. */
   passwordHash: string;
   /** 'creating': the platform sub account may not exist yet (the creation journal); 'ready'. */
   state: 'creating' | 'ready';

@@ -1,7 +1,7 @@
 // Many users at once (POST /v1/users/batch, `rotor users import`): each row validated on its own, a row
 // that fails does not stop the others, and every failure comes back with its index, name, code and message.
 //
-// Cost per row: a generated password is stored as a SHA-256 (src/users/secret-hash.ts: no scrypt); a
+// Cost per row: a generated password is stored as a SHA-256 (src/admission/password.ts: no scrypt); a
 // chosen password is hashed with scrypt on libuv's pool (the `hash` option, never on the event loop); a
 // `passwordHash` (an scrypt hash in Rotor's format) is stored as given. The platform step (the sub account)
 // runs `concurrency` rows at a time, creating first and reading only when the name exists (one or two
@@ -11,9 +11,8 @@ import { z } from 'zod';
 import { RotorError } from '../errors/rotor-error.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { HashedCreation, Users } from './directory.ts';
-import { generatePassword, hashPasswordAsync, passwordDigest } from './password.ts';
+import { generatePassword, hashGeneratedPassword, hashPasswordAsync, importedHashProblem, passwordDigest } from '../admission/password.ts';
 import { createUserSchema } from './record.ts';
-import { hashGeneratedPassword, importedHashProblem } from './secret-hash.ts';
 
 /** Rows in one batch (the CLI sends 1,000 at a time). */
 export const BATCH_MAX = 10_000;

@@ -1,6 +1,6 @@
 // The users directory: user records in the store (SQLite, or Redis shared by a fleet) mirrored in memory,
-// which is all the proxy's hot path reads. It is the gateway's UserDirectory (get, verify), the source of each
-// user's live limits (src/users/limiter.ts, src/users/gate.ts) and what the admin routes change.
+// which is all the proxy's hot path reads. Its records live in the gateway's table (src/admission/users.ts:
+// login, refusal, each user's live limits), which the gateway reads below it; the admin routes change them here.
 //
 // Creation is journaled like orders (src/orders/placer.ts): the record is written first in state `creating`
 // (the intent), then the platform sub account and its limit are made (src/users/sub-account.ts, which reads
@@ -20,21 +20,20 @@
 // fields win for them; config users no longer in the config are removed. API users survive restarts and
 // reloads. In a fleet each daemon follows the others' changes through the store's version counter
 // (usersChangedSince) every `followMs`.
-import { timingSafeEqual } from 'node:crypto';
 import type { Accounting } from '../accounting/accounting.ts';
 import { PlatformError } from '../platform/errors.ts';
-import type { LocalUser, UserDirectory } from '../proxy/types.ts';
+import type { LocalUser } from '../proxy/types.ts';
 import { StoreConflictError } from '../store/errors.ts';
 import type { StoredUser, UserStore, UserWrite } from '../store/types.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import { UserChangedError, UserExistsError, UserNotFoundError } from './errors.ts';
 import { DueQueue } from './due-queue.ts';
-import { UserLimiter } from './limiter.ts';
+import type { UserLimiter } from '../admission/limiter.ts';
+import { UserTable, type UserRow } from '../admission/users.ts';
 import { checkUserPort, checkUserTls, type PortCheckOptions } from './port-check.ts';
 import { NameIndex, pageOf, PAGE_DEFAULT, type UserSort } from './listing.ts';
-import { DUMMY_HASH, generatePassword, hashPasswordAsync, passwordDigest, verifyPasswordAsync } from './password.ts';
+import { generatePassword, hashGeneratedPassword, hashPasswordAsync, passwordDigest, verifyPasswordAsync } from '../admission/password.ts';
 import { expiryOf, readStoredData, type CreateUserInput, type UserData, type UserPatch, type UserView } from './record.ts';
-import { hashGeneratedPassword } from './secret-hash.ts';
 import type { SubAccountPort } from './sub-account.ts';
 import { InternalError } from '../errors/rotor-error.ts';
 
@@ -55,18 +54,10 @@ export interface ConfigUserInput extends Partial<
   pricePerGb?: number | null | undefined;
 }
 
-interface Entry {
+/** A user's record in memory: the gateway's row (src/admission/users.ts) and what only the directory reads. */
+interface Entry extends UserRow<LocalUser> {
   data: UserData;
-  hash: string;
-  state: 'creating' | 'ready';
   version: number;
-  /** What the router sees; a new object on every change (invalidates the router's credential cache). */
-  local: LocalUser;
-  /** Made on the user's first admission (limiter()): most stored users never connect to this daemon. */
-  limiter: UserLimiter | null;
-  expiresAt: number | null;
-  /** SHA-256 of the password last verified (or set) in this process; memory only. */
-  verified: Buffer | null;
 }
 
 /** One row of Users.createMany: createHashed's arguments. */
@@ -108,8 +99,10 @@ export interface UsersOptions {
   ports?: PortCheckOptions;
 }
 
-export class Users implements UserDirectory {
-  private readonly entries = new Map<string, Entry>();
+export class Users {
+  /** The gateway's view (Router's UserDirectory, the gate's rows); its map is the directory's records. */
+  readonly table = new UserTable<LocalUser, Entry>();
+  private readonly entries = this.table.rows;
   /** The names in order, for paged listing (src/users/listing.ts). */
   private readonly index = new NameIndex(() => this.entries.keys());
   private readonly store: UserStore;
@@ -132,7 +125,6 @@ export class Users implements UserDirectory {
   private markedNames = new Set<string>();
   private readonly expiries = new DueQueue();
   private readonly expiredListeners: ((user: string, expiresAt: number) => void)[] = [];
-  private limiters = 0;
 
   constructor(private readonly options: UsersOptions) {
     this.store = options.store;
@@ -147,56 +139,27 @@ export class Users implements UserDirectory {
   // ── the gateway's view ──
 
   get(name: string): LocalUser | undefined {
-    const e = this.entries.get(name);
-    return e !== undefined && e.state === 'ready' ? e.local : undefined;
+    return this.table.get(name);
   }
 
-  /**
-   * The password check of the proxy's login (Router.authenticate). A password already verified in this
-   * process answers at once; anything else costs one scrypt on the thread pool (src/users/password.ts), an
-   * unknown user (`undefined`) the same scrypt against a dummy hash, so the time taken tells nobody which
-   * names exist. Rejects with HashBusyError when too many checks wait.
-   */
+  /** The password check of the proxy's login (src/admission/users.ts UserTable.verify). */
   verify(user: LocalUser | undefined, password: string): boolean | Promise<boolean> {
-    const e = user === undefined ? undefined : this.entries.get(user.name);
-    if (e === undefined || e.local !== user) return verifyPasswordAsync(password, DUMMY_HASH).then(() => false);
-    const d = passwordDigest(password);
-    if (e.verified !== null && timingSafeEqual(d, e.verified)) return true;
-    const hash = e.hash;
-    return verifyPasswordAsync(password, hash).then((ok) => {
-      // The user may have changed while hashing: the answer stands only for the record it was checked against.
-      const now = this.entries.get(user!.name);
-      if (!ok || now === undefined || now.hash !== hash) return false;
-      now.verified = d;
-      return true;
-    });
+    return this.table.verify(user, password);
   }
 
   /** The user's live limiter, made on first use with the record's rate and cap; undefined for an unknown name. */
   limiter(name: string): UserLimiter | undefined {
-    const e = this.entries.get(name);
-    if (e === undefined) return undefined;
-    if (e.limiter === null) {
-      e.limiter = new UserLimiter(name);
-      e.limiter.setRate(e.data.rateBytesPerSec);
-      e.limiter.maxConnections = e.data.maxConnections;
-      this.limiters++;
-    }
-    return e.limiter;
+    return this.table.limiter(name);
   }
 
   /** Limiters made so far (users admitted at least once since start and not removed). */
   get limitersHeld(): number {
-    return this.limiters;
+    return this.table.limitersHeld;
   }
 
   /** Why a known user may not connect now (disabled, expired), or undefined. */
   refusal(name: string, now: number): string | undefined {
-    const e = this.entries.get(name);
-    if (e === undefined) return undefined;
-    if (!e.data.enabled) return `user ${name} is disabled`;
-    if (e.expiresAt !== null && now >= e.expiresAt) return `user ${name} expired at ${e.data.expiresAt ?? ''}`;
-    return undefined;
+    return this.table.refusal(name, now);
   }
 
   /** Users marked for per-user metric series (a new Set object whenever the set changes; do not modify). */
@@ -320,7 +283,7 @@ export class Users implements UserDirectory {
     const generated = input.password === undefined;
     const password = input.password ?? generatePassword();
     const { password: _omit, ...fields } = input;
-    // A generated password (144 random bits) needs no slow hash (src/users/secret-hash.ts).
+    // A generated password (144 random bits) needs no slow hash (src/admission/password.ts).
     const hash = generated ? hashGeneratedPassword(password) : await hashPasswordAsync(password);
     await this.createHashed(fields, hash, passwordDigest(password));
     const view = this.view(input.name)!;
@@ -677,15 +640,12 @@ export class Users implements UserDirectory {
   }
 
   private uninstall(name: string): void {
-    const e = this.entries.get(name);
+    const e = this.table.remove(name);
     if (!e) return;
-    this.entries.delete(name);
     this.index.removed(name);
     this.intents.delete(name);
     if (e.data.metrics) this.setMarked(name, false);
     this.accounting.removeUser(name);
-    if (e.limiter !== null) this.limiters--;
-    e.limiter?.close();
   }
 
   private async applyAccounting(e: Entry): Promise<void> {

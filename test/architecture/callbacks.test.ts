@@ -4,7 +4,8 @@
 // start callback); the tunnel pipeline returns the dialed upstream or the failure, and the listener answers
 // its client itself (no established/refuse adapter). Read from the sources with TypeScript's parser.
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join, sep } from 'node:path';
 import { test } from 'node:test';
 import ts from 'typescript';
 
@@ -72,4 +73,77 @@ test('the tunnel pipeline returns outcomes: no adapter it calls back for the ans
     )
     .flatMap((m) => m.parameters.filter((p) => p.type !== undefined && ts.isFunctionTypeNode(p.type)).map((p) => p.name.getText(source)));
   assert.deepEqual(calledBack, []);
+});
+
+/** The folders declared below proxy/ (proxy's own level included), from docs/architecture.md's order block. */
+function atOrBelowProxy(): Set<string> {
+  const doc = readFileSync('docs/architecture.md', 'utf8');
+  const block = /```[a-z]*\n([\s\S]*?)```/.exec(doc.slice(doc.indexOf('## The dependency rule')));
+  assert.ok(block, 'no order block in docs/architecture.md');
+  const levels = block[1]!
+    .split('\n')
+    .map((line) =>
+      line
+        .split('→')[0]!
+        .split(/\s{2,}/)[0]!
+        .trim(),
+    )
+    .filter((line) => line !== '');
+  const at = levels.findIndex((names) => names.split(/,\s*/).includes('proxy'));
+  assert.ok(at >= 0, 'proxy is not in the order');
+  return new Set(levels.slice(at).flatMap((names) => names.split(/,\s*/)));
+}
+
+function sourceFiles(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? sourceFiles(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : [],
+  );
+}
+
+test("a connection's login, admission and rate run below the gateway: no class above proxy/ implements their seams", () => {
+  // The seams the gateway calls on every connection (src/proxy/types.ts). An implementation in a folder above
+  // proxy/ is a climb by control on every connection (docs/architecture.md "As it runs"). The fleet's shared
+  // sticky sessions are the one allowed, and counted there: a fleet's climb, not a single daemon's.
+  const perConnection = new Set(['UserDirectory', 'MeterProvider', 'RelayLimiter', 'SessionStore', 'PoolProvider']);
+  const allowed = new Set(['src/fleet/gateway.ts FleetSessions implements SessionStore']);
+  const below = atOrBelowProxy();
+  const above: string[] = [];
+  for (const file of sourceFiles('src')) {
+    if (below.has(file.split(sep)[1]!)) continue;
+    const source = parse(file);
+    for (const c of nodes(source).filter(ts.isClassDeclaration))
+      for (const clause of c.heritageClauses ?? [])
+        for (const t of clause.types) {
+          const name = t.expression.getText(source);
+          if (clause.token === ts.SyntaxKind.ImplementsKeyword && perConnection.has(name))
+            above.push(`${file.split(sep).join('/')} ${c.name?.text ?? '(anonymous)'} implements ${name}`);
+        }
+  }
+  assert.deepEqual(
+    above.filter((a) => !allowed.has(a)),
+    [],
+  );
+});
+
+test('the daemon hands the router the users table and the gate of src/admission, not the users directory', () => {
+  const file = 'src/daemon/gateway.ts';
+  const source = parse(file);
+  const props = new Map(
+    nodes(source)
+      .filter(ts.isPropertyAssignment)
+      .filter((p) => ['users', 'meters'].includes(p.name.getText(source)))
+      .map((p) => [p.name.getText(source), p.initializer] as const),
+  );
+  const users = props.get('users');
+  const meters = props.get('meters');
+  assert.ok(users && ts.isPropertyAccessExpression(users) && users.name.text === 'table', `users: ${users?.getText(source)}`);
+  assert.ok(meters && ts.isNewExpression(meters) && meters.expression.getText(source) === 'UserGate', `meters: ${meters?.getText(source)}`);
+  assert.ok(meters.arguments?.[0] && ts.isPropertyAccessExpression(meters.arguments[0]) && meters.arguments[0].name.text === 'table');
+  const imports = nodes(source)
+    .filter(ts.isImportDeclaration)
+    .filter((i) => i.importClause?.getText(source).includes('UserGate'))
+    .map((i) => (i.moduleSpecifier as ts.StringLiteral).text);
+  assert.deepEqual(imports, ['../admission/users.ts']);
+  // The table the directory writes is admission's.
+  assert.match(readFileSync('src/users/directory.ts', 'utf8'), /readonly table = new UserTable</);
 });

@@ -2,7 +2,7 @@
 // import or a dashboard edit changes users all the time). Before, every user change cleared the router's
 // whole cache, so each connected user's next connection was checked again. A change to the user itself still
 // invalidates its own entry (the directory hands out a new user object, the cache checks identity).
-// Real daemon, real SOCKS5 logins over TCP; the directory's verify calls are counted, not replaced.
+// Real daemon, real SOCKS5 logins over TCP; the users table's verify calls are counted, not replaced.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
@@ -39,7 +39,8 @@ async function socksLogin(port: number, user: string, pass: string): Promise<num
 test("another user's change keeps a user's login cached; its own change checks it again", async () => {
   const gw = await startGateway();
   try {
-    const users = gw.daemon.users as unknown as { verify: (...args: unknown[]) => unknown };
+    // The router checks passwords on the users' table (src/admission/users.ts) the directory writes.
+    const users = gw.daemon.users.table as unknown as { verify: (...args: unknown[]) => unknown };
     const real = users.verify.bind(users);
     let checks = 0;
     users.verify = (...args: unknown[]) => {

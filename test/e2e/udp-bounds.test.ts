@@ -9,7 +9,7 @@ import { after, before, describe, test } from 'node:test';
 import { associate, type Association } from '../support/socks5-udp.ts';
 import { poll } from '../support/wait.ts';
 import { startGateway, type Gateway } from './harness.ts';
-import { burstFor } from '../../src/users/limiter.ts';
+import { burstFor } from '../../src/admission/limiter.ts';
 
 const LOOPBACK = { allowHosts: ['127.0.0.0/8'] };
 const user = (name: string, extra: Record<string, unknown> = {}) => ({
@@ -21,7 +21,7 @@ const user = (name: string, extra: Record<string, unknown> = {}) => ({
 });
 const RITA_RATE = 100_000;
 const ROSE_RATE = 20_000;
-/** What each user's bucket holds at most (src/users/limiter.ts burstFor). */
+/** What each user's bucket holds at most (src/admission/limiter.ts burstFor). */
 const RITA_BURST = burstFor(RITA_RATE);
 const ROSE_BURST = burstFor(ROSE_RATE);
 

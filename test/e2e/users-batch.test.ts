@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runRotorCommand } from '../support/rotor-process.ts';
 import { after, before, describe, test } from 'node:test';
-import { hashPasswordAsync } from '../../src/users/password.ts';
+import { hashPasswordAsync } from '../../src/admission/password.ts';
 import { socks5Connect } from '../../src/wire/socks5-client.ts';
 import { startGateway, type Gateway } from './harness.ts';
 

@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { hashPasswordAsync } from '../../src/users/password.ts';
+import { hashPasswordAsync } from '../../src/admission/password.ts';
 import { openTestStore } from '../support/store.ts';
 import { startGateway, type Gateway } from './harness.ts';
 

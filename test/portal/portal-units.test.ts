@@ -6,7 +6,7 @@ import { LoginBackoff } from '../../src/portal/backoff.ts';
 import { buildEndpoints, renderEndpoints } from '../../src/portal/endpoints.ts';
 import { checkPassword } from '../../src/portal/credentials.ts';
 import { PortalSessions, csrfMatches } from '../../src/portal/sessions.ts';
-import { hashPasswordAsync } from '../../src/users/password.ts';
+import { hashPasswordAsync } from '../../src/admission/password.ts';
 
 describe('portal sessions', () => {
   test('idle and absolute expiry; a forged or malformed token finds nothing', () => {

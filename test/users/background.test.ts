@@ -13,7 +13,7 @@ import { SqliteStore } from '../../src/store/sqlite.ts';
 import { createMetrics } from '../../src/telemetry/metrics.ts';
 import { Users } from '../../src/users/directory.ts';
 import { DueQueue } from '../../src/users/due-queue.ts';
-import { hashPasswordAsync } from '../../src/users/password.ts';
+import { hashPasswordAsync } from '../../src/admission/password.ts';
 import { boundUserSeries } from '../../src/users/series.ts';
 import { poll } from '../support/wait.ts';
 

@@ -1,4 +1,4 @@
-// A user's live limiter (rate, connection cap, running relays: src/users/limiter.ts) is made on the user's
+// A user's live limiter (rate, connection cap, running relays: src/admission/limiter.ts) is made on the user's
 // first admission, not for every stored user at start: 100,000 users of whom a few connect hold a few
 // limiters (issue 24, idle RSS). The first connection is limited exactly as before: its cap and rate are the
 // record's, a change to the record reaches a limiter made earlier, and one made later starts from it.
@@ -6,9 +6,9 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Accounting } from '../../src/accounting/accounting.ts';
 import { SqliteStore } from '../../src/store/sqlite.ts';
-import { UserGate } from '../../src/users/gate.ts';
+import { UserGate } from '../../src/admission/users.ts';
 import { Users } from '../../src/users/directory.ts';
-import { hashPasswordAsync } from '../../src/users/password.ts';
+import { hashPasswordAsync } from '../../src/admission/password.ts';
 
 test('stored users hold no limiter until admitted; the first admission is capped and rated by the record', async () => {
   const store = new SqliteStore(':memory:');
@@ -33,7 +33,7 @@ test('stored users hold no limiter until admitted; the first admission is capped
   }
   const accounting = new Accounting({ store, flushIntervalMs: 3_600_000 });
   const users = new Users({ store, accounting, platform: { ensure: async () => undefined }, sweepMs: 3_600_000 });
-  const gate = new UserGate(users, accounting);
+  const gate = new UserGate(users.table, accounting);
   try {
     await accounting.start([]);
     await users.start([]);

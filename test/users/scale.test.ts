@@ -11,8 +11,8 @@ import { Router } from '../../src/proxy/router.ts';
 import { SqliteStore } from '../../src/store/sqlite.ts';
 import { createMetrics } from '../../src/telemetry/metrics.ts';
 import { Users } from '../../src/users/directory.ts';
-import { UserGate } from '../../src/users/gate.ts';
-import { hashPasswordAsync } from '../../src/users/password.ts';
+import { UserGate } from '../../src/admission/users.ts';
+import { hashPasswordAsync } from '../../src/admission/password.ts';
 import { boundUserSeries } from '../../src/users/series.ts';
 import { SessionTable } from '../../src/session/table.ts';
 
@@ -35,7 +35,7 @@ async function directoryOf(count: number, hash: string) {
   await users.start([]);
   const router = new Router({
     users,
-    meters: new UserGate(users, accounting),
+    meters: new UserGate(users.table, accounting),
     pools: {
       pool: () => ({
         acquire: async () => Promise.reject(new Error('unused')),

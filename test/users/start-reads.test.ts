@@ -8,7 +8,7 @@ import { Accounting } from '../../src/accounting/accounting.ts';
 import { periodKey } from '../../src/accounting/period.ts';
 import { SqliteStore } from '../../src/store/sqlite.ts';
 import { Users } from '../../src/users/directory.ts';
-import { hashPasswordAsync } from '../../src/users/password.ts';
+import { hashPasswordAsync } from '../../src/admission/password.ts';
 
 test('2,000 stored users: the start reads the usage once for all, writes no limit, and each meter starts at its stored usage', async () => {
   const now = Date.parse('2026-11-24T10:00:00Z');

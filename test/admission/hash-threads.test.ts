@@ -1,4 +1,4 @@
-// Password hashes run on threads of their own below the event loop's CPU priority (src/users/hash-threads.ts):
+// Password hashes run on threads of their own below the event loop's CPU priority (src/admission/hash-threads.ts):
 // the right keys, at the configured Linux nice value, at most as many threads as hashes run at once, gone once
 // idle or when the priority changes.
 import { test } from 'node:test';
@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { scryptSync } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { getPriority } from 'node:os';
-import { HashThreads } from '../../src/users/hash-threads.ts';
+import { HashThreads } from '../../src/admission/hash-threads.ts';
 import { poll } from '../support/wait.ts';
 
 /** The nice value of each thread of this process (Linux /proc/self/task/<tid>/stat, field 19). */

@@ -1,7 +1,7 @@
 // Password hashing off the event loop: real scrypt on libuv's pool through the bounded, prioritized queue.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { HashBusyError, HashQueue, hashPasswordAsync, hashQueue, verifyPasswordAsync } from '../../src/users/password.ts';
+import { HashBusyError, HashQueue, hashPasswordAsync, hashQueue, verifyPasswordAsync } from '../../src/admission/password.ts';
 
 test('hashes made on the thread pool verify, sync and async; a malformed hash is false after the same work', async () => {
   const h = await hashPasswordAsync('s3cret', { priority: 'bulk' });

@@ -1,8 +1,8 @@
-// The per-user limiter (src/users/limiter.ts): the token bucket's long-run rate over several takers, a live
+// The per-user limiter (src/admission/limiter.ts): the token bucket's long-run rate over several takers, a live
 // rate change, exact connection slots with lapsing reservations, and stopping registered relays.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { UserLimiter } from '../../src/users/limiter.ts';
+import { UserLimiter } from '../../src/admission/limiter.ts';
 
 test('a 512 KiB/s bucket shared by 3 takers of 16 KiB chunks lets through 512 KiB/s', async () => {
   const l = new UserLimiter('u');

@@ -4,7 +4,7 @@
 // 100 ms on 2 cores). Here each hash runs scryptSync in a worker thread whose Linux nice value is raised
 // (setpriority on the thread's own id, read from /proc/thread-self), so the scheduler hands the event loop a
 // core first and the hashes get the rest: on an idle machine they still run at full speed. The queue in front
-// (src/users/password.ts HashQueue) keeps at most `size` hashes running, so at most `size` threads exist; a
+// (src/admission/password.ts HashQueue) keeps at most `size` hashes running, so at most `size` threads exist; a
 // thread idle for `idleMs` ends (no memory held between bursts) and none keeps the process alive.
 import { Worker } from 'node:worker_threads';
 import { InternalError } from '../errors/rotor-error.ts';

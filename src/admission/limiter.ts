@@ -8,7 +8,22 @@
 // A store may hold 10,000 users, most of them idle with no rate or connection cap: the sets and the list
 // below are made when first needed, so such a user's limiter is a handful of numbers.
 import { performance } from 'node:perf_hooks';
-import type { RelayLimiter } from '../proxy/types.ts';
+
+/**
+ * One user's live limits as a relay consults them (UserLimiter below): a rate shared by all
+ * the user's connections, enforced by pausing the socket that was read (backpressure, nothing dropped), and
+ * the registry that lets disable/delete stop the user's running relays. `take` is per chunk: no allocation.
+ */
+export interface RelayLimiter {
+  /** Counts bytes just relayed; false: the user is over its rate — pause reading and call wait(). */
+  take(bytes: number): boolean;
+  /** Calls `wake` (the same function each time, made once per relay) when the user may read again. */
+  wait(wake: () => void): void;
+  attach(relay: { stop(): void }): void;
+  detach(relay: { stop(): void }): void;
+  /** The rate now (bytes per second, 0 = none): bounds the datagrams a UDP association queues (src/proxy/udp-associate.ts). */
+  readonly rateBytesPerSec?: number;
+}
 
 /**
  * Tokens a bucket holds at most: 1/8 s of rate, and for a slow rate up to 1/4 s of it (at most 64 KiB), so
