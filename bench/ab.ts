@@ -8,7 +8,7 @@
 // by: each later build's CPU per tunnel against the first build's, paired round by round (median ratio),
 // and the main thread's CPU per tunnel summed over all rounds (robust when single rounds are not).
 //
-//   node --import tsx bench/ab.ts [--rounds 6] [--seconds 2] [--cases M2,M4,M1] [--profile DIR] DIR_A DIR_B [DIR_C ...]
+//   node --import tsx bench/ab.ts [--rounds 6] [--seconds 2] [--cases M2,M4,M1] [--profile DIR] [--strace DIR] DIR_A DIR_B [DIR_C ...]
 //
 // A build directory may hold ab-config.json: merged into that build's config (the same build with one setting
 // changed, to measure what the setting costs: e.g. {"log":{"access":{"store":false}}}).
@@ -16,7 +16,7 @@
 // Make DIR_A with: mkdir /tmp/a && cp -r dist bin package.json /tmp/a && ln -s "$PWD/node_modules" /tmp/a/
 // (after `npm run build`), then change, rebuild, and pass the checkout itself as DIR_B.
 import { fork, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -39,6 +39,12 @@ const { values, positionals } = parseArgs({
     cases: { type: 'string', default: 'M2' },
     // Each Rotor build's V8 CPU profile (--cpu-prof) into DIR/<build>/ on exit (summarise with bench/profile.ts).
     profile: { type: 'string' },
+    // System calls per M2 tunnel and per M1 request, by name, each gateway's process traced alone (strace -c -f) for
+    // one extra round after the timed ones; the summaries also go to DIR/<gateway>-<case>.txt.
+    strace: { type: 'string' },
+    // The same extra round under `perf record -g` (cpu-clock), every gateway run with --perf-basic-prof so that
+    // its JS frames have names: DIR/<gateway>-<case>.data, for `perf report -i FILE --no-children`.
+    perf: { type: 'string' },
   },
 });
 const rounds = Number(values.rounds);
@@ -109,6 +115,7 @@ async function startRotor(
   const start = npmStartCommand(root);
   Object.assign(env, start.env, { ROTOR_CONFIG: config });
   const profile = values.profile ? ['--cpu-prof', `--cpu-prof-dir=${join(resolve(values.profile), name.replace(/[^\w.-]/g, '_'))}`] : [];
+  if (values.perf) profile.push('--perf-basic-prof');
   const child = spawn(process.execPath, [...start.nodeFlags, ...profile, join(root, 'bin', 'rotor.js'), 'start'], {
     cwd: dir,
     env,
@@ -170,6 +177,7 @@ const spec = {
   socks5: { port: socks.port, username: socks.username, password: socks.password },
 };
 const minimal = await startJsonChild<{ http: number; socks5: number; pid: number }>(process.execPath, [
+  ...(values.perf ? ['--perf-basic-prof'] : []),
   '--import',
   'tsx',
   join(HERE, 'minimal.ts'),
@@ -243,6 +251,112 @@ for (let r = 0; r < rounds; r++) {
       m1Totals.set(g.name, { cpu: t.cpu + b.main + b.other - a.main - a.other, sys: t.sys + b.sys - a.sys, ops: t.ops + w.requests });
     }
   }
+}
+
+/** Starts a tracer on pid; the returned function stops it (SIGINT, as its summary wants). */
+async function traced(command: string, args: string[], ready: (stderr: string) => boolean): Promise<() => Promise<void>> {
+  const st = spawn(command, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  let err = '';
+  await new Promise<void>((res, rej) => {
+    st.once('exit', (code) => rej(new Error(`${command} exited (${code}): ${err}`)));
+    st.stderr!.on('data', (c: Buffer) => {
+      err += c.toString();
+      if (ready(err)) setTimeout(res, 200);
+    });
+    // perf record says nothing until it stops
+    if (ready('')) setTimeout(res, 500);
+  });
+  return async () => {
+    st.removeAllListeners('exit');
+    const done = new Promise((r) => st.once('exit', r));
+    st.kill('SIGINT');
+    await done;
+  };
+}
+
+/** Starts `strace -c -f` on pid; the returned function stops it and gives the calls by name from its summary. */
+async function straced(pid: number, file: string): Promise<() => Promise<Map<string, number>>> {
+  // Attached when strace names every thread it attached to (its first line on stderr).
+  const stop = await traced('strace', ['-c', '-f', '-o', file, '-p', String(pid)], (err) => err.includes('attached'));
+  return async () => {
+    await stop();
+    const calls = new Map<string, number>();
+    for (const line of readFileSync(file, 'utf8').split('\n')) {
+      const f = line.trim().split(/\s+/);
+      // % time, seconds, usecs/call, calls, [errors], syscall
+      if (f.length >= 5 && /^\d/.test(f[0]!) && /^[a-z_0-9]+$/.test(f[f.length - 1]!) && f[f.length - 1] !== 'total')
+        calls.set(f[f.length - 1]!, Number(f[3]));
+    }
+    return calls;
+  };
+}
+
+const traceDir = values.strace ?? values.perf;
+if (traceDir !== undefined) {
+  const dir = resolve(traceDir);
+  mkdirSync(dir, { recursive: true });
+  const table = new Map<string, Map<string, number>>();
+  const measure = async (g: Gw, what: string, job: () => Promise<number>): Promise<void> => {
+    const file = join(dir, `${g.name.replace(/[^\w.-]/g, '_')}-${what}`);
+    const stop = values.strace
+      ? await straced(g.pid, `${file}.txt`)
+      : await traced('perf', ['record', '-e', 'cpu-clock', '-F', '1999', '-g', '-p', String(g.pid), '-o', `${file}.data`], () => true).then(
+          (s) => async () => (await s(), new Map<string, number>()),
+        );
+    const ops = await job();
+    const calls = await stop();
+    const col = `${g.name.slice(0, 10)} ${what}`;
+    for (const [name, n] of calls) {
+      if (!table.has(name)) table.set(name, new Map());
+      table.get(name)!.set(col, n / ops);
+    }
+    console.log(`strace ${col}: ${ops} operations`);
+  };
+  const cols: string[] = [];
+  for (const g of gws) {
+    if (cases.includes('M2'))
+      for (const proto of ['connect', 'socks5'] as const) {
+        cols.push(`${g.name.slice(0, 10)} ${proto}`);
+        await measure(g, proto, async () => {
+          const x = await run<RateResult>({
+            op: 'rate',
+            proxy: proxy(g, proto),
+            target: tport,
+            concurrency: 32,
+            durationMs: seconds * 1000,
+          });
+          return x.completed;
+        });
+      }
+    if (cases.includes('M1')) {
+      cols.push(`${g.name.slice(0, 10)} M1`);
+      const p = proxy(g, 'connect');
+      await measure(g, 'M1', async () => {
+        const w = await runWrk({
+          proxyPort: p.port,
+          targetPort: tport,
+          username: p.username,
+          password: p.password,
+          connections: 50,
+          durationSeconds: seconds,
+        });
+        return w.requests;
+      });
+    }
+  }
+  if (values.strace) printCalls(table, cols, dir);
+  else console.log(`\nperf data in ${dir} (perf report -i FILE --no-children)`);
+}
+
+function printCalls(table: Map<string, Map<string, number>>, cols: string[], dir: string): void {
+  console.log(`\nSystem calls per operation (strace -c -f), ${dir}:`);
+  console.log(`  ${'call'.padEnd(18)}${cols.map((c) => c.padStart(18)).join('')}`);
+  const total = new Map<string, number>();
+  for (const [name, byCol] of [...table].sort((a, b) => Math.max(...b[1].values()) - Math.max(...a[1].values()))) {
+    console.log(`  ${name.padEnd(18)}${cols.map((c) => (byCol.get(c) ?? 0).toFixed(2).padStart(18)).join('')}`);
+    for (const c of cols) total.set(c, (total.get(c) ?? 0) + (byCol.get(c) ?? 0));
+  }
+  console.log(`  ${'total'.padEnd(18)}${cols.map((c) => (total.get(c) ?? 0).toFixed(2).padStart(18)).join('')}`);
 }
 
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;

@@ -1,20 +1,23 @@
 // A node:test reporter that writes one line per test file: the time its tests took in seconds and its path,
 // slowest first, so the suite's time can be read file by file (`node scripts/run-tests.mjs --durations <out>`).
 // A file's time is the sum of its top-level tests' durations (they run one after another inside the file's
-// process); the process's own start (tsx, imports) is not in it. Redis-pass files show as their wrapper.
+// process); the process's own start (tsx, imports) is not in it. Files run in a bundle and Redis-pass files show
+// as the suite their wrapper names after them (`test/x.test.ts`, `redis: test/x.test.ts`).
 export default async function* fileDurations(source) {
   const byFile = new Map();
   for await (const event of source) {
     if ((event.type === 'test:pass' || event.type === 'test:fail') && event.data.nesting === 0 && event.data.file) {
-      const f = byFile.get(event.data.file) ?? { ms: 0, failed: 0, tests: 0 };
+      // A bundle (scripts/run-tests.mjs) runs each of its files in a top-level suite named after the file.
+      const key = /\/rotor-test-run-[^/]+\//.test(event.data.file) ? event.data.name : event.data.file;
+      const f = byFile.get(key) ?? { ms: 0, failed: 0, tests: 0 };
       f.ms += event.data.details.duration_ms;
       f.tests += 1;
       if (event.type === 'test:fail') f.failed += 1;
-      byFile.set(event.data.file, f);
+      byFile.set(key, f);
     }
   }
   const cwd = process.cwd() + '/';
-  const files = [...byFile].map(([file, f]) => ({ name: file.replace(cwd, '').replace(/^.*\/redis-pass\//, 'redis: '), ...f }));
+  const files = [...byFile].map(([file, f]) => ({ name: file.replace(cwd, ''), ...f }));
   files.sort((a, b) => b.ms - a.ms);
   const total = files.reduce((s, f) => s + f.ms, 0);
   for (const f of files) yield `${(f.ms / 1000).toFixed(1).padStart(7)} s  ${f.failed ? `FAIL(${f.failed}) ` : ''}${f.name}\n`;

@@ -5,6 +5,7 @@ import { reportFailedAccept } from '../errors/failed-accept.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import { metricCell, type MetricCell } from './metric-cells.ts';
+import { noDelay } from './no-delay.ts';
 import type { RelayHandle } from './relay.ts';
 
 export class ListenerConnections {
@@ -17,12 +18,13 @@ export class ListenerConnections {
 
   /**
    * An accepted client socket, on either listener: registered (for drain and close), counted on
-   * rotor_proxy_connections_active while open, errors silenced (each stage handles its own), no Nagle delay.
+   * rotor_proxy_connections_active while open, errors silenced (each stage handles its own), no Nagle delay
+   * (inherited from the listening socket: no-delay.ts).
    * `onClose` runs once the socket is gone, after the bookkeeping.
    */
   accept(socket: Socket, listener: string, metrics: Metrics | undefined, onClose?: () => void): void {
     socket.on('error', noop);
-    socket.setNoDelay(true);
+    noDelay(socket);
     this.sockets.add(socket);
     const active = metrics ? this.activeCell(metrics, listener) : undefined;
     active?.inc();

@@ -81,9 +81,9 @@ export function connectTcp(host: string, port: number, timeoutMs: number, signal
     signal,
     `upstream ${host}:${port} did not accept within ${timeoutMs} ms`,
     (ok, fail) => {
-      const s = connect({ host, port, allowHalfOpen: true });
+      // noDelay as an option: setNoDelay() right after connect() costs a second setsockopt once connected.
+      const s = connect({ host, port, allowHalfOpen: true, noDelay: true });
       socket = s;
-      s.setNoDelay(true);
       const onError = (err: NodeJS.ErrnoException): void => {
         fail(dialSocketError(err, `upstream ${host}:${port}: ${err.code ?? err.message}`));
       };

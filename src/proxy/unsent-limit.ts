@@ -4,12 +4,8 @@
 // byte of it was read from the upstream, and the platform charges it, for a client that never takes it.
 // TCP_NOTSENT_LOWAT bounds what the kernel holds not yet sent, without fixing the buffer's size (so a client
 // that reads keeps the kernel's autotuned throughput). Node has no setsockopt; `sockopt` (N-API) provides it.
-import { createRequire } from 'node:module';
 import type { Server, Socket } from 'node:net';
-
-interface SockOpt {
-  setsockopt(socket: unknown, level: number, name: number, value: number): void;
-}
+import { sockoptBinding } from './socket-options.ts';
 
 /** What an accepted socket knows of where it was accepted (node sets `server` on every socket a net.Server accepts). */
 interface Accepted {
@@ -20,18 +16,6 @@ const IPPROTO_TCP = 6;
 /** TCP_NOTSENT_LOWAT by platform (Linux 25, macOS 0x201); elsewhere the kernel's default stays. */
 const NOTSENT_LOWAT: Partial<Record<NodeJS.Platform, number>> = { linux: 25, darwin: 0x201 };
 
-let binding: SockOpt | null | undefined;
-
-function load(): SockOpt | null {
-  if (binding !== undefined) return binding;
-  try {
-    binding = createRequire(import.meta.url)('sockopt') as SockOpt;
-  } catch {
-    binding = null;
-  }
-  return binding;
-}
-
 /**
  * A function that bounds the unsent bytes the kernel may hold for one socket, or undefined when `bytes` is 0
  * or this platform cannot (then `why` says so, for one log line at start).
@@ -40,7 +24,7 @@ export function unsentLimiter(bytes: number): { limit?: (socket: Socket) => void
   if (bytes <= 0) return {};
   const option = NOTSENT_LOWAT[process.platform];
   if (option === undefined) return { why: `TCP_NOTSENT_LOWAT is not known on ${process.platform}` };
-  const lib = load();
+  const lib = sockoptBinding();
   if (!lib) return { why: 'the sockopt module could not be loaded' };
   // Listening sockets (by their handle: a server that listens again has a new one) that carry the bound: Linux
   // and macOS copy a listener's TCP options into each socket it accepts, so from its second client on a

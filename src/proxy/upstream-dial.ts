@@ -109,11 +109,14 @@ class GuardedDial<T> implements DialSteps {
     this.timer = setTimeout(onConnectTimeout, this.options.connectTimeoutMs, this);
     const tls = this.node.tls === true;
     const s = (
-      tls ? connectTls(this.node, this.options.tls) : connect({ host: this.node.host, port: this.node.port, allowHalfOpen: true })
+      tls
+        ? connectTls(this.node, this.options.tls)
+        : connect({ host: this.node.host, port: this.node.port, allowHalfOpen: true, noDelay: true })
     ) as DialSocket;
     this.socket = s;
     s[DIAL] = this;
-    s.setNoDelay(true);
+    // A plain socket has it from its options: setNoDelay() right after connect() costs a second setsockopt.
+    if (tls) s.setNoDelay(true);
     s.on('error', onConnectError);
     s.on(tls ? readyEvent(this.node) : 'connect', onConnect);
   }

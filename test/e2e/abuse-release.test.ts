@@ -114,7 +114,8 @@ describe('a client that leaves releases its tunnel within a second (issue 23 ite
 
   test('rate-limited (16 KiB/s) user, CONNECT: a client that only half-closes (FIN after its request) still gets its whole download', async () => {
     await user('slow_halfclose', true);
-    const size = 200 * 1024;
+    // Four seconds of the rate (the burst is 4 KiB): the download is paced long after the client's FIN.
+    const size = 64 * 1024;
     // A target that answers after the request head and ignores the client's FIN (allowHalfOpen).
     const raw = createNetServer({ allowHalfOpen: true }, (s) => {
       let head = '';
@@ -165,8 +166,9 @@ describe('a client that leaves releases its tunnel within a second (issue 23 ite
         const downloads = await Promise.all(Array.from({ length: CLIENTS }, () => download(way, gw, name, port, target.port)));
         assert.equal(await active(name), CLIENTS);
         // Let the bucket go into debt and the relays be held (a rate-limited user), then leave: every byte that
-        // arrived has been read, so each client's close is a FIN.
-        if (limited) await poll(() => downloads.every((d) => d.received > 16 * 1024), { timeoutMs: 15_000 });
+        // arrived has been read, so each client's close is a FIN. Each download past a burst's worth (4 KiB at
+        // 16 KiB/s) means every relay has been paced, and the four together are a second of the rate past it.
+        if (limited) await poll(() => downloads.every((d) => d.received > 4 * 1024), { timeoutMs: 15_000 });
         const t0 = Date.now();
         for (const d of downloads) d.socket.destroy();
         const left = await poll(async () => ((await active(name)) === 0 ? Date.now() - t0 : undefined), {

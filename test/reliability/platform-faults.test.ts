@@ -14,6 +14,9 @@ const DRAWS = 200;
 // Per attempt 0.3 + 0.7 × 0.1 ≈ 37% of calls fail; 14 retries leave ≈ 3e-7 per call to fail outright (ten
 // left 1.8e-5, about one run in 280 with a draw that failed every attempt).
 const RETRIES = 14;
+// The daemon's own client is capped at 10 by the config (platform.retries); an order whose open() fails after them
+// stays journaled and the sweep sends it again with the same number, so orders need no more.
+const DAEMON_RETRIES = 10;
 
 describe('platform faults: 30% code 500, 10% dropped replies', { timeout: 120_000 }, () => {
   let d: TestDaemon;
@@ -21,7 +24,7 @@ describe('platform faults: 30% code 500, 10% dropped replies', { timeout: 120_00
   before(async () => {
     d = await startTestDaemon(
       {
-        platform: { retries: RETRIES, backoff: { baseMs: 2, maxMs: 20 }, timeoutMs: 2_000 },
+        platform: { retries: DAEMON_RETRIES, backoff: { baseMs: 2, maxMs: 20 }, timeoutMs: 2_000 },
         orders: { pollInitialMs: 100, pollMaxMs: 400, sweepMs: 300 },
       },
       { sim: { orderDelayMs: 50 } },
