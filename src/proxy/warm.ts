@@ -18,7 +18,7 @@
 // - Refills run off the tunnel's path (setImmediate), never awaited by a dial.
 import { connect, type Socket } from 'node:net';
 import { nodeOwner } from '../pool/node-owner.ts';
-import type { PoolKey, UpstreamNode } from '../pool/types.ts';
+import type { UpstreamNode } from '../pool/types.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import { metricCell, type MetricCell } from './metric-cells.ts';
 import { socks5Greet, socks5GreetPipelined, socks5Request } from '../wire/socks5-client.ts';
