@@ -113,7 +113,7 @@ export class HttpListener extends ProxyListener {
     this.pipelineDepth = options.pipelineDepth ?? 16;
     // requestTimeout off: a proxied upload may rightly take longer than node's 5 minutes; the handshake
     // deadline bounds a silent client's first head, the response timeout and relay idle bound the rest.
-    this.server = createServer({ noDelay: true, headersTimeout: this.handshakeMs, requestTimeout: 0 });
+    this.server = createServer({ headersTimeout: this.handshakeMs, requestTimeout: 0 });
     this.server.on('error', (err) => onServerError(this.server.listening, err, options.logger));
     descriptorGuard.watch(this.server);
     this.server.on('connection', (socket: Socket) => this.onConnection(socket));
