@@ -194,18 +194,16 @@ const BUNDLED_E2E = [
   'test/e2e/users-paging.test.ts',
 ];
 const single = (f) => !bundling || ALONE.includes(f) || (slowTier(f) && !BUNDLED_E2E.includes(f));
-const fileArgs = [
-  ...files.filter(single),
-  ...bundles(
-    files.filter((f) => BUNDLED_E2E.includes(f) && !single(f)),
-    'bundles-e2e',
-    { size: 4 },
-  ),
-  ...bundles(
-    files.filter((f) => !BUNDLED_E2E.includes(f) && !single(f)),
-    'bundles',
-  ),
-];
+const alone = files.filter(single);
+const e2eBundles = bundles(
+  files.filter((f) => BUNDLED_E2E.includes(f) && !single(f)),
+  'bundles-e2e',
+  { size: 4 },
+);
+const unitBundles = bundles(
+  files.filter((f) => !BUNDLED_E2E.includes(f) && !single(f)),
+  'bundles',
+);
 let redis;
 const redisFiles = [];
 const wantRedisPass = (process.env.ROTOR_TEST_REDIS_PASS ?? 'on') !== 'off' && (process.env.ROTOR_TEST_STORE ?? 'sqlite') === 'sqlite';
@@ -243,8 +241,12 @@ const child = spawn(
           `--test-reporter-destination=${durationsFile}`,
         ]
       : []),
-    ...fileArgs,
+    // Files start in this order, two at a time: the fast tier's bundles (a few seconds each) last, so that
+    // the run does not end on one long file while the other slot idles.
+    ...alone,
+    ...e2eBundles,
     ...redisFiles,
+    ...unitBundles,
   ],
   { stdio: 'inherit', env },
 );
