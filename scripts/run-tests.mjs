@@ -166,7 +166,7 @@ const ALONE = [
   'test/sim/robustness.test.ts',
   'test/telemetry/logger.test.ts',
 ];
-// Short end-to-end files (in-process daemons, or children they stop themselves; a few seconds each) are
+// Short end-to-end and fleet files (in-process daemons, or children they stop themselves; seconds each) are
 // bundled four to a process: each pays about 1.4 s of CPU importing the harness and the daemon. A new file
 // runs alone until it is added here; the long ones stay alone so two of them can run side by side.
 const BUNDLED_E2E = [
@@ -192,6 +192,15 @@ const BUNDLED_E2E = [
   'test/e2e/users-batch.test.ts',
   'test/e2e/users-import-store.test.ts',
   'test/e2e/users-paging.test.ts',
+  // The fleet's component files: a Redis of their own, a second or two each.
+  'test/fleet/adoption.test.ts',
+  'test/fleet/allowance-replay.test.ts',
+  'test/fleet/allowance.test.ts',
+  'test/fleet/gateway.test.ts',
+  'test/fleet/lease.test.ts',
+  'test/fleet/outage.test.ts',
+  'test/fleet/persistence.test.ts',
+  'test/fleet/sessions.test.ts',
 ];
 const single = (f) => !bundling || ALONE.includes(f) || (slowTier(f) && !BUNDLED_E2E.includes(f));
 const alone = files.filter(single);
