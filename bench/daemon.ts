@@ -5,7 +5,7 @@
 //   user `bs` (product DYN-105-FLOW) draws the SOCKS5 upstream (microsocks).
 // Ready when the log says 'rotor is ready' (listener ports read from that line).
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -83,11 +83,68 @@ function newestMtime(dir: string): number {
  */
 export function ensureBuilt(log: (text: string) => void): void {
   const cli = join(ROOT, 'dist', 'cli.js');
-  if (existsSync(cli) && statSync(cli).mtimeMs >= newestMtime(join(ROOT, 'src'))) return;
-  log('dist/ is missing or older than src/: building it (npm run build)');
-  execFileSync(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(ROOT, 'tsconfig.build.json')], {
-    stdio: 'inherit',
-  });
+  const fresh = (): boolean => existsSync(cli) && statSync(cli).mtimeMs >= newestMtime(join(ROOT, 'src'));
+  if (fresh()) return;
+  const release = buildLock(log);
+  try {
+    // Built meanwhile by the holder of the lock.
+    if (fresh()) return;
+    log('dist/ is missing or older than src/: building it (npm run build)');
+    execFileSync(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(ROOT, 'tsconfig.build.json')], {
+      stdio: 'inherit',
+    });
+  } finally {
+    release();
+  }
+}
+
+/**
+ * One build of dist/ at a time per checkout: `npm test` runs two bench files at once, and two tsc runs over
+ * the same dist/ doubled the CPU and wrote the same files under each other. The lock is a directory (mkdir
+ * is atomic) holding the builder's pid; a lock whose process is gone is taken over.
+ */
+function buildLock(log: (text: string) => void): () => void {
+  const lock = join(ROOT, '.tmp', 'dist-build.lock');
+  mkdirSync(join(ROOT, '.tmp'), { recursive: true });
+  const nap = new Int32Array(new SharedArrayBuffer(4));
+  let told = false;
+  for (;;) {
+    try {
+      mkdirSync(lock);
+      writeFileSync(join(lock, 'pid'), String(process.pid));
+      return () => rmSync(lock, { recursive: true, force: true });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    }
+    if (!holderAlive(lock)) {
+      rmSync(lock, { recursive: true, force: true });
+      continue;
+    }
+    if (!told) log('waiting for the build of dist/ another process is running');
+    told = true;
+    // A synchronous wait (ensureBuilt is synchronous, as the build is).
+    Atomics.wait(nap, 0, 0, 250);
+  }
+}
+
+function holderAlive(lock: string): boolean {
+  let pid: number;
+  try {
+    pid = Number(readFileSync(join(lock, 'pid'), 'utf8'));
+  } catch {
+    // Made but its pid not written yet: give the holder a moment, unless the lock is old.
+    try {
+      return Date.now() - statSync(lock).mtimeMs < 5000;
+    } catch {
+      return false;
+    }
+  }
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
 }
 
 /**

@@ -137,11 +137,11 @@ const work = mkdtempSync(join(tmpdir(), 'rotor-test-run-'));
 // that suite; `ROTOR_TEST_BUNDLE=off` gives every file its own process again (to rule out a neighbour).
 const BUNDLE_FILES = 8;
 const bundling = (process.env.ROTOR_TEST_BUNDLE ?? 'on') !== 'off';
-function bundles(list, dir, { redis = false } = {}) {
+function bundles(list, dir, { redis = false, size = BUNDLE_FILES } = {}) {
   if (!bundling) return list.map((f) => wrap([f], join(work, dir, f.replace(/\.ts$/, '.mjs')), redis));
   const out = [];
-  for (let i = 0; i < list.length; i += BUNDLE_FILES)
-    out.push(wrap(list.slice(i, i + BUNDLE_FILES), join(work, dir, `bundle-${String(out.length + 1).padStart(2, '0')}.test.mjs`), redis));
+  for (let i = 0; i < list.length; i += size)
+    out.push(wrap(list.slice(i, i + size), join(work, dir, `bundle-${String(out.length + 1).padStart(2, '0')}.test.mjs`), redis));
   return out;
 }
 /** A wrapper file that runs `group` in one process, each file inside a suite named after its path. */
@@ -166,14 +166,44 @@ const ALONE = [
   'test/sim/robustness.test.ts',
   'test/telemetry/logger.test.ts',
 ];
-const single = (f) => !bundling || slowTier(f) || ALONE.includes(f);
-const fileArgs = [
-  ...files.filter(single),
-  ...bundles(
-    files.filter((f) => !single(f)),
-    'bundles',
-  ),
+// Short end-to-end files (in-process daemons, or children they stop themselves; a few seconds each) are
+// bundled four to a process: each pays about 1.4 s of CPU importing the harness and the daemon. A new file
+// runs alone until it is added here; the long ones stay alone so two of them can run side by side.
+const BUNDLED_E2E = [
+  'test/e2e/abuse-bounds.test.ts',
+  'test/e2e/abuse-pipelining.test.ts',
+  'test/e2e/backconnect.test.ts',
+  'test/e2e/browser.test.ts',
+  'test/e2e/dashboard-bans.test.ts',
+  'test/e2e/events-reload.test.ts',
+  'test/e2e/https-proxy.test.ts',
+  'test/e2e/https-sighup.test.ts',
+  'test/e2e/ipv6.test.ts',
+  'test/e2e/login-cache.test.ts',
+  'test/e2e/product-draws.test.ts',
+  'test/e2e/rules.test.ts',
+  'test/e2e/security.test.ts',
+  'test/e2e/tls-upstream.test.ts',
+  'test/e2e/udp-associate.test.ts',
+  'test/e2e/udp-bounds.test.ts',
+  'test/e2e/unsent-limit.test.ts',
+  'test/e2e/user-ports-tls.test.ts',
+  'test/e2e/user-ports.test.ts',
+  'test/e2e/users-batch.test.ts',
+  'test/e2e/users-import-store.test.ts',
+  'test/e2e/users-paging.test.ts',
 ];
+const single = (f) => !bundling || ALONE.includes(f) || (slowTier(f) && !BUNDLED_E2E.includes(f));
+const alone = files.filter(single);
+const e2eBundles = bundles(
+  files.filter((f) => BUNDLED_E2E.includes(f) && !single(f)),
+  'bundles-e2e',
+  { size: 4 },
+);
+const unitBundles = bundles(
+  files.filter((f) => !BUNDLED_E2E.includes(f) && !single(f)),
+  'bundles',
+);
 let redis;
 const redisFiles = [];
 const wantRedisPass = (process.env.ROTOR_TEST_REDIS_PASS ?? 'on') !== 'off' && (process.env.ROTOR_TEST_STORE ?? 'sqlite') === 'sqlite';
@@ -211,8 +241,12 @@ const child = spawn(
           `--test-reporter-destination=${durationsFile}`,
         ]
       : []),
-    ...fileArgs,
+    // Files start in this order, two at a time: the fast tier's bundles (a few seconds each) last, so that
+    // the run does not end on one long file while the other slot idles.
+    ...alone,
+    ...e2eBundles,
     ...redisFiles,
+    ...unitBundles,
   ],
   { stdio: 'inherit', env },
 );

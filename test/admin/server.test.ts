@@ -284,11 +284,17 @@ describe('platform callbacks', () => {
     const placed = await h.app.inject({ method: 'POST', url: '/v1/orders/open', headers: AUTH, payload: { productNo: US, count: 1 } });
     assert.equal(placed.statusCode, 202);
     const orderNo = placed.json().orderNo as string;
+    // The safety timeout is generous (a loaded machine once took more than 8 s); a miss says what the sandbox sent
+    // and what Rotor stored, so a lost callback is told apart from a slow one.
     const recorded = await waitFor(
       async () => (await h.store.listCallbacks()).find((c) => c.type === 'order' && c.no === orderNo && c.processed),
-      8000,
+      30_000,
       'order callback',
-    );
+    ).catch(async (err: unknown) => {
+      const sent = h.sim.inspect.callbacks({ type: 'order', no: orderNo });
+      const stored = (await h.store.listCallbacks()).filter((c) => c.no === orderNo);
+      throw new Error(`${(err as Error).message}; the sandbox sent ${JSON.stringify(sent)}; stored ${JSON.stringify(stored)}`);
+    });
     assert.equal(recorded.op, '1');
 
     const port = (h.callbacks.server.address() as AddressInfo).port;
