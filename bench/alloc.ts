@@ -4,17 +4,17 @@
 // counted too. Prints KB allocated per request and the functions that allocate most (bytes per request).
 // Allocation is what the scavenger pays for; it is steadier than CPU time on a shared machine.
 //
-//   node --import tsx bench/alloc.ts [--minimal] [--case M1|connect|socks5] [--seconds 3] [--top 30] [--callers NAME]
+//   node --import tsx bench/alloc.ts [--minimal] [--case M1|connect|socks5] [--seconds 3] [--top 30] [--callers NAME] [--root DIR]
 //
 // --callers NAME: also the call paths (4 frames up) into the functions whose printed name contains NAME, by
 // bytes (e.g. `--callers 'Map :'` for which code grows Maps).
 import { fork } from 'node:child_process';
 import { once } from 'node:events';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import WebSocket from 'ws';
-import { startDaemon } from './daemon.ts';
+import { benchConfig, npmStartCommand, spawnRotor } from './daemon.ts';
 import { startJsonChild, startMicrosocks, startSquid, type Proc } from './procs.ts';
 import type { ClientJob, ClientReply, RateResult } from './client.ts';
 import { BENCH_PASSWORD, HTTP_USER, SOCKS_USER } from './spec.ts';
@@ -28,6 +28,8 @@ const { values } = parseArgs({
     top: { type: 'string', default: '30' },
     case: { type: 'string', default: 'M1' },
     callers: { type: 'string' },
+    // Another build to measure (a directory holding bin/ and dist/, as bench/ab.ts takes); default this checkout.
+    root: { type: 'string' },
   },
 });
 const kind = values.case.toLowerCase();
@@ -71,7 +73,16 @@ if (values.minimal) {
   user = SOCKS_USER;
   url = await inspectorUrl(port);
 } else {
-  const d = await startDaemon(squid, socks, ['--inspect=127.0.0.1:0']);
+  // As `npm start` runs the build (its own package.json's node options and environment).
+  const root = values.root === undefined ? undefined : resolve(values.root);
+  const start = npmStartCommand(root);
+  const d = await spawnRotor(
+    (dir) => benchConfig(squid, socks, join(dir, 'rotor.db')),
+    [...start.nodeFlags, '--inspect=127.0.0.1:0'],
+    60_000,
+    start.env,
+    root === undefined ? {} : { root },
+  );
   gateway = d;
   user = HTTP_USER;
   url = /ws:\/\/\S+/.exec(d.output())![0];

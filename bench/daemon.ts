@@ -202,8 +202,11 @@ export async function spawnRotor(
   nodeFlags: string[] = [],
   readyTimeoutMs = 60_000,
   env: Record<string, string> = {},
-  /** `dir`: run in this directory and keep it (a restart on the same store); by default a temp dir removed at stop. */
-  options: { dir?: string } = {},
+  /**
+   * `dir`: run in this directory and keep it (a restart on the same store); by default a temp dir removed at stop.
+   * `root`: the build to run (a directory holding bin/ and dist/, as bench/ab.ts takes); default this checkout.
+   */
+  options: { dir?: string; root?: string } = {},
 ): Promise<Daemon> {
   const dir = options.dir ?? mkdtempSync(join(tmpdir(), 'rotor-bench-daemon-'));
   const config = join(dir, 'rotor.yaml');
@@ -211,7 +214,7 @@ export async function spawnRotor(
   const childEnv = { ...process.env } as Record<string, string>;
   for (const k of Object.keys(childEnv)) if (k.startsWith('ROTOR_')) delete childEnv[k];
   Object.assign(childEnv, env, { ROTOR_CONFIG: config });
-  const child = spawn(process.execPath, [...nodeFlags, join(ROOT, 'bin', 'rotor.js'), 'start'], {
+  const child = spawn(process.execPath, [...nodeFlags, join(options.root ?? ROOT, 'bin', 'rotor.js'), 'start'], {
     cwd: dir,
     env: childEnv,
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -52,6 +52,26 @@ function failureFor(status: number): UpstreamDialError {
   return new UpstreamDialError('handshake', `upstream answered ${status} to CONNECT`);
 }
 
+const HTTP_1 = Buffer.from('HTTP/1.', 'latin1');
+
+/**
+ * The status of a response head's first line, `HTTP/1.0` or `HTTP/1.1`, a space, three digits, then a space or
+ * the line's end; -1 for anything else. Read from the bytes: no string or match per tunnel.
+ */
+export function statusOf(b: Buffer): number {
+  if (b.length < 13 || b.compare(HTTP_1, 0, 7, 0, 7) !== 0) return -1;
+  const minor = b[7]!;
+  if ((minor !== 0x30 && minor !== 0x31) || b[8] !== 0x20) return -1;
+  let status = 0;
+  for (let i = 9; i < 12; i++) {
+    const d = b[i]! - 0x30;
+    if (d < 0 || d > 9) return -1;
+    status = status * 10 + d;
+  }
+  const next = b[12];
+  return next === 0x20 || (next === 0x0d && b[13] === 0x0a) ? status : -1;
+}
+
 /**
  * Reads the upstream's answer to CONNECT: `done` gets the bytes after the header (socket paused, listeners
  * gone) or the failure as the pool should hear it. Returns what detaches without calling `done`.
@@ -76,13 +96,11 @@ export function readConnectResponse(socket: Socket, done: (err: UpstreamDialErro
       if (b.length > MAX_RESPONSE_HEADER) fail(new UpstreamDialError('handshake', 'upstream answer header too large'));
       return;
     }
-    const statusLine = b.toString('latin1', 0, Math.min(b.indexOf('\r\n'), 200));
-    const match = /^HTTP\/1\.[01] (\d{3})(?: |$)/.exec(statusLine);
-    if (!match) {
+    const status = statusOf(b);
+    if (status < 0) {
       fail(new UpstreamDialError('handshake', 'upstream answered something other than HTTP/1.x'));
       return;
     }
-    const status = Number(match[1]);
     if (status !== 200) {
       fail(failureFor(status));
       return;

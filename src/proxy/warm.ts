@@ -86,6 +86,18 @@ const OWNER = Symbol('rotor.warmOwner');
 
 function noop(): void {}
 
+/** Each node's set key, built once per node object (not a joined string per tunnel); weak: nodes come and go. */
+const keys = new WeakMap<UpstreamNode, string>();
+
+function setKey(node: UpstreamNode): string {
+  let key = keys.get(node);
+  if (key === undefined) {
+    key = `${node.protocol}\u0000${node.host}\u0000${node.port}\u0000${node.username ?? ''}\u0000${node.password ?? ''}`;
+    keys.set(node, key);
+  }
+  return key;
+}
+
 export class WarmConnections {
   private readonly sets = new Map<string, NodeSet>();
   private readonly perPool = new Map<string, number>();
@@ -138,26 +150,13 @@ export class WarmConnections {
     const ready = this.take(set);
     this.refillSoon(set);
     if (!ready) return fresh(node, target, options);
-    return this.request(ready, node, target, options).then(
-      (tunnel) => {
-        this.counts?.used.inc();
-        return tunnel;
-      },
-      (err: unknown) => {
-        this.counts?.failed.inc();
-        // The connection died unseen (closed as it was handed out): the tunnel still gets a fresh dial.
-        if (err instanceof UpstreamDialError && err.reason === 'reset' && !options.signal?.aborted) return fresh(node, target, options);
-        // Counted as a fresh dial's failure is (upstream-dial.ts): a refused target is the same failure either way.
-        if (err instanceof UpstreamDialError) this.o.metrics?.upstreamFailures.inc({ reason: err.reason });
-        throw err;
-      },
-    );
+    return this.request(ready, node, target, options, fresh);
   }
 
   private setFor(node: UpstreamNode): NodeSet | undefined {
     // TLS upstreams (dial-tls.ts) are dialed fresh: their handshake carries the dial's own verification.
     if (this.closed || this.o.perNode <= 0 || node.tls) return undefined;
-    const key = `${node.protocol}\u0000${node.host}\u0000${node.port}\u0000${node.username ?? ''}\u0000${node.password ?? ''}`;
+    const key = setKey(node);
     let set = this.sets.get(key);
     if (set) {
       // A redraw brings a new object for the same credentials: open the next ones with the newest.
@@ -353,23 +352,39 @@ export class WarmConnections {
     else this.perPool.set(set.pool, n);
   }
 
-  /** The rest of a tunnel's handshake on a ready connection, under the handshake deadline and the dial's signal. */
-  private request(r: Ready, node: UpstreamNode, target: Target, options: DialOptions): Promise<Tunnel> {
+  /**
+   * The rest of a tunnel's handshake on a ready connection, under the handshake deadline and the dial's signal;
+   * counted used or failed here (one promise per tunnel, no second one to count it). A connection that died
+   * unseen (closed as it was handed out) still gets the tunnel a fresh dial.
+   */
+  private request(r: Ready, node: UpstreamNode, target: Target, options: DialOptions, fresh: Dialer): Promise<Tunnel> {
     this.release(r.set);
     const socket = r.socket;
     return new Promise<Tunnel>((resolve, reject) => {
       let detach: () => void = noop;
       let done = false;
-      const finish = (err: Error | null, head: Buffer | null, exit?: string): void => {
+      const finish = (err: UpstreamDialError | DialAbortedError | null, head: Buffer | null, exit?: string): void => {
         if (done) return;
         done = true;
         clearTimeout(timer);
         options.signal?.removeEventListener('abort', onAbort);
-        if (err) {
-          detach();
-          socket.destroy();
-          reject(err);
-        } else resolve({ socket, head, exit });
+        if (err === null) {
+          this.counts?.used.inc();
+          resolve({ socket, head, exit });
+          return;
+        }
+        detach();
+        socket.destroy();
+        this.counts?.failed.inc();
+        if (err instanceof UpstreamDialError) {
+          if (err.reason === 'reset' && !options.signal?.aborted) {
+            fresh(node, target, options).then(resolve, reject);
+            return;
+          }
+          // Counted as a fresh dial's failure is (upstream-dial.ts): a refused target is the same failure either way.
+          this.o.metrics?.upstreamFailures.inc({ reason: err.reason });
+        }
+        reject(err);
       };
       const onAbort = (): void => finish(new DialAbortedError(), null);
       const timer = setTimeout(
