@@ -113,7 +113,10 @@ export class HttpListener extends ProxyListener {
     this.pipelineDepth = options.pipelineDepth ?? 16;
     // requestTimeout off: a proxied upload may rightly take longer than node's 5 minutes; the handshake
     // deadline bounds a silent client's first head, the response timeout and relay idle bound the rest.
-    this.server = createServer({ headersTimeout: this.handshakeMs, requestTimeout: 0 });
+    // noDelay false (node's default is true: a setsockopt per accepted socket): the listening socket carries
+    // TCP_NODELAY (no-delay.ts) and Linux copies it into each accepted socket; ListenerConnections.accept sets it
+    // on any socket that did not come that way.
+    this.server = createServer({ noDelay: false, headersTimeout: this.handshakeMs, requestTimeout: 0 });
     this.server.on('error', (err) => onServerError(this.server.listening, err, options.logger));
     descriptorGuard.watch(this.server);
     this.server.on('connection', (socket: Socket) => this.onConnection(socket));
