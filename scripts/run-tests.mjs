@@ -166,7 +166,7 @@ const ALONE = [
   'test/sim/robustness.test.ts',
   'test/telemetry/logger.test.ts',
 ];
-// Short end-to-end files (in-process daemons, or children they stop themselves; a few seconds each) are
+// Short end-to-end and fleet files (in-process daemons, or children they stop themselves; seconds each) are
 // bundled four to a process: each pays about 1.4 s of CPU importing the harness and the daemon. A new file
 // runs alone until it is added here; the long ones stay alone so two of them can run side by side.
 const BUNDLED_E2E = [
@@ -192,9 +192,29 @@ const BUNDLED_E2E = [
   'test/e2e/users-batch.test.ts',
   'test/e2e/users-import-store.test.ts',
   'test/e2e/users-paging.test.ts',
+  // The fleet's component files: a Redis of their own, a second or two each.
+  'test/fleet/adoption.test.ts',
+  'test/fleet/allowance-replay.test.ts',
+  'test/fleet/allowance.test.ts',
+  'test/fleet/gateway.test.ts',
+  'test/fleet/lease.test.ts',
+  'test/fleet/outage.test.ts',
+  'test/fleet/persistence.test.ts',
+  'test/fleet/sessions.test.ts',
 ];
 const single = (f) => !bundling || ALONE.includes(f) || (slowTier(f) && !BUNDLED_E2E.includes(f));
-const alone = files.filter(single);
+// The benches' files run `rotor start` from dist/, which bench/daemon.ts ensureBuilt builds when it is missing
+// or older than src/ (one build at a time per checkout). The build starts with the run, beside the first
+// files, and those files start after the others that run alone, so neither waits idle on tsc.
+const NEEDS_DIST = ['test/bench/idle-rss.test.ts', 'test/bench/smoke.test.ts'];
+const alone = [...files.filter((f) => single(f) && !NEEDS_DIST.includes(f)), ...files.filter((f) => single(f) && NEEDS_DIST.includes(f))];
+const prebuild = files.some((f) => NEEDS_DIST.includes(f))
+  ? spawn(
+      process.execPath,
+      ['--import', 'tsx', '--input-type=module', '-e', "(await import('./bench/daemon.ts')).ensureBuilt((t) => console.log(`# ${t}`));"],
+      { stdio: 'inherit', env },
+    )
+  : undefined;
 const e2eBundles = bundles(
   files.filter((f) => BUNDLED_E2E.includes(f) && !single(f)),
   'bundles-e2e',
@@ -252,6 +272,7 @@ const child = spawn(
 );
 const cleanup = () => {
   redis?.child.kill('SIGKILL');
+  if (prebuild?.exitCode === null) prebuild.kill('SIGTERM');
   rmSync(work, { recursive: true, force: true });
 };
 for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => child.kill(sig));
