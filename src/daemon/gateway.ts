@@ -8,7 +8,6 @@ import { platformFlowFrom } from '../connlog/platform-flow.ts';
 import { startHealthProbes } from '../health/index.ts';
 import { RegionDirectory } from '../orders/regions.ts';
 import type { PoolRegistry } from '../pool/registry.ts';
-import type { PoolKey } from '../pool/types.ts';
 import { UpstreamTlsPolicy } from '../proxy/dial-tls.ts';
 import { HttpListener } from '../proxy/http.ts';
 import { HttpsListener, type loadTlsPair } from '../proxy/https-listener.ts';
@@ -71,11 +70,10 @@ interface Needs {
 function fleetSessionsFor(needs: Needs, sessions: SessionTable, ctx: AssemblyContext) {
   const { fleet, fleetParts } = needs.state;
   if (!fleet || !fleetParts) return undefined;
-  const poolProvider = { pool: (key: PoolKey) => needs.pools.get(key) };
   return new fleetParts.FleetSessions({
     table: sessions,
     shared: fleet.sessions,
-    pools: poolProvider,
+    pools: needs.pools,
     logger: ctx.logger.child({ component: 'fleet' }),
     ...clockOption(ctx),
   });
@@ -154,7 +152,6 @@ async function assembleRouting(config: Config, needs: Needs, ctx: AssemblyContex
   sweep.unref();
   ctx.stops.onStop('session sweep', () => clearInterval(sweep));
 
-  const poolProvider = { pool: (key: PoolKey) => pools.get(key) };
   const fleetSessions = fleetSessionsFor(needs, sessions, ctx);
   needs.state.fleet?.holdSessions(() => sessions.held()); // put back should Redis lose them (src/fleet/index.ts rebuild)
   const regions = new RegionDirectory(orders.orders.catalog, { logger: logger.child({ component: 'regions' }) });
@@ -197,7 +194,7 @@ async function assembleRouting(config: Config, needs: Needs, ctx: AssemblyContex
   const router =
     fleetSessions && fleetParts
       ? new fleetParts.FleetRouter(routerOptions, fleetSessions)
-      : new Router({ ...routerOptions, pools: poolProvider, sessions });
+      : new Router({ ...routerOptions, pools, sessions });
   // No cache clear on user changes: a cached login stands only while the directory still hands out that very
   // user object, and a changed user gets a new one (src/proxy/auth-check.ts), so the others' logins stay cached.
   // A deleted or disabled user's sticky sessions end at once (in a fleet, its shared ones too).
@@ -238,7 +235,7 @@ async function assembleListeners(config: Config, needs: Needs, ctx: AssemblyCont
   const limitUnsent = unsent.limit;
   const httpListener = new HttpListener({
     anonymous: (socket) => userPorts.admit(socket),
-    fromUserPort: (socket) => userPorts.owns(socket),
+    fromUserPort: userPorts.sockets,
     recorder: connections.recorder,
     router,
     host: config.proxy.http.host,
@@ -262,7 +259,7 @@ async function assembleListeners(config: Config, needs: Needs, ctx: AssemblyCont
   const socksListener = new Socks5Listener({
     ...(udp ? { udp } : {}),
     anonymous: (socket) => userPorts.admit(socket),
-    fromUserPort: (socket) => userPorts.owns(socket),
+    fromUserPort: userPorts.sockets,
     recorder: connections.recorder,
     router,
     host: config.proxy.socks5.host,

@@ -7,7 +7,6 @@ import type { AssemblyContext } from './lifecycle.ts';
 
 export function warmConnections(config: Config, ctx: AssemblyContext): WarmConnections {
   const { perNode, maxPerPool, idleMs, off } = config.pool.warm;
-  const offProducts = new Set(off);
   const warm = new WarmConnections({
     perNode,
     maxPerPool,
@@ -15,7 +14,7 @@ export function warmConnections(config: Config, ctx: AssemblyContext): WarmConne
     metrics: ctx.metrics,
     connectTimeoutMs: config.proxy.connectTimeoutMs,
     handshakeTimeoutMs: config.proxy.upstreamHandshakeTimeoutMs ?? config.proxy.connectTimeoutMs,
-    enabledFor: (key) => !key || !offProducts.has(key.productNo),
+    offProducts: new Set(off),
   });
   ctx.stops.onStop('warm upstream connections', () => warm.close());
   return warm;

@@ -82,6 +82,11 @@ export class PoolRegistry {
     this.forget(oldest.id, oldest.pool, 'room for another region');
   }
 
+  /** The gateway's PoolProvider (src/proxy/types.ts): the registry itself, so a dial calls nothing above it. */
+  pool(key: PoolKey): Pool {
+    return this.get(key);
+  }
+
   /** The pool for this key, created (empty; it draws on first acquire) when absent. */
   get(key: PoolKey): Pool {
     const id = poolKeyId(key);

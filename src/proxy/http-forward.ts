@@ -27,11 +27,12 @@ import type { ByteCounters, ConnectionContext } from '../connlog/types.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import { DialCancel } from './cancel.ts';
 import { basicAuth } from './dial-http.ts';
-import { forwardHeaderObject, forwardHeaders, type AbsoluteTarget } from './http-message.ts';
+import { forwardHeaderObject, forwardHeaders, refuseResponse, type AbsoluteTarget } from './http-message.ts';
 import type { Dialed, Route, Router } from './router.ts';
 import { holdBody } from './request-rules-body.ts';
 import type { CompiledRule, RuleSet } from './request-rules.ts';
-import { recordCarrying, recordCloser, recordNode } from './tunnel-record.ts';
+import type { ResultCounter } from './metric-cells.ts';
+import { recordCarrying, recordCloser, recordNode, type FailureRecorder } from './tunnel-record.ts';
 import { MeteredStream, Valve } from './tunnel-stream.ts';
 
 /** What each kept upstream connection carries: its dial, its metered stream, the client it serves now. */
@@ -80,7 +81,11 @@ export interface ForwarderOptions {
   maxIdlePerKey?: number;
   metrics?: Metrics | undefined;
   /** Counts each exchange that reached an upstream (rotor_proxy_connections_total{result="ok"}). */
-  onForwarded: () => void;
+  counter: ResultCounter;
+  /** Records a request that failed before its response head; the forwarder answers it (refuseResponse). */
+  failures: FailureRecorder;
+  /** The realm of a 407 answer. */
+  realm: string;
 }
 
 class RouteAgent extends Agent {
@@ -127,9 +132,6 @@ class RouteAgent extends Agent {
   }
 }
 
-/** One exchange's outcome as the listener answers it (`conn` is the request's connection record). */
-export type ForwardFailure = (err: unknown, res: ServerResponse, conn: ConnectionContext) => void;
-
 /**
  * One client request across its tries. Its listeners are module-level functions that find it through the
  * request (EXCHANGE), and it is the record's byte counters itself, so a request costs this object, its
@@ -170,7 +172,6 @@ class Exchange implements ByteCounters {
     readonly headers: Record<string, string | string[]>,
     /** the request's connection record */
     readonly conn: ConnectionContext,
-    readonly fail: ForwardFailure,
     expectContinue: boolean,
   ) {
     this.continued = !expectContinue;
@@ -239,12 +240,11 @@ export class Forwarder {
     target: AbsoluteTarget,
     expectContinue: boolean,
     conn: ConnectionContext,
-    fail: ForwardFailure,
   ): void {
     const client = req.socket;
     const key = this.keyFor(route, target, client);
     const headers = forwardHeaderObject(req.rawHeaders, DROP, target.authority);
-    const exchange = new Exchange(this, req, res, client, route, target, key, headers, conn, fail, expectContinue);
+    const exchange = new Exchange(this, req, res, client, route, target, key, headers, conn, expectContinue);
     const rules = this.options.router.rulesFor(route, target.host);
     if (rules !== undefined) {
       exchange.rules = rules;
@@ -253,6 +253,13 @@ export class Forwarder {
     recordCloser(conn, exchange.stop);
     client.on('close', exchange.stop);
     this.attempt(exchange);
+  }
+
+  /** A request that failed before its response head: recorded, then answered here (a client that left: closed). */
+  failed(err: unknown, res: ServerResponse, conn: ConnectionContext): void {
+    const f = this.options.failures.failed(err, conn);
+    if (f.result === 'client_abort') res.destroy();
+    else refuseResponse(res, f, this.options.realm);
   }
 
   /**
@@ -339,7 +346,7 @@ export class Forwarder {
     // A sticky session without a node yet: this dial binds one, and the connection must not be kept
     // under the unbound key, where the session's next start (after expiry) would find it.
     if (exchange.key.endsWith(UNBOUND)) up.shouldKeepAlive = false;
-    this.options.onForwarded();
+    this.options.counter.count('ok');
     if (!exchange.continued) {
       exchange.continued = true;
       exchange.res.writeContinue();
@@ -525,7 +532,11 @@ function bodySeen(exchange: Exchange, up: TaggedRequest, answer: IncomingMessage
 /** The upstream closed while a body rule's bytes were held: nothing reached the client yet, it gets a 502. */
 function bodyLost(exchange: Exchange, up: TaggedRequest): void {
   if (exchange.request !== up || exchange.client.destroyed || exchange.res.headersSent) return;
-  exchange.fail(Object.assign(new Error('the upstream closed during the response'), { code: 'ECONNRESET' }), exchange.res, exchange.conn);
+  exchange.forwarder.failed(
+    Object.assign(new Error('the upstream closed during the response'), { code: 'ECONNRESET' }),
+    exchange.res,
+    exchange.conn,
+  );
 }
 
 /**
@@ -577,7 +588,7 @@ function upFailed(this: TaggedRequest, err: Error): void {
     exchange.client.destroy();
     exchange.end('upstream_error', 'the upstream failed during the response');
   } else {
-    exchange.fail(err, exchange.res, exchange.conn);
+    exchange.forwarder.failed(err, exchange.res, exchange.conn);
   }
 }
 

@@ -106,14 +106,14 @@ export class HttpListener extends ProxyListener {
       pipelineOptions(LISTENER, options, {
         responseTimeoutMs: options.responseTimeoutMs ?? 60_000,
         upstreamIdleMs: options.upstreamIdleMs,
-        refuse: (res, failure) => refuseResponse(res, failure, this.realm),
+        realm: options.realm ?? 'rotor',
       }),
     );
     this.handshakeMs = options.handshakeTimeoutMs ?? 10_000;
     this.pipelineDepth = options.pipelineDepth ?? 16;
     // requestTimeout off: a proxied upload may rightly take longer than node's 5 minutes; the handshake
     // deadline bounds a silent client's first head, the response timeout and relay idle bound the rest.
-    this.server = createServer({ noDelay: true, headersTimeout: this.handshakeMs, requestTimeout: 0 });
+    this.server = createServer({ headersTimeout: this.handshakeMs, requestTimeout: 0 });
     this.server.on('error', (err) => onServerError(this.server.listening, err, options.logger));
     descriptorGuard.watch(this.server);
     this.server.on('connection', (socket: Socket) => this.onConnection(socket));
@@ -157,7 +157,9 @@ export class HttpListener extends ProxyListener {
       if (!this.started.has(socket)) socket.destroy();
     }, this.handshakeMs);
     deadline.unref();
-    this.pipeline.accept(socket, () => {
+    this.pipeline.accept(socket);
+    // The listener's own 'close' listener, after the registry's: nothing below calls the listener back.
+    socket.on('close', () => {
       clearTimeout(deadline);
       this.uncount(socket);
     });

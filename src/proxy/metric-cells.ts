@@ -5,6 +5,7 @@
 // metric's collect hook runs before every read of its values: /metrics, metric.get()), so every reader still
 // sees exact figures.
 import type { Counter, Gauge } from 'prom-client';
+import type { ConnectionResult, Metrics } from '../telemetry/metrics.ts';
 
 type Batchable = Counter<string> | Gauge<string>;
 type Labels = Record<string, string>;
@@ -62,4 +63,29 @@ function hook(metric: Batchable, cells: Map<string, MetricCell>): void {
     }
     return before?.call(this);
   };
+}
+
+/**
+ * A listener's rotor_proxy_connections_total, one cell per result made on first use (no label hashing per
+ * connection). An object the pipeline hands down (to the forwarder, to tunnel-record's endBeforeRelay), so
+ * counting calls nothing back up. Without metrics it counts nothing.
+ */
+export class ResultCounter {
+  private readonly cells = new Map<string, MetricCell>();
+
+  constructor(
+    private readonly metrics: Metrics | undefined,
+    private readonly listener: string,
+  ) {}
+
+  count(result: ConnectionResult): void {
+    const metrics = this.metrics;
+    if (metrics === undefined) return;
+    let cell = this.cells.get(result);
+    if (cell === undefined) {
+      cell = metricCell(metrics.connectionsTotal, { listener: this.listener, result });
+      this.cells.set(result, cell);
+    }
+    cell.inc();
+  }
 }

@@ -39,7 +39,13 @@ export interface RelayOptions {
   limiter?: RelayLimiter;
   /** How often the byte counter is updated. Default 5000 ms. */
   flushIntervalMs?: number;
-  onEnd?: (stats: RelayStats) => void;
+  /** Told once when the relay ends (tunnel-record.ts TunnelEnd: an object handed down, not a callback up). */
+  end?: RelayEndHandler;
+}
+
+/** What a relay's end is reported to. */
+export interface RelayEndHandler {
+  relayEnded(stats: RelayStats): void;
 }
 
 export interface RelayHandle {
@@ -223,7 +229,7 @@ class Relay implements RelayHandle {
       upstream.destroy();
     }
     this.stats.flush();
-    this.options.onEnd?.(this.stats);
+    this.options.end?.relayEnded(this.stats);
   }
 
   /** A socket closed: the end of a running relay, or one side fewer to wait for after it. */
@@ -301,14 +307,6 @@ function leaveTicker(r: Relay): void {
   if (!group || !group.relays.delete(r) || group.relays.size > 0) return;
   clearInterval(group.timer);
   tickers.delete(r.tickMs);
-}
-
-/**
- * 'reset' when the upstream failed (an error, not a clean close) before sending the client one byte: the node
- * answered the tunnel and died, which the pool must hear about (Dialed.release). Else undefined.
- */
-export function upstreamFailedEarly(stats: RelayStats, upstream: Socket): 'reset' | undefined {
-  return stats.down === 0 && stats.end === 'error' && upstream.errored ? 'reset' : undefined;
 }
 
 /** Starts relaying; returns at once. Both sockets are owned by the relay from here on. */

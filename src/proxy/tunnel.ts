@@ -14,20 +14,17 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { ConnectionContext, ConnectionRecorder, RecordResult } from '../connlog/types.ts';
 import { unrecordedConnections } from '../connlog/recorder.ts';
-import { DescriptorsExhaustedError } from '../errors/failed-accept.ts';
-import { InternalError, isRotorError } from '../errors/rotor-error.ts';
+import { InternalError } from '../errors/rotor-error.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { ConnectionResult, Metrics } from '../telemetry/metrics.ts';
-import { REPLY, type ReplyCode } from '../wire/socks5.ts';
+import { REPLY } from '../wire/socks5.ts';
 import { DialCancel } from './cancel.ts';
 import { ListenerConnections } from './connections.ts';
-import { GatewayError } from './errors.ts';
 import { Forwarder } from './http-forward.ts';
 import type { AbsoluteTarget } from './http-message.ts';
 import { holdClient } from './hold.ts';
-import { metricCell, type MetricCell } from './metric-cells.ts';
-import type { ProxyErrorType } from './proxy-status.ts';
-import { relay, upstreamFailedEarly, type RelayHandle, type RelayOptions } from './relay.ts';
+import { ResultCounter } from './metric-cells.ts';
+import { relay, type RelayOptions } from './relay.ts';
 import type { Authorization, Dialed, Route, Router } from './router.ts';
 import {
   endBeforeRelay,
@@ -39,25 +36,13 @@ import {
   recordNode,
   recordRefusedUser,
   recordRoute,
+  FailureRecorder,
+  TunnelEnd,
+  type TunnelFailure,
 } from './tunnel-record.ts';
 import type { Target } from './types.ts';
 
-/** Why a client gets no tunnel, in every protocol's terms: the status, the SOCKS5 reply, the record's result. */
-export interface TunnelFailure {
-  /** HTTP status (407, 403, 400, 502, 504, …) */
-  status: number;
-  /** SOCKS5 reply to the request */
-  socksReply: ReplyCode;
-  /** one line, safe to show the client */
-  reason: string;
-  /** the record's reason (may name the upstream's failure kind, never its address) */
-  recordReason: string;
-  result: RecordResult;
-  /** RFC 9209 error type; absent = the one the status implies */
-  error?: ProxyErrorType;
-  /** a credentials failure (HTTP 407; SOCKS5 fails RFC 1929 instead of replying to the request) */
-  credentials?: boolean;
-}
+export type { TunnelFailure };
 
 /** A client's authorized route, or why it has none. */
 export type Admission = { route: Route } | { refusal: TunnelFailure; user: string | null };
@@ -117,8 +102,8 @@ export interface ForwardSettings {
   responseTimeoutMs: number;
   /** Idle kept-alive upstream connections close after this; default http-forward.ts's. */
   upstreamIdleMs?: number | undefined;
-  /** Answers a request that failed before its response head (never called for a client that left). */
-  refuse(res: ServerResponse, failure: TunnelFailure): void;
+  /** The realm of a 407 answer (Proxy-Authenticate) to a request that failed before its response head. */
+  realm: string;
 }
 
 const CREDENTIALS_REQUIRED = 'proxy credentials required (Basic)';
@@ -129,17 +114,18 @@ export class TunnelPipeline {
   readonly router: Router;
   private readonly listener: string;
   private readonly recorder: ConnectionRecorder;
-  /** rotor_proxy_connections_total's cells of this listener, by result (no label hashing per connection). */
-  private readonly results = new Map<ConnectionResult, MetricCell>();
-  /** The log line of a failed dial: 'socks5 connect failed', 'http upstream failed'. */
-  private readonly failedLine: string;
+  /** rotor_proxy_connections_total of this listener, by result (handed down to the forwarder and the record's end). */
+  private readonly counter: ResultCounter;
+  /** Failures before any relay: classified, counted and recorded (handed down to the forwarder as well). */
+  private readonly failures: FailureRecorder;
   private readonly forwarder: Forwarder | undefined;
 
   constructor(private readonly options: TunnelPipelineOptions) {
     this.router = options.router;
     this.listener = options.listener;
     this.recorder = options.recorder ?? unrecordedConnections();
-    this.failedLine = `${options.listener} ${options.listener === 'socks5' ? 'connect' : 'upstream'} failed`;
+    this.counter = new ResultCounter(options.metrics, options.listener);
+    this.failures = new FailureRecorder(this.counter, options.listener, options.logger);
     const forward = options.forward;
     if (forward) {
       this.forwarder = new Forwarder({
@@ -147,7 +133,9 @@ export class TunnelPipeline {
         responseTimeoutMs: forward.responseTimeoutMs,
         ...(forward.upstreamIdleMs !== undefined ? { idleMs: forward.upstreamIdleMs } : {}),
         metrics: options.metrics,
-        onForwarded: () => this.count('ok'),
+        counter: this.counter,
+        failures: this.failures,
+        realm: forward.realm,
       });
     }
   }
@@ -165,18 +153,9 @@ export class TunnelPipeline {
     return conn;
   }
 
-  private readonly countResult = (result: RecordResult): void => this.count(result as ConnectionResult);
-
   /** Counted on rotor_proxy_connections_total (a relay or forwarded request that started, or a malformed one). */
   count(result: ConnectionResult): void {
-    const metrics = this.options.metrics;
-    if (metrics === undefined) return;
-    let cell = this.results.get(result);
-    if (cell === undefined) {
-      cell = metricCell(metrics.connectionsTotal, { listener: this.listener, result });
-      this.results.set(result, cell);
-    }
-    cell.inc();
+    this.counter.count(result);
   }
 
   /**
@@ -212,7 +191,7 @@ export class TunnelPipeline {
 
   /** A connection or request that ends before any relay: counted (except a client that left) and recorded. */
   refused(conn: ConnectionContext, result: RecordResult, reason: string): void {
-    endBeforeRelay(this.countResult, conn, result, reason);
+    endBeforeRelay(this.counter, conn, result, reason);
   }
 
   /** A defect (not a client or upstream failure): said once, the connection dropped, never the process. */
@@ -223,41 +202,11 @@ export class TunnelPipeline {
   }
 
   /**
-   * An error as the client is answered and the connection recorded: the error's own status and message
-   * (RotorError's are safe to show), else 502/504 for a failed upstream exchange, 500 for a defect.
+   * An error as the client is answered and the connection recorded (tunnel-record.ts FailureRecorder: the
+   * error's own status and message, else 502/504 for a failed upstream exchange, 500 for a defect).
    */
   failure(err: unknown, conn: ConnectionContext): TunnelFailure {
-    if (err instanceof GatewayError) {
-      if (err.code === 'DIAL_ABORTED')
-        return {
-          status: err.httpStatus,
-          socksReply: err.socksReply,
-          reason: err.message,
-          recordReason: err.message,
-          result: 'client_abort',
-        };
-      this.options.logger?.info(
-        { listener: this.listener, conn: conn.id, user: conn.user, code: err.code, reason: err.upstreamReason },
-        this.failedLine,
-      );
-      return {
-        status: err.httpStatus,
-        socksReply: err.socksReply,
-        reason: err.message,
-        recordReason: err.upstreamReason ? `${err.message} (${err.upstreamReason})` : err.message,
-        result: err.connectionResult,
-        error: err.proxyError,
-      };
-    }
-    // Out of descriptors: the proxy's own state (503), never the upstream's; no node was blamed for it.
-    if (err instanceof DescriptorsExhaustedError) return upstreamFailure(err.httpStatus, err.message, 'proxy_internal_error');
-    if (isRotorError(err)) return upstreamFailure(err.httpStatus, err.message);
-    const code = (err as NodeJS.ErrnoException | undefined)?.code;
-    if (code === 'ETIMEDOUT') return upstreamFailure(504, 'the upstream did not answer in time', 'http_response_timeout');
-    if (code === 'ECONNRESET' || code === 'EPIPE') return upstreamFailure(502, 'the upstream failed', 'connection_terminated');
-    if (code?.startsWith('HPE_')) return upstreamFailure(502, 'the upstream failed', 'http_protocol_error');
-    this.options.logger?.error({ listener: this.listener, conn: conn.id, user: conn.user, err }, 'upstream exchange failed unexpectedly');
-    return upstreamFailure(500, 'internal error');
+    return this.failures.failure(err, conn);
   }
 
   /**
@@ -320,43 +269,32 @@ export class TunnelPipeline {
     const { dialed, head: clientHead } = connected;
     const meters = this.router.meters;
     const user = route.user.name;
-    const conns = this.conns;
-    // onEnd may run inside relay() itself (a side already gone), before `relay` has returned.
-    const ref: { handle?: RelayHandle; ended?: boolean } = {};
     const limiter = meters.limiter?.(user);
     recordNode(conn, dialed.node, dialed.exit);
+    const end = new TunnelEnd(this.conns.relays, limiter, dialed, meters, user, conn);
     // Built field by field, not with conditional spreads (each spread a temporary object and a copy per tunnel).
     const relayOptions: RelayOptions = {
       meter: meters.meter(user),
       idleTimeoutMs: this.options.idleTimeoutMs,
       clientHead,
       upstreamHead: dialed.head,
-      onEnd: (stats) => {
-        ref.ended = true;
-        if (ref.handle) {
-          conns.relays.delete(ref.handle);
-          limiter?.detach(ref.handle);
-        }
-        dialed.release(upstreamFailedEarly(stats, dialed.socket));
-        meters.connectionClosed(user);
-        // The record's bytes are the relay's own counters: the same adds the user's meter got.
-        recordEnd(conn, 'ok', stats.end, stats.up, stats.down);
-      },
+      end,
     };
     if (limiter) relayOptions.limiter = limiter;
     if (this.options.metrics) relayOptions.bytes = { metrics: this.options.metrics, user };
     const handle = relay(client, dialed.socket, relayOptions);
-    ref.handle = handle;
-    if (ref.ended) return;
-    conns.relays.add(handle);
+    // The relay may have ended inside relay() itself (a side already gone).
+    if (end.ended) return;
+    end.handle = handle;
+    this.conns.relays.add(handle);
     limiter?.attach(handle);
     recordCarrying(conn, handle.stats, () => handle.stop());
   }
 
   /**
    * Plain HTTP: an admitted request's pick, dial, relay and record are its exchange's (http-forward.ts: a kept
-   * upstream connection carries many requests); a failure before the response head is answered by the
-   * listener's `forward.refuse` and recorded here.
+   * upstream connection carries many requests); a failure before the response head is recorded (the
+   * FailureRecorder handed to it) and answered by the forwarder itself.
    */
   forward(
     req: IncomingMessage,
@@ -367,28 +305,20 @@ export class TunnelPipeline {
     conn: ConnectionContext,
   ): void {
     if (this.forwarder === undefined) throw new InternalError('TunnelPipeline.forward: this listener forwards no plain HTTP');
-    this.forwarder.forward(req, res, route, target, continues, conn, this.forwardFailed);
+    this.forwarder.forward(req, res, route, target, continues, conn);
   }
 
-  /** A forwarded request failed before its response head: recorded, then answered (one function for all). */
-  readonly forwardFailed = (err: unknown, res: ServerResponse, conn: ConnectionContext): void => {
-    const f = this.failure(err, conn);
-    this.refused(conn, f.result, f.recordReason);
-    if (f.result === 'client_abort') res.destroy();
-    else this.options.forward?.refuse(res, f);
-  };
+  /** A plain-HTTP request that failed before its response head (e.g. its admission threw): recorded and answered. */
+  forwardFailed(err: unknown, res: ServerResponse, conn: ConnectionContext): void {
+    if (this.forwarder === undefined) throw new InternalError('TunnelPipeline.forwardFailed: this listener forwards no plain HTTP');
+    this.forwarder.failed(err, res, conn);
+  }
 
   /** Stops accepting work: open connections get `drainMs`, then every relay and socket is cut. */
   async drainThenClose(drainMs: number): Promise<void> {
     await this.conns.drainThenClose(drainMs);
     this.forwarder?.close();
   }
-}
-
-function upstreamFailure(status: number, reason: string, error?: ProxyErrorType): TunnelFailure {
-  const f: TunnelFailure = { status, socksReply: REPLY.generalFailure, reason, recordReason: reason, result: 'upstream_error' };
-  if (error !== undefined) f.error = error;
-  return f;
 }
 
 /** An authorization as every listener answers it. */

@@ -18,7 +18,7 @@
 // - Refills run off the tunnel's path (setImmediate), never awaited by a dial.
 import { connect, type Socket } from 'node:net';
 import { nodeOwner } from '../pool/node-owner.ts';
-import type { PoolKey, UpstreamNode } from '../pool/types.ts';
+import type { UpstreamNode } from '../pool/types.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import { metricCell, type MetricCell } from './metric-cells.ts';
 import { socks5Greet, socks5GreetPipelined, socks5Request } from '../wire/socks5-client.ts';
@@ -41,10 +41,11 @@ export interface WarmOptions extends WarmSettings {
   handshakeTimeoutMs: number;
   metrics?: Metrics;
   /**
-   * Whether the nodes of a pool (undefined: nodes no pool drew, e.g. static instances) get warm connections;
-   * a pool whose tuning says warm: false (products sold by IP count) never does.
+   * Products whose pools' nodes get no warm connections (pool.warm.off; nodes no pool drew, e.g. static
+   * instances, always may); a pool whose tuning says warm: false (products sold by IP count) never does.
+   * A set read per dial, not a function of the daemon called.
    */
-  enabledFor?: (pool: PoolKey | undefined) => boolean;
+  offProducts?: ReadonlySet<string>;
   /** How far back new tunnels count as demand. Default 10 s. */
   windowMs?: number;
 }
@@ -163,7 +164,7 @@ export class WarmConnections {
       return set;
     }
     const owner = nodeOwner(node);
-    if (owner?.warm === false || (this.o.enabledFor && !this.o.enabledFor(owner?.key))) return undefined;
+    if (owner?.warm === false || (owner !== undefined && this.o.offProducts?.has(owner.key.productNo) === true)) return undefined;
     if (this.sets.size >= MAX_SETS) this.sweepSets();
     if (this.sets.size >= MAX_SETS) return undefined;
     const pool = owner ? `${owner.key.user}/${owner.key.productNo}/${owner.key.region}` : `node:${node.host}:${node.port}`;

@@ -97,6 +97,11 @@ export class UserPorts {
     return this.origin.has(socket);
   }
 
+  /** The sockets accepted on user ports, as the listeners read them (src/proxy/tunnel-record.ts FromUserPort). */
+  get sockets(): WeakMap<Socket, unknown> {
+    return this.origin;
+  }
+
   /** The ports open now. */
   list(): Array<{ user: string; port: number; allowIps: readonly string[]; tls: boolean }> {
     return [...this.entries.values()].map((e) => ({ user: e.user, port: e.port, allowIps: e.allowIps, tls: e.tls }));

@@ -57,13 +57,11 @@ test('the plain-HTTP lane calls nobody back: it keeps the order and hands the ne
 
 test('the tunnel pipeline returns outcomes: no adapter it calls back for the answer', () => {
   const source = parse('src/proxy/tunnel.ts');
-  // Left: a plain-HTTP request that fails before its response head is answered through ForwardSettings.refuse
-  // (a failure path only; docs/architecture.md counts it).
   const answers = nodes(source)
     .filter(ts.isMethodSignature)
     .filter((m) => ['established', 'refuse'].includes(m.name.getText(source)))
     .map((m) => `${(m.parent as ts.InterfaceDeclaration).name.text}.${m.name.getText(source)}`);
-  assert.deepEqual(answers, ['ForwardSettings.refuse'], 'an interface of answers the pipeline would call');
+  assert.deepEqual(answers, [], 'an interface of answers the pipeline would call');
   const pipeline = nodes(source).find((n): n is ts.ClassDeclaration => ts.isClassDeclaration(n) && n.name?.text === 'TunnelPipeline');
   assert.ok(pipeline);
   const calledBack = nodes(source)
@@ -146,4 +144,46 @@ test('the daemon hands the router the users table and the gate of src/admission,
   assert.deepEqual(imports, ['../admission/users.ts']);
   // The table the directory writes is admission's.
   assert.match(readFileSync('src/users/directory.ts', 'utf8'), /readonly table = new UserTable</);
+});
+
+test("the listeners hand the pipeline's registry no close callback: their own 'close' listener runs after it", () => {
+  for (const file of ['src/proxy/socks5.ts', 'src/proxy/http.ts']) {
+    const source = parse(file);
+    const accepts = nodes(source)
+      .filter(ts.isCallExpression)
+      .filter((c) => c.expression.getText(source) === 'this.pipeline.accept');
+    assert.ok(accepts.length > 0, `${file} registers its sockets`);
+    assert.deepEqual(
+      accepts.filter((c) => c.arguments.length !== 1).map((c) => c.getText(source)),
+      [],
+      `${file}: a function handed to the registry is called back from below`,
+    );
+  }
+});
+
+test("a relay's end, a forwarded request's count and failure, a record's listener: objects and data handed down, no callback up", () => {
+  // The relay reports its end to tunnel-record.ts's TunnelEnd (relay.ts imports neither tunnel.ts nor tunnel-record.ts).
+  assert.deepEqual(functionTyped('src/proxy/relay.ts'), [], 'a function option the relay would call back');
+  // The forwarder counts through the listener's ResultCounter and records a failure through its FailureRecorder,
+  // then answers it itself; its only function-typed members are its own agent's (open) and node's (callback).
+  assert.deepEqual(
+    functionTyped('src/proxy/http-forward.ts').map((f) => f.replace(/:\d+ /, ' ')),
+    ['src/proxy/http-forward.ts open', 'src/proxy/http-forward.ts callback'],
+  );
+  // tunnel-record.ts takes only the admin's closers (DELETE /v1/connections/:id), never on a connection's path.
+  assert.deepEqual(
+    functionTyped('src/proxy/tunnel-record.ts').map((f) => f.replace(/:\d+ /, ' ')),
+    ['src/proxy/tunnel-record.ts closer', 'src/proxy/tunnel-record.ts closer'],
+  );
+  // Which sockets came through a user's own port is read from users/ports.ts's table, not asked of it.
+  const record = parse('src/proxy/tunnel-record.ts');
+  const alias = nodes(record).find((n): n is ts.TypeAliasDeclaration => ts.isTypeAliasDeclaration(n) && n.name.text === 'FromUserPort');
+  assert.ok(alias && !ts.isFunctionTypeNode(alias.type), 'FromUserPort is a function the record would call up into users/');
+  // The relays and the record's end get no closure from the pipeline.
+  const tunnel = parse('src/proxy/tunnel.ts');
+  const handed = nodes(tunnel)
+    .filter(ts.isPropertyAssignment)
+    .filter((p) => ['onEnd', 'onForwarded', 'refuse'].includes(p.name.getText(tunnel)))
+    .map((p) => p.name.getText(tunnel));
+  assert.deepEqual(handed, []);
 });

@@ -27,7 +27,7 @@ async function relayOnce(metrics: Metrics, meters: UnlimitedMeters, user: string
   const client = await socketPair();
   const upstream = await socketPair();
   const ended = new Promise<RelayStats>((resolve) =>
-    relay(client.b, upstream.a, { meter: meters.meter(user), idleTimeoutMs: 5000, bytes: { metrics, user }, onEnd: resolve }),
+    relay(client.b, upstream.a, { meter: meters.meter(user), idleTimeoutMs: 5000, bytes: { metrics, user }, end: { relayEnded: resolve } }),
   );
   const upGot = once(upstream.b, 'data');
   client.a.write('hello');

@@ -209,7 +209,7 @@ describe('relay', () => {
         idleTimeoutMs: 150,
         clientHead: Buffer.from('H'),
         upstreamHead: Buffer.from('U'),
-        onEnd: resolve,
+        end: { relayEnded: resolve },
       }),
     );
     const atUpstream: Buffer[] = [];
@@ -239,7 +239,7 @@ describe('relay', () => {
     const upstream = await socketPair();
     const meters = new UnlimitedMeters();
     const ended = new Promise<RelayStats>((resolve) =>
-      relay(client.b, upstream.a, { meter: meters.meter('x'), idleTimeoutMs: 5000, onEnd: resolve }),
+      relay(client.b, upstream.a, { meter: meters.meter('x'), idleTimeoutMs: 5000, end: { relayEnded: resolve } }),
     );
     upstream.b.on('data', () => {});
     // The client sends and half-closes; the upstream answers after seeing the FIN, then closes.

@@ -1,0 +1,123 @@
+// What runs for one SOCKS5 connection and one plain-HTTP request through a real daemon: the modules of src/ (and
+// their functions) V8's precise coverage counts as called, in every one of a few rounds (a daemon timer that
+// fires during one round falls out). Each is a new client connection of a user already served (its pool holds
+// nodes, its login verified once). Used by bench/path-modules.ts (docs/architecture.md "As it runs") and by
+// test/architecture/paths.test.ts.
+import { once } from 'node:events';
+import { request, type IncomingMessage } from 'node:http';
+import { Session } from 'node:inspector/promises';
+import { connect } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { startGateway } from '../e2e/harness.ts';
+import { startHttpTarget } from './target.ts';
+
+const SRC = fileURLToPath(new URL('../../src/', import.meta.url));
+
+/** Per module of src/ (its path under src/), the functions that ran. */
+export type Ran = Map<string, Set<string>>;
+
+export async function measurePaths(rounds = 3, ignore: ReadonlySet<string> = new Set(['sim'])): Promise<{ socks5: Ran; http: Ran }> {
+  const session = new Session();
+  session.connect();
+  await session.post('Profiler.enable');
+  await session.post('Debugger.enable');
+  await session.post('Profiler.startPreciseCoverage', { callCount: true, detailed: false });
+  const sources = new Map<string, string>();
+  /** The first characters of an anonymous function, from the code V8 runs (tsx's output of the module). */
+  const snippet = async (scriptId: string, offset: number): Promise<string> => {
+    let text = sources.get(scriptId);
+    if (text === undefined) {
+      text = (await session.post('Debugger.getScriptSource', { scriptId })).scriptSource;
+      sources.set(scriptId, text);
+    }
+    return text.slice(offset, offset + 60).replace(/\s+/g, ' ');
+  };
+  const ran = async (): Promise<Ran> => {
+    const { result } = await session.post('Profiler.takePreciseCoverage');
+    const out: Ran = new Map();
+    for (const script of result) {
+      if (!script.url.startsWith('file://')) continue;
+      const path = fileURLToPath(script.url);
+      if (!path.startsWith(SRC)) continue;
+      const file = path.slice(SRC.length);
+      if (ignore.has(file.split('/')[0]!)) continue;
+      for (const f of script.functions) {
+        // Function-level counts: the first range is the whole function.
+        if ((f.ranges[0]?.count ?? 0) === 0) continue;
+        if (!out.has(file)) out.set(file, new Set());
+        out.get(file)!.add(f.functionName || `(${await snippet(script.scriptId, f.ranges[0]!.startOffset)})`);
+      }
+    }
+    return out;
+  };
+  const measure = async (one: () => Promise<void>): Promise<Ran> => {
+    let common: Ran | undefined;
+    for (let i = 0; i < rounds; i++) {
+      await ran();
+      await one();
+      // The relay ends and the record with it on the sockets' close events, a few turns later: let them run.
+      await new Promise((r) => setTimeout(r, 50));
+      const now = await ran();
+      if (common === undefined) common = now;
+      else
+        for (const [f, fns] of [...common]) {
+          const seen = now.get(f);
+          if (seen === undefined) common.delete(f);
+          else for (const fn of [...fns]) if (!seen.has(fn)) fns.delete(fn);
+        }
+    }
+    return common ?? new Map();
+  };
+  const target = await startHttpTarget();
+  const gw = await startGateway();
+  try {
+    // Warm-up: each user's pool holds nodes (its first connection draws them), its login is verified once.
+    await socks5Get(gw.ports.socks5, 'alice', 'alice-pass', target.port);
+    await httpGet(gw.ports.http, 'bob', 'bob-pass', target.port);
+    const socks5 = await measure(() => socks5Get(gw.ports.socks5, 'alice', 'alice-pass', target.port));
+    const http = await measure(() => httpGet(gw.ports.http, 'bob', 'bob-pass', target.port));
+    return { socks5, http };
+  } finally {
+    await gw.close();
+    await target.close();
+    session.disconnect();
+  }
+}
+
+/** One SOCKS5 connection (RFC 1929 login, CONNECT, a GET through it) from a new client socket; resolves when it closed. */
+async function socks5Get(port: number, user: string, pass: string, targetPort: number): Promise<void> {
+  const s = connect({ host: '127.0.0.1', port });
+  await once(s, 'connect');
+  const u = Buffer.from(user);
+  const p = Buffer.from(pass);
+  const req = Buffer.from(`GET /hello HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n`);
+  const dst = Buffer.from([1, 127, 0, 0, 1, targetPort >> 8, targetPort & 0xff]);
+  s.write(Buffer.concat([Buffer.from([5, 1, 2, 1, u.length]), u, Buffer.from([p.length]), p, Buffer.from([5, 1, 0]), dst, req]));
+  let got = '';
+  s.on('data', (c: Buffer) => (got += c.toString('latin1')));
+  await once(s, 'close');
+  if (!got.includes('hello from target')) throw new Error(`SOCKS5 answer: ${JSON.stringify(got.slice(0, 80))}`);
+}
+
+/** One plain-HTTP request through the proxy from a new client connection. */
+async function httpGet(port: number, user: string, pass: string, targetPort: number): Promise<void> {
+  const auth = Buffer.from(`${user}:${pass}`).toString('base64');
+  const res = await new Promise<IncomingMessage>((resolve, reject) => {
+    const r = request(
+      {
+        host: '127.0.0.1',
+        port,
+        path: `http://127.0.0.1:${targetPort}/hello`,
+        agent: false,
+        headers: { 'proxy-authorization': `Basic ${auth}`, connection: 'close' },
+      },
+      resolve,
+    );
+    r.on('error', reject);
+    r.end();
+  });
+  let body = '';
+  for await (const c of res) body += String(c);
+  if (!body.includes('hello from target')) throw new Error(`HTTP answer: ${res.statusCode} ${body.slice(0, 80)}`);
+  if (!res.socket.destroyed) await once(res.socket, 'close');
+}
