@@ -166,11 +166,12 @@ const ALONE = [
   'test/sim/robustness.test.ts',
   'test/telemetry/logger.test.ts',
 ];
-// Short end-to-end and fleet files (in-process daemons, or children they stop themselves; seconds each) are
+// End-to-end and fleet files of up to ~20 s (in-process daemons, or children they stop themselves) are
 // bundled four to a process: each pays about 1.4 s of CPU importing the harness and the daemon. A new file
 // runs alone until it is added here; the long ones stay alone so two of them can run side by side.
 const BUNDLED_E2E = [
   'test/e2e/abuse-bounds.test.ts',
+  'test/e2e/abuse-connlog.test.ts',
   'test/e2e/abuse-pipelining.test.ts',
   'test/e2e/backconnect.test.ts',
   'test/e2e/browser.test.ts',
@@ -180,7 +181,10 @@ const BUNDLED_E2E = [
   'test/e2e/https-sighup.test.ts',
   'test/e2e/ipv6.test.ts',
   'test/e2e/login-cache.test.ts',
+  'test/e2e/operator.test.ts',
+  'test/e2e/portal.test.ts',
   'test/e2e/product-draws.test.ts',
+  'test/e2e/rate-shared.test.ts',
   'test/e2e/rules.test.ts',
   'test/e2e/security.test.ts',
   'test/e2e/tls-upstream.test.ts',
@@ -190,8 +194,11 @@ const BUNDLED_E2E = [
   'test/e2e/user-ports-tls.test.ts',
   'test/e2e/user-ports.test.ts',
   'test/e2e/users-batch.test.ts',
+  'test/e2e/users-crash.test.ts',
+  'test/e2e/users-http-rate.test.ts',
   'test/e2e/users-import-store.test.ts',
   'test/e2e/users-paging.test.ts',
+  'test/e2e/users.test.ts',
   // The fleet's component files: a Redis of their own, a second or two each.
   'test/fleet/adoption.test.ts',
   'test/fleet/allowance-replay.test.ts',
