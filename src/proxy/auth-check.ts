@@ -72,7 +72,7 @@ export class Authenticator {
     // A hit stands only while the directory still holds that very user with that very password.
     if (hit && users.get(hit.user.name) === hit.user && hit.user.password === hit.password)
       return { ok: true, user: hit.user, options: hit.options };
-    const parsed = parseUsername(username, (name) => users.get(name) !== undefined);
+    const parsed = parseUsername(username, users);
     const name = parsed.ok ? parsed.user : userPrefix(username, users);
     const found = users.get(name);
     // The same user and password with other options (a new session id): proven already, no check, block or not.

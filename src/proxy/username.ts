@@ -57,10 +57,11 @@ function shown(text: string): string {
 }
 
 /**
- * Parses a proxy user name. `isUser` (optional) says whether a name is a configured user; without it a user
- * name cannot contain '-' (anything after the first '-' must be options).
+ * Parses a proxy user name. `users` (optional: the gateway's users, src/admission/users.ts's table) says
+ * whether a name is a configured user; without it a user name cannot contain '-' (anything after the first '-'
+ * must be options). Read, not a callback of the caller's: the parse calls nothing above it.
  */
-export function parseUsername(raw: string, isUser?: (name: string) => boolean): ParsedUsername | UsernameRefusal {
+export function parseUsername(raw: string, users?: { get(name: string): unknown }): ParsedUsername | UsernameRefusal {
   const tokens = raw.split('-');
   const options: UsernameOptions = {};
   const seen = new Set<UsernameOption>();
@@ -106,14 +107,14 @@ export function parseUsername(raw: string, isUser?: (name: string) => boolean): 
   if (user === '' || tokens[0] === '') return refuse('EMPTY_USER', 'empty user name');
   if (options.strict && options.sessionId === undefined)
     return refuse('BAD_VALUE', "option 'strict' needs a sticky session (-session-<id>)");
-  if (end === 1 || isUser?.(user)) return { ok: true, user, options };
+  if (end === 1 || (users !== undefined && users.get(user) !== undefined)) return { ok: true, user, options };
 
   // The remainder holds a '-' and is not itself a user: find where the user ends and what follows it.
   let at = 1;
-  if (isUser) {
+  if (users) {
     at = 0;
     for (let j = 1; j < end; j++) {
-      if (isUser(tokens.slice(0, j).join('-'))) {
+      if (users.get(tokens.slice(0, j).join('-')) !== undefined) {
         at = j;
         break;
       }

@@ -187,3 +187,7 @@ test("a relay's end, a forwarded request's count and failure, a record's listene
     .map((p) => p.name.getText(tunnel));
   assert.deepEqual(handed, []);
 });
+
+test("the user-name parse reads the users' table, it does not call its caller back", () => {
+  assert.deepEqual(functionTyped('src/proxy/username.ts'), []);
+});
