@@ -259,7 +259,9 @@ const child = spawn(
     '--test',
     // The fast tier's files mostly wait on sockets and timers: three at a time on two cores (64 s -> 51 s quiet).
     unit ? '--test-concurrency=3' : '--test-concurrency=2',
-    '--test-timeout=120000',
+    // Node applies this to each file's process as a whole (a bundle of files is one process), as well as to each
+    // test without its own: 120 s ran out on test/reliability/fuzz in a suite at load 10-14. A hang still ends.
+    '--test-timeout=300000',
     ...(durationsFile
       ? [
           '--test-reporter=spec',
