@@ -8,6 +8,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join, sep } from 'node:path';
 import { test } from 'node:test';
 import ts from 'typescript';
+import { atOrBelow } from './declared-order.ts';
 
 function parse(file: string): ts.SourceFile {
   return ts.createSourceFile(file, readFileSync(file, 'utf8'), ts.ScriptTarget.Latest, true);
@@ -73,25 +74,6 @@ test('the tunnel pipeline returns outcomes: no adapter it calls back for the ans
   assert.deepEqual(calledBack, []);
 });
 
-/** The folders declared below proxy/ (proxy's own level included), from docs/architecture.md's order block. */
-function atOrBelowProxy(): Set<string> {
-  const doc = readFileSync('docs/architecture.md', 'utf8');
-  const block = /```[a-z]*\n([\s\S]*?)```/.exec(doc.slice(doc.indexOf('## The dependency rule')));
-  assert.ok(block, 'no order block in docs/architecture.md');
-  const levels = block[1]!
-    .split('\n')
-    .map((line) =>
-      line
-        .split('→')[0]!
-        .split(/\s{2,}/)[0]!
-        .trim(),
-    )
-    .filter((line) => line !== '');
-  const at = levels.findIndex((names) => names.split(/,\s*/).includes('proxy'));
-  assert.ok(at >= 0, 'proxy is not in the order');
-  return new Set(levels.slice(at).flatMap((names) => names.split(/,\s*/)));
-}
-
 function sourceFiles(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
     e.isDirectory() ? sourceFiles(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : [],
@@ -104,7 +86,7 @@ test("a connection's login, admission and rate run below the gateway: no class a
   // sticky sessions are the one allowed, and counted there: a fleet's climb, not a single daemon's.
   const perConnection = new Set(['UserDirectory', 'MeterProvider', 'RelayLimiter', 'SessionStore', 'PoolProvider']);
   const allowed = new Set(['src/fleet/gateway.ts FleetSessions implements SessionStore']);
-  const below = atOrBelowProxy();
+  const below = atOrBelow('proxy');
   const above: string[] = [];
   for (const file of sourceFiles('src')) {
     if (below.has(file.split(sep)[1]!)) continue;

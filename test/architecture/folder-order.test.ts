@@ -2,31 +2,14 @@
 // folders on lines below its own, never above and never beside. The order is read from the document, so the
 // map and the code cannot drift apart; every folder of src/ must be placed in it.
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
 import { relative, resolve, sep } from 'node:path';
 import { describe, test } from 'node:test';
 // @ts-expect-error: a plain .mjs script without declarations
 import { importGraph } from '../../scripts/import-graph.mjs';
+import { declaredLevels } from './declared-order.ts';
 
 const SRC = resolve('src');
-
-/** The declared levels, top first: each line of the fenced block after "## The dependency rule", up to its `→` or its description (two spaces or more). */
-function declaredLevels(): string[][] {
-  const doc = readFileSync('docs/architecture.md', 'utf8');
-  const section = doc.slice(doc.indexOf('## The dependency rule'));
-  const block = /```[a-z]*\n([\s\S]*?)```/.exec(section);
-  assert.ok(block, 'docs/architecture.md has no fenced block under "## The dependency rule"');
-  return block[1]!
-    .split('\n')
-    .map((line) =>
-      line
-        .split('→')[0]!
-        .split(/\s{2,}/)[0]!
-        .trim(),
-    )
-    .filter((line) => line !== '')
-    .map((line) => line.split(/,\s*/).map((f) => f.trim()));
-}
 
 /** The folder a file of src/ belongs to (a top-level file is its own). */
 const folderOf = (file: string): string => relative(SRC, file).split(sep)[0]!;

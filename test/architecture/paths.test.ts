@@ -5,30 +5,12 @@
 // implemented above, or a closure the daemon handed down. On the Redis pass the daemon is a fleet of one: the
 // fleet's shared allowance and sessions are the fleet's climbs, named there.
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { measurePaths } from '../support/path-modules.ts';
-
-/** The folders at proxy/'s level and below it, from docs/architecture.md's order block. */
-function atOrBelowProxy(): Set<string> {
-  const doc = readFileSync('docs/architecture.md', 'utf8');
-  const block = /```[a-z]*\n([\s\S]*?)```/.exec(doc.slice(doc.indexOf('## The dependency rule')));
-  assert.ok(block, 'no order block in docs/architecture.md');
-  const levels = block[1]!
-    .split('\n')
-    .map((line) =>
-      line
-        .split('→')[0]!
-        .split(/\s{2,}/)[0]!
-        .trim(),
-    )
-    .filter((line) => line !== '');
-  const at = levels.findIndex((names) => names.split(/,\s*/).includes('proxy'));
-  return new Set(levels.slice(at).flatMap((names) => names.split(/,\s*/)));
-}
+import { atOrBelow } from './declared-order.ts';
 
 test('a SOCKS5 connection and a plain-HTTP request run no module above the gateway', { timeout: 120_000 }, async () => {
-  const below = atOrBelowProxy();
+  const below = atOrBelow('proxy');
   const fleet = process.env.ROTOR_TEST_STORE === 'redis';
   // In a fleet, the shared allowance and sessions: counted in docs/architecture.md as the fleet's climbs.
   const allowed: Record<string, RegExp> = fleet ? { 'fleet/allowance.ts': /./, 'fleet/gateway.ts': /./ } : {};
