@@ -195,6 +195,12 @@ const proxy = (g: Gw, proto: 'connect' | 'socks5') =>
     ? ({ kind: 'connect', port: g.http, username: g.rotor ? HTTP_USER : SOCKS_USER, password: BENCH_PASSWORD } as const)
     : ({ kind: 'socks5', port: g.socks5, username: SOCKS_USER, password: BENCH_PASSWORD } as const);
 
+/** M1's load: 50 kept-alive wrk connections of plain-HTTP requests through the gateway for `seconds`. */
+const plainHttpLoad = (g: Gw, targetPort: number, seconds: number) => {
+  const p = proxy(g, 'connect');
+  return runWrk({ proxyPort: p.port, targetPort, username: p.username, password: p.password, connections: 50, durationSeconds: seconds });
+};
+
 // Warm-up: JIT and caches on every path; not recorded.
 for (const g of gws)
   for (const p of ['connect', 'socks5'] as const)
@@ -235,16 +241,8 @@ for (let r = 0; r < rounds; r++) {
       }
     }
     if (cases.includes('M1')) {
-      const p = proxy(g, 'connect');
       const a = cpu(g.pid);
-      const w = await runWrk({
-        proxyPort: p.port,
-        targetPort: tport,
-        username: p.username,
-        password: p.password,
-        connections: 50,
-        durationSeconds: seconds,
-      });
+      const w = await plainHttpLoad(g, tport, seconds);
       const b = cpu(g.pid);
       push('M1 (req/s, CPU ms/request)', g.name, [w.requestsPerSecond, (b.main + b.other - a.main - a.other) / w.requests]);
       const t = m1Totals.get(g.name) ?? { cpu: 0, sys: 0, ops: 0 };
@@ -330,16 +328,8 @@ if (traceDir !== undefined) {
       }
     if (cases.includes('M1')) {
       cols.push(`${g.name.slice(0, 10)} M1`);
-      const p = proxy(g, 'connect');
       await measure(g, 'M1', async () => {
-        const w = await runWrk({
-          proxyPort: p.port,
-          targetPort: tport,
-          username: p.username,
-          password: p.password,
-          connections: 50,
-          durationSeconds: seconds,
-        });
+        const w = await plainHttpLoad(g, tport, seconds);
         return w.requests;
       });
     }
