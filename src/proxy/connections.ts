@@ -20,9 +20,8 @@ export class ListenerConnections {
    * An accepted client socket, on either listener: registered (for drain and close), counted on
    * rotor_proxy_connections_active while open, errors silenced (each stage handles its own), no Nagle delay
    * (inherited from the listening socket: no-delay.ts).
-   * `onClose` runs once the socket is gone, after the bookkeeping.
    */
-  accept(socket: Socket, listener: string, metrics: Metrics | undefined, onClose?: () => void): void {
+  accept(socket: Socket, listener: string, metrics: Metrics | undefined): void {
     socket.on('error', noop);
     noDelay(socket);
     this.sockets.add(socket);
@@ -31,7 +30,6 @@ export class ListenerConnections {
     socket.on('close', () => {
       this.sockets.delete(socket);
       active?.dec();
-      onClose?.();
     });
   }
 

@@ -141,9 +141,9 @@ export class TunnelPipeline {
   }
 
   /** An accepted client socket: registered for drain and close, counted active while open. */
-  accept(socket: Socket, onClose?: () => void): void {
+  accept(socket: Socket): void {
     this.options.limitUnsent?.(socket);
-    this.conns.accept(socket, this.listener, this.options.metrics, onClose);
+    this.conns.accept(socket, this.listener, this.options.metrics);
   }
 
   /** The connection's record, minted once per connection (per request for plain HTTP) from its client socket. */
