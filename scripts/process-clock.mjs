@@ -1,6 +1,7 @@
 // Loaded into each test process by scripts/run-tests.mjs --durations: at exit, appends the process's start
 // (performance.timeOrigin, before tsx and the imports), end and CPU time to ROTOR_TEST_CLOCK, one JSON line.
 import { appendFileSync } from 'node:fs';
+import { performance } from 'node:perf_hooks';
 
 const out = process.env.ROTOR_TEST_CLOCK;
 if (out && process.argv[1]?.includes('/order/')) {
