@@ -410,8 +410,11 @@ export async function measureControl(
     }
     const chains: Record<string, string[]> = {};
     for (const p of probes) {
-      // The first stop of each probe that ran Rotor's code (the sandbox's and the test's own are not counted).
-      const s = pauser.stacks.find((st) => st.probes.includes(p.name) && chainOf(st.frames, srcUrl, ignore).length > 0);
+      // The first stop of each probe in a task of an accepted connection that ran Rotor's code (not a daemon
+      // timer's, such as a health probe's dial; not the sandbox's or the test's own).
+      const s = pauser.stacks.find(
+        (st) => st.probes.includes(p.name) && st.frames.some((f) => SERVER_TASKS.has(f)) && chainOf(st.frames, srcUrl, ignore).length > 0,
+      );
       chains[p.name] = s ? chainOf(s.frames, srcUrl, ignore) : [];
     }
     return controlPath(
