@@ -70,7 +70,8 @@ export async function measurePaths(rounds = 3, ignore: ReadonlySet<string> = new
         }
       // The same time with no client: what runs then is the daemon's own timers (a health probe's tick, a
       // pool's census), which on a loaded machine can fire in every round; it is not the connection's path.
-      const took = Date.now() - started;
+      // At least one period of the health probe's 250 ms tick, the shortest of the daemon's timers.
+      const took = Math.max(300, Date.now() - started);
       await ran();
       await new Promise((r) => setTimeout(r, took));
       for (const [f, fns] of await ran()) for (const fn of fns) (idle.get(f) ?? idle.set(f, new Set()).get(f)!).add(fn);
