@@ -210,6 +210,25 @@ const BUNDLED_E2E = [
   'test/fleet/outage.test.ts',
   'test/fleet/persistence.test.ts',
   'test/fleet/sessions.test.ts',
+  // Other files that start a daemon (in process or as a child they stop) and take a few seconds: each process
+  // costs ~1.2 s of CPU before its first test, and the suite is CPU-bound on a loaded machine.
+  'test/accounts/heal.test.ts',
+  'test/accounts/no-balance.test.ts',
+  'test/bench/npm-start.test.ts',
+  'test/cli/loaded-packages.test.ts',
+  'test/cli/startup.test.ts',
+  'test/connlog/checkpoints.test.ts',
+  'test/connlog/daemon.test.ts',
+  'test/connlog/record-fields.test.ts',
+  'test/connlog/records.test.ts',
+  'test/connlog/store.test.ts',
+  'test/fleet/users.test.ts',
+  'test/portal/portal-api.test.ts',
+  'test/portal/portal-listener.test.ts',
+  'test/reliability/platform-faults.test.ts',
+  'test/reliability/upstream-faults.test.ts',
+  'test/sim/persistence.test.ts',
+  'test/telemetry/promtool.test.ts',
 ];
 const single = (f) => !bundling || ALONE.includes(f) || (slowTier(f) && !BUNDLED_E2E.includes(f));
 // The benches' files run `rotor start` from dist/, which bench/daemon.ts ensureBuilt builds when it is missing
