@@ -283,11 +283,12 @@ export class Router {
     if (banned !== undefined) source = new ExcludingSource(source, banned);
     let sticky: UpstreamNode | undefined;
     if (route.sessionId !== undefined) {
-      const bound = sessions.get(user, route.sessionId)?.node;
+      const found = sessions.get(user, route.sessionId);
+      const bound = found?.node;
       if (bound && banned?.has(bound.id)) {
         if (route.strict) throw strictFailure();
         sessions.rotate(user, route.sessionId, 'failed');
-      } else if (bound && source.isUsable(bound)) sticky = bound;
+      } else if (bound && (source.isUsable(bound) || (found!.foreign === true && stillValid(bound, this.now())))) sticky = bound;
       else if (bound) {
         const expired = bound.expiresAt !== undefined && bound.expiresAt <= this.now();
         // A strict session keeps its binding and fails while its exit is out of service (not when it expired).
@@ -485,6 +486,11 @@ class DialedTunnel implements Dialed {
     // Sticky hits were not acquired, so they are not released either.
     if (this.won.acquired) source.release(node);
   }
+}
+
+/** A node another daemon of a fleet drew (not in this daemon's pools) serves its session while it lasts. */
+function stillValid(node: UpstreamNode, now: number): boolean {
+  return node.expiresAt === undefined || node.expiresAt > now;
 }
 
 /** A strict session whose exit is out of service or failed its dial. */

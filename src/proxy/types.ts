@@ -82,8 +82,11 @@ export type { RotationReason };
 
 /** The sticky-session table (src/session/table.ts SessionTable fits it) as the gateway uses it. */
 export interface SessionStore {
-  /** The session bound to (user, sessionId), while it lasts. */
-  get(user: string, sessionId: string): { node: UpstreamNode } | undefined;
+  /**
+   * The session bound to (user, sessionId), while it lasts. `foreign`: its node was drawn by another daemon
+   * of a fleet (not in this daemon's pools), usable while the node's own expiry lasts.
+   */
+  get(user: string, sessionId: string): { node: UpstreamNode; foreign?: boolean } | undefined;
   bind(user: string, sessionId: string, node: UpstreamNode, sessTimeMinutes: number): unknown;
   rotate(user: string, sessionId: string, reason: RotationReason): unknown;
   /** Optional: whether the user may use this session id now (its per-user bound); absent = always. */
