@@ -5,12 +5,12 @@
 //   • none → a node is taken from this daemon's pool and claimed (SET NX): the winner's node is adopted,
 //     ours if we won, the other daemon's if it bound the session first;
 //   • Redis unreachable → nothing: the router binds locally as a single daemon does.
-// A node another daemon drew is not in this daemon's pool: the pool view below calls it usable while its
-// own expiry lasts, so the router dials it directly (it carries host, port and credentials). When a sticky
+// A node another daemon drew is not in this daemon's pool: its session is adopted as foreign, and the router
+// takes it as usable while its own expiry lasts, so it dials it directly (it carries host, port and credentials). When a sticky
 // node fails here the router rotates the session: the shared binding is ended if it is still on that node,
 // and the router's next bind (a node of our pool) is claimed again; a lost claim adopts the winner's node
 // for the connections after this one.
-import type { PoolKey, NodeSource, UpstreamNode } from '../pool/types.ts';
+import type { PoolKey, UpstreamNode } from '../pool/types.ts';
 import type { PoolProvider, RotationReason, SessionStore } from '../proxy/types.ts';
 import type { SessionTable, SessionView } from '../session/table.ts';
 import type { Logger } from '../telemetry/logger.ts';
@@ -33,8 +33,6 @@ export class FleetSessions implements SessionStore {
   private readonly pools: PoolProvider;
   private readonly now: () => number;
   private readonly logger: Logger | undefined;
-  /** Nodes adopted from another daemon's binding (not acquired from our pool). */
-  private readonly foreign = new WeakSet<UpstreamNode>();
   /** Shared operations per session, run in order (an end before the claim that follows it). */
   private readonly pending = new Map<string, Promise<unknown>>();
   private storeDown = false;
@@ -47,12 +45,7 @@ export class FleetSessions implements SessionStore {
     this.logger = options.logger;
   }
 
-  /** The pool view the router must use: another daemon's node counts as usable while it lasts. */
-  readonly poolProvider: PoolProvider = {
-    pool: (key: PoolKey): NodeSource => this.view(this.pools.pool(key)),
-  };
-
-  get(user: string, sessionId: string): { node: UpstreamNode } | undefined {
+  get(user: string, sessionId: string): { node: UpstreamNode; foreign: boolean } | undefined {
     return this.table.get(user, sessionId);
   }
 
@@ -134,27 +127,8 @@ export class FleetSessions implements SessionStore {
 
   /** `ours`: the node is our pool's own object (a claim we won), judged by our pool alone. */
   private adopt(user: string, sessionId: string, s: SharedSession<UpstreamNode>, ours = false): void {
-    if (!ours) this.foreign.add(s.node);
-    this.table.adopt(user, sessionId, s.node, s.startedAt, s.expiresAt);
+    this.table.adopt(user, sessionId, s.node, s.startedAt, s.expiresAt, !ours);
   }
-
-  private view(inner: NodeSource): NodeSource {
-    let v = this.views.get(inner);
-    if (v === undefined) {
-      const foreign = this.foreign;
-      const now = this.now;
-      v = {
-        acquire: (exclude, options) => inner.acquire(exclude, options),
-        release: (node) => inner.release(node),
-        reportFailure: (node, reason) => inner.reportFailure(node, reason),
-        reportSuccess: (node) => inner.reportSuccess(node),
-        isUsable: (node) => inner.isUsable(node) || (foreign.has(node) && (node.expiresAt === undefined || node.expiresAt > now())),
-      };
-      this.views.set(inner, v);
-    }
-    return v;
-  }
-  private readonly views = new WeakMap<NodeSource, NodeSource>();
 
   private queue(user: string, sessionId: string, op: () => Promise<unknown>): void {
     const k = pendingKey(user, sessionId);

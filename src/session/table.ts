@@ -16,6 +16,8 @@ export interface StickySession {
   /** Epoch ms the session began (its node was bound). */
   startedAt: number;
   expiresAt: number;
+  /** Adopted with a node another daemon of a fleet drew (not in this daemon's pools). */
+  foreign: boolean;
 }
 
 export interface SessionView {
@@ -101,7 +103,7 @@ export class SessionTable {
     }
     const startedAt = this.now();
     const ttl = Math.round(sessTimeMinutes * 60_000);
-    const s: StickySession = { user, sessionId, node, startedAt, expiresAt: startedAt + ttl };
+    const s: StickySession = { user, sessionId, node, startedAt, expiresAt: startedAt + ttl, foreign: false };
     this.cache.set(k, s, { ttl, noUpdateTTL: false });
     this.remember(user, sessionId);
     this.updateGauge();
@@ -167,10 +169,17 @@ export class SessionTable {
    * Holds a session that began elsewhere (another daemon of a fleet bound it) with its own start and
    * expiry, so it ends here when it ends there. Replaces any current binding; nothing when already over.
    */
-  adopt(user: string, sessionId: string, node: UpstreamNode, startedAt: number, expiresAt: number): StickySession | undefined {
+  adopt(
+    user: string,
+    sessionId: string,
+    node: UpstreamNode,
+    startedAt: number,
+    expiresAt: number,
+    foreign = false,
+  ): StickySession | undefined {
     const ttl = expiresAt - this.now();
     if (!(ttl > 0)) return undefined;
-    const s: StickySession = { user, sessionId, node, startedAt, expiresAt };
+    const s: StickySession = { user, sessionId, node, startedAt, expiresAt, foreign };
     this.cache.set(key(user, sessionId), s, { ttl, noUpdateTTL: false });
     this.remember(user, sessionId);
     this.updateGauge();

@@ -52,7 +52,7 @@ function daemon(conn: RedisConnection, prefix: string, nodes: UpstreamNode[]) {
   const table = new SessionTable();
   const pool = fixedPool(nodes);
   const fleet = new FleetSessions({ table, shared: new SharedSessions<UpstreamNode>(conn, { prefix }), pools: { pool: () => pool } });
-  return { table, pool, fleet, view: fleet.poolProvider.pool(KEY) };
+  return { table, pool, fleet };
 }
 
 const settle = () => new Promise((r) => setTimeout(r, 50));
@@ -72,8 +72,12 @@ describe('FleetSessions', { skip: redisMissing }, () => {
     assert.equal(adopted.id, node('a1').id);
     assert.equal(adopted.password, 'p', 'the binding carries the credentials');
     assert.equal(b.pool.isUsable(adopted), false);
-    assert.equal(b.view.isUsable(adopted), true, "another daemon's node is usable through the fleet view");
-    assert.equal(b.view.isUsable(node('zz')), false);
+    assert.equal(
+      b.fleet.get('dave', 's1')!.foreign,
+      true,
+      "another daemon's node is adopted as foreign: the router dials it while it lasts",
+    );
+    assert.equal(a.fleet.get('dave', 's1')!.foreign, false, "a node of the daemon's own pool is judged by its pool");
 
     // a1 fails on b: the router rotates, binds b1 after a good dial; the fleet follows b1.
     b.fleet.rotate('dave', 's1', 'failed');

@@ -33,7 +33,7 @@ describe('SessionTable', () => {
     const { c, metrics, table } = setup();
     const a = node(1);
     const s = table.bind('alice', 's1', a, 5);
-    assert.deepEqual(s, { user: 'alice', sessionId: 's1', node: a, startedAt: c.t, expiresAt: c.t + 5 * MIN });
+    assert.deepEqual(s, { user: 'alice', sessionId: 's1', node: a, startedAt: c.t, expiresAt: c.t + 5 * MIN, foreign: false });
     for (let i = 0; i < 4; i++) {
       c.t += MIN; // used every minute: still ends 5 minutes after it began
       assert.equal(table.get('alice', 's1')?.node, a);
