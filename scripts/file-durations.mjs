@@ -7,8 +7,10 @@ export default async function* fileDurations(source) {
   const byFile = new Map();
   for await (const event of source) {
     if ((event.type === 'test:pass' || event.type === 'test:fail') && event.data.nesting === 0 && event.data.file) {
-      // A bundle (scripts/run-tests.mjs) runs each of its files in a top-level suite named after the file.
-      const key = /\/rotor-test-run-[^/]+\//.test(event.data.file) ? event.data.name : event.data.file;
+      // scripts/run-tests.mjs links each file it runs alone as <work>/order/NNN/<its path>; a bundle runs each
+      // of its files in a top-level suite named after the file.
+      const alone = /\/rotor-test-run-[^/]+\/order\/\d+\/(test\/.*\.ts)$/.exec(event.data.file);
+      const key = alone ? alone[1] : /\/rotor-test-run-[^/]+\//.test(event.data.file) ? event.data.name : event.data.file;
       const f = byFile.get(key) ?? { ms: 0, failed: 0, tests: 0 };
       f.ms += event.data.details.duration_ms;
       f.tests += 1;

@@ -10,7 +10,7 @@
 // own summary of both, and one exit code. Skipped when redis-server is missing (a line says so) or with
 // ROTOR_TEST_REDIS_PASS=off.
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync, mkdirSync, existsSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync, mkdirSync, existsSync, symlinkSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -144,6 +144,7 @@ function bundles(list, dir, { redis = false, size = BUNDLE_FILES } = {}) {
     out.push(wrap(list.slice(i, i + size), join(work, dir, `bundle-${String(out.length + 1).padStart(2, '0')}.test.mjs`), redis));
   return out;
 }
+const members = new Map();
 /** A wrapper file that runs `group` in one process, each file inside a suite named after its path. */
 function wrap(group, wrapper, redis) {
   mkdirSync(dirname(wrapper), { recursive: true });
@@ -154,6 +155,7 @@ function wrap(group, wrapper, redis) {
     wrapper,
     `import { describe } from 'node:test';\n${redis ? `process.env.ROTOR_TEST_STORE = 'redis';\n` : ''}${suites.join('')}`,
   );
+  members.set(wrapper, group);
   return wrapper;
 }
 // Files that read the whole process (its threads, handles, descriptors, timers made by a module, unhandled
@@ -208,13 +210,33 @@ const BUNDLED_E2E = [
   'test/fleet/outage.test.ts',
   'test/fleet/persistence.test.ts',
   'test/fleet/sessions.test.ts',
+  // Other files that start a daemon (in process or as a child they stop) and take a few seconds: each process
+  // costs ~1.2 s of CPU before its first test, and the suite is CPU-bound on a loaded machine.
+  'test/accounts/heal.test.ts',
+  'test/accounts/no-balance.test.ts',
+  'test/bench/npm-start.test.ts',
+  'test/cli/loaded-packages.test.ts',
+  'test/cli/startup.test.ts',
+  'test/connlog/checkpoints.test.ts',
+  'test/connlog/daemon.test.ts',
+  'test/connlog/record-fields.test.ts',
+  'test/connlog/records.test.ts',
+  'test/connlog/store.test.ts',
+  'test/fleet/users.test.ts',
+  'test/portal/portal-api.test.ts',
+  'test/portal/portal-listener.test.ts',
+  'test/reliability/platform-faults.test.ts',
+  'test/reliability/upstream-faults.test.ts',
+  'test/sim/persistence.test.ts',
+  'test/telemetry/promtool.test.ts',
 ];
 const single = (f) => !bundling || ALONE.includes(f) || (slowTier(f) && !BUNDLED_E2E.includes(f));
 // The benches' files run `rotor start` from dist/, which bench/daemon.ts ensureBuilt builds when it is missing
 // or older than src/ (one build at a time per checkout). The build starts with the run, beside the first
 // files, and those files start after the others that run alone, so neither waits idle on tsc.
 const NEEDS_DIST = ['test/bench/idle-rss.test.ts', 'test/bench/smoke.test.ts'];
-const alone = [...files.filter((f) => single(f) && !NEEDS_DIST.includes(f)), ...files.filter((f) => single(f) && NEEDS_DIST.includes(f))];
+const alone = files.filter((f) => single(f) && !NEEDS_DIST.includes(f));
+const afterBuild = files.filter((f) => single(f) && NEEDS_DIST.includes(f));
 const prebuild = files.some((f) => NEEDS_DIST.includes(f))
   ? spawn(
       process.execPath,
@@ -251,11 +273,75 @@ if (wantRedisPass && storeUsers.length > 0) {
   }
 }
 
+// Node's runner sorts the files it is given by their paths, whatever order they come in, and this run's
+// work directory sorts before or after test/ depending on where the checkout is. Each file and bundle is
+// linked here as order/NNN/<its path>, so that node's sort is this order: the files and end-to-end bundles
+// that run alone, longest first (two slots: the run should not end on a long file while the other slot
+// idles), then the benches once their build has had time, the Redis pass, and the fast tier's short bundles
+// last. A figure below is the seconds a file took in a suite at load 1-9 (--durations); a file not named
+// counts as 5 s, and a stale figure only makes the order a little worse.
+const SECONDS = {
+  'test/cli/cli.test.ts': 30,
+  'test/reliability/fuzz.test.ts': 44,
+  'test/e2e/dashboard.test.ts': 41,
+  'test/admin/authz.test.ts': 30,
+  'test/reliability/crash.test.ts': 28,
+  'test/e2e/upstream-health.test.ts': 27,
+  'test/cli/call-daemon.test.ts': 18,
+  'test/fleet/restart.test.ts': 24,
+  'test/e2e/users-startup.test.ts': 23,
+  'test/fleet/open-records.test.ts': 22,
+  'test/connlog/shutdown.test.ts': 21,
+  'test/e2e/users.test.ts': 21,
+  'test/fleet/daemons.test.ts': 18,
+  'test/cli/startup.test.ts': 12,
+  'test/e2e/users-restart.test.ts': 17,
+  'test/e2e/events.test.ts': 16,
+  'test/admin/users-fuzz.test.ts': 16,
+  'test/e2e/gateway.test.ts': 16,
+  'test/e2e/abuse-release.test.ts': 15,
+  'test/e2e/operator.test.ts': 14,
+  'test/connlog/daemon.test.ts': 13,
+  'test/sim/persistence-writes.test.ts': 12,
+  'test/e2e/limits.test.ts': 12,
+  'test/e2e/abuse-auth.test.ts': 12,
+  'test/admission/hash-threads.test.ts': 11,
+  'test/e2e/descriptors.test.ts': 11,
+  'test/e2e/portal.test.ts': 11,
+  'test/cli/loaded-packages.test.ts': 11,
+  'test/fleet/users.test.ts': 11,
+  'test/e2e/users-http-rate.test.ts': 10,
+  'test/sim/persistence.test.ts': 10,
+  'test/e2e/rate-shared.test.ts': 9,
+  'test/e2e/abuse-connlog.test.ts': 9,
+  'test/e2e/abuse-bounds.test.ts': 8,
+  'test/e2e/events-reload.test.ts': 8,
+  'test/e2e/https-proxy.test.ts': 8,
+  'test/e2e/users-crash.test.ts': 8,
+  'test/e2e/browser.test.ts': 7,
+  'test/e2e/users-import-store.test.ts': 7,
+  'test/e2e/dashboard-bans.test.ts': 7,
+};
+const seconds = (path) => (members.get(path) ?? [path]).reduce((sum, f) => sum + (SECONDS[f] ?? 5), 0);
+const longestFirst = (list) => [...list].sort((a, b) => seconds(b) - seconds(a));
+const ordered = [...longestFirst([...alone, ...e2eBundles]), ...afterBuild, ...redisFiles, ...unitBundles].map((path, i) => {
+  const link = join(work, 'order', String(i).padStart(3, '0'), path.startsWith(work) ? path.slice(work.length + 1) : path);
+  mkdirSync(dirname(link), { recursive: true });
+  symlinkSync(resolve(path), link);
+  return link;
+});
+
+// --durations: each test process also notes its start, end and CPU (scripts/process-clock.mjs), summed up
+// in <durations file>.processes when the run ends.
+const clock = durationsFile ? join(work, 'clock.jsonl') : undefined;
+if (clock) env.ROTOR_TEST_CLOCK = clock;
+const started = Date.now();
 const child = spawn(
   process.execPath,
   [
     '--import',
     'tsx',
+    ...(clock ? ['--import', resolve('scripts/process-clock.mjs')] : []),
     '--test',
     // The fast tier's files mostly wait on sockets and timers: three at a time on two cores (64 s -> 51 s quiet).
     unit ? '--test-concurrency=3' : '--test-concurrency=2',
@@ -272,14 +358,12 @@ const child = spawn(
       : []),
     // Files start in this order, two at a time: the fast tier's bundles (a few seconds each) last, so that
     // the run does not end on one long file while the other slot idles.
-    ...alone,
-    ...e2eBundles,
-    ...redisFiles,
-    ...unitBundles,
+    ...ordered,
   ],
   { stdio: 'inherit', env },
 );
 const cleanup = () => {
+  if (clock) writeProcessClock();
   redis?.child.kill('SIGKILL');
   if (prebuild?.exitCode === null) prebuild.kill('SIGTERM');
   rmSync(work, { recursive: true, force: true });
@@ -289,3 +373,24 @@ child.on('exit', (code, signal) => {
   cleanup();
   process.exit(signal ? 1 : (code ?? 1));
 });
+
+/** <durations>.processes: one line per test process by start (seconds into the run, wall, CPU), then the sums. */
+function writeProcessClock() {
+  const rows = existsSync(clock)
+    ? readFileSync(clock, 'utf8')
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l))
+    : [];
+  const name = (file) => file.replace(/^.*\/order\/\d+\//, '');
+  rows.sort((a, b) => a.start - b.start);
+  const lines = rows.map(
+    (r) =>
+      `${((r.start - started) / 1000).toFixed(1).padStart(7)} ${((r.end - r.start) / 1000).toFixed(1).padStart(6)} s wall ${(r.cpuMs / 1000).toFixed(1).padStart(6)} s CPU  ${name(r.file)}`,
+  );
+  const cpu = rows.reduce((sum, r) => sum + r.cpuMs, 0) / 1000;
+  lines.push(
+    `run: ${((Date.now() - started) / 1000).toFixed(1)} s wall; ${rows.length} test processes, ${cpu.toFixed(1)} s CPU (not their children's)`,
+  );
+  writeFileSync(`${durationsFile}.processes`, `${lines.join('\n')}\n`);
+}

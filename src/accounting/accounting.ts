@@ -31,6 +31,7 @@ import type { Logger } from '../telemetry/logger.ts';
 import { UNLIMITED, checkLocalLimit } from './units.ts';
 import { periodWindow, type QuotaPeriod } from './period.ts';
 import { RotorError, InternalError } from '../errors/rotor-error.ts';
+import type { AllowanceShare } from './allowance-share.ts';
 
 /** The part of the store accounting uses. */
 export type UsageStore = Pick<UsageBackend, 'addUsage' | 'listUsage' | 'setLimit'> &
@@ -47,21 +48,10 @@ export interface UserMeter {
   add(up: number, down: number): void;
 }
 
-/** One user's share of a fleet-wide allowance (src/fleet/allowance.ts UserAllowance implements it). */
-export interface FleetAllowance {
-  readonly exhausted: boolean;
-  /** Spent here since the last sync with the shared store. */
-  readonly spent: number;
-  /** What to rebuild the shared record from if the shared store lost it. */
-  seedLimit: number | null;
-  seedUsed: number;
-  /** Counts relayed bytes; false once the slice is spent. Sync, allocates nothing. */
-  spend(bytes: number): boolean;
-}
-
 /** The fleet's allowances (src/fleet/allowance.ts AllowanceLeaser implements it). */
 export interface AllowanceSource {
-  user(name: string): FleetAllowance;
+  /** The user's share: data held here, which the fleet keeps up to date (accounting/allowance-share.ts). */
+  user(name: string): AllowanceShare;
   /** Tops the user's slice up; never rejects. */
   acquire(user: string): Promise<number>;
   /** Reports spending and gives the unspent slice back. */
@@ -153,7 +143,7 @@ class Meter implements UserMeter {
   /** Local mode: the limit is reached. */
   overLimit = false;
   /** Fleet mode: this daemon's share of the user's allowance; it alone decides `exhausted`. */
-  allowance: FleetAllowance | null = null;
+  allowance: AllowanceShare | null = null;
   /** bytes since this process started, per direction (for rotor_proxy_bytes_total) */
   up = 0;
   down = 0;

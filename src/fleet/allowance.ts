@@ -30,7 +30,8 @@
 // Choose sliceBytes ≥ 2 × (one user's peak rate through one daemon) × (Redis round trip + scheduling),
 // so a refill (started at half a slice) lands before the slice is spent; 1 MiB is plenty on a LAN.
 import { randomBytes } from 'node:crypto';
-import type { AllowanceSource, FleetAllowance } from '../accounting/accounting.ts';
+import type { AllowanceSource } from '../accounting/accounting.ts';
+import { AllowanceShare, RefillRequests } from '../accounting/allowance-share.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { UsageStore } from '../store/types.ts';
 import type { AllowanceGrant, AllowanceStore } from '../store/fleet-state.ts';
@@ -63,41 +64,21 @@ export interface AllowanceOptions {
   onChange?: (user: string, exhausted: boolean) => void;
 }
 
-/** One user's allowance on this daemon: the data path's handle. `spend` is sync and allocates nothing. */
-export class UserAllowance implements FleetAllowance {
-  /** Lease held as of the last sync (bytes), plus any offline allowance taken since. */
-  held = 0;
-  /** Spent since the last sync. */
-  spent = 0;
+/**
+ * One user's allowance on this daemon: the data path's part (exhausted, spend) is accounting's AllowanceShare,
+ * held below the gateway; this adds the fleet's books, kept off the data path.
+ */
+export class UserAllowance extends AllowanceShare {
   /** Cumulative bytes (spent and extra) Redis confirmed applying from this reporter (see SYNC). */
   acked = 0;
-  unlimited = false;
   /** Redis could not be reached at the last attempt. */
   offline = false;
-  /** Bytes spent by traffic since the accounting layer last flushed (to find its non-traffic deltas). */
-  unflushed = 0;
   /** Non-traffic usage to move into `used` at the next sync (e.g. the platform counted more). */
   extra = 0;
   /** Whether this user's offline allowance was taken in the current outage. */
   offlineTaken = false;
-  syncing: Promise<void> | undefined;
   /** Last exhausted state told to onChange. */
   wasExhausted = true;
-  /** The last sync granted the whole lease it asked for: the fleet is not near this user's limit. */
-  roomy = false;
-  /** No data-path refill before this (epoch ms): after a failed sync or one that granted nothing. */
-  quietUntil = 0;
-  /**
-   * The user's limit and fleet usage as this daemon last saw them (kept by the accounting layer): when a
-   * sync finds Redis without the user's usage (it restarted empty), it rebuilds it from these instead of
-   * letting the user run unlimited. null: nothing to rebuild from.
-   */
-  seedLimit: number | null = null;
-  /**
-   * Kept by the accounting layer; no longer read: a rebuild folds in `lastUsed`, the figure this daemon's
-   * own last sync saw, with the epoch it was seen in (a figure read elsewhere has no epoch to compare).
-   */
-  seedUsed = 0;
   /** The fleet's `used` for this user at the last sync, and the epoch of the Redis it came from ('' none). */
   lastUsed = 0;
   lastEpoch = '';
@@ -109,42 +90,6 @@ export class UserAllowance implements FleetAllowance {
    */
   freeAtSync = 0;
   daemonsAtSync = 1;
-
-  constructor(
-    readonly user: string,
-    private readonly lowWater: number,
-    private readonly refill: (a: UserAllowance) => void,
-  ) {}
-
-  /** Bytes this daemon may still relay for the user without asking Redis (Infinity when unlimited). */
-  get available(): number {
-    return this.unlimited ? Infinity : this.held - this.spent;
-  }
-
-  /**
-   * While a refill is on its way the user may run up to `lowWater` past the lease (the overdraft), so a fast
-   * connection is not cut for the length of one Redis round trip; the refill then reports the overdraft
-   * as used. Only while the fleet has room (the last sync granted all it was asked): near the limit, or
-   * with no refill in flight, the lease is the limit.
-   */
-  get exhausted(): boolean {
-    return !this.unlimited && this.held - this.spent <= this.floor();
-  }
-
-  /** How far below zero the lease may go now: the overdraft while a refill is on its way (see above). */
-  private floor(): number {
-    return this.syncing !== undefined && this.roomy ? -this.lowWater : 0;
-  }
-
-  /** Counts relayed bytes; returns false once the allowance is spent (the caller stops the user). */
-  spend(bytes: number): boolean {
-    this.spent += bytes;
-    this.unflushed += bytes;
-    if (this.unlimited) return true;
-    const left = this.held - this.spent;
-    if (left <= this.lowWater && this.syncing === undefined) this.refill(this);
-    return left > this.floor();
-  }
 }
 
 export class AllowanceLeaser implements AllowanceSource {
@@ -162,10 +107,8 @@ export class AllowanceLeaser implements AllowanceSource {
   private readonly users = new Map<string, UserAllowance>();
   private readonly timer: NodeJS.Timeout;
   private readonly syncEveryMs: number;
-  private readonly refill = (a: UserAllowance): void => {
-    if (this.now() < a.quietUntil) return;
-    void this.sync(a, this.slice);
-  };
+  /** Shares that ran low on the data path: refilled here, in a task of their own (accounting/allowance-share.ts). */
+  private readonly refills: RefillRequests;
   private closed = false;
   /** Redis could not be reached in the last round: the next one syncs every user (see syncAll). */
   private everyoneNext = false;
@@ -191,6 +134,9 @@ export class AllowanceLeaser implements AllowanceSource {
     this.onChange = options.onChange;
     this.syncEveryMs = options.syncEveryMs ?? Math.max(10, Math.floor(this.aliveTtlMs / 3));
     this.timer = setInterval(() => void this.syncAll(), this.syncEveryMs);
+    this.refills = new RefillRequests(this.now, (share) => {
+      if (!this.closed && share.syncing === undefined) void this.sync(share as UserAllowance, this.slice);
+    });
     this.timer.unref();
   }
 
@@ -198,7 +144,7 @@ export class AllowanceLeaser implements AllowanceSource {
   user(name: string): UserAllowance {
     let a = this.users.get(name);
     if (a === undefined) {
-      a = new UserAllowance(name, this.lowWater, this.refill);
+      a = new UserAllowance(name, this.lowWater, this.refills);
       this.users.set(name, a);
     }
     return a;

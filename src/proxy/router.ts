@@ -4,18 +4,18 @@
 import { InternalError } from '../errors/rotor-error.ts';
 import { StaticPool } from '../pool/static.ts';
 import { PoolEmptyError, type FailureReason, type NodeSource, type PoolKey, type UpstreamNode } from '../pool/types.ts';
-import { HedgeDelays, type HandshakeTimes } from './handshake-times.ts';
+import { HedgeDelays } from './handshake-times.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import type { DialSignal } from './cancel.ts';
 import type { DialTrace } from '../connlog/types.ts';
-import { dialHttpConnect, dialHttpForward, type DialOptions, type Tunnel } from './dial-http.ts';
+import { dialHttpConnect, type Tunnel } from './dial-http.ts';
 import { dialSocks5 } from './dial-socks5.ts';
 import type { UpstreamTlsPolicy } from './dial-tls.ts';
-import { dialUdpUpstream } from './udp-dial.ts';
-import { raceDial, type RaceSpec, type RaceWon } from './dial-race.ts';
+import { raceDial, type RaceWon } from './dial-race.ts';
+import { DialJob, type DialMode, type Dialer, type DialSettings } from './dial-job.ts';
 import { descriptorGuard } from './accept-guard.ts';
-import { GatewayError, type UpstreamDialError } from './errors.ts';
+import { GatewayError } from './errors.ts';
 import { checkTarget } from './target.ts';
 import type { InstanceDirectory, LocalUser, MeterProvider, PoolProvider, SessionStore, Target, UserDirectory } from './types.ts';
 import type { UsernameOptions } from './username.ts';
@@ -51,11 +51,7 @@ export interface Refusal {
 
 export type Authorization = { ok: true; route: Route } | ({ ok: false } & Refusal);
 
-/**
- * 'tunnel': a byte stream to the target (CONNECT, SOCKS5). 'forward': for plain-HTTP forwarding: an HTTP
- * node is only connected to (the request goes to it in absolute form), a SOCKS5 node tunnels to the target.
- */
-export type DialMode = 'tunnel' | 'forward' | 'udp';
+export type { DialMode, Dialer } from './dial-job.ts';
 
 export interface Dialed extends Tunnel {
   node: UpstreamNode;
@@ -72,8 +68,6 @@ export interface Dialed extends Tunnel {
    */
   release(failure?: FailureReason): void;
 }
-
-export type Dialer = (node: UpstreamNode, target: Target, options: DialOptions) => Promise<Tunnel>;
 
 export interface RouterOptions {
   users: UserDirectory;
@@ -134,8 +128,6 @@ export class Router {
   private readonly maxHedges: number;
   private readonly statics = new Map<string, StaticPool>();
   private lastTarget: Target | undefined;
-  private readonly dialSocks5: Dialer;
-  private readonly dialHttp: Dialer;
   private readonly now: () => number;
   private readonly settings: DialSettings;
 
@@ -147,8 +139,6 @@ export class Router {
     this.dialDeadlineMs = options.dialDeadlineMs ?? 30_000;
     this.hedgeDelays = new HedgeDelays({ fixedMs: options.hedgeAfterMs ?? 0 });
     this.maxHedges = Math.max(0, options.maxHedges ?? 2);
-    this.dialSocks5 = options.dialers?.socks5 ?? dialSocks5;
-    this.dialHttp = options.dialers?.http ?? dialHttpConnect;
     this.now = options.now ?? Date.now;
     // Without settings (tests, tools) failures are answered at once; the daemon passes proxy.auth.
     this.auth = new Authenticator(options.auth ?? { ...AUTH_DEFAULTS, failureDelayMs: 0 }, {
@@ -167,6 +157,10 @@ export class Router {
       sessions: options.sessions,
       logger: options.logger,
       metrics: options.metrics,
+      socks5: options.dialers?.socks5 ?? dialSocks5,
+      http: options.dialers?.http ?? dialHttpConnect,
+      upstreamTls: options.upstreamTls,
+      onAccountRefused: options.onAccountRefused,
     };
   }
 
@@ -302,7 +296,7 @@ export class Router {
     const rules = mode === 'tunnel' ? this.options.requestRules?.forRequest(route.user, target.host) : undefined;
     // The race counts this dial's retries and hedges; a record that already has some (a rule's retry) adds.
     const job = new DialJob(
-      this,
+      this.settings,
       route,
       target,
       mode,
@@ -395,11 +389,6 @@ export class Router {
     watchTunnelFirstByte(won.tunnel.socket, rule.timeoutMs!, () => this.ruleFired(route, won.node, rule, target.host, trace));
   }
 
-  /** A drawn node's upstream refused the route's account (dial-race.ts): the owner reads its balance again. */
-  accountRefused(route: Route): void {
-    this.options.onAccountRefused?.(route.user, route.poolKey.productNo);
-  }
-
   /**
    * The id of the node a sticky route is bound to now, if any. Plain-HTTP forwarding keys its idle upstream
    * connections by it, so a rotated or expired session never reuses a connection to its old node.
@@ -417,24 +406,6 @@ export class Router {
   private checkDestination(route: Route, target: Target): void {
     const refusal = this.options.destinations?.check(route.user, target);
     if (refusal !== undefined) throw new GatewayError('NOT_ALLOWED', refusal);
-  }
-
-  /** One upstream dial of a race (DialJob.dial). */
-  dialNode(node: UpstreamNode, target: Target, mode: DialMode, options: DialOptions): Promise<Tunnel> {
-    if (mode === 'udp') return dialUdpUpstream(node, options);
-    if (node.protocol === 'socks5') return this.dialSocks5(node, target, options);
-    if (mode === 'forward') return dialHttpForward(node, options);
-    return this.dialHttp(node, target, options);
-  }
-
-  /** pool.tls (dial-tls.ts), read by DialJob for TLS nodes. */
-  get upstreamTls(): UpstreamTlsPolicy | undefined {
-    return this.options.upstreamTls;
-  }
-
-  /** The settings every race of this router shares (DialJob reads them). */
-  get dialSettings(): DialSettings {
-    return this.settings;
   }
 
   private sourceFor(route: Route): NodeSource {
@@ -462,93 +433,6 @@ export class Router {
   /** The static instances dialed so far, with their failures (admin view). */
   staticPools(): StaticPool[] {
     return [...this.statics.values()];
-  }
-}
-
-/** What every race of one Router shares: made once, read by each DialJob. */
-interface DialSettings {
-  now: () => number;
-  dialDeadlineMs: number;
-  connectTimeoutMs: number;
-  handshakeTimeoutMs: number;
-  retries: number;
-  maxHedges: number;
-  hedgeDelays: HedgeDelays;
-  sessions: SessionStore;
-  logger: Logger | undefined;
-  metrics: Metrics | undefined;
-}
-
-/**
- * One Router.dial's race spec with its callbacks as methods: one object per dial instead of a spec literal
- * and three closures over the dial's locals (the race calls them as methods of its spec).
- */
-class DialJob implements RaceSpec {
-  readonly deadline: number;
-  readonly now: () => number;
-  readonly connectTimeoutMs: number;
-  readonly handshakeTimeoutMs: number;
-  readonly retries: number;
-  readonly maxHedges: number;
-  readonly hedgeDelayMs: number;
-  readonly times: HandshakeTimes;
-  readonly metrics: Metrics | undefined;
-  readonly strictSticky: boolean;
-  /** this tunnel's request rules, when it has any: the nodes that failed are kept for them */
-  rules: RuleSet | undefined;
-  failedNodes: UpstreamNode[] | undefined;
-
-  constructor(
-    private readonly router: Router,
-    private readonly route: Route,
-    private readonly target: Target,
-    private readonly mode: DialMode,
-    readonly source: NodeSource,
-    readonly sticky: UpstreamNode | undefined,
-    readonly signal: DialSignal | undefined,
-    readonly trace: DialTrace | undefined,
-  ) {
-    const s = router.dialSettings;
-    this.now = s.now;
-    this.deadline = s.now() + s.dialDeadlineMs;
-    this.connectTimeoutMs = s.connectTimeoutMs;
-    this.handshakeTimeoutMs = s.handshakeTimeoutMs;
-    // A strict session's exit is the only node it may use: no retry and no hedge on another node.
-    this.strictSticky = route.strict === true && sticky !== undefined;
-    this.retries = this.strictSticky ? 0 : s.retries;
-    this.maxHedges = this.strictSticky ? 0 : s.maxHedges;
-    this.times = s.hedgeDelays.for(source);
-    this.hedgeDelayMs = this.times.hedgeDelayMs();
-    this.metrics = s.metrics;
-  }
-
-  dial(node: UpstreamNode, options: DialOptions): Promise<Tunnel> {
-    // A TLS node: its certificate check follows the route's product (pool.tls.insecureProducts).
-    const tls = node.tls === true ? this.router.upstreamTls?.forDial(node, this.route.poolKey.productNo) : undefined;
-    return this.router.dialNode(node, this.target, this.mode, tls ? { ...options, tls } : options);
-  }
-
-  onNodeFailed(node: UpstreamNode, reason: FailureReason, wasSticky: boolean): void {
-    // Out of descriptors, a failure says nothing of the node (the embedded sandbox's proxies share them).
-    if (descriptorGuard.exhausted) return;
-    this.source.reportFailure(node, reason);
-    if (this.rules !== undefined) (this.failedNodes ??= []).push(node);
-    const route = this.route;
-    const s = this.router.dialSettings;
-    if (wasSticky && route.sessionId !== undefined && !route.strict) s.sessions.rotate(route.user.name, route.sessionId, 'failed');
-    s.logger?.debug({ conn: this.trace?.id, node: node.id, reason }, 'upstream dial failed');
-  }
-
-  onNodeAnswered(node: UpstreamNode): void {
-    this.source.reportSuccess(node);
-  }
-
-  onAccountRefused(): void {
-    this.router.accountRefused(this.route);
-  }
-
-  clientMessage(err: UpstreamDialError): string {
-    return clientMessage(err);
   }
 }
 
@@ -603,18 +487,4 @@ class DialedTunnel implements Dialed {
 /** A strict session whose exit is out of service or failed its dial. */
 function strictFailure(reason?: FailureReason): GatewayError {
   return new GatewayError('STRICT_SESSION_FAILED', "the strict session's exit failed; the session does not move to another exit", reason);
-}
-
-/** What the client is told about the last upstream failure: the kind, never the node's address or account. */
-function clientMessage(err: UpstreamDialError): string {
-  switch (err.reason) {
-    case 'target_refused':
-      return err.timedOut ? 'the upstream could not reach the target in time' : 'the target could not be reached through the upstream';
-    case 'connect_timeout':
-      return 'no upstream answered in time';
-    case 'auth':
-      return 'the upstream refused the connection';
-    default:
-      return 'the upstream failed';
-  }
 }

@@ -185,6 +185,8 @@ describe('a period meter loads its stored usage exactly once, in a fleet', { ski
     const again = third.accounting.upsertUser({ name: 'keep1', limitBytes: 50 * MiB, period: 'month' });
     await g.arrived;
     third.accounting.meter('keep1').add(0, 5000);
+    // The chunk only asks; the fleet starts the refill in a task of its own (accounting/allowance-share.ts).
+    await new Promise((resolve) => setImmediate(resolve));
     const refill = third.leaser.user(MONTH).syncing;
     assert.ok(refill, 'spending from an empty slice started a refill');
     await refill;

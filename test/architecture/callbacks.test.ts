@@ -173,3 +173,33 @@ test("a relay's end, a forwarded request's count and failure, a record's listene
 test("the user-name parse reads the users' table, it does not call its caller back", () => {
   assert.deepEqual(functionTyped('src/proxy/username.ts'), []);
 });
+
+test("the dial race's job runs code that imports neither the race nor the router: the race calls down, not back up", () => {
+  // dial-race.ts calls its spec's dial() and its node reports for every attempt: the spec is dial-job.ts's
+  // DialJob, holding the dialers and settings as data. Were it the router's again, each dial would climb.
+  const importsOf = (file: string): string[] =>
+    nodes(parse(file))
+      .filter(ts.isImportDeclaration)
+      .map((i) => (i.moduleSpecifier as ts.StringLiteral).text);
+  const seen = new Set<string>();
+  const reach = (file: string): void => {
+    if (seen.has(file)) return;
+    seen.add(file);
+    for (const spec of importsOf(file)) if (spec.startsWith('.')) reach(join(file, '..', spec));
+  };
+  reach('src/proxy/dial-job.ts');
+  assert.deepEqual(
+    [...seen].filter((f) => /proxy[/\\](dial-race|router)\.ts$/.test(f)),
+    [],
+    'dial-job.ts reaches the race or the router',
+  );
+  const router = parse('src/proxy/router.ts');
+  const classes = nodes(router)
+    .filter(ts.isClassDeclaration)
+    .map((c) => c.name?.text);
+  assert.ok(!classes.includes('DialJob'), 'the race spec is back in router.ts');
+  const made = nodes(router)
+    .filter(ts.isNewExpression)
+    .map((n) => n.expression.getText(router));
+  assert.ok(made.includes('DialJob'), "the router's dial makes a DialJob for the race");
+});

@@ -10,7 +10,7 @@ import { after, before, describe, test } from 'node:test';
 import { stringify } from 'yaml';
 import { SIM_PRODUCTS } from '../../src/sim/index.ts';
 import { freePort } from '../support/ports.ts';
-import { launchRotor, REPO_ROOT, type RotorChild } from '../support/rotor-process.ts';
+import { launchRotor, REPO_ROOT, rotorEntry, type RotorChild } from '../support/rotor-process.ts';
 
 const TOKEN = 'cli-call-token-Qw81';
 
@@ -27,7 +27,7 @@ function rotorCall(args: string[], configFile: string): Promise<Run> {
   return new Promise((resolve) => {
     execFile(
       process.execPath,
-      ['--import', 'tsx', 'src/cli.ts', 'call', ...args, '--config', configFile],
+      [...rotorEntry(), 'call', ...args, '--config', configFile],
       { cwd: REPO_ROOT, env, timeout: 60_000 },
       (err, stdout, stderr) => {
         resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr });

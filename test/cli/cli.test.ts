@@ -1,4 +1,4 @@
-// The `rotor` command run as a child process (node --import tsx src/cli.ts), against the loopback fake
+// The `rotor` command run as a child process (node rotorEntry(): dist/cli.js or src/cli.ts), against the loopback fake
 // platform in remote mode, checking stdout, stderr and the exit codes of docs/reference.md.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -14,6 +14,7 @@ import { parse as parseYaml } from 'yaml';
 import { PLATFORM_CODES } from '../../src/platform/codes.ts';
 import { FakePlatform } from '../platform/fake-platform.ts';
 import { SAMPLES } from '../platform/samples.ts';
+import { rotorEntry } from '../support/rotor-process.ts';
 
 const SECRET = 'qwertyuiop123456asdfghjk';
 
@@ -31,15 +32,10 @@ function cleanEnv(extra: Record<string, string>): Record<string, string> {
 
 function rotor(args: string[], env: Record<string, string> = {}): Promise<Run> {
   return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      ['--import', 'tsx', 'src/cli.ts', ...args],
-      { env: cleanEnv(env), timeout: 30_000 },
-      (err, stdout, stderr) => {
-        const code = err ? (typeof err.code === 'number' ? err.code : -1) : 0;
-        resolve({ code, stdout, stderr });
-      },
-    );
+    execFile(process.execPath, [...rotorEntry(), ...args], { env: cleanEnv(env), timeout: 30_000 }, (err, stdout, stderr) => {
+      const code = err ? (typeof err.code === 'number' ? err.code : -1) : 0;
+      resolve({ code, stdout, stderr });
+    });
   });
 }
 
@@ -228,7 +224,7 @@ describe('rotor CLI', () => {
   });
 
   test('rotor sim prints its JSON line, answers rotor call in remote mode, and stops on SIGTERM; embedded call works', async () => {
-    const sim = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'sim', '--host', '127.0.0.1', '--port', '0'], {
+    const sim = spawn(process.execPath, [...rotorEntry(), 'sim', '--host', '127.0.0.1', '--port', '0'], {
       env: cleanEnv({}),
       stdio: ['ignore', 'pipe', 'pipe'],
     });

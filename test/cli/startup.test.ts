@@ -9,6 +9,7 @@ import { createServer as createHttpServer, type Server as HttpServer } from 'nod
 import { createServer, type AddressInfo, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { rotorEntry } from '../support/rotor-process.ts';
 
 function listen(s: Server | HttpServer): Promise<number> {
   return new Promise((resolve) => s.listen(0, '127.0.0.1', () => resolve((s.address() as AddressInfo).port)));
@@ -20,7 +21,7 @@ function rotorStart(config: string, env: Record<string, string>): Promise<{ code
   return new Promise((resolve) => {
     execFile(
       process.execPath,
-      ['--import', 'tsx', 'src/cli.ts', 'start', '--config', config],
+      [...rotorEntry(), 'start', '--config', config],
       { env: { ...clean, ...env }, timeout: 30_000 },
       (err, _stdout, stderr) => {
         resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stderr });

@@ -3,8 +3,18 @@ import { html } from 'htm/preact';
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
 
 /**
- * Calls `load` now and every `everyMs` (0 = once) while mounted; `reload()` calls it at once. The last good
- * data stays on screen while a later call fails; the error is shown beside it.
+ * The pages' refresh periods times this factor: 1 unless the tab's sessionStorage holds `rotor.refreshScale`
+ * (0.05-20), which the browser tests set so a refresh is waited for in a fraction of the period. Never under
+ * 100 ms.
+ */
+function refreshScale() {
+  const scale = Number(globalThis.sessionStorage?.getItem('rotor.refreshScale'));
+  return scale >= 0.05 && scale <= 20 ? scale : 1;
+}
+
+/**
+ * Calls `load` now and every `everyMs` (0 = once; scaled by refreshScale) while mounted; `reload()` calls it at
+ * once. The last good data stays on screen while a later call fails; the error is shown beside it.
  */
 export function usePoll(load, everyMs, deps = []) {
   const [state, setState] = useState({ data: undefined, error: undefined, loading: true });
@@ -25,7 +35,7 @@ export function usePoll(load, everyMs, deps = []) {
     let timer;
     const run = async () => {
       await reload();
-      if (!stopped && everyMs > 0) timer = setTimeout(run, everyMs);
+      if (!stopped && everyMs > 0) timer = setTimeout(run, Math.max(100, everyMs * refreshScale()));
     };
     setState((s) => ({ ...s, loading: true }));
     void run();
