@@ -24,12 +24,17 @@ describe('a client held while its upstream is dialed (one Hold object, no closur
     server.listen(0, '127.0.0.1');
     await once(server, 'listening');
   });
-  after(() => server.close());
+  const clients: Socket[] = [];
+  after(() => {
+    for (const s of [...accepted, ...clients]) s.destroy();
+    server.close();
+  });
 
   /** A client connection and the server's side of it. */
   async function pair(): Promise<{ client: Socket; served: Socket }> {
     const got = new Promise<Socket>((resolve) => (waiting = resolve));
     const client = connect((server.address() as { port: number }).port, '127.0.0.1');
+    clients.push(client);
     await once(client, 'connect');
     return { client, served: await got };
   }
