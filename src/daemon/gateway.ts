@@ -190,11 +190,11 @@ async function assembleRouting(config: Config, needs: Needs, ctx: AssemblyContex
     maxQueued: config.proxy.auth.maxQueuedHashes,
     nice: config.proxy.auth.hashNice,
   });
-  const { fleetParts } = needs.state;
-  const router =
-    fleetSessions && fleetParts
-      ? new fleetParts.FleetRouter(routerOptions, fleetSessions)
-      : new Router({ ...routerOptions, pools, sessions });
+  // In a fleet the shared sessions settle a sticky route before its dial (SessionStore.prepare) and the pools
+  // are seen through their view (another daemon's node is usable while it lasts).
+  const router = fleetSessions
+    ? new Router({ ...routerOptions, sessions: fleetSessions, pools: fleetSessions.poolProvider })
+    : new Router({ ...routerOptions, pools, sessions });
   // No cache clear on user changes: a cached login stands only while the directory still hands out that very
   // user object, and a changed user gets a new one (src/proxy/auth-check.ts), so the others' logins stay cached.
   // A deleted or disabled user's sticky sessions end at once (in a fleet, its shared ones too).

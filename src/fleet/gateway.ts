@@ -1,4 +1,4 @@
-// Sticky sessions across the fleet, fitted around the gateway without changing it: the local SessionTable
+// Sticky sessions across the fleet, through the gateway's SessionStore seam: the local SessionTable
 // stays the cache the router reads synchronously, and before a sticky connection is dialed the local miss
 // is settled against Redis (the fleet state's SharedSessionStore):
 //   • the fleet has a live binding → it is adopted here with its own start and expiry;
@@ -10,13 +10,8 @@
 // node fails here the router rotates the session: the shared binding is ended if it is still on that node,
 // and the router's next bind (a node of our pool) is claimed again; a lost claim adopts the winner's node
 // for the connections after this one.
-import { checkTarget } from '../proxy/target.ts';
-import type { DialTrace } from '../connlog/types.ts';
 import type { PoolKey, NodeSource, UpstreamNode } from '../pool/types.ts';
-import type { DialMode, Dialed, Route, RouterOptions } from '../proxy/router.ts';
-import { Router } from '../proxy/router.ts';
-import type { DialSignal } from '../proxy/cancel.ts';
-import type { PoolProvider, RotationReason, SessionStore, Target } from '../proxy/types.ts';
+import type { PoolProvider, RotationReason, SessionStore } from '../proxy/types.ts';
 import type { SessionTable, SessionView } from '../session/table.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import { StoreError } from '../store/errors.ts';
@@ -31,7 +26,7 @@ export interface FleetSessionsOptions {
   logger?: Logger;
 }
 
-/** The router's SessionStore in fleet mode, plus the async step the FleetRouter runs before a sticky dial. */
+/** The router's SessionStore in fleet mode, with the async step the router awaits before a sticky dial (prepare). */
 export class FleetSessions implements SessionStore {
   private readonly table: SessionTable;
   private readonly shared: SharedSessionStore<UpstreamNode>;
@@ -193,22 +188,3 @@ export class FleetSessions implements SessionStore {
 }
 
 const pendingKey = (user: string, sessionId: string): string => `${user}\u0000${sessionId}`;
-
-/** The gateway's Router with the fleet's step before a sticky dial (FleetSessions.prepare). */
-export class FleetRouter extends Router {
-  private readonly fleetSessions: FleetSessions;
-
-  /** `options.sessions` and `options.pools` are taken from `sessions` (its table view and pool view). */
-  constructor(options: Omit<RouterOptions, 'sessions' | 'pools'>, sessions: FleetSessions) {
-    super({ ...options, sessions, pools: sessions.poolProvider });
-    this.fleetSessions = sessions;
-  }
-
-  override async dial(route: Route, target: Target, signal?: DialSignal, mode?: DialMode, trace?: DialTrace): Promise<Dialed> {
-    checkTarget(target); // a malformed target prepares no shared session (Router.dial refuses it anyway)
-    if (route.sessionId !== undefined && route.instanceNo === undefined) {
-      await this.fleetSessions.prepare(route.user.name, route.sessionId, route.sessTime, route.poolKey);
-    }
-    return super.dial(route, target, signal, mode, trace);
-  }
-}

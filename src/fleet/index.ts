@@ -14,7 +14,7 @@ import type { StickySession } from '../session/table.ts';
 
 export { AllowanceLeaser, UserAllowance, type AllowanceOptions } from './allowance.ts';
 export { LeaseKeeper, type LeaseKeeperOptions } from './lease.ts';
-export { FleetSessions, FleetRouter, type FleetSessionsOptions } from './gateway.ts';
+export { FleetSessions, type FleetSessionsOptions } from './gateway.ts';
 export { checkPersistence, type Persistence } from './persistence.ts';
 
 export interface FleetOptions {

@@ -264,6 +264,10 @@ export class Router {
     const target = mode === 'udp' ? requested : checkTarget(requested);
     if (this.options.meters.meter(route.user.name).exhausted) throw new GatewayError('LIMITED', 'traffic limit reached');
     if (mode !== 'udp') this.checkDestination(route, target);
+    const sessions = this.options.sessions;
+    // A sticky route in a fleet: its shared binding is settled first (a rotating route awaits nothing here).
+    if (route.sessionId !== undefined && route.instanceNo === undefined && sessions.prepare !== undefined)
+      await sessions.prepare(route.user.name, route.sessionId, route.sessTime, route.poolKey);
     let source: NodeSource;
     try {
       source = this.sourceFor(route);
@@ -273,7 +277,6 @@ export class Router {
         throw new GatewayError('NO_UPSTREAM', 'no upstream available: too many regions or products in use');
       throw err;
     }
-    const sessions = this.options.sessions;
     const user = route.user.name;
     // Exits a request rule banned for this user (and host): never handed out while the ban stands.
     const banned = this.options.bans?.excluded(user, target.host);

@@ -88,6 +88,11 @@ export interface SessionStore {
   rotate(user: string, sessionId: string, reason: RotationReason): unknown;
   /** Optional: whether the user may use this session id now (its per-user bound); absent = always. */
   admits?(user: string, sessionId: string): boolean;
+  /**
+   * Optional: settles a sticky session before its dial (a fleet's shared binding, src/fleet/gateway.ts); never
+   * rejects. Awaited only for a sticky route off the pools (not an instance's); absent = nothing to settle.
+   */
+  prepare?(user: string, sessionId: string, sessTimeMinutes: number, poolKey: PoolKey): Promise<void>;
 }
 
 /** Where a client asked to go. */
