@@ -283,7 +283,8 @@ if (wantRedisPass && storeUsers.length > 0) {
 const SECONDS = {
   'test/cli/cli.test.ts': 30,
   'test/reliability/fuzz.test.ts': 44,
-  'test/e2e/dashboard.test.ts': 41,
+  'test/e2e/dashboard.test.ts': 25,
+  'test/e2e/portal.test.ts': 25,
   'test/admin/authz.test.ts': 30,
   'test/reliability/crash.test.ts': 28,
   'test/e2e/upstream-health.test.ts': 27,
