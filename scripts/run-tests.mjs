@@ -308,7 +308,6 @@ const SECONDS = {
   'test/e2e/abuse-auth.test.ts': 12,
   'test/admission/hash-threads.test.ts': 11,
   'test/e2e/descriptors.test.ts': 11,
-  'test/e2e/portal.test.ts': 11,
   'test/cli/loaded-packages.test.ts': 11,
   'test/fleet/users.test.ts': 11,
   'test/e2e/users-http-rate.test.ts': 10,
