@@ -283,7 +283,8 @@ if (wantRedisPass && storeUsers.length > 0) {
 const SECONDS = {
   'test/cli/cli.test.ts': 30,
   'test/reliability/fuzz.test.ts': 44,
-  'test/e2e/dashboard.test.ts': 41,
+  'test/e2e/dashboard.test.ts': 25,
+  'test/e2e/portal.test.ts': 25,
   'test/admin/authz.test.ts': 30,
   'test/reliability/crash.test.ts': 28,
   'test/e2e/upstream-health.test.ts': 27,
@@ -307,7 +308,6 @@ const SECONDS = {
   'test/e2e/abuse-auth.test.ts': 12,
   'test/admission/hash-threads.test.ts': 11,
   'test/e2e/descriptors.test.ts': 11,
-  'test/e2e/portal.test.ts': 11,
   'test/cli/loaded-packages.test.ts': 11,
   'test/fleet/users.test.ts': 11,
   'test/e2e/users-http-rate.test.ts': 10,

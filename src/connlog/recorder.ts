@@ -19,6 +19,7 @@ import { RefusalTally } from './refusals.ts';
 import {
   isFailure,
   type ByteCounters,
+  type Closer,
   type ConnectionContext,
   type ConnectionEnd,
   type ConnectionLogStore,
@@ -77,7 +78,7 @@ class Context implements ConnectionContext {
   node: string | null = null;
   exit: string | null = null;
   bytes: ByteCounters | null = null;
-  closer: (() => void) | null = null;
+  closer: Closer | null = null;
   retries = 0;
   hedges = 0;
   rule: string | null = null;
@@ -312,7 +313,9 @@ export class ConnectionLog implements ConnectionRecorder {
     const c = this.live.get(id);
     if (!c?.closer) return false;
     c.killed = true;
-    c.closer();
+    const closer = c.closer;
+    if (typeof closer === 'function') closer();
+    else closer.stop();
     return true;
   }
 

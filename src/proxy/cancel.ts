@@ -1,24 +1,27 @@
 // What a dial needs of an AbortSignal (AbortSignal fits it), and a cheap implementation for the listeners:
 // an AbortController with its EventTarget costs ~10 us per connection; this costs a field.
 
+/** A function, or an object whose handleEvent() is called (as EventTarget does): no closure per listener. */
+export type AbortListener = (() => void) | { handleEvent(): void };
+
 /** The part of AbortSignal the dialers use. */
 export interface DialSignal {
   readonly aborted: boolean;
-  addEventListener(type: 'abort', listener: () => void, options?: { once?: boolean }): void;
-  removeEventListener(type: 'abort', listener: () => void): void;
+  addEventListener(type: 'abort', listener: AbortListener, options?: { once?: boolean }): void;
+  removeEventListener(type: 'abort', listener: AbortListener): void;
 }
 
 /** A one-shot cancel flag with abort listeners; `abort()` runs each listener once. */
 export class DialCancel implements DialSignal {
   aborted = false;
-  private listeners: Array<() => void> | null = null;
+  private listeners: AbortListener[] | null = null;
 
-  addEventListener(_type: 'abort', listener: () => void): void {
+  addEventListener(_type: 'abort', listener: AbortListener): void {
     if (this.aborted) return;
     (this.listeners ??= []).push(listener);
   }
 
-  removeEventListener(_type: 'abort', listener: () => void): void {
+  removeEventListener(_type: 'abort', listener: AbortListener): void {
     const list = this.listeners;
     if (!list) return;
     const i = list.indexOf(listener);
@@ -30,6 +33,10 @@ export class DialCancel implements DialSignal {
     this.aborted = true;
     const list = this.listeners;
     this.listeners = null;
-    if (list) for (const listener of list) listener();
+    if (list === null) return;
+    for (const listener of list) {
+      if (typeof listener === 'function') listener();
+      else listener.handleEvent();
+    }
   }
 }

@@ -76,48 +76,92 @@ export function statusOf(b: Buffer): number {
  * Reads the upstream's answer to CONNECT: `done` gets the bytes after the header (socket paused, listeners
  * gone) or the failure as the pool should hear it. Returns what detaches without calling `done`.
  */
-export function readConnectResponse(socket: Socket, done: (err: UpstreamDialError | null, rest: Buffer | null) => void): () => void {
-  let buffer: Buffer | null = null;
-  const detach = (): void => {
-    socket.off('data', onData);
-    socket.off('end', onEnd);
-    socket.off('close', onEnd);
-    socket.off('error', onError);
-  };
-  const fail = (err: UpstreamDialError): void => {
-    detach();
-    done(err, null);
-  };
-  const onData = (chunk: Buffer): void => {
-    const b = buffer === null ? chunk : Buffer.concat([buffer, chunk]);
-    buffer = b;
+/** Told once how an upstream answered a CONNECT: an error, or 200 with the bytes behind the answer's head. */
+export interface ConnectAnswerReceiver {
+  connectAnswered(err: UpstreamDialError | null, rest: Buffer | null): void;
+}
+
+const ANSWER = Symbol('rotor.connectAnswer');
+type AnsweredSocket = Socket & { [ANSWER]?: ConnectAnswer | undefined };
+
+/**
+ * Reads an upstream's answer to a CONNECT: one object per tunnel and the same module-level listeners for every
+ * socket (they find their reader on the socket), no closure per tunnel. detach() stops reading it.
+ */
+export class ConnectAnswer {
+  private buffer: Buffer | null = null;
+
+  constructor(
+    private readonly socket: Socket,
+    private readonly receiver: ConnectAnswerReceiver,
+  ) {
+    (socket as AnsweredSocket)[ANSWER] = this;
+    socket.on('data', onAnswerData);
+    // on(), not once(): fail() detaches them all when the first fires (once() would wrap each in a new function).
+    socket.on('end', onAnswerEnd);
+    socket.on('close', onAnswerEnd);
+    socket.on('error', onAnswerError);
+  }
+
+  detach(): void {
+    const socket = this.socket as AnsweredSocket;
+    if (socket[ANSWER] !== this) return;
+    socket[ANSWER] = undefined;
+    socket.off('data', onAnswerData);
+    socket.off('end', onAnswerEnd);
+    socket.off('close', onAnswerEnd);
+    socket.off('error', onAnswerError);
+  }
+
+  fail(err: UpstreamDialError): void {
+    this.detach();
+    this.receiver.connectAnswered(err, null);
+  }
+
+  data(chunk: Buffer): void {
+    const b = this.buffer === null ? chunk : Buffer.concat([this.buffer, chunk]);
+    this.buffer = b;
     const end = b.indexOf(HEADER_END);
     if (end < 0) {
-      if (b.length > MAX_RESPONSE_HEADER) fail(new UpstreamDialError('handshake', 'upstream answer header too large'));
+      if (b.length > MAX_RESPONSE_HEADER) this.fail(new UpstreamDialError('handshake', 'upstream answer header too large'));
       return;
     }
     const status = statusOf(b);
     if (status < 0) {
-      fail(new UpstreamDialError('handshake', 'upstream answered something other than HTTP/1.x'));
+      this.fail(new UpstreamDialError('handshake', 'upstream answered something other than HTTP/1.x'));
       return;
     }
     if (status !== 200) {
-      fail(failureFor(status));
+      this.fail(failureFor(status));
       return;
     }
-    socket.pause();
-    detach();
-    done(null, b.length > end + 4 ? Buffer.from(b.subarray(end + 4)) : null);
-  };
-  const onEnd = (): void => fail(new UpstreamDialError('reset', 'upstream closed before answering CONNECT'));
-  const onError = (err: NodeJS.ErrnoException): void =>
-    fail(new UpstreamDialError('reset', `upstream failed during CONNECT: ${err.code ?? 'error'}`));
-  socket.on('data', onData);
-  // on(), not once(): fail() detaches them all when the first fires (once() would wrap each in a new function).
-  socket.on('end', onEnd);
-  socket.on('close', onEnd);
-  socket.on('error', onError);
-  return detach;
+    this.socket.pause();
+    this.detach();
+    this.receiver.connectAnswered(null, b.length > end + 4 ? Buffer.from(b.subarray(end + 4)) : null);
+  }
+}
+
+function onAnswerData(this: AnsweredSocket, chunk: Buffer): void {
+  this[ANSWER]?.data(chunk);
+}
+
+function onAnswerEnd(this: AnsweredSocket): void {
+  this[ANSWER]?.fail(new UpstreamDialError('reset', 'upstream closed before answering CONNECT'));
+}
+
+function onAnswerError(this: AnsweredSocket, err: NodeJS.ErrnoException): void {
+  this[ANSWER]?.fail(new UpstreamDialError('reset', `upstream failed during CONNECT: ${err.code ?? 'error'}`));
+}
+
+/** readConnectResponse's callback as a receiver. */
+class AnswerCallback implements ConnectAnswerReceiver {
+  constructor(readonly connectAnswered: (err: UpstreamDialError | null, rest: Buffer | null) => void) {}
+}
+
+/** A ConnectAnswer with a callback; returns its detach. */
+export function readConnectResponse(socket: Socket, done: (err: UpstreamDialError | null, rest: Buffer | null) => void): () => void {
+  const answer = new ConnectAnswer(socket, new AnswerCallback(done));
+  return () => answer.detach();
 }
 
 /** The CONNECT request for `target` through `node`, with its Basic credentials. */

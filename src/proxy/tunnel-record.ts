@@ -4,7 +4,7 @@
 // only, so a new field of the record is set here once for all of them.
 import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
-import type { ByteCounters, ConnectionContext, ConnectionRecorder, RecordResult } from '../connlog/types.ts';
+import type { ByteCounters, Closer, ConnectionContext, ConnectionRecorder, RecordResult } from '../connlog/types.ts';
 import type { UpstreamNode } from '../pool/types.ts';
 import { DescriptorsExhaustedError } from '../errors/failed-accept.ts';
 import { isRotorError } from '../errors/rotor-error.ts';
@@ -70,7 +70,7 @@ export function recordNode(conn: ConnectionContext, node: UpstreamNode, exit: st
 }
 
 /** The connection carries bytes now: its live counters and how DELETE /v1/connections/:id stops it. */
-export function recordCarrying(conn: ConnectionContext, bytes: ByteCounters, closer: () => void): void {
+export function recordCarrying(conn: ConnectionContext, bytes: ByteCounters, closer: Closer): void {
   conn.bytes = bytes;
   conn.closer = closer;
 }

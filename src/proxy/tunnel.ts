@@ -22,7 +22,7 @@ import { DialCancel } from './cancel.ts';
 import { ListenerConnections } from './connections.ts';
 import { Forwarder } from './http-forward.ts';
 import type { AbsoluteTarget } from './http-message.ts';
-import { holdClient } from './hold.ts';
+import { Hold } from './hold.ts';
 import { ResultCounter } from './metric-cells.ts';
 import { relay, type RelayOptions } from './relay.ts';
 import type { Authorization, Dialed, Route, Router } from './router.ts';
@@ -231,13 +231,13 @@ export class TunnelPipeline {
     const meters = router.meters;
     const user = route.user.name;
     const abort = new DialCancel();
-    const release = holdClient(client, head, () => abort.abort());
+    const hold = new Hold(client, head, abort);
     meters.connectionOpened(user);
     let dialed: Dialed;
     try {
       dialed = await router.dial(route, target, abort, 'tunnel', conn);
     } catch (err) {
-      release();
+      hold.release();
       meters.connectionClosed(user);
       const f = this.failure(err, conn);
       this.refused(conn, f.result, f.recordReason);
@@ -246,7 +246,7 @@ export class TunnelPipeline {
       client.destroy();
       return undefined;
     }
-    const held = release(keepReading);
+    const held = hold.release(keepReading);
     if (client.destroyed || abort.aborted) {
       client.destroy();
       dialed.socket.destroy();
@@ -288,7 +288,7 @@ export class TunnelPipeline {
     end.handle = handle;
     this.conns.relays.add(handle);
     limiter?.attach(handle);
-    recordCarrying(conn, handle.stats, () => handle.stop());
+    recordCarrying(conn, handle.stats, handle);
   }
 
   /**

@@ -22,7 +22,14 @@ import type { UpstreamNode } from '../pool/types.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import { metricCell, type MetricCell } from './metric-cells.ts';
 import { socks5Greet, socks5GreetPipelined, socks5Request } from '../wire/socks5-client.ts';
-import { connectRequestText, dialHttpConnect, readConnectResponse, type DialOptions, type Tunnel } from './dial-http.ts';
+import {
+  ConnectAnswer,
+  connectRequestText,
+  dialHttpConnect,
+  type ConnectAnswerReceiver,
+  type DialOptions,
+  type Tunnel,
+} from './dial-http.ts';
 import { classifySocksError, credentialsOf, dialSocks5, learnSocks5Pipelining, socks5Pipelining } from './dial-socks5.ts';
 import { DialAbortedError, UpstreamDialError } from './errors.ts';
 import type { Target } from './types.ts';
@@ -81,8 +88,9 @@ interface NodeSet {
 }
 
 const READY = Symbol('rotor.warmReady');
-type WarmSocket = Socket & { [READY]?: Ready | undefined; [OWNER]?: WarmConnections };
+type WarmSocket = Socket & { [READY]?: Ready | undefined; [OWNER]?: WarmConnections; [OPENING]?: WarmOpening | undefined };
 const OWNER = Symbol('rotor.warmOwner');
+const OPENING = Symbol('rotor.warmOpening');
 
 function noop(): void {}
 
@@ -226,49 +234,24 @@ export class WarmConnections {
     set.opening++;
     this.total++;
     this.perPool.set(set.pool, (this.perPool.get(set.pool) ?? 0) + 1);
-    const node = set.node;
-    const started = performance.now();
-    // noDelay as an option: setNoDelay() right after connect() costs a second setsockopt once connected.
-    const socket = connect({ host: node.host, port: node.port, allowHalfOpen: true, noDelay: true }) as WarmSocket;
-    let detach: () => void = noop;
-    let settled = false;
-    const settle = (ok: boolean): void => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      socket.off('error', onFail);
-      socket.off('close', onFail);
-      socket.on('error', noop);
-      set.opening--;
-      if (!ok) {
-        detach();
-        socket.destroy();
-        this.release(set);
-        this.counts?.failed.inc();
-        return;
-      }
-      const took = performance.now() - started;
-      set.openMs = set.openMs === 0 ? took : set.openMs * 0.8 + took * 0.2;
-      this.ready(set, socket);
-    };
-    const onFail = (): void => settle(false);
-    const timer = setTimeout(onFail, this.o.connectTimeoutMs + this.o.handshakeTimeoutMs);
-    socket.on('error', onFail);
-    socket.on('close', onFail);
-    socket.once('connect', () => {
-      if (this.closed || settled) return settle(false);
-      if (node.protocol !== 'socks5') return settle(true);
-      const credentials = credentialsOf(node);
-      // Greeting and auth in one write unless the upstream is known to drop pipelined bytes (dial-socks5.ts);
-      // one found to drop them now costs this connection (off any tunnel's path), and the next goes step by step.
-      if (credentials !== undefined && socks5Pipelining(node) !== 'stepwise')
-        detach = socks5GreetPipelined(socket, credentials, 100, (err) => {
-          if (err === null) learnSocks5Pipelining(node, true);
-          else if (err.code === 'NOT_PIPELINED') learnSocks5Pipelining(node, false);
-          settle(err === null);
-        });
-      else detach = socks5Greet(socket, credentials, (err) => settle(err === null));
-    });
+    new WarmOpening(this, set, this.o.connectTimeoutMs + this.o.handshakeTimeoutMs);
+  }
+
+  /** A connection being opened is ready (ok) or failed (WarmOpening). */
+  opened(set: NodeSet, socket: WarmSocket, ok: boolean, took: number): void {
+    set.opening--;
+    if (!ok) {
+      socket.destroy();
+      this.release(set);
+      this.counts?.failed.inc();
+      return;
+    }
+    set.openMs = set.openMs === 0 ? took : set.openMs * 0.8 + took * 0.2;
+    this.ready(set, socket);
+  }
+
+  get isClosed(): boolean {
+    return this.closed;
   }
 
   private ready(set: NodeSet, socket: WarmSocket): void {
@@ -359,52 +342,185 @@ export class WarmConnections {
    */
   private request(r: Ready, node: UpstreamNode, target: Target, options: DialOptions, fresh: Dialer): Promise<Tunnel> {
     this.release(r.set);
-    const socket = r.socket;
-    return new Promise<Tunnel>((resolve, reject) => {
-      let detach: () => void = noop;
-      let done = false;
-      const finish = (err: UpstreamDialError | DialAbortedError | null, head: Buffer | null, exit?: string): void => {
-        if (done) return;
-        done = true;
-        clearTimeout(timer);
-        options.signal?.removeEventListener('abort', onAbort);
-        if (err === null) {
-          this.counts?.used.inc();
-          resolve({ socket, head, exit });
-          return;
-        }
-        detach();
-        socket.destroy();
-        this.counts?.failed.inc();
-        if (err instanceof UpstreamDialError) {
-          if (err.reason === 'reset' && !options.signal?.aborted) {
-            fresh(node, target, options).then(resolve, reject);
-            return;
-          }
-          // Counted as a fresh dial's failure is (upstream-dial.ts): a refused target is the same failure either way.
-          this.o.metrics?.upstreamFailures.inc({ reason: err.reason });
-        }
-        reject(err);
-      };
-      const onAbort = (): void => finish(new DialAbortedError(), null);
-      const timer = setTimeout(
-        () =>
-          finish(
-            new UpstreamDialError('connect_timeout', `upstream did not answer the tunnel request within ${options.handshakeTimeoutMs} ms`),
-            null,
-          ),
-        options.handshakeTimeoutMs,
-      );
-      if (options.signal?.aborted) return onAbort();
-      options.signal?.addEventListener('abort', onAbort, { once: true });
-      if (node.protocol === 'socks5') {
-        detach = socks5Request(socket, target, (err, head, exit) => finish(err ? classifySocksError(err) : null, head, exit));
-      } else {
-        detach = readConnectResponse(socket, (err, head) => finish(err, head));
-        socket.write(connectRequestText(node, target));
-      }
-    });
+    const request = new WarmRequest(this, r.socket, node, target, options, fresh);
+    starting = request;
+    const promise = new Promise<Tunnel>(bindRequest);
+    request.start();
+    return promise;
   }
+
+  /** A warm tunnel request's outcome, counted (WarmRequest). */
+  counted(used: boolean, err?: UpstreamDialError): void {
+    if (used) this.counts?.used.inc();
+    else this.counts?.failed.inc();
+    // Counted as a fresh dial's failure is (upstream-dial.ts): a refused target is the same failure either way.
+    if (err !== undefined) this.o.metrics?.upstreamFailures.inc({ reason: err.reason });
+  }
+}
+
+/**
+ * One connection being opened for a set: TCP, then for SOCKS5 the greeting and auth. One object per
+ * connection; its listeners are module-level (they find it on the socket) and its timer takes it as argument.
+ */
+class WarmOpening {
+  readonly socket: WarmSocket;
+  private readonly node: UpstreamNode;
+  private readonly started = performance.now();
+  private readonly timer: NodeJS.Timeout;
+  private greeting: () => void = noop;
+  private settled = false;
+
+  constructor(
+    private readonly warm: WarmConnections,
+    private readonly set: NodeSet,
+    timeoutMs: number,
+  ) {
+    const node = (this.node = set.node);
+    // noDelay as an option: setNoDelay() right after connect() costs a second setsockopt once connected.
+    const socket = connect({ host: node.host, port: node.port, allowHalfOpen: true, noDelay: true }) as WarmSocket;
+    this.socket = socket;
+    socket[OPENING] = this;
+    this.timer = setTimeout(onOpeningTimeout, timeoutMs, this);
+    socket.on('error', onOpeningFailed);
+    socket.on('close', onOpeningFailed);
+    socket.on('connect', onOpeningConnected);
+  }
+
+  connected(): void {
+    this.socket.off('connect', onOpeningConnected);
+    if (this.warm.isClosed || this.settled) return this.settle(false);
+    const node = this.node;
+    if (node.protocol !== 'socks5') return this.settle(true);
+    const credentials = credentialsOf(node);
+    // Greeting and auth in one write unless the upstream is known to drop pipelined bytes (dial-socks5.ts);
+    // one found to drop them now costs this connection (off any tunnel's path), and the next goes step by step.
+    if (credentials !== undefined && socks5Pipelining(node) !== 'stepwise')
+      this.greeting = socks5GreetPipelined(this.socket, credentials, 100, (err) => {
+        if (err === null) learnSocks5Pipelining(node, true);
+        else if (err.code === 'NOT_PIPELINED') learnSocks5Pipelining(node, false);
+        this.settle(err === null);
+      });
+    else this.greeting = socks5Greet(this.socket, credentials, (err) => this.settle(err === null));
+  }
+
+  settle(ok: boolean): void {
+    if (this.settled) return;
+    this.settled = true;
+    clearTimeout(this.timer);
+    const socket = this.socket;
+    socket[OPENING] = undefined;
+    socket.off('error', onOpeningFailed);
+    socket.off('close', onOpeningFailed);
+    socket.off('connect', onOpeningConnected);
+    socket.on('error', noop);
+    if (!ok) this.greeting();
+    this.warm.opened(this.set, socket, ok, performance.now() - this.started);
+  }
+}
+
+function onOpeningFailed(this: WarmSocket): void {
+  this[OPENING]?.settle(false);
+}
+
+function onOpeningConnected(this: WarmSocket): void {
+  this[OPENING]?.connected();
+}
+
+function onOpeningTimeout(opening: WarmOpening): void {
+  opening.settle(false);
+}
+
+/** The request being made (set just before its Promise's executor runs, synchronously, and read by it). */
+let starting: WarmRequest | undefined;
+
+function bindRequest(resolve: (tunnel: Tunnel) => void, reject: (err: unknown) => void): void {
+  const request = starting!;
+  starting = undefined;
+  request.resolve = resolve;
+  request.reject = reject;
+}
+
+/**
+ * A tunnel's request on a ready connection: one object per tunnel (its own abort listener and answer reader,
+ * its timer's argument), no closure per tunnel but SOCKS5's reply callback.
+ */
+class WarmRequest implements ConnectAnswerReceiver {
+  resolve: (tunnel: Tunnel) => void = noop;
+  reject: (err: unknown) => void = noop;
+  private done = false;
+  private timer: NodeJS.Timeout | undefined;
+  private reader: { detach(): void } | (() => void) | undefined;
+
+  constructor(
+    private readonly warm: WarmConnections,
+    private readonly socket: Socket,
+    private readonly node: UpstreamNode,
+    private readonly target: Target,
+    private readonly options: DialOptions,
+    private readonly fresh: Dialer,
+  ) {}
+
+  start(): void {
+    const { options, socket, node } = this;
+    this.timer = setTimeout(onRequestTimeout, options.handshakeTimeoutMs, this);
+    const signal = options.signal;
+    if (signal?.aborted) return this.handleEvent();
+    signal?.addEventListener('abort', this, ONCE);
+    if (node.protocol === 'socks5') {
+      this.reader = socks5Request(socket, this.target, (err, head, exit) => this.finish(err ? classifySocksError(err) : null, head, exit));
+    } else {
+      this.reader = new ConnectAnswer(socket, this);
+      socket.write(connectRequestText(node, this.target));
+    }
+  }
+
+  /** The dial's signal: the client left. */
+  handleEvent(): void {
+    this.finish(new DialAbortedError(), null);
+  }
+
+  connectAnswered(err: UpstreamDialError | null, rest: Buffer | null): void {
+    this.finish(err, rest);
+  }
+
+  timedOut(): void {
+    this.finish(
+      new UpstreamDialError('connect_timeout', `upstream did not answer the tunnel request within ${this.options.handshakeTimeoutMs} ms`),
+      null,
+    );
+  }
+
+  private finish(err: UpstreamDialError | DialAbortedError | null, head: Buffer | null, exit?: string): void {
+    if (this.done) return;
+    this.done = true;
+    clearTimeout(this.timer);
+    const options = this.options;
+    options.signal?.removeEventListener('abort', this);
+    if (err === null) {
+      this.warm.counted(true);
+      this.resolve({ socket: this.socket, head, exit });
+      return;
+    }
+    const reader = this.reader;
+    if (typeof reader === 'function') reader();
+    else reader?.detach();
+    this.socket.destroy();
+    if (err instanceof UpstreamDialError) {
+      if (err.reason === 'reset' && !options.signal?.aborted) {
+        this.warm.counted(false);
+        this.fresh(this.node, this.target, options).then(this.resolve, this.reject);
+        return;
+      }
+      this.warm.counted(false, err);
+    } else this.warm.counted(false);
+    this.reject(err);
+  }
+}
+
+const ONCE = { once: true } as const;
+
+function onRequestTimeout(request: WarmRequest): void {
+  request.timedOut();
 }
 
 function refillNow(warm: WarmConnections, set: NodeSet): void {

@@ -152,10 +152,11 @@ test("a relay's end, a forwarded request's count and failure, a record's listene
     functionTyped('src/proxy/http-forward.ts').map((f) => f.replace(/:\d+ /, ' ')),
     ['src/proxy/http-forward.ts open', 'src/proxy/http-forward.ts callback'],
   );
-  // tunnel-record.ts takes only the admin's closers (DELETE /v1/connections/:id), never on a connection's path.
+  // tunnel-record.ts takes only the admin's closers (DELETE /v1/connections/:id), never on a connection's path
+  // (a relay's closer is its handle, an object: recordCarrying's Closer).
   assert.deepEqual(
     functionTyped('src/proxy/tunnel-record.ts').map((f) => f.replace(/:\d+ /, ' ')),
-    ['src/proxy/tunnel-record.ts closer', 'src/proxy/tunnel-record.ts closer'],
+    ['src/proxy/tunnel-record.ts closer'],
   );
   // Which sockets came through a user's own port is read from users/ports.ts's table, not asked of it.
   const record = parse('src/proxy/tunnel-record.ts');
