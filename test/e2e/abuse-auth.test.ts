@@ -64,6 +64,12 @@ class RawClient {
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+/** The mean of the three fastest: what a check costs when nothing else holds the core. */
+const fastest = (xs: number[]) =>
+  [...xs]
+    .sort((a, b) => a - b)
+    .slice(0, 3)
+    .reduce((a, b) => a + b, 0) / 3;
 
 describe('password checks off the event loop, equal work for every name', () => {
   let gw: Gateway;
@@ -147,11 +153,11 @@ describe('password checks off the event loop, equal work for every name', () => 
     },
   );
 
-  test('an unknown name costs the same check as a known one (medians within 2x)', { timeout: 60_000 }, async () => {
+  test('an unknown name costs the same check as a known one (within 2x)', { timeout: 60_000 }, async () => {
     const c = new RawClient(gw.ports.http);
     const unknown: number[] = [];
     const known: number[] = [];
-    for (let i = 0; i < 9; i++) {
+    for (let i = 0; i < 15; i++) {
       let t = performance.now();
       assert.equal(await c.request(target.url('/u'), `nobody${i}`, `guess-${i}`), 407);
       unknown.push(performance.now() - t);
@@ -160,9 +166,13 @@ describe('password checks off the event loop, equal work for every name', () => 
       known.push(performance.now() - t);
     }
     c.close();
-    const [u, k] = [median(unknown), median(known)];
-    console.log(`# 407 medians: unknown name ${u.toFixed(1)} ms, known name ${k.toFixed(1)} ms`);
-    // Without the dummy hash an unknown name answered in a few ms and a known one after a whole scrypt.
+    // The cost of a check is what the fastest answers took: the hash threads run at hashNice, so on a loaded
+    // machine any single answer (and even a median of nine) can wait twice as long for a core. Without the
+    // dummy hash an unknown name answers in a few ms every time, and its fastest is far below a known one's.
+    const [u, k] = [fastest(unknown), fastest(known)];
+    console.log(
+      `# 407 answers, fastest three: unknown name ${u.toFixed(1)} ms, known name ${k.toFixed(1)} ms (medians ${median(unknown).toFixed(1)} / ${median(known).toFixed(1)})`,
+    );
     assert.ok(u > k / 2 && k > u / 2, `unknown ${u.toFixed(1)} ms vs known ${k.toFixed(1)} ms`);
     // The known user's right password still passes (its first check after the wrong ones). The embedded
     // sandbox forgot her sub account at the restart, so what follows the login may fail: not a 407.
