@@ -3,12 +3,14 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 
-/** The declared levels, top first: each line of the fenced block after "## The dependency rule", up to its `→` or its description (two spaces or more). */
-export function declaredLevels(): string[][] {
-  const doc = readFileSync('docs/architecture.md', 'utf8');
-  const section = doc.slice(doc.indexOf('## The dependency rule'));
-  const block = /```[a-z]*\n([\s\S]*?)```/.exec(section);
-  assert.ok(block, 'docs/architecture.md has no fenced block under "## The dependency rule"');
+/**
+ * The levels a docs/architecture.md text declares, top first: each line of the fenced block after "## The
+ * dependency rule", up to its `→` or its description (two spaces or more); undefined when it has none.
+ */
+export function parseDependencyRule(doc: string): string[][] | undefined {
+  const at = doc.indexOf('## The dependency rule');
+  const block = at < 0 ? null : /```[a-z]*\n([\s\S]*?)```/.exec(doc.slice(at));
+  if (!block) return undefined;
   return block[1]!
     .split('\n')
     .map((line) =>
@@ -19,6 +21,13 @@ export function declaredLevels(): string[][] {
     )
     .filter((line) => line !== '')
     .map((line) => line.split(/,\s*/).map((f) => f.trim()));
+}
+
+/** This checkout's declared levels, top first. */
+export function declaredLevels(): string[][] {
+  const levels = parseDependencyRule(readFileSync('docs/architecture.md', 'utf8'));
+  assert.ok(levels, 'docs/architecture.md has no fenced block under "## The dependency rule"');
+  return levels;
 }
 
 /** The folders at `folder`'s level and below it. */

@@ -12,15 +12,14 @@
 // "As it runs") and test/architecture/paths.test.ts. A second mode puts a breakpoint on every function of src/
 // the connection runs (found by V8's precise coverage on a first run) and records the stack at each call: every
 // call from one module into another, the modules that hand control on, and the calls that climb.
-import { once } from 'node:events';
 import { readdirSync, readFileSync } from 'node:fs';
-import { request, type IncomingMessage } from 'node:http';
-import { connect } from 'node:net';
 import { dirname, join, normalize, relative } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { startGateway } from '../e2e/harness.ts';
 import { startHttpTarget } from './target.ts';
+import { httpGet, socks5Get } from './path-clients.ts';
+import { parseDependencyRule } from '../architecture/declared-order.ts';
 
 /** Where to pause: a module (a path under src/, or a node module such as `node:_http_server`) and the line a regex finds in its code. */
 export interface Probe {
@@ -228,22 +227,12 @@ export function declaredOrder(docPath: string): Map<string, number> | undefined 
   } catch {
     return undefined;
   }
-  const at = doc.indexOf('## The dependency rule');
-  const block = at < 0 ? null : /```[a-z]*\n([\s\S]*?)```/.exec(doc.slice(at));
-  if (!block) return undefined;
+  const parsed = parseDependencyRule(doc);
+  if (!parsed) return undefined;
   const levels = new Map<string, number>();
-  block[1]!
-    .split('\n')
-    .map((line) =>
-      line
-        .split('→')[0]!
-        .split(/\s{2,}/)[0]!
-        .trim(),
-    )
-    .filter((line) => line !== '')
-    .forEach((line, level) => {
-      for (const f of line.split(/,\s*/)) levels.set(f.trim(), level);
-    });
+  parsed.forEach((names, level) => {
+    for (const f of names) levels.set(f, level);
+  });
   return levels;
 }
 
@@ -453,41 +442,3 @@ export async function measureControl(
 }
 
 export const SRC_DIR = fileURLToPath(new URL('../../src/', import.meta.url));
-
-/** One SOCKS5 connection (RFC 1929 login, CONNECT, a GET through it) from a new client socket; resolves when it closed. */
-async function socks5Get(port: number, user: string, pass: string, targetPort: number): Promise<void> {
-  const s = connect({ host: '127.0.0.1', port });
-  await once(s, 'connect');
-  const u = Buffer.from(user);
-  const p = Buffer.from(pass);
-  const req = Buffer.from(`GET /hello HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n`);
-  const dst = Buffer.from([1, 127, 0, 0, 1, targetPort >> 8, targetPort & 0xff]);
-  s.write(Buffer.concat([Buffer.from([5, 1, 2, 1, u.length]), u, Buffer.from([p.length]), p, Buffer.from([5, 1, 0]), dst, req]));
-  let got = '';
-  s.on('data', (c: Buffer) => (got += c.toString('latin1')));
-  await once(s, 'close');
-  if (!got.includes('hello from target')) throw new Error(`SOCKS5 answer: ${JSON.stringify(got.slice(0, 80))}`);
-}
-
-/** One plain-HTTP request through the proxy from a new client connection. */
-async function httpGet(port: number, user: string, pass: string, targetPort: number): Promise<void> {
-  const auth = Buffer.from(`${user}:${pass}`).toString('base64');
-  const res = await new Promise<IncomingMessage>((resolve, reject) => {
-    const r = request(
-      {
-        host: '127.0.0.1',
-        port,
-        path: `http://127.0.0.1:${targetPort}/hello`,
-        agent: false,
-        headers: { 'proxy-authorization': `Basic ${auth}`, connection: 'close' },
-      },
-      resolve,
-    );
-    r.on('error', reject);
-    r.end();
-  });
-  let body = '';
-  for await (const c of res) body += String(c);
-  if (!body.includes('hello from target')) throw new Error(`HTTP answer: ${res.statusCode} ${body.slice(0, 80)}`);
-  if (!res.socket.destroyed) await once(res.socket, 'close');
-}

@@ -4,13 +4,11 @@
 // daemon's own timers, which on a loaded machine fire in every round). Each is a new client connection of a user already served (its pool holds
 // nodes, its login verified once). Used by bench/path-modules.ts (docs/architecture.md "As it runs") and by
 // test/architecture/paths.test.ts.
-import { once } from 'node:events';
-import { request, type IncomingMessage } from 'node:http';
 import { Session } from 'node:inspector/promises';
-import { connect } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { startGateway } from '../e2e/harness.ts';
 import { startHttpTarget } from './target.ts';
+import { httpGet, socks5Get } from './path-clients.ts';
 
 const SRC = fileURLToPath(new URL('../../src/', import.meta.url));
 
@@ -97,42 +95,4 @@ export async function measurePaths(rounds = 3, ignore: ReadonlySet<string> = new
     await target.close();
     session.disconnect();
   }
-}
-
-/** One SOCKS5 connection (RFC 1929 login, CONNECT, a GET through it) from a new client socket; resolves when it closed. */
-async function socks5Get(port: number, user: string, pass: string, targetPort: number): Promise<void> {
-  const s = connect({ host: '127.0.0.1', port });
-  await once(s, 'connect');
-  const u = Buffer.from(user);
-  const p = Buffer.from(pass);
-  const req = Buffer.from(`GET /hello HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n`);
-  const dst = Buffer.from([1, 127, 0, 0, 1, targetPort >> 8, targetPort & 0xff]);
-  s.write(Buffer.concat([Buffer.from([5, 1, 2, 1, u.length]), u, Buffer.from([p.length]), p, Buffer.from([5, 1, 0]), dst, req]));
-  let got = '';
-  s.on('data', (c: Buffer) => (got += c.toString('latin1')));
-  await once(s, 'close');
-  if (!got.includes('hello from target')) throw new Error(`SOCKS5 answer: ${JSON.stringify(got.slice(0, 80))}`);
-}
-
-/** One plain-HTTP request through the proxy from a new client connection. */
-async function httpGet(port: number, user: string, pass: string, targetPort: number): Promise<void> {
-  const auth = Buffer.from(`${user}:${pass}`).toString('base64');
-  const res = await new Promise<IncomingMessage>((resolve, reject) => {
-    const r = request(
-      {
-        host: '127.0.0.1',
-        port,
-        path: `http://127.0.0.1:${targetPort}/hello`,
-        agent: false,
-        headers: { 'proxy-authorization': `Basic ${auth}`, connection: 'close' },
-      },
-      resolve,
-    );
-    r.on('error', reject);
-    r.end();
-  });
-  let body = '';
-  for await (const c of res) body += String(c);
-  if (!body.includes('hello from target')) throw new Error(`HTTP answer: ${res.statusCode} ${body.slice(0, 80)}`);
-  if (!res.socket.destroyed) await once(res.socket, 'close');
 }
