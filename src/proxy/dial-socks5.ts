@@ -1,13 +1,14 @@
-// SOCKS5 CONNECT through an upstream node: connect and handshake (our own client, src/wire/socks5-client.ts)
-// under one guard (upstream-dial.ts: errno-classified failures, a deadline per step, the caller's DialSignal),
-// which cancels by destroying the socket. Nothing of a dial outlives it: no timer, no listener.
+// What a SOCKS5 upstream dial knows of SOCKS5 (the dial itself runs in upstream-dial.ts, which owns the socket):
+// each node's credentials, which upstreams read a pipelined handshake, the client a dial starts with
+// (src/wire/socks5-client.ts, sans I/O), and how a failed handshake is told to the pool.
 import type { UpstreamNode } from '../pool/types.ts';
-import { Socks5ClientError, socks5Connect, socks5ConnectPipelined, type Socks5Credentials } from '../wire/socks5-client.ts';
+import { socks5Connect, type Socks5Client, type Socks5ClientError, type Socks5Credentials } from '../wire/socks5-client.ts';
 import { REPLY } from '../wire/socks5.ts';
 import { UpstreamDialError } from './errors.ts';
-import { dialThrough, FALL_BACK, type Handshake } from './upstream-dial.ts';
-import type { DialOptions, Tunnel } from './dial-http.ts';
 import type { Target } from './types.ts';
+
+/** What a UDP dial says when its upstream answers UDP ASSOCIATE with "command not supported" (0x07). */
+export const UDP_UNSUPPORTED = 'upstream does not carry UDP';
 
 /** Maps a failed SOCKS5 handshake to the reason the pool is told. */
 export function classifySocksError(err: Socks5ClientError): UpstreamDialError {
@@ -39,33 +40,35 @@ export function classifySocksError(err: Socks5ClientError): UpstreamDialError {
 }
 
 /**
- * Opens a tunnel to `target` through a SOCKS5 node (RFC 1929 credentials when the node has them): connect and
- * handshake under one guard (upstream-dial.ts). With credentials, greeting, auth and CONNECT go in one write
- * unless the upstream is known to drop pipelined bytes; one that turns out to (socks5-client.ts) is dialed
- * again step by step on a new connection, and remembered.
+ * The client a SOCKS5 dial of `target` through `node` starts with (RFC 1929 credentials when the node has
+ * them). With credentials, greeting, auth and CONNECT go in one write unless the upstream is known to drop
+ * pipelined bytes; one that turns out to is dialed again step by step on a new connection (socks5Ended).
  */
-export function dialSocks5(node: UpstreamNode, target: Target, options: DialOptions): Promise<Tunnel> {
+export function socks5ClientFor(node: UpstreamNode, target: Target): Socks5Client {
   const credentials = credentialsOf(node);
-  const stepwise: Handshake<Tunnel> = (socket, done) =>
-    socks5Connect(socket, target, credentials, (err, head, exit) =>
-      err ? done(classifySocksError(err), null) : done(null, { socket, head, exit }),
-    );
-  if (credentials === undefined || pipelining.get(keyOf(node)) === false) return dialThrough<Tunnel>(node, options, 'socks5', stepwise);
-  const pipelined: Handshake<Tunnel> = (socket, done) =>
-    socks5ConnectPipelined(socket, target, credentials, PIPELINE_WAIT_MS, (err, head, exit) => {
-      if (err === null) {
-        learn(node, true);
-        return done(null, { socket, head, exit });
-      }
-      if (err.code === 'NOT_PIPELINED') {
-        learn(node, false);
-        return done(FALL_BACK, null);
-      }
-      // A refused CONNECT is answered after the auth: the upstream read the pipelined bytes.
-      if (err.code === 'REJECTED') learn(node, true);
-      done(classifySocksError(err), null);
-    });
-  return dialThrough<Tunnel>(node, options, 'socks5', pipelined, stepwise);
+  const pipelined = credentials !== undefined && pipelining.get(keyOf(node)) !== false;
+  return socks5Connect(target, credentials, pipelined ? PIPELINE_WAIT_MS : 0);
+}
+
+/**
+ * A SOCKS5 dial's handshake ended (the client done or failed): what it showed of the upstream's pipelining is
+ * remembered. Returns the failure as the pool should hear it; null when it succeeded, or when the upstream did
+ * not take the pipelined handshake (then the dial starts again step by step: not a failure, the pool not told).
+ */
+export function socks5Ended(node: UpstreamNode, client: Socks5Client): UpstreamDialError | null {
+  const err = client.error;
+  if (client.pipelined) {
+    if (err === null || err.code === 'REJECTED') learn(node, true);
+    // A refused CONNECT is answered after the auth: the upstream read the pipelined bytes.
+    else if (err.code === 'NOT_PIPELINED') {
+      learn(node, false);
+      return null;
+    }
+  }
+  if (err === null) return null;
+  if (client.associating && err.code === 'REJECTED' && err.reply === REPLY.commandNotSupported)
+    return new UpstreamDialError('target_refused', UDP_UNSUPPORTED);
+  return classifySocksError(err);
 }
 
 /**
