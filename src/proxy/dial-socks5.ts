@@ -1,11 +1,11 @@
-// What a SOCKS5 upstream dial knows of SOCKS5 (the dial itself runs in upstream-dial.ts, which owns the socket):
-// each node's credentials, which upstreams read a pipelined handshake, the client a dial starts with
-// (src/wire/socks5-client.ts, sans I/O), and how a failed handshake is told to the pool.
+// What the upstream dials know of SOCKS5 upstreams (the dial itself runs in upstream-dial.ts and warm.ts, which
+// own the socket and drive src/wire/socks5-client.ts's sans-I/O client): each node's credentials, which
+// upstreams read a pipelined handshake, and how a failed handshake is told to the pool. It calls nothing of
+// theirs: they read it.
 import type { UpstreamNode } from '../pool/types.ts';
-import { socks5Connect, type Socks5Client, type Socks5ClientError, type Socks5Credentials } from '../wire/socks5-client.ts';
+import type { Socks5Client, Socks5ClientError, Socks5Credentials } from '../wire/socks5-client.ts';
 import { REPLY } from '../wire/socks5.ts';
 import { UpstreamDialError } from './errors.ts';
-import type { Target } from './types.ts';
 
 /** What a UDP dial says when its upstream answers UDP ASSOCIATE with "command not supported" (0x07). */
 export const UDP_UNSUPPORTED = 'upstream does not carry UDP';
@@ -40,17 +40,6 @@ export function classifySocksError(err: Socks5ClientError): UpstreamDialError {
 }
 
 /**
- * The client a SOCKS5 dial of `target` through `node` starts with (RFC 1929 credentials when the node has
- * them). With credentials, greeting, auth and CONNECT go in one write unless the upstream is known to drop
- * pipelined bytes; one that turns out to is dialed again step by step on a new connection (socks5Ended).
- */
-export function socks5ClientFor(node: UpstreamNode, target: Target): Socks5Client {
-  const credentials = credentialsOf(node);
-  const pipelined = credentials !== undefined && pipelining.get(keyOf(node)) !== false;
-  return socks5Connect(target, credentials, pipelined ? PIPELINE_WAIT_MS : 0);
-}
-
-/**
  * A SOCKS5 dial's handshake ended (the client done or failed): what it showed of the upstream's pipelining is
  * remembered. Returns the failure as the pool should hear it; null when it succeeded, or when the upstream did
  * not take the pipelined handshake (then the dial starts again step by step: not a failure, the pool not told).
@@ -75,7 +64,16 @@ export function socks5Ended(node: UpstreamNode, client: Socks5Client): UpstreamD
  * The least wait for the auth answer after the method answer of a pipelined handshake (the wait is at least
  * twice the greeting's round trip): an upstream that read the auth answers it with the method answer.
  */
-const PIPELINE_WAIT_MS = 100;
+export const PIPELINE_WAIT_MS = 100;
+
+/**
+ * How long a SOCKS5 handshake with `node` waits for a pipelined auth answer: 0 (step by step) without
+ * credentials (the next answer would be the CONNECT's, which waits on the target: nothing to judge a drop by)
+ * or when the upstream is known to drop pipelined bytes, else PIPELINE_WAIT_MS (all in one write).
+ */
+export function pipelineWaitFor(node: UpstreamNode, credentials: Socks5Credentials | undefined): number {
+  return credentials !== undefined && pipelining.get(keyOf(node)) !== false ? PIPELINE_WAIT_MS : 0;
+}
 /** Upstreams (host:port) whose pipelining is known, at most (the oldest is forgotten first). */
 const MAX_KNOWN = 4096;
 /** host:port -> whether the SOCKS5 server there reads pipelined bytes (the server, not the credentials). */

@@ -8,10 +8,10 @@
 // one promise, one reader and no per-dial closures.
 import { connect, type Socket } from 'node:net';
 import type { UpstreamNode } from '../pool/types.ts';
-import { DONE, FAILED, MORE, type Socks5Client, type Step } from '../wire/socks5-client.ts';
+import { DONE, FAILED, MORE, socks5Connect, type Socks5Client, type Step } from '../wire/socks5-client.ts';
 import { DialCancel } from './cancel.ts';
 import { ConnectAnswer, connectRequestText, type DialOptions, type Tunnel } from './dial-http.ts';
-import { socks5ClientFor, socks5Ended } from './dial-socks5.ts';
+import { credentialsOf, pipelineWaitFor, socks5Ended } from './dial-socks5.ts';
 import { classifySocketError, dialSocketError } from './dial-tcp.ts';
 import { isDescriptorExhaustion } from '../errors/failed-accept.ts';
 import { DialAbortedError, UpstreamDialError } from './errors.ts';
@@ -318,11 +318,13 @@ export function dialThrough(node: UpstreamNode, options: DialOptions, kind: 'soc
 }
 
 /**
- * Opens a tunnel to `target` through a SOCKS5 node: greeting, auth and CONNECT in one write where the upstream
- * takes them, else step by step, dialed again on a new connection when it turns out to drop them (dial-socks5.ts).
+ * Opens a tunnel to `target` through a SOCKS5 node (RFC 1929 credentials when the node has them): greeting,
+ * auth and CONNECT in one write unless the upstream is known to drop pipelined bytes (dial-socks5.ts); one that
+ * turns out to is dialed again step by step on a new connection, and remembered.
  */
 export function dialSocks5(node: UpstreamNode, target: Target, options: DialOptions): Promise<Tunnel> {
-  return dialThrough(node, options, 'socks5', socks5ClientFor(node, target));
+  const credentials = credentialsOf(node);
+  return dialThrough(node, options, 'socks5', socks5Connect(target, credentials, pipelineWaitFor(node, credentials)));
 }
 
 /** Opens a tunnel to `target` through an HTTP proxy node with CONNECT. */

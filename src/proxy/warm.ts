@@ -24,7 +24,7 @@ import { metricCell, type MetricCell } from './metric-cells.ts';
 import { DONE, FAILED, MORE, socks5Greet, socks5Request, type Socks5Client, type Step } from '../wire/socks5-client.ts';
 import { DialCancel } from './cancel.ts';
 import { ConnectAnswer, connectRequestText, type DialOptions, type Tunnel } from './dial-http.ts';
-import { classifySocksError, credentialsOf, learnSocks5Pipelining, socks5Pipelining } from './dial-socks5.ts';
+import { classifySocksError, credentialsOf, learnSocks5Pipelining, pipelineWaitFor } from './dial-socks5.ts';
 import { DialAbortedError, UpstreamDialError } from './errors.ts';
 import { dialHttpConnect, dialSocks5 } from './upstream-dial.ts';
 import type { Target } from './types.ts';
@@ -398,8 +398,7 @@ class WarmOpening {
     const credentials = credentialsOf(node);
     // Greeting and auth in one write unless the upstream is known to drop pipelined bytes (dial-socks5.ts);
     // one found to drop them now costs this connection (off any tunnel's path), and the next goes step by step.
-    const pipelined = credentials !== undefined && socks5Pipelining(node) !== 'stepwise';
-    const greeting = (this.greeting = socks5Greet(credentials, pipelined ? 100 : 0));
+    const greeting = (this.greeting = socks5Greet(credentials, pipelineWaitFor(node, credentials)));
     const first = greeting.start();
     if (first === null) return this.settle(false);
     socket.on('data', onOpeningData);

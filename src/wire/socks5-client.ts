@@ -152,6 +152,10 @@ export class Socks5Client {
   relay: { host: string; port: number } | undefined = undefined;
   /** Failed: why. */
   error: Socks5ClientError | null = null;
+  /** Whether greeting, auth and request go in one write (until stepwise()). */
+  pipelined: boolean;
+  /** Whether this is a UDP ASSOCIATE. */
+  readonly associating: boolean;
   private stage = STAGE_METHOD;
   private buffer: Buffer | null = null;
   private sentAt = 0;
@@ -165,20 +169,12 @@ export class Socks5Client {
     private pipelineWaitMs: number,
     failure?: Socks5ClientError,
   ) {
+    this.pipelined = pipelineWaitMs > 0;
+    this.associating = mode === ASSOCIATE;
     if (failure !== undefined) {
       this.error = failure;
       this.stage = STAGE_DONE;
     } else if (mode === REQUEST) this.stage = STAGE_REPLY;
-  }
-
-  /** Whether this is a UDP ASSOCIATE. */
-  get associating(): boolean {
-    return this.mode === ASSOCIATE;
-  }
-
-  /** Whether greeting, auth and request go in one write. */
-  get pipelined(): boolean {
-    return this.pipelineWaitMs > 0;
   }
 
   /** The first bytes to write (null: failed already). */
@@ -200,6 +196,7 @@ export class Socks5Client {
    */
   stepwise(): void {
     this.pipelineWaitMs = 0;
+    this.pipelined = false;
     this.stage = STAGE_METHOD;
     this.buffer = null;
     this.error = null;
