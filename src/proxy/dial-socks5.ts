@@ -47,8 +47,8 @@ export function classifySocksError(err: Socks5ClientError): UpstreamDialError {
 export function socks5Ended(node: UpstreamNode, client: Socks5Client): UpstreamDialError | null {
   const err = client.error;
   if (client.pipelined) {
+    // A refused CONNECT is answered after the auth: the upstream read the pipelined bytes too.
     if (err === null || err.code === 'REJECTED') learn(node, true);
-    // A refused CONNECT is answered after the auth: the upstream read the pipelined bytes.
     else if (err.code === 'NOT_PIPELINED') {
       learn(node, false);
       return null;
