@@ -11,7 +11,7 @@ const MAX_HELD_BYTES = 64 * 1024;
 const HOLD = Symbol('rotor.hold');
 type HeldSocket = Socket & { [HOLD]?: Hold | undefined };
 
-/** Told once when the client ends, closes or fails before the hold is released (a DialCancel fits). */
+/** Told once when the client ends or closes (a failure closes it) before the hold is released (a DialCancel fits). */
 export interface HoldWatcher {
   abort(): void;
 }
@@ -34,9 +34,10 @@ export class Hold {
     (socket as HeldSocket)[HOLD] = this;
     socket.on('data', onHeldData);
     // on(), not once(): detach() removes them all when the first fires (once() would wrap each in a new function).
+    // No 'error' listener: a socket destroys itself on an error and 'close' follows, and every accepted socket
+    // carries the listener's own error guard (ListenerConnections.accept): one listener fewer per connection.
     socket.on('end', onHeldGone);
     socket.on('close', onHeldGone);
-    socket.on('error', onHeldGone);
     // Already flowing when the handshake left it so (acceptSocks5 keepReading): then this costs nothing.
     socket.resume();
   }
@@ -55,7 +56,6 @@ export class Hold {
     socket.off('data', onHeldData);
     socket.off('end', onHeldGone);
     socket.off('close', onHeldGone);
-    socket.off('error', onHeldGone);
   }
 
   release(keepReading = false): Buffer | null {

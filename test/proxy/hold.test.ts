@@ -72,6 +72,23 @@ describe('a client held while its upstream is dialed (one Hold object, no closur
     assert.deepEqual(listeners(served).slice(0, 1), [0], 'no data listener is left once the client left');
   });
 
+  test("a client reset while held aborts the watcher once, through 'close' alone (the hold adds no 'error' listener)", async () => {
+    const { client, served } = await pair();
+    // The listener's own guard, as ListenerConnections.accept adds it: an error never goes unheard.
+    served.on('error', () => {});
+    // Not once(served, 'close'): it rejects on the 'error' that comes first.
+    const closed = new Promise((resolve) => served.on('close', resolve));
+    const before = listeners(served);
+    let aborted = 0;
+    const hold = new Hold(served, null, { abort: () => aborted++ });
+    assert.equal(served.listenerCount('error'), before[3], 'one error listener fewer to add and remove per tunnel');
+    client.resetAndDestroy();
+    await closed;
+    assert.equal(aborted, 1);
+    assert.equal(hold.release(true), null);
+    assert.deepEqual(listeners(served), before, 'nothing of the hold is left on the socket');
+  });
+
   test("DELETE /v1/connections/:id reaches a closer object's stop() (a relay's handle)", () => {
     const log = new ConnectionLog();
     const conn = log.open('socks5', '127.0.0.1');
