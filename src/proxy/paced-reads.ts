@@ -82,3 +82,72 @@ export function paceReads(socket: Socket, rate: RateSource): boolean {
 export function isPaced(socket: Socket): boolean {
   return (socket as Paced)[PACED] === true;
 }
+
+// Bulk reads. Node reads every socket into a new 64 KiB buffer from malloc, freed only when V8 collects its
+// Buffer. A relay allocates almost nothing per chunk, so collections are rare and tens of MiB of read buffers
+// pile up between them; the collection frees them all at once, glibc gives the top of its heap back to the
+// kernel, and the next reads land in fresh pages: on a bulk tunnel about every page read was a page fault
+// (~230 per MiB against the minimal gateway's ~4). A socket that keeps filling node's reads is switched to a
+// read buffer of its own instead, used again for the next read whenever nothing kept the chunk: the readable
+// side did not buffer it and the sink's write finished at once (the kernel took it all). Otherwise the chunk
+// is lent to the sink's write queue and the next read gets a new buffer: at most a couple are lent at a time,
+// since a write that does not finish at once fills the sink's queue and the relay pauses the source.
+
+/** Bytes per bulk read: node's own read size (what a relay's chunk was before). */
+export const BULK_READ = 64 * KiB;
+
+const BULK = Symbol('rotor.bulk');
+type BulkSocket = SocketInternals & { [BULK]: Sink };
+
+/** Where a bulk socket's chunks are written (the relay's other socket). */
+interface Sink {
+  readonly writableLength: number;
+}
+
+interface ReadableInternals {
+  _readableState: { length: number };
+}
+
+/**
+ * The buffer for a bulk socket's next read, from its read callback to node's generator: node calls the one right
+ * after the other for the same read, and the generator gets no socket (`this` is unset), so it is handed over here.
+ */
+let nextBuffer: Buffer | undefined;
+
+/** A bulk read: its chunk goes on as node's read would have; a new buffer is due when anything kept the chunk. */
+function pushBulk(this: BulkSocket & ReadableInternals, n: number, buffer: Buffer): boolean {
+  const more = this.push(n === buffer.length ? buffer : buffer.subarray(0, n));
+  if (this._readableState.length !== 0 || this[BULK].writableLength !== 0) nextBuffer = Buffer.allocUnsafeSlow(BULK_READ);
+  return more;
+}
+
+/** After each bulk read: undefined keeps the same buffer; the new one when the chunk was kept. */
+function nextBulk(): Buffer | undefined {
+  const next = nextBuffer;
+  nextBuffer = undefined;
+  return next;
+}
+
+/**
+ * Switches `socket` (a relay's side, whose chunks are written to `sink`) to bulk reads: one read buffer of its
+ * own, used again while the sink's writes finish at once. False when it cannot (closed, TLS, paced already, or
+ * node's internals are not the expected ones): it keeps node's reads.
+ */
+export function bulkReads(socket: Socket, sink: Sink): boolean {
+  const inner = socket as unknown as SocketInternals & Record<symbol, unknown>;
+  const handle = inner._handle;
+  if (internals === undefined || handle === null || typeof handle.useUserBuffer !== 'function' || socket instanceof TLSSocket) return false;
+  if ((socket as Paced)[PACED] || inner[BULK] !== undefined) return false;
+  const first = Buffer.allocUnsafeSlow(BULK_READ);
+  inner[BULK] = sink;
+  inner[internals.buffer] = first;
+  inner[internals.generator] = nextBulk;
+  inner[internals.callback] = pushBulk;
+  handle.useUserBuffer(first);
+  return true;
+}
+
+/** Whether `socket` reads into a buffer of its own (bulkReads). */
+export function isBulk(socket: Socket): boolean {
+  return (socket as unknown as Record<symbol, unknown>)[BULK] !== undefined;
+}

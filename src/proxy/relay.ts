@@ -6,8 +6,11 @@
 // another connection of the user) both sides are destroyed on the next chunk. Idle detection and the
 // rotor_proxy_bytes_total updates run on one coarse timer shared by all relays with the same tick (not a
 // timer per connection: an idle tunnel should cost its sockets and little else), so neither happens per chunk.
+// A side whose read fills node's whole 64 KiB buffer is carrying bulk data: it is switched to a read buffer of
+// its own (paced-reads.ts bulkReads), so bulk traffic stops making malloc and the kernel hand out fresh pages.
 import type { Socket } from 'node:net';
 import type { Metrics } from '../telemetry/metrics.ts';
+import { BULK_READ, bulkReads } from './paced-reads.ts';
 import { MeteredStream, type Valve } from './tunnel-stream.ts';
 import type { RelayLimiter, UserMeter } from './types.ts';
 
@@ -97,6 +100,9 @@ class Relay implements RelayHandle {
   private clientEnded = false;
   private probes = 0;
   private probeTimer: NodeJS.Timeout | undefined;
+  /** A side whose read filled node's whole read buffer was switched to bulk reads (paced-reads.ts bulkReads). */
+  private bulkUp = false;
+  private bulkDown = false;
 
   constructor(
     readonly client: Socket,
@@ -144,6 +150,10 @@ class Relay implements RelayHandle {
       return;
     }
     this.toUpstream.passed(n, this.upstream.write(chunk));
+    if (n === BULK_READ && !this.bulkUp) {
+      this.bulkUp = true;
+      bulkReads(this.client, this.upstream);
+    }
   }
 
   upstreamData(chunk: Buffer): void {
@@ -156,6 +166,10 @@ class Relay implements RelayHandle {
     const valve = this.toClient;
     valve.passed(n, this.client.write(chunk));
     if (valve.overRate && this.clientEnded) this.probe();
+    if (n === BULK_READ && !this.bulkDown) {
+      this.bulkDown = true;
+      bulkReads(this.upstream, this.client);
+    }
   }
 
   /** The client's FIN: passed on (half-close); a download held by the limiter is probed (see PROBES). */

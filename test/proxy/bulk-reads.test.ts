@@ -1,0 +1,142 @@
+// Bulk reads (src/proxy/paced-reads.ts bulkReads): a relay's side that fills node's 64 KiB reads is switched to a
+// read buffer of its own, used again while the other socket takes each chunk at once. The buffer is shared by
+// every read of that socket, so the risk is a chunk overwritten while a write still holds it: these tests move
+// patterned data both ways through real sockets with a client that stops reading again and again (the writes
+// then do not finish at once and the chunks are lent), and compare what arrives, byte for byte.
+import assert from 'node:assert/strict';
+import { createHash, randomBytes } from 'node:crypto';
+import { once } from 'node:events';
+import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import { after, describe, test } from 'node:test';
+import { isBulk } from '../../src/proxy/paced-reads.ts';
+import { relay, type RelayStats } from '../../src/proxy/relay.ts';
+import { UnlimitedMeters } from '../support/meters.ts';
+
+const TOTAL = 24;
+const servers: Server[] = [];
+after(() => servers.forEach((s) => s.close()));
+
+async function socketPair(): Promise<{ near: Socket; far: Socket }> {
+  const server = createServer({ allowHalfOpen: true });
+  servers.push(server);
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const accepted = once(server, 'connection');
+  const near = connect({ host: '127.0.0.1', port: (server.address() as AddressInfo).port, allowHalfOpen: true });
+  const [far] = (await accepted) as [Socket];
+  if (near.connecting) await once(near, 'connect');
+  return { near, far };
+}
+
+/** A relay between two socket pairs: `client` is the application's end, `target` the upstream's far end. */
+async function tunnel(): Promise<{
+  client: Socket;
+  target: Socket;
+  relayClient: Socket;
+  relayUpstream: Socket;
+  ended: Promise<RelayStats>;
+}> {
+  const c = await socketPair();
+  const u = await socketPair();
+  const meters = new UnlimitedMeters();
+  const ended = new Promise<RelayStats>((resolve) =>
+    relay(c.far, u.near, { meter: meters.meter('bulk'), idleTimeoutMs: 30_000, end: { relayEnded: resolve } }),
+  );
+  return { client: c.near, target: u.far, relayClient: c.far, relayUpstream: u.near, ended };
+}
+
+const noise = randomBytes(1 << 20);
+
+/** 1 MiB that differs from one MiB to the next (a chunk written twice or overwritten shows in the hash). */
+function mib(i: number): Buffer {
+  const b = Buffer.from(noise);
+  for (let j = 0; j < b.length; j += 1024) b.writeUInt32LE(i, j);
+  return b;
+}
+
+/** Resolves on the first turn of the event loop on which `ready()` holds. */
+function until(ready: () => boolean): Promise<void> {
+  return new Promise((resolve) => {
+    const check = (): void => void (ready() ? resolve() : setImmediate(check));
+    check();
+  });
+}
+
+/**
+ * Sends `total` MiB from `from` and reads them at `to`. Every 4 MiB `to` stops reading until the relay's own
+ * write towards it is left unfinished (`sink`, the relay's socket on that side, holds bytes): the chunks the
+ * relay read meanwhile are lent to that write while the relay's next reads go on.
+ * The reader stops at most every 4 MiB, and resumes at once after the last byte is sent.
+ */
+async function move(from: Socket, to: Socket, sink: Socket, total: number): Promise<{ sent: string; got: string; bytes: number }> {
+  const sent = createHash('sha256');
+  const got = createHash('sha256');
+  let bytes = 0;
+  let stops = 0;
+  let written = false;
+  let nextStop = 4 << 20;
+  to.on('data', (chunk: Buffer) => {
+    got.update(chunk);
+    bytes += chunk.length;
+    if (bytes < nextStop || bytes >= total << 20) return;
+    nextStop += 4 << 20;
+    to.pause();
+    // Once everything is sent the last bytes may all fit in the kernel's buffers: no write is left then.
+    void until(() => sink.writableLength > 0 || written).then(() => {
+      if (sink.writableLength > 0) stops += 1;
+      to.resume();
+    });
+  });
+  const ended = once(to, 'end');
+  for (let i = 0; i < total; i++) {
+    const b = mib(i);
+    sent.update(b);
+    if (!from.write(b)) await once(from, 'drain');
+  }
+  from.end();
+  written = true;
+  await ended;
+  assert.ok(stops >= total / 4 - 2, `the reader stopped ${stops} times`);
+  return { sent: sent.digest('hex'), got: got.digest('hex'), bytes };
+}
+
+describe('bulk reads on a relay', () => {
+  test('a download arrives intact through a client that keeps stopping; the upstream side reads in bulk', async () => {
+    const t = await tunnel();
+    const r = await move(t.target, t.client, t.relayClient, TOTAL);
+    assert.equal(r.bytes, TOTAL << 20);
+    assert.equal(r.got, r.sent);
+    assert.equal(isBulk(t.relayUpstream), true, 'the upstream socket was switched to bulk reads');
+    t.client.end();
+    const stats = await t.ended;
+    t.target.destroy();
+    assert.equal(stats.down, TOTAL << 20);
+  });
+
+  test('an upload arrives intact through an upstream that keeps stopping; the client side reads in bulk', async () => {
+    const t = await tunnel();
+    const r = await move(t.client, t.target, t.relayUpstream, TOTAL);
+    assert.equal(r.bytes, TOTAL << 20);
+    assert.equal(r.got, r.sent);
+    assert.equal(isBulk(t.relayClient), true, 'the client socket was switched to bulk reads');
+    t.target.end();
+    const stats = await t.ended;
+    t.client.destroy();
+    assert.equal(stats.up, TOTAL << 20);
+  });
+
+  test('a small exchange keeps node reads on both sides (an idle tunnel holds no read buffer of its own)', async () => {
+    const t = await tunnel();
+    const got = once(t.target, 'data');
+    t.client.write('GET / HTTP/1.1\r\n\r\n');
+    await got;
+    const back = once(t.client, 'data');
+    t.target.write(Buffer.alloc(4096, 1));
+    await back;
+    assert.equal(isBulk(t.relayUpstream), false);
+    assert.equal(isBulk(t.relayClient), false);
+    t.client.destroy();
+    t.target.destroy();
+    await t.ended;
+  });
+});
