@@ -36,7 +36,9 @@ class GuardedDial {
    */
   private handshakeDeadline = 0;
   private settled = false;
-  /** Connected: the reader has the socket's bytes. */
+  /** Connecting: the connect's listeners are on the socket. */
+  private connecting = false;
+  /** Connected: the reader has the socket's bytes (its listeners are on the socket). */
   private reading = false;
   /** Started again step by step once (a pipelined SOCKS5 handshake the upstream did not take). */
   private restarted = false;
@@ -94,6 +96,7 @@ class GuardedDial {
     this.started = this.started === 0 ? this.begun : performance.now();
     this.timer = setTimeout(onConnectTimeout, this.options.connectTimeoutMs, this);
     this.reading = false;
+    this.connecting = true;
     const tls = this.node.tls === true;
     const s = (
       tls
@@ -112,6 +115,7 @@ class GuardedDial {
 
   connected(): void {
     const s = this.socket!;
+    this.connecting = false;
     s.off('error', onConnectError);
     s.off(readyEvent(this.node), onConnect);
     // Between phases (and between the dial and the relay) nobody else listens; an error then must not crash
@@ -222,10 +226,14 @@ class GuardedDial {
   /** The dial's listeners off the socket (the 'error' no-op stays). */
   private detach(s: DialSocket): void {
     s[DIAL] = undefined;
-    s.off('error', onConnectError);
-    s.off(readyEvent(this.node), onConnect);
+    if (this.connecting) {
+      this.connecting = false;
+      s.off('error', onConnectError);
+      s.off(readyEvent(this.node), onConnect);
+    }
     s.off('close', onDialClose);
     if (this.reading) {
+      this.reading = false;
       s.off('data', onDialData);
       s.off('end', onDialEnd);
       s.off('error', onDialError);

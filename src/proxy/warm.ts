@@ -372,6 +372,9 @@ class WarmOpening {
   private greeting: Socks5Client | undefined;
   private stall: NodeJS.Timeout | undefined;
   private settled = false;
+  private connecting = true;
+  /** The greeting's listeners are on the socket. */
+  private greetingListens = false;
 
   constructor(
     private readonly warm: WarmConnections,
@@ -391,6 +394,7 @@ class WarmOpening {
 
   connected(): void {
     const socket = this.socket;
+    this.connecting = false;
     socket.off('connect', onOpeningConnected);
     if (this.warm.isClosed || this.settled) return this.settle(false);
     const node = this.node;
@@ -401,6 +405,7 @@ class WarmOpening {
     const greeting = (this.greeting = socks5Greet(credentials, pipelineWaitFor(node, credentials)));
     const first = greeting.start();
     if (first === null) return this.settle(false);
+    this.greetingListens = true;
     socket.on('data', onOpeningData);
     socket.on('end', onOpeningClosed);
     socket.write(first);
@@ -449,9 +454,11 @@ class WarmOpening {
     socket[OPENING] = undefined;
     socket.off('error', onOpeningFailed);
     socket.off('close', onOpeningClosed);
-    socket.off('connect', onOpeningConnected);
-    socket.off('data', onOpeningData);
-    socket.off('end', onOpeningClosed);
+    if (this.connecting) socket.off('connect', onOpeningConnected);
+    if (this.greetingListens) {
+      socket.off('data', onOpeningData);
+      socket.off('end', onOpeningClosed);
+    }
     socket.on('error', noop);
     this.warm.opened(this.set, socket, ok, performance.now() - this.started);
   }
