@@ -1,8 +1,7 @@
 // Upstream health as the composition root wires it: probes over the gateway's own dialers, fed by the
 // pool registry, with the gateway's recent target as the probe target when no URL is configured.
 import type { UpstreamNode } from '../pool/types.ts';
-import { dialHttpConnect } from '../proxy/dial-http.ts';
-import { dialSocks5 } from '../proxy/dial-socks5.ts';
+import { dialHttpConnect, dialSocks5 } from '../proxy/upstream-dial.ts';
 import type { Target } from '../proxy/types.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';

@@ -1,5 +1,7 @@
-// What a dial needs of an AbortSignal (AbortSignal fits it), and a cheap implementation for the listeners:
-// an AbortController with its EventTarget costs ~10 us per connection; this costs a field.
+// What a dial needs of an AbortSignal (AbortSignal fits it), and a cheap implementation: an AbortController with
+// its EventTarget costs ~10 us per connection; this costs a field. An upstream dial hands a DialCancel its socket
+// instead of a listener: abort() destroys it (a node object, no dialer code called), and the dial, seeing its
+// socket close with the cancel aborted, ends with DialAbortedError.
 
 /** A function, or an object whose handleEvent() is called (as EventTarget does): no closure per listener. */
 export type AbortListener = (() => void) | { handleEvent(): void };
@@ -14,6 +16,8 @@ export interface DialSignal {
 /** A one-shot cancel flag with abort listeners; `abort()` runs each listener once. */
 export class DialCancel implements DialSignal {
   aborted = false;
+  /** The upstream socket of the dial this cancel stops, while it runs (upstream-dial.ts, warm.ts set it). */
+  socket: { destroy(): void } | null = null;
   private listeners: AbortListener[] | null = null;
 
   addEventListener(_type: 'abort', listener: AbortListener): void {
@@ -31,6 +35,9 @@ export class DialCancel implements DialSignal {
   abort(): void {
     if (this.aborted) return;
     this.aborted = true;
+    const socket = this.socket;
+    this.socket = null;
+    socket?.destroy();
     const list = this.listeners;
     this.listeners = null;
     if (list === null) return;

@@ -1,13 +1,27 @@
-// HTTP CONNECT through an HTTP upstream proxy, with a connect and a response deadline,
-// Basic credentials, and the bytes that arrive behind the response header kept as `head`.
+// HTTP CONNECT through an HTTP upstream proxy: the request with its Basic credentials, and the upstream's
+// answer read sans I/O (ConnectAnswer: fed the bytes, it returns what happened; the module that owns the socket,
+// upstream-dial.ts or warm.ts, reads and acts), with the bytes that arrive behind the answer's head kept as
+// `head`. Also what every upstream dial is given and gives back (DialOptions, Tunnel).
 import type { Socket } from 'node:net';
 import type { UpstreamNode } from '../pool/types.ts';
+import type { Metrics } from '../telemetry/metrics.ts';
+import { DONE, FAILED, MORE, type Step } from '../wire/socks5-client.ts';
+import type { DialSignal } from './cancel.ts';
+import type { UpstreamTls } from './dial-tls.ts';
 import { UpstreamDialError } from './errors.ts';
-import { dialThrough, type DialOptions } from './upstream-dial.ts';
 import type { Target } from './types.ts';
 
-// Defined beside the guard that reads it (upstream-dial.ts imports nothing from here: no cycle).
-export type { DialOptions } from './upstream-dial.ts';
+/** What every upstream dial is given (the dialers of upstream-dial.ts, warm.ts, udp-dial.ts). */
+export interface DialOptions {
+  /** TCP connect to the upstream */
+  connectTimeoutMs: number;
+  /** upstream's answer to the tunnel request */
+  handshakeTimeoutMs: number;
+  signal?: DialSignal;
+  metrics?: Metrics;
+  /** A node with `tls`: how its certificate is checked (dial-tls.ts); absent = verified, the system's CAs. */
+  tls?: UpstreamTls;
+}
 
 /** An established tunnel to the target; `head` holds target bytes that arrived with the upstream's answer. */
 export interface Tunnel {
@@ -73,95 +87,59 @@ export function statusOf(b: Buffer): number {
 }
 
 /**
- * Reads the upstream's answer to CONNECT: `done` gets the bytes after the header (socket paused, listeners
- * gone) or the failure as the pool should hear it. Returns what detaches without calling `done`.
- */
-/** Told once how an upstream answered a CONNECT: an error, or 200 with the bytes behind the answer's head. */
-export interface ConnectAnswerReceiver {
-  connectAnswered(err: UpstreamDialError | null, rest: Buffer | null): void;
-}
-
-const ANSWER = Symbol('rotor.connectAnswer');
-type AnsweredSocket = Socket & { [ANSWER]?: ConnectAnswer | undefined };
-
-/**
- * Reads an upstream's answer to a CONNECT: one object per tunnel and the same module-level listeners for every
- * socket (they find their reader on the socket), no closure per tunnel. detach() stops reading it.
+ * An upstream's answer to a CONNECT, read sans I/O: one object per tunnel, fed each chunk. DONE: 200, with the
+ * bytes behind the answer's head in `head` (the owner pauses the socket); FAILED: `error`, as the pool should
+ * hear it. start() gives the request to write.
  */
 export class ConnectAnswer {
+  /** Never anything to write after the request (the same shape as a SOCKS5 client's). */
+  readonly out: Buffer | null = null;
+  head: Buffer | null = null;
+  error: UpstreamDialError | null = null;
   private buffer: Buffer | null = null;
+  private done = false;
 
-  constructor(
-    private readonly socket: Socket,
-    private readonly receiver: ConnectAnswerReceiver,
-  ) {
-    (socket as AnsweredSocket)[ANSWER] = this;
-    socket.on('data', onAnswerData);
-    // on(), not once(): fail() detaches them all when the first fires (once() would wrap each in a new function).
-    socket.on('end', onAnswerEnd);
-    socket.on('close', onAnswerEnd);
-    socket.on('error', onAnswerError);
+  constructor(private readonly request: string) {}
+
+  start(): string {
+    return this.request;
   }
 
-  detach(): void {
-    const socket = this.socket as AnsweredSocket;
-    if (socket[ANSWER] !== this) return;
-    socket[ANSWER] = undefined;
-    socket.off('data', onAnswerData);
-    socket.off('end', onAnswerEnd);
-    socket.off('close', onAnswerEnd);
-    socket.off('error', onAnswerError);
-  }
-
-  fail(err: UpstreamDialError): void {
-    this.detach();
-    this.receiver.connectAnswered(err, null);
-  }
-
-  data(chunk: Buffer): void {
+  feed(chunk: Buffer): Step {
+    if (this.done) return this.error ? FAILED : DONE;
     const b = this.buffer === null ? chunk : Buffer.concat([this.buffer, chunk]);
     this.buffer = b;
     const end = b.indexOf(HEADER_END);
     if (end < 0) {
-      if (b.length > MAX_RESPONSE_HEADER) this.fail(new UpstreamDialError('handshake', 'upstream answer header too large'));
-      return;
+      if (b.length > MAX_RESPONSE_HEADER) return this.fail(new UpstreamDialError('handshake', 'upstream answer header too large'));
+      return MORE;
     }
     const status = statusOf(b);
-    if (status < 0) {
-      this.fail(new UpstreamDialError('handshake', 'upstream answered something other than HTTP/1.x'));
-      return;
-    }
-    if (status !== 200) {
-      this.fail(failureFor(status));
-      return;
-    }
-    this.socket.pause();
-    this.detach();
-    this.receiver.connectAnswered(null, b.length > end + 4 ? Buffer.from(b.subarray(end + 4)) : null);
+    if (status < 0) return this.fail(new UpstreamDialError('handshake', 'upstream answered something other than HTTP/1.x'));
+    if (status !== 200) return this.fail(failureFor(status));
+    this.done = true;
+    this.buffer = null;
+    if (b.length > end + 4) this.head = Buffer.from(b.subarray(end + 4));
+    return DONE;
   }
-}
 
-function onAnswerData(this: AnsweredSocket, chunk: Buffer): void {
-  this[ANSWER]?.data(chunk);
-}
+  /** The upstream closed (or the socket failed: `err`) before answering. */
+  closed(err?: { code?: string | undefined }): Step {
+    if (this.done) return this.error ? FAILED : DONE;
+    return this.fail(
+      new UpstreamDialError(
+        'reset',
+        err === undefined ? 'upstream closed before answering CONNECT' : `upstream failed during CONNECT: ${err.code ?? 'error'}`,
+      ),
+    );
+  }
 
-function onAnswerEnd(this: AnsweredSocket): void {
-  this[ANSWER]?.fail(new UpstreamDialError('reset', 'upstream closed before answering CONNECT'));
-}
-
-function onAnswerError(this: AnsweredSocket, err: NodeJS.ErrnoException): void {
-  this[ANSWER]?.fail(new UpstreamDialError('reset', `upstream failed during CONNECT: ${err.code ?? 'error'}`));
-}
-
-/** readConnectResponse's callback as a receiver. */
-class AnswerCallback implements ConnectAnswerReceiver {
-  constructor(readonly connectAnswered: (err: UpstreamDialError | null, rest: Buffer | null) => void) {}
-}
-
-/** A ConnectAnswer with a callback; returns its detach. */
-export function readConnectResponse(socket: Socket, done: (err: UpstreamDialError | null, rest: Buffer | null) => void): () => void {
-  const answer = new ConnectAnswer(socket, new AnswerCallback(done));
-  return () => answer.detach();
+  private fail(err: UpstreamDialError): Step {
+    this.done = true;
+    this.buffer = null;
+    this.error = err;
+    return FAILED;
+  }
 }
 
 /** The CONNECT request for `target` through `node`, with its Basic credentials. */
@@ -170,26 +148,3 @@ export function connectRequestText(node: UpstreamNode, target: Target): string {
   const where = hostPort(target);
   return `CONNECT ${where} HTTP/1.1\r\nHost: ${where}\r\n${auth ? `Proxy-Authorization: ${auth}\r\n` : ''}\r\n`;
 }
-
-/** Opens a tunnel to `target` through an HTTP proxy node with CONNECT (upstream-dial.ts: one guard, one promise). */
-export function dialHttpConnect(node: UpstreamNode, target: Target, options: DialOptions): Promise<Tunnel> {
-  return dialThrough<Tunnel>(node, options, 'http', (socket, done) => {
-    socket.write(connectRequestText(node, target));
-    return readConnectResponse(socket, (err, head) => done(err, err ? null : { socket, head }));
-  });
-}
-
-/**
- * A plain TCP connection to an HTTP proxy node, for forwarding absolute-URI requests to it (no tunnel): the
- * same guard as a tunnel with nothing to say after the connect, so it is timed (kind 'http') and its failures
- * counted in the one place every dial is.
- */
-export function dialHttpForward(node: UpstreamNode, options: DialOptions): Promise<Tunnel> {
-  return dialThrough<Tunnel>(node, options, 'http', connectedIsEnough);
-}
-
-function connectedIsEnough(socket: Socket, done: (err: null, value: Tunnel) => void): () => void {
-  done(null, { socket, head: null });
-  return noDetach;
-}
-function noDetach(): void {}

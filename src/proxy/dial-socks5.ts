@@ -1,13 +1,14 @@
-// SOCKS5 CONNECT through an upstream node: connect and handshake (our own client, src/wire/socks5-client.ts)
-// under one guard (upstream-dial.ts: errno-classified failures, a deadline per step, the caller's DialSignal),
-// which cancels by destroying the socket. Nothing of a dial outlives it: no timer, no listener.
+// What the upstream dials know of SOCKS5 upstreams (the dial itself runs in upstream-dial.ts and warm.ts, which
+// own the socket and drive src/wire/socks5-client.ts's sans-I/O client): each node's credentials, which
+// upstreams read a pipelined handshake, and how a failed handshake is told to the pool. It calls nothing of
+// theirs: they read it.
 import type { UpstreamNode } from '../pool/types.ts';
-import { Socks5ClientError, socks5Connect, socks5ConnectPipelined, type Socks5Credentials } from '../wire/socks5-client.ts';
+import type { Socks5Client, Socks5ClientError, Socks5Credentials } from '../wire/socks5-client.ts';
 import { REPLY } from '../wire/socks5.ts';
 import { UpstreamDialError } from './errors.ts';
-import { dialThrough, FALL_BACK, type Handshake } from './upstream-dial.ts';
-import type { DialOptions, Tunnel } from './dial-http.ts';
-import type { Target } from './types.ts';
+
+/** What a UDP dial says when its upstream answers UDP ASSOCIATE with "command not supported" (0x07). */
+export const UDP_UNSUPPORTED = 'upstream does not carry UDP';
 
 /** Maps a failed SOCKS5 handshake to the reason the pool is told. */
 export function classifySocksError(err: Socks5ClientError): UpstreamDialError {
@@ -39,40 +40,40 @@ export function classifySocksError(err: Socks5ClientError): UpstreamDialError {
 }
 
 /**
- * Opens a tunnel to `target` through a SOCKS5 node (RFC 1929 credentials when the node has them): connect and
- * handshake under one guard (upstream-dial.ts). With credentials, greeting, auth and CONNECT go in one write
- * unless the upstream is known to drop pipelined bytes; one that turns out to (socks5-client.ts) is dialed
- * again step by step on a new connection, and remembered.
+ * A SOCKS5 dial's handshake ended (the client done or failed): what it showed of the upstream's pipelining is
+ * remembered. Returns the failure as the pool should hear it; null when it succeeded, or when the upstream did
+ * not take the pipelined handshake (then the dial starts again step by step: not a failure, the pool not told).
  */
-export function dialSocks5(node: UpstreamNode, target: Target, options: DialOptions): Promise<Tunnel> {
-  const credentials = credentialsOf(node);
-  const stepwise: Handshake<Tunnel> = (socket, done) =>
-    socks5Connect(socket, target, credentials, (err, head, exit) =>
-      err ? done(classifySocksError(err), null) : done(null, { socket, head, exit }),
-    );
-  if (credentials === undefined || pipelining.get(keyOf(node)) === false) return dialThrough<Tunnel>(node, options, 'socks5', stepwise);
-  const pipelined: Handshake<Tunnel> = (socket, done) =>
-    socks5ConnectPipelined(socket, target, credentials, PIPELINE_WAIT_MS, (err, head, exit) => {
-      if (err === null) {
-        learn(node, true);
-        return done(null, { socket, head, exit });
-      }
-      if (err.code === 'NOT_PIPELINED') {
-        learn(node, false);
-        return done(FALL_BACK, null);
-      }
-      // A refused CONNECT is answered after the auth: the upstream read the pipelined bytes.
-      if (err.code === 'REJECTED') learn(node, true);
-      done(classifySocksError(err), null);
-    });
-  return dialThrough<Tunnel>(node, options, 'socks5', pipelined, stepwise);
+export function socks5Ended(node: UpstreamNode, client: Socks5Client): UpstreamDialError | null {
+  const err = client.error;
+  if (client.pipelined) {
+    // A refused CONNECT is answered after the auth: the upstream read the pipelined bytes too.
+    if (err === null || err.code === 'REJECTED') learn(node, true);
+    else if (err.code === 'NOT_PIPELINED') {
+      learn(node, false);
+      return null;
+    }
+  }
+  if (err === null) return null;
+  if (client.associating && err.code === 'REJECTED' && err.reply === REPLY.commandNotSupported)
+    return new UpstreamDialError('target_refused', UDP_UNSUPPORTED);
+  return classifySocksError(err);
 }
 
 /**
  * The least wait for the auth answer after the method answer of a pipelined handshake (the wait is at least
  * twice the greeting's round trip): an upstream that read the auth answers it with the method answer.
  */
-const PIPELINE_WAIT_MS = 100;
+export const PIPELINE_WAIT_MS = 100;
+
+/**
+ * How long a SOCKS5 handshake with `node` waits for a pipelined auth answer: 0 (step by step) without
+ * credentials (the next answer would be the CONNECT's, which waits on the target: nothing to judge a drop by)
+ * or when the upstream is known to drop pipelined bytes, else PIPELINE_WAIT_MS (all in one write).
+ */
+export function pipelineWaitFor(node: UpstreamNode, credentials: Socks5Credentials | undefined): number {
+  return credentials !== undefined && pipelining.get(keyOf(node)) !== false ? PIPELINE_WAIT_MS : 0;
+}
 /** Upstreams (host:port) whose pipelining is known, at most (the oldest is forgotten first). */
 const MAX_KNOWN = 4096;
 /** host:port -> whether the SOCKS5 server there reads pipelined bytes (the server, not the credentials). */

@@ -4,19 +4,18 @@
 // the client gets a clear 0x07 instead of a generic failure.
 import type { Socket } from 'node:net';
 import type { UpstreamNode } from '../pool/types.ts';
-import { Socks5ClientError, socks5UdpAssociate, type Socks5Credentials } from '../wire/socks5-client.ts';
-import { REPLY } from '../wire/socks5.ts';
+import { socks5Associate, type Socks5Client, type Socks5Credentials } from '../wire/socks5-client.ts';
 import type { DialSignal } from './cancel.ts';
-import type { Tunnel } from './dial-http.ts';
-import { classifySocksError } from './dial-socks5.ts';
+import type { DialOptions, Tunnel } from './dial-http.ts';
+import { UDP_UNSUPPORTED } from './dial-socks5.ts';
 import { UpstreamDialError } from './errors.ts';
-import { dialThrough, type DialOptions } from './upstream-dial.ts';
+import { dialThrough } from './upstream-dial.ts';
 
 /** Where each upstream association's relay listens (BND of its reply), by its control socket. */
 const relays = new WeakMap<Socket, { host: string; port: number }>();
 /** Dials refused because the upstream carries no UDP, by the dial's signal (see `serve`). */
 const noUdp = new WeakSet<DialSignal>();
-export const UDP_UNSUPPORTED = 'upstream does not carry UDP';
+export { UDP_UNSUPPORTED };
 const credentials = new WeakMap<UpstreamNode, Socks5Credentials | null>();
 
 /**
@@ -33,22 +32,28 @@ export function dialUdpUpstream(node: UpstreamNode, options: DialOptions): Promi
     c = node.username !== undefined ? { username: node.username, password: node.password ?? '' } : null;
     credentials.set(node, c);
   }
-  return dialThrough<Tunnel>(node, options, 'socks5', (socket, done) =>
-    socks5UdpAssociate(socket, c ?? undefined, (err: Socks5ClientError | null, relay) => {
-      if (err || !relay) {
-        if (err?.code === 'REJECTED' && err.reply === REPLY.commandNotSupported) {
-          if (options.signal) noUdp.add(options.signal);
-          return done(new UpstreamDialError('target_refused', UDP_UNSUPPORTED), null);
-        }
-        return done(err ? classifySocksError(err) : new UpstreamDialError('handshake', 'no relay address'), null);
-      }
-      // "Any address" in the reply: the relay is on the node's own address.
-      const unspecified = relay.host === '0.0.0.0' || relay.host === '::' || /^0(:0)*$/.test(relay.host);
-      relays.set(socket, { host: unspecified ? node.host : relay.host, port: relay.port });
-      // The control connection carries nothing more; reading it is how its end is seen.
-      done(null, { socket, head: null });
-    }),
+  const client = socks5Associate(c ?? undefined);
+  return dialThrough(node, options, 'socks5', client).then(
+    (tunnel) => associated(node, client, tunnel),
+    (err: unknown) => {
+      // A node answering 0x07 (dial-socks5.ts socks5Ended says UDP_UNSUPPORTED): remembered by the dial's signal.
+      if (err instanceof UpstreamDialError && err.message === UDP_UNSUPPORTED && options.signal) noUdp.add(options.signal);
+      throw err;
+    },
   );
+}
+
+/** An association is up: its relay address kept by control socket. */
+function associated(node: UpstreamNode, client: Socks5Client, tunnel: Tunnel): Tunnel {
+  const relay = client.relay;
+  if (relay === undefined) {
+    tunnel.socket.destroy();
+    throw new UpstreamDialError('handshake', 'no relay address');
+  }
+  // "Any address" in the reply: the relay is on the node's own address.
+  const unspecified = relay.host === '0.0.0.0' || relay.host === '::' || /^0(:0)*$/.test(relay.host);
+  relays.set(tunnel.socket, { host: unspecified ? node.host : relay.host, port: relay.port });
+  return tunnel;
 }
 
 /** The relay address of an upstream association, by its control socket. */

@@ -1,80 +1,61 @@
-// One upstream dial, TCP connect to the end of the upstream's handshake (SOCKS5 or HTTP CONNECT), under one
-// guard: one promise, one abort listener, one deadline at a time (the connect's, then the handshake's), the
-// socket's listeners shared by every dial (a socket finds its dial through a symbol), and the timeout
-// messages written only when a deadline passes. Every new tunnel takes this path, so it holds one promise and
-// no per-dial closures.
+// One upstream dial, TCP connect to the end of the upstream's handshake (SOCKS5, HTTP CONNECT, or nothing for a
+// plain connection), under one guard: one promise, one deadline at a time (the connect's, then the handshake's),
+// the socket's listeners shared by every dial (a socket finds its dial through a symbol), and the timeout
+// messages written only when a deadline passes. The handshake is data: a sans-I/O reader (wire/socks5-client.ts's
+// Socks5Client, dial-http.ts's ConnectAnswer) that this guard feeds the socket's bytes and whose result it acts
+// on, so no code of a dialer is called back. A DialCancel is handed the socket and destroys it itself; the dial
+// sees the close (an AbortSignal's listener is this dial object). Every new tunnel takes this path, so it holds
+// one promise, one reader and no per-dial closures.
 import { connect, type Socket } from 'node:net';
 import type { UpstreamNode } from '../pool/types.ts';
-import type { Metrics } from '../telemetry/metrics.ts';
-import type { DialSignal } from './cancel.ts';
+import { DONE, FAILED, MORE, socks5Connect, type Socks5Client, type Step } from '../wire/socks5-client.ts';
+import { DialCancel } from './cancel.ts';
+import { ConnectAnswer, connectRequestText, type DialOptions, type Tunnel } from './dial-http.ts';
+import { credentialsOf, pipelineWaitFor, socks5Ended } from './dial-socks5.ts';
 import { classifySocketError, dialSocketError } from './dial-tcp.ts';
 import { isDescriptorExhaustion } from '../errors/failed-accept.ts';
 import { DialAbortedError, UpstreamDialError } from './errors.ts';
-import { connectTls, readyEvent, tlsDialError, type UpstreamTls } from './dial-tls.ts';
+import { connectTls, readyEvent, tlsDialError } from './dial-tls.ts';
+import type { Target } from './types.ts';
 
-/** What every upstream dial is given (dial-http.ts and dial-socks5.ts pass it through). */
-export interface DialOptions {
-  /** TCP connect to the upstream */
-  connectTimeoutMs: number;
-  /** upstream's answer to the tunnel request */
-  handshakeTimeoutMs: number;
-  signal?: DialSignal;
-  metrics?: Metrics;
-  /** A node with `tls`: how its certificate is checked (dial-tls.ts); absent = verified, the system's CAs. */
-  tls?: UpstreamTls;
-}
-
-/**
- * The protocol part of a dial: starts on the connected socket and calls `done` once (with the value, or with
- * the failure as the pool should hear it). Returns what detaches its listeners without calling `done`
- * (the guard's deadline or the client's abort).
- */
-export type Handshake<T> = (socket: Socket, done: (err: UpstreamDialError | null, value: T | null) => void) => () => void;
-
-/**
- * What a handshake passes to `done` when the upstream did not take an optimistic handshake: the dial starts
- * again on a new connection with its fallback handshake (not a failure: not counted, the pool not told).
- */
-export const FALL_BACK = new UpstreamDialError('handshake', 'upstream did not take the optimistic handshake');
-
-/** What the shared listeners and timers call on the dial they belong to. */
-interface DialSteps {
-  connected(): void;
-  connectFailed(err: NodeJS.ErrnoException): void;
-  connectTimedOut(): void;
-  handshakeTimedOut(): void;
-}
+/** What a dial says once connected: a SOCKS5 client, an HTTP CONNECT answer to read, or nothing (a plain connection). */
+export type HandshakeReader = Socks5Client | ConnectAnswer | null;
 
 const DIAL = Symbol('rotor.upstreamDial');
-type DialSocket = Socket & { [DIAL]?: DialSteps };
+type DialSocket = Socket & { [DIAL]?: GuardedDial | undefined };
 
-class GuardedDial<T> implements DialSteps {
+class GuardedDial {
   private socket: DialSocket | undefined;
   private timer: NodeJS.Timeout | undefined;
+  /** Pipelined SOCKS5: armed between the method answer and the auth answer (the reader's stallWait). */
+  private stall: NodeJS.Timeout | undefined;
   /**
    * When the handshake must be over (performance.now() clock), set once connected. The connect's timer is
    * kept for the handshake when it fires no later than that: a dial then pays one timer, not two, and a
    * timer that fires early is set again for what is left (handshakes that long are rare).
    */
   private handshakeDeadline = 0;
-  private detachHandshake: (() => void) | undefined;
   private settled = false;
+  /** Connecting: the connect's listeners are on the socket. */
+  private connecting = false;
+  /** Connected: the reader has the socket's bytes (its listeners are on the socket). */
+  private reading = false;
+  /** Started again step by step once (a pipelined SOCKS5 handshake the upstream did not take). */
+  private restarted = false;
   /** When the current connection's connect began (its timer runs from here). */
   private started = 0;
   /** When the dial began (timed on rotor_upstream_connect_seconds, a fallback's first connection included). */
   private readonly begun = performance.now();
-  /** The abort listener (a stable function, so it can be removed). */
-  private readonly onAbort = (): void => this.fail(new DialAbortedError());
+  /** The signal when it is a DialCancel: it is handed the socket and destroys it on abort. */
+  private cancel: DialCancel | undefined;
+  resolve: (tunnel: Tunnel) => void = noop;
+  reject: (err: Error) => void = noop;
 
   constructor(
     private readonly node: UpstreamNode,
     private readonly options: DialOptions,
     private readonly kind: 'socks5' | 'http',
-    private handshake: Handshake<T>,
-    private readonly resolve: (value: T) => void,
-    private readonly reject: (err: Error) => void,
-    /** Run on a new connection when `handshake` answers FALL_BACK (once). */
-    private fallback: Handshake<T> | undefined,
+    private readonly reader: HandshakeReader,
   ) {}
 
   start(): void {
@@ -83,22 +64,29 @@ class GuardedDial<T> implements DialSteps {
       this.fail(new DialAbortedError());
       return;
     }
-    signal?.addEventListener('abort', this.onAbort, { once: true });
+    if (signal instanceof DialCancel) this.cancel = signal;
+    // Another signal (an AbortSignal) calls this object's handleEvent.
+    else signal?.addEventListener('abort', this, ONCE);
     this.open();
   }
 
-  /** The optimistic handshake was not taken: a new connection (new deadlines) with the fallback handshake. */
+  /** An AbortSignal's abort. */
+  handleEvent(): void {
+    this.fail(new DialAbortedError());
+  }
+
+  /** The optimistic handshake was not taken: a new connection (new deadlines) with the step-by-step handshake. */
   private restart(): void {
-    this.handshake = this.fallback!;
-    this.fallback = undefined;
-    this.detachHandshake?.();
-    this.detachHandshake = undefined;
+    this.restarted = true;
+    (this.reader as Socks5Client).stepwise();
+    clearTimeout(this.stall);
+    this.stall = undefined;
     clearTimeout(this.timer);
     this.timer = undefined;
     this.handshakeDeadline = 0;
     const old = this.socket;
     if (old) {
-      old[DIAL] = undefined;
+      this.detach(old);
       old.destroy();
     }
     this.open();
@@ -107,6 +95,8 @@ class GuardedDial<T> implements DialSteps {
   private open(): void {
     this.started = this.started === 0 ? this.begun : performance.now();
     this.timer = setTimeout(onConnectTimeout, this.options.connectTimeoutMs, this);
+    this.reading = false;
+    this.connecting = true;
     const tls = this.node.tls === true;
     const s = (
       tls
@@ -115,20 +105,28 @@ class GuardedDial<T> implements DialSteps {
     ) as DialSocket;
     this.socket = s;
     s[DIAL] = this;
+    if (this.cancel !== undefined) this.cancel.socket = s;
     // A plain socket has it from its options: setNoDelay() right after connect() costs a second setsockopt.
     if (tls) s.setNoDelay(true);
     s.on('error', onConnectError);
     s.on(tls ? readyEvent(this.node) : 'connect', onConnect);
+    s.on('close', onDialClose);
   }
 
   connected(): void {
     const s = this.socket!;
+    this.connecting = false;
     s.off('error', onConnectError);
-    s.off(readyEvent(this.node), onConnect);
+    s.off(this.node.tls === true ? readyEvent(this.node) : 'connect', onConnect);
     // Between phases (and between the dial and the relay) nobody else listens; an error then must not crash
     // the process. The owner of each phase attaches its own handler and acts on errors.
     s.on('error', noop);
     if (this.settled) return;
+    const reader = this.reader;
+    if (reader === null) {
+      this.succeed(null, undefined);
+      return;
+    }
     const now = performance.now();
     const handshakeMs = this.options.handshakeTimeoutMs;
     this.handshakeDeadline = now + handshakeMs;
@@ -137,11 +135,63 @@ class GuardedDial<T> implements DialSteps {
       clearTimeout(this.timer);
       this.timer = setTimeout(onHandshakeTimeout, handshakeMs, this);
     }
-    this.detachHandshake = this.handshake(s, (err, value) => {
-      if (err === FALL_BACK && this.fallback !== undefined && !this.settled) this.restart();
-      else if (err) this.fail(err);
-      else this.succeed(value as T);
-    });
+    const first = reader.start();
+    if (first === null) {
+      this.ended(FAILED);
+      return;
+    }
+    this.reading = true;
+    s.on('data', onDialData);
+    s.on('end', onDialEnd);
+    s.on('error', onDialError);
+    s.write(first);
+  }
+
+  /** The upstream's bytes during the handshake. */
+  data(chunk: Buffer): void {
+    const reader = this.reader!;
+    const step = reader.feed(chunk);
+    if (reader.out !== null) this.socket!.write(reader.out);
+    if (step !== MORE) return this.ended(step);
+    if (this.kind === 'socks5') {
+      const wait = (reader as Socks5Client).stallWait();
+      if (wait > 0) this.stall = setTimeout(onStall, wait, this);
+    }
+  }
+
+  /** The pipelined handshake's wait for the auth answer is over. */
+  stalled(): void {
+    this.stall = undefined;
+    if (this.settled || !this.reading) return;
+    const step = (this.reader as Socks5Client).stalled();
+    if (step !== MORE) this.ended(step);
+  }
+
+  /** The socket ended, closed or failed (`err`). */
+  closed(err?: NodeJS.ErrnoException): void {
+    if (this.settled) return;
+    if (this.options.signal?.aborted) return this.fail(new DialAbortedError());
+    if (this.reading) return this.ended(this.reader!.closed(err));
+    // Closed while connecting with no error (destroyed): an error, when there is one, came first.
+    this.fail(new UpstreamDialError('reset', `upstream ${this.node.host}:${this.node.port} closed while connecting`));
+  }
+
+  /** The reader is done or failed. */
+  private ended(step: Step): void {
+    if (this.settled) return;
+    const reader = this.reader!;
+    if (this.kind === 'http') {
+      const answer = reader as ConnectAnswer;
+      if (step === DONE) this.succeed(answer.head, undefined);
+      else this.fail(answer.error!);
+      return;
+    }
+    const client = reader as Socks5Client;
+    const failure = socks5Ended(this.node, client);
+    if (step === DONE) this.succeed(client.head, client.bound);
+    else if (failure !== null) this.fail(failure);
+    else if (!this.restarted) this.restart();
+    else this.fail(new UpstreamDialError('handshake', 'upstream did not take the SOCKS5 handshake'));
   }
 
   connectFailed(err: NodeJS.ErrnoException): void {
@@ -173,54 +223,128 @@ class GuardedDial<T> implements DialSteps {
     this.fail(new UpstreamDialError('connect_timeout', `upstream did not ${what} within ${ms} ms`));
   }
 
+  /** The dial's listeners off the socket (the 'error' no-op stays). */
+  private detach(s: DialSocket): void {
+    s[DIAL] = undefined;
+    if (this.connecting) {
+      this.connecting = false;
+      s.off('error', onConnectError);
+      s.off(this.node.tls === true ? readyEvent(this.node) : 'connect', onConnect);
+    }
+    s.off('close', onDialClose);
+    if (this.reading) {
+      this.reading = false;
+      s.off('data', onDialData);
+      s.off('end', onDialEnd);
+      s.off('error', onDialError);
+    }
+  }
+
   private finish(): void {
     this.settled = true;
     clearTimeout(this.timer);
-    this.options.signal?.removeEventListener('abort', this.onAbort);
+    clearTimeout(this.stall);
+    const s = this.socket;
+    if (s !== undefined) this.detach(s);
+    const cancel = this.cancel;
+    if (cancel !== undefined) {
+      if (cancel.socket === s) cancel.socket = null;
+    } else this.options.signal?.removeEventListener('abort', this);
   }
 
-  private succeed(value: T): void {
+  private succeed(head: Buffer | null, exit: string | undefined): void {
     if (this.settled) return;
     this.finish();
+    const s = this.socket!;
+    if (this.reader !== null) s.pause();
     this.options.metrics?.upstreamConnectSeconds.observe({ kind: this.kind }, (performance.now() - this.begun) / 1000);
-    this.resolve(value);
+    this.resolve({ socket: s, head, exit });
   }
 
   private fail(err: Error): void {
     if (this.settled) return;
     this.finish();
-    this.detachHandshake?.();
     this.socket?.destroy();
     if (err instanceof UpstreamDialError) this.options.metrics?.upstreamFailures.inc({ reason: err.reason });
     this.reject(err);
   }
 }
 
+const ONCE = { once: true } as const;
+
 function onConnect(this: DialSocket): void {
-  this[DIAL]!.connected();
+  this[DIAL]?.connected();
 }
 function onConnectError(this: DialSocket, err: NodeJS.ErrnoException): void {
-  this[DIAL]!.connectFailed(err);
+  this[DIAL]?.connectFailed(err);
 }
-function onConnectTimeout(d: DialSteps): void {
+function onDialData(this: DialSocket, chunk: Buffer): void {
+  this[DIAL]?.data(chunk);
+}
+function onDialEnd(this: DialSocket): void {
+  this[DIAL]?.closed();
+}
+function onDialClose(this: DialSocket): void {
+  this[DIAL]?.closed();
+}
+function onDialError(this: DialSocket, err: NodeJS.ErrnoException): void {
+  this[DIAL]?.closed(err);
+}
+function onConnectTimeout(d: GuardedDial): void {
   d.connectTimedOut();
 }
-function onHandshakeTimeout(d: DialSteps): void {
+function onHandshakeTimeout(d: GuardedDial): void {
   d.handshakeTimedOut();
+}
+function onStall(d: GuardedDial): void {
+  d.stalled();
 }
 function noop(): void {}
 
+/** The dial being started (set just before its Promise's executor runs, synchronously, and read by it). */
+let starting: GuardedDial | undefined;
+
+function bindDial(resolve: (tunnel: Tunnel) => void, reject: (err: Error) => void): void {
+  const dial = starting!;
+  starting = undefined;
+  dial.resolve = resolve;
+  dial.reject = reject;
+}
+
 /**
- * Connects to `node` and runs `handshake` on the socket (`fallback` on a new connection if it answers FALL_BACK), each step within its deadline of `options` and
- * cancelled by its signal (DialAbortedError; the socket is destroyed). Failures are UpstreamDialError, counted
- * on rotor_upstream_failures_total; success is timed on rotor_upstream_connect_seconds{kind}.
+ * Connects to `node` and runs the handshake `reader` says on the socket, each step within its deadline of
+ * `options` and cancelled by its signal (DialAbortedError; the socket is destroyed). Failures are
+ * UpstreamDialError, counted on rotor_upstream_failures_total; success is timed on
+ * rotor_upstream_connect_seconds{kind}.
  */
-export function dialThrough<T>(
-  node: UpstreamNode,
-  options: DialOptions,
-  kind: 'socks5' | 'http',
-  handshake: Handshake<T>,
-  fallback?: Handshake<T>,
-): Promise<T> {
-  return new Promise<T>((resolve, reject) => new GuardedDial(node, options, kind, handshake, resolve, reject, fallback).start());
+export function dialThrough(node: UpstreamNode, options: DialOptions, kind: 'socks5' | 'http', reader: HandshakeReader): Promise<Tunnel> {
+  const dial = new GuardedDial(node, options, kind, reader);
+  starting = dial;
+  const promise = new Promise<Tunnel>(bindDial);
+  dial.start();
+  return promise;
+}
+
+/**
+ * Opens a tunnel to `target` through a SOCKS5 node (RFC 1929 credentials when the node has them): greeting,
+ * auth and CONNECT in one write unless the upstream is known to drop pipelined bytes (dial-socks5.ts); one that
+ * turns out to is dialed again step by step on a new connection, and remembered.
+ */
+export function dialSocks5(node: UpstreamNode, target: Target, options: DialOptions): Promise<Tunnel> {
+  const credentials = credentialsOf(node);
+  return dialThrough(node, options, 'socks5', socks5Connect(target, credentials, pipelineWaitFor(node, credentials)));
+}
+
+/** Opens a tunnel to `target` through an HTTP proxy node with CONNECT. */
+export function dialHttpConnect(node: UpstreamNode, target: Target, options: DialOptions): Promise<Tunnel> {
+  return dialThrough(node, options, 'http', new ConnectAnswer(connectRequestText(node, target)));
+}
+
+/**
+ * A plain TCP connection to an HTTP proxy node, for forwarding absolute-URI requests to it (no tunnel): the
+ * same guard as a tunnel with nothing to say after the connect, so it is timed (kind 'http') and its failures
+ * counted in the one place every dial is.
+ */
+export function dialHttpForward(node: UpstreamNode, options: DialOptions): Promise<Tunnel> {
+  return dialThrough(node, options, 'http', null);
 }

@@ -21,17 +21,12 @@ import { nodeOwner } from '../pool/node-owner.ts';
 import type { UpstreamNode } from '../pool/types.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import { metricCell, type MetricCell } from './metric-cells.ts';
-import { socks5Greet, socks5GreetPipelined, socks5Request } from '../wire/socks5-client.ts';
-import {
-  ConnectAnswer,
-  connectRequestText,
-  dialHttpConnect,
-  type ConnectAnswerReceiver,
-  type DialOptions,
-  type Tunnel,
-} from './dial-http.ts';
-import { classifySocksError, credentialsOf, dialSocks5, learnSocks5Pipelining, socks5Pipelining } from './dial-socks5.ts';
+import { DONE, FAILED, MORE, socks5Greet, socks5Request, type Socks5Client, type Step } from '../wire/socks5-client.ts';
+import { DialCancel } from './cancel.ts';
+import { ConnectAnswer, connectRequestText, type DialOptions, type Tunnel } from './dial-http.ts';
+import { classifySocksError, credentialsOf, learnSocks5Pipelining, pipelineWaitFor } from './dial-socks5.ts';
 import { DialAbortedError, UpstreamDialError } from './errors.ts';
+import { dialHttpConnect, dialSocks5 } from './upstream-dial.ts';
 import type { Target } from './types.ts';
 
 export interface WarmSettings {
@@ -88,9 +83,15 @@ interface NodeSet {
 }
 
 const READY = Symbol('rotor.warmReady');
-type WarmSocket = Socket & { [READY]?: Ready | undefined; [OWNER]?: WarmConnections; [OPENING]?: WarmOpening | undefined };
+type WarmSocket = Socket & {
+  [READY]?: Ready | undefined;
+  [OWNER]?: WarmConnections;
+  [OPENING]?: WarmOpening | undefined;
+  [REQUEST]?: WarmRequest | undefined;
+};
 const OWNER = Symbol('rotor.warmOwner');
 const OPENING = Symbol('rotor.warmOpening');
+const REQUEST = Symbol('rotor.warmRequest');
 
 function noop(): void {}
 
@@ -342,7 +343,7 @@ export class WarmConnections {
    */
   private request(r: Ready, node: UpstreamNode, target: Target, options: DialOptions, fresh: Dialer): Promise<Tunnel> {
     this.release(r.set);
-    const request = new WarmRequest(this, r.socket, node, target, options, fresh);
+    const request = new WarmRequest(this, r.socket as WarmSocket, node, target, options, fresh);
     starting = request;
     const promise = new Promise<Tunnel>(bindRequest);
     request.start();
@@ -359,16 +360,21 @@ export class WarmConnections {
 }
 
 /**
- * One connection being opened for a set: TCP, then for SOCKS5 the greeting and auth. One object per
- * connection; its listeners are module-level (they find it on the socket) and its timer takes it as argument.
+ * One connection being opened for a set: TCP, then for SOCKS5 the greeting and auth (a sans-I/O client this
+ * object feeds). One object per connection; its listeners are module-level (they find it on the socket) and its
+ * timers take it as argument.
  */
 class WarmOpening {
   readonly socket: WarmSocket;
   private readonly node: UpstreamNode;
   private readonly started = performance.now();
   private readonly timer: NodeJS.Timeout;
-  private greeting: () => void = noop;
+  private greeting: Socks5Client | undefined;
+  private stall: NodeJS.Timeout | undefined;
   private settled = false;
+  private connecting = true;
+  /** The greeting's listeners are on the socket. */
+  private greetingListens = false;
 
   constructor(
     private readonly warm: WarmConnections,
@@ -382,52 +388,104 @@ class WarmOpening {
     socket[OPENING] = this;
     this.timer = setTimeout(onOpeningTimeout, timeoutMs, this);
     socket.on('error', onOpeningFailed);
-    socket.on('close', onOpeningFailed);
+    socket.on('close', onOpeningClosed);
     socket.on('connect', onOpeningConnected);
   }
 
   connected(): void {
-    this.socket.off('connect', onOpeningConnected);
+    const socket = this.socket;
+    this.connecting = false;
+    socket.off('connect', onOpeningConnected);
     if (this.warm.isClosed || this.settled) return this.settle(false);
     const node = this.node;
     if (node.protocol !== 'socks5') return this.settle(true);
     const credentials = credentialsOf(node);
     // Greeting and auth in one write unless the upstream is known to drop pipelined bytes (dial-socks5.ts);
     // one found to drop them now costs this connection (off any tunnel's path), and the next goes step by step.
-    if (credentials !== undefined && socks5Pipelining(node) !== 'stepwise')
-      this.greeting = socks5GreetPipelined(this.socket, credentials, 100, (err) => {
-        if (err === null) learnSocks5Pipelining(node, true);
-        else if (err.code === 'NOT_PIPELINED') learnSocks5Pipelining(node, false);
-        this.settle(err === null);
-      });
-    else this.greeting = socks5Greet(this.socket, credentials, (err) => this.settle(err === null));
+    const greeting = (this.greeting = socks5Greet(credentials, pipelineWaitFor(node, credentials)));
+    const first = greeting.start();
+    if (first === null) return this.settle(false);
+    this.greetingListens = true;
+    socket.on('data', onOpeningData);
+    socket.on('end', onOpeningClosed);
+    socket.write(first);
+  }
+
+  data(chunk: Buffer): void {
+    const greeting = this.greeting;
+    if (greeting === undefined || this.settled) return;
+    const step = greeting.feed(chunk);
+    if (greeting.out !== null) this.socket.write(greeting.out);
+    if (step !== MORE) return this.greeted(step);
+    const wait = greeting.stallWait();
+    if (wait > 0) this.stall = setTimeout(onOpeningStall, wait, this);
+  }
+
+  stalled(): void {
+    this.stall = undefined;
+    const greeting = this.greeting;
+    if (greeting === undefined || this.settled) return;
+    const step = greeting.stalled();
+    if (step !== MORE) this.greeted(step);
+  }
+
+  /** The upstream closed or failed: during the greeting, what it shows of its pipelining counts. */
+  closed(err?: NodeJS.ErrnoException): void {
+    const greeting = this.greeting;
+    if (greeting === undefined || this.settled) return this.settle(false);
+    this.greeted(greeting.closed(err));
+  }
+
+  private greeted(step: Step): void {
+    const greeting = this.greeting!;
+    if (greeting.pipelined) {
+      if (step === DONE) learnSocks5Pipelining(this.node, true);
+      else if (greeting.error?.code === 'NOT_PIPELINED') learnSocks5Pipelining(this.node, false);
+    }
+    this.settle(step === DONE);
   }
 
   settle(ok: boolean): void {
     if (this.settled) return;
     this.settled = true;
     clearTimeout(this.timer);
+    clearTimeout(this.stall);
     const socket = this.socket;
     socket[OPENING] = undefined;
     socket.off('error', onOpeningFailed);
-    socket.off('close', onOpeningFailed);
-    socket.off('connect', onOpeningConnected);
+    socket.off('close', onOpeningClosed);
+    if (this.connecting) socket.off('connect', onOpeningConnected);
+    if (this.greetingListens) {
+      socket.off('data', onOpeningData);
+      socket.off('end', onOpeningClosed);
+    }
     socket.on('error', noop);
-    if (!ok) this.greeting();
     this.warm.opened(this.set, socket, ok, performance.now() - this.started);
   }
 }
 
-function onOpeningFailed(this: WarmSocket): void {
-  this[OPENING]?.settle(false);
+function onOpeningFailed(this: WarmSocket, err: NodeJS.ErrnoException): void {
+  this[OPENING]?.closed(err);
+}
+
+function onOpeningClosed(this: WarmSocket): void {
+  this[OPENING]?.closed();
 }
 
 function onOpeningConnected(this: WarmSocket): void {
   this[OPENING]?.connected();
 }
 
+function onOpeningData(this: WarmSocket, chunk: Buffer): void {
+  this[OPENING]?.data(chunk);
+}
+
 function onOpeningTimeout(opening: WarmOpening): void {
   opening.settle(false);
+}
+
+function onOpeningStall(opening: WarmOpening): void {
+  opening.stalled();
 }
 
 /** The request being made (set just before its Promise's executor runs, synchronously, and read by it). */
@@ -441,19 +499,21 @@ function bindRequest(resolve: (tunnel: Tunnel) => void, reject: (err: unknown) =
 }
 
 /**
- * A tunnel's request on a ready connection: one object per tunnel (its own abort listener and answer reader,
- * its timer's argument), no closure per tunnel but SOCKS5's reply callback.
+ * A tunnel's request on a ready connection: one object per tunnel with its answer's sans-I/O reader (SOCKS5's
+ * client or the CONNECT answer), fed by module-level listeners that find it on the socket; its timer's argument.
+ * A DialCancel is handed the socket (abort() destroys it; the close is seen here), another signal calls handleEvent.
  */
-class WarmRequest implements ConnectAnswerReceiver {
+class WarmRequest {
   resolve: (tunnel: Tunnel) => void = noop;
   reject: (err: unknown) => void = noop;
   private done = false;
   private timer: NodeJS.Timeout | undefined;
-  private reader: { detach(): void } | (() => void) | undefined;
+  private reader: Socks5Client | ConnectAnswer | undefined;
+  private cancel: DialCancel | undefined;
 
   constructor(
     private readonly warm: WarmConnections,
-    private readonly socket: Socket,
+    private readonly socket: WarmSocket,
     private readonly node: UpstreamNode,
     private readonly target: Target,
     private readonly options: DialOptions,
@@ -465,22 +525,49 @@ class WarmRequest implements ConnectAnswerReceiver {
     this.timer = setTimeout(onRequestTimeout, options.handshakeTimeoutMs, this);
     const signal = options.signal;
     if (signal?.aborted) return this.handleEvent();
-    signal?.addEventListener('abort', this, ONCE);
-    if (node.protocol === 'socks5') {
-      this.reader = socks5Request(socket, this.target, (err, head, exit) => this.finish(err ? classifySocksError(err) : null, head, exit));
-    } else {
-      this.reader = new ConnectAnswer(socket, this);
-      socket.write(connectRequestText(node, this.target));
-    }
+    if (signal instanceof DialCancel) {
+      this.cancel = signal;
+      signal.socket = socket;
+    } else signal?.addEventListener('abort', this, ONCE);
+    const reader = (this.reader =
+      node.protocol === 'socks5' ? socks5Request(this.target) : new ConnectAnswer(connectRequestText(node, this.target)));
+    const first = reader.start();
+    if (first === null) return this.answered(FAILED);
+    socket[REQUEST] = this;
+    socket.on('data', onRequestData);
+    socket.on('end', onRequestClosed);
+    socket.on('close', onRequestClosed);
+    socket.on('error', onRequestFailed);
+    socket.write(first);
   }
 
-  /** The dial's signal: the client left. */
+  /** The dial's signal (not a DialCancel): the client left. */
   handleEvent(): void {
     this.finish(new DialAbortedError(), null);
   }
 
-  connectAnswered(err: UpstreamDialError | null, rest: Buffer | null): void {
-    this.finish(err, rest);
+  data(chunk: Buffer): void {
+    const reader = this.reader!;
+    const step = reader.feed(chunk);
+    if (reader.out !== null) this.socket.write(reader.out);
+    if (step !== MORE) this.answered(step);
+  }
+
+  /** The socket closed or failed before the answer: a cancel's abort destroyed it, or the upstream. */
+  closed(err?: NodeJS.ErrnoException): void {
+    if (this.done) return;
+    if (this.options.signal?.aborted) return this.finish(new DialAbortedError(), null);
+    this.answered(this.reader!.closed(err));
+  }
+
+  private answered(step: Step): void {
+    const reader = this.reader!;
+    if (step === DONE) {
+      this.finish(null, reader.head, reader instanceof ConnectAnswer ? undefined : reader.bound);
+      return;
+    }
+    const err = reader.error!;
+    this.finish(err instanceof UpstreamDialError ? err : classifySocksError(err), null);
   }
 
   timedOut(): void {
@@ -494,17 +581,25 @@ class WarmRequest implements ConnectAnswerReceiver {
     if (this.done) return;
     this.done = true;
     clearTimeout(this.timer);
-    const options = this.options;
-    options.signal?.removeEventListener('abort', this);
+    const { options, socket } = this;
+    if (socket[REQUEST] === this) {
+      socket[REQUEST] = undefined;
+      socket.off('data', onRequestData);
+      socket.off('end', onRequestClosed);
+      socket.off('close', onRequestClosed);
+      socket.off('error', onRequestFailed);
+    }
+    const cancel = this.cancel;
+    if (cancel !== undefined) {
+      if (cancel.socket === socket) cancel.socket = null;
+    } else options.signal?.removeEventListener('abort', this);
     if (err === null) {
+      socket.pause();
       this.warm.counted(true);
-      this.resolve({ socket: this.socket, head, exit });
+      this.resolve({ socket, head, exit });
       return;
     }
-    const reader = this.reader;
-    if (typeof reader === 'function') reader();
-    else reader?.detach();
-    this.socket.destroy();
+    socket.destroy();
     if (err instanceof UpstreamDialError) {
       if (err.reason === 'reset' && !options.signal?.aborted) {
         this.warm.counted(false);
@@ -515,6 +610,18 @@ class WarmRequest implements ConnectAnswerReceiver {
     } else this.warm.counted(false);
     this.reject(err);
   }
+}
+
+function onRequestData(this: WarmSocket, chunk: Buffer): void {
+  this[REQUEST]?.data(chunk);
+}
+
+function onRequestClosed(this: WarmSocket): void {
+  this[REQUEST]?.closed();
+}
+
+function onRequestFailed(this: WarmSocket, err: NodeJS.ErrnoException): void {
+  this[REQUEST]?.closed(err);
 }
 
 const ONCE = { once: true } as const;

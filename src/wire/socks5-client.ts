@@ -1,17 +1,17 @@
-// The client side of a SOCKS5 CONNECT (RFC 1928, RFC 1929 user/password) on an already connected socket,
-// for dialing SOCKS5 upstreams. Like the server side (socks5.ts) it is a small state machine over 'data'
-// events: one listener set per dial, the reply parsed to its exact length so bytes the target sent behind
-// it are handed back as `head` without waiting a turn, and no timer of its own (the caller holds the one
-// deadline and cancels through the returned detach function).
+// The client side of SOCKS5 (RFC 1928, RFC 1929 user/password) for dialing SOCKS5 upstreams, sans I/O: a
+// Socks5Client is fed the bytes the upstream sent and returns what happened (more needed, done, failed), with
+// the bytes to send next in `out`. It holds no socket, no listener and no timer: the module that owns the
+// socket reads it, writes what it says, keeps the deadlines, and acts on the result itself (nothing here calls
+// back into the dialer). The reply is parsed to its exact length, so bytes the target sent behind it are
+// handed back as `head`.
 //
-// socks5Connect sends each message after the previous answer. socks5ConnectPipelined sends greeting, auth
-// and CONNECT in one write (two round trips fewer), for upstreams that read what they were sent: microsocks
-// (1.0.3, checked) reads one message per recv() and drops the rest, so it answers the greeting and then
-// nothing. That silence is the sign: the auth answer comes with the method answer from a server that read
-// both (its check is local), so a wait of a few round trips after the method answer ends in NOT_PIPELINED
-// and the caller dials again step by step (dial-socks5.ts remembers the upstream). Only with credentials:
-// without them the next answer is the CONNECT's, which waits on the target and has no bound to wait by.
-import type { Socket } from 'node:net';
+// Step by step, each message goes after the previous answer. Pipelined, greeting, auth and CONNECT go in one
+// write (two round trips fewer), for upstreams that read what they were sent: microsocks (1.0.3, checked)
+// reads one message per recv() and drops the rest, so it answers the greeting and then nothing. That silence
+// is the sign: the auth answer comes with the method answer from a server that read both (its check is local),
+// so the owner waits stallWait() after the method answer and then calls stalled(), which fails NOT_PIPELINED;
+// the dialer dials again step by step (and remembers the upstream). Only with credentials: without them the
+// next answer is the CONNECT's, which waits on the target and has no bound to wait by.
 import { isIPv4, isIPv6 } from 'node:net';
 import { AUTH_VERSION, SOCKS_VERSION } from './socks5.ts';
 import { RotorError } from '../errors/rotor-error.ts';
@@ -55,12 +55,24 @@ const GREETING_BOTH = Buffer.from([SOCKS_VERSION, 2, METHOD_NONE, METHOD_PASSWOR
 /** A pipelined greeting offers only user/password: a server choosing "none" would read the auth as the request. */
 const GREETING_PASSWORD = Buffer.from([SOCKS_VERSION, 1, METHOD_PASSWORD]);
 
-const enum Stage {
-  Method,
-  Auth,
-  Reply,
-  Done,
-}
+const STAGE_METHOD = 0;
+const STAGE_AUTH = 1;
+const STAGE_REPLY = 2;
+const STAGE_DONE = 3;
+
+/** What feed() found: more bytes needed, the handshake done, or failed (`error`). */
+export type Step = 0 | 1 | 2;
+export const MORE: Step = 0;
+export const DONE: Step = 1;
+export const FAILED: Step = 2;
+
+/** What a Socks5Client is for. */
+const CONNECT = 0;
+/** greeting and auth only, for a connection kept ready before it is needed (done once a request would be taken) */
+const GREET = 1;
+/** CONNECT on a connection greeted before */
+const REQUEST = 2;
+const ASSOCIATE = 3;
 
 /**
  * Encoded RFC 1929 requests by credentials object (null: a field too long): a caller that keeps one object
@@ -119,252 +131,142 @@ export function connectRequest(host: string, port: number): Buffer | undefined {
   return b;
 }
 
-/**
- * Runs greeting, optional RFC 1929 auth and CONNECT on `socket`. `done` is called once: with the bytes that
- * arrived behind the reply (socket paused, listeners gone) or with a typed error (listeners gone; the caller
- * destroys the socket). Returns a function that detaches without calling `done` (the caller's deadline or abort).
- */
-export function socks5Connect(
-  socket: Socket,
-  target: { host: string; port: number },
-  credentials: Socks5Credentials | undefined,
-  done: (err: Socks5ClientError | null, head: Buffer | null, bound?: string) => void,
-): () => void {
-  const request = connectRequest(target.host, target.port);
-  const auth = credentials ? authMessageOf(credentials) : undefined;
-  if (!request || (credentials && !auth)) {
-    done(
-      new Socks5ClientError('BAD_REQUEST', request ? 'upstream credentials too long for SOCKS5' : 'target cannot be encoded for SOCKS5'),
-      null,
-    );
-    return noop;
-  }
-  const h = new ClientHandshake(socket as HandshakeSocket, request, auth, done);
-  listen(socket);
-  socket.write(auth ? GREETING_BOTH : GREETING_NONE);
-  return h.detach;
-}
-
-/**
- * socks5Connect with greeting, RFC 1929 auth and CONNECT in one write (credentials required). Fails with
- * NOT_PIPELINED when the upstream answered the greeting and then not the auth within `waitMs` (at least twice
- * the greeting's round trip), closed after the greeting, or refused the user/password-only greeting: the
- * caller dials again with socks5Connect on a new connection. `done` as socks5Connect's.
- */
-export function socks5ConnectPipelined(
-  socket: Socket,
-  target: { host: string; port: number },
-  credentials: Socks5Credentials,
-  waitMs: number,
-  done: (err: Socks5ClientError | null, head: Buffer | null, bound?: string) => void,
-): () => void {
-  const request = connectRequest(target.host, target.port);
-  const auth = authMessageOf(credentials);
-  if (!request || !auth) {
-    done(
-      new Socks5ClientError('BAD_REQUEST', request ? 'upstream credentials too long for SOCKS5' : 'target cannot be encoded for SOCKS5'),
-      null,
-    );
-    return noop;
-  }
-  const h = new ClientHandshake(socket as HandshakeSocket, request, auth, done, Stage.Method, false, waitMs);
-  listen(socket);
-  socket.write(Buffer.concat([GREETING_PASSWORD, auth, request], GREETING_PASSWORD.length + auth.length + request.length));
-  return h.detach;
-}
-
-/**
- * socks5Greet with greeting and auth in one write, for an upstream known to read pipelined bytes; fails with
- * NOT_PIPELINED as socks5ConnectPipelined does.
- */
-export function socks5GreetPipelined(
-  socket: Socket,
-  credentials: Socks5Credentials,
-  waitMs: number,
-  done: (err: Socks5ClientError | null) => void,
-): () => void {
-  const auth = authMessageOf(credentials);
-  if (!auth) {
-    done(new Socks5ClientError('BAD_REQUEST', 'upstream credentials too long for SOCKS5'));
-    return noop;
-  }
-  const h = new ClientHandshake(socket as HandshakeSocket, EMPTY, auth, (err) => done(err), Stage.Method, true, waitMs);
-  listen(socket);
-  socket.write(Buffer.concat([GREETING_PASSWORD, auth], GREETING_PASSWORD.length + auth.length));
-  return h.detach;
-}
-
 /** UDP ASSOCIATE with "any address" (0.0.0.0:0): the client's own UDP address is not known to the upstream. */
 const ASSOCIATE_REQUEST = Buffer.from([SOCKS_VERSION, 0x03, 0x00, 0x01, 0, 0, 0, 0, 0, 0]);
-
-/**
- * Greeting, optional RFC 1929 auth and UDP ASSOCIATE (RFC 1928 §7) on `socket`; `done` gets the relay's
- * address from the reply (BND.ADDR, BND.PORT) or a typed error. The association lives as long as `socket`.
- */
-export function socks5UdpAssociate(
-  socket: Socket,
-  credentials: Socks5Credentials | undefined,
-  done: (err: Socks5ClientError | null, relay: { host: string; port: number } | null) => void,
-): () => void {
-  const auth = credentials ? authMessageOf(credentials) : undefined;
-  if (credentials && !auth) {
-    done(new Socks5ClientError('BAD_REQUEST', 'upstream credentials too long for SOCKS5'), null);
-    return noop;
-  }
-  let h: ClientHandshake | undefined = undefined;
-  h = new ClientHandshake(socket as HandshakeSocket, ASSOCIATE_REQUEST, auth, (err) => {
-    const reply = h?.reply;
-    if (err || !reply) return done(err ?? new Socks5ClientError('BAD_REPLY', 'no reply'), null);
-    const atyp = reply[3];
-    if (atyp === 0x01) return done(null, { host: `${reply[4]}.${reply[5]}.${reply[6]}.${reply[7]}`, port: reply.readUInt16BE(8) });
-    if (atyp === 0x04) {
-      const parts: string[] = [];
-      for (let i = 0; i < 8; i++) parts.push(reply.readUInt16BE(4 + i * 2).toString(16));
-      return done(null, { host: parts.join(':'), port: reply.readUInt16BE(20) });
-    }
-    return done(null, { host: reply.toString('latin1', 5, 5 + reply[4]!), port: reply.readUInt16BE(reply.length - 2) });
-  });
-  listen(socket);
-  socket.write(auth ? GREETING_BOTH : GREETING_NONE);
-  return h.detach;
-}
-
-/** The handshake's listeners; on(), not once(): fail() detaches them all when the first fires (once() would wrap each in a new function). */
-function listen(socket: Socket): void {
-  socket.on('data', onData);
-  socket.on('end', onClose);
-  socket.on('close', onClose);
-  socket.on('error', onError);
-}
-
-/**
- * The first half of socks5Connect, for a connection kept ready before it is needed: greeting and optional
- * RFC 1929 auth. `done(null)` once the upstream would take a request (listeners gone, socket flowing, nothing
- * buffered); then socks5Request sends it.
- */
-export function socks5Greet(
-  socket: Socket,
-  credentials: Socks5Credentials | undefined,
-  done: (err: Socks5ClientError | null) => void,
-): () => void {
-  const auth = credentials ? authMessageOf(credentials) : undefined;
-  if (credentials && !auth) {
-    done(new Socks5ClientError('BAD_REQUEST', 'upstream credentials too long for SOCKS5'));
-    return noop;
-  }
-  const h = new ClientHandshake(socket as HandshakeSocket, EMPTY, auth, (err) => done(err), Stage.Method, true);
-  listen(socket);
-  socket.write(auth ? GREETING_BOTH : GREETING_NONE);
-  return h.detach;
-}
-
-/** The second half: CONNECT on a socket socks5Greet readied; `done` as socks5Connect's. */
-export function socks5Request(
-  socket: Socket,
-  target: { host: string; port: number },
-  done: (err: Socks5ClientError | null, head: Buffer | null, bound?: string) => void,
-): () => void {
-  const request = connectRequest(target.host, target.port);
-  if (!request) {
-    done(new Socks5ClientError('BAD_REQUEST', 'target cannot be encoded for SOCKS5'), null);
-    return noop;
-  }
-  const h = new ClientHandshake(socket as HandshakeSocket, request, undefined, done, Stage.Reply, false);
-  listen(socket);
-  socket.write(request);
-  return h.detach;
-}
-
 const EMPTY = Buffer.alloc(0);
 
-/** The handshake a socket belongs to, for the shared listeners below (one set for all dials, no closures). */
-const HANDSHAKE = Symbol('rotor.socks5Client');
-type HandshakeSocket = Socket & { [HANDSHAKE]?: ClientHandshake | undefined };
-
-/** One dial's handshake state: the stage, bytes of a partial answer, and what to send and call. */
-class ClientHandshake {
+/**
+ * One handshake's state: the stage, the bytes of a partial answer, what to send. Made by socks5Connect,
+ * socks5Greet, socks5Request or socks5Associate; start() gives the first bytes to write, feed() each chunk the
+ * upstream sends. A client made for a request that cannot be encoded is failed from the start (`error` set,
+ * start() returns null).
+ */
+export class Socks5Client {
+  /** Bytes to write after the last feed() (null: nothing); the owner writes them. */
+  out: Buffer | null = null;
+  /** Done: target bytes that arrived behind the reply (the owner pauses the socket and hands them on). */
+  head: Buffer | null = null;
+  /** Done, CONNECT: the reply's bound address (the exit), when it names one. */
+  bound: string | undefined = undefined;
+  /** Done, UDP ASSOCIATE: the reply's relay address. */
+  relay: { host: string; port: number } | undefined = undefined;
+  /** Failed: why. */
+  error: Socks5ClientError | null = null;
+  /** Whether greeting, auth and request go in one write (until stepwise()). */
+  pipelined: boolean;
+  /** Whether this is a UDP ASSOCIATE. */
+  readonly associating: boolean;
+  private stage = STAGE_METHOD;
   private buffer: Buffer | null = null;
-  /** The whole successful reply (UDP ASSOCIATE reads its bound address from it). */
-  reply: Buffer | null = null;
-  /** Detaches without calling `done` (handed to the caller: bound once, the only closure of a dial). */
-  readonly detach = (): void => this.stop();
+  private sentAt = 0;
+  private stallArmed = false;
 
   constructor(
-    private readonly socket: HandshakeSocket,
-    private readonly request: Buffer,
+    private readonly mode: number,
+    private readonly request: Buffer | undefined,
     private readonly auth: Buffer | undefined,
-    private readonly done: (err: Socks5ClientError | null, head: Buffer | null, bound?: string) => void,
-    private stage: Stage = Stage.Method,
-    /** socks5Greet: done once the upstream would take a request */
-    private readonly greetOnly = false,
-    /** Pipelined (everything already written): how long the auth answer may lag the method answer; 0: step by step. */
-    private readonly pipelineWaitMs = 0,
+    /** Pipelined (everything written at once): how long the auth answer may lag the method answer at least; 0: step by step. */
+    private pipelineWaitMs: number,
+    failure?: Socks5ClientError,
   ) {
-    socket[HANDSHAKE] = this;
-    if (pipelineWaitMs > 0) this.sentAt = performance.now();
+    this.pipelined = pipelineWaitMs > 0;
+    this.associating = mode === ASSOCIATE;
+    if (failure !== undefined) {
+      this.error = failure;
+      this.stage = STAGE_DONE;
+    } else if (mode === REQUEST) this.stage = STAGE_REPLY;
   }
 
-  private sentAt = 0;
-  /** Pipelined: armed between the method answer and the auth answer. */
-  private stall: NodeJS.Timeout | undefined;
-
-  /** Pipelined, the method answered and the auth not within the wait: the upstream dropped what followed. */
-  stalled(): void {
-    this.stall = undefined;
-    if (this.stage === Stage.Auth) this.fail(new Socks5ClientError('NOT_PIPELINED', 'upstream dropped the pipelined handshake'));
-  }
-
-  /** The upstream closed or failed: after a pipelined greeting's answer, a sign it did not take the rest. */
-  closed(message: string, errno?: string): void {
-    if (this.pipelineWaitMs > 0 && this.stage === Stage.Auth)
-      this.fail(new Socks5ClientError('NOT_PIPELINED', 'upstream closed after answering the pipelined greeting'));
-    else this.fail(new Socks5ClientError('CLOSED', message, undefined, errno));
-  }
-
-  /** The greeting (and auth) went through: a kept-ready connection is done here. */
-  private ready(): void {
-    this.stop();
-    this.done(null, null);
-  }
-
-  stop(): void {
-    this.stage = Stage.Done;
-    if (this.stall !== undefined) {
-      clearTimeout(this.stall);
-      this.stall = undefined;
+  /** The first bytes to write (null: failed already). */
+  start(): Buffer | null {
+    if (this.error !== null) return null;
+    const auth = this.auth;
+    if (this.mode === REQUEST) return this.request!;
+    if (this.pipelineWaitMs > 0) {
+      this.sentAt = performance.now();
+      const request = this.mode === GREET ? EMPTY : this.request!;
+      return Buffer.concat([GREETING_PASSWORD, auth!, request], GREETING_PASSWORD.length + auth!.length + request.length);
     }
-    const socket = this.socket;
-    socket[HANDSHAKE] = undefined;
-    socket.off('data', onData);
-    socket.off('end', onClose);
-    socket.off('close', onClose);
-    socket.off('error', onError);
+    return auth ? GREETING_BOTH : GREETING_NONE;
   }
 
-  fail(err: Socks5ClientError): void {
-    this.stop();
-    this.done(err, null);
+  /**
+   * A pipelined handshake the upstream did not take: the same handshake step by step, for a new connection
+   * (the owner writes start() on it).
+   */
+  stepwise(): void {
+    this.pipelineWaitMs = 0;
+    this.pipelined = false;
+    this.stage = STAGE_METHOD;
+    this.buffer = null;
+    this.error = null;
+    this.out = null;
+    this.stallArmed = false;
   }
 
-  data(chunk: Buffer): void {
+  /**
+   * Pipelined, after a feed(): how long to wait for the auth answer before calling stalled() (at least twice
+   * the greeting's round trip); 0 when no wait is to be started now (not waiting, or started already).
+   */
+  stallWait(): number {
+    if (this.stage !== STAGE_AUTH || this.pipelineWaitMs === 0 || this.stallArmed) return 0;
+    this.stallArmed = true;
+    return Math.max(this.pipelineWaitMs, 2 * (performance.now() - this.sentAt));
+  }
+
+  /** The wait stallWait() gave is over: FAILED (NOT_PIPELINED) when the auth answer has not come, else MORE/DONE as it stands. */
+  stalled(): Step {
+    if (this.stage === STAGE_AUTH && this.pipelineWaitMs > 0)
+      return this.fail(new Socks5ClientError('NOT_PIPELINED', 'upstream dropped the pipelined handshake'));
+    return this.stage === STAGE_DONE ? (this.error ? FAILED : DONE) : MORE;
+  }
+
+  /**
+   * The upstream closed (or the socket failed: `err`) during the handshake: after a pipelined greeting's
+   * answer, a sign it did not take the rest.
+   */
+  closed(err?: { code?: string | undefined }): Step {
+    if (this.stage === STAGE_DONE) return this.error ? FAILED : DONE;
+    if (this.pipelineWaitMs > 0 && this.stage === STAGE_AUTH)
+      return this.fail(new Socks5ClientError('NOT_PIPELINED', 'upstream closed after answering the pipelined greeting'));
+    if (err === undefined) return this.fail(new Socks5ClientError('CLOSED', 'upstream closed during the SOCKS5 handshake'));
+    const message = `upstream failed during the SOCKS5 handshake: ${err.code ?? 'error'}`;
+    return this.fail(new Socks5ClientError('CLOSED', message, undefined, err.code));
+  }
+
+  /** The upstream's next bytes. */
+  feed(chunk: Buffer): Step {
+    this.out = null;
+    if (this.stage === STAGE_DONE) return this.error ? FAILED : DONE;
     let b = this.buffer === null ? chunk : Buffer.concat([this.buffer, chunk]);
     for (;;) {
       const consumed = this.step(b);
       if (consumed === 0) break;
       b = b.subarray(consumed);
     }
-    this.buffer = this.stage === Stage.Done || b.length === 0 ? null : b;
-    // Pipelined: the method answered and not yet the auth (a server that read both sends them together).
-    if (this.stage === Stage.Auth && this.pipelineWaitMs > 0 && this.stall === undefined) {
-      const wait = Math.max(this.pipelineWaitMs, 2 * (performance.now() - this.sentAt));
-      this.stall = setTimeout(onStall, wait, this);
+    if (this.stage === STAGE_DONE) {
+      this.buffer = null;
+      return this.error ? FAILED : DONE;
     }
+    this.buffer = b.length === 0 ? null : b;
+    return MORE;
+  }
+
+  private fail(err: Socks5ClientError): Step {
+    this.stage = STAGE_DONE;
+    this.error = err;
+    this.out = null;
+    return FAILED;
+  }
+
+  private send(b: Buffer): void {
+    this.out = this.out === null ? b : Buffer.concat([this.out, b]);
   }
 
   /** Handles one answer at the current stage; returns the bytes it consumed, 0 when more are needed or done. */
   private step(b: Buffer): number {
     switch (this.stage) {
-      case Stage.Method: {
+      case STAGE_METHOD: {
         if (b.length < 2) return 0;
         if (b[0] !== SOCKS_VERSION) {
           this.fail(new Socks5ClientError('BAD_REPLY', 'upstream is not a SOCKS5 server'));
@@ -377,19 +279,19 @@ class ClientHandshake {
             this.fail(new Socks5ClientError('NOT_PIPELINED', `upstream answered a user/password-only greeting with method ${method}`));
             return 0;
           }
-          this.stage = Stage.Auth;
+          this.stage = STAGE_AUTH;
           return 2;
         }
         if (method === METHOD_PASSWORD && this.auth) {
-          this.socket.write(this.auth);
-          this.stage = Stage.Auth;
+          this.send(this.auth);
+          this.stage = STAGE_AUTH;
         } else if (method === METHOD_NONE) {
-          if (this.greetOnly) {
-            this.ready();
+          if (this.mode === GREET) {
+            this.stage = STAGE_DONE;
             return 0;
           }
-          this.socket.write(this.request);
-          this.stage = Stage.Reply;
+          this.send(this.request!);
+          this.stage = STAGE_REPLY;
         } else if (method === NO_ACCEPTABLE) {
           this.fail(new Socks5ClientError('NO_ACCEPTABLE_METHOD', 'upstream accepts none of the offered authentication methods'));
           return 0;
@@ -399,26 +301,22 @@ class ClientHandshake {
         }
         return 2;
       }
-      case Stage.Auth: {
+      case STAGE_AUTH: {
         if (b.length < 2) return 0;
         // Only the status is checked: some servers answer the RFC 1929 version byte as 0x05.
         if (b[1] !== 0x00) {
           this.fail(new Socks5ClientError('AUTH_FAILED', 'upstream refused its credentials'));
           return 0;
         }
-        if (this.stall !== undefined) {
-          clearTimeout(this.stall);
-          this.stall = undefined;
-        }
-        if (this.greetOnly) {
-          this.ready();
+        if (this.mode === GREET) {
+          this.stage = STAGE_DONE;
           return 0;
         }
-        if (this.pipelineWaitMs === 0) this.socket.write(this.request);
-        this.stage = Stage.Reply;
+        if (this.pipelineWaitMs === 0) this.send(this.request!);
+        this.stage = STAGE_REPLY;
         return 2;
       }
-      case Stage.Reply: {
+      case STAGE_REPLY: {
         if (b.length < 2) return 0;
         if (b[0] !== SOCKS_VERSION) {
           this.fail(new Socks5ClientError('BAD_REPLY', 'upstream answered CONNECT with a bad version'));
@@ -438,16 +336,78 @@ class ClientHandshake {
         if (b.length < 5) return 0;
         const end = atyp === 0x01 ? 10 : atyp === 0x04 ? 22 : 7 + b[4]!;
         if (b.length < end) return 0;
-        this.reply = b.subarray(0, end);
-        this.stop();
-        this.socket.pause();
-        this.done(null, b.length > end ? b.subarray(end) : null, boundAddress(this.reply));
+        const reply = b.subarray(0, end);
+        this.stage = STAGE_DONE;
+        if (this.mode === ASSOCIATE) this.relay = relayAddress(reply);
+        else {
+          this.bound = boundAddress(reply);
+          if (b.length > end) this.head = b.subarray(end);
+        }
         return 0;
       }
       default:
         return 0;
     }
   }
+}
+
+const TOO_LONG = 'upstream credentials too long for SOCKS5';
+const UNENCODABLE = 'target cannot be encoded for SOCKS5';
+
+/**
+ * Greeting, optional RFC 1929 auth and CONNECT to `target`. `pipelineWaitMs` > 0 (credentials required): all
+ * in one write, failing NOT_PIPELINED when the upstream answered the greeting and then not the auth within the
+ * wait (stallWait), closed after the greeting, or refused the user/password-only greeting.
+ */
+export function socks5Connect(
+  target: { host: string; port: number },
+  credentials: Socks5Credentials | undefined,
+  pipelineWaitMs = 0,
+): Socks5Client {
+  const request = connectRequest(target.host, target.port);
+  const auth = credentials ? authMessageOf(credentials) : undefined;
+  if (!request || (credentials && !auth))
+    return new Socks5Client(CONNECT, undefined, undefined, 0, new Socks5ClientError('BAD_REQUEST', request ? TOO_LONG : UNENCODABLE));
+  return new Socks5Client(CONNECT, request, auth, auth ? pipelineWaitMs : 0);
+}
+
+/**
+ * The first half of socks5Connect, for a connection kept ready before it is needed: greeting and optional
+ * RFC 1929 auth (pipelined as socks5Connect's when `pipelineWaitMs` > 0). Done once the upstream would take a
+ * request; then socks5Request's client sends it.
+ */
+export function socks5Greet(credentials: Socks5Credentials | undefined, pipelineWaitMs = 0): Socks5Client {
+  const auth = credentials ? authMessageOf(credentials) : undefined;
+  if (credentials && !auth) return new Socks5Client(GREET, undefined, undefined, 0, new Socks5ClientError('BAD_REQUEST', TOO_LONG));
+  return new Socks5Client(GREET, EMPTY, auth, auth ? pipelineWaitMs : 0);
+}
+
+/** The second half: CONNECT on a connection a socks5Greet client readied. */
+export function socks5Request(target: { host: string; port: number }): Socks5Client {
+  const request = connectRequest(target.host, target.port);
+  if (!request) return new Socks5Client(REQUEST, undefined, undefined, 0, new Socks5ClientError('BAD_REQUEST', UNENCODABLE));
+  return new Socks5Client(REQUEST, request, undefined, 0);
+}
+
+/**
+ * Greeting, optional RFC 1929 auth and UDP ASSOCIATE (RFC 1928 §7): done with the relay's address from the
+ * reply (BND.ADDR, BND.PORT) in `relay`. The association lives as long as the connection.
+ */
+export function socks5Associate(credentials: Socks5Credentials | undefined): Socks5Client {
+  const auth = credentials ? authMessageOf(credentials) : undefined;
+  if (credentials && !auth) return new Socks5Client(ASSOCIATE, undefined, undefined, 0, new Socks5ClientError('BAD_REQUEST', TOO_LONG));
+  return new Socks5Client(ASSOCIATE, ASSOCIATE_REQUEST, auth, 0);
+}
+
+function relayAddress(reply: Buffer): { host: string; port: number } {
+  const atyp = reply[3];
+  if (atyp === 0x01) return { host: `${reply[4]}.${reply[5]}.${reply[6]}.${reply[7]}`, port: reply.readUInt16BE(8) };
+  if (atyp === 0x04) {
+    const parts: string[] = [];
+    for (let i = 0; i < 8; i++) parts.push(reply.readUInt16BE(4 + i * 2).toString(16));
+    return { host: parts.join(':'), port: reply.readUInt16BE(20) };
+  }
+  return { host: reply.toString('latin1', 5, 5 + reply[4]!), port: reply.readUInt16BE(reply.length - 2) };
 }
 
 /**
@@ -469,18 +429,3 @@ export function boundAddress(reply: Buffer): string | undefined {
   }
   return undefined;
 }
-
-function onData(this: HandshakeSocket, chunk: Buffer): void {
-  this[HANDSHAKE]?.data(chunk);
-}
-function onClose(this: HandshakeSocket): void {
-  this[HANDSHAKE]?.closed('upstream closed during the SOCKS5 handshake');
-}
-function onError(this: HandshakeSocket, err: NodeJS.ErrnoException): void {
-  this[HANDSHAKE]?.closed(`upstream failed during the SOCKS5 handshake: ${err.code ?? 'error'}`, err.code);
-}
-function onStall(h: ClientHandshake): void {
-  h.stalled();
-}
-
-function noop(): void {}

@@ -204,3 +204,13 @@ test("the dial race's job runs code that imports neither the race nor the router
     .map((n) => n.expression.getText(router));
   assert.ok(made.includes('DialJob'), "the router's dial makes a DialJob for the race");
 });
+
+test("the upstream dial's handshake is data: the SOCKS5 client and the CONNECT answer are fed bytes and return, calling nobody back", () => {
+  // The dial (upstream-dial.ts, warm.ts) owns the socket and feeds the reader; were the reader handed a callback
+  // (or the dial a handshake function of its importer's), each dial would climb back into its dialer.
+  for (const file of ['src/wire/socks5-client.ts', 'src/proxy/dial-http.ts', 'src/proxy/dial-socks5.ts', 'src/proxy/cancel.ts'])
+    assert.deepEqual(functionTyped(file), [], file);
+  // upstream-dial.ts holds only its promise's own settle functions (node's, bound by its executor).
+  const held = functionTyped('src/proxy/upstream-dial.ts').map((f) => f.split(' ')[1]);
+  assert.deepEqual([...new Set(held)].sort(), ['reject', 'resolve']);
+});

@@ -9,7 +9,7 @@ import { connect, type Socket } from 'node:net';
 import { manualClock, startGateway, type Gateway } from '../e2e/harness.ts';
 import { startTarget, type BytesTarget } from '../e2e/limits-harness.ts';
 import { waitFor } from '../support/wait.ts';
-import { socks5Connect } from '../../src/wire/socks5-client.ts';
+import { socks5Connect } from '../support/socks5-connect.ts';
 import type { ConnectionRecord } from '../../src/connlog/types.ts';
 
 const HOUR = 3_600_000;

@@ -10,7 +10,7 @@ import { startGateway, viaConnect, viaHttp, viaSocks5h, type Gateway } from '../
 import { curl, startTarget, type BytesTarget } from '../e2e/limits-harness.ts';
 import { captureLogger } from '../support/logger.ts';
 import { waitFor } from '../support/wait.ts';
-import { socks5Connect } from '../../src/wire/socks5-client.ts';
+import { socks5Connect } from '../support/socks5-connect.ts';
 import type { ConnectionRecord, LiveConnection } from '../../src/connlog/types.ts';
 
 const TOKEN = 'connlog-test-token-81c2';

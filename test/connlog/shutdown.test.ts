@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
-import { socks5Connect } from '../../src/wire/socks5-client.ts';
+import { socks5Connect } from '../support/socks5-connect.ts';
 import {
   adminGet,
   cleanup,

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { connect, createServer as createNetServer, type AddressInfo, type Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import { socks5Connect } from '../../src/wire/socks5-client.ts';
+import { socks5Connect } from '../support/socks5-connect.ts';
 import { freePort } from '../support/ports.ts';
 import { poll } from '../support/wait.ts';
 import { startGateway, startTarget, type Gateway, type Target } from './harness.ts';

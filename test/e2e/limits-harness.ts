@@ -10,7 +10,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { stringify } from 'yaml';
 import type { ConfigInput } from '../../src/config/index.ts';
-import { socks5Connect } from '../../src/wire/socks5-client.ts';
+import { socks5Connect } from '../support/socks5-connect.ts';
 import { poll } from '../support/wait.ts';
 import { runCurl } from '../support/curl.ts';
 import { findSample } from '../support/prometheus.ts';

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { runRotorCommand } from '../support/rotor-process.ts';
 import { after, before, describe, test } from 'node:test';
 import { hashPasswordAsync } from '../../src/admission/password.ts';
-import { socks5Connect } from '../../src/wire/socks5-client.ts';
+import { socks5Connect } from '../support/socks5-connect.ts';
 import { startGateway, type Gateway } from './harness.ts';
 
 const TOKEN = 'users-batch-token-Zk30';

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { METRIC } from '../../src/telemetry/metrics.ts';
 import { hashPasswordAsync } from '../../src/admission/password.ts';
-import { socks5Connect } from '../../src/wire/socks5-client.ts';
+import { socks5Connect } from '../support/socks5-connect.ts';
 import { captureLogger } from '../support/logger.ts';
 import { openTestStore } from '../support/store.ts';
 import { metricValue, startGateway, waitFor, type Gateway } from './harness.ts';

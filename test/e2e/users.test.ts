@@ -8,7 +8,7 @@ import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
-import { socks5Connect } from '../../src/wire/socks5-client.ts';
+import { socks5Connect } from '../support/socks5-connect.ts';
 import { PlatformClient } from '../../src/platform/client.ts';
 import { startSimulator, SIM_PRODUCTS } from '../../src/sim/index.ts';
 import { buyTraffic } from '../support/orders.ts';

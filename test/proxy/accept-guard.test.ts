@@ -167,11 +167,8 @@ describe('an upstream dial with no descriptor left', () => {
         ),
       );
       failures.push(
-        await dialThrough(node as never, { connectTimeoutMs: 5000, handshakeTimeoutMs: 5000 }, 'http', (s, done) => {
-          done(null, s);
-          return () => {};
-        }).then(
-          (s) => (s as Socket).destroy(),
+        await dialThrough(node as never, { connectTimeoutMs: 5000, handshakeTimeoutMs: 5000 }, 'http', null).then(
+          (t) => t.socket.destroy(),
           (err: unknown) => err,
         ),
       );

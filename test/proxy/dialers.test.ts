@@ -2,10 +2,10 @@ import assert from 'node:assert/strict';
 import { createServer, type Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { DialCancel } from '../../src/proxy/cancel.ts';
-import { dialHttpConnect } from '../../src/proxy/dial-http.ts';
-import { dialSocks5 } from '../../src/proxy/dial-socks5.ts';
+import { dialHttpConnect, dialSocks5 } from '../../src/proxy/upstream-dial.ts';
 import { DialAbortedError, UpstreamDialError } from '../../src/proxy/errors.ts';
 import { createMetrics } from '../../src/telemetry/metrics.ts';
+import { poll } from '../support/wait.ts';
 import {
   closeServer,
   deadPort,
@@ -201,6 +201,38 @@ describe('upstream dialers against real proxies', () => {
           );
           assert.ok(Date.now() - started < 1000, `${kind} ${flavour}`);
         }
+      }
+    } finally {
+      await silent.close();
+    }
+  });
+  test("a DialCancel's abort runs no code of the dial: it destroys the dial's socket, and the dial ends on the close", async () => {
+    const silent = await startSilent();
+    /** Records what a dial registers on it: nothing, the socket is handed over instead. */
+    class Watched extends DialCancel {
+      registered = 0;
+      override addEventListener(type: 'abort', listener: Parameters<DialCancel['addEventListener']>[1]): void {
+        this.registered++;
+        super.addEventListener(type, listener);
+      }
+    }
+    try {
+      for (const kind of ['socks5', 'http'] as const) {
+        const dial = kind === 'socks5' ? dialSocks5 : dialHttpConnect;
+        const cancel = new Watched();
+        const dialing = dial(
+          node(kind, silent.port),
+          { host: '127.0.0.1', port: target.port },
+          { connectTimeoutMs: 5000, handshakeTimeoutMs: 5000, signal: cancel },
+        );
+        // Connected and waiting for the silent upstream's answer: the cancel holds the dial's socket.
+        await poll(() => cancel.socket !== null && !(cancel.socket as Socket).connecting);
+        const socket = cancel.socket as Socket;
+        cancel.abort();
+        assert.equal(socket.destroyed, true, `${kind}: abort() destroyed the socket itself`);
+        await assert.rejects(dialing, (e: unknown) => e instanceof DialAbortedError);
+        assert.equal(cancel.registered, 0, `${kind}: the dial registered no abort listener`);
+        assert.equal(cancel.socket, null);
       }
     } finally {
       await silent.close();

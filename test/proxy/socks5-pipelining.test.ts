@@ -5,7 +5,8 @@
 import assert from 'node:assert/strict';
 import { createServer, connect, type AddressInfo, type Server, type Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import { dialSocks5, socks5Pipelining } from '../../src/proxy/dial-socks5.ts';
+import { socks5Pipelining } from '../../src/proxy/dial-socks5.ts';
+import { dialSocks5 } from '../../src/proxy/upstream-dial.ts';
 import { UpstreamDialError } from '../../src/proxy/errors.ts';
 import { WarmConnections } from '../../src/proxy/warm.ts';
 import { poll } from '../support/wait.ts';

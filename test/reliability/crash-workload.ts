@@ -30,7 +30,7 @@ import { PlatformClient } from '../../src/platform/client.ts';
 import { SIM_PRODUCTS, startSimulator, type Simulator } from '../../src/sim/index.ts';
 import { SqliteStore } from '../../src/store/index.ts';
 import type { ConfigInput } from '../../src/config/index.ts';
-import { socks5Connect } from '../../src/wire/socks5-client.ts';
+import { socks5Connect } from '../support/socks5-connect.ts';
 import { seeded } from './daemon.ts';
 import { poll } from '../support/wait.ts';
 import { restartablePort } from '../support/ports.ts';

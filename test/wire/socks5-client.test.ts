@@ -1,9 +1,19 @@
-// The SOCKS5 client handshake over real loopback sockets: against our own server side (acceptSocks5) and
-// against scripted servers that answer in pieces, refuse, or speak something else.
+// The SOCKS5 client handshake over real loopback sockets (the sans-I/O client driven by test/support/socks5-connect.ts):
+// against our own server side (acceptSocks5) and against scripted servers that answer in pieces, refuse, or speak
+// something else; and the client itself, fed bytes, returning what happened and calling nothing.
 import assert from 'node:assert/strict';
 import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { describe, test } from 'node:test';
-import { Socks5ClientError, connectRequest, socks5Connect } from '../../src/wire/socks5-client.ts';
+import {
+  DONE,
+  FAILED,
+  MORE,
+  Socks5ClientError,
+  connectRequest,
+  socks5Connect as socks5Client,
+  socks5Greet,
+} from '../../src/wire/socks5-client.ts';
+import { socks5Connect } from '../support/socks5-connect.ts';
 import { acceptSocks5, writeReply, REPLY } from '../../src/wire/socks5.ts';
 
 const open = new Map<Server, Set<Socket>>();
@@ -213,5 +223,53 @@ describe('SOCKS5 client', () => {
     } finally {
       await close(server);
     }
+  });
+  test('sans I/O: fed the answers, the client returns more / done / failed and says what to write, calling nothing', () => {
+    const creds = { username: 'u', password: 'p' };
+    const c = socks5Client({ host: '10.0.0.1', port: 80 }, creds);
+    assert.deepEqual([...c.start()!], [5, 2, 0, 2]);
+    // The method answer in two pieces: nothing to write until it is whole, then the RFC 1929 request.
+    assert.equal(c.feed(Buffer.from([5])), MORE);
+    assert.equal(c.out, null);
+    assert.equal(c.feed(Buffer.from([2])), MORE);
+    assert.deepEqual([...c.out!], [1, 1, 0x75, 1, 0x70]);
+    assert.equal(c.feed(Buffer.from([1, 0])), MORE);
+    assert.deepEqual([...c.out!], [...connectRequest('10.0.0.1', 80)!]);
+    assert.equal(c.feed(Buffer.from([5, 0, 0, 1, 192, 0, 2, 7, 0, 80, 0x42, 0x43])), DONE);
+    assert.equal(c.bound, '192.0.2.7');
+    assert.equal(c.head?.toString(), 'BC');
+
+    // Pipelined: one write; the method answer alone leaves a wait for the auth answer, stalled() ends it.
+    const p = socks5Client({ host: 'a.b', port: 1 }, creds, 100);
+    const first = p.start()!;
+    assert.deepEqual([...first.subarray(0, 3)], [5, 1, 2]);
+    assert.equal(first.length, 3 + 5 + connectRequest('a.b', 1)!.length);
+    assert.equal(p.feed(Buffer.from([5, 2])), MORE);
+    assert.ok(p.stallWait() >= 100);
+    assert.equal(p.stallWait(), 0, 'the wait is asked for once');
+    assert.equal(p.stalled(), FAILED);
+    assert.equal(p.error?.code, 'NOT_PIPELINED');
+    // The same client again step by step (for a new connection).
+    p.stepwise();
+    assert.deepEqual([...p.start()!], [5, 2, 0, 2]);
+    assert.equal(p.feed(Buffer.from([5, 2])), MORE);
+    assert.equal(p.closed(), FAILED);
+    assert.equal(p.error?.code, 'CLOSED');
+
+    // A greeting for a connection kept ready is done at the auth answer; a refusal is typed.
+    const g = socks5Greet(creds);
+    g.start();
+    g.feed(Buffer.from([5, 2]));
+    assert.equal(g.feed(Buffer.from([1, 0])), DONE);
+    const refused = socks5Client({ host: '10.0.0.1', port: 80 }, undefined);
+    refused.start();
+    refused.feed(Buffer.from([5, 0]));
+    assert.equal(refused.feed(Buffer.from([5, 5, 0, 1, 0, 0, 0, 0, 0, 0])), FAILED);
+    assert.equal(refused.error?.code, 'REJECTED');
+    assert.equal(refused.error?.reply, 5);
+    // A target that cannot be encoded: failed from the start, nothing to write.
+    const bad = socks5Client({ host: 'x'.repeat(256), port: 1 }, undefined);
+    assert.equal(bad.start(), null);
+    assert.equal(bad.error?.code, 'BAD_REQUEST');
   });
 });
