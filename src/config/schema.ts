@@ -149,7 +149,8 @@ const proxy = z
     /**
      * Bytes the kernel may hold not yet sent to a client (TCP_NOTSENT_LOWAT on Linux and macOS): what a client
      * that stops reading makes Rotor read from the upstream, beyond Rotor's own buffers; 0 = the kernel's own
-     * (up to net.ipv4.tcp_wmem's maximum, 4 MiB by default).
+     * (up to net.ipv4.tcp_wmem's maximum, 4 MiB by default). A tunnel's client that keeps taking a bulk
+     * download is allowed 1 MiB while it does (src/proxy/unsent-limit.ts BULK_UNSENT).
      */
     clientUnsentBytes: z
       .number()

@@ -12,6 +12,7 @@ import type { Socket } from 'node:net';
 import type { Metrics } from '../telemetry/metrics.ts';
 import { BULK_READ, bulkReads } from './paced-reads.ts';
 import { MeteredStream, type Valve } from './tunnel-stream.ts';
+import { BULK_UNSENT, unsentBulk } from './unsent-limit.ts';
 import type { RelayLimiter, UserMeter } from './types.ts';
 
 export type RelayEnd = 'closed' | 'idle' | 'limit' | 'error' | 'stopped';
@@ -103,6 +104,8 @@ class Relay implements RelayHandle {
   /** A side whose read filled node's whole read buffer was switched to bulk reads (paced-reads.ts bulkReads). */
   private bulkUp = false;
   private bulkDown = false;
+  /** The client's unsent bound is raised to BULK_UNSENT (unsent-limit.ts unsentBulk): it takes a bulk download. */
+  private unsentRaised = false;
 
   constructor(
     readonly client: Socket,
@@ -166,7 +169,14 @@ class Relay implements RelayHandle {
     const valve = this.toClient;
     valve.passed(n, this.client.write(chunk));
     if (valve.overRate && this.clientEnded) this.probe();
-    if (n === BULK_READ && !this.bulkDown) {
+    if (this.bulkDown) {
+      // More sent than a client could hold unread, and this write taken at once: it keeps draining. The first
+      // write it does not take at once puts the bound back.
+      if (this.unsentRaised === valve.sinkFull && (this.unsentRaised || this.stats.down > BULK_UNSENT)) {
+        this.unsentRaised = !this.unsentRaised;
+        unsentBulk(this.client, this.unsentRaised);
+      }
+    } else if (n === BULK_READ) {
       this.bulkDown = true;
       bulkReads(this.upstream, this.client);
     }

@@ -117,7 +117,7 @@ class GuardedDial {
     const s = this.socket!;
     this.connecting = false;
     s.off('error', onConnectError);
-    s.off(readyEvent(this.node), onConnect);
+    s.off(this.node.tls === true ? readyEvent(this.node) : 'connect', onConnect);
     // Between phases (and between the dial and the relay) nobody else listens; an error then must not crash
     // the process. The owner of each phase attaches its own handler and acts on errors.
     s.on('error', noop);
@@ -229,7 +229,7 @@ class GuardedDial {
     if (this.connecting) {
       this.connecting = false;
       s.off('error', onConnectError);
-      s.off(readyEvent(this.node), onConnect);
+      s.off(this.node.tls === true ? readyEvent(this.node) : 'connect', onConnect);
     }
     s.off('close', onDialClose);
     if (this.reading) {

@@ -6,7 +6,9 @@ import { once } from 'node:events';
 import { createRequire } from 'node:module';
 import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { after, describe, test } from 'node:test';
-import { unsentLimiter } from '../../src/proxy/unsent-limit.ts';
+import { relay } from '../../src/proxy/relay.ts';
+import { BULK_UNSENT, unsentLimiter } from '../../src/proxy/unsent-limit.ts';
+import { UnlimitedMeters } from '../support/meters.ts';
 
 const sockopt = createRequire(import.meta.url)('sockopt') as { getsockopt(s: unknown, level: number, name: number): number };
 const TCP_NOTSENT_LOWAT = 25;
@@ -70,4 +72,49 @@ describe('unsent bound (TCP_NOTSENT_LOWAT)', { skip: process.platform !== 'linux
   test('0 bytes: no limiter at all', () => {
     assert.deepEqual(unsentLimiter(0), {});
   });
+
+  test('a relay raises the bound while its client takes a bulk download, and puts it back once a write waits', async () => {
+    const { limit } = unsentLimiter(128 * 1024);
+    const toClient = await listener(limit!);
+    const client = await toClient.next(); // the relay's client socket (bounded)
+    const app = clients[clients.length - 1]!; // the application's end of it
+    const toUpstream = await listener(() => undefined);
+    const far = await toUpstream.next(); // the upstream's end
+    const near = clients[clients.length - 1]!; // the relay's upstream socket
+    const ended = new Promise((resolve) =>
+      relay(client, near, { meter: new UnlimitedMeters().meter('u'), idleTimeoutMs: 30_000, end: { relayEnded: resolve } }),
+    );
+    const chunk = Buffer.alloc(1 << 20, 7);
+    let got = 0;
+    const taken = new Promise<void>((resolve) =>
+      app.on('data', (d: Buffer) => {
+        got += d.length;
+        if (got >= 4 << 20) resolve();
+      }),
+    );
+    // The application reads 4 MiB as fast as it can: more than it could hold unread.
+    assert.equal(lowat(client), 128 * 1024);
+    for (let i = 0; i < 4; i++) if (!far.write(chunk)) await once(far, 'drain');
+    await taken;
+    assert.equal(lowat(client), BULK_UNSENT, 'raised while the client drains');
+    // It stops reading: the upstream goes on until the relay's write to the client waits.
+    app.pause();
+    await until(() => {
+      if (client.writableNeedDrain) return true;
+      if (far.writableLength < 1 << 20) far.write(chunk);
+      return false;
+    });
+    assert.equal(lowat(client), 128 * 1024, 'the bound again once a write waits');
+    far.destroy();
+    app.destroy();
+    await ended;
+  });
 });
+
+/** Resolves on the first turn of the event loop on which `ready()` holds. */
+function until(ready: () => boolean): Promise<void> {
+  return new Promise((resolve) => {
+    const check = (): void => void (ready() ? resolve() : setImmediate(check));
+    check();
+  });
+}
