@@ -18,7 +18,8 @@
 // - Deadlines (an opening's connect + handshake, a tunnel request's answer) are checked by that same sweep,
 //   not a timer each: they almost never fire, and a timer per tunnel is a Timeout and its list operations.
 //   One fires at its deadline or at most one tick (min(1 s, a quarter of the handshake deadline)) after it.
-// - Refills run off the tunnel's path (setImmediate), never awaited by a dial.
+// - Refills run off the tunnel's path, never awaited by a dial: in the dial's turn, but after the tunnel's own
+//   request was written (or its fresh dial started), so no immediate per tunnel.
 import { connect, type Socket } from 'node:net';
 import { nodeOwner } from '../pool/node-owner.ts';
 import type { UpstreamNode } from '../pool/types.ts';
@@ -81,8 +82,6 @@ interface NodeSet {
   at: number;
   /** how long opening one takes, smoothed (ms) */
   openMs: number;
-  /** a refill is scheduled (one per set at a time, however many dials ask in the same turn) */
-  refilling: boolean;
 }
 
 const READY = Symbol('rotor.warmReady');
@@ -184,9 +183,9 @@ export class WarmConnections {
     set.recent[set.at] = now;
     set.at = (set.at + 1) % RECENT;
     const ready = this.take(set);
-    this.refillSoon(set);
-    if (!ready) return fresh(node, target, options);
-    return this.request(ready, node, target, options, fresh);
+    const tunnel = ready ? this.request(ready, node, target, options, fresh) : fresh(node, target, options);
+    this.refill(set);
+    return tunnel;
   }
 
   private setFor(node: UpstreamNode): NodeSet | undefined {
@@ -204,7 +203,7 @@ export class WarmConnections {
     if (this.sets.size >= MAX_SETS) this.sweepSets();
     if (this.sets.size >= MAX_SETS) return undefined;
     const pool = owner ? `${owner.key.user}/${owner.key.productNo}/${owner.key.region}` : `node:${node.host}:${node.port}`;
-    set = { key, node, pool, ready: [], opening: 0, recent: [], at: 0, openMs: 0, refilling: false };
+    set = { key, node, pool, ready: [], opening: 0, recent: [], at: 0, openMs: 0 };
     this.sets.set(key, set);
     return set;
   }
@@ -241,14 +240,7 @@ export class WarmConnections {
     return Math.min(this.o.perNode, 1 + Math.ceil(perMs * Math.max(1, set.openMs)));
   }
 
-  private refillSoon(set: NodeSet): void {
-    if (set.refilling) return;
-    set.refilling = true;
-    setImmediate(refillNow, this, set);
-  }
-
   refill(set: NodeSet): void {
-    set.refilling = false;
     if (this.closed || this.sets.get(set.key) !== set) return;
     const want = this.demand(set, performance.now());
     while (set.ready.length + set.opening < want) {
@@ -653,10 +645,6 @@ function onRequestFailed(this: WarmSocket, err: NodeJS.ErrnoException): void {
 }
 
 const ONCE = { once: true } as const;
-
-function refillNow(warm: WarmConnections, set: NodeSet): void {
-  warm.refill(set);
-}
 
 function sweepNow(warm: WarmConnections): void {
   warm.sweep();

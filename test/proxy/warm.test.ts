@@ -187,7 +187,7 @@ describe('warm upstream connections', () => {
     let timers = 0;
     const hook = createHook({
       init(_id, type) {
-        if (type === 'Timeout' && /src[\\/]proxy[\\/]warm\.ts/.test(new Error().stack ?? '')) timers++;
+        if ((type === 'Timeout' || type === 'Immediate') && /src[\\/]proxy[\\/]warm\.ts/.test(new Error().stack ?? '')) timers++;
       },
     });
     const idleMs = 400;
@@ -204,8 +204,9 @@ describe('warm upstream connections', () => {
     const readyAt = performance.now();
     hook.disable();
     const made = up.accepted - acceptedBefore;
-    // The tunnel's request deadline and each opening's deadline are checked by the running sweep: no timer at all.
-    assert.equal(timers, 0, `${timers} timers for a tunnel and ${made} connection(s) opened and made ready`);
+    // The tunnel's request deadline and each opening's deadline are checked by the running sweep, and the refill
+    // runs in the dial's turn: no timer and no immediate at all.
+    assert.equal(timers, 0, `${timers} timers and immediates for a tunnel and ${made} connection(s) opened and made ready`);
     // Retired by idleMs (never later), then replaced while demand lasts: every connection ready now is gone
     // from the upstream's side within idleMs plus the close's own delay.
     const first = new Set(up.open);
