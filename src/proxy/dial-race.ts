@@ -3,7 +3,8 @@
 // The other is cancelled and, when it had stalled past the hedge delay, marked like a failed node; a node
 // that fails outright is marked and replaced (proxy.retries). A client that leaves cancels every attempt,
 // and what was learnt still counts: an attempt stalled past the hedge delay is a failure of its node.
-// Timers, one per running attempt, are the only cost; a dial that answers before the delay pays nothing more.
+// The hedge delays of all races wait in one queue per delay (start order is due order), with one timer armed
+// for the queue's head: an attempt costs no timer of its own, and each hedge still starts at its delay.
 import { AccountRefusedError } from '../pool/account-refusal.ts';
 import { PoolEmptyError, type FailureReason, type NodeSource, type UpstreamNode } from '../pool/types.ts';
 import type { HandshakeTimes } from './handshake-times.ts';
@@ -64,7 +65,13 @@ interface Attempt {
   hedge: boolean;
   cancel: DialCancel;
   startedAt: number;
+  /** the grace's timer of a loser on probation */
   timer: NodeJS.Timeout | undefined;
+  race: Race;
+  /** when its hedge is due (performance.now), while it waits in its delay's queue */
+  hedgeDue: number;
+  /** waiting for its hedge (cleared when it ends or its hedge is due) */
+  hedgeArmed: boolean;
   /** marked 'stalled' when a hedge won; still running for the grace, forgiven if it answers */
   onProbation: boolean;
 }
@@ -130,6 +137,7 @@ class Race {
   }
 
   stop(a: Attempt): void {
+    a.hedgeArmed = false;
     clearTimeout(a.timer);
     const i = this.pending.indexOf(a);
     if (i >= 0) this.pending.splice(i, 1);
@@ -272,7 +280,6 @@ class Race {
   }
 
   hedgeTimer(a: Attempt): void {
-    a.timer = undefined;
     if (this.settled || !this.pending.includes(a) || this.hedges >= this.spec.maxHedges) return;
     this.launch(false, true);
   }
@@ -361,13 +368,13 @@ class Race {
       cancel: new DialCancel(),
       startedAt: performance.now(),
       timer: undefined,
+      race: this,
+      hedgeDue: 0,
+      hedgeArmed: false,
       onProbation: false,
     };
     this.pending.push(a);
-    if (this.hedges < spec.maxHedges) {
-      a.timer = setTimeout(onHedgeTimer, spec.hedgeDelayMs, this, a);
-      a.timer.unref?.();
-    }
+    if (this.hedges < spec.maxHedges) awaitHedge(a, spec.hedgeDelayMs);
     const options: DialOptions = {
       connectTimeoutMs: Math.min(spec.connectTimeoutMs, remaining),
       handshakeTimeoutMs: Math.min(spec.handshakeTimeoutMs, remaining),
@@ -385,8 +392,66 @@ const READY_ONLY = { readyOnly: true } as const;
 /** The exclusions of a race's first node (none): shared, never written. */
 const NONE: ReadonlySet<string> = new Set();
 
-function onHedgeTimer(race: Race, a: Attempt): void {
-  race.hedgeTimer(a);
+/** Attempts waiting for their hedge delay, in start order; `head` is the first not yet passed. */
+interface HedgeQueue {
+  delayMs: number;
+  items: Attempt[];
+  head: number;
+  timer: NodeJS.Timeout | undefined;
+}
+
+/** One queue per hedge delay (one per configured value in practice). */
+const hedgeQueues = new Map<number, HedgeQueue>();
+
+function awaitHedge(a: Attempt, delayMs: number): void {
+  let q = hedgeQueues.get(delayMs);
+  if (q === undefined) {
+    q = { delayMs, items: [], head: 0, timer: undefined };
+    hedgeQueues.set(delayMs, q);
+  }
+  a.hedgeDue = performance.now() + delayMs;
+  a.hedgeArmed = true;
+  q.items.push(a);
+  if (q.timer === undefined) armHedges(q, delayMs);
+}
+
+function armHedges(q: HedgeQueue, ms: number): void {
+  q.timer = setTimeout(onHedgeQueue, ms, q);
+  q.timer.unref();
+}
+
+/**
+ * The queue's timer: every attempt whose delay has passed and that still runs gets its hedge (those that ended
+ * are passed over), then the timer is armed again for the next one still waiting. Node's timers run on the
+ * loop's clock, which may lag performance.now by under a millisecond: such an attempt counts as due.
+ */
+function onHedgeQueue(q: HedgeQueue): void {
+  const items = q.items;
+  const now = performance.now() + 1;
+  let next: Attempt | undefined;
+  while (q.head < items.length) {
+    const a = items[q.head]!;
+    if (a.hedgeArmed && a.hedgeDue > now) {
+      next = a;
+      break;
+    }
+    q.head++;
+    if (!a.hedgeArmed) continue;
+    a.hedgeArmed = false;
+    // A hedge started here queues its own attempt behind; q.timer is still set, so it arms nothing.
+    a.race.hedgeTimer(a);
+  }
+  if (next === undefined) {
+    items.length = 0;
+    q.head = 0;
+    q.timer = undefined;
+    return;
+  }
+  if (q.head > 64) {
+    items.splice(0, q.head);
+    q.head = 0;
+  }
+  armHedges(q, Math.max(1, next.hedgeDue - performance.now()));
 }
 
 function onGraceOver(race: Race, a: Attempt): void {

@@ -98,6 +98,13 @@ export class HttpListener extends ProxyListener {
   private readonly parsedAuth = new Map<string, { username: string; password: string } | null>();
   /** Connections whose first request head has arrived; the rest are closed at the handshake deadline. */
   private readonly started = new WeakSet<Socket>();
+  /**
+   * Connections under the handshake deadline, with when each was accepted: one sweep timer checks them (it runs
+   * while any is here), not a timer per connection. A silent client is closed at the deadline or at most one
+   * tick (min(1 s, a quarter of the deadline)) after it.
+   */
+  private readonly accepted = new Map<Socket, number>();
+  private deadlineSweep: NodeJS.Timeout | undefined;
 
   constructor(private readonly options: HttpListenerOptions) {
     super(options);
@@ -156,16 +163,32 @@ export class HttpListener extends ProxyListener {
 
   /** Where a client connection opens and closes: the registry, the gauge, the handshake deadline. */
   private onConnection(socket: Socket): void {
-    const deadline = setTimeout(() => {
-      if (!this.started.has(socket)) socket.destroy();
-    }, this.handshakeMs);
-    deadline.unref();
+    this.accepted.set(socket, performance.now());
+    if (this.deadlineSweep === undefined) {
+      this.deadlineSweep = setInterval(sweepDeadlines, Math.max(5, Math.min(1000, Math.floor(this.handshakeMs / 4))), this);
+      this.deadlineSweep.unref();
+    }
     this.pipeline.accept(socket);
     // The listener's own 'close' listener, after the registry's: nothing below calls the listener back.
     socket.on('close', () => {
-      clearTimeout(deadline);
+      this.accepted.delete(socket);
       this.uncount(socket);
     });
+  }
+
+  /** The handshake deadline's sweep: a connection past it without a request head is closed. */
+  sweepDeadlines(): void {
+    const due = performance.now() - this.handshakeMs;
+    // Oldest first (a Map keeps insertion order): stop at the first one still within its deadline.
+    for (const [socket, at] of this.accepted) {
+      if (at > due) break;
+      this.accepted.delete(socket);
+      if (!this.started.has(socket)) socket.destroy();
+    }
+    if (this.accepted.size === 0) {
+      clearInterval(this.deadlineSweep);
+      this.deadlineSweep = undefined;
+    }
   }
 
   /** Credentials and admission, the same for every kind of request (the pipeline's; a Promise when checked off the loop). */
@@ -380,3 +403,7 @@ function upgradeHead(req: IncomingMessage, absolute: AbsoluteTarget): string {
 }
 
 const HOST = new Set(['host']);
+
+function sweepDeadlines(listener: HttpListener): void {
+  listener.sweepDeadlines();
+}

@@ -15,6 +15,9 @@
 //   and no timer per connection); an upstream that closes one while it idles
 //   takes it out at once ('end'/'close'/'error', or any byte it sends); a handed-out one that turns out dead
 //   (closed in the same instant) falls back to a fresh dial, so the tunnel still succeeds.
+// - Deadlines (an opening's connect + handshake, a tunnel request's answer) are checked by that same sweep,
+//   not a timer each: they almost never fire, and a timer per tunnel is a Timeout and its list operations.
+//   One fires at its deadline or at most one tick (min(1 s, a quarter of the handshake deadline)) after it.
 // - Refills run off the tunnel's path (setImmediate), never awaited by a dial.
 import { connect, type Socket } from 'node:net';
 import { nodeOwner } from '../pool/node-owner.ts';
@@ -121,9 +124,11 @@ export class WarmConnections {
   /** Retires ready connections by idleMs; runs while any is ready. */
   private sweeper: NodeJS.Timeout | undefined;
   private readonly sweepMs: number;
+  /** Openings and tunnel requests under way, their deadlines checked by the sweep. */
+  private readonly pending = new Set<WarmOpening | WarmRequest>();
 
   constructor(private readonly o: WarmOptions) {
-    this.sweepMs = Math.max(5, Math.min(1000, Math.floor(o.idleMs / 4)));
+    this.sweepMs = Math.max(5, Math.min(1000, Math.floor(o.idleMs / 4), Math.floor(o.handshakeTimeoutMs / 4)));
     this.socks5 = (node, target, options) => this.dial(node, target, options, dialSocks5);
     this.http = (node, target, options) => this.dial(node, target, options, dialHttpConnect);
     const m = o.metrics;
@@ -144,10 +149,32 @@ export class WarmConnections {
 
   close(): void {
     this.closed = true;
-    clearInterval(this.sweeper);
-    this.sweeper = undefined;
     for (const set of this.sets.values()) for (const r of set.ready.splice(0)) this.discard(r, undefined);
     this.sets.clear();
+    // Openings and requests under way still meet their deadlines: the sweep stops once they are done.
+    this.stopSweepIfIdle();
+  }
+
+  /** An opening or a tunnel request under way: its deadline is checked from the next tick of the sweep. */
+  watch(d: WarmOpening | WarmRequest): void {
+    this.pending.add(d);
+    this.startSweep();
+  }
+
+  unwatch(d: WarmOpening | WarmRequest): void {
+    this.pending.delete(d);
+  }
+
+  private startSweep(): void {
+    if (this.sweeper !== undefined) return;
+    this.sweeper = setInterval(sweepNow, this.sweepMs, this);
+    this.sweeper.unref();
+  }
+
+  private stopSweepIfIdle(): void {
+    if (this.readyCount !== 0 || this.pending.size !== 0 || this.sweeper === undefined) return;
+    clearInterval(this.sweeper);
+    this.sweeper = undefined;
   }
 
   private dial(node: UpstreamNode, target: Target, options: DialOptions, fresh: Dialer): Promise<Tunnel> {
@@ -262,10 +289,7 @@ export class WarmConnections {
       return;
     }
     const r: Ready = { socket, set, since: performance.now() };
-    if (this.sweeper === undefined) {
-      this.sweeper = setInterval(sweepNow, this.sweepMs, this);
-      this.sweeper.unref();
-    }
+    this.startSweep();
     socket[READY] = r;
     socket[OWNER] = this;
     // Idle: any sign from the upstream (it closed, failed, or said something unasked) takes it out.
@@ -295,7 +319,10 @@ export class WarmConnections {
    * oldest first) and replaced while demand lasts; with none ready any more the timer stops.
    */
   sweep(): void {
-    const retireAt = performance.now() - this.o.idleMs + this.sweepMs;
+    const now = performance.now();
+    // A Set's iterator tolerates the deletes timedOut() makes (settle/finish unwatch).
+    if (this.pending.size !== 0) for (const d of this.pending) if (d.deadline <= now) d.timedOut();
+    const retireAt = now - this.o.idleMs + this.sweepMs;
     for (const set of this.sets.values()) {
       let n = 0;
       while (n < set.ready.length && set.ready[n]!.since <= retireAt) n++;
@@ -303,10 +330,7 @@ export class WarmConnections {
       for (const r of set.ready.splice(0, n)) this.discard(r, 'expired');
       this.refill(set);
     }
-    if (this.readyCount === 0) {
-      clearInterval(this.sweeper);
-      this.sweeper = undefined;
-    }
+    this.stopSweepIfIdle();
   }
 
   /** Called for a ready connection the upstream closed. */
@@ -361,14 +385,15 @@ export class WarmConnections {
 
 /**
  * One connection being opened for a set: TCP, then for SOCKS5 the greeting and auth (a sans-I/O client this
- * object feeds). One object per connection; its listeners are module-level (they find it on the socket) and its
- * timers take it as argument.
+ * object feeds). One object per connection; its listeners are module-level (they find it on the socket), its stall
+ * timer takes it as argument and its deadline is the warm sweep's.
  */
 class WarmOpening {
   readonly socket: WarmSocket;
   private readonly node: UpstreamNode;
   private readonly started = performance.now();
-  private readonly timer: NodeJS.Timeout;
+  /** connect + handshake deadline (performance.now), checked by the warm sweep */
+  readonly deadline: number;
   private greeting: Socks5Client | undefined;
   private stall: NodeJS.Timeout | undefined;
   private settled = false;
@@ -386,10 +411,15 @@ class WarmOpening {
     const socket = connect({ host: node.host, port: node.port, allowHalfOpen: true, noDelay: true }) as WarmSocket;
     this.socket = socket;
     socket[OPENING] = this;
-    this.timer = setTimeout(onOpeningTimeout, timeoutMs, this);
+    this.deadline = this.started + timeoutMs;
+    warm.watch(this);
     socket.on('error', onOpeningFailed);
     socket.on('close', onOpeningClosed);
     socket.on('connect', onOpeningConnected);
+  }
+
+  timedOut(): void {
+    this.settle(false);
   }
 
   connected(): void {
@@ -448,7 +478,7 @@ class WarmOpening {
   settle(ok: boolean): void {
     if (this.settled) return;
     this.settled = true;
-    clearTimeout(this.timer);
+    this.warm.unwatch(this);
     clearTimeout(this.stall);
     const socket = this.socket;
     socket[OPENING] = undefined;
@@ -480,10 +510,6 @@ function onOpeningData(this: WarmSocket, chunk: Buffer): void {
   this[OPENING]?.data(chunk);
 }
 
-function onOpeningTimeout(opening: WarmOpening): void {
-  opening.settle(false);
-}
-
 function onOpeningStall(opening: WarmOpening): void {
   opening.stalled();
 }
@@ -500,14 +526,15 @@ function bindRequest(resolve: (tunnel: Tunnel) => void, reject: (err: unknown) =
 
 /**
  * A tunnel's request on a ready connection: one object per tunnel with its answer's sans-I/O reader (SOCKS5's
- * client or the CONNECT answer), fed by module-level listeners that find it on the socket; its timer's argument.
+ * client or the CONNECT answer), fed by module-level listeners that find it on the socket; its deadline is the warm sweep's.
  * A DialCancel is handed the socket (abort() destroys it; the close is seen here), another signal calls handleEvent.
  */
 class WarmRequest {
   resolve: (tunnel: Tunnel) => void = noop;
   reject: (err: unknown) => void = noop;
   private done = false;
-  private timer: NodeJS.Timeout | undefined;
+  /** the answer's deadline (performance.now), checked by the warm sweep */
+  deadline = 0;
   private reader: Socks5Client | ConnectAnswer | undefined;
   private cancel: DialCancel | undefined;
 
@@ -522,7 +549,8 @@ class WarmRequest {
 
   start(): void {
     const { options, socket, node } = this;
-    this.timer = setTimeout(onRequestTimeout, options.handshakeTimeoutMs, this);
+    this.deadline = performance.now() + options.handshakeTimeoutMs;
+    this.warm.watch(this);
     const signal = options.signal;
     if (signal?.aborted) return this.handleEvent();
     if (signal instanceof DialCancel) {
@@ -580,7 +608,7 @@ class WarmRequest {
   private finish(err: UpstreamDialError | DialAbortedError | null, head: Buffer | null, exit?: string): void {
     if (this.done) return;
     this.done = true;
-    clearTimeout(this.timer);
+    this.warm.unwatch(this);
     const { options, socket } = this;
     if (socket[REQUEST] === this) {
       socket[REQUEST] = undefined;
@@ -625,10 +653,6 @@ function onRequestFailed(this: WarmSocket, err: NodeJS.ErrnoException): void {
 }
 
 const ONCE = { once: true } as const;
-
-function onRequestTimeout(request: WarmRequest): void {
-  request.timedOut();
-}
 
 function refillNow(warm: WarmConnections, set: NodeSet): void {
   warm.refill(set);

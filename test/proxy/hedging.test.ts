@@ -4,6 +4,7 @@
 // bookkeeping: who wins, who is marked, what Dialed says, what a departing client leaves recorded, and that
 // a static instance is marked too.
 import assert from 'node:assert/strict';
+import { createHook } from 'node:async_hooks';
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { DialCancel } from '../../src/proxy/cancel.ts';
@@ -147,6 +148,42 @@ describe('hedged dialing', () => {
     assert.equal(await counter(metrics, 'upstreamHedges', 'outcome', 'won'), 0);
     dialed.socket.destroy();
     dialed.release();
+  });
+
+  test('the hedge delays of many dials share one timer; a dial stalled among them still gets its hedge', async () => {
+    // Timeouts dial-race.ts creates (async_hooks sees each; the dialer's and the test's own are not counted).
+    let timers = 0;
+    const hook = createHook({
+      init(_id, type) {
+        if (type === 'Timeout' && /src[\\/]proxy[\\/]dial-race\.ts/.test(new Error().stack ?? '')) timers++;
+      },
+    });
+    const pool = new FixedPool([node('socks5', healthyPort)]);
+    const { r } = routerWith(pool, { hedgeAfterMs: 100 });
+    const a = r.authorize('alice', 'secret');
+    assert.ok(a.ok);
+    hook.enable();
+    for (let i = 0; i < 10; i++) {
+      const dialed = await r.dial(a.route, { host: '127.0.0.1', port: 9 });
+      assert.equal(dialed.hedges, 0);
+      dialed.socket.destroy();
+      dialed.release();
+    }
+    hook.disable();
+    assert.ok(timers <= 2, `${timers} timers for 10 dials`);
+    // Behind those, a stalled first node still gets its hedge at the delay (the queue's timer re-armed).
+    const stalledFirst = new FixedPool([node('socks5', stalledPort), node('socks5', healthyPort)]);
+    const second = routerWith(stalledFirst, { hedgeAfterMs: 100 });
+    const b = second.r.authorize('alice', 'secret');
+    assert.ok(b.ok);
+    const started = performance.now();
+    const dialed = await second.r.dial(b.route, { host: '127.0.0.1', port: 9 });
+    const took = performance.now() - started;
+    assert.equal(dialed.hedges, 1);
+    assert.ok(took >= 95, `won after ${took} ms, before the hedge delay`);
+    dialed.socket.destroy();
+    dialed.release();
+    await waitFor(() => stalledFirst.released === stalledFirst.acquired, 5000, 'both nodes released');
   });
 
   test('a client that leaves past the hedge delay still marks the nodes it waited on; before it, nothing', async () => {

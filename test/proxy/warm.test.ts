@@ -204,8 +204,8 @@ describe('warm upstream connections', () => {
     const readyAt = performance.now();
     hook.disable();
     const made = up.accepted - acceptedBefore;
-    // The dial's own handshake timer and, per connection opened, its open timeout: none per ready connection.
-    assert.ok(timers <= 1 + made, `${timers} timers for ${made} connection(s) opened and made ready`);
+    // The tunnel's request deadline and each opening's deadline are checked by the running sweep: no timer at all.
+    assert.equal(timers, 0, `${timers} timers for a tunnel and ${made} connection(s) opened and made ready`);
     // Retired by idleMs (never later), then replaced while demand lasts: every connection ready now is gone
     // from the upstream's side within idleMs plus the close's own delay.
     const first = new Set(up.open);
@@ -214,6 +214,56 @@ describe('warm upstream connections', () => {
     assert.ok(took <= idleMs + 1000, `retired after ${took.toFixed(0)} ms (idleMs ${idleMs})`);
     assert.ok(up.accepted > opened);
     warm.close();
+  });
+
+  test('an opening that never gets its greeting answered fails at its deadline, not before', async () => {
+    // Accepts TCP and says nothing: the fresh dial fails by its own deadline, the warm opening by the sweep's.
+    // (5 ms of slack: node's timers run by the loop's cached clock, which may lag performance.now.)
+    const silent = createServer((s) => s.on('error', () => undefined));
+    await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
+    const port = (silent.address() as AddressInfo).port;
+    const connectTimeoutMs = 150;
+    const handshakeTimeoutMs = 150;
+    const { warm, outcome } = make({ connectTimeoutMs, handshakeTimeoutMs });
+    const started = performance.now();
+    await assert.rejects(warm.socks5(node(port, 'gina'), target, { connectTimeoutMs, handshakeTimeoutMs }));
+    await poll(async () => (await outcome('failed')) >= 1, { what: 'the opening failed', timeoutMs: 20_000, everyMs: 10 });
+    const took = performance.now() - started;
+    assert.ok(took >= connectTimeoutMs + handshakeTimeoutMs - 5, `failed after ${took.toFixed(0)} ms`);
+    assert.equal(warm.size, 0);
+    warm.close();
+    silent.close();
+  });
+
+  test('a tunnel request on a warm connection the upstream never answers fails at the handshake deadline', async () => {
+    // Greets and authenticates, then never answers the CONNECT.
+    const open = new Set<Socket>();
+    const mute = createServer((socket) => {
+      open.add(socket);
+      socket.once('close', () => open.delete(socket));
+      socket.on('error', () => undefined);
+      acceptSocks5<string>(socket, {
+        timeoutMs: 60_000,
+        auth: 'password',
+        authenticate: (username) => ({ ok: true, context: username }),
+      }).catch(() => socket.destroy());
+    });
+    await new Promise<void>((r) => mute.listen(0, '127.0.0.1', r));
+    const port = (mute.address() as AddressInfo).port;
+    const handshakeTimeoutMs = 200;
+    const { warm, outcome } = make({ handshakeTimeoutMs, connectTimeoutMs: 5000 });
+    const n = node(port, 'hank');
+    const options = { connectTimeoutMs: 5000, handshakeTimeoutMs };
+    await assert.rejects(warm.socks5(n, target, options));
+    await until('a warm connection', () => warm.size > 0);
+    const started = performance.now();
+    await assert.rejects(warm.socks5(n, target, options), (err: Error & { reason?: string }) => err.reason === 'connect_timeout');
+    const took = performance.now() - started;
+    assert.ok(took >= handshakeTimeoutMs - 5, `failed after ${took.toFixed(0)} ms`);
+    assert.ok((await outcome('failed')) >= 1);
+    warm.close();
+    for (const s of open) s.destroy();
+    mute.close();
   });
 
   test('bounded per node and per pool', async () => {

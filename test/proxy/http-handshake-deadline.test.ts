@@ -1,0 +1,49 @@
+// The HTTP listener's handshake deadline: a client that connects and sends no request head is closed at the
+// deadline (never before), under one sweep timer for all connections, not a timer per connection.
+import assert from 'node:assert/strict';
+import { createHook } from 'node:async_hooks';
+import { once } from 'node:events';
+import { connect, type Socket } from 'node:net';
+import { test } from 'node:test';
+import { HttpListener } from '../../src/proxy/http.ts';
+import { Router } from '../../src/proxy/router.ts';
+import { createMetrics } from '../../src/telemetry/metrics.ts';
+import { UnlimitedMeters } from '../support/meters.ts';
+import { FixedPool, FixedPools, MapSessions, Users, user } from './fixtures.ts';
+
+test('a silent client is closed at the handshake deadline; connections add no timer each', async () => {
+  const metrics = createMetrics({ defaultMetrics: false });
+  const router = new Router({
+    users: new Users([user('alice', 'alice-pass')]),
+    meters: new UnlimitedMeters(),
+    pools: new FixedPools(new FixedPool([])),
+    sessions: new MapSessions(),
+    metrics,
+  });
+  const handshakeTimeoutMs = 300;
+  const http = new HttpListener({ router, port: 0, metrics, handshakeTimeoutMs });
+  const { port } = await http.listen();
+  // Timeouts http.ts creates while clients connect (the test's and node's own are not counted).
+  let timers = 0;
+  const hook = createHook({
+    init(_id, type) {
+      if (type === 'Timeout' && /src[\\/]proxy[\\/]http\.ts/.test(new Error().stack ?? '')) timers++;
+    },
+  });
+  hook.enable();
+  const clients: Socket[] = [];
+  const closedAfter: Promise<number>[] = [];
+  for (let i = 0; i < 5; i++) {
+    const c = connect(port, '127.0.0.1');
+    c.on('error', () => undefined);
+    await once(c, 'connect');
+    const started = performance.now();
+    clients.push(c);
+    closedAfter.push(once(c, 'close').then(() => performance.now() - started));
+  }
+  const took = await Promise.all(closedAfter);
+  hook.disable();
+  for (const t of took) assert.ok(t >= handshakeTimeoutMs - 5, `closed after ${t.toFixed(0)} ms, before the deadline`);
+  assert.ok(timers <= 1, `${timers} timers for 5 connections`);
+  await http.close();
+});
