@@ -193,6 +193,7 @@ const BUNDLED_E2E = [
   'test/e2e/udp-associate.test.ts',
   'test/e2e/udp-bounds.test.ts',
   'test/e2e/unsent-limit.test.ts',
+  'test/e2e/unsent-limit-bulk.test.ts',
   'test/e2e/user-ports-tls.test.ts',
   'test/e2e/user-ports.test.ts',
   'test/e2e/users-batch.test.ts',

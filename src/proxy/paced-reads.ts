@@ -92,9 +92,24 @@ export function isPaced(socket: Socket): boolean {
 // side did not buffer it and the sink's write finished at once (the kernel took it all). Otherwise the chunk
 // is lent to the sink's write queue and the next read gets a new buffer: at most a couple are lent at a time,
 // since a write that does not finish at once fills the sink's queue and the relay pauses the source.
+//
+// A read that does not fill the buffer means the kernel had no more queued: the burst is over, and the socket
+// may now wait for minutes (a kept-alive tunnel). It then reads into a small buffer (BULK_IDLE_READ) and its
+// 64 KiB goes back to a short list of spares (BULK_SPARES), so a waiting tunnel holds 4 KiB, not 64; a read that
+// fills the small buffer takes a 64 KiB one again. Node has no way to hand a socket a new buffer between reads,
+// so the switch happens at the read that shows the burst has ended.
 
 /** Bytes per bulk read: node's own read size (what a relay's chunk was before). */
 export const BULK_READ = 64 * KiB;
+/** Bytes per read of a bulk socket whose last read drained the kernel's queue (it may now sit idle). */
+export const BULK_IDLE_READ = 4 * KiB;
+/** Spare 64 KiB buffers kept for sockets whose burst starts again (beyond this they are left to the collector). */
+const BULK_SPARES = 16;
+const spares: Buffer[] = [];
+
+function bulkBuffer(): Buffer {
+  return spares.pop() ?? Buffer.allocUnsafeSlow(BULK_READ);
+}
 
 const BULK = Symbol('rotor.bulk');
 type BulkSocket = SocketInternals & { [BULK]: Sink };
@@ -114,14 +129,25 @@ interface ReadableInternals {
  */
 let nextBuffer: Buffer | undefined;
 
-/** A bulk read: its chunk goes on as node's read would have; a new buffer is due when anything kept the chunk. */
+/** A bulk read: its chunk goes on as node's read would have; the buffer for the next read is chosen (see above). */
 function pushBulk(this: BulkSocket & ReadableInternals, n: number, buffer: Buffer): boolean {
   const more = this.push(n === buffer.length ? buffer : buffer.subarray(0, n));
-  if (this._readableState.length !== 0 || this[BULK].writableLength !== 0) nextBuffer = Buffer.allocUnsafeSlow(BULK_READ);
+  const kept = this._readableState.length !== 0 || this[BULK].writableLength !== 0;
+  if (n < buffer.length) {
+    // Drained: a small buffer while the socket waits; a free 64 KiB one is a spare for the next burst.
+    if (buffer.length === BULK_IDLE_READ) {
+      if (kept) nextBuffer = Buffer.allocUnsafeSlow(BULK_IDLE_READ);
+    } else {
+      if (!kept && spares.length < BULK_SPARES) spares.push(buffer);
+      nextBuffer = Buffer.allocUnsafeSlow(BULK_IDLE_READ);
+    }
+  } else if (buffer.length === BULK_IDLE_READ || kept) {
+    nextBuffer = bulkBuffer();
+  }
   return more;
 }
 
-/** After each bulk read: undefined keeps the same buffer; the new one when the chunk was kept. */
+/** After each bulk read: undefined keeps the same buffer; otherwise the one pushBulk chose. */
 function nextBulk(): Buffer | undefined {
   const next = nextBuffer;
   nextBuffer = undefined;
@@ -138,7 +164,7 @@ export function bulkReads(socket: Socket, sink: Sink): boolean {
   const handle = inner._handle;
   if (internals === undefined || handle === null || typeof handle.useUserBuffer !== 'function' || socket instanceof TLSSocket) return false;
   if ((socket as Paced)[PACED] || inner[BULK] !== undefined) return false;
-  const first = Buffer.allocUnsafeSlow(BULK_READ);
+  const first = bulkBuffer();
   inner[BULK] = sink;
   inner[internals.buffer] = first;
   inner[internals.generator] = nextBulk;
@@ -150,4 +176,10 @@ export function bulkReads(socket: Socket, sink: Sink): boolean {
 /** Whether `socket` reads into a buffer of its own (bulkReads). */
 export function isBulk(socket: Socket): boolean {
   return (socket as unknown as Record<symbol, unknown>)[BULK] !== undefined;
+}
+
+/** The size of the buffer a bulk socket's next read lands in (undefined for any other socket). */
+export function bulkReadSize(socket: Socket): number | undefined {
+  if (!isBulk(socket) || internals === undefined) return undefined;
+  return ((socket as unknown as Record<symbol, unknown>)[internals.buffer] as Buffer).length;
 }

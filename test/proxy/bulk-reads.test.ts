@@ -8,7 +8,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { after, describe, test } from 'node:test';
-import { isBulk } from '../../src/proxy/paced-reads.ts';
+import { BULK_IDLE_READ, BULK_READ, bulkReadSize, isBulk } from '../../src/proxy/paced-reads.ts';
 import { relay, type RelayStats } from '../../src/proxy/relay.ts';
 import { UnlimitedMeters } from '../support/meters.ts';
 
@@ -135,6 +135,60 @@ describe('bulk reads on a relay', () => {
     await back;
     assert.equal(isBulk(t.relayUpstream), false);
     assert.equal(isBulk(t.relayClient), false);
+    t.client.destroy();
+    t.target.destroy();
+    await t.ended;
+  });
+  test('a bulk socket whose burst ended waits on a small read buffer, and takes a 64 KiB one when a burst starts again', async () => {
+    const t = await tunnel();
+    const got = createHash('sha256');
+    const sent = createHash('sha256');
+    let bytes = 0;
+    t.client.on('data', (chunk: Buffer) => {
+      got.update(chunk);
+      bytes += chunk.length;
+    });
+    const send = async (b: Buffer): Promise<void> => {
+      sent.update(b);
+      const target = bytes + b.length;
+      t.target.write(b);
+      await until(() => bytes >= target);
+    };
+    await send(mib(1));
+    assert.equal(isBulk(t.relayUpstream), true, 'a burst switches the upstream side to bulk reads');
+    // A short read after the burst: the kernel's queue drained, the socket may now wait for minutes.
+    await send(Buffer.alloc(100, 7));
+    assert.equal(bulkReadSize(t.relayUpstream), BULK_IDLE_READ);
+    // A new burst fills the small buffer and takes a full one again; its tail drains back to the small one.
+    await send(Buffer.concat([mib(2), Buffer.alloc(10, 9)]));
+    await send(Buffer.alloc(100, 8));
+    assert.equal(bulkReadSize(t.relayUpstream), BULK_IDLE_READ);
+    assert.equal(got.digest('hex'), sent.digest('hex'));
+    t.client.destroy();
+    t.target.destroy();
+    await t.ended;
+  });
+
+  test('a burst after a wait reads 64 KiB at a time again', async () => {
+    const t = await tunnel();
+    let bytes = 0;
+    let full = 0;
+    t.client.on('data', (chunk: Buffer) => {
+      bytes += chunk.length;
+    });
+    const upstream = t.relayUpstream;
+    upstream.on('data', (chunk: Buffer) => {
+      if (chunk.length === BULK_READ) full += 1;
+    });
+    t.target.write(mib(1));
+    await until(() => bytes >= 1 << 20);
+    t.target.write(Buffer.alloc(100));
+    await until(() => bytes >= (1 << 20) + 100);
+    assert.equal(bulkReadSize(upstream), BULK_IDLE_READ);
+    const before = full;
+    t.target.write(Buffer.concat([mib(3), mib(4), mib(5), mib(6)]));
+    await until(() => bytes >= (5 << 20) + 100);
+    assert.ok(full - before >= 16, `full 64 KiB reads after the wait: ${full - before}`);
     t.client.destroy();
     t.target.destroy();
     await t.ended;
