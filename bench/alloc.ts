@@ -8,7 +8,6 @@
 //
 // --callers NAME: also the call paths (4 frames up) into the functions whose printed name contains NAME, by
 // bytes (e.g. `--callers 'Map :'` for which code grows Maps).
-import { fork } from 'node:child_process';
 import { once } from 'node:events';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -16,7 +15,7 @@ import { parseArgs } from 'node:util';
 import WebSocket from 'ws';
 import { benchConfig, npmStartCommand, spawnRotor } from './daemon.ts';
 import { startJsonChild, startMicrosocks, startSquid, type Proc } from './procs.ts';
-import type { ClientJob, ClientReply, RateResult } from './client.ts';
+import { rateTunnels } from './rate-tunnels.ts';
 import { BENCH_PASSWORD, HTTP_USER, SOCKS_USER } from './spec.ts';
 import { runWrk } from './wrk.ts';
 
@@ -104,20 +103,8 @@ const call = <T>(method: string, params: Record<string, unknown> = {}): Promise<
   });
 
 /** M2's rate job through the gateway for `seconds`: tunnels completed. */
-async function tunnels(seconds: number): Promise<number> {
-  const client = fork(join(HERE, 'client.ts'), [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-  await once(client, 'message');
-  const proxy =
-    kind === 'connect'
-      ? { kind: 'connect' as const, port: gateway.http, username: user, password: BENCH_PASSWORD }
-      : { kind: 'socks5' as const, port: gateway.socks5, username: SOCKS_USER, password: BENCH_PASSWORD };
-  const job: ClientJob = { op: 'rate', proxy, target: target.info.port, concurrency: 32, durationMs: seconds * 1000 };
-  client.send(job);
-  const [m] = (await once(client, 'message')) as [ClientReply];
-  client.disconnect();
-  if (!m.ok) throw new Error(m.error);
-  return (m.result as RateResult).completed;
-}
+const tunnels = (seconds: number): Promise<number> =>
+  rateTunnels({ kind: kind === 'connect' ? 'connect' : 'socks5', gateway, user, targetPort: target.info.port, seconds });
 
 try {
   const job = {

@@ -9,8 +9,6 @@
 //   node --import tsx bench/counts.ts [--case M1|connect|socks5] [--seconds 3] [--top 30] minimal DIR_A [DIR_B ...]
 //
 // A DIR is a build directory as bench/ab.ts takes (bin/, dist/, package.json); `.` is this checkout.
-import { fork } from 'node:child_process';
-import { once } from 'node:events';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -19,7 +17,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { benchConfig, npmStartCommand, spawnRotor } from './daemon.ts';
 import { startJsonChild, startMicrosocks, startSquid, type Proc } from './procs.ts';
-import type { ClientJob, ClientReply, RateResult } from './client.ts';
+import { rateTunnels } from './rate-tunnels.ts';
 import { BENCH_PASSWORD, HTTP_USER, SOCKS_USER } from './spec.ts';
 import { runWrk } from './wrk.ts';
 
@@ -87,20 +85,8 @@ async function measure(which: string, n: number): Promise<{ label: string; ops: 
     );
     user = HTTP_USER;
   }
-  const tunnels = async (seconds: number): Promise<number> => {
-    const client = fork(join(HERE, 'client.ts'), [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-    await once(client, 'message');
-    const proxy =
-      kind === 'connect'
-        ? { kind: 'connect' as const, port: gateway.http, username: user, password: BENCH_PASSWORD }
-        : { kind: 'socks5' as const, port: gateway.socks5, username: SOCKS_USER, password: BENCH_PASSWORD };
-    const job: ClientJob = { op: 'rate', proxy, target: target.info.port, concurrency: 32, durationMs: seconds * 1000 };
-    client.send(job);
-    const [m] = (await once(client, 'message')) as [ClientReply];
-    client.disconnect();
-    if (!m.ok) throw new Error(m.error);
-    return (m.result as RateResult).completed;
-  };
+  const tunnels = (seconds: number): Promise<number> =>
+    rateTunnels({ kind: kind === 'connect' ? 'connect' : 'socks5', gateway, user, targetPort: target.info.port, seconds });
   try {
     const job = { proxyPort: gateway.http, targetPort: target.info.port, username: user, password: BENCH_PASSWORD, connections: 50 };
     const run = async (seconds: number): Promise<number> =>

@@ -12,8 +12,6 @@
 // N megamorphic, ^ recomputed handler, . premonomorphic, X no feedback) and the events per operation in the
 // measured part. --all lists sites of every area, not only those in the daemon's own code and node's internals.
 // --log FILE: only parse an existing log (with --window START:END byte offsets and --ops N).
-import { fork } from 'node:child_process';
-import { once } from 'node:events';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { SourceMap } from 'node:module';
 import { tmpdir } from 'node:os';
@@ -22,7 +20,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { benchConfig, npmStartCommand, spawnRotor } from './daemon.ts';
 import { startJsonChild, startMicrosocks, startSquid, type Proc } from './procs.ts';
-import type { ClientJob, ClientReply, RateResult } from './client.ts';
+import { rateTunnels } from './rate-tunnels.ts';
 import { BENCH_PASSWORD, HTTP_USER, SOCKS_USER } from './spec.ts';
 import { runWrk } from './wrk.ts';
 
@@ -275,20 +273,8 @@ if (values.minimal) {
 }
 
 /** M2's rate job through the gateway for `seconds`: tunnels completed. */
-async function tunnels(seconds: number): Promise<number> {
-  const client = fork(join(HERE, 'client.ts'), [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-  await once(client, 'message');
-  const proxy =
-    kind === 'connect'
-      ? { kind: 'connect' as const, port: gateway.http, username: user, password: BENCH_PASSWORD }
-      : { kind: 'socks5' as const, port: gateway.socks5, username: SOCKS_USER, password: BENCH_PASSWORD };
-  const job: ClientJob = { op: 'rate', proxy, target: target.info.port, concurrency: 32, durationMs: seconds * 1000 };
-  client.send(job);
-  const [m] = (await once(client, 'message')) as [ClientReply];
-  client.disconnect();
-  if (!m.ok) throw new Error(m.error);
-  return (m.result as RateResult).completed;
-}
+const tunnels = (seconds: number): Promise<number> =>
+  rateTunnels({ kind: kind === 'connect' ? 'connect' : 'socks5', gateway, user, targetPort: target.info.port, seconds });
 
 try {
   const job = {
