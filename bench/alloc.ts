@@ -15,9 +15,8 @@ import { parseArgs } from 'node:util';
 import WebSocket from 'ws';
 import { benchConfig, npmStartCommand, spawnRotor } from './daemon.ts';
 import { startJsonChild, startMicrosocks, startSquid, type Proc } from './procs.ts';
-import { rateTunnels } from './rate-tunnels.ts';
+import { runLoad } from './rate-tunnels.ts';
 import { BENCH_PASSWORD, HTTP_USER, SOCKS_USER } from './spec.ts';
-import { runWrk } from './wrk.ts';
 
 const HERE = fileURLToPath(new URL('.', import.meta.url));
 const { values } = parseArgs({
@@ -102,29 +101,18 @@ const call = <T>(method: string, params: Record<string, unknown> = {}): Promise<
     ws.send(JSON.stringify({ id, method, params }));
   });
 
-/** M2's rate job through the gateway for `seconds`: tunnels completed. */
-const tunnels = (seconds: number): Promise<number> =>
-  rateTunnels({ kind: kind === 'connect' ? 'connect' : 'socks5', gateway, user, targetPort: target.info.port, seconds });
+/** The case's load through the gateway for `seconds`: operations completed. */
+const load = (seconds: number): Promise<number> => runLoad({ kind, gateway, user, targetPort: target.info.port, seconds });
 
 try {
-  const job = {
-    proxyPort: gateway.http,
-    targetPort: target.info.port,
-    username: user,
-    password: BENCH_PASSWORD,
-    connections: 50,
-    durationSeconds: 1,
-  };
-  if (kind === 'm1') await runWrk(job);
-  else await tunnels(1);
+  await load(1);
   await call('HeapProfiler.enable');
   await call('HeapProfiler.startSampling', {
     samplingInterval: 256,
     includeObjectsCollectedByMajorGC: true,
     includeObjectsCollectedByMinorGC: true,
   });
-  const ops =
-    kind === 'm1' ? (await runWrk({ ...job, durationSeconds: Number(values.seconds) })).requests : await tunnels(Number(values.seconds));
+  const ops = await load(Number(values.seconds));
   const per = kind === 'm1' ? 'request' : 'tunnel';
   const { profile } = await call<{ profile: { head: ProfileNode } }>('HeapProfiler.stopSampling');
   const byFunction = new Map<string, number>();

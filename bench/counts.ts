@@ -17,9 +17,8 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { benchConfig, npmStartCommand, spawnRotor } from './daemon.ts';
 import { startJsonChild, startMicrosocks, startSquid, type Proc } from './procs.ts';
-import { rateTunnels } from './rate-tunnels.ts';
+import { runLoad } from './rate-tunnels.ts';
 import { BENCH_PASSWORD, HTTP_USER, SOCKS_USER } from './spec.ts';
-import { runWrk } from './wrk.ts';
 
 const HERE = fileURLToPath(new URL('.', import.meta.url));
 const PRELOAD = join(HERE, 'counts-preload.mjs');
@@ -85,12 +84,8 @@ async function measure(which: string, n: number): Promise<{ label: string; ops: 
     );
     user = HTTP_USER;
   }
-  const tunnels = (seconds: number): Promise<number> =>
-    rateTunnels({ kind: kind === 'connect' ? 'connect' : 'socks5', gateway, user, targetPort: target.info.port, seconds });
   try {
-    const job = { proxyPort: gateway.http, targetPort: target.info.port, username: user, password: BENCH_PASSWORD, connections: 50 };
-    const run = async (seconds: number): Promise<number> =>
-      kind === 'm1' ? (await runWrk({ ...job, durationSeconds: seconds })).requests : await tunnels(seconds);
+    const run = (seconds: number): Promise<number> => runLoad({ kind, gateway, user, targetPort: target.info.port, seconds });
     await run(1);
     const before = await readCounts(file);
     const ops = await run(Number(values.seconds));

@@ -20,9 +20,8 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { benchConfig, npmStartCommand, spawnRotor } from './daemon.ts';
 import { startJsonChild, startMicrosocks, startSquid, type Proc } from './procs.ts';
-import { rateTunnels } from './rate-tunnels.ts';
+import { runLoad } from './rate-tunnels.ts';
 import { BENCH_PASSWORD, HTTP_USER, SOCKS_USER } from './spec.ts';
-import { runWrk } from './wrk.ts';
 
 const HERE = fileURLToPath(new URL('.', import.meta.url));
 const { values } = parseArgs({
@@ -272,25 +271,14 @@ if (values.minimal) {
   user = HTTP_USER;
 }
 
-/** M2's rate job through the gateway for `seconds`: tunnels completed. */
-const tunnels = (seconds: number): Promise<number> =>
-  rateTunnels({ kind: kind === 'connect' ? 'connect' : 'socks5', gateway, user, targetPort: target.info.port, seconds });
+/** The case's load through the gateway for `seconds`: operations completed. */
+const load = (seconds: number): Promise<number> => runLoad({ kind, gateway, user, targetPort: target.info.port, seconds });
 
 try {
-  const job = {
-    proxyPort: gateway.http,
-    targetPort: target.info.port,
-    username: user,
-    password: BENCH_PASSWORD,
-    connections: 50,
-    durationSeconds: 1,
-  };
-  if (kind === 'm1') await runWrk(job);
-  else await tunnels(1);
+  await load(1);
   // V8 writes its log through a buffered stream: the offsets are exact to a buffer's size, a few events.
   const from = statSync(logFile).size;
-  const ops =
-    kind === 'm1' ? (await runWrk({ ...job, durationSeconds: Number(values.seconds) })).requests : await tunnels(Number(values.seconds));
+  const ops = await load(Number(values.seconds));
   const to = statSync(logFile).size;
   await gateway.stop();
   report(readFileSync(logFile, 'utf8'), from, to, ops, values.minimal ? 'minimal gateway' : 'rotor start');
