@@ -7,15 +7,17 @@ import { createServer, type Server, type Socket } from 'node:net';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import {
+  closeFailedHandshake,
+  LOGIN,
+  MORE,
   REPLY,
-  Socks5HandshakeError,
-  startSocks5,
+  REQUEST,
+  Socks5ServerSteps,
   writeReply,
   type AuthDecision,
   type ConnectRequest,
   type HandshakeOptions,
-  type Socks5Login,
-  type Socks5Step,
+  type HandshakeProgress,
 } from '../wire/socks5.ts';
 import { logFailedAccepts } from '../errors/failed-accept.ts';
 import type { Authorization, Router } from './router.ts';
@@ -66,7 +68,7 @@ export class Socks5Listener extends ProxyListener {
       auth: 'password',
       // A user's own port may admit a client that offers no credentials.
       anonymous: this.pipeline.admitsAnonymous,
-      // The pipeline's hold reads it next, in the continuation of the handshake's await (no I/O turn between).
+      // The socket keeps flowing after the request: the dial's hold reads it next, in the same turn.
       keepReading: true,
       udp: options.udp !== undefined,
     };
@@ -87,21 +89,60 @@ export class Socks5Listener extends ProxyListener {
     this.onConnection(socket);
   }
 
+  /**
+   * A client's handshake is driven here: the listener's own listeners feed its bytes to the handshake's steps
+   * (wire/socks5.ts Socks5ServerSteps: data, nobody called back), and the login is decided in the turn that read
+   * it — at once for a login verified before. No 'error' listener: the registry's guard (ListenerConnections.accept)
+   * is on every socket, and 'close' follows an error.
+   */
   private onConnection(socket: Socket): void {
     this.pipeline.accept(socket);
-    const client = new Socks5Client(
+    const client = new Socks5Connection(
+      this,
       socket,
       this.pipeline.open(socket, () => socket.destroy()),
+      this.handshake,
     );
-    startSocks5<Admission, Socks5Client>(socket, this.handshake, client).then(this.onStep, this.onFailed);
+    (socket as ClientSocket)[CLIENT] = client;
+    socket.on('data', onClientData);
+    // on(), not once(): done() removes them (once() would wrap each in a new function per connection).
+    socket.on('end', onClientEnd);
+    socket.on('close', onClientClose);
+    this.accepted.set(client, performance.now());
+    if (this.deadlineSweep === undefined) {
+      this.deadlineSweep = setInterval(sweepDeadlines, Math.max(5, Math.min(1000, Math.floor(this.handshake.timeoutMs / 4))), this);
+      this.deadlineSweep.unref();
+    }
+  }
+
+  /**
+   * Connections in their handshake, with when each was accepted: one sweep timer checks them (it runs while any
+   * is here), not a timer per connection. A stalled client is failed at the deadline or at most one tick
+   * (min(1 s, a quarter of the deadline)) after it.
+   */
+  private readonly accepted = new Map<Socks5Connection, number>();
+  private deadlineSweep: NodeJS.Timeout | undefined;
+
+  /** The handshake deadline's sweep: a connection past it still in its handshake fails (TIMEOUT). */
+  sweepDeadlines(): void {
+    const due = performance.now() - this.handshake.timeoutMs;
+    // Oldest first (a Map keeps insertion order): stop at the first one still within its deadline.
+    for (const [client, at] of this.accepted) {
+      if (at > due) break;
+      this.progress(client, client.steps.end('TIMEOUT', 'handshake timed out'));
+    }
+    if (this.accepted.size === 0) {
+      clearInterval(this.deadlineSweep);
+      this.deadlineSweep = undefined;
+    }
   }
 
   /** The login's admission as the handshake's decision; an admission that throws is a refusal. */
-  private decide(login: Socks5Login<Admission, Socks5Client>, socket: Socket): AuthDecision<Admission> | Promise<AuthDecision<Admission>> {
+  private decide(steps: Socks5ServerSteps<Admission>, socket: Socket): AuthDecision<Admission> | Promise<AuthDecision<Admission>> {
     const pipeline = this.pipeline;
     try {
-      const a = login.credentials
-        ? pipeline.admit({ username: login.username, password: login.password }, socket)
+      const a = steps.credentials
+        ? pipeline.admit({ username: steps.username, password: steps.password }, socket)
         : pipeline.admitAnonymous(socket);
       return a instanceof Promise ? a.then(decision, refused) : decision(a);
     } catch {
@@ -110,39 +151,46 @@ export class Socks5Listener extends ProxyListener {
   }
 
   /**
-   * A step of a client's handshake (one function of the listener for all its clients, the client found on the
-   * step): the login is decided — at once for a login verified before — and the handshake resumed with the
-   * decision (the pipeline's admission needs the client's address for the back-off: src/proxy/auth-guard.ts);
-   * the request is dialed.
+   * Acts on a step of a client's handshake: writes what it says; a login is decided (the pipeline's admission
+   * needs the client's address for the back-off: src/proxy/auth-guard.ts) and the handshake goes on with the
+   * decision; the request is dialed; a failure is closed and recorded.
    */
-  private readonly onStep = (step: Socks5Step<Admission, Socks5Client>): void => {
-    const client = step.owner!;
+  progress(client: Socks5Connection, p: HandshakeProgress): void {
+    const { socket, steps } = client;
     try {
-      if (step.kind === 'request') return this.request(step, client);
-      const decided = this.decide(step, client.socket);
-      if (decided instanceof Promise) decided.then(step.resume.bind(step)).then(this.onStep, this.onFailed);
-      else step.resume(decided).then(this.onStep, this.onFailed);
+      if (steps.out !== null) socket.write(steps.out);
+      if (p === MORE) return;
+      if (p === LOGIN) {
+        const decided = this.decide(steps, socket);
+        if (decided instanceof Promise) decided.then((d) => this.progress(client, steps.decide(d)));
+        else this.progress(client, steps.decide(decided));
+        return;
+      }
+      this.done(client);
+      if (p === REQUEST) return this.request(steps.request!, client);
+      closeFailedHandshake(socket, steps.answer);
+      const code = steps.failure!;
+      // A client offering no method we accept (e.g. only "no authentication") is refused for credentials.
+      const result = code === 'AUTH_FAILED' || code === 'NO_ACCEPTABLE_METHOD' ? 'auth_failed' : 'bad_request';
+      this.pipeline.refused(client.conn, result, steps.message);
+      this.options.logger?.debug({ listener: LISTENER, conn: client.conn.id, code }, 'socks5 handshake failed');
     } catch (err) {
-      this.pipeline.defect(client.socket, client.conn, err);
+      this.pipeline.defect(socket, client.conn, err);
     }
-  };
+  }
 
-  /** A handshake that failed (answered and closed by the handshake where the protocol allows it): recorded. */
-  private readonly onFailed = (err: unknown): void => {
-    const client = err instanceof Socks5HandshakeError ? (err.owner as Socks5Client | undefined) : undefined;
-    if (client === undefined) {
-      this.options.logger?.error({ listener: LISTENER, err }, 'socks5 handshake failed unexpectedly');
-      return;
-    }
-    const code = (err as Socks5HandshakeError).code;
-    // A client offering no method we accept (e.g. only "no authentication") is refused for credentials.
-    const result = code === 'AUTH_FAILED' || code === 'NO_ACCEPTABLE_METHOD' ? 'auth_failed' : 'bad_request';
-    this.pipeline.refused(client.conn, result, (err as Error).message);
-    this.options.logger?.debug({ listener: LISTENER, conn: client.conn.id, code }, 'socks5 handshake failed');
-  };
+  /** The handshake ended: its listeners and its deadline go (the socket keeps flowing: the dial's hold reads it next). */
+  private done(client: Socks5Connection): void {
+    const socket = client.socket as ClientSocket;
+    socket[CLIENT] = undefined;
+    socket.off('data', onClientData);
+    socket.off('end', onClientEnd);
+    socket.off('close', onClientClose);
+    this.accepted.delete(client);
+  }
 
   /** The client's request: admitted (recorded), then UDP ASSOCIATE or the tunnel's dial. */
-  private request(request: ConnectRequest<Admission, Socks5Client>, client: Socks5Client): void {
+  private request(request: ConnectRequest<Admission>, client: Socks5Connection): void {
     const { socket, conn } = client;
     const pipeline = this.pipeline;
     const target = { host: request.host, port: request.port };
@@ -183,12 +231,43 @@ export class Socks5Listener extends ProxyListener {
   };
 }
 
-/** A client of the listener during its handshake: what each step's reaction needs (one object per connection). */
-class Socks5Client {
+/** A client of the listener: its socket, its record and its handshake's steps (one object per connection). */
+class Socks5Connection {
+  readonly steps: Socks5ServerSteps<Admission>;
+
   constructor(
+    readonly listener: Socks5Listener,
     readonly socket: Socket,
     readonly conn: ConnectionContext,
-  ) {}
+    handshake: HandshakeOptions<Admission>,
+  ) {
+    this.steps = new Socks5ServerSteps(handshake);
+  }
+}
+
+/** The connection a socket in its handshake belongs to, for the shared listeners below (no closure per connection). */
+const CLIENT = Symbol('rotor.socks5Client');
+type ClientSocket = Socket & { [CLIENT]?: Socks5Connection | undefined };
+
+function onClientData(this: ClientSocket, chunk: Buffer): void {
+  const client = this[CLIENT];
+  if (client !== undefined) client.listener.progress(client, client.steps.feed(chunk));
+}
+
+function onClientEnd(this: ClientSocket): void {
+  const client = this[CLIENT];
+  if (client !== undefined) client.listener.progress(client, client.steps.end('CLOSED', 'client closed during the handshake'));
+}
+
+function onClientClose(this: ClientSocket, hadError: boolean): void {
+  const client = this[CLIENT];
+  if (client === undefined) return;
+  const message = hadError ? 'client connection failed during the handshake' : 'client closed during the handshake';
+  client.listener.progress(client, client.steps.end('CLOSED', message));
+}
+
+function sweepDeadlines(listener: Socks5Listener): void {
+  listener.sweepDeadlines();
 }
 
 /** An admission as the handshake's decision: a credentials refusal fails RFC 1929; others pass it and get 0x02. */

@@ -177,144 +177,101 @@ async function decideLogin<T>(
   }
 }
 
-/** The handshake a socket belongs to, for the shared listeners below (one set for every connection, no closures). */
-const HANDSHAKE = Symbol('rotor.socks5Server');
-type HandshakeSocket = Socket & { [HANDSHAKE]?: HandshakeSteps | undefined };
-
-/** What the shared listeners and the timer call on the handshake they belong to. */
-interface HandshakeSteps {
-  data(chunk: Buffer): void;
-  fail(code: HandshakeFailure, message: string): void;
-}
-
-type Settle<T, O> = ((step: Socks5Step<T, O>) => void) | undefined;
-type Fail = ((err: Error) => void) | undefined;
+/** What a server handshake's step gives (Socks5ServerSteps): more bytes needed, a login to decide, the request, or a failure. */
+export const MORE = 0;
+export const LOGIN = 1;
+export const REQUEST = 2;
+export const FAILED = 3;
+export type HandshakeProgress = typeof MORE | typeof LOGIN | typeof REQUEST | typeof FAILED;
 
 /**
- * One connection's handshake as one object: the stage, the bytes so far, and the pending promise's two
- * callbacks; paused at the login, it is itself the login step. Its listeners and its timer are module
- * functions, so a handshake costs this object and a promise per step.
+ * The server side of the handshake as data (no socket, no timer, nobody called back): fed the client's bytes,
+ * it says what they amount to — more needed, the login to decide (then decide()), the request, or a failure —
+ * and leaves the bytes to write now in `out`. Whoever owns the socket writes, decides and closes: Rotor's SOCKS5
+ * listener drives it from its own listeners (src/proxy/socks5.ts), startSocks5 from this module's.
  */
-class ServerHandshake<T, O> implements HandshakeSteps, Socks5Login<T, O> {
-  readonly kind = 'login';
-  private resolve: Settle<T, O> = undefined;
-  private reject: Fail = undefined;
-  /** The step being bound came from resume() (the first one starts the handshake). */
-  private started = false;
+export class Socks5ServerSteps<T> {
+  /** false: the client offered only "no authentication" (username and password are ''). */
   credentials = true;
   username = '';
   password = '';
+  /** Bytes to write to the client now (a method choice, the auth answer), or null. */
+  out: Buffer | null = null;
+  /** The request, once REQUEST was answered. */
+  request: ConnectRequest<T> | undefined = undefined;
+  /** The failure, once FAILED was answered: its code and message, and `answer` to end the socket with (else destroy it). */
+  failure: HandshakeFailure | undefined = undefined;
+  message = '';
+  answer: Buffer | null = null;
   private stage = Stage.Greeting;
   private buffer: Buffer = EMPTY;
   private context: T | undefined;
-  private timer: NodeJS.Timeout | undefined;
-  /** Why it failed while paused at the login (no promise pending): resume() answers with it. */
-  private failure: Socks5HandshakeError | undefined;
-  private onFailure: Fail;
 
-  constructor(
-    private readonly socket: HandshakeSocket,
-    private readonly options: HandshakeOptions<T>,
-    readonly owner: O | undefined,
-  ) {}
+  constructor(private readonly options: HandshakeOptions<T>) {}
 
-  /** A step's promise is made (startSocks5 or resume): the handshake starts, or goes on with the decision. */
-  bind(resolve: Settle<T, O>, reject: Fail): void {
-    this.resolve = resolve;
-    this.reject = reject;
-    if (!this.started) {
-      this.started = true;
-      this.start();
-      return;
-    }
-    const decision = this.decision!;
-    this.decision = undefined;
-    if (this.credentials) this.decided(decision);
-    else this.decidedAnonymous(decision);
+  /** Whether it ended (the request taken, or failed). */
+  get done(): boolean {
+    return this.stage === Stage.Done;
   }
 
-  /** The decision resume() goes on with (read by bind(), in the same turn). */
-  private decision: AuthDecision<T> | undefined;
-
-  resume(decision: AuthDecision<T>): Promise<Socks5Step<T, O>> {
-    if (this.failure) return Promise.reject(this.failure);
-    this.decision = decision;
-    starting = this as unknown as Binding;
-    return new Promise<Socks5Step<T, O>>(
-      bindHandshake as (resolve: (step: Socks5Step<T, O>) => void, reject: (err: Error) => void) => void,
-    );
-  }
-
-  failed(): Promise<never> {
-    if (this.failure) return Promise.reject(this.failure);
-    return new Promise((_, reject) => (this.onFailure = reject));
-  }
-
-  /** Settles the pending promise with the login (this) or the request; the handshake waits for resume() after a login. */
-  private settle(step: Socks5Step<T, O>): void {
-    const resolve = this.resolve;
-    this.resolve = undefined;
-    this.reject = undefined;
-    resolve?.(step);
-  }
-
-  start(): void {
-    const socket = this.socket;
-    this.timer = setTimeout(onHandshakeTimeout, this.options.timeoutMs, this);
-    socket[HANDSHAKE] = this;
-    socket.on('data', onData);
-    // on(), not once(): cleanup() removes them (once() would wrap each in a new function per connection).
-    socket.on('close', onClose);
-    // A half-open client (FIN sent) will never finish its handshake.
-    socket.on('end', onClose);
-    socket.on('error', onError);
-  }
-
-  private cleanup(): void {
-    clearTimeout(this.timer);
-    const socket = this.socket;
-    socket[HANDSHAKE] = undefined;
-    socket.off('data', onData);
-    socket.off('close', onClose);
-    socket.off('end', onClose);
-    socket.off('error', onError);
-  }
-
-  fail(code: HandshakeFailure, message: string, answer?: Buffer): void {
-    if (this.stage === Stage.Done) return;
-    this.stage = Stage.Done;
-    this.cleanup();
-    const socket = this.socket;
-    // Keep a no-op error listener: the peer may reset while we answer.
-    socket.on('error', noop);
-    if (answer && socket.writable) socket.end(answer);
-    else socket.destroy();
-    if (answer) setTimeout(destroySocket, 1000, socket).unref();
-    const err = new Socks5HandshakeError(code, message);
-    err.owner = this.owner;
-    const reject = this.reject;
-    this.resolve = undefined;
-    this.reject = undefined;
-    if (reject) return reject(err);
-    this.failure = err;
-    this.onFailure?.(err);
-  }
-
-  data(chunk: Buffer): void {
+  /** The client's bytes. */
+  feed(chunk: Buffer): HandshakeProgress {
+    this.out = null;
+    // Ended: nothing more is read (the owner has stopped feeding it).
+    if (this.stage === Stage.Done) return MORE;
     this.buffer = this.buffer.length === 0 ? chunk : Buffer.concat([this.buffer, chunk]);
     if (this.buffer.length > MAX_HANDSHAKE_BYTES && this.stage !== Stage.Request) {
-      this.fail('TOO_LARGE', `handshake larger than ${MAX_HANDSHAKE_BYTES} bytes`);
-      return;
+      return this.fail('TOO_LARGE', `handshake larger than ${MAX_HANDSHAKE_BYTES} bytes`);
     }
-    this.advance();
+    return this.advance();
   }
 
-  private advance(): void {
+  /** The handshake fails from outside (the client closed, the deadline passed); MORE if it had ended already. */
+  end(code: HandshakeFailure, message: string): HandshakeProgress {
+    if (this.stage === Stage.Done) return MORE;
+    return this.fail(code, message);
+  }
+
+  /** The login's decision (after LOGIN): the handshake goes on — with the request when the client already sent it. */
+  decide(decision: AuthDecision<T>): HandshakeProgress {
+    this.out = null;
+    if (this.stage !== Stage.Authenticating) return MORE;
+    if (this.credentials) {
+      this.password = '';
+      if (!decision.ok) return this.fail('AUTH_FAILED', 'authentication failed', Buffer.from([AUTH_VERSION, 0x01]));
+      this.out = AUTH_OK;
+    } else {
+      if (!decision.ok) return this.fail('NO_ACCEPTABLE_METHOD', 'client offers no acceptable method', Buffer.from([SOCKS_VERSION, 0xff]));
+      this.out = CHOSE_NONE;
+    }
+    this.context = decision.context;
+    this.stage = Stage.Request;
+    return this.advance();
+  }
+
+  private fail(code: HandshakeFailure, message: string, answer?: Buffer): HandshakeProgress {
+    this.stage = Stage.Done;
+    this.failure = code;
+    this.message = message;
+    this.answer = answer ?? null;
+    this.buffer = EMPTY;
+    return FAILED;
+  }
+
+  private advance(): HandshakeProgress {
     while (this.stage !== Stage.Done && this.stage !== Stage.Authenticating) {
       const consumed = this.step();
-      if (consumed === 0) return;
+      // step() moves the stage on.
+      const stage = this.stage as Stage;
+      if (stage === Stage.Done) return this.failure !== undefined ? FAILED : REQUEST;
+      if (stage === Stage.Authenticating) {
+        this.buffer = this.buffer.subarray(consumed);
+        return LOGIN;
+      }
+      if (consumed === 0) return MORE;
       this.buffer = this.buffer.subarray(consumed);
     }
+    return MORE;
   }
 
   /** Handles one message at the current stage; returns the bytes it consumed, 0 when more are needed. */
@@ -337,17 +294,16 @@ class ServerHandshake<T, O> implements HandshakeSteps, Socks5Login<T, O> {
         const methods = buffer.subarray(2, 2 + n);
         const wanted = options.auth === 'password' ? 0x02 : 0x00;
         if (wanted === 0x02 && !methods.includes(0x02) && methods.includes(0x00) && options.anonymous) {
-          // Paused: resume() says whether a client without credentials may go on.
+          // Paused: decide() says whether a client without credentials may go on.
           this.credentials = false;
           this.stage = Stage.Authenticating;
-          this.settle(this);
           return 2 + n;
         }
         if (!methods.includes(wanted)) {
           this.fail('NO_ACCEPTABLE_METHOD', 'client offers no acceptable method', Buffer.from([SOCKS_VERSION, 0xff]));
           return 0;
         }
-        this.socket.write(wanted === 0x02 ? CHOSE_PASSWORD : CHOSE_NONE);
+        this.out = wanted === 0x02 ? CHOSE_PASSWORD : CHOSE_NONE;
         this.stage = wanted === 0x02 ? Stage.Auth : Stage.Request;
         return 2 + n;
       }
@@ -363,20 +319,19 @@ class ServerHandshake<T, O> implements HandshakeSteps, Socks5Login<T, O> {
         if (buffer.length < 3 + ulen + plen) return 0;
         this.username = buffer.toString('utf8', 2, 2 + ulen);
         this.password = buffer.toString('utf8', 3 + ulen, 3 + ulen + plen);
+        // Paused: decide() answers the login with the caller's decision.
         this.stage = Stage.Authenticating;
-        // Paused: resume() answers the login with the caller's decision.
-        this.settle(this);
         return 3 + ulen + plen;
       }
       case Stage.Request:
-        return this.request(buffer);
+        return this.parseRequest(buffer);
       default:
         return 0;
     }
   }
 
-  /** The CONNECT (or UDP ASSOCIATE) request: settles the handshake with it, or fails; returns 0 when more bytes are needed. */
-  private request(buffer: Buffer): number {
+  /** The CONNECT (or UDP ASSOCIATE) request: `request` set and the stage Done, or a failure; 0 when more bytes are needed. */
+  private parseRequest(buffer: Buffer): number {
     const options = this.options;
     if (buffer.length < 5) return 0;
     if (buffer[0] !== SOCKS_VERSION) {
@@ -426,14 +381,9 @@ class ServerHandshake<T, O> implements HandshakeSteps, Socks5Login<T, O> {
     }
     const rest = buffer.length > end ? Buffer.from(buffer.subarray(end)) : null;
     this.stage = Stage.Done;
-    const socket = this.socket;
-    // Hold further client bytes in the socket until the caller's relay reads them.
-    if (!options.keepReading) socket.pause();
-    this.cleanup();
-    socket.on('error', noop);
-    const request: ConnectRequest<T, O> = {
+    this.buffer = EMPTY;
+    const request: ConnectRequest<T> = {
       kind: 'request',
-      owner: this.owner,
       host,
       port,
       addressType: atyp as 1 | 3 | 4,
@@ -442,33 +392,164 @@ class ServerHandshake<T, O> implements HandshakeSteps, Socks5Login<T, O> {
       head: rest,
     };
     if (command === 0x03) request.command = 0x03;
-    this.settle(request);
+    this.request = request;
     return 0;
   }
+}
 
-  private decided(decision: AuthDecision<T>): void {
-    if (this.stage !== Stage.Authenticating) return;
-    this.password = '';
-    if (!decision.ok) {
-      this.fail('AUTH_FAILED', 'authentication failed', Buffer.from([AUTH_VERSION, 0x01]));
-      return;
-    }
-    this.context = decision.context;
-    this.socket.write(AUTH_OK);
-    this.stage = Stage.Request;
-    this.advance();
+/**
+ * A failed handshake's socket: answered where the protocol allows it (and destroyed a second later if the client
+ * does not close), else destroyed; a no-op error listener stays (the peer may reset while we answer).
+ */
+export function closeFailedHandshake(socket: Socket, answer: Buffer | null): void {
+  socket.on('error', noop);
+  if (answer && socket.writable) socket.end(answer);
+  else socket.destroy();
+  if (answer) setTimeout(destroySocket, 1000, socket).unref();
+}
+
+/** The handshake a socket belongs to, for the shared listeners below (one set for every connection, no closures). */
+const HANDSHAKE = Symbol('rotor.socks5Server');
+type HandshakeSocket = Socket & { [HANDSHAKE]?: HandshakeSteps | undefined };
+
+/** What the shared listeners and the timer call on the handshake they belong to. */
+interface HandshakeSteps {
+  data(chunk: Buffer): void;
+  fail(code: HandshakeFailure, message: string): void;
+}
+
+type Settle<T, O> = ((step: Socks5Step<T, O>) => void) | undefined;
+type Fail = ((err: Error) => void) | undefined;
+
+/**
+ * startSocks5's handshake: Socks5ServerSteps driven from a socket, with a promise per step. One object per
+ * connection; paused at the login, it is itself the login step. Its listeners and its timer are module functions.
+ */
+class ServerHandshake<T, O> implements HandshakeSteps, Socks5Login<T, O> {
+  readonly kind = 'login';
+  private resolve: Settle<T, O> = undefined;
+  private reject: Fail = undefined;
+  /** The step being bound came from resume() (the first one starts the handshake). */
+  private started = false;
+  private readonly steps: Socks5ServerSteps<T>;
+  private timer: NodeJS.Timeout | undefined;
+  /** Why it failed while paused at the login (no promise pending): resume() answers with it. */
+  private failure: Socks5HandshakeError | undefined;
+  private onFailure: Fail;
+  /** The decision resume() goes on with (read by bind(), in the same turn). */
+  private decision: AuthDecision<T> | undefined;
+
+  constructor(
+    private readonly socket: HandshakeSocket,
+    private readonly options: HandshakeOptions<T>,
+    readonly owner: O | undefined,
+  ) {
+    this.steps = new Socks5ServerSteps<T>(options);
   }
 
-  private decidedAnonymous(decision: AuthDecision<T>): void {
-    if (this.stage !== Stage.Authenticating) return;
-    if (!decision.ok) {
-      this.fail('NO_ACCEPTABLE_METHOD', 'client offers no acceptable method', Buffer.from([SOCKS_VERSION, 0xff]));
+  get credentials(): boolean {
+    return this.steps.credentials;
+  }
+
+  get username(): string {
+    return this.steps.username;
+  }
+
+  get password(): string {
+    return this.steps.password;
+  }
+
+  /** A step's promise is made (startSocks5 or resume): the handshake starts, or goes on with the decision. */
+  bind(resolve: Settle<T, O>, reject: Fail): void {
+    this.resolve = resolve;
+    this.reject = reject;
+    if (!this.started) {
+      this.started = true;
+      this.start();
       return;
     }
-    this.context = decision.context;
-    this.socket.write(CHOSE_NONE);
-    this.stage = Stage.Request;
-    this.advance();
+    const decision = this.decision!;
+    this.decision = undefined;
+    this.progress(this.steps.decide(decision));
+  }
+
+  resume(decision: AuthDecision<T>): Promise<Socks5Step<T, O>> {
+    if (this.failure) return Promise.reject(this.failure);
+    this.decision = decision;
+    starting = this as unknown as Binding;
+    return new Promise<Socks5Step<T, O>>(
+      bindHandshake as (resolve: (step: Socks5Step<T, O>) => void, reject: (err: Error) => void) => void,
+    );
+  }
+
+  failed(): Promise<never> {
+    if (this.failure) return Promise.reject(this.failure);
+    return new Promise((_, reject) => (this.onFailure = reject));
+  }
+
+  /** Settles the pending promise with the login (this) or the request; the handshake waits for resume() after a login. */
+  private settle(step: Socks5Step<T, O>): void {
+    const resolve = this.resolve;
+    this.resolve = undefined;
+    this.reject = undefined;
+    resolve?.(step);
+  }
+
+  start(): void {
+    const socket = this.socket;
+    this.timer = setTimeout(onHandshakeTimeout, this.options.timeoutMs, this);
+    socket[HANDSHAKE] = this;
+    socket.on('data', onData);
+    // on(), not once(): cleanup() removes them (once() would wrap each in a new function per connection).
+    socket.on('close', onClose);
+    // A half-open client (FIN sent) will never finish its handshake.
+    socket.on('end', onClose);
+    socket.on('error', onError);
+  }
+
+  private cleanup(): void {
+    clearTimeout(this.timer);
+    const socket = this.socket;
+    socket[HANDSHAKE] = undefined;
+    socket.off('data', onData);
+    socket.off('close', onClose);
+    socket.off('end', onClose);
+    socket.off('error', onError);
+  }
+
+  fail(code: HandshakeFailure, message: string): void {
+    this.progress(this.steps.end(code, message));
+  }
+
+  data(chunk: Buffer): void {
+    this.progress(this.steps.feed(chunk));
+  }
+
+  /** Acts on a step: writes what it says, settles the login or the request, or fails. */
+  private progress(p: HandshakeProgress): void {
+    const steps = this.steps;
+    const socket = this.socket;
+    if (steps.out !== null) socket.write(steps.out);
+    if (p === MORE) return;
+    if (p === LOGIN) return this.settle(this);
+    this.cleanup();
+    if (p === REQUEST) {
+      // Hold further client bytes in the socket until the caller's relay reads them.
+      if (!this.options.keepReading) socket.pause();
+      socket.on('error', noop);
+      const request = steps.request as ConnectRequest<T, O>;
+      request.owner = this.owner;
+      return this.settle(request);
+    }
+    closeFailedHandshake(socket, steps.answer);
+    const err = new Socks5HandshakeError(steps.failure!, steps.message);
+    err.owner = this.owner;
+    const reject = this.reject;
+    this.resolve = undefined;
+    this.reject = undefined;
+    if (reject) return reject(err);
+    this.failure = err;
+    this.onFailure?.(err);
   }
 }
 

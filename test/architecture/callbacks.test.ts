@@ -43,7 +43,13 @@ test("the SOCKS5 listener decides the login between the handshake's steps, with 
   const called = nodes(source)
     .filter(ts.isCallExpression)
     .map((c) => c.expression.getText(source));
-  assert.ok(called.includes('startSocks5<Admission>') || called.includes('startSocks5'), 'the listener runs the handshake in steps');
+  // The listener feeds the handshake's steps (data in, progress out: wire/socks5.ts Socks5ServerSteps) from its own
+  // listeners and decides the login between them.
+  const made = nodes(source)
+    .filter(ts.isNewExpression)
+    .map((n) => n.expression.getText(source));
+  assert.ok(made.includes('Socks5ServerSteps'), 'the listener runs the handshake in steps');
+  assert.ok(called.includes('steps.decide'), 'the listener decides the login itself');
   assert.ok(!called.some((c) => c.startsWith('acceptSocks5')), 'acceptSocks5 decides through a callback');
   const handed = nodes(source)
     .filter(ts.isPropertyAssignment)

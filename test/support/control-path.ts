@@ -276,6 +276,21 @@ export function climbs(graph: Map<string, Set<string>>, caller: string, callee: 
 /** Async tasks (node's async resource types) whose parent is a listening socket's creation. */
 const SERVER_TASKS = new Set(['@TCPSERVERWRAP', '@PIPESERVERWRAP']);
 
+/**
+ * Whether a stack is a task of an accepted connection: its chain reaches the listening socket, or it is an event
+ * of an accepted socket itself. Node's inspector gives an accepted socket's own events (its reads, its close) no
+ * parent task — its handle is made before any script runs — so their chain ends at a bare socket task; those of
+ * an ignored folder's own servers (the sandbox's upstreams) are not the connection's.
+ */
+function connectionTask(frames: readonly string[], srcUrl: string, ignore: ReadonlySet<string>): boolean {
+  if (frames.some((f) => SERVER_TASKS.has(f))) return true;
+  // The oldest task of the chain (promise reactions and timers may follow it) is a socket's event that nothing of
+  // src/ scheduled (a socket the daemon's own code opened has its dial's chain behind it).
+  const oldest = frames.findLastIndex((f) => f.startsWith('@'));
+  if (oldest < 0 || frames[oldest] !== '@TCPWRAP' || frames.slice(oldest).some((f) => f.startsWith(srcUrl))) return false;
+  return !frames.some((f) => f.startsWith(srcUrl) && ignore.has(folderOf(f.slice(srcUrl.length).split('?')[0]!)));
+}
+
 /** A stack's frames (innermost first) as the chain of src/ modules, outermost first, repeats merged. */
 /** Between two modules in a chain: an async boundary (an await's continuation, a promise reaction, an event), not a call. */
 export const ASYNC = '⇢';
@@ -327,7 +342,7 @@ export function controlCalls(
   const modules = new Set<string>();
   const handing = new Set<string>();
   for (const st of stacks) {
-    if (!st.frames.some((f) => SERVER_TASKS.has(f))) continue; // not a task of an accepted connection
+    if (!connectionTask(st.frames, srcUrl, ignore)) continue;
     const chain = chainOf(st.frames, srcUrl, ignore);
     for (const m of chain) if (m !== ASYNC) modules.add(m);
     for (const [a, b] of callsOf(chain)) {
@@ -402,7 +417,7 @@ export async function measureControl(
       // The first stop of each probe in a task of an accepted connection that ran Rotor's code (not a daemon
       // timer's, such as a health probe's dial; not the sandbox's or the test's own).
       const s = pauser.stacks.find(
-        (st) => st.probes.includes(p.name) && st.frames.some((f) => SERVER_TASKS.has(f)) && chainOf(st.frames, srcUrl, ignore).length > 0,
+        (st) => st.probes.includes(p.name) && connectionTask(st.frames, srcUrl, ignore) && chainOf(st.frames, srcUrl, ignore).length > 0,
       );
       chains[p.name] = s ? chainOf(s.frames, srcUrl, ignore) : [];
     }
