@@ -21,6 +21,17 @@ export interface DialOptions {
   metrics?: Metrics;
   /** A node with `tls`: how its certificate is checked (dial-tls.ts); absent = verified, the system's CAs. */
   tls?: UpstreamTls;
+  /**
+   * The attempt waiting for this dial (dial-race.ts): a dialer that answers through it returns null instead of
+   * a promise (warm.ts, a request on a ready connection). A dialer may ignore it and return its promise.
+   */
+  answer?: DialAnswer;
+}
+
+/** The end of one dial, told to the attempt that waits for it (an object of the race, not a function per dial). */
+export interface DialAnswer {
+  answered(tunnel: Tunnel): void;
+  failed(err: unknown): void;
 }
 
 /** An established tunnel to the target; `head` holds target bytes that arrived with the upstream's answer. */

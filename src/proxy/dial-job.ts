@@ -24,6 +24,12 @@ export type DialMode = 'tunnel' | 'forward' | 'udp';
 
 export type Dialer = (node: UpstreamNode, target: Target, options: DialOptions) => Promise<Tunnel>;
 
+/**
+ * A Dialer, or one that may answer through `options.answer` and return null (warm.ts: no promise for a request
+ * on a ready connection); otherwise its promise settles the attempt.
+ */
+export type UpstreamDialer = (node: UpstreamNode, target: Target, options: DialOptions) => Promise<Tunnel> | null;
+
 /** What every race of one Router shares: made once, read by each DialJob. */
 export interface DialSettings {
   now: () => number;
@@ -37,8 +43,8 @@ export interface DialSettings {
   logger: Logger | undefined;
   metrics: Metrics | undefined;
   /** The tunnel dialers (the daemon's warm connections, or tests'). */
-  socks5: Dialer;
-  http: Dialer;
+  socks5: UpstreamDialer;
+  http: UpstreamDialer;
   /** pool.tls (dial-tls.ts), for TLS nodes. */
   upstreamTls: UpstreamTlsPolicy | undefined;
   /** An upstream refused a user's account (no traffic, disabled): read that balance again (src/accounts/balances.ts). */
@@ -50,11 +56,70 @@ export interface DialRoute {
   user: LocalUser;
   sessionId?: string;
   strict?: boolean;
+  sessTime: number;
   poolKey: PoolKey;
+  instanceNo?: string;
+}
+
+/** A race's winner: the tunnel and where it leads (dial-race.ts writes it into the dial's outcome). */
+export interface RaceWon {
+  tunnel: Tunnel;
+  node: UpstreamNode;
+  sticky: boolean;
+  /** acquired from the source: release it when the connection ends */
+  acquired: boolean;
+  retries: number;
+  hedges: number;
+}
+
+/**
+ * Where a dial's race leaves its end: the winner or the error, then its promise's own resolve — node's function,
+ * so a race that ends in an upstream's answer calls no code of the layers waiting above it (the promise's
+ * reaction runs theirs). One object per dial: the caller's (DialPromise, or a listener's object extending it).
+ */
+export interface DialOutcome {
+  won: RaceWon | undefined;
+  error: Error | undefined;
+  /** The dial's job, once it is made (Router.dialed() reads it). */
+  job: DialJob | undefined;
+  resolve(outcome: DialOutcome): void;
+}
+
+/** The promise being made (set just before its executor runs, synchronously, and read by it). */
+let binding: DialPromise | undefined;
+
+function bindOutcome(resolve: (outcome: DialPromise) => void): void {
+  const outcome = binding!;
+  binding = undefined;
+  outcome.resolve = resolve as (outcome: DialOutcome) => void;
+}
+
+/** A DialOutcome with its promise: one promise per dial, resolved with this object (never rejected). */
+export class DialPromise implements DialOutcome {
+  won: RaceWon | undefined = undefined;
+  error: Error | undefined = undefined;
+  job: DialJob | undefined = undefined;
+  resolve(_outcome: DialOutcome): void {}
+  readonly promise: Promise<this>;
+
+  constructor() {
+    this.promise = promiseOf(this);
+  }
+}
+
+function promiseOf<O extends DialPromise>(outcome: O): Promise<O> {
+  binding = outcome;
+  return new Promise<O>(bindOutcome as (resolve: (outcome: O) => void) => void);
 }
 
 /** One upstream dial of a race. */
-export function dialNode(s: DialSettings, node: UpstreamNode, target: Target, mode: DialMode, options: DialOptions): Promise<Tunnel> {
+export function dialNode(
+  s: DialSettings,
+  node: UpstreamNode,
+  target: Target,
+  mode: DialMode,
+  options: DialOptions,
+): Promise<Tunnel> | null {
   if (mode === 'udp') return dialUdpUpstream(node, options);
   if (node.protocol === 'socks5') return s.socks5(node, target, options);
   if (mode === 'forward') return dialHttpForward(node, options);
@@ -82,13 +147,15 @@ export class DialJob {
 
   constructor(
     private readonly settings: DialSettings,
-    private readonly route: DialRoute,
-    private readonly target: Target,
-    private readonly mode: DialMode,
+    readonly route: DialRoute,
+    readonly target: Target,
+    readonly mode: DialMode,
     readonly source: NodeSource,
     readonly sticky: UpstreamNode | undefined,
     readonly signal: DialSignal | undefined,
     readonly trace: DialTrace | undefined,
+    /** Where the race leaves its end. */
+    readonly outcome: DialOutcome,
   ) {
     const s = settings;
     this.now = s.now;
@@ -104,7 +171,7 @@ export class DialJob {
     this.metrics = s.metrics;
   }
 
-  dial(node: UpstreamNode, options: DialOptions): Promise<Tunnel> {
+  dial(node: UpstreamNode, options: DialOptions): Promise<Tunnel> | null {
     // A TLS node: its certificate check follows the route's product (pool.tls.insecureProducts).
     const tls = node.tls === true ? this.settings.upstreamTls?.forDial(node, this.route.poolKey.productNo) : undefined;
     return dialNode(this.settings, node, this.target, this.mode, tls ? { ...options, tls } : options);

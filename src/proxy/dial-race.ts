@@ -11,7 +11,8 @@ import type { HandshakeTimes } from './handshake-times.ts';
 import { DrawNotAllowedError } from '../pool/planned-drawer.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import { DialCancel, type DialSignal } from './cancel.ts';
-import type { DialOptions, Tunnel } from './dial-http.ts';
+import type { DialAnswer, DialOptions, Tunnel } from './dial-http.ts';
+import type { DialOutcome, RaceWon } from './dial-job.ts';
 import { DialAbortedError, GatewayError, UpstreamDialError } from './errors.ts';
 
 /** Label `outcome` of rotor_upstream_hedges_total, one count per hedge started. */
@@ -21,7 +22,10 @@ export interface RaceSpec {
   source: NodeSource;
   /** A sticky session's node, tried first (not acquired, so not released). */
   sticky?: UpstreamNode | undefined;
-  dial: (node: UpstreamNode, options: DialOptions) => Promise<Tunnel>;
+  /** One attempt's dial: its promise, or null when the dialer answers through `options.answer`. */
+  dial: (node: UpstreamNode, options: DialOptions) => Promise<Tunnel> | null;
+  /** Where the race leaves its end (the winner or the error) before calling its promise's own resolve. */
+  outcome: DialOutcome;
   signal?: DialSignal | undefined;
   /** Absolute deadline on `now`'s clock. */
   deadline: number;
@@ -49,31 +53,35 @@ export interface RaceSpec {
   metrics?: Metrics | undefined;
 }
 
-export interface RaceWon {
-  tunnel: Tunnel;
-  node: UpstreamNode;
-  sticky: boolean;
-  /** acquired from the source: release it when the connection ends */
-  acquired: boolean;
-  retries: number;
-  hedges: number;
-}
+export type { RaceWon };
 
-interface Attempt {
-  node: UpstreamNode;
-  sticky: boolean;
-  hedge: boolean;
-  cancel: DialCancel;
-  startedAt: number;
+/** One node's dial in a race: also what its dialer answers (DialAnswer), so no promise reaction or closure per attempt. */
+class Attempt implements DialAnswer {
+  readonly cancel = new DialCancel();
+  readonly startedAt = performance.now();
   /** the grace's timer of a loser on probation */
-  timer: NodeJS.Timeout | undefined;
-  race: Race;
+  timer: NodeJS.Timeout | undefined = undefined;
   /** when its hedge is due (performance.now), while it waits in its delay's queue */
-  hedgeDue: number;
+  hedgeDue = 0;
   /** waiting for its hedge (cleared when it ends or its hedge is due) */
-  hedgeArmed: boolean;
+  hedgeArmed = false;
   /** marked 'stalled' when a hedge won; still running for the grace, forgiven if it answers */
-  onProbation: boolean;
+  onProbation = false;
+
+  constructor(
+    readonly node: UpstreamNode,
+    readonly sticky: boolean,
+    readonly hedge: boolean,
+    readonly race: Race,
+  ) {}
+
+  answered(tunnel: Tunnel): void {
+    this.race.won(this, tunnel);
+  }
+
+  failed(err: unknown): void {
+    this.race.failed(this, err);
+  }
 }
 
 const ACCOUNT_REFUSED_MESSAGE = "the platform refused the user's account (no traffic left, or disabled); its balance is being read again";
@@ -87,13 +95,17 @@ function accountRefusal(node: UpstreamNode, err: UpstreamDialError): boolean {
   return err.reason === 'auth' && node.source !== 'instance';
 }
 
-export function raceDial(spec: RaceSpec): Promise<RaceWon> {
-  return new Promise<RaceWon>((resolve, reject) => new Race(spec, resolve, reject).start());
+/**
+ * Runs the race; its end is left in `spec.outcome` (the winner or the error) and told by the outcome's resolve.
+ * A node ready now is dialed in this same turn.
+ */
+export function startRace(spec: RaceSpec): void {
+  new Race(spec).start();
 }
 
 /**
- * The race's state and steps as one object: a dial that answers at once costs this object, its attempt and
- * the attempt's two promise callbacks (not a closure per step), and its timers call module functions.
+ * The race's state and steps as one object: a dial that answers at once costs this object and its attempt
+ * (the dialer answers the attempt: no promise of its own), and its timers call module functions.
  */
 class Race {
   private readonly pending: Attempt[] = [];
@@ -110,15 +122,18 @@ class Race {
   /** The client's abort listener (a stable function, so it can be removed). */
   private readonly onClientAbort = (): void => this.clientGone();
 
-  constructor(
-    private readonly spec: RaceSpec,
-    private readonly resolve: (won: RaceWon) => void,
-    private readonly reject: (err: Error) => void,
-  ) {}
+  constructor(private readonly spec: RaceSpec) {}
+
+  private reject(err: Error): void {
+    const outcome = this.spec.outcome;
+    outcome.error = err;
+    outcome.resolve(outcome);
+  }
 
   start(): void {
     const signal = this.spec.signal;
     if (signal?.aborted) {
+      this.settled = true;
       this.reject(new GatewayError('DIAL_ABORTED', 'the client went away'));
       return;
     }
@@ -239,7 +254,9 @@ class Race {
     spec.signal?.removeEventListener('abort', this.onClientAbort);
     this.cancelRest(true);
     this.countHedges(a.hedge ? 'won' : 'lost');
-    this.resolve({ tunnel, node: a.node, sticky: a.sticky, acquired: !a.sticky, retries: this.retries, hedges: this.hedges });
+    const outcome = spec.outcome;
+    outcome.won = { tunnel, node: a.node, sticky: a.sticky, acquired: !a.sticky, retries: this.retries, hedges: this.hedges };
+    outcome.resolve(outcome);
   }
 
   failed(a: Attempt, err: unknown): void {
@@ -361,29 +378,27 @@ class Race {
       this.hedges++;
       if (spec.trace) spec.trace.hedges = this.hedges;
     }
-    const a: Attempt = {
-      node,
-      sticky,
-      hedge,
-      cancel: new DialCancel(),
-      startedAt: performance.now(),
-      timer: undefined,
-      race: this,
-      hedgeDue: 0,
-      hedgeArmed: false,
-      onProbation: false,
-    };
+    const a = new Attempt(node, sticky, hedge, this);
     this.pending.push(a);
     if (this.hedges < spec.maxHedges) awaitHedge(a, spec.hedgeDelayMs);
     const options: DialOptions = {
       connectTimeoutMs: Math.min(spec.connectTimeoutMs, remaining),
       handshakeTimeoutMs: Math.min(spec.handshakeTimeoutMs, remaining),
       signal: a.cancel,
+      answer: a,
     };
     if (spec.metrics) options.metrics = spec.metrics;
-    spec.dial(node, options).then(
-      (tunnel) => this.won(a, tunnel),
-      (err: unknown) => this.failed(a, err),
+    let dialing: Promise<Tunnel> | null;
+    try {
+      dialing = spec.dial(node, options);
+    } catch (err) {
+      // A dialer that throws at once fails this attempt as its rejection would.
+      this.failed(a, err);
+      return;
+    }
+    dialing?.then(
+      (tunnel) => a.answered(tunnel),
+      (err: unknown) => a.failed(err),
     );
   }
 }

@@ -32,7 +32,7 @@ import type { RelayLimiter, Target } from './types.ts';
 import type { ConnectionContext, ConnectionRecorder } from '../connlog/types.ts';
 import { ProxyListener } from './proxy-listener.ts';
 import { descriptorGuard } from './accept-guard.ts';
-import { pipelineOptions, TunnelPipeline, type Admission } from './tunnel.ts';
+import { pipelineOptions, TunnelDial, TunnelPipeline, type Admission } from './tunnel.ts';
 import { recordTarget, type FromUserPort } from './tunnel-record.ts';
 
 export { parseBasic, parseConnectTarget } from './http-message.ts';
@@ -337,17 +337,18 @@ export class HttpListener extends ProxyListener {
       return;
     }
     const conn = this.pipeline.open(socket, () => socket.destroy());
-    this.onTunnel(req, socket, head, kind, conn).catch((err: unknown) => this.pipeline.defect(socket, conn, err));
+    try {
+      this.onTunnel(req, socket, head, kind, conn);
+    } catch (err) {
+      this.pipeline.defect(socket, conn, err);
+    }
   }
 
-  /** CONNECT, or an absolute-URI request with Upgrade: the socket is ours from here. */
-  private async onTunnel(
-    req: IncomingMessage,
-    socket: Socket,
-    head: Buffer,
-    kind: 'connect' | 'upgrade',
-    conn: ConnectionContext,
-  ): Promise<void> {
+  /**
+   * CONNECT, or an absolute-URI request with Upgrade: the socket is ours from here. A login verified before is
+   * admitted and dialed in this turn; only a password being checked waits (admitLater).
+   */
+  private onTunnel(req: IncomingMessage, socket: Socket, head: Buffer, kind: 'connect' | 'upgrade', conn: ConnectionContext): void {
     this.started.add(socket);
     socket.on('error', noop);
     let target: Target | undefined;
@@ -363,19 +364,48 @@ export class HttpListener extends ProxyListener {
     recordTarget(conn, target);
     // An Upgrade on a kept-alive connection that carried forwarded requests: from here the relay counts it.
     this.uncount(socket);
-    let admission = this.admit(req);
+    const admission = this.admit(req);
     if (admission instanceof Promise) {
-      // The password is being checked: keep reading the client meanwhile (its FIN, any early bytes).
-      let gone = false;
-      const release = holdClient(socket, head, () => (gone = true));
-      admission = await admission;
-      head = release() ?? Buffer.alloc(0);
-      if (gone || socket.destroyed) {
-        socket.destroy();
-        this.pipeline.refused(conn, 'client_abort', 'the client went away');
-        return;
-      }
+      this.admitLater(req, socket, head, conn, target, absolute, admission).catch((err: unknown) =>
+        this.pipeline.defect(socket, conn, err),
+      );
+      return;
     }
+    this.dial(req, socket, head, conn, target, absolute, admission);
+  }
+
+  /** The password is being checked: the client is read meanwhile (its FIN, any early bytes). */
+  private async admitLater(
+    req: IncomingMessage,
+    socket: Socket,
+    head: Buffer,
+    conn: ConnectionContext,
+    target: Target,
+    absolute: AbsoluteTarget | undefined,
+    pending: Promise<Admission>,
+  ): Promise<void> {
+    let gone = false;
+    const release = holdClient(socket, head, () => (gone = true));
+    const admission = await pending;
+    head = release() ?? Buffer.alloc(0);
+    if (gone || socket.destroyed) {
+      socket.destroy();
+      this.pipeline.refused(conn, 'client_abort', 'the client went away');
+      return;
+    }
+    this.dial(req, socket, head, conn, target, absolute, admission);
+  }
+
+  /** An admitted tunnel's dial: its end is answered by onDialed (CONNECT) or an Upgrade's own reaction. */
+  private dial(
+    req: IncomingMessage,
+    socket: Socket,
+    head: Buffer,
+    conn: ConnectionContext,
+    target: Target,
+    absolute: AbsoluteTarget | undefined,
+    admission: Admission,
+  ): void {
     const route = this.pipeline.admitted(conn, admission);
     if (route === undefined) {
       if ('refusal' in admission) refuseSocket(socket, admission.refusal, this.realm);
@@ -383,15 +413,35 @@ export class HttpListener extends ProxyListener {
     }
     // An Upgrade goes through a tunnel to the target (CONNECT to an HTTP node): HTTP proxies commonly drop
     // Upgrade on forwarded requests, and a tunnel carries whatever protocol the 101 switches to.
-    const up = await this.pipeline.connect(socket, conn, route, target, head.length > 0 ? head : null);
+    const up = this.pipeline.connect(socket, conn, route, target, head.length > 0 ? head : null);
     if (up === undefined) return;
-    if (!('dialed' in up)) {
+    if (!(up instanceof TunnelDial)) {
       refuseSocket(socket, up, this.realm);
       return;
     }
-    if (absolute) up.dialed.socket.write(upgradeHead(req, absolute));
-    else socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
-    this.pipeline.carry(socket, up, route, conn);
+    if (absolute === undefined) up.promise.then(this.onDialed);
+    else up.promise.then((d) => this.answer(d, upgradeHead(req, absolute)));
+  }
+
+  /** A CONNECT's dial ended (one function of the listener for all its tunnels). */
+  private readonly onDialed = (dial: TunnelDial): void => this.answer(dial, null);
+
+  /** A tunnel's dial ended: the client answered (200, or the Upgrade's request sent on) and the relay started. */
+  private answer(dial: TunnelDial, upgrade: string | null): void {
+    const { client, conn } = dial;
+    try {
+      const up = this.pipeline.connected(dial);
+      if (up === undefined) return;
+      if (!('dialed' in up)) {
+        refuseSocket(client, up, this.realm);
+        return;
+      }
+      if (upgrade !== null) up.dialed.socket.write(upgrade);
+      else client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+      this.pipeline.carry(client, up, dial.route, conn);
+    } catch (err) {
+      this.pipeline.defect(client, conn, err);
+    }
   }
 }
 

@@ -12,8 +12,8 @@ import type { DialTrace } from '../connlog/types.ts';
 import type { Tunnel } from './dial-http.ts';
 import { dialHttpConnect, dialSocks5 } from './upstream-dial.ts';
 import type { UpstreamTlsPolicy } from './dial-tls.ts';
-import { raceDial, type RaceWon } from './dial-race.ts';
-import { DialJob, type DialMode, type Dialer, type DialSettings } from './dial-job.ts';
+import { startRace } from './dial-race.ts';
+import { DialJob, DialPromise, type DialMode, type DialOutcome, type DialSettings, type RaceWon, type UpstreamDialer } from './dial-job.ts';
 import { descriptorGuard } from './accept-guard.ts';
 import { GatewayError } from './errors.ts';
 import { checkTarget } from './target.ts';
@@ -90,7 +90,7 @@ export interface RouterOptions {
   /** Everything: pool waits and all attempts. Default 30000 ms. */
   dialDeadlineMs?: number;
   /** Override the dialers (tests). */
-  dialers?: { socks5?: Dialer; http?: Dialer };
+  dialers?: { socks5?: UpstreamDialer; http?: UpstreamDialer };
   now?: () => number;
   /** Destination rules (src/users/rules.ts), checked before anything is dialed; none = every target. */
   destinations?: DestinationPolicy;
@@ -259,15 +259,58 @@ export class Router {
    * UPSTREAM_FAILED, LIMITED, DIAL_ABORTED). The caller must call `release()` when the connection ends.
    */
   async dial(route: Route, requested: Target, signal?: DialSignal, mode: DialMode = 'tunnel', trace?: DialTrace): Promise<Dialed> {
+    const outcome = new DialPromise();
+    this.startDial(route, requested, signal, mode, trace, outcome);
+    return this.dialed(await outcome.promise);
+  }
+
+  /**
+   * dial() in two halves, for a caller that keeps one object per dial and pays one promise: the checks, the pick
+   * and the race's start run now (a refusal throws GatewayError here); the race's end is left in `outcome`
+   * and told by its resolve (a ready node on a ready warm connection: when the upstream answers the request).
+   * Then dialed(outcome) gives the tunnel or throws the failure.
+   */
+  startDial(
+    route: Route,
+    requested: Target,
+    signal: DialSignal | undefined,
+    mode: DialMode,
+    trace: DialTrace | undefined,
+    outcome: DialOutcome,
+  ): void {
     // Before any pool is asked: a malformed target is the client's fault and must never be charged to a node.
     // 'udp' (udp-associate.ts): `requested` is the client's own UDP address; each datagram's target is checked.
     const target = mode === 'udp' ? requested : checkTarget(requested);
     if (this.options.meters.meter(route.user.name).exhausted) throw new GatewayError('LIMITED', 'traffic limit reached');
     if (mode !== 'udp') this.checkDestination(route, target);
     const sessions = this.options.sessions;
-    // A sticky route in a fleet: its shared binding is settled first (a rotating route awaits nothing here).
-    if (route.sessionId !== undefined && route.instanceNo === undefined && sessions.prepare !== undefined)
-      await sessions.prepare(route.user.name, route.sessionId, route.sessTime, route.poolKey);
+    // A sticky route in a fleet: its shared binding is settled first (a rotating route waits for nothing here).
+    if (route.sessionId !== undefined && route.instanceNo === undefined && sessions.prepare !== undefined) {
+      sessions.prepare(route.user.name, route.sessionId, route.sessTime, route.poolKey).then(
+        () => {
+          try {
+            this.race(route, target, signal, mode, trace, outcome);
+          } catch (err) {
+            failOutcome(outcome, err);
+          }
+        },
+        (err: unknown) => failOutcome(outcome, err),
+      );
+      return;
+    }
+    this.race(route, target, signal, mode, trace, outcome);
+  }
+
+  /** The source, the sticky node and the rules of a checked dial, and its race started. */
+  private race(
+    route: Route,
+    target: Target,
+    signal: DialSignal | undefined,
+    mode: DialMode,
+    trace: DialTrace | undefined,
+    outcome: DialOutcome,
+  ): void {
+    const sessions = this.options.sessions;
     let source: NodeSource;
     try {
       source = this.sourceFor(route);
@@ -296,8 +339,6 @@ export class Router {
         sessions.rotate(user, route.sessionId, expired ? 'expired' : 'failed');
       }
     }
-    // A tunnel's rules see its dial's outcome; a plain-HTTP request's are the forwarder's (http-forward.ts).
-    const rules = mode === 'tunnel' ? this.options.requestRules?.forRequest(route.user, target.host) : undefined;
     // The race counts this dial's retries and hedges; a record that already has some (a rule's retry) adds.
     const job = new DialJob(
       this.settings,
@@ -308,32 +349,36 @@ export class Router {
       sticky,
       signal,
       trace && (trace.retries > 0 || trace.hedges > 0) ? new TraceFrom(trace) : trace,
+      outcome,
     );
+    // A tunnel's rules see its dial's outcome; a plain-HTTP request's are the forwarder's (http-forward.ts).
+    const rules = mode === 'tunnel' ? this.options.requestRules?.forRequest(route.user, target.host) : undefined;
     if (rules !== undefined) job.rules = rules;
-    let won: RaceWon;
-    try {
-      won = await raceDial(job);
-    } catch (err) {
-      if (rules !== undefined && err instanceof GatewayError && job.failedNodes !== undefined)
-        this.dialFailureRules(route, target, rules, err, job.failedNodes, trace);
-      // The strict session's own exit failed (not the target): the connection fails, the session stays put.
-      if (
-        job.strictSticky &&
-        err instanceof GatewayError &&
-        (err.code === 'UPSTREAM_FAILED' || err.code === 'UPSTREAM_TIMEOUT') &&
-        err.upstreamReason !== 'target_refused'
-      ) {
-        throw strictFailure(err.upstreamReason);
-      }
+    outcome.job = job;
+    startRace(job);
+  }
+
+  /**
+   * The second half of a dial (startDial): the race's winner as the caller's tunnel (the node's success told, a
+   * sticky session bound), or its failure thrown (a strict session's own exit failing as STRICT_SESSION_FAILED).
+   */
+  dialed(outcome: DialOutcome): Dialed {
+    const job = outcome.job;
+    const won = outcome.won;
+    if (won === undefined || job === undefined) {
+      const err = outcome.error ?? new InternalError('Router.dialed: the dial has not ended');
+      if (job !== undefined) this.raceFailed(job, err);
       throw err;
     }
+    const { route, target, mode, source } = job;
+    const sessions = this.options.sessions;
     const node = won.node;
     if (mode !== 'udp') this.lastTarget = target;
     // A node whose last tunnel died before its first byte is told "success" only once a tunnel through it
     // ends well (release): otherwise each CONNECT it answers would wipe its failures and it never cools.
     if (!this.suspect.has(node)) source.reportSuccess(node);
-    if (route.sessionId !== undefined && !won.sticky) sessions.bind(user, route.sessionId, node, route.sessTime);
-    if (rules !== undefined) this.watchFirstByte(route, target, rules, won, trace);
+    if (route.sessionId !== undefined && !won.sticky) sessions.bind(route.user.name, route.sessionId, node, route.sessTime);
+    if (job.rules !== undefined) this.watchFirstByte(route, target, job.rules, won, job.trace);
     return new DialedTunnel(
       won,
       mode === 'forward' && node.protocol === 'http',
@@ -343,6 +388,23 @@ export class Router {
       this.suspect,
       this.options.metrics,
     );
+  }
+
+  /** A race that failed: its request rules see it; a strict session's own exit failing throws STRICT_SESSION_FAILED. */
+  private raceFailed(job: DialJob, err: Error): void {
+    const route = job.route;
+    const rules = job.rules;
+    if (rules !== undefined && err instanceof GatewayError && job.failedNodes !== undefined)
+      this.dialFailureRules(route, job.target, rules, err, job.failedNodes, job.trace);
+    // The strict session's own exit failed (not the target): the connection fails, the session stays put.
+    if (
+      job.strictSticky &&
+      err instanceof GatewayError &&
+      (err.code === 'UPSTREAM_FAILED' || err.code === 'UPSTREAM_TIMEOUT') &&
+      err.upstreamReason !== 'target_refused'
+    ) {
+      throw strictFailure(err.upstreamReason);
+    }
   }
 
   /** The rules a plain-HTTP request to `host` is held to (http-forward.ts); undefined = none (no cost). */
@@ -486,6 +548,12 @@ class DialedTunnel implements Dialed {
     // Sticky hits were not acquired, so they are not released either.
     if (this.won.acquired) source.release(node);
   }
+}
+
+/** A dial that failed before its race could settle it (a fleet's prepare, a check after it). */
+function failOutcome(outcome: DialOutcome, err: unknown): void {
+  outcome.error = err instanceof Error ? err : new InternalError(String(err));
+  outcome.resolve(outcome);
 }
 
 /** A node another daemon of a fleet drew (not in this daemon's pools) serves its session while it lasts. */

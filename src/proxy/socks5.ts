@@ -15,6 +15,7 @@ import {
   type ConnectRequest,
   type HandshakeOptions,
   type Socks5Login,
+  type Socks5Step,
 } from '../wire/socks5.ts';
 import { logFailedAccepts } from '../errors/failed-accept.ts';
 import type { Authorization, Router } from './router.ts';
@@ -22,7 +23,7 @@ import type { UdpAssociations } from './udp-associate.ts';
 import type { ConnectionContext, ConnectionRecorder } from '../connlog/types.ts';
 import { ProxyListener } from './proxy-listener.ts';
 import { descriptorGuard } from './accept-guard.ts';
-import { pipelineOptions, TunnelPipeline, type Admission } from './tunnel.ts';
+import { pipelineOptions, TunnelDial, TunnelPipeline, type Admission } from './tunnel.ts';
 import { recordTarget, type FromUserPort } from './tunnel-record.ts';
 
 export interface Socks5ListenerOptions {
@@ -88,12 +89,15 @@ export class Socks5Listener extends ProxyListener {
 
   private onConnection(socket: Socket): void {
     this.pipeline.accept(socket);
-    const conn = this.pipeline.open(socket, () => socket.destroy());
-    this.handle(socket, conn).catch((err: unknown) => this.pipeline.defect(socket, conn, err));
+    const client = new Socks5Client(
+      socket,
+      this.pipeline.open(socket, () => socket.destroy()),
+    );
+    startSocks5<Admission, Socks5Client>(socket, this.handshake, client).then(this.onStep, this.onFailed);
   }
 
   /** The login's admission as the handshake's decision; an admission that throws is a refusal. */
-  private decide(login: Socks5Login<Admission>, socket: Socket): AuthDecision<Admission> | Promise<AuthDecision<Admission>> {
+  private decide(login: Socks5Login<Admission, Socks5Client>, socket: Socket): AuthDecision<Admission> | Promise<AuthDecision<Admission>> {
     const pipeline = this.pipeline;
     try {
       const a = login.credentials
@@ -105,26 +109,42 @@ export class Socks5Listener extends ProxyListener {
     }
   }
 
-  private async handle(socket: Socket, conn: ConnectionContext): Promise<void> {
-    const pipeline = this.pipeline;
-    let request: ConnectRequest<Admission>;
+  /**
+   * A step of a client's handshake (one function of the listener for all its clients, the client found on the
+   * step): the login is decided — at once for a login verified before — and the handshake resumed with the
+   * decision (the pipeline's admission needs the client's address for the back-off: src/proxy/auth-guard.ts);
+   * the request is dialed.
+   */
+  private readonly onStep = (step: Socks5Step<Admission, Socks5Client>): void => {
+    const client = step.owner!;
     try {
-      let step = await startSocks5<Admission>(socket, this.handshake);
-      // The handshake pauses at the login; the pipeline's admission decides it (the back-off needs the client's
-      // address: src/proxy/auth-guard.ts), and the handshake goes on with the decision.
-      while (step.kind === 'login') {
-        const decided = this.decide(step, socket);
-        step = await step.resume(decided instanceof Promise ? await decided : decided);
-      }
-      request = step;
+      if (step.kind === 'request') return this.request(step, client);
+      const decided = this.decide(step, client.socket);
+      if (decided instanceof Promise) decided.then(step.resume.bind(step)).then(this.onStep, this.onFailed);
+      else step.resume(decided).then(this.onStep, this.onFailed);
     } catch (err) {
-      const code = err instanceof Socks5HandshakeError ? err.code : 'CLOSED';
-      // A client offering no method we accept (e.g. only "no authentication") is refused for credentials.
-      const result = code === 'AUTH_FAILED' || code === 'NO_ACCEPTABLE_METHOD' ? 'auth_failed' : 'bad_request';
-      pipeline.refused(conn, result, err instanceof Error ? err.message : code);
-      this.options.logger?.debug({ listener: LISTENER, conn: conn.id, code }, 'socks5 handshake failed');
+      this.pipeline.defect(client.socket, client.conn, err);
+    }
+  };
+
+  /** A handshake that failed (answered and closed by the handshake where the protocol allows it): recorded. */
+  private readonly onFailed = (err: unknown): void => {
+    const client = err instanceof Socks5HandshakeError ? (err.owner as Socks5Client | undefined) : undefined;
+    if (client === undefined) {
+      this.options.logger?.error({ listener: LISTENER, err }, 'socks5 handshake failed unexpectedly');
       return;
     }
+    const code = (err as Socks5HandshakeError).code;
+    // A client offering no method we accept (e.g. only "no authentication") is refused for credentials.
+    const result = code === 'AUTH_FAILED' || code === 'NO_ACCEPTABLE_METHOD' ? 'auth_failed' : 'bad_request';
+    this.pipeline.refused(client.conn, result, (err as Error).message);
+    this.options.logger?.debug({ listener: LISTENER, conn: client.conn.id, code }, 'socks5 handshake failed');
+  };
+
+  /** The client's request: admitted (recorded), then UDP ASSOCIATE or the tunnel's dial. */
+  private request(request: ConnectRequest<Admission, Socks5Client>, client: Socks5Client): void {
+    const { socket, conn } = client;
+    const pipeline = this.pipeline;
     const target = { host: request.host, port: request.port };
     recordTarget(conn, target);
     const route = request.context ? pipeline.admitted(conn, request.context) : undefined;
@@ -135,19 +155,40 @@ export class Socks5Listener extends ProxyListener {
       return;
     }
     if (request.command === 0x03 && this.options.udp) {
-      await this.options.udp.serve(socket, request, route, conn);
+      this.options.udp.serve(socket, request, route, conn).catch((err: unknown) => pipeline.defect(socket, conn, err));
       return;
     }
     // Still flowing: the relay takes the reading over in the same turn as the dial's end (keepReading).
-    const up = await pipeline.connect(socket, conn, route, target, request.head, true);
+    const up = pipeline.connect(socket, conn, route, target, request.head, true);
     if (up === undefined) return;
-    if (!('dialed' in up)) {
-      writeReply(socket, up.socksReply);
-      return;
-    }
-    writeReply(socket, REPLY.succeeded);
-    pipeline.carry(socket, up, route, conn);
+    if (up instanceof TunnelDial) up.promise.then(this.onDialed);
+    else writeReply(socket, up.socksReply);
   }
+
+  /** A tunnel's dial ended (one function of the listener for all its tunnels): answered, then relayed. */
+  private readonly onDialed = (dial: TunnelDial): void => {
+    const { client, conn } = dial;
+    try {
+      const up = this.pipeline.connected(dial);
+      if (up === undefined) return;
+      if (!('dialed' in up)) {
+        writeReply(client, up.socksReply);
+        return;
+      }
+      writeReply(client, REPLY.succeeded);
+      this.pipeline.carry(client, up, dial.route, conn);
+    } catch (err) {
+      this.pipeline.defect(client, conn, err);
+    }
+  };
+}
+
+/** A client of the listener during its handshake: what each step's reaction needs (one object per connection). */
+class Socks5Client {
+  constructor(
+    readonly socket: Socket,
+    readonly conn: ConnectionContext,
+  ) {}
 }
 
 /** An admission as the handshake's decision: a credentials refusal fails RFC 1929; others pass it and get 0x02. */

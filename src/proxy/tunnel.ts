@@ -19,6 +19,7 @@ import type { Logger } from '../telemetry/logger.ts';
 import type { ConnectionResult, Metrics } from '../telemetry/metrics.ts';
 import { REPLY } from '../wire/socks5.ts';
 import { DialCancel } from './cancel.ts';
+import { DialPromise } from './dial-job.ts';
 import { ListenerConnections } from './connections.ts';
 import { Forwarder } from './http-forward.ts';
 import type { AbsoluteTarget } from './http-message.ts';
@@ -104,6 +105,27 @@ export interface ForwardSettings {
   upstreamIdleMs?: number | undefined;
   /** The realm of a 407 answer (Proxy-Authenticate) to a request that failed before its response head. */
   realm: string;
+}
+
+/**
+ * One tunnel's dial under way (TunnelPipeline.connect): the client it serves, the hold that reads the client
+ * meanwhile, the cancel its leaving fires, and the outcome the dial's race writes — with the one promise of the
+ * tunnel, resolved with this object (a listener's one reaction, shared by all its tunnels, finds all it needs here).
+ */
+export class TunnelDial extends DialPromise {
+  readonly abort = new DialCancel();
+  readonly hold: Hold;
+
+  constructor(
+    readonly client: Socket,
+    readonly conn: ConnectionContext,
+    readonly route: Route,
+    head: Buffer | null,
+    readonly keepReading: boolean,
+  ) {
+    super();
+    this.hold = new Hold(client, head, this.abort);
+  }
 }
 
 const CREDENTIALS_REQUIRED = 'proxy credentials required (Basic)';
@@ -211,42 +233,51 @@ export class TunnelPipeline {
 
   /**
    * Target check, pick and dial for an admitted client, bound to its life: the client is read meanwhile (its
-   * leaving cancels the dial, its early bytes are kept), its connection slot is taken. Resolves with the
-   * upstream (the listener answers its client, then calls carry() in the same turn), with the failure (recorded
-   * and counted; the listener answers it), or undefined for a client that left (closed and recorded).
+   * leaving cancels the dial, its early bytes are kept), its connection slot is taken. What is ready runs now
+   * (the login was verified, the pool has a ready node, the warm set a ready connection: the request is on its
+   * way upstream when this returns). Returns the dial under way — its `promise` resolves with it once the race
+   * ended (one promise per tunnel, never rejected), and connected() then gives the outcome — or, refused at
+   * once, the failure (recorded and counted; the listener answers it).
    * `head` is what the client sent behind its request. `keepReading` (default): the client socket stays flowing
    * from the dial's end to the relay, which takes the reading over in the same turn (the dial's hold has it
    * flowing in any case: a pause there and a resume in the relay cost every CONNECT a pause, a resume and its
    * tick for nothing); false: it is paused in between.
    */
-  async connect(
+  connect(
     client: Socket,
     conn: ConnectionContext,
     route: Route,
     target: Target,
     head: Buffer | null,
     keepReading = true,
-  ): Promise<Connected | TunnelFailure | undefined> {
-    const router = this.router;
-    const meters = router.meters;
+  ): TunnelDial | TunnelFailure | undefined {
+    const dial = new TunnelDial(client, conn, route, head, keepReading);
+    this.router.meters.connectionOpened(route.user.name);
+    try {
+      this.router.startDial(route, target, dial.abort, 'tunnel', conn, dial);
+    } catch (err) {
+      // Refused before any race (a malformed or forbidden target, a limit, no pool): answered in this turn.
+      return this.dialFailed(dial, err);
+    }
+    return dial;
+  }
+
+  /**
+   * A dial's end (connect()'s, once its promise resolved): the upstream (the listener answers its client, then
+   * calls carry() in the same turn), the failure (recorded and counted; the listener answers it), or undefined
+   * for a client that left (closed and recorded).
+   */
+  connected(dial: TunnelDial): Connected | TunnelFailure | undefined {
+    const { client, conn, route, abort } = dial;
+    const meters = this.router.meters;
     const user = route.user.name;
-    const abort = new DialCancel();
-    const hold = new Hold(client, head, abort);
-    meters.connectionOpened(user);
     let dialed: Dialed;
     try {
-      dialed = await router.dial(route, target, abort, 'tunnel', conn);
+      dialed = this.router.dialed(dial);
     } catch (err) {
-      hold.release();
-      meters.connectionClosed(user);
-      const f = this.failure(err, conn);
-      this.refused(conn, f.result, f.recordReason);
-      if (f.result !== 'client_abort') return f;
-      // The client ended mid-dial: its socket is half-open (allowHalfOpen) and nobody else will close it.
-      client.destroy();
-      return undefined;
+      return this.dialFailed(dial, err);
     }
-    const held = hold.release(keepReading);
+    const held = dial.hold.release(dial.keepReading);
     if (client.destroyed || abort.aborted) {
       client.destroy();
       dialed.socket.destroy();
@@ -257,6 +288,19 @@ export class TunnelPipeline {
       return undefined;
     }
     return { dialed, head: held };
+  }
+
+  /** A dial that failed: the hold and the slot given back, the failure recorded and counted (undefined: the client left). */
+  private dialFailed(dial: TunnelDial, err: unknown): TunnelFailure | undefined {
+    const { client, conn } = dial;
+    dial.hold.release();
+    this.router.meters.connectionClosed(dial.route.user.name);
+    const f = this.failure(err, conn);
+    this.refused(conn, f.result, f.recordReason);
+    if (f.result !== 'client_abort') return f;
+    // The client ended mid-dial: its socket is half-open (allowHalfOpen) and nobody else will close it.
+    client.destroy();
+    return undefined;
   }
 
   /**

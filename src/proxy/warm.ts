@@ -58,6 +58,15 @@ export interface WarmOptions extends WarmSettings {
 
 type Dialer = (node: UpstreamNode, target: Target, options: DialOptions) => Promise<Tunnel>;
 
+/**
+ * A warm dialer: with `options.answer` (the race's attempt), a request on a ready connection answers through it
+ * and returns null (no promise per tunnel); without, or on a fresh dial, the promise.
+ */
+export interface WarmDialer {
+  (node: UpstreamNode, target: Target, options: DialOptions & { answer?: undefined }): Promise<Tunnel>;
+  (node: UpstreamNode, target: Target, options: DialOptions): Promise<Tunnel> | null;
+}
+
 /** All warm connections of a process at most, whatever the settings. */
 const MAX_TOTAL = 4096;
 /** Node sets tracked at most (each holds at most perNode sockets and a few numbers). */
@@ -115,8 +124,8 @@ export class WarmConnections {
   private total = 0;
   private readyCount = 0;
   private closed = false;
-  readonly socks5: Dialer;
-  readonly http: Dialer;
+  readonly socks5: WarmDialer;
+  readonly http: WarmDialer;
   /** rotor_upstream_warm_total's outcomes and the ready gauge as cells (no label hashing per tunnel). */
   private readonly counts: Record<'used' | 'failed' | 'expired', MetricCell> | undefined;
   private readonly readyGauge: MetricCell | undefined;
@@ -128,8 +137,10 @@ export class WarmConnections {
 
   constructor(private readonly o: WarmOptions) {
     this.sweepMs = Math.max(5, Math.min(1000, Math.floor(o.idleMs / 4), Math.floor(o.handshakeTimeoutMs / 4)));
-    this.socks5 = (node, target, options) => this.dial(node, target, options, dialSocks5);
-    this.http = (node, target, options) => this.dial(node, target, options, dialHttpConnect);
+    this.socks5 = ((node: UpstreamNode, target: Target, options: DialOptions) =>
+      this.dial(node, target, options, dialSocks5)) as WarmDialer;
+    this.http = ((node: UpstreamNode, target: Target, options: DialOptions) =>
+      this.dial(node, target, options, dialHttpConnect)) as WarmDialer;
     const m = o.metrics;
     if (m) {
       this.counts = {
@@ -176,7 +187,7 @@ export class WarmConnections {
     this.sweeper = undefined;
   }
 
-  private dial(node: UpstreamNode, target: Target, options: DialOptions, fresh: Dialer): Promise<Tunnel> {
+  private dial(node: UpstreamNode, target: Target, options: DialOptions, fresh: Dialer): Promise<Tunnel> | null {
     const set = this.setFor(node);
     if (!set) return fresh(node, target, options);
     const now = performance.now();
@@ -354,12 +365,17 @@ export class WarmConnections {
 
   /**
    * The rest of a tunnel's handshake on a ready connection, under the handshake deadline and the dial's signal;
-   * counted used or failed here (one promise per tunnel, no second one to count it). A connection that died
-   * unseen (closed as it was handed out) still gets the tunnel a fresh dial.
+   * counted used or failed here. Its end is told to the dial's answer (the race's attempt: no promise) or, for
+   * a caller without one, by a promise. A connection that died unseen (closed as it was handed out) still gets
+   * the tunnel a fresh dial.
    */
-  private request(r: Ready, node: UpstreamNode, target: Target, options: DialOptions, fresh: Dialer): Promise<Tunnel> {
+  private request(r: Ready, node: UpstreamNode, target: Target, options: DialOptions, fresh: Dialer): Promise<Tunnel> | null {
     this.release(r.set);
     const request = new WarmRequest(this, r.socket as WarmSocket, node, target, options, fresh);
+    if (options.answer !== undefined) {
+      request.start();
+      return null;
+    }
     starting = request;
     const promise = new Promise<Tunnel>(bindRequest);
     request.start();
@@ -613,22 +629,32 @@ class WarmRequest {
     if (cancel !== undefined) {
       if (cancel.socket === socket) cancel.socket = null;
     } else options.signal?.removeEventListener('abort', this);
+    const answer = options.answer;
     if (err === null) {
       socket.pause();
       this.warm.counted(true);
-      this.resolve({ socket, head, exit });
+      const tunnel: Tunnel = { socket, head, exit };
+      if (answer !== undefined) answer.answered(tunnel);
+      else this.resolve(tunnel);
       return;
     }
     socket.destroy();
     if (err instanceof UpstreamDialError) {
       if (err.reason === 'reset' && !options.signal?.aborted) {
         this.warm.counted(false);
-        this.fresh(this.node, this.target, options).then(this.resolve, this.reject);
+        const fresh = this.fresh(this.node, this.target, options);
+        if (answer !== undefined)
+          fresh.then(
+            (tunnel) => answer.answered(tunnel),
+            (e: unknown) => answer.failed(e),
+          );
+        else fresh.then(this.resolve, this.reject);
         return;
       }
       this.warm.counted(false, err);
     } else this.warm.counted(false);
-    this.reject(err);
+    if (answer !== undefined) answer.failed(err);
+    else this.reject(err);
   }
 }
 

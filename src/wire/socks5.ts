@@ -36,6 +36,8 @@ export type HandshakeFailure =
 
 export class Socks5HandshakeError extends RotorError {
   declare readonly code: HandshakeFailure;
+  /** The owner the handshake was started with (startSocks5): a caller's one reaction for all handshakes finds its connection here. */
+  owner: unknown = undefined;
   constructor(code: HandshakeFailure, message: string) {
     super(code, message, { httpStatus: 400 });
   }
@@ -71,8 +73,10 @@ export interface HandshakeOptions<T> {
   udp?: boolean;
 }
 
-export interface ConnectRequest<T> {
+export interface ConnectRequest<T, O = unknown> {
   kind: 'request';
+  /** What startSocks5 was given as the connection's owner. */
+  owner?: O | undefined;
   host: string;
   port: number;
   /** 1 IPv4, 3 domain name, 4 IPv6 */
@@ -101,29 +105,51 @@ const MAX_HANDSHAKE_BYTES = 16 * 1024;
  * The handshake paused for the caller's decision: the client's RFC 1929 credentials (or, with `anonymous`,
  * a client that offered none). Nothing is answered until resume(); the handshake's timeout keeps running.
  */
-export interface Socks5Login<T> {
+export interface Socks5Login<T, O = unknown> {
   readonly kind: 'login';
+  /** What startSocks5 was given as the connection's owner. */
+  readonly owner: O | undefined;
   /** false: the client offered only "no authentication" (username and password are ''). */
   readonly credentials: boolean;
   readonly username: string;
   readonly password: string;
   /** Answers the login with the decision and reads on: the request, or a typed failure (refused, or the client left meanwhile). */
-  resume(decision: AuthDecision<T>): Promise<Socks5Step<T>>;
+  resume(decision: AuthDecision<T>): Promise<Socks5Step<T, O>>;
   /** Rejects once the handshake fails while paused (the client left, stalled or flooded): for a decision that may never come. */
   failed(): Promise<never>;
 }
 
 /** Where a handshake stands when its promise settles: paused at the login, or done with the request. */
-export type Socks5Step<T> = Socks5Login<T> | ConnectRequest<T>;
+export type Socks5Step<T, O = unknown> = Socks5Login<T, O> | ConnectRequest<T, O>;
 
 /**
  * Runs the handshake up to the login (RFC 1929, or a client offering no credentials with `anonymous`) or,
  * without one, to the CONNECT request; a login step is resumed with the caller's decision. The caller then
  * dials and answers with writeReply(). On failure the socket has been answered where the protocol allows it,
- * and destroyed. `authenticate` and `noAuth` are not called (they are acceptSocks5's).
+ * and destroyed. `authenticate` and `noAuth` are not called (they are acceptSocks5's). `owner` comes back on
+ * every step and failure (a caller's one reaction for all its handshakes finds its connection there).
  */
-export function startSocks5<T = undefined>(socket: Socket, options: HandshakeOptions<T>): Promise<Socks5Step<T>> {
-  return new Promise((resolve, reject) => new ServerHandshake<T>(socket as HandshakeSocket, options, resolve, reject).start());
+export function startSocks5<T = undefined, O = unknown>(
+  socket: Socket,
+  options: HandshakeOptions<T>,
+  owner?: O,
+): Promise<Socks5Step<T, O>> {
+  starting = new ServerHandshake<T, O>(socket as HandshakeSocket, options, owner) as unknown as Binding;
+  return new Promise<Socks5Step<T, O>>(bindHandshake as (resolve: (step: Socks5Step<T, O>) => void, reject: (err: Error) => void) => void);
+}
+
+/** The handshake being started (set just before its promise's executor runs, synchronously, and read by it). */
+let starting: Binding | undefined;
+
+interface Binding {
+  bind(resolve: (step: Socks5Step<unknown, unknown>) => void, reject: Fail): void;
+}
+
+/** The executor of a handshake's first promise and of each resume(): no closure per step. */
+function bindHandshake(resolve: (step: Socks5Step<unknown, unknown>) => void, reject: (err: Error) => void): void {
+  const h = starting!;
+  starting = undefined;
+  h.bind(resolve, reject);
 }
 
 /**
@@ -161,7 +187,7 @@ interface HandshakeSteps {
   fail(code: HandshakeFailure, message: string): void;
 }
 
-type Settle<T> = ((step: Socks5Step<T>) => void) | undefined;
+type Settle<T, O> = ((step: Socks5Step<T, O>) => void) | undefined;
 type Fail = ((err: Error) => void) | undefined;
 
 /**
@@ -169,8 +195,12 @@ type Fail = ((err: Error) => void) | undefined;
  * callbacks; paused at the login, it is itself the login step. Its listeners and its timer are module
  * functions, so a handshake costs this object and a promise per step.
  */
-class ServerHandshake<T> implements HandshakeSteps, Socks5Login<T> {
+class ServerHandshake<T, O> implements HandshakeSteps, Socks5Login<T, O> {
   readonly kind = 'login';
+  private resolve: Settle<T, O> = undefined;
+  private reject: Fail = undefined;
+  /** The step being bound came from resume() (the first one starts the handshake). */
+  private started = false;
   credentials = true;
   username = '';
   password = '';
@@ -185,18 +215,34 @@ class ServerHandshake<T> implements HandshakeSteps, Socks5Login<T> {
   constructor(
     private readonly socket: HandshakeSocket,
     private readonly options: HandshakeOptions<T>,
-    private resolve: Settle<T>,
-    private reject: Fail,
+    readonly owner: O | undefined,
   ) {}
 
-  resume(decision: AuthDecision<T>): Promise<Socks5Step<T>> {
+  /** A step's promise is made (startSocks5 or resume): the handshake starts, or goes on with the decision. */
+  bind(resolve: Settle<T, O>, reject: Fail): void {
+    this.resolve = resolve;
+    this.reject = reject;
+    if (!this.started) {
+      this.started = true;
+      this.start();
+      return;
+    }
+    const decision = this.decision!;
+    this.decision = undefined;
+    if (this.credentials) this.decided(decision);
+    else this.decidedAnonymous(decision);
+  }
+
+  /** The decision resume() goes on with (read by bind(), in the same turn). */
+  private decision: AuthDecision<T> | undefined;
+
+  resume(decision: AuthDecision<T>): Promise<Socks5Step<T, O>> {
     if (this.failure) return Promise.reject(this.failure);
-    return new Promise((resolve, reject) => {
-      this.resolve = resolve;
-      this.reject = reject;
-      if (this.credentials) this.decided(decision);
-      else this.decidedAnonymous(decision);
-    });
+    this.decision = decision;
+    starting = this as unknown as Binding;
+    return new Promise<Socks5Step<T, O>>(
+      bindHandshake as (resolve: (step: Socks5Step<T, O>) => void, reject: (err: Error) => void) => void,
+    );
   }
 
   failed(): Promise<never> {
@@ -205,7 +251,7 @@ class ServerHandshake<T> implements HandshakeSteps, Socks5Login<T> {
   }
 
   /** Settles the pending promise with the login (this) or the request; the handshake waits for resume() after a login. */
-  private settle(step: Socks5Step<T>): void {
+  private settle(step: Socks5Step<T, O>): void {
     const resolve = this.resolve;
     this.resolve = undefined;
     this.reject = undefined;
@@ -245,6 +291,7 @@ class ServerHandshake<T> implements HandshakeSteps, Socks5Login<T> {
     else socket.destroy();
     if (answer) setTimeout(destroySocket, 1000, socket).unref();
     const err = new Socks5HandshakeError(code, message);
+    err.owner = this.owner;
     const reject = this.reject;
     this.resolve = undefined;
     this.reject = undefined;
@@ -384,8 +431,9 @@ class ServerHandshake<T> implements HandshakeSteps, Socks5Login<T> {
     if (!options.keepReading) socket.pause();
     this.cleanup();
     socket.on('error', noop);
-    const request: ConnectRequest<T> = {
+    const request: ConnectRequest<T, O> = {
       kind: 'request',
+      owner: this.owner,
       host,
       port,
       addressType: atyp as 1 | 3 | 4,
