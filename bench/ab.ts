@@ -16,7 +16,7 @@
 // Make DIR_A with: mkdir /tmp/a && cp -r dist bin package.json /tmp/a && ln -s "$PWD/node_modules" /tmp/a/
 // (after `npm run build`), then change, rebuild, and pass the checkout itself as DIR_B.
 import { fork, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -24,7 +24,7 @@ import { parseArgs } from 'node:util';
 import { stringify } from 'yaml';
 import { stopChild } from '../test/support/upstreams.ts';
 import type { ClientJob, ClientReply, LatencyResult, RateResult } from './client.ts';
-import { benchConfig, npmStartCommand } from './daemon.ts';
+import { benchConfig, npmStartCommand, withBuildConfig } from './daemon.ts';
 import { startJsonChild, startMicrosocks, startSquid, type Proc } from './procs.ts';
 import { BENCH_PASSWORD, HTTP_USER, SOCKS_USER } from './spec.ts';
 import { runWrk } from './wrk.ts';
@@ -75,17 +75,6 @@ function cpu(pid: number): { main: number; other: number; sys: number } {
   return { main, other, sys };
 }
 
-/** `over` merged into `base`, objects key by key (anything else replaced). */
-function merged(base: Record<string, unknown>, over: Record<string, unknown>): Record<string, unknown> {
-  const out = { ...base };
-  for (const [k, v] of Object.entries(over)) {
-    const b = out[k];
-    const plain = (x: unknown): x is Record<string, unknown> => typeof x === 'object' && x !== null && !Array.isArray(x);
-    out[k] = plain(b) && plain(v) ? merged(b, v) : v;
-  }
-  return out;
-}
-
 interface Gw {
   name: string;
   pid: number;
@@ -103,12 +92,7 @@ async function startRotor(
 ): Promise<Gw> {
   const dir = mkdtempSync(join(tmpdir(), 'rotor-ab-'));
   const config = join(dir, 'rotor.yaml');
-  const extra = join(root, 'ab-config.json');
-  const base = benchConfig(http, socks, join(dir, 'rotor.db'));
-  writeFileSync(
-    config,
-    stringify(existsSync(extra) ? merged(base, JSON.parse(readFileSync(extra, 'utf8')) as Record<string, unknown>) : base),
-  );
+  writeFileSync(config, stringify(withBuildConfig(root, benchConfig(http, socks, join(dir, 'rotor.db')))));
   const env = { ...process.env } as Record<string, string>;
   for (const k of Object.keys(env)) if (k.startsWith('ROTOR_')) delete env[k];
   // As `npm start` runs it (its environment and node options from the build's own package.json), like `npm run bench`.

@@ -4,7 +4,10 @@
 // counted too. Prints KB allocated per request and the functions that allocate most (bytes per request).
 // Allocation is what the scavenger pays for; it is steadier than CPU time on a shared machine.
 //
-//   node --import tsx bench/alloc.ts [--minimal] [--case M1|connect|socks5] [--seconds 3] [--top 30] [--callers NAME] [--root DIR]
+//   node --import tsx bench/alloc.ts [--minimal] [--case M1|connect|socks5] [--seconds 3] [--top 30] [--callers NAME] [--root DIR] [--survivors]
+//
+// --survivors: only what outlived a scavenge (copied or promoted; objects still young when sampling stops count
+// too, a young generation's worth at most), by allocating function.
 //
 // --callers NAME: also the call paths (4 frames up) into the functions whose printed name contains NAME, by
 // bytes (e.g. `--callers 'Map :'` for which code grows Maps).
@@ -26,6 +29,9 @@ const { values } = parseArgs({
     top: { type: 'string', default: '30' },
     case: { type: 'string', default: 'M1' },
     callers: { type: 'string' },
+    // Only the sampled objects that outlived a scavenge (the profiler leaves out those a scavenge collected): what
+    // the scavenger copies or promotes, by allocating function.
+    survivors: { type: 'boolean', default: false },
     // Another build to measure (a directory holding bin/ and dist/, as bench/ab.ts takes); default this checkout.
     root: { type: 'string' },
   },
@@ -110,7 +116,7 @@ try {
   await call('HeapProfiler.startSampling', {
     samplingInterval: 256,
     includeObjectsCollectedByMajorGC: true,
-    includeObjectsCollectedByMinorGC: true,
+    includeObjectsCollectedByMinorGC: !values.survivors,
   });
   const ops = await load(Number(values.seconds));
   const per = kind === 'm1' ? 'request' : 'tunnel';
@@ -133,7 +139,7 @@ try {
   };
   walk(profile.head, []);
   process.stdout.write(
-    `${values.minimal ? 'minimal gateway' : 'rotor start'}: ${ops} ${per}s (${kind}), ${(total / ops / 1024).toFixed(1)} KB allocated per ${per}\n`,
+    `${values.minimal ? 'minimal gateway' : 'rotor start'}: ${ops} ${per}s (${kind}), ${(total / ops / 1024).toFixed(1)} KB ${values.survivors ? 'surviving a scavenge' : 'allocated'} per ${per}\n`,
   );
   for (const [name, bytes] of [...byFunction].sort((a, b) => b[1] - a[1]).slice(0, Number(values.top))) {
     process.stdout.write(`${(bytes / ops).toFixed(0).padStart(7)} B/${per}  ${name}\n`);

@@ -68,6 +68,26 @@ export function benchConfig(http: UpstreamDaemon, socks: UpstreamDaemon, storePa
   };
 }
 
+/** `over` merged into `base`, objects key by key (anything else replaced). */
+function merged(base: Record<string, unknown>, over: Record<string, unknown>): Record<string, unknown> {
+  const out = { ...base };
+  for (const [k, v] of Object.entries(over)) {
+    const b = out[k];
+    const plain = (x: unknown): x is Record<string, unknown> => typeof x === 'object' && x !== null && !Array.isArray(x);
+    out[k] = plain(b) && plain(v) ? merged(b, v) : v;
+  }
+  return out;
+}
+
+/**
+ * A build's config for the bench: `base` with the build directory's ab-config.json merged over it when there is one
+ * (the same build with one setting changed, to measure what the setting costs).
+ */
+export function withBuildConfig(root: string, base: Record<string, unknown>): Record<string, unknown> {
+  const extra = join(root, 'ab-config.json');
+  return existsSync(extra) ? merged(base, JSON.parse(readFileSync(extra, 'utf8')) as Record<string, unknown>) : base;
+}
+
 function newestMtime(dir: string): number {
   let newest = 0;
   for (const entry of readdirSync(dir, { withFileTypes: true })) {

@@ -87,24 +87,32 @@ export function isPaced(socket: Socket): boolean {
 // Buffer. A relay allocates almost nothing per chunk, so collections are rare and tens of MiB of read buffers
 // pile up between them; the collection frees them all at once, glibc gives the top of its heap back to the
 // kernel, and the next reads land in fresh pages: on a bulk tunnel about every page read was a page fault
-// (~230 per MiB against the minimal gateway's ~4). A socket that keeps filling node's reads is switched to a
+// (~230 per MiB against the minimal gateway's ~4). A socket that fills node's read (NODE_READ) is switched to a
 // read buffer of its own instead, used again for the next read whenever nothing kept the chunk: the readable
-// side did not buffer it and the sink's write finished at once (the kernel took it all). Otherwise the chunk
-// is lent to the sink's write queue and the next read gets a new buffer: at most a couple are lent at a time,
-// since a write that does not finish at once fills the sink's queue and the relay pauses the source.
+// side did not buffer it and the sink's write finished at once (the kernel took it all).
 //
-// A read that does not fill the buffer means the kernel had no more queued: the burst is over, and the socket
-// may now wait for minutes (a kept-alive tunnel). It then reads into a small buffer (BULK_IDLE_READ) and its
-// 64 KiB goes back to a short list of spares (BULK_SPARES), so a waiting tunnel holds 4 KiB, not 64; a read that
-// fills the small buffer takes a 64 KiB one again. Node has no way to hand a socket a new buffer between reads,
-// so the switch happens at the read that shows the burst has ended.
+// That buffer is BULK_READ, four of node's reads: a read and a write cost about the same system call and the
+// same turn of the event loop whatever their size, and the kernel often holds more than 64 KiB by the time a
+// busy relay reads (on loopback the sender's write queues it in the sender's time), so a bulk tunnel makes
+// a quarter to a third of the reads and writes per MiB (docs/benchmarks.md).
+//
+// A bulk socket holds its big buffer only while the data flows through at once. A read that does not fill it
+// means the kernel had no more queued: the burst is over, and the socket may now wait for minutes (a kept-alive
+// tunnel). A chunk that is kept (the sink did not take it at once, or this side is paused) means the sink is
+// not taking data as fast as it comes, and the chunk is lent to the sink's write queue. Either way the next read
+// lands in a small buffer (BULK_IDLE_READ): a waiting or stalled tunnel holds 4 KiB of its own (and what it
+// lent), not 256; a drained big buffer goes back to a short list of spares (BULK_SPARES), a lent one is left to
+// the collector. A read that fills the small buffer while the sink takes at once takes a big one again. Node has
+// no way to hand a socket a new buffer between reads, so the switch happens at the read that shows the change.
 
-/** Bytes per bulk read: node's own read size (what a relay's chunk was before). */
-export const BULK_READ = 64 * KiB;
-/** Bytes per read of a bulk socket whose last read drained the kernel's queue (it may now sit idle). */
+/** Node's own read size: a relay side whose read fills it carries bulk data (relay.ts switches it). */
+export const NODE_READ = 64 * KiB;
+/** Bytes per bulk read. */
+export const BULK_READ = 256 * KiB;
+/** Bytes per read of a bulk socket that drained the kernel's queue (it may now sit idle) or whose sink is full. */
 export const BULK_IDLE_READ = 4 * KiB;
-/** Spare 64 KiB buffers kept for sockets whose burst starts again (beyond this they are left to the collector). */
-const BULK_SPARES = 16;
+/** Spare big buffers kept for sockets whose burst starts again (2 MiB; beyond it they are left to the collector). */
+const BULK_SPARES = 8;
 const spares: Buffer[] = [];
 
 function bulkBuffer(): Buffer {
@@ -132,16 +140,18 @@ let nextBuffer: Buffer | undefined;
 /** A bulk read: its chunk goes on as node's read would have; the buffer for the next read is chosen (see above). */
 function pushBulk(this: BulkSocket & ReadableInternals, n: number, buffer: Buffer): boolean {
   const more = this.push(n === buffer.length ? buffer : buffer.subarray(0, n));
-  const kept = this._readableState.length !== 0 || this[BULK].writableLength !== 0;
-  if (n < buffer.length) {
-    // Drained: a small buffer while the socket waits; a free 64 KiB one is a spare for the next burst.
-    if (buffer.length === BULK_IDLE_READ) {
-      if (kept) nextBuffer = Buffer.allocUnsafeSlow(BULK_IDLE_READ);
-    } else {
-      if (!kept && spares.length < BULK_SPARES) spares.push(buffer);
+  const small = buffer.length === BULK_IDLE_READ;
+  if (this._readableState.length !== 0 || this[BULK].writableLength !== 0) {
+    // Kept: the buffer is lent to the chunk; the sink is not taking at once, so the next read waits in a small one.
+    nextBuffer = Buffer.allocUnsafeSlow(BULK_IDLE_READ);
+  } else if (n < buffer.length) {
+    // Drained: a small buffer while the socket waits (a small one is used again); a big one is a spare.
+    if (!small) {
+      if (spares.length < BULK_SPARES) spares.push(buffer);
       nextBuffer = Buffer.allocUnsafeSlow(BULK_IDLE_READ);
     }
-  } else if (buffer.length === BULK_IDLE_READ || kept) {
+  } else if (small) {
+    // The small buffer filled and the sink took it at once: a burst is flowing again.
     nextBuffer = bulkBuffer();
   }
   return more;

@@ -7,10 +7,11 @@
 // rotor_proxy_bytes_total updates run on one coarse timer shared by all relays with the same tick (not a
 // timer per connection: an idle tunnel should cost its sockets and little else), so neither happens per chunk.
 // A side whose read fills node's whole 64 KiB buffer is carrying bulk data: it is switched to a read buffer of
-// its own (paced-reads.ts bulkReads), so bulk traffic stops making malloc and the kernel hand out fresh pages.
+// its own (paced-reads.ts bulkReads), so bulk traffic stops making malloc and the kernel hand out fresh pages,
+// and reads up to 256 KiB at a time while the other side takes each chunk at once.
 import type { Socket } from 'node:net';
 import type { Metrics } from '../telemetry/metrics.ts';
-import { BULK_READ, bulkReads } from './paced-reads.ts';
+import { NODE_READ, bulkReads } from './paced-reads.ts';
 import { MeteredStream, type Valve } from './tunnel-stream.ts';
 import { BULK_UNSENT, unsentBulk } from './unsent-limit.ts';
 import type { RelayLimiter, UserMeter } from './types.ts';
@@ -153,7 +154,7 @@ class Relay implements RelayHandle {
       return;
     }
     this.toUpstream.passed(n, this.upstream.write(chunk));
-    if (n === BULK_READ && !this.bulkUp) {
+    if (n === NODE_READ && !this.bulkUp) {
       this.bulkUp = true;
       bulkReads(this.client, this.upstream);
     }
@@ -176,7 +177,7 @@ class Relay implements RelayHandle {
         this.unsentRaised = !this.unsentRaised;
         unsentBulk(this.client, this.unsentRaised);
       }
-    } else if (n === BULK_READ) {
+    } else if (n === NODE_READ) {
       this.bulkDown = true;
       bulkReads(this.upstream, this.client);
     }

@@ -2,13 +2,15 @@
 // read buffer of its own, used again while the other socket takes each chunk at once. The buffer is shared by
 // every read of that socket, so the risk is a chunk overwritten while a write still holds it: these tests move
 // patterned data both ways through real sockets with a client that stops reading again and again (the writes
-// then do not finish at once and the chunks are lent), and compare what arrives, byte for byte.
+// then do not finish at once and the chunks are lent), and compare what arrives, byte for byte. A bulk socket
+// reads up to BULK_READ (more than node's 64 KiB) while the other side takes each chunk at once, and holds only a
+// small buffer while it waits: after its burst, or while the other side does not take what it was given.
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { after, describe, test } from 'node:test';
-import { BULK_IDLE_READ, BULK_READ, bulkReadSize, isBulk } from '../../src/proxy/paced-reads.ts';
+import { BULK_IDLE_READ, BULK_READ, NODE_READ, bulkReadSize, isBulk } from '../../src/proxy/paced-reads.ts';
 import { relay, type RelayStats } from '../../src/proxy/relay.ts';
 import { UnlimitedMeters } from '../support/meters.ts';
 
@@ -100,13 +102,25 @@ async function move(from: Socket, to: Socket, sink: Socket, total: number): Prom
   return { sent: sent.digest('hex'), got: got.digest('hex'), bytes };
 }
 
+/** The largest chunk `socket` (a relay's side) has read so far. */
+function largestRead(socket: Socket): () => number {
+  let largest = 0;
+  socket.on('data', (chunk: Buffer) => {
+    if (chunk.length > largest) largest = chunk.length;
+  });
+  return () => largest;
+}
+
 describe('bulk reads on a relay', () => {
   test('a download arrives intact through a client that keeps stopping; the upstream side reads in bulk', async () => {
     const t = await tunnel();
+    const largest = largestRead(t.relayUpstream);
     const r = await move(t.target, t.client, t.relayClient, TOTAL);
     assert.equal(r.bytes, TOTAL << 20);
     assert.equal(r.got, r.sent);
     assert.equal(isBulk(t.relayUpstream), true, 'the upstream socket was switched to bulk reads');
+    // After each stop the kernel holds more than node's read: a bulk read takes more of it at once.
+    assert.ok(largest() > NODE_READ && largest() <= BULK_READ, `the largest read was ${largest()} B`);
     t.client.end();
     const stats = await t.ended;
     t.target.destroy();
@@ -115,10 +129,12 @@ describe('bulk reads on a relay', () => {
 
   test('an upload arrives intact through an upstream that keeps stopping; the client side reads in bulk', async () => {
     const t = await tunnel();
+    const largest = largestRead(t.relayClient);
     const r = await move(t.client, t.target, t.relayUpstream, TOTAL);
     assert.equal(r.bytes, TOTAL << 20);
     assert.equal(r.got, r.sent);
     assert.equal(isBulk(t.relayClient), true, 'the client socket was switched to bulk reads');
+    assert.ok(largest() > NODE_READ && largest() <= BULK_READ, `the largest read was ${largest()} B`);
     t.target.end();
     const stats = await t.ended;
     t.client.destroy();
@@ -139,7 +155,7 @@ describe('bulk reads on a relay', () => {
     t.target.destroy();
     await t.ended;
   });
-  test('a bulk socket whose burst ended waits on a small read buffer, and takes a 64 KiB one when a burst starts again', async () => {
+  test('a bulk socket whose burst ended waits on a small read buffer, and takes a big one when a burst starts again', async () => {
     const t = await tunnel();
     const got = createHash('sha256');
     const sent = createHash('sha256');
@@ -169,26 +185,71 @@ describe('bulk reads on a relay', () => {
     await t.ended;
   });
 
-  test('a burst after a wait reads 64 KiB at a time again', async () => {
+  test('a burst after a wait reads in bulk again', async () => {
     const t = await tunnel();
     let bytes = 0;
-    let full = 0;
+    let large = 0;
     t.client.on('data', (chunk: Buffer) => {
       bytes += chunk.length;
     });
     const upstream = t.relayUpstream;
     upstream.on('data', (chunk: Buffer) => {
-      if (chunk.length === BULK_READ) full += 1;
+      if (chunk.length >= NODE_READ) large += chunk.length;
     });
     t.target.write(mib(1));
     await until(() => bytes >= 1 << 20);
     t.target.write(Buffer.alloc(100));
     await until(() => bytes >= (1 << 20) + 100);
     assert.equal(bulkReadSize(upstream), BULK_IDLE_READ);
-    const before = full;
+    const before = large;
     t.target.write(Buffer.concat([mib(3), mib(4), mib(5), mib(6)]));
     await until(() => bytes >= (5 << 20) + 100);
-    assert.ok(full - before >= 16, `full 64 KiB reads after the wait: ${full - before}`);
+    // Reads of 64 KiB and more carry the new burst (a socket left on its small buffer would read 4 KiB at a time).
+    assert.ok(large - before >= 3 << 20, `bytes read 64 KiB or more at a time after the wait: ${large - before}`);
+    t.client.destroy();
+    t.target.destroy();
+    await t.ended;
+  });
+
+  test('an upload whose burst ended leaves the client side on a small read buffer', async () => {
+    const t = await tunnel();
+    let bytes = 0;
+    t.target.on('data', (chunk: Buffer) => {
+      bytes += chunk.length;
+    });
+    t.client.write(mib(1));
+    await until(() => bytes >= 1 << 20);
+    assert.equal(isBulk(t.relayClient), true, 'a burst switches the client side to bulk reads');
+    t.client.write(Buffer.alloc(100, 3));
+    await until(() => bytes >= (1 << 20) + 100);
+    assert.equal(bulkReadSize(t.relayClient), BULK_IDLE_READ);
+    t.client.destroy();
+    t.target.destroy();
+    await t.ended;
+  });
+
+  test('a client that stops reading leaves the upstream side on a small read buffer (a stalled tunnel holds little)', async () => {
+    const t = await tunnel();
+    const got = createHash('sha256');
+    let bytes = 0;
+    t.client.on('data', (chunk: Buffer) => {
+      got.update(chunk);
+      bytes += chunk.length;
+      if (bytes >= 2 << 20 && bytes - chunk.length < 2 << 20) t.client.pause();
+    });
+    // Far more than the kernel's buffers on both hops hold: the relay's write to the client is left unfinished
+    // and the relay stops reading the upstream.
+    const burst = Buffer.concat(Array.from({ length: 16 }, (_, i) => mib(i)));
+    t.target.write(burst);
+    await until(() => t.client.isPaused() && t.relayClient.writableLength > 0 && t.relayUpstream.isPaused());
+    // The reads node still makes into the paused socket's readable buffer each find the sink not taking.
+    await until(() => t.relayUpstream.readableLength > 0);
+    assert.equal(bulkReadSize(t.relayUpstream), BULK_IDLE_READ);
+    // Reading again, the client gets every byte in order.
+    t.client.resume();
+    await until(() => bytes >= 16 << 20);
+    assert.equal(bytes, 16 << 20);
+    assert.equal(got.digest('hex'), createHash('sha256').update(burst).digest('hex'));
     t.client.destroy();
     t.target.destroy();
     await t.ended;
