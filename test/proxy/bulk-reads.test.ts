@@ -284,4 +284,23 @@ describe('bulk reads on a relay', { skip: process.platform !== 'linux' }, () => 
     t.target.destroy();
     await t.ended;
   });
+
+  test("an error on a relay's socket after the relay ended is absorbed, and the end is reported once", async () => {
+    const c = await socketPair();
+    const u = await socketPair();
+    const ends: RelayStats[] = [];
+    const r = relay(c.far, u.near, {
+      meter: new UnlimitedMeters().meter('late'),
+      idleTimeoutMs: 30_000,
+      end: { relayEnded: (s) => ends.push(s) },
+    });
+    r.stop();
+    // A reset racing the destroy: without a listener left on the socket this would throw (an uncaught 'error').
+    c.far.emit('error', new Error('late reset'));
+    u.near.emit('error', new Error('late reset'));
+    assert.equal(ends.length, 1);
+    assert.equal(ends[0]!.end, 'stopped');
+    c.near.destroy();
+    u.far.destroy();
+  });
 });
