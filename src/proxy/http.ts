@@ -77,8 +77,6 @@ const LISTENER = 'http';
 /** Distinct Proxy-Authorization values whose parse is kept; on overflow the cache starts over. */
 const PARSED_AUTH_MAX = 1024;
 
-function noop(): void {}
-
 /** A plain-HTTP client connection counted open for a user (and stopped by the user's disable or delete). */
 interface CountedClient {
   user: string;
@@ -349,8 +347,8 @@ export class HttpListener extends ProxyListener {
    * admitted and dialed in this turn; only a password being checked waits (admitLater).
    */
   private onTunnel(req: IncomingMessage, socket: Socket, head: Buffer, kind: 'connect' | 'upgrade', conn: ConnectionContext): void {
+    // No 'error' listener of its own: ListenerConnections.accept's guard is on every accepted socket.
     this.started.add(socket);
-    socket.on('error', noop);
     let target: Target | undefined;
     let absolute: ReturnType<typeof parseAbsoluteTarget>;
     if (kind === 'connect') target = parseConnectTarget(req.url);

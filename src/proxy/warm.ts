@@ -293,26 +293,17 @@ export class WarmConnections {
     }
     const r: Ready = { socket, set, since: performance.now() };
     this.startSweep();
+    // Idle: any sign from the upstream (it closed, failed, or said something unasked) takes it out (onWarm*).
     socket[READY] = r;
     socket[OWNER] = this;
-    // Idle: any sign from the upstream (it closed, failed, or said something unasked) takes it out.
-    socket.on('data', onIdleSign);
-    socket.on('end', onIdleSign);
-    socket.on('close', onIdleSign);
-    socket.on('error', onIdleSign);
     set.ready.push(r);
     this.readyCount++;
     this.readyGauge?.inc();
   }
 
-  /** A ready connection leaves the ready list (taken, or gone): its idle listeners with it. */
+  /** A ready connection leaves the ready list (taken, or gone). */
   private unready(r: Ready): void {
-    const s = r.socket as WarmSocket;
-    s[READY] = undefined;
-    s.off('data', onIdleSign);
-    s.off('end', onIdleSign);
-    s.off('close', onIdleSign);
-    s.off('error', onIdleSign);
+    (r.socket as WarmSocket)[READY] = undefined;
     this.readyCount--;
     this.readyGauge?.dec();
   }
@@ -349,7 +340,6 @@ export class WarmConnections {
 
   private discard(r: Ready, outcome: 'expired' | undefined): void {
     this.unready(r);
-    r.socket.on('error', noop);
     r.socket.destroy();
     this.release(r.set);
     if (outcome) this.counts?.[outcome].inc();
@@ -406,8 +396,6 @@ class WarmOpening {
   private stall: NodeJS.Timeout | undefined;
   private settled = false;
   private connecting = true;
-  /** The greeting's listeners are on the socket. */
-  private greetingListens = false;
 
   constructor(
     private readonly warm: WarmConnections,
@@ -421,8 +409,12 @@ class WarmOpening {
     socket[OPENING] = this;
     this.deadline = this.started + timeoutMs;
     warm.watch(this);
-    socket.on('error', onOpeningFailed);
-    socket.on('close', onOpeningClosed);
+    // One set of listeners for the connection's whole warm life (opening, ready, its tunnel's request): each
+    // finds the stage on the socket. The request's end takes data, end and close off; 'error' stays (ignored).
+    socket.on('data', onWarmData);
+    socket.on('end', onWarmClosed);
+    socket.on('close', onWarmClosed);
+    socket.on('error', onWarmFailed);
     socket.on('connect', onOpeningConnected);
   }
 
@@ -443,9 +435,6 @@ class WarmOpening {
     const greeting = (this.greeting = socks5Greet(credentials, pipelineWaitFor(node, credentials)));
     const first = greeting.start();
     if (first === null) return this.settle(false);
-    this.greetingListens = true;
-    socket.on('data', onOpeningData);
-    socket.on('end', onOpeningClosed);
     socket.write(first);
   }
 
@@ -490,32 +479,36 @@ class WarmOpening {
     clearTimeout(this.stall);
     const socket = this.socket;
     socket[OPENING] = undefined;
-    socket.off('error', onOpeningFailed);
-    socket.off('close', onOpeningClosed);
     if (this.connecting) socket.off('connect', onOpeningConnected);
-    if (this.greetingListens) {
-      socket.off('data', onOpeningData);
-      socket.off('end', onOpeningClosed);
-    }
-    socket.on('error', noop);
     this.warm.opened(this.set, socket, ok, performance.now() - this.started);
   }
 }
 
-function onOpeningFailed(this: WarmSocket, err: NodeJS.ErrnoException): void {
-  this[OPENING]?.closed(err);
+/** A warm connection's bytes: its request's answer, a sign while it idles, or its greeting's answer. */
+function onWarmData(this: WarmSocket, chunk: Buffer): void {
+  const request = this[REQUEST];
+  if (request !== undefined) return request.data(chunk);
+  const r = this[READY];
+  if (r !== undefined) return this[OWNER]?.idleEnd(r);
+  this[OPENING]?.data(chunk);
 }
 
-function onOpeningClosed(this: WarmSocket): void {
-  this[OPENING]?.closed();
+/** A warm connection closed or failed: its request fails (or falls back to a fresh dial), an idle one leaves, an opening fails. */
+function onWarmClosed(this: WarmSocket, err?: NodeJS.ErrnoException | boolean): void {
+  const e = typeof err === 'object' ? err : undefined;
+  const request = this[REQUEST];
+  if (request !== undefined) return request.closed(e);
+  const r = this[READY];
+  if (r !== undefined) return this[OWNER]?.idleEnd(r);
+  this[OPENING]?.closed(e);
+}
+
+function onWarmFailed(this: WarmSocket, err: NodeJS.ErrnoException): void {
+  onWarmClosed.call(this, err);
 }
 
 function onOpeningConnected(this: WarmSocket): void {
   this[OPENING]?.connected();
-}
-
-function onOpeningData(this: WarmSocket, chunk: Buffer): void {
-  this[OPENING]?.data(chunk);
 }
 
 function onOpeningStall(opening: WarmOpening): void {
@@ -569,11 +562,8 @@ class WarmRequest {
       node.protocol === 'socks5' ? socks5Request(this.target) : new ConnectAnswer(connectRequestText(node, this.target)));
     const first = reader.start();
     if (first === null) return this.answered(FAILED);
+    // The connection's listeners (onWarm*) find it here.
     socket[REQUEST] = this;
-    socket.on('data', onRequestData);
-    socket.on('end', onRequestClosed);
-    socket.on('close', onRequestClosed);
-    socket.on('error', onRequestFailed);
     socket.write(first);
   }
 
@@ -618,19 +608,17 @@ class WarmRequest {
     this.done = true;
     this.warm.unwatch(this);
     const { options, socket } = this;
-    if (socket[REQUEST] === this) {
-      socket[REQUEST] = undefined;
-      socket.off('data', onRequestData);
-      socket.off('end', onRequestClosed);
-      socket.off('close', onRequestClosed);
-      socket.off('error', onRequestFailed);
-    }
+    if (socket[REQUEST] === this) socket[REQUEST] = undefined;
     const cancel = this.cancel;
     if (cancel !== undefined) {
       if (cancel.socket === socket) cancel.socket = null;
     } else options.signal?.removeEventListener('abort', this);
     const answer = options.answer;
     if (err === null) {
+      // The tunnel's relay reads it from here; the 'error' listener stays (it finds nothing to tell: a guard).
+      socket.off('data', onWarmData);
+      socket.off('end', onWarmClosed);
+      socket.off('close', onWarmClosed);
       socket.pause();
       this.warm.counted(true);
       const tunnel: Tunnel = { socket, head, exit };
@@ -658,25 +646,8 @@ class WarmRequest {
   }
 }
 
-function onRequestData(this: WarmSocket, chunk: Buffer): void {
-  this[REQUEST]?.data(chunk);
-}
-
-function onRequestClosed(this: WarmSocket): void {
-  this[REQUEST]?.closed();
-}
-
-function onRequestFailed(this: WarmSocket, err: NodeJS.ErrnoException): void {
-  this[REQUEST]?.closed(err);
-}
-
 const ONCE = { once: true } as const;
 
 function sweepNow(warm: WarmConnections): void {
   warm.sweep();
-}
-
-function onIdleSign(this: WarmSocket): void {
-  const r = this[READY];
-  if (r) this[OWNER]?.idleEnd(r);
 }
