@@ -5,7 +5,7 @@
 //   young     — bytes the young generation held when it began (allocated since the last one, plus the last survivors),
 // and the main thread's pause (the profiler's cost) per kind. Written to ROTOR_SURVIVORS_FILE every 100 ms.
 // A measuring aid only; never loaded by the daemon otherwise.
-import { writeFileSync } from 'node:fs';
+import { renameSync, writeFileSync } from 'node:fs';
 import { GCProfiler } from 'node:v8';
 
 const file = process.env.ROTOR_SURVIVORS_FILE;
@@ -51,7 +51,9 @@ if (file) {
       }
     }
     try {
-      writeFileSync(file, JSON.stringify(totals));
+      // Whole or not at all: the bench may read it at any moment.
+      writeFileSync(`${file}.tmp`, JSON.stringify(totals));
+      renameSync(`${file}.tmp`, file);
     } catch {
       // the bench reads the last good write
     }

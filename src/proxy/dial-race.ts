@@ -65,6 +65,8 @@ class Attempt implements DialAnswer {
   hedgeDue = 0;
   /** waiting for its hedge (cleared when it ends or its hedge is due) */
   hedgeArmed = false;
+  /** its place in its delay's queue while it waits there (HedgeQueue.base counts the places spliced off) */
+  hedgeSlot = 0;
   /** marked 'stalled' when a hedge won; still running for the grace, forgiven if it answers */
   onProbation = false;
 
@@ -152,6 +154,7 @@ class Race {
   }
 
   stop(a: Attempt): void {
+    if (a.hedgeArmed) leaveHedgeQueue(a, this.spec.hedgeDelayMs);
     a.hedgeArmed = false;
     clearTimeout(a.timer);
     const i = this.pending.indexOf(a);
@@ -407,11 +410,17 @@ const READY_ONLY = { readyOnly: true } as const;
 /** The exclusions of a race's first node (none): shared, never written. */
 const NONE: ReadonlySet<string> = new Set();
 
-/** Attempts waiting for their hedge delay, in start order; `head` is the first not yet passed. */
+/**
+ * Attempts waiting for their hedge delay, in start order; `head` is the first not yet passed. An attempt that
+ * ends leaves its place empty at once: the queue must not hold a finished dial (its race, and through the race
+ * the tunnel it made) until its delay passes, or every tunnel outlives a scavenge or two.
+ */
 interface HedgeQueue {
   delayMs: number;
-  items: Attempt[];
+  items: (Attempt | undefined)[];
   head: number;
+  /** places spliced off the front so far: an attempt's place is items[a.hedgeSlot - base] */
+  base: number;
   timer: NodeJS.Timeout | undefined;
 }
 
@@ -421,11 +430,12 @@ const hedgeQueues = new Map<number, HedgeQueue>();
 function awaitHedge(a: Attempt, delayMs: number): void {
   let q = hedgeQueues.get(delayMs);
   if (q === undefined) {
-    q = { delayMs, items: [], head: 0, timer: undefined };
+    q = { delayMs, items: [], head: 0, base: 0, timer: undefined };
     hedgeQueues.set(delayMs, q);
   }
   a.hedgeDue = performance.now() + delayMs;
   a.hedgeArmed = true;
+  a.hedgeSlot = q.base + q.items.length;
   q.items.push(a);
   if (q.timer === undefined) armHedges(q, delayMs);
 }
@@ -445,18 +455,19 @@ function onHedgeQueue(q: HedgeQueue): void {
   const now = performance.now() + 1;
   let next: Attempt | undefined;
   while (q.head < items.length) {
-    const a = items[q.head]!;
-    if (a.hedgeArmed && a.hedgeDue > now) {
+    const a = items[q.head];
+    if (a !== undefined && a.hedgeArmed && a.hedgeDue > now) {
       next = a;
       break;
     }
-    q.head++;
-    if (!a.hedgeArmed) continue;
+    items[q.head++] = undefined;
+    if (a === undefined || !a.hedgeArmed) continue;
     a.hedgeArmed = false;
     // A hedge started here queues its own attempt behind; q.timer is still set, so it arms nothing.
     a.race.hedgeTimer(a);
   }
   if (next === undefined) {
+    q.base += items.length;
     items.length = 0;
     q.head = 0;
     q.timer = undefined;
@@ -464,9 +475,25 @@ function onHedgeQueue(q: HedgeQueue): void {
   }
   if (q.head > 64) {
     items.splice(0, q.head);
+    q.base += q.head;
     q.head = 0;
   }
   armHedges(q, Math.max(1, next.hedgeDue - performance.now()));
+}
+
+/** An attempt that ended while waiting for its hedge: its place in the queue is emptied. */
+function leaveHedgeQueue(a: Attempt, delayMs: number): void {
+  const q = hedgeQueues.get(delayMs);
+  if (q === undefined) return;
+  const i = a.hedgeSlot - q.base;
+  if (i >= q.head && q.items[i] === a) q.items[i] = undefined;
+}
+
+/** Attempts `delayMs`'s queue holds (tests). */
+export function hedgesWaiting(delayMs: number): number {
+  let n = 0;
+  for (const a of hedgeQueues.get(delayMs)?.items ?? []) if (a !== undefined) n++;
+  return n;
 }
 
 function onGraceOver(race: Race, a: Attempt): void {

@@ -233,11 +233,8 @@ class Relay implements RelayHandle {
     upstream.off('drain', onUpstreamDrain);
     client.off('end', onClientEnd);
     upstream.off('end', onUpstreamEnd);
-    client.off('error', onError);
-    upstream.off('error', onError);
-    // Late errors (a reset racing the destroy) must not crash the process.
-    client.on('error', noop);
-    upstream.on('error', noop);
+    // onError stays: a late error (a reset racing the destroy) finds the relay done and does nothing, and must
+    // not crash the process (kept rather than swapped for a no-op: two listener changes fewer per socket).
     if (end === 'closed') {
       // One side is gone; the other ends once it has flushed what it was given (destroySoon), and a peer
       // that stops reading is cut off after the idle timeout. onClose (still attached) counts the sockets
@@ -306,8 +303,6 @@ function cutOff(r: Relay): void {
   r.client.destroy();
   r.upstream.destroy();
 }
-
-function noop(): void {}
 
 /** Relays by tick length, each group on one unref'd interval that stops when the group empties. */
 const tickers = new Map<number, { relays: Set<Relay>; timer: NodeJS.Timeout }>();

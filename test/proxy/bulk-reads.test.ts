@@ -12,9 +12,13 @@ import { connect, createServer, type AddressInfo, type Server, type Socket } fro
 import { after, describe, test } from 'node:test';
 import { BULK_IDLE_READ, BULK_READ, NODE_READ, bulkReadSize, isBulk } from '../../src/proxy/paced-reads.ts';
 import { relay, type RelayStats } from '../../src/proxy/relay.ts';
+import { sockoptBinding } from '../../src/proxy/socket-options.ts';
 import { UnlimitedMeters } from '../support/meters.ts';
 
 const TOTAL = 24;
+const SOL_SOCKET = 1;
+const SO_SNDBUF = 7;
+const SO_RCVBUF = 8;
 const servers: Server[] = [];
 after(() => servers.forEach((s) => s.close()));
 
@@ -65,12 +69,30 @@ function until(ready: () => boolean): Promise<void> {
 }
 
 /**
- * Sends `total` MiB from `from` and reads them at `to`. Every 4 MiB `to` stops reading until the relay's own
- * write towards it is left unfinished (`sink`, the relay's socket on that side, holds bytes): the chunks the
- * relay read meanwhile are lent to that write while the relay's next reads go on.
+ * Sends `total` MiB from `from` through the relay (`source` and `sink` are its sockets) and reads them at `to`.
+ * Every 4 MiB `to` stops reading until the relay's own write towards it is left unfinished (`sink` holds bytes):
+ * the chunks the relay read meanwhile are lent to that write while the relay's next reads go on.
  * The reader stops at most every 4 MiB, and resumes at once after the last byte is sent.
  */
-async function move(from: Socket, to: Socket, sink: Socket, total: number): Promise<{ sent: string; got: string; bytes: number }> {
+async function move(
+  from: Socket,
+  source: Socket,
+  sink: Socket,
+  to: Socket,
+  total: number,
+): Promise<{ sent: string; got: string; bytes: number }> {
+  // Fixed kernel buffers on both hops (`source` and `sink` are the relay's sockets). Autotuned, they can grow to
+  // several MiB: a stop's bytes would then all fit, the relay's write would finish at once, or the writer would
+  // be done before the relay stalls. Fixed, only the last stop can find the writer done.
+  const lib = sockoptBinding();
+  assert.ok(lib, 'sockopt loads on Linux');
+  for (const [socket, option] of [
+    [from, SO_SNDBUF],
+    [source, SO_RCVBUF],
+    [sink, SO_SNDBUF],
+    [to, SO_RCVBUF],
+  ] as const)
+    lib.setsockopt(socket, SOL_SOCKET, option, 128 * 1024);
   const sent = createHash('sha256');
   const got = createHash('sha256');
   let bytes = 0;
@@ -111,11 +133,11 @@ function largestRead(socket: Socket): () => number {
   return () => largest;
 }
 
-describe('bulk reads on a relay', () => {
+describe('bulk reads on a relay', { skip: process.platform !== 'linux' }, () => {
   test('a download arrives intact through a client that keeps stopping; the upstream side reads in bulk', async () => {
     const t = await tunnel();
     const largest = largestRead(t.relayUpstream);
-    const r = await move(t.target, t.client, t.relayClient, TOTAL);
+    const r = await move(t.target, t.relayUpstream, t.relayClient, t.client, TOTAL);
     assert.equal(r.bytes, TOTAL << 20);
     assert.equal(r.got, r.sent);
     assert.equal(isBulk(t.relayUpstream), true, 'the upstream socket was switched to bulk reads');
@@ -130,7 +152,7 @@ describe('bulk reads on a relay', () => {
   test('an upload arrives intact through an upstream that keeps stopping; the client side reads in bulk', async () => {
     const t = await tunnel();
     const largest = largestRead(t.relayClient);
-    const r = await move(t.client, t.target, t.relayUpstream, TOTAL);
+    const r = await move(t.client, t.relayClient, t.relayUpstream, t.target, TOTAL);
     assert.equal(r.bytes, TOTAL << 20);
     assert.equal(r.got, r.sent);
     assert.equal(isBulk(t.relayClient), true, 'the client socket was switched to bulk reads');
@@ -237,21 +259,48 @@ describe('bulk reads on a relay', () => {
       bytes += chunk.length;
       if (bytes >= 2 << 20 && bytes - chunk.length < 2 << 20) t.client.pause();
     });
-    // Far more than the kernel's buffers on both hops hold: the relay's write to the client is left unfinished
-    // and the relay stops reading the upstream.
-    const burst = Buffer.concat(Array.from({ length: 16 }, (_, i) => mib(i)));
-    t.target.write(burst);
-    await until(() => t.client.isPaused() && t.relayClient.writableLength > 0 && t.relayUpstream.isPaused());
-    // The reads node still makes into the paused socket's readable buffer each find the sink not taking.
-    await until(() => t.relayUpstream.readableLength > 0);
+    // The target sends until the relay's write to the client is left unfinished, the relay has stopped reading
+    // the upstream, and node's reads into the paused socket's readable buffer have begun (how much that takes
+    // depends on the kernel's buffers on both hops).
+    const stalled = (): boolean =>
+      t.client.isPaused() && t.relayClient.writableLength > 0 && t.relayUpstream.isPaused() && t.relayUpstream.readableLength > 0;
+    const sent = createHash('sha256');
+    let sentBytes = 0;
+    for (let i = 0; !stalled(); i++) {
+      const b = mib(i);
+      sent.update(b);
+      sentBytes += b.length;
+      if (!t.target.write(b)) await until(() => t.target.writableLength === 0 || stalled());
+    }
+    assert.equal(isBulk(t.relayUpstream), true, 'the upstream side was carrying bulk data');
+    // Each read into the paused socket found its chunk kept: the next one lands in the small buffer.
     assert.equal(bulkReadSize(t.relayUpstream), BULK_IDLE_READ);
     // Reading again, the client gets every byte in order.
     t.client.resume();
-    await until(() => bytes >= 16 << 20);
-    assert.equal(bytes, 16 << 20);
-    assert.equal(got.digest('hex'), createHash('sha256').update(burst).digest('hex'));
+    await until(() => bytes >= sentBytes);
+    assert.equal(bytes, sentBytes);
+    assert.equal(got.digest('hex'), sent.digest('hex'));
     t.client.destroy();
     t.target.destroy();
     await t.ended;
+  });
+
+  test("an error on a relay's socket after the relay ended is absorbed, and the end is reported once", async () => {
+    const c = await socketPair();
+    const u = await socketPair();
+    const ends: RelayStats[] = [];
+    const r = relay(c.far, u.near, {
+      meter: new UnlimitedMeters().meter('late'),
+      idleTimeoutMs: 30_000,
+      end: { relayEnded: (s) => ends.push(s) },
+    });
+    r.stop();
+    // A reset racing the destroy: without a listener left on the socket this would throw (an uncaught 'error').
+    c.far.emit('error', new Error('late reset'));
+    u.near.emit('error', new Error('late reset'));
+    assert.equal(ends.length, 1);
+    assert.equal(ends[0]!.end, 'stopped');
+    c.near.destroy();
+    u.far.destroy();
   });
 });
