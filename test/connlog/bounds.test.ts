@@ -100,6 +100,36 @@ describe('connection log bounds, as records arrive', () => {
     );
   });
 
+  test('large batches: every record once, a checkpoint replaced, a record written again not counted twice, bytes exact', async () => {
+    const log = connectionLogStoreFor(await open());
+    const exact = async () => (await log.query({ limit: 10_000 })).reduce((n, r) => n + recordSize(r), 0);
+    const open1 = record(5000, { id: 'long-1', result: 'open', reason: 'open at the last checkpoint', bytesDown: 1 });
+    const open2 = record(5001, { id: 'long-2', result: 'open', reason: 'open at the last checkpoint', bytesDown: 1 });
+    await log.append([open1, open2, ...Array.from({ length: 100 }, (_, i) => record(i))]);
+    assert.equal(await log.count(), 102);
+    assert.deepEqual(await log.footprint(), { records: 102, bytes: await exact() });
+    // A batch (checkpoints first, as the recorder writes them) that holds: a checkpoint and the same
+    // connection's final record, the final record of a connection checkpointed earlier, and records written
+    // before (a batch written again after a failure), amid new ones, in runs of every length.
+    const final1 = record(5000, { id: 'long-1', result: 'ok', reason: 'closed after a long while', bytesDown: 900 });
+    const open3 = record(5002, { id: 'long-3', result: 'open', reason: 'open at the last checkpoint', bytesDown: 2 });
+    const final3 = record(5002, { id: 'long-3', result: 'upstream_error', reason: 'the upstream went away', bytesDown: 70 });
+    const again = Array.from({ length: 40 }, (_, i) => record(i + 30, { reason: 'written again: not stored' }));
+    const fresh = Array.from({ length: 150 }, (_, i) => record(200 + i));
+    await log.append([open3, ...fresh.slice(0, 70), final1, ...again, final3, ...fresh.slice(70)]);
+    const rows = await log.query({ limit: 10_000 });
+    assert.equal(rows.length, 102 + 1 + 150);
+    assert.deepEqual(await log.footprint(), { records: rows.length, bytes: await exact() });
+    const byId = new Map(rows.map((r) => [r.id, r]));
+    assert.equal(byId.get('long-1')!.bytesDown, 900, 'the checkpoint is replaced by the final record');
+    assert.equal(byId.get('long-2')!.result, 'open', 'a checkpoint with no final record yet stays');
+    assert.equal(byId.get('long-3')!.result, 'upstream_error', "the same batch's final record replaces its checkpoint");
+    assert.ok(!rows.some((r) => r.reason === 'written again: not stored'), 'a record already stored stays as written');
+    // The rollups count each record of both batches once (folded from the records).
+    const [day] = await log.usage({ granularity: 'day', from: T0 - 86_400_000, to: T0 + 86_400_000 });
+    assert.equal(day!.connections, 102 + 3 + 40 + 150);
+  });
+
   describe('refusals before authentication', () => {
     let store: Store;
     before(async () => {
