@@ -228,6 +228,7 @@ export class Socks5ServerSteps<T> {
 
   /** The handshake fails from outside (the client closed, the deadline passed); MORE if it had ended already. */
   end(code: HandshakeFailure, message: string): HandshakeProgress {
+    this.out = null;
     if (this.stage === Stage.Done) return MORE;
     return this.fail(code, message);
   }
