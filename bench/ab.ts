@@ -11,7 +11,8 @@
 //   node --import tsx bench/ab.ts [--rounds 6] [--seconds 2] [--cases M2,M4,M1] [--profile DIR] [--strace DIR] DIR_A DIR_B [DIR_C ...]
 //
 // A build directory may hold ab-config.json: merged into that build's config (the same build with one setting
-// changed, to measure what the setting costs: e.g. {"log":{"access":{"store":false}}}).
+// changed, to measure what the setting costs: e.g. {"log":{"access":{"store":false}}}). `DIR@N` runs that build
+// with --max-semi-space-size=N instead of its package.json's (e.g. `/tmp/b /tmp/b@8 /tmp/b@16`).
 //
 // Make DIR_A with: mkdir /tmp/a && cp -r dist bin package.json /tmp/a && ln -s "$PWD/node_modules" /tmp/a/
 // (after `npm run build`), then change, rebuild, and pass the checkout itself as DIR_B.
@@ -24,7 +25,7 @@ import { parseArgs } from 'node:util';
 import { stringify } from 'yaml';
 import { stopChild } from '../test/support/upstreams.ts';
 import type { ClientJob, ClientReply, LatencyResult, RateResult } from './client.ts';
-import { benchConfig, npmStartCommand, withBuildConfig } from './daemon.ts';
+import { benchConfig, npmStartCommand, parseGatewaySpec, withBuildConfig, withSemiSpace } from './daemon.ts';
 import { startJsonChild, startMicrosocks, startSquid, type Proc } from './procs.ts';
 import { BENCH_PASSWORD, HTTP_USER, SOCKS_USER } from './spec.ts';
 import { runWrk } from './wrk.ts';
@@ -89,6 +90,7 @@ async function startRotor(
   http: Parameters<typeof benchConfig>[0],
   socks: Parameters<typeof benchConfig>[1],
   name: string,
+  semiSpace: string | undefined,
 ): Promise<Gw> {
   const dir = mkdtempSync(join(tmpdir(), 'rotor-ab-'));
   const config = join(dir, 'rotor.yaml');
@@ -100,11 +102,15 @@ async function startRotor(
   Object.assign(env, start.env, { ROTOR_CONFIG: config });
   const profile = values.profile ? ['--cpu-prof', `--cpu-prof-dir=${join(resolve(values.profile), name.replace(/[^\w.-]/g, '_'))}`] : [];
   if (values.perf) profile.push('--perf-basic-prof');
-  const child = spawn(process.execPath, [...start.nodeFlags, ...profile, join(root, 'bin', 'rotor.js'), 'start'], {
-    cwd: dir,
-    env,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawn(
+    process.execPath,
+    [...withSemiSpace(start.nodeFlags, semiSpace), ...profile, join(root, 'bin', 'rotor.js'), 'start'],
+    {
+      cwd: dir,
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   let out = '';
   const ports = await new Promise<{ http: number; socks5: number }>((res, rej) => {
     child.once('exit', (code) => rej(new Error(`${root}: rotor start exited (${code}):\n${out.slice(-2000)}`)));
@@ -171,8 +177,11 @@ procs.push(minimal.proc);
 const gws: Gw[] = [
   { name: 'minimal', pid: minimal.info.pid, http: minimal.info.http, socks5: minimal.info.socks5, rotor: false, stop: async () => {} },
 ];
-for (const [i, dir] of positionals.entries())
-  gws.push(await startRotor(resolve(dir), squid, socks, `${String.fromCharCode(65 + i)}:${basename(resolve(dir))}`));
+for (const [i, spec] of positionals.entries()) {
+  const { which, semiSpace } = parseGatewaySpec(spec);
+  const label = `${String.fromCharCode(65 + i)}:${basename(resolve(which))}${semiSpace === undefined ? '' : `@${semiSpace}`}`;
+  gws.push(await startRotor(resolve(which), squid, socks, label, semiSpace));
+}
 
 const proxy = (g: Gw, proto: 'connect' | 'socks5') =>
   proto === 'connect'

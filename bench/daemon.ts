@@ -186,6 +186,21 @@ export function npmStartCommand(root = ROOT): { env: Record<string, string>; nod
   return { env, nodeFlags: m[2]!.split(/\s+/).filter(Boolean) };
 }
 
+/**
+ * A gateway named on a bench tool's command line: `DIR` or `DIR@N` (`minimal@N` too), N the young generation's
+ * semi-space in MiB to run it with instead of its own (`npm start`'s for a build, node's default for the minimal).
+ */
+export function parseGatewaySpec(spec: string): { which: string; semiSpace: string | undefined } {
+  const m = /^(.+)@(\d+)$/.exec(spec);
+  return m ? { which: m[1]!, semiSpace: m[2]! } : { which: spec, semiSpace: undefined };
+}
+
+/** `flags` with its --max-semi-space-size replaced by `semiSpace` MiB (unchanged when undefined). */
+export function withSemiSpace(flags: string[], semiSpace: string | undefined): string[] {
+  if (semiSpace === undefined) return flags;
+  return [...flags.filter((f) => !f.startsWith('--max-semi-space-size')), `--max-semi-space-size=${semiSpace}`];
+}
+
 export function npmStartNodeFlags(root = ROOT): string[] {
   return npmStartCommand(root).nodeFlags;
 }

@@ -19,7 +19,7 @@ import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { benchConfig, npmStartCommand, spawnRotor, withBuildConfig } from './daemon.ts';
+import { benchConfig, npmStartCommand, parseGatewaySpec, spawnRotor, withBuildConfig, withSemiSpace } from './daemon.ts';
 import { startJsonChild, startMicrosocks, startSquid, type Proc } from './procs.ts';
 import { runLoad } from './rate-tunnels.ts';
 import { BENCH_PASSWORD, HTTP_USER, SOCKS_USER } from './spec.ts';
@@ -101,9 +101,7 @@ interface Result {
 /** One gateway measured: its collections over the measured part. */
 async function measure(spec: string, n: number): Promise<Result> {
   const file = join(dir, `${n}.json`);
-  const at = spec.lastIndexOf('@');
-  const which = at > 0 ? spec.slice(0, at) : spec;
-  const semi = at > 0 ? [`--max-semi-space-size=${spec.slice(at + 1)}`] : [];
+  const { which, semiSpace } = parseGatewaySpec(spec);
   let gateway: Proc & { http: number; socks5: number };
   let user: string;
   if (which === 'minimal') {
@@ -115,7 +113,7 @@ async function measure(spec: string, n: number): Promise<Result> {
     };
     process.env.ROTOR_SURVIVORS_FILE = file;
     const { info, proc } = await startJsonChild<{ http: number; socks5: number; pid: number }>(process.execPath, [
-      ...semi,
+      ...withSemiSpace([], semiSpace),
       '--import',
       PRELOAD,
       '--import',
@@ -129,7 +127,7 @@ async function measure(spec: string, n: number): Promise<Result> {
   } else {
     const root = resolve(which);
     const start = npmStartCommand(root);
-    const flags = semi.length > 0 ? [...start.nodeFlags.filter((f) => !f.startsWith('--max-semi-space-size')), ...semi] : start.nodeFlags;
+    const flags = withSemiSpace(start.nodeFlags, semiSpace);
     gateway = await spawnRotor(
       (d) => withBuildConfig(root, benchConfig(squid, socks, join(d, 'rotor.db'))),
       [...flags, '--import', PRELOAD],

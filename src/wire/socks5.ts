@@ -1,7 +1,8 @@
 // The server side of a SOCKS5 handshake (RFC 1928 CONNECT, RFC 1929 user/password), shared by Rotor's own
-// listener and the sandbox's upstream proxies. It is a small state machine over the socket's 'data'
-// events rather than a chain of awaited reads, so a handshake costs one closure and one buffer, and every
-// malformed or stalled input ends in a typed error and a closed socket instead of a hung promise.
+// listener and the sandbox's upstream proxies. Its steps are data (Socks5ServerSteps: fed bytes, it answers more,
+// login, request or failed, with the bytes to write): Rotor's listener drives them from its own socket listeners;
+// startSocks5/acceptSocks5 drive them from this module's, with a promise per step. Every malformed or stalled
+// input ends in a typed failure and a closed socket instead of a hung promise.
 import type { Socket } from 'node:net';
 import { isIPv4, isIPv6 } from 'node:net';
 import { RotorError } from '../errors/rotor-error.ts';
