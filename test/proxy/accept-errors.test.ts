@@ -9,7 +9,7 @@ import { UnlimitedMeters } from '../support/meters.ts';
 import { Router } from '../../src/proxy/router.ts';
 import { Socks5Listener } from '../../src/proxy/socks5.ts';
 import { captureLogger } from '../support/logger.ts';
-import { FixedPool, FixedPools, MapSessions, Users, user } from './fixtures.ts';
+import { MapSessions, routerWithoutNodes, Users, user } from './fixtures.ts';
 
 function firstBytes(port: number, send: Buffer | string): Promise<Buffer> {
   return new Promise((resolve, reject) => {
@@ -27,12 +27,7 @@ describe('a failed accept on a listening server', () => {
   for (const kind of ['socks5', 'http'] as const) {
     test(`${kind}: logged, not thrown; the listener still serves`, async () => {
       const { logger, text } = captureLogger('warn');
-      const router = new Router({
-        users: new Users([user('alice', 'alice-pass')]),
-        meters: new UnlimitedMeters(),
-        pools: new FixedPools(new FixedPool([])),
-        sessions: new MapSessions(),
-      });
+      const router = routerWithoutNodes();
       const listener = kind === 'socks5' ? new Socks5Listener({ router, port: 0, logger }) : new HttpListener({ router, port: 0, logger });
       const { port } = await listener.listen();
       try {

@@ -2,7 +2,10 @@
 import type { Server as HttpServer } from 'node:http';
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { PoolEmptyError, type FailureReason, type NodeSource, type PoolKey, type UpstreamNode } from '../../src/pool/types.ts';
+import { Router } from '../../src/proxy/router.ts';
 import type { LocalUser, PoolProvider, SessionStore, UserDirectory } from '../../src/proxy/types.ts';
+import type { Metrics } from '../../src/telemetry/metrics.ts';
+import { UnlimitedMeters } from '../support/meters.ts';
 import { runCurl } from '../support/curl.ts';
 import { startHttpTarget } from '../support/target.ts';
 
@@ -130,4 +133,15 @@ export class Users implements UserDirectory {
 export async function curl(args: string[], timeoutMs = 15_000): Promise<{ code: number; stdout: string; stderr: string }> {
   const r = await runCurl(args, { maxTimeS: Math.ceil(timeoutMs / 1000) });
   return { code: r.exitCode, stdout: r.stdout, stderr: r.stderr };
+}
+
+/** A router with one user (alice / alice-pass), unlimited meters and a pool with no node: for listener-level tests. */
+export function routerWithoutNodes(metrics?: Metrics): Router {
+  return new Router({
+    users: new Users([user('alice', 'alice-pass')]),
+    meters: new UnlimitedMeters(),
+    pools: new FixedPools(new FixedPool([])),
+    sessions: new MapSessions(),
+    ...(metrics ? { metrics } : {}),
+  });
 }

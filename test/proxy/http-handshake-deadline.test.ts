@@ -6,20 +6,12 @@ import { once } from 'node:events';
 import { connect, type Socket } from 'node:net';
 import { test } from 'node:test';
 import { HttpListener } from '../../src/proxy/http.ts';
-import { Router } from '../../src/proxy/router.ts';
 import { createMetrics } from '../../src/telemetry/metrics.ts';
-import { UnlimitedMeters } from '../support/meters.ts';
-import { FixedPool, FixedPools, MapSessions, Users, user } from './fixtures.ts';
+import { routerWithoutNodes } from './fixtures.ts';
 
 test('a silent client is closed at the handshake deadline; connections add no timer each', async () => {
   const metrics = createMetrics({ defaultMetrics: false });
-  const router = new Router({
-    users: new Users([user('alice', 'alice-pass')]),
-    meters: new UnlimitedMeters(),
-    pools: new FixedPools(new FixedPool([])),
-    sessions: new MapSessions(),
-    metrics,
-  });
+  const router = routerWithoutNodes(metrics);
   const handshakeTimeoutMs = 300;
   const http = new HttpListener({ router, port: 0, metrics, handshakeTimeoutMs });
   const { port } = await http.listen();

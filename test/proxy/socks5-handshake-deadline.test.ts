@@ -6,21 +6,13 @@ import { createHook } from 'node:async_hooks';
 import { once } from 'node:events';
 import { connect, type Socket } from 'node:net';
 import { test } from 'node:test';
-import { Router } from '../../src/proxy/router.ts';
 import { Socks5Listener } from '../../src/proxy/socks5.ts';
 import { createMetrics } from '../../src/telemetry/metrics.ts';
-import { UnlimitedMeters } from '../support/meters.ts';
-import { FixedPool, FixedPools, MapSessions, Users, user } from './fixtures.ts';
+import { routerWithoutNodes } from './fixtures.ts';
 
 test('a stalled SOCKS5 handshake is closed at the deadline and counted; connections add no timer each', { timeout: 20_000 }, async (t) => {
   const metrics = createMetrics({ defaultMetrics: false });
-  const router = new Router({
-    users: new Users([user('alice', 'alice-pass')]),
-    meters: new UnlimitedMeters(),
-    pools: new FixedPools(new FixedPool([])),
-    sessions: new MapSessions(),
-    metrics,
-  });
+  const router = routerWithoutNodes(metrics);
   const handshakeTimeoutMs = 300;
   const socks = new Socks5Listener({ router, port: 0, metrics, handshakeTimeoutMs });
   const { port } = await socks.listen();
