@@ -45,6 +45,11 @@ export type Admission = { ok: true } | { ok: false; reason: string };
 export interface UserMeter {
   /** Set once the user's limit is reached; running connections close on their next chunk. */
   readonly exhausted: boolean;
+  /**
+   * Whether its connections can be cut (a byte limit, or a fleet allowance): the chunk that crosses the limit is
+   * dropped, so relays keep node's 64 KiB reads for such a user instead of bulk reads (a cut within one of them).
+   */
+  readonly bounded: boolean;
   add(up: number, down: number): void;
 }
 
@@ -199,6 +204,10 @@ class Meter implements UserMeter {
 
   get exhausted(): boolean {
     return this.allowance === null ? this.overLimit : this.allowance.exhausted;
+  }
+
+  get bounded(): boolean {
+    return this.allowance !== null || this.limit !== UNLIMITED;
   }
 
   add(up: number, down: number): void {

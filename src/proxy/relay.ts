@@ -9,6 +9,8 @@
 // A side whose read fills node's whole 64 KiB buffer is carrying bulk data: it is switched to a read buffer of
 // its own (paced-reads.ts bulkReads), so bulk traffic stops making malloc and the kernel hand out fresh pages,
 // and reads up to 256 KiB at a time while the other side takes each chunk at once.
+// Not for a user whose connections can be cut (UserMeter.bounded): the chunk that crosses the limit is dropped,
+// and a cut must stay within node's 64 KiB read.
 import type { Socket } from 'node:net';
 import type { Metrics } from '../telemetry/metrics.ts';
 import { NODE_READ, bulkReads } from './paced-reads.ts';
@@ -154,7 +156,7 @@ class Relay implements RelayHandle {
       return;
     }
     this.toUpstream.passed(n, this.upstream.write(chunk));
-    if (n === NODE_READ && !this.bulkUp) {
+    if (n === NODE_READ && !this.bulkUp && !this.stats.meter.bounded) {
       this.bulkUp = true;
       bulkReads(this.client, this.upstream);
     }
@@ -177,7 +179,7 @@ class Relay implements RelayHandle {
         this.unsentRaised = !this.unsentRaised;
         unsentBulk(this.client, this.unsentRaised);
       }
-    } else if (n === NODE_READ) {
+    } else if (n === NODE_READ && !this.stats.meter.bounded) {
       this.bulkDown = true;
       bulkReads(this.upstream, this.client);
     }

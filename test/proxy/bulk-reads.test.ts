@@ -35,7 +35,7 @@ async function socketPair(): Promise<{ near: Socket; far: Socket }> {
 }
 
 /** A relay between two socket pairs: `client` is the application's end, `target` the upstream's far end. */
-async function tunnel(): Promise<{
+async function tunnel(limitBytes?: number): Promise<{
   client: Socket;
   target: Socket;
   relayClient: Socket;
@@ -44,7 +44,7 @@ async function tunnel(): Promise<{
 }> {
   const c = await socketPair();
   const u = await socketPair();
-  const meters = new UnlimitedMeters();
+  const meters = new UnlimitedMeters(limitBytes === undefined ? undefined : new Map([['bulk', limitBytes]]));
   const ended = new Promise<RelayStats>((resolve) =>
     relay(c.far, u.near, { meter: meters.meter('bulk'), idleTimeoutMs: 30_000, end: { relayEnded: resolve } }),
   );
@@ -161,6 +161,31 @@ describe('bulk reads on a relay', { skip: process.platform !== 'linux' }, () => 
     const stats = await t.ended;
     t.client.destroy();
     assert.equal(stats.up, TOTAL << 20);
+  });
+
+  test("a user whose connections can be cut keeps node's reads: the download stops within one of them of the limit", async () => {
+    const limit = 8 << 20;
+    const t = await tunnel(limit);
+    let got = 0;
+    t.client.on('data', (b: Buffer) => (got += b.length));
+    // The relay ends the client side after the cut (FIN or reset): all it delivered has arrived by then.
+    const closed = new Promise((resolve) => {
+      t.client.once('end', resolve);
+      t.client.once('close', resolve);
+    });
+    t.target.on('error', () => undefined);
+    const block = mib(1);
+    const pump = (): void => {
+      while (!t.target.destroyed && t.target.write(block));
+    };
+    t.target.on('drain', pump);
+    pump();
+    const stats = await t.ended;
+    await closed;
+    t.target.destroy();
+    assert.equal(stats.end, 'limit');
+    assert.equal(isBulk(t.relayUpstream), false, 'a bounded user is not switched to bulk reads');
+    assert.ok(got <= limit && got >= limit - NODE_READ, `the client got ${got} B of a ${limit} B limit`);
   });
 
   test('a small exchange keeps node reads on both sides (an idle tunnel holds no read buffer of its own)', async () => {

@@ -9,6 +9,9 @@ class CountingMeter implements UserMeter {
   active = 0;
   exhausted = false;
   constructor(public limit: number) {}
+  get bounded(): boolean {
+    return this.limit >= 0;
+  }
   add(up: number, down: number): void {
     this.up += up;
     this.down += down;
