@@ -349,14 +349,13 @@ const child = spawn(
     // Node applies this to each file's process as a whole (a bundle of files is one process), as well as to each
     // test without its own: 120 s ran out on test/reliability/fuzz in a suite at load 10-14. A hang still ends.
     '--test-timeout=300000',
-    ...(durationsFile
-      ? [
-          '--test-reporter=spec',
-          '--test-reporter-destination=stdout',
-          `--test-reporter=${resolve('scripts/file-durations.mjs')}`,
-          `--test-reporter-destination=${durationsFile}`,
-        ]
-      : []),
+    // Node's own reporter (spec on a terminal, TAP otherwise), then the failures again after the totals
+    // (scripts/failures-reporter.mjs): a CI log read from its end names what failed.
+    process.stdout.isTTY ? '--test-reporter=spec' : '--test-reporter=tap',
+    '--test-reporter-destination=stdout',
+    `--test-reporter=${resolve('scripts/failures-reporter.mjs')}`,
+    '--test-reporter-destination=stdout',
+    ...(durationsFile ? [`--test-reporter=${resolve('scripts/file-durations.mjs')}`, `--test-reporter-destination=${durationsFile}`] : []),
     // Files start in this order, two at a time: the fast tier's bundles (a few seconds each) last, so that
     // the run does not end on one long file while the other slot idles.
     ...ordered,
