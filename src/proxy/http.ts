@@ -14,6 +14,7 @@ import { createServer, type IncomingMessage, type Server as HttpServer, type Ser
 import type { Socket } from 'node:net';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
+import { LiveList, type Listed } from '../connlog/live-list.ts';
 import { holdClient } from './hold.ts';
 import { Lane } from './http-lane.ts';
 import {
@@ -77,6 +78,12 @@ const LISTENER = 'http';
 /** Distinct Proxy-Authorization values whose parse is kept; on overflow the cache starts over. */
 const PARSED_AUTH_MAX = 1024;
 
+/** A connection under the handshake deadline, in accept order. */
+interface Accepted extends Listed<Accepted> {
+  readonly socket: Socket;
+  readonly at: number;
+}
+
 /** A plain-HTTP client connection counted open for a user (and stopped by the user's disable or delete). */
 interface CountedClient {
   user: string;
@@ -99,9 +106,9 @@ export class HttpListener extends ProxyListener {
   /**
    * Connections under the handshake deadline, with when each was accepted: one sweep timer checks them (it runs
    * while any is here), not a timer per connection. A silent client is closed at the deadline or at most one
-   * tick (min(1 s, a quarter of the deadline)) after it.
+   * tick (min(1 s, a quarter of the deadline)) after it. A live list, not a Map (src/connlog/live-list.ts says why).
    */
-  private readonly accepted = new Map<Socket, number>();
+  private readonly accepted = new LiveList<Accepted>();
   private deadlineSweep: NodeJS.Timeout | undefined;
 
   constructor(private readonly options: HttpListenerOptions) {
@@ -161,7 +168,8 @@ export class HttpListener extends ProxyListener {
 
   /** Where a client connection opens and closes: the registry, the gauge, the handshake deadline. */
   private onConnection(socket: Socket): void {
-    this.accepted.set(socket, performance.now());
+    const entry: Accepted = { socket, at: performance.now(), prevLive: null, nextLive: null };
+    this.accepted.add(entry);
     if (this.deadlineSweep === undefined) {
       this.deadlineSweep = setInterval(sweepDeadlines, Math.max(5, Math.min(1000, Math.floor(this.handshakeMs / 4))), this);
       this.deadlineSweep.unref();
@@ -169,7 +177,7 @@ export class HttpListener extends ProxyListener {
     this.pipeline.accept(socket);
     // The listener's own 'close' listener, after the registry's: nothing below calls the listener back.
     socket.on('close', () => {
-      this.accepted.delete(socket);
+      this.accepted.remove(entry);
       this.uncount(socket);
     });
   }
@@ -177,11 +185,10 @@ export class HttpListener extends ProxyListener {
   /** The handshake deadline's sweep: a connection past it without a request head is closed. */
   sweepDeadlines(): void {
     const due = performance.now() - this.handshakeMs;
-    // Oldest first (a Map keeps insertion order): stop at the first one still within its deadline.
-    for (const [socket, at] of this.accepted) {
-      if (at > due) break;
-      this.accepted.delete(socket);
-      if (!this.started.has(socket)) socket.destroy();
+    // Oldest first: stop at the first one still within its deadline.
+    for (let e = this.accepted.first; e !== null && e.at <= due; e = this.accepted.first) {
+      this.accepted.remove(e);
+      if (!this.started.has(e.socket)) e.socket.destroy();
     }
     if (this.accepted.size === 0) {
       clearInterval(this.deadlineSweep);

@@ -3,6 +3,7 @@
 // and every relay (tunnels, forwarded requests, UDP associations) writes the record through these functions
 // only, so a new field of the record is set here once for all of them.
 import type { Socket } from 'node:net';
+import type { LiveList } from '../connlog/live-list.ts';
 import type { TLSSocket } from 'node:tls';
 import type { ByteCounters, Closer, ConnectionContext, ConnectionRecorder, RecordResult } from '../connlog/types.ts';
 import type { UpstreamNode } from '../pool/types.ts';
@@ -11,6 +12,7 @@ import { isRotorError } from '../errors/rotor-error.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { ConnectionResult } from '../telemetry/metrics.ts';
 import { REPLY, type ReplyCode } from '../wire/socks5.ts';
+import type { RunningRelay } from './connections.ts';
 import { GatewayError } from './errors.ts';
 import type { ProxyErrorType } from './proxy-status.ts';
 import type { ResultCounter } from './metric-cells.ts';
@@ -117,13 +119,16 @@ export function upstreamFailedEarly(stats: EndedRelay, upstream: Socket): 'reset
  * closed and its record ends with the relay's own counters (the same adds the user's meter got). One object
  * per tunnel; the relay may end inside relay() itself (a side already gone), before the pipeline registers it.
  */
-export class TunnelEnd {
+export class TunnelEnd implements RunningRelay {
   ended = false;
   /** Set once relay() returned and the pipeline registered it (unless it had ended already). */
   handle: { stop(): void } | undefined = undefined;
+  /** Neighbours in the listener's list of running relays (ListenerConnections.relays). */
+  prevLive: RunningRelay | null = null;
+  nextLive: RunningRelay | null = null;
 
   constructor(
-    private readonly relays: Set<{ stop(): void }>,
+    private readonly relays: LiveList<RunningRelay>,
     private readonly limiter: RelayLimiter | undefined,
     private readonly dialed: Dialed,
     private readonly meters: MeterProvider,
@@ -135,7 +140,7 @@ export class TunnelEnd {
     this.ended = true;
     const handle = this.handle;
     if (handle !== undefined) {
-      this.relays.delete(handle);
+      this.relays.remove(this);
       this.limiter?.detach(handle);
     }
     this.dialed.release(upstreamFailedEarly(stats, this.dialed.socket));
