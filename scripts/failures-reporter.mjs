@@ -17,7 +17,8 @@ export default async function* failures(source) {
     } else if (event.type === 'test:fail') {
       const error = event.data.details?.error;
       if (error?.failureType === 'subtestsFailed') continue;
-      const path = [...stack.slice(0, event.data.nesting), event.data.name].join(' > ');
+      // A bundle's suite named after the file starts in the wrapper file, so its slot here can be empty.
+      const path = [...stack.slice(0, event.data.nesting), event.data.name].filter(Boolean).join(' > ');
       const cause = error?.cause ?? error;
       const text = String(cause?.stack ?? cause?.message ?? cause ?? 'no error');
       failed.push({ file: event.data.file ?? '', path, text: text.split('\n').slice(0, MAX_LINES).join('\n') });

@@ -1,7 +1,7 @@
 // The connection log's running part: mints a context per accepted connection (the one id that the
 // listeners, the router, the log lines, the live list and the record share), keeps the live list, and turns
 // each ended context into a record on a bounded queue that a timer drains in batches to the store and the
-// file. Nothing here runs per chunk: a context costs one object and one Map entry for the connection's life,
+// file. Nothing here runs per chunk: a context costs one object (threaded into the live list) for the connection's life,
 // its record is built once at the end, and the queue never blocks a listener: when it is full the oldest
 // record is dropped and counted (rotor_connlog_dropped_total).
 //
@@ -15,6 +15,7 @@ import { randomBytes } from 'node:crypto';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import { UsageFold } from '../store/connection-log-rollup.ts';
+import { LiveList, type Listed } from './live-list.ts';
 import { RefusalTally } from './refusals.ts';
 import {
   isFailure,
@@ -71,7 +72,7 @@ export function connectionIds(): () => string {
 
 const NO_BYTES: ByteCounters = { up: 0, down: 0 };
 
-class Context implements ConnectionContext {
+class Context implements ConnectionContext, Listed<Context> {
   user: string | null = null;
   session: string | null = null;
   target: string | null = null;
@@ -87,6 +88,9 @@ class Context implements ConnectionContext {
   /** Bytes already added to the rollups by checkpoints. */
   savedUp = 0;
   savedDown = 0;
+  /** Neighbours in the live list (live-list.ts). */
+  prevLive: Context | null = null;
+  nextLive: Context | null = null;
   private ended = false;
 
   constructor(
@@ -105,7 +109,8 @@ class Context implements ConnectionContext {
 }
 
 export class ConnectionLog implements ConnectionRecorder {
-  private readonly live = new Map<string, Context>();
+  /** Open connections, oldest first (not a Map: live-list.ts says why). */
+  private readonly live = new LiveList<Context>();
   private queue: ConnectionRecord[] = [];
   private readonly store: ConnectionLogStore | undefined;
   private readonly sinks: RecordSink[];
@@ -159,13 +164,13 @@ export class ConnectionLog implements ConnectionRecorder {
 
   open(listener: string, client?: string | null): ConnectionContext {
     const ctx = new Context(this.ids(), listener, this.now(), client ?? null, this);
-    this.live.set(ctx.id, ctx);
+    this.live.add(ctx);
     return ctx;
   }
 
   /** Context.end lands here. */
   ended(ctx: Context, outcome: ConnectionEnd): void {
-    this.live.delete(ctx.id);
+    this.live.remove(ctx);
     if (!this.recording || this.closed) return;
     if (this.refusals?.take(ctx, outcome)) return;
     const bytes = ctx.bytes ?? NO_BYTES;
@@ -228,7 +233,7 @@ export class ConnectionLog implements ConnectionRecorder {
     if (!this.store || this.closed) return;
     const now = this.now();
     let changed = false;
-    for (const c of this.live.values()) {
+    for (const c of this.live) {
       const bytes = c.bytes;
       if (c.user === null || bytes === null) continue;
       const up = bytes.up - c.savedUp;
@@ -289,7 +294,7 @@ export class ConnectionLog implements ConnectionRecorder {
   active(): LiveConnection[] {
     const now = this.now();
     const out: LiveConnection[] = [];
-    for (const c of this.live.values()) {
+    for (const c of this.live) {
       const bytes = c.bytes ?? NO_BYTES;
       const item: LiveConnection = {
         id: c.id,
@@ -310,7 +315,7 @@ export class ConnectionLog implements ConnectionRecorder {
 
   /** Ends one live connection now; false when no such connection is live (or it cannot be closed yet). */
   kill(id: string): boolean {
-    const c = this.live.get(id);
+    const c = this.live.find((l) => l.id === id);
     if (!c?.closer) return false;
     c.killed = true;
     const closer = c.closer;
@@ -375,7 +380,7 @@ export class ConnectionLog implements ConnectionRecorder {
     if (this.timer) clearInterval(this.timer);
     if (this.checkpointTimer) clearInterval(this.checkpointTimer);
     this.cutAt ??= this.now();
-    for (const c of [...this.live.values()]) c.end({ result: 'ok', reason: 'stopped' });
+    for (const c of [...this.live]) c.end({ result: 'ok', reason: 'stopped' });
     this.refusals?.close();
     await this.flush();
     this.closed = true;

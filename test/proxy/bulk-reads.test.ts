@@ -185,7 +185,10 @@ describe('bulk reads on a relay', { skip: process.platform !== 'linux' }, () => 
     t.target.destroy();
     assert.equal(stats.end, 'limit');
     assert.equal(isBulk(t.relayUpstream), false, 'a bounded user is not switched to bulk reads');
-    assert.ok(got <= limit && got >= limit - NODE_READ, `the client got ${got} B of a ${limit} B limit`);
+    // Short of the limit by at most two of node's reads: the one that crossed it (dropped) and one the client's
+    // socket had not yet taken when the cut destroyed it (the relay pauses the upstream on the first write not
+    // taken at once). With bulk reads either could be 256 KiB.
+    assert.ok(got <= limit && got >= limit - 2 * NODE_READ, `the client got ${got} B of a ${limit} B limit`);
   });
 
   test('a small exchange keeps node reads on both sides (an idle tunnel holds no read buffer of its own)', async () => {

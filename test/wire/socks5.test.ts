@@ -298,8 +298,9 @@ describe('SOCKS5 server handshake', () => {
     for (let i = 0; i < full.length; i++) {
       options = defaults();
       const r = await run(i === 0 ? [] : [full.subarray(0, i)], 'destroy', 0);
+      // CLOSED, not TIMEOUT: the close ended it, not the 1 s deadline (no wall-clock bound, which a loaded
+      // machine can stretch).
       failed(r, 'CLOSED');
-      assert.ok(!r.outcome.ok && r.outcome.ms < 500, `cut at ${i}`);
     }
   });
 
@@ -307,14 +308,15 @@ describe('SOCKS5 server handshake', () => {
     options = defaults();
     const r = await run([Buffer.concat([GREETING, AUTH]).subarray(0, 5)], 'end');
     failed(r, 'CLOSED');
-    assert.ok(!r.outcome.ok && r.outcome.ms < 500);
   });
 
   test('a stalled client times out', async () => {
     options = { ...defaults(), timeoutMs: 150 };
     const r = await run([GREETING]);
     failed(r, 'TIMEOUT');
-    assert.ok(!r.outcome.ok && r.outcome.ms >= 140 && r.outcome.ms < 800);
+    // Not before its 150 ms; the upper bound only says it ended by a deadline rather than hung (a loaded machine's
+    // timers can run late).
+    assert.ok(!r.outcome.ok && r.outcome.ms >= 140 && r.outcome.ms < 5000, `timed out after ${r.outcome.ok ? '-' : r.outcome.ms} ms`);
     assert.ok(r.closed);
   });
 
