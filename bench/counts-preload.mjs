@@ -1,11 +1,16 @@
 // Preloaded into a gateway by bench/counts.ts (node --import): counts, from the process's start, the async
 // resources it creates by type (promises, timers, immediates, sockets, …), the listeners added to and removed
-// from its sockets by event, and process.nextTick calls; writes them to ROTOR_COUNTS_FILE every 100 ms.
+// from its sockets by event, process.nextTick calls, and calls of what a CPU profile shows on the tunnel's
+// path: clocks (Date.now, performance.now, process.hrtime), timers (setTimeout, refresh, a socket's
+// setTimeout), queueMicrotask, Buffer allocation, events emitted on sockets, and a socket's stream
+// transitions (pause, resume, cork, uncork, end, destroy, setNoDelay); writes them to ROTOR_COUNTS_FILE every
+// 100 ms.
 // Counting promises through an async hook makes V8 create the promises its await fast path would skip, so
 // PROMISE is an upper bound; the other counts are exact.
 import { createHook } from 'node:async_hooks';
 import { writeFileSync } from 'node:fs';
 import { Socket } from 'node:net';
+import { performance } from 'node:perf_hooks';
 import { Readable } from 'node:stream';
 
 const file = process.env.ROTOR_COUNTS_FILE;
@@ -27,6 +32,36 @@ if (file) {
   wrap('addListener', 'listener+');
   wrap('removeListener', 'listener-');
   wrap('off', 'listener-');
+  /** Counts the calls of obj[name] as `label` (only when `when(this)`, if given). */
+  const count = (obj, name, label, when) => {
+    const f = obj[name];
+    if (typeof f !== 'function') return;
+    obj[name] = function (...args) {
+      if (when === undefined || when(this)) inc(label);
+      return f.apply(this, args);
+    };
+  };
+  count(Date, 'now', 'call Date.now');
+  count(performance, 'now', 'call performance.now');
+  count(process.hrtime, 'bigint', 'call process.hrtime.bigint');
+  const { bigint } = process.hrtime;
+  count(process, 'hrtime', 'call process.hrtime');
+  process.hrtime.bigint = bigint;
+  count(globalThis, 'setTimeout', 'call setTimeout');
+  count(globalThis, 'clearTimeout', 'call clearTimeout');
+  count(globalThis, 'setImmediate', 'call setImmediate');
+  count(globalThis, 'queueMicrotask', 'call queueMicrotask');
+  const timeout = setTimeout(() => {}, 1);
+  count(Object.getPrototypeOf(timeout), 'refresh', 'call Timeout.refresh');
+  clearTimeout(timeout);
+  for (const name of ['alloc', 'allocUnsafe', 'allocUnsafeSlow', 'from', 'concat']) count(Buffer, name, `call Buffer.${name}`);
+  for (const name of ['setTimeout', 'pause', 'resume', 'cork', 'uncork', 'end', 'destroy', 'setNoDelay', 'setKeepAlive', 'read'])
+    count(Socket.prototype, name, `socket.${name}`);
+  const emit = Socket.prototype.emit;
+  Socket.prototype.emit = function (ev, ...args) {
+    inc(`socket emit ${String(ev)}`);
+    return emit.call(this, ev, ...args);
+  };
   const nextTick = process.nextTick;
   process.nextTick = function (...args) {
     inc('nextTick');

@@ -13,7 +13,7 @@ interface Node {
   hitCount?: number;
   children?: number[];
 }
-interface Profile {
+export interface Profile {
   nodes: Node[];
   startTime: number;
   endTime: number;
@@ -197,4 +197,5 @@ function main(): void {
   }
 }
 
-main();
+// Run as a command; bench/counts.ts --profile imports summarise() only.
+if (process.argv[1] !== undefined && import.meta.url.endsWith(process.argv[1].replace(/^.*\//, ''))) main();

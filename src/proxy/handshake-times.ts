@@ -26,6 +26,11 @@ export class HandshakeTimes {
   private count = 0;
   private next = 0;
   private cached = -1;
+  /**
+   * Samples in the ring whose multiple is at or below the floor. While more of them than the quantile's index
+   * are, the quantile's multiple is too and the delay is the floor: no sort (loopback and near upstreams).
+   */
+  private low = 0;
 
   constructor(private readonly o: Required<Omit<HedgeDelayOptions, 'fixedMs'>> & { fixedMs: number }) {
     this.ring = new Float64Array(Math.max(4, o.window));
@@ -34,6 +39,8 @@ export class HandshakeTimes {
 
   record(ms: number): void {
     if (!(ms >= 0)) return;
+    if (this.count === this.ring.length && this.atFloor(this.ring[this.next]!)) this.low--;
+    if (this.atFloor(ms)) this.low++;
     this.ring[this.next] = ms;
     this.next = (this.next + 1) % this.ring.length;
     if (this.count < this.ring.length) this.count++;
@@ -45,14 +52,23 @@ export class HandshakeTimes {
     if (this.o.fixedMs > 0) return this.o.fixedMs;
     if (this.count === 0) return this.o.initialMs;
     if (this.cached >= 0) return this.cached;
-    // Each dial records a handshake, so this runs once per new tunnel: sorted in a reused typed array
+    const index = Math.min(this.count - 1, Math.floor(this.o.quantile * this.count));
+    if (this.low > index) {
+      this.cached = Math.round(Math.min(this.o.capMs, this.o.floorMs));
+      return this.cached;
+    }
+    // Each dial records a handshake, so this would run once per new tunnel: sorted in a reused typed array
     // (numeric order natively, no comparator calls, no array per dial).
     const sorted = this.scratch.subarray(0, this.count);
     sorted.set(this.ring.subarray(0, this.count));
     sorted.sort();
-    const q = sorted[Math.min(sorted.length - 1, Math.floor(this.o.quantile * sorted.length))]!;
+    const q = sorted[index]!;
     this.cached = Math.round(Math.min(this.o.capMs, Math.max(this.o.floorMs, q * this.o.multiplier)));
     return this.cached;
+  }
+
+  private atFloor(ms: number): boolean {
+    return ms * this.o.multiplier <= this.o.floorMs;
   }
 }
 
