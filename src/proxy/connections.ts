@@ -7,16 +7,11 @@ import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import { metricCell, type MetricCell } from './metric-cells.ts';
 import { noDelay } from './no-delay.ts';
-import type { RelayHandle } from './relay.ts';
+import type { RunningRelay } from './tunnel-record.ts';
 
 /** An open client socket in the listener's list. */
 interface OpenSocket extends Listed<OpenSocket> {
   readonly socket: Socket;
-}
-
-/** A running relay in the listener's list: its end (tunnel-record.ts TunnelEnd), which holds its handle. */
-export interface RunningRelay extends Listed<RunningRelay> {
-  handle: Pick<RelayHandle, 'stop'> | undefined;
 }
 
 // Both lists are live lists, not Sets: a long-lived Set's rehashed tables would keep every connection and

@@ -3,7 +3,7 @@
 // and every relay (tunnels, forwarded requests, UDP associations) writes the record through these functions
 // only, so a new field of the record is set here once for all of them.
 import type { Socket } from 'node:net';
-import type { LiveList } from '../connlog/live-list.ts';
+import type { Listed, LiveList } from '../connlog/live-list.ts';
 import type { TLSSocket } from 'node:tls';
 import type { ByteCounters, Closer, ConnectionContext, ConnectionRecorder, RecordResult } from '../connlog/types.ts';
 import type { UpstreamNode } from '../pool/types.ts';
@@ -12,7 +12,6 @@ import { isRotorError } from '../errors/rotor-error.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { ConnectionResult } from '../telemetry/metrics.ts';
 import { REPLY, type ReplyCode } from '../wire/socks5.ts';
-import type { RunningRelay } from './connections.ts';
 import { GatewayError } from './errors.ts';
 import type { ProxyErrorType } from './proxy-status.ts';
 import type { ResultCounter } from './metric-cells.ts';
@@ -110,6 +109,11 @@ interface EndedRelay {
  */
 export function upstreamFailedEarly(stats: EndedRelay, upstream: Socket): 'reset' | undefined {
   return stats.down === 0 && stats.end === 'error' && upstream.errored ? 'reset' : undefined;
+}
+
+/** A running relay in its listener's list (connections.ts): its end, which holds the relay's handle. */
+export interface RunningRelay extends Listed<RunningRelay> {
+  handle: { stop(): void } | undefined;
 }
 
 /**
