@@ -94,12 +94,11 @@ export class HttpListener extends ProxyListener {
   private readonly activeUser = new WeakMap<Socket, CountedClient>();
   /** Proxy-Authorization values parsed (null: not Basic), bounded: see credentials(). */
   private readonly parsedAuth = new Map<string, { username: string; password: string } | null>();
-  /** Connections whose first request head has arrived; the rest are closed at the handshake deadline. */
-  private readonly started = new WeakSet<Socket>();
   /**
-   * Connections under the handshake deadline, with when each was accepted: one sweep timer checks them (it runs
-   * while any is here), not a timer per connection. A silent client is closed at the deadline or at most one
-   * tick (min(1 s, a quarter of the deadline)) after it.
+   * Connections under the handshake deadline (accepted, no request head yet), with when each was accepted: one
+   * sweep timer checks them (it runs while any is here), not a timer per connection. A silent client is closed at
+   * the deadline or at most one tick (min(1 s, a quarter of the deadline)) after it. A connection leaves at its
+   * first request head (started()), so the map holds only the silent ones.
    */
   private readonly accepted = new Map<Socket, number>();
   private deadlineSweep: NodeJS.Timeout | undefined;
@@ -181,12 +180,17 @@ export class HttpListener extends ProxyListener {
     for (const [socket, at] of this.accepted) {
       if (at > due) break;
       this.accepted.delete(socket);
-      if (!this.started.has(socket)) socket.destroy();
+      socket.destroy();
     }
     if (this.accepted.size === 0) {
       clearInterval(this.deadlineSweep);
       this.deadlineSweep = undefined;
     }
+  }
+
+  /** A connection's first request head arrived: it is past the handshake deadline. */
+  private started(socket: Socket): void {
+    this.accepted.delete(socket);
   }
 
   /** Credentials and admission, the same for every kind of request (the pipeline's; a Promise when checked off the loop). */
@@ -213,7 +217,7 @@ export class HttpListener extends ProxyListener {
   /** A plain-HTTP request arrived: started now, or queued behind the one in flight (http-lane.ts). */
   private onRequest(req: IncomingMessage, res: ServerResponse, expectContinue: boolean): void {
     const client = req.socket;
-    this.started.add(client);
+    this.started(client);
     const arrival = Lane.of(client).arrive(req, res, expectContinue, this.pipelineDepth);
     if (arrival === 'start') this.startInLane(req, res, expectContinue);
     else if (arrival === 'overflow') {
@@ -329,7 +333,7 @@ export class HttpListener extends ProxyListener {
     if (Lane.busy(socket)) {
       // Pipelined behind requests still being answered: its bytes would interleave with theirs (and node has
       // already detached the connection from the responses' flow control). Such a client is broken or hostile.
-      this.started.add(socket);
+      this.started(socket);
       this.pipeline.refused(this.pipeline.open(socket), 'bad_request', 'CONNECT or Upgrade pipelined behind plain-HTTP requests');
       socket.destroy();
       return;
@@ -348,7 +352,7 @@ export class HttpListener extends ProxyListener {
    */
   private onTunnel(req: IncomingMessage, socket: Socket, head: Buffer, kind: 'connect' | 'upgrade', conn: ConnectionContext): void {
     // No 'error' listener of its own: ListenerConnections.accept's guard is on every accepted socket.
-    this.started.add(socket);
+    this.started(socket);
     let target: Target | undefined;
     let absolute: ReturnType<typeof parseAbsoluteTarget>;
     if (kind === 'connect') target = parseConnectTarget(req.url);
