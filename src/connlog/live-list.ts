@@ -10,7 +10,7 @@
 // (docs/benchmarks.md, "M1 survivors"). A removed entry here keeps no reference to its neighbours, and the
 // list keeps none to it.
 
-/** What the list threads through: set and cleared by the list only. */
+/** What the list threads through: set and cleared by the list only (an item is in one list at most). */
 export interface Listed<T> {
   prevLive: T | null;
   nextLive: T | null;
@@ -25,7 +25,7 @@ export class LiveList<T extends Listed<T>> {
     return this.count;
   }
 
-  /** Appends `item` (the newest). It must not be in a list. */
+  /** Appends `item` (the newest). It must not be in a list already. */
   add(item: T): void {
     item.prevLive = this.tail;
     item.nextLive = null;
@@ -35,16 +35,24 @@ export class LiveList<T extends Listed<T>> {
     this.count++;
   }
 
-  /** Takes `item` out (it must be in this list); it keeps no link to its neighbours. */
-  remove(item: T): void {
+  /** The oldest item, or null. */
+  get first(): T | null {
+    return this.head;
+  }
+
+  /** Takes `item` out, which then keeps no link to its neighbours; false when it was not in this list. */
+  remove(item: T): boolean {
     const { prevLive: prev, nextLive: next } = item;
-    if (prev === null) this.head = next;
-    else prev.nextLive = next;
+    if (prev === null) {
+      if (this.head !== item) return false;
+      this.head = next;
+    } else prev.nextLive = next;
     if (next === null) this.tail = prev;
     else next.prevLive = prev;
     item.prevLive = null;
     item.nextLive = null;
     this.count--;
+    return true;
   }
 
   /** The first item (oldest first) for which `match` holds. */

@@ -1,18 +1,31 @@
 // What a listener keeps of its client connections: the open sockets and the running relays, the graceful
 // stop (a drain period, then everything cut), and what a failed accept does.
 import type { Socket } from 'node:net';
+import { LiveList, type Listed } from '../connlog/live-list.ts';
 import { reportFailedAccept } from '../errors/failed-accept.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import { metricCell, type MetricCell } from './metric-cells.ts';
 import { noDelay } from './no-delay.ts';
-import type { RelayHandle } from './relay.ts';
+import type { RunningRelay } from './tunnel-record.ts';
 
+/** An open client socket in the listener's list. */
+interface OpenSocket extends Listed<OpenSocket> {
+  readonly socket: Socket;
+}
+
+// Both lists are live lists, not Sets: a long-lived Set's rehashed tables would keep every connection and
+// relay they ever held reachable for V8's young-generation collections (src/connlog/live-list.ts says how).
 export class ListenerConnections {
   /** Client sockets open now (each listener adds on accept and removes on 'close'). */
-  readonly sockets = new Set<Socket>();
-  /** Relays running now (the tunnel pipeline adds and removes them: tunnel.ts). */
-  readonly relays = new Set<RelayHandle>();
+  private readonly open = new LiveList<OpenSocket>();
+  /** Relays running now (the tunnel pipeline adds them, tunnel.ts; their end removes them, TunnelEnd). */
+  readonly relays = new LiveList<RunningRelay>();
+  /** Client sockets open now. */
+  get openSockets(): number {
+    return this.open.size;
+  }
+
   /** rotor_proxy_connections_active's cell per listener (no label hashing per connection). */
   private readonly active = new Map<string, MetricCell>();
 
@@ -24,11 +37,12 @@ export class ListenerConnections {
   accept(socket: Socket, listener: string, metrics: Metrics | undefined): void {
     socket.on('error', noop);
     noDelay(socket);
-    this.sockets.add(socket);
+    const entry: OpenSocket = { socket, prevLive: null, nextLive: null };
+    this.open.add(entry);
     const active = metrics ? this.activeCell(metrics, listener) : undefined;
     active?.inc();
     socket.on('close', () => {
-      this.sockets.delete(socket);
+      this.open.remove(entry);
       active?.dec();
     });
   }
@@ -44,7 +58,7 @@ export class ListenerConnections {
 
   /** Gives open connections up to `drainMs` to finish on their own, then stops every relay and socket. */
   async drainThenClose(drainMs: number): Promise<void> {
-    if (this.sockets.size > 0 && drainMs > 0) {
+    if (this.open.size > 0 && drainMs > 0) {
       await new Promise<void>((resolve) => {
         const done = (): void => {
           clearTimeout(timer);
@@ -53,14 +67,14 @@ export class ListenerConnections {
         };
         const timer = setTimeout(done, drainMs);
         const check = setInterval(() => {
-          if (this.sockets.size === 0) done();
+          if (this.open.size === 0) done();
         }, 20);
         timer.unref();
         check.unref();
       });
     }
-    for (const r of this.relays) r.stop();
-    for (const s of this.sockets) s.destroy();
+    for (const r of [...this.relays]) r.handle?.stop();
+    for (const o of [...this.open]) o.socket.destroy();
   }
 }
 

@@ -14,6 +14,7 @@ import { createServer, type IncomingMessage, type Server as HttpServer, type Ser
 import type { Socket } from 'node:net';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
+import { LiveList, type Listed } from '../connlog/live-list.ts';
 import { holdClient } from './hold.ts';
 import { Lane } from './http-lane.ts';
 import {
@@ -77,6 +78,12 @@ const LISTENER = 'http';
 /** Distinct Proxy-Authorization values whose parse is kept; on overflow the cache starts over. */
 const PARSED_AUTH_MAX = 1024;
 
+/** A connection under the handshake deadline, in accept order. */
+interface Accepted extends Listed<Accepted> {
+  readonly socket: Socket;
+  readonly at: number;
+}
+
 /** A plain-HTTP client connection counted open for a user (and stopped by the user's disable or delete). */
 interface CountedClient {
   user: string;
@@ -94,13 +101,14 @@ export class HttpListener extends ProxyListener {
   private readonly activeUser = new WeakMap<Socket, CountedClient>();
   /** Proxy-Authorization values parsed (null: not Basic), bounded: see credentials(). */
   private readonly parsedAuth = new Map<string, { username: string; password: string } | null>();
+  /** Connections whose first request head has arrived; the rest are closed at the handshake deadline. */
+  private readonly started = new WeakSet<Socket>();
   /**
-   * Connections under the handshake deadline (accepted, no request head yet), with when each was accepted: one
-   * sweep timer checks them (it runs while any is here), not a timer per connection. A silent client is closed at
-   * the deadline or at most one tick (min(1 s, a quarter of the deadline)) after it. A connection leaves at its
-   * first request head (started()), so the map holds only the silent ones.
+   * Connections under the handshake deadline, with when each was accepted: one sweep timer checks them (it runs
+   * while any is here), not a timer per connection. A silent client is closed at the deadline or at most one
+   * tick (min(1 s, a quarter of the deadline)) after it. A live list, not a Map (src/connlog/live-list.ts says why).
    */
-  private readonly accepted = new Map<Socket, number>();
+  private readonly accepted = new LiveList<Accepted>();
   private deadlineSweep: NodeJS.Timeout | undefined;
 
   constructor(private readonly options: HttpListenerOptions) {
@@ -160,7 +168,8 @@ export class HttpListener extends ProxyListener {
 
   /** Where a client connection opens and closes: the registry, the gauge, the handshake deadline. */
   private onConnection(socket: Socket): void {
-    this.accepted.set(socket, performance.now());
+    const entry: Accepted = { socket, at: performance.now(), prevLive: null, nextLive: null };
+    this.accepted.add(entry);
     if (this.deadlineSweep === undefined) {
       this.deadlineSweep = setInterval(sweepDeadlines, Math.max(5, Math.min(1000, Math.floor(this.handshakeMs / 4))), this);
       this.deadlineSweep.unref();
@@ -168,7 +177,7 @@ export class HttpListener extends ProxyListener {
     this.pipeline.accept(socket);
     // The listener's own 'close' listener, after the registry's: nothing below calls the listener back.
     socket.on('close', () => {
-      this.accepted.delete(socket);
+      this.accepted.remove(entry);
       this.uncount(socket);
     });
   }
@@ -176,21 +185,15 @@ export class HttpListener extends ProxyListener {
   /** The handshake deadline's sweep: a connection past it without a request head is closed. */
   sweepDeadlines(): void {
     const due = performance.now() - this.handshakeMs;
-    // Oldest first (a Map keeps insertion order): stop at the first one still within its deadline.
-    for (const [socket, at] of this.accepted) {
-      if (at > due) break;
-      this.accepted.delete(socket);
-      socket.destroy();
+    // Oldest first: stop at the first one still within its deadline.
+    for (let e = this.accepted.first; e !== null && e.at <= due; e = this.accepted.first) {
+      this.accepted.remove(e);
+      if (!this.started.has(e.socket)) e.socket.destroy();
     }
     if (this.accepted.size === 0) {
       clearInterval(this.deadlineSweep);
       this.deadlineSweep = undefined;
     }
-  }
-
-  /** A connection's first request head arrived: it is past the handshake deadline. */
-  private started(socket: Socket): void {
-    this.accepted.delete(socket);
   }
 
   /** Credentials and admission, the same for every kind of request (the pipeline's; a Promise when checked off the loop). */
@@ -217,7 +220,7 @@ export class HttpListener extends ProxyListener {
   /** A plain-HTTP request arrived: started now, or queued behind the one in flight (http-lane.ts). */
   private onRequest(req: IncomingMessage, res: ServerResponse, expectContinue: boolean): void {
     const client = req.socket;
-    this.started(client);
+    this.started.add(client);
     const arrival = Lane.of(client).arrive(req, res, expectContinue, this.pipelineDepth);
     if (arrival === 'start') this.startInLane(req, res, expectContinue);
     else if (arrival === 'overflow') {
@@ -333,7 +336,7 @@ export class HttpListener extends ProxyListener {
     if (Lane.busy(socket)) {
       // Pipelined behind requests still being answered: its bytes would interleave with theirs (and node has
       // already detached the connection from the responses' flow control). Such a client is broken or hostile.
-      this.started(socket);
+      this.started.add(socket);
       this.pipeline.refused(this.pipeline.open(socket), 'bad_request', 'CONNECT or Upgrade pipelined behind plain-HTTP requests');
       socket.destroy();
       return;
@@ -352,7 +355,7 @@ export class HttpListener extends ProxyListener {
    */
   private onTunnel(req: IncomingMessage, socket: Socket, head: Buffer, kind: 'connect' | 'upgrade', conn: ConnectionContext): void {
     // No 'error' listener of its own: ListenerConnections.accept's guard is on every accepted socket.
-    this.started(socket);
+    this.started.add(socket);
     let target: Target | undefined;
     let absolute: ReturnType<typeof parseAbsoluteTarget>;
     if (kind === 'connect') target = parseConnectTarget(req.url);

@@ -24,6 +24,6 @@ export abstract class ProxyListener {
 
   /** Client connections open now. */
   get connections(): number {
-    return this.pipeline.conns.sockets.size;
+    return this.pipeline.conns.openSockets;
   }
 }

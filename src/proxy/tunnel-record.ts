@@ -3,6 +3,7 @@
 // and every relay (tunnels, forwarded requests, UDP associations) writes the record through these functions
 // only, so a new field of the record is set here once for all of them.
 import type { Socket } from 'node:net';
+import type { Listed, LiveList } from '../connlog/live-list.ts';
 import type { TLSSocket } from 'node:tls';
 import type { ByteCounters, Closer, ConnectionContext, ConnectionRecorder, RecordResult } from '../connlog/types.ts';
 import type { UpstreamNode } from '../pool/types.ts';
@@ -110,6 +111,11 @@ export function upstreamFailedEarly(stats: EndedRelay, upstream: Socket): 'reset
   return stats.down === 0 && stats.end === 'error' && upstream.errored ? 'reset' : undefined;
 }
 
+/** A running relay in its listener's list (connections.ts): its end, which holds the relay's handle. */
+export interface RunningRelay extends Listed<RunningRelay> {
+  handle: { stop(): void } | undefined;
+}
+
 /**
  * What a tunnel's relay does at its end (relay.ts calls relayEnded: an object handed down, no callback into
  * the pipeline that started it): the relay leaves the listener's registry and its user's limiter, the node
@@ -117,13 +123,16 @@ export function upstreamFailedEarly(stats: EndedRelay, upstream: Socket): 'reset
  * closed and its record ends with the relay's own counters (the same adds the user's meter got). One object
  * per tunnel; the relay may end inside relay() itself (a side already gone), before the pipeline registers it.
  */
-export class TunnelEnd {
+export class TunnelEnd implements RunningRelay {
   ended = false;
   /** Set once relay() returned and the pipeline registered it (unless it had ended already). */
   handle: { stop(): void } | undefined = undefined;
+  /** Neighbours in the listener's list of running relays (ListenerConnections.relays). */
+  prevLive: RunningRelay | null = null;
+  nextLive: RunningRelay | null = null;
 
   constructor(
-    private readonly relays: Set<{ stop(): void }>,
+    private readonly relays: LiveList<RunningRelay>,
     private readonly limiter: RelayLimiter | undefined,
     private readonly dialed: Dialed,
     private readonly meters: MeterProvider,
@@ -135,7 +144,7 @@ export class TunnelEnd {
     this.ended = true;
     const handle = this.handle;
     if (handle !== undefined) {
-      this.relays.delete(handle);
+      this.relays.remove(this);
       this.limiter?.detach(handle);
     }
     this.dialed.release(upstreamFailedEarly(stats, this.dialed.socket));

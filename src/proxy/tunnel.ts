@@ -330,7 +330,7 @@ export class TunnelPipeline {
     // The relay may have ended inside relay() itself (a side already gone).
     if (end.ended) return;
     end.handle = handle;
-    this.conns.relays.add(handle);
+    this.conns.relays.add(end);
     limiter?.attach(handle);
     recordCarrying(conn, handle.stats, handle);
   }

@@ -1,11 +1,11 @@
 // The connection log's live list (src/connlog/live-list.ts): open connections oldest first, taken out in any
 // order, and — why it is not a Map — an ended connection is not kept by V8's young-generation collections.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { ConnectionLog } from '../../src/connlog/recorder.ts';
 import { LiveList, type Listed } from '../../src/connlog/live-list.ts';
+import { keptInChild } from '../support/scavenge-kept.ts';
 
 interface Item extends Listed<Item> {
   name: string;
@@ -75,23 +75,9 @@ test("an ended connection is not kept by the young generation's collections (abo
   // A long-lived Map's rehashed tables stay in the old generation with the entries they held until a full
   // collection, and each young-generation collection keeps those entries alive: 5.7 KB kept per connection
   // with the Map, 0.25 KB with the list (4 MiB semi-spaces, as `npm start` runs the daemon).
-  const child = spawn(
-    process.execPath,
-    [
-      '--max-semi-space-size=4',
-      '--expose-gc',
-      '--import',
-      'tsx',
-      join(import.meta.dirname, 'live-list-gc-child.ts'),
-      join(import.meta.dirname, '../../src/connlog/recorder.ts'),
-    ],
-    { stdio: ['ignore', 'pipe', 'inherit'] },
-  );
-  let out = '';
-  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-  const code = await new Promise((resolve) => child.on('exit', resolve));
-  assert.equal(code, 0);
-  const { scavenges, keptPerConnection } = JSON.parse(out) as { scavenges: number; keptPerConnection: number };
+  const { scavenges, keptPerOperation } = await keptInChild(join(import.meta.dirname, 'live-list-gc-child.ts'), [
+    join(import.meta.dirname, '../../src/connlog/recorder.ts'),
+  ]);
   assert.ok(scavenges >= 10, `enough young-generation collections to judge (${scavenges})`);
-  assert.ok(keptPerConnection < 1500, `bytes kept per ended connection: ${keptPerConnection}`);
+  assert.ok(keptPerOperation < 1500, `bytes kept per ended connection: ${keptPerOperation}`);
 });

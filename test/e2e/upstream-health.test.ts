@@ -106,9 +106,11 @@ describe('a stalled node among 3', () => {
     const stalls = await gw.metric('rotor_upstream_failures_total', { reason: 'stalled' });
     t.diagnostic(`hedges for 600 connections (1 of 3 nodes stalled): ${hedges} (won ${won}), stalls counted ${stalls}`);
     // Hedges the stalled node caused: each one won by the hedge and counted a stall; 2 send it cooling. (A
-    // healthy node slowed past the delay by the loaded machine may add a hedge it then wins itself.)
+    // healthy node slowed past the delay by the loaded machine may add a hedge it then wins itself, or a stall
+    // counted on it: 3 stalls were seen with two suites side by side, so the count of stalls is not bounded
+    // above here; what shows the stalled node left rotation is the hedges won and its state.)
     assert.ok(won >= 1 && won <= 2, `hedges won: ${won}`);
-    assert.ok(stalls >= 1 && stalls <= 2, `stalls: ${stalls}`);
+    assert.ok(stalls >= won, `stalls: ${stalls}, hedges won: ${won}`);
     const node = (await alicePool(gw)).nodes.find((n) => n.port === stalledPort)!;
     assert.equal(node.state, 'cooling');
     assert.equal(node.awaitingProbe, true);
