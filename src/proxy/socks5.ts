@@ -4,6 +4,7 @@
 // RFC 1929 (status 0x01); a user who may not go on (limit, instance not allowed) passes auth and gets reply
 // 0x02 to the CONNECT, so the client can tell "who are you" from "you may not".
 import { createServer, type Server, type Socket } from 'node:net';
+import { LiveList, type Listed } from '../connlog/live-list.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import {
@@ -108,7 +109,7 @@ export class Socks5Listener extends ProxyListener {
     // on(), not once(): done() removes them (once() would wrap each in a new function per connection).
     socket.on('end', onClientEnd);
     socket.on('close', onClientClose);
-    this.accepted.set(client, performance.now());
+    this.accepted.add(client);
     if (this.deadlineSweep === undefined) {
       this.deadlineSweep = setInterval(sweepDeadlines, Math.max(5, Math.min(1000, Math.floor(this.handshake.timeoutMs / 4))), this);
       this.deadlineSweep.unref();
@@ -118,17 +119,17 @@ export class Socks5Listener extends ProxyListener {
   /**
    * Connections in their handshake, with when each was accepted: one sweep timer checks them (it runs while any
    * is here), not a timer per connection. A stalled client is failed at the deadline or at most one tick
-   * (min(1 s, a quarter of the deadline)) after it.
+   * (min(1 s, a quarter of the deadline)) after it. A live list, not a Map (src/connlog/live-list.ts says why).
    */
-  private readonly accepted = new Map<Socks5Connection, number>();
+  private readonly accepted = new LiveList<Socks5Connection>();
   private deadlineSweep: NodeJS.Timeout | undefined;
 
   /** The handshake deadline's sweep: a connection past it still in its handshake fails (TIMEOUT). */
   sweepDeadlines(): void {
     const due = performance.now() - this.handshake.timeoutMs;
-    // Oldest first (a Map keeps insertion order): stop at the first one still within its deadline.
-    for (const [client, at] of this.accepted) {
-      if (at > due) break;
+    // Oldest first: stop at the first one still within its deadline.
+    for (const client of this.accepted) {
+      if (client.at > due) break;
       this.progress(client, client.steps.end('TIMEOUT', 'handshake timed out'));
     }
     if (this.accepted.size === 0) {
@@ -186,7 +187,7 @@ export class Socks5Listener extends ProxyListener {
     socket.off('data', onClientData);
     socket.off('end', onClientEnd);
     socket.off('close', onClientClose);
-    this.accepted.delete(client);
+    this.accepted.remove(client);
   }
 
   /** The client's request: admitted (recorded), then UDP ASSOCIATE or the tunnel's dial. */
@@ -232,8 +233,13 @@ export class Socks5Listener extends ProxyListener {
 }
 
 /** A client of the listener: its socket, its record and its handshake's steps (one object per connection). */
-class Socks5Connection {
+class Socks5Connection implements Listed<Socks5Connection> {
   readonly steps: Socks5ServerSteps<Admission>;
+  /** when it was accepted (performance.now), for the handshake deadline */
+  readonly at = performance.now();
+  /** neighbours in the listener's list of connections in their handshake */
+  prevLive: Socks5Connection | null = null;
+  nextLive: Socks5Connection | null = null;
 
   constructor(
     readonly listener: Socks5Listener,

@@ -21,6 +21,7 @@
 // - Refills run off the tunnel's path, never awaited by a dial: in the dial's turn, but after the tunnel's own
 //   request was written (or its fresh dial started), so no immediate per tunnel.
 import { connect, type Socket } from 'node:net';
+import { LiveList, type Listed } from '../connlog/live-list.ts';
 import { nodeOwner } from '../pool/node-owner.ts';
 import type { UpstreamNode } from '../pool/types.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
@@ -132,8 +133,8 @@ export class WarmConnections {
   /** Retires ready connections by idleMs; runs while any is ready. */
   private sweeper: NodeJS.Timeout | undefined;
   private readonly sweepMs: number;
-  /** Openings and tunnel requests under way, their deadlines checked by the sweep. */
-  private readonly pending = new Set<WarmOpening | WarmRequest>();
+  /** Openings and tunnel requests under way, their deadlines checked by the sweep (a live list, not a Set: src/connlog/live-list.ts says why). */
+  private readonly pending = new LiveList<Pending>();
 
   constructor(private readonly o: WarmOptions) {
     this.sweepMs = Math.max(5, Math.min(1000, Math.floor(o.idleMs / 4), Math.floor(o.handshakeTimeoutMs / 4)));
@@ -172,7 +173,7 @@ export class WarmConnections {
   }
 
   unwatch(d: WarmOpening | WarmRequest): void {
-    this.pending.delete(d);
+    this.pending.remove(d);
   }
 
   private startSweep(): void {
@@ -314,7 +315,7 @@ export class WarmConnections {
    */
   sweep(): void {
     const now = performance.now();
-    // A Set's iterator tolerates the deletes timedOut() makes (settle/finish unwatch).
+    // The list's walk tolerates the removal timedOut() makes of the one it stands on (settle/finish unwatch).
     if (this.pending.size !== 0) for (const d of this.pending) if (d.deadline <= now) d.timedOut();
     const retireAt = now - this.o.idleMs + this.sweepMs;
     for (const set of this.sets.values()) {
@@ -381,13 +382,19 @@ export class WarmConnections {
   }
 }
 
+/** What the warm sweep watches for its deadline. */
+type Pending = WarmOpening | WarmRequest;
+
 /**
  * One connection being opened for a set: TCP, then for SOCKS5 the greeting and auth (a sans-I/O client this
  * object feeds). One object per connection; its listeners are module-level (they find it on the socket), its stall
  * timer takes it as argument and its deadline is the warm sweep's.
  */
-class WarmOpening {
+class WarmOpening implements Listed<Pending> {
   readonly socket: WarmSocket;
+  /** neighbours in WarmConnections.pending */
+  prevLive: Pending | null = null;
+  nextLive: Pending | null = null;
   private readonly node: UpstreamNode;
   private readonly started = performance.now();
   /** connect + handshake deadline (performance.now), checked by the warm sweep */
@@ -530,7 +537,10 @@ function bindRequest(resolve: (tunnel: Tunnel) => void, reject: (err: unknown) =
  * client or the CONNECT answer), fed by module-level listeners that find it on the socket; its deadline is the warm sweep's.
  * A DialCancel is handed the socket (abort() destroys it; the close is seen here), another signal calls handleEvent.
  */
-class WarmRequest {
+class WarmRequest implements Listed<Pending> {
+  /** neighbours in WarmConnections.pending */
+  prevLive: Pending | null = null;
+  nextLive: Pending | null = null;
   resolve: (tunnel: Tunnel) => void = noop;
   reject: (err: unknown) => void = noop;
   private done = false;
