@@ -79,6 +79,8 @@ export type Simulator = {
   setCallbackUrl(url: string): void;
   /** Writes of the state file so far (0 without one; the write at close not counted). */
   stateWrites(): number;
+  /** Resolves once no write of the state file is under way (its count then includes what the file shows). */
+  stateSettled(): Promise<void>;
   close(): Promise<void>;
 };
 
@@ -144,6 +146,9 @@ export async function startSimulator(opts: SimOptions = {}): Promise<Simulator> 
       state.merchant.callbackUrl = url;
     },
     stateWrites: () => memory?.writes ?? 0,
+    stateSettled: async () => {
+      await memory?.settled();
+    },
     async close() {
       if (closed) return;
       closed = true;

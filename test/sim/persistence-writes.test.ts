@@ -35,6 +35,8 @@ describe('sandbox state file', () => {
     await client.call('CreateUser', { appUsername: 'shop', status: 1 });
     await client.call('CreateProxyUser', { appMainUsername: 'shop', appUsername: 'cust1', limitFlow: -1, status: 1 });
     await waitFor(() => sim.stateWrites() > 0 && saved(file).subs.some((s) => s.appUsername === 'cust1'), 20_000);
+    // The file is renamed into place a moment before its write is counted: let that write settle first.
+    await sim.stateSettled();
 
     // Reads only: the file stays as it is (the same inode, the same count of writes).
     const writes = sim.stateWrites();
@@ -47,6 +49,7 @@ describe('sandbox state file', () => {
     // A write again: the next tick writes it.
     await client.call('SetProxyUserFlowLimit', { appUsername: 'cust1', productNo: 'DYN-104-FLOW', limitFlow: 5_000_000 });
     await waitFor(() => saved(file).subs.find((s) => s.appUsername === 'cust1')?.limits.length === 1, 20_000);
+    await sim.stateSettled();
     assert.equal(sim.stateWrites(), writes + 1);
 
     // The first sandbox is never closed (a killed process): a second one on the same file knows the sub account.

@@ -142,6 +142,8 @@ export interface SandboxMemory {
   close(): Promise<void>;
   /** Writes done so far (not counting the one at close). */
   readonly writes: number;
+  /** Resolves once no write is under way (a file renamed into place is counted only when its write settles). */
+  settled(): Promise<void>;
 }
 
 export interface PersistOptions {
@@ -243,6 +245,9 @@ export async function rememberSandbox(ctx: SimContext, file: string, options: Pe
     save,
     get writes() {
       return writes;
+    },
+    async settled() {
+      while (writing) await writing.catch(() => undefined);
     },
     async close() {
       clearInterval(timer);
