@@ -20,6 +20,7 @@ import { CidrSet } from '../proxy/cidr.ts';
 import { descriptorGuard } from '../proxy/accept-guard.ts';
 import { reportFailedAccept } from '../errors/failed-accept.ts';
 import { sniffAndHandOver, type HandoverTargets } from './handover.ts';
+import { LiveList, type Listed } from '../connlog/live-list.ts';
 
 /** The fields of a user this needs (src/proxy/types.ts LocalUser fits). */
 export interface PortUser {
@@ -56,7 +57,15 @@ interface Entry {
   allowIps: readonly string[];
   tls: boolean;
   server: Server;
-  sockets: Set<Socket>;
+  /** Its open connections (a live list, not a Set: src/connlog/live-list.ts says why). */
+  sockets: LiveList<PortSocket>;
+}
+
+/** A connection of a user port, as its port's live list holds it. */
+class PortSocket implements Listed<PortSocket> {
+  prevLive: PortSocket | null = null;
+  nextLive: PortSocket | null = null;
+  constructor(readonly socket: Socket) {}
 }
 
 type Wanted = { port: number; allowIps: readonly string[]; tls?: boolean | undefined };
@@ -171,13 +180,14 @@ export class UserPorts {
       allowIps: [...allowIps],
       tls,
       server,
-      sockets: new Set(),
+      sockets: new LiveList(),
     };
     // The raw sockets (a TLS one's too): closed with the port.
     server.on('connection', (socket: Socket) => {
       socket.on('error', noop);
-      entry.sockets.add(socket);
-      socket.once('close', () => entry.sockets.delete(socket));
+      const listed = new PortSocket(socket);
+      entry.sockets.add(listed);
+      socket.once('close', () => entry.sockets.remove(listed));
       if (!tls) this.handOver(socket, entry);
     });
     if (tls) server.on('secureConnection', (socket: TLSSocket) => this.handOver(socket, entry));
@@ -222,7 +232,7 @@ export class UserPorts {
 
   private async closeEntry(entry: Entry): Promise<void> {
     const closed = new Promise<void>((resolve) => entry.server.close(() => resolve()));
-    for (const s of entry.sockets) s.destroy();
+    for (const s of entry.sockets) s.socket.destroy();
     await closed;
   }
 }
