@@ -127,17 +127,22 @@ function App() {
   const [auth, setAuth] = useState(undefined);
   const [error, setError] = useState(undefined);
   useEffect(() => {
-    // A daemon without a token answers without one; with a stored token, check it is still good.
+    // A daemon without a token answers without one; with a stored token, check it is still good. A 401 to this
+    // first check only means "log in": the login form shows no error for it (the listener below is for a
+    // token refused later, while logged in).
+    let checking = true;
     const stored = session.token();
     api('/v1/stats?since=' + Date.now(), { token: stored }).then(
-      () => setAuth({ tokenless: !stored }),
+      () => ((checking = false), setAuth({ tokenless: !stored })),
       (err) => {
+        checking = false;
         if (stored && err.status === 401) session.clear();
         if (err.status !== 401) setError(err);
         setAuth(null);
       },
     );
     return onUnauthorized((err) => {
+      if (checking) return;
       session.clear();
       setError(err);
       setAuth(null);
