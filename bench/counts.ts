@@ -16,14 +16,14 @@
 // the profile's busy time equals the main thread's CPU from /proc in the same window, and divided by the
 // operations. Printed: µs per operation by file and by function, sorted by how much more the later gateways
 // spend than the first (name `minimal` first to read what a build adds). The profiles stay in DIR.
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { benchConfig, npmStartCommand, parseGatewaySpec, spawnRotor, withSemiSpace } from './daemon.ts';
-import { startJsonChild, startMicrosocks, startSquid, type Proc } from './procs.ts';
+import { startJsonChild, startMicrosocks, startSquid, threadCpuMs, type Proc } from './procs.ts';
 import { summarise, type Profile } from './profile.ts';
 import { runLoad } from './rate-tunnels.ts';
 import { BENCH_PASSWORD, HTTP_USER, SOCKS_USER } from './spec.ts';
@@ -49,23 +49,7 @@ type Counts = Record<string, number>;
 const profileDir = values.profile === undefined ? undefined : resolve(values.profile);
 if (profileDir !== undefined) mkdirSync(profileDir, { recursive: true });
 
-/** CPU ms of a process: its main thread and its other threads. */
-function cpu(pid: number): { main: number; other: number } {
-  let main = 0;
-  let other = 0;
-  for (const tid of readdirSync(`/proc/${pid}/task`)) {
-    try {
-      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
-      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      const ms = (Number(f[11]) + Number(f[12])) * 10;
-      if (tid === String(pid)) main += ms;
-      else other += ms;
-    } catch {
-      // a thread that ended between the listing and the read
-    }
-  }
-  return { main, other };
-}
+const cpu = threadCpuMs;
 
 /** µs per operation by function and by file of a profile of the measured part, scaled to the main thread's CPU. */
 function perOperation(file: string, mainMs: number, ops: number): { byFunction: Counts; byFile: Counts } {

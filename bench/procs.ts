@@ -1,7 +1,7 @@
 // The processes of a bench run: children that announce themselves with one JSON line, Debian's microsocks
 // squid and tinyproxy on free loopback ports, and the RSS of a process read from /proc.
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import {
   startMicrosocks,
@@ -78,4 +78,22 @@ export function cpuMs(pid: number): number {
   } catch {
     return NaN;
   }
+}
+
+/** CPU ms (user + system) of a process's main thread and of its other threads (the collector's helpers, workers). */
+export function threadCpuMs(pid: number): { main: number; other: number } {
+  let main = 0;
+  let other = 0;
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      const ms = ((Number(f[11]) + Number(f[12])) * 1000) / TICKS_PER_SECOND;
+      if (tid === String(pid)) main += ms;
+      else other += ms;
+    } catch {
+      // a thread that ended between the listing and the read
+    }
+  }
+  return { main, other };
 }

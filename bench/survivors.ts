@@ -13,14 +13,14 @@
 // into its config); `.` is this checkout. `@SEMI` runs
 // that gateway with --max-semi-space-size=SEMI (MiB) instead of its own (npm start's for a build, node's default
 // for the minimal gateway): `minimal@4` is the minimal gateway with Rotor's young generation.
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { benchConfig, npmStartCommand, parseGatewaySpec, spawnRotor, withBuildConfig, withSemiSpace } from './daemon.ts';
-import { startJsonChild, startMicrosocks, startSquid, type Proc } from './procs.ts';
+import { startJsonChild, startMicrosocks, startSquid, threadCpuMs, type Proc } from './procs.ts';
 import { runLoad } from './rate-tunnels.ts';
 import { BENCH_PASSWORD, HTTP_USER, SOCKS_USER } from './spec.ts';
 
@@ -67,23 +67,7 @@ async function readTotals(file: string): Promise<Totals> {
   return existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as Totals) : ZERO;
 }
 
-/** CPU ms of a process's main thread and of its other threads. */
-function cpu(pid: number): { main: number; other: number } {
-  let main = 0;
-  let other = 0;
-  for (const tid of readdirSync(`/proc/${pid}/task`)) {
-    try {
-      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
-      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      const ms = (Number(f[11]) + Number(f[12])) * 10;
-      if (tid === String(pid)) main += ms;
-      else other += ms;
-    } catch {
-      // a thread that ended between the listing and the read
-    }
-  }
-  return { main, other };
-}
+const cpu = threadCpuMs;
 
 const target = await startJsonChild<{ port: number; pid: number }>(process.execPath, ['--import', 'tsx', join(HERE, 'target.ts')]);
 const socks = await startMicrosocks('bench', 'unused');
