@@ -250,11 +250,16 @@ export class Pool implements NodeSource {
   reportSuccess(node: UpstreamNode): void {
     const e = this.byId.get(node.id);
     if (!e) return;
-    if (e.outlier) this.outlier!.success(e.outlier, this.now());
-    e.failTimes = [];
+    // Every tunnel's dial ends here: one clock read, no array and no census unless something changed.
+    const now = this.now();
+    if (e.outlier) this.outlier!.success(e.outlier, now);
+    if (e.failTimes.length > 0) e.failTimes = [];
     // Under probation a last-resort success does not end cooling: only a probe does.
-    if (!e.needsProbe) e.coolingUntil = 0;
-    this.census(this.now());
+    if (e.needsProbe || e.coolingUntil === 0) return;
+    const wasCooling = e.coolingUntil > now;
+    e.coolingUntil = 0;
+    // The gauges move only when this node's state did (time-run-out cool-downs are counted by the next census).
+    if (wasCooling) this.census(now);
   }
 
   // ---- health probes (src/health/prober.ts) ----

@@ -9,9 +9,21 @@ import { metricCell, type MetricCell } from './metric-cells.ts';
 import { noDelay } from './no-delay.ts';
 import type { RunningRelay } from './tunnel-record.ts';
 
-/** An open client socket in the listener's list. */
+/** An open client socket in the listener's list (kept on the socket: one 'close' function for all sockets). */
 interface OpenSocket extends Listed<OpenSocket> {
   readonly socket: Socket;
+  readonly list: LiveList<OpenSocket>;
+  readonly active: MetricCell | undefined;
+}
+
+const OPEN = Symbol('rotor.openSocket');
+type OpenedSocket = Socket & { [OPEN]?: OpenSocket };
+
+function onOpenClose(this: OpenedSocket): void {
+  const entry = this[OPEN];
+  if (entry === undefined) return;
+  entry.list.remove(entry);
+  entry.active?.dec();
 }
 
 // Both lists are live lists, not Sets: a long-lived Set's rehashed tables would keep every connection and
@@ -37,14 +49,12 @@ export class ListenerConnections {
   accept(socket: Socket, listener: string, metrics: Metrics | undefined): void {
     socket.on('error', noop);
     noDelay(socket);
-    const entry: OpenSocket = { socket, prevLive: null, nextLive: null };
-    this.open.add(entry);
     const active = metrics ? this.activeCell(metrics, listener) : undefined;
+    const entry: OpenSocket = { socket, list: this.open, active, prevLive: null, nextLive: null };
+    (socket as OpenedSocket)[OPEN] = entry;
+    this.open.add(entry);
     active?.inc();
-    socket.on('close', () => {
-      this.open.remove(entry);
-      active?.dec();
-    });
+    socket.on('close', onOpenClose);
   }
 
   private activeCell(metrics: Metrics, listener: string): MetricCell {

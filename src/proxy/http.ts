@@ -78,10 +78,26 @@ const LISTENER = 'http';
 /** Distinct Proxy-Authorization values whose parse is kept; on overflow the cache starts over. */
 const PARSED_AUTH_MAX = 1024;
 
-/** A connection under the handshake deadline, in accept order. */
+/**
+ * A client connection's own state in the listener, kept on its socket (ACCEPTED): in the handshake deadline's
+ * list until its first request head (or the deadline, or its close), and the user counted open on it. Found
+ * through the socket, so neither needs a table keyed by sockets (a WeakSet or WeakMap insert per connection).
+ */
 interface Accepted extends Listed<Accepted> {
   readonly socket: Socket;
   readonly at: number;
+  readonly listener: HttpListener;
+  /** Plain HTTP: the user counted active on the connection (tunnels count per dial). */
+  counted: CountedClient | undefined;
+}
+
+const ACCEPTED = Symbol('rotor.httpAccepted');
+type AcceptedSocket = Socket & { [ACCEPTED]?: Accepted };
+
+/** Every accepted socket's 'close' listener (one function for all; `this` is the socket). */
+function onAcceptedClose(this: AcceptedSocket): void {
+  const entry = this[ACCEPTED];
+  if (entry !== undefined) entry.listener.closed(entry);
 }
 
 /** A plain-HTTP client connection counted open for a user (and stopped by the user's disable or delete). */
@@ -97,16 +113,13 @@ export class HttpListener extends ProxyListener {
   private readonly realm: string;
   private readonly handshakeMs: number;
   private readonly pipelineDepth: number;
-  /** Per client connection: the user counted active on it (plain HTTP; tunnels count per dial). */
-  private readonly activeUser = new WeakMap<Socket, CountedClient>();
   /** Proxy-Authorization values parsed (null: not Basic), bounded: see credentials(). */
   private readonly parsedAuth = new Map<string, { username: string; password: string } | null>();
-  /** Connections whose first request head has arrived; the rest are closed at the handshake deadline. */
-  private readonly started = new WeakSet<Socket>();
   /**
-   * Connections under the handshake deadline, with when each was accepted: one sweep timer checks them (it runs
-   * while any is here), not a timer per connection. A silent client is closed at the deadline or at most one
-   * tick (min(1 s, a quarter of the deadline)) after it. A live list, not a Map (src/connlog/live-list.ts says why).
+   * Connections under the handshake deadline (no request head yet), with when each was accepted: one sweep timer
+   * checks them (it runs while any is here), not a timer per connection. A silent client is closed at the
+   * deadline or at most one tick (min(1 s, a quarter of the deadline)) after it; a first request head takes its
+   * connection out (started()). A live list, not a Map (src/connlog/live-list.ts says why).
    */
   private readonly accepted = new LiveList<Accepted>();
   private deadlineSweep: NodeJS.Timeout | undefined;
@@ -168,7 +181,8 @@ export class HttpListener extends ProxyListener {
 
   /** Where a client connection opens and closes: the registry, the gauge, the handshake deadline. */
   private onConnection(socket: Socket): void {
-    const entry: Accepted = { socket, at: performance.now(), prevLive: null, nextLive: null };
+    const entry: Accepted = { socket, at: performance.now(), listener: this, counted: undefined, prevLive: null, nextLive: null };
+    (socket as AcceptedSocket)[ACCEPTED] = entry;
     this.accepted.add(entry);
     if (this.deadlineSweep === undefined) {
       this.deadlineSweep = setInterval(sweepDeadlines, Math.max(5, Math.min(1000, Math.floor(this.handshakeMs / 4))), this);
@@ -176,10 +190,20 @@ export class HttpListener extends ProxyListener {
     }
     this.pipeline.accept(socket);
     // The listener's own 'close' listener, after the registry's: nothing below calls the listener back.
-    socket.on('close', () => {
-      this.accepted.remove(entry);
-      this.uncount(socket);
-    });
+    socket.on('close', onAcceptedClose);
+  }
+
+  /** A client connection closed (onAcceptedClose). */
+  closed(entry: Accepted): void {
+    this.accepted.remove(entry);
+    this.uncount(entry);
+  }
+
+  /** The connection's first request head arrived (any later one finds it out already): no deadline from here. */
+  private started(socket: Socket): Accepted {
+    const entry = (socket as AcceptedSocket)[ACCEPTED]!;
+    this.accepted.remove(entry);
+    return entry;
   }
 
   /** The handshake deadline's sweep: a connection past it without a request head is closed. */
@@ -188,7 +212,7 @@ export class HttpListener extends ProxyListener {
     // Oldest first: stop at the first one still within its deadline.
     for (let e = this.accepted.first; e !== null && e.at <= due; e = this.accepted.first) {
       this.accepted.remove(e);
-      if (!this.started.has(e.socket)) e.socket.destroy();
+      e.socket.destroy();
     }
     if (this.accepted.size === 0) {
       clearInterval(this.deadlineSweep);
@@ -220,7 +244,7 @@ export class HttpListener extends ProxyListener {
   /** A plain-HTTP request arrived: started now, or queued behind the one in flight (http-lane.ts). */
   private onRequest(req: IncomingMessage, res: ServerResponse, expectContinue: boolean): void {
     const client = req.socket;
-    this.started.add(client);
+    this.started(client);
     const arrival = Lane.of(client).arrive(req, res, expectContinue, this.pipelineDepth);
     if (arrival === 'start') this.startInLane(req, res, expectContinue);
     else if (arrival === 'overflow') {
@@ -262,13 +286,14 @@ export class HttpListener extends ProxyListener {
     // counting it open takes it again: every request is admitted against the user's maxConnections, yet a
     // kept-alive connection holds one slot however many requests it carries (a reservation left unopened
     // here would lock the user out for the reservation's lifetime).
-    const counted = this.activeUser.get(client);
+    const entry = (client as AcceptedSocket)[ACCEPTED]!;
+    const counted = entry.counted;
     if (counted !== undefined) this.options.router.meters.connectionClosed(counted.user);
     const pending = this.admit(req);
     if (pending instanceof Promise) {
       // The password is being checked: the request waits (node's parser holds the next one meanwhile). The
       // connection's registration goes now (its slot was given back above), so a close meanwhile counts nothing twice.
-      if (counted !== undefined) this.forget(client, counted);
+      if (counted !== undefined) this.forget(entry, counted);
       pending.then(
         (a) => this.onAdmitted(req, res, expectContinue, conn, target, undefined, a),
         (err: unknown) => this.pipeline.forwardFailed(err, res, conn),
@@ -293,13 +318,14 @@ export class HttpListener extends ProxyListener {
       this.pipeline.refused(conn, 'client_abort', 'the client went away');
       return;
     }
+    const entry = (client as AcceptedSocket)[ACCEPTED]!;
     const route = this.pipeline.admitted(conn, admission);
     if (route === undefined) {
-      if (counted !== undefined) this.forget(client, counted);
+      if (counted !== undefined) this.forget(entry, counted);
       if ('refusal' in admission) refuseResponse(res, admission.refusal, this.realm);
       return;
     }
-    this.countOpen(client, route.user.name, counted);
+    this.countOpen(entry, route.user.name, counted);
     this.pipeline.forward(req, res, route, target, expectContinue, conn);
   }
 
@@ -307,28 +333,29 @@ export class HttpListener extends ProxyListener {
    * Counts the client connection open for `user` and registers it with the user's limiter, so disable and
    * delete close it like a tunnel (the rate itself is taken per body chunk in http-forward.ts).
    */
-  private countOpen(client: Socket, user: string, previous: CountedClient | undefined): void {
+  private countOpen(entry: Accepted, user: string, previous: CountedClient | undefined): void {
     const meters = this.options.router.meters;
     meters.connectionOpened(user);
     const limiter = meters.limiter?.(user);
     // The same user again on a kept-alive connection (the usual case): its registration stands as it is.
     if (previous !== undefined && previous.user === user && previous.limiter === limiter) return;
     if (previous !== undefined) previous.limiter?.detach(previous);
+    const client = entry.socket;
     const counted: CountedClient = { user, limiter, stop: () => client.destroy() };
     limiter?.attach(counted);
-    this.activeUser.set(client, counted);
+    entry.counted = counted;
   }
 
   /** Drops a client connection's registration whose slot was already given back. */
-  private forget(client: Socket, counted: CountedClient): void {
-    this.activeUser.delete(client);
+  private forget(entry: Accepted, counted: CountedClient): void {
+    entry.counted = undefined;
     counted.limiter?.detach(counted);
   }
 
-  private uncount(client: Socket): void {
-    const counted = this.activeUser.get(client);
+  private uncount(entry: Accepted): void {
+    const counted = entry.counted;
     if (counted === undefined) return;
-    this.forget(client, counted);
+    this.forget(entry, counted);
     this.options.router.meters.connectionClosed(counted.user);
   }
 
@@ -336,7 +363,7 @@ export class HttpListener extends ProxyListener {
     if (Lane.busy(socket)) {
       // Pipelined behind requests still being answered: its bytes would interleave with theirs (and node has
       // already detached the connection from the responses' flow control). Such a client is broken or hostile.
-      this.started.add(socket);
+      this.started(socket);
       this.pipeline.refused(this.pipeline.open(socket), 'bad_request', 'CONNECT or Upgrade pipelined behind plain-HTTP requests');
       socket.destroy();
       return;
@@ -355,7 +382,7 @@ export class HttpListener extends ProxyListener {
    */
   private onTunnel(req: IncomingMessage, socket: Socket, head: Buffer, kind: 'connect' | 'upgrade', conn: ConnectionContext): void {
     // No 'error' listener of its own: ListenerConnections.accept's guard is on every accepted socket.
-    this.started.add(socket);
+    const entry = this.started(socket);
     let target: Target | undefined;
     let absolute: ReturnType<typeof parseAbsoluteTarget>;
     if (kind === 'connect') target = parseConnectTarget(req.url);
@@ -368,7 +395,7 @@ export class HttpListener extends ProxyListener {
     }
     recordTarget(conn, target);
     // An Upgrade on a kept-alive connection that carried forwarded requests: from here the relay counts it.
-    this.uncount(socket);
+    this.uncount(entry);
     const admission = this.admit(req);
     if (admission instanceof Promise) {
       this.admitLater(req, socket, head, conn, target, absolute, admission).catch((err: unknown) =>

@@ -40,3 +40,34 @@ test('a silent client is closed at the handshake deadline; connections add no ti
   assert.ok(timers <= 1, `${timers} timers for 5 connections`);
   await http.close();
 });
+
+test('a connection whose first request head arrived is not closed at the handshake deadline', async () => {
+  const metrics = createMetrics({ defaultMetrics: false });
+  const router = routerWithoutNodes(metrics);
+  const handshakeTimeoutMs = 200;
+  const http = new HttpListener({ router, port: 0, metrics, handshakeTimeoutMs });
+  const { port } = await http.listen();
+  // One client asks once (answered 407: no credentials) and stays connected, kept alive; a silent one beside it
+  // is the clock: once the sweep has closed it, the deadline has passed for both.
+  const asked = connect(port, '127.0.0.1');
+  asked.on('error', () => undefined);
+  let closed = false;
+  asked.on('close', () => (closed = true));
+  await once(asked, 'connect');
+  const answered = once(asked, 'data');
+  asked.write('GET http://example.invalid/ HTTP/1.1\r\nHost: example.invalid\r\n\r\n');
+  const [head] = (await answered) as [Buffer];
+  assert.match(head.toString('latin1'), /^HTTP\/1\.1 407/);
+  const silent = connect(port, '127.0.0.1');
+  silent.on('error', () => undefined);
+  await once(silent, 'close');
+  // The sweep that closed the silent one (accepted later) had the one that asked past its deadline too: it is
+  // still served.
+  const again = once(asked, 'data');
+  asked.write('GET http://example.invalid/ HTTP/1.1\r\nHost: example.invalid\r\n\r\n');
+  const [second] = (await Promise.race([again, once(asked, 'close')])) as [Buffer | boolean];
+  assert.equal(closed, false, 'the connection that sent a request head was closed at the handshake deadline');
+  assert.match(String(second), /^HTTP\/1\.1 407/);
+  asked.destroy();
+  await http.close();
+});
