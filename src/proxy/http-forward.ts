@@ -1,29 +1,26 @@
 // Plain-HTTP forwarding (absolute-URI requests) over kept-alive upstream connections.
 //
-// node:http's Agent does the keeping: which connection is free, whether a response left it reusable, the
-// idle timeout (the upstream's Keep-Alive hint honoured), bounded free connections per key; reuse is what
-// keeps a plain-HTTP request from paying a new upstream connection (docs/benchmarks.md, M1). The agent never
-// resolves or connects by itself: a new connection is
-// Router.dial (mode 'forward': to an HTTP node the request goes in absolute form, through a SOCKS5 node a
-// tunnel to the target carries it in origin form), and the agent's key is the route's, so a connection is
-// only reused where a fresh dial would have been allowed to land:
+// The forwarder keeps its upstream connections itself (not node:http's Agent, whose per-request work was a
+// large share of a request's CPU: three copies of the request options, per-key arrays made and deleted,
+// a new timer and two setsockopt calls per request, the response's header object built for a hint; see
+// docs/benchmarks.md, M1). Each ClientRequest is handed its socket through `createConnection`: a kept one at
+// once, or a new dial's when it ends. Reuse is what keeps a plain-HTTP request from paying a new upstream
+// connection. A new connection is Router.dial (mode 'forward': to an HTTP node the request goes in absolute
+// form, through a SOCKS5 node a tunnel to the target carries it in origin form), kept under the route's key,
+// so a connection is only reused where a fresh dial would have been allowed to land:
 //   - a sticky session: its user, session and the node the session is bound to now (a rotation or expiry
 //     changes the key, so the old node's connections are never picked again);
 //   - an instance route: its user and instance;
 //   - a rotating user: its user and this client connection only ("every new client connection may leave
 //     through a different upstream"); those idle connections are closed with the client connection.
 // Every key also holds the target (a SOCKS5 node's connection is a tunnel to one target).
-import {
-  Agent,
-  request as httpRequest,
-  type ClientRequest,
-  type ClientRequestArgs,
-  type IncomingMessage,
-  type ServerResponse,
-} from 'node:http';
+// Timeouts are one sweep over the open upstream connections (no timer per request): an idle connection
+// closes after idleMs (or the upstream's shorter Keep-Alive hint), a request whose upstream is silent for
+// responseTimeoutMs fails (504).
+import { request as httpRequest, type ClientRequest, type ClientRequestArgs, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import type { Duplex } from 'node:stream';
 import type { ByteCounters, ConnectionContext } from '../connlog/types.ts';
+import { LiveList, type Listed } from '../connlog/live-list.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import { DialCancel } from './cancel.ts';
 import { basicAuth } from './dial-http.ts';
@@ -35,33 +32,56 @@ import type { ResultCounter } from './metric-cells.ts';
 import { recordCarrying, recordCloser, recordNode, type FailureRecorder } from './tunnel-record.ts';
 import { MeteredStream, Valve } from './tunnel-stream.ts';
 
-/** What each kept upstream connection carries: its dial, its metered stream, the client it serves now. */
-interface Upstream {
-  dialed: Dialed;
-  /**
-   * The connection's metered stream (tunnel-stream.ts: the user's meter and rate, rotor_proxy_bytes_total):
-   * up = body chunks, then the rest of bytesWritten per exchange; down = every byte read.
-   */
-  stream: MeteredStream;
-  /** the node's Proxy-Authorization, built once per connection; undefined = none */
-  auth: string | undefined;
+/** The kept connections of one key: the idle ones (newest last) and how many are open; it lives while any is. */
+class KeySlot {
+  readonly idle: Upstream[] = [];
+  open = 0;
+
+  constructor(readonly key: string) {}
+}
+
+/** One upstream connection: its dial, its metered stream, the request it carries now, its timeouts' state. */
+class Upstream implements Listed<Upstream> {
   /** the client connection of the exchange under way (cut with the upstream when the limit is reached) */
-  client: Socket | null;
-  /** kept by the agent between exchanges (an 'end' then closes it: see RouteAgent.keepSocketAlive) */
-  free: boolean;
+  client: Socket | null = null;
+  /** the request it carries (null while idle) */
+  request: TaggedRequest | null = null;
+  /** idle, in its slot (an 'end' then closes it: upstreamEnded) */
+  free = false;
+  /** the sweep's tick when it went idle, or when its bytes last moved while a request was due */
+  tick = 0;
+  /** stream.up + stream.down at `tick` */
+  seen = 0;
+  /** how long it may stay idle: the forwarder's, or the upstream's shorter Keep-Alive hint */
+  idleMs = 0;
+  prevLive: Upstream | null = null;
+  nextLive: Upstream | null = null;
+
+  constructor(
+    readonly forwarder: Forwarder,
+    readonly slot: KeySlot,
+    readonly dialed: Dialed,
+    /**
+     * The connection's metered stream (tunnel-stream.ts: the user's meter and rate, rotor_proxy_bytes_total):
+     * up = body chunks, then the rest of bytesWritten per exchange; down = every byte read.
+     */
+    readonly stream: MeteredStream,
+    /** the node's Proxy-Authorization, built once per connection; undefined = none */
+    readonly auth: string | undefined,
+  ) {}
 }
 
 const UPSTREAM = Symbol('rotor.upstream');
-type TaggedSocket = Socket & { [UPSTREAM]?: Upstream };
+type TaggedSocket = Socket & { [UPSTREAM]?: Upstream; _httpMessage: ClientRequest | null };
 
 /** The exchange a ClientRequest (or its response) belongs to, so one set of module-level listeners serves all. */
 const EXCHANGE = Symbol('rotor.exchange');
 type TaggedRequest = ClientRequest & { [EXCHANGE]: Exchange };
 type TaggedAnswer = IncomingMessage & { [EXCHANGE]: Exchange };
 
-/** Request options as the agent sees them: node:http copies unknown fields through to getName/createConnection. */
+/** Request options: node:http copies unknown fields through to createConnection. */
 interface ForwardArgs extends ClientRequestArgs {
-  /** the exchange: its agent key, route, target, connection record and the cancel of the try under way */
+  /** the exchange: its kept upstream for this try, if one was free */
   rotorExchange: Exchange;
 }
 
@@ -70,6 +90,9 @@ const UNBOUND = '|unbound';
 
 /** Expect is answered by Rotor (after admission); Host is rewritten from the URI. */
 const DROP = new Set(['expect', 'host']);
+
+/** Node's agent's margin: an idle connection closes this long before the upstream's Keep-Alive hint says it will. */
+const HINT_MARGIN_MS = 1000;
 
 export interface ForwarderOptions {
   router: Router;
@@ -86,50 +109,6 @@ export interface ForwarderOptions {
   failures: FailureRecorder;
   /** The realm of a 407 answer. */
   realm: string;
-}
-
-class RouteAgent extends Agent {
-  constructor(
-    private readonly open: (args: ForwardArgs) => Promise<Socket>,
-    idleMs: number,
-    maxIdle: number,
-  ) {
-    super({ keepAlive: true, maxFreeSockets: maxIdle, timeout: idleMs, scheduling: 'lifo' });
-  }
-
-  override getName(options?: ClientRequestArgs): string {
-    return (options as ForwardArgs).rotorExchange.key;
-  }
-
-  /**
-   * Upstream sockets are dialed allowHalfOpen (tunnels need half-close), so a server that closes after each
-   * response without saying so (tinyproxy does) leaves a free socket whose reading has ended but which is
-   * still writable: the next request was written into it and waited out its response timeout (3 s a request
-   * in test/proxy/http-forwarding) before the retry. A free socket that ends is closed at once (the 'end'
-   * listener every upstream socket has from its dial, upstreamEnded), which takes it out of the pool; one
-   * that ended before it was freed is not kept.
-   */
-  override keepSocketAlive(socket: Socket): boolean {
-    // Node's Agent reads this method's return value (a falsy one destroys the socket); @types/node says void.
-    if (socket.readableEnded || !(super.keepSocketAlive(socket) as unknown as boolean)) return false;
-    const upstream = (socket as TaggedSocket)[UPSTREAM];
-    if (upstream) upstream.free = true;
-    return true;
-  }
-
-  override reuseSocket(socket: Socket, req: ClientRequest): void {
-    const upstream = (socket as TaggedSocket)[UPSTREAM];
-    if (upstream) upstream.free = false;
-    super.reuseSocket(socket, req);
-  }
-
-  override createConnection(options: ClientRequestArgs, callback?: (err: Error | null, stream: Duplex) => void): Duplex | null | undefined {
-    this.open(options as ForwardArgs).then(
-      (socket) => callback?.(null, socket),
-      (err: Error) => callback?.(err, undefined as unknown as Duplex),
-    );
-    return undefined;
-  }
 }
 
 /**
@@ -152,6 +131,8 @@ class Exchange implements ByteCounters {
   upstream: Upstream | null = null;
   upBase = 0;
   downBase = 0;
+  /** the kept connection this try was handed (null: a new dial) */
+  kept: Upstream | null = null;
   // Request rules (src/proxy/request-rules.ts): set only when a rule applies to this request.
   rules: RuleSet | undefined = undefined;
   /** retries a rule made (another exit) */
@@ -214,18 +195,30 @@ class ClientRoutes {
 }
 
 export class Forwarder {
-  private readonly agent: RouteAgent;
+  /** The kept connections by key; a key's slot lives while any of its connections is open. */
+  private readonly slots = new Map<string, KeySlot>();
+  /** Every open upstream connection, for the timeouts' sweep and close(). */
+  private readonly upstreams = new LiveList<Upstream>();
+  private sweepTimer: NodeJS.Timeout | undefined;
+  /** Sweeps so far: the clock of the timeouts (no clock read per request). */
+  private ticks = 0;
+  private readonly sweepMs: number;
+  private readonly idleMs: number;
+  private readonly maxIdle: number;
   /** Per client connection: its rotating routes' keys (their idle upstreams close with it), the last key. */
   private readonly clients = new WeakMap<Socket, ClientRoutes>();
   private nextClientId = 1;
 
   constructor(private readonly options: ForwarderOptions) {
-    this.agent = new RouteAgent((args) => this.dial(args), options.idleMs ?? 30_000, options.maxIdlePerKey ?? 8);
+    this.idleMs = options.idleMs ?? 30_000;
+    this.maxIdle = options.maxIdlePerKey ?? 8;
+    // A timeout fires within one sweep after it is due.
+    this.sweepMs = Math.max(5, Math.min(1000, Math.floor(Math.min(this.idleMs, options.responseTimeoutMs) / 4)));
   }
 
-  /** Closes every idle upstream connection (listener shutdown). */
+  /** Closes every upstream connection (listener shutdown). */
   close(): void {
-    this.agent.destroy();
+    for (const u of this.upstreams) u.dialed.socket.destroy();
   }
 
   /**
@@ -244,6 +237,8 @@ export class Forwarder {
     const client = req.socket;
     const key = this.keyFor(route, target, client);
     const headers = forwardHeaderObject(req.rawHeaders, DROP, target.authority);
+    // Without an agent node:http would say `Connection: close` (a sticky session's unbound try does: carry).
+    headers.Connection = 'keep-alive';
     const exchange = new Exchange(this, req, res, client, route, target, key, headers, conn, expectContinue);
     const rules = this.options.router.rulesFor(route, target.host);
     if (rules !== undefined) {
@@ -263,43 +258,68 @@ export class Forwarder {
   }
 
   /**
-   * One try of an exchange. A kept-alive upstream may have closed just as it was picked (a server that
-   * closes after each response without saying so, like tinyproxy): such a failure, before any response
-   * byte and before any body byte left, is tried once more on a new connection (upFailed). attempt, carry
-   * and settle are public only for this module's listeners below; the HTTP listener calls forward and close.
+   * One try of an exchange, on a kept connection of its key if one is idle, else on a new dial. A kept-alive
+   * upstream may have closed just as it was picked (a server that closes after each response without saying
+   * so, like tinyproxy): such a failure, before any response byte and before any body byte left, is tried
+   * once more on a new connection (upFailed). attempt, carry and settle are public only for this module's
+   * listeners below; the HTTP listener calls forward and close.
    */
   attempt(exchange: Exchange): void {
-    const target = exchange.target;
-    const cancel = new DialCancel();
-    exchange.cancel = cancel;
+    const kept = this.takeIdle(exchange.key);
+    exchange.kept = kept;
+    exchange.cancel = null;
     const args: ForwardArgs = {
-      agent: this.agent,
       method: exchange.req.method ?? 'GET',
-      host: target.host,
-      port: target.port,
-      path: target.path,
+      path: exchange.target.path,
       // node:http writes the head only at the first write, so the 'socket' handler can still choose the
       // request form and add the node's credentials once it knows which upstream carries the request.
       headers: exchange.headers,
-      // The longest silence while the response is due: node arms it on the upstream socket when the request
-      // gets it (and the agent's idle timeout again when the socket is freed); 'timeout' ends the request.
-      timeout: this.options.responseTimeoutMs,
+      createConnection: keptConnection,
       rotorExchange: exchange,
     };
     const up = httpRequest(args) as TaggedRequest;
     up[EXCHANGE] = exchange;
     exchange.request = up;
     exchange.responded = false;
-    up.on('timeout', upTimedOut);
     up.on('socket', upSocket);
     up.on('response', upResponse);
     up.on('close', upClosed);
     up.on('error', upFailed);
+    if (kept !== null) kept.request = up;
+    else this.dialFor(exchange, up);
     if (exchange.rules !== undefined) {
       const rule = exchange.rules.firstByteRule();
       clearTimeout(exchange.ruleTimer);
       if (rule !== undefined) exchange.ruleTimer = setTimeout(ruleTimedOut, rule.timeoutMs, exchange, up, rule);
     }
+  }
+
+  /** The newest idle connection of `key` that is still open, taken out of its slot (null: none). */
+  private takeIdle(key: string): Upstream | null {
+    const slot = this.slots.get(key);
+    if (slot === undefined) return null;
+    const idle = slot.idle;
+    while (idle.length > 0) {
+      const u = idle.pop()!;
+      u.free = false;
+      const socket = u.dialed.socket;
+      if (!socket.destroyed && !socket.readableEnded) return u;
+    }
+    return null;
+  }
+
+  /** A new connection for the try `up`: handed to the request when the dial ends (node then emits 'socket' or 'error'). */
+  private dialFor(exchange: Exchange, up: TaggedRequest): void {
+    const cancel = new DialCancel();
+    exchange.cancel = cancel;
+    this.dial(exchange, cancel).then(
+      (upstream) => {
+        upstream.request = up;
+        up.onSocket(upstream.dialed.socket);
+      },
+      // As node's agent fails a request whose connection could not be made: 'error', then 'close'.
+      (err: Error) => (up as unknown as { onSocket(s: undefined, err: Error): void }).onSocket(undefined, err),
+    );
   }
 
   /**
@@ -320,9 +340,8 @@ export class Forwarder {
     exchange.ruleRetries++;
     exchange.conn.retries++;
     // Kept connections of this route to the exit just judged must not carry the retry.
-    if (node !== undefined)
-      for (const s of this.agent.freeSockets[exchange.key] ?? [])
-        if ((s as TaggedSocket)[UPSTREAM]?.dialed.node.id === node.id) s.destroy();
+    const idle = node === undefined ? undefined : this.slots.get(exchange.key)?.idle;
+    if (idle !== undefined) for (const u of [...idle]) if (u.dialed.node.id === node!.id) u.dialed.socket.destroy();
     // A sticky session the rule moved has a new key (no node bound yet).
     exchange.key = this.keyFor(route, exchange.target, exchange.client);
     exchange.mayRetry = false;
@@ -334,6 +353,9 @@ export class Forwarder {
   carry(exchange: Exchange, up: ClientRequest, upstream: Upstream): void {
     const conn = exchange.conn;
     upstream.client = exchange.client;
+    // The response's silence is counted from here (sweep).
+    upstream.tick = this.ticks;
+    upstream.seen = upstream.stream.up + upstream.stream.down;
     exchange.upstream = upstream;
     exchange.upBase = upstream.stream.up;
     exchange.downBase = upstream.stream.down;
@@ -345,7 +367,7 @@ export class Forwarder {
     }
     // A sticky session without a node yet: this dial binds one, and the connection must not be kept
     // under the unbound key, where the session's next start (after expiry) would find it.
-    if (exchange.key.endsWith(UNBOUND)) up.shouldKeepAlive = false;
+    if (exchange.key.endsWith(UNBOUND)) up.setHeader('Connection', 'close');
     this.options.counter.count('ok');
     if (!exchange.continued) {
       exchange.continued = true;
@@ -398,6 +420,66 @@ export class Forwarder {
     stream.flush();
   }
 
+  /**
+   * A response ended and node:http let its connection go ('free'): kept idle in its slot, unless it cannot
+   * carry another request (closing, the upstream said close or hinted a timeout too short), or the slot is full.
+   */
+  release(upstream: Upstream, socket: TaggedSocket): void {
+    const req = socket._httpMessage;
+    upstream.request = null;
+    const slot = upstream.slot;
+    const idleMs = req === null || !req.shouldKeepAlive ? 0 : keepAliveMs(req, this.idleMs);
+    if (idleMs <= 0 || !socket.writable || socket.readableEnded || slot.idle.length >= this.maxIdle) {
+      socket.destroy();
+      return;
+    }
+    // The request is done with the socket (node's agent lets go of it the same way).
+    socket._httpMessage = null;
+    upstream.free = true;
+    upstream.idleMs = idleMs;
+    upstream.tick = this.ticks;
+    slot.idle.push(upstream);
+  }
+
+  /** An upstream connection closed: out of its slot (the slot too once it was the last) and out of the sweep. */
+  closed(upstream: Upstream): void {
+    const slot = upstream.slot;
+    if (upstream.free) {
+      const i = slot.idle.indexOf(upstream);
+      if (i >= 0) slot.idle.splice(i, 1);
+      upstream.free = false;
+    }
+    if (--slot.open === 0) this.slots.delete(slot.key);
+    this.upstreams.remove(upstream);
+    if (this.upstreams.size === 0) {
+      clearInterval(this.sweepTimer);
+      this.sweepTimer = undefined;
+    }
+  }
+
+  /**
+   * The timeouts, every sweepMs while any upstream connection is open: an idle one past its idle time is
+   * closed; a request whose upstream moved no byte either way for responseTimeoutMs fails (upTimedOut).
+   */
+  sweep(): void {
+    const tick = ++this.ticks;
+    const sweepMs = this.sweepMs;
+    const responseTicks = this.options.responseTimeoutMs / sweepMs;
+    for (const u of this.upstreams) {
+      if (u.free) {
+        if ((tick - u.tick) * sweepMs >= u.idleMs) u.dialed.socket.destroy();
+        continue;
+      }
+      const request = u.request;
+      if (request === null || u.client === null) continue;
+      const moved = u.stream.up + u.stream.down;
+      if (moved !== u.seen) {
+        u.seen = moved;
+        u.tick = tick;
+      } else if (tick - u.tick >= responseTicks) upTimedOut.call(request);
+    }
+  }
+
   private keyFor(route: Route, target: AbsoluteTarget, client: Socket): string {
     const user = route.user.name;
     if (route.instanceNo !== undefined) return `i|${user}|${route.instanceNo}|${target.host}:${target.port}`;
@@ -435,48 +517,95 @@ export class Forwarder {
   private dropClient(client: Socket): void {
     const routes = this.clients.get(client);
     if (!routes) return;
-    for (const key of routes.keys) for (const s of this.agent.freeSockets[key] ?? []) s.destroy();
+    for (const key of routes.keys) {
+      const idle = this.slots.get(key)?.idle;
+      if (idle !== undefined) for (const u of [...idle]) u.dialed.socket.destroy();
+    }
   }
 
-  /** A new upstream connection for the agent: Router.dial, then metering attached for its whole life. */
-  private async dial(args: ForwardArgs): Promise<Socket> {
+  /** A new upstream connection for the exchange's key: Router.dial, then metering attached for its whole life. */
+  private async dial(exchange: Exchange, cancel: DialCancel): Promise<Upstream> {
     const router = this.options.router;
-    const exchange = args.rotorExchange;
     const route = exchange.route;
     const user = route.user.name;
-    // The agent asks for a connection inside httpRequest(), so exchange.cancel is the try's under way.
-    const dialed = await router.dial(route, exchange.target, exchange.cancel!, 'forward', exchange.conn);
+    const dialed = await router.dial(route, exchange.target, cancel, 'forward', exchange.conn);
     const socket = dialed.socket as TaggedSocket;
     const metrics = this.options.metrics;
     const meters = router.meters;
     const stream = new MeteredStream(meters.meter(user), meters.limiter?.(user), metrics ? { metrics, user } : undefined);
     stream.pace(socket);
-    const upstream: Upstream = {
-      dialed,
-      stream,
-      auth: dialed.viaProxy ? basicAuth(dialed.node) : undefined,
-      client: null,
-      free: false,
-    };
+    const key = exchange.key;
+    let slot = this.slots.get(key);
+    if (slot === undefined) {
+      slot = new KeySlot(key);
+      this.slots.set(key, slot);
+    }
+    slot.open++;
+    const upstream = new Upstream(this, slot, dialed, stream, dialed.viaProxy ? basicAuth(dialed.node) : undefined);
+    this.upstreams.add(upstream);
+    if (this.sweepTimer === undefined) {
+      this.sweepTimer = setInterval(sweepUpstreams, this.sweepMs, this);
+      this.sweepTimer.unref();
+    }
     socket[UPSTREAM] = upstream;
-    socket.on('data', (chunk: Buffer) => {
-      if (stream.received(chunk.length)) cut(upstream);
-    });
+    // TCP keep-alive probes on a kept connection, set once (node's agent set them again at every free).
+    socket.setKeepAlive(true, 1000);
+    socket.on('data', upstreamData);
     socket.on('end', upstreamEnded);
-    socket.once('close', () => {
-      this.settle(socket, upstream);
-      dialed.release(stream.down === 0 && socket.errored ? 'reset' : undefined);
-    });
+    socket.on('free', upstreamFreed);
+    socket.once('close', upstreamClosed);
     if (dialed.head) socket.unshift(dialed.head);
     // Dialers hand over paused sockets; the http client's own 'data' listener would not resume it.
     socket.resume();
-    return socket;
+    return upstream;
   }
 }
 
-/** An upstream connection's reading ended: one the agent keeps idle is closed (RouteAgent.keepSocketAlive). */
+/** createConnection of every forwarded request: the kept connection its try was handed, else none yet (dialFor). */
+function keptConnection(args: ClientRequestArgs): Socket | undefined {
+  return (args as ForwardArgs).rotorExchange.kept?.dialed.socket;
+}
+
+/** How long a connection whose response just ended may stay idle: the upstream's Keep-Alive hint may shorten it. */
+function keepAliveMs(req: ClientRequest, idleMs: number): number {
+  const raw = (req as ClientRequest & { res?: IncomingMessage | null }).res?.rawHeaders;
+  if (raw === undefined) return idleMs;
+  for (let i = 0; i < raw.length; i += 2) {
+    if (raw[i]!.length !== 10 || raw[i]!.toLowerCase() !== 'keep-alive') continue;
+    const hint = /^timeout=(\d+)/.exec(raw[i + 1]!)?.[1];
+    if (hint !== undefined) return Math.min(idleMs, Number(hint) * 1000 - HINT_MARGIN_MS);
+  }
+  return idleMs;
+}
+
+function sweepUpstreams(forwarder: Forwarder): void {
+  forwarder.sweep();
+}
+
+// An upstream connection's listeners, one set for all (`this` is the socket).
+
+function upstreamData(this: TaggedSocket, chunk: Buffer): void {
+  const upstream = this[UPSTREAM]!;
+  if (upstream.stream.received(chunk.length)) cut(upstream);
+}
+
+/** An upstream connection's reading ended: an idle one is closed (it could carry no further response). */
 function upstreamEnded(this: TaggedSocket): void {
   if (this[UPSTREAM]?.free) this.destroy();
+}
+
+/** node:http is done with the connection (its response ended, the request was written whole). */
+function upstreamFreed(this: TaggedSocket): void {
+  const upstream = this[UPSTREAM]!;
+  upstream.forwarder.release(upstream, this);
+}
+
+function upstreamClosed(this: TaggedSocket): void {
+  const upstream = this[UPSTREAM]!;
+  const forwarder = upstream.forwarder;
+  forwarder.settle(this, upstream);
+  forwarder.closed(upstream);
+  upstream.dialed.release(upstream.stream.down === 0 && this.errored ? 'reset' : undefined);
 }
 
 // The ClientRequest's listeners, one set for all exchanges (`this` is the request).
@@ -579,7 +708,7 @@ function upClosed(this: TaggedRequest): void {
 function upFailed(this: TaggedRequest, err: Error): void {
   const exchange = this[EXCHANGE];
   if (exchange.request !== this || exchange.client.destroyed) return;
-  if (exchange.mayRetry && this.reusedSocket && !exchange.responded && !exchange.bodyStarted && !exchange.cancel!.aborted) {
+  if (exchange.mayRetry && exchange.kept !== null && !exchange.responded && !exchange.bodyStarted) {
     exchange.mayRetry = false;
     exchange.forwarder.attempt(exchange);
     return;
@@ -637,7 +766,7 @@ class ResponsePipe extends Valve {
   }
 
   /**
-   * The body is all read: the kept-alive socket is the agent's again and must flow for the next response on it.
+   * The body is all read: the kept-alive socket is the forwarder's again and must flow for the next response on it.
    * A drain of the client still due would not come (node emits none for a finished response), so the socket a
    * full client paused is resumed here, not there.
    */
@@ -648,7 +777,7 @@ class ResponsePipe extends Valve {
 
   protected override startSource(): void {
     if (this.answer.readableEnded) {
-      // The body is all delivered (a wake after its end): the kept-alive socket is the agent's again and flows.
+      // The body is all delivered (a wake after its end): the kept-alive socket is the forwarder's again and flows.
       if (this.socket.isPaused()) this.socket.resume();
       return;
     }
