@@ -41,6 +41,8 @@ async function run(command: Command): Promise<number> {
       return summary.failed > 0 ? EXIT.USAGE : EXIT.OK;
     }
     case 'start': {
+      // Before the daemon's first full collection: process.nextTick's feedback stays monomorphic (./startup/tick-maps.ts).
+      (await import('./startup/tick-maps.ts')).keepTickObjectMaps();
       (await import('./startup/heap.ts')).tuneHeapGrowth();
       const config = loadConfig({ file: command.config });
       const { runDaemon } = await import('./main.ts');
