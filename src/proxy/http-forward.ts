@@ -734,7 +734,8 @@ function upClosed(this: TaggedRequest): void {
   const exchange = this[EXCHANGE];
   // A try that failed and was tried again: the next try owns the exchange now.
   if (exchange.request !== this) return;
-  clearTimeout(exchange.ruleTimer);
+  // Only a request with a rule has a timer (a clearTimeout call per request otherwise).
+  if (exchange.ruleTimer !== undefined) clearTimeout(exchange.ruleTimer);
   const state = (exchange.client as ForwardedClient)[CLIENT]!;
   if (state.exchange === exchange) state.exchange = null;
   // Whatever ended the exchange without an answer or a failure said: the limit or the client leaving.
