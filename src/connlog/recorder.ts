@@ -199,7 +199,8 @@ export class ConnectionLog implements ConnectionRecorder {
     this.optional(record, ctx);
     if (ctx.rule !== null) record.rule = ctx.rule;
     if (this.store) {
-      this.snapshots.delete(ctx.id);
+      // Only connections that lived past a checkpoint have one (no hash of the id for every other record).
+      if (this.snapshots.size > 0) this.snapshots.delete(ctx.id);
       // What the checkpoints have not yet counted, in the period the connection ended in.
       if (record.user !== null) {
         this.usage.add(record.user, now, record.bytesUp - ctx.savedUp, record.bytesDown - ctx.savedDown, 1, isFailure(result) ? 1 : 0);
@@ -320,7 +321,8 @@ export class ConnectionLog implements ConnectionRecorder {
     c.killed = true;
     const closer = c.closer;
     if (typeof closer === 'function') closer();
-    else closer.stop();
+    else if ('stop' in closer) closer.stop();
+    else closer.destroy();
     return true;
   }
 

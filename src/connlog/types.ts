@@ -61,15 +61,16 @@ export interface ConnectionContext extends DialTrace {
   bytes: ByteCounters | null;
   /**
    * How DELETE /v1/connections/:id ends it (the listener sets it: destroy the socket, stop the relay): a
-   * function, or an object whose stop() does it (a relay's handle, with no closure per connection).
+   * function, an object whose stop() does it (a relay's handle), or the client socket itself (destroyed):
+   * no closure per connection.
    */
   closer: Closer | null;
   /** Ends the connection's life: leaves the live list and becomes a record. Idempotent (the first wins). */
   end(outcome: ConnectionEnd): void;
 }
 
-/** What ends a live connection on request: called, or its stop() called. */
-export type Closer = (() => void) | { stop(): void };
+/** What ends a live connection on request: called, its stop() called, or (a client socket) destroyed. */
+export type Closer = (() => void) | { stop(): void } | { destroy(): void };
 
 /** Mints the context at accept; the connection log implements it (src/connlog/recorder.ts). */
 export interface ConnectionRecorder {

@@ -368,7 +368,8 @@ export class HttpListener extends ProxyListener {
       socket.destroy();
       return;
     }
-    const conn = this.pipeline.open(socket, () => socket.destroy());
+    // The record's closer is the socket itself (destroyed): no closure per tunnel.
+    const conn = this.pipeline.open(socket, socket);
     try {
       this.onTunnel(req, socket, head, kind, conn);
     } catch (err) {

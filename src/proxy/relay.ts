@@ -12,6 +12,7 @@
 // Not for a user whose connections can be cut (UserMeter.bounded): the chunk that crosses the limit is dropped,
 // and a cut must stay within node's 64 KiB read.
 import type { Socket } from 'node:net';
+import { LiveList, type Listed } from '../connlog/live-list.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import { NODE_READ, bulkReads } from './paced-reads.ts';
 import { MeteredStream, type Valve } from './tunnel-stream.ts';
@@ -85,9 +86,12 @@ const PROBE_MS = 50;
 const RELAY = Symbol('rotor.relay');
 type RelaySocket = Socket & { [RELAY]?: Relay };
 
-class Relay implements RelayHandle {
+class Relay implements RelayHandle, Listed<Relay> {
   readonly stats: Stats;
   done = false;
+  /** Neighbours in its ticker's list (joinTicker). */
+  prevLive: Relay | null = null;
+  nextLive: Relay | null = null;
   // Starts true: the shared tick's phase is arbitrary, so the first (partial) tick must not count as idle.
   private active = true;
   private idleFor = 0;
@@ -306,16 +310,23 @@ function cutOff(r: Relay): void {
   r.upstream.destroy();
 }
 
-/** Relays by tick length, each group on one unref'd interval that stops when the group empties. */
-const tickers = new Map<number, { relays: Set<Relay>; timer: NodeJS.Timeout }>();
+/**
+ * Relays by tick length, each group on one unref'd interval that stops when the group empties. A live list,
+ * not a Set (no hash per relay; src/connlog/live-list.ts says what a long-lived Set keeps).
+ */
+const tickers = new Map<number, { relays: LiveList<Relay>; timer: NodeJS.Timeout }>();
 
 function joinTicker(r: Relay): void {
   let group = tickers.get(r.tickMs);
   if (!group) {
-    const relays = new Set<Relay>();
+    const relays = new LiveList<Relay>();
     const timer = setInterval(() => {
-      // finish() inside tick() deletes from the set; a Set iterator tolerates that.
-      for (const each of relays) each.tick();
+      // finish() inside tick() removes that relay only; the walk has its successor already.
+      for (let each = relays.first; each !== null;) {
+        const next = each.nextLive;
+        each.tick();
+        each = next;
+      }
     }, r.tickMs);
     timer.unref();
     group = { relays, timer };
@@ -326,7 +337,7 @@ function joinTicker(r: Relay): void {
 
 function leaveTicker(r: Relay): void {
   const group = tickers.get(r.tickMs);
-  if (!group || !group.relays.delete(r) || group.relays.size > 0) return;
+  if (!group || !group.relays.remove(r) || group.relays.size > 0) return;
   clearInterval(group.timer);
   tickers.delete(r.tickMs);
 }

@@ -98,12 +98,7 @@ export class Socks5Listener extends ProxyListener {
    */
   private onConnection(socket: Socket): void {
     this.pipeline.accept(socket);
-    const client = new Socks5Connection(
-      this,
-      socket,
-      this.pipeline.open(socket, () => socket.destroy()),
-      this.handshake,
-    );
+    const client = new Socks5Connection(this, socket, this.pipeline.open(socket, socket), this.handshake);
     (socket as ClientSocket)[CLIENT] = client;
     socket.on('data', onClientData);
     // on(), not once(): done() removes them (once() would wrap each in a new function per connection).

@@ -76,8 +76,8 @@ export function recordCarrying(conn: ConnectionContext, bytes: ByteCounters, clo
   conn.closer = closer;
 }
 
-/** How DELETE /v1/connections/:id ends the connection before it carries bytes. */
-export function recordCloser(conn: ConnectionContext, closer: () => void): void {
+/** How DELETE /v1/connections/:id ends the connection before it carries bytes (e.g. its client socket, destroyed). */
+export function recordCloser(conn: ConnectionContext, closer: Closer): void {
   conn.closer = closer;
 }
 

@@ -12,7 +12,7 @@
 // upstream connection carries many requests), and the UDP relay is udp-associate.ts behind the same admission.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import type { ConnectionContext, ConnectionRecorder, RecordResult } from '../connlog/types.ts';
+import type { Closer, ConnectionContext, ConnectionRecorder, RecordResult } from '../connlog/types.ts';
 import { unrecordedConnections } from '../connlog/recorder.ts';
 import { InternalError } from '../errors/rotor-error.ts';
 import type { Logger } from '../telemetry/logger.ts';
@@ -169,7 +169,7 @@ export class TunnelPipeline {
   }
 
   /** The connection's record, minted once per connection (per request for plain HTTP) from its client socket. */
-  open(client: Socket, closer?: () => void): ConnectionContext {
+  open(client: Socket, closer?: Closer): ConnectionContext {
     const conn = openRecord(this.recorder, this.options.listener, client, this.options.fromUserPort);
     if (closer) recordCloser(conn, closer);
     return conn;

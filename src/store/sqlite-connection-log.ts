@@ -116,7 +116,8 @@ export class SqliteConnectionLog implements ConnectionLogStore {
     this.appendTx = db.transaction((records: readonly ConnectionRecord[], usage: readonly UsageRollup[] | undefined) => {
       // Positional values: no copy of the record per row (a plain-HTTP request is a record of its own).
       const insert = this.insert;
-      for (const r of records) {
+      for (let i = 0; i < records.length; i++) {
+        const r = records[i]!;
         const { changes } = insert.run(
           r.id,
           r.user,

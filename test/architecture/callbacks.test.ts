@@ -158,11 +158,11 @@ test("a relay's end, a forwarded request's count and failure, a record's listene
     functionTyped('src/proxy/http-forward.ts').map((f) => f.replace(/:\d+ /, ' ')),
     [],
   );
-  // tunnel-record.ts takes only the admin's closers (DELETE /v1/connections/:id), never on a connection's path
-  // (a relay's closer is its handle, an object: recordCarrying's Closer).
+  // tunnel-record.ts takes no function: the admin's closers (DELETE /v1/connections/:id) are objects, a relay's
+  // handle or, before the relay, the client socket (Closer).
   assert.deepEqual(
     functionTyped('src/proxy/tunnel-record.ts').map((f) => f.replace(/:\d+ /, ' ')),
-    ['src/proxy/tunnel-record.ts closer'],
+    [],
   );
   // Which sockets came through a user's own port is read from users/ports.ts's table, not asked of it.
   const record = parse('src/proxy/tunnel-record.ts');

@@ -69,6 +69,13 @@ test('the log lists open connections oldest first and finds one by id to stop it
   assert.equal(log.kill('c2'), false);
   assert.equal(log.kill('c3'), true);
   assert.deepEqual(stopped, ['c3']);
+  // The closers a listener sets: a relay's handle (stopped) and, before the relay, the client socket (destroyed).
+  conns[0]!.closer = { stop: () => stopped.push('stop') };
+  assert.equal(log.kill('c1'), true);
+  const socket = { destroy: () => stopped.push('destroy') };
+  log.open('socks5', '127.0.0.1').closer = socket;
+  assert.equal(log.kill('c4'), true);
+  assert.deepEqual(stopped, ['c3', 'stop', 'destroy']);
 });
 
 test("an ended connection is not kept by the young generation's collections (about 4 KB each held through its record)", async () => {
