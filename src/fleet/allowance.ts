@@ -114,7 +114,8 @@ export class AllowanceLeaser implements AllowanceSource {
   private everyoneNext = false;
   /** The fleet's epoch as last seen (undefined before the first reply): a new one means Redis lost its data. */
   private epoch: string | undefined;
-  private epochMoved = false;
+  /** Losses seen so far: a round compares it before and after, so overlapping rounds each see a loss. */
+  private losses = 0;
   private readonly lostListeners: ((epoch: string) => void)[] = [];
 
   constructor(
@@ -187,6 +188,7 @@ export class AllowanceLeaser implements AllowanceSource {
    */
   async syncAll(): Promise<void> {
     const everyone = this.everyoneNext;
+    const lossesBefore = this.losses;
     const due: UserAllowance[] = [];
     for (const a of this.users.values()) {
       if (everyone || a.offline || a.spent > 0 || a.extra > 0 || a.exhausted || a.available <= this.lowWater) due.push(a);
@@ -205,10 +207,14 @@ export class AllowanceLeaser implements AllowanceSource {
       ...due.map((a) => this.sync(a, a.exhausted || a.available <= this.lowWater ? this.slice : Math.max(0, a.held - a.spent))),
       ...(due.length === 0 ? [heartbeat()] : []),
     ]);
-    // A round that was not already everyone's and saw Redis lose its data: every user is rebuilt next.
-    const moved = this.epochMoved;
-    this.epochMoved = false;
-    this.everyoneNext = !reached || due.some((a) => a.offline) || (moved && !everyone);
+    // A loss seen while this round ran (by it or by a round overlapping it): every user is synced next, since
+    // some of this round's syncs may have run before the loss. Rounds overlap (the timer's and an explicit one,
+    // or one longer than the interval on a slow Redis), so a round only ever sets the flag for what it saw and
+    // clears it only after an everyone round that saw neither a loss nor an unreachable Redis: a round that
+    // saw nothing must not undo what an overlapping one asked for.
+    const lost = this.losses !== lossesBefore;
+    if (!reached || due.some((a) => a.offline) || lost) this.everyoneNext = true;
+    else if (everyone) this.everyoneNext = false;
   }
 
   /**
@@ -331,7 +337,7 @@ export class AllowanceLeaser implements AllowanceSource {
     const before = this.epoch;
     this.epoch = epoch;
     if (before === undefined) return;
-    this.epochMoved = true;
+    this.losses++;
     this.logger?.warn(
       { epoch },
       'redis lost the fleet data (restarted without persistence, or flushed); rebuilding it from what this instance holds',

@@ -3,8 +3,8 @@
 // The forwarder keeps its upstream connections itself (not node:http's Agent, whose per-request work was a
 // large share of a request's CPU: three copies of the request options, per-key arrays made and deleted,
 // a new timer and two setsockopt calls per request, the response's header object built for a hint; see
-// docs/benchmarks.md, M1). Each ClientRequest is handed its socket through `createConnection`: a kept one at
-// once, or a new dial's when it ends. Reuse is what keeps a plain-HTTP request from paying a new upstream
+// docs/benchmarks.md, M1). Each ClientRequest is handed its socket by HANDOUT, an agent in name only: a kept
+// one at once, or a new dial's when it ends. Reuse is what keeps a plain-HTTP request from paying a new upstream
 // connection. A new connection is Router.dial (mode 'forward': to an HTTP node the request goes in absolute
 // form, through a SOCKS5 node a tunnel to the target carries it in origin form), kept under the route's key,
 // so a connection is only reused where a fresh dial would have been allowed to land:
@@ -17,7 +17,14 @@
 // Timeouts are one sweep over the open upstream connections (no timer per request): an idle connection
 // closes after idleMs (or the upstream's shorter Keep-Alive hint), a request whose upstream is silent for
 // responseTimeoutMs fails (504).
-import { request as httpRequest, type ClientRequest, type ClientRequestArgs, type IncomingMessage, type ServerResponse } from 'node:http';
+import {
+  request as httpRequest,
+  type Agent,
+  type ClientRequest,
+  type ClientRequestArgs,
+  type IncomingMessage,
+  type ServerResponse,
+} from 'node:http';
 import type { Socket } from 'node:net';
 import type { ByteCounters, ConnectionContext } from '../connlog/types.ts';
 import { LiveList, type Listed } from '../connlog/live-list.ts';
@@ -72,16 +79,16 @@ class Upstream implements Listed<Upstream> {
 }
 
 const UPSTREAM = Symbol('rotor.upstream');
-type TaggedSocket = Socket & { [UPSTREAM]?: Upstream; _httpMessage: ClientRequest | null };
+type TaggedSocket = Socket & { [UPSTREAM]?: Upstream; _httpMessage?: ClientRequest | null };
 
 /** The exchange a ClientRequest (or its response) belongs to, so one set of module-level listeners serves all. */
 const EXCHANGE = Symbol('rotor.exchange');
 type TaggedRequest = ClientRequest & { [EXCHANGE]: Exchange };
 type TaggedAnswer = IncomingMessage & { [EXCHANGE]: Exchange };
 
-/** Request options: node:http copies unknown fields through to createConnection. */
+/** Request options: node:http copies unknown fields through to its agent's addRequest. */
 interface ForwardArgs extends ClientRequestArgs {
-  /** the exchange: its kept upstream for this try, if one was free */
+  /** the exchange the request is a try of */
   rotorExchange: Exchange;
 }
 
@@ -113,8 +120,9 @@ export interface ForwarderOptions {
 
 /**
  * One client request across its tries. Its listeners are module-level functions that find it through the
- * request (EXCHANGE), and it is the record's byte counters itself, so a request costs this object, its
- * ClientRequest and one closure (`stop`), not a dozen closures and once() wrappers.
+ * request (EXCHANGE), and it is the record's byte counters and closer itself, so a request costs this object
+ * and its ClientRequest, not a dozen closures and once() wrappers; its client connection's one 'close'
+ * listener (clientClosed) stops it.
  */
 class Exchange implements ByteCounters {
   /** the try under way (a stale try's late events are ignored) */
@@ -172,11 +180,11 @@ class Exchange implements ByteCounters {
    * The client left (its 'close'), or DELETE /v1/connections/:id (the record's closer): the dial under way
    * is cancelled and the upstream request dropped.
    */
-  readonly stop = (): void => {
+  stop(): void {
     this.client.destroy();
     this.cancel?.abort();
     this.request?.destroy();
-  };
+  }
 
   end(result: 'ok' | 'client_abort' | 'upstream_error', reason: string): void {
     const u = this.upstream;
@@ -185,14 +193,23 @@ class Exchange implements ByteCounters {
   }
 }
 
-/** A client connection's rotating-route keys (see Forwarder.keyFor). */
-class ClientRoutes {
+/** What the forwarder keeps with a client connection (on the socket, CLIENT): set at its first forwarded request. */
+class ClientState {
+  /** the exchange under way (stopped when the client leaves) */
+  exchange: Exchange | null = null;
+  /** its rotating routes' keys (see Forwarder.keyFor); their idle upstreams close with it */
   readonly keys = new Set<string>();
-  /** the last key made, with what it was made of */
+  /** the last rotating key made, with what it was made of */
   last: { key: string; user: string; productNo: string; region: string; host: string; port: number } | null = null;
 
-  constructor(readonly id: number) {}
+  constructor(
+    readonly forwarder: Forwarder,
+    readonly id: number,
+  ) {}
 }
+
+const CLIENT = Symbol('rotor.forwarded');
+type ForwardedClient = Socket & { [CLIENT]?: ClientState };
 
 export class Forwarder {
   /** The kept connections by key; a key's slot lives while any of its connections is open. */
@@ -205,8 +222,6 @@ export class Forwarder {
   private readonly sweepMs: number;
   private readonly idleMs: number;
   private readonly maxIdle: number;
-  /** Per client connection: its rotating routes' keys (their idle upstreams close with it), the last key. */
-  private readonly clients = new WeakMap<Socket, ClientRoutes>();
   private nextClientId = 1;
 
   constructor(private readonly options: ForwarderOptions) {
@@ -234,19 +249,22 @@ export class Forwarder {
     expectContinue: boolean,
     conn: ConnectionContext,
   ): void {
-    const client = req.socket;
-    const key = this.keyFor(route, target, client);
+    const client = req.socket as ForwardedClient;
+    let state = client[CLIENT];
+    if (state === undefined) {
+      state = client[CLIENT] = new ClientState(this, this.nextClientId++);
+      client.on('close', clientClosed);
+    }
+    const key = this.keyFor(route, target, state);
     const headers = forwardHeaderObject(req.rawHeaders, DROP, target.authority);
-    // Without an agent node:http would say `Connection: close` (a sticky session's unbound try does: carry).
-    headers.Connection = 'keep-alive';
     const exchange = new Exchange(this, req, res, client, route, target, key, headers, conn, expectContinue);
+    state.exchange = exchange;
     const rules = this.options.router.rulesFor(route, target.host);
     if (rules !== undefined) {
       exchange.rules = rules;
       if (rules.rules.some((r) => r.retries > 0 && r.mayRetry(req.method ?? 'GET'))) exchange.replay = [];
     }
-    recordCloser(conn, exchange.stop);
-    client.on('close', exchange.stop);
+    recordCloser(conn, exchange);
     this.attempt(exchange);
   }
 
@@ -265,18 +283,17 @@ export class Forwarder {
    * listeners below; the HTTP listener calls forward and close.
    */
   attempt(exchange: Exchange): void {
-    const kept = this.takeIdle(exchange.key);
-    exchange.kept = kept;
     exchange.cancel = null;
     const args: ForwardArgs = {
+      agent: HANDOUT,
       method: exchange.req.method ?? 'GET',
       path: exchange.target.path,
       // node:http writes the head only at the first write, so the 'socket' handler can still choose the
       // request form and add the node's credentials once it knows which upstream carries the request.
       headers: exchange.headers,
-      createConnection: keptConnection,
       rotorExchange: exchange,
     };
+    // HANDOUT.addRequest runs inside: the request is handed a kept connection or a dial is started (handOut).
     const up = httpRequest(args) as TaggedRequest;
     up[EXCHANGE] = exchange;
     exchange.request = up;
@@ -285,13 +302,23 @@ export class Forwarder {
     up.on('response', upResponse);
     up.on('close', upClosed);
     up.on('error', upFailed);
-    if (kept !== null) kept.request = up;
-    else this.dialFor(exchange, up);
     if (exchange.rules !== undefined) {
       const rule = exchange.rules.firstByteRule();
       clearTimeout(exchange.ruleTimer);
       if (rule !== undefined) exchange.ruleTimer = setTimeout(ruleTimedOut, rule.timeoutMs, exchange, up, rule);
     }
+  }
+
+  /** A try's request gets its connection: a kept one of its key (node emits 'socket' in the next tick), or a dial's. */
+  handOut(exchange: Exchange, up: ClientRequest): void {
+    const kept = this.takeIdle(exchange.key);
+    exchange.kept = kept;
+    if (kept === null) {
+      this.dialFor(exchange, up);
+      return;
+    }
+    kept.request = up as TaggedRequest;
+    up.onSocket(kept.dialed.socket);
   }
 
   /** The newest idle connection of `key` that is still open, taken out of its slot (null: none). */
@@ -309,12 +336,12 @@ export class Forwarder {
   }
 
   /** A new connection for the try `up`: handed to the request when the dial ends (node then emits 'socket' or 'error'). */
-  private dialFor(exchange: Exchange, up: TaggedRequest): void {
+  private dialFor(exchange: Exchange, up: ClientRequest): void {
     const cancel = new DialCancel();
     exchange.cancel = cancel;
     this.dial(exchange, cancel).then(
       (upstream) => {
-        upstream.request = up;
+        upstream.request = up as TaggedRequest;
         up.onSocket(upstream.dialed.socket);
       },
       // As node's agent fails a request whose connection could not be made: 'error', then 'close'.
@@ -343,7 +370,7 @@ export class Forwarder {
     const idle = node === undefined ? undefined : this.slots.get(exchange.key)?.idle;
     if (idle !== undefined) for (const u of [...idle]) if (u.dialed.node.id === node!.id) u.dialed.socket.destroy();
     // A sticky session the rule moved has a new key (no node bound yet).
-    exchange.key = this.keyFor(route, exchange.target, exchange.client);
+    exchange.key = this.keyFor(route, exchange.target, (exchange.client as ForwardedClient)[CLIENT]!);
     exchange.mayRetry = false;
     this.attempt(exchange);
     return true;
@@ -360,14 +387,14 @@ export class Forwarder {
     exchange.upBase = upstream.stream.up;
     exchange.downBase = upstream.stream.down;
     recordNode(conn, upstream.dialed.node, upstream.dialed.exit);
-    recordCarrying(conn, exchange, exchange.stop);
+    recordCarrying(conn, exchange, exchange);
     if (upstream.dialed.viaProxy) {
       up.path = exchange.target.absolute;
       if (upstream.auth !== undefined) up.setHeader('Proxy-Authorization', upstream.auth);
     }
     // A sticky session without a node yet: this dial binds one, and the connection must not be kept
     // under the unbound key, where the session's next start (after expiry) would find it.
-    if (exchange.key.endsWith(UNBOUND)) up.setHeader('Connection', 'close');
+    if (exchange.key.endsWith(UNBOUND)) up.shouldKeepAlive = false;
     this.options.counter.count('ok');
     if (!exchange.continued) {
       exchange.continued = true;
@@ -428,7 +455,8 @@ export class Forwarder {
     const req = socket._httpMessage;
     upstream.request = null;
     const slot = upstream.slot;
-    const idleMs = req === null || !req.shouldKeepAlive ? 0 : keepAliveMs(req, this.idleMs);
+    // No request: one that left before it had the socket (node hands it back unused): closed, as node's agent does.
+    const idleMs = !req || !req.shouldKeepAlive ? 0 : keepAliveMs(req, this.idleMs);
     if (idleMs <= 0 || !socket.writable || socket.readableEnded || slot.idle.length >= this.maxIdle) {
       socket.destroy();
       return;
@@ -480,7 +508,7 @@ export class Forwarder {
     }
   }
 
-  private keyFor(route: Route, target: AbsoluteTarget, client: Socket): string {
+  private keyFor(route: Route, target: AbsoluteTarget, routes: ClientState): string {
     const user = route.user.name;
     if (route.instanceNo !== undefined) return `i|${user}|${route.instanceNo}|${target.host}:${target.port}`;
     const { productNo, region } = route.poolKey;
@@ -488,12 +516,6 @@ export class Forwarder {
       const where = `${productNo}|${region}|${target.host}:${target.port}`;
       const bound = this.options.router.boundNodeId(route);
       return bound === undefined ? `s|${user}|${route.sessionId}|${where}${UNBOUND}` : `s|${user}|${route.sessionId}|${bound}|${where}`;
-    }
-    let routes = this.clients.get(client);
-    if (routes === undefined) {
-      routes = new ClientRoutes(this.nextClientId++);
-      this.clients.set(client, routes);
-      client.once('close', () => this.dropClient(client));
     }
     // A client connection mostly asks for one user's route to one target: the key it had last time.
     const last = routes.last;
@@ -514,9 +536,7 @@ export class Forwarder {
   }
 
   /** A client connection closed: its rotating routes' idle upstreams can never be picked again. */
-  private dropClient(client: Socket): void {
-    const routes = this.clients.get(client);
-    if (!routes) return;
+  dropClient(routes: ClientState): void {
     for (const key of routes.keys) {
       const idle = this.slots.get(key)?.idle;
       if (idle !== undefined) for (const u of [...idle]) u.dialed.socket.destroy();
@@ -561,10 +581,19 @@ export class Forwarder {
   }
 }
 
-/** createConnection of every forwarded request: the kept connection its try was handed, else none yet (dialFor). */
-function keptConnection(args: ClientRequestArgs): Socket | undefined {
-  return (args as ForwardArgs).rotorExchange.kept?.dialed.socket;
-}
+/**
+ * The agent every forwarded request names: node:http asks an agent for the request's socket (addRequest) and,
+ * with keepAlive, says `Connection: keep-alive` and hands the socket back with 'free' after the response
+ * (upstreamFreed); the forwarder does the keeping (handOut, release). Unlike createConnection, an agent costs
+ * node:http no further copy of the options and no closure per request.
+ */
+const HANDOUT = {
+  keepAlive: true,
+  addRequest(req: ClientRequest, args: ForwardArgs): void {
+    const exchange = args.rotorExchange;
+    exchange.forwarder.handOut(exchange, req);
+  },
+} as unknown as Agent;
 
 /** How long a connection whose response just ended may stay idle: the upstream's Keep-Alive hint may shorten it. */
 function keepAliveMs(req: ClientRequest, idleMs: number): number {
@@ -587,6 +616,13 @@ function sweepUpstreams(forwarder: Forwarder): void {
 function upstreamData(this: TaggedSocket, chunk: Buffer): void {
   const upstream = this[UPSTREAM]!;
   if (upstream.stream.received(chunk.length)) cut(upstream);
+}
+
+/** A client connection closed: its exchange under way is stopped, its rotating routes' idle upstreams closed. */
+function clientClosed(this: ForwardedClient): void {
+  const state = this[CLIENT]!;
+  state.exchange?.stop();
+  state.forwarder.dropClient(state);
 }
 
 /** An upstream connection's reading ended: an idle one is closed (it could carry no further response). */
@@ -698,8 +734,10 @@ function upClosed(this: TaggedRequest): void {
   const exchange = this[EXCHANGE];
   // A try that failed and was tried again: the next try owns the exchange now.
   if (exchange.request !== this) return;
-  clearTimeout(exchange.ruleTimer);
-  exchange.client.off('close', exchange.stop);
+  // Only a request with a rule has a timer (a clearTimeout call per request otherwise).
+  if (exchange.ruleTimer !== undefined) clearTimeout(exchange.ruleTimer);
+  const state = (exchange.client as ForwardedClient)[CLIENT]!;
+  if (state.exchange === exchange) state.exchange = null;
   // Whatever ended the exchange without an answer or a failure said: the limit or the client leaving.
   if (exchange.upstream?.stream.exhausted) exchange.end('ok', 'limit');
   else if (exchange.client.destroyed) exchange.end('client_abort', 'the client went away');

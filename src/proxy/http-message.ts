@@ -44,12 +44,25 @@ export interface AbsoluteTarget extends Target {
   absolute: string;
 }
 
+/** The last URI parsed and its target: a kept-alive client mostly asks for the same URI again (shared, never changed). */
+let lastUrl = '';
+let lastTarget: AbsoluteTarget | undefined;
+
 /**
  * Parses an absolute-form target (`http://host[:port]/path`, `ws://…`; IPv6 literals in brackets). Undefined
- * for origin form, other schemes (https:// belongs in a CONNECT) or a malformed authority.
+ * for origin form, other schemes (https:// belongs in a CONNECT) or a malformed authority. The same URI as the
+ * last call's gives the same object: callers read a target, they never change it.
  */
 export function parseAbsoluteTarget(url: string | undefined): AbsoluteTarget | undefined {
   if (!url) return undefined;
+  if (url === lastUrl) return lastTarget;
+  const target = parseTarget(url);
+  lastUrl = url;
+  lastTarget = target;
+  return target;
+}
+
+function parseTarget(url: string): AbsoluteTarget | undefined {
   const m = /^(http|ws):\/\/(?:[^@/?#]*@)?(\[[0-9A-Fa-f:.]+\]|[^:/?#[\]]+)(?::(\d*))?([/?#].*)?$/i.exec(url);
   if (!m) return undefined;
   const port = validPort(m[3], 80);

@@ -3,6 +3,21 @@ import { describe, test } from 'node:test';
 import { forwardHeaderObject, forwardHeaders, parseAbsoluteTarget, parseConnectTarget } from '../../src/proxy/http-message.ts';
 
 describe('request targets', () => {
+  test('the same absolute URI again gives the same target object (a kept-alive client parses once); others parse anew', () => {
+    const a = parseAbsoluteTarget('http://a.test:8080/x?y');
+    assert.equal(parseAbsoluteTarget('http://a.test:8080/x?y'), a);
+    assert.deepEqual(parseAbsoluteTarget('http://b.test/z'), {
+      host: 'b.test',
+      port: 80,
+      path: '/z',
+      authority: 'b.test',
+      absolute: 'http://b.test/z',
+    });
+    assert.equal(parseAbsoluteTarget('http://a:0/'), undefined);
+    assert.equal(parseAbsoluteTarget('http://a:0/'), undefined);
+    assert.equal(parseAbsoluteTarget('http://a.test:8080/x?y')?.path, '/x?y');
+  });
+
   test('absolute URIs: ports read as 1-5 digits within 1..65535, the default 80 when absent or empty', () => {
     assert.equal(parseAbsoluteTarget('http://a:8080/x')?.port, 8080);
     assert.equal(parseAbsoluteTarget('http://a:65535/')?.port, 65535);

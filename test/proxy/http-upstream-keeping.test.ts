@@ -130,6 +130,24 @@ describe('plain HTTP: the forwarder keeps its upstream connections', () => {
     }
   });
 
+  test('a client that leaves while its response is due: the upstream request is dropped at once', async () => {
+    const listener = gateway(upstream.port, { responseTimeoutMs: 60_000 });
+    const { port } = await listener.listen();
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      await waitFor(() => upstream.open() === 0, 5000);
+      const pending = get(port, agent, '/silent').catch(() => 'gone');
+      await waitFor(() => upstream.open() === 1, 5000);
+      agent.destroy();
+      assert.equal(await pending, 'gone');
+      // Long before the response timeout: the client's 'close' stopped the exchange and its upstream request.
+      await waitFor(() => upstream.open() === 0, 5000);
+    } finally {
+      agent.destroy();
+      await listener.close();
+    }
+  });
+
   test("a client connection's rotating-route connections close with it", async () => {
     const listener = gateway(upstream.port, { responseTimeoutMs: 10_000 });
     const { port } = await listener.listen();
