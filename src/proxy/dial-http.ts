@@ -32,6 +32,12 @@ export interface DialOptions {
 export interface DialAnswer {
   answered(tunnel: Tunnel): void;
   failed(err: unknown): void;
+  /**
+   * true: whoever takes the tunnel attaches its reader in the same turn as the answer (microtasks included: a
+   * listener's relay), so a dialer may hand the socket over still flowing instead of paused (a pause there and
+   * a resume in the relay cost a tick, a read and a 'resume' per tunnel). Absent: paused.
+   */
+  readonly takesFlowing?: boolean;
 }
 
 /** An established tunnel to the target; `head` holds target bytes that arrived with the upstream's answer. */

@@ -80,6 +80,8 @@ export interface RaceWon {
 export interface DialOutcome {
   won: RaceWon | undefined;
   error: Error | undefined;
+  /** Its reaction attaches the winner's reader in the turn that resolves it (DialAnswer.takesFlowing); absent: no. */
+  readonly takesFlowing?: boolean;
   /** The dial's job, once it is made (Router.dialed() reads it). */
   job: DialJob | undefined;
   resolve(outcome: DialOutcome): void;

@@ -75,6 +75,7 @@ class Attempt implements DialAnswer {
     readonly sticky: boolean,
     readonly hedge: boolean,
     readonly race: Race,
+    readonly takesFlowing: boolean,
   ) {}
 
   answered(tunnel: Tunnel): void {
@@ -381,7 +382,7 @@ class Race {
       this.hedges++;
       if (spec.trace) spec.trace.hedges = this.hedges;
     }
-    const a = new Attempt(node, sticky, hedge, this);
+    const a = new Attempt(node, sticky, hedge, this, spec.outcome.takesFlowing === true);
     this.pending.push(a);
     if (this.hedges < spec.maxHedges) awaitHedge(a, spec.hedgeDelayMs);
     const options: DialOptions = {

@@ -115,6 +115,11 @@ export interface ForwardSettings {
 export class TunnelDial extends DialPromise {
   readonly abort = new DialCancel();
   readonly hold: Hold;
+  /**
+   * The listener's reaction to the promise hands the upstream to carry() (the relay's reader) in the same turn:
+   * a warm connection's socket comes over flowing (DialAnswer.takesFlowing).
+   */
+  readonly takesFlowing = true;
 
   constructor(
     readonly client: Socket,

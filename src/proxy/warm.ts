@@ -629,7 +629,8 @@ class WarmRequest implements Listed<Pending> {
       socket.off('data', onWarmData);
       socket.off('end', onWarmClosed);
       socket.off('close', onWarmClosed);
-      socket.pause();
+      // Left flowing only for a taker that attaches its reader in this same turn (no read can come before it).
+      if (answer?.takesFlowing !== true) socket.pause();
       this.warm.counted(true);
       const tunnel: Tunnel = { socket, head, exit };
       if (answer !== undefined) answer.answered(tunnel);

@@ -8,6 +8,7 @@ import { createHook } from 'node:async_hooks';
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { acceptSocks5, writeReply, REPLY } from '../../src/wire/socks5.ts';
 import { WarmConnections, type WarmOptions } from '../../src/proxy/warm.ts';
+import type { Tunnel } from '../../src/proxy/dial-http.ts';
 import type { UpstreamNode } from '../../src/pool/types.ts';
 import { createMetrics } from '../../src/telemetry/metrics.ts';
 import { poll } from '../support/wait.ts';
@@ -127,6 +128,36 @@ describe('warm upstream connections', () => {
     assert.ok(up.requests.length === 2 && up.accepted >= accepted);
     warm.close();
     assert.equal(warm.size, 0);
+  });
+
+  test("a taker that reads in the answer's turn gets the warm socket flowing (no pause and resume), and every byte", async () => {
+    const { warm, outcome } = make();
+    const a = node(up.port, 'erin');
+    assert.equal(await tunnel(warm, a), 'user:erin');
+    await until('a warm connection', () => warm.size > 0);
+    const used = await outcome('used');
+    // As a listener's relay does: the reader is attached in a microtask of the answer's turn.
+    const got = await new Promise<{ paused: boolean; text: string }>((resolve, reject) => {
+      const answer = {
+        takesFlowing: true,
+        answered: (t: Tunnel) => {
+          const paused = t.socket.isPaused();
+          let text = t.head ? t.head.toString() : '';
+          queueMicrotask(() => {
+            t.socket.on('data', (b: Buffer) => (text += b.toString()));
+            t.socket.once('end', () => {
+              t.socket.destroy();
+              resolve({ paused, text });
+            });
+          });
+        },
+        failed: reject,
+      };
+      assert.equal(warm.socks5(a, target, { ...dialOptions, answer }), null);
+    });
+    assert.equal(await outcome('used'), used + 1, 'the tunnel went over a warm connection');
+    assert.deepEqual(got, { paused: false, text: 'user:erin' });
+    warm.close();
   });
 
   test('credentials never cross: users and sessions on the same upstream each get only their own connections', async () => {
