@@ -718,9 +718,9 @@ function passResponse(exchange: Exchange, answer: IncomingMessage, held: Buffer 
     answerEnded.call(answer as TaggedAnswer);
     return;
   }
+  // The response's end is the pipe's (pipeEnded), then the exchange's: one 'end' listener for both.
   const pipe = streamResponse(answer, exchange.res, exchange.upstream?.stream);
   if (held !== undefined && held.length > 0) pipe.data(held);
-  answer.on('end', answerEnded);
 }
 
 function answerEnded(this: TaggedAnswer): void {
@@ -850,6 +850,7 @@ function pipeEnded(this: Piped<IncomingMessage>): void {
   const pipe = this[PIPE];
   pipe.sink.end();
   pipe.released();
+  answerEnded.call(this as unknown as TaggedAnswer);
 }
 
 /**
