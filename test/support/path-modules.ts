@@ -68,8 +68,10 @@ export async function measurePaths(rounds = 3, ignore: ReadonlySet<string> = new
         }
       // The same time with no client: what runs then is the daemon's own timers (a health probe's tick, a
       // pool's census), which on a loaded machine can fire in every round; it is not the connection's path.
-      // At least one period of the health probe's 250 ms tick, the shortest of the daemon's timers.
-      const took = Math.max(300, Date.now() - started);
+      // Longer than a period of every daemon timer that can fire in each round: the health probe's 250 ms tick
+      // and the users directory's 1 s sweep of expired users. A window shorter than a timer's period can alias
+      // with it: on a loaded machine rounds of ~0.5 s met a 1 s timer in every round and in no idle window.
+      const took = Math.max(1100, Date.now() - started);
       await ran();
       await new Promise((r) => setTimeout(r, took));
       for (const [f, fns] of await ran()) for (const fn of fns) (idle.get(f) ?? idle.set(f, new Set()).get(f)!).add(fn);
