@@ -18,8 +18,13 @@ const ONLY = process.env.FUZZ_ONLY === undefined ? undefined : Number(process.en
 // seeded generators, so every kind of input), as only the admin and callback routes reach the store at all.
 const CASES = Number(process.env.FUZZ_CASES ?? (process.env.ROTOR_TEST_STORE === 'redis' ? 2_000 : 10_000));
 const HANDSHAKE_MS = 500;
-/** A close must come within the handshake timeout plus this much scheduling slack on a loaded machine. */
-const SLACK_MS = 2_500;
+/**
+ * A close must come within the handshake timeout plus this much scheduling slack on a loaded machine (the
+ * daemon, 96 clients at a time and the checks share one event loop; with a second suite and stress-ng beside it
+ * on a slow 2-core machine, an unfinished head was closed later than 3 s once). A connection never closed still
+ * fails; only the bound on a stalled loop is wider.
+ */
+const SLACK_MS = 6_000;
 const WIDTH = 96;
 const ADMIN_TOKEN = 'fuzz-admin-token';
 const creds = { user: USERS[0].name, pass: USERS[0].password };
