@@ -17,7 +17,7 @@
 // Make DIR_A with: mkdir /tmp/a && cp -r dist bin package.json /tmp/a && ln -s "$PWD/node_modules" /tmp/a/
 // (after `npm run build`), then change, rebuild, and pass the checkout itself as DIR_B.
 import { fork, spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -26,7 +26,7 @@ import { stringify } from 'yaml';
 import { stopChild } from '../test/support/upstreams.ts';
 import type { ClientJob, ClientReply, LatencyResult, RateResult } from './client.ts';
 import { benchConfig, npmStartCommand, parseGatewaySpec, withBuildConfig, withSemiSpace } from './daemon.ts';
-import { startJsonChild, startMicrosocks, startSquid, type Proc } from './procs.ts';
+import { startJsonChild, startMicrosocks, startSquid, threadCpuMs, type Proc } from './procs.ts';
 import { BENCH_PASSWORD, HTTP_USER, SOCKS_USER } from './spec.ts';
 import { runWrk } from './wrk.ts';
 
@@ -53,28 +53,8 @@ const seconds = Number(values.seconds);
 const cases = values.cases.toUpperCase().split(',');
 if (positionals.length < 1) throw new Error('usage: bench/ab.ts [--rounds N] [--seconds S] [--cases M2,M4,M1] DIR_A [DIR_B ...]');
 
-/**
- * CPU ms of a process's main thread and of its other threads (V8's GC and compiler helpers, libuv's pool), and
- * how much of both was in the kernel (on loopback mostly the socket calls, the same for every gateway).
- */
-function cpu(pid: number): { main: number; other: number; sys: number } {
-  let main = 0;
-  let other = 0;
-  let sys = 0;
-  for (const tid of readdirSync(`/proc/${pid}/task`)) {
-    try {
-      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
-      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      const ms = (Number(f[11]) + Number(f[12])) * 10;
-      sys += Number(f[12]) * 10;
-      if (tid === String(pid)) main += ms;
-      else other += ms;
-    } catch {
-      // a thread that ended between the listing and the read
-    }
-  }
-  return { main, other, sys };
-}
+// CPU per gateway: main thread, other threads, and the kernel's share (on loopback mostly the socket calls).
+const cpu = threadCpuMs;
 
 interface Gw {
   name: string;

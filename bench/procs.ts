@@ -80,20 +80,25 @@ export function cpuMs(pid: number): number {
   }
 }
 
-/** CPU ms (user + system) of a process's main thread and of its other threads (the collector's helpers, workers). */
-export function threadCpuMs(pid: number): { main: number; other: number } {
+/**
+ * CPU ms (user + system) of a process's main thread and of its other threads (the collector's helpers, workers,
+ * libuv's pool), and how much of both was in the kernel (`sys`).
+ */
+export function threadCpuMs(pid: number): { main: number; other: number; sys: number } {
   let main = 0;
   let other = 0;
+  let sys = 0;
   for (const tid of readdirSync(`/proc/${pid}/task`)) {
     try {
       const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
       const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
       const ms = ((Number(f[11]) + Number(f[12])) * 1000) / TICKS_PER_SECOND;
+      sys += (Number(f[12]) * 1000) / TICKS_PER_SECOND;
       if (tid === String(pid)) main += ms;
       else other += ms;
     } catch {
       // a thread that ended between the listing and the read
     }
   }
-  return { main, other };
+  return { main, other, sys };
 }
