@@ -20,6 +20,9 @@ local ok, s = pcall(cjson.decode, v)
 if ok and s.node and s.node.id == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 `;
+/** Sessions put back per round trip (restore). */
+const RESTORE_PAGE = 500;
+
 const SCRIPTS = { rotorSessionEnd: { numberOfKeys: 1, lua: END_IF_NODE } };
 
 export interface SharedSessionsOptions {
@@ -77,15 +80,22 @@ export class SharedSessions<N extends { id: string }> implements SharedSessionSt
     const now = this.now();
     const live = sessions.filter((s) => s.expiresAt - now >= 1);
     if (live.length === 0) return 0;
-    const results = await this.connection.run('sessions rebuild', (c) => {
-      const pipe = c.pipeline();
-      for (const s of live) {
-        const value: SharedSession<N> = { node: s.node, startedAt: s.startedAt, expiresAt: s.expiresAt };
-        pipe.set(this.keys.session(s.user, s.sessionId), JSON.stringify(value), 'PX', Math.round(s.expiresAt - now), 'NX');
-      }
-      return pipe.exec();
-    });
-    return (results ?? []).filter(([err, v]) => !err && v === 'OK').length;
+    // A page per round trip: each command's timeout runs from when it is sent, and a fleet may hold 100,000.
+    let put = 0;
+    for (let from = 0; from < live.length; from += RESTORE_PAGE) {
+      const page = live.slice(from, from + RESTORE_PAGE);
+      const results = await this.connection.run('sessions rebuild', (c) => {
+        const pipe = c.pipeline();
+        const at = this.now();
+        for (const s of page) {
+          const value: SharedSession<N> = { node: s.node, startedAt: s.startedAt, expiresAt: s.expiresAt };
+          pipe.set(this.keys.session(s.user, s.sessionId), JSON.stringify(value), 'PX', Math.max(1, Math.round(s.expiresAt - at)), 'NX');
+        }
+        return pipe.exec();
+      });
+      for (const [err, v] of results ?? []) if (!err && v === 'OK') put++;
+    }
+    return put;
   }
 
   /** Ends the session if it is still on `nodeId` (a failed node); true when it ended it. */

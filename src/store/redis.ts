@@ -34,6 +34,9 @@ import * as outbox from './redis-events.ts';
 import type * as S from './types.ts';
 import { intentEntry } from './types.ts';
 
+/** Records read per round trip when many are listed (users, usage, orders): see `hashes`. */
+const HASH_PAGE = 500;
+
 export interface RedisStoreOptions extends Omit<RedisConnectionOptions, 'name'> {
   /** Key prefix shared by every daemon of the fleet; default `rotor:`. */
   prefix?: string;
@@ -166,17 +169,24 @@ export class RedisStore implements S.Store {
     return callScript(client, name, args);
   }
 
-  /** HGETALL of many keys in one round trip; empty hashes (missing keys) come back as undefined. */
-  private async hashes(client: Redis, keys: string[]): Promise<(Hash | undefined)[]> {
-    if (keys.length === 0) return [];
-    const pipe = client.pipeline();
-    for (const k of keys) pipe.hgetall(k);
-    const results = (await pipe.exec()) ?? [];
-    return results.map(([err, value]) => {
-      if (err) throw err;
-      const h = value as Hash;
-      return Object.keys(h).length ? h : undefined;
-    });
+  /**
+   * HGETALL of many keys, a page of pipelined commands per round trip; empty hashes (missing keys) come back as
+   * undefined. Paged because each command's timeout runs from when it is sent: 100,000 users' records in one
+   * pipeline outlast it while the replies are parsed, and a daemon of a fleet could not start.
+   */
+  private async hashes(client: Redis, keys: readonly string[]): Promise<(Hash | undefined)[]> {
+    const out: (Hash | undefined)[] = [];
+    for (let from = 0; from < keys.length; from += HASH_PAGE) {
+      const pipe = client.pipeline();
+      const to = Math.min(keys.length, from + HASH_PAGE);
+      for (let i = from; i < to; i++) pipe.hgetall(keys[i] as string);
+      for (const [err, value] of (await pipe.exec()) ?? []) {
+        if (err) throw err;
+        const h = value as Hash;
+        out.push(Object.keys(h).length ? h : undefined);
+      }
+    }
+    return out;
   }
 
   // ── orders ──
