@@ -1,4 +1,4 @@
-// `npm run bench:users`: a reseller's real size on the embedded SQLite store, each target printed with its
+// `npm run bench:users`: a reseller's real size on the embedded SQLite store (or on Redis: --store redis), each target printed with its
 // figure and whether it is met. One daemon (`rotor start` as `npm start` runs it, bench/daemon.ts) in a
 // directory kept across its restarts, the embedded sandbox handing out Debian's microsocks as every drawn line:
 //   import    100,000 users through POST /v1/users/batch, 1,000 rows per request (99,000 with passwords Rotor
@@ -22,6 +22,10 @@
 // --smoke: 2,000 users (checks the bench runs; the targets are for the full size). The import always runs unless
 // --dir names a directory a previous run imported into (its users then count as --users); a new --dir is imported
 // into and kept.
+// --store redis: the daemons keep their state on a real redis-server started here (a fleet's store: users,
+// usage, the connection log and the fleet's shared state in Redis) instead of SQLite. The sandbox then always
+// runs in a process of its own (`--platform process`), the import included: an embedded sandbox keeps no state
+// file beside a Redis store, and its sub accounts would be gone at the restart.
 // --profile DIR: every daemon (the importing one and the restarted ones) writes a --cpu-prof profile into DIR (read them with bench/profile.ts).
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
@@ -32,6 +36,7 @@ import type { UpstreamDaemon } from '../test/support/upstreams.ts';
 import { ensureBuilt, npmStartCommand, npmStartNodeFlags, SOCKS_PRODUCT, spawnRotor, type Daemon } from './daemon.ts';
 import { BenchSetupError, cpuMs, rssBytes, startJsonChild, startMicrosocks, type Proc } from './procs.ts';
 import { BENCH_PASSWORD, SOCKS_USER } from './spec.ts';
+import { RedisServer, redisMissing } from '../test/fleet/redis-server.ts';
 
 const TOKEN = 'users-bench-token-5c1a';
 const UP_USER = 'upuser';
@@ -85,6 +90,9 @@ async function startSimProcess(dir: string, upstream: UpstreamDaemon, latencyMs:
   return { proc, baseUrl: info.baseUrl, appKey: info.appKey, appSecret: info.appSecret };
 }
 
+/** Where the daemons keep their state: SQLite in the bench's directory, or a Redis URL (--store redis). */
+let storePath = (dir: string): string => join(dir, 'rotor.db');
+
 function configFor(dir: string, upstream: UpstreamDaemon, latencyMs: number, sim?: SimProcess): Record<string, unknown> {
   return {
     platform: sim
@@ -93,7 +101,7 @@ function configFor(dir: string, upstream: UpstreamDaemon, latencyMs: number, sim
     proxy: { http: { host: '127.0.0.1', port: 0 }, socks5: { host: '127.0.0.1', port: 0 } },
     admin: { host: '127.0.0.1', port: 0, token: TOKEN },
     callback: { host: '127.0.0.1', port: 0 },
-    store: { path: join(dir, 'rotor.db') },
+    store: { path: storePath(dir) },
     log: { level: 'info' },
     users: [
       {
@@ -241,10 +249,14 @@ async function main(): Promise<void> {
       smoke: { type: 'boolean', default: false },
       dir: { type: 'string' },
       platform: { type: 'string', default: 'process,embedded' },
+      store: { type: 'string', default: 'sqlite' },
       'node-flag': { type: 'string', multiple: true, default: [] },
     },
   });
-  const modes = values.platform.split(',') as PlatformMode[];
+  if (values.store !== 'sqlite' && values.store !== 'redis') throw new BenchSetupError(`--store: sqlite or redis, not ${values.store}`);
+  const onRedis = values.store === 'redis';
+  if (onRedis && redisMissing) throw new BenchSetupError(redisMissing);
+  const modes = onRedis ? ['process' as const] : (values.platform.split(',') as PlatformMode[]);
   for (const m of modes)
     if (m !== 'process' && m !== 'embedded') throw new BenchSetupError(`--platform: unknown mode ${m} (process, embedded)`);
   const smoke = values.smoke;
@@ -267,10 +279,13 @@ async function main(): Promise<void> {
   mkdirSync(dir, { recursive: true });
   let daemon: Daemon | undefined;
   let sim: SimProcess | undefined;
+  const redis = onRedis ? await new RedisServer().start() : undefined;
+  if (redis) storePath = () => redis.url;
   try {
-    log(`bench:users, ${count} users, load ${load()}`);
-    if (values.dir === undefined || !existsSync(join(dir, 'rotor.db'))) {
-      daemon = (await start(dir, upstream, 0, flags)).daemon;
+    log(`bench:users, ${count} users, store ${values.store}, load ${load()}`);
+    if (redis || values.dir === undefined || !existsSync(join(dir, 'rotor.db'))) {
+      sim = redis ? await startSimProcess(dir, upstream, 0) : undefined;
+      daemon = (await start(dir, upstream, 0, flags, sim)).daemon;
       const importMs = await importUsers(daemon, count, logins, loginHash);
       report({
         name: `import ${count} users (POST /v1/users/batch, 1,000 a request)`,
@@ -280,6 +295,8 @@ async function main(): Promise<void> {
       });
       await daemon.stop();
       daemon = undefined;
+      await sim?.proc.stop();
+      sim = undefined;
     }
 
     if (only.has('restart')) {
@@ -289,7 +306,7 @@ async function main(): Promise<void> {
           const r = await start(dir, upstream, latencyMs, flags, sim);
           daemon = r.daemon;
           report({
-            name: `ready after restart, ${count} users, platform latency ${latencyMs} ms, platform ${mode}`,
+            name: `ready after restart, ${count} users, platform latency ${latencyMs} ms, platform ${mode}, store ${values.store}`,
             figure: `${(r.readyMs / 1000).toFixed(2)} s`,
             target: '≤ 5 s',
             met: r.readyMs <= 5000,
@@ -307,6 +324,7 @@ async function main(): Promise<void> {
     await daemon?.stop();
     await sim?.proc.stop();
     await upstream.stop();
+    await redis?.stop();
     if (values.dir === undefined) rmSync(dir, { recursive: true, force: true });
   }
   log('');
