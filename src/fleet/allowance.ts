@@ -90,6 +90,11 @@ export class UserAllowance extends AllowanceShare {
    */
   freeAtSync = 0;
   daemonsAtSync = 1;
+  /**
+   * A sync was started for it. A share made but never leased nor reported (a period user's share under its
+   * bare name, whose traffic goes to the period's) has nothing for a round or the stop to sync.
+   */
+  tried = false;
 }
 
 /** Syncs (one script call each) a daemon keeps in flight at most; more wait their turn (see bounded). */
@@ -198,6 +203,7 @@ export class AllowanceLeaser implements AllowanceSource {
     const lossesBefore = this.losses;
     const due: UserAllowance[] = [];
     for (const a of this.users.values()) {
+      if (!a.tried && a.spent <= 0 && a.extra <= 0) continue;
       if (everyone || a.offline || a.spent > 0 || a.extra > 0 || a.exhausted || a.available <= this.lowWater) due.push(a);
     }
     let reached = true;
@@ -247,7 +253,8 @@ export class AllowanceLeaser implements AllowanceSource {
     if (this.closed) return;
     this.closed = true;
     clearInterval(this.timer);
-    await Promise.all([...this.users.values()].map((a) => this.sync(a, 0, true)));
+    const held = [...this.users.values()].filter((a) => a.tried || a.spent > 0 || a.extra > 0);
+    await Promise.all(held.map((a) => this.sync(a, 0, true)));
   }
 
   private sync(a: UserAllowance, want: number, final = false): Promise<void> {
@@ -279,6 +286,7 @@ export class AllowanceLeaser implements AllowanceSource {
   }
 
   private async syncOnce(a: UserAllowance, want: number, final: boolean): Promise<void> {
+    a.tried = true;
     const spent = a.spent;
     const extra = a.extra;
     // Not yet confirmed: everything since the last confirmed sync, a failed one's bytes included.
