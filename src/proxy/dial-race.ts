@@ -434,7 +434,8 @@ function awaitHedge(a: Attempt, delayMs: number): void {
     q = { delayMs, items: [], head: 0, base: 0, timer: undefined };
     hedgeQueues.set(delayMs, q);
   }
-  a.hedgeDue = performance.now() + delayMs;
+  // The attempt was made in this turn: its start is now (no second clock reading).
+  a.hedgeDue = a.startedAt + delayMs;
   a.hedgeArmed = true;
   a.hedgeSlot = q.base + q.items.length;
   q.items.push(a);
