@@ -140,6 +140,8 @@ function sharedPeriodKey(key: string): string {
   return key;
 }
 const CONFIG_LIMIT_KEY = 'accounting.configLimit.';
+/** Users applied per batch at a start (upsertUsers): their fleet leases are taken together. */
+const UPSERT_BATCH = 1000;
 
 /** A reason a user is refused other than the byte limit (disabled account, empty balance), by cause. */
 type Refusals = Map<string, string>;
@@ -395,13 +397,31 @@ export class Accounting {
     // The start's read when nothing was written since (one read of 160,000 rows, not two).
     const records = this.startRows ?? byUser(await this.store.listUsage());
     this.startRows = undefined;
-    for (const u of users) await this.upsert(u, records);
+    // In a fleet each user's lease is a script call: the calls of a batch of users go out together (the
+    // leaser bounds how many are in flight) instead of one round trip after another (100,000 users: minutes).
+    for (let from = 0; from < users.length; from += UPSERT_BATCH) {
+      const leases = new Map<string, boolean>();
+      const to = Math.min(users.length, from + UPSERT_BATCH);
+      for (let i = from; i < to; i++) await this.upsert(users[i] as AccountingUser, records, leases);
+      if (this.allowance) await Promise.all([...leases].map(([key, release]) => this.lease(key, release)));
+    }
   }
 
-  /** `records`: every stored usage row (a complete snapshot: a key it lacks has no row). */
-  private async upsert(u: AccountingUser, records?: Map<string, UsageRecord>): Promise<void> {
+  /** Gives back this daemon's lease of `key` first when asked (a changed limit), then takes a fresh one. */
+  private async lease(key: string, release: boolean): Promise<void> {
+    if (release) await this.allowance!.release(key);
+    await this.allowance!.acquire(key);
+  }
+
+  /**
+   * `records`: every stored usage row (a complete snapshot: a key it lacks has no row). `leases`: the fleet
+   * leases to take (key → give the old one back first), taken together by the caller; without it, taken here.
+   */
+  private async upsert(u: AccountingUser, records?: Map<string, UsageRecord>, leases?: Map<string, boolean>): Promise<void> {
     checkLocalLimit(u.limitBytes, `users.${u.name}.limitBytes`);
     const known = this.meters.get(u.name);
+    // Configured before this call (not only read from the store at the start): see the lease below.
+    const wasConfigured = known?.configured === true;
     const rec = known ? undefined : records !== undefined ? records.get(u.name) : await this.store.getUsage?.(u.name);
     const m = this.entry(u.name, rec?.usedBytes ?? 0, u.limitBytes);
     m.configured = true;
@@ -414,17 +434,19 @@ export class Accounting {
       m.limit = u.limitBytes;
       await this.writeLimit(u.name, u.limitBytes);
     }
-    if (periodChanged || known === undefined) await this.applyPeriod(m, u.period ?? 'total', records);
+    if (periodChanged || known === undefined) await this.applyPeriod(m, u.period ?? 'total', records, leases);
     m.recheck();
     m.touch();
     if (this.allowance) {
       const a = this.allowance.user(m.key);
       a.seedLimit = m.limit;
-      if (limitChanged || periodChanged) {
-        if (m.key !== m.name) await this.writeLimit(m.key, m.limit);
-        await this.allowance.release(m.key);
-      }
-      await this.allowance.acquire(m.key);
+      // A changed limit, or a configured user's changed period: the old slice goes back first so the new one
+      // is cut from the new limit. A meter new to this process (or only read from the store at its start) got
+      // its period row written and leased by its roll: a restart takes one lease per user, not three.
+      const renew = limitChanged || (periodChanged && wasConfigured);
+      if (renew && m.key !== m.name && records?.get(m.key)?.limitBytes !== m.limit) await this.writeLimit(m.key, m.limit);
+      if (leases) leases.set(m.key, renew || leases.get(m.key) === true);
+      else await this.lease(m.key, renew);
     }
     if (limitChanged && known !== undefined) this.emit({ user: u.name, limitBytes: u.limitBytes, source: 'admin' });
   }
@@ -500,7 +522,12 @@ export class Accounting {
   }
 
   /** Sets the meter's period and moves it to the period containing now (see the top of this file). */
-  private async applyPeriod(m: Meter, period: QuotaPeriod, records?: Map<string, UsageRecord>): Promise<void> {
+  private async applyPeriod(
+    m: Meter,
+    period: QuotaPeriod,
+    records?: Map<string, UsageRecord>,
+    leases?: Map<string, boolean>,
+  ): Promise<void> {
     if (m.period === period && m.key !== m.name) return;
     if (m.period !== period) {
       // A different period: usage not yet written belongs to the row it was counted under.
@@ -520,11 +547,11 @@ export class Accounting {
         return;
       }
     }
-    await this.roll(m, records);
+    await this.roll(m, records, leases);
   }
 
-  /** Moves a period meter to the period containing now, if it is not there yet. */
-  private async roll(m: Meter, records?: Map<string, UsageRecord>): Promise<void> {
+  /** Moves a period meter to the period containing now, if it is not there yet. `leases`: see upsert. */
+  private async roll(m: Meter, records?: Map<string, UsageRecord>, leases?: Map<string, boolean>): Promise<void> {
     if (m.period === 'total') return;
     const now = this.now();
     const w = periodWindow(m.period, this.timeZone, now);
@@ -548,8 +575,10 @@ export class Accounting {
     // What earlier runs (or other daemons) already counted in this period.
     await this.loadStored(m, key, records);
     if (this.allowance && m.key === key) {
-      await this.writeLimit(key, m.limit);
-      await this.allowance.acquire(key);
+      // A snapshot of the rows that already holds this limit for the period needs no write (every restart).
+      if (records?.get(key)?.limitBytes !== m.limit) await this.writeLimit(key, m.limit);
+      if (leases) leases.set(key, leases.get(key) === true);
+      else await this.allowance.acquire(key);
     }
     this.logger?.debug({ user: m.name, period: m.period, key: m.periodKey }, 'quota period started');
   }

@@ -90,7 +90,15 @@ export class UserAllowance extends AllowanceShare {
    */
   freeAtSync = 0;
   daemonsAtSync = 1;
+  /**
+   * A sync was started for it. A share made but never leased nor reported (a period user's share under its
+   * bare name, whose traffic goes to the period's) has nothing for a round or the stop to sync.
+   */
+  tried = false;
 }
+
+/** Syncs (one script call each) a daemon keeps in flight at most; more wait their turn (see bounded). */
+export const MAX_SYNCS_IN_FLIGHT = 64;
 
 export class AllowanceLeaser implements AllowanceSource {
   readonly instance: string;
@@ -117,6 +125,10 @@ export class AllowanceLeaser implements AllowanceSource {
   /** Losses seen so far: a round compares it before and after, so overlapping rounds each see a loss. */
   private losses = 0;
   private readonly lostListeners: ((epoch: string) => void)[] = [];
+  private candidates = 0;
+  /** Syncs in flight, and the ones waiting for a place (see MAX_SYNCS_IN_FLIGHT). */
+  private inFlight = 0;
+  private readonly waiting: (() => void)[] = [];
 
   constructor(
     private readonly store: AllowanceStore,
@@ -191,6 +203,7 @@ export class AllowanceLeaser implements AllowanceSource {
     const lossesBefore = this.losses;
     const due: UserAllowance[] = [];
     for (const a of this.users.values()) {
+      if (!a.tried && a.spent <= 0 && a.extra <= 0) continue;
       if (everyone || a.offline || a.spent > 0 || a.extra > 0 || a.exhausted || a.available <= this.lowWater) due.push(a);
     }
     let reached = true;
@@ -240,19 +253,40 @@ export class AllowanceLeaser implements AllowanceSource {
     if (this.closed) return;
     this.closed = true;
     clearInterval(this.timer);
-    await Promise.all([...this.users.values()].map((a) => this.sync(a, 0, true)));
+    const held = [...this.users.values()].filter((a) => a.tried || a.spent > 0 || a.extra > 0);
+    await Promise.all(held.map((a) => this.sync(a, 0, true)));
   }
 
   private sync(a: UserAllowance, want: number, final = false): Promise<void> {
     if (a.syncing) return a.syncing.then(() => this.sync(a, want, final));
-    const run = this.syncOnce(a, want, final).finally(() => {
+    const run = this.bounded(() => this.syncOnce(a, want, final)).finally(() => {
       a.syncing = undefined;
     });
     a.syncing = run;
     return run;
   }
 
+  /**
+   * Runs `job` once fewer than MAX_SYNCS_IN_FLIGHT syncs are in flight (FIFO). A round that syncs every user
+   * (a start, a rebuild after a loss, the stop) would otherwise send 100,000 script calls at once, and each
+   * command's timeout runs from its send: the last ones time out behind the others, those users go offline,
+   * and the next round syncs everyone again.
+   */
+  private async bounded(job: () => Promise<void>): Promise<void> {
+    if (this.inFlight >= MAX_SYNCS_IN_FLIGHT) await new Promise<void>((resolve) => this.waiting.push(resolve));
+    else this.inFlight++;
+    try {
+      await job();
+    } finally {
+      // The place goes to the next waiting job as it is (inFlight unchanged), or back.
+      const next = this.waiting.shift();
+      if (next) next();
+      else this.inFlight--;
+    }
+  }
+
   private async syncOnce(a: UserAllowance, want: number, final: boolean): Promise<void> {
+    a.tried = true;
     const spent = a.spent;
     const extra = a.extra;
     // Not yet confirmed: everything since the last confirmed sync, a failed one's bytes included.
@@ -327,9 +361,12 @@ export class AllowanceLeaser implements AllowanceSource {
     return this.epoch;
   }
 
-  /** A fresh id for the epoch key should Redis have none (never reused: a reused id would hide a loss). */
+  /**
+   * A fresh id for the epoch key should Redis have none (never reused: a reused id would hide a loss): this
+   * process's reporter id and a counter, not random bytes per sync (100,000 users' syncs at a start).
+   */
   private get candidateEpoch(): string {
-    return randomBytes(9).toString('base64url');
+    return `${this.reporter}.${++this.candidates}`;
   }
 
   private sawEpoch(epoch: string): void {

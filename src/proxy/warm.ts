@@ -195,8 +195,9 @@ export class WarmConnections {
     set.recent[set.at] = now;
     set.at = (set.at + 1) % RECENT;
     const ready = this.take(set);
-    const tunnel = ready ? this.request(ready, node, target, options, fresh) : fresh(node, target, options);
-    this.refill(set);
+    const tunnel = ready ? this.request(ready, node, target, options, fresh, now) : fresh(node, target, options);
+    // The same turn's clock reading for the refill and the request's deadline: one performance.now per dial, not three.
+    this.refill(set, now);
     return tunnel;
   }
 
@@ -252,9 +253,9 @@ export class WarmConnections {
     return Math.min(this.o.perNode, 1 + Math.ceil(perMs * Math.max(1, set.openMs)));
   }
 
-  refill(set: NodeSet): void {
+  refill(set: NodeSet, now = performance.now()): void {
     if (this.closed || this.sets.get(set.key) !== set) return;
-    const want = this.demand(set, performance.now());
+    const want = this.demand(set, now);
     while (set.ready.length + set.opening < want) {
       const inPool = this.perPool.get(set.pool) ?? 0;
       if (inPool >= this.o.maxPerPool || this.total >= MAX_TOTAL) return;
@@ -360,16 +361,16 @@ export class WarmConnections {
    * a caller without one, by a promise. A connection that died unseen (closed as it was handed out) still gets
    * the tunnel a fresh dial.
    */
-  private request(r: Ready, node: UpstreamNode, target: Target, options: DialOptions, fresh: Dialer): Promise<Tunnel> | null {
+  private request(r: Ready, node: UpstreamNode, target: Target, options: DialOptions, fresh: Dialer, now: number): Promise<Tunnel> | null {
     this.release(r.set);
     const request = new WarmRequest(this, r.socket as WarmSocket, node, target, options, fresh);
     if (options.answer !== undefined) {
-      request.start();
+      request.start(now);
       return null;
     }
     starting = request;
     const promise = new Promise<Tunnel>(bindRequest);
-    request.start();
+    request.start(now);
     return promise;
   }
 
@@ -558,9 +559,9 @@ class WarmRequest implements Listed<Pending> {
     private readonly fresh: Dialer,
   ) {}
 
-  start(): void {
+  start(now: number): void {
     const { options, socket, node } = this;
-    this.deadline = performance.now() + options.handshakeTimeoutMs;
+    this.deadline = now + options.handshakeTimeoutMs;
     this.warm.watch(this);
     const signal = options.signal;
     if (signal?.aborted) return this.handleEvent();

@@ -2,7 +2,7 @@
 // (and the dir removed) by stop(). When the binary is missing, `redisMissing` says why and tests skip.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer, connect } from 'node:net';
+import { createServer, connect, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -144,4 +144,54 @@ export async function connection(
   const c = new RedisConnection(url, { name, commandTimeoutMs, maxReconnectDelayMs: 100 });
   await c.connect();
   return c;
+}
+
+/**
+ * A relay in front of a server that carries at most `bytesPerSecond` each way (the source is paused for each
+ * chunk's share of a second): a slow link, on which a burst of commands outlasts a command timeout that one
+ * page of them does not. `url` once listening; close() stops it and its connections.
+ */
+export class PacedRelay {
+  private server: Server | undefined;
+  private readonly sockets = new Set<Socket>();
+  url = '';
+
+  constructor(
+    private readonly port: number,
+    private readonly bytesPerSecond: number,
+  ) {}
+
+  async start(): Promise<this> {
+    const server = createServer((client) => {
+      const upstream = connect({ host: '127.0.0.1', port: this.port });
+      for (const s of [client, upstream]) {
+        this.sockets.add(s);
+        s.once('close', () => this.sockets.delete(s));
+      }
+      this.paced(client, upstream);
+      this.paced(upstream, client);
+    });
+    this.server = server;
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const address = server.address();
+    this.url = `redis://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
+    return this;
+  }
+
+  async close(): Promise<void> {
+    for (const s of this.sockets) s.destroy();
+    const server = this.server;
+    if (server) await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+
+  private paced(from: Socket, to: Socket): void {
+    from.on('data', (chunk: Buffer) => {
+      to.write(chunk);
+      from.pause();
+      setTimeout(() => from.resume(), (chunk.length / this.bytesPerSecond) * 1000);
+    });
+    from.on('end', () => to.end());
+    from.on('error', () => to.destroy());
+    from.on('close', () => to.destroy());
+  }
 }

@@ -5,9 +5,8 @@
 // a page of it takes a fraction of one: the listings must come back whole, not fail.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer, connect, type Server, type Socket } from 'node:net';
 import { openRedisStore, type RedisStore } from '../../src/store/index.ts';
-import { redisMissing, RedisServer } from '../fleet/redis-server.ts';
+import { PacedRelay, redisMissing, RedisServer } from '../fleet/redis-server.ts';
 
 /** Bytes a second through the relay, each way. */
 const RATE = 250_000;
@@ -15,41 +14,21 @@ const TIMEOUT_MS = 2000;
 const USERS = 5000;
 const SESSIONS = 5000;
 
-/** Copies `from` to `to` at most RATE bytes a second: the source is paused for each chunk's share of a second. */
-function paced(from: Socket, to: Socket): void {
-  from.on('data', (chunk: Buffer) => {
-    to.write(chunk);
-    from.pause();
-    setTimeout(() => from.resume(), (chunk.length / RATE) * 1000);
-  });
-  from.on('end', () => to.end());
-  from.on('error', () => to.destroy());
-  from.on('close', () => to.destroy());
-}
-
 const redis = new RedisServer();
-let relay: Server;
-let relayUrl = '';
+let relay: PacedRelay;
 let direct: RedisStore;
 
 before(async () => {
   if (redisMissing) return;
   await redis.start();
-  relay = createServer((client) => {
-    const server = connect({ host: '127.0.0.1', port: redis.port });
-    paced(client, server);
-    paced(server, client);
-  });
-  await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve));
-  const address = relay.address();
-  relayUrl = `redis://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
+  relay = await new PacedRelay(redis.port, RATE).start();
   direct = await openRedisStore(redis.url, { prefix: 'page:' });
 });
 
 after(async () => {
   if (redisMissing) return;
   await direct.close();
-  await new Promise<void>((resolve) => relay.close(() => resolve()));
+  await relay.close();
   await redis.stop();
 });
 
@@ -64,7 +43,7 @@ test(`${USERS} users listed through a slow link whose whole listing outlasts the
       });
     await direct.putUsers(writes);
   }
-  const slow = await openRedisStore(relayUrl, { prefix: 'page:', commandTimeoutMs: TIMEOUT_MS });
+  const slow = await openRedisStore(relay.url, { prefix: 'page:', commandTimeoutMs: TIMEOUT_MS });
   try {
     const started = Date.now();
     const users = await slow.listUsers();
@@ -84,7 +63,7 @@ test(`${USERS} users listed through a slow link whose whole listing outlasts the
 });
 
 test(`${SESSIONS} sticky sessions put back through the same slow link`, { skip: redisMissing }, async () => {
-  const slow = await openRedisStore(relayUrl, { prefix: 'page:', commandTimeoutMs: TIMEOUT_MS });
+  const slow = await openRedisStore(relay.url, { prefix: 'page:', commandTimeoutMs: TIMEOUT_MS });
   try {
     const sessions = slow.fleetState().sessions<{ id: string; host: string }>();
     const expiresAt = Date.now() + 600_000;

@@ -1,0 +1,123 @@
+// A fleet daemon's start at a reseller's size, against a real redis-server: every user's lease is a script
+// call, so what a start sends per user and how many calls it has in flight decide whether 100,000 users
+// start in seconds, in minutes, or with users served offline because their calls timed out behind the others.
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { Redis } from 'ioredis';
+import { Accounting, type AccountingUser } from '../../src/accounting/accounting.ts';
+import { AllowanceLeaser, MAX_SYNCS_IN_FLIGHT } from '../../src/fleet/allowance.ts';
+import { RedisAllowance } from '../../src/store/redis-fleet-allowance.ts';
+import { openRedisStore } from '../../src/store/index.ts';
+import { PacedRelay, redisMissing, RedisServer, connection } from './redis-server.ts';
+
+const MiB = 1024 * 1024;
+// Mid-November 2026, UTC: the month and day periods do not roll during the test.
+const T = Date.UTC(2026, 10, 15, 12, 0, 0);
+const now = (): number => T;
+
+const server = new RedisServer();
+let admin: Redis;
+before(async () => {
+  if (redisMissing) return;
+  await server.start();
+  admin = new Redis(server.port, '127.0.0.1', { lazyConnect: true });
+  await admin.connect();
+});
+after(async () => {
+  if (redisMissing) return;
+  admin.disconnect();
+  await server.stop();
+});
+
+/** Calls of each command since the last CONFIG RESETSTAT (INFO commandstats). */
+async function calls(): Promise<Record<string, number>> {
+  const info = await admin.info('commandstats');
+  const out: Record<string, number> = {};
+  for (const m of info.matchAll(/^cmdstat_(\S+?):calls=(\d+)/gm)) out[m[1] as string] = Number(m[2]);
+  return out;
+}
+
+async function daemon(prefix: string, instance: string) {
+  const store = await openRedisStore(server.url, { prefix, commandTimeoutMs: 10_000 });
+  // No timer round during the test: the calls counted are the start's own.
+  const leaser = new AllowanceLeaser(new RedisAllowance(store.connection, prefix), {
+    instance,
+    sliceBytes: 4 * MiB,
+    now,
+    syncEveryMs: 600_000,
+  });
+  const accounting = new Accounting({ store, allowance: leaser, flushIntervalMs: 60_000, now });
+  await accounting.start([]);
+  const close = async (): Promise<void> => {
+    await accounting.close();
+    await leaser.close();
+    await store.close();
+  };
+  return { store, leaser, accounting, close };
+}
+
+describe('a fleet daemon starting with many users', { skip: redisMissing }, () => {
+  test('a restart takes one lease per user, writes no limit the store already holds, and keeps every usage', async () => {
+    const prefix = `sas${process.pid}:`;
+    const periods = ['total', 'month', 'day'] as const;
+    const users: AccountingUser[] = [];
+    for (let i = 0; i < 600; i++) users.push({ name: `c${i}`, limitBytes: (100 + i) * MiB, period: periods[i % 3] });
+
+    const first = await daemon(prefix, 'A');
+    await first.accounting.upsertUsers(users);
+    for (let i = 0; i < users.length; i += 7) first.accounting.meter(`c${i}`).add(1000 + i, 0);
+    const before = new Map(users.map((u) => [u.name, first.accounting.get(u.name)!.usedBytes]));
+    await first.close();
+
+    const second = await daemon(prefix, 'B');
+    try {
+      await admin.config('RESETSTAT');
+      await second.accounting.upsertUsers(users);
+      const counted = await calls();
+      const scripts = (counted.evalsha ?? 0) + (counted.eval ?? 0);
+      // One lease per user (before: a period user's roll took one, then gave it back and took another: 3).
+      assert.ok(scripts <= users.length, `${scripts} script calls for ${users.length} users`);
+      // The limits are stored already (before: two MULTI/EXEC writes per period user at every start).
+      assert.equal(counted.exec ?? 0, 0, 'no limit written again');
+      for (const u of users) {
+        assert.equal(second.accounting.get(u.name)!.usedBytes, before.get(u.name), `${u.name}'s usage after the restart`);
+        const row = second.accounting.get(u.name)!;
+        assert.equal(row.limitBytes, u.limitBytes);
+      }
+      // A round after the start: every user holds a full slice and is idle, and a period user's share under its
+      // bare name (made with its meter, never leased) has nothing to sync: the heartbeat only (before: 400 calls).
+      await admin.config('RESETSTAT');
+      await second.leaser.syncAll();
+      const round = await calls();
+      assert.equal((round.evalsha ?? 0) + (round.eval ?? 0), 0, 'script calls in an idle round after the start');
+      // Every user holds a lease: the data path runs without waiting for Redis.
+      for (const u of users.slice(0, 30)) assert.equal(second.accounting.admit(u.name).ok, true, `${u.name} admitted`);
+    } finally {
+      await second.close();
+    }
+  });
+
+  test(`3,000 users leased at once through a slow link: at most ${MAX_SYNCS_IN_FLIGHT} calls in flight, none timed out`, async () => {
+    const prefix = `sasb${process.pid}:`;
+    const relay = await new PacedRelay(server.port, 250_000).start();
+    // The leases' calls go through a link carrying 250 KB/s: 3,000 calls sent at once (~1.2 MB) would take
+    // about 5 s to cross it, and the last ones would time out after 2 s.
+    const conn = await connection(relay.url, 'slow', 2000);
+    const leaser = new AllowanceLeaser(new RedisAllowance(conn, prefix), { instance: 'S', sliceBytes: 4 * MiB, now });
+    try {
+      const names = Array.from({ length: 3000 }, (_, i) => `s${i}`);
+      for (const n of names) leaser.user(n).seedLimit = 1024 * MiB;
+      const got = await Promise.all(names.map((n) => leaser.acquire(n)));
+      const offline = names.filter((n) => leaser.user(n).offline);
+      assert.deepEqual(offline.slice(0, 5), [], `${offline.length} of 3,000 users served offline (their calls timed out)`);
+      assert.ok(
+        got.every((g) => g === 4 * MiB),
+        'each holds a full slice',
+      );
+    } finally {
+      await leaser.close();
+      await conn.close();
+      await relay.close();
+    }
+  });
+});
