@@ -19,7 +19,31 @@ if (file) {
   const inc = (k) => {
     counts[k] = (counts[k] ?? 0) + 1;
   };
-  createHook({ init: (_id, type) => inc(`async ${type}`) }).enable();
+  // ROTOR_COUNTS_SITES=1 (bench/counts.ts --promise-sites): each promise also counted by where it was made, its
+  // first two frames outside node's own modules (a stack per promise: counts only, never a CPU figure).
+  const sites = process.env.ROTOR_COUNTS_SITES === '1';
+  const site = () => {
+    const limit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 30;
+    const stack = new Error().stack ?? '';
+    Error.stackTraceLimit = limit;
+    return (
+      stack
+        .split('\n')
+        .slice(1)
+        .map((l) => l.trim().replace(/^at /, ''))
+        .filter((l) => !l.includes('node:') && !l.includes('counts-preload.mjs'))
+        .slice(0, 2)
+        .map((l) => l.replace(/\(?(?:file:\/\/)?\/\S*?\/(dist|bench|src|node_modules)\//, '($1/'))
+        .join(' <- ') || '(node)'
+    );
+  };
+  createHook({
+    init: (_id, type) => {
+      inc(`async ${type}`);
+      if (sites && type === 'PROMISE') inc(`promise at ${site()}`);
+    },
+  }).enable();
   // Readable.prototype's on/removeListener are what a socket's calls reach (EventEmitter's are called from them).
   const wrap = (name, label) => {
     const f = Readable.prototype[name];

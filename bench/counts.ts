@@ -6,7 +6,9 @@
 // part are divided by the operations the client completed. Each of them is work in node's C++ or in its
 // megamorphic stream code.
 //
-//   node --import tsx bench/counts.ts [--case M1|connect|socks5] [--seconds 3] [--top 30] minimal DIR_A [DIR_B ...]
+//   node --import tsx bench/counts.ts [--case M1|connect|socks5] [--seconds 3] [--top 30] [--promise-sites] minimal DIR_A [DIR_B ...]
+//
+// --promise-sites: each promise also counted by the two frames that made it, outside node's own modules.
 //
 // A DIR is a build directory as bench/ab.ts takes (bin/, dist/, package.json); `.` is this checkout. `minimal@N`
 // or `DIR@N`: that gateway with --max-semi-space-size=N.
@@ -38,8 +40,13 @@ const { values, positionals } = parseArgs({
     case: { type: 'string', default: 'M1' },
     top: { type: 'string', default: '30' },
     profile: { type: 'string' },
+    // Each promise also counted by where it was made (rows `promise at FRAME <- FRAME`): which call sites make
+    // a gateway's promises per operation. A stack per promise slows the gateway: for the counts, not its CPU.
+    'promise-sites': { type: 'boolean', default: false },
   },
 });
+// The preload reads it (the minimal gateway inherits this environment, a build gets it with npm start's).
+if (values['promise-sites']) process.env.ROTOR_COUNTS_SITES = '1';
 const kind = values.case.toLowerCase();
 if (kind !== 'm1' && kind !== 'connect' && kind !== 'socks5') throw new Error('--case is M1, connect or socks5');
 if (positionals.length === 0) throw new Error('usage: bench/counts.ts [--case M1|connect|socks5] minimal DIR_A [DIR_B ...]');
@@ -122,7 +129,12 @@ async function measure(spec: string, n: number): Promise<{ label: string; ops: n
       (d) => benchConfig(squid, socks, join(d, 'rotor.db')),
       [...withSemiSpace(start.nodeFlags, semiSpace), '--import', preload],
       60_000,
-      { ...start.env, ROTOR_COUNTS_FILE: file, ...(profileFile === undefined ? {} : { ROTOR_PROFILE_FILE: profileFile }) },
+      {
+        ...start.env,
+        ROTOR_COUNTS_FILE: file,
+        ...(values['promise-sites'] ? { ROTOR_COUNTS_SITES: '1' } : {}),
+        ...(profileFile === undefined ? {} : { ROTOR_PROFILE_FILE: profileFile }),
+      },
       { root },
     );
     user = HTTP_USER;
