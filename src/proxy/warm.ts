@@ -245,11 +245,21 @@ export class WarmConnections {
   /** Wanted ready connections for this set now: 0 without recent dials, else 1 + rate × opening time. */
   private demand(set: NodeSet, now: number): number {
     let dials = 0;
+    let oldest = now;
     const window = this.o.windowMs ?? 10_000;
     const recent = set.recent;
-    for (let i = 0; i < recent.length; i++) if (now - recent[i]! < window) dials++;
+    for (let i = 0; i < recent.length; i++) {
+      const at = recent[i]!;
+      if (now - at < window) {
+        dials++;
+        if (at < oldest) oldest = at;
+      }
+    }
     if (dials === 0) return 0;
-    const perMs = dials / window;
+    // The ring keeps the last RECENT dials: when all of them are in the window the rate is theirs over the time
+    // they span (counted over the window it could never pass RECENT per window, 6.4 a second, and at hundreds
+    // of tunnels a second the set kept two connections and most tunnels dialed on their path).
+    const perMs = dials === RECENT ? dials / Math.max(1, now - oldest) : dials / window;
     return Math.min(this.o.perNode, 1 + Math.ceil(perMs * Math.max(1, set.openMs)));
   }
 

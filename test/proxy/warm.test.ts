@@ -102,6 +102,26 @@ function make(extra: Partial<WarmOptions> = {}) {
 
 const until = (what: string, ok: () => boolean) => poll(() => ok(), { what, timeoutMs: 10_000, everyMs: 10 });
 
+describe('warm demand', () => {
+  // Pure arithmetic of the set's dial ring (private: no socket needed to see what it asks for).
+  type Demand = { demand(set: { recent: number[]; openMs: number }, now: number): number };
+  const demandOf = (warm: WarmConnections, recent: number[], openMs: number, now: number): number =>
+    (warm as unknown as Demand).demand({ recent, openMs }, now);
+
+  test('hundreds of tunnels a second ask for more than two connections (the ring of 64 dials is the rate, not the 10 s window)', () => {
+    const { warm } = make({ perNode: 8 });
+    const now = 100_000;
+    // 64 dials in the last 100 ms: 640 a second, each connection opening in 10 ms → 1 + 640/s × 10 ms = 8 wanted.
+    const burst = Array.from({ length: 64 }, (_, i) => now - 100 + (i * 100) / 64);
+    assert.equal(demandOf(warm, burst, 10, now), 8);
+    // A few dials in the window: their count over the window (3 in 10 s, 10 ms to open: 1 + ceil(0.003) = 2).
+    assert.equal(demandOf(warm, [now - 9000, now - 5000, now - 1], 10, now), 2);
+    // None in the window: nothing wanted.
+    assert.equal(demandOf(warm, [now - 20_000], 10, now), 0);
+    warm.close();
+  });
+});
+
 describe('warm upstream connections', () => {
   let up: Upstream;
   before(async () => {
