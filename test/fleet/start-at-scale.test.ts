@@ -9,6 +9,8 @@ import { AllowanceLeaser, MAX_BATCHES_IN_FLIGHT, MAX_SYNCS_IN_FLIGHT, SYNC_BATCH
 import { RedisAllowance } from '../../src/store/redis-fleet-allowance.ts';
 import { openRedisStore } from '../../src/store/index.ts';
 import { PacedRelay, redisMissing, RedisServer, connection } from './redis-server.ts';
+import { createBatch } from '../../src/users/bulk.ts';
+import { Users } from '../../src/users/directory.ts';
 
 const MiB = 1024 * 1024;
 // Mid-November 2026, UTC: the month and day periods do not roll during the test.
@@ -107,6 +109,42 @@ describe('a fleet daemon starting with many users', { skip: redisMissing }, () =
       assert.deepEqual(leased, [], 'no lease left after the stop');
     } finally {
       await second.close();
+    }
+  });
+
+  test('an import of 600 users (createBatch): their rows read, limits written and leases taken per batch, not per user', async () => {
+    const prefix = `sasi${process.pid}:`;
+    const d = await daemon(prefix, 'I');
+    const users = new Users({ store: d.store, accounting: d.accounting, platform: { ensure: async () => undefined }, sweepMs: 3_600_000 });
+    try {
+      await users.start([]);
+      const periods = ['total', 'month', 'day'] as const;
+      const rows = Array.from({ length: 600 }, (_, i) => ({
+        name: `i${i}`,
+        mainAccount: 'm',
+        quota: { bytes: (100 + i) * MiB, period: periods[i % 3] },
+      }));
+      await admin.config('RESETSTAT');
+      const answer = await createBatch(users, rows, { concurrency: 16 });
+      assert.equal(answer.created, 600);
+      const counted = await calls();
+      const scripts = (counted.evalsha ?? 0) + (counted.eval ?? 0);
+      // The records' two writes (putUsers), and the leases: each new user gives back a lease it may hold and
+      // takes one, SYNC_BATCH users per call (before: two calls per user, one round trip after another).
+      const batches = Math.ceil(users.size / SYNC_BATCH);
+      assert.ok(scripts <= 2 + 2 * batches + 2, `${scripts} script calls for 600 users`);
+      // Limits (the user's row and its period's row) in one MULTI per page, not one or two per user.
+      assert.ok((counted.exec ?? 0) <= 4, `${counted.exec} MULTI/EXEC for 600 users' limits`);
+      for (const r of rows) {
+        const key = d.accounting.periodKeyOf(r.name) === 'total' ? r.name : `${r.name}@${d.accounting.periodKeyOf(r.name)}`;
+        assert.equal(d.accounting.get(r.name)?.limitBytes, r.quota.bytes, `${r.name}'s limit`);
+        assert.equal(Number(await admin.hget(`${prefix}u:${key}`, 'limit')), r.quota.bytes, `${key}'s stored limit`);
+        assert.equal(d.leaser.user(key).held, 4 * MiB, `${key} holds a slice`);
+        assert.equal(d.accounting.admit(r.name).ok, true);
+      }
+    } finally {
+      await users.close();
+      await d.close();
     }
   });
 
