@@ -640,6 +640,28 @@ export class Accounting {
   }
 
   /**
+   * A boundary's rolls (midnight: every day user at once), UPSERT_BATCH at a time: the new periods' rows read
+   * in one read, their limits written in one call, their fleet leases taken together, not each a round trip
+   * after the previous one. A failed read leaves each roll to read its own row (loadStored retries).
+   */
+  private async rollMany(due: readonly Meter[]): Promise<void> {
+    for (let from = 0; from < due.length; from += UPSERT_BATCH) {
+      const part = due.slice(from, from + UPSERT_BATCH);
+      let records: Map<string, UsageRecord> | undefined;
+      if (this.store.getUsages) {
+        try {
+          records = await this.rowsOf(part);
+        } catch (err) {
+          this.logger?.warn({ err, users: part.length }, 'could not read the new quota periods; reading them one by one');
+        }
+      }
+      const batch = newBatch();
+      for (const m of part) await this.roll(m, records, batch);
+      await this.applyBatch(batch);
+    }
+  }
+
+  /**
    * Adds the usage stored under `key` (earlier runs', other daemons') to a meter just reset to 0 for it,
    * exactly once. `used` was set to 0 before the read; while the read is in flight traffic keeps counting,
    * and the flush timer keeps running. So: the flush writes nothing for a loading meter (a delta written
@@ -820,10 +842,12 @@ export class Accounting {
     if (now >= this.nextBoundary) {
       // A period ended for some meter (a day boundary, not every flush): roll those, find the next end.
       this.nextBoundary = Infinity;
+      const due: Meter[] = [];
       for (const m of this.meters.values()) {
-        if (m.endsAt <= now) await this.roll(m);
+        if (m.endsAt <= now) due.push(m);
         else if (m.endsAt < this.nextBoundary) this.nextBoundary = m.endsAt;
       }
+      await this.rollMany(due);
     }
     for (const m of [...this.loadRetries]) {
       this.loadRetries.delete(m);

@@ -39,16 +39,16 @@ async function calls(): Promise<Record<string, number>> {
   return out;
 }
 
-async function daemon(prefix: string, instance: string) {
+async function daemon(prefix: string, instance: string, clock: () => number = now) {
   const store = await openRedisStore(server.url, { prefix, commandTimeoutMs: 10_000 });
   // No timer round during the test: the calls counted are the start's own.
   const leaser = new AllowanceLeaser(new RedisAllowance(store.connection, prefix), {
     instance,
     sliceBytes: 4 * MiB,
-    now,
+    now: clock,
     syncEveryMs: 600_000,
   });
-  const accounting = new Accounting({ store, allowance: leaser, flushIntervalMs: 60_000, now });
+  const accounting = new Accounting({ store, allowance: leaser, flushIntervalMs: 60_000, now: clock });
   await accounting.start([]);
   let closed = false;
   const close = async (): Promise<void> => {
@@ -144,6 +144,42 @@ describe('a fleet daemon starting with many users', { skip: redisMissing }, () =
       }
     } finally {
       await users.close();
+      await d.close();
+    }
+  });
+
+  test('midnight: 600 day users roll to the new day with their rows, limits and leases per batch, not per user', async () => {
+    const prefix = `sasm${process.pid}:`;
+    let clock = Date.UTC(2026, 10, 15, 23, 59, 0);
+    const d = await daemon(prefix, 'M', () => clock);
+    try {
+      const users: AccountingUser[] = Array.from({ length: 600 }, (_, i) => ({
+        name: `m${i}`,
+        limitBytes: (100 + i) * MiB,
+        period: 'day',
+      }));
+      await d.accounting.upsertUsers(users);
+      for (let i = 0; i < users.length; i += 5) d.accounting.meter(`m${i}`).add(1000, 0);
+      await d.accounting.flush();
+      clock = Date.UTC(2026, 10, 16, 0, 0, 1);
+      await admin.config('RESETSTAT');
+      await d.accounting.flush();
+      const counted = await calls();
+      const scripts = (counted.evalsha ?? 0) + (counted.eval ?? 0);
+      // The new day's leases, SYNC_BATCH per call; before: one call and one limit write per user, one user after another.
+      assert.ok(scripts <= 2 * Math.ceil(users.length / SYNC_BATCH) + 2, `${scripts} script calls for the roll of 600 users`);
+      assert.ok((counted.exec ?? 0) <= 4, `${counted.exec} MULTI/EXEC for 600 users' new limits`);
+      for (const u of users) {
+        assert.equal(d.accounting.periodKeyOf(u.name), 'day:2026-11-16', `${u.name} rolled`);
+        assert.equal(d.accounting.get(u.name)?.usedBytes, 0, `${u.name} starts the day at 0`);
+        assert.equal(Number(await admin.hget(`${prefix}u:${u.name}@day:2026-11-16`, 'limit')), u.limitBytes);
+        assert.equal(d.leaser.user(`${u.name}@day:2026-11-16`).held, 4 * MiB, `${u.name} holds a slice of the new day`);
+        assert.equal(d.accounting.admit(u.name).ok, true);
+      }
+      // The old day's spending goes to the old day's row (the leaser's next round reports it).
+      await d.leaser.syncAll();
+      assert.equal(Number(await admin.hget(`${prefix}u:m5@day:2026-11-15`, 'used')), 1000);
+    } finally {
       await d.close();
     }
   });
