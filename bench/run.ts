@@ -10,11 +10,13 @@
 // client (bench/client.ts), the minimal gateway and Rotor are separate processes; wrk drives M1.
 //
 //   npm run bench [-- --full | --smoke] [--case M1,M3] [--reps N] [--profile DIR] [--out FILE] [--json FILE] [--note TEXT]
-//                 [--rotor-node-flag FLAG]...
+//                 [--rotor-node-flag FLAG]... [--build DIR] [--cpu-detail]
 //
 // Without flags: quick sizes, 3 repetitions, and the results block of docs/benchmarks.md is rewritten;
 // otherwise the docs are written only when --out names a file. --profile writes the daemon's --cpu-prof
-// profiles into DIR. bench/gateway.ts (the listeners alone, in-memory meters) stays as a profiling aid.
+// profiles into DIR. --build runs that Rotor build (bin/, dist/, package.json, as bench/ab.ts takes) instead of
+// this checkout's. --cpu-detail prints every measured window behind the CPU table. bench/gateway.ts (the
+// listeners alone, in-memory meters) stays as a profiling aid.
 import { execFileSync, fork, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, release, totalmem } from 'node:os';
@@ -119,6 +121,8 @@ function parseFlags(argv: string[]) {
       note: { type: 'string' },
       // every measured window of the gateways: operations, rate, CPU (the table's sums are over these)
       'cpu-detail': { type: 'boolean', default: false },
+      // the Rotor build to run: a directory holding bin/, dist/ and package.json, as bench/ab.ts takes (default: this checkout)
+      build: { type: 'string' },
       // node options for the daemon's process only (e.g. a V8 heap setting under test); repeatable.
       'rotor-node-flag': { type: 'string', multiple: true },
       // upstream distance mode (bench/rtt.ts): the upstreams this many ms away; prints its own table
@@ -148,6 +152,7 @@ function parseFlags(argv: string[]) {
     json: values.json,
     note: values.note,
     cpuDetail: values['cpu-detail'],
+    build: values.build === undefined ? undefined : resolve(values.build),
     rotorNodeFlags: values['rotor-node-flag'] ?? [],
     rttMs: values.rtt === undefined ? undefined : Number(values.rtt),
     mode: values.smoke ? 'smoke' : values.full ? 'full' : 'quick',
@@ -215,8 +220,15 @@ async function startMinimal(squid: Upstream, socks: Upstream): Promise<Gateway> 
 }
 
 /** The real daemon; with --profile its CPU profile is written into the directory on exit. */
-async function startRotor(squid: Upstream, socks: Upstream, profileDir: string | undefined, nodeFlags: string[]): Promise<Gateway> {
-  const d = await startDaemon(squid, socks, [...nodeFlags, ...(profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [])]);
+async function startRotor(
+  squid: Upstream,
+  socks: Upstream,
+  profileDir: string | undefined,
+  nodeFlags: string[],
+  build: string | undefined,
+): Promise<Gateway> {
+  const flags = [...nodeFlags, ...(profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [])];
+  const d = await startDaemon(squid, socks, flags, undefined, build);
   return { pid: d.pid, http: d.http, socks5: d.socks5, stop: d.stop };
 }
 
@@ -287,7 +299,7 @@ async function main(): Promise<void> {
     `rotor bench: ${flags.mode}, cases ${flags.cases.join(' ')}, ${s.reps} repetition(s)${flags.profile ? `, profiling into ${flags.profile}` : ''}`,
   );
 
-  ensureBuilt(log);
+  if (flags.build === undefined) ensureBuilt(log);
   const procs: Proc[] = [];
   let client: Client | undefined;
   const samples: Samples = new Map();
@@ -303,7 +315,7 @@ async function main(): Promise<void> {
     const tport = target.info.port;
     const [minimal, rotor] = await startedTogether(procs, [
       startMinimal(squid, socks),
-      startRotor(squid, socks, flags.profile, flags.rotorNodeFlags),
+      startRotor(squid, socks, flags.profile, flags.rotorNodeFlags, flags.build),
     ] as const);
     // Idle RSS: both gateways up, no traffic yet (Rotor's includes the embedded sandbox).
     await sleep(s.settleMs);
@@ -414,7 +426,7 @@ async function main(): Promise<void> {
           let g: Gateway | undefined = path === 'direct' || fresh ? undefined : gateways[path];
           try {
             if (fresh && path === 'minimal') g = await startMinimal(up.squid, up.socks);
-            if (fresh && path === 'rotor') g = await startRotor(up.squid, up.socks, undefined, flags.rotorNodeFlags);
+            if (fresh && path === 'rotor') g = await startRotor(up.squid, up.socks, undefined, flags.rotorNodeFlags, flags.build);
             const p = proxyFor(path, proto, up, g);
             const measured = g ? g.pid : proto === 'connect' ? up.squid.pid : up.socks.pid;
             // A few tunnels first, so code paths are loaded and the heap has its working shape.
