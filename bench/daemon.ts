@@ -211,18 +211,23 @@ export function describeNpmStart(root = ROOT): string {
   return [...Object.entries(env).map(([k, v]) => `${k}=${v}`), 'node', ...nodeFlags].join(' ');
 }
 
-/** Starts `rotor start` on the bench's config as `npm start` runs it; `nodeFlags` go to node as well (e.g. --cpu-prof). */
+/**
+ * Starts `rotor start` on the bench's config as `npm start` runs it; `nodeFlags` go to node as well (e.g. --cpu-prof).
+ * `root`: the build to run (a directory holding bin/, dist/ and package.json, as bench/ab.ts takes); default this checkout.
+ */
 export function startDaemon(
   http: UpstreamDaemon,
   socks: UpstreamDaemon,
   nodeFlags: string[] = [],
   readyTimeoutMs = 60_000,
+  root = ROOT,
 ): Promise<Daemon> {
   return spawnRotor(
-    (dir) => benchConfig(http, socks, join(dir, 'rotor.db')),
-    [...npmStartNodeFlags(), ...nodeFlags],
+    (dir) => withBuildConfig(root, benchConfig(http, socks, join(dir, 'rotor.db'))),
+    [...npmStartNodeFlags(root), ...nodeFlags],
     readyTimeoutMs,
-    npmStartCommand().env,
+    npmStartCommand(root).env,
+    { root },
   );
 }
 

@@ -343,12 +343,14 @@ const pool = z
     /**
      * Warm upstream connections (src/proxy/warm.ts): per node up to perNode opened ahead (TCP; SOCKS5 greeted
      * and authenticated), at most maxPerPool per pool, each closed after idleMs unused. perNode 0 turns them
-     * off; `off` lists products that never get them. Products sold by IP count never do.
+     * off; `off` lists products that never get them. Products sold by IP count never do. Both are ceilings: a set
+     * holds what the tunnels arriving within one opening time need (a few at a few tunnels a second; under
+     * hundreds a second bursts of 10–30 within a SOCKS5 greeting, and a set of 4 left most tunnels dialing fresh).
      */
     warm: z
       .strictObject({
-        perNode: z.number().int().min(0).max(64).default(4),
-        maxPerPool: z.number().int().min(0).max(1024).default(16),
+        perNode: z.number().int().min(0).max(64).default(32),
+        maxPerPool: z.number().int().min(0).max(1024).default(64),
         idleMs: millis.default(15_000),
         off: z.array(z.string().min(1)).max(1000).default([]),
       })

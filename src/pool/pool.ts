@@ -340,7 +340,8 @@ export class Pool implements NodeSource {
   snapshot(): PoolSnapshot {
     const now = this.now();
     this.dropExpired(now);
-    const { ready, cooling } = this.census(now);
+    const ready = this.census(now);
+    const cooling = this.gaugeCooling;
     const snap: PoolSnapshot = {
       id: this.id,
       key: { ...this.key },
@@ -476,9 +477,12 @@ export class Pool implements NodeSource {
     return chosen;
   }
 
+  // Run per acquire (per tunnel): indexed loops, no iterator result per entry.
   private dropExpired(now: number): void {
     let dropped = false;
-    for (const e of this.entries) {
+    const entries = this.entries;
+    for (let i = 0; i < entries.length; i++) {
+      const e = entries[i]!;
       if (e.node.expiresAt !== undefined && e.node.expiresAt <= now) {
         this.byId.delete(e.node.id);
         dropped = true;
@@ -490,25 +494,26 @@ export class Pool implements NodeSource {
     }
   }
 
-  /** Counts ready and cooling nodes and moves the gauges only when a count changed. */
-  private census(now: number): { ready: number; cooling: number } {
+  /** Counts ready and cooling nodes and moves the gauges only when a count changed; the ready count (cooling: gaugeCooling). */
+  private census(now: number): number {
     let cooling = 0;
-    for (const e of this.entries) if (this.isCooling(e, now)) cooling++;
-    const ready = this.entries.length - cooling;
+    const entries = this.entries;
+    for (let i = 0; i < entries.length; i++) if (this.isCooling(entries[i]!, now)) cooling++;
+    const ready = entries.length - cooling;
     if (this.metrics && !this.closed) {
       if (ready !== this.gaugeReady) this.metrics.poolProxies.set({ pool: this.id, state: 'ready' }, ready);
       if (cooling !== this.gaugeCooling) this.metrics.poolProxies.set({ pool: this.id, state: 'cooling' }, cooling);
     }
     this.gaugeReady = ready;
     this.gaugeCooling = cooling;
-    return { ready, cooling };
+    return ready;
   }
 
   // ---- drawing ----
 
   private refillIfLow(now: number): void {
     if (this.closed || this.inflight || now < this.retryAt) return;
-    const { ready } = this.census(now);
+    const ready = this.census(now);
     if (ready >= this.lowWater || this.isQuiet(now)) return;
     void this.startDraw().catch(() => undefined);
   }
@@ -519,8 +524,10 @@ export class Pool implements NodeSource {
    */
   private isQuiet(now: number): boolean {
     if (now >= this.quietUntil) return false;
-    if (this.entries.length === 0) return false;
-    for (const e of this.entries) {
+    const entries = this.entries;
+    if (entries.length === 0) return false;
+    for (let i = 0; i < entries.length; i++) {
+      const e = entries[i]!;
       const at = e.node.expiresAt;
       if (at !== undefined && at - this.leadFor(e) <= now) return false;
     }

@@ -18,14 +18,24 @@ export class DialCancel implements DialSignal {
   aborted = false;
   /** The upstream socket of the dial this cancel stops, while it runs (upstream-dial.ts, warm.ts set it). */
   socket: { destroy(): void } | null = null;
+  /** The oldest listener (a dial has one: its race's), in a field: no array grown per tunnel. */
+  private first: AbortListener | null = null;
+  /** Any others, in the order added (all younger than `first`). */
   private listeners: AbortListener[] | null = null;
 
   addEventListener(_type: 'abort', listener: AbortListener): void {
     if (this.aborted) return;
-    (this.listeners ??= []).push(listener);
+    const list = this.listeners;
+    if (this.first === null && (list === null || list.length === 0)) this.first = listener;
+    else if (list === null) this.listeners = [listener];
+    else list.push(listener);
   }
 
   removeEventListener(_type: 'abort', listener: AbortListener): void {
+    if (this.first === listener) {
+      this.first = null;
+      return;
+    }
     const list = this.listeners;
     if (!list) return;
     const i = list.indexOf(listener);
@@ -38,12 +48,17 @@ export class DialCancel implements DialSignal {
     const socket = this.socket;
     this.socket = null;
     socket?.destroy();
+    const first = this.first;
     const list = this.listeners;
+    this.first = null;
     this.listeners = null;
+    if (first !== null) call(first);
     if (list === null) return;
-    for (const listener of list) {
-      if (typeof listener === 'function') listener();
-      else listener.handleEvent();
-    }
+    for (const listener of list) call(listener);
   }
+}
+
+function call(listener: AbortListener): void {
+  if (typeof listener === 'function') listener();
+  else listener.handleEvent();
 }

@@ -73,9 +73,9 @@ export interface RaceWon {
 }
 
 /**
- * Where a dial's race leaves its end: the winner or the error, then its promise's own resolve — node's function,
- * so a race that ends in an upstream's answer calls no code of the layers waiting above it (the promise's
- * reaction runs theirs). One object per dial: the caller's (DialPromise, or a listener's object extending it).
+ * Where a dial's race leaves its end: the winner or the error, then its resolve, which calls no code of the
+ * layers waiting above it (DialPromise: their reaction runs in a tick of its own, a task boundary, not a call up).
+ * One object per dial: the caller's (DialPromise, or a listener's object extending it).
  */
 export interface DialOutcome {
   won: RaceWon | undefined;
@@ -87,31 +87,46 @@ export interface DialOutcome {
   resolve(outcome: DialOutcome): void;
 }
 
-/** The promise being made (set just before its executor runs, synchronously, and read by it). */
-let binding: DialPromise | undefined;
-
-function bindOutcome(resolve: (outcome: DialPromise) => void): void {
-  const outcome = binding!;
-  binding = undefined;
-  outcome.resolve = resolve as (outcome: DialOutcome) => void;
-}
-
-/** A DialOutcome with its promise: one promise per dial, resolved with this object (never rejected). */
+/**
+ * A DialOutcome told to one reaction (whenEnded: a listener's, no promise per tunnel) or through a promise made
+ * on demand (`promise`, for callers that await it), resolved with this object (never rejected). The reaction
+ * runs by process.nextTick in the turn that ended the dial, as a promise's reaction would (before any I/O, so a
+ * winner left flowing gets its reader before a read), without the dial's promise and its reaction's promise.
+ */
 export class DialPromise implements DialOutcome {
   won: RaceWon | undefined = undefined;
   error: Error | undefined = undefined;
   job: DialJob | undefined = undefined;
-  resolve(_outcome: DialOutcome): void {}
-  readonly promise: Promise<this>;
+  private ended = false;
+  private reaction: ((outcome: this) => void) | undefined = undefined;
+  private made: Promise<this> | undefined = undefined;
+  private settle: ((outcome: this) => void) | undefined = undefined;
 
-  constructor() {
-    this.promise = promiseOf(this);
+  resolve(_outcome: DialOutcome): void {
+    if (this.ended) return;
+    this.ended = true;
+    const reaction = this.reaction;
+    if (reaction !== undefined) {
+      this.reaction = undefined;
+      process.nextTick(reaction, this);
+    }
+    this.settle?.(this);
   }
-}
 
-function promiseOf<O extends DialPromise>(outcome: O): Promise<O> {
-  binding = outcome;
-  return new Promise<O>(bindOutcome as (resolve: (outcome: O) => void) => void);
+  /** `reaction(this)` once the dial ended, in a tick of its own (at most one reaction per dial). */
+  whenEnded(reaction: (outcome: this) => void): void {
+    if (this.ended) process.nextTick(reaction, this);
+    else this.reaction = reaction;
+  }
+
+  /** A promise of the dial's end (made on the first read). */
+  get promise(): Promise<this> {
+    if (this.made === undefined) {
+      if (this.ended) this.made = Promise.resolve(this);
+      else this.made = new Promise<this>((resolve) => (this.settle = resolve));
+    }
+    return this.made;
+  }
 }
 
 /** One upstream dial of a race. */

@@ -111,7 +111,8 @@ export function startRace(spec: RaceSpec): void {
  * (the dialer answers the attempt: no promise of its own), and its timers call module functions.
  */
 class Race {
-  private readonly pending: Attempt[] = [];
+  /** Attempts running: a shared empty list until the first (then `[a]`, sized to one: most races run one attempt). */
+  private pending: Attempt[] = NO_ATTEMPTS;
   /** The first node tried; with it alone no set is made (most dials try one node). */
   private firstId: string | undefined;
   /** Nodes tried so far; made when a second node is tried. */
@@ -122,8 +123,6 @@ class Race {
   private poolEmpty: PoolEmptyError | undefined;
   private retries = 0;
   private hedges = 0;
-  /** The client's abort listener (a stable function, so it can be removed). */
-  private readonly onClientAbort = (): void => this.clientGone();
 
   constructor(private readonly spec: RaceSpec) {}
 
@@ -140,8 +139,14 @@ class Race {
       this.reject(new GatewayError('DIAL_ABORTED', 'the client went away'));
       return;
     }
-    signal?.addEventListener('abort', this.onClientAbort, { once: true });
+    // The race is its own abort listener (handleEvent): no closure per dial.
+    signal?.addEventListener('abort', this, ONCE);
     this.launch(true, false);
+  }
+
+  /** The client's abort (the dial's signal). */
+  handleEvent(): void {
+    this.clientGone();
   }
 
   private countHedges(outcome: HedgeOutcome): void {
@@ -158,8 +163,13 @@ class Race {
     if (a.hedgeArmed) leaveHedgeQueue(a, this.spec.hedgeDelayMs);
     a.hedgeArmed = false;
     clearTimeout(a.timer);
-    const i = this.pending.indexOf(a);
-    if (i >= 0) this.pending.splice(i, 1);
+    const pending = this.pending;
+    // The common end (the one attempt answered): no splice, whose result is an array of its own.
+    if (pending.length === 1 && pending[0] === a) this.pending = NO_ATTEMPTS;
+    else {
+      const i = pending.indexOf(a);
+      if (i >= 0) pending.splice(i, 1);
+    }
   }
 
   private release(a: Attempt): void {
@@ -211,7 +221,7 @@ class Race {
   private fail(err: Error): void {
     if (this.settled) return;
     this.settled = true;
-    this.spec.signal?.removeEventListener('abort', this.onClientAbort);
+    this.spec.signal?.removeEventListener('abort', this);
     this.cancelRest(false);
     this.countHedges('failed');
     this.reject(err);
@@ -255,7 +265,7 @@ class Race {
     }
     spec.times.record(performance.now() - a.startedAt);
     this.settled = true;
-    spec.signal?.removeEventListener('abort', this.onClientAbort);
+    spec.signal?.removeEventListener('abort', this);
     this.cancelRest(true);
     this.countHedges(a.hedge ? 'won' : 'lost');
     const outcome = spec.outcome;
@@ -383,7 +393,9 @@ class Race {
       if (spec.trace) spec.trace.hedges = this.hedges;
     }
     const a = new Attempt(node, sticky, hedge, this, spec.outcome.takesFlowing === true);
-    this.pending.push(a);
+    // An emptied list would grow a backing store of 17 on its next push: the first attempt gets a list of one.
+    if (this.pending.length === 0) this.pending = [a];
+    else this.pending.push(a);
     if (this.hedges < spec.maxHedges) awaitHedge(a, spec.hedgeDelayMs);
     const options: DialOptions = {
       connectTimeoutMs: Math.min(spec.connectTimeoutMs, remaining),
@@ -408,6 +420,9 @@ class Race {
 }
 
 const READY_ONLY = { readyOnly: true } as const;
+const ONCE = { once: true } as const;
+/** Shared by every race before its first attempt: never written (attempt() replaces it). */
+const NO_ATTEMPTS: Attempt[] = [];
 /** The exclusions of a race's first node (none): shared, never written. */
 const NONE: ReadonlySet<string> = new Set();
 

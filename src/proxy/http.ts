@@ -452,8 +452,8 @@ export class HttpListener extends ProxyListener {
       refuseSocket(socket, up, this.realm);
       return;
     }
-    if (absolute === undefined) up.promise.then(this.onDialed);
-    else up.promise.then((d) => this.answer(d, upgradeHead(req, absolute)));
+    if (absolute === undefined) up.whenEnded(this.onDialed);
+    else up.whenEnded((d) => this.answer(d, upgradeHead(req, absolute)));
   }
 
   /** A CONNECT's dial ended (one function of the listener for all its tunnels). */

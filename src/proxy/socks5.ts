@@ -205,7 +205,7 @@ export class Socks5Listener extends ProxyListener {
     // Still flowing: the relay takes the reading over in the same turn as the dial's end (keepReading).
     const up = pipeline.connect(socket, conn, route, target, request.head, true);
     if (up === undefined) return;
-    if (up instanceof TunnelDial) up.promise.then(this.onDialed);
+    if (up instanceof TunnelDial) up.whenEnded(this.onDialed);
     else writeReply(socket, up.socksReply);
   }
 

@@ -109,14 +109,14 @@ export interface ForwardSettings {
 
 /**
  * One tunnel's dial under way (TunnelPipeline.connect): the client it serves, the hold that reads the client
- * meanwhile, the cancel its leaving fires, and the outcome the dial's race writes — with the one promise of the
- * tunnel, resolved with this object (a listener's one reaction, shared by all its tunnels, finds all it needs here).
+ * meanwhile, the cancel its leaving fires, and the outcome the dial's race writes — told to the listener's one
+ * reaction (whenEnded, shared by all its tunnels, no promise), which finds all it needs here.
  */
 export class TunnelDial extends DialPromise {
   readonly abort = new DialCancel();
   readonly hold: Hold;
   /**
-   * The listener's reaction to the promise hands the upstream to carry() (the relay's reader) in the same turn:
+   * The listener's reaction to the dial's end hands the upstream to carry() (the relay's reader) in the same turn:
    * a warm connection's socket comes over flowing (DialAnswer.takesFlowing).
    */
   readonly takesFlowing = true;
@@ -240,8 +240,8 @@ export class TunnelPipeline {
    * Target check, pick and dial for an admitted client, bound to its life: the client is read meanwhile (its
    * leaving cancels the dial, its early bytes are kept), its connection slot is taken. What is ready runs now
    * (the login was verified, the pool has a ready node, the warm set a ready connection: the request is on its
-   * way upstream when this returns). Returns the dial under way — its `promise` resolves with it once the race
-   * ended (one promise per tunnel, never rejected), and connected() then gives the outcome — or, refused at
+   * way upstream when this returns). Returns the dial under way — its whenEnded reaction gets it once the race
+   * ended (no promise per tunnel, never an error), and connected() then gives the outcome — or, refused at
    * once, the failure (recorded and counted; the listener answers it).
    * `head` is what the client sent behind its request. `keepReading` (default): the client socket stays flowing
    * from the dial's end to the relay, which takes the reading over in the same turn (the dial's hold has it
@@ -268,7 +268,7 @@ export class TunnelPipeline {
   }
 
   /**
-   * A dial's end (connect()'s, once its promise resolved): the upstream (the listener answers its client, then
+   * A dial's end (connect()'s, once it ended): the upstream (the listener answers its client, then
    * calls carry() in the same turn), the failure (recorded and counted; the listener answers it), or undefined
    * for a client that left (closed and recorded).
    */

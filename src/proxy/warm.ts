@@ -6,9 +6,9 @@
 // - Keyed by everything that authenticates: protocol, host, port, user name and password. A connection made
 //   with one credential is only ever handed to a dial with that same credential (another user's, another
 //   session's or a rotated one never matches).
-// - Sized by demand: per node the tunnels of the last 10 s set how many are kept (1 + rate × the time one
-//   takes to open, at most perNode); no tunnel in the window, none refilled, and the set drains to zero as its
-//   connections reach idleMs.
+// - Sized by demand: per node the tunnels of the last 10 s set how many are kept (1 + the most tunnels that came
+//   within the time one takes to open, at least 1 + rate × that time, at most perNode); no tunnel in the window,
+//   none refilled, and the set drains to zero as its connections reach idleMs.
 // - Bounded: perNode per node, maxPerPool per pool (src/pool/node-owner.ts), MAX_TOTAL in all.
 // - Recycled by idleMs (before typical upstream idle timeouts; one sweep timer for all of them, ticking every
 //   min(1 s, idleMs / 4) while any is ready, retires each between idleMs less a tick and idleMs: never later,
@@ -242,25 +242,42 @@ export class WarmConnections {
     }
   }
 
-  /** Wanted ready connections for this set now: 0 without recent dials, else 1 + rate × opening time. */
+  /**
+   * Wanted ready connections for this set now: 0 without recent dials, else 1 + the most dials that came within
+   * one opening time, and at least 1 + rate × opening time. Each take is replaced only an opening time later, so
+   * the set runs dry whenever more tunnels than it holds arrive within that time: under M2 they come in bursts
+   * (a loop turn accepts many clients at once), up to about three times the mean rate, and a set sized by the
+   * mean alone had two thirds of SOCKS5 tunnels dial on their path.
+   */
   private demand(set: NodeSet, now: number): number {
-    let dials = 0;
-    let oldest = now;
     const window = this.o.windowMs ?? 10_000;
     const recent = set.recent;
-    for (let i = 0; i < recent.length; i++) {
-      const at = recent[i]!;
-      if (now - at < window) {
-        dials++;
-        if (at < oldest) oldest = at;
+    const n = recent.length;
+    const openMs = Math.max(1, set.openMs);
+    // The ring is in time order from its oldest entry (index 0 until it is full, then `at`): one pass counts the
+    // dials in the window and, with a second index trailing, the most of them within any span of openMs.
+    const start = n < RECENT ? 0 : set.at;
+    let dials = 0;
+    let oldest = now;
+    let peak = 0;
+    let tail = 0;
+    for (let k = 0; k < n; k++) {
+      const at = recent[(start + k) % n]!;
+      if (now - at >= window) continue;
+      // The first in the window is the oldest counted (those before it are older still).
+      if (dials++ === 0) {
+        tail = k;
+        oldest = at;
       }
+      while (at - recent[(start + tail) % n]! >= openMs) tail++;
+      if (k - tail + 1 > peak) peak = k - tail + 1;
     }
     if (dials === 0) return 0;
     // The ring keeps the last RECENT dials: when all of them are in the window the rate is theirs over the time
     // they span (counted over the window it could never pass RECENT per window, 6.4 a second, and at hundreds
     // of tunnels a second the set kept two connections and most tunnels dialed on their path).
     const perMs = dials === RECENT ? dials / Math.max(1, now - oldest) : dials / window;
-    return Math.min(this.o.perNode, 1 + Math.ceil(perMs * Math.max(1, set.openMs)));
+    return Math.min(this.o.perNode, 1 + Math.max(peak, Math.ceil(perMs * openMs)));
   }
 
   refill(set: NodeSet, now = performance.now()): void {

@@ -104,9 +104,10 @@ const until = (what: string, ok: () => boolean) => poll(() => ok(), { what, time
 
 describe('warm demand', () => {
   // Pure arithmetic of the set's dial ring (private: no socket needed to see what it asks for).
-  type Demand = { demand(set: { recent: number[]; openMs: number }, now: number): number };
+  type Demand = { demand(set: { recent: number[]; openMs: number; at: number }, now: number): number };
+  // `recent` in time order from index 0 (a full ring's next write at 0).
   const demandOf = (warm: WarmConnections, recent: number[], openMs: number, now: number): number =>
-    (warm as unknown as Demand).demand({ recent, openMs }, now);
+    (warm as unknown as Demand).demand({ recent, openMs, at: 0 }, now);
 
   test('hundreds of tunnels a second ask for more than two connections (the ring of 64 dials is the rate, not the 10 s window)', () => {
     const { warm } = make({ perNode: 8 });
@@ -118,6 +119,24 @@ describe('warm demand', () => {
     assert.equal(demandOf(warm, [now - 9000, now - 5000, now - 1], 10, now), 2);
     // None in the window: nothing wanted.
     assert.equal(demandOf(warm, [now - 20_000], 10, now), 0);
+    warm.close();
+  });
+
+  test('tunnels arriving in bursts ask for as many as came within one opening time, not the mean rate', () => {
+    const { warm } = make({ perNode: 32 });
+    const now = 100_000;
+    // 64 dials in 100 ms as 4 bursts of 16 (a loop turn accepting many clients at once), 25 ms apart, each
+    // opening 10 ms: the mean rate says 1 + 640/s × 10 ms = 8, but 16 come within one opening time, and the 9th
+    // of a burst would find the set dry: 1 + 16 wanted.
+    const bursts = Array.from({ length: 64 }, (_, i) => now - 100 + Math.floor(i / 16) * 25 + (i % 16) * 0.01);
+    assert.equal(demandOf(warm, bursts, 10, now), 17);
+    // A ring written past its end: the oldest entry is at `at`, the peak is found across the wrap.
+    const ring = [...bursts.slice(40), ...bursts.slice(0, 40)];
+    assert.equal((warm as unknown as Demand).demand({ recent: ring, openMs: 10, at: 24 }, now), 17);
+    // Still at most perNode.
+    const small = make({ perNode: 8 });
+    assert.equal(demandOf(small.warm, bursts, 10, now), 8);
+    small.warm.close();
     warm.close();
   });
 });
