@@ -35,7 +35,7 @@ import type { AllowanceShare } from './allowance-share.ts';
 
 /** The part of the store accounting uses. */
 export type UsageStore = Pick<UsageBackend, 'addUsage' | 'listUsage' | 'setLimit'> &
-  Partial<Pick<UsageBackend, 'getUsage'>> &
+  Partial<Pick<UsageBackend, 'getUsage' | 'getUsages' | 'setLimits'>> &
   Pick<SettingsStore, 'kvGet' | 'kvSet'>;
 
 /** What the gateway asks before it does any work for a connection (src/proxy/types.ts imports it). */
@@ -140,8 +140,19 @@ function sharedPeriodKey(key: string): string {
   return key;
 }
 const CONFIG_LIMIT_KEY = 'accounting.configLimit.';
-/** Users applied per batch at a start (upsertUsers): their fleet leases are taken together. */
+/** Users applied per batch (a start, an import, a period's roll): their limits written and fleet leases taken together. */
 const UPSERT_BATCH = 1000;
+
+/**
+ * What applying a batch of users gathers instead of sending it per user, one round trip after another: the
+ * limits to write (key → bytes), written in one call first, then the fleet leases to take (key → give this
+ * daemon's old one back first), taken together (the leaser sends them a few hundred per script call).
+ */
+interface Batch {
+  limits: Map<string, number>;
+  leases: Map<string, boolean>;
+}
+const newBatch = (): Batch => ({ limits: new Map(), leases: new Map() });
 
 /** A reason a user is refused other than the byte limit (disabled account, empty balance), by cause. */
 type Refusals = Map<string, string>;
@@ -275,6 +286,11 @@ export class Accounting {
   private readonly limitListeners: ((change: LimitChange) => void)[] = [];
   /** The stored rows start() read, by key, until the first write (see upsertUsers). */
   private startRows: Map<string, UsageRecord> | undefined;
+  /**
+   * Snapshots read for some keys only (rowsOf), with the keys they answer for: a key asked that is not in
+   * the map has no row; a key not asked is read from the store. A full listing's snapshot is not here.
+   */
+  private readonly partial = new WeakMap<ReadonlyMap<string, UsageRecord>, ReadonlySet<string>>();
   private timer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> | undefined;
   private closed = false;
@@ -394,17 +410,62 @@ export class Accounting {
    * all of them instead of one or two reads per user (100,000 users: seconds of a restart).
    */
   async upsertUsers(users: readonly AccountingUser[]): Promise<void> {
-    // The start's read when nothing was written since (one read of 160,000 rows, not two).
-    const records = this.startRows ?? byUser(await this.store.listUsage());
+    // The start's read when nothing was written since (one read of 160,000 rows, not two). Else, when the
+    // store reads rows by key, each batch's own rows (an import of 1,000 users into 100,000: 2,000 rows, not
+    // the 200,000 a listing reads); else one listing for all.
+    const snapshot = this.startRows ?? (this.store.getUsages ? undefined : byUser(await this.store.listUsage()));
     this.startRows = undefined;
-    // In a fleet each user's lease is a script call: the calls of a batch of users go out together (the
-    // leaser bounds how many are in flight) instead of one round trip after another (100,000 users: minutes).
+    // Each user's limit write and lease (a round trip each in a fleet) are gathered per batch and sent together
+    // (100,000 users one round trip after another: minutes).
     for (let from = 0; from < users.length; from += UPSERT_BATCH) {
-      const leases = new Map<string, boolean>();
       const to = Math.min(users.length, from + UPSERT_BATCH);
-      for (let i = from; i < to; i++) await this.upsert(users[i] as AccountingUser, records, leases);
-      if (this.allowance) await Promise.all([...leases].map(([key, release]) => this.lease(key, release)));
+      const records = snapshot ?? (await this.rowsOf(users.slice(from, to)));
+      const batch = newBatch();
+      for (let i = from; i < to; i++) await this.upsert(users[i] as AccountingUser, records, batch);
+      await this.applyBatch(batch);
     }
+  }
+
+  /** The stored rows the users' upserts read (each name, and its current period's key), in one read. */
+  private async rowsOf(users: readonly { name: string; period?: QuotaPeriod }[]): Promise<Map<string, UsageRecord>> {
+    const now = this.now();
+    const keys: string[] = [];
+    for (const u of users) {
+      keys.push(u.name);
+      const period = u.period ?? 'total';
+      if (period !== 'total') keys.push(`${u.name}@${periodWindow(period, this.timeZone, now).key}`);
+    }
+    const rows = byUser(await this.store.getUsages!(keys));
+    this.partial.set(rows, new Set(keys));
+    return rows;
+  }
+
+  /** A stored row: from the snapshot when it answers for the key, else read (undefined: no row). */
+  private async stored(key: string, records: ReadonlyMap<string, UsageRecord> | undefined): Promise<UsageRecord | undefined> {
+    if (records !== undefined) {
+      const asked = this.partial.get(records);
+      if (asked === undefined || asked.has(key)) return records.get(key);
+    }
+    return this.store.getUsage?.(key);
+  }
+
+  /** Writes a batch's limits in one call, then takes its leases together (see Batch). */
+  private async applyBatch(batch: Batch): Promise<void> {
+    if (batch.limits.size > 0) {
+      this.startRows = undefined;
+      const limits = [...batch.limits].map(([user, limitBytes]) => ({ user, limitBytes }));
+      if (this.store.setLimits) await this.store.setLimits(limits);
+      else for (const l of limits) await this.store.setLimit(l.user, l.limitBytes);
+    }
+    if (this.allowance && batch.leases.size > 0) await Promise.all([...batch.leases].map(([key, release]) => this.lease(key, release)));
+  }
+
+  /** A limit to write: into the batch when there is one (written before its leases), else now. */
+  private async limitWrite(key: string, limitBytes: number, batch: Batch | undefined): Promise<void> {
+    if (batch !== undefined) {
+      this.startRows = undefined;
+      batch.limits.set(key, limitBytes);
+    } else await this.writeLimit(key, limitBytes);
   }
 
   /** Gives back this daemon's lease of `key` first when asked (a changed limit), then takes a fresh one. */
@@ -414,15 +475,15 @@ export class Accounting {
   }
 
   /**
-   * `records`: every stored usage row (a complete snapshot: a key it lacks has no row). `leases`: the fleet
-   * leases to take (key → give the old one back first), taken together by the caller; without it, taken here.
+   * `records`: stored usage rows (see stored). `batch`: the limits to write and fleet leases to take, sent
+   * together by the caller; without it, sent here.
    */
-  private async upsert(u: AccountingUser, records?: Map<string, UsageRecord>, leases?: Map<string, boolean>): Promise<void> {
+  private async upsert(u: AccountingUser, records?: Map<string, UsageRecord>, batch?: Batch): Promise<void> {
     checkLocalLimit(u.limitBytes, `users.${u.name}.limitBytes`);
     const known = this.meters.get(u.name);
     // Configured before this call (not only read from the store at the start): see the lease below.
     const wasConfigured = known?.configured === true;
-    const rec = known ? undefined : records !== undefined ? records.get(u.name) : await this.store.getUsage?.(u.name);
+    const rec = known ? undefined : await this.stored(u.name, records);
     const m = this.entry(u.name, rec?.usedBytes ?? 0, u.limitBytes);
     m.configured = true;
     // A known meter compares its own limit; a new one writes the limit unless the stored row already holds it
@@ -432,9 +493,9 @@ export class Accounting {
     const periodChanged = m.period !== (u.period ?? 'total');
     if (limitChanged) {
       m.limit = u.limitBytes;
-      await this.writeLimit(u.name, u.limitBytes);
+      await this.limitWrite(u.name, u.limitBytes, batch);
     }
-    if (periodChanged || known === undefined) await this.applyPeriod(m, u.period ?? 'total', records, leases);
+    if (periodChanged || known === undefined) await this.applyPeriod(m, u.period ?? 'total', records, batch);
     m.recheck();
     m.touch();
     if (this.allowance) {
@@ -444,8 +505,8 @@ export class Accounting {
       // is cut from the new limit. A meter new to this process (or only read from the store at its start) got
       // its period row written and leased by its roll: a restart takes one lease per user, not three.
       const renew = limitChanged || (periodChanged && wasConfigured);
-      if (renew && m.key !== m.name && records?.get(m.key)?.limitBytes !== m.limit) await this.writeLimit(m.key, m.limit);
-      if (leases) leases.set(m.key, renew || leases.get(m.key) === true);
+      if (renew && m.key !== m.name && records?.get(m.key)?.limitBytes !== m.limit) await this.limitWrite(m.key, m.limit, batch);
+      if (batch) batch.leases.set(m.key, renew || batch.leases.get(m.key) === true);
       else await this.lease(m.key, renew);
     }
     if (limitChanged && known !== undefined) this.emit({ user: u.name, limitBytes: u.limitBytes, source: 'admin' });
@@ -522,12 +583,7 @@ export class Accounting {
   }
 
   /** Sets the meter's period and moves it to the period containing now (see the top of this file). */
-  private async applyPeriod(
-    m: Meter,
-    period: QuotaPeriod,
-    records?: Map<string, UsageRecord>,
-    leases?: Map<string, boolean>,
-  ): Promise<void> {
+  private async applyPeriod(m: Meter, period: QuotaPeriod, records?: Map<string, UsageRecord>, batch?: Batch): Promise<void> {
     if (m.period === period && m.key !== m.name) return;
     if (m.period !== period) {
       // A different period: usage not yet written belongs to the row it was counted under.
@@ -547,11 +603,11 @@ export class Accounting {
         return;
       }
     }
-    await this.roll(m, records, leases);
+    await this.roll(m, records, batch);
   }
 
-  /** Moves a period meter to the period containing now, if it is not there yet. `leases`: see upsert. */
-  private async roll(m: Meter, records?: Map<string, UsageRecord>, leases?: Map<string, boolean>): Promise<void> {
+  /** Moves a period meter to the period containing now, if it is not there yet. `batch`: see upsert. */
+  private async roll(m: Meter, records?: Map<string, UsageRecord>, batch?: Batch): Promise<void> {
     if (m.period === 'total') return;
     const now = this.now();
     const w = periodWindow(m.period, this.timeZone, now);
@@ -576,11 +632,33 @@ export class Accounting {
     await this.loadStored(m, key, records);
     if (this.allowance && m.key === key) {
       // A snapshot of the rows that already holds this limit for the period needs no write (every restart).
-      if (records?.get(key)?.limitBytes !== m.limit) await this.writeLimit(key, m.limit);
-      if (leases) leases.set(key, leases.get(key) === true);
+      if (records?.get(key)?.limitBytes !== m.limit) await this.limitWrite(key, m.limit, batch);
+      if (batch) batch.leases.set(key, batch.leases.get(key) === true);
       else await this.allowance.acquire(key);
     }
     this.logger?.debug({ user: m.name, period: m.period, key: m.periodKey }, 'quota period started');
+  }
+
+  /**
+   * A boundary's rolls (midnight: every day user at once), UPSERT_BATCH at a time: the new periods' rows read
+   * in one read, their limits written in one call, their fleet leases taken together, not each a round trip
+   * after the previous one. A failed read leaves each roll to read its own row (loadStored retries).
+   */
+  private async rollMany(due: readonly Meter[]): Promise<void> {
+    for (let from = 0; from < due.length; from += UPSERT_BATCH) {
+      const part = due.slice(from, from + UPSERT_BATCH);
+      let records: Map<string, UsageRecord> | undefined;
+      if (this.store.getUsages) {
+        try {
+          records = await this.rowsOf(part);
+        } catch (err) {
+          this.logger?.warn({ err, users: part.length }, 'could not read the new quota periods; reading them one by one');
+        }
+      }
+      const batch = newBatch();
+      for (const m of part) await this.roll(m, records, batch);
+      await this.applyBatch(batch);
+    }
   }
 
   /**
@@ -598,7 +676,7 @@ export class Accounting {
     let rec: UsageRecord | undefined;
     try {
       // A snapshot of every row answers without a read (a key it lacks has no row yet).
-      rec = records !== undefined ? records.get(key) : await this.store.getUsage?.(key);
+      rec = await this.stored(key, records);
     } catch (err) {
       if (m.loading === key) {
         m.loadFailed = true;
@@ -764,10 +842,12 @@ export class Accounting {
     if (now >= this.nextBoundary) {
       // A period ended for some meter (a day boundary, not every flush): roll those, find the next end.
       this.nextBoundary = Infinity;
+      const due: Meter[] = [];
       for (const m of this.meters.values()) {
-        if (m.endsAt <= now) await this.roll(m);
+        if (m.endsAt <= now) due.push(m);
         else if (m.endsAt < this.nextBoundary) this.nextBoundary = m.endsAt;
       }
+      await this.rollMany(due);
     }
     for (const m of [...this.loadRetries]) {
       this.loadRetries.delete(m);

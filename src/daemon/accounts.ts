@@ -168,6 +168,8 @@ function accountingStore({ usage, settings }: Pick<Backends, 'usage' | 'settings
     getUsage: (user) => usage.getUsage(user),
     listUsage: () => usage.listUsage(),
     setLimit: (user, limitBytes) => usage.setLimit(user, limitBytes),
+    getUsages: (users) => usage.getUsages(users),
+    setLimits: (limits) => usage.setLimits(limits),
     kvGet: <T>(key: string) => settings.kvGet<T>(key),
     kvSet: (key, value) => settings.kvSet(key, value),
   };

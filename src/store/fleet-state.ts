@@ -55,6 +55,11 @@ export interface AllowanceStore {
   heartbeat(instance: string, aliveTtlMs: number, now: number, newEpoch: string): Promise<string | undefined>;
   /** Moves what was spent into `used` and grants the next slice, in one step no other daemon can interleave. */
   sync(request: AllowanceSync): Promise<AllowanceGrant>;
+  /**
+   * Many of one daemon's syncs as one step, in order, each as `sync` would do it alone (a start leases 100,000
+   * users in a few hundred calls): instance, reporter, aliveTtlMs, now and newEpoch are the first request's.
+   */
+  syncMany(requests: readonly AllowanceSync[]): Promise<AllowanceGrant[]>;
 }
 
 /** Named leases of one owner with expiry ("one daemon of the fleet does this"). */

@@ -471,6 +471,41 @@ export class RedisStore implements S.Store {
     });
   }
 
+  async getUsages(users: readonly string[]): Promise<S.UsageRecord[]> {
+    if (users.length === 0) return [];
+    return this.run(`usage of ${users.length} users`, async (c) => {
+      const hs = await this.hashes(
+        c,
+        users.map((u) => this.keys.usage(u)),
+      );
+      const out: S.UsageRecord[] = [];
+      users.forEach((u, i) => {
+        const h = hs[i];
+        if (h) out.push(toUsage(u, h));
+      });
+      return out;
+    });
+  }
+
+  async setLimits(limits: readonly { user: string; limitBytes: number }[]): Promise<void> {
+    if (limits.length === 0) return;
+    // Checked before anything is sent: a bad entry leaves the whole batch unwritten, as in SQLite.
+    const checked = limits.map((l) => ({ user: checkUser(l.user, 'limit'), limit: checkBytes(l.limitBytes, 'limit') }));
+    const t = this.now();
+    await this.run(`limits of ${limits.length} users`, async (c) => {
+      // A page per MULTI, as the listings read (a command's timeout runs from its send).
+      for (let from = 0; from < checked.length; from += HASH_PAGE) {
+        const m = c.multi();
+        for (const l of checked.slice(from, from + HASH_PAGE)) {
+          const key = this.keys.usage(l.user);
+          m.hset(key, 'limit', l.limit, 'updatedAt', t).hsetnx(key, 'used', 0).sadd(this.keys.usageAll, l.user);
+        }
+        const results = (await m.exec()) ?? [];
+        for (const [err] of results) if (err) throw err;
+      }
+    });
+  }
+
   async setLimit(user: string, limitBytes: number): Promise<void> {
     checkUser(user, 'limit');
     const limit = checkBytes(limitBytes, 'limit');

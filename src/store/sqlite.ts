@@ -397,6 +397,27 @@ export class SqliteStore implements S.Store {
     return (this.prepare('SELECT * FROM usage ORDER BY user').all() as Row[]).map(toUsage);
   }
 
+  async getUsages(users: readonly string[]): Promise<S.UsageRecord[]> {
+    const stmt = this.prepare('SELECT * FROM usage WHERE user = ?');
+    const out: S.UsageRecord[] = [];
+    for (const u of users) {
+      const r = stmt.get(u) as Row | undefined;
+      if (r) out.push(toUsage(r));
+    }
+    return out;
+  }
+
+  async setLimits(limits: readonly { user: string; limitBytes: number }[]): Promise<void> {
+    const stmt = this.prepare(
+      `INSERT INTO usage (user, used_bytes, limit_bytes, updated_at) VALUES (?, 0, ?, ?)
+         ON CONFLICT (user) DO UPDATE SET limit_bytes = excluded.limit_bytes, updated_at = excluded.updated_at`,
+    );
+    const t = this.now();
+    this.q().transaction((list: readonly { user: string; limitBytes: number }[]) => {
+      for (const l of list) stmt.run(l.user, Math.trunc(l.limitBytes), t);
+    })(limits);
+  }
+
   async setLimit(user: string, limitBytes: number): Promise<void> {
     this.prepare(
       `INSERT INTO usage (user, used_bytes, limit_bytes, updated_at) VALUES (?, 0, ?, ?)

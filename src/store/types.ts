@@ -198,6 +198,10 @@ export interface UsageStore {
   getUsage(user: string): Promise<UsageRecord | undefined>;
   listUsage(): Promise<UsageRecord[]>;
   setLimit(user: string, limitBytes: number): Promise<void>;
+  /** The rows of these keys that exist (one read for a batch of users, not one round trip each). */
+  getUsages(users: readonly string[]): Promise<UsageRecord[]>;
+  /** setLimit for many keys as one write (SQLite: one transaction; Redis: one MULTI per page). */
+  setLimits(limits: readonly { user: string; limitBytes: number }[]): Promise<void>;
 }
 
 /** Users as data (src/users/). */

@@ -20,7 +20,7 @@
 // fields win for them; config users no longer in the config are removed. API users survive restarts and
 // reloads. In a fleet each daemon follows the others' changes through the store's version counter
 // (usersChangedSince) every `followMs`.
-import type { Accounting } from '../accounting/accounting.ts';
+import type { Accounting, AccountingUser } from '../accounting/accounting.ts';
 import { PlatformError } from '../platform/errors.ts';
 import type { LocalUser } from '../proxy/types.ts';
 import { StoreConflictError } from '../store/errors.ts';
@@ -380,6 +380,7 @@ export class Users {
         })),
       );
       const names: string[] = [];
+      const made: AccountingUser[] = [];
       for (let i = 0; i < done.length; i++) {
         const r = ready[i]!;
         const name = done[i]!.stored.name;
@@ -387,9 +388,13 @@ export class Users {
           await this.takeStored(name);
           continue;
         }
-        await this.applyAccounting(this.install(r));
+        const e = this.install(r);
+        if (e.state === 'ready') made.push({ name, limitBytes: e.data.quota.bytes, period: e.data.quota.period });
         names.push(name);
       }
+      // Their accounting as one batch (rows read, limits written, fleet leases taken together), as applyAccounting
+      // does for an API user, not one round trip after another per user (20,000 users on Redis: 93 s).
+      await this.accounting.upsertUsers(made);
       if (names.length > 0) this.onChange?.(names, []);
     } finally {
       for (const p of pending) this.creating.delete(p.stored.name);

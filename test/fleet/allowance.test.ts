@@ -3,11 +3,21 @@
 // lease is handed back while it is still spending (the worst case).
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { AllowanceLeaser } from '../../src/fleet/allowance.ts';
+import { AllowanceLeaser, SYNC_BATCH } from '../../src/fleet/allowance.ts';
 import { RedisAllowance } from '../../src/store/redis-fleet-allowance.ts';
 import { openRedisStore, type RedisStore } from '../../src/store/index.ts';
 import { redisMissing, RedisServer, connection } from './redis-server.ts';
 import { poll } from '../support/wait.ts';
+import type { AllowanceGrant, AllowanceSync } from '../../src/store/fleet-state.ts';
+
+/** Counts the users' syncs sent to Redis (a script call carries many). */
+class CountingAllowance extends RedisAllowance {
+  users = 0;
+  override syncMany(requests: readonly AllowanceSync[]): Promise<AllowanceGrant[]> {
+    this.users += requests.length;
+    return super.syncMany(requests);
+  }
+}
 
 const server = new RedisServer();
 before(async () => {
@@ -206,7 +216,8 @@ describe('AllowanceLeaser', { skip: redisMissing }, () => {
     // A generous command timeout: 1,000 syncs at once on a loaded machine must not count as an outage (a sync
     // timed out leaves its user offline, and the round after syncs everyone again).
     const conn = await connection(server.url, 'a6', 10_000);
-    const leaser = new AllowanceLeaser(new RedisAllowance(conn, 'a6:'), {
+    const synced = new CountingAllowance(conn, 'a6:');
+    const leaser = new AllowanceLeaser(synced, {
       instance: 'A',
       sliceBytes: 100_000,
       aliveTtlMs: 5000,
@@ -215,13 +226,15 @@ describe('AllowanceLeaser', { skip: redisMissing }, () => {
     let counter: Awaited<ReturnType<typeof connection>> | undefined;
     try {
       for (let i = 0; i < 1000; i++) await leaser.acquire(`u${i}`);
-      // Script calls Redis ran (each sync is one), read from Redis itself over a connection of the test's own.
+      // Script calls Redis ran (a batch of users' syncs is one), read from Redis itself over a connection of the
+      // test's own; the users synced, counted on the way to it.
       counter = await connection(server.url, 'a6-counter');
       const calls = async (): Promise<number> => {
         const info = await counter!.client.info('commandstats');
         return [...info.matchAll(/^cmdstat_(?:evalsha|eval|fcall):calls=(\d+)/gm)].reduce((s, m) => s + Number(m[1]), 0);
       };
       const idle = await calls();
+      synced.users = 0;
       await leaser.syncAll();
       assert.equal((await calls()) - idle, 0, 'nobody moved: no sync');
       assert.ok((await conn.client.pttl('a6:alive:A')) > 0, 'the heartbeat was renewed all the same');
@@ -229,7 +242,8 @@ describe('AllowanceLeaser', { skip: redisMissing }, () => {
       leaser.user('u500').spend(40_000); // more than half a slice left: no refill of its own
       const before = await calls();
       await leaser.syncAll();
-      assert.equal((await calls()) - before, 2, 'the two that moved');
+      assert.equal(synced.users, 2, 'the two that moved');
+      assert.equal((await calls()) - before, 1, 'in one call');
       assert.equal((await store.getUsage('u3'))?.usedBytes, 10);
       assert.equal((await store.getUsage('u500'))?.usedBytes, 40_000);
       // Redis unreachable for a round (the heartbeat fails), then back: the next round syncs all 1,000.
@@ -237,10 +251,12 @@ describe('AllowanceLeaser', { skip: redisMissing }, () => {
       await leaser.syncAll();
       await poll(async () => (await conn.client.ping()) === 'PONG', { what: 'the connection back', timeoutMs: 5000, ignoreErrors: true });
       const back = await calls();
+      synced.users = 0;
       await leaser.syncAll();
-      assert.equal((await calls()) - back, 1000, 'everyone after an unreachable round');
+      assert.equal(synced.users, 1000, 'everyone after an unreachable round');
+      assert.equal((await calls()) - back, Math.ceil(1000 / SYNC_BATCH), `in calls of ${SYNC_BATCH}`);
       await leaser.syncAll();
-      assert.equal((await calls()) - back, 1000, 'then idle again');
+      assert.equal(synced.users, 1000, 'then idle again');
     } finally {
       // Also after a failed assertion: an open connection would keep the file running until its timeout.
       await leaser.close();

@@ -5,10 +5,12 @@ import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { Redis } from 'ioredis';
 import { Accounting, type AccountingUser } from '../../src/accounting/accounting.ts';
-import { AllowanceLeaser, MAX_SYNCS_IN_FLIGHT } from '../../src/fleet/allowance.ts';
+import { AllowanceLeaser, MAX_BATCHES_IN_FLIGHT, MAX_SYNCS_IN_FLIGHT, SYNC_BATCH } from '../../src/fleet/allowance.ts';
 import { RedisAllowance } from '../../src/store/redis-fleet-allowance.ts';
 import { openRedisStore } from '../../src/store/index.ts';
 import { PacedRelay, redisMissing, RedisServer, connection } from './redis-server.ts';
+import { createBatch } from '../../src/users/bulk.ts';
+import { Users } from '../../src/users/directory.ts';
 
 const MiB = 1024 * 1024;
 // Mid-November 2026, UTC: the month and day periods do not roll during the test.
@@ -37,18 +39,21 @@ async function calls(): Promise<Record<string, number>> {
   return out;
 }
 
-async function daemon(prefix: string, instance: string) {
+async function daemon(prefix: string, instance: string, clock: () => number = now) {
   const store = await openRedisStore(server.url, { prefix, commandTimeoutMs: 10_000 });
   // No timer round during the test: the calls counted are the start's own.
   const leaser = new AllowanceLeaser(new RedisAllowance(store.connection, prefix), {
     instance,
     sliceBytes: 4 * MiB,
-    now,
+    now: clock,
     syncEveryMs: 600_000,
   });
-  const accounting = new Accounting({ store, allowance: leaser, flushIntervalMs: 60_000, now });
+  const accounting = new Accounting({ store, allowance: leaser, flushIntervalMs: 60_000, now: clock });
   await accounting.start([]);
+  let closed = false;
   const close = async (): Promise<void> => {
+    if (closed) return;
+    closed = true;
     await accounting.close();
     await leaser.close();
     await store.close();
@@ -75,8 +80,10 @@ describe('a fleet daemon starting with many users', { skip: redisMissing }, () =
       await second.accounting.upsertUsers(users);
       const counted = await calls();
       const scripts = (counted.evalsha ?? 0) + (counted.eval ?? 0);
-      // One lease per user (before: a period user's roll took one, then gave it back and took another: 3).
-      assert.ok(scripts <= users.length, `${scripts} script calls for ${users.length} users`);
+      // The users' leases in batches of SYNC_BATCH per script call (before: one call per user, and earlier a
+      // period user's roll took one, gave it back and took another: 3 per user).
+      const batches = Math.ceil(users.length / SYNC_BATCH);
+      assert.ok(scripts <= batches + 2, `${scripts} script calls for ${users.length} users (${batches} batches)`);
       // The limits are stored already (before: two MULTI/EXEC writes per period user at every start).
       assert.equal(counted.exec ?? 0, 0, 'no limit written again');
       for (const u of users) {
@@ -92,12 +99,92 @@ describe('a fleet daemon starting with many users', { skip: redisMissing }, () =
       assert.equal((round.evalsha ?? 0) + (round.eval ?? 0), 0, 'script calls in an idle round after the start');
       // Every user holds a lease: the data path runs without waiting for Redis.
       for (const u of users.slice(0, 30)) assert.equal(second.accounting.admit(u.name).ok, true, `${u.name} admitted`);
+      // The stop gives every lease back, in batches too; nothing is lost on the way: A's and B's usage stayed.
+      await admin.config('RESETSTAT');
+      await second.close();
+      const stop = await calls();
+      const stopScripts = (stop.evalsha ?? 0) + (stop.eval ?? 0);
+      assert.ok(stopScripts > 0 && stopScripts <= batches + 2, `${stopScripts} script calls to give back ${users.length} leases`);
+      const leased = await admin.keys(`${prefix}allow:*`);
+      assert.deepEqual(leased, [], 'no lease left after the stop');
     } finally {
       await second.close();
     }
   });
 
-  test(`3,000 users leased at once through a slow link: at most ${MAX_SYNCS_IN_FLIGHT} calls in flight, none timed out`, async () => {
+  test('an import of 600 users (createBatch): their rows read, limits written and leases taken per batch, not per user', async () => {
+    const prefix = `sasi${process.pid}:`;
+    const d = await daemon(prefix, 'I');
+    const users = new Users({ store: d.store, accounting: d.accounting, platform: { ensure: async () => undefined }, sweepMs: 3_600_000 });
+    try {
+      await users.start([]);
+      const periods = ['total', 'month', 'day'] as const;
+      const rows = Array.from({ length: 600 }, (_, i) => ({
+        name: `i${i}`,
+        mainAccount: 'm',
+        quota: { bytes: (100 + i) * MiB, period: periods[i % 3] },
+      }));
+      await admin.config('RESETSTAT');
+      const answer = await createBatch(users, rows, { concurrency: 16 });
+      assert.equal(answer.created, 600);
+      const counted = await calls();
+      const scripts = (counted.evalsha ?? 0) + (counted.eval ?? 0);
+      // The records' two writes (putUsers), and the leases: each new user gives back a lease it may hold and
+      // takes one, SYNC_BATCH users per call (before: two calls per user, one round trip after another).
+      const batches = Math.ceil(users.size / SYNC_BATCH);
+      assert.ok(scripts <= 2 + 2 * batches + 2, `${scripts} script calls for 600 users`);
+      // Limits (the user's row and its period's row) in one MULTI per page, not one or two per user.
+      assert.ok((counted.exec ?? 0) <= 4, `${counted.exec} MULTI/EXEC for 600 users' limits`);
+      for (const r of rows) {
+        const key = d.accounting.periodKeyOf(r.name) === 'total' ? r.name : `${r.name}@${d.accounting.periodKeyOf(r.name)}`;
+        assert.equal(d.accounting.get(r.name)?.limitBytes, r.quota.bytes, `${r.name}'s limit`);
+        assert.equal(Number(await admin.hget(`${prefix}u:${key}`, 'limit')), r.quota.bytes, `${key}'s stored limit`);
+        assert.equal(d.leaser.user(key).held, 4 * MiB, `${key} holds a slice`);
+        assert.equal(d.accounting.admit(r.name).ok, true);
+      }
+    } finally {
+      await users.close();
+      await d.close();
+    }
+  });
+
+  test('midnight: 600 day users roll to the new day with their rows, limits and leases per batch, not per user', async () => {
+    const prefix = `sasm${process.pid}:`;
+    let clock = Date.UTC(2026, 10, 15, 23, 59, 0);
+    const d = await daemon(prefix, 'M', () => clock);
+    try {
+      const users: AccountingUser[] = Array.from({ length: 600 }, (_, i) => ({
+        name: `m${i}`,
+        limitBytes: (100 + i) * MiB,
+        period: 'day',
+      }));
+      await d.accounting.upsertUsers(users);
+      for (let i = 0; i < users.length; i += 5) d.accounting.meter(`m${i}`).add(1000, 0);
+      await d.accounting.flush();
+      clock = Date.UTC(2026, 10, 16, 0, 0, 1);
+      await admin.config('RESETSTAT');
+      await d.accounting.flush();
+      const counted = await calls();
+      const scripts = (counted.evalsha ?? 0) + (counted.eval ?? 0);
+      // The new day's leases, SYNC_BATCH per call; before: one call and one limit write per user, one user after another.
+      assert.ok(scripts <= 2 * Math.ceil(users.length / SYNC_BATCH) + 2, `${scripts} script calls for the roll of 600 users`);
+      assert.ok((counted.exec ?? 0) <= 4, `${counted.exec} MULTI/EXEC for 600 users' new limits`);
+      for (const u of users) {
+        assert.equal(d.accounting.periodKeyOf(u.name), 'day:2026-11-16', `${u.name} rolled`);
+        assert.equal(d.accounting.get(u.name)?.usedBytes, 0, `${u.name} starts the day at 0`);
+        assert.equal(Number(await admin.hget(`${prefix}u:${u.name}@day:2026-11-16`, 'limit')), u.limitBytes);
+        assert.equal(d.leaser.user(`${u.name}@day:2026-11-16`).held, 4 * MiB, `${u.name} holds a slice of the new day`);
+        assert.equal(d.accounting.admit(u.name).ok, true);
+      }
+      // The old day's spending goes to the old day's row (the leaser's next round reports it).
+      await d.leaser.syncAll();
+      assert.equal(Number(await admin.hget(`${prefix}u:m5@day:2026-11-15`, 'used')), 1000);
+    } finally {
+      await d.close();
+    }
+  });
+
+  test(`3,000 users leased at once through a slow link: at most ${MAX_SYNCS_IN_FLIGHT} users in ${MAX_BATCHES_IN_FLIGHT} calls in flight, none timed out`, async () => {
     const prefix = `sasb${process.pid}:`;
     const relay = await new PacedRelay(server.port, 250_000).start();
     // The leases' calls go through a link carrying 250 KB/s: 3,000 calls sent at once (~1.2 MB) would take

@@ -296,6 +296,20 @@ export function storeContract(name: string, factory: StoreFactory): void {
       );
       await s.usage.addUsage([{ user: 'bob', bytes: 10 * 2 ** 40 }]);
       assert.equal((await s.usage.getUsage('bob'))?.usedBytes, 10 * 2 ** 40 + 5);
+      // Many at once: the rows that exist, in the order asked; limits for many keys, new ones at 0 used.
+      await s.usage.setLimits([
+        { user: 'bob', limitBytes: 4096 },
+        { user: 'dan@day:2026-11-28', limitBytes: 512 },
+      ]);
+      await s.usage.setLimits([]);
+      assert.deepEqual(
+        (await s.usage.getUsages(['dan@day:2026-11-28', 'nobody', 'bob'])).map((u) => [u.user, u.usedBytes, u.limitBytes]),
+        [
+          ['dan@day:2026-11-28', 0, 512],
+          ['bob', 10 * 2 ** 40 + 5, 4096],
+        ],
+      );
+      assert.deepEqual(await s.usage.getUsages([]), []);
       await s.close();
     });
 
