@@ -160,7 +160,7 @@ describe('hedged dialing', () => {
       },
     });
     const pool = new FixedPool([node('socks5', healthyPort)]);
-    const { r } = routerWith(pool, { hedgeAfterMs: 100 });
+    const { r } = routerWith(pool, { hedgeAfterMs: 5_000 });
     const a = r.authorize('alice', 'secret');
     assert.ok(a.ok);
     hook.enable();
