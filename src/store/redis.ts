@@ -34,7 +34,7 @@ import * as outbox from './redis-events.ts';
 import type * as S from './types.ts';
 import { intentEntry } from './types.ts';
 
-/** Records read per round trip when many are listed (users, usage, orders): see `hashes`. */
+/** Records read per round trip when many are listed (users, usage, orders): see `records`. */
 const HASH_PAGE = 500;
 
 export interface RedisStoreOptions extends Omit<RedisConnectionOptions, 'name'> {
@@ -170,20 +170,28 @@ export class RedisStore implements S.Store {
   }
 
   /**
-   * HGETALL of many keys, a page of pipelined commands per round trip; empty hashes (missing keys) come back as
-   * undefined. Paged because each command's timeout runs from when it is sent: 100,000 users' records in one
-   * pipeline outlast it while the replies are parsed, and a daemon of a fleet could not start.
+   * The records of `ids` that exist (a missing key reads as an empty hash and is left out), in their order: one
+   * HGETALL each, a page of pipelined commands per round trip. Paged because each command's timeout runs from when
+   * it is sent: 100,000 users' records in one pipeline outlast it while the replies are parsed, and a daemon of a
+   * fleet could not start.
    */
-  private async hashes(client: Redis, keys: readonly string[]): Promise<(Hash | undefined)[]> {
-    const out: (Hash | undefined)[] = [];
-    for (let from = 0; from < keys.length; from += HASH_PAGE) {
+  private async records<T>(
+    client: Redis,
+    ids: readonly string[],
+    keyOf: (id: string) => string,
+    build: (id: string, h: Hash) => T,
+  ): Promise<T[]> {
+    const out: T[] = [];
+    for (let from = 0; from < ids.length; from += HASH_PAGE) {
       const pipe = client.pipeline();
-      const to = Math.min(keys.length, from + HASH_PAGE);
-      for (let i = from; i < to; i++) pipe.hgetall(keys[i] as string);
+      const to = Math.min(ids.length, from + HASH_PAGE);
+      for (let i = from; i < to; i++) pipe.hgetall(keyOf(ids[i] as string));
+      let i = from;
       for (const [err, value] of (await pipe.exec()) ?? []) {
         if (err) throw err;
         const h = value as Hash;
-        out.push(Object.keys(h).length ? h : undefined);
+        if (Object.keys(h).length) out.push(build(ids[i] as string, h));
+        i++;
       }
     }
     return out;
@@ -250,16 +258,7 @@ export class RedisStore implements S.Store {
   async listOrders(filter: S.OrderFilter = {}): Promise<S.OrderRecord[]> {
     const all = await this.run('orders', async (c) => {
       const ids = await c.smembers(filter.open ? this.keys.ordersOpen : this.keys.ordersAll);
-      const hs = await this.hashes(
-        c,
-        ids.map((id) => this.keys.order(id)),
-      );
-      const out: S.OrderRecord[] = [];
-      ids.forEach((id, i) => {
-        const h = hs[i];
-        if (h) out.push(toOrder(id, h));
-      });
-      return out;
+      return await this.records(c, ids, (id) => this.keys.order(id), toOrder);
     });
     const statuses = filter.statuses?.length ? new Set(filter.statuses) : undefined;
     const picked = all
@@ -370,16 +369,7 @@ export class RedisStore implements S.Store {
     if (states && states.length === 0) return [];
     const entries = await this.run('journal', async (c) => {
       const ids = states ? await c.sunion(...states.map((s) => this.keys.journalState(s))) : await c.smembers(this.keys.journalAll);
-      const hs = await this.hashes(
-        c,
-        ids.map((id) => this.keys.journal(id)),
-      );
-      const out: S.JournalEntry[] = [];
-      ids.forEach((id, i) => {
-        const h = hs[i];
-        if (h) out.push(toJournal(id, h));
-      });
-      return out;
+      return await this.records(c, ids, (id) => this.keys.journal(id), toJournal);
     });
     // The state sets are moved in the same script as the entry, but filter anyway: a listing is a snapshot.
     const wanted = states ? new Set(states) : undefined;
@@ -418,14 +408,12 @@ export class RedisStore implements S.Store {
   async listCallbacks(filter: { processed?: boolean } = {}): Promise<S.CallbackRecord[]> {
     const all = await this.run('callbacks', async (c) => {
       const ids = await c.smembers(filter.processed === false ? this.keys.callbacksUnprocessed : this.keys.callbacksAll);
-      return (
-        await this.hashes(
-          c,
-          ids.map((id) => this.keys.callback(id)),
-        )
-      )
-        .filter((h): h is Hash => h !== undefined)
-        .map(toCallback);
+      return this.records(
+        c,
+        ids,
+        (id) => this.keys.callback(id),
+        (_id, h) => toCallback(h),
+      );
     });
     return all
       .filter((cb) => filter.processed === undefined || cb.processed === filter.processed)
@@ -458,32 +446,14 @@ export class RedisStore implements S.Store {
   async listUsage(): Promise<S.UsageRecord[]> {
     return this.run('usage', async (c) => {
       const users = (await c.smembers(this.keys.usageAll)).sort(byKey);
-      const hs = await this.hashes(
-        c,
-        users.map((u) => this.keys.usage(u)),
-      );
-      const out: S.UsageRecord[] = [];
-      users.forEach((u, i) => {
-        const h = hs[i];
-        if (h) out.push(toUsage(u, h));
-      });
-      return out;
+      return await this.records(c, users, (id) => this.keys.usage(id), toUsage);
     });
   }
 
   async getUsages(users: readonly string[]): Promise<S.UsageRecord[]> {
     if (users.length === 0) return [];
     return this.run(`usage of ${users.length} users`, async (c) => {
-      const hs = await this.hashes(
-        c,
-        users.map((u) => this.keys.usage(u)),
-      );
-      const out: S.UsageRecord[] = [];
-      users.forEach((u, i) => {
-        const h = hs[i];
-        if (h) out.push(toUsage(u, h));
-      });
-      return out;
+      return await this.records(c, users, (id) => this.keys.usage(id), toUsage);
     });
   }
 
@@ -577,16 +547,7 @@ export class RedisStore implements S.Store {
   async listUsers(): Promise<S.StoredUser[]> {
     return this.run('users', async (c) => {
       const names = (await c.zrange(this.keys.usersLive, '0', '-1')).sort(byKey);
-      const hs = await this.hashes(
-        c,
-        names.map((n) => this.keys.user(n)),
-      );
-      const out: S.StoredUser[] = [];
-      names.forEach((n, i) => {
-        const h = hs[i];
-        if (h) out.push(toUser(n, h));
-      });
-      return out;
+      return await this.records(c, names, (id) => this.keys.user(id), toUser);
     });
   }
 
@@ -604,15 +565,7 @@ export class RedisStore implements S.Store {
       const now = Number((await c.get(this.keys.usersVersion)) ?? 0);
       const names = await c.zrangebyscore(this.keys.usersLive, `(${String(version)}`, '+inf');
       const deleted = await c.zrangebyscore(this.keys.usersGone, `(${String(version)}`, '+inf');
-      const hs = await this.hashes(
-        c,
-        names.map((n) => this.keys.user(n)),
-      );
-      const changed: S.StoredUser[] = [];
-      names.forEach((n, i) => {
-        const h = hs[i];
-        if (h) changed.push(toUser(n, h));
-      });
+      const changed: S.StoredUser[] = await this.records(c, names, (id) => this.keys.user(id), toUser);
       // Entries written after `now` was read come again next time (applying a record twice is harmless).
       return { changed, deleted, version: now };
     });
