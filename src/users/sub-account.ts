@@ -83,7 +83,8 @@ export class SubAccounts implements SubAccountPort {
       await this.client.call('GetProxyUserInfo', { appUsername: name, productNo });
       return true;
     } catch (err) {
-      if (isPlatformCode(err, CODE.SUB_NOT_FOUND)) return false;
+      // The seed names two codes for a missing sub account; a platform may answer this read with either.
+      if (isPlatformCode(err, CODE.SUB_NOT_FOUND, CODE.SUB_USERNAME_NOT_FOUND)) return false;
       throw err;
     }
   }

@@ -54,16 +54,21 @@ describe('a sub account the platform lost is made again', () => {
     // That refusal has the balance read, then the sub account, which is found missing and made again at once
     // (not at the next limit sync, a minute later); the same nodes then serve again.
     let attempts = 0;
+    let last = '';
     const ok = await waitFor(
       async () => {
         attempts++;
         const r = await curl([...viaSocks5h(gw.ports.socks5, 'ivan', 'ivan-pw'), target.url('/hello')]);
+        last = `curl exit ${r.exitCode}: ${r.stderr.trim().split('\n').at(-1) ?? ''}`;
         // Connections opened ahead to nodes drawn before the deletion may still serve: until the account is back.
         return r.exitCode === 0 && (await subExists('ivan')) ? r : undefined;
       },
       20_000,
       'ivan served again',
-    );
+    ).catch(async (err: Error) => {
+      const pool = await gw.admin('/v1/pools').catch(() => ({ body: 'unreadable' }));
+      throw new Error(`${err.message}\nlast ${last}\npools ${JSON.stringify(pool.body)}\nlog:\n${log.text().split('\n').slice(-40).join('\n')}`);
+    });
     assert.equal(ok.exitCode, 0);
     const calls = await simCalls();
     const made = (op: string) => (calls[op] ?? 0) - (callsBefore[op] ?? 0);
