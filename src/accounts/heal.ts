@@ -38,6 +38,7 @@ export class SubAccountHealer {
   private readonly running = new Map<string, Promise<boolean>>();
   private readonly lastTry = new Map<string, number>();
   private readonly failed = new Map<string, PlatformAccountState>();
+  private readonly healedListeners: Array<(user: string) => void> = [];
   private readonly now: () => number;
 
   constructor(private readonly options: SubAccountHealerOptions) {
@@ -66,6 +67,7 @@ export class SubAccountHealer {
     try {
       await this.options.recreate(user);
       this.failed.delete(user);
+      for (const listener of this.healedListeners) listener(user);
       this.options.metrics?.subAccountHeals.inc({ outcome: 'created' });
       this.options.logger?.warn({ user, platformCode: code }, "the platform had lost the sub account: re-created with the user's settings");
       return true;
@@ -78,6 +80,14 @@ export class SubAccountHealer {
       this.options.logger?.error({ user, platformCode: code, err }, 'the platform had lost the sub account and it could not be made again');
       return false;
     }
+  }
+
+  /**
+   * Called with each user whose account was made again: a platform may give the new account a new password,
+   * so whatever was drawn under the lost one is void (src/daemon/pools.ts drops the user's held nodes).
+   */
+  onHealed(listener: (user: string) => void): void {
+    this.healedListeners.push(listener);
   }
 
   /** The user's platform account when Rotor could not make it; undefined when nothing is known to be wrong. */

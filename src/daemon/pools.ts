@@ -101,6 +101,12 @@ export async function assemblePools(config: Config, needs: Needs, ctx: AssemblyC
   });
   ctx.stops.onStop('pools', () => pools.close());
 
+  // A user's sub account made again: the nodes drawn under the lost one carry its void password; without
+  // forgetting them a quiet pool (a backconnect gateway's one line) would refuse the user until the quiet ends.
+  users.healer.onHealed((name) => {
+    for (const pool of pools.ofUser(name)) pool.forgetNodes();
+  });
+
   // A user removed, or changed in how it draws: its pools are dropped (live connections keep their node).
   // The user as last seen (the directory's own object, not a key string per user: 100,000 users).
   const drawShape = new Map<string, LocalUser>();
@@ -112,7 +118,7 @@ export async function assemblePools(config: Config, needs: Needs, ctx: AssemblyC
       if (now === undefined) drawShape.delete(name);
       else drawShape.set(name, now);
       if ((before && drawKey(before)) === (now && drawKey(now))) continue;
-      for (const pool of pools.list()) if (pool.key.user === name) pools.delete(pool.key);
+      for (const pool of pools.ofUser(name)) pools.delete(pool.key);
     }
   });
   return pools;

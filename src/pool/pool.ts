@@ -336,6 +336,18 @@ export class Pool implements NodeSource {
     return this.isCooling(e, now) ? 'cooling' : 'ready';
   }
 
+  /**
+   * The credentials of every held node are void (the user's sub account was made again, with a new password):
+   * they are dropped and the quiet ends, so the next connection draws. Live connections keep their node.
+   */
+  forgetNodes(): void {
+    if (this.entries.length === 0) return;
+    this.entries = [];
+    this.byId.clear();
+    this.quietUntil = 0;
+    this.census(this.now());
+  }
+
   /** Nodes and draw state for the admin API; never passwords. */
   snapshot(): PoolSnapshot {
     const now = this.now();

@@ -31,6 +31,8 @@ const DEFAULT_IDLE_EVICT_MS = 130 * 60_000;
 
 export class PoolRegistry {
   private readonly pools = new Map<string, Pool>();
+  /** user → its pools' ids: a user's pools without a pass over every user's (100,000 users). */
+  private readonly byUser = new Map<string, Set<string>>();
   /** pool id → when it was last asked for (registry clock) */
   private readonly lastUsed = new Map<string, number>();
   private readonly maxPerUser: number;
@@ -61,23 +63,30 @@ export class PoolRegistry {
   }
 
   private forget(id: string, pool: Pool, why: string): void {
+    this.remove(id, pool);
+    this.options.logger?.debug({ pool: id, why }, 'pool closed');
+  }
+
+  private remove(id: string, pool: Pool): void {
     pool.close();
     this.pools.delete(id);
     this.lastUsed.delete(id);
-    this.options.logger?.debug({ pool: id, why }, 'pool closed');
+    const ids = this.byUser.get(pool.key.user);
+    ids?.delete(id);
+    if (ids?.size === 0) this.byUser.delete(pool.key.user);
   }
 
   /** Makes room for one more pool of `user`, or throws when all of them are in use. */
   private makeRoom(user: string, id: string): void {
-    let count = 0;
+    const ids = this.byUser.get(user);
+    const count = ids?.size ?? 0;
+    if (count < this.maxPerUser) return;
     let oldest: { id: string; pool: Pool; at: number } | undefined;
-    for (const [pid, pool] of this.pools) {
-      if (pool.key.user !== user) continue;
-      count++;
+    for (const pid of ids!) {
+      const pool = this.pools.get(pid)!;
       const at = this.lastUsed.get(pid) ?? 0;
       if (!pool.busy && (!oldest || at < oldest.at)) oldest = { id: pid, pool, at };
     }
-    if (count < this.maxPerUser) return;
     if (!oldest) throw new PoolEmptyError(id, `user ${user} has ${count} pools in use (pool.maxPerUser)`);
     this.forget(oldest.id, oldest.pool, 'room for another region');
   }
@@ -106,6 +115,9 @@ export class PoolRegistry {
         ...(o.logger ? { logger: o.logger.child({ pool: id }) } : {}),
       });
       this.pools.set(id, pool);
+      let ids = this.byUser.get(key.user);
+      if (!ids) this.byUser.set(key.user, (ids = new Set()));
+      ids.add(id);
     }
     this.lastUsed.set(id, this.now());
     return pool;
@@ -124,14 +136,19 @@ export class PoolRegistry {
     return this.list().map((p) => p.snapshot());
   }
 
+  /** The pools of one user. */
+  ofUser(user: string): Pool[] {
+    const ids = this.byUser.get(user);
+    return ids ? [...ids].map((id) => this.pools.get(id)!) : [];
+  }
+
   /** Closes and forgets one pool (the user's config changed, for instance). */
   delete(key: PoolKey): boolean {
     const id = poolKeyId(key);
     const pool = this.pools.get(id);
     if (!pool) return false;
-    pool.close();
-    this.lastUsed.delete(id);
-    return this.pools.delete(id);
+    this.remove(id, pool);
+    return true;
   }
 
   close(): void {
@@ -139,5 +156,6 @@ export class PoolRegistry {
     clearInterval(this.sweeper);
     for (const p of this.pools.values()) p.close();
     this.pools.clear();
+    this.byUser.clear();
   }
 }

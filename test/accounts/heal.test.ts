@@ -67,7 +67,9 @@ describe('a sub account the platform lost is made again', () => {
       'ivan served again',
     ).catch(async (err: Error) => {
       const pool = await gw.admin('/v1/pools').catch(() => ({ body: 'unreadable' }));
-      throw new Error(`${err.message}\nlast ${last}\npools ${JSON.stringify(pool.body)}\nlog:\n${log.text().split('\n').slice(-40).join('\n')}`);
+      throw new Error(
+        `${err.message}\nlast ${last}\npools ${JSON.stringify(pool.body)}\nlog:\n${log.text().split('\n').slice(-40).join('\n')}`,
+      );
     });
     assert.equal(ok.exitCode, 0);
     const calls = await simCalls();

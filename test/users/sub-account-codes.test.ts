@@ -14,7 +14,8 @@ function platform(missingCode: number) {
     call: async (op: string): Promise<never> => {
       calls.push(op);
       if (op === 'GetProductInfo') return { productNo: 'DYN', proxyType: 104, flowConversionBase: 1024, proxyUserFlowLimit: 0 } as never;
-      if (op === 'GetProxyUserInfo') throw new PlatformError({ operation: op, reqId: undefined, platformCode: missingCode, platformMsg: '' });
+      if (op === 'GetProxyUserInfo')
+        throw new PlatformError({ operation: op, reqId: undefined, platformCode: missingCode, platformMsg: '' });
       if (op === 'CreateProxyUser') return {} as never;
       throw new Error(`unexpected ${op}`);
     },
