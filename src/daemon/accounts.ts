@@ -170,6 +170,7 @@ function accountingStore({ usage, settings }: Pick<Backends, 'usage' | 'settings
     setLimit: (user, limitBytes) => usage.setLimit(user, limitBytes),
     getUsages: (users) => usage.getUsages(users),
     setLimits: (limits) => usage.setLimits(limits),
+    usageChangedSince: (since) => usage.usageChangedSince(since),
     kvGet: <T>(key: string) => settings.kvGet<T>(key),
     kvSet: (key, value) => settings.kvSet(key, value),
   };

@@ -11,7 +11,8 @@ import { callScript, defineScripts } from './redis-scripts.ts';
 // Many users' syncs in one script call (one daemon's, in order: each as if run alone, back to back; nothing of
 // another client runs between them): a start or a round that syncs every user sends 100,000 users in 500 calls
 // rather than 100,000, each of which cost the daemon ~0.2 ms of CPU (a command object, a write, a reply).
-// KEYS: usage:all set, the fleet's epoch, the live daemons (zset instance -> heartbeat expiry ms), then per
+// KEYS: usage:all set, the fleet's epoch, the live daemons (zset instance -> heartbeat expiry ms), the usage
+// feed's counter and changed zset (a call that writes users' rows gives them one new version), then per
 // user its usage hash (used, limit), allowance hash (instance -> leased) and acked hash (reporter ->
 // cumulative bytes applied).
 // ARGV: instance, alive key prefix, alive ttl ms, now, reporter (instance:epoch), acked ttl ms, a new epoch id
@@ -50,15 +51,21 @@ local daemons = redis.call('ZCARD', KEYS[3])
 -- Whether another daemon's heartbeat is live, asked once per call (not once per user and daemon).
 local alive = {}
 local out = {epoch, daemons}
-for k = 4, #KEYS, 3 do
+local version = nil
+local function changed(user)
+  if not version then version = redis.call('INCR', KEYS[4]) end
+  redis.call('ZADD', KEYS[5], version, user)
+end
+for k = 6, #KEYS, 3 do
   local usageKey, allowKey, ackedKey = KEYS[k], KEYS[k + 1], KEYS[k + 2]
-  local a = 8 + (k - 4) / 3 * 8
+  local a = 8 + (k - 6) / 3 * 8
   local user, want, seedLimit, seedEpoch = ARGV[a], tonumber(ARGV[a + 2]), ARGV[a + 3], ARGV[a + 7]
   local seeded = 0
   if seedLimit ~= '' and redis.call('HEXISTS', usageKey, 'limit') == 0 then
     redis.call('HSET', usageKey, 'limit', seedLimit, 'updatedAt', now)
     redis.call('HSETNX', usageKey, 'used', 0)
     redis.call('SADD', KEYS[1], user)
+    changed(user)
     seeded = 1
   end
   if seedEpoch ~= '' and seedEpoch ~= epoch then
@@ -70,6 +77,7 @@ for k = 4, #KEYS, 3 do
       redis.call('HSETNX', usageKey, 'limit', -1)
       redis.call('HSET', usageKey, 'seed', seed, 'seedEpoch', epoch, 'updatedAt', now)
       redis.call('SADD', KEYS[1], user)
+      changed(user)
       seeded = 1
     end
   end
@@ -87,6 +95,7 @@ for k = 4, #KEYS, 3 do
     redis.call('HSETNX', usageKey, 'limit', -1)
     redis.call('HSET', usageKey, 'updatedAt', now)
     redis.call('SADD', KEYS[1], user)
+    changed(user)
     mine = mine - math.min(spent, mine)
   end
   local others = 0
@@ -168,7 +177,7 @@ export class RedisAllowance implements AllowanceStore {
   async syncMany(qs: readonly AllowanceSync[]): Promise<AllowanceGrant[]> {
     const first = qs[0];
     if (first === undefined) return [];
-    const keys: string[] = [this.keys.usageAll, this.keys.epoch, this.keys.daemons];
+    const keys: string[] = [this.keys.usageAll, this.keys.epoch, this.keys.daemons, this.keys.usageVersion, this.keys.usageChanged];
     const args: (string | number)[] = [
       first.instance,
       this.keys.aliveBase,

@@ -10,6 +10,8 @@
 //   P cb:<[type,no,op]>       hash   one callback; P callbacks:all / :unprocessed sets; P callbacks:seq counter
 //   P u:<user>                hash   used, limit, updatedAt (bytes; limit -1 = unlimited)
 //   P usage:all               set    users
+//   P usage:changed           zset   user -> version of its row's last write (the usage change feed)
+//   P usage:version           string counter every usage write takes its version from
 //   P kv                      hash   key -> JSON
 //   P usr:<name>              hash   one user record (data JSON, passwordHash, state, version, updatedAt)
 //   P users:live / :gone      zset   name -> version of its last write / of its deletion
@@ -73,6 +75,12 @@ export class RedisKeys {
   }
   get usageAll(): string {
     return `${this.prefix}usage:all`;
+  }
+  get usageChanged(): string {
+    return `${this.prefix}usage:changed`;
+  }
+  get usageVersion(): string {
+    return `${this.prefix}usage:version`;
   }
   get kv(): string {
     return `${this.prefix}kv`;

@@ -28,6 +28,14 @@ if ARGV[4] == '1' then redis.call('SADD', KEYS[4], a) else redis.call('SREM', KE
 return 1
 `;
 
+// The usage change feed: the users whose rows the same MULTI wrote take one new version (a reader asks for
+// the names above the version it last read). KEYS: version counter, changed zset. ARGV: users.
+export const USAGE_CHANGED = `
+local v = redis.call('INCR', KEYS[1])
+for i = 1, #ARGV do redis.call('ZADD', KEYS[2], v, ARGV[i]) end
+return v
+`;
+
 // KEYS: entry hash, all set, intent set. ARGV: merchantNo, operation, request, reqId, now.
 export const ADD_INTENT = `
 if redis.call('EXISTS', KEYS[1]) == 1 then return redis.error_reply('ROTOR_CONFLICT journal entry ' .. ARGV[1] .. ' already exists') end

@@ -6,7 +6,7 @@
 // into {} and round large numbers). Scripts build a few keys from the prefix, so this targets one Redis (or
 // a primary with replicas), not Redis Cluster. Listings read everything of a kind and filter in Node, like
 // the SQLite driver's small tables; open orders and journal states have their own index sets.
-import type { Redis } from 'ioredis';
+import type { ChainableCommander, Redis } from 'ioredis';
 import type { ConnectionLogStore, RecordBounds } from './connection-log-types.ts';
 import { RedisConnectionLog } from './redis-connection-log.ts';
 import { OpenRecordOwner } from './redis-open-records.ts';
@@ -24,6 +24,7 @@ import {
   PUT_USERS,
   RECORD_CALLBACK,
   UPDATE_JOURNAL,
+  USAGE_CHANGED,
   callScript,
   defineScripts,
 } from './redis-scripts.ts';
@@ -66,6 +67,7 @@ const SCRIPTS = {
   rotorUpdateJournal: { numberOfKeys: 1, lua: UPDATE_JOURNAL },
   rotorRecordCallback: { numberOfKeys: 4, lua: RECORD_CALLBACK },
   rotorMarkCallback: { numberOfKeys: 2, lua: MARK_CALLBACK },
+  rotorUsageChanged: { numberOfKeys: 2, lua: USAGE_CHANGED },
 } as const;
 
 type ScriptName = keyof typeof SCRIPTS;
@@ -433,6 +435,7 @@ export class RedisStore implements S.Store {
         const key = this.keys.usage(d.user);
         m.hincrby(key, 'used', d.bytes).hsetnx(key, 'limit', -1).hset(key, 'updatedAt', t).sadd(this.keys.usageAll, d.user);
       }
+      this.usageChanged(m, checked);
       const results = (await m.exec()) ?? [];
       for (const [err] of results) if (err) throw err;
     });
@@ -447,6 +450,38 @@ export class RedisStore implements S.Store {
     return this.run('usage', async (c) => {
       const users = (await c.smembers(this.keys.usageAll)).sort(byKey);
       return await this.records(c, users, (id) => this.keys.usage(id), toUsage);
+    });
+  }
+
+  /** Adds the usage change feed's entry for these users' rows to a MULTI that writes them (USAGE_CHANGED). */
+  private usageChanged(m: ChainableCommander, rows: readonly { user: string }[]): void {
+    const args: string[] = [this.keys.usageVersion, this.keys.usageChanged];
+    for (const r of rows) args.push(r.user);
+    (m as unknown as Record<string, (...a: string[]) => unknown>).rotorUsageChanged!(...args);
+  }
+
+  async usageChangedSince(
+    since: S.UsageCursor | undefined,
+  ): Promise<{ rows: S.UsageRecord[]; cursor: S.UsageCursor | undefined; full: boolean }> {
+    const k = this.keys;
+    return this.run('usage', async (c) => {
+      // The counter, the epoch and the names in one MULTI: a write (its rows and its version) is wholly in it
+      // or wholly after it, and one written after is in the next call's answer.
+      const m = c.multi().get(k.usageVersion).get(k.epoch);
+      if (since !== undefined) m.zrangebyscore(k.usageChanged, `(${String(since.version)}`, '+inf');
+      const r = (await m.exec()) ?? [];
+      for (const [err] of r) if (err) throw err;
+      const version = Number(r[0]?.[1] ?? 0);
+      const epoch = r[1]?.[1] as string | null;
+      // No epoch yet, or a new one, or a counter below ours: Redis lost data (or was replaced) since the
+      // last read, so what changed since `since` cannot be told: every row.
+      const cursor = epoch === null ? undefined : { version, epoch };
+      if (since === undefined || cursor === undefined || epoch !== since.epoch || version < since.version) {
+        const users = (await c.smembers(k.usageAll)).sort(byKey);
+        return { rows: await this.records(c, users, (id) => k.usage(id), toUsage), cursor, full: true };
+      }
+      const users = r[2]?.[1] as string[];
+      return { rows: await this.records(c, users, (id) => k.usage(id), toUsage), cursor, full: false };
     });
   }
 
@@ -466,10 +501,12 @@ export class RedisStore implements S.Store {
       // A page per MULTI, as the listings read (a command's timeout runs from its send).
       for (let from = 0; from < checked.length; from += HASH_PAGE) {
         const m = c.multi();
-        for (const l of checked.slice(from, from + HASH_PAGE)) {
+        const page = checked.slice(from, from + HASH_PAGE);
+        for (const l of page) {
           const key = this.keys.usage(l.user);
           m.hset(key, 'limit', l.limit, 'updatedAt', t).hsetnx(key, 'used', 0).sadd(this.keys.usageAll, l.user);
         }
+        this.usageChanged(m, page);
         const results = (await m.exec()) ?? [];
         for (const [err] of results) if (err) throw err;
       }
@@ -482,8 +519,9 @@ export class RedisStore implements S.Store {
     const key = this.keys.usage(user);
     const t = this.now();
     await this.run(`limit of ${user}`, async (c) => {
-      const results =
-        (await c.multi().hset(key, 'limit', limit, 'updatedAt', t).hsetnx(key, 'used', 0).sadd(this.keys.usageAll, user).exec()) ?? [];
+      const m = c.multi().hset(key, 'limit', limit, 'updatedAt', t).hsetnx(key, 'used', 0).sadd(this.keys.usageAll, user);
+      this.usageChanged(m, [{ user }]);
+      const results = (await m.exec()) ?? [];
       for (const [err] of results) if (err) throw err;
     });
   }

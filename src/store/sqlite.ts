@@ -397,6 +397,11 @@ export class SqliteStore implements S.Store {
     return (this.prepare('SELECT * FROM usage ORDER BY user').all() as Row[]).map(toUsage);
   }
 
+  /** No feed here (one daemon per file, no fleet re-read): every row, every time. */
+  async usageChangedSince(): Promise<{ rows: S.UsageRecord[]; cursor: undefined; full: true }> {
+    return { rows: await this.listUsage(), cursor: undefined, full: true };
+  }
+
   async getUsages(users: readonly string[]): Promise<S.UsageRecord[]> {
     const stmt = this.prepare('SELECT * FROM usage WHERE user = ?');
     const out: S.UsageRecord[] = [];

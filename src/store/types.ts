@@ -191,6 +191,12 @@ export interface CallbackStore {
 /** The orders aggregate: orders, their instances, the journal that makes placing them idempotent, callbacks. */
 export type OrdersBackend = OrderStore & InstanceStore & OrderJournal & CallbackStore;
 
+/** Where a reader of the usage change feed is: the store's version and the Redis epoch it was read in. */
+export interface UsageCursor {
+  version: number;
+  epoch: string;
+}
+
 /** Per-user byte counters and limits (src/accounting/). */
 export interface UsageStore {
   /** Adds every delta in one transaction (users unknown so far start at 0 bytes, unlimited). */
@@ -202,6 +208,13 @@ export interface UsageStore {
   getUsages(users: readonly string[]): Promise<UsageRecord[]>;
   /** setLimit for many keys as one write (SQLite: one transaction; Redis: one MULTI per page). */
   setLimits(limits: readonly { user: string; limitBytes: number }[]): Promise<void>;
+  /**
+   * The rows written after `since` (a cursor this returned) and where to ask from next time. `full`: every
+   * row, because there was no cursor or the store cannot tell what changed since it (Redis lost its data or
+   * restarted: a new epoch; a store without a feed). A row may come twice; none written after `since` is
+   * left out.
+   */
+  usageChangedSince(since: UsageCursor | undefined): Promise<{ rows: UsageRecord[]; cursor: UsageCursor | undefined; full: boolean }>;
 }
 
 /** Users as data (src/users/). */

@@ -9,6 +9,7 @@
 //       back (empty) the usage and limits are rebuilt and the traffic relayed meanwhile is counted.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { startDaemon, type Daemon } from '../../src/main.ts';
@@ -210,7 +211,15 @@ describe('a fleet of daemons on one Redis', { skip: redisMissing }, () => {
       const { appOrderNo } = (await res.json()) as { appOrderNo: string };
       const leases = new Leases(conn, { owner: 'test', ttlMs: 1000, prefix: PREFIX });
       const name = `order:${appOrderNo}`;
-      await until('the placing daemon to hold the order lease', async () => (await leases.holder(name)) === 'daemon-c', 5000, 10);
+      // A daemon just spawned answers its first order with cold code: on a loaded machine that takes seconds.
+      await until('the placing daemon to hold the order lease', async () => (await leases.holder(name)) === 'daemon-c', 20_000, 10).catch(
+        async (err: Error) => {
+          const log = await readFile(join(dir, 'c.log'), 'utf8').catch(() => '(no log)');
+          throw new Error(
+            `${err.message}; holder ${await leases.holder(name).catch(String)}; daemon-c log tail:\n${log.split('\n').slice(-25).join('\n')}`,
+          );
+        },
+      );
       assert.ok(
         !a.orders.tracker.following().includes(appOrderNo) && !b.orders.tracker.following().includes(appOrderNo),
         'only the holder follows',

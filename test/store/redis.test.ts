@@ -55,6 +55,55 @@ describe('Redis driver', { skip: redisMissing }, () => {
     await b.close();
   });
 
+  test("the usage change feed: every write's rows after the cursor, and every row when Redis lost its data", async () => {
+    const s = await openRedisStore(server.url, { prefix: 'feed:' });
+    const raw = new Redis(server.url);
+    try {
+      await s.setLimits([
+        { user: 'a', limitBytes: 10 },
+        { user: 'b', limitBytes: 20 },
+        { user: 'c', limitBytes: 30 },
+      ]);
+      // No epoch yet (no fleet daemon wrote one): every row, and no cursor to follow from.
+      let r = await s.usageChangedSince(undefined);
+      assert.deepEqual([r.full, r.cursor, r.rows.map((x) => x.user)], [true, undefined, ['a', 'b', 'c']]);
+      await raw.set('feed:epoch', 'e1');
+      r = await s.usageChangedSince(undefined);
+      assert.equal(r.full, true);
+      const first = r.cursor!;
+      r = await s.usageChangedSince(first);
+      assert.deepEqual([r.full, r.rows], [false, []]);
+      // Each kind of write is in the feed: addUsage, setLimit, setLimits.
+      await s.addUsage([{ user: 'b', bytes: 5 }]);
+      r = await s.usageChangedSince(first);
+      assert.deepEqual(
+        r.rows.map((x) => [x.user, x.usedBytes]),
+        [['b', 5]],
+      );
+      const second = r.cursor!;
+      await s.setLimit('c', 31);
+      await s.setLimits([{ user: 'd', limitBytes: 40 }]);
+      r = await s.usageChangedSince(second);
+      assert.deepEqual(r.rows.map((x) => [x.user, x.limitBytes]).sort(), [
+        ['c', 31],
+        ['d', 40],
+      ]);
+      const third = r.cursor!;
+      // Redis lost its data: the counter starts again below the cursor and climbs past it before the next
+      // read; the new epoch says so, and every row comes.
+      await raw.flushall();
+      await s.addUsage([{ user: 'x', bytes: 1 }]);
+      for (let i = 0; i < third.version + 3; i++) await s.setLimit(`y${i}`, 1);
+      await raw.set('feed:epoch', 'e2');
+      r = await s.usageChangedSince(third);
+      assert.equal(r.full, true);
+      assert.ok(r.rows.some((x) => x.user === 'x' && x.usedBytes === 1));
+    } finally {
+      raw.disconnect();
+      await s.close();
+    }
+  });
+
   test('an unreachable Redis fails the open quickly with STORE_UNAVAILABLE and leaves nothing running', async () => {
     const stopped = new RedisServer();
     await stopped.start();
