@@ -23,15 +23,50 @@ function validPort(text: string | undefined, fallback?: number): number | undefi
   return port >= 1 && port <= 65535 ? port : undefined;
 }
 
-/** Parses `host:port` / `[v6]:port` of a CONNECT request line. */
+/** The last CONNECT authority parsed and its target: clients mostly tunnel to a few hosts (shared, never changed). */
+let lastAuthority = '';
+let lastConnect: Target | undefined;
+
+/**
+ * Parses `host:port` / `[v6]:port` of a CONNECT request line, without a regular expression (every CONNECT
+ * passes here). The same authority as the last call's gives the same object: callers never change a target.
+ */
 export function parseConnectTarget(url: string | undefined): Target | undefined {
   if (!url) return undefined;
-  const m = /^(?:\[([0-9A-Fa-f:.]+)\]|([A-Za-z0-9._-]+)):(\d{1,5})$/.exec(url);
-  if (!m) return undefined;
-  const port = validPort(m[3]);
+  if (url === lastAuthority) return lastConnect;
+  const target = connectTarget(url);
+  lastAuthority = url;
+  lastConnect = target;
+  return target;
+}
+
+function connectTarget(url: string): Target | undefined {
+  const colon = url.lastIndexOf(':');
+  if (colon <= 0) return undefined;
+  const port = validPort(url.slice(colon + 1));
   if (port === undefined) return undefined;
-  if (m[1] !== undefined) return isIPv6(m[1]) ? { host: m[1], port } : undefined;
-  return HOST_NAME.test(m[2]!) ? { host: m[2]!, port } : undefined;
+  if (url.charCodeAt(0) === 0x5b /* [ */) {
+    if (colon < 3 || url.charCodeAt(colon - 1) !== 0x5d /* ] */) return undefined;
+    const host = url.slice(1, colon - 1);
+    for (let i = 0; i < host.length; i++) if (!isV6Char(host.charCodeAt(i))) return undefined;
+    return isIPv6(host) ? { host, port } : undefined;
+  }
+  // HOST_NAME, by hand: 1-253 of [A-Za-z0-9._-], not starting with '.' or '-'.
+  if (colon > 253) return undefined;
+  const first = url.charCodeAt(0);
+  if (first === 0x2e /* . */ || first === 0x2d /* - */) return undefined;
+  for (let i = 0; i < colon; i++) if (!isNameChar(url.charCodeAt(i))) return undefined;
+  return { host: url.slice(0, colon), port };
+}
+
+/** [A-Za-z0-9._-] */
+function isNameChar(c: number): boolean {
+  return (c >= 0x61 && c <= 0x7a) || (c >= 0x41 && c <= 0x5a) || (c >= 0x30 && c <= 0x39) || c === 0x2e || c === 0x2d || c === 0x5f;
+}
+
+/** [0-9A-Fa-f:.] */
+function isV6Char(c: number): boolean {
+  return (c >= 0x30 && c <= 0x3a) || (c >= 0x61 && c <= 0x66) || (c >= 0x41 && c <= 0x46) || c === 0x2e;
 }
 
 /** An absolute-URI request target: where to dial, and the origin-form path for the target itself. */

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { isIPv6 } from 'node:net';
 import { describe, test } from 'node:test';
 import { forwardHeaderObject, forwardHeaders, parseAbsoluteTarget, parseConnectTarget } from '../../src/proxy/http-message.ts';
 
@@ -38,6 +39,65 @@ describe('request targets', () => {
   test('CONNECT authorities use the same port rule', () => {
     assert.deepEqual(parseConnectTarget('a:443'), { host: 'a', port: 443 });
     for (const bad of ['a:0', 'a:70000', 'a:', 'a:x']) assert.equal(parseConnectTarget(bad), undefined, bad);
+  });
+
+  test('the same CONNECT authority again gives the same target object; others parse anew', () => {
+    const a = parseConnectTarget('a.test:443');
+    assert.equal(parseConnectTarget('a.test:443'), a);
+    assert.deepEqual(parseConnectTarget('[::1]:8443'), { host: '::1', port: 8443 });
+    assert.deepEqual(parseConnectTarget('a.test:443'), a);
+  });
+
+  test('CONNECT authorities read by hand answer as the pattern they replaced', () => {
+    // The former parse: one pattern for the authority, HOST_NAME for a name, isIPv6 for a literal.
+    const pattern = (url: string): { host: string; port: number } | undefined => {
+      const m = /^(?:\[([0-9A-Fa-f:.]+)\]|([A-Za-z0-9._-]+)):(\d{1,5})$/.exec(url);
+      if (!m) return undefined;
+      const port = Number(m[3]);
+      if (port < 1 || port > 65535) return undefined;
+      if (m[1] !== undefined) return isIPv6(m[1]) ? { host: m[1], port } : undefined;
+      return /^[A-Za-z0-9_](?:[A-Za-z0-9._-]{0,252})$/.test(m[2]!) ? { host: m[2]!, port } : undefined;
+    };
+    const fixed = [
+      'a:443',
+      '_a:1',
+      '.a:1',
+      '-a:1',
+      'a-:1',
+      'a.b.c:65535',
+      'a:65536',
+      'a:00443',
+      'a:123456',
+      ':443',
+      'a::443',
+      'a:b:443',
+      '[::1]:443',
+      '[::1]',
+      '[]:443',
+      '[::1]x:443',
+      '[fe80::1%eth0]:443',
+      '[1.2.3.4]:80',
+      '[::ffff:1.2.3.4]:80',
+      '::1:443',
+      'a b:443',
+      'ä:443',
+      `${'a'.repeat(253)}:1`,
+      `${'a'.repeat(254)}:1`,
+      'a:+1',
+      'a: 1',
+      '1.2.3.4:8080',
+    ];
+    for (const url of fixed) assert.deepEqual(parseConnectTarget(url), pattern(url), url);
+    // And random ones from the characters that matter.
+    const alphabet = 'a0_.-:[]f9% Z';
+    let seed = 27;
+    const next = (n: number): number => ((seed = (seed * 1103515245 + 12345) % 2147483648), seed % n);
+    for (let k = 0; k < 20000; k++) {
+      let url = '';
+      for (let len = next(12); len > 0; len--) url += alphabet[next(alphabet.length)];
+      if (next(2) === 0) url += `:${next(70000)}`;
+      assert.deepEqual(parseConnectTarget(url), pattern(url), url);
+    }
   });
 });
 
