@@ -18,6 +18,9 @@
 // - Deadlines (an opening's connect + handshake, a tunnel request's answer) are checked by that same sweep,
 //   not a timer each: they almost never fire, and a timer per tunnel is a Timeout and its list operations.
 //   One fires at its deadline or at most one tick (min(1 s, a quarter of the handshake deadline)) after it.
+// - A tunnel that finds nothing ready while an opening of its set is under way (a burst took them all, or an
+//   opening stalled) takes the first one that opens instead of dialing on its path (WarmWaiter); each opening is
+//   claimed by one tunnel at most, and one that fails sends its tunnel to a fresh dial.
 // - Refills run off the tunnel's path, never awaited by a dial: in the dial's turn, but after the tunnel's own
 //   request was written (or its fresh dial started), so no immediate per tunnel.
 import { connect, type Socket } from 'node:net';
@@ -87,6 +90,8 @@ interface NodeSet {
   pool: string;
   ready: Ready[];
   opening: number;
+  /** Tunnels waiting for one of the openings (oldest first): each has claimed one, so at most `opening` of them. */
+  waiting: WarmWaiter[];
   /** dial times (performance.now), a ring */
   recent: number[];
   at: number;
@@ -160,19 +165,22 @@ export class WarmConnections {
 
   close(): void {
     this.closed = true;
-    for (const set of this.sets.values()) for (const r of set.ready.splice(0)) this.discard(r, undefined);
+    for (const set of this.sets.values()) {
+      for (const r of set.ready.splice(0)) this.discard(r, undefined);
+      for (const w of set.waiting.splice(0)) w.dialFresh();
+    }
     this.sets.clear();
     // Openings and requests under way still meet their deadlines: the sweep stops once they are done.
     this.stopSweepIfIdle();
   }
 
   /** An opening or a tunnel request under way: its deadline is checked from the next tick of the sweep. */
-  watch(d: WarmOpening | WarmRequest): void {
+  watch(d: Pending): void {
     this.pending.add(d);
     this.startSweep();
   }
 
-  unwatch(d: WarmOpening | WarmRequest): void {
+  unwatch(d: Pending): void {
     this.pending.remove(d);
   }
 
@@ -195,7 +203,13 @@ export class WarmConnections {
     set.recent[set.at] = now;
     set.at = (set.at + 1) % RECENT;
     const ready = this.take(set);
-    const tunnel = ready ? this.request(ready, node, target, options, fresh, now) : fresh(node, target, options);
+    let tunnel: Promise<Tunnel> | null;
+    if (ready) tunnel = this.request(ready, node, target, options, fresh, now);
+    // Nothing ready but an opening under way that no other tunnel has claimed: it is ahead of a fresh dial (for
+    // HTTP its TCP connect, for SOCKS5 also the greeting and auth are partly done), and a fresh dial while it
+    // completes unused costs a connection, its timers and its promise. The tunnel takes the first that opens.
+    else if (set.opening > set.waiting.length) tunnel = this.wait(set, node, target, options, fresh, now);
+    else tunnel = fresh(node, target, options);
     // The same turn's clock reading for the refill and the request's deadline: one performance.now per dial, not three.
     this.refill(set, now);
     return tunnel;
@@ -216,7 +230,7 @@ export class WarmConnections {
     if (this.sets.size >= MAX_SETS) this.sweepSets();
     if (this.sets.size >= MAX_SETS) return undefined;
     const pool = owner ? `${owner.key.user}/${owner.key.productNo}/${owner.key.region}` : `node:${node.host}:${node.port}`;
-    set = { key, node, pool, ready: [], opening: 0, recent: [], at: 0, openMs: 0 };
+    set = { key, node, pool, ready: [], opening: 0, waiting: [], recent: [], at: 0, openMs: 0 };
     this.sets.set(key, set);
     return set;
   }
@@ -283,7 +297,8 @@ export class WarmConnections {
   refill(set: NodeSet, now = performance.now()): void {
     if (this.closed || this.sets.get(set.key) !== set) return;
     const want = this.demand(set, now);
-    while (set.ready.length + set.opening < want) {
+    // Openings a waiting tunnel claimed will not be ready for the next ones.
+    while (set.ready.length + set.opening - set.waiting.length < want) {
       const inPool = this.perPool.get(set.pool) ?? 0;
       if (inPool >= this.o.maxPerPool || this.total >= MAX_TOTAL) return;
       this.open(set);
@@ -304,10 +319,22 @@ export class WarmConnections {
       socket.destroy();
       this.release(set);
       this.counts?.failed.inc();
+      // Fewer openings left than tunnels waiting: the one that waited longest dials afresh (and learns why).
+      if (set.waiting.length > set.opening) set.waiting.shift()!.dialFresh();
       return;
     }
     set.openMs = set.openMs === 0 ? took : set.openMs * 0.8 + took * 0.2;
-    this.ready(set, socket);
+    const waiter = set.waiting.shift();
+    if (waiter === undefined) return this.ready(set, socket);
+    // Straight to the tunnel that waited longest: never ready, so never idle (nothing to retire or to miss).
+    this.release(set);
+    waiter.take(socket);
+  }
+
+  /** A waiting tunnel left (its dial was cancelled, or its deadline passed) before an opening was its. */
+  unwait(set: NodeSet, waiter: WarmWaiter): void {
+    const i = set.waiting.indexOf(waiter);
+    if (i >= 0) set.waiting.splice(i, 1);
   }
 
   get isClosed(): boolean {
@@ -382,6 +409,20 @@ export class WarmConnections {
     else this.perPool.set(set.pool, n);
   }
 
+  /** The dial waits for the set's next opening (WarmWaiter): null with the dial's answer, else a promise. */
+  private wait(set: NodeSet, node: UpstreamNode, target: Target, options: DialOptions, fresh: Dialer, now: number): Promise<Tunnel> | null {
+    const waiter = new WarmWaiter(this, set, node, target, options, fresh);
+    set.waiting.push(waiter);
+    if (options.answer !== undefined) {
+      waiter.start(now);
+      return null;
+    }
+    startingWaiter = waiter;
+    const promise = new Promise<Tunnel>(bindWaiter);
+    waiter.start(now);
+    return promise;
+  }
+
   /**
    * The rest of a tunnel's handshake on a ready connection, under the handshake deadline and the dial's signal;
    * counted used or failed here. Its end is told to the dial's answer (the race's attempt: no promise) or, for
@@ -411,7 +452,7 @@ export class WarmConnections {
 }
 
 /** What the warm sweep watches for its deadline. */
-type Pending = WarmOpening | WarmRequest;
+type Pending = WarmOpening | WarmRequest | WarmWaiter;
 
 /**
  * One connection being opened for a set: TCP, then for SOCKS5 the greeting and auth (a sans-I/O client this
@@ -686,6 +727,113 @@ class WarmRequest implements Listed<Pending> {
 }
 
 const ONCE = { once: true } as const;
+
+/** The waiter being made (set just before its Promise's executor runs, synchronously, and read by it). */
+let startingWaiter: WarmWaiter | undefined;
+
+function bindWaiter(resolve: (tunnel: Tunnel) => void, reject: (err: unknown) => void): void {
+  const waiter = startingWaiter!;
+  startingWaiter = undefined;
+  waiter.resolve = resolve;
+  waiter.reject = reject;
+}
+
+/**
+ * A tunnel that found nothing ready while an opening of its node was under way: it takes the first opening to
+ * finish (WarmConnections.opened) and makes its request on it, as on a ready one. An opening that fails leaves
+ * it to a fresh dial; it fails by the time a fresh dial would have (its connect and handshake deadlines, checked
+ * by the sweep), and a cancel of its dial (the race lost, the client left) takes it out of the queue.
+ */
+class WarmWaiter implements Listed<Pending> {
+  /** neighbours in WarmConnections.pending */
+  prevLive: Pending | null = null;
+  nextLive: Pending | null = null;
+  resolve: (tunnel: Tunnel) => void = noop;
+  reject: (err: unknown) => void = noop;
+  /** a fresh dial's whole budget (performance.now), checked by the warm sweep */
+  deadline = 0;
+  private done = false;
+
+  constructor(
+    private readonly warm: WarmConnections,
+    private readonly set: NodeSet,
+    private readonly node: UpstreamNode,
+    private readonly target: Target,
+    private readonly options: DialOptions,
+    private readonly fresh: Dialer,
+  ) {}
+
+  start(now: number): void {
+    const options = this.options;
+    this.deadline = now + options.connectTimeoutMs + options.handshakeTimeoutMs;
+    this.warm.watch(this);
+    const signal = options.signal;
+    if (signal?.aborted) return this.handleEvent();
+    // A DialCancel keeps its first listener in a field: no array for it.
+    signal?.addEventListener('abort', this, ONCE);
+  }
+
+  /** No longer waiting: off the sweep's list and the signal (the set's queue is its caller's to leave). */
+  private leave(): boolean {
+    if (this.done) return false;
+    this.done = true;
+    this.warm.unwatch(this);
+    this.options.signal?.removeEventListener('abort', this);
+    return true;
+  }
+
+  /** An opening finished for it (already out of the set's queue): its request on that connection. */
+  take(socket: WarmSocket): void {
+    if (!this.leave()) {
+      socket.destroy();
+      return;
+    }
+    const request = new WarmRequest(this.warm, socket, this.node, this.target, this.options, this.fresh);
+    request.resolve = this.resolve;
+    request.reject = this.reject;
+    request.start(performance.now());
+  }
+
+  /** The opening it counted on failed, or the set closed (already out of the queue): a fresh dial. */
+  dialFresh(): void {
+    if (!this.leave()) return;
+    const o = this.options;
+    const answer = o.answer;
+    // Within what is left of the budget it started with (an opening that failed at its own deadline used most of it).
+    const left = Math.max(1, this.deadline - performance.now());
+    const options =
+      left >= o.connectTimeoutMs + o.handshakeTimeoutMs
+        ? o
+        : { ...o, connectTimeoutMs: Math.min(o.connectTimeoutMs, left), handshakeTimeoutMs: Math.min(o.handshakeTimeoutMs, left) };
+    const fresh = this.fresh(this.node, this.target, options);
+    if (answer !== undefined)
+      fresh.then(
+        (tunnel) => answer.answered(tunnel),
+        (e: unknown) => answer.failed(e),
+      );
+    else fresh.then(this.resolve, this.reject);
+  }
+
+  /** The dial's signal: cancelled while waiting. */
+  handleEvent(): void {
+    this.end(new DialAbortedError());
+  }
+
+  timedOut(): void {
+    const o = this.options;
+    const err = new UpstreamDialError('connect_timeout', `no upstream connection within ${o.connectTimeoutMs + o.handshakeTimeoutMs} ms`);
+    o.metrics?.upstreamFailures.inc({ reason: err.reason });
+    this.end(err);
+  }
+
+  private end(err: Error): void {
+    if (!this.leave()) return;
+    this.warm.unwait(this.set, this);
+    const answer = this.options.answer;
+    if (answer !== undefined) answer.failed(err);
+    else this.reject(err);
+  }
+}
 
 function sweepNow(warm: WarmConnections): void {
   warm.sweep();

@@ -28,6 +28,15 @@ if ARGV[4] == '1' then redis.call('SADD', KEYS[4], a) else redis.call('SREM', KE
 return 1
 `;
 
+// A page of a listing: each key's hash as HGETALL gives it (empty when the key is missing), in KEYS' order.
+// One call per page instead of one HGETALL per record: a restart at 100,000 users made 100,000+ command
+// objects and replies in ioredis (2 s of its CPU), now a few hundred.
+export const HASHES = `
+local out = {}
+for i = 1, #KEYS do out[i] = redis.call('HGETALL', KEYS[i]) end
+return out
+`;
+
 // The usage change feed: the users whose rows the same MULTI wrote take one new version (a reader asks for
 // the names above the version it last read). KEYS: version counter, changed zset. ARGV: users.
 export const USAGE_CHANGED = `

@@ -18,6 +18,7 @@ import { StoreConflictError, StoreError } from './errors.ts';
 import {
   ADD_INTENT,
   DELETE_USER,
+  HASHES,
   MARK_CALLBACK,
   PUT_ORDER,
   PUT_USER,
@@ -68,6 +69,8 @@ const SCRIPTS = {
   rotorRecordCallback: { numberOfKeys: 4, lua: RECORD_CALLBACK },
   rotorMarkCallback: { numberOfKeys: 2, lua: MARK_CALLBACK },
   rotorUsageChanged: { numberOfKeys: 2, lua: USAGE_CHANGED },
+  // Keys counted per call (the first argument): one per record.
+  rotorHashes: { lua: HASHES },
 } as const;
 
 type ScriptName = keyof typeof SCRIPTS;
@@ -172,10 +175,10 @@ export class RedisStore implements S.Store {
   }
 
   /**
-   * The records of `ids` that exist (a missing key reads as an empty hash and is left out), in their order: one
-   * HGETALL each, a page of pipelined commands per round trip. Paged because each command's timeout runs from when
-   * it is sent: 100,000 users' records in one pipeline outlast it while the replies are parsed, and a daemon of a
-   * fleet could not start.
+   * The records of `ids` that exist (a missing key reads as an empty hash and is left out), in their order: a
+   * page of hashes per script call (HASHES), one round trip each. Paged because each command's timeout runs
+   * from when it is sent: 100,000 users' records in one call outlast it while the reply is parsed, and a
+   * daemon of a fleet could not start.
    */
   private async records<T>(
     client: Redis,
@@ -185,15 +188,16 @@ export class RedisStore implements S.Store {
   ): Promise<T[]> {
     const out: T[] = [];
     for (let from = 0; from < ids.length; from += HASH_PAGE) {
-      const pipe = client.pipeline();
       const to = Math.min(ids.length, from + HASH_PAGE);
-      for (let i = from; i < to; i++) pipe.hgetall(keyOf(ids[i] as string));
-      let i = from;
-      for (const [err, value] of (await pipe.exec()) ?? []) {
-        if (err) throw err;
-        const h = value as Hash;
-        if (Object.keys(h).length) out.push(build(ids[i] as string, h));
-        i++;
+      const args: (string | number)[] = [to - from];
+      for (let i = from; i < to; i++) args.push(keyOf(ids[i] as string));
+      const page = (await this.script(client, 'rotorHashes', args)) as string[][];
+      for (let i = from; i < to; i++) {
+        const flat = page[i - from] as string[];
+        if (flat.length === 0) continue;
+        const h: Hash = {};
+        for (let f = 0; f < flat.length; f += 2) h[flat[f] as string] = flat[f + 1] as string;
+        out.push(build(ids[i] as string, h));
       }
     }
     return out;

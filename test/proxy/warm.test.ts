@@ -11,6 +11,8 @@ import { WarmConnections, type WarmOptions } from '../../src/proxy/warm.ts';
 import type { Tunnel } from '../../src/proxy/dial-http.ts';
 import type { UpstreamNode } from '../../src/pool/types.ts';
 import { createMetrics } from '../../src/telemetry/metrics.ts';
+import { DialCancel } from '../../src/proxy/cancel.ts';
+import { DialAbortedError } from '../../src/proxy/errors.ts';
 import { poll } from '../support/wait.ts';
 
 interface Upstream {
@@ -24,34 +26,48 @@ interface Upstream {
   server: Server;
   /** server-side sockets still open */
   open: Set<Socket>;
+  /** while a list: each connection accepted waits here, unanswered, until called (true: served, false: its auth refused) */
+  held: Array<(ok: boolean) => void> | null;
 }
 
 /** SOCKS5 with user/password; a CONNECT is answered 'succeeded' and then the tunnel says `user:<name>` and ends. */
 async function socksUpstream(): Promise<Upstream> {
-  const up: Upstream = { port: 0, accepted: 0, requests: [], closeIdleAfterMs: 0, server: undefined as unknown as Server, open: new Set() };
+  const up: Upstream = {
+    port: 0,
+    accepted: 0,
+    requests: [],
+    closeIdleAfterMs: 0,
+    server: undefined as unknown as Server,
+    open: new Set(),
+    held: null,
+  };
   up.server = createServer((socket: Socket) => {
     up.accepted++;
     up.open.add(socket);
     socket.once('close', () => up.open.delete(socket));
     socket.on('error', () => undefined);
     let idle: NodeJS.Timeout | undefined;
-    acceptSocks5<string>(socket, {
-      timeoutMs: 60_000,
-      auth: 'password',
-      authenticate: (username, password) => {
-        if (password !== `${username}-pass`) return { ok: false };
-        if (up.closeIdleAfterMs > 0) idle = setTimeout(() => socket.destroy(), up.closeIdleAfterMs);
-        return { ok: true, context: username };
-      },
-    }).then(
-      (req) => {
-        clearTimeout(idle);
-        up.requests.push(req.username);
-        writeReply(socket, REPLY.succeeded, { host: '127.0.0.1', port: 1 });
-        socket.end(`user:${req.username}`);
-      },
-      () => socket.destroy(),
-    );
+    const serve = (refuse: boolean) =>
+      acceptSocks5<string>(socket, {
+        timeoutMs: 60_000,
+        auth: 'password',
+        authenticate: (username, password) => {
+          if (refuse || password !== `${username}-pass`) return { ok: false };
+          if (up.closeIdleAfterMs > 0) idle = setTimeout(() => socket.destroy(), up.closeIdleAfterMs);
+          return { ok: true, context: username };
+        },
+      }).then(
+        (req) => {
+          clearTimeout(idle);
+          up.requests.push(req.username);
+          writeReply(socket, REPLY.succeeded, { host: '127.0.0.1', port: 1 });
+          socket.end(`user:${req.username}`);
+        },
+        () => socket.destroy(),
+      );
+    // Held: connected, its greeting unanswered (the client waits for the method answer, no stall timer runs).
+    if (up.held !== null) up.held.push((ok) => void serve(!ok));
+    else void serve(false);
   });
   await new Promise<void>((r) => up.server.listen(0, '127.0.0.1', r));
   up.port = (up.server.address() as AddressInfo).port;
@@ -228,7 +244,9 @@ describe('warm upstream connections', () => {
       assert.equal(await tunnel(warm, a), 'user:carol');
       await until('a warm connection', () => warm.size > 0);
       // The upstream closes it after 50 ms idle: the set notices and lets it go.
-      await until('the closed one gone', () => warm.size === 0);
+      // Nothing opening either: a replacement under way would be waited for and used (counted 'used'), and this
+      // asks about the closed ones only.
+      await until('the closed ones gone, nothing opening', () => warm.size === 0 && up.open.size === 0);
       const expired = await outcome('expired');
       assert.ok(expired >= 1, `expired ${expired}`);
       up.closeIdleAfterMs = 0;
@@ -335,6 +353,84 @@ describe('warm upstream connections', () => {
     warm.close();
     for (const s of open) s.destroy();
     mute.close();
+  });
+
+  /**
+   * Uses up the ready connections of `n` with the upstream holding every connection after them: the refills
+   * they start stay under way (connected, greeting unanswered). Then `body`; at its end (or failure) whatever is
+   * still held is served and the set closed.
+   */
+  async function withOpeningsHeld(
+    extra: Partial<WarmOptions>,
+    n: UpstreamNode,
+    body: (w: ReturnType<typeof make>, held: Array<(ok: boolean) => void>) => Promise<void>,
+  ): Promise<void> {
+    const w = make(extra);
+    const held: Array<(ok: boolean) => void> = [];
+    try {
+      assert.equal(await tunnel(w.warm, n), `user:${n.username}`);
+      await until('ready connections', () => w.warm.size >= 2);
+      up.held = held;
+      while (w.warm.size > 0) assert.equal(await tunnel(w.warm, n), `user:${n.username}`);
+      await until('openings under way, held', () => held.length >= 1);
+      await body(w, held);
+    } finally {
+      release(held, true);
+      w.warm.close();
+    }
+  }
+
+  const release = (held: Array<(ok: boolean) => void>, ok: boolean): void => {
+    up.held = null;
+    for (const r of held.splice(0)) r(ok);
+  };
+
+  test('a tunnel that finds nothing ready takes an opening under way instead of dialing afresh', async () => {
+    const n = node(up.port, 'ivan');
+    await withOpeningsHeld({ perNode: 3 }, n, async ({ warm, outcome }, held) => {
+      assert.equal(warm.size, 0);
+      const used = await outcome('used');
+      const pending = tunnel(warm, n);
+      // Another user's tunnel never waits on ivan's openings: its own fresh dial, its own credentials.
+      const other = tunnel(warm, node(up.port, 'judy'));
+      release(held, true);
+      assert.equal(await pending, 'user:ivan');
+      assert.equal(await other, 'user:judy');
+      assert.equal(await outcome('used'), used + 1, 'the tunnel went over the opening it waited for');
+    });
+  });
+
+  test('a tunnel waiting for an opening that fails dials afresh and succeeds', async () => {
+    const n = node(up.port, 'kate');
+    await withOpeningsHeld({ perNode: 3 }, n, async ({ warm, outcome }, held) => {
+      const failed = await outcome('failed');
+      const pending = tunnel(warm, n);
+      // Every opening under way is refused: the waiting tunnel's own dial (after them) is not held.
+      release(held, false);
+      assert.equal(await pending, 'user:kate');
+      assert.ok((await outcome('failed')) > failed);
+    });
+  });
+
+  test('a tunnel cancelled while waiting for an opening leaves it to the set; one never served fails at its deadline', async () => {
+    const n = node(up.port, 'liam');
+    await withOpeningsHeld({ perNode: 3 }, n, async ({ warm }, held) => {
+      const cancel = new DialCancel();
+      const cancelled = warm.socks5(n, target, { ...dialOptions, signal: cancel });
+      cancel.abort();
+      await assert.rejects(cancelled, DialAbortedError);
+      const started = performance.now();
+      await assert.rejects(
+        warm.socks5(n, target, { connectTimeoutMs: 100, handshakeTimeoutMs: 100 }),
+        (err: Error & { reason?: string }) => err.reason === 'connect_timeout',
+      );
+      // Waited as long as a fresh dial may take (connect and handshake), not less.
+      const took = performance.now() - started;
+      assert.ok(took >= 195, `failed after ${took.toFixed(0)} ms`);
+      // The openings nobody waits for any more become ready connections.
+      release(held, true);
+      await until('the openings ready', () => warm.size >= 1);
+    });
   });
 
   test('bounded per node and per pool', async () => {
