@@ -101,7 +101,12 @@ async function start(spec: string, n: number): Promise<Gateway> {
     env = { ...env, ...npm.env, ROTOR_CONFIG: config };
     args = [process.execPath, ...npm.nodeFlags, ...PERF_FLAGS, join(root, 'bin', 'rotor.js'), 'start'];
   }
-  const child = spawn('valgrind', [...VALGRIND, `--callgrind-out-file=${out}`, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  // With --keep, node's --perf-basic-prof also writes an isolate-*.log into its working directory: the work dir.
+  const child = spawn('valgrind', [...VALGRIND, `--callgrind-out-file=${out}`, ...args], {
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    ...(keep !== undefined ? { cwd: work } : {}),
+  });
   let text = '';
   const ports = await new Promise<{ http: number; socks5: number }>((ok, fail) => {
     const timer = setTimeout(() => fail(new Error(`${spec}: not listening within 10 minutes:\n${text.slice(-2000)}`)), 600_000);
