@@ -25,6 +25,39 @@ import {
 
 type Row = Record<string, unknown>;
 
+/**
+ * Records per multi-row INSERT: one statement opens its seven b-tree cursors and binds once per 25 rows instead
+ * of per row (callgrind, 20,000 records in batches of 500: 46.2 k instructions per record one row at a time,
+ * 33.3 k 25 rows at a time). A batch's remainder goes one row at a time.
+ */
+const ROWS_PER_INSERT = 25;
+const COLUMNS = 18;
+const INSERT_COLUMNS =
+  'id, user, session, listener, target, node, exit, bytes_up, bytes_down, started_at, duration_ms, result, reason, retries, hedges, rule, client, count';
+const ROW_VALUES = `(${new Array<string>(COLUMNS).fill('?').join(', ')})`;
+
+/** A record's values in INSERT_COLUMNS' order, into `into` from `at`. */
+function bindRow(into: unknown[], at: number, r: ConnectionRecord): void {
+  into[at] = r.id;
+  into[at + 1] = r.user;
+  into[at + 2] = r.session;
+  into[at + 3] = r.listener;
+  into[at + 4] = r.target ?? null;
+  into[at + 5] = r.node;
+  into[at + 6] = r.exit ?? null;
+  into[at + 7] = r.bytesUp;
+  into[at + 8] = r.bytesDown;
+  into[at + 9] = r.startedAt;
+  into[at + 10] = r.durationMs;
+  into[at + 11] = r.result;
+  into[at + 12] = r.reason;
+  into[at + 13] = r.retries;
+  into[at + 14] = r.hedges;
+  into[at + 15] = r.rule ?? null;
+  into[at + 16] = r.client ?? null;
+  into[at + 17] = r.count ?? null;
+}
+
 /** Rows deleted per statement while pruning; the event loop gets a turn between slices. */
 const PRUNE_SLICE = 5000;
 
@@ -75,6 +108,10 @@ const UNBOUNDED: RecordBounds = { maxRecords: Number.MAX_SAFE_INTEGER, maxBytes:
 
 export class SqliteConnectionLog implements ConnectionLogStore {
   private readonly insert: Database.Statement;
+  private readonly insertMany: Database.Statement;
+  private readonly rowidOf: Database.Statement;
+  /** insertMany's values, reused (filled and bound within one call). */
+  private readonly manyValues: unknown[] = new Array<unknown>(COLUMNS * ROWS_PER_INSERT);
   private readonly fold: Database.Statement;
   private readonly replace: Database.Statement;
   private readonly openSize: Database.Statement;
@@ -89,11 +126,11 @@ export class SqliteConnectionLog implements ConnectionLogStore {
     bounds: Partial<RecordBounds> = {},
   ) {
     this.bounds = { ...UNBOUNDED, ...bounds };
-    this.insert = db.prepare(
-      `INSERT INTO connections (id, user, session, listener, target, node, exit, bytes_up, bytes_down, started_at, duration_ms, result, reason, retries, hedges, rule, client, count)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-       ON CONFLICT (id) DO NOTHING`,
+    this.insert = db.prepare(`INSERT INTO connections (${INSERT_COLUMNS}) VALUES ${ROW_VALUES} ON CONFLICT (id) DO NOTHING`);
+    this.insertMany = db.prepare(
+      `INSERT INTO connections (${INSERT_COLUMNS}) VALUES ${new Array<string>(ROWS_PER_INSERT).fill(ROW_VALUES).join(', ')} ON CONFLICT (id) DO NOTHING`,
     );
+    this.rowidOf = db.prepare('SELECT rowid FROM connections WHERE id = ?').pluck().safeIntegers();
     // An `open` record (a checkpoint), or one settled `lost` meanwhile, is replaced by the connection's next
     // one; any other stays as written.
     this.openSize = db.prepare(`SELECT ${SIZE_SQL} AS size FROM connections WHERE id = ? AND result IN ('open', 'lost')`);
@@ -116,7 +153,15 @@ export class SqliteConnectionLog implements ConnectionLogStore {
     this.appendTx = db.transaction((records: readonly ConnectionRecord[], usage: readonly UsageRollup[] | undefined) => {
       // Positional values: no copy of the record per row (a plain-HTTP request is a record of its own).
       const insert = this.insert;
-      for (let i = 0; i < records.length; i++) {
+      const values = this.manyValues;
+      let i = 0;
+      for (; i + ROWS_PER_INSERT <= records.length; i += ROWS_PER_INSERT) {
+        for (let j = 0; j < ROWS_PER_INSERT; j++) bindRow(values, j * COLUMNS, records[i + j]!);
+        const { changes, lastInsertRowid } = this.insertMany.run(values);
+        if (changes === ROWS_PER_INSERT) for (let j = i; j < i + ROWS_PER_INSERT; j++) this.inserted(records[j]!);
+        else this.settleRun(records, i, changes, BigInt(lastInsertRowid));
+      }
+      for (; i < records.length; i++) {
         const r = records[i]!;
         const { changes } = insert.run(
           r.id,
@@ -138,14 +183,37 @@ export class SqliteConnectionLog implements ConnectionLogStore {
           r.client ?? null,
           r.count ?? null,
         );
-        if (changes === 1) {
-          this.held.records++;
-          this.held.bytes += recordSize(r);
-        } else this.replaceOpen(r);
+        if (changes === 1) this.inserted(r);
+        else this.replaceOpen(r);
       }
       this.makeRoom();
       for (const u of usage ?? foldRollups(records)) this.fold.run(u);
     });
+  }
+
+  private inserted(r: ConnectionRecord): void {
+    this.held.records++;
+    this.held.bytes += recordSize(r);
+  }
+
+  /**
+   * A multi-row INSERT that skipped some rows (an id already stored: a connection's `open` checkpoint, or the
+   * same id earlier in the run). Each record is settled as one row at a time would have been: the rows this
+   * statement inserted got consecutive rowids ending at lastInsertRowid (a table without AUTOINCREMENT takes
+   * the largest rowid + 1), so a record was inserted when its id's first occurrence in the run holds a rowid in
+   * that range; every other one replaces an `open` row or stays out.
+   */
+  private settleRun(records: readonly ConnectionRecord[], from: number, changes: number, last: bigint): void {
+    const first = last - BigInt(changes) + 1n;
+    const seen = new Set<string>();
+    for (let j = from; j < from + ROWS_PER_INSERT; j++) {
+      const r = records[j]!;
+      const again = seen.has(r.id);
+      seen.add(r.id);
+      const rowid = again || changes === 0 ? undefined : (this.rowidOf.get(r.id) as bigint | undefined);
+      if (rowid !== undefined && rowid >= first && rowid <= last) this.inserted(r);
+      else this.replaceOpen(r);
+    }
   }
 
   /** The stored record of r's id is replaced when it is an `open` checkpoint (or was settled `lost`); any other stays as written. */

@@ -130,6 +130,25 @@ describe('connection log bounds, as records arrive', () => {
     assert.equal(day!.connections, 102 + 3 + 40 + 150);
   });
 
+  test('runs of 25 rows: a checkpoint and its final record in one run, a run of records all stored before', async () => {
+    const log = connectionLogStoreFor(await open());
+    const exact = async () => (await log.query({ limit: 10_000 })).reduce((n, r) => n + recordSize(r), 0);
+    const first = Array.from({ length: 25 }, (_, i) => record(i));
+    await log.append(first);
+    const open4 = record(6000, { id: 'long-4', result: 'open', reason: 'open at the last checkpoint', bytesDown: 3 });
+    const final4 = record(6000, { id: 'long-4', result: 'ok', reason: 'closed', bytesDown: 333 });
+    const fresh = Array.from({ length: 23 }, (_, i) => record(300 + i));
+    const again = first.map((r) => ({ ...r, reason: 'written again: not stored' }));
+    // Run 1: open4, 11 new, final4, 12 new; run 2: all 25 stored before (the statement inserts nothing).
+    await log.append([open4, ...fresh.slice(0, 11), final4, ...fresh.slice(11), ...again]);
+    const rows = await log.query({ limit: 10_000 });
+    assert.equal(rows.length, 25 + 1 + 23);
+    assert.deepEqual(await log.footprint(), { records: rows.length, bytes: await exact() });
+    const byId = new Map(rows.map((r) => [r.id, r]));
+    assert.equal(byId.get('long-4')!.bytesDown, 333, "the run's final record replaces its own checkpoint");
+    assert.ok(!rows.some((r) => r.reason === 'written again: not stored'));
+  });
+
   describe('refusals before authentication', () => {
     let store: Store;
     before(async () => {
