@@ -7,13 +7,17 @@
 // share is not in it (syscalls per operation: bench/ab.ts --strace). Slow: a gateway runs some 30-50 times slower
 // under valgrind, so keep the load small.
 //
-//   node --import tsx bench/instr.ts [--case connect|socks5] [--warmup 20] [--idle 20] [--seconds 20] [--concurrency 4] minimal DIR_A [DIR_B ...]
+//   node --import tsx bench/instr.ts [--case connect|socks5] [--warmup 20] [--idle 20] [--seconds 20] [--concurrency 4] [--keep DIR] minimal DIR_A [DIR_B ...]
+//
+// --keep DIR keeps each gateway's loaded-window dump (DIR/N-LABEL.callgrind, for callgrind_annotate) and runs
+// node with --perf-basic-prof, keeping its map of JIT code (DIR/N-LABEL.map): JavaScript has no symbols, so
+// callgrind names its code by address, which bench/instr-js.ts maps to function names.
 //
 // A DIR is a build directory as bench/ab.ts takes (bin/, dist/, package.json; ab-config.json merged into its
 // config); `.` is this checkout. Needs valgrind (Debian package `valgrind`).
 import { execFileSync, fork, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -36,6 +40,7 @@ const { values, positionals } = parseArgs({
     seconds: { type: 'string', default: '20' },
     concurrency: { type: 'string', default: '4' },
     idle: { type: 'string', default: '20' },
+    keep: { type: 'string' },
   },
 });
 const kind = values.case.toLowerCase();
@@ -43,8 +48,21 @@ if (kind !== 'connect' && kind !== 'socks5') throw new Error('--case is connect 
 if (positionals.length === 0) throw new Error('usage: bench/instr.ts [--case connect|socks5] minimal DIR_A [DIR_B ...]');
 const concurrency = Number(values.concurrency);
 const idleSeconds = Number(values.idle);
+const keep = values.keep === undefined ? undefined : resolve(values.keep);
+if (keep !== undefined) mkdirSync(keep, { recursive: true });
+const PERF_FLAGS = keep === undefined ? [] : ['--perf-basic-prof'];
 
-const VALGRIND = ['--tool=callgrind', '--smc-check=all-non-file', '--cache-sim=no', '--branch-sim=no', '--dump-line=no'];
+// Instrumentation starts off: the start and the warm-up run under valgrind's translation alone (several times
+// faster than with callgrind's counting), so the warm-up is long enough for the JIT's tiers to settle; it is
+// switched on (callgrind_control --instr=on) before the windows that are measured.
+const VALGRIND = [
+  '--tool=callgrind',
+  '--smc-check=all-non-file',
+  '--cache-sim=no',
+  '--branch-sim=no',
+  '--dump-line=no',
+  '--instr-atstart=no',
+];
 
 interface Gateway {
   label: string;
@@ -73,7 +91,7 @@ async function start(spec: string, n: number): Promise<Gateway> {
       http: { port: squid.port },
       socks5: { port: socks.port, username: socks.username, password: socks.password },
     };
-    args = [process.execPath, '--import', 'tsx', join(HERE, 'minimal.ts'), JSON.stringify(minimal)];
+    args = [process.execPath, ...PERF_FLAGS, '--import', 'tsx', join(HERE, 'minimal.ts'), JSON.stringify(minimal)];
   } else {
     const root = resolve(spec);
     const dir = mkdtempSync(join(work, 'daemon-'));
@@ -81,7 +99,7 @@ async function start(spec: string, n: number): Promise<Gateway> {
     writeFileSync(config, stringify(withBuildConfig(root, benchConfig(squid, socks, join(dir, 'rotor.db')))));
     const npm = npmStartCommand(root);
     env = { ...env, ...npm.env, ROTOR_CONFIG: config };
-    args = [process.execPath, ...npm.nodeFlags, join(root, 'bin', 'rotor.js'), 'start'];
+    args = [process.execPath, ...npm.nodeFlags, ...PERF_FLAGS, join(root, 'bin', 'rotor.js'), 'start'];
   }
   const child = spawn('valgrind', [...VALGRIND, `--callgrind-out-file=${out}`, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let text = '';
@@ -135,31 +153,73 @@ async function load(g: Gateway, seconds: number): Promise<number> {
   return r.completed;
 }
 
-/** callgrind_control on the gateway: -z zeroes the counters, -d dumps them to a new file. */
-function control(g: Gateway, flag: '-z' | '-d'): void {
+/** callgrind_control on the gateway: -z zeroes the counters, -d dumps them to a new file, --instr=on starts counting. */
+function control(g: Gateway, flag: '-z' | '-d' | '--instr=on'): void {
   execFileSync('callgrind_control', [flag, String(g.pid)], { stdio: 'ignore', timeout: 120_000 });
 }
 
-/** The instructions in the dump written by the last `-d` (the highest-numbered file beside `out`). */
-function dumped(g: Gateway): number {
+/** The files of the dump written by the last `-d` (the highest-numbered ones beside `out`; one per thread). */
+function lastDump(g: Gateway): string[] {
   const base = g.out.slice(g.out.lastIndexOf('/') + 1);
   const files = readdirSync(work).filter((f) => f.startsWith(`${base}.`) && /\.\d+(-\d+)?$/.test(f));
-  let total = 0;
   const last = files.map((f) => Number(/\.(\d+)(?:-\d+)?$/.exec(f)![1])).reduce((a, b) => Math.max(a, b), 0);
-  for (const f of files.filter((f) => Number(/\.(\d+)(?:-\d+)?$/.exec(f)![1]) === last)) {
-    const m = /^(?:summary|totals): (\d+)/m.exec(readFileSync(join(work, f), 'utf8'));
-    if (m) total += Number(m[1]);
-  }
-  return total;
+  return files.filter((f) => Number(/\.(\d+)(?:-\d+)?$/.exec(f)![1]) === last);
 }
 
-const rows: Array<{ label: string; ops: number; perOp: number; idleShare: number }> = [];
+/**
+ * The instructions in the dump written by the last `-d`, and of them the optimizing compilers' own (functions
+ * in V8's `compiler::` or `maglev::` namespaces, self cost). Under callgrind a warm-up of some hundreds of
+ * operations leaves TurboFan still compiling in the measured window, a share that depends on when each function
+ * tiers up, not on the code's steady cost; the table gives the figure with and without it.
+ */
+function dumped(g: Gateway): { ir: number; compiler: number } {
+  let ir = 0;
+  let compiler = 0;
+  for (const f of lastDump(g)) {
+    const text = readFileSync(join(work, f), 'utf8');
+    const m = /^(?:summary|totals): (\d+)/m.exec(text);
+    if (m) ir += Number(m[1]);
+    compiler += compilerSelfCost(text);
+  }
+  return { ir, compiler };
+}
+
+const COMPILER = /v8::internal::(?:compiler|maglev)::/;
+
+/** Self cost of the compiler's functions in a callgrind dump (names compressed as `(id) name`, then `(id)`). */
+function compilerSelfCost(text: string): number {
+  const names = new Map<string, string>();
+  const nameOf = (spec: string): string => {
+    const m = /^\((\d+)\)\s*(.*)$/.exec(spec);
+    if (!m) return spec;
+    if (m[2]) names.set(m[1]!, m[2]);
+    return names.get(m[1]!) ?? '';
+  };
+  let inCompiler = false;
+  let callLine = false;
+  let cost = 0;
+  for (const line of text.split('\n')) {
+    if (line.startsWith('fn=')) inCompiler = COMPILER.test(nameOf(line.slice(3)));
+    else if (line.startsWith('cfn=')) nameOf(line.slice(4));
+    else if (line.startsWith('calls=')) callLine = true;
+    else if (/^[0-9+*-]/.test(line)) {
+      // The line after calls= is the call's inclusive cost, counted where it was spent.
+      if (!callLine && inCompiler) cost += Number(line.split(' ')[1] ?? 0);
+      callLine = false;
+    }
+  }
+  return cost;
+}
+
+const rows: Array<{ label: string; ops: number; perOp: number; noCompiler: number; idleShare: number }> = [];
 try {
   for (const [n, spec] of positionals.entries()) {
     process.stderr.write(`${spec}: starting under callgrind\n`);
     const g = await start(spec, n);
     try {
-      await load(g, Number(values.warmup));
+      const warm = await load(g, Number(values.warmup));
+      process.stderr.write(`${spec}: ${warm} operations of warm-up\n`);
+      control(g, '--instr=on');
       // What the gateway runs with no load (its timers: health checks, flushes, pollers) per second, taken
       // off the loaded window: under callgrind a tunnel takes some 50 times longer, so a timer's work would
       // otherwise count 50 times over per tunnel.
@@ -167,19 +227,37 @@ try {
       let t = performance.now();
       await sleep(idleSeconds * 1000);
       control(g, '-d');
-      const idlePerMs = dumped(g) / (performance.now() - t);
+      const idle = dumped(g);
+      const idleMs = performance.now() - t;
+      const idlePerMs = idle.ir / idleMs;
       control(g, '-z');
       t = performance.now();
       const ops = await load(g, Number(values.seconds));
       control(g, '-d');
       const busyMs = performance.now() - t;
-      const ir = dumped(g) - idlePerMs * busyMs;
-      rows.push({ label: spec, ops, perOp: ir / Math.max(1, ops), idleShare: (idlePerMs * busyMs) / Math.max(1, ir + idlePerMs * busyMs) });
+      const busy = dumped(g);
+      const ir = busy.ir - idlePerMs * busyMs;
+      const noCompiler = busy.ir - busy.compiler - ((idle.ir - idle.compiler) / idleMs) * busyMs;
+      if (keep !== undefined) {
+        const name = `${n}-${spec.replace(/[^A-Za-z0-9._-]+/g, '_')}`;
+        for (const f of lastDump(g)) copyFileSync(join(work, f), join(keep, `${name}.callgrind${f.slice(f.lastIndexOf('.'))}`));
+        const map = `/tmp/perf-${g.pid}.map`;
+        if (existsSync(map)) copyFileSync(map, join(keep, `${name}.map`));
+        writeFileSync(join(keep, `${name}.ops`), `${ops}\n`);
+      }
+      rows.push({
+        label: spec,
+        ops,
+        perOp: ir / Math.max(1, ops),
+        noCompiler: noCompiler / Math.max(1, ops),
+        idleShare: (idlePerMs * busyMs) / Math.max(1, ir + idlePerMs * busyMs),
+      });
       process.stderr.write(
-        `${spec}: ${ops} operations, ${(ir / 1e6).toFixed(1)} M instructions after ${((idlePerMs * busyMs) / 1e6).toFixed(1)} M of idle work\n`,
+        `${spec}: ${ops} operations, ${(ir / 1e6).toFixed(1)} M instructions after ${((idlePerMs * busyMs) / 1e6).toFixed(1)} M of idle work; the compiler's ${(busy.compiler / 1e6).toFixed(1)} M\n`,
       );
     } finally {
       await stopChild(g.child, 30_000);
+      if (keep !== undefined) rmSync(`/tmp/perf-${g.pid}.map`, { force: true });
     }
   }
 } finally {
@@ -191,9 +269,10 @@ const per = 'tunnel';
 // The idle work is not steady (a warm set draining, a flush, a check falling in one window and not the other):
 // where it is a large share of the window the figure is unreliable, and the table says how large it was.
 process.stdout.write(`\nInstructions per ${per} (callgrind, all threads, user space), --case ${kind}:\n`);
-const first = rows[0]!.perOp;
+const first = rows[0]!;
+process.stdout.write(`  ${''.padEnd(28)} ${'all'.padStart(11)} ${''.padStart(7)}  ${'no compiler'.padStart(11)}\n`);
 for (const r of rows) {
   process.stdout.write(
-    `  ${r.label.padEnd(28)} ${(r.perOp / 1000).toFixed(1).padStart(9)} k  ${(r.perOp / first).toFixed(3)}×  (${r.ops} ${per}s; idle work taken off: ${(r.idleShare * 100).toFixed(0)} % of the window)\n`,
+    `  ${r.label.padEnd(28)} ${(r.perOp / 1000).toFixed(1).padStart(9)} k  ${(r.perOp / first.perOp).toFixed(3)}×  ${(r.noCompiler / 1000).toFixed(1).padStart(9)} k  ${(r.noCompiler / first.noCompiler).toFixed(3)}×  (${r.ops} ${per}s; idle work taken off: ${(r.idleShare * 100).toFixed(0)} % of the window)\n`,
   );
 }
