@@ -18,9 +18,10 @@
 // - Deadlines (an opening's connect + handshake, a tunnel request's answer) are checked by that same sweep,
 //   not a timer each: they almost never fire, and a timer per tunnel is a Timeout and its list operations.
 //   One fires at its deadline or at most one tick (min(1 s, a quarter of the handshake deadline)) after it.
-// - A tunnel that finds nothing ready while an opening of its set is under way (a burst took them all, or an
-//   opening stalled) takes the first one that opens instead of dialing on its path (WarmWaiter); each opening is
-//   claimed by one tunnel at most, and one that fails sends its tunnel to a fresh dial.
+// - A tunnel that finds nothing ready while an opening of its set is under way (a burst took them all) takes
+//   the first one that opens instead of dialing on its path (WarmWaiter); each opening is claimed by one tunnel
+//   at most. It waits a few opening times at most (an opening may be stalled), then dials fresh with a fresh
+//   dial's whole budget, as it does when the opening fails: a stalled opening never costs a tunnel its dial.
 // - Refills run off the tunnel's path, never awaited by a dial: in the dial's turn, but after the tunnel's own
 //   request was written (or its fresh dial started), so no immediate per tunnel.
 import { connect, type Socket } from 'node:net';
@@ -331,6 +332,17 @@ export class WarmConnections {
     waiter.take(socket);
   }
 
+  /**
+   * How long a tunnel waits for an opening before it dials fresh: a few of the set's opening times (an opening
+   * that takes longer is likely stalled), at least WAIT_FLOOR_MS, WAIT_UNKNOWN_MS before any opening finished,
+   * never beyond a fresh dial's own budget. The sweep checks it, so it may fire up to a tick later.
+   */
+  private patience(set: NodeSet, options: DialOptions): number {
+    const budget = options.connectTimeoutMs + options.handshakeTimeoutMs;
+    const wait = set.openMs > 0 ? Math.max(WAIT_FLOOR_MS, WAIT_OPENINGS * set.openMs) : WAIT_UNKNOWN_MS;
+    return Math.min(budget, wait);
+  }
+
   /** A waiting tunnel left (its dial was cancelled, or its deadline passed) before an opening was its. */
   unwait(set: NodeSet, waiter: WarmWaiter): void {
     const i = set.waiting.indexOf(waiter);
@@ -411,7 +423,7 @@ export class WarmConnections {
 
   /** The dial waits for the set's next opening (WarmWaiter): null with the dial's answer, else a promise. */
   private wait(set: NodeSet, node: UpstreamNode, target: Target, options: DialOptions, fresh: Dialer, now: number): Promise<Tunnel> | null {
-    const waiter = new WarmWaiter(this, set, node, target, options, fresh);
+    const waiter = new WarmWaiter(this, set, node, target, options, fresh, this.patience(set, options));
     set.waiting.push(waiter);
     if (options.answer !== undefined) {
       waiter.start(now);
@@ -738,11 +750,18 @@ function bindWaiter(resolve: (tunnel: Tunnel) => void, reject: (err: unknown) =>
   waiter.reject = reject;
 }
 
+/** A tunnel waits for an opening this many of the set's opening times (WarmConnections.patience)... */
+const WAIT_OPENINGS = 4;
+/** ...and at least this long (ms): loopback openings take well under a millisecond. */
+const WAIT_FLOOR_MS = 100;
+/** How long it waits before any opening of the set has finished (ms). */
+const WAIT_UNKNOWN_MS = 1000;
+
 /**
  * A tunnel that found nothing ready while an opening of its node was under way: it takes the first opening to
- * finish (WarmConnections.opened) and makes its request on it, as on a ready one. An opening that fails leaves
- * it to a fresh dial; it fails by the time a fresh dial would have (its connect and handshake deadlines, checked
- * by the sweep), and a cancel of its dial (the race lost, the client left) takes it out of the queue.
+ * finish (WarmConnections.opened) and makes its request on it, as on a ready one. An opening that fails, or none
+ * finishing within its patience (checked by the sweep), leaves it to a fresh dial with a fresh dial's whole
+ * budget; a cancel of its dial (the race lost, the client left) takes it out of the queue.
  */
 class WarmWaiter implements Listed<Pending> {
   /** neighbours in WarmConnections.pending */
@@ -750,7 +769,7 @@ class WarmWaiter implements Listed<Pending> {
   nextLive: Pending | null = null;
   resolve: (tunnel: Tunnel) => void = noop;
   reject: (err: unknown) => void = noop;
-  /** a fresh dial's whole budget (performance.now), checked by the warm sweep */
+  /** when it stops waiting and dials fresh (performance.now), checked by the warm sweep */
   deadline = 0;
   private done = false;
 
@@ -761,11 +780,12 @@ class WarmWaiter implements Listed<Pending> {
     private readonly target: Target,
     private readonly options: DialOptions,
     private readonly fresh: Dialer,
+    private readonly patienceMs: number,
   ) {}
 
   start(now: number): void {
     const options = this.options;
-    this.deadline = now + options.connectTimeoutMs + options.handshakeTimeoutMs;
+    this.deadline = now + this.patienceMs;
     this.warm.watch(this);
     const signal = options.signal;
     if (signal?.aborted) return this.handleEvent();
@@ -794,18 +814,15 @@ class WarmWaiter implements Listed<Pending> {
     request.start(performance.now());
   }
 
-  /** The opening it counted on failed, or the set closed (already out of the queue): a fresh dial. */
+  /**
+   * The opening it counted on failed, the set closed (already out of the queue), or its patience ran out: a
+   * fresh dial with the whole budget, as if it had not waited (the wait was Rotor's bet, not the client's).
+   */
   dialFresh(): void {
     if (!this.leave()) return;
     const o = this.options;
     const answer = o.answer;
-    // Within what is left of the budget it started with (an opening that failed at its own deadline used most of it).
-    const left = Math.max(1, this.deadline - performance.now());
-    const options =
-      left >= o.connectTimeoutMs + o.handshakeTimeoutMs
-        ? o
-        : { ...o, connectTimeoutMs: Math.min(o.connectTimeoutMs, left), handshakeTimeoutMs: Math.min(o.handshakeTimeoutMs, left) };
-    const fresh = this.fresh(this.node, this.target, options);
+    const fresh = this.fresh(this.node, this.target, o);
     if (answer !== undefined)
       fresh.then(
         (tunnel) => answer.answered(tunnel),
@@ -819,11 +836,11 @@ class WarmWaiter implements Listed<Pending> {
     this.end(new DialAbortedError());
   }
 
+  /** Its patience ran out with no opening finished for it (one may be stalled): out of the queue, a fresh dial. */
   timedOut(): void {
-    const o = this.options;
-    const err = new UpstreamDialError('connect_timeout', `no upstream connection within ${o.connectTimeoutMs + o.handshakeTimeoutMs} ms`);
-    o.metrics?.upstreamFailures.inc({ reason: err.reason });
-    this.end(err);
+    if (this.done) return;
+    this.warm.unwait(this.set, this);
+    this.dialFresh();
   }
 
   private end(err: Error): void {

@@ -79,7 +79,10 @@ function fleetConfig(sim: Simulator, redisUrl: string, instanceId: string) {
     fleet: { prefix: PREFIX, instanceId, sliceBytes: SLICE, offlineBytes: MiB, aliveTtlMs: 3000, leaseTtlMs: 1500 },
     users: USERS,
     pool: { lowWater: 2, drawBatch: 5 },
-    orders: { pollInitialMs: 200, pollMaxMs: 500, sweepMs: 300 },
+    // The others leave a new order to the daemon that placed it for one sweep period before they race it for
+    // the lease: 2 s, so the placing daemon of (c), a child process just spawned, is not beaten to its own
+    // order's lease on a loaded machine (300 ms was, once). The takeover after its kill still comes within one.
+    orders: { pollInitialMs: 200, pollMaxMs: 500, sweepMs: 2000 },
     accounts: { balancePollMs: 300, limitSyncMs: 60_000, flushIntervalMs: 300 },
   };
 }

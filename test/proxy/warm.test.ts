@@ -440,6 +440,22 @@ describe('warm upstream connections', () => {
     });
   });
 
+  test('a tunnel waiting on stalled openings dials fresh after a few opening times and succeeds', async () => {
+    const n = node(up.port, 'mona');
+    // The pool's bound (2) all in stalled openings: the waiting tunnel's refill can open no other.
+    await withOpeningsHeld({ perNode: 2, maxPerPool: 2 }, n, async ({ warm }, held) => {
+      await until('both openings under way, held', () => held.length >= 2);
+      // The openings under way stay stalled; connections from now on (the fresh dial's) are served.
+      up.held = null;
+      const started = performance.now();
+      assert.equal(await tunnel(warm, n), 'user:mona');
+      // Not held until the stalled openings' deadline (10 s): its patience (a few opening times, at least
+      // 100 ms, checked by the sweep's 1 s tick), then a fresh dial.
+      const took = performance.now() - started;
+      assert.ok(took < 5000, `served after ${took.toFixed(0)} ms`);
+    });
+  });
+
   test('bounded per node and per pool', async () => {
     const { warm } = make({ perNode: 2, maxPerPool: 3 });
     const nodes = [node(up.port, 'e1'), node(up.port, 'e2')];
