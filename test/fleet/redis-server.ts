@@ -195,3 +195,11 @@ export class PacedRelay {
     from.on('close', () => to.destroy());
   }
 }
+
+/** Calls of each Redis command since the last CONFIG RESETSTAT (INFO commandstats), read through `admin`. */
+export async function commandCalls(admin: { info(section: string): Promise<string> }): Promise<Record<string, number>> {
+  const info = await admin.info('commandstats');
+  const out: Record<string, number> = {};
+  for (const m of info.matchAll(/^cmdstat_(\S+?):calls=(\d+)/gm)) out[m[1] as string] = Number(m[2]);
+  return out;
+}

@@ -8,7 +8,7 @@ import { Accounting, type AccountingUser } from '../../src/accounting/accounting
 import { AllowanceLeaser, MAX_BATCHES_IN_FLIGHT, MAX_SYNCS_IN_FLIGHT, SYNC_BATCH } from '../../src/fleet/allowance.ts';
 import { RedisAllowance } from '../../src/store/redis-fleet-allowance.ts';
 import { openRedisStore } from '../../src/store/index.ts';
-import { PacedRelay, redisMissing, RedisServer, connection } from './redis-server.ts';
+import { commandCalls, PacedRelay, redisMissing, RedisServer, connection } from './redis-server.ts';
 import { createBatch } from '../../src/users/bulk.ts';
 import { Users } from '../../src/users/directory.ts';
 
@@ -32,12 +32,7 @@ after(async () => {
 });
 
 /** Calls of each command since the last CONFIG RESETSTAT (INFO commandstats). */
-async function calls(): Promise<Record<string, number>> {
-  const info = await admin.info('commandstats');
-  const out: Record<string, number> = {};
-  for (const m of info.matchAll(/^cmdstat_(\S+?):calls=(\d+)/gm)) out[m[1] as string] = Number(m[2]);
-  return out;
-}
+const calls = (): Promise<Record<string, number>> => commandCalls(admin);
 
 /**
  * Script calls that read rows (store/redis.ts HASHES: a page of up to 500 hashes per call), with room for each

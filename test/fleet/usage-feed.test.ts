@@ -10,7 +10,7 @@ import { Accounting, type AccountingUser } from '../../src/accounting/accounting
 import { AllowanceLeaser } from '../../src/fleet/allowance.ts';
 import { RedisAllowance } from '../../src/store/redis-fleet-allowance.ts';
 import { openRedisStore, type RedisStore } from '../../src/store/index.ts';
-import { redisMissing, RedisServer } from './redis-server.ts';
+import { commandCalls, redisMissing, RedisServer } from './redis-server.ts';
 
 const MiB = 1024 * 1024;
 // Mid-November 2026, UTC: no quota day ends during the test.
@@ -31,12 +31,7 @@ after(async () => {
 });
 
 /** Calls of each command since the last CONFIG RESETSTAT (INFO commandstats). */
-async function calls(): Promise<Record<string, number>> {
-  const info = await admin.info('commandstats');
-  const out: Record<string, number> = {};
-  for (const m of info.matchAll(/^cmdstat_(\S+?):calls=(\d+)/gm)) out[m[1] as string] = Number(m[2]);
-  return out;
-}
+const calls = (): Promise<Record<string, number>> => commandCalls(admin);
 
 interface Daemon {
   store: RedisStore;
