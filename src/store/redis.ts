@@ -36,8 +36,14 @@ import * as outbox from './redis-events.ts';
 import type * as S from './types.ts';
 import { intentEntry } from './types.ts';
 
-/** Records read per round trip when many are listed (users, usage, orders): see `records`. */
+/** Rows written per MULTI when many are (setLimits). */
 const HASH_PAGE = 500;
+/**
+ * Records read per script call when many are listed (users, usage, orders): see `records`. One call's whole
+ * reply must arrive within the command timeout: 200 user records are ~40 KB, a sixth of a second on a 250 KB/s
+ * link (500 were ~100 KB, and timed out at 2 s on a loaded machine).
+ */
+const READ_PAGE = 200;
 
 export interface RedisStoreOptions extends Omit<RedisConnectionOptions, 'name'> {
   /** Key prefix shared by every daemon of the fleet; default `rotor:`. */
@@ -187,8 +193,8 @@ export class RedisStore implements S.Store {
     build: (id: string, h: Hash) => T,
   ): Promise<T[]> {
     const out: T[] = [];
-    for (let from = 0; from < ids.length; from += HASH_PAGE) {
-      const to = Math.min(ids.length, from + HASH_PAGE);
+    for (let from = 0; from < ids.length; from += READ_PAGE) {
+      const to = Math.min(ids.length, from + READ_PAGE);
       const args: (string | number)[] = [to - from];
       for (let i = from; i < to; i++) args.push(keyOf(ids[i] as string));
       const page = (await this.script(client, 'rotorHashes', args)) as string[][];
