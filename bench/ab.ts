@@ -8,7 +8,7 @@
 // by: each later build's CPU per tunnel against the first build's, paired round by round (median ratio),
 // and the main thread's CPU per tunnel summed over all rounds (robust when single rounds are not).
 //
-//   node --import tsx bench/ab.ts [--rounds 6] [--seconds 2] [--cases M2,M4,M1] [--profile DIR] [--strace DIR] DIR_A DIR_B [DIR_C ...]
+//   node --import tsx bench/ab.ts [--rounds 6] [--seconds 2] [--warmup 1] [--cases M2,M4,M1] [--profile DIR] [--strace DIR] DIR_A DIR_B [DIR_C ...]
 //
 // A build directory may hold ab-config.json: merged into that build's config (the same build with one setting
 // changed, to measure what the setting costs: e.g. {"log":{"access":{"store":false}}}). `DIR@N` runs that build
@@ -37,6 +37,7 @@ const { values, positionals } = parseArgs({
   options: {
     rounds: { type: 'string', default: '6' },
     seconds: { type: 'string', default: '2' },
+    warmup: { type: 'string', default: '1' },
     cases: { type: 'string', default: 'M2' },
     // Each Rotor build's V8 CPU profile (--cpu-prof) into DIR/<build>/ on exit (summarise with bench/profile.ts).
     profile: { type: 'string' },
@@ -176,10 +177,14 @@ const plainHttpLoad = (g: Gw, targetPort: number, seconds: number) => {
 
 // Warm-up: JIT and caches on every path; not recorded. M1's too when it is measured: its first round otherwise
 // counted the compiling of the plain-HTTP path (`npm run bench` warms every case it tables the same way).
+// --warmup N: N seconds of each (default 1). The optimizing compiler keeps working on a daemon's path for some
+// 10 s of load (bench/jit.ts), the minimal gateway's few functions for less: a short warm-up counts that one-time
+// work into the first rounds' CPU per operation.
+const warmupSeconds = Number(values.warmup);
 for (const g of gws) {
   for (const p of ['connect', 'socks5'] as const)
-    await run({ op: 'rate', proxy: proxy(g, p), target: tport, concurrency: 32, durationMs: 1000 });
-  if (cases.includes('M1')) await plainHttpLoad(g, tport, 1);
+    await run({ op: 'rate', proxy: proxy(g, p), target: tport, concurrency: 32, durationMs: warmupSeconds * 1000 });
+  if (cases.includes('M1')) await plainHttpLoad(g, tport, warmupSeconds);
 }
 
 /** key -> gateway -> per round [rate or p50, CPU ms per op] */

@@ -32,6 +32,8 @@ import { startJsonChild, startMicrosocks, startSquid } from './procs.ts';
 import { BENCH_PASSWORD, HTTP_USER, SOCKS_USER } from './spec.ts';
 
 const HERE = fileURLToPath(new URL('.', import.meta.url));
+// By URL: with --keep a gateway runs in the work directory, where a bare 'tsx' does not resolve.
+const TSX = import.meta.resolve('tsx');
 const { values, positionals } = parseArgs({
   allowPositionals: true,
   options: {
@@ -91,7 +93,7 @@ async function start(spec: string, n: number): Promise<Gateway> {
       http: { port: squid.port },
       socks5: { port: socks.port, username: socks.username, password: socks.password },
     };
-    args = [process.execPath, ...PERF_FLAGS, '--import', 'tsx', join(HERE, 'minimal.ts'), JSON.stringify(minimal)];
+    args = [process.execPath, ...PERF_FLAGS, '--import', TSX, join(HERE, 'minimal.ts'), JSON.stringify(minimal)];
   } else {
     const root = resolve(spec);
     const dir = mkdtempSync(join(work, 'daemon-'));

@@ -1,0 +1,155 @@
+// Optimizing compilations and deoptimizations per operation while a gateway runs steady: the daemon
+// (`rotor start` as `npm start` runs it) or the minimal gateway, behind the same squid, microsocks and target,
+// under V8's code log (--log-code --log-deopt). After the warm-up, each window's TurboFan and Maglev code
+// creations and deoptimizations are counted and the functions compiled more than once are listed: a function
+// the compiler keeps optimizing in steady state (a deoptimization loop, or code thrown away and rebuilt) costs the
+// compiler's thread CPU on every operation.
+//
+//   node --import tsx bench/jit.ts [--minimal] [--case M1|connect|socks5] [--warmup 10] [--windows 4] [--seconds 5] [--top 25] [--root DIR]
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { benchConfig, npmStartCommand, spawnRotor } from './daemon.ts';
+import { startJsonChild, startMicrosocks, startSquid, type Proc } from './procs.ts';
+import { runLoad } from './rate-tunnels.ts';
+import { BENCH_PASSWORD, HTTP_USER, SOCKS_USER } from './spec.ts';
+
+const HERE = fileURLToPath(new URL('.', import.meta.url));
+const { values } = parseArgs({
+  options: {
+    minimal: { type: 'boolean', default: false },
+    case: { type: 'string', default: 'connect' },
+    warmup: { type: 'string', default: '10' },
+    windows: { type: 'string', default: '4' },
+    seconds: { type: 'string', default: '5' },
+    top: { type: 'string', default: '25' },
+    root: { type: 'string' },
+  },
+});
+const kind = values.case.toLowerCase();
+if (kind !== 'm1' && kind !== 'connect' && kind !== 'socks5') throw new Error('--case is M1, connect or socks5');
+
+interface Window {
+  ops: number;
+  optimized: number;
+  deopts: number;
+  byFunction: Map<string, number>;
+  deoptReasons: Map<string, number>;
+}
+
+/** The CSV fields of a V8 log line (names may be quoted and hold commas). */
+function fields(line: string): string[] {
+  if (!line.includes('"')) return line.split(',');
+  const out: string[] = [];
+  let cur = '';
+  let quoted = false;
+  for (const ch of line) {
+    if (ch === '"') quoted = !quoted;
+    else if (ch === ',' && !quoted) {
+      out.push(cur);
+      cur = '';
+    } else cur += ch;
+  }
+  out.push(cur);
+  return out;
+}
+
+function count(text: string, ops: number): Window {
+  const w: Window = { ops, optimized: 0, deopts: 0, byFunction: new Map(), deoptReasons: new Map() };
+  for (const line of text.split('\n')) {
+    if (line.startsWith('code-creation,')) {
+      const f = fields(line);
+      // code-creation,JS,kind,time,start,size,name,sfi,tier: tier '*' TurboFan, '+' Maglev.
+      const tier = f[8] ?? '';
+      if (f[1] !== 'JS' || (tier !== '*' && tier !== '+')) continue;
+      w.optimized++;
+      const name = (f[6] ?? '').replace(/file:\/\/.*?\/(dist|src|node_modules)\//, '$1/');
+      w.byFunction.set(name, (w.byFunction.get(name) ?? 0) + 1);
+    } else if (line.startsWith('code-deopt,')) {
+      const f = fields(line);
+      w.deopts++;
+      // code-deopt,time,size,code,inlining,offset,bailout,<position>,reason
+      const where = `${(f[7] ?? '').replace(/file:\/\/.*?\/(dist|src|node_modules)\//, '$1/')} ${f[8] ?? ''}`;
+      w.deoptReasons.set(where, (w.deoptReasons.get(where) ?? 0) + 1);
+    }
+  }
+  return w;
+}
+
+const dir = mkdtempSync(join(tmpdir(), 'rotor-jit-'));
+const logFile = join(dir, 'v8.log');
+const logFlags = ['--log-code', '--log-deopt', `--logfile=${logFile}`, '--no-logfile-per-isolate'];
+const target = await startJsonChild<{ port: number; pid: number }>(process.execPath, ['--import', 'tsx', join(HERE, 'target.ts')]);
+const socks = await startMicrosocks('bench', 'unused');
+const squid = await startSquid();
+let gateway: Proc & { http: number; socks5: number };
+let user: string;
+if (values.minimal) {
+  const spec = {
+    user: SOCKS_USER,
+    password: BENCH_PASSWORD,
+    http: { port: squid.port },
+    socks5: { port: socks.port, username: socks.username, password: socks.password },
+  };
+  const { info, proc } = await startJsonChild<{ http: number; socks5: number; pid: number }>(process.execPath, [
+    ...logFlags,
+    '--import',
+    'tsx',
+    join(HERE, 'minimal.ts'),
+    JSON.stringify(spec),
+  ]);
+  gateway = { ...proc, http: info.http, socks5: info.socks5 };
+  user = SOCKS_USER;
+} else {
+  const root = values.root === undefined ? undefined : resolve(values.root);
+  const start = npmStartCommand(root);
+  gateway = await spawnRotor(
+    (d) => benchConfig(squid, socks, join(d, 'rotor.db')),
+    [...start.nodeFlags, ...logFlags],
+    60_000,
+    start.env,
+    root === undefined ? {} : { root },
+  );
+  user = HTTP_USER;
+}
+
+const load = (seconds: number): Promise<number> => runLoad({ kind, gateway, user, targetPort: target.info.port, seconds });
+const per = kind === 'm1' ? 'request' : 'tunnel';
+try {
+  await load(Number(values.warmup));
+  const windows: Window[] = [];
+  for (let i = 0; i < Number(values.windows); i++) {
+    const from = statSync(logFile).size;
+    const ops = await load(Number(values.seconds));
+    const to = statSync(logFile).size;
+    windows.push(count(readFileSync(logFile).subarray(from, to).toString('utf8'), ops));
+  }
+  const label = values.minimal ? 'minimal gateway' : 'rotor start';
+  process.stdout.write(`${label}, --case ${kind}, after ${values.warmup} s of warm-up:\n`);
+  for (const [i, w] of windows.entries()) {
+    process.stdout.write(
+      `  window ${i + 1}: ${w.ops} ${per}s, ${w.optimized} optimized code objects (${((1000 * w.optimized) / w.ops).toFixed(2)} per 1,000), ${w.deopts} deoptimizations\n`,
+    );
+  }
+  const all = new Map<string, number>();
+  const reasons = new Map<string, number>();
+  for (const w of windows) {
+    for (const [k, v] of w.byFunction) all.set(k, (all.get(k) ?? 0) + v);
+    for (const [k, v] of w.deoptReasons) reasons.set(k, (reasons.get(k) ?? 0) + v);
+  }
+  const top = Number(values.top);
+  process.stdout.write('  compiled in the windows (count, function):\n');
+  for (const [k, v] of [...all].sort((a, b) => b[1] - a[1]).slice(0, top)) process.stdout.write(`    ${String(v).padStart(5)}  ${k}\n`);
+  process.stdout.write('  deoptimized in the windows (count, function and reason):\n');
+  for (const [k, v] of [...reasons].sort((a, b) => b[1] - a[1]).slice(0, top)) process.stdout.write(`    ${String(v).padStart(5)}  ${k}\n`);
+} finally {
+  await gateway.stop();
+  await squid.stop();
+  await socks.stop();
+  await target.proc.stop();
+  for (const f of readdirSync('.')) if (new RegExp(`^isolate-0x[0-9a-f]+-${gateway.pid}-v8\\.log$`).test(f)) rmSync(f, { force: true });
+  if (process.env.ROTOR_JIT_KEEP === '1') process.stdout.write(`(log kept: ${logFile})\n`);
+  else rmSync(dir, { recursive: true, force: true });
+}
