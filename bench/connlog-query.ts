@@ -87,6 +87,8 @@ export async function timeQueries(log: SqliteConnectionLog, end: number, runs = 
     { name: 'result=upstream_error, 100', q: { result: 'upstream_error', limit: 100 } },
     { name: 'result=client_abort (rare), 100', q: { result: 'client_abort', limit: 100 } },
     { name: 'user=user7 & result=limited, 100', q: { user: 'user7', result: 'limited', limit: 100 } },
+    { name: 'result=ok, 100', q: { result: 'ok', limit: 100 } },
+    { name: 'user=user7 & result=ok, 100', q: { user: 'user7', result: 'ok', limit: 100 } },
     { name: 'since/until one hour three days ago, 100', q: { since: end - 3 * DAY - 3_600_000, until: end - 3 * DAY, limit: 100 } },
     { name: 'user=user7 & since a day ago, 1000 (largest page)', q: { user: 'user7', since: end - DAY, limit: 1000 } },
     { name: 'user=user7 & six days ago, 100', q: { user: 'user7', until: end - 6 * DAY, limit: 100 } },

@@ -162,4 +162,46 @@ export const MIGRATIONS: readonly Migration[] = [
     name: 'connection records: how many refused connections a record stands for',
     sql: 'ALTER TABLE connections ADD COLUMN count INTEGER;',
   },
+  {
+    // Fewer b-trees per connection record (a record is written per accepted connection, on the daemon's data
+    // path): the id is no PRIMARY KEY of its own (an extra index); a connection is found by (started_at, id),
+    // which its records all share, and the index on it, already there for the newest-first order, becomes
+    // UNIQUE. The indexes that lead with the result hold failures only (most records are `ok`, and a filter for
+    // `ok` reads the time or user index and skips the few others). The table is rebuilt (SQLite drops no
+    // PRIMARY KEY in place); rowids are kept.
+    id: 60,
+    name: 'connection records: unique by (started_at, id), result indexes for failures only',
+    sql: `
+      CREATE TABLE connections_60 (
+        id           TEXT NOT NULL,
+        user         TEXT,
+        session      TEXT,
+        listener     TEXT NOT NULL,
+        target       TEXT,
+        node         TEXT,
+        exit         TEXT,
+        bytes_up     INTEGER NOT NULL,
+        bytes_down   INTEGER NOT NULL,
+        started_at   INTEGER NOT NULL,
+        duration_ms  INTEGER NOT NULL,
+        result       TEXT NOT NULL,
+        reason       TEXT,
+        retries      INTEGER NOT NULL DEFAULT 0,
+        hedges       INTEGER NOT NULL DEFAULT 0,
+        rule         TEXT,
+        client       TEXT,
+        count        INTEGER
+      );
+      INSERT INTO connections_60 (rowid, id, user, session, listener, target, node, exit, bytes_up, bytes_down, started_at,
+          duration_ms, result, reason, retries, hedges, rule, client, count)
+        SELECT rowid, id, user, session, listener, target, node, exit, bytes_up, bytes_down, started_at,
+          duration_ms, result, reason, retries, hedges, rule, client, count FROM connections ORDER BY rowid;
+      DROP TABLE connections;
+      ALTER TABLE connections_60 RENAME TO connections;
+      CREATE UNIQUE INDEX connections_started ON connections (started_at, id);
+      CREATE INDEX connections_user ON connections (user, started_at, id);
+      CREATE INDEX connections_result ON connections (result, started_at, id) WHERE result <> 'ok';
+      CREATE INDEX connections_user_result ON connections (user, result, started_at, id) WHERE result <> 'ok';
+    `,
+  },
 ];

@@ -26,7 +26,7 @@ import {
 type Row = Record<string, unknown>;
 
 /**
- * Records per multi-row INSERT: one statement opens its seven b-tree cursors and binds once per 25 rows instead
+ * Records per multi-row INSERT: one statement opens its b-tree cursors and binds once per 25 rows instead
  * of per row (callgrind, 20,000 records in batches of 500: 46.2 k instructions per record one row at a time,
  * 33.3 k 25 rows at a time). A batch's remainder goes one row at a time.
  */
@@ -126,17 +126,20 @@ export class SqliteConnectionLog implements ConnectionLogStore {
     bounds: Partial<RecordBounds> = {},
   ) {
     this.bounds = { ...UNBOUNDED, ...bounds };
-    this.insert = db.prepare(`INSERT INTO connections (${INSERT_COLUMNS}) VALUES ${ROW_VALUES} ON CONFLICT (id) DO NOTHING`);
+    this.insert = db.prepare(`INSERT INTO connections (${INSERT_COLUMNS}) VALUES ${ROW_VALUES} ON CONFLICT (started_at, id) DO NOTHING`);
     this.insertMany = db.prepare(
-      `INSERT INTO connections (${INSERT_COLUMNS}) VALUES ${new Array<string>(ROWS_PER_INSERT).fill(ROW_VALUES).join(', ')} ON CONFLICT (id) DO NOTHING`,
+      `INSERT INTO connections (${INSERT_COLUMNS}) VALUES ${new Array<string>(ROWS_PER_INSERT).fill(ROW_VALUES).join(', ')} ON CONFLICT (started_at, id) DO NOTHING`,
     );
-    this.rowidOf = db.prepare('SELECT rowid FROM connections WHERE id = ?').pluck().safeIntegers();
+    // A connection's records all hold its id and start: (started_at, id) is the table's unique key (migration 60).
+    this.rowidOf = db.prepare('SELECT rowid FROM connections WHERE started_at = ? AND id = ?').pluck().safeIntegers();
     // An `open` record (a checkpoint), or one settled `lost` meanwhile, is replaced by the connection's next
     // one; any other stays as written.
-    this.openSize = db.prepare(`SELECT ${SIZE_SQL} AS size FROM connections WHERE id = ? AND result IN ('open', 'lost')`);
+    this.openSize = db.prepare(
+      `SELECT ${SIZE_SQL} AS size FROM connections WHERE started_at = ? AND id = ? AND result IN ('open', 'lost')`,
+    );
     this.replace = db.prepare(
       `UPDATE connections SET node = @node, exit = @exit, bytes_up = @bytesUp, bytes_down = @bytesDown, duration_ms = @durationMs,
-         result = @result, reason = @reason, retries = @retries, hedges = @hedges, rule = @rule WHERE id = @id`,
+         result = @result, reason = @reason, retries = @retries, hedges = @hedges, rule = @rule WHERE started_at = @startedAt AND id = @id`,
     );
     this.oldest = db.prepare(
       `DELETE FROM connections WHERE rowid IN (SELECT rowid FROM connections ORDER BY started_at, id LIMIT ?) RETURNING ${SIZE_SQL} AS size`,
@@ -208,9 +211,10 @@ export class SqliteConnectionLog implements ConnectionLogStore {
     const seen = new Set<string>();
     for (let j = from; j < from + ROWS_PER_INSERT; j++) {
       const r = records[j]!;
-      const again = seen.has(r.id);
-      seen.add(r.id);
-      const rowid = again || changes === 0 ? undefined : (this.rowidOf.get(r.id) as bigint | undefined);
+      const key = `${r.startedAt}\u0000${r.id}`;
+      const again = seen.has(key);
+      seen.add(key);
+      const rowid = again || changes === 0 ? undefined : (this.rowidOf.get(r.startedAt, r.id) as bigint | undefined);
       if (rowid !== undefined && rowid >= first && rowid <= last) this.inserted(r);
       else this.replaceOpen(r);
     }
@@ -218,7 +222,7 @@ export class SqliteConnectionLog implements ConnectionLogStore {
 
   /** The stored record of r's id is replaced when it is an `open` checkpoint (or was settled `lost`); any other stays as written. */
   private replaceOpen(r: ConnectionRecord): void {
-    const old = this.openSize.get(r.id) as Row | undefined;
+    const old = this.openSize.get(r.startedAt, r.id) as Row | undefined;
     if (!old) return;
     // By name: the record's own fields, the optional ones as NULL.
     this.replace.run({ ...r, exit: r.exit ?? null, rule: r.rule ?? null });
@@ -281,6 +285,9 @@ export class SqliteConnectionLog implements ConnectionLogStore {
     };
     filter(q.user !== undefined, 'user = ?', q.user);
     filter(q.result !== undefined, 'result = ?', q.result);
+    // The result indexes hold failures only (migration 60); SQLite uses a partial index only when the query
+    // names its condition. A filter for `ok` reads the time or user index instead.
+    filter(q.result !== undefined && q.result !== 'ok', "result <> 'ok'");
     filter(q.since !== undefined, 'started_at >= ?', q.since);
     filter(q.until !== undefined, 'started_at < ?', q.until);
     if (q.after) filter(true, '(started_at < ? OR (started_at = ? AND id < ?))', q.after.startedAt, q.after.startedAt, q.after.id);
@@ -348,7 +355,10 @@ export class SqliteConnectionLog implements ConnectionLogStore {
   /** Runs its UPDATE within the call (SQLite is synchronous): done before the caller's next line. */
   /** One daemon writes a SQLite file: every `open` record there at its start is one a previous run left. */
   settleOpen(): Promise<number> {
-    const changed = this.db.prepare(`UPDATE connections SET result = 'lost', reason = ? WHERE result = 'open'`).run(LOST_REASON).changes;
+    // `result <> 'ok'` lets SQLite read the failures-only result index instead of the whole table.
+    const changed = this.db
+      .prepare(`UPDATE connections SET result = 'lost', reason = ? WHERE result = 'open' AND result <> 'ok'`)
+      .run(LOST_REASON).changes;
     // The reason adds to the records' bytes.
     if (changed > 0) this.recount();
     return Promise.resolve(changed);
