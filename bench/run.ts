@@ -10,12 +10,13 @@
 // client (bench/client.ts), the minimal gateway and Rotor are separate processes; wrk drives M1.
 //
 //   npm run bench [-- --full | --smoke] [--case M1,M3] [--reps N] [--profile DIR] [--out FILE] [--json FILE] [--note TEXT]
-//                 [--rotor-node-flag FLAG]... [--build DIR] [--cpu-detail]
+//                 [--rotor-node-flag FLAG]... [--build DIR] [--cpu-detail] [--warmup SECONDS] [--rtt MS]
 //
 // Without flags: quick sizes, 3 repetitions, and the results block of docs/benchmarks.md is rewritten;
 // otherwise the docs are written only when --out names a file. --profile writes the daemon's --cpu-prof
 // profiles into DIR. --build runs that Rotor build (bin/, dist/, package.json, as bench/ab.ts takes) instead of
-// this checkout's. --cpu-detail prints every measured window behind the CPU table. bench/gateway.ts (the
+// this checkout's. --cpu-detail prints every measured window behind the CPU table. --warmup: each gateway's
+// unrecorded warm-up of M1, M2 and M4 lasts at least this long (default 10 s; 0 in --smoke). bench/gateway.ts (the
 // listeners alone, in-memory meters) stays as a profiling aid.
 import { execFileSync, fork, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
@@ -127,6 +128,8 @@ function parseFlags(argv: string[]) {
       'rotor-node-flag': { type: 'string', multiple: true },
       // upstream distance mode (bench/rtt.ts): the upstreams this many ms away; prints its own table
       rtt: { type: 'string' },
+      // seconds of warm-up at least, per case the CPU table covers and gateway (the JIT's tiers settle in ~10 s)
+      warmup: { type: 'string' },
     },
     strict: true,
   });
@@ -144,6 +147,8 @@ function parseFlags(argv: string[]) {
   const selected = cases.length > 0 ? (cases as CaseId[]) : [...CASES];
   const published = !values.smoke && cases.length === 0 && values.reps === undefined;
   const out = values.out ?? (published ? join(ROOT, 'docs', 'benchmarks.md') : undefined);
+  const warmupSeconds = values.warmup === undefined ? (values.smoke ? 0 : 10) : Number(values.warmup);
+  if (!Number.isFinite(warmupSeconds) || warmupSeconds < 0 || warmupSeconds > 600) throw new BenchError('--warmup takes seconds, 0..600');
   return {
     settings,
     cases: selected,
@@ -155,6 +160,7 @@ function parseFlags(argv: string[]) {
     build: values.build === undefined ? undefined : resolve(values.build),
     rotorNodeFlags: values['rotor-node-flag'] ?? [],
     rttMs: values.rtt === undefined ? undefined : Number(values.rtt),
+    warmupSeconds,
     mode: values.smoke ? 'smoke' : values.full ? 'full' : 'quick',
   };
 }
@@ -458,11 +464,14 @@ async function main(): Promise<void> {
     // request 0.48-0.56 ms against 0.30-0.34; M2 likewise) and Rotor's warm set has yet to learn the tunnel rate.
     // So one repetition of the cases the CPU table covers runs first, every path, and is not recorded: the table is
     // steady state, as bench/ab.ts's rounds are after its warm-up. (M3 has its own warm-up above; M5 starts anew.)
+    // The optimizing compiler works on a daemon's path for ~10 s of load (bench/jit.ts), so a gateway's warm-up
+    // repeats until --warmup seconds (default 10) have passed; the direct path has no JIT of its own to warm.
     const warmUp = flags.mode === 'smoke' ? [] : flags.cases.filter((id) => id === 'M1' || id === 'M2' || id === 'M4');
     for (const id of warmUp) {
       for (const path of PATHS) {
         const t = Date.now();
-        await measure[id](path, -1);
+        do await measure[id](path, -1);
+        while (path !== 'direct' && Date.now() - t < flags.warmupSeconds * 1000);
         log(`  warm-up ${id} ${path}: ${((Date.now() - t) / 1000).toFixed(1)} s`);
       }
     }
@@ -500,13 +509,14 @@ async function main(): Promise<void> {
     seconds,
     date: new Date().toISOString(),
     settings: s,
+    warmupSeconds: flags.warmupSeconds,
     note: flags.note,
     idle,
     load,
   };
   const cpuTable = cpuRows(windows, PATHS);
   process.stdout.write(
-    `\n${textTable(rows)}\n\n${idleLine(idle)}\n${settingsLine(s)}; ${seconds.toFixed(0)} s; load average at the end ${load}\n`,
+    `\n${textTable(rows)}\n\n${idleLine(idle)}\n${settingsLine(s, flags.warmupSeconds)}; ${seconds.toFixed(0)} s; load average at the end ${load}\n`,
   );
   if (cpuTable.length > 0) process.stdout.write(`\n${CPU_TITLE}:\n${textGrid(CPU_HEADERS, cpuTable)}\n`);
   if (flags.cpuDetail && windows.length > 0)
@@ -710,9 +720,9 @@ const CPU_TITLE =
   '(as bench/ab.ts); measured windows only, start-up and warm-up outside them; the gateway is the minimal gateway or Rotor, ' +
   "main thread + other threads; M1's client is wrk, not measured";
 
-function settingsLine(s: Settings): string {
+function settingsLine(s: Settings, warmupSeconds: number): string {
   return (
-    `M1 wrk -t1 -c${s.m1Connections} ${s.m1Seconds} s; M2 ${s.m2Concurrency} concurrent for ${s.m2Ms / 1000} s; ` +
+    `each gateway warmed ${warmupSeconds} s or more per case; M1 wrk -t1 -c${s.m1Connections} ${s.m1Seconds} s; M2 ${s.m2Concurrency} concurrent for ${s.m2Ms / 1000} s; ` +
     `M3 ${fmt(s.m3Bytes / 1024 ** 2)} MiB; M4 ${s.m4Count} sequential; M5 ${s.m5Count} tunnels; ` +
     `${s.reps} repetition(s), medians; Rotor is \`rotor start\` as \`npm start\` runs it (${describeNpmStart()}; embedded sandbox, accounting on SQLite, metrics)`
   );
@@ -732,6 +742,7 @@ function writeDocs(
     seconds: number;
     date: string;
     settings: Settings;
+    warmupSeconds: number;
     note: string | undefined;
     idle: { minimal?: number; rotor?: number };
     load: string;
@@ -745,7 +756,7 @@ function writeDocs(
     '',
     `- Machine: ${m.cpus} CPUs (${m.cpuModel}), ${m.memoryGiB} GiB memory, Linux ${m.kernel}; loopback only.`,
     `- Versions: Node ${v.node}, microsocks ${v.microsocks}, squid ${v.squid}, wrk ${v.wrk}.`,
-    `- Settings: ${settingsLine(ctx.settings)}.`,
+    `- Settings: ${settingsLine(ctx.settings, ctx.warmupSeconds)}.`,
     `- Load average at the end: ${ctx.load}. ${idleLine(ctx.idle)}.`,
     ...(ctx.note ? [`- Note: ${ctx.note}`] : []),
     '',
