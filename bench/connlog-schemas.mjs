@@ -7,7 +7,8 @@
 //   V3  V1 with the two result indexes for failures only (WHERE result <> 'ok'): migration 60
 //   V4  V2 with the two result indexes for failures only
 //   V5  V0 with the two result indexes for failures only
-// Env CACHE, MMAP, ACP: cache_size, mmap_size, wal_autocheckpoint.
+// Env CACHE, MMAP, ACP, TEMPSTORE: cache_size, mmap_size, wal_autocheckpoint, temp_store; IGNORE=1: INSERT OR IGNORE
+// in place of ON CONFLICT DO NOTHING.
 //
 //   node bench/connlog-schemas.mjs V3 [--prefill 200000] [--records 50000] [--bound]
 import Database from 'better-sqlite3';
@@ -81,6 +82,7 @@ db.pragma('journal_mode = WAL');
 db.pragma('journal_size_limit = 4194304');
 db.pragma('synchronous = NORMAL');
 if (process.env.CACHE) db.pragma('cache_size = ' + process.env.CACHE);
+if (process.env.TEMPSTORE) db.pragma('temp_store = ' + process.env.TEMPSTORE);
 if (process.env.MMAP) db.pragma('mmap_size = ' + process.env.MMAP);
 if (process.env.ACP) db.pragma('wal_autocheckpoint = ' + process.env.ACP);
 db.exec(ddl);
@@ -89,7 +91,11 @@ const N = 18,
 const row = `(${new Array(N).fill('?').join(',')})`;
 const names =
   'id, user, session, listener, target, node, exit, bytes_up, bytes_down, started_at, duration_ms, result, reason, retries, hedges, rule, client, count';
-const many = db.prepare(`INSERT INTO connections (${names}) VALUES ${new Array(R).fill(row).join(',')} ON CONFLICT ${conflict} DO NOTHING`);
+const many = db.prepare(
+  process.env.IGNORE
+    ? `INSERT OR IGNORE INTO connections (${names}) VALUES ${new Array(R).fill(row).join(',')}`
+    : `INSERT INTO connections (${names}) VALUES ${new Array(R).fill(row).join(',')} ON CONFLICT ${conflict} DO NOTHING`,
+);
 const del = db.prepare(
   rowid
     ? `DELETE FROM connections WHERE rowid IN (SELECT rowid FROM connections ORDER BY started_at, id LIMIT ?) RETURNING length(id) AS size`

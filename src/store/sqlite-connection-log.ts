@@ -126,9 +126,13 @@ export class SqliteConnectionLog implements ConnectionLogStore {
     bounds: Partial<RecordBounds> = {},
   ) {
     this.bounds = { ...UNBOUNDED, ...bounds };
-    this.insert = db.prepare(`INSERT INTO connections (${INSERT_COLUMNS}) VALUES ${ROW_VALUES} ON CONFLICT (started_at, id) DO NOTHING`);
+    // OR IGNORE rather than ON CONFLICT DO NOTHING: a row the table cannot hold (a NOT NULL column without a value)
+    // is skipped as a stored id is, so no statement can fail halfway, and SQLite keeps no statement journal for
+    // it (with one, each 25-row INSERT spilled its journal into a temporary file: ~1.5 µs of system time per row).
+    // The only unique key is (started_at, id), so what is skipped is what ON CONFLICT (started_at, id) skipped.
+    this.insert = db.prepare(`INSERT OR IGNORE INTO connections (${INSERT_COLUMNS}) VALUES ${ROW_VALUES}`);
     this.insertMany = db.prepare(
-      `INSERT INTO connections (${INSERT_COLUMNS}) VALUES ${new Array<string>(ROWS_PER_INSERT).fill(ROW_VALUES).join(', ')} ON CONFLICT (started_at, id) DO NOTHING`,
+      `INSERT OR IGNORE INTO connections (${INSERT_COLUMNS}) VALUES ${new Array<string>(ROWS_PER_INSERT).fill(ROW_VALUES).join(', ')}`,
     );
     // A connection's records all hold its id and start: (started_at, id) is the table's unique key (migration 60).
     this.rowidOf = db.prepare('SELECT rowid FROM connections WHERE started_at = ? AND id = ?').pluck().safeIntegers();

@@ -139,3 +139,17 @@ test('each query of GET /v1/connections reads an index newest first: no scan of 
   assert.match(settle.map((r) => r.detail).join('; '), /connections_(user_)?result/, 'settling open records reads the failures index');
   await store.close();
 });
+
+test('a record the table cannot hold is skipped, the rest of its batch is stored and counted', async () => {
+  const store = new SqliteStore(join(dir, 'skip.db'));
+  const log = store.connectionLog();
+  // 50 records: two 25-row statements, then 5 one at a time; one malformed record in each part.
+  const batch = Array.from({ length: 55 }, (_, i) => record(5000 + i));
+  for (const at of [3, 30, 52]) batch[at] = { ...batch[at]!, listener: null as unknown as string };
+  await log.append(batch);
+  const rows = await log.query({ limit: 1000 });
+  assert.equal(rows.length, 52);
+  assert.equal((await log.footprint()).records, 52);
+  assert.ok(!rows.some((r) => [3, 30, 52].some((at) => r.id === batch[at]!.id)));
+  await store.close();
+});
