@@ -130,6 +130,57 @@ interface Entry {
   outlier: OutlierState | undefined;
 }
 
+/**
+ * "Not set" for a time field that later holds a clock reading (Date.now(), not a small integer): -0 is a heap
+ * number, so V8 gives the field a double representation from the first object on. Starting at 0 (a small integer)
+ * the field turns double at its first real time (the first quiet draw, the first failure) in steady state, and
+ * every optimized function that relied on the old layout (acquire, pick, census, the router's dialed)
+ * is thrown away and compiled again ("code dependencies"). -0 compares as 0 everywhere.
+ */
+const NO_TIME = -0;
+
+function newEntry(node: UpstreamNode, now: number, outlier: OutlierState | undefined): Entry {
+  return {
+    node,
+    failTimes: [],
+    coolingUntil: NO_TIME,
+    lastFailedAt: NO_TIME,
+    active: 0,
+    addedAt: now,
+    needsProbe: false,
+    probing: false,
+    lastProbe: undefined,
+    lastSeenAt: now,
+    outlier,
+  };
+}
+
+/**
+ * An entry made at load whose every field is written again with each kind of value it takes later (a probe,
+ * a failure, a node drawn again). V8 treats a field written only at creation as constant and one that held one
+ * kind of object as typed; the first later write (the first idle probe, some 10 s into traffic) would change
+ * that for every entry and throw away each optimized function that relied on it, on the connection path
+ * (acquire, pick, census, the router's dialed: "code dependencies"). Written here once, it never changes again.
+ * Kept for the process's life (Pool.layout): the entry's map lives as long as an object of it does.
+ */
+function settledEntry(): Entry {
+  const node: UpstreamNode = { id: '', protocol: 'socks5', host: '127.0.0.1', port: 1, source: 'pwd' };
+  const e = newEntry(node, NO_TIME, newOutlierState());
+  e.node = { ...node, expiresAt: 0.5 };
+  e.failTimes = [0.5];
+  e.coolingUntil = 0.5;
+  e.lastFailedAt = 0.5;
+  e.active = 1;
+  e.addedAt = 0.5;
+  e.needsProbe = true;
+  e.probing = true;
+  e.lastProbe = { at: 0.5, ok: true, latencyMs: 1 };
+  e.lastProbe = { at: 0.5, ok: false, latencyMs: 1, reason: 'x' };
+  e.lastSeenAt = 0.5;
+  e.outlier = undefined;
+  return e;
+}
+
 /** Failures that say nothing about the node: the target itself refused. */
 const NOT_THE_NODE: ReadonlySet<FailureReason> = new Set(['target_refused']);
 
@@ -143,6 +194,8 @@ function errorMessage(err: unknown): string {
 }
 
 export class Pool implements NodeSource {
+  /** The entries' settled layout (settledEntry), kept alive with the class. */
+  static readonly layout: object = settledEntry();
   readonly id: string;
   readonly key: PoolKey;
   readonly strategy: Strategy;
@@ -166,14 +219,14 @@ export class Pool implements NodeSource {
   private readonly owner: { key: PoolKey; warm: boolean };
   private readonly expiryLeadMs: number;
   /** After a draw that brought nothing new: refills wait until then (see redrawAfterMs). */
-  private quietUntil = 0;
+  private quietUntil = NO_TIME;
 
   private entries: Entry[] = [];
   private readonly byId = new Map<string, Entry>();
   private cursor = 0;
   private inflight: Promise<void> | undefined;
   private drawFailures = 0;
-  private retryAt = 0;
+  private retryAt = NO_TIME;
   private lastDrawError: unknown;
   private readonly waiters = new Set<(err: Error) => void>();
   private gaugeReady = -1;
@@ -592,19 +645,7 @@ export class Pool implements NodeSource {
         known.addedAt = now;
         continue;
       }
-      const e: Entry = {
-        node,
-        failTimes: [],
-        coolingUntil: 0,
-        lastFailedAt: 0,
-        active: 0,
-        addedAt: now,
-        needsProbe: false,
-        probing: false,
-        lastProbe: undefined,
-        lastSeenAt: now,
-        outlier: this.outlier ? newOutlierState() : undefined,
-      };
+      const e = newEntry(node, now, this.outlier ? newOutlierState() : undefined);
       this.entries.push(e);
       this.byId.set(node.id, e);
       fresh.add(e);
