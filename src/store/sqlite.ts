@@ -4,6 +4,7 @@ import type { ConnectionLogStore, RecordBounds } from './connection-log-types.ts
 import { SqliteConnectionLog } from './sqlite-connection-log.ts';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { performance } from 'node:perf_hooks';
 import Database from 'better-sqlite3';
 import { FINAL_ORDER_STATUS } from '../platform/order-status.ts';
 import { MIGRATIONS, type Migration } from './migrations.ts';
@@ -11,6 +12,7 @@ import { StoreConflictError, StoreUnavailableError } from './errors.ts';
 import * as outbox from './sqlite-events.ts';
 // S: the records and the interface both drivers implement (src/store/types.ts).
 import type * as S from './types.ts';
+import type { Logger } from '../telemetry/logger.ts';
 import { intentEntry } from './types.ts';
 
 export interface SqliteStoreOptions {
@@ -18,6 +20,8 @@ export interface SqliteStoreOptions {
   now?: () => number;
   /** Migrations to apply (tests add to the list); default MIGRATIONS. */
   migrations?: readonly Migration[];
+  /** Says which migrations run at open and how long each took (one rebuilds the connection log: seconds). */
+  logger?: Logger;
 }
 
 type Row = Record<string, unknown>;
@@ -100,17 +104,28 @@ function toCallback(r: Row): S.CallbackRecord {
 }
 
 /** Applies every migration not yet recorded; safe to run on every open. Returns the ids applied now. */
-export function migrate(db: Database.Database, migrations: readonly Migration[] = MIGRATIONS, now: () => number = Date.now): number[] {
+export function migrate(
+  db: Database.Database,
+  migrations: readonly Migration[] = MIGRATIONS,
+  now: () => number = Date.now,
+  logger?: Logger,
+): number[] {
   db.exec('CREATE TABLE IF NOT EXISTS migrations (id INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)');
   const done = new Set((db.prepare('SELECT id FROM migrations').all() as Row[]).map((r) => Number(r.id)));
   const applied: number[] = [];
   const record = db.prepare('INSERT INTO migrations (id, name, applied_at) VALUES (?, ?, ?)');
   for (const m of [...migrations].sort((a, b) => a.id - b.id)) {
     if (done.has(m.id)) continue;
+    // Before and after, on a store that has data (a new one takes them all at once, in milliseconds): a migration
+    // that rebuilds a large table holds the start for seconds.
+    const log = done.size > 0 ? logger : undefined;
+    log?.info({ migration: m.id, name: m.name }, 'store migration: applying');
+    const started = performance.now();
     db.transaction(() => {
       db.exec(m.sql);
       record.run(m.id, m.name, now());
     })();
+    log?.info({ migration: m.id, ms: Math.round(performance.now() - started) }, 'store migration: applied');
     applied.push(m.id);
   }
   return applied;
@@ -141,7 +156,7 @@ export class SqliteStore implements S.Store {
       this.db.pragma('synchronous = NORMAL');
       this.db.pragma('busy_timeout = 5000');
       this.db.pragma('foreign_keys = ON');
-      const applied = migrate(this.db, options.migrations ?? MIGRATIONS, this.now);
+      const applied = migrate(this.db, options.migrations ?? MIGRATIONS, this.now, options.logger);
       if (path !== ':memory:' && Number(this.db.pragma('auto_vacuum', { simple: true })) !== INCREMENTAL) this.db.exec('VACUUM');
       // A migration that rebuilt a table (60: the connection log) left the old one's pages free: they go back to
       // the file system now, before the daemon serves, not in the first retention pass (which held the event loop

@@ -11,6 +11,7 @@ import { SqliteConnectionLog } from '../../src/store/sqlite-connection-log.ts';
 import { MIGRATIONS } from '../../src/store/migrations.ts';
 import { SqliteStore } from '../../src/store/sqlite.ts';
 import type { ConnectionRecord } from '../../src/store/connection-log-types.ts';
+import { captureLogger } from '../support/logger.ts';
 
 const T0 = Date.UTC(2026, 0, 10, 12, 0, 0);
 
@@ -66,8 +67,22 @@ test('a store of the former schema is rebuilt with every record, and a checkpoin
   );
   await old.close();
 
-  const store = new SqliteStore(path);
+  const { logger, text } = captureLogger('info');
+  const store = new SqliteStore(path, { logger });
   assert.ok(store.appliedMigrations().includes(60));
+  // The rebuild holds the start (seconds at a million records): the log says which migration ran and how long.
+  const lines = text()
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as { migration?: number; ms?: number; msg: string });
+  assert.deepEqual(
+    lines.map((l) => [l.msg, l.migration]),
+    [
+      ['store migration: applying', 60],
+      ['store migration: applied', 60],
+    ],
+  );
+  assert.equal(typeof lines[1]!.ms, 'number');
   // The former table's pages went back to the file system at the start, not in the first retention pass.
   assert.equal(Number(store.database().pragma('freelist_count', { simple: true })), 0, 'no free pages left after the rebuild');
   assert.deepEqual(
