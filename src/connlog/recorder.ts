@@ -354,8 +354,12 @@ export class ConnectionLog implements ConnectionRecorder {
     const metrics = this.options.metrics;
     if (this.store) {
       try {
-        await this.store.append(snapshots.length > 0 ? [...snapshots, ...batch] : batch, usage);
-        metrics?.connlogWritten.inc({ sink: 'store' }, batch.length);
+        const refused = await this.store.append(snapshots.length > 0 ? [...snapshots, ...batch] : batch, usage);
+        metrics?.connlogWritten.inc({ sink: 'store' }, batch.length - refused);
+        if (refused > 0) {
+          metrics?.connlogDropped.inc(refused);
+          this.options.logger?.error({ records: refused }, 'connection records refused by the store (a required field without a value)');
+        }
       } catch (err) {
         // The data path never waits for the store, so a failing store costs records, not connections.
         metrics?.connlogDropped.inc(batch.length);

@@ -176,9 +176,10 @@ export interface ConnectionLogStore {
    * only when that one is `open` (a checkpoint); any other stored record stays (a batch written twice after
    * a failure is not counted twice). `usage` absent: the records are folded into the rollups by their end
    * (foldRollups); present: exactly these increments are added (the recorder's, which count an open
-   * connection's bytes in the hour they were relayed).
+   * connection's bytes in the hour they were relayed). Resolves with the records the store refused (a required
+   * field without a value): left out, the rest stored; 0 normally.
    */
-  append(records: readonly ConnectionRecord[], usage?: readonly UsageRollup[]): Promise<void>;
+  append(records: readonly ConnectionRecord[], usage?: readonly UsageRollup[]): Promise<number>;
   /** Newest first, at most `limit`. */
   query(q: ConnectionQuery): Promise<ConnectionRecord[]>;
   usage(q: UsageQuery): Promise<UsageRollup[]>;

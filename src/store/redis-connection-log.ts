@@ -154,8 +154,9 @@ export class RedisConnectionLog implements ConnectionLogStore {
     return `${this.prefix}usage:${g}:${period}`;
   }
 
-  async append(records: readonly ConnectionRecord[], usage?: readonly UsageRollup[]): Promise<void> {
-    if (records.length === 0 && (usage === undefined || usage.length === 0)) return;
+  /** Every record is stored as JSON: none is refused (0). */
+  async append(records: readonly ConnectionRecord[], usage?: readonly UsageRollup[]): Promise<number> {
+    if (records.length === 0 && (usage === undefined || usage.length === 0)) return 0;
     await this.redis.run('connlog append', async (c) => {
       const m = scripted(c).multi() as Scripted<ReturnType<Redis['multi']>>;
       if (records.length > 0) {
@@ -184,6 +185,7 @@ export class RedisConnectionLog implements ConnectionLogStore {
       const failed = answers?.find(([err]) => err);
       if (failed) throw failed[0];
     });
+    return 0;
   }
 
   async query(q: ConnectionQuery): Promise<ConnectionRecord[]> {

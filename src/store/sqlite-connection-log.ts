@@ -120,6 +120,8 @@ export class SqliteConnectionLog implements ConnectionLogStore {
   private readonly bounds: RecordBounds;
   /** Rows and bytes held, exact: counted at open, then kept from every insert and delete. */
   private held: RecordFootprint;
+  /** Records the current append could not store (replaceOpen). */
+  private refused = 0;
 
   constructor(
     private readonly db: Database.Database,
@@ -227,7 +229,12 @@ export class SqliteConnectionLog implements ConnectionLogStore {
   /** The stored record of r's id is replaced when it is an `open` checkpoint (or was settled `lost`); any other stays as written. */
   private replaceOpen(r: ConnectionRecord): void {
     const old = this.openSize.get(r.startedAt, r.id) as Row | undefined;
-    if (!old) return;
+    if (!old) {
+      // Skipped by OR IGNORE with no record of its key stored: the table could not hold it (a NOT NULL column
+      // without a value). Counted, so that the caller says so; a stored record of the key means written before.
+      if (this.rowidOf.get(r.startedAt, r.id) === undefined) this.refused++;
+      return;
+    }
     // By name: the record's own fields, the optional ones as NULL.
     this.replace.run({ ...r, exit: r.exit ?? null, rule: r.rule ?? null });
     this.held.bytes += recordSize(r) - Number(old.size);
@@ -256,9 +263,10 @@ export class SqliteConnectionLog implements ConnectionLogStore {
     if (free * 4 >= pages) this.db.pragma('incremental_vacuum');
   }
 
-  async append(records: readonly ConnectionRecord[], usage?: readonly UsageRollup[]): Promise<void> {
-    if (records.length === 0 && (usage === undefined || usage.length === 0)) return;
+  async append(records: readonly ConnectionRecord[], usage?: readonly UsageRollup[]): Promise<number> {
+    if (records.length === 0 && (usage === undefined || usage.length === 0)) return 0;
     const before = this.held.records;
+    this.refused = 0;
     try {
       this.appendTx(records, usage);
     } catch (err) {
@@ -267,6 +275,7 @@ export class SqliteConnectionLog implements ConnectionLogStore {
       throw err;
     }
     if (this.held.records < before + records.length) this.reclaim();
+    return this.refused;
   }
 
   private recount(): void {

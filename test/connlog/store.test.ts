@@ -16,6 +16,7 @@ import {
 } from '../../src/connlog/index.ts';
 import type { Store } from '../../src/store/index.ts';
 import { createMetrics } from '../../src/telemetry/metrics.ts';
+import { captureLogger } from '../support/logger.ts';
 import { openTestStore } from '../support/store.ts';
 import { metricValue } from '../e2e/harness.ts';
 
@@ -182,7 +183,7 @@ describe('the recorder', () => {
   test('ids from the injected source; contexts become records in batches; the live list', async () => {
     const written: ConnectionRecord[][] = [];
     const sink: ConnectionLogStore = {
-      append: async (b) => void written.push([...b]),
+      append: async (b) => (written.push([...b]), 0),
       query: async () => [],
       usage: async () => [],
       prune: async () => 0,
@@ -232,7 +233,7 @@ describe('the recorder', () => {
   test('targets: false keeps the target out of records and the live list', async () => {
     const written: ConnectionRecord[] = [];
     const sink: ConnectionLogStore = {
-      append: async (b) => void written.push(...b),
+      append: async (b) => (written.push(...b), 0),
       query: async () => [],
       usage: async () => [],
       prune: async () => 0,
@@ -259,6 +260,7 @@ describe('the recorder', () => {
       append: async (b) => {
         await gate;
         written.push(...b.map((r) => r.id));
+        return 0;
       },
       query: async () => [],
       usage: async () => [],
@@ -282,6 +284,32 @@ describe('the recorder', () => {
     release();
     await rec.close();
     assert.deepEqual(written, ['c1', ...Array.from({ length: 10 }, (_, i) => `c${32 + i}`)], 'the newest were kept');
+  });
+
+  test('records the store refused are counted as dropped and logged, the rest as written', async () => {
+    const refusing: ConnectionLogStore = {
+      append: async (b) => b.filter((r) => r.user === null).length,
+      query: async () => [],
+      usage: async () => [],
+      prune: async () => 0,
+      count: async () => 0,
+      footprint: async () => ({ records: 0, bytes: 0 }),
+      settleOpen: async () => 0,
+    };
+    const metrics = createMetrics({ defaultMetrics: false });
+    const { logger, text } = captureLogger('info');
+    const rec = new ConnectionLog({ store: refusing, batchSize: 10, flushIntervalMs: 60_000, metrics, logger });
+    for (let i = 0; i < 4; i++) {
+      const c = rec.open('http');
+      if (i !== 2) c.user = 'ann';
+      c.end({ result: 'ok' });
+    }
+    await rec.flush();
+    const exposition = await metrics.registry.metrics();
+    assert.equal(metricValue(exposition, 'rotor_connlog_dropped_total'), 1);
+    assert.match(exposition, /rotor_connlog_records_total\{sink="store"\} 3/);
+    assert.match(text(), /connection records refused by the store/);
+    await rec.close();
   });
 });
 
