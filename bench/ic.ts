@@ -15,15 +15,10 @@
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { SourceMap } from 'node:module';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { benchConfig, npmStartCommand, spawnRotor } from './daemon.ts';
-import { startJsonChild, startMicrosocks, startSquid, type Proc } from './procs.ts';
-import { runLoad } from './rate-tunnels.ts';
-import { BENCH_PASSWORD, HTTP_USER, SOCKS_USER } from './spec.ts';
+import { startCaseGateway } from './case-gateway.ts';
 
-const HERE = fileURLToPath(new URL('.', import.meta.url));
 const { values } = parseArgs({
   options: {
     minimal: { type: 'boolean', default: false },
@@ -237,42 +232,17 @@ if (values.log !== undefined) {
 const dir = mkdtempSync(join(tmpdir(), 'rotor-ic-'));
 const logFile = join(dir, 'v8.log');
 const icFlags = ['--log-ic', `--logfile=${logFile}`, '--no-logfile-per-isolate'];
-const target = await startJsonChild<{ port: number; pid: number }>(process.execPath, ['--import', 'tsx', join(HERE, 'target.ts')]);
-const socks = await startMicrosocks('bench', 'unused');
-const squid = await startSquid();
-let gateway: Proc & { http: number; socks5: number };
-let user: string;
-if (values.minimal) {
-  const spec = {
-    user: SOCKS_USER,
-    password: BENCH_PASSWORD,
-    http: { port: squid.port },
-    socks5: { port: socks.port, username: socks.username, password: socks.password },
-  };
-  const { info, proc } = await startJsonChild<{ http: number; socks5: number; pid: number }>(process.execPath, [
-    ...icFlags,
-    '--import',
-    'tsx',
-    join(HERE, 'minimal.ts'),
-    JSON.stringify(spec),
-  ]);
-  gateway = { ...proc, http: info.http, socks5: info.socks5 };
-  user = SOCKS_USER;
-} else {
-  const root = values.root === undefined ? undefined : resolve(values.root);
-  const start = npmStartCommand(root);
-  gateway = await spawnRotor(
-    (d) => benchConfig(squid, socks, join(d, 'rotor.db')),
-    [...start.nodeFlags, ...icFlags],
-    60_000,
-    start.env,
-    root === undefined ? {} : { root },
-  );
-  user = HTTP_USER;
-}
-
+const {
+  gateway,
+  load: loadOf,
+  stop,
+} = await startCaseGateway({
+  minimal: values.minimal,
+  ...(values.root !== undefined ? { root: values.root } : {}),
+  nodeFlags: icFlags,
+});
 /** The case's load through the gateway for `seconds`: operations completed. */
-const load = (seconds: number): Promise<number> => runLoad({ kind, gateway, user, targetPort: target.info.port, seconds });
+const load = (seconds: number): Promise<number> => loadOf(kind, seconds);
 
 try {
   await load(1);
@@ -286,10 +256,7 @@ try {
     process.stdout.write(`(log kept: node --import tsx bench/ic.ts --case ${kind} --log ${logFile} --window ${from}:${to} --ops ${ops})\n`);
   }
 } finally {
-  await gateway.stop();
-  await squid.stop();
-  await socks.stop();
-  await target.proc.stop();
+  await stop();
   // Worker threads' isolates (the password hashers) log beside the working directory, one file each.
   for (const f of readdirSync('.')) if (new RegExp(`^isolate-0x[0-9a-f]+-${gateway.pid}-v8\\.log$`).test(f)) rmSync(f, { force: true });
   if (process.env.ROTOR_IC_KEEP !== '1') rmSync(dir, { recursive: true, force: true });

@@ -8,15 +8,10 @@
 //   node --import tsx bench/jit.ts [--minimal] [--case M1|connect|socks5] [--warmup 10] [--windows 4] [--seconds 5] [--top 25] [--root DIR]
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { benchConfig, npmStartCommand, spawnRotor } from './daemon.ts';
-import { startJsonChild, startMicrosocks, startSquid, type Proc } from './procs.ts';
-import { runLoad } from './rate-tunnels.ts';
-import { BENCH_PASSWORD, HTTP_USER, SOCKS_USER } from './spec.ts';
+import { startCaseGateway } from './case-gateway.ts';
 
-const HERE = fileURLToPath(new URL('.', import.meta.url));
 const { values } = parseArgs({
   options: {
     minimal: { type: 'boolean', default: false },
@@ -81,41 +76,16 @@ function count(text: string, ops: number): Window {
 const dir = mkdtempSync(join(tmpdir(), 'rotor-jit-'));
 const logFile = join(dir, 'v8.log');
 const logFlags = ['--log-code', '--log-deopt', `--logfile=${logFile}`, '--no-logfile-per-isolate'];
-const target = await startJsonChild<{ port: number; pid: number }>(process.execPath, ['--import', 'tsx', join(HERE, 'target.ts')]);
-const socks = await startMicrosocks('bench', 'unused');
-const squid = await startSquid();
-let gateway: Proc & { http: number; socks5: number };
-let user: string;
-if (values.minimal) {
-  const spec = {
-    user: SOCKS_USER,
-    password: BENCH_PASSWORD,
-    http: { port: squid.port },
-    socks5: { port: socks.port, username: socks.username, password: socks.password },
-  };
-  const { info, proc } = await startJsonChild<{ http: number; socks5: number; pid: number }>(process.execPath, [
-    ...logFlags,
-    '--import',
-    'tsx',
-    join(HERE, 'minimal.ts'),
-    JSON.stringify(spec),
-  ]);
-  gateway = { ...proc, http: info.http, socks5: info.socks5 };
-  user = SOCKS_USER;
-} else {
-  const root = values.root === undefined ? undefined : resolve(values.root);
-  const start = npmStartCommand(root);
-  gateway = await spawnRotor(
-    (d) => benchConfig(squid, socks, join(d, 'rotor.db')),
-    [...start.nodeFlags, ...logFlags],
-    60_000,
-    start.env,
-    root === undefined ? {} : { root },
-  );
-  user = HTTP_USER;
-}
-
-const load = (seconds: number): Promise<number> => runLoad({ kind, gateway, user, targetPort: target.info.port, seconds });
+const {
+  gateway,
+  load: loadOf,
+  stop,
+} = await startCaseGateway({
+  minimal: values.minimal,
+  ...(values.root !== undefined ? { root: values.root } : {}),
+  nodeFlags: logFlags,
+});
+const load = (seconds: number): Promise<number> => loadOf(kind, seconds);
 const per = kind === 'm1' ? 'request' : 'tunnel';
 try {
   await load(Number(values.warmup));
@@ -145,10 +115,7 @@ try {
   process.stdout.write('  deoptimized in the windows (count, function and reason):\n');
   for (const [k, v] of [...reasons].sort((a, b) => b[1] - a[1]).slice(0, top)) process.stdout.write(`    ${String(v).padStart(5)}  ${k}\n`);
 } finally {
-  await gateway.stop();
-  await squid.stop();
-  await socks.stop();
-  await target.proc.stop();
+  await stop();
   for (const f of readdirSync('.')) if (new RegExp(`^isolate-0x[0-9a-f]+-${gateway.pid}-v8\\.log$`).test(f)) rmSync(f, { force: true });
   if (process.env.ROTOR_JIT_KEEP === '1') process.stdout.write(`(log kept: ${logFile})\n`);
   else rmSync(dir, { recursive: true, force: true });
