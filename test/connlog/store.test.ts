@@ -179,18 +179,23 @@ describe('connection log store', () => {
   });
 });
 
+/** A store that only appends, through `append`; everything else answers empty. */
+function storeAppending(append: ConnectionLogStore['append']): ConnectionLogStore {
+  return {
+    append,
+    query: async () => [],
+    usage: async () => [],
+    prune: async () => 0,
+    count: async () => 0,
+    footprint: async () => ({ records: 0, bytes: 0 }),
+    settleOpen: async () => 0,
+  };
+}
+
 describe('the recorder', () => {
   test('ids from the injected source; contexts become records in batches; the live list', async () => {
     const written: ConnectionRecord[][] = [];
-    const sink: ConnectionLogStore = {
-      append: async (b) => (written.push([...b]), 0),
-      query: async () => [],
-      usage: async () => [],
-      prune: async () => 0,
-      count: async () => 0,
-      footprint: async () => ({ records: 0, bytes: 0 }),
-      settleOpen: async () => 0,
-    };
+    const sink = storeAppending(async (b) => (written.push([...b]), 0));
     let n = 0;
     const rec = new ConnectionLog({ store: sink, ids: () => `id${++n}`, batchSize: 3, flushIntervalMs: 60_000 });
     const a = rec.open('socks5');
@@ -232,15 +237,7 @@ describe('the recorder', () => {
 
   test('targets: false keeps the target out of records and the live list', async () => {
     const written: ConnectionRecord[] = [];
-    const sink: ConnectionLogStore = {
-      append: async (b) => (written.push(...b), 0),
-      query: async () => [],
-      usage: async () => [],
-      prune: async () => 0,
-      count: async () => 0,
-      footprint: async () => ({ records: 0, bytes: 0 }),
-      settleOpen: async () => 0,
-    };
+    const sink = storeAppending(async (b) => (written.push(...b), 0));
     const rec = new ConnectionLog({ store: sink, targets: false });
     const c = rec.open('socks5');
     c.target = 'secret.example.com:443';
@@ -256,19 +253,11 @@ describe('the recorder', () => {
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
     const written: string[] = [];
-    const slow: ConnectionLogStore = {
-      append: async (b) => {
-        await gate;
-        written.push(...b.map((r) => r.id));
-        return 0;
-      },
-      query: async () => [],
-      usage: async () => [],
-      prune: async () => 0,
-      count: async () => 0,
-      footprint: async () => ({ records: 0, bytes: 0 }),
-      settleOpen: async () => 0,
-    };
+    const slow = storeAppending(async (b) => {
+      await gate;
+      written.push(...b.map((r) => r.id));
+      return 0;
+    });
     const metrics = createMetrics({ defaultMetrics: false });
     let n = 0;
     const rec = new ConnectionLog({ store: slow, ids: () => `c${++n}`, batchSize: 5, queueMax: 10, flushIntervalMs: 60_000, metrics });
@@ -287,15 +276,7 @@ describe('the recorder', () => {
   });
 
   test('records the store refused are counted as dropped and logged, the rest as written', async () => {
-    const refusing: ConnectionLogStore = {
-      append: async (b) => b.filter((r) => r.user === null).length,
-      query: async () => [],
-      usage: async () => [],
-      prune: async () => 0,
-      count: async () => 0,
-      footprint: async () => ({ records: 0, bytes: 0 }),
-      settleOpen: async () => 0,
-    };
+    const refusing = storeAppending(async (b) => b.filter((r) => r.user === null).length);
     const metrics = createMetrics({ defaultMetrics: false });
     const { logger, text } = captureLogger('info');
     const rec = new ConnectionLog({ store: refusing, batchSize: 10, flushIntervalMs: 60_000, metrics, logger });
