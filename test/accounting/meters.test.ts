@@ -33,7 +33,11 @@ async function open(
 ) {
   const store = await openTestStore(path, driver ? { driver } : {});
   const accounting = new Accounting({ store, metrics, flushIntervalMs });
-  const changes = await accounting.start(users);
+  // A start that fails must not leave the store's connection holding the test process open.
+  const changes = await accounting.start(users).catch(async (err: unknown) => {
+    await store.close();
+    throw err;
+  });
   let closed = false;
   const close = async () => {
     if (closed) return;
