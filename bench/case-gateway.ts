@@ -1,5 +1,7 @@
 // One gateway under a V8 flag set behind the bench's squid, microsocks and target, for the tools that read what V8
 // logs per operation (bench/ic.ts, bench/jit.ts): the minimal gateway, or a build as `npm start` runs it.
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { benchConfig, npmStartCommand, spawnRotor } from './daemon.ts';
@@ -62,4 +64,48 @@ export async function startCaseGateway(o: { minimal: boolean; root?: string; nod
       await target.proc.stop();
     },
   };
+}
+
+/** The CSV fields of a V8 log line (names may be quoted and hold commas). */
+export function v8LogFields(line: string): string[] {
+  if (!line.includes('"')) return line.split(',');
+  const out: string[] = [];
+  let cur = '';
+  let quoted = false;
+  for (const ch of line) {
+    if (ch === '"') quoted = !quoted;
+    else if (ch === ',' && !quoted) {
+      out.push(cur);
+      cur = '';
+    } else cur += ch;
+  }
+  out.push(cur);
+  return out;
+}
+
+/**
+ * startCaseGateway with V8 writing `logFlags` (e.g. --log-ic) to one log file in a fresh directory: the
+ * gateway, its load for `kind`, the log's path and its directory (the caller removes it).
+ */
+export async function startLoggedGateway(o: {
+  minimal: boolean;
+  root: string | undefined;
+  kind: string;
+  logFlags: string[];
+  dirPrefix: string;
+}): Promise<{
+  gateway: CaseGateway['gateway'];
+  load: (seconds: number) => Promise<number>;
+  stop: () => Promise<void>;
+  logFile: string;
+  dir: string;
+}> {
+  const dir = mkdtempSync(join(tmpdir(), o.dirPrefix));
+  const logFile = join(dir, 'v8.log');
+  const g = await startCaseGateway({
+    minimal: o.minimal,
+    ...(o.root !== undefined ? { root: o.root } : {}),
+    nodeFlags: [...o.logFlags, `--logfile=${logFile}`, '--no-logfile-per-isolate'],
+  });
+  return { gateway: g.gateway, load: (seconds) => g.load(o.kind, seconds), stop: g.stop, logFile, dir };
 }

@@ -12,12 +12,10 @@
 // N megamorphic, ^ recomputed handler, . premonomorphic, X no feedback) and the events per operation in the
 // measured part. --all lists sites of every area, not only those in the daemon's own code and node's internals.
 // --log FILE: only parse an existing log (with --window START:END byte offsets and --ops N).
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { SourceMap } from 'node:module';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { startCaseGateway } from './case-gateway.ts';
+import { startLoggedGateway, v8LogFields as fields } from './case-gateway.ts';
 
 const { values } = parseArgs({
   options: {
@@ -91,24 +89,6 @@ class CodeMap {
     const c = this.byStart.get(this.sorted[best]!)!;
     return pc < c.start + c.size ? c : undefined;
   }
-}
-
-/** The CSV fields of a V8 log line (names may be quoted and hold commas). */
-function fields(line: string): string[] {
-  if (!line.includes('"')) return line.split(',');
-  const out: string[] = [];
-  let cur = '';
-  let quoted = false;
-  for (let i = 0; i < line.length; i++) {
-    const ch = line[i]!;
-    if (ch === '"') quoted = !quoted;
-    else if (ch === ',' && !quoted) {
-      out.push(cur);
-      cur = '';
-    } else cur += ch;
-  }
-  out.push(cur);
-  return out;
 }
 
 /** "name /path/file.js:12:3" or "name node:net:10:2" → the script part. */
@@ -229,20 +209,14 @@ if (values.log !== undefined) {
   process.exit(0);
 }
 
-const dir = mkdtempSync(join(tmpdir(), 'rotor-ic-'));
-const logFile = join(dir, 'v8.log');
-const icFlags = ['--log-ic', `--logfile=${logFile}`, '--no-logfile-per-isolate'];
-const {
-  gateway,
-  load: loadOf,
-  stop,
-} = await startCaseGateway({
-  minimal: values.minimal,
-  ...(values.root !== undefined ? { root: values.root } : {}),
-  nodeFlags: icFlags,
-});
 /** The case's load through the gateway for `seconds`: operations completed. */
-const load = (seconds: number): Promise<number> => loadOf(kind, seconds);
+const { gateway, load, stop, logFile, dir } = await startLoggedGateway({
+  minimal: values.minimal,
+  root: values.root,
+  kind,
+  logFlags: ['--log-ic'],
+  dirPrefix: 'rotor-ic-',
+});
 
 try {
   await load(1);

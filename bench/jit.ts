@@ -6,11 +6,9 @@
 // compiler's thread CPU on every operation.
 //
 //   node --import tsx bench/jit.ts [--minimal] [--case M1|connect|socks5] [--warmup 10] [--windows 4] [--seconds 5] [--top 25] [--root DIR]
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { startCaseGateway } from './case-gateway.ts';
+import { startLoggedGateway, v8LogFields as fields } from './case-gateway.ts';
 
 const { values } = parseArgs({
   options: {
@@ -32,23 +30,6 @@ interface Window {
   deopts: number;
   byFunction: Map<string, number>;
   deoptReasons: Map<string, number>;
-}
-
-/** The CSV fields of a V8 log line (names may be quoted and hold commas). */
-function fields(line: string): string[] {
-  if (!line.includes('"')) return line.split(',');
-  const out: string[] = [];
-  let cur = '';
-  let quoted = false;
-  for (const ch of line) {
-    if (ch === '"') quoted = !quoted;
-    else if (ch === ',' && !quoted) {
-      out.push(cur);
-      cur = '';
-    } else cur += ch;
-  }
-  out.push(cur);
-  return out;
 }
 
 function count(text: string, ops: number): Window {
@@ -73,19 +54,13 @@ function count(text: string, ops: number): Window {
   return w;
 }
 
-const dir = mkdtempSync(join(tmpdir(), 'rotor-jit-'));
-const logFile = join(dir, 'v8.log');
-const logFlags = ['--log-code', '--log-deopt', `--logfile=${logFile}`, '--no-logfile-per-isolate'];
-const {
-  gateway,
-  load: loadOf,
-  stop,
-} = await startCaseGateway({
+const { gateway, load, stop, logFile, dir } = await startLoggedGateway({
   minimal: values.minimal,
-  ...(values.root !== undefined ? { root: values.root } : {}),
-  nodeFlags: logFlags,
+  root: values.root,
+  kind,
+  logFlags: ['--log-code', '--log-deopt'],
+  dirPrefix: 'rotor-jit-',
 });
-const load = (seconds: number): Promise<number> => loadOf(kind, seconds);
 const per = kind === 'm1' ? 'request' : 'tunnel';
 try {
   await load(Number(values.warmup));
