@@ -154,6 +154,43 @@ describe('a fleet daemon starting with many users', { skip: redisMissing }, () =
     }
   });
 
+  test("the config's users applied at a start and a reload read their own rows, not every stored row", async () => {
+    const prefix = `sasc${process.pid}:`;
+    const stored: AccountingUser[] = Array.from({ length: 600 }, (_, i) => ({
+      name: `s${i}`,
+      limitBytes: (100 + i) * MiB,
+      period: 'month',
+    }));
+    const first = await daemon(prefix, 'A');
+    await first.accounting.upsertUsers(stored);
+    await first.accounting.setUsers([{ name: 'cfg', limitBytes: 50 * MiB, period: 'month' }]);
+    first.accounting.meter('cfg').add(7000, 0);
+    await first.close();
+
+    const second = await daemon(prefix, 'B');
+    try {
+      // As the users directory's seed does right after the start (before: every usage row listed again).
+      await admin.config('RESETSTAT');
+      await second.accounting.setUsers([{ name: 'cfg', limitBytes: 50 * MiB, period: 'month' }]);
+      let counted = await calls();
+      assert.equal(counted.smembers ?? 0, 0, 'no listing of every row');
+      assert.ok((counted.hgetall ?? 0) <= 2, `${counted.hgetall} rows read for one config user`);
+      assert.equal(second.accounting.get('cfg')?.usedBytes, 7000, "cfg's usage kept");
+      assert.equal(second.accounting.admit('cfg').ok, true);
+      // A reload after writes (the start's snapshot is gone): the config users' rows by key.
+      await second.accounting.setUsers([{ name: 'cfg', limitBytes: 60 * MiB, period: 'month' }]);
+      await admin.config('RESETSTAT');
+      await second.accounting.setUsers([{ name: 'cfg', limitBytes: 70 * MiB, period: 'month' }]);
+      counted = await calls();
+      assert.equal(counted.smembers ?? 0, 0, 'no listing of every row at a reload');
+      assert.ok((counted.hgetall ?? 0) <= 8, `${counted.hgetall} rows read at a reload (its lease calls read some)`);
+      assert.equal(second.accounting.get('cfg')?.limitBytes, 70 * MiB);
+      assert.equal(second.accounting.get('cfg')?.usedBytes, 7000, "cfg's usage kept at the reload");
+    } finally {
+      await second.close();
+    }
+  });
+
   test('midnight: 600 day users roll to the new day with their rows, limits and leases per batch, not per user', async () => {
     const prefix = `sasm${process.pid}:`;
     let clock = Date.UTC(2026, 10, 15, 23, 59, 0);
