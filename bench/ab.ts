@@ -8,7 +8,7 @@
 // by: each later build's CPU per tunnel against the first build's, paired round by round (median ratio),
 // and the main thread's CPU per tunnel summed over all rounds (robust when single rounds are not).
 //
-//   node --import tsx bench/ab.ts [--rounds 6] [--seconds 2] [--warmup 1] [--cases M2,M4,M1] [--profile DIR] [--strace DIR] DIR_A DIR_B [DIR_C ...]
+//   node --import tsx bench/ab.ts [--rounds 6] [--seconds 2] [--warmup 1] [--cases M2,M4,M1] [--paced N] [--profile DIR] [--strace DIR] DIR_A DIR_B [DIR_C ...]
 //
 // A build directory may hold ab-config.json: merged into that build's config (the same build with one setting
 // changed, to measure what the setting costs: e.g. {"log":{"access":{"store":false}}}). `DIR@N` runs that build
@@ -24,7 +24,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { stringify } from 'yaml';
 import { stopChild } from '../test/support/upstreams.ts';
-import type { ClientJob, ClientReply, LatencyResult, RateResult } from './client.ts';
+import type { ClientJob, ClientReply, LatencyResult, ProxySpec, RateResult } from './client.ts';
 import { benchConfig, npmStartCommand, parseGatewaySpec, withBuildConfig, withSemiSpace } from './daemon.ts';
 import { startJsonChild, startMicrosocks, startSquid, threadCpuMs, type Proc } from './procs.ts';
 import { BENCH_PASSWORD, HTTP_USER, SOCKS_USER } from './spec.ts';
@@ -39,6 +39,10 @@ const { values, positionals } = parseArgs({
     seconds: { type: 'string', default: '2' },
     warmup: { type: 'string', default: '1' },
     cases: { type: 'string', default: 'M2' },
+    // M2 at an offered rate of N new tunnels/s (bench/client.ts 'paced') instead of as fast as 32 clients go: every
+    // gateway carries the same load, so CPU per tunnel is the work per tunnel, without the saving per tunnel a
+    // faster gateway gets from handling more of them per wake-up of its event loop.
+    paced: { type: 'string' },
     // Each Rotor build's V8 CPU profile (--cpu-prof) into DIR/<build>/ on exit (summarise with bench/profile.ts).
     profile: { type: 'string' },
     // System calls per M2 tunnel and per M1 request, by name, each gateway's process traced alone (strace -c -f) for
@@ -52,6 +56,13 @@ const { values, positionals } = parseArgs({
 const rounds = Number(values.rounds);
 const seconds = Number(values.seconds);
 const cases = values.cases.toUpperCase().split(',');
+const pacedRate = values.paced === undefined ? 0 : Number(values.paced);
+if (values.paced !== undefined && !(pacedRate > 0)) throw new Error('--paced takes new tunnels per second, e.g. --paced 800');
+/** One M2 measurement: as fast as 32 clients go, or at --paced's rate. */
+const m2Job = (p: ProxySpec): ClientJob =>
+  pacedRate > 0
+    ? { op: 'paced', proxy: p, target: tport, perSecond: pacedRate, concurrency: 32, durationMs: seconds * 1000 }
+    : { op: 'rate', proxy: p, target: tport, concurrency: 32, durationMs: seconds * 1000 };
 if (positionals.length < 1) throw new Error('usage: bench/ab.ts [--rounds N] [--seconds S] [--cases M2,M4,M1] DIR_A [DIR_B ...]');
 
 // CPU per gateway: main thread, other threads, and the kernel's share (on loopback mostly the socket calls).
@@ -189,6 +200,8 @@ for (const g of gws) {
 
 /** key -> gateway -> per round [rate or p50, CPU ms per op] */
 const res = new Map<string, Map<string, Array<[number, number]>>>();
+/** --paced: tunnels a gateway started behind their slot (it did not keep up with the offered rate) */
+const lateTunnels = new Map<string, number>();
 const mainTotals = new Map<string, { main: number; other: number; sys: number; ops: number }>();
 const m1Totals = new Map<string, { cpu: number; sys: number; ops: number }>();
 const push = (k: string, g: string, v: [number, number]): void => {
@@ -203,8 +216,9 @@ for (let r = 0; r < rounds; r++) {
     if (cases.includes('M2')) {
       for (const proto of ['connect', 'socks5'] as const) {
         const a = cpu(g.pid);
-        const x = await run<RateResult>({ op: 'rate', proxy: proxy(g, proto), target: tport, concurrency: 32, durationMs: seconds * 1000 });
+        const x = await run<RateResult>(m2Job(proxy(g, proto)));
         const b = cpu(g.pid);
+        if (x.late) lateTunnels.set(g.name, (lateTunnels.get(g.name) ?? 0) + x.late);
         const t = mainTotals.get(g.name) ?? { main: 0, other: 0, sys: 0, ops: 0 };
         mainTotals.set(g.name, {
           main: t.main + b.main - a.main,
@@ -212,7 +226,10 @@ for (let r = 0; r < rounds; r++) {
           sys: t.sys + b.sys - a.sys,
           ops: t.ops + x.completed,
         });
-        push(`M2 ${proto} (tunnels/s, CPU ms/tunnel)`, g.name, [x.perSecond, (b.main + b.other - a.main - a.other) / x.completed]);
+        push(`M2 ${proto}${pacedRate > 0 ? ` at ${pacedRate}/s offered` : ''} (tunnels/s, CPU ms/tunnel)`, g.name, [
+          x.perSecond,
+          (b.main + b.other - a.main - a.other) / x.completed,
+        ]);
       }
     }
     if (cases.includes('M4')) {
@@ -297,13 +314,7 @@ if (traceDir !== undefined) {
       for (const proto of ['connect', 'socks5'] as const) {
         cols.push(`${g.name.slice(0, 10)} ${proto}`);
         await measure(g, proto, async () => {
-          const x = await run<RateResult>({
-            op: 'rate',
-            proxy: proxy(g, proto),
-            target: tport,
-            concurrency: 32,
-            durationMs: seconds * 1000,
-          });
+          const x = await run<RateResult>(m2Job(proxy(g, proto)));
           return x.completed;
         });
       }
@@ -352,7 +363,7 @@ if (mainTotals.size > 0) {
   console.log('\nM2 CPU per tunnel over all rounds, ms (main thread + other threads; of both, in the kernel):');
   for (const [g, t] of mainTotals)
     console.log(
-      `  ${g.padEnd(24)} ${(t.main / t.ops).toFixed(3)} + ${(t.other / t.ops).toFixed(3)}  kernel ${(t.sys / t.ops).toFixed(3)}  (${t.ops} tunnels)`,
+      `  ${g.padEnd(24)} ${(t.main / t.ops).toFixed(3)} + ${(t.other / t.ops).toFixed(3)}  kernel ${(t.sys / t.ops).toFixed(3)}  (${t.ops} tunnels${pacedRate > 0 ? `, ${lateTunnels.get(g) ?? 0} started late` : ''})`,
     );
 }
 if (m1Totals.size > 0) {

@@ -16,6 +16,12 @@ export interface ProxySpec {
 export type ClientJob =
   /** M2: tunnels opened, used for one small request and closed, per second, `concurrency` at a time. */
   | { op: 'rate'; proxy: ProxySpec; target: number; concurrency: number; durationMs: number }
+  /**
+   * M2 at an offered rate: a new tunnel every 1/perSecond s (open loop), at most `concurrency` in flight. Every
+   * gateway then carries the same tunnels per second, so CPU per tunnel compares the work, not how much a faster
+   * gateway saves per tunnel by handling more of them per wake-up.
+   */
+  | { op: 'paced'; proxy: ProxySpec; target: number; perSecond: number; concurrency: number; durationMs: number }
   /** M3: `bytes` downloaded through one tunnel. */
   | { op: 'bulk'; proxy: ProxySpec; target: number; bytes: number }
   /** M4: `count` fresh tunnels one after another, each timed from connect to the end of the response. */
@@ -30,6 +36,8 @@ export interface RateResult {
   errors: number;
   seconds: number;
   perSecond: number;
+  /** paced: tunnels started more than 5 ms after their slot (`concurrency` in flight: the gateway fell behind) */
+  late?: number;
 }
 export interface BulkResult {
   bytes: number;
@@ -201,6 +209,44 @@ async function rate(job: Extract<ClientJob, { op: 'rate' }>): Promise<RateResult
   return { completed, errors, seconds, perSecond: completed / seconds };
 }
 
+async function paced(job: Extract<ClientJob, { op: 'paced' }>): Promise<RateResult> {
+  const started = performance.now();
+  const total = Math.floor((job.perSecond * job.durationMs) / 1000);
+  let launched = 0;
+  let inFlight = 0;
+  let completed = 0;
+  let errors = 0;
+  let late = 0;
+  await new Promise<void>((done) => {
+    const settle = (): void => {
+      inFlight--;
+      if (launched === total && inFlight === 0) done();
+      else launch();
+    };
+    const launch = (): void => {
+      const now = performance.now();
+      const due = Math.min(total, Math.floor(((now - started) * job.perSecond) / 1000) + 1);
+      while (launched < due && inFlight < job.concurrency) {
+        // more than 5 ms behind its slot: the timer's granularity is ~1 ms, so this is the gateway falling behind
+        if (now - started - (launched * 1000) / job.perSecond > 5) late++;
+        launched++;
+        inFlight++;
+        oneTunnel(job.proxy, job.target).then(
+          () => (completed++, settle()),
+          () => (errors++, settle()),
+        );
+      }
+    };
+    const tick = (): void => {
+      launch();
+      if (launched < total) setTimeout(tick, 1);
+    };
+    tick();
+  });
+  const seconds = (performance.now() - started) / 1000;
+  return { completed, errors, seconds, perSecond: completed / seconds, late };
+}
+
 async function bulk(job: Extract<ClientJob, { op: 'bulk' }>): Promise<BulkResult> {
   const socket = await openTunnel(job.proxy, job.target);
   try {
@@ -289,6 +335,8 @@ async function run(job: ClientJob): Promise<unknown> {
   switch (job.op) {
     case 'rate':
       return rate(job);
+    case 'paced':
+      return paced(job);
     case 'bulk':
       return bulk(job);
     case 'latency':

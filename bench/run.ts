@@ -10,13 +10,15 @@
 // client (bench/client.ts), the minimal gateway and Rotor are separate processes; wrk drives M1.
 //
 //   npm run bench [-- --full | --smoke] [--case M1,M3] [--reps N] [--profile DIR] [--out FILE] [--json FILE] [--note TEXT]
-//                 [--rotor-node-flag FLAG]... [--build DIR] [--cpu-detail] [--warmup SECONDS] [--rtt MS]
+//                 [--rotor-node-flag FLAG]... [--build DIR] [--cpu-detail] [--warmup SECONDS] [--one-rate SHARE] [--rtt MS]
 //
 // Without flags: quick sizes, 3 repetitions, and the results block of docs/benchmarks.md is rewritten;
 // otherwise the docs are written only when --out names a file. --profile writes the daemon's --cpu-prof
 // profiles into DIR. --build runs that Rotor build (bin/, dist/, package.json, as bench/ab.ts takes) instead of
 // this checkout's. --cpu-detail prints every measured window behind the CPU table. --warmup: each gateway's
-// unrecorded warm-up of M1, M2 and M4 lasts at least this long (default 10 s; 0 in --smoke). bench/gateway.ts (the
+// unrecorded warm-up of M1, M2 and M4 lasts at least this long (default 10 s; 0 in --smoke). --one-rate: after
+// each repetition's M2, every path again at one offered rate, SHARE of the slowest path's M2 rate (default 0.6,
+// 0 to skip), for the CPU table: CPU per tunnel with every gateway doing the same work per second. bench/gateway.ts (the
 // listeners alone, in-memory meters) stays as a profiling aid.
 import { execFileSync, fork, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
@@ -130,6 +132,8 @@ function parseFlags(argv: string[]) {
       rtt: { type: 'string' },
       // seconds of warm-up at least, per case the CPU table covers and gateway (the JIT's tiers settle in ~10 s)
       warmup: { type: 'string' },
+      // M2 again at one offered rate for every path, this share of the slowest path's M2 rate (0: not run); CPU table only
+      'one-rate': { type: 'string' },
     },
     strict: true,
   });
@@ -149,6 +153,8 @@ function parseFlags(argv: string[]) {
   const out = values.out ?? (published ? join(ROOT, 'docs', 'benchmarks.md') : undefined);
   const warmupSeconds = values.warmup === undefined ? (values.smoke ? 0 : 10) : Number(values.warmup);
   if (!Number.isFinite(warmupSeconds) || warmupSeconds < 0 || warmupSeconds > 600) throw new BenchError('--warmup takes seconds, 0..600');
+  const oneRateShare = values['one-rate'] === undefined ? 0.6 : Number(values['one-rate']);
+  if (!(oneRateShare >= 0 && oneRateShare <= 1)) throw new BenchError('--one-rate takes a share of the slowest M2 rate, 0..1');
   return {
     settings,
     cases: selected,
@@ -161,6 +167,7 @@ function parseFlags(argv: string[]) {
     rotorNodeFlags: values['rotor-node-flag'] ?? [],
     rttMs: values.rtt === undefined ? undefined : Number(values.rtt),
     warmupSeconds,
+    oneRateShare,
     mode: values.smoke ? 'smoke' : values.full ? 'full' : 'quick',
   };
 }
@@ -311,6 +318,8 @@ async function main(): Promise<void> {
   const samples: Samples = new Map();
   const windows: CpuWindow[] = [];
   const idle: { minimal?: number; rotor?: number } = {};
+  /** M2 at one rate: the tunnels/s offered to every path, and per path the tunnels started behind their slot */
+  const oneRate = { perSecond: 0, late: new Map<Path, number>() };
   try {
     // Processes that do not need each other start together (each start is mostly waiting for a ready line).
     const [target, socks, squid] = await startedTogether(procs, [
@@ -387,7 +396,7 @@ async function main(): Promise<void> {
       if (flags.cases.includes('M1') && flags.mode !== 'smoke') await runWrk(wrkJob(path, 1));
     }
 
-    const measure: Record<CaseId, (path: Path, rep: number) => Promise<void>> = {
+    const measure: Record<CaseId | 'M2 one rate', (path: Path, rep: number) => Promise<void>> = {
       M1: async (path, rep) => {
         const m = await metered(path, 'connect', () => runWrk(wrkJob(path, s.m1Seconds)), false);
         const r = m.value;
@@ -401,6 +410,26 @@ async function main(): Promise<void> {
           const r = m.value;
           record(samples, `M2 ${proto}`, path, r.perSecond, r.errors);
           windows.push({ key: `M2 ${proto}`, path, rep, ops: r.completed, seconds: m.seconds, cpu: m.spent, gatewayMain: m.gatewayMain });
+        }
+      },
+      // Every path at the same offered rate (bench/client.ts 'paced'): as fast as they go, each gateway runs at its
+      // own rate, and CPU per tunnel falls with the rate (more tunnels per wake-up of the event loop), so the
+      // slower gateway's is read at a rate that costs more per tunnel. CPU table only.
+      'M2 one rate': async (path, rep) => {
+        for (const proto of ['connect', 'socks5'] as const) {
+          const job: ClientJob = {
+            op: 'paced',
+            proxy: proxy(path, proto),
+            target: tport,
+            perSecond: oneRate.perSecond,
+            concurrency: s.m2Concurrency,
+            durationMs: s.m2Ms,
+          };
+          const m = await metered(path, proto, () => c.run<RateResult>(job));
+          const r = m.value;
+          oneRate.late.set(path, (oneRate.late.get(path) ?? 0) + (r.late ?? 0));
+          const key = `M2 ${proto} at ${oneRate.perSecond}/s`;
+          windows.push({ key, path, rep, ops: r.completed, seconds: m.seconds, cpu: m.spent, gatewayMain: m.gatewayMain });
         }
       },
       M3: async (path, rep) => {
@@ -475,6 +504,13 @@ async function main(): Promise<void> {
         log(`  warm-up ${id} ${path}: ${((Date.now() - t) / 1000).toFixed(1)} s`);
       }
     }
+    // The one rate: a share of the slowest M2 rate any path reached in the warm-up (or, without one, the first repetition).
+    const setOneRate = (): void => {
+      const rates = windows.filter((w) => w.key.startsWith('M2 ') && w.seconds > 0).map((w) => w.ops / w.seconds);
+      if (oneRate.perSecond === 0 && rates.length > 0)
+        oneRate.perSecond = Math.max(10, Math.round((flags.oneRateShare * Math.min(...rates)) / 10) * 10);
+    };
+    if (flags.oneRateShare > 0 && flags.cases.includes('M2')) setOneRate();
     samples.clear();
     windows.length = 0;
 
@@ -486,6 +522,14 @@ async function main(): Promise<void> {
           const t = Date.now();
           await measure[id](path, rep);
           log(`  rep ${rep + 1}/${s.reps} ${id} ${path}: ${((Date.now() - t) / 1000).toFixed(1)} s`);
+        }
+        if (id === 'M2' && flags.oneRateShare > 0) {
+          setOneRate();
+          for (const path of order) {
+            const t = Date.now();
+            await measure['M2 one rate'](path, rep);
+            log(`  rep ${rep + 1}/${s.reps} M2 at ${oneRate.perSecond}/s ${path}: ${((Date.now() - t) / 1000).toFixed(1)} s`);
+          }
         }
       }
     }
@@ -510,6 +554,7 @@ async function main(): Promise<void> {
     date: new Date().toISOString(),
     settings: s,
     warmupSeconds: flags.warmupSeconds,
+    oneRate: oneRate.perSecond > 0 ? { perSecond: oneRate.perSecond, late: Object.fromEntries(oneRate.late) } : undefined,
     note: flags.note,
     idle,
     load,
@@ -518,7 +563,7 @@ async function main(): Promise<void> {
   process.stdout.write(
     `\n${textTable(rows)}\n\n${idleLine(idle)}\n${settingsLine(s, flags.warmupSeconds)}; ${seconds.toFixed(0)} s; load average at the end ${load}\n`,
   );
-  if (cpuTable.length > 0) process.stdout.write(`\n${CPU_TITLE}:\n${textGrid(CPU_HEADERS, cpuTable)}\n`);
+  if (cpuTable.length > 0) process.stdout.write(`\n${cpuTitle(context.oneRate)}:\n${textGrid(CPU_HEADERS, cpuTable)}\n`);
   if (flags.cpuDetail && windows.length > 0)
     process.stdout.write(`\nThe gateways' measured windows:\n${textGrid(DETAIL_HEADERS, cpuDetailRows(windows))}\n`);
   if (flags.json) writeFileSync(flags.json, `${JSON.stringify({ ...context, rows, cpu: cpuTable, windows }, null, 2)}\n`);
@@ -720,6 +765,18 @@ const CPU_TITLE =
   '(as bench/ab.ts); measured windows only, start-up and warm-up outside them; the gateway is the minimal gateway or Rotor, ' +
   "main thread + other threads; M1's client is wrk, not measured";
 
+/** The CPU table's title, with what its one-rate M2 rows are. */
+function cpuTitle(oneRate: { perSecond: number; late: Record<string, number> } | undefined): string {
+  if (oneRate === undefined) return CPU_TITLE;
+  const late = Object.entries(oneRate.late)
+    .map(([path, n]) => `${path} ${n}`)
+    .join(', ');
+  return (
+    `${CPU_TITLE}. "M2 … at ${oneRate.perSecond}/s": every path offered the same ${oneRate.perSecond} new tunnels/s ` +
+    `(a share of the slowest path's M2 rate; tunnels started over 5 ms behind their slot: ${late})`
+  );
+}
+
 function settingsLine(s: Settings, warmupSeconds: number): string {
   return (
     `each gateway warmed ${warmupSeconds} s or more per case; M1 wrk -t1 -c${s.m1Connections} ${s.m1Seconds} s; M2 ${s.m2Concurrency} concurrent for ${s.m2Ms / 1000} s; ` +
@@ -746,6 +803,7 @@ function writeDocs(
     note: string | undefined;
     idle: { minimal?: number; rotor?: number };
     load: string;
+    oneRate: { perSecond: number; late: Record<string, number> } | undefined;
   },
 ): void {
   const m = ctx.machine;
@@ -762,7 +820,7 @@ function writeDocs(
     '',
     markdownTable(rows),
     '',
-    `${CPU_TITLE}:`,
+    `${cpuTitle(ctx.oneRate)}:`,
     '',
     markdownGrid(CPU_HEADERS, cpuRows, CPU_NUMERIC),
     END,

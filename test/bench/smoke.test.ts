@@ -41,7 +41,21 @@ test(
       assert.match(r.stdout, /rotor\/minimal/);
       assert.match(r.stdout, /Idle RSS after start, MiB: rotor \d/);
 
-      const result = JSON.parse(readFileSync(json, 'utf8')) as { rows: Row[] };
+      // M2 again with every path at one offered rate, in the CPU table: each path carried all the tunnels offered.
+      const result = JSON.parse(readFileSync(json, 'utf8')) as {
+        rows: Row[];
+        oneRate?: { perSecond: number };
+        windows: Array<{ key: string; path: string; ops: number }>;
+      };
+      assert.ok(result.oneRate && result.oneRate.perSecond >= 10, `one rate: ${JSON.stringify(result.oneRate)}`);
+      assert.match(r.stdout, new RegExp(`^M2 socks5 at ${result.oneRate.perSecond}/s +tunnel +rotor `, 'm'));
+      const offered = Math.floor((result.oneRate.perSecond * 300) / 1000);
+      for (const path of ['direct', 'minimal', 'rotor'])
+        for (const proto of ['connect', 'socks5']) {
+          const w = result.windows.find((x) => x.key === `M2 ${proto} at ${result.oneRate!.perSecond}/s` && x.path === path);
+          assert.equal(w?.ops, offered, `${path} ${proto} at one rate: ${w?.ops} of ${offered} tunnels`);
+        }
+
       const keys = result.rows.map((row) => row.name);
       assert.equal(result.rows.length, 11, `rows: ${keys.join(', ')}`);
       for (const row of result.rows) {
