@@ -44,6 +44,11 @@ const HASH_PAGE = 500;
  * link (500 were ~100 KB, and timed out at 2 s on a loaded machine).
  */
 const READ_PAGE = 200;
+/**
+ * Pages of a listing asked for at once: Redis builds the next while the daemon decodes one (one page at a
+ * time, each waited for the other). Two replies in flight are ~80 KB, still well within a command's timeout.
+ */
+export const READ_PAGES_IN_FLIGHT = 2;
 
 export interface RedisStoreOptions extends Omit<RedisConnectionOptions, 'name'> {
   /** Key prefix shared by every daemon of the fleet; default `rotor:`. */
@@ -193,11 +198,22 @@ export class RedisStore implements S.Store {
     build: (id: string, h: Hash) => T,
   ): Promise<T[]> {
     const out: T[] = [];
-    for (let from = 0; from < ids.length; from += READ_PAGE) {
+    const send = (from: number): Promise<string[][]> => {
       const to = Math.min(ids.length, from + READ_PAGE);
       const args: (string | number)[] = [to - from];
       for (let i = from; i < to; i++) args.push(keyOf(ids[i] as string));
-      const page = (await this.script(client, 'rotorHashes', args)) as string[][];
+      const call = this.script(client, 'rotorHashes', args) as Promise<string[][]>;
+      // Awaited below in order; a page after a failed one must not fail again as an unhandled rejection.
+      call.catch(() => undefined);
+      return call;
+    };
+    const inFlight: Promise<string[][]>[] = [];
+    let sent = 0;
+    for (let from = 0; from < ids.length; from += READ_PAGE) {
+      // The next pages are asked for before this one is decoded: Redis reads them while the daemon parses.
+      for (; sent < ids.length && sent < from + READ_PAGES_IN_FLIGHT * READ_PAGE; sent += READ_PAGE) inFlight.push(send(sent));
+      const to = Math.min(ids.length, from + READ_PAGE);
+      const page = await (inFlight.shift() as Promise<string[][]>);
       for (let i = from; i < to; i++) {
         const flat = page[i - from] as string[];
         if (flat.length === 0) continue;
