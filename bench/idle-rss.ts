@@ -4,7 +4,8 @@
 //   ready   right after the ready line;
 //   idle    after it has idled --idle-s seconds;
 //   warm    after a warm-up (plain HTTP, CONNECT and SOCKS5 requests through each configured user to a
-//           loopback target) and another --idle-s seconds.
+//           loopback target) and another --idle-s seconds;
+// and the CPU the daemon spent over that last idle window, ms per second (its timers, the collector's idle work).
 // Two modes: `embedded` (the default config: the sandbox platform and its upstream ports in the same process)
 // and `remote` (`platform.mode: remote` against `rotor sim` in a process of its own, so the daemon's own
 // figure is known; the sim's RSS is printed beside it).
@@ -20,7 +21,7 @@ import { parseArgs } from 'node:util';
 import { parse } from 'yaml';
 import { runCurl } from '../test/support/curl.ts';
 import { ensureBuilt, npmStartCommand, spawnRotor, type Daemon } from './daemon.ts';
-import { BenchSetupError, startJsonChild, type Proc } from './procs.ts';
+import { BenchSetupError, cpuMs, startJsonChild, type Proc } from './procs.ts';
 import { median } from './stats.ts';
 
 const ROOT = resolve(fileURLToPath(new URL('.', import.meta.url)), '..');
@@ -75,6 +76,8 @@ export interface IdleResult {
   /** Heap after the idle and the warm samples (read after RSS: the scrape itself allocates). */
   heapIdle: HeapSample | undefined;
   heapWarm: HeapSample | undefined;
+  /** CPU ms (all threads) per second of the idle window after the warm-up; NaN when the window was 0 s. */
+  idleCpuMsPerS: number;
   /** Warm-up requests that got their answer, of those made. */
   warmOk: number;
   warmTotal: number;
@@ -204,7 +207,10 @@ export async function measureIdle(
     const idle = readRss(daemon.pid);
     const heapIdle = await readHeap(daemon.admin);
     const warm = await warmUp(daemon, target.port);
+    const cpuBefore = cpuMs(daemon.pid);
+    const t = performance.now();
     await sleep(idleMs);
+    const idleCpuMsPerS = idleMs > 0 ? ((cpuMs(daemon.pid) - cpuBefore) * 1000) / (performance.now() - t) : NaN;
     const warmRss = readRss(daemon.pid);
     const heapWarm = await readHeap(daemon.admin);
     return {
@@ -214,6 +220,7 @@ export async function measureIdle(
       warm: warmRss,
       heapIdle,
       heapWarm,
+      idleCpuMsPerS,
       warmOk: warm.ok,
       warmTotal: warm.total,
       ...(sim ? { simRss: readRss(sim.proc.pid).rss } : {}),
@@ -246,6 +253,7 @@ function medianResult(results: IdleResult[]): IdleResult {
     warm: rss((r) => r.warm),
     heapIdle: heap((r) => r.heapIdle),
     heapWarm: heap((r) => r.heapWarm),
+    idleCpuMsPerS: m((r) => r.idleCpuMsPerS),
     warmOk: Math.min(...results.map((r) => r.warmOk)),
     warmTotal: first.warmTotal,
     ...(first.simRss !== undefined ? { simRss: m((r) => r.simRss) } : {}),
@@ -254,12 +262,12 @@ function medianResult(results: IdleResult[]): IdleResult {
 
 export function renderIdle(results: IdleResult[], idleS: number): string {
   const lines = [
-    `| mode | ready | idle ${idleS} s | after warm-up + ${idleS} s | anon / file (idle) | heap used / total (idle) | heap used / total (warm) | warm-up ok | sim process |`,
-    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+    `| mode | ready | idle ${idleS} s | after warm-up + ${idleS} s | anon / file (idle) | heap used / total (idle) | heap used / total (warm) | warm-up ok | sim process | CPU idle after warm-up, ms/s |`,
+    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
   ];
   for (const r of results) {
     lines.push(
-      `| ${r.mode} | ${fmt(r.ready.rss)} | ${fmt(r.idle.rss)} | ${fmt(r.warm.rss)} | ${fmt(r.idle.anon)} / ${fmt(r.idle.file)} | ${fmt(r.heapIdle?.used)} / ${fmt(r.heapIdle?.total)} | ${fmt(r.heapWarm?.used)} / ${fmt(r.heapWarm?.total)} | ${r.warmOk}/${r.warmTotal} | ${r.simRss !== undefined ? fmt(r.simRss) : '-'} |`,
+      `| ${r.mode} | ${fmt(r.ready.rss)} | ${fmt(r.idle.rss)} | ${fmt(r.warm.rss)} | ${fmt(r.idle.anon)} / ${fmt(r.idle.file)} | ${fmt(r.heapIdle?.used)} / ${fmt(r.heapIdle?.total)} | ${fmt(r.heapWarm?.used)} / ${fmt(r.heapWarm?.total)} | ${r.warmOk}/${r.warmTotal} | ${r.simRss !== undefined ? fmt(r.simRss) : '-'} | ${fmt(r.idleCpuMsPerS)} |`,
     );
   }
   return lines.join('\n');
@@ -309,7 +317,7 @@ async function main(): Promise<void> {
     .join('');
   const command = `${malloc}node ${[...nodeFlags, 'bin/rotor.js start'].join(' ')}`;
   process.stdout.write(
-    `Idle RSS of \`${command}\` (config/default.yaml, compiled dist/), MiB, median of ${reps}:\n\n${renderIdle(results, idleS)}\n`,
+    `Idle RSS of \`${command}\` (config/default.yaml, compiled dist/), MiB (the last column CPU, ms per s), median of ${reps}:\n\n${renderIdle(results, idleS)}\n`,
   );
   if (values.json) writeFileSync(values.json, `${JSON.stringify({ idleS, reps, command, nodeFlags, results }, null, 2)}\n`);
 }

@@ -1,4 +1,4 @@
-// The idle-memory bench end to end at CI size: `bench/idle-rss.ts --idle-s 0` starts `rotor start` on
+// The idle-memory bench end to end at CI size: `bench/idle-rss.ts --idle-s 1` starts `rotor start` on
 // config/default.yaml (compiled dist/) embedded and against `rotor sim`, samples its RSS from /proc, warms it
 // up with curl through both users, and writes the figures. No thresholds: it proves the bench still runs,
 // every request of the warm-up is answered, and every figure is a number.
@@ -23,6 +23,7 @@ interface Result {
   warmOk: number;
   warmTotal: number;
   simRss?: number;
+  idleCpuMsPerS: number | null;
 }
 
 /** The bench with none of the test runner's ROTOR_* variables. */
@@ -32,7 +33,7 @@ test('bench:idle-rss measures rotor start embedded and against rotor sim', { tim
   const dir = mkdtempSync(join(tmpdir(), 'rotor-idle-rss-'));
   try {
     const json = join(dir, 'idle.json');
-    const r = await run(['--idle-s', '0', '--json', json], 230_000);
+    const r = await run(['--idle-s', '1', '--json', json], 230_000);
     assert.equal(r.code, 0, `bench failed:\n${r.stderr}`);
     assert.match(r.stdout, /^\| embedded \| \d/m);
     assert.match(r.stdout, /^\| remote \| \d/m);
@@ -49,6 +50,8 @@ test('bench:idle-rss measures rotor start embedded and against rotor sim', { tim
       }
       assert.equal(x.warmOk, x.warmTotal, `${x.mode}: ${x.warmOk} of ${x.warmTotal} warm-up requests answered`);
       assert.equal(x.warmTotal, 6);
+      // An idle daemon's timers cost something, and far less than a core.
+      assert.ok(x.idleCpuMsPerS !== null && x.idleCpuMsPerS > 0 && x.idleCpuMsPerS < 1000, `${x.mode}: idle CPU ${x.idleCpuMsPerS} ms/s`);
       assert.ok(x.heapIdle && x.heapIdle.used > 0 && x.heapIdle.total >= x.heapIdle.used, `${x.mode}: heap ${JSON.stringify(x.heapIdle)}`);
     }
     assert.ok((results[1]!.simRss ?? 0) > 20, 'the sim process has an RSS');
