@@ -147,19 +147,15 @@ export async function connection(
 }
 
 /**
- * A relay in front of a server that carries at most `bytesPerSecond` each way (the source is paused for each
- * chunk's share of a second): a slow link, on which a burst of commands outlasts a command timeout that one
- * page of them does not. `url` once listening; close() stops it and its connections.
+ * A TCP relay in front of a Redis server on loopback: `url` once listening; `wire` decides how bytes pass
+ * between a client and its upstream connection; close() stops it and its connections.
  */
-export class PacedRelay {
+export abstract class RedisRelay {
   private server: Server | undefined;
   private readonly sockets = new Set<Socket>();
   url = '';
 
-  constructor(
-    private readonly port: number,
-    private readonly bytesPerSecond: number,
-  ) {}
+  constructor(private readonly port: number) {}
 
   async start(): Promise<this> {
     const server = createServer((client) => {
@@ -168,8 +164,7 @@ export class PacedRelay {
         this.sockets.add(s);
         s.once('close', () => this.sockets.delete(s));
       }
-      this.paced(client, upstream);
-      this.paced(upstream, client);
+      this.wire(client, upstream);
     });
     this.server = server;
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -184,6 +179,26 @@ export class PacedRelay {
     if (server) await new Promise<void>((resolve) => server.close(() => resolve()));
   }
 
+  protected abstract wire(client: Socket, upstream: Socket): void;
+}
+
+/**
+ * A relay that carries at most `bytesPerSecond` each way (the source is paused for each chunk's share of a
+ * second): a slow link, on which a burst of commands outlasts a command timeout that one page of them does not.
+ */
+export class PacedRelay extends RedisRelay {
+  constructor(
+    port: number,
+    private readonly bytesPerSecond: number,
+  ) {
+    super(port);
+  }
+
+  protected wire(client: Socket, upstream: Socket): void {
+    this.paced(client, upstream);
+    this.paced(upstream, client);
+  }
+
   private paced(from: Socket, to: Socket): void {
     from.on('data', (chunk: Buffer) => {
       to.write(chunk);
@@ -193,6 +208,25 @@ export class PacedRelay {
     from.on('end', () => to.end());
     from.on('error', () => to.destroy());
     from.on('close', () => to.destroy());
+  }
+}
+
+/** A relay that passes the client's bytes to Redis at once and keeps Redis' replies while `held` (sent on release()). */
+export class HoldingRelay extends RedisRelay {
+  held = false;
+  private readonly kept: { to: Socket; chunk: Buffer }[] = [];
+
+  release(): void {
+    this.held = false;
+    for (const { to, chunk } of this.kept.splice(0)) to.write(chunk);
+  }
+
+  protected wire(client: Socket, upstream: Socket): void {
+    for (const s of [client, upstream]) s.on('error', () => undefined);
+    client.on('data', (chunk: Buffer) => upstream.write(chunk));
+    upstream.on('data', (chunk: Buffer) => (this.held ? this.kept.push({ to: client, chunk }) : client.write(chunk)));
+    client.once('close', () => upstream.destroy());
+    upstream.once('close', () => client.destroy());
   }
 }
 

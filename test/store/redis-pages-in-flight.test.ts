@@ -4,55 +4,10 @@
 // meanwhile reach Redis: READ_PAGES_IN_FLIGHT of them, and no more.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer, connect, type Server, type Socket } from 'node:net';
-import { once } from 'node:events';
 import { Redis } from 'ioredis';
 import { openRedisStore } from '../../src/store/index.ts';
 import { READ_PAGES_IN_FLIGHT } from '../../src/store/redis.ts';
-import { commandCalls, redisMissing, RedisServer } from '../fleet/redis-server.ts';
-
-/** Passes the client's bytes to Redis at once; Redis' replies are kept while `held`, sent on release(). */
-class HoldingRelay {
-  held = false;
-  url = '';
-  private server: Server | undefined;
-  private readonly sockets = new Set<Socket>();
-  private readonly kept: { to: Socket; chunk: Buffer }[] = [];
-
-  constructor(private readonly port: number) {}
-
-  async start(): Promise<this> {
-    const server = createServer((client) => {
-      const upstream = connect({ host: '127.0.0.1', port: this.port });
-      for (const s of [client, upstream]) {
-        this.sockets.add(s);
-        s.once('close', () => this.sockets.delete(s));
-        s.on('error', () => undefined);
-      }
-      client.on('data', (chunk: Buffer) => upstream.write(chunk));
-      upstream.on('data', (chunk: Buffer) => (this.held ? this.kept.push({ to: client, chunk }) : client.write(chunk)));
-      client.once('close', () => upstream.destroy());
-      upstream.once('close', () => client.destroy());
-    });
-    this.server = server;
-    server.listen(0, '127.0.0.1');
-    await once(server, 'listening');
-    const address = server.address();
-    this.url = `redis://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
-    return this;
-  }
-
-  release(): void {
-    this.held = false;
-    for (const { to, chunk } of this.kept.splice(0)) to.write(chunk);
-  }
-
-  async close(): Promise<void> {
-    for (const s of this.sockets) s.destroy();
-    const server = this.server;
-    if (server) await new Promise<void>((resolve) => server.close(() => resolve()));
-  }
-}
+import { commandCalls, HoldingRelay, redisMissing, RedisServer } from '../fleet/redis-server.ts';
 
 const redis = new RedisServer();
 let relay: HoldingRelay;
