@@ -12,7 +12,7 @@
 // so the owner waits stallWait() after the method answer and then calls stalled(), which fails NOT_PIPELINED;
 // the dialer dials again step by step (and remembers the upstream). Only with credentials: without them the
 // next answer is the CONNECT's, which waits on the target and has no bound to wait by.
-import { isIPv4, isIPv6 } from 'node:net';
+import { isIPv6 } from 'node:net';
 import { AUTH_VERSION, SOCKS_VERSION } from './socks5.ts';
 import { RotorError } from '../errors/rotor-error.ts';
 import { ipv6Bytes } from './socks5-udp.ts';
@@ -103,15 +103,44 @@ function authMessage(c: Socks5Credentials): Buffer | undefined {
   return b;
 }
 
+/**
+ * A dotted-quad IPv4 address as a number, or -1 when `host` is not one as net.isIPv4 reads it (four decimal
+ * octets of at most 255, none with a leading zero). One pass over the characters: the CONNECT request of every
+ * SOCKS5 tunnel to an address is encoded here, where a regular expression and a split cost an array per tunnel.
+ */
+export function ipv4Value(host: string): number {
+  const n = host.length;
+  if (n < 7 || n > 15) return -1;
+  let value = 0;
+  let octet = 0;
+  let digits = 0;
+  let parts = 0;
+  for (let i = 0; i <= n; i++) {
+    const c = i === n ? 0x2e : host.charCodeAt(i);
+    if (c === 0x2e) {
+      if (digits === 0 || octet > 255 || ++parts > 4) return -1;
+      value = value * 256 + octet;
+      octet = 0;
+      digits = 0;
+    } else if (c >= 0x30 && c <= 0x39) {
+      // A leading zero makes a longer octet something else (net.isIPv4 refuses it).
+      if (digits === 1 && octet === 0) return -1;
+      octet = octet * 10 + (c - 0x30);
+      digits++;
+    } else return -1;
+  }
+  return parts === 4 ? value : -1;
+}
+
 /** RFC 1928 CONNECT request for host:port; undefined when the host cannot be encoded. */
 export function connectRequest(host: string, port: number): Buffer | undefined {
   if (!Number.isInteger(port) || port < 1 || port > 65535) return undefined;
   let b: Buffer;
-  if (isIPv4(host)) {
+  const v4 = ipv4Value(host);
+  if (v4 >= 0) {
     b = Buffer.allocUnsafe(10);
     b[3] = 0x01;
-    const parts = host.split('.');
-    for (let i = 0; i < 4; i++) b[4 + i] = Number(parts[i]);
+    b.writeUInt32BE(v4, 4);
   } else if (isIPv6(host)) {
     b = Buffer.allocUnsafe(22);
     b[3] = 0x04;

@@ -2,7 +2,7 @@
 // against our own server side (acceptSocks5) and against scripted servers that answer in pieces, refuse, or speak
 // something else; and the client itself, fed bytes, returning what happened and calling nothing.
 import assert from 'node:assert/strict';
-import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import { connect, createServer, isIPv4, type AddressInfo, type Server, type Socket } from 'node:net';
 import { describe, test } from 'node:test';
 import {
   DONE,
@@ -10,6 +10,7 @@ import {
   MORE,
   Socks5ClientError,
   connectRequest,
+  ipv4Value,
   socks5Connect as socks5Client,
   socks5Greet,
 } from '../../src/wire/socks5-client.ts';
@@ -205,6 +206,58 @@ describe('SOCKS5 client', () => {
     } finally {
       await close(server);
     }
+  });
+
+  test('an IPv4 target is what net.isIPv4 takes, and is encoded as its four octets', () => {
+    const cases = [
+      '0.0.0.0',
+      '255.255.255.255',
+      '127.0.0.1',
+      '1.2.3.4',
+      '10.01.2.3',
+      '1.2.3.256',
+      '1.2.3',
+      '1.2.3.4.5',
+      '1..2.3',
+      '.1.2.3',
+      '1.2.3.',
+      '1.2.3.4 ',
+      'a.b.c.d',
+      '01.2.3.4',
+      '1.2.3.00',
+      '1.2.3.0',
+      '999.1.1.1',
+      '1.2.3.4a',
+      '',
+      '::1',
+      '1.2.3.-4',
+    ];
+    // Random near misses and hits: 3 to 5 parts of 0 to 3 random digits (leading zeros, octets over 255, empty parts).
+    let seed = 7;
+    const next = (k: number) => (seed = (seed * 48271) % 2147483647) % k;
+    for (let i = 0; i < 20_000; i++) {
+      const parts: string[] = [];
+      for (let p = 3 + (next(8) === 0 ? 2 * next(2) : 1); p > 0; p--) {
+        let d = '';
+        for (let n = next(10) === 0 ? 0 : 1 + next(3); n > 0; n--) d += String(next(10));
+        parts.push(d);
+      }
+      cases.push(parts.join('.'));
+    }
+    let hits = 0;
+    for (const host of cases) {
+      const v = ipv4Value(host);
+      assert.equal(v >= 0, isIPv4(host), host);
+      if (v < 0) continue;
+      hits++;
+      assert.equal(
+        v,
+        host.split('.').reduce((a, o) => a * 256 + Number(o), 0),
+        host,
+      );
+      assert.deepEqual([...connectRequest(host, 80)!], [5, 1, 0, 1, ...host.split('.').map(Number), 0, 80], host);
+    }
+    assert.ok(hits > 1000, `${hits} addresses among the cases`);
   });
 
   test('writeReply of our server side and the client agree on a failure code', async () => {
