@@ -170,6 +170,12 @@ describe('dashboard in Chromium', () => {
     await form.getByLabel('Password').fill('cust1-pass');
     await form.getByLabel('Quota, MiB').fill('50');
     await form.getByRole('button', { name: 'Create user' }).click();
+    // The creation's answer, not the row: the page's periodic listing shows a user still being created (its
+    // platform step under way), and the proxy answers 407 for it until it is ready.
+    await page
+      .getByText(/(Saved|Created) cust1\b/)
+      .first()
+      .waitFor();
     await page.locator('tr[data-user="cust1"]').waitFor();
     const r = await curl([...viaHttp(gw.ports.http, 'cust1', 'cust1-pass'), target.url(MIB), '-o', '/dev/null']);
     assert.equal(r.exitCode, 0, r.stderr);
