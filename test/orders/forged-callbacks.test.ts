@@ -39,10 +39,12 @@ describe('forged callbacks', () => {
     const answers = new Set<number>();
     const started = Date.now();
     for (let i = 0; i < 1000; i++) answers.add((await h.orders.handleCallback({ type: 'order', no: 'SO-forged-1', op: '1' })).status);
-    // The gate allows one read when the first arrives, then one per interval, and one trailing read: a loaded
-    // machine that takes longer than an interval to send them all earns one more read per interval, no more.
-    const allowed = 2 + Math.ceil((Date.now() - started) / 2000);
     await h.orders.tracker.idle();
+    // The gate allows one read when the first arrives, then one per interval, and one trailing read: a loaded
+    // machine that takes longer than an interval, to send them all or to finish the reads, earns one more read
+    // per interval, no more (counted until the reads ended: 8 against 6 counted until the last was sent, once,
+    // beside another suite and stress-ng).
+    const allowed = 2 + Math.ceil((Date.now() - started) / 2000);
     assert.deepEqual([...answers], [200]);
     const reads = (calls.GetOrder ?? 0) - before;
     assert.ok(reads <= allowed, `${reads} GetOrder calls (at most ${allowed})`);
