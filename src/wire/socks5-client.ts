@@ -15,7 +15,7 @@
 import { isIPv6 } from 'node:net';
 import { AUTH_VERSION, SOCKS_VERSION } from './socks5.ts';
 import { RotorError } from '../errors/rotor-error.ts';
-import { ipv6Bytes } from './socks5-udp.ts';
+import { ipv4Value, ipv6Bytes } from './ip-bytes.ts';
 
 export type Socks5ClientFailure =
   | 'BAD_REQUEST'
@@ -101,35 +101,6 @@ function authMessage(c: Socks5Credentials): Buffer | undefined {
   b[2 + u] = p;
   b.write(c.password, 3 + u, 'utf8');
   return b;
-}
-
-/**
- * A dotted-quad IPv4 address as a number, or -1 when `host` is not one as net.isIPv4 reads it (four decimal
- * octets of at most 255, none with a leading zero). One pass over the characters: the CONNECT request of every
- * SOCKS5 tunnel to an address is encoded here, where a regular expression and a split cost an array per tunnel.
- */
-export function ipv4Value(host: string): number {
-  const n = host.length;
-  if (n < 7 || n > 15) return -1;
-  let value = 0;
-  let octet = 0;
-  let digits = 0;
-  let parts = 0;
-  for (let i = 0; i <= n; i++) {
-    const c = i === n ? 0x2e : host.charCodeAt(i);
-    if (c === 0x2e) {
-      if (digits === 0 || octet > 255 || ++parts > 4) return -1;
-      value = value * 256 + octet;
-      octet = 0;
-      digits = 0;
-    } else if (c >= 0x30 && c <= 0x39) {
-      // A leading zero makes a longer octet something else (net.isIPv4 refuses it).
-      if (digits === 1 && octet === 0) return -1;
-      octet = octet * 10 + (c - 0x30);
-      digits++;
-    } else return -1;
-  }
-  return parts === 4 ? value : -1;
 }
 
 /** RFC 1928 CONNECT request for host:port; undefined when the host cannot be encoded. */

@@ -3,7 +3,8 @@
 // parsed without copying (the address as text, the data as a view) and written in front of a payload. Shared
 // by Rotor's UDP relay (src/proxy/udp-*.ts) and the sandbox's upstreams. Every malformed header is a typed
 // result, never an exception: datagrams come from the network.
-import { isIPv4, isIPv6 } from 'node:net';
+import { isIPv6 } from 'node:net';
+import { ipv4Value, ipv6Bytes } from './ip-bytes.ts';
 
 export interface UdpHeader {
   /** FRAG: 0 = a whole datagram; anything else is a fragment (Rotor drops those, as §7 allows). */
@@ -50,11 +51,11 @@ export function parseUdpHeader(d: Buffer): UdpHeader | { error: string } {
 /** The header for `host:port` (IPv4, IPv6 or a name), FRAG 0; undefined when the host cannot be encoded. */
 export function udpHeader(host: string, port: number): Buffer | undefined {
   let b: Buffer;
-  if (isIPv4(host)) {
+  const v4 = ipv4Value(host);
+  if (v4 >= 0) {
     b = Buffer.alloc(10);
     b[3] = 0x01;
-    const parts = host.split('.');
-    for (let i = 0; i < 4; i++) b[4 + i] = Number(parts[i]);
+    b.writeUInt32BE(v4, 4);
   } else if (isIPv6(host)) {
     b = Buffer.alloc(22);
     b[3] = 0x04;
@@ -71,19 +72,3 @@ export function udpHeader(host: string, port: number): Buffer | undefined {
   return b;
 }
 
-/** The 16 bytes of an IPv6 address (an embedded IPv4 tail included). */
-export function ipv6Bytes(host: string): Buffer {
-  const out = Buffer.alloc(16);
-  const v4 = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(host);
-  let text = host;
-  if (v4) {
-    const [a, b, c, d] = [v4[1], v4[2], v4[3], v4[4]].map(Number) as [number, number, number, number];
-    text = `${host.slice(0, v4.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
-  }
-  const [head, tail] = text.split('::') as [string, string | undefined];
-  const headParts = head ? head.split(':') : [];
-  const tailParts = tail ? tail.split(':') : [];
-  const groups = [...headParts, ...Array<string>(8 - headParts.length - tailParts.length).fill('0'), ...tailParts];
-  groups.forEach((g, i) => out.writeUInt16BE(parseInt(g || '0', 16), i * 2));
-  return out;
-}

@@ -4,7 +4,8 @@
 // startSocks5/acceptSocks5 drive them from this module's, with a promise per step. Every malformed or stalled
 // input ends in a typed failure and a closed socket instead of a hung promise.
 import type { Socket } from 'node:net';
-import { isIPv4, isIPv6 } from 'node:net';
+import { isIPv6 } from 'node:net';
+import { ipv4Value, ipv6Bytes } from './ip-bytes.ts';
 import { RotorError } from '../errors/rotor-error.ts';
 
 export const SOCKS_VERSION = 0x05;
@@ -590,12 +591,13 @@ export function replyBuffer(code: ReplyCode, bound?: { host: string; port: numbe
     b[1] = code;
     return b;
   }
-  if (isIPv4(bound.host)) {
+  const v4 = ipv4Value(bound.host);
+  if (v4 >= 0) {
     const b = Buffer.alloc(10);
     b[0] = SOCKS_VERSION;
     b[1] = code;
     b[3] = 0x01;
-    bound.host.split('.').forEach((o, i) => (b[4 + i] = Number(o)));
+    b.writeUInt32BE(v4, 4);
     b.writeUInt16BE(bound.port, 8);
     return b;
   }
@@ -604,7 +606,7 @@ export function replyBuffer(code: ReplyCode, bound?: { host: string; port: numbe
     b[0] = SOCKS_VERSION;
     b[1] = code;
     b[3] = 0x04;
-    expandIPv6(bound.host).copy(b, 4);
+    ipv6Bytes(bound.host).copy(b, 4);
     b.writeUInt16BE(bound.port, 20);
     return b;
   }
@@ -612,15 +614,6 @@ export function replyBuffer(code: ReplyCode, bound?: { host: string; port: numbe
   return b;
 }
 
-function expandIPv6(host: string): Buffer {
-  const out = Buffer.alloc(16);
-  const [head, tail] = host.split('::') as [string, string | undefined];
-  const headParts = head ? head.split(':') : [];
-  const tailParts = tail ? tail.split(':') : [];
-  const groups = [...headParts, ...Array(8 - headParts.length - tailParts.length).fill('0'), ...tailParts];
-  groups.forEach((g, i) => out.writeUInt16BE(parseInt(g || '0', 16), i * 2));
-  return out;
-}
 
 /** Answers the CONNECT request; on failure codes the socket is ended after the reply. */
 export function writeReply(socket: Socket, code: ReplyCode, bound?: { host: string; port: number }): void {

@@ -10,12 +10,12 @@ import {
   MORE,
   Socks5ClientError,
   connectRequest,
-  ipv4Value,
   socks5Connect as socks5Client,
   socks5Greet,
 } from '../../src/wire/socks5-client.ts';
 import { socks5Connect } from '../support/socks5-connect.ts';
 import { acceptSocks5, writeReply, REPLY } from '../../src/wire/socks5.ts';
+import { ipv4Value } from '../../src/wire/ip-bytes.ts';
 
 const open = new Map<Server, Set<Socket>>();
 

@@ -351,6 +351,10 @@ describe('SOCKS5 replies', () => {
     const full = replyBuffer(REPLY.succeeded, { host: '2001:db8::ff00:42', port: 1 });
     assert.equal(full.readUInt16BE(4), 0x2001);
     assert.equal(full.readUInt16BE(18), 0x42);
+    // An IPv6 exit with an IPv4 tail is reported with the tail's four bytes (the reply had its own copy of the
+    // IPv6 encoding, without the tail: 1.2.3.4 became one group of value 1).
+    const mapped = replyBuffer(REPLY.succeeded, { host: '::ffff:1.2.3.4', port: 80 });
+    assert.deepEqual([...mapped.subarray(4, 20)], [...Array<number>(10).fill(0), 0xff, 0xff, 1, 2, 3, 4]);
   });
 
   test('writeReply with a failure code answers and closes', async () => {
