@@ -71,4 +71,3 @@ export function udpHeader(host: string, port: number): Buffer | undefined {
   b.writeUInt16BE(port, b.length - 2);
   return b;
 }
-

@@ -614,7 +614,6 @@ export function replyBuffer(code: ReplyCode, bound?: { host: string; port: numbe
   return b;
 }
 
-
 /** Answers the CONNECT request; on failure codes the socket is ended after the reply. */
 export function writeReply(socket: Socket, code: ReplyCode, bound?: { host: string; port: number }): void {
   if (code === REPLY.succeeded) {
