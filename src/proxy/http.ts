@@ -18,6 +18,7 @@ import type { Socket } from 'node:net';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import { LiveList, type Listed } from '../connlog/live-list.ts';
+import { InternalError } from '../errors/rotor-error.ts';
 import { readConnectHead } from './connect-head.ts';
 import { holdClient } from './hold.ts';
 import { Lane } from './http-lane.ts';
@@ -172,7 +173,7 @@ export class HttpListener extends ProxyListener {
     // node:http's 'connection' listener is taken off the server and called only for connections the CONNECT
     // fast path does not serve (firstData).
     const own = this.server.listeners('connection');
-    if (own.length !== 1) throw new Error(`node:http server with ${own.length} 'connection' listeners, expected its own one`);
+    if (own.length !== 1) throw new InternalError(`node:http server with ${own.length} 'connection' listeners, expected its own one`);
     this.nodeConnection = own[0] as (socket: Socket) => void;
     this.server.removeListener('connection', this.nodeConnection);
     this.server.on('connection', (socket: Socket) => {
