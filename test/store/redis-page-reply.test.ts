@@ -5,31 +5,8 @@
 // and awkward values (quotes, backslashes, newlines, non-ASCII, empty strings) intact.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import type { Socket } from 'node:net';
 import { openRedisStore } from '../../src/store/index.ts';
-import { redisMissing, RedisRelay, RedisServer } from '../fleet/redis-server.ts';
-
-/** Passes both ways at once; counts the RESP lines (CRLFs) in Redis' replies while `counting`. */
-class CountingRelay extends RedisRelay {
-  counting = false;
-  replyLines = 0;
-
-  protected wire(client: Socket, upstream: Socket): void {
-    for (const s of [client, upstream]) s.on('error', () => undefined);
-    client.on('data', (chunk: Buffer) => upstream.write(chunk));
-    let lastCr = false;
-    upstream.on('data', (chunk: Buffer) => {
-      if (this.counting)
-        for (let i = 0; i < chunk.length; i++) {
-          if (chunk[i] === 10 && (i > 0 ? chunk[i - 1] === 13 : lastCr)) this.replyLines++;
-        }
-      lastCr = chunk.length > 0 && chunk[chunk.length - 1] === 13;
-      client.write(chunk);
-    });
-    client.once('close', () => upstream.destroy());
-    upstream.once('close', () => client.destroy());
-  }
-}
+import { CountingRelay, redisMissing, RedisServer } from '../fleet/redis-server.ts';
 
 const redis = new RedisServer();
 let relay: CountingRelay;
