@@ -17,7 +17,7 @@
 // (test/telemetry/metrics-bound.test.ts covers it on the registry) and 9,000 idle tunnels.
 //
 //   npm run bench:users -- [--users 100000] [--only restart,page,rss] [--platform process,embedded] [--dir DIR] [--profile DIR]
-//                          [--node-flag F]... [--smoke]
+//                          [--node-flag F]... [--smoke] [--rounds N] [--latency 0,20] [--base BUILD]
 //
 // --smoke: 2,000 users (checks the bench runs; the targets are for the full size). The import always runs unless
 // --dir names a directory a previous run imported into (its users then count as --users); a new --dir is imported
@@ -27,6 +27,11 @@
 // runs in a process of its own (`--platform process`), the import included: an embedded sandbox keeps no state
 // file beside a Redis store, and its sub accounts would be gone at the restart.
 // --profile DIR: every daemon (the importing one and the restarted ones) writes a --cpu-prof profile into DIR (read them with bench/profile.ts).
+// --rounds N: the restart phase N times on the one import (more figures per import; default 1). --latency: the
+// platform latencies restarted with (ms; default 0,20).
+// --base BUILD: each round also restarts another build (a directory holding bin/, dist/, package.json and
+// node_modules, as bench/ab.ts takes) on the same store, the order alternating round by round: an A/B on one
+// import, both under the same load. The summary gives each build's CPU until ready (what load moves least).
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -124,15 +129,17 @@ async function start(
   latencyMs: number,
   flags: string[],
   sim?: SimProcess,
+  root?: string,
 ): Promise<{ daemon: Daemon; readyMs: number; cpuMs: number }> {
   const started = performance.now();
   const daemon = await spawnRotor(
     () => configFor(dir, upstream, latencyMs, sim),
-    [...npmStartNodeFlags(), ...flags],
+    [...npmStartNodeFlags(root), ...flags],
     300_000,
-    npmStartCommand().env,
+    npmStartCommand(root).env,
     {
       dir,
+      ...(root !== undefined ? { root } : {}),
     },
   );
   // The CPU the start cost (user + sys, every thread): what a loaded machine changes least.
@@ -250,6 +257,9 @@ async function main(): Promise<void> {
       dir: { type: 'string' },
       platform: { type: 'string', default: 'process,embedded' },
       store: { type: 'string', default: 'sqlite' },
+      rounds: { type: 'string', default: '1' },
+      latency: { type: 'string', default: '0,20' },
+      base: { type: 'string' },
       'node-flag': { type: 'string', multiple: true, default: [] },
     },
   });
@@ -299,27 +309,46 @@ async function main(): Promise<void> {
       sim = undefined;
     }
 
+    const rounds = Math.max(1, Number(values.rounds));
+    const latencies = values.latency.split(',').map(Number);
+    // This checkout's build ('' below), and --base's when given, alternating which goes first.
+    const builds = values.base !== undefined ? ['', resolve(values.base)] : [''];
+    const cpuOf = new Map<string, number[]>();
     if (only.has('restart')) {
-      for (const mode of modes) {
-        for (const latencyMs of [0, 20]) {
-          sim = mode === 'process' ? await startSimProcess(dir, upstream, latencyMs) : undefined;
-          const r = await start(dir, upstream, latencyMs, flags, sim);
-          daemon = r.daemon;
-          report({
-            name: `ready after restart, ${count} users, platform latency ${latencyMs} ms, platform ${mode}, store ${values.store}`,
-            figure: `${(r.readyMs / 1000).toFixed(2)} s`,
-            target: '≤ 5 s',
-            met: r.readyMs <= 5000,
-            note: `the daemon's CPU until ready ${(r.cpuMs / 1000).toFixed(2)} s`,
-          });
-          if (latencyMs === 0) await measureIdle(daemon, count, only, mode);
-          await daemon.stop();
-          daemon = undefined;
-          await sim?.proc.stop();
-          sim = undefined;
+      for (let round = 0; round < rounds; round++) {
+        for (const build of round % 2 === 0 ? builds : [...builds].reverse()) {
+          for (const mode of modes) {
+            for (const latencyMs of latencies) {
+              sim = mode === 'process' ? await startSimProcess(dir, upstream, latencyMs) : undefined;
+              const r = await start(dir, upstream, latencyMs, flags, sim, build || undefined);
+              daemon = r.daemon;
+              const label = build ? ` (--base ${build})` : '';
+              report({
+                name: `ready after restart, ${count} users, platform latency ${latencyMs} ms, platform ${mode}, store ${values.store}${label}`,
+                figure: `${(r.readyMs / 1000).toFixed(2)} s`,
+                target: '≤ 5 s',
+                met: r.readyMs <= 5000,
+                note: `the daemon's CPU until ready ${(r.cpuMs / 1000).toFixed(2)} s`,
+              });
+              const key = `${build || 'this checkout'}, platform latency ${latencyMs} ms`;
+              cpuOf.set(key, [...(cpuOf.get(key) ?? []), r.cpuMs]);
+              if (latencyMs === 0 && round === 0 && !build) await measureIdle(daemon, count, only, mode);
+              await daemon.stop();
+              daemon = undefined;
+              await sim?.proc.stop();
+              sim = undefined;
+            }
+          }
         }
       }
     }
+    if (rounds > 1 || builds.length > 1)
+      for (const [key, cpu] of cpuOf) {
+        const sorted = [...cpu].sort((a, b) => a - b);
+        log(
+          `CPU until ready, ${key}: ${cpu.map((c) => (c / 1000).toFixed(2)).join(' ')} s (median ${(sorted[sorted.length >> 1]! / 1000).toFixed(2)} s)`,
+        );
+      }
   } finally {
     await daemon?.stop();
     await sim?.proc.stop();

@@ -10,11 +10,16 @@
 //     head written by us with Upgrade kept, then relayed as a tunnel (the upstream's 101 passes through).
 // A connection opens and closes in one place (onConnection); handleSocket() serves a socket accepted
 // elsewhere (a port that sniffs the protocol first).
+// A connection accepted here whose first bytes are a whole, plain CONNECT head (connect-head.ts) is served
+// without node's parser: node would build a parser, an IncomingMessage and a set of listeners for it only to
+// drop them at once. Every other first chunk is put back and node's server reads the connection as before.
 import { createServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import { LiveList, type Listed } from '../connlog/live-list.ts';
+import { InternalError } from '../errors/rotor-error.ts';
+import { readConnectHead } from './connect-head.ts';
 import { holdClient } from './hold.ts';
 import { Lane } from './http-lane.ts';
 import {
@@ -89,10 +94,29 @@ interface Accepted extends Listed<Accepted> {
   readonly listener: HttpListener;
   /** Plain HTTP: the user counted active on the connection (tunnels count per dial). */
   counted: CountedClient | undefined;
+  /** No byte read yet (the CONNECT fast path waits for the first): closed at once when the listener closes. */
+  silent: boolean;
 }
 
 const ACCEPTED = Symbol('rotor.httpAccepted');
 type AcceptedSocket = Socket & { [ACCEPTED]?: Accepted };
+
+/** A socket's first bytes, for the CONNECT fast path (one function for all; `this` is the socket). */
+function onFirstData(this: AcceptedSocket, chunk: Buffer): void {
+  this.removeListener('data', onFirstData);
+  this.removeListener('end', onEndBeforeData);
+  const entry = this[ACCEPTED]!;
+  entry.silent = false;
+  entry.listener.firstData(this, chunk);
+}
+
+/** The client sent its FIN before any byte: closed, as node's server closes a connection ended without a request. */
+function onEndBeforeData(this: AcceptedSocket): void {
+  this.removeListener('data', onFirstData);
+  this.removeListener('end', onEndBeforeData);
+  this[ACCEPTED]!.silent = false;
+  this.end();
+}
 
 /** Every accepted socket's 'close' listener (one function for all; `this` is the socket). */
 function onAcceptedClose(this: AcceptedSocket): void {
@@ -123,6 +147,8 @@ export class HttpListener extends ProxyListener {
    */
   private readonly accepted = new LiveList<Accepted>();
   private deadlineSweep: NodeJS.Timeout | undefined;
+  /** node:http's own 'connection' listener (its parser's setup), called for every connection not served by the fast path. */
+  private readonly nodeConnection: (socket: Socket) => void;
 
   constructor(private readonly options: HttpListenerOptions) {
     super(options);
@@ -144,11 +170,25 @@ export class HttpListener extends ProxyListener {
     this.server = createServer({ noDelay: false, headersTimeout: this.handshakeMs, requestTimeout: 0 });
     this.server.on('error', (err) => onServerError(this.server.listening, err, options.logger));
     descriptorGuard.watch(this.server);
-    this.server.on('connection', (socket: Socket) => this.onConnection(socket));
+    // node:http's 'connection' listener is taken off the server and called only for connections the CONNECT
+    // fast path does not serve (firstData).
+    const own = this.server.listeners('connection');
+    if (own.length !== 1) throw new InternalError(`node:http server with ${own.length} 'connection' listeners, expected its own one`);
+    this.nodeConnection = own[0] as (socket: Socket) => void;
+    this.server.removeListener('connection', this.nodeConnection);
+    this.server.on('connection', (socket: Socket) => {
+      this.onConnection(socket).silent = true;
+      socket.on('data', onFirstData);
+      socket.on('end', onEndBeforeData);
+    });
     this.server.on('request', (req: IncomingMessage, res: ServerResponse) => this.onRequest(req, res, false));
     this.server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => this.onRequest(req, res, true));
-    this.server.on('connect', (req: IncomingMessage, socket: Socket, head: Buffer) => this.tunnel(req, socket, head, 'connect'));
-    this.server.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => this.tunnel(req, socket, head, 'upgrade'));
+    this.server.on('connect', (req: IncomingMessage, socket: Socket, head: Buffer) =>
+      this.tunnel(req, req.url, req.headers['proxy-authorization'], socket, head, 'connect'),
+    );
+    this.server.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) =>
+      this.tunnel(req, req.url, req.headers['proxy-authorization'], socket, head, 'upgrade'),
+    );
     this.server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => {
       // A malformed request: 400 as node would, but counted. A timed-out or reset client gets nothing.
       if (err.code === 'ECONNRESET' || err.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
@@ -166,22 +206,54 @@ export class HttpListener extends ProxyListener {
    * SOCKS5): bytes already read from it must be put back with `socket.unshift()` first.
    */
   handleSocket(socket: Socket): void {
-    this.server.emit('connection', socket);
+    this.nodeConnection.call(this.server, socket);
+    this.onConnection(socket);
     // A socket accepted paused (pauseOnConnect) or paused by the sniffer must flow for the parser.
     socket.resume();
+  }
+
+  /**
+   * A connection's first bytes (onFirstData): a whole, plain CONNECT head is served here; any other chunk is put
+   * back and the connection goes to node's server, which reads it from the start.
+   */
+  firstData(socket: Socket, chunk: Buffer): void {
+    const head = readConnectHead(chunk);
+    if (head === undefined) {
+      // Paused so the chunk waits for node's parser; resumed once the parser listens.
+      socket.pause();
+      socket.unshift(chunk);
+      this.nodeConnection.call(this.server, socket);
+      socket.resume();
+      return;
+    }
+    // As node's server leaves a socket it hands over for CONNECT: neither flowing nor paused, so bytes the client
+    // sends before the relay starts wait in the socket (flowing with no listener would drop them).
+    (socket as { readableFlowing: boolean | null }).readableFlowing = null;
+    const rest = head.end === chunk.length ? EMPTY : chunk.subarray(head.end);
+    this.tunnel(null, head.target, head.authorization, socket, rest, 'connect');
   }
 
   /** Stops accepting; running connections get `drainMs` to finish, then are closed. */
   async close(drainMs = 0): Promise<void> {
     const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
     this.server.closeIdleConnections();
+    // Connections that sent nothing yet, as node's closeIdleConnections closes those it reads.
+    for (let e = this.accepted.first; e !== null; e = e.nextLive) if (e.silent) e.socket.destroy();
     await this.pipeline.drainThenClose(drainMs);
     await closed;
   }
 
   /** Where a client connection opens and closes: the registry, the gauge, the handshake deadline. */
-  private onConnection(socket: Socket): void {
-    const entry: Accepted = { socket, at: performance.now(), listener: this, counted: undefined, prevLive: null, nextLive: null };
+  private onConnection(socket: Socket): Accepted {
+    const entry: Accepted = {
+      socket,
+      at: performance.now(),
+      listener: this,
+      counted: undefined,
+      silent: false,
+      prevLive: null,
+      nextLive: null,
+    };
     (socket as AcceptedSocket)[ACCEPTED] = entry;
     this.accepted.add(entry);
     if (this.deadlineSweep === undefined) {
@@ -191,6 +263,7 @@ export class HttpListener extends ProxyListener {
     this.pipeline.accept(socket);
     // The listener's own 'close' listener, after the registry's: nothing below calls the listener back.
     socket.on('close', onAcceptedClose);
+    return entry;
   }
 
   /** A client connection closed (onAcceptedClose). */
@@ -221,9 +294,9 @@ export class HttpListener extends ProxyListener {
   }
 
   /** Credentials and admission, the same for every kind of request (the pipeline's; a Promise when checked off the loop). */
-  private admit(req: IncomingMessage): Admission | Promise<Admission> {
-    const credentials = this.credentials(req.headers['proxy-authorization']);
-    return credentials ? this.pipeline.admit(credentials, req.socket) : this.pipeline.admitAnonymous(req.socket);
+  private admit(authorization: string | undefined, socket: Socket): Admission | Promise<Admission> {
+    const credentials = this.credentials(authorization);
+    return credentials ? this.pipeline.admit(credentials, socket) : this.pipeline.admitAnonymous(socket);
   }
 
   /**
@@ -289,7 +362,7 @@ export class HttpListener extends ProxyListener {
     const entry = (client as AcceptedSocket)[ACCEPTED]!;
     const counted = entry.counted;
     if (counted !== undefined) this.options.router.meters.connectionClosed(counted.user);
-    const pending = this.admit(req);
+    const pending = this.admit(req.headers['proxy-authorization'], client);
     if (pending instanceof Promise) {
       // The password is being checked: the request waits (node's parser holds the next one meanwhile). The
       // connection's registration goes now (its slot was given back above), so a close meanwhile counts nothing twice.
@@ -359,7 +432,15 @@ export class HttpListener extends ProxyListener {
     this.options.router.meters.connectionClosed(counted.user);
   }
 
-  private tunnel(req: IncomingMessage, socket: Socket, head: Buffer, kind: 'connect' | 'upgrade'): void {
+  /** A CONNECT or Upgrade request; `req` is null for a CONNECT read by the fast path (firstData). */
+  private tunnel(
+    req: IncomingMessage | null,
+    url: string | undefined,
+    authorization: string | undefined,
+    socket: Socket,
+    head: Buffer,
+    kind: 'connect' | 'upgrade',
+  ): void {
     if (Lane.busy(socket)) {
       // Pipelined behind requests still being answered: its bytes would interleave with theirs (and node has
       // already detached the connection from the responses' flow control). Such a client is broken or hostile.
@@ -371,7 +452,7 @@ export class HttpListener extends ProxyListener {
     // The record's closer is the socket itself (destroyed): no closure per tunnel.
     const conn = this.pipeline.open(socket, socket);
     try {
-      this.onTunnel(req, socket, head, kind, conn);
+      this.onTunnel(req, url, authorization, socket, head, kind, conn);
     } catch (err) {
       this.pipeline.defect(socket, conn, err);
     }
@@ -381,13 +462,21 @@ export class HttpListener extends ProxyListener {
    * CONNECT, or an absolute-URI request with Upgrade: the socket is ours from here. A login verified before is
    * admitted and dialed in this turn; only a password being checked waits (admitLater).
    */
-  private onTunnel(req: IncomingMessage, socket: Socket, head: Buffer, kind: 'connect' | 'upgrade', conn: ConnectionContext): void {
+  private onTunnel(
+    req: IncomingMessage | null,
+    url: string | undefined,
+    authorization: string | undefined,
+    socket: Socket,
+    head: Buffer,
+    kind: 'connect' | 'upgrade',
+    conn: ConnectionContext,
+  ): void {
     // No 'error' listener of its own: ListenerConnections.accept's guard is on every accepted socket.
     const entry = this.started(socket);
     let target: Target | undefined;
     let absolute: ReturnType<typeof parseAbsoluteTarget>;
-    if (kind === 'connect') target = parseConnectTarget(req.url);
-    else target = absolute = parseAbsoluteTarget(req.url);
+    if (kind === 'connect') target = parseConnectTarget(url);
+    else target = absolute = parseAbsoluteTarget(url);
     if (!target) {
       const reason = kind === 'connect' ? 'CONNECT target must be host:port' : 'an Upgrade request needs an absolute http:// or ws:// URI';
       this.pipeline.refused(conn, 'bad_request', reason);
@@ -397,7 +486,7 @@ export class HttpListener extends ProxyListener {
     recordTarget(conn, target);
     // An Upgrade on a kept-alive connection that carried forwarded requests: from here the relay counts it.
     this.uncount(entry);
-    const admission = this.admit(req);
+    const admission = this.admit(authorization, socket);
     if (admission instanceof Promise) {
       this.admitLater(req, socket, head, conn, target, absolute, admission).catch((err: unknown) =>
         this.pipeline.defect(socket, conn, err),
@@ -409,7 +498,7 @@ export class HttpListener extends ProxyListener {
 
   /** The password is being checked: the client is read meanwhile (its FIN, any early bytes). */
   private async admitLater(
-    req: IncomingMessage,
+    req: IncomingMessage | null,
     socket: Socket,
     head: Buffer,
     conn: ConnectionContext,
@@ -431,7 +520,7 @@ export class HttpListener extends ProxyListener {
 
   /** An admitted tunnel's dial: its end is answered by onDialed (CONNECT) or an Upgrade's own reaction. */
   private dial(
-    req: IncomingMessage,
+    req: IncomingMessage | null,
     socket: Socket,
     head: Buffer,
     conn: ConnectionContext,
@@ -452,7 +541,7 @@ export class HttpListener extends ProxyListener {
       refuseSocket(socket, up, this.realm);
       return;
     }
-    if (absolute === undefined) up.whenEnded(this.onDialed);
+    if (absolute === undefined || req === null) up.whenEnded(this.onDialed);
     else up.whenEnded((d) => this.answer(d, upgradeHead(req, absolute)));
   }
 
@@ -486,6 +575,7 @@ function upgradeHead(req: IncomingMessage, absolute: AbsoluteTarget): string {
 }
 
 const HOST = new Set(['host']);
+const EMPTY = Buffer.alloc(0);
 
 function sweepDeadlines(listener: HttpListener): void {
   listener.sweepDeadlines();

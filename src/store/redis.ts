@@ -198,25 +198,26 @@ export class RedisStore implements S.Store {
     build: (id: string, h: Hash) => T,
   ): Promise<T[]> {
     const out: T[] = [];
-    const send = (from: number): Promise<string[][]> => {
+    const send = (from: number): Promise<string> => {
       const to = Math.min(ids.length, from + READ_PAGE);
       const args: (string | number)[] = [to - from];
       for (let i = from; i < to; i++) args.push(keyOf(ids[i] as string));
-      const call = this.script(client, 'rotorHashes', args) as Promise<string[][]>;
+      const call = this.script(client, 'rotorHashes', args) as Promise<string>;
       // Awaited below in order; a page after a failed one must not fail again as an unhandled rejection.
       call.catch(() => undefined);
       return call;
     };
-    const inFlight: Promise<string[][]>[] = [];
+    const inFlight: Promise<string>[] = [];
     let sent = 0;
     for (let from = 0; from < ids.length; from += READ_PAGE) {
       // The next pages are asked for before this one is decoded: Redis reads them while the daemon parses.
       for (; sent < ids.length && sent < from + READ_PAGES_IN_FLIGHT * READ_PAGE; sent += READ_PAGE) inFlight.push(send(sent));
       const to = Math.min(ids.length, from + READ_PAGE);
-      const page = await (inFlight.shift() as Promise<string[][]>);
+      // One JSON text per page (HASHES); a missing key's hash is {} there, not an array.
+      const page = JSON.parse(await (inFlight.shift() as Promise<string>)) as (string[] | Record<string, never>)[];
       for (let i = from; i < to; i++) {
         const flat = page[i - from] as string[];
-        if (flat.length === 0) continue;
+        if (!(flat.length > 0)) continue;
         const h: Hash = {};
         for (let f = 0; f < flat.length; f += 2) h[flat[f] as string] = flat[f + 1] as string;
         out.push(build(ids[i] as string, h));

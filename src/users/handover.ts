@@ -1,7 +1,7 @@
 // The hand-over of a socket accepted on a user's own port to the listener that speaks its protocol, told by
 // the first byte: 0x05 is a SOCKS5 greeting, anything else is taken for HTTP (a request line or CONNECT).
 // This is the one place that knows how a listener takes a socket it did not accept: each listener's
-// handleSocket() (the HTTP listener emits 'connection' on its node:http server, the SOCKS5 listener runs its
+// handleSocket() (the HTTP listener hands it to its node:http server's parser, the SOCKS5 listener runs its
 // handshake); the first chunk is pushed back (unshift) so the listener reads the stream from its start.
 import type { Socket } from 'node:net';
 

@@ -230,6 +230,43 @@ export class HoldingRelay extends RedisRelay {
   }
 }
 
+/**
+ * A relay that passes both ways at once and, while `counting`, counts the RESP lines (CRLFs) each way: a
+ * command's arguments are two lines each ($length, value), a reply element one or two.
+ */
+export class CountingRelay extends RedisRelay {
+  counting = false;
+  requestLines = 0;
+  replyLines = 0;
+
+  protected wire(client: Socket, upstream: Socket): void {
+    for (const s of [client, upstream]) s.on('error', () => undefined);
+    client.on(
+      'data',
+      this.counter(upstream, (n) => (this.requestLines += n)),
+    );
+    upstream.on(
+      'data',
+      this.counter(client, (n) => (this.replyLines += n)),
+    );
+    client.once('close', () => upstream.destroy());
+    upstream.once('close', () => client.destroy());
+  }
+
+  private counter(to: Socket, add: (lines: number) => void): (chunk: Buffer) => void {
+    let lastCr = false;
+    return (chunk) => {
+      if (this.counting) {
+        let n = 0;
+        for (let i = 0; i < chunk.length; i++) if (chunk[i] === 10 && (i > 0 ? chunk[i - 1] === 13 : lastCr)) n++;
+        add(n);
+      }
+      lastCr = chunk.length > 0 && chunk[chunk.length - 1] === 13;
+      to.write(chunk);
+    };
+  }
+}
+
 /** Calls of each Redis command since the last CONFIG RESETSTAT (INFO commandstats), read through `admin`. */
 export async function commandCalls(admin: { info(section: string): Promise<string> }): Promise<Record<string, number>> {
   const info = await admin.info('commandstats');

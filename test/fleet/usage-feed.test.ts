@@ -108,6 +108,40 @@ describe('the fleet re-read after a flush', { skip: redisMissing }, () => {
     }
   });
 
+  test("a restart's first flush reads what was written since the start's read, not every user's rows again", async () => {
+    const prefix = `feedstart${process.pid}:`;
+    const periods = ['total', 'month', 'day'] as const;
+    const users: AccountingUser[] = Array.from({ length: 600 }, (_, i) => ({
+      name: `s${i}`,
+      limitBytes: 1000 * MiB,
+      period: periods[i % 3],
+    }));
+    const first = await daemon(prefix, 'A', users);
+    for (let i = 0; i < users.length; i += 7) first.accounting.meter(`s${i}`).add(1000 + i, 0);
+    await first.close();
+    const other = await daemon(prefix, 'B', users.slice(0, 3));
+    // The restarted daemon: its start reads every row once (with the feed's cursor), then applies its users.
+    const again = await daemon(prefix, 'A', null);
+    try {
+      // Another daemon's traffic lands after that read, before the users are applied and before any flush.
+      other.accounting.meter('s1').add(5000, 0);
+      await other.leaser.syncAll();
+      await again.accounting.upsertUsers(users);
+      await admin.config('RESETSTAT');
+      await again.accounting.flush();
+      const counted = await calls();
+      // s1's month row (B's sync wrote it) and the rows B's own start wrote: a handful, not 600 users' 1,000
+      // rows (before: every row listed again, then every meter read by key).
+      assert.ok((counted.hgetall ?? 0) <= 10, `${counted.hgetall} rows read by the first flush after a start of 600 users`);
+      assert.equal(counted.smembers ?? 0, 0, 'no listing of every row');
+      assert.equal(again.accounting.get('s1')?.usedBytes, 5000, "the other daemon's traffic after the start's read");
+      for (let i = 0; i < users.length; i += 7) assert.equal(again.accounting.get(`s${i}`)?.usedBytes, 1000 + i, `s${i}'s usage`);
+    } finally {
+      await again.close();
+      await other.close();
+    }
+  });
+
   test('a meter made after its row was written (from an older read) gets the row at the next flush', async () => {
     const prefix = `feedlate${process.pid}:`;
     const late: AccountingUser = { name: 'late', limitBytes: 1000 * MiB, period: 'day' };
