@@ -40,7 +40,6 @@ import { ProxyListener } from './proxy-listener.ts';
 import { descriptorGuard } from './accept-guard.ts';
 import { pipelineOptions, TunnelDial, TunnelPipeline, type Admission } from './tunnel.ts';
 import { recordTarget, type FromUserPort } from './tunnel-record.ts';
-import { ACCEPTED } from './socket-slots.ts';
 
 export { parseBasic, parseConnectTarget } from './http-message.ts';
 
@@ -99,6 +98,7 @@ interface Accepted extends Listed<Accepted> {
   silent: boolean;
 }
 
+const ACCEPTED = Symbol('rotor.httpAccepted');
 type AcceptedSocket = Socket & { [ACCEPTED]?: Accepted };
 
 /** A socket's first bytes, for the CONNECT fast path (one function for all; `this` is the socket). */
@@ -254,14 +254,13 @@ export class HttpListener extends ProxyListener {
       prevLive: null,
       nextLive: null,
     };
+    (socket as AcceptedSocket)[ACCEPTED] = entry;
     this.accepted.add(entry);
     if (this.deadlineSweep === undefined) {
       this.deadlineSweep = setInterval(sweepDeadlines, Math.max(5, Math.min(1000, Math.floor(this.handshakeMs / 4))), this);
       this.deadlineSweep.unref();
     }
-    // The registry reserves the socket's slots (socket-slots.ts): ACCEPTED is set after, as a value.
     this.pipeline.accept(socket);
-    (socket as AcceptedSocket)[ACCEPTED] = entry;
     // The listener's own 'close' listener, after the registry's: nothing below calls the listener back.
     socket.on('close', onAcceptedClose);
     return entry;

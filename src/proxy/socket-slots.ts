@@ -9,8 +9,6 @@ import type { Socket } from 'node:net';
 
 /** connections.ts: the socket's entry among the open connections. */
 export const OPEN = Symbol('rotor.openSocket');
-/** http.ts: the HTTP listener's state of a client connection. */
-export const ACCEPTED = Symbol('rotor.httpAccepted');
 /** socks5.ts: the SOCKS5 client connection in its handshake. */
 export const SOCKS5_CLIENT = Symbol('rotor.socks5Client');
 /** http-forward.ts: a forwarded client's state, and an upstream connection's. */
@@ -40,7 +38,6 @@ type Slots = Record<symbol, unknown>;
 export function reserveSlots(socket: Socket): void {
   const s = socket as unknown as Slots;
   s[OPEN] = undefined;
-  s[ACCEPTED] = undefined;
   s[SOCKS5_CLIENT] = undefined;
   s[FORWARDED] = undefined;
   s[UPSTREAM] = undefined;
