@@ -48,7 +48,10 @@ if (file) {
   const wrap = (name, label) => {
     const f = Readable.prototype[name];
     Readable.prototype[name] = function (ev, fn) {
-      if (this instanceof Socket) inc(`${label} ${String(ev)}`);
+      if (this instanceof Socket) {
+        inc(`${label} ${String(ev)}`);
+        if (process.env.ROTOR_COUNTS_SIDES === '1') inc(`${label} ${String(ev)} ${this.server ? 'client' : 'upstream'}`);
+      }
       return f.call(this, ev, fn);
     };
   };
@@ -81,6 +84,23 @@ if (file) {
   for (const name of ['alloc', 'allocUnsafe', 'allocUnsafeSlow', 'from', 'concat']) count(Buffer, name, `call Buffer.${name}`);
   for (const name of ['setTimeout', 'pause', 'resume', 'cork', 'uncork', 'end', 'destroy', 'setNoDelay', 'setKeepAlive', 'read'])
     count(Socket.prototype, name, `socket.${name}`);
+  // The same transitions by side (a socket a server accepted is a client's, any other an upstream's) and node's
+  // own _read: "starts reading" when it reaches the handle (readStart, or a wait for 'connect'), else a no-op.
+  const side = (s) => (s.server ? 'client' : 'upstream');
+  for (const name of ['pause', 'resume', 'read']) {
+    const f = Socket.prototype[name];
+    Socket.prototype[name] = function (...args) {
+      inc(`socket.${name} ${side(this)}${name === 'read' && args[0] === 0 ? ' (0)' : ''}`);
+      if (process.env.ROTOR_COUNTS_TRACE === name) inc(`${name} ${side(this)} at ${site()}`);
+      return f.apply(this, args);
+    };
+  }
+  const _read = Socket.prototype._read;
+  Socket.prototype._read = function (n) {
+    const starts = this.connecting || !this._handle || !this._handle.reading;
+    inc(`socket._read ${side(this)}${starts ? ' starts reading' : ''}`);
+    return _read.call(this, n);
+  };
   const emit = Socket.prototype.emit;
   Socket.prototype.emit = function (ev, ...args) {
     inc(`socket emit ${String(ev)}`);

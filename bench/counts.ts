@@ -6,9 +6,14 @@
 // part are divided by the operations the client completed. Each of them is work in node's C++ or in its
 // megamorphic stream code.
 //
-//   node --import tsx bench/counts.ts [--case M1|connect|socks5] [--seconds 3] [--top 30] [--promise-sites] minimal DIR_A [DIR_B ...]
+//   node --import tsx bench/counts.ts [--case M1|connect|socks5] [--seconds 3] [--top 30] [--promise-sites] [--sides]
+//     [--trace pause|resume|read] minimal DIR_A [DIR_B ...]
 //
 // --promise-sites: each promise also counted by the two frames that made it, outside node's own modules.
+// Always counted by side (client: a socket a server accepted, counted from its 'connection'; upstream: any other):
+// pause, resume, read (`(0)`: read(0), node's own "read more"), and node's Socket._read (`starts reading` when it
+// reaches the handle: readStart or a wait for 'connect'; else a no-op). --sides: listeners by side too. --trace
+// NAME: each pause, resume or read call also counted by the two frames outside node's modules that made it.
 //
 // A DIR is a build directory as bench/ab.ts takes (bin/, dist/, package.json); `.` is this checkout. `minimal@N`
 // or `DIR@N`: that gateway with --max-semi-space-size=N.
@@ -43,10 +48,16 @@ const { values, positionals } = parseArgs({
     // Each promise also counted by where it was made (rows `promise at FRAME <- FRAME`): which call sites make
     // a gateway's promises per operation. A stack per promise slows the gateway: for the counts, not its CPU.
     'promise-sites': { type: 'boolean', default: false },
+    // Listeners also counted by side (a socket a server accepted: client; any other: upstream).
+    sides: { type: 'boolean', default: false },
+    // pause|resume|read: each such call also counted by the two frames outside node's modules that made it.
+    trace: { type: 'string' },
   },
 });
 // The preload reads it (the minimal gateway inherits this environment, a build gets it with npm start's).
 if (values['promise-sites']) process.env.ROTOR_COUNTS_SITES = '1';
+if (values.sides) process.env.ROTOR_COUNTS_SIDES = '1';
+if (values.trace !== undefined) process.env.ROTOR_COUNTS_TRACE = values.trace;
 const kind = values.case.toLowerCase();
 if (kind !== 'm1' && kind !== 'connect' && kind !== 'socks5') throw new Error('--case is M1, connect or socks5');
 if (positionals.length === 0) throw new Error('usage: bench/counts.ts [--case M1|connect|socks5] minimal DIR_A [DIR_B ...]');
@@ -133,6 +144,8 @@ async function measure(spec: string, n: number): Promise<{ label: string; ops: n
         ...start.env,
         ROTOR_COUNTS_FILE: file,
         ...(values['promise-sites'] ? { ROTOR_COUNTS_SITES: '1' } : {}),
+        ...(values.sides ? { ROTOR_COUNTS_SIDES: '1' } : {}),
+        ...(values.trace === undefined ? {} : { ROTOR_COUNTS_TRACE: values.trace }),
         ...(profileFile === undefined ? {} : { ROTOR_PROFILE_FILE: profileFile }),
       },
       { root },

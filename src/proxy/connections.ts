@@ -8,6 +8,7 @@ import type { Metrics } from '../telemetry/metrics.ts';
 import { metricCell, type MetricCell } from './metric-cells.ts';
 import { noDelay } from './no-delay.ts';
 import type { RunningRelay } from './tunnel-record.ts';
+import { OPEN, reserveSlots } from './socket-slots.ts';
 
 /** An open client socket in the listener's list (kept on the socket: one 'close' function for all sockets). */
 interface OpenSocket extends Listed<OpenSocket> {
@@ -16,7 +17,6 @@ interface OpenSocket extends Listed<OpenSocket> {
   readonly active: MetricCell | undefined;
 }
 
-const OPEN = Symbol('rotor.openSocket');
 type OpenedSocket = Socket & { [OPEN]?: OpenSocket };
 
 function onOpenClose(this: OpenedSocket): void {
@@ -47,6 +47,7 @@ export class ListenerConnections {
    * (inherited from the listening socket: no-delay.ts).
    */
   accept(socket: Socket, listener: string, metrics: Metrics | undefined): void {
+    reserveSlots(socket);
     socket.on('error', noop);
     noDelay(socket);
     const active = metrics ? this.activeCell(metrics, listener) : undefined;

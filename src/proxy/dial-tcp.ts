@@ -5,6 +5,7 @@ import { DescriptorsExhaustedError, isDescriptorExhaustion, reportDescriptorExha
 import type { FailureReason } from '../pool/types.ts';
 import type { DialSignal } from './cancel.ts';
 import { DialAbortedError, UpstreamDialError } from './errors.ts';
+import { reserveSlots } from './socket-slots.ts';
 
 /**
  * What a failed connect becomes. No descriptor left to open the socket with (EMFILE, ENFILE) is this
@@ -83,6 +84,7 @@ export function connectTcp(host: string, port: number, timeoutMs: number, signal
     (ok, fail) => {
       // noDelay as an option: setNoDelay() right after connect() costs a second setsockopt once connected.
       const s = connect({ host, port, allowHalfOpen: true, noDelay: true });
+      reserveSlots(s);
       socket = s;
       const onError = (err: NodeJS.ErrnoException): void => {
         fail(dialSocketError(err, `upstream ${host}:${port}: ${err.code ?? err.message}`));

@@ -5,10 +5,10 @@
 // One Hold object per dial and the same four module-level listeners for every socket (they find their Hold
 // on the socket): no closure per connection.
 import type { Socket } from 'node:net';
+import { HOLD } from './socket-slots.ts';
 
 const MAX_HELD_BYTES = 64 * 1024;
 
-const HOLD = Symbol('rotor.hold');
 type HeldSocket = Socket & { [HOLD]?: Hold | undefined };
 
 /** Told once when the client ends or closes (a failure closes it) before the hold is released (a DialCancel fits). */

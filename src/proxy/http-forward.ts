@@ -38,6 +38,7 @@ import type { CompiledRule, RuleSet } from './request-rules.ts';
 import type { ResultCounter } from './metric-cells.ts';
 import { recordCarrying, recordCloser, recordNode, type FailureRecorder } from './tunnel-record.ts';
 import { MeteredStream, Valve } from './tunnel-stream.ts';
+import { FORWARDED as CLIENT, UPSTREAM } from './socket-slots.ts';
 
 /** The kept connections of one key: the idle ones (newest last) and how many are open; it lives while any is. */
 class KeySlot {
@@ -78,7 +79,6 @@ class Upstream implements Listed<Upstream> {
   ) {}
 }
 
-const UPSTREAM = Symbol('rotor.upstream');
 type TaggedSocket = Socket & { [UPSTREAM]?: Upstream; _httpMessage?: ClientRequest | null };
 
 /** The exchange a ClientRequest (or its response) belongs to, so one set of module-level listeners serves all. */
@@ -208,7 +208,6 @@ class ClientState {
   ) {}
 }
 
-const CLIENT = Symbol('rotor.forwarded');
 type ForwardedClient = Socket & { [CLIENT]?: ClientState };
 
 export class Forwarder {

@@ -12,6 +12,7 @@
 // time, in coarser steps (test/proxy/throttle.test.ts fails then).
 import { Socket } from 'node:net';
 import { TLSSocket } from 'node:tls';
+import { BULK, PACED } from './socket-slots.ts';
 
 const KiB = 1024;
 
@@ -47,7 +48,6 @@ const internals = ((): { buffer: symbol; callback: symbol; generator: symbol } |
   return buffer && callback && generator ? { buffer, callback, generator } : undefined;
 })();
 
-const PACED = Symbol('rotor.paced');
 type Paced = Socket & { [PACED]?: true };
 
 /** A read landed in the socket's own buffer: it goes on as node's read would have (false = stop reading). */
@@ -119,7 +119,6 @@ function bulkBuffer(): Buffer {
   return spares.pop() ?? Buffer.allocUnsafeSlow(BULK_READ);
 }
 
-const BULK = Symbol('rotor.bulk');
 type BulkSocket = SocketInternals & { [BULK]: Sink };
 
 /** Where a bulk socket's chunks are written (the relay's other socket). */

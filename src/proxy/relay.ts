@@ -18,6 +18,7 @@ import { NODE_READ, bulkReads } from './paced-reads.ts';
 import { MeteredStream, type Valve } from './tunnel-stream.ts';
 import { BULK_UNSENT, unsentBulk } from './unsent-limit.ts';
 import type { RelayLimiter, UserMeter } from './types.ts';
+import { RELAY } from './socket-slots.ts';
 
 export type RelayEnd = 'closed' | 'idle' | 'limit' | 'error' | 'stopped';
 
@@ -82,8 +83,7 @@ const CLIENT_CREDIT = 16 * 1024;
 const PROBES = 2;
 const PROBE_MS = 50;
 
-/** The relay a socket belongs to, for the shared handlers below (one set for all relays, no closures). */
-const RELAY = Symbol('rotor.relay');
+/** The relay a socket belongs to (RELAY), for the shared handlers below (one set for all relays, no closures). */
 type RelaySocket = Socket & { [RELAY]?: Relay };
 
 class Relay implements RelayHandle, Listed<Relay> {

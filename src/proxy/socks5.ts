@@ -28,6 +28,7 @@ import { ProxyListener } from './proxy-listener.ts';
 import { descriptorGuard } from './accept-guard.ts';
 import { pipelineOptions, TunnelDial, TunnelPipeline, type Admission } from './tunnel.ts';
 import { recordTarget, type FromUserPort } from './tunnel-record.ts';
+import { SOCKS5_CLIENT as CLIENT } from './socket-slots.ts';
 
 export interface Socks5ListenerOptions {
   router: Router;
@@ -246,8 +247,7 @@ class Socks5Connection implements Listed<Socks5Connection> {
   }
 }
 
-/** The connection a socket in its handshake belongs to, for the shared listeners below (no closure per connection). */
-const CLIENT = Symbol('rotor.socks5Client');
+/** The connection a socket in its handshake belongs to (CLIENT), for the shared listeners below (no closure per connection). */
 type ClientSocket = Socket & { [CLIENT]?: Socks5Connection | undefined };
 
 function onClientData(this: ClientSocket, chunk: Buffer): void {

@@ -17,11 +17,11 @@ import { isDescriptorExhaustion } from '../errors/failed-accept.ts';
 import { DialAbortedError, UpstreamDialError } from './errors.ts';
 import { connectTls, readyEvent, tlsDialError } from './dial-tls.ts';
 import type { Target } from './types.ts';
+import { DIAL, reserveSlots } from './socket-slots.ts';
 
 /** What a dial says once connected: a SOCKS5 client, an HTTP CONNECT answer to read, or nothing (a plain connection). */
 export type HandshakeReader = Socks5Client | ConnectAnswer | null;
 
-const DIAL = Symbol('rotor.upstreamDial');
 type DialSocket = Socket & { [DIAL]?: GuardedDial | undefined };
 
 class GuardedDial {
@@ -103,6 +103,7 @@ class GuardedDial {
         ? connectTls(this.node, this.options.tls)
         : connect({ host: this.node.host, port: this.node.port, allowHalfOpen: true, noDelay: true })
     ) as DialSocket;
+    reserveSlots(s);
     this.socket = s;
     s[DIAL] = this;
     if (this.cancel !== undefined) this.cancel.socket = s;

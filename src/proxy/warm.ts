@@ -37,6 +37,7 @@ import { classifySocksError, credentialsOf, learnSocks5Pipelining, pipelineWaitF
 import { DialAbortedError, UpstreamDialError } from './errors.ts';
 import { dialHttpConnect, dialSocks5 } from './upstream-dial.ts';
 import type { Target } from './types.ts';
+import { OPENING, OWNER, READY, REQUEST, reserveSlots } from './socket-slots.ts';
 
 export interface WarmSettings {
   /** Ready connections kept per node at most (0: off). */
@@ -100,16 +101,12 @@ interface NodeSet {
   openMs: number;
 }
 
-const READY = Symbol('rotor.warmReady');
 type WarmSocket = Socket & {
   [READY]?: Ready | undefined;
   [OWNER]?: WarmConnections;
   [OPENING]?: WarmOpening | undefined;
   [REQUEST]?: WarmRequest | undefined;
 };
-const OWNER = Symbol('rotor.warmOwner');
-const OPENING = Symbol('rotor.warmOpening');
-const REQUEST = Symbol('rotor.warmRequest');
 
 function noop(): void {}
 
@@ -493,6 +490,7 @@ class WarmOpening implements Listed<Pending> {
     const node = (this.node = set.node);
     // noDelay as an option: setNoDelay() right after connect() costs a second setsockopt once connected.
     const socket = connect({ host: node.host, port: node.port, allowHalfOpen: true, noDelay: true }) as WarmSocket;
+    reserveSlots(socket);
     this.socket = socket;
     socket[OPENING] = this;
     this.deadline = this.started + timeoutMs;

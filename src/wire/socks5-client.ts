@@ -336,11 +336,11 @@ export class Socks5Client {
         if (b.length < 5) return 0;
         const end = atyp === 0x01 ? 10 : atyp === 0x04 ? 22 : 7 + b[4]!;
         if (b.length < end) return 0;
-        const reply = b.subarray(0, end);
         this.stage = STAGE_DONE;
-        if (this.mode === ASSOCIATE) this.relay = relayAddress(reply);
+        // Read in place (both read the reply's own length from its address type): no view per reply.
+        if (this.mode === ASSOCIATE) this.relay = relayAddress(b);
         else {
-          this.bound = boundAddress(reply);
+          this.bound = boundAddress(b);
           if (b.length > end) this.head = b.subarray(end);
         }
         return 0;
@@ -407,7 +407,8 @@ function relayAddress(reply: Buffer): { host: string; port: number } {
     for (let i = 0; i < 8; i++) parts.push(reply.readUInt16BE(4 + i * 2).toString(16));
     return { host: parts.join(':'), port: reply.readUInt16BE(20) };
   }
-  return { host: reply.toString('latin1', 5, 5 + reply[4]!), port: reply.readUInt16BE(reply.length - 2) };
+  const end = 5 + reply[4]!;
+  return { host: reply.toString('latin1', 5, end), port: reply.readUInt16BE(end) };
 }
 
 /**

@@ -268,13 +268,19 @@ export class Socks5ServerSteps<T> {
       const stage = this.stage as Stage;
       if (stage === Stage.Done) return this.failure !== undefined ? FAILED : REQUEST;
       if (stage === Stage.Authenticating) {
-        this.buffer = this.buffer.subarray(consumed);
+        this.consume(consumed);
         return LOGIN;
       }
       if (consumed === 0) return MORE;
-      this.buffer = this.buffer.subarray(consumed);
+      this.consume(consumed);
     }
     return MORE;
+  }
+
+  /** Drops a handled message; a client that waits for each answer sent exactly one, and leaves no view to make. */
+  private consume(n: number): void {
+    const buffer = this.buffer;
+    this.buffer = n === buffer.length ? EMPTY : buffer.subarray(n);
   }
 
   /** Handles one message at the current stage; returns the bytes it consumed, 0 when more are needed. */
@@ -294,15 +300,15 @@ export class Socks5ServerSteps<T> {
           return 0;
         }
         if (buffer.length < 2 + n) return 0;
-        const methods = buffer.subarray(2, 2 + n);
         const wanted = options.auth === 'password' ? 0x02 : 0x00;
-        if (wanted === 0x02 && !methods.includes(0x02) && methods.includes(0x00) && options.anonymous) {
+        const offered = offers(buffer, n, wanted);
+        if (wanted === 0x02 && !offered && offers(buffer, n, 0x00) && options.anonymous) {
           // Paused: decide() says whether a client without credentials may go on.
           this.credentials = false;
           this.stage = Stage.Authenticating;
           return 2 + n;
         }
-        if (!methods.includes(wanted)) {
+        if (!offered) {
           this.fail('NO_ACCEPTABLE_METHOD', 'client offers no acceptable method', Buffer.from([SOCKS_VERSION, 0xff]));
           return 0;
         }
@@ -398,6 +404,12 @@ export class Socks5ServerSteps<T> {
     this.request = request;
     return 0;
   }
+}
+
+/** Whether a greeting's n methods (from byte 2) include `method`: read in place, no view of the bytes. */
+function offers(greeting: Buffer, n: number, method: number): boolean {
+  for (let i = 2; i < 2 + n; i++) if (greeting[i] === method) return true;
+  return false;
 }
 
 /**
