@@ -18,75 +18,83 @@ export interface ConnectHead {
   end: number;
 }
 
-const END = Buffer.from('\r\n\r\n', 'latin1');
-const PREFIX = 'CONNECT ';
+const PREFIX = 8; // "CONNECT "
+const PROXY_AUTHORIZATION = bytes('proxy-authorization');
+const CONTENT_LENGTH = bytes('content-length');
+const TRANSFER_ENCODING = bytes('transfer-encoding');
 
 /**
  * The CONNECT head at the start of `chunk`, or undefined when node's server should read it (not CONNECT, not
- * whole, too long, or anything unusual in it).
+ * whole, too long, or anything unusual in it). One pass over the bytes: only the target and the credentials
+ * become strings.
  */
 export function readConnectHead(chunk: Buffer): ConnectHead | undefined {
+  const size = Math.min(chunk.length, CONNECT_HEAD_MAX);
   // "CONNECT", as llhttp takes it (case-sensitive), then one space.
-  if (chunk.length < 18 || chunk[0] !== 0x43 || chunk[7] !== 0x20) return undefined;
-  const blank = chunk.indexOf(END);
-  if (blank < 0 || blank + 4 > CONNECT_HEAD_MAX) return undefined;
-  const head = chunk.toString('latin1', 0, blank);
-  if (!head.startsWith(PREFIX)) return undefined;
+  if (size < 18) return undefined;
+  for (let i = 0; i < PREFIX; i++) if (chunk[i] !== CONNECT_BYTES[i]) return undefined;
 
-  let lineEnd = head.indexOf('\r\n');
-  if (lineEnd < 0) lineEnd = head.length;
-  // Request line: CONNECT SP target SP HTTP/1.x, the target of the characters an authority can hold here
+  // Request line: CONNECT SP target SP HTTP/1.x CRLF, the target of the characters an authority can hold here
   // (parseConnectTarget's); any other is node's to refuse (it answers HPE_INVALID_URL to some).
-  const version = lineEnd - 9;
-  if (version <= PREFIX.length || head.charCodeAt(version) !== 0x20) return undefined;
-  if (!head.startsWith('HTTP/1.', version + 1)) return undefined;
-  const minor = head.charCodeAt(lineEnd - 1);
-  if (minor !== 0x31 && minor !== 0x30) return undefined;
-  for (let i = PREFIX.length; i < version; i++) {
-    if (!isTargetChar(head.charCodeAt(i))) return undefined;
-  }
-  const target = head.slice(PREFIX.length, version);
+  let i = PREFIX;
+  while (i < size && isTargetChar(chunk[i]!)) i++;
+  const targetEnd = i;
+  if (targetEnd === PREFIX || i + 11 > size || chunk[i] !== 0x20) return undefined;
+  i++;
+  for (let k = 0; k < HTTP_1_BYTES.length; k++, i++) if (chunk[i] !== HTTP_1_BYTES[k]) return undefined;
+  const minor = chunk[i++];
+  if ((minor !== 0x31 && minor !== 0x30) || chunk[i] !== 0x0d || chunk[i + 1] !== 0x0a) return undefined;
+  i += 2;
 
   let authorization: string | undefined;
-  let lines = 0;
-  for (let start = lineEnd + 2; start < head.length;) {
-    if (++lines > HEADER_LINES_MAX) return undefined;
-    let end = head.indexOf('\r\n', start);
-    if (end < 0) end = head.length;
-    const colon = headerName(head, start, end);
-    if (colon < 0) return undefined;
-    // Field value: visible characters, spaces and tabs (no obs-text, no control characters: node's to judge).
-    let from = colon + 1;
-    let to = end;
-    for (let i = from; i < to; i++) {
-      const c = head.charCodeAt(i);
-      if ((c < 0x20 && c !== 0x09) || c >= 0x7f) return undefined;
+  for (let lines = 0; ; lines++) {
+    if (i + 1 >= size) return undefined; // not whole (or over the size limit): node's
+    if (chunk[i] === 0x0d) {
+      if (chunk[i + 1] !== 0x0a) return undefined;
+      return { target: chunk.toString('latin1', PREFIX, targetEnd), authorization, end: i + 2 };
     }
-    while (from < to && isBlank(head.charCodeAt(from))) from++;
-    while (to > from && isBlank(head.charCodeAt(to - 1))) to--;
-    const nameLength = colon - start;
-    if (nameLength === 19 && head.slice(start, colon).toLowerCase() === 'proxy-authorization') {
+    if (lines === HEADER_LINES_MAX) return undefined;
+    // Field name: token characters, then a colon.
+    const name = i;
+    while (i < size && isTokenChar(chunk[i]!)) i++;
+    if (i === name || i >= size || chunk[i] !== 0x3a) return undefined;
+    const colon = i++;
+    // Field value up to CRLF: visible characters, spaces and tabs (no obs-text, no control characters: node's).
+    let c = 0;
+    while (i < size && ((c = chunk[i]!) >= 0x20 || c === 0x09) && c < 0x7f) i++;
+    if (i + 1 >= size || c !== 0x0d || chunk[i + 1] !== 0x0a) return undefined;
+    let from = colon + 1;
+    let to = i;
+    i += 2;
+    if (sameName(chunk, name, colon, PROXY_AUTHORIZATION)) {
       // Node keeps the first of two; a client sending two is odd enough to be node's to read.
       if (authorization !== undefined) return undefined;
-      authorization = head.slice(from, to);
-    } else if (nameLength === 14 || nameLength === 17) {
-      // A body on a CONNECT (Content-Length, Transfer-Encoding) is node's to judge.
-      const name = head.slice(start, colon).toLowerCase();
-      if (name === 'content-length' || name === 'transfer-encoding') return undefined;
+      while (from < to && isBlank(chunk[from]!)) from++;
+      while (to > from && isBlank(chunk[to - 1]!)) to--;
+      authorization = chunk.toString('latin1', from, to);
+    } else if (sameName(chunk, name, colon, CONTENT_LENGTH) || sameName(chunk, name, colon, TRANSFER_ENCODING)) {
+      // A body on a CONNECT is node's to judge.
+      return undefined;
     }
-    start = end + 2;
   }
-  return { target, authorization, end: blank + 4 };
 }
 
-/** The colon after a header line's name of token characters (RFC 9110 §5.6.2), or -1. */
-function headerName(head: string, start: number, end: number): number {
-  for (let i = start; i < end; i++) {
-    const c = head.charCodeAt(i);
-    if (c === 0x3a /* : */) return i > start ? i : -1;
-    if (!isTokenChar(c)) return -1;
+const CONNECT_BYTES = bytes('CONNECT ');
+const HTTP_1_BYTES = bytes('HTTP/1.');
+
+function bytes(text: string): Uint8Array {
+  return Uint8Array.from(text, (c) => c.charCodeAt(0));
+}
+
+/** Whether chunk[start, colon) is `lower` in any letter case (`lower` all lower-case). */
+function sameName(chunk: Buffer, start: number, colon: number, lower: Uint8Array): boolean {
+  if (colon - start !== lower.length) return false;
+  for (let i = 0; i < lower.length; i++) {
+    const c = chunk[start + i]!;
+    // Letters by their lower case; the other token characters compare as they are.
+    if ((c >= 0x41 && c <= 0x5a ? c | 0x20 : c) !== lower[i]) return false;
   }
-  return -1;
+  return true;
 }
 
 /** [A-Za-z0-9._-:[]] */

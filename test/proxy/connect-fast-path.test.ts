@@ -62,6 +62,47 @@ describe('readConnectHead', () => {
   });
 });
 
+test("every head the fast path reads, node's parser reads to the same target, credentials and early bytes", async () => {
+  const fragments = ['Host: x', 'Proxy-Authorization: Basic abc ', 'proxy-AUTHORIZATION:\tz', 'X-A:', 'X-b:  v  ', "!#$%&'*+-.^_`|~:q"];
+  fragments.push('Foo: a\tb', 'Connection: close', 'Upgrade: websocket', 'Content-Length: 1', ' folded', 'Caf\xe9: x');
+  // A fixed sequence (a linear congruential generator): the same heads every run.
+  let seed = 27;
+  const next = (n: number): number => {
+    seed = (seed * 1103515245 + 12345) % 2 ** 31;
+    return seed % n;
+  };
+  const server = createHttpServer();
+  let parsed: unknown;
+  server.on('connect', (req, socket: Socket, early: Buffer) => {
+    parsed = { target: req.url, authorization: req.headers['proxy-authorization'], early: early.length };
+    socket.destroy();
+  });
+  server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => {
+    parsed = { error: err.code };
+    socket.destroy();
+  });
+  const port = await listenPort(server);
+  let read = 0;
+  for (let n = 0; n < 2000 && read < 200; n++) {
+    let text = `CONNECT ${next(2) === 0 ? 'a:1' : '[::1]:80'} HTTP/1.${next(2)}\r\n`;
+    for (let k = next(5); k > 0; k--) text += `${fragments[next(fragments.length)]}${next(5) === 0 ? '' : '\r\n'}`;
+    text += `\r\n${next(2) === 0 ? 'early' : ''}`;
+    const bytes = head(text);
+    const mine = readConnectHead(bytes);
+    if (mine === undefined) continue;
+    read++;
+    parsed = undefined;
+    const c = connect(port, '127.0.0.1');
+    c.on('error', () => undefined);
+    c.end(bytes);
+    await once(c, 'close');
+    const expected = { target: mine.target, authorization: mine.authorization, early: bytes.length - mine.end };
+    assert.deepEqual(parsed, expected, JSON.stringify(text));
+  }
+  assert.ok(read >= 100, `only ${read} heads read`);
+  await closeServer(server);
+});
+
 describe('the HTTP listener with the CONNECT fast path', () => {
   let target: ReturnType<typeof createServer>;
   let upstream: HttpServer;
