@@ -432,7 +432,11 @@ export class HttpListener extends ProxyListener {
     this.options.router.meters.connectionClosed(counted.user);
   }
 
-  /** A CONNECT or Upgrade request; `req` is null for a CONNECT read by the fast path (firstData). */
+  /**
+   * CONNECT, or an absolute-URI request with Upgrade: the socket is ours from here. A login verified before is
+   * admitted and dialed in this turn; only a password being checked waits (admitLater). `req` is null for a
+   * CONNECT read by the fast path (firstData).
+   */
   private tunnel(
     req: IncomingMessage | null,
     url: string | undefined,
@@ -452,48 +456,33 @@ export class HttpListener extends ProxyListener {
     // The record's closer is the socket itself (destroyed): no closure per tunnel.
     const conn = this.pipeline.open(socket, socket);
     try {
-      this.onTunnel(req, url, authorization, socket, head, kind, conn);
+      // No 'error' listener of its own: ListenerConnections.accept's guard is on every accepted socket.
+      const entry = this.started(socket);
+      let target: Target | undefined;
+      let absolute: ReturnType<typeof parseAbsoluteTarget>;
+      if (kind === 'connect') target = parseConnectTarget(url);
+      else target = absolute = parseAbsoluteTarget(url);
+      if (!target) {
+        const reason =
+          kind === 'connect' ? 'CONNECT target must be host:port' : 'an Upgrade request needs an absolute http:// or ws:// URI';
+        this.pipeline.refused(conn, 'bad_request', reason);
+        refuseSocket(socket, { status: 400, reason }, this.realm);
+        return;
+      }
+      recordTarget(conn, target);
+      // An Upgrade on a kept-alive connection that carried forwarded requests: from here the relay counts it.
+      this.uncount(entry);
+      const admission = this.admit(authorization, socket);
+      if (admission instanceof Promise) {
+        this.admitLater(req, socket, head, conn, target, absolute, admission).catch((err: unknown) =>
+          this.pipeline.defect(socket, conn, err),
+        );
+        return;
+      }
+      this.dial(req, socket, head, conn, target, absolute, admission);
     } catch (err) {
       this.pipeline.defect(socket, conn, err);
     }
-  }
-
-  /**
-   * CONNECT, or an absolute-URI request with Upgrade: the socket is ours from here. A login verified before is
-   * admitted and dialed in this turn; only a password being checked waits (admitLater).
-   */
-  private onTunnel(
-    req: IncomingMessage | null,
-    url: string | undefined,
-    authorization: string | undefined,
-    socket: Socket,
-    head: Buffer,
-    kind: 'connect' | 'upgrade',
-    conn: ConnectionContext,
-  ): void {
-    // No 'error' listener of its own: ListenerConnections.accept's guard is on every accepted socket.
-    const entry = this.started(socket);
-    let target: Target | undefined;
-    let absolute: ReturnType<typeof parseAbsoluteTarget>;
-    if (kind === 'connect') target = parseConnectTarget(url);
-    else target = absolute = parseAbsoluteTarget(url);
-    if (!target) {
-      const reason = kind === 'connect' ? 'CONNECT target must be host:port' : 'an Upgrade request needs an absolute http:// or ws:// URI';
-      this.pipeline.refused(conn, 'bad_request', reason);
-      refuseSocket(socket, { status: 400, reason }, this.realm);
-      return;
-    }
-    recordTarget(conn, target);
-    // An Upgrade on a kept-alive connection that carried forwarded requests: from here the relay counts it.
-    this.uncount(entry);
-    const admission = this.admit(authorization, socket);
-    if (admission instanceof Promise) {
-      this.admitLater(req, socket, head, conn, target, absolute, admission).catch((err: unknown) =>
-        this.pipeline.defect(socket, conn, err),
-      );
-      return;
-    }
-    this.dial(req, socket, head, conn, target, absolute, admission);
   }
 
   /** The password is being checked: the client is read meanwhile (its FIN, any early bytes). */
