@@ -173,7 +173,15 @@ describe('password checks off the event loop, equal work for every name', () => 
     console.log(
       `# 407 answers, fastest three: unknown name ${u.toFixed(1)} ms, known name ${k.toFixed(1)} ms (medians ${median(unknown).toFixed(1)} / ${median(known).toFixed(1)})`,
     );
-    assert.ok(u > k / 2 && k > u / 2, `unknown ${u.toFixed(1)} ms vs known ${k.toFixed(1)} ms`);
+    // On a machine loaded enough that an answer's median is ~700 ms, one side's three fastest can all be lucky
+    // (fastest 370 vs 146 ms, medians 680 vs 702 ms): either figure within 2x is the same cost. Without the
+    // dummy hash both read an unknown name at a few ms against a known one's tens to hundreds.
+    const within2x = (a: number, b: number): boolean => a > b / 2 && b > a / 2;
+    const [mu, mk] = [median(unknown), median(known)];
+    assert.ok(
+      within2x(u, k) || within2x(mu, mk),
+      `unknown ${u.toFixed(1)} ms vs known ${k.toFixed(1)} ms (medians ${mu.toFixed(1)} / ${mk.toFixed(1)})`,
+    );
     // The known user's right password still passes (its first check after the wrong ones). The embedded
     // sandbox forgot her sub account at the restart, so what follows the login may fail: not a 407.
     const ok = await nodeHttpGet(gw.ports.http, 'carol', CAROL_PASS, target.url('/ok'));
