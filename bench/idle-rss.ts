@@ -277,13 +277,15 @@ function medianResult(results: IdleResult[]): IdleResult {
 }
 
 export function renderIdle(results: IdleResult[], idleS: number): string {
+  // A build column only when builds were named (--root): the table of one checkout keeps its columns.
+  const builds = results.some((r) => r.root !== undefined);
   const lines = [
-    `| mode | build | ready | idle ${idleS} s | after warm-up + ${idleS} s | anon / file (idle) | heap used / total (idle) | heap used / total (warm) | warm-up ok | sim process | CPU idle after warm-up, ms/s |`,
-    '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+    `| mode |${builds ? ' build |' : ''} ready | idle ${idleS} s | after warm-up + ${idleS} s | anon / file (idle) | heap used / total (idle) | heap used / total (warm) | warm-up ok | sim process | CPU idle after warm-up, ms/s |`,
+    `| --- |${builds ? ' --- |' : ''} ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |`,
   ];
   for (const r of results) {
     lines.push(
-      `| ${r.mode} | ${r.root ?? '.'} | ${fmt(r.ready.rss)} | ${fmt(r.idle.rss)} | ${fmt(r.warm.rss)} | ${fmt(r.idle.anon)} / ${fmt(r.idle.file)} | ${fmt(r.heapIdle?.used)} / ${fmt(r.heapIdle?.total)} | ${fmt(r.heapWarm?.used)} / ${fmt(r.heapWarm?.total)} | ${r.warmOk}/${r.warmTotal} | ${r.simRss !== undefined ? fmt(r.simRss) : '-'} | ${fmt(r.idleCpuMsPerS)} |`,
+      `| ${r.mode} |${builds ? ` ${r.root ?? '.'} |` : ''} ${fmt(r.ready.rss)} | ${fmt(r.idle.rss)} | ${fmt(r.warm.rss)} | ${fmt(r.idle.anon)} / ${fmt(r.idle.file)} | ${fmt(r.heapIdle?.used)} / ${fmt(r.heapIdle?.total)} | ${fmt(r.heapWarm?.used)} / ${fmt(r.heapWarm?.total)} | ${r.warmOk}/${r.warmTotal} | ${r.simRss !== undefined ? fmt(r.simRss) : '-'} | ${fmt(r.idleCpuMsPerS)} |`,
     );
   }
   return lines.join('\n');
