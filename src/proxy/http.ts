@@ -9,8 +9,8 @@
 //   - Absolute-URI requests with `Upgrade` (WebSocket, 'upgrade' event): dialed like a forward, the request
 //     head written by us with Upgrade kept, then relayed as a tunnel (the upstream's 101 passes through).
 // A connection opens and closes in one place (onConnection); handleSocket() serves a socket accepted
-// elsewhere (a port that sniffs the protocol first).
-// A connection accepted here whose first bytes are a whole, plain CONNECT head (connect-head.ts) is served
+// elsewhere (a port that sniffs the protocol first, the HTTPS listener).
+// A connection whose first bytes are a whole, plain CONNECT head (connect-head.ts) is served
 // without node's parser: node would build a parser, an IncomingMessage and a set of listeners for it only to
 // drop them at once. Every other first chunk is put back and node's server reads the connection as before.
 import { createServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
@@ -176,11 +176,7 @@ export class HttpListener extends ProxyListener {
     if (own.length !== 1) throw new InternalError(`node:http server with ${own.length} 'connection' listeners, expected its own one`);
     this.nodeConnection = own[0] as (socket: Socket) => void;
     this.server.removeListener('connection', this.nodeConnection);
-    this.server.on('connection', (socket: Socket) => {
-      this.onConnection(socket).silent = true;
-      socket.on('data', onFirstData);
-      socket.on('end', onEndBeforeData);
-    });
+    this.server.on('connection', (socket: Socket) => this.readFirstChunk(socket));
     this.server.on('request', (req: IncomingMessage, res: ServerResponse) => this.onRequest(req, res, false));
     this.server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => this.onRequest(req, res, true));
     this.server.on('connect', (req: IncomingMessage, socket: Socket, head: Buffer) =>
@@ -202,14 +198,21 @@ export class HttpListener extends ProxyListener {
   }
 
   /**
-   * Serves a client socket accepted elsewhere (a port that reads the first byte to choose between HTTP and
-   * SOCKS5): bytes already read from it must be put back with `socket.unshift()` first.
+   * Serves a client socket accepted elsewhere (a user's own port after its first byte, the HTTPS listener once
+   * TLS is up): bytes already read from it must be put back with `socket.unshift()` first. Its first chunk takes
+   * the CONNECT fast path as on this listener's own port.
    */
   handleSocket(socket: Socket): void {
-    this.nodeConnection.call(this.server, socket);
-    this.onConnection(socket);
-    // A socket accepted paused (pauseOnConnect) or paused by the sniffer must flow for the parser.
+    this.readFirstChunk(socket);
+    // A socket accepted paused (pauseOnConnect) or paused by the sniffer must flow to deliver its first chunk.
     socket.resume();
+  }
+
+  /** A new connection: registered, its first chunk awaited by onFirstData (firstData). */
+  private readFirstChunk(socket: Socket): void {
+    this.onConnection(socket).silent = true;
+    socket.on('data', onFirstData);
+    socket.on('end', onEndBeforeData);
   }
 
   /**

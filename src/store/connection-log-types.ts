@@ -160,13 +160,26 @@ export const RECORD_TEXT_FIELDS = [
 export const RECORD_FIXED_BYTES = 64;
 
 export function recordSize(r: ConnectionRecord): number {
-  let n = RECORD_FIXED_BYTES;
-  // Indexed: a for-of here made an iterator result per field in the unoptimized tiers (bench/alloc.ts).
-  for (let i = 0; i < RECORD_TEXT_FIELDS.length; i++) {
-    const v = r[RECORD_TEXT_FIELDS[i]!];
-    if (typeof v === 'string') n += Buffer.byteLength(v);
-  }
-  return n;
+  // Field by field, not a loop over RECORD_TEXT_FIELDS: a keyed load by a varying name is megamorphic (about 0.3 µs
+  // per record in a profile of the store's append); a named load is not. Same fields as RECORD_TEXT_FIELDS.
+  return (
+    RECORD_FIXED_BYTES +
+    textBytes(r.id) +
+    textBytes(r.user) +
+    textBytes(r.session) +
+    textBytes(r.listener) +
+    textBytes(r.client) +
+    textBytes(r.target) +
+    textBytes(r.node) +
+    textBytes(r.exit) +
+    textBytes(r.result) +
+    textBytes(r.reason) +
+    textBytes(r.rule)
+  );
+}
+
+function textBytes(v: string | null | undefined): number {
+  return typeof v === 'string' ? Buffer.byteLength(v) : 0;
 }
 
 /** Where records and rollups are kept (SQLite or Redis, beside the daemon's Store). */

@@ -3,13 +3,18 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
+import { readFileSync } from 'node:fs';
 import { connect, createServer, type Socket } from 'node:net';
+import { connect as tlsConnect } from 'node:tls';
 import { after, before, describe, test } from 'node:test';
 import { CONNECT_HEAD_MAX, readConnectHead } from '../../src/proxy/connect-head.ts';
 import { HttpListener } from '../../src/proxy/http.ts';
+import { HttpsListener } from '../../src/proxy/https-listener.ts';
 import { Router } from '../../src/proxy/router.ts';
 import { createMetrics } from '../../src/telemetry/metrics.ts';
+import { sniffAndHandOver } from '../../src/users/handover.ts';
 import { UnlimitedMeters } from '../support/meters.ts';
+import { makeCa } from '../support/tls.ts';
 import { poll } from '../support/wait.ts';
 import { FixedPool, FixedPools, MapSessions, Users, closeServer, listenPort, node, user } from './fixtures.ts';
 
@@ -237,6 +242,70 @@ describe('the HTTP listener with the CONNECT fast path', () => {
     c.write('GET http://127.0.0.1/ HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
     assert.match(await readUntil(c, '\r\n\r\n'), /^HTTP\/1\.1 407 /);
     c.destroy();
+  });
+
+  test("a socket handed over by a user's own port (its first chunk put back): a whole CONNECT head is the fast path's, a split one node's", async () => {
+    // The user port's sniffer, as ports.ts runs it, in front of this listener.
+    let handed: Socket | undefined;
+    const port = createServer((s) => {
+      handed = s;
+      s.on('error', () => undefined);
+      sniffAndHandOver(s, { http: listener, socks5: { handleSocket: (x) => x.destroy() } }, 60_000);
+    });
+    const portNo = await listenPort(port);
+    try {
+      const before = parsedByNode;
+      const whole = connect(portNo, '127.0.0.1');
+      whole.on('error', () => undefined);
+      whole.write(`CONNECT 127.0.0.1:${targetPort} HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\nearly-bytes`);
+      const got = await readUntil(whole, 'early-bytes');
+      assert.match(got, /^HTTP\/1\.1 200 /);
+      assert.ok(got.endsWith('early-bytes'), got);
+      whole.destroy();
+      assert.equal(parsedByNode, before, 'node parsed a CONNECT handed over whole');
+      // A head in two pieces: the first chunk is not a whole head, so node reads it, put back byte for byte.
+      const split = connect(portNo, '127.0.0.1');
+      split.on('error', () => undefined);
+      const first = `CONNECT 127.0.0.1:${targetPort} HTTP/1.1\r\n`;
+      await new Promise<void>((resolve) => split.write(first, () => resolve()));
+      await poll(() => handed?.remotePort === split.localPort && handed!.bytesRead >= first.length, {
+        what: 'the first piece read',
+        timeoutMs: 20_000,
+      });
+      split.write(`Proxy-Authorization: ${AUTH}\r\n\r\nearly`);
+      const got2 = await readUntil(split, 'early');
+      assert.match(got2, /^HTTP\/1\.1 200 /);
+      assert.ok(got2.endsWith('early'), got2);
+      split.destroy();
+      assert.equal(parsedByNode, before + 1, "a split head handed over is node's to read");
+    } finally {
+      await closeServer(port);
+    }
+  });
+
+  test('a socket handed over by the HTTPS listener once TLS is up: a whole CONNECT head is tunneled without node parsing it', async () => {
+    const ca = await makeCa('Fast path CA');
+    try {
+      const leaf = await ca.leaf('proxy');
+      const https = await HttpsListener.create({ http: listener, port: 0, cert: leaf.certFile, key: leaf.keyFile });
+      const { port: httpsPort } = await https.listen();
+      try {
+        const before = parsedByNode;
+        const c = tlsConnect({ host: '127.0.0.1', port: httpsPort, ca: readFileSync(ca.certFile), servername: 'localhost' });
+        c.on('error', () => undefined);
+        await once(c, 'secureConnect');
+        c.write(`CONNECT 127.0.0.1:${targetPort} HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\nover-tls`);
+        const got = await readUntil(c, 'over-tls');
+        assert.match(got, /^HTTP\/1\.1 200 /);
+        assert.ok(got.endsWith('over-tls'), got);
+        c.destroy();
+        assert.equal(parsedByNode, before, 'node parsed a CONNECT the fast path takes over TLS');
+      } finally {
+        await https.close();
+      }
+    } finally {
+      ca.cleanup();
+    }
   });
 
   test('a client that ends before sending a byte is closed at once, not at the handshake deadline', { timeout: 20_000 }, async () => {
