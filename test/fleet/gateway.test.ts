@@ -59,8 +59,10 @@ function daemon(conn: RedisConnection, prefix: string, nodes: UpstreamNode[]) {
 const settle = () => new Promise((r) => setTimeout(r, 50));
 
 describe('FleetSessions', { skip: redisMissing }, () => {
-  test('a session follows the fleet binding; failures end it; lost claims adopt the winner', async () => {
+  test('a session follows the fleet binding; failures end it; lost claims adopt the winner', async (t) => {
     const conn = await connection(server.url);
+    // Closed however the test ends: an open connection would keep the test's process alive past its timeout.
+    t.after(() => conn.close());
     const a = daemon(conn, 'g1:', [node('a1'), node('a2')]);
     const b = daemon(conn, 'g1:', [node('b1'), node('b2')]);
 
@@ -100,7 +102,6 @@ describe('FleetSessions', { skip: redisMissing }, () => {
     // b's lost claim left the winner's binding in place.
     const kept = await shared.get('dave', 's2');
     assert.equal(kept?.node.id, node('a2').id);
-    await conn.close();
   });
 
   test('with the shared connection unusable, prepare and bind stay local and never throw', async () => {
