@@ -248,11 +248,8 @@ export class AllowanceLeaser implements AllowanceSource {
     if (!a.pending) return;
     a.pending = false;
     if (--this.lent > 0) return;
-    this.logger?.info({ ms: Math.round(this.now() - this.lentSince) }, "allowance: every user's first lease taken after the start");
-    this.settleLent();
-  }
-
-  private settleLent(): void {
+    if (!this.closed)
+      this.logger?.info({ ms: Math.round(this.now() - this.lentSince) }, "allowance: every user's first lease taken after the start");
     const waiters = this.lentWaiters;
     this.lentWaiters = [];
     for (const w of waiters) w();
@@ -338,11 +335,9 @@ export class AllowanceLeaser implements AllowanceSource {
     this.closed = true;
     clearInterval(this.timer);
     // First leases not sent yet stay unsent: those users hold nothing in Redis (what they spent is synced below).
-    for (let i = this.laterHead; i < this.later.length; i++) this.later[i]!.pending = false;
+    for (let i = this.laterHead; i < this.later.length; i++) this.firstSettled(this.later[i]!);
     this.later.length = 0;
     this.laterHead = 0;
-    this.lent = 0;
-    this.settleLent();
     const held = [...this.users.values()].filter((a) => a.tried || a.spent > 0 || a.extra > 0);
     await Promise.all(held.map((a) => this.sync(a, 0, true)));
   }

@@ -229,6 +229,31 @@ describe("a fleet daemon's users leased after ready", { skip: redisMissing }, ()
     }
   });
 
+  test(
+    'a stop while the leases are still coming: what was spent is reported, every lease given back, nothing waits',
+    { timeout: 60_000 },
+    async () => {
+      const prefix = `lars${process.pid}:`;
+      const list = users(2000, 's');
+      const first = await daemon(prefix, 'A');
+      await first.accounting.upsertUsers(list);
+      await first.close();
+      const relay = await new HoldingRelay(server.port).start();
+      const d = await daemon(prefix, 'B', { leases: await connection(relay.url, 'held', 30_000) });
+      relay.held = true;
+      await d.accounting.upsertUsers(list, { leasesAfter: true });
+      const taken = d.accounting.leasesTaken();
+      const last = list[list.length - 2]!.name; // a 'total' user, at the end of the queue: never sent
+      d.accounting.meter(last).add(1234, 0);
+      relay.release();
+      await d.close();
+      await taken;
+      await relay.close();
+      assert.deepEqual(await admin.keys(`${prefix}allow:*`), [], 'no lease left after the stop');
+      assert.equal(Number(await admin.hget(`${prefix}u:${last}`, 'used')), 1234, 'spent from the start share, reported at the stop');
+    },
+  );
+
   test('with offlineBytes 0 nothing is lent: the start takes every lease before it returns', async () => {
     const prefix = `larz${process.pid}:`;
     const list = users(300, 'z');
