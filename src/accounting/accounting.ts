@@ -68,7 +68,9 @@ export interface AllowanceSource {
    * source lends nothing on its own (then the caller takes the lease before going on).
    */
   lendAtStart?(user: string, leftBytes: number): boolean;
-  /** Resolves once every lease lent at the start has arrived (or was found unreachable). */
+  /** Starts the lent users' leases (once the daemon is ready). */
+  takeLeases?(): void;
+  /** Starts them too, and resolves once every lease lent at the start has arrived (or was found unreachable). */
   leasesTaken?(): Promise<void>;
 }
 
@@ -543,7 +545,12 @@ export class Accounting {
     return lend.call(this.allowance, key, left);
   }
 
-  /** Resolves once the leases a start lent (upsertUsers' leasesAfter) have all arrived. */
+  /** Starts taking the leases a start lent (upsertUsers' leasesAfter): the daemon calls it once ready. */
+  takeLeases(): void {
+    this.allowance?.takeLeases?.();
+  }
+
+  /** Starts them (takeLeases) and resolves once they have all arrived. */
   leasesTaken(): Promise<void> {
     return this.allowance?.leasesTaken?.() ?? Promise.resolve();
   }

@@ -23,8 +23,8 @@
 //     way this passes the limit with Redis reachable: ≤ lowWaterBytes per daemon.
 //   • A start takes its users' leases after ready (lendAtStart; 100,000 users' leases are ~1/3 of a start):
 //     until a user's first lease arrives the daemon serves it from a start share, what its stored row said
-//     was left (limit − used, read at the start) cut to offlineBytes, and the lease is queued behind the
-//     others, ahead of them as soon as a connection of the user is admitted. The start share is this
+//     was left (limit − used, read at the start) cut to offlineBytes; the leases are sent once the daemon
+//     is ready (takeLeases), a user's ahead of the others as soon as a connection of it is admitted. The start share is this
 //     daemon's own-decision share exactly as the offline allowance is (it counts as this outage's share: a
 //     Redis found unreachable by the first lease adds nothing to it), and what was spent from it is reported
 //     as used by the first lease, which is then cut from what is left. So a user whose remainder other
@@ -169,6 +169,8 @@ export class AllowanceLeaser implements AllowanceSource {
   /** First leases lent and not yet settled, who waits for them (leasesTaken), and when the first was lent. */
   private lent = 0;
   private lentSince = 0;
+  /** takeLeases was called: the lent users' first leases are sent (before it only those a connection asked for). */
+  private leasing = false;
   private lentWaiters: (() => void)[] = [];
 
   constructor(
@@ -233,12 +235,24 @@ export class AllowanceLeaser implements AllowanceSource {
     if (this.lent++ === 0) this.lentSince = this.now();
     this.later.push(a);
     this.tell(a);
-    this.schedulePump();
+    if (this.leasing) this.schedulePump();
     return true;
   }
 
-  /** Resolves once every lease lent at the start (lendAtStart) has arrived or found Redis unreachable. */
+  /**
+   * Starts sending the lent users' first leases (the daemon calls it once ready): sent during the start they
+   * took the CPU the rest of the start needed, and the start was no sooner ready.
+   */
+  takeLeases(): void {
+    if (this.leasing) return;
+    this.leasing = true;
+    if (this.lent > 0) this.lentSince = this.now();
+    this.schedulePump();
+  }
+
+  /** Starts the lent users' first leases (takeLeases) and resolves once each has arrived or found Redis unreachable. */
   leasesTaken(): Promise<void> {
+    this.takeLeases();
     if (this.lent === 0) return Promise.resolve();
     return new Promise((resolve) => this.lentWaiters.push(resolve));
   }
@@ -395,11 +409,12 @@ export class AllowanceLeaser implements AllowanceSource {
   }
 
   /**
-   * Fills the queue up to one batch from the lent users' first leases: they go after every sync asked for
-   * (a refill, a waiting connection's lease, a round), which so never waits behind the whole start's.
+   * Fills the queue up to one batch from the lent users' first leases once takeLeases was called: they go
+   * after every sync asked for (a refill, a waiting connection's lease, a round), which so never waits behind
+   * the whole start's.
    */
   private topUp(): void {
-    while (this.queue.length - this.head < SYNC_BATCH && this.laterHead < this.later.length) {
+    while (this.leasing && this.queue.length - this.head < SYNC_BATCH && this.laterHead < this.later.length) {
       const a = this.later[this.laterHead++]!;
       if (a.pending && a.syncing === undefined) this.background(this.sync(a, this.slice));
     }
