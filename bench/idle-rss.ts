@@ -6,10 +6,16 @@
 //   warm    after a warm-up (plain HTTP, CONNECT and SOCKS5 requests through each configured user to a
 //           loopback target) and another --idle-s seconds;
 // and the CPU the daemon spent over that last idle window, ms per second (its timers, the collector's idle work).
+// --settle-s N: the CPU window starts N seconds after the warm-up instead of at once, so it reads an idle
+// daemon's steady cost (its timers) without what follows the warm-up (V8's memory reducer runs up to three
+// full collections once allocation has slowed, the compiler finishes).
 // Two modes: `embedded` (the default config: the sandbox platform and its upstream ports in the same process)
 // and `remote` (`platform.mode: remote` against `rotor sim` in a process of its own, so the daemon's own
 // figure is known; the sim's RSS is printed beside it).
-//   npm run bench:idle-rss -- [--mode embedded,remote] [--idle-s 10] [--reps 1] [--bare] [--node-flag F]... [--env NAME=value]... [--json FILE]
+//   npm run bench:idle-rss -- [--mode embedded,remote] [--idle-s 10] [--reps 1] [--bare] [--node-flag F]... [--env NAME=value]... [--root DIR]... [--settle-s 0] [--json FILE]
+// --root DIR (repeatable): the build to run (a directory holding bin/, dist/ and package.json, as bench/ab.ts
+// takes) instead of this checkout; with several, each repetition runs them in turn (A B A B ...) and each gets a
+// row, so two builds are compared on the same machine load.
 // The environment passes to the daemon; npm start's own settings (glibc's MALLOC_* variables) over it, and
 // --env over those (to try other values).
 // Builds dist/ first when it is older than src/ (rotor start runs the compiled JavaScript).
@@ -70,6 +76,8 @@ async function readHeap(adminPort: number): Promise<HeapSample | undefined> {
 
 export interface IdleResult {
   mode: Mode;
+  /** The build run (--root), when not this checkout. */
+  root?: string;
   ready: RssSample;
   idle: RssSample;
   warm: RssSample;
@@ -78,6 +86,8 @@ export interface IdleResult {
   heapWarm: HeapSample | undefined;
   /** CPU ms (all threads) per second of the idle window after the warm-up; NaN when the window was 0 s. */
   idleCpuMsPerS: number;
+  /** Of a median over repetitions: each repetition's idleCpuMsPerS, in order. */
+  idleCpuRuns?: number[];
   /** Warm-up requests that got their answer, of those made. */
   warmOk: number;
   warmTotal: number;
@@ -195,18 +205,21 @@ export async function measureIdle(
   idleMs: number,
   nodeFlags: string[] = [],
   env: Record<string, string> = {},
+  root?: string,
+  settleMs = 0,
 ): Promise<IdleResult> {
   const sim = mode === 'remote' ? await startSim() : undefined;
   const target = await startTarget();
   let daemon: Daemon | undefined;
   try {
     const platform = sim ? { mode: 'remote', baseUrl: sim.baseUrl, appKey: sim.appKey, appSecret: sim.appSecret } : { mode: 'embedded' };
-    daemon = await spawnRotor((dir) => defaultConfig(dir, platform), nodeFlags, 60_000, env);
+    daemon = await spawnRotor((dir) => defaultConfig(dir, platform), nodeFlags, 60_000, env, root === undefined ? {} : { root });
     const ready = readRss(daemon.pid);
     await sleep(idleMs);
     const idle = readRss(daemon.pid);
     const heapIdle = await readHeap(daemon.admin);
     const warm = await warmUp(daemon, target.port);
+    if (settleMs > 0) await sleep(settleMs);
     const cpuBefore = cpuMs(daemon.pid);
     const t = performance.now();
     await sleep(idleMs);
@@ -221,6 +234,7 @@ export async function measureIdle(
       heapIdle,
       heapWarm,
       idleCpuMsPerS,
+      ...(root === undefined ? {} : { root }),
       warmOk: warm.ok,
       warmTotal: warm.total,
       ...(sim ? { simRss: readRss(sim.proc.pid).rss } : {}),
@@ -248,12 +262,14 @@ function medianResult(results: IdleResult[]): IdleResult {
   const first = results[0]!;
   return {
     mode: first.mode,
+    ...(first.root === undefined ? {} : { root: first.root }),
     ready: rss((r) => r.ready),
     idle: rss((r) => r.idle),
     warm: rss((r) => r.warm),
     heapIdle: heap((r) => r.heapIdle),
     heapWarm: heap((r) => r.heapWarm),
     idleCpuMsPerS: m((r) => r.idleCpuMsPerS),
+    idleCpuRuns: results.map((r) => r.idleCpuMsPerS),
     warmOk: Math.min(...results.map((r) => r.warmOk)),
     warmTotal: first.warmTotal,
     ...(first.simRss !== undefined ? { simRss: m((r) => r.simRss) } : {}),
@@ -261,13 +277,15 @@ function medianResult(results: IdleResult[]): IdleResult {
 }
 
 export function renderIdle(results: IdleResult[], idleS: number): string {
+  // A build column only when builds were named (--root): the table of one checkout keeps its columns.
+  const builds = results.some((r) => r.root !== undefined);
   const lines = [
-    `| mode | ready | idle ${idleS} s | after warm-up + ${idleS} s | anon / file (idle) | heap used / total (idle) | heap used / total (warm) | warm-up ok | sim process | CPU idle after warm-up, ms/s |`,
-    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+    `| mode |${builds ? ' build |' : ''} ready | idle ${idleS} s | after warm-up + ${idleS} s | anon / file (idle) | heap used / total (idle) | heap used / total (warm) | warm-up ok | sim process | CPU idle after warm-up, ms/s |`,
+    `| --- |${builds ? ' --- |' : ''} ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |`,
   ];
   for (const r of results) {
     lines.push(
-      `| ${r.mode} | ${fmt(r.ready.rss)} | ${fmt(r.idle.rss)} | ${fmt(r.warm.rss)} | ${fmt(r.idle.anon)} / ${fmt(r.idle.file)} | ${fmt(r.heapIdle?.used)} / ${fmt(r.heapIdle?.total)} | ${fmt(r.heapWarm?.used)} / ${fmt(r.heapWarm?.total)} | ${r.warmOk}/${r.warmTotal} | ${r.simRss !== undefined ? fmt(r.simRss) : '-'} | ${fmt(r.idleCpuMsPerS)} |`,
+      `| ${r.mode} |${builds ? ` ${r.root ?? '.'} |` : ''} ${fmt(r.ready.rss)} | ${fmt(r.idle.rss)} | ${fmt(r.warm.rss)} | ${fmt(r.idle.anon)} / ${fmt(r.idle.file)} | ${fmt(r.heapIdle?.used)} / ${fmt(r.heapIdle?.total)} | ${fmt(r.heapWarm?.used)} / ${fmt(r.heapWarm?.total)} | ${r.warmOk}/${r.warmTotal} | ${r.simRss !== undefined ? fmt(r.simRss) : '-'} | ${fmt(r.idleCpuMsPerS)} |`,
     );
   }
   return lines.join('\n');
@@ -283,6 +301,8 @@ async function main(): Promise<void> {
       env: { type: 'string', multiple: true, default: [] },
       bare: { type: 'boolean', default: false },
       json: { type: 'string' },
+      root: { type: 'string', multiple: true, default: [] },
+      'settle-s': { type: 'string', default: '0' },
     },
     strict: true,
   });
@@ -290,26 +310,39 @@ async function main(): Promise<void> {
   for (const m of modes) if (m !== 'embedded' && m !== 'remote') throw new BenchSetupError(`--mode: unknown mode ${m} (embedded, remote)`);
   const idleS = Number(values['idle-s']);
   const reps = Number(values.reps);
+  const settleS = Number(values['settle-s']);
+  if (!(settleS >= 0)) throw new BenchSetupError('--settle-s must be >= 0');
   if (!(idleS >= 0) || !(Number.isInteger(reps) && reps >= 1))
     throw new BenchSetupError('--idle-s must be >= 0 and --reps a whole number >= 1');
-  ensureBuilt((t) => process.stderr.write(`${t}\n`));
-  const start = values.bare ? { env: {}, nodeFlags: [] } : npmStartCommand();
-  const nodeFlags = [...start.nodeFlags, ...values['node-flag']];
-  // npm start's own NAME=value settings, then any given with --env (to try others).
-  const env: Record<string, string> = { ...start.env };
-  for (const kv of values.env) {
-    const eq = kv.indexOf('=');
-    if (eq < 1) throw new BenchSetupError(`--env ${kv}: not NAME=value`);
-    env[kv.slice(0, eq)] = kv.slice(eq + 1);
-  }
+  const roots: Array<string | undefined> = values.root.length > 0 ? values.root.map((r) => resolve(r)) : [undefined];
+  if (roots.includes(undefined)) ensureBuilt((t) => process.stderr.write(`${t}\n`));
+  // Each build as its own `npm start` runs it (NAME=value settings and node options), then --env over those.
+  const startOf = (root: string | undefined): { env: Record<string, string>; nodeFlags: string[] } => {
+    const start = values.bare ? { env: {}, nodeFlags: [] } : npmStartCommand(root);
+    const env: Record<string, string> = { ...start.env };
+    for (const kv of values.env) {
+      const eq = kv.indexOf('=');
+      if (eq < 1) throw new BenchSetupError(`--env ${kv}: not NAME=value`);
+      env[kv.slice(0, eq)] = kv.slice(eq + 1);
+    }
+    return { env, nodeFlags: [...start.nodeFlags, ...values['node-flag']] };
+  };
+  const { env, nodeFlags } = startOf(roots[0]);
   const results: IdleResult[] = [];
   for (const mode of modes as Mode[]) {
-    const runs: IdleResult[] = [];
+    const runs: IdleResult[][] = roots.map(() => []);
     for (let i = 0; i < reps; i++) {
-      process.stderr.write(`idle-rss: ${mode} ${i + 1}/${reps}\n`);
-      runs.push(await measureIdle(mode, idleS * 1000, nodeFlags, env));
+      for (const [k, root] of roots.entries()) {
+        process.stderr.write(`idle-rss: ${mode}${root === undefined ? '' : ` ${root}`} ${i + 1}/${reps}\n`);
+        const start = startOf(root);
+        const r = await measureIdle(mode, idleS * 1000, start.nodeFlags, start.env, root, settleS * 1000);
+        process.stderr.write(
+          `idle-rss:   CPU idle ${fmt(r.idleCpuMsPerS)} ms/s, load ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}\n`,
+        );
+        runs[k]!.push(r);
+      }
     }
-    results.push(medianResult(runs));
+    for (const r of runs) results.push(medianResult(r));
   }
   const malloc = Object.entries({ ...process.env, ...env })
     .filter(([k]) => k.startsWith('MALLOC_'))
@@ -317,9 +350,9 @@ async function main(): Promise<void> {
     .join('');
   const command = `${malloc}node ${[...nodeFlags, 'bin/rotor.js start'].join(' ')}`;
   process.stdout.write(
-    `Idle RSS of \`${command}\` (config/default.yaml, compiled dist/), MiB (the last column CPU, ms per s), median of ${reps}:\n\n${renderIdle(results, idleS)}\n`,
+    `Idle RSS of \`${command}\` (config/default.yaml, compiled dist/), MiB (the last column CPU, ms per s${settleS > 0 ? `, from ${settleS} s after the warm-up` : ''}), median of ${reps}:\n\n${renderIdle(results, idleS)}\n`,
   );
-  if (values.json) writeFileSync(values.json, `${JSON.stringify({ idleS, reps, command, nodeFlags, results }, null, 2)}\n`);
+  if (values.json) writeFileSync(values.json, `${JSON.stringify({ idleS, settleS, reps, command, nodeFlags, results }, null, 2)}\n`);
 }
 
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {

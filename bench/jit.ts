@@ -5,10 +5,18 @@
 // the compiler keeps optimizing in steady state (a deoptimization loop, or code thrown away and rebuilt) costs the
 // compiler's thread CPU on every operation.
 //
-//   node --import tsx bench/jit.ts [--minimal] [--case M1|connect|socks5] [--warmup 10] [--windows 4] [--seconds 5] [--top 25] [--root DIR]
-import { readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+// `--case connect,socks5` takes turns as bench/ab.ts's rounds do (each case warmed for --warmup seconds, then one
+// window of each in turn): code that one protocol's shapes throw away and the other's compile again shows there.
+// `--turns N` repeats the warm-up's turn over the cases N times; `--idle S` leaves the gateway without load for S
+// seconds before each window (bench/ab.ts's gateways idle while the others run their rounds). ROTOR_JIT_FLAGS adds
+// node options (e.g. "--log-maps --log-maps-details"); ROTOR_JIT_KEEP=1 keeps the V8 log.
+//
+//   node --import tsx bench/jit.ts [--minimal] [--case M1|connect|socks5[,…]] [--warmup 10] [--turns 1] [--idle 0] [--windows 4] [--seconds 5] [--top 25] [--root DIR]
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { startLoggedGateway, v8LogFields as fields } from './case-gateway.ts';
+import { startCaseGateway, v8LogFields as fields } from './case-gateway.ts';
 
 const { values } = parseArgs({
   options: {
@@ -19,21 +27,27 @@ const { values } = parseArgs({
     seconds: { type: 'string', default: '5' },
     top: { type: 'string', default: '25' },
     root: { type: 'string' },
+    idle: { type: 'string', default: '0' },
+    turns: { type: 'string', default: '1' },
   },
 });
-const kind = values.case.toLowerCase();
-if (kind !== 'm1' && kind !== 'connect' && kind !== 'socks5') throw new Error('--case is M1, connect or socks5');
+const kinds = values.case.toLowerCase().split(',');
+for (const kind of kinds)
+  if (kind !== 'm1' && kind !== 'connect' && kind !== 'socks5') throw new Error('--case is M1, connect or socks5 (or a list)');
 
 interface Window {
+  kind: string;
   ops: number;
   optimized: number;
+  /** machine code bytes of those objects: the compiler's work grows with it */
+  bytes: number;
   deopts: number;
   byFunction: Map<string, number>;
   deoptReasons: Map<string, number>;
 }
 
-function count(text: string, ops: number): Window {
-  const w: Window = { ops, optimized: 0, deopts: 0, byFunction: new Map(), deoptReasons: new Map() };
+function count(text: string, kind: string, ops: number): Window {
+  const w: Window = { kind, ops, optimized: 0, bytes: 0, deopts: 0, byFunction: new Map(), deoptReasons: new Map() };
   for (const line of text.split('\n')) {
     if (line.startsWith('code-creation,')) {
       const f = fields(line);
@@ -41,6 +55,7 @@ function count(text: string, ops: number): Window {
       const tier = f[8] ?? '';
       if (f[1] !== 'JS' || (tier !== '*' && tier !== '+')) continue;
       w.optimized++;
+      w.bytes += Number(f[5] ?? 0);
       const name = (f[6] ?? '').replace(/file:\/\/.*?\/(dist|src|node_modules)\//, '$1/');
       w.byFunction.set(name, (w.byFunction.get(name) ?? 0) + 1);
     } else if (line.startsWith('code-deopt,')) {
@@ -54,30 +69,43 @@ function count(text: string, ops: number): Window {
   return w;
 }
 
-const { gateway, load, stop, logFile, dir } = await startLoggedGateway({
+const dir = mkdtempSync(join(tmpdir(), 'rotor-jit-'));
+const logFile = join(dir, 'v8.log');
+const { gateway, load, stop } = await startCaseGateway({
   minimal: values.minimal,
-  root: values.root,
-  kind,
-  logFlags: ['--log-code', '--log-deopt'],
-  dirPrefix: 'rotor-jit-',
+  ...(values.root !== undefined ? { root: values.root } : {}),
+  nodeFlags: [
+    '--log-code',
+    '--log-deopt',
+    `--logfile=${logFile}`,
+    '--no-logfile-per-isolate',
+    ...(process.env.ROTOR_JIT_FLAGS ?? '').split(' ').filter((f) => f !== ''),
+  ],
 });
-const per = kind === 'm1' ? 'request' : 'tunnel';
 try {
-  await load(Number(values.warmup));
+  for (let t = 0; t < Number(values.turns); t++) for (const kind of kinds) await load(kind, Number(values.warmup));
   const windows: Window[] = [];
   for (let i = 0; i < Number(values.windows); i++) {
+    const kind = kinds[i % kinds.length]!;
+    if (Number(values.idle) > 0) await new Promise((r) => setTimeout(r, Number(values.idle) * 1000));
     const from = statSync(logFile).size;
-    const ops = await load(Number(values.seconds));
+    const ops = await load(kind, Number(values.seconds));
     const to = statSync(logFile).size;
-    windows.push(count(readFileSync(logFile).subarray(from, to).toString('utf8'), ops));
+    windows.push(count(readFileSync(logFile).subarray(from, to).toString('utf8'), kind, ops));
   }
   const label = values.minimal ? 'minimal gateway' : 'rotor start';
-  process.stdout.write(`${label}, --case ${kind}, after ${values.warmup} s of warm-up:\n`);
+  process.stdout.write(`${label}, --case ${kinds.join(',')}, after ${values.warmup} s of warm-up of each:\n`);
   for (const [i, w] of windows.entries()) {
+    const per = w.kind === 'm1' ? 'request' : 'tunnel';
     process.stdout.write(
-      `  window ${i + 1}: ${w.ops} ${per}s, ${w.optimized} optimized code objects (${((1000 * w.optimized) / w.ops).toFixed(2)} per 1,000), ${w.deopts} deoptimizations\n`,
+      `  window ${i + 1} (${w.kind}): ${w.ops} ${per}s, ${w.optimized} optimized code objects (${((1000 * w.optimized) / w.ops).toFixed(2)} per 1,000, ${(w.bytes / w.ops).toFixed(1)} code bytes per ${per}), ${w.deopts} deoptimizations\n`,
     );
   }
+  const sum = (pick: (w: Window) => number): number => windows.reduce((a, w) => a + pick(w), 0);
+  const ops = sum((w) => w.ops);
+  process.stdout.write(
+    `  all windows: ${ops} operations, ${((1000 * sum((w) => w.optimized)) / ops).toFixed(2)} optimized code objects and ${((1000 * sum((w) => w.deopts)) / ops).toFixed(2)} deoptimizations per 1,000, ${(sum((w) => w.bytes) / ops).toFixed(1)} code bytes per operation\n`,
+  );
   const all = new Map<string, number>();
   const reasons = new Map<string, number>();
   for (const w of windows) {

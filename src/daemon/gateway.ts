@@ -88,6 +88,13 @@ export async function assembleGateway(config: Config, needs: Needs, ctx: Assembl
   const prober = startHealthProbes({
     pools: () => pools.list(),
     healthCheck: config.pool.healthCheck,
+    // A node goes cooling for coolDownMs (an outlier for baseEjectionMs or more): a pass over the pools this
+    // often sees it before it is due, so the prober needs no wake-up in between.
+    lookMs: Math.min(
+      config.pool.coolDownMs,
+      config.pool.outlier.baseEjectionMs > 0 ? config.pool.outlier.baseEjectionMs : Infinity,
+      config.pool.healthCheck.intervalMs > 0 ? config.pool.healthCheck.intervalMs : Infinity,
+    ),
     connectTimeoutMs: config.proxy.connectTimeoutMs,
     handshakeTimeoutMs: config.proxy.upstreamHandshakeTimeoutMs ?? config.proxy.connectTimeoutMs,
     recentTarget: () => router.recentTarget(),

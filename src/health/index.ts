@@ -23,6 +23,8 @@ export interface HealthOptions {
   logger?: Logger;
   now?: () => number;
   tickMs?: number;
+  /** The longest time between two passes of the prober (src/health/prober.ts lookMs). */
+  lookMs?: number;
 }
 
 export function startHealthProbes(o: HealthOptions): Prober {
@@ -41,6 +43,7 @@ export function startHealthProbes(o: HealthOptions): Prober {
       }),
     idleIntervalMs: o.healthCheck.intervalMs,
     ...(o.tickMs !== undefined ? { tickMs: o.tickMs } : {}),
+    ...(o.lookMs !== undefined ? { lookMs: o.lookMs } : {}),
     ...(o.metrics ? { metrics: o.metrics } : {}),
     ...(o.logger ? { logger: o.logger } : {}),
     ...(o.now ? { now: o.now } : {}),

@@ -326,6 +326,17 @@ export class Pool implements NodeSource {
     return due;
   }
 
+  /**
+   * When the first cooling node waiting for a probe is due (its cool-down's end), undefined when none waits:
+   * the prober (src/health/prober.ts) arms its timer for it instead of looking every tick.
+   */
+  nextProbeAt(): number | undefined {
+    if (!this.probation || this.closed) return undefined;
+    let at: number | undefined;
+    for (const e of this.entries) if (e.needsProbe && !e.probing && (at === undefined || e.coolingUntil < at)) at = e.coolingUntil;
+    return at;
+  }
+
   /** The ready node idle longest (no connection, not probed lately), for the bounded idle probes. */
   idleCandidate(): UpstreamNode | undefined {
     if (this.closed) return undefined;

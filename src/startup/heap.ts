@@ -17,8 +17,24 @@ export const HEAP_GROWING_PERCENT = 200;
  * limit computation, so setting it before the daemon starts allocating is enough.
  */
 export function tuneHeapGrowth(execArgv: readonly string[] = process.execArgv): boolean {
+  tuneMemoryReducer(execArgv);
   if (execArgv.some((a) => a.startsWith('--heap-growing-percent') || a.startsWith('--heap_growing_percent'))) return false;
   setFlagsFromString(`--heap-growing-percent=${HEAP_GROWING_PERCENT}`);
+  return true;
+}
+
+/**
+ * V8's memory reducer: after a full collection, once allocation has slowed (a daemon going idle after traffic,
+ * or after its start), it runs up to three more full collections half a second apart to shrink the heap. On
+ * Rotor's ~31 MiB heap the second and third free next to nothing (31.3 -> 31.3 -> 31.3 MiB at an idle daemon
+ * after its start) and cost the most: 0.2-0.5 s of CPU each on a loaded 2-core machine, marking the whole
+ * heap (docs/benchmarks.md, "An idle daemon's wake-ups"). One is kept, which does the shrinking. Set at run
+ * time for the same reason as the growth factor (the whole process's flag, workers too), unless node was
+ * started with a memory-reducer flag of its own. Called by tuneHeapGrowth.
+ */
+export function tuneMemoryReducer(execArgv: readonly string[] = process.execArgv): boolean {
+  if (execArgv.some((a) => /^--(no-)?memory[-_]reducer/.test(a))) return false;
+  setFlagsFromString('--memory-reducer-single-gc');
   return true;
 }
 

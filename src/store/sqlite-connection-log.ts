@@ -24,6 +24,8 @@ import {
 } from './connection-log-types.ts';
 
 type Row = Record<string, unknown>;
+/** A record's position in the unique (started_at, id) index, as a raw row. */
+type Key = [startedAt: number, id: string];
 
 /**
  * Records per multi-row INSERT: one statement opens its b-tree cursors and binds once per 25 rows instead
@@ -58,7 +60,7 @@ function bindRow(into: unknown[], at: number, r: ConnectionRecord): void {
   into[at + 17] = r.count ?? null;
 }
 
-/** Rows deleted per statement while pruning; the event loop gets a turn between slices. */
+/** Records removed per slice while pruning; the event loop gets a turn between slices. */
 const PRUNE_SLICE = 5000;
 
 const str = (v: unknown): string | null => (v === null || v === undefined ? null : String(v));
@@ -115,7 +117,10 @@ export class SqliteConnectionLog implements ConnectionLogStore {
   private readonly fold: Database.Statement;
   private readonly replace: Database.Statement;
   private readonly openSize: Database.Statement;
-  private readonly oldest: Database.Statement;
+  private readonly nthOldest: Database.Statement;
+  private readonly newest: Database.Statement;
+  private readonly sizeThrough: Database.Statement;
+  private readonly removeThrough: Database.Statement;
   private readonly appendTx: (records: readonly ConnectionRecord[], usage: readonly UsageRollup[] | undefined) => void;
   private readonly bounds: RecordBounds;
   /** Rows and bytes held, exact: counted at open, then kept from every insert and delete. */
@@ -147,9 +152,13 @@ export class SqliteConnectionLog implements ConnectionLogStore {
       `UPDATE connections SET node = @node, exit = @exit, bytes_up = @bytesUp, bytes_down = @bytesDown, duration_ms = @durationMs,
          result = @result, reason = @reason, retries = @retries, hedges = @hedges, rule = @rule WHERE started_at = @startedAt AND id = @id`,
     );
-    this.oldest = db.prepare(
-      `DELETE FROM connections WHERE rowid IN (SELECT rowid FROM connections ORDER BY started_at, id LIMIT ?) RETURNING ${SIZE_SQL} AS size`,
-    );
+    // The oldest records go as a range of the unique (started_at, id) index up to the n-th one's key: their
+    // count and bytes are read first, then one DELETE of the range. A DELETE … RETURNING their sizes kept every
+    // removed row in an ephemeral table first (callgrind: 25.2 k → 17.4 k instructions per removed record).
+    this.nthOldest = db.prepare('SELECT started_at, id FROM connections ORDER BY started_at, id LIMIT 1 OFFSET ?').raw();
+    this.newest = db.prepare('SELECT started_at, id FROM connections ORDER BY started_at DESC, id DESC LIMIT 1').raw();
+    this.sizeThrough = db.prepare(`SELECT count(*), ifnull(sum(${SIZE_SQL}), 0) FROM connections WHERE (started_at, id) <= (?, ?)`).raw();
+    this.removeThrough = db.prepare('DELETE FROM connections WHERE (started_at, id) <= (?, ?)');
     const totals = db.prepare(`SELECT COUNT(*) AS n, ifnull(SUM(${SIZE_SQL}), 0) AS b FROM connections`).get() as Row;
     this.held = { records: Number(totals.n), bytes: Number(totals.b) };
     this.fold = db.prepare(
@@ -246,15 +255,28 @@ export class SqliteConnectionLog implements ConnectionLogStore {
   private makeRoom(): void {
     const { maxRecords, maxBytes } = this.bounds;
     while (this.held.records > maxRecords || (this.held.bytes > maxBytes && this.held.records > 0)) {
-      const removed = this.oldest.all(excess(this.held, this.bounds)) as Row[];
-      if (removed.length === 0) break;
-      this.forget(removed);
+      if (this.removeOldest(excess(this.held, this.bounds)) === 0) break;
     }
   }
 
-  private forget(removed: Row[]): void {
-    this.held.records -= removed.length;
-    for (const r of removed) this.held.bytes -= Number(r.size);
+  /** Removes the n oldest records (all when there are fewer) and takes them off the counts; returns how many went. */
+  private removeOldest(n: number): number {
+    const edge = (this.nthOldest.get(n - 1) ?? this.newest.get()) as Key | undefined;
+    return edge === undefined ? 0 : this.removeThroughKey(edge);
+  }
+
+  /** Removes every record at or before `last` (by started_at, id) and takes them off the counts; returns how many went. */
+  private removeThroughKey(last: Key): number {
+    const [records, bytes] = this.sizeThrough.get(last[0], last[1]) as [number, number];
+    const removed = this.removeThrough.run(last[0], last[1]).changes;
+    // Both read the same rows inside one transaction, so they agree; were they not to, the counts are taken
+    // again rather than left wrong (a throw here would cost the batch its records).
+    if (removed !== records) this.recount();
+    else {
+      this.held.records -= removed;
+      this.held.bytes -= bytes;
+    }
+    return removed;
   }
 
   /** Hands free pages back to the file system once they are a large share of the file (auto_vacuum=INCREMENTAL). */
@@ -332,33 +354,34 @@ export class SqliteConnectionLog implements ConnectionLogStore {
 
   async prune(limits: RetentionLimits): Promise<number> {
     let removed = 0;
-    removed += await this.deleteInSlices(
-      `DELETE FROM connections WHERE rowid IN (SELECT rowid FROM connections WHERE started_at < ? LIMIT ?) RETURNING ${SIZE_SQL} AS size`,
-      [limits.recordsBefore],
-    );
+    // Oldest first, a slice at a time, up to the newest record that started before recordsBefore.
+    const lastOld = this.db
+      .prepare('SELECT started_at, id FROM connections WHERE started_at < ? ORDER BY started_at DESC, id DESC LIMIT 1')
+      .raw()
+      .get(limits.recordsBefore) as Key | undefined;
+    if (lastOld) removed += await this.removeInSlices(lastOld);
     // The newest `maxRecords` stay: everything at or below the first record past them goes.
     const edge = this.db
       .prepare('SELECT started_at, id FROM connections ORDER BY started_at DESC, id DESC LIMIT 1 OFFSET ?')
-      .get(limits.maxRecords) as Row | undefined;
-    if (edge) {
-      removed += await this.deleteInSlices(
-        `DELETE FROM connections WHERE rowid IN (SELECT rowid FROM connections WHERE started_at < ? OR (started_at = ? AND id <= ?) LIMIT ?) RETURNING ${SIZE_SQL} AS size`,
-        [edge.started_at, edge.started_at, edge.id],
-      );
-    }
+      .raw()
+      .get(limits.maxRecords) as Key | undefined;
+    if (edge) removed += await this.removeInSlices(edge);
     this.db.prepare('DELETE FROM usage_rollups WHERE period < ?').run(limits.usageBefore);
     this.reclaim();
     return removed;
   }
 
-  private async deleteInSlices(sql: string, args: unknown[]): Promise<number> {
-    const stmt = this.db.prepare(sql);
+  /** Removes every record up to `last` (by started_at, id), the oldest PRUNE_SLICE at a time; the event loop gets a turn between slices. */
+  private async removeInSlices(last: Key): Promise<number> {
+    const sliceEnd = this.db
+      .prepare('SELECT started_at, id FROM connections WHERE (started_at, id) <= (?, ?) ORDER BY started_at, id LIMIT 1 OFFSET ?')
+      .raw();
+    const slice = this.db.transaction((through: Key) => this.removeThroughKey(through));
     let total = 0;
     for (;;) {
-      const removed = stmt.all(...args, PRUNE_SLICE) as Row[];
-      this.forget(removed);
-      total += removed.length;
-      if (removed.length < PRUNE_SLICE) return total;
+      const end = sliceEnd.get(last[0], last[1], PRUNE_SLICE - 1) as Key | undefined;
+      total += slice(end ?? last);
+      if (end === undefined) return total;
       await turn();
     }
   }

@@ -149,6 +149,60 @@ describe('connection log bounds, as records arrive', () => {
     assert.ok(!rows.some((r) => r.reason === 'written again: not stored'));
   });
 
+  // Records that share a start (three per millisecond here) are ordered by id, which runs against the order
+  // they were written in: the oldest are the first by (started_at, id), whatever their rowids.
+  const tied = (i: number): ConnectionRecord =>
+    record(i, { id: `t${String(999_999 - i).padStart(6, '0')}`, startedAt: T0 + Math.floor(i / 3) * 10 });
+  const byKey = (a: ConnectionRecord, b: ConnectionRecord) => a.startedAt - b.startedAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+
+  test('the bound removes the oldest by (started_at, id), ties on the start included', async () => {
+    const log = connectionLogStoreFor(await open(), { maxRecords: 100 });
+    const all: ConnectionRecord[] = [];
+    for (let batch = 0; batch < 25; batch++) {
+      const size = 1 + ((batch * 5) % 17);
+      const b = Array.from({ length: size }, (_, k) => tied(all.length + k));
+      all.push(...b);
+      await log.append(b);
+      const expected = [...all].sort(byKey).slice(-100);
+      const kept = (await log.query({ limit: 1000 })).reverse();
+      assert.deepEqual(
+        kept.map((r) => r.id),
+        expected.map((r) => r.id),
+        `after batch ${batch}`,
+      );
+      assert.deepEqual(await log.footprint(), { records: kept.length, bytes: kept.reduce((n, r) => n + recordSize(r), 0) });
+    }
+  });
+
+  test('retention removes in slices of thousands exactly what it should, ties at both edges', async () => {
+    const log = connectionLogStoreFor(await open());
+    const all = Array.from({ length: 12_002 }, (_, i) => tied(i));
+    for (let i = 0; i < all.length; i += 500) await log.append(all.slice(i, i + 500));
+    const check = async (expected: ConnectionRecord[], what: string) => {
+      const kept = (await log.query({ limit: 20_000 })).reverse();
+      assert.equal(kept.length, expected.length, what);
+      assert.deepEqual(
+        kept.map((r) => r.id),
+        expected.map((r) => r.id),
+        what,
+      );
+      assert.deepEqual(await log.footprint(), { records: kept.length, bytes: kept.reduce((n, r) => n + recordSize(r), 0) }, what);
+    };
+    const sorted = [...all].sort(byKey);
+    // By age: everything that started before the start of record 6,001 (which shares it with 6,000 and 6,002).
+    const before = tied(6001).startedAt;
+    let removed = await log.prune({ recordsBefore: before, maxRecords: 1_000_000, usageBefore: 0 });
+    assert.equal(removed, 6000);
+    await check(
+      sorted.filter((r) => r.startedAt >= before),
+      'by age',
+    );
+    // By count: the newest 3,001 stay, the first of them in the middle of three records that share a start.
+    removed = await log.prune({ recordsBefore: 0, maxRecords: 3001, usageBefore: 0 });
+    assert.equal(removed, 6002 - 3001);
+    await check(sorted.slice(-3001), 'by count');
+  });
+
   describe('refusals before authentication', () => {
     let store: Store;
     before(async () => {
