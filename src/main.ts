@@ -64,6 +64,8 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       { http, socks5, ...(https ? { https } : {}), ...adminPorts, users: accounts.configured.map((u) => u.name) },
       'rotor is ready',
     );
+    // In a fleet the users' leases follow now, in the background (src/fleet/allowance.ts lendAtStart).
+    accounts.accounting.takeLeases();
 
     let closed = false;
     // Read-only to callers, replaced by reload: a getter over this, not a cast that writes a readonly field.

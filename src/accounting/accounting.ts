@@ -62,6 +62,16 @@ export interface AllowanceSource {
   /** Reports spending and gives the unspent slice back. */
   release(user: string): Promise<void>;
   usageStore<S extends Pick<UsageBackend, 'addUsage'>>(store: S): S;
+  /**
+   * A start's lease taken after ready: the user is served from a bounded start share until its first lease
+   * arrives, and the lease is queued behind the others (ahead of them once a connection waits). False: this
+   * source lends nothing on its own (then the caller takes the lease before going on).
+   */
+  lendAtStart?(user: string, leftBytes: number): boolean;
+  /** Starts the lent users' leases (once the daemon is ready). */
+  takeLeases?(): void;
+  /** Starts them too, and resolves once every lease lent at the start has arrived (or was found unreachable). */
+  leasesTaken?(): Promise<void>;
 }
 
 /** A local user as accounting needs it (a subset of the config's users[]). */
@@ -151,8 +161,10 @@ const UPSERT_BATCH = 1000;
 interface Batch {
   limits: Map<string, number>;
   leases: Map<string, boolean>;
+  /** The start's batches: leases lent at once and taken after ready (lendAtStart), not awaited. */
+  later: boolean;
 }
-const newBatch = (): Batch => ({ limits: new Map(), leases: new Map() });
+const newBatch = (later = false): Batch => ({ limits: new Map(), leases: new Map(), later });
 
 /** A reason a user is refused other than the byte limit (disabled account, empty balance), by cause. */
 type Refusals = Map<string, string>;
@@ -435,7 +447,7 @@ export class Accounting {
    * Many users of the users directory at once (the start's stored users): one read of the stored usage for
    * all of them instead of one or two reads per user (100,000 users: seconds of a restart).
    */
-  async upsertUsers(users: readonly AccountingUser[]): Promise<void> {
+  async upsertUsers(users: readonly AccountingUser[], options: { leasesAfter?: boolean } = {}): Promise<void> {
     // The start's read when nothing was written since (one read of 160,000 rows, not two). Else, when the
     // store reads rows by key, each batch's own rows (an import of 1,000 users into 100,000: 2,000 rows, not
     // the 200,000 a listing reads); else one listing for all.
@@ -444,20 +456,24 @@ export class Accounting {
     const start = this.startRead !== undefined && snapshot === this.startRead.rows ? this.startRead : undefined;
     if (start !== undefined) start.applying = true;
     try {
-      await this.upsertBatches(users, snapshot);
+      await this.upsertBatches(users, snapshot, options.leasesAfter === true);
     } finally {
       // Applied: the start's read is not needed any more (nor kept: 100,000 users' rows).
       if (start !== undefined && this.startRead === start) this.startRead = undefined;
     }
   }
 
-  private async upsertBatches(users: readonly AccountingUser[], snapshot: Map<string, UsageRecord> | undefined): Promise<void> {
+  private async upsertBatches(
+    users: readonly AccountingUser[],
+    snapshot: Map<string, UsageRecord> | undefined,
+    later: boolean,
+  ): Promise<void> {
     // Each user's limit write and lease (a round trip each in a fleet) are gathered per batch and sent together
     // (100,000 users one round trip after another: minutes).
     for (let from = 0; from < users.length; from += UPSERT_BATCH) {
       const to = Math.min(users.length, from + UPSERT_BATCH);
       const records = snapshot ?? (await this.batchRows(users.slice(from, to)));
-      const batch = newBatch();
+      const batch = newBatch(later);
       for (let i = from; i < to; i++) await this.upsert(users[i] as AccountingUser, records, batch);
       await this.applyBatch(batch);
     }
@@ -508,7 +524,35 @@ export class Accounting {
       if (this.store.setLimits) await this.store.setLimits(limits);
       else for (const l of limits) await this.store.setLimit(l.user, l.limitBytes);
     }
-    if (this.allowance && batch.leases.size > 0) await Promise.all([...batch.leases].map(([key, release]) => this.lease(key, release)));
+    if (!this.allowance || batch.leases.size === 0) return;
+    const waits: Promise<void>[] = [];
+    for (const [key, release] of batch.leases) {
+      // A start's lease comes after ready (see lendAtStart): the user is served from its start share meanwhile.
+      // A changed limit gives the old slice back first, so it is taken now as before (rare at a start).
+      if (batch.later && !release && this.lendAtStart(key)) continue;
+      waits.push(this.lease(key, release));
+    }
+    if (waits.length > 0) await Promise.all(waits);
+  }
+
+  /** Lends `key`'s start share from what its meter last saw left (see AllowanceSource.lendAtStart). */
+  private lendAtStart(key: string): boolean {
+    const lend = this.allowance?.lendAtStart;
+    if (lend === undefined) return false;
+    const m = this.meterOfKey(key);
+    if (m === undefined) return false;
+    const left = m.limit === UNLIMITED ? Infinity : m.limit - m.used;
+    return lend.call(this.allowance, key, left);
+  }
+
+  /** Starts taking the leases a start lent (upsertUsers' leasesAfter): the daemon calls it once ready. */
+  takeLeases(): void {
+    this.allowance?.takeLeases?.();
+  }
+
+  /** Starts them (takeLeases) and resolves once they have all arrived. */
+  leasesTaken(): Promise<void> {
+    return this.allowance?.leasesTaken?.() ?? Promise.resolve();
   }
 
   /** A limit to write: into the batch when there is one (written before its leases), else now. */
@@ -757,6 +801,8 @@ export class Accounting {
   admit(user: string): Admission {
     const m = this.meters.get(user);
     if (m === undefined || !m.configured) return { ok: false, reason: `unknown user ${user}` };
+    // Its first lease is still on its way (taken after ready): asked for ahead of the others.
+    if (m.allowance !== null && m.allowance.pending) m.allowance.wanted();
     if (m.endsAt <= this.now()) {
       void this.roll(m).catch((err: unknown) =>
         this.logger?.warn({ err, user }, 'could not start the new quota period; the flush retries'),

@@ -28,6 +28,11 @@ export class AllowanceShare {
    */
   seedLimit: number | null = null;
   seedUsed = 0;
+  /**
+   * Its first lease on this daemon is still on its way (taken after ready, src/fleet/allowance.ts lendAtStart):
+   * `held` is the start share meanwhile, a bounded amount this daemon lends on its own as in an outage.
+   */
+  pending = false;
 
   constructor(
     readonly user: string,
@@ -54,6 +59,14 @@ export class AllowanceShare {
   /** How far below zero the lease may go now: the overdraft while a refill is on its way (see above). */
   private floor(): number {
     return (this.syncing !== undefined || this.queued) && this.roomy ? -this.lowWater : 0;
+  }
+
+  /**
+   * Admission of a connection while the first lease is on its way: asks for it ahead of the start's background
+   * leases (once: the request's `queued` flag, then `syncing`); no store call here, the fleet's task sends it.
+   */
+  wanted(): void {
+    if (this.pending && this.syncing === undefined && !this.queued) this.requests.add(this);
   }
 
   /** Counts relayed bytes; returns false once the allowance is spent (the caller stops the user). Sync, allocates nothing. */

@@ -120,7 +120,9 @@ export class ConnectionLog implements ConnectionRecorder {
   private readonly queueMax: number;
   private readonly ids: () => string;
   private readonly now: () => number;
-  private readonly timer: NodeJS.Timeout | undefined;
+  /** Armed while records wait (the first queued arms it): an idle daemon has no flush timer. */
+  private flushTimer: NodeJS.Timeout | undefined = undefined;
+  private readonly flushMs: number;
   private readonly checkpointTimer: NodeJS.Timeout | undefined;
   /** Rollup increments not yet written (checkpoints' bytes, ended connections' remainders). */
   private readonly usage = new UsageFold();
@@ -142,9 +144,8 @@ export class ConnectionLog implements ConnectionRecorder {
     this.queueMax = Math.max(this.batchSize, options.queueMax ?? 50_000);
     this.ids = options.ids ?? connectionIds();
     this.now = options.now ?? Date.now;
+    this.flushMs = options.flushIntervalMs ?? 1000;
     if (this.recording) {
-      this.timer = setInterval(() => void this.flush(), options.flushIntervalMs ?? 1000);
-      this.timer.unref();
       this.refusals = new RefusalTally({
         emit: (record) => this.enqueue(this.redacted(record)),
         now: this.now,
@@ -217,6 +218,8 @@ export class ConnectionLog implements ConnectionRecorder {
       this.options.metrics?.connlogDropped.inc();
     }
     this.queue.push(record);
+    // Written within flushMs of the first record queued (a checkpoint writes its own at once).
+    if (this.flushTimer === undefined && this.recording) this.armFlush();
     if (this.queue.length >= this.batchSize && !this.soon) {
       this.soon = true;
       setImmediate(() => {
@@ -224,6 +227,17 @@ export class ConnectionLog implements ConnectionRecorder {
         void this.flush();
       });
     }
+  }
+
+  private armFlush(): void {
+    this.flushTimer = setTimeout(onFlushTimer, this.flushMs, this);
+    this.flushTimer.unref();
+  }
+
+  /** The flush timer fired: records queued from now on arm the next one. */
+  flushDue(): void {
+    this.flushTimer = undefined;
+    void this.flush();
   }
 
   /**
@@ -383,13 +397,16 @@ export class ConnectionLog implements ConnectionRecorder {
    */
   async close(): Promise<void> {
     if (this.closed) return;
-    if (this.timer) clearInterval(this.timer);
+    clearTimeout(this.flushTimer);
+    this.flushTimer = undefined;
     if (this.checkpointTimer) clearInterval(this.checkpointTimer);
     this.cutAt ??= this.now();
     for (const c of [...this.live]) c.end({ result: 'ok', reason: 'stopped' });
     this.refusals?.close();
     await this.flush();
     this.closed = true;
+    clearTimeout(this.flushTimer);
+    this.flushTimer = undefined;
     for (const sink of this.sinks) await sink.close().catch(() => undefined);
   }
 }
@@ -398,6 +415,10 @@ export class ConnectionLog implements ConnectionRecorder {
 function isCut(outcome: ConnectionEnd, ctx: Context): boolean {
   if (outcome.result === 'ok') return outcome.reason === 'stopped' && !ctx.killed;
   return outcome.result === 'client_abort' && ctx.bytes !== null;
+}
+
+function onFlushTimer(log: ConnectionLog): void {
+  log.flushDue();
 }
 
 let unrecorded: ConnectionLog | undefined;

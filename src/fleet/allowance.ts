@@ -21,9 +21,21 @@
 //     a slice by default), so a fast user is not cut for one Redis round trip; the refill reports the
 //     overdraft as used. Other daemons spending the last of the allowance in that round trip is the only
 //     way this passes the limit with Redis reachable: ≤ lowWaterBytes per daemon.
+//   • A start takes its users' leases after ready (lendAtStart; 100,000 users' leases are ~1/3 of a start):
+//     until a user's first lease arrives the daemon serves it from a start share, what its stored row said
+//     was left (limit − used, read at the start) cut to offlineBytes; the leases are sent once the daemon
+//     is ready (takeLeases), a user's ahead of the others as soon as a connection of it is admitted. The start share is this
+//     daemon's own-decision share exactly as the offline allowance is (it counts as this outage's share: a
+//     Redis found unreachable by the first lease adds nothing to it), and what was spent from it is reported
+//     as used by the first lease, which is then cut from what is left. So a user whose remainder other
+//     daemons hold leased can pass the limit by what it spends from the share: ≤ offlineBytes per daemon
+//     that (re)started, once per start; no user is refused for its lease being on its way unless its row
+//     said nothing was left. Serving from a share rather than holding connections until the lease arrives
+//     keeps admission synchronous and Redis off the data path. With offlineBytes 0 nothing is lent: every
+//     lease is taken before ready, as before.
 //   So with N daemons: total ≤ limit + N × (lowWaterBytes + offlineBytes) + in-flight chunks with Redis
-//   down for all; limit + N × lowWaterBytes + in-flight chunks while Redis is reachable; a partition adds
-//   the per-daemon term above. When Redis comes back, each daemon's next sync moves everything it spent
+//   down for all; limit + N × lowWaterBytes + in-flight chunks while Redis is reachable (+ offlineBytes per
+//   daemon started while the user was near its limit); a partition adds the per-daemon term above. When Redis comes back, each daemon's next sync moves everything it spent
 //   (during the outage included) into `used`: the books are exact afterwards, only the enforcement was
 //   approximate. If it came back empty, the same syncs rebuild usage and limits (see SYNC below).
 //
@@ -151,6 +163,15 @@ export class AllowanceLeaser implements AllowanceSource {
   private head = 0;
   private batchesInFlight = 0;
   private pumpDue = false;
+  /** Users lent a start share whose first lease waits its turn (lendAtStart), from `laterHead`; see topUp. */
+  private readonly later: UserAllowance[] = [];
+  private laterHead = 0;
+  /** First leases lent and not yet settled, who waits for them (leasesTaken), and when the first was lent. */
+  private lent = 0;
+  private lentSince = 0;
+  /** takeLeases was called: the lent users' first leases are sent (before it only those a connection asked for). */
+  private leasing = false;
+  private lentWaiters: (() => void)[] = [];
 
   constructor(
     private readonly store: AllowanceStore,
@@ -194,6 +215,58 @@ export class AllowanceLeaser implements AllowanceSource {
     const a = this.user(user);
     await this.sync(a, this.slice);
     return a.available;
+  }
+
+  /**
+   * A start's lease taken after ready: the user is served from its start share meanwhile (min(offlineBytes,
+   * leftBytes), leftBytes being what the user had left by its stored row; see the top of this file for the
+   * bound) and its first lease is queued after every sync waiting now; a connection admitted meanwhile moves
+   * it ahead (AllowanceShare.wanted). False when nothing is lent (offlineBytes 0, or the user already synced
+   * or syncing here): the caller takes the lease itself.
+   */
+  lendAtStart(user: string, leftBytes: number): boolean {
+    if (this.offlineBytes <= 0 || this.closed) return false;
+    const a = this.user(user);
+    if (a.tried || a.pending || a.syncing !== undefined || a.spent > 0 || a.extra > 0) return false;
+    a.pending = true;
+    a.held = Math.min(this.offlineBytes, Math.max(0, Math.floor(leftBytes)));
+    // The start share is this outage's own-decision share too: an unreachable Redis adds no second one.
+    a.offlineTaken = true;
+    if (this.lent++ === 0) this.lentSince = this.now();
+    this.later.push(a);
+    this.tell(a);
+    if (this.leasing) this.schedulePump();
+    return true;
+  }
+
+  /**
+   * Starts sending the lent users' first leases (the daemon calls it once ready): sent during the start they
+   * took the CPU the rest of the start needed, and the start was no sooner ready.
+   */
+  takeLeases(): void {
+    if (this.leasing) return;
+    this.leasing = true;
+    if (this.lent > 0) this.lentSince = this.now();
+    this.schedulePump();
+  }
+
+  /** Starts the lent users' first leases (takeLeases) and resolves once each has arrived or found Redis unreachable. */
+  leasesTaken(): Promise<void> {
+    this.takeLeases();
+    if (this.lent === 0) return Promise.resolve();
+    return new Promise((resolve) => this.lentWaiters.push(resolve));
+  }
+
+  /** A lent user's first sync settled: the share is the lease's (or the offline path's) from now on. */
+  private firstSettled(a: UserAllowance): void {
+    if (!a.pending) return;
+    a.pending = false;
+    if (--this.lent > 0) return;
+    if (!this.closed)
+      this.logger?.info({ ms: Math.round(this.now() - this.lentSince) }, "allowance: every user's first lease taken after the start");
+    const waiters = this.lentWaiters;
+    this.lentWaiters = [];
+    for (const w of waiters) w();
   }
 
   /**
@@ -275,6 +348,10 @@ export class AllowanceLeaser implements AllowanceSource {
     if (this.closed) return;
     this.closed = true;
     clearInterval(this.timer);
+    // First leases not sent yet stay unsent: those users hold nothing in Redis (what they spent is synced below).
+    for (let i = this.laterHead; i < this.later.length; i++) this.firstSettled(this.later[i]!);
+    this.later.length = 0;
+    this.laterHead = 0;
     const held = [...this.users.values()].filter((a) => a.tried || a.spent > 0 || a.extra > 0);
     await Promise.all(held.map((a) => this.sync(a, 0, true)));
   }
@@ -311,7 +388,7 @@ export class AllowanceLeaser implements AllowanceSource {
    * the others, those users go offline, and the next round syncs everyone again.
    */
   private pump(): void {
-    while (this.batchesInFlight < MAX_BATCHES_IN_FLIGHT && this.head < this.queue.length) {
+    while (this.batchesInFlight < MAX_BATCHES_IN_FLIGHT && (this.topUp(), this.head < this.queue.length)) {
       const end = Math.min(this.queue.length, this.head + SYNC_BATCH);
       const jobs = this.queue.slice(this.head, end);
       this.head = end;
@@ -329,6 +406,26 @@ export class AllowanceLeaser implements AllowanceSource {
         this.pump();
       });
     }
+  }
+
+  /**
+   * Fills the queue up to one batch from the lent users' first leases once takeLeases was called: they go
+   * after every sync asked for (a refill, a waiting connection's lease, a round), which so never waits behind
+   * the whole start's.
+   */
+  private topUp(): void {
+    while (this.leasing && this.queue.length - this.head < SYNC_BATCH && this.laterHead < this.later.length) {
+      const a = this.later[this.laterHead++]!;
+      if (a.pending && a.syncing === undefined) this.background(this.sync(a, this.slice));
+    }
+    if (this.laterHead === this.later.length) {
+      this.later.length = 0;
+      this.laterHead = 0;
+    }
+  }
+
+  private background(run: Promise<void>): void {
+    run.catch((err: unknown) => this.logger?.warn({ err }, 'allowance: a lease taken after the start failed'));
   }
 
   /** One script call for the jobs' users; each job settles with its user's outcome (never rejects itself). */
@@ -391,6 +488,7 @@ export class AllowanceLeaser implements AllowanceSource {
       );
     a.offline = true;
     a.quietUntil = this.now() + this.syncEveryMs;
+    this.firstSettled(a);
     if (!a.offlineTaken && !a.unlimited) {
       a.offlineTaken = true;
       a.held += this.outageShare(a);
@@ -418,6 +516,7 @@ export class AllowanceLeaser implements AllowanceSource {
     a.offline = false;
     a.offlineTaken = false;
     a.quietUntil = r.granted === 0 && want > r.held ? this.now() + this.syncEveryMs : 0;
+    this.firstSettled(a);
     this.tell(a);
   }
 

@@ -207,7 +207,9 @@ export class Users {
     for (const e of this.entries.values())
       if (e.state === 'ready' && e.data.source === 'api')
         stored.push({ name: e.data.name, limitBytes: e.data.quota.bytes, period: e.data.quota.period });
-    await this.accounting.upsertUsers(stored);
+    // In a fleet their leases come after ready (Accounting.upsertUsers leasesAfter; src/fleet/allowance.ts):
+    // 100,000 users' leases were a third of a restart; each user is served from a bounded start share meanwhile.
+    await this.accounting.upsertUsers(stored, { leasesAfter: true });
     // The names' order for paged listing, sorted now rather than by the first GET /v1/users.
     this.index.all();
     const sweepMs = this.options.sweepMs ?? 5000;

@@ -10,6 +10,7 @@ import { SessionTable } from '../../src/session/table.ts';
 import { PoolEmptyError, type NodeSource, type PoolKey, type UpstreamNode } from '../../src/pool/types.ts';
 import type { RedisConnection } from '../../src/store/redis-connection.ts';
 import { connection, redisMissing, RedisServer } from './redis-server.ts';
+import { poll } from '../support/wait.ts';
 
 const server = new RedisServer();
 before(async () => {
@@ -58,8 +59,10 @@ function daemon(conn: RedisConnection, prefix: string, nodes: UpstreamNode[]) {
 const settle = () => new Promise((r) => setTimeout(r, 50));
 
 describe('FleetSessions', { skip: redisMissing }, () => {
-  test('a session follows the fleet binding; failures end it; lost claims adopt the winner', async () => {
+  test('a session follows the fleet binding; failures end it; lost claims adopt the winner', async (t) => {
     const conn = await connection(server.url);
+    // Closed however the test ends: an open connection would keep the test's process alive past its timeout.
+    t.after(() => conn.close());
     const a = daemon(conn, 'g1:', [node('a1'), node('a2')]);
     const b = daemon(conn, 'g1:', [node('b1'), node('b2')]);
 
@@ -82,7 +85,9 @@ describe('FleetSessions', { skip: redisMissing }, () => {
     // a1 fails on b: the router rotates, binds b1 after a good dial; the fleet follows b1.
     b.fleet.rotate('dave', 's1', 'failed');
     b.fleet.bind('dave', 's1', node('b1'), 5);
-    await settle();
+    // bind() writes the fleet's binding in the background: a reads it once it is there.
+    const shared = new SharedSessions<UpstreamNode>(conn, { prefix: 'g1:' });
+    await poll(async () => (await shared.get('dave', 's1'))?.node.id === node('b1').id, { what: "b's binding of s1 in Redis" });
     a.table.clear();
     await a.fleet.prepare('dave', 's1', 5, KEY);
     assert.equal(a.fleet.get('dave', 's1')?.node.id, node('b1').id);
@@ -90,15 +95,13 @@ describe('FleetSessions', { skip: redisMissing }, () => {
     // Both bind a session the fleet does not know yet (no prepare: e.g. after a retry): a's claim wins,
     // b adopts a's node for its next connections.
     a.fleet.bind('dave', 's2', node('a2'), 5);
-    await settle();
+    await poll(async () => (await shared.get('dave', 's2'))?.node.id === node('a2').id, { what: "a's claim of s2 in Redis" });
     b.fleet.bind('dave', 's2', node('b2'), 5);
-    await settle();
-    assert.equal(b.fleet.get('dave', 's2')?.node.id, node('a2').id);
+    await poll(() => b.fleet.get('dave', 's2')?.node.id === node('a2').id, { what: "b adopting a's node for s2" });
 
     // b's lost claim left the winner's binding in place.
-    const kept = await new SharedSessions<UpstreamNode>(conn, { prefix: 'g1:' }).get('dave', 's2');
+    const kept = await shared.get('dave', 's2');
     assert.equal(kept?.node.id, node('a2').id);
-    await conn.close();
   });
 
   test('with the shared connection unusable, prepare and bind stay local and never throw', async () => {
