@@ -2,7 +2,7 @@
 // redis-server: the start returns with every user served from a bounded start share, the leases follow in
 // batches, a user with a connection waiting is leased ahead of the others, and the share is the only thing a
 // restart can add to a user's total (the overshoot bound), also when Redis cannot be reached.
-import { test, describe, before, after } from 'node:test';
+import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import { Redis } from 'ioredis';
 import { Accounting, type AccountingUser } from '../../src/accounting/accounting.ts';
@@ -13,7 +13,7 @@ import type { RedisConnection } from '../../src/store/redis-connection.ts';
 import { Users } from '../../src/users/directory.ts';
 import { createBatch } from '../../src/users/bulk.ts';
 import { poll } from '../support/wait.ts';
-import { commandCalls, connection, HoldingRelay, redisMissing, RedisServer } from './redis-server.ts';
+import { commandCalls, connection, HoldingRelay, redisMissing, redisForFile } from './redis-server.ts';
 
 const MiB = 1024 * 1024;
 const SLICE = 4 * MiB;
@@ -21,19 +21,8 @@ const OFFLINE = 1 * MiB;
 const T = Date.UTC(2026, 10, 15, 12, 0, 0);
 const now = (): number => T;
 
-const server = new RedisServer();
 let admin: Redis;
-before(async () => {
-  if (redisMissing) return;
-  await server.start();
-  admin = new Redis(server.port, '127.0.0.1', { lazyConnect: true });
-  await admin.connect();
-});
-after(async () => {
-  if (redisMissing) return;
-  admin.disconnect();
-  await server.stop();
-});
+const server = redisForFile((a) => (admin = a));
 
 /** A daemon's accounting on the store; its leases through `leases` when given (a relay), else the store's own connection. */
 async function daemon(prefix: string, instance: string, options: { leases?: RedisConnection; offlineBytes?: number } = {}) {

@@ -5,6 +5,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { after, before } from 'node:test';
+import { Redis } from 'ioredis';
 
 const BIN = process.env.ROTOR_REDIS_SERVER ?? 'redis-server';
 
@@ -273,4 +275,26 @@ export async function commandCalls(admin: { info(section: string): Promise<strin
   const out: Record<string, number> = {};
   for (const m of info.matchAll(/^cmdstat_(\S+?):calls=(\d+)/gm)) out[m[1] as string] = Number(m[2]);
   return out;
+}
+
+/**
+ * A redis-server for a whole test file, started before its tests and stopped after them, with a client of
+ * its own (`onAdmin` receives it once connected). Nothing is started when redis-server is missing.
+ */
+export function redisForFile(onAdmin: (admin: Redis) => void): RedisServer {
+  const server = new RedisServer();
+  let admin: Redis | undefined;
+  before(async () => {
+    if (redisMissing) return;
+    await server.start();
+    admin = new Redis(server.port, '127.0.0.1', { lazyConnect: true });
+    await admin.connect();
+    onAdmin(admin);
+  });
+  after(async () => {
+    if (redisMissing) return;
+    admin?.disconnect();
+    await server.stop();
+  });
+  return server;
 }

@@ -1,14 +1,14 @@
 // A fleet daemon's start at a reseller's size, against a real redis-server: every user's lease is a script
 // call, so what a start sends per user and how many calls it has in flight decide whether 100,000 users
 // start in seconds, in minutes, or with users served offline because their calls timed out behind the others.
-import { test, describe, before, after } from 'node:test';
+import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import { Redis } from 'ioredis';
 import { Accounting, type AccountingUser } from '../../src/accounting/accounting.ts';
 import { AllowanceLeaser, MAX_BATCHES_IN_FLIGHT, MAX_SYNCS_IN_FLIGHT, SYNC_BATCH } from '../../src/fleet/allowance.ts';
 import { RedisAllowance } from '../../src/store/redis-fleet-allowance.ts';
 import { openRedisStore } from '../../src/store/index.ts';
-import { commandCalls, PacedRelay, redisMissing, RedisServer, connection } from './redis-server.ts';
+import { commandCalls, PacedRelay, redisMissing, redisForFile, connection } from './redis-server.ts';
 import { createBatch } from '../../src/users/bulk.ts';
 import { Users } from '../../src/users/directory.ts';
 
@@ -17,19 +17,8 @@ const MiB = 1024 * 1024;
 const T = Date.UTC(2026, 10, 15, 12, 0, 0);
 const now = (): number => T;
 
-const server = new RedisServer();
 let admin: Redis;
-before(async () => {
-  if (redisMissing) return;
-  await server.start();
-  admin = new Redis(server.port, '127.0.0.1', { lazyConnect: true });
-  await admin.connect();
-});
-after(async () => {
-  if (redisMissing) return;
-  admin.disconnect();
-  await server.stop();
-});
+const server = redisForFile((a) => (admin = a));
 
 /** Calls of each command since the last CONFIG RESETSTAT (INFO commandstats). */
 const calls = (): Promise<Record<string, number>> => commandCalls(admin);

@@ -3,32 +3,21 @@
 // row, so a flush costs what the traffic costs; and what it delivers stays exact: other daemons' traffic and
 // limits reach this daemon, a meter made after its row was written gets it, and after Redis lost its data
 // (FLUSHALL: a new epoch, the feed's counter starting again) every row is read once more.
-import { test, describe, before, after } from 'node:test';
+import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import { Redis } from 'ioredis';
 import { Accounting, type AccountingUser } from '../../src/accounting/accounting.ts';
 import { AllowanceLeaser } from '../../src/fleet/allowance.ts';
 import { RedisAllowance } from '../../src/store/redis-fleet-allowance.ts';
 import { openRedisStore, type RedisStore } from '../../src/store/index.ts';
-import { commandCalls, redisMissing, RedisServer } from './redis-server.ts';
+import { commandCalls, redisMissing, redisForFile } from './redis-server.ts';
 
 const MiB = 1024 * 1024;
 // Mid-November 2026, UTC: no quota day ends during the test.
 const T = Date.UTC(2026, 10, 15, 12, 0, 0);
 const now = (): number => T;
-const server = new RedisServer();
 let admin: Redis;
-before(async () => {
-  if (redisMissing) return;
-  await server.start();
-  admin = new Redis(server.port, '127.0.0.1', { lazyConnect: true });
-  await admin.connect();
-});
-after(async () => {
-  if (redisMissing) return;
-  admin.disconnect();
-  await server.stop();
-});
+const server = redisForFile((a) => (admin = a));
 
 /** Calls of each command since the last CONFIG RESETSTAT (INFO commandstats). */
 const calls = (): Promise<Record<string, number>> => commandCalls(admin);

@@ -8,16 +8,9 @@ import type { Drawer } from '../../src/pool/drawer.ts';
 import type { UpstreamNode } from '../../src/pool/types.ts';
 import { Prober, type ProberTimer } from '../../src/health/prober.ts';
 import type { ProbeResult } from '../../src/health/probe.ts';
+import { socksNode } from '../support/nodes.ts';
 
-const node = (port: number): UpstreamNode => ({
-  id: `socks5://u@127.0.0.1:${port}`,
-  protocol: 'socks5',
-  host: '127.0.0.1',
-  port,
-  username: 'u',
-  password: 'pw',
-  source: 'pwd',
-});
+const node = (port: number): UpstreamNode => socksNode(port);
 
 /** A timer the test fires by hand: at most one armed at a time (the prober's). */
 class HandTimer implements ProberTimer {

@@ -8,20 +8,10 @@ import type { Drawer } from '../../src/pool/drawer.ts';
 import { PoolEmptyError, type UpstreamNode } from '../../src/pool/types.ts';
 import { createMetrics } from '../../src/telemetry/metrics.ts';
 import { createLogger } from '../../src/telemetry/logger.ts';
+import { socksNode } from '../support/nodes.ts';
 
 let serial = 0;
-function node(port: number, expiresAt?: number): UpstreamNode {
-  return {
-    id: `socks5://u@127.0.0.1:${port}`,
-    protocol: 'socks5',
-    host: '127.0.0.1',
-    port,
-    username: 'u',
-    password: 'pw',
-    source: 'pwd',
-    ...(expiresAt === undefined ? {} : { expiresAt }),
-  };
-}
+const node = socksNode;
 const fresh = (n: number, expiresAt?: number) => Array.from({ length: n }, () => node(20000 + ++serial, expiresAt));
 
 /** A drawer whose answers the test queues; records each call. A draw with nothing queued waits for `push`. */

@@ -3,16 +3,9 @@ import assert from 'node:assert/strict';
 import { SessionTable } from '../../src/session/table.ts';
 import type { UpstreamNode } from '../../src/pool/types.ts';
 import { createMetrics, type Metrics } from '../../src/telemetry/metrics.ts';
+import { socksNode } from '../support/nodes.ts';
 
-const node = (port: number): UpstreamNode => ({
-  id: `socks5://u@127.0.0.1:${port}`,
-  protocol: 'socks5',
-  host: '127.0.0.1',
-  port,
-  username: 'u',
-  password: 'pw',
-  source: 'pwd',
-});
+const node = (port: number): UpstreamNode => socksNode(port);
 const MIN = 60_000;
 
 function setup(maxSessions?: number) {
