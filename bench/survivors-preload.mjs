@@ -3,10 +3,11 @@
 //   copied    — bytes left in the young generation after the scavenge (what it copied within it),
 //   promoted  — bytes the scavenge moved to the old generation (old and large-object spaces grew by them),
 //   young     — bytes the young generation held when it began (allocated since the last one, plus the last survivors),
+//   newSpace  — the young generation's committed size now (new_space, both semi-spaces), not a total,
 // and the main thread's pause (the profiler's cost) per kind. Written to ROTOR_SURVIVORS_FILE every 100 ms.
 // A measuring aid only; never loaded by the daemon otherwise.
 import { renameSync, writeFileSync } from 'node:fs';
-import { GCProfiler } from 'node:v8';
+import { GCProfiler, getHeapSpaceStatistics } from 'node:v8';
 
 const file = process.env.ROTOR_SURVIVORS_FILE;
 if (file) {
@@ -20,6 +21,7 @@ if (file) {
     markCompactMs: 0,
     otherGcs: 0,
     otherMs: 0,
+    newSpace: 0,
   };
   const used = (stats, names) => {
     let n = 0;
@@ -50,6 +52,7 @@ if (file) {
         totals.otherMs += ms;
       }
     }
+    totals.newSpace = getHeapSpaceStatistics().find((s) => s.space_name === 'new_space')?.space_size ?? 0;
     try {
       // Whole or not at all: the bench may read it at any moment.
       writeFileSync(`${file}.tmp`, JSON.stringify(totals));

@@ -7,7 +7,12 @@
 // and promoted per operation, the main thread's GC pause, and CPU of the main thread and of the other threads
 // (the scavenger's helpers) from /proc. Counts and bytes barely move with the machine's load; CPU does.
 //
-//   node --import tsx bench/survivors.ts [--case M1|connect|socks5] [--seconds 3] minimal[@SEMI] DIR[@SEMI] ...
+//   node --import tsx bench/survivors.ts [--case M1|connect|socks5] [--seconds 3] [--lull S] minimal[@SEMI] DIR[@SEMI] ...
+//
+// --lull S: after the measured load, the gateway idles S seconds and its memory is read every 5 s: RSS from /proc
+// and the young generation's committed size (both semi-spaces, from the preload), from ready to the lull's end.
+// What a gateway whose young generation grew under load gives back when idle, and when (V8 shrinks it at a
+// scavenge while allocation is slow, or at the memory reducer's collection).
 //
 // A DIR is a build directory as bench/ab.ts takes (bin/, dist/, package.json, an optional ab-config.json merged
 // into its config); `.` is this checkout. `@SEMI` runs
@@ -20,7 +25,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { benchConfig, npmStartCommand, parseGatewaySpec, spawnRotor, withBuildConfig, withSemiSpace } from './daemon.ts';
-import { startJsonChild, startMicrosocks, startSquid, threadCpuMs, type Proc } from './procs.ts';
+import { rssBytes, startJsonChild, startMicrosocks, startSquid, threadCpuMs, type Proc } from './procs.ts';
 import { runLoad } from './rate-tunnels.ts';
 import { BENCH_PASSWORD, HTTP_USER, SOCKS_USER } from './spec.ts';
 
@@ -31,12 +36,16 @@ const { values, positionals } = parseArgs({
   options: {
     seconds: { type: 'string', default: '3' },
     case: { type: 'string', default: 'M1' },
+    lull: { type: 'string', default: '0' },
   },
 });
 const kind = values.case.toLowerCase();
 if (kind !== 'm1' && kind !== 'connect' && kind !== 'socks5') throw new Error('--case is M1, connect or socks5');
 if (positionals.length === 0) throw new Error('usage: bench/survivors.ts [--case M1|connect|socks5] minimal[@SEMI] DIR[@SEMI] ...');
 const per = kind === 'm1' ? 'request' : 'tunnel';
+const lullSeconds = Number(values.lull);
+if (!(lullSeconds >= 0)) throw new Error('--lull takes seconds, e.g. --lull 60');
+const MiB = 1024 * 1024;
 
 interface Totals {
   scavenges: number;
@@ -48,6 +57,8 @@ interface Totals {
   markCompactMs: number;
   otherGcs: number;
   otherMs: number;
+  /** The young generation's committed bytes (new_space's size, both semi-spaces) at the preload's last write. */
+  newSpace: number;
 }
 const ZERO: Totals = {
   scavenges: 0,
@@ -59,6 +70,7 @@ const ZERO: Totals = {
   markCompactMs: 0,
   otherGcs: 0,
   otherMs: 0,
+  newSpace: 0,
 };
 
 /** The preload's totals a little after now (it writes every 100 ms). */
@@ -80,6 +92,8 @@ interface Result {
   d: Totals;
   main: number;
   other: number;
+  /** --lull: [seconds since the load ended (-1: at ready), RSS MiB, young generation MiB]. */
+  memory: Array<[number, number, number]>;
 }
 
 /** One gateway measured: its collections over the measured part. */
@@ -122,6 +136,12 @@ async function measure(spec: string, n: number): Promise<Result> {
     user = HTTP_USER;
   }
   try {
+    const memory: Array<[number, number, number]> = [];
+    const sample = async (at: number): Promise<void> => {
+      const rss = rssBytes(gateway.pid) / MiB;
+      memory.push([at, rss, (await readTotals(file)).newSpace / MiB]);
+    };
+    if (lullSeconds > 0) await sample(-1);
     const run = (seconds: number): Promise<number> => runLoad({ kind, gateway, user, targetPort: target.info.port, seconds });
     await run(1);
     const before = await readTotals(file);
@@ -130,7 +150,15 @@ async function measure(spec: string, n: number): Promise<Result> {
     const cpu1 = cpu(gateway.pid);
     const after = await readTotals(file);
     const d = Object.fromEntries(Object.entries(after).map(([k, v]) => [k, v - before[k as keyof Totals]])) as unknown as Totals;
-    return { label: spec, ops, d, main: cpu1.main - cpu0.main, other: cpu1.other - cpu0.other };
+    if (lullSeconds > 0) {
+      const ended = performance.now();
+      await sample(0);
+      for (let t = 5; t <= lullSeconds; t += 5) {
+        await sleep(Math.max(0, ended + t * 1000 - 300 - performance.now()));
+        await sample(t);
+      }
+    }
+    return { label: spec, ops, d, main: cpu1.main - cpu0.main, other: cpu1.other - cpu0.other, memory };
   } finally {
     await gateway.stop();
   }
@@ -157,6 +185,16 @@ try {
   line('GC pause per op, ms (other phases)', (r) => r.d.otherMs / r.ops, 4);
   line('CPU per op, ms: main thread', (r) => r.main / r.ops, 4);
   line('CPU per op, ms: other threads', (r) => r.other / r.ops, 4);
+  if (lullSeconds > 0) {
+    process.stdout.write(`memory, RSS MiB / young generation MiB: at ready, then seconds after the load\n`);
+    for (const [i, [at]] of results[0]!.memory.entries()) {
+      const cells = results.map((r) => {
+        const m = r.memory[i];
+        return (m === undefined ? '-' : `${m[1].toFixed(1)} / ${m[2].toFixed(0)}`).padStart(width);
+      });
+      process.stdout.write(`${(at < 0 ? 'ready' : `${at} s`).padEnd(38)}${cells.join('')}\n`);
+    }
+  }
 } finally {
   await squid.stop();
   await socks.stop();

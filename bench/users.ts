@@ -17,16 +17,20 @@
 // (test/telemetry/metrics-bound.test.ts covers it on the registry) and 9,000 idle tunnels.
 //
 //   npm run bench:users -- [--users 100000] [--only restart,page,rss] [--platform process,embedded] [--dir DIR] [--profile DIR]
-//                          [--node-flag F]... [--smoke] [--rounds N] [--latency 0,20] [--base BUILD]
+//                          [--node-flag F]... [--smoke] [--rounds N] [--latency 0,20] [--import-latency MS] [--base BUILD]
 //
 // --smoke: 2,000 users (checks the bench runs; the targets are for the full size). The import always runs unless
 // --dir names a directory a previous run imported into (its users then count as --users); a new --dir is imported
 // into and kept.
 // --store redis: the daemons keep their state on a real redis-server started here (a fleet's store: users,
 // usage, the connection log and the fleet's shared state in Redis) instead of SQLite. The sandbox then always
-// runs in a process of its own (`--platform process`), the import included: an embedded sandbox keeps no state
-// file beside a Redis store, and its sub accounts would be gone at the restart.
-// --profile DIR: every daemon (the importing one and the restarted ones) writes a --cpu-prof profile into DIR (read them with bench/profile.ts).
+// runs in a process of its own (`--platform process`): an embedded sandbox keeps no state file beside a Redis
+// store, and its sub accounts would be gone at the restart.
+// The import always runs against the sandbox in a process of its own (on the state file an embedded sandbox
+// reads beside a SQLite store): its line gives the daemon's and the sandbox's CPU and the platform calls made.
+// --profile DIR: every daemon (the importing one and the restarted ones) writes a --cpu-prof profile into DIR, the
+// import's sandbox process into DIR/sim (read them with bench/profile.ts).
+// --import-latency MS: the import's sandbox answers every call MS later (a platform that far away; default 0).
 // --rounds N: the restart phase N times on the one import (more figures per import; default 1). --latency: the
 // platform latencies restarted with (ms; default 0,20).
 // --base BUILD: each round also restarts another build (a directory holding bin/, dist/, package.json and
@@ -85,14 +89,21 @@ const drawnLines = (upstream: UpstreamDaemon): Record<string, string[]> => ({
 });
 
 /** bench/users-sim.ts on the directory's sandbox state file (the daemon's embedded sandbox keeps it beside the store). */
-async function startSimProcess(dir: string, upstream: UpstreamDaemon, latencyMs: number): Promise<SimProcess> {
+async function startSimProcess(dir: string, upstream: UpstreamDaemon, latencyMs: number, flags: string[] = []): Promise<SimProcess> {
   const options = { stateFile: join(dir, 'rotor.db.sandbox.json'), latencyMs, drawnLines: drawnLines(upstream) };
   const { info, proc } = await startJsonChild<{ pid: number; baseUrl: string; appKey: string; appSecret: string }>(
     process.execPath,
-    ['--import', 'tsx', fileURLToPath(new URL('./users-sim.ts', import.meta.url)), JSON.stringify(options)],
+    [...flags, '--import', 'tsx', fileURLToPath(new URL('./users-sim.ts', import.meta.url)), JSON.stringify(options)],
     120_000,
   );
   return { proc, baseUrl: info.baseUrl, appKey: info.appKey, appSecret: info.appSecret };
+}
+
+/** The sandbox's count of calls per operation so far (GET /sim/calls). */
+async function simCalls(sim: SimProcess): Promise<Record<string, number>> {
+  const res = await fetch(`${sim.baseUrl}/sim/calls`);
+  if (res.status !== 200) throw new BenchSetupError(`GET /sim/calls: ${res.status}`);
+  return (await res.json()) as Record<string, number>;
 }
 
 /** Where the daemons keep their state: SQLite in the bench's directory, or a Redis URL (--store redis). */
@@ -259,6 +270,7 @@ async function main(): Promise<void> {
       store: { type: 'string', default: 'sqlite' },
       rounds: { type: 'string', default: '1' },
       latency: { type: 'string', default: '0,20' },
+      'import-latency': { type: 'string', default: '0' },
       base: { type: 'string' },
       'node-flag': { type: 'string', multiple: true, default: [] },
     },
@@ -294,14 +306,30 @@ async function main(): Promise<void> {
   try {
     log(`bench:users, ${count} users, store ${values.store}, load ${load()}`);
     if (redis || values.dir === undefined || !existsSync(join(dir, 'rotor.db'))) {
-      sim = redis ? await startSimProcess(dir, upstream, 0) : undefined;
-      daemon = (await start(dir, upstream, 0, flags, sim)).daemon;
+      // The import's sandbox always runs in a process of its own (on the state file an embedded sandbox keeps
+      // beside a SQLite store, so the restarts of either mode find its sub accounts): the daemon's CPU is its
+      // own, and the platform's calls and CPU per user are counted apart.
+      const simFlags = values.profile ? ['--cpu-prof', `--cpu-prof-dir=${join(resolve(values.profile), 'sim')}`] : [];
+      const importLatency = Number(values['import-latency']);
+      sim = await startSimProcess(dir, upstream, importLatency, simFlags);
+      daemon = (await start(dir, upstream, importLatency, flags, sim)).daemon;
+      const [daemonCpu0, simCpu0] = [cpuMs(daemon.pid), cpuMs(sim.proc.pid)];
+      const callsBefore = await simCalls(sim);
       const importMs = await importUsers(daemon, count, logins, loginHash);
+      const [daemonCpu, simCpu] = [cpuMs(daemon.pid) - daemonCpu0, cpuMs(sim.proc.pid) - simCpu0];
+      const callsAfter = await simCalls(sim);
+      const inFlight = (await (await fetch(`${sim.baseUrl}/sim/in-flight`)).json()) as { peak?: number };
+      const calls = Object.entries(callsAfter)
+        .map(([op, n]) => [op, n - (callsBefore[op] ?? 0)] as const)
+        .filter(([, n]) => n > 0)
+        .map(([op, n]) => `${op} ${n}`)
+        .join(', ');
       report({
-        name: `import ${count} users (POST /v1/users/batch, 1,000 a request)`,
+        name: `import ${count} users (POST /v1/users/batch, 1,000 a request)${importLatency > 0 ? `, platform latency ${importLatency} ms` : ''}`,
         figure: `${(importMs / 1000).toFixed(1)} s`,
         target: '≤ 60 s',
         met: importMs <= 60_000,
+        note: `CPU during the import: the daemon ${(daemonCpu / 1000).toFixed(2)} s, the sandbox ${(simCpu / 1000).toFixed(2)} s; platform calls: ${calls || 'none'}, at most ${inFlight.peak ?? '?'} at once`,
       });
       await daemon.stop();
       daemon = undefined;

@@ -435,6 +435,12 @@ const accounts = z
     sandboxFlowMb: z.number().int().min(0).default(10_240),
     /** Users at scale: platform calls at once for the background check of every user (start, reload) and for a batch's sub accounts. */
     platformConcurrency: z.number().int().min(1).max(256).default(16),
+    /**
+     * POST /v1/users/batch: rows whose platform step (the sub account) may run at once. How many do is a window
+     * (src/users/sub-account.ts): 16 at first, growing up to this while the platform answers, halved when it
+     * answers like an overloaded one (a retried timeout, HTTP 429 or 5xx, code 500).
+     */
+    batchConcurrency: z.number().int().min(1).max(256).default(64),
   })
   .prefault({});
 

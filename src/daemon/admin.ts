@@ -52,7 +52,7 @@ export async function assembleAdmin(
       whitelist: accounts.whitelist,
       users: usersPort(
         needs.users.directory,
-        { logger: ctx.logger.child({ component: 'users' }), concurrency: config.accounts.platformConcurrency },
+        { logger: ctx.logger.child({ component: 'users' }), concurrency: config.accounts.batchConcurrency },
         (name) => needs.users.healer.stateOf(name),
       ),
       // Dynamic pools, then the static instances dialed so far (`instance/<instanceNo>`, their failures).

@@ -1,6 +1,5 @@
 // Users as data: the store's records (config users seeded into them), mirrored in memory for the gateway,
 // and the feed of their changes that other components follow.
-import { collectStartGarbage } from '../startup/heap.ts';
 import type { Config } from '../config/schema.ts';
 import type { Fleet } from '../fleet/index.ts';
 import type { PlatformClient } from '../platform/client.ts';
@@ -16,9 +15,6 @@ import { AccountRefusalCheck } from '../accounts/refusal-check.ts';
 import { UserNotFoundError } from '../users/errors.ts';
 import type { AccountsPart } from './accounts.ts';
 import { clockOption, type AssemblyContext } from './lifecycle.ts';
-
-/** Below this many users the load leaves too little garbage to be worth a collection of its own. */
-const LOADED_COLLECTION_USERS = 10_000;
 
 export interface UsersPart {
   directory: Users;
@@ -62,9 +58,10 @@ export async function assembleUsers(config: Config, needs: Needs, ctx: AssemblyC
   const expired: { user: string; expiresAt: number }[] = [];
   directory.onExpired((user, expiresAt) => expired.push({ user, expiresAt }));
   await directory.start(accounts.configured);
-  // The users' load is the start's largest allocation: collected here, before the daemon answers anything,
-  // rather than in a pause of its first seconds (a 200 ms mark-compact right after ready at 100,000 users).
-  if (directory.size >= LOADED_COLLECTION_USERS) collectStartGarbage();
+  // The users' load is the start's largest allocation, and no collection is forced for it before ready: a
+  // full compaction of the heap there was ~0.15-0.3 s of a 100,000-user restart's CPU before ready. Its garbage
+  // goes with V8's own collections (the memory reducer's, once the daemon's allocation slows after ready) and
+  // with the full compaction after the background platform check (src/daemon/accounts.ts follow).
   ctx.stops.onStop('users', () => directory.close());
   // Put back into Redis should it lose the fleet's data (src/fleet/index.ts rebuild).
   fleet?.holdUsers(() => directory.held());

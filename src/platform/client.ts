@@ -57,6 +57,11 @@ export interface CallOptions {
   /** Reuse a reqId (e.g. the one persisted with an order before a crash). */
   reqId?: string;
   signal?: AbortSignal;
+  /**
+   * Told of each failed attempt that is retried (a timeout, HTTP 429 or 5xx, code 500): the platform answers
+   * like an overloaded one, and a caller running many calls at once may run fewer (src/users/sub-account.ts).
+   */
+  onRetry?: (error: Error) => void;
 }
 
 /** What one exchange produced: the reqId used and the decrypted `data` (undefined when the reply had none). */
@@ -87,6 +92,8 @@ export class PlatformClient {
   private readonly maxReplyBytes: number;
   private readonly agent: http.Agent;
   private readonly transport: typeof http | typeof https;
+  /** Where each operation's requests go, parsed once per path (not one URL parse per call). */
+  private readonly targets = new Map<string, http.RequestOptions>();
 
   constructor(options: PlatformClientOptions) {
     let url: URL;
@@ -115,7 +122,9 @@ export class PlatformClient {
     this.newReqId = options.reqIdFactory ?? (() => randomUUID().replaceAll('-', ''));
     this.maxReplyBytes = options.maxReplyBytes ?? DEFAULT_MAX_REPLY_BYTES;
     this.transport = url.protocol === 'https:' ? https : http;
-    this.agent = new this.transport.Agent({ keepAlive: true, maxSockets: 32 });
+    // Room for a batch's sub-account calls (src/users/sub-account.ts: at most SUB_ACCOUNT_WINDOW_MAX at once)
+    // beside the data path's draws, which would otherwise queue behind them.
+    this.agent = new this.transport.Agent({ keepAlive: true, maxSockets: 128 });
   }
 
   /** Calls one operation; resolves with the parsed answer (null for operations that answer without data). */
@@ -164,18 +173,20 @@ export class PlatformClient {
       reqId,
       params: this.envelope.encryptJson(checked.data),
     });
-    const url = this.base + spec.path;
+    const target = this.target(spec.path);
     const started = performance.now();
     try {
-      const payload = await withRetries((attempt) => this.attempt(name, url, body, reqId, attempt, options.signal), {
+      const payload = await withRetries((attempt) => this.attempt(name, target, body, reqId, attempt, options.signal), {
         retries: this.retries,
         backoff: this.backoff,
         signal: options.signal,
-        onRetry: (error, attempt) =>
+        onRetry: (error, attempt) => {
           this.logger?.warn(
             { operation: name, reqId, attempt, err: { code: (error as PlatformClientError).code, message: error.message } },
             'platform call failed, retrying',
-          ),
+          );
+          options.onRetry?.(error);
+        },
       });
       return { reqId, payload };
     } catch (err) {
@@ -187,10 +198,28 @@ export class PlatformClient {
     }
   }
 
+  /** The request options of an operation's path (host, port, path), parsed from the base URL once. */
+  private target(path: string): http.RequestOptions {
+    let t = this.targets.get(path);
+    if (t === undefined) {
+      const url = new URL(this.base + path);
+      t = {
+        protocol: url.protocol,
+        // An IPv6 literal comes bracketed in a URL, bare in request options.
+        hostname: url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname,
+        port: url.port,
+        path: url.pathname + url.search,
+        ...(url.username ? { auth: `${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}` } : {}),
+      };
+      this.targets.set(path, t);
+    }
+    return t;
+  }
+
   /** One HTTP exchange; resolves with the decrypted data, throws a typed error otherwise. */
   private async attempt(
     name: OperationName,
-    url: string,
+    target: http.RequestOptions,
     body: string,
     reqId: string,
     attempt: number,
@@ -199,7 +228,10 @@ export class PlatformClient {
     const t0 = performance.now();
     let label = 'transport';
     try {
-      const reply = await this.post(name, url, body, reqId, signal);
+      const reply = await this.post(name, target, body, reqId, signal);
+      // HTTP 429: too many requests, whatever the body says (nothing was done; retried after a backoff).
+      if (reply.status === 429)
+        throw new TransportError({ operation: name, reqId, reason: 'http_status', detail: 'HTTP 429', responseStatus: 429 });
       const envelope = readEnvelope(reply.body);
       if (envelope === undefined) {
         throw new TransportError({
@@ -251,7 +283,13 @@ export class PlatformClient {
     }
   }
 
-  private post(name: OperationName, url: string, body: string, reqId: string, signal: AbortSignal | undefined): Promise<HttpReply> {
+  private post(
+    name: OperationName,
+    target: http.RequestOptions,
+    body: string,
+    reqId: string,
+    signal: AbortSignal | undefined,
+  ): Promise<HttpReply> {
     return new Promise<HttpReply>((resolve, reject) => {
       let settled = false;
       const fail = (reason: TransportReason, detail: string, cause?: unknown) => {
@@ -267,7 +305,8 @@ export class PlatformClient {
         reject(new TransportError({ operation: name, reqId, reason: 'aborted', detail: 'aborted by the caller' }));
         return;
       }
-      const req = this.transport.request(url, {
+      const req = this.transport.request({
+        ...target,
         method: 'POST',
         agent: this.agent,
         headers: { 'content-type': 'application/json', accept: 'application/json', 'content-length': Buffer.byteLength(body) },

@@ -193,7 +193,8 @@ export class ResponseInvalidError extends PlatformClientError {
 export function isRetryable(err: unknown): boolean {
   if (err instanceof PlatformError) return err.platformCode === CODE.SYSTEM;
   if (err instanceof TransportError) {
-    if (err.reason === 'http_status') return err.responseStatus !== undefined && err.responseStatus >= 500;
+    // 429: the platform's own "too many requests" (the seed shows no rate limits; a platform may still have them).
+    if (err.reason === 'http_status') return err.responseStatus !== undefined && (err.responseStatus >= 500 || err.responseStatus === 429);
     return (
       err.reason === 'timeout' || err.reason === 'refused' || err.reason === 'reset' || err.reason === 'network' || err.reason === 'dns'
     );

@@ -136,6 +136,48 @@ end
 return out
 `;
 
+// A page of user records (usersChangedSince, listUsers, getUsers): per key, 0 when it is missing, else
+// [data, passwordHash, state, version, updatedAt] with `data` spliced in as the JSON text it is stored as (every
+// writer stores JSON.stringify's output: PUT_USER, PUT_USERS, RESTORE_USER), not as a string holding it. The
+// daemon then parses each record once, with its page, instead of unescaping it as a string and parsing that
+// again (100,000 records at a restart: ~0.2 s of the daemon's CPU and the strings' garbage). A text that is
+// not JSON fails the page's parse, as its own parse failed the listing before.
+export const USER_PAGE = `
+local out = {}
+for i = 1, #KEYS do
+  local h = redis.call('HMGET', KEYS[i], 'data', 'passwordHash', 'state', 'version', 'updatedAt')
+  if h[1] or h[2] or h[3] or h[4] or h[5] or redis.call('EXISTS', KEYS[i]) == 1 then
+    out[i] = '[' .. (h[1] or 'null') .. ',' .. cjson.encode(h[2] or '') .. ',' .. cjson.encode(h[3] or '') .. ',' ..
+      cjson.encode(h[4] or '0') .. ',' .. cjson.encode(h[5] or '0') .. ']'
+  else
+    out[i] = '0'
+  end
+end
+return '[' .. table.concat(out, ',') .. ']'
+`;
+
+// A page of usage rows (listUsage, usageChangedSince, getUsages): per key, 0 when it is missing, else
+// [used, limit, updatedAt], each a JSON number when it is an integer's text (as HINCRBY and the writes leave
+// it), else a JSON string (or null when absent), which Number() reads as it read the hash's field before.
+// Three fields per row instead of every field of the hash as strings (the fleet's seed fields included).
+export const USAGE_PAGE = `
+local function num(v)
+  if v == false then return 'null' end
+  if v == '0' or string.match(v, '^%-?[1-9]%d*$') then return v end
+  return cjson.encode(v)
+end
+local out = {}
+for i = 1, #KEYS do
+  local h = redis.call('HMGET', KEYS[i], 'used', 'limit', 'updatedAt')
+  if h[1] or h[2] or h[3] or redis.call('EXISTS', KEYS[i]) == 1 then
+    out[i] = '[' .. num(h[1]) .. ',' .. num(h[2]) .. ',' .. num(h[3]) .. ']'
+  else
+    out[i] = '0'
+  end
+end
+return '[' .. table.concat(out, ',') .. ']'
+`;
+
 // KEYS: user hash, live zset, gone zset, version counter. ARGV: name.
 export const DELETE_USER = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end

@@ -26,6 +26,8 @@ import {
   RECORD_CALLBACK,
   UPDATE_JOURNAL,
   USAGE_CHANGED,
+  USAGE_PAGE,
+  USER_PAGE,
   callScript,
   defineScripts,
 } from './redis-scripts.ts';
@@ -82,6 +84,8 @@ const SCRIPTS = {
   rotorUsageChanged: { numberOfKeys: 2, lua: USAGE_CHANGED },
   // Keys counted per call (the first argument): one per record.
   rotorHashes: { lua: HASHES },
+  rotorUserPage: { lua: USER_PAGE },
+  rotorUsagePage: { lua: USAGE_PAGE },
 } as const;
 
 type ScriptName = keyof typeof SCRIPTS;
@@ -117,6 +121,27 @@ function toJournal(merchantNo: string, h: Hash): S.JournalEntry {
 
 function toUsage(user: string, h: Hash): S.UsageRecord {
   return { user, usedBytes: Number(h.used ?? 0), limitBytes: Number(h.limit ?? -1), updatedAt: Number(h.updatedAt ?? 0) };
+}
+
+/** A USAGE_PAGE entry: [used, limit, updatedAt], numbers (or the field's text, or null when absent). */
+type UsageEntry = [number | string | null, number | string | null, number | string | null];
+
+function usageOf(user: string, e: UsageEntry): S.UsageRecord {
+  return { user, usedBytes: Number(e[0] ?? 0), limitBytes: Number(e[1] ?? -1), updatedAt: Number(e[2] ?? 0) };
+}
+
+/** A USER_PAGE entry: [data (parsed with the page), passwordHash, state, version, updatedAt]. */
+type UserEntry = [unknown, string, string, string, string];
+
+function userOf(name: string, e: UserEntry): S.StoredUser {
+  return {
+    name,
+    data: e[0],
+    passwordHash: e[1],
+    state: e[2] === 'creating' ? 'creating' : 'ready',
+    version: Number(e[3]),
+    updatedAt: Number(e[4]),
+  };
 }
 
 function toUser(name: string, h: Hash): S.StoredUser {
@@ -191,18 +216,63 @@ export class RedisStore implements S.Store {
    * from when it is sent: 100,000 users' records in one call outlast it while the reply is parsed, and a
    * daemon of a fleet could not start.
    */
-  private async records<T>(
+  private records<T>(
     client: Redis,
     ids: readonly string[],
     keyOf: (id: string) => string,
     build: (id: string, h: Hash) => T,
+  ): Promise<T[]> {
+    // One JSON text per page (HASHES); a missing key's hash is {} there, not an array.
+    return this.pages(client, 'rotorHashes', ids, keyOf, (id, entry: string[] | Record<string, never>) => {
+      const flat = entry as string[];
+      if (!(flat.length > 0)) return undefined;
+      const h: Hash = {};
+      for (let f = 0; f < flat.length; f += 2) h[flat[f] as string] = flat[f + 1] as string;
+      return build(id, h);
+    });
+  }
+
+  /** The user records of `names` that exist, in their order (USER_PAGE: each record's data parsed with its page). */
+  private userRecords(client: Redis, names: readonly string[]): Promise<S.StoredUser[]> {
+    return this.pages(
+      client,
+      'rotorUserPage',
+      names,
+      (id) => this.keys.user(id),
+      (id, e: UserEntry | 0) => (e === 0 ? undefined : userOf(id, e)),
+    );
+  }
+
+  /** The usage rows of `users` that exist, in their order (USAGE_PAGE). */
+  private usageRows(client: Redis, users: readonly string[]): Promise<S.UsageRecord[]> {
+    return this.pages(
+      client,
+      'rotorUsagePage',
+      users,
+      (id) => this.keys.usage(id),
+      (id, e: UsageEntry | 0) => (e === 0 ? undefined : usageOf(id, e)),
+    );
+  }
+
+  /**
+   * The records of `ids` that exist, in their order: a page of keys per call of `script` (one JSON text: an
+   * array with one entry per key, which `take` turns into a record, or undefined for a missing key), one round
+   * trip each. Paged because each command's timeout runs from when it is sent: 100,000 users' records in one
+   * call outlast it while the reply is parsed, and a daemon of a fleet could not start.
+   */
+  private async pages<T, E>(
+    client: Redis,
+    script: ScriptName,
+    ids: readonly string[],
+    keyOf: (id: string) => string,
+    take: (id: string, entry: E) => T | undefined,
   ): Promise<T[]> {
     const out: T[] = [];
     const send = (from: number): Promise<string> => {
       const to = Math.min(ids.length, from + READ_PAGE);
       const args: (string | number)[] = [to - from];
       for (let i = from; i < to; i++) args.push(keyOf(ids[i] as string));
-      const call = this.script(client, 'rotorHashes', args) as Promise<string>;
+      const call = this.script(client, script, args) as Promise<string>;
       // Awaited below in order; a page after a failed one must not fail again as an unhandled rejection.
       call.catch(() => undefined);
       return call;
@@ -213,14 +283,10 @@ export class RedisStore implements S.Store {
       // The next pages are asked for before this one is decoded: Redis reads them while the daemon parses.
       for (; sent < ids.length && sent < from + READ_PAGES_IN_FLIGHT * READ_PAGE; sent += READ_PAGE) inFlight.push(send(sent));
       const to = Math.min(ids.length, from + READ_PAGE);
-      // One JSON text per page (HASHES); a missing key's hash is {} there, not an array.
-      const page = JSON.parse(await (inFlight.shift() as Promise<string>)) as (string[] | Record<string, never>)[];
+      const page = JSON.parse(await (inFlight.shift() as Promise<string>)) as E[];
       for (let i = from; i < to; i++) {
-        const flat = page[i - from] as string[];
-        if (!(flat.length > 0)) continue;
-        const h: Hash = {};
-        for (let f = 0; f < flat.length; f += 2) h[flat[f] as string] = flat[f + 1] as string;
-        out.push(build(ids[i] as string, h));
+        const record = take(ids[i] as string, page[i - from] as E);
+        if (record !== undefined) out.push(record);
       }
     }
     return out;
@@ -476,7 +542,7 @@ export class RedisStore implements S.Store {
   async listUsage(): Promise<S.UsageRecord[]> {
     return this.run('usage', async (c) => {
       const users = (await c.smembers(this.keys.usageAll)).sort(byKey);
-      return await this.records(c, users, (id) => this.keys.usage(id), toUsage);
+      return await this.usageRows(c, users);
     });
   }
 
@@ -505,17 +571,17 @@ export class RedisStore implements S.Store {
       const cursor = epoch === null ? undefined : { version, epoch };
       if (since === undefined || cursor === undefined || epoch !== since.epoch || version < since.version) {
         const users = (await c.smembers(k.usageAll)).sort(byKey);
-        return { rows: await this.records(c, users, (id) => k.usage(id), toUsage), cursor, full: true };
+        return { rows: await this.usageRows(c, users), cursor, full: true };
       }
       const users = r[2]?.[1] as string[];
-      return { rows: await this.records(c, users, (id) => k.usage(id), toUsage), cursor, full: false };
+      return { rows: await this.usageRows(c, users), cursor, full: false };
     });
   }
 
   async getUsages(users: readonly string[]): Promise<S.UsageRecord[]> {
     if (users.length === 0) return [];
     return this.run(`usage of ${users.length} users`, async (c) => {
-      return await this.records(c, users, (id) => this.keys.usage(id), toUsage);
+      return await this.usageRows(c, users);
     });
   }
 
@@ -612,7 +678,7 @@ export class RedisStore implements S.Store {
   async listUsers(): Promise<S.StoredUser[]> {
     return this.run('users', async (c) => {
       const names = (await c.zrange(this.keys.usersLive, '0', '-1')).sort(byKey);
-      return await this.records(c, names, (id) => this.keys.user(id), toUser);
+      return await this.userRecords(c, names);
     });
   }
 
@@ -630,7 +696,7 @@ export class RedisStore implements S.Store {
       const now = Number((await c.get(this.keys.usersVersion)) ?? 0);
       const names = await c.zrangebyscore(this.keys.usersLive, `(${String(version)}`, '+inf');
       const deleted = await c.zrangebyscore(this.keys.usersGone, `(${String(version)}`, '+inf');
-      const changed: S.StoredUser[] = await this.records(c, names, (id) => this.keys.user(id), toUser);
+      const changed: S.StoredUser[] = await this.userRecords(c, names);
       // Entries written after `now` was read come again next time (applying a record twice is harmless).
       return { changed, deleted, version: now };
     });

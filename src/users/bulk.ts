@@ -13,11 +13,15 @@ import type { Logger } from '../telemetry/logger.ts';
 import type { HashedCreation, Users } from './directory.ts';
 import { generatePassword, hashGeneratedPassword, hashPasswordAsync, importedHashProblem, passwordDigest } from '../admission/password.ts';
 import { createUserSchema } from './record.ts';
+import { SUB_ACCOUNT_WINDOW_MAX } from './sub-account.ts';
 
 /** Rows in one batch (the CLI sends 1,000 at a time). */
 export const BATCH_MAX = 10_000;
-/** Rows whose platform step runs at once, by default. */
-export const BATCH_CONCURRENCY = 16;
+/**
+ * Rows whose platform step may run at once, by default: the sub accounts' window (src/users/sub-account.ts)
+ * decides how many of them do (16 at first, up to 64 while the platform keeps up, fewer when it strains).
+ */
+export const BATCH_CONCURRENCY = SUB_ACCOUNT_WINDOW_MAX;
 
 /** A batch row: a POST /v1/users record, or one with `passwordHash` instead of `password`. */
 export const batchRowSchema = createUserSchema

@@ -228,12 +228,15 @@ export class Users {
   async seed(configUsers: readonly ConfigUserInput[]): Promise<void> {
     const wanted = new Set(configUsers.map((u) => u.name));
     const removed: string[] = [];
-    for (const [name, e] of [...this.entries]) {
-      if (e.data.source === 'config' && !wanted.has(name)) {
-        await this.store.deleteUser(name);
-        this.uninstall(name);
-        removed.push(name);
-      }
+    // The config users gone from the config, found without copying every entry (100,000 users at a start).
+    const gone: string[] = [];
+    this.entries.forEach((e, name) => {
+      if (e.data.source === 'config' && !wanted.has(name)) gone.push(name);
+    });
+    for (const name of gone) {
+      await this.store.deleteUser(name);
+      this.uninstall(name);
+      removed.push(name);
     }
     await this.accounting.setUsers(
       configUsers.map((u) => ({ name: u.name, limitBytes: u.quota?.bytes ?? u.limitBytes ?? -1, period: u.quota?.period ?? 'total' })),

@@ -268,6 +268,20 @@ describe('PlatformClient against a loopback platform', () => {
     assert.match(text, /rotor_platform_request_seconds_count\{operation="GetAppInfo"\} 2/);
   });
 
+  test("HTTP 429 (a platform's rate limit) is retried with the same reqId, and the caller is told of each retry", async () => {
+    const c = client();
+    fake.enqueue(
+      { kind: 'http', status: 429, body: 'too many requests' },
+      { kind: 'http', status: 429, body: '{"code":429,"msg":"slow down"}', contentType: 'application/json' },
+    );
+    const told: string[] = [];
+    const res = await c.call('GetAppInfo', {}, { onRetry: (err) => told.push((err as TransportError).reason) });
+    assert.equal(res.appName, 'shop');
+    assert.equal(fake.received.length, 3);
+    assert.equal(new Set(fake.received.map((r) => r.reqId)).size, 1);
+    assert.deepEqual(told, ['http_status', 'http_status']);
+  });
+
   test('HTTP 4xx with a non-envelope body is a TransportError, not retried', async () => {
     fake.enqueue({ kind: 'http', status: 404, body: 'not found' });
     await assert.rejects(

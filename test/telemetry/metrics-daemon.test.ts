@@ -15,6 +15,7 @@ import { parseConfig } from '../../src/config/index.ts';
 import { startDaemon } from '../../src/main.ts';
 import { runCurl } from '../support/curl.ts';
 import { startHttpTarget } from '../support/target.ts';
+import { poll } from '../support/wait.ts';
 
 const USERS = 10_000;
 const MAX = 100;
@@ -60,9 +61,24 @@ test(
         daemon.metrics.flowBalance.set({ account: `shop-${name}`, product: 'DYN-105-FLOW' }, i % 100 === 0 ? 0 : 1e9 + i);
       }
 
-      const res = await fetch(`http://127.0.0.1:${daemon.ports.admin}/metrics`, { signal: AbortSignal.timeout(30_000) });
-      assert.equal(res.status, 200);
-      const text = await res.text();
+      // The users with series are picked at most every 250 ms (src/users/series.ts); a scrape by the daemon's
+      // own stats sampler during the upsert above can have picked before these users moved bytes. Read until
+      // a pick after the loop above shows (bounded; the assertions below then hold on that scrape).
+      const usedSeries = (body: string): number =>
+        new Set(
+          sampleLines(body)
+            .filter((l) => l.startsWith('rotor_user_used_bytes{'))
+            .map((l) => l.split(' ')[0]),
+        ).size;
+      const text = await poll(
+        async () => {
+          const res = await fetch(`http://127.0.0.1:${daemon.ports.admin}/metrics`, { signal: AbortSignal.timeout(30_000) });
+          assert.equal(res.status, 200);
+          const body = await res.text();
+          return usedSeries(body) >= MAX ? body : undefined;
+        },
+        { what: `${MAX} users with series in /metrics`, timeoutMs: 30_000, everyMs: 100 },
+      );
       const bytes = Buffer.byteLength(text);
       const lines = sampleLines(text);
       t.diagnostic(`/metrics: ${bytes} bytes, ${lines.length} samples`);

@@ -105,6 +105,10 @@ export function createInspect(ctx: SimContext) {
     heldByLatency(): number {
       return ctx.faults.held;
     },
+    /** Calls on the seed's paths being handled now, the most at once so far, and those refused by `maxInFlight`. */
+    inFlight(): { now: number; peak: number; refused: number } {
+      return { now: ctx.faults.inFlight, peak: ctx.faults.peakInFlight, refused: ctx.faults.busyRefused };
+    },
     /** Calls received per operation on the seed's paths, e.g. {DrawByPwd: 3}. */
     calls(): Record<string, number> {
       return Object.fromEntries(ctx.calls);

@@ -25,6 +25,12 @@ export const PWD_DRAW_SHAPES: readonly PwdDrawShape[] = ['lines', 'line', 'gatew
 
 export interface FaultSettings {
   latencyMs?: number;
+  /**
+   * A platform that limits how much a merchant asks of it at once: a call on the seed's paths that arrives
+   * while this many are being handled (latency included) is answered code 500 without doing anything
+   * (counted in `busyRefused`); null ends it.
+   */
+  maxInFlight?: number | null;
   /** answer code 500 without doing anything */
   fail?: CallFault | null;
   /** do the work, change state, then destroy the socket without a reply */
@@ -51,6 +57,12 @@ export class Faults {
   backconnect: ReadonlySet<string> = new Set();
   /** Calls waiting out `latencyMs` right now: a test can wait for a held call to land instead of sleeping. */
   held = 0;
+  /** The `maxInFlight` knob: null = no limit. */
+  maxInFlight: number | null = null;
+  /** Calls on the seed's paths being handled now, the most there were at once, and those refused as too many. */
+  inFlight = 0;
+  peakInFlight = 0;
+  busyRefused = 0;
 
   /** What reset() returns to: the sandbox's configured backconnect products. */
   private readonly initialBackconnect: ReadonlySet<string>;
@@ -69,6 +81,7 @@ export class Faults {
 
   set(settings: FaultSettings): void {
     if (settings.latencyMs !== undefined) this.latencyMs = Math.max(0, settings.latencyMs);
+    if (settings.maxInFlight !== undefined) this.maxInFlight = settings.maxInFlight === null ? null : Math.max(1, settings.maxInFlight);
     if (settings.fail !== undefined) this.fail = settings.fail ? { ...settings.fail, count: settings.fail.count ?? Infinity } : null;
     if (settings.drop !== undefined) this.drop = settings.drop ? { ...settings.drop, count: settings.drop.count ?? Infinity } : null;
     if (settings.orderOutcome !== undefined) this.orderOutcome = settings.orderOutcome;
@@ -78,11 +91,27 @@ export class Faults {
 
   reset(): void {
     this.latencyMs = this.initialLatencyMs;
+    this.maxInFlight = null;
     this.fail = null;
     this.drop = null;
     this.orderOutcome = null;
     this.pwdDrawShape = 'lines';
     this.backconnect = this.initialBackconnect;
+  }
+
+  /** A call arrives: false when it is one too many (the `maxInFlight` knob); else it counts until `leave()`. */
+  enter(): boolean {
+    if (this.maxInFlight !== null && this.inFlight >= this.maxInFlight) {
+      this.busyRefused += 1;
+      return false;
+    }
+    this.inFlight += 1;
+    if (this.inFlight > this.peakInFlight) this.peakInFlight = this.inFlight;
+    return true;
+  }
+
+  leave(): void {
+    this.inFlight -= 1;
   }
 
   /** Waits out the latency knob (read when the call arrives), counted in `held` meanwhile. */

@@ -160,6 +160,18 @@ async function operate(opts: ServerOptions, envelope: AesEnvelope, name: Operati
   }
   if (params === null) params = {};
   opts.ctx.calls.set(name, (opts.ctx.calls.get(name) ?? 0) + 1);
+  const faults = opts.ctx.faults;
+  if (!faults.enter()) return fail(CODE.SYSTEM, 'system error (too many requests at once)');
+  try {
+    return await handle(opts, envelope, name, params, reqId);
+  } finally {
+    faults.leave();
+  }
+}
+
+/** The call's latency, failure knob, parameters and handler (one call counted in flight meanwhile). */
+async function handle(opts: ServerOptions, envelope: AesEnvelope, name: OperationName, params: unknown, reqId: string): Promise<Reply> {
+  const fail = (code: number, msg: string): Reply => ({ reqId, code, msg });
   await opts.ctx.faults.hold();
   if (opts.ctx.faults.takeFail(name)) return fail(CODE.SYSTEM, 'system error');
   const parsed = operations[name].request.safeParse(params);
@@ -223,6 +235,8 @@ async function simRoute(opts: ServerOptions, req: IncomingMessage, res: ServerRe
         return sendJson(res, 200, { now: inspect.now(), speed: opts.ctx.clock.speed });
       case 'calls':
         return sendJson(res, 200, inspect.calls());
+      case 'in-flight':
+        return sendJson(res, 200, inspect.inFlight());
     }
   }
   if (method === 'POST' || method === 'PUT') {
