@@ -6,7 +6,8 @@
 // rate job of bench/client.ts) and optionally M1 (wrk) and M4 (sequential fresh tunnels); gateway CPU per
 // operation from /proc, main thread and other threads apart. What it prints to judge a change
 // by: each later build's CPU per tunnel against the first build's, paired round by round (median ratio),
-// and the main thread's CPU per tunnel summed over all rounds (robust when single rounds are not).
+// and the main thread's CPU per tunnel summed over all rounds (robust when single rounds are not); for M2 also
+// the rest of the chain's CPU per tunnel (the upstream proxy, the load client, the target).
 //
 //   node --import tsx bench/ab.ts [--rounds 6] [--seconds 2] [--warmup 1] [--cases M2,M4,M1] [--paced N] [--profile DIR] [--strace DIR] DIR_A DIR_B [DIR_C ...]
 //
@@ -26,7 +27,7 @@ import { stringify } from 'yaml';
 import { stopChild } from '../test/support/upstreams.ts';
 import type { ClientJob, ClientReply, LatencyResult, ProxySpec, RateResult } from './client.ts';
 import { benchConfig, npmStartCommand, parseGatewaySpec, withBuildConfig, withSemiSpace } from './daemon.ts';
-import { startJsonChild, startMicrosocks, startSquid, threadCpuMs, type Proc } from './procs.ts';
+import { cpuMs, startJsonChild, startMicrosocks, startSquid, threadCpuMs, type Proc } from './procs.ts';
 import { BENCH_PASSWORD, HTTP_USER, SOCKS_USER } from './spec.ts';
 import { runWrk } from './wrk.ts';
 
@@ -203,6 +204,13 @@ const res = new Map<string, Map<string, Array<[number, number]>>>();
 /** --paced: tunnels a gateway started behind their slot (it did not keep up with the offered rate) */
 const lateTunnels = new Map<string, number>();
 const mainTotals = new Map<string, { main: number; other: number; sys: number; ops: number }>();
+/**
+ * The rest of each M2 tunnel's chain, by gateway and protocol: the upstream proxy's CPU (squid for CONNECT,
+ * microsocks for SOCKS5), the load client's and the target's, ms summed over all rounds. A gateway's rate on
+ * shared cores depends on the whole chain, not on its own CPU alone: a gateway that makes its upstream or the
+ * client work more per tunnel shows it here.
+ */
+const chainTotals = new Map<string, { up: number; client: number; target: number; ops: number }>();
 const m1Totals = new Map<string, { cpu: number; sys: number; ops: number }>();
 const push = (k: string, g: string, v: [number, number]): void => {
   if (!res.has(k)) res.set(k, new Map());
@@ -215,9 +223,20 @@ for (let r = 0; r < rounds; r++) {
   for (const g of order) {
     if (cases.includes('M2')) {
       for (const proto of ['connect', 'socks5'] as const) {
+        const upPid = proto === 'connect' ? squid.pid : socks.pid;
+        const c0 = [cpuMs(upPid), cpuMs(client.pid!), cpuMs(target.proc.pid)];
         const a = cpu(g.pid);
         const x = await run<RateResult>(m2Job(proxy(g, proto)));
         const b = cpu(g.pid);
+        const c1 = [cpuMs(upPid), cpuMs(client.pid!), cpuMs(target.proc.pid)];
+        const ck = `${g.name} ${proto}`;
+        const ct = chainTotals.get(ck) ?? { up: 0, client: 0, target: 0, ops: 0 };
+        chainTotals.set(ck, {
+          up: ct.up + c1[0]! - c0[0]!,
+          client: ct.client + c1[1]! - c0[1]!,
+          target: ct.target + c1[2]! - c0[2]!,
+          ops: ct.ops + x.completed,
+        });
         if (x.late) lateTunnels.set(g.name, (lateTunnels.get(g.name) ?? 0) + x.late);
         const t = mainTotals.get(g.name) ?? { main: 0, other: 0, sys: 0, ops: 0 };
         mainTotals.set(g.name, {
@@ -364,6 +383,13 @@ if (mainTotals.size > 0) {
   for (const [g, t] of mainTotals)
     console.log(
       `  ${g.padEnd(24)} ${(t.main / t.ops).toFixed(3)} + ${(t.other / t.ops).toFixed(3)}  kernel ${(t.sys / t.ops).toFixed(3)}  (${t.ops} tunnels${pacedRate > 0 ? `, ${lateTunnels.get(g) ?? 0} started late` : ''})`,
+    );
+}
+if (chainTotals.size > 0) {
+  console.log('\nM2 the rest of the chain over all rounds, CPU ms per tunnel (upstream: squid / microsocks; the load client; the target):');
+  for (const [k, t] of chainTotals)
+    console.log(
+      `  ${k.padEnd(32)} upstream ${(t.up / t.ops).toFixed(3)}  client ${(t.client / t.ops).toFixed(3)}  target ${(t.target / t.ops).toFixed(3)}  (${t.ops} tunnels)`,
     );
 }
 if (m1Totals.size > 0) {
