@@ -136,7 +136,8 @@ export const DEFAULT_FLUSH_INTERVAL_MS = 2000;
 
 function byUser(rows: readonly UsageRecord[]): Map<string, UsageRecord> {
   const out = new Map<string, UsageRecord>();
-  for (const r of rows) out.set(r.user, r);
+  // An indexed loop: no iterator result per row (a start reads ~170,000 rows at 100,000 users).
+  for (let i = 0; i < rows.length; i++) out.set(rows[i]!.user, rows[i]!);
   return out;
 }
 
@@ -349,11 +350,11 @@ export class Accounting {
       this.fleetCursor = r.cursor;
       if (r.cursor !== undefined) this.startRead = { rows: stored, missed: new Set(), applying: false };
     } else stored = byUser(await this.store.listUsage());
-    for (const rec of stored.values()) {
+    stored.forEach((rec) => {
       // Period rows (`user@period`) are history or the current period, read when the user is applied.
-      if (rec.user.includes('@')) continue;
+      if (rec.user.includes('@')) return;
       this.entry(rec.user, rec.usedBytes, rec.limitBytes, this.fedFrom(stored, rec.user));
-    }
+    });
     // Kept for the directory's upsertUsers right after (the start's stored users) until anything is written.
     this.startRows = stored;
     const changes = await this.applyUsers(users, stored);
@@ -424,7 +425,8 @@ export class Accounting {
         }),
       );
     }
-    for (const m of this.meters.values()) {
+    // forEach over every meter (100,000 at a start): no iterator result per meter.
+    this.meters.forEach((m) => {
       if (m.configured && m.fromConfig && !wanted.has(m.name)) {
         m.configured = false;
         m.fromConfig = false;
@@ -432,7 +434,7 @@ export class Accounting {
         this.metrics?.userLimitBytes.remove({ user: m.name });
         this.metrics?.userUsedBytes.remove({ user: m.name });
       }
-    }
+    });
     for (const c of changes) this.emit(c);
     return changes;
   }
@@ -665,11 +667,17 @@ export class Accounting {
    * up as a change).
    */
   changeFeed(): { take: () => MeterReading[]; removals: () => number } {
-    const feed = this.newFeed();
-    for (const m of this.meters.values()) feed.add(m);
+    // Registered at its first take, which gives every meter (meters are never dropped): until then nothing is
+    // gathered for it (a start made three feeds of 100,000 meters each before ready, and a feed nobody takes,
+    // such as the per-user series' without a scrape, kept its set full).
+    let feed: Set<Meter> | undefined;
     return {
       take: () => {
         this.fanOut();
+        if (feed === undefined) {
+          feed = this.newFeed();
+          return [...this.meters.values()];
+        }
         const out = [...feed];
         feed.clear();
         return out;
