@@ -223,7 +223,8 @@ export class RedisStore implements S.Store {
     build: (id: string, h: Hash) => T,
   ): Promise<T[]> {
     // One JSON text per page (HASHES); a missing key's hash is {} there, not an array.
-    return this.pages(client, 'rotorHashes', ids, keyOf, (id, entry: string[] | Record<string, never>) => {
+    const args = (page: readonly string[]): (string | number)[] => [page.length, ...page.map(keyOf)];
+    return this.pages(client, 'rotorHashes', ids, args, (id, entry: string[] | Record<string, never>) => {
       const flat = entry as string[];
       if (!(flat.length > 0)) return undefined;
       const h: Hash = {};
@@ -238,7 +239,7 @@ export class RedisStore implements S.Store {
       client,
       'rotorUserPage',
       names,
-      (id) => this.keys.user(id),
+      (page) => [0, this.keys.user(''), JSON.stringify(page)],
       (id, e: UserEntry | 0) => (e === 0 ? undefined : userOf(id, e)),
     );
   }
@@ -249,30 +250,27 @@ export class RedisStore implements S.Store {
       client,
       'rotorUsagePage',
       users,
-      (id) => this.keys.usage(id),
+      (page) => [0, this.keys.usage(''), JSON.stringify(page)],
       (id, e: UsageEntry | 0) => (e === 0 ? undefined : usageOf(id, e)),
     );
   }
 
   /**
-   * The records of `ids` that exist, in their order: a page of keys per call of `script` (one JSON text: an
-   * array with one entry per key, which `take` turns into a record, or undefined for a missing key), one round
-   * trip each. Paged because each command's timeout runs from when it is sent: 100,000 users' records in one
+   * The records of `ids` that exist, in their order: a page of ids per call of `script` (with the arguments
+   * `args` makes of them; its reply one JSON text: an array with one entry per id, which `take` turns into a
+   * record, or undefined for a missing key), one round trip each. Paged because each command's timeout runs from when it is sent: 100,000 users' records in one
    * call outlast it while the reply is parsed, and a daemon of a fleet could not start.
    */
   private async pages<T, E>(
     client: Redis,
     script: ScriptName,
     ids: readonly string[],
-    keyOf: (id: string) => string,
+    args: (page: readonly string[]) => (string | number)[],
     take: (id: string, entry: E) => T | undefined,
   ): Promise<T[]> {
     const out: T[] = [];
     const send = (from: number): Promise<string> => {
-      const to = Math.min(ids.length, from + READ_PAGE);
-      const args: (string | number)[] = [to - from];
-      for (let i = from; i < to; i++) args.push(keyOf(ids[i] as string));
-      const call = this.script(client, script, args) as Promise<string>;
+      const call = this.script(client, script, args(ids.slice(from, from + READ_PAGE))) as Promise<string>;
       // Awaited below in order; a page after a failed one must not fail again as an unhandled rejection.
       call.catch(() => undefined);
       return call;
