@@ -28,11 +28,11 @@ VOLUME ["/app/config", "/app/data"]
 EXPOSE 8080 1080 9090 9091
 HEALTHCHECK --interval=30s --timeout=3s --start-period=20s --retries=3 \
   CMD node -e "fetch('http://127.0.0.1:9090/healthz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"
-# Memory (docs/benchmarks.md "Idle RSS"), as `npm start` runs it, at no measured cost per tunnel: V8's young
-# generation capped at 4 MiB per semi-space (default 16); glibc's malloc thresholds fixed, so the 16 MiB
-# blocks of the passwords' scrypt do not raise them and leave freed memory resident; and one malloc arena,
-# so V8's helper threads do not each keep an arena of freed compiler and GC memory. Idle ~90-104 MiB RSS
-# instead of ~147.
+# Memory (docs/benchmarks.md "Idle RSS"), as `npm start` runs it: V8's young generation at 16 MiB per
+# semi-space (node's default, named; 4 saved memory for half a minute after traffic and cost 5-12 % more CPU
+# per new tunnel); glibc's malloc thresholds fixed, so the 16 MiB blocks of the passwords' scrypt do not raise
+# them and leave freed memory resident; and one malloc arena, so V8's helper threads do not each keep an arena
+# of freed compiler and GC memory. ~97 MiB RSS after 30 s idle instead of ~147.
 ENV MALLOC_ARENA_MAX=1 MALLOC_MMAP_THRESHOLD_=4194304 MALLOC_TRIM_THRESHOLD_=16777216
-ENTRYPOINT ["node", "--max-semi-space-size=4", "bin/rotor.js"]
+ENTRYPOINT ["node", "--max-semi-space-size=16", "bin/rotor.js"]
 CMD ["start"]
