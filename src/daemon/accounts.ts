@@ -133,12 +133,13 @@ export async function assembleAccounts(config: Config, needs: Needs, ctx: Assemb
     });
     changes.onBurst(200, (burst) => {
       const all = users.locals();
-      balances.setUsers(all);
-      // The limit sync takes the changes alone (its list is a map; rebuilding it per burst was O(users)).
-      if (burst.whole) limitSync.setUsers(all);
+      // The balances and the limit sync take the changes alone (walking every user per burst was O(users)).
+      const changed = burst.whole ? undefined : [...burst.changed].flatMap((n) => users.get(n) ?? []);
+      balances.setUsers(all, changed);
+      if (changed === undefined) limitSync.setUsers(all);
       else
         limitSync.updateUsers(
-          [...burst.changed].flatMap((n) => users.get(n) ?? []),
+          changed,
           [...burst.removed].filter((n) => users.get(n) === undefined),
         );
       if ([...burst.changed].some((n) => users.get(n)?.draw === 'api')) {

@@ -288,6 +288,42 @@ describe('balances', () => {
     }
   });
 
+  test("a burst of user changes reads its own users' new pairs without walking every user", async () => {
+    const watcher = new BalanceWatcher({ client, products, accounting, intervalMs: 60_000 });
+    watcher.setUsers(users);
+    // Every user of a large directory, counting the walks over it.
+    let walks = 0;
+    class Walked<T> extends Array<T> {
+      override [Symbol.iterator](): ArrayIterator<T> {
+        walks++;
+        return super[Symbol.iterator]();
+      }
+    }
+    const everyone = new Walked<AccountUser>();
+    for (let i = 0; i < 2000; i++) everyone.push({ name: `imp${i}`, mainAccount: 'shop1', product: FLOW, draw: 'pwd', limitBytes: -1 });
+    const joined: AccountUser = { name: 'erin', mainAccount: 'shop1', product: FLOW, draw: 'pwd', limitBytes: -1 };
+    const made: AccountUser = { name: 'dora', mainAccount: 'shop2', product: FLOW_CN, draw: 'pwd', limitBytes: -1 };
+    everyone.push(...users, joined);
+    try {
+      await watcher.start();
+      assert.equal(watcher.get('shop2', FLOW_CN), undefined, 'a pair no user named is not read');
+      // A burst that made a user on a pair already read: nothing to read, and no walk of everyone.
+      walks = 0;
+      watcher.setUsers(everyone, [joined]);
+      assert.equal(walks, 0, 'the burst walked only the user it changed');
+      // A burst that made a user on a pair never read: that pair is read now (and its users refused if empty).
+      everyone.push(made);
+      watcher.setUsers(everyone, [made]);
+      await poll(() => watcher.get('shop2', FLOW_CN) !== undefined, { what: "the new user's pair read", timeoutMs: 5000 });
+      // A reload names nobody: every user's pair may be new, so all are walked.
+      walks = 0;
+      watcher.setUsers(everyone);
+      assert.equal(walks, 1);
+    } finally {
+      await watcher.stop();
+    }
+  });
+
   test('draining the balance stops draws; topping up resumes them', async () => {
     const watcher = new BalanceWatcher({ client, products, accounting, intervalMs: 60_000 });
     watcher.setUsers(users);
