@@ -81,7 +81,7 @@ test('the log lists open connections oldest first and finds one by id to stop it
 test("an ended connection is not kept by the young generation's collections (about 4 KB each held through its record)", async () => {
   // A long-lived Map's rehashed tables stay in the old generation with the entries they held until a full
   // collection, and each young-generation collection keeps those entries alive: 5.7 KB kept per connection
-  // with the Map, 0.25 KB with the list (4 MiB semi-spaces, as `npm start` runs the daemon).
+  // with the Map, 0.25 KB with the list (4 MiB semi-spaces, the measuring child's setting).
   const { scavenges, keptPerOperation } = await keptInChild(join(import.meta.dirname, 'live-list-gc-child.ts'), [
     join(import.meta.dirname, '../../src/connlog/recorder.ts'),
   ]);

@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import { keptInChild } from '../support/scavenge-kept.ts';
 
 test("a closed connection is not kept by the young generation's collections (about 4 KB each held by its socket)", async () => {
-  // 9.8 KB kept per connection with the Set, 0.5 KB with the live list (4 MiB semi-spaces, as `npm start` runs).
+  // 9.8 KB kept per connection with the Set, 0.5 KB with the live list (4 MiB semi-spaces, the measuring child's setting).
   const { scavenges, keptPerOperation } = await keptInChild(join(import.meta.dirname, 'connections-gc-child.ts'), [
     join(import.meta.dirname, '../../src/proxy/connections.ts'),
   ]);

@@ -1,5 +1,5 @@
 // What V8's young-generation collections (scavenges) keep per operation, for tests of long-lived registries:
-// a child process run with `npm start`'s semi-space (4 MiB) and --expose-gc measures it (keptPerOperation);
+// a child process run with 4 MiB semi-spaces (a fixed measuring setting: what survives a scavenge is counted at one size) and --expose-gc measures it (keptPerOperation);
 // the test runs the child and reads its figure (keptInChild). A registry whose entries outlive their removal
 // for the scavenger (a long-lived Map or Set: src/connlog/live-list.ts) shows here as kilobytes per operation.
 import { spawn } from 'node:child_process';

@@ -8,8 +8,8 @@ import { test } from 'node:test';
 import { keptInChild } from '../support/scavenge-kept.ts';
 
 test("a user port's closed connection is not kept by the young generation's collections", { timeout: 120_000 }, async () => {
-  // 8.7 KB kept per connection with the Set, 3.6-3.9 KB with the live list (4 MiB semi-spaces, as `npm start`
-  // runs; the rest is node's own per-connection objects, client and server in one process).
+  // 8.7 KB kept per connection with the Set, 3.6-3.9 KB with the live list (4 MiB semi-spaces, the measuring child's
+  // setting; the rest is node's own per-connection objects, client and server in one process).
   const { scavenges, keptPerOperation } = await keptInChild(join(import.meta.dirname, 'ports-gc-child.ts'), [
     join(import.meta.dirname, '../../src/users/ports.ts'),
   ]);
