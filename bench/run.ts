@@ -562,7 +562,7 @@ async function main(): Promise<void> {
   };
   const cpuTable = cpuRows(windows, PATHS);
   process.stdout.write(
-    `\n${textTable(rows)}\n\n${idleLine(idle)}\n${settingsLine(s, flags.warmupSeconds)}; ${seconds.toFixed(0)} s; load average at the end ${load}\n`,
+    `\n${textTable(rows)}\n\n${idleLine(idle)}\n${settingsLine(s, flags.warmupSeconds, flags.build)}; ${seconds.toFixed(0)} s; load average at the end ${load}\n`,
   );
   if (cpuTable.length > 0) process.stdout.write(`\n${cpuTitle(context.oneRate)}:\n${textGrid(CPU_HEADERS, cpuTable)}\n`);
   if (flags.cpuDetail && windows.length > 0)
@@ -778,11 +778,11 @@ function cpuTitle(oneRate: { perSecond: number; late: Record<string, number> } |
   );
 }
 
-function settingsLine(s: Settings, warmupSeconds: number): string {
+function settingsLine(s: Settings, warmupSeconds: number, build?: string): string {
   return (
     `each gateway warmed ${warmupSeconds} s or more per case; M1 wrk -t1 -c${s.m1Connections} ${s.m1Seconds} s; M2 ${s.m2Concurrency} concurrent for ${s.m2Ms / 1000} s; ` +
     `M3 ${fmt(s.m3Bytes / 1024 ** 2)} MiB; M4 ${s.m4Count} sequential; M5 ${s.m5Count} tunnels; ` +
-    `${s.reps} repetition(s), medians; Rotor is \`rotor start\` as \`npm start\` runs it (${describeNpmStart()}; embedded sandbox, accounting on SQLite, metrics)`
+    `${s.reps} repetition(s), medians; Rotor is \`rotor start\` as \`npm start\` runs it (${describeNpmStart(build)}; embedded sandbox, accounting on SQLite, metrics)`
   );
 }
 
