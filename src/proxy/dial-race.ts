@@ -185,7 +185,9 @@ class Race {
   private cancelRest(grace: boolean): void {
     if (this.pending.length === 0) return;
     const spec = this.spec;
-    const t = performance.now();
+    // The same millisecond of slack as the hedge queue's (onHedgeQueue): a hedge it started up to 1 ms before the
+    // delay by performance.now, and won within that millisecond, still marks the attempt it hedged.
+    const t = performance.now() + 1;
     for (const a of this.pending.slice()) {
       const stalled = t - a.startedAt >= spec.hedgeDelayMs;
       if (stalled) spec.onNodeFailed(a.node, 'stalled', a.sticky);

@@ -112,11 +112,14 @@ describe('hedged dialing', () => {
   });
 
   test('a loser marked when the hedge won, that answers within the grace, is forgiven', async () => {
-    // The "slow" node answers after 300 ms: past the 100 ms hedge delay, within the 1 s grace.
+    // The "slow" node answers once the hedge has won (past the 100 ms hedge delay, within the 1 s grace). A fixed
+    // 300 ms wait raced the hedge's own dial on a loaded machine: answered first, it was never a loser.
+    let answer!: () => void;
+    const hedgeWon = new Promise<void>((resolve) => (answer = resolve));
     const slowDialer: Dialer = async (n, target, options) => {
       if (n.port !== stalledPort) return firstByteDialer(n, target, options);
       const socket = await connectTcp(n.host, n.port, options.connectTimeoutMs, options.signal);
-      await new Promise((r) => setTimeout(r, 300));
+      await hedgeWon;
       return { socket, head: null };
     };
     const pool = new FixedPool([node('socks5', stalledPort), node('socks5', healthyPort)]);
@@ -125,6 +128,7 @@ describe('hedged dialing', () => {
     assert.ok(a.ok);
     const dialed = await r.dial(a.route, { host: '127.0.0.1', port: 9 });
     assert.equal(dialed.node.port, healthyPort);
+    answer();
     // The loser's late tunnel is closed and its node released (the winner is still held).
     await waitFor(() => pool.released === pool.acquired - 1, 5000, 'the loser released');
     assert.deepEqual(
