@@ -50,8 +50,9 @@ test('bench:idle-rss measures rotor start embedded and against rotor sim', { tim
       }
       assert.equal(x.warmOk, x.warmTotal, `${x.mode}: ${x.warmOk} of ${x.warmTotal} warm-up requests answered`);
       assert.equal(x.warmTotal, 6);
-      // An idle daemon's timers cost something, and far less than a core.
-      assert.ok(x.idleCpuMsPerS !== null && x.idleCpuMsPerS > 0 && x.idleCpuMsPerS < 1000, `${x.mode}: idle CPU ${x.idleCpuMsPerS} ms/s`);
+      // Measured, and far less than a core. An idle daemon arms its timers on demand, so a short window can read
+      // no clock tick at all (0 ms/s): the figure is checked to be there, not to be above zero.
+      assert.ok(x.idleCpuMsPerS !== null && x.idleCpuMsPerS >= 0 && x.idleCpuMsPerS < 1000, `${x.mode}: idle CPU ${x.idleCpuMsPerS} ms/s`);
       assert.ok(x.heapIdle && x.heapIdle.used > 0 && x.heapIdle.total >= x.heapIdle.used, `${x.mode}: heap ${JSON.stringify(x.heapIdle)}`);
     }
     assert.ok((results[1]!.simRss ?? 0) > 20, 'the sim process has an RSS');
