@@ -262,7 +262,7 @@ class Race {
       // Lost the race (or the client left): the node answered, its tunnel is not needed.
       tunnel.socket.destroy();
       this.release(a);
-      if (a.onProbation) spec.onNodeAnswered?.(a.node);
+      if (a.onProbation) this.forgive(a);
       return;
     }
     spec.times.record(performance.now() - a.startedAt);
@@ -273,6 +273,12 @@ class Race {
     const outcome = spec.outcome;
     outcome.won = { tunnel, node: a.node, sticky: a.sticky, acquired: !a.sticky, retries: this.retries, hedges: this.hedges };
     outcome.resolve(outcome);
+  }
+
+  /** A loser on probation answered within the grace: its 'stalled' mark is taken back. */
+  private forgive(a: Attempt): void {
+    this.spec.metrics?.upstreamStallsForgiven.inc();
+    this.spec.onNodeAnswered?.(a.node);
   }
 
   failed(a: Attempt, err: unknown): void {
@@ -287,7 +293,7 @@ class Race {
     if (this.settled) {
       if (a.onProbation) {
         // Marked 'stalled' when the hedge won; it answered (the target refused) or it failed: settle that.
-        if (err.reason === 'target_refused') spec.onNodeAnswered?.(a.node);
+        if (err.reason === 'target_refused') this.forgive(a);
         else spec.metrics?.upstreamFailures.inc({ reason: 'stalled' });
       } else if (err.reason !== 'target_refused' && !accountRefusal(a.node, err)) spec.onNodeFailed(a.node, err.reason, a.sticky);
       return;

@@ -25,6 +25,7 @@ export const METRIC = {
   callbacks: 'rotor_callbacks_total',
   instances: 'rotor_instances',
   upstreamHedges: 'rotor_upstream_hedges_total',
+  upstreamStallsForgiven: 'rotor_upstream_stalls_forgiven_total',
   upstreamProbes: 'rotor_upstream_probes_total',
   events: 'rotor_events_total',
   webhookDeliveries: 'rotor_webhook_deliveries_total',
@@ -200,6 +201,11 @@ function upstreamMetrics(registers: Registry[]) {
       name: METRIC.upstreamHedges,
       help: 'Parallel dials started because a node was slow to answer, by outcome',
       labelNames: ['outcome'] as const,
+      registers,
+    }),
+    upstreamStallsForgiven: new Counter({
+      name: METRIC.upstreamStallsForgiven,
+      help: 'Nodes marked stalled when a hedge won that answered within the grace after all (a hedge delay too short for them)',
       registers,
     }),
     upstreamProbes: new Counter({

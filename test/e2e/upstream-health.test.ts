@@ -103,14 +103,26 @@ describe('a stalled node among 3', () => {
   test('(b) the stalled node left rotation after at most 2 hedges, and is cooling', async (t) => {
     const hedges = await gw.metric('rotor_upstream_hedges_total');
     const won = await gw.metric('rotor_upstream_hedges_total', { outcome: 'won' });
-    const stalls = await gw.metric('rotor_upstream_failures_total', { reason: 'stalled' });
-    t.diagnostic(`hedges for 600 connections (1 of 3 nodes stalled): ${hedges} (won ${won}), stalls counted ${stalls}`);
-    // Hedges the stalled node caused: each one won by the hedge and counted a stall; 2 send it cooling. (A
-    // healthy node slowed past the delay by the loaded machine may add a hedge it then wins itself, or a stall
-    // counted on it: 3 stalls were seen with two suites side by side, so the count of stalls is not bounded
-    // above here; what shows the stalled node left rotation is the hedges won and its state.)
-    assert.ok(won >= 1 && won <= 2, `hedges won: ${won}`);
-    assert.ok(stalls >= won, `stalls: ${stalls}, hedges won: ${won}`);
+    // Every hedge won leaves its loser marked 'stalled' and on probation for the grace (1 s): counted a stall when
+    // still silent then, forgiven when it answers. A healthy node slowed past the delay by a loaded machine is such a
+    // forgiven loser; a hedge won in the last second is still on probation: wait for every loser's verdict.
+    const verdicts = await waitFor(
+      'every hedge won judged (stalled or forgiven)',
+      async () => {
+        const stalls = await gw.metric('rotor_upstream_failures_total', { reason: 'stalled' });
+        const forgiven = await gw.metric('rotor_upstream_stalls_forgiven_total');
+        return stalls + forgiven >= won ? { stalls, forgiven } : undefined;
+      },
+      5000,
+    );
+    t.diagnostic(
+      `hedges for 600 connections (1 of 3 nodes stalled): ${hedges} (won ${won}), stalls counted ${verdicts.stalls}, forgiven ${verdicts.forgiven}`,
+    );
+    // The hedges the stalled node caused are those whose loser was not forgiven; 2 send it cooling (fewer when a
+    // warm connection's failed opening counted against it too).
+    const stalledNodeHedges = won - verdicts.forgiven;
+    assert.ok(stalledNodeHedges >= 1 && stalledNodeHedges <= 2, `hedges won ${won}, forgiven ${verdicts.forgiven}`);
+    assert.ok(verdicts.stalls >= 1, 'the stalled node counted a stall');
     const node = (await alicePool(gw)).nodes.find((n) => n.port === stalledPort)!;
     assert.equal(node.state, 'cooling');
     assert.equal(node.awaitingProbe, true);

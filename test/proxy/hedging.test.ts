@@ -78,12 +78,12 @@ function routerWith(pool: FixedPool, extra: { hedgeAfterMs?: number; instances?:
 
 async function counter(
   metrics: ReturnType<typeof createMetrics>,
-  name: 'upstreamHedges' | 'upstreamFailures',
+  name: 'upstreamHedges' | 'upstreamFailures' | 'upstreamStallsForgiven',
   label: string,
   value: string,
 ): Promise<number> {
   const m = await metrics[name].get();
-  return m.values.filter((v) => (v.labels as Record<string, string>)[label] === value).reduce((s, v) => s + v.value, 0);
+  return m.values.filter((v) => label === '' || (v.labels as Record<string, string>)[label] === value).reduce((s, v) => s + v.value, 0);
 }
 
 describe('hedged dialing', () => {
@@ -109,6 +109,7 @@ describe('hedged dialing', () => {
     // The stalled loser gets a grace to answer; still silent, it is counted a stall and both nodes go back.
     await waitFor(() => pool.released === pool.acquired, 5000, 'both nodes released');
     assert.equal(await counter(metrics, 'upstreamFailures', 'reason', 'stalled'), 1);
+    assert.equal(await counter(metrics, 'upstreamStallsForgiven', '', ''), 0);
   });
 
   test('a loser marked when the hedge won, that answers within the grace, is forgiven', async () => {
@@ -138,6 +139,7 @@ describe('hedged dialing', () => {
     );
     assert.ok(pool.successes.includes(node('socks5', stalledPort).id), 'then forgiven: it answered');
     assert.equal(await counter(metrics, 'upstreamFailures', 'reason', 'stalled'), 0);
+    assert.equal(await counter(metrics, 'upstreamStallsForgiven', '', ''), 1, 'the forgiven stall is counted');
     dialed.socket.destroy();
     dialed.release();
   });
