@@ -164,7 +164,10 @@ export class SubAccounts implements SubAccountPort {
         if (!isPlatformCode(err, CODE.SUB_CREATE_FAILED)) throw err;
         // 10061: the name exists (a resumed creation), or the main account is missing or disabled.
         if (!(await this.subExists(u.name, productNo, call))) {
-          if (!(await this.ensureMain(u.mainAccount, productNo, facts.proxyType))) throw err;
+          // Missing: made now. Found: disabled, or made meanwhile by another creation under it (many run at
+          // once; the first of a new account's users makes it): the second try tells them apart, a disabled
+          // one refusing it again with 10061.
+          await this.ensureMain(u.mainAccount, productNo, facts.proxyType);
           await create();
           created = true;
         }
@@ -189,16 +192,15 @@ export class SubAccounts implements SubAccountPort {
     }
   }
 
-  /** Creates the main account when the platform says it is missing; false when it exists (then unusable). */
-  private async ensureMain(account: string, productNo: string, proxyType: number): Promise<boolean> {
+  /** Creates the main account when the platform says it is missing (ProxyInfo 10052); nothing when it exists. */
+  private async ensureMain(account: string, productNo: string, proxyType: number): Promise<void> {
     try {
       await this.client.call('ProxyInfo', { appUsername: account, proxyType: proxyType as 104 | 105, productNo });
-      return false;
+      return;
     } catch (err) {
       if (!isPlatformCode(err, CODE.USER_NOT_FOUND)) throw err;
     }
     await this.client.call('CreateUser', { appUsername: account, status: 1 });
     this.logger?.info({ account }, 'main account created on the platform');
-    return true;
   }
 }
