@@ -36,6 +36,12 @@
 // --base BUILD: each round also restarts another build (a directory holding bin/, dist/, package.json and
 // node_modules, as bench/ab.ts takes) on the same store, the order alternating round by round: an A/B on one
 // import, both under the same load. The summary gives each build's CPU until ready (what load moves least).
+// --only resume (a phase of its own, with no import through the API): --users rows written straight into a new
+// store as `rotor users import FILE --store` writes them (creation intents, src/users/store-import.ts), then a
+// daemon started on it against a new sandbox process (--import-latency MS away) finishes them. Its line gives
+// the time from the spawn until no intent is left in the store (read every 250 ms), the daemon's CPU by then,
+// the sandbox's, the platform calls and the most at once. --rounds N runs it N times; --base BUILD alternates
+// the two builds round by round, each on a store and a sandbox of its own.
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -46,6 +52,7 @@ import { ensureBuilt, npmStartCommand, npmStartNodeFlags, SOCKS_PRODUCT, spawnRo
 import { BenchSetupError, cpuMs, rssBytes, startJsonChild, startMicrosocks, type Proc } from './procs.ts';
 import { BENCH_PASSWORD, SOCKS_USER } from './spec.ts';
 import { RedisServer, redisMissing } from '../test/fleet/redis-server.ts';
+import Database from 'better-sqlite3';
 
 const TOKEN = 'users-bench-token-5c1a';
 const UP_USER = 'upuser';
@@ -194,6 +201,83 @@ async function importUsers(d: Daemon, count: number, logins: number, loginHash: 
   return performance.now() - started;
 }
 
+/**
+ * `--only resume`: `count` users written into a new store as intents (what `rotor users import --store` writes),
+ * then a daemon of `build` ('' = this checkout) started on it finishes them against a sandbox `latencyMs` away.
+ */
+async function resumeRound(
+  count: number,
+  upstream: UpstreamDaemon,
+  latencyMs: number,
+  flags: string[],
+  onRedis: boolean,
+  build: string,
+): Promise<{ doneMs: number; cpuMs: number }> {
+  const dir = mkdtempSync(join(tmpdir(), 'rotor-bench-resume-'));
+  const redis = onRedis ? await new RedisServer().start() : undefined;
+  storePath = redis ? () => redis.url : (d) => join(d, 'rotor.db');
+  let daemon: Daemon | undefined;
+  let sim: SimProcess | undefined;
+  let intents: (() => Promise<number>) | undefined;
+  let closeIntents: (() => Promise<void>) | undefined;
+  try {
+    const { openStoreFor } = await import('../src/store/open.ts');
+    const { importIntoStore } = await import('../src/users/store-import.ts');
+    const periods = ['month', 'day', 'total'] as const;
+    const rows = Array.from({ length: count }, (_, n) => ({
+      name: userName(n),
+      mainAccount: 'bench',
+      product: SOCKS_PRODUCT,
+      quota: { bytes: 10 * 1024 ** 3, period: periods[n % 3] },
+    }));
+    const store = await openStoreFor(storePath(dir));
+    const written = await importIntoStore(store, rows, { reservedPorts: new Map(), configUsers: [SOCKS_USER], tls: false });
+    await store.close();
+    if (written.created !== count) throw new BenchSetupError(`store import: ${written.created} of ${count} written`);
+    if (redis) {
+      const reader = await openStoreFor(redis.url);
+      intents = async () => (await reader.listUsers()).filter((u) => u.state === 'creating').length;
+      closeIntents = () => reader.close();
+    } else {
+      const db = new Database(join(dir, 'rotor.db'), { readonly: true, fileMustExist: true });
+      const q = db.prepare("SELECT count(*) AS n FROM users WHERE state = 'creating'");
+      intents = () => Promise.resolve((q.get() as { n: number }).n);
+      closeIntents = () => Promise.resolve(void db.close());
+    }
+    sim = await startSimProcess(dir, upstream, latencyMs);
+    const simCpu0 = cpuMs(sim.proc.pid);
+    const started = performance.now();
+    daemon = (await start(dir, upstream, latencyMs, flags, sim, build || undefined)).daemon;
+    const readyMs = performance.now() - started;
+    for (;;) {
+      if ((await intents()) === 0) break;
+      if (performance.now() - started > 3_600_000) throw new BenchSetupError('intents left after an hour');
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    const doneMs = performance.now() - started;
+    const [daemonCpu, simCpu] = [cpuMs(daemon.pid), cpuMs(sim.proc.pid) - simCpu0];
+    const calls = Object.entries(await simCalls(sim))
+      .filter(([, n]) => n > 0)
+      .map(([op, n]) => `${op} ${n}`)
+      .join(', ');
+    const inFlight = (await (await fetch(`${sim.baseUrl}/sim/in-flight`)).json()) as { peak?: number };
+    report({
+      name: `resume ${count} stored intents (rotor users import --store), platform latency ${latencyMs} ms, store ${onRedis ? 'redis' : 'sqlite'}${build ? ` (--base ${build})` : ''}`,
+      figure: `${(doneMs / 1000).toFixed(1)} s`,
+      target: 'none',
+      met: undefined,
+      note: `ready after ${(readyMs / 1000).toFixed(2)} s; CPU by then: the daemon ${(daemonCpu / 1000).toFixed(2)} s, the sandbox ${(simCpu / 1000).toFixed(2)} s; platform calls: ${calls || 'none'}, at most ${inFlight.peak ?? '?'} at once`,
+    });
+    return { doneMs, cpuMs: daemonCpu };
+  } finally {
+    await daemon?.stop();
+    await sim?.proc.stop();
+    await closeIntents?.();
+    await redis?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 async function waitPlatformCheck(d: Daemon, timeoutMs: number): Promise<number> {
   const started = performance.now();
   for (;;) {
@@ -305,7 +389,19 @@ async function main(): Promise<void> {
   if (redis) storePath = () => redis.url;
   try {
     log(`bench:users, ${count} users, store ${values.store}, load ${load()}`);
-    if (redis || values.dir === undefined || !existsSync(join(dir, 'rotor.db'))) {
+    if (only.has('resume')) {
+      // A phase of its own: a store and a sandbox per round, no import through the API.
+      const rounds = Math.max(1, Number(values.rounds));
+      const builds = values.base !== undefined ? ['', resolve(values.base)] : [''];
+      const of = new Map<string, { doneMs: number; cpuMs: number }[]>();
+      for (let round = 0; round < rounds; round++)
+        for (const build of round % 2 === 0 ? builds : [...builds].reverse()) {
+          const r = await resumeRound(count, upstream, Number(values['import-latency']), flags, onRedis, build);
+          of.set(build || 'this checkout', [...(of.get(build || 'this checkout') ?? []), r]);
+        }
+      for (const [key, runs] of of)
+        log(`resume, ${key}: ${runs.map((r) => `${(r.doneMs / 1000).toFixed(1)} s (CPU ${(r.cpuMs / 1000).toFixed(2)} s)`).join(', ')}`);
+    } else if (redis || values.dir === undefined || !existsSync(join(dir, 'rotor.db'))) {
       // The import's sandbox always runs in a process of its own (on the state file an embedded sandbox keeps
       // beside a SQLite store, so the restarts of either mode find its sub accounts): the daemon's CPU is its
       // own, and the platform's calls and CPU per user are counted apart.
@@ -342,7 +438,7 @@ async function main(): Promise<void> {
     // This checkout's build ('' below), and --base's when given, alternating which goes first.
     const builds = values.base !== undefined ? ['', resolve(values.base)] : [''];
     const cpuOf = new Map<string, number[]>();
-    if (only.has('restart')) {
+    if (only.has('restart') && !only.has('resume')) {
       for (let round = 0; round < rounds; round++) {
         for (const build of round % 2 === 0 ? builds : [...builds].reverse()) {
           for (const mode of modes) {
