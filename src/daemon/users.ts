@@ -52,6 +52,8 @@ export async function assembleUsers(config: Config, needs: Needs, ctx: AssemblyC
     logger,
     ...clockOption(ctx),
     ...(fleet ? { followMs: 1000 } : {}),
+    // Unfinished creations (`rotor users import --store` writes them) resumed as many at once as a batch's rows.
+    resumeConcurrency: config.accounts.batchConcurrency,
     onChange: changes.emit,
     ports: { host: config.proxy.http.host, reserved: () => ownPorts, tls: config.proxy.https !== undefined },
   });
