@@ -299,8 +299,22 @@ async function assembleListeners(config: Config, needs: Needs, ctx: AssemblyCont
   });
   await userPorts.sync(directory.locals());
   ctx.stops.onStop('user ports', () => userPorts.close());
-  needs.users.changes.onBurst(200, () => {
-    userPorts.sync(directory.locals()).catch((err: unknown) => logger.warn({ err }, 'user ports could not follow a user change'));
+  // A burst looks at its own users only (walking every user per burst made an import O(users²)); a reload,
+  // which names nobody, at everyone.
+  needs.users.changes.onBurst(200, (burst) => {
+    const changed: LocalUser[] = [];
+    const gone: string[] = [];
+    if (!burst.whole) {
+      for (const name of burst.changed) {
+        const user = directory.get(name);
+        if (user === undefined) gone.push(name);
+        else changed.push(user);
+      }
+      for (const name of burst.removed) if (!burst.changed.has(name)) gone.push(name);
+    }
+    (burst.whole ? userPorts.sync(directory.locals()) : userPorts.update(changed, gone)).catch((err: unknown) =>
+      logger.warn({ err }, 'user ports could not follow a user change'),
+    );
   });
 
   return {

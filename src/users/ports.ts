@@ -10,7 +10,9 @@
 //
 // `sync(users)` makes the open ports match the users: a new `listen` opens a port, a removed one (or a
 // removed user) closes it and its connections, a changed port moves, a changed allowIps applies to the next
-// connection. The composition root calls it at start and on reload; a user directory calls it on change.
+// connection. The composition root calls it at start and on reload. `update(changed, gone)` does the same for
+// the users a burst of changes named, and looks at no other user (an import of 100,000 users in bursts of
+// 1,000 walked every user per burst): only the ports that could not be opened are tried again with it.
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { createServer as createTlsServer, type SecureContextOptions, type Server as TlsServer, type TLSSocket } from 'node:tls';
 import { RotorError } from '../errors/rotor-error.ts';
@@ -76,6 +78,11 @@ export class UserPorts {
   private readonly entries = new Map<string, Entry>();
   /** sockets accepted on a user port -> that port's entry */
   private readonly origin = new WeakMap<Socket, Entry>();
+  /**
+   * The ports wanted that could not be opened (in use, TLS without a certificate): tried again by every sync
+   * and update, as a walk of every user tried them. At most one per user with a `listen`.
+   */
+  private readonly failed = new Map<string, Wanted>();
   private readonly handshakeTimeoutMs: number;
   private syncing: Promise<unknown> = Promise.resolve();
 
@@ -87,6 +94,19 @@ export class UserPorts {
   sync(users: Iterable<PortUser>): Promise<UserPortsReport> {
     const list = [...users];
     const run = this.syncing.then(() => this.syncNow(list));
+    this.syncing = run.catch(() => undefined);
+    return run;
+  }
+
+  /**
+   * Opens, moves and closes the ports of the users a burst of changes named, and of no other user: `changed`
+   * as they are now, `gone` the names removed (or no longer ready). Queued with sync. Never rejects.
+   */
+  update(changed: Iterable<PortUser>, gone: Iterable<string>): Promise<UserPortsReport> {
+    const named = new Map<string, Wanted | undefined>();
+    for (const name of gone) named.set(name, undefined);
+    for (const u of changed) named.set(u.name, u.listen ?? undefined);
+    const run = this.syncing.then(() => this.apply(named, false));
     this.syncing = run.catch(() => undefined);
     return run;
   }
@@ -132,14 +152,29 @@ export class UserPorts {
     await this.syncing;
     await Promise.all([...this.entries.values()].map((e) => this.closeEntry(e)));
     this.entries.clear();
+    this.failed.clear();
   }
 
-  private async syncNow(users: PortUser[]): Promise<UserPortsReport> {
-    const report: UserPortsReport = { opened: [], closed: [], failed: [] };
-    const wanted = new Map<string, Wanted>();
+  private syncNow(users: PortUser[]): Promise<UserPortsReport> {
+    const wanted = new Map<string, Wanted | undefined>();
     for (const u of users) if (u.listen) wanted.set(u.name, u.listen);
-    for (const [user, entry] of [...this.entries]) {
-      const want = wanted.get(user);
+    // Every open port whose user no longer wants one.
+    for (const user of this.entries.keys()) if (!wanted.has(user)) wanted.set(user, undefined);
+    return this.apply(wanted, true);
+  }
+
+  /**
+   * Makes the ports of the users named match what they want (undefined: no port). `whole`: they are every
+   * user, so a failed port no longer named is dropped. Closes before it opens: a port one user left can be
+   * taken by another in the same call.
+   */
+  private async apply(named: Map<string, Wanted | undefined>, whole: boolean): Promise<UserPortsReport> {
+    const report: UserPortsReport = { opened: [], closed: [], failed: [] };
+    if (whole) this.failed.clear();
+    else for (const [user, want] of this.failed) if (!named.has(user)) named.set(user, want);
+    for (const [user, want] of named) {
+      const entry = this.entries.get(user);
+      if (entry === undefined) continue;
       if (want && want.port === entry.requested && (want.tls === true) === entry.tls) {
         if (want.allowIps.join(',') !== entry.allowIps.join(',')) {
           entry.allow = new CidrSet(want.allowIps);
@@ -151,13 +186,15 @@ export class UserPorts {
       await this.closeEntry(entry);
       report.closed.push({ user, port: entry.port });
     }
-    for (const [user, want] of wanted) {
-      if (this.entries.has(user)) continue;
+    for (const [user, want] of named) {
+      this.failed.delete(user);
+      if (want === undefined || this.entries.has(user)) continue;
       try {
         const entry = await this.open(user, want);
         this.entries.set(user, entry);
         report.opened.push({ user, port: entry.port });
       } catch (err) {
+        this.failed.set(user, want);
         report.failed.push({ user, port: want.port, error: (err as Error).message });
       }
     }

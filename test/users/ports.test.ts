@@ -112,6 +112,39 @@ describe('UserPorts', () => {
     await assert.rejects(dial(port));
   });
 
+  test("update: only the named users' ports change; a port that could not be opened is tried again", async () => {
+    const { ports } = make();
+    const busy = createServer();
+    await new Promise<void>((r) => busy.listen(0, '127.0.0.1', r));
+    const busyPort = (busy.address() as AddressInfo).port;
+    await ports.sync([
+      { name: 'alice', listen: { port: 0, allowIps: [] } },
+      { name: 'carol', listen: { port: 0, allowIps: [] } },
+    ]);
+    const alice = ports.portOf('alice')!;
+    const carol = ports.portOf('carol')!;
+    // bob is new, carol gone; alice is not named and keeps her port (a sync of these users would close it).
+    const first = await ports.update([{ name: 'bob', listen: { port: busyPort, allowIps: [] } }], ['carol']);
+    assert.deepEqual(
+      first.failed.map((f) => [f.user, f.port]),
+      [['bob', busyPort]],
+    );
+    assert.deepEqual(first.closed, [{ user: 'carol', port: carol }]);
+    await assert.rejects(dial(carol));
+    assert.equal(ports.portOf('alice'), alice);
+    (await dial(alice)).destroy();
+    // The port is free now: bob's is opened by the next update, whoever it names.
+    await new Promise((r) => busy.close(r));
+    const second = await ports.update([{ name: 'dave' }], []);
+    assert.deepEqual(second.opened, [{ user: 'bob', port: busyPort }]);
+    assert.equal(ports.portOf('bob'), busyPort);
+    // Named without a listen, or as gone: closed; a third update has nothing left to retry.
+    const third = await ports.update([{ name: 'alice', listen: null }], ['bob']);
+    assert.deepEqual(third.closed.map((c) => c.user).sort(), ['alice', 'bob']);
+    assert.deepEqual(ports.list(), []);
+    assert.deepEqual(await ports.update([], []), { opened: [], closed: [], failed: [] });
+  });
+
   test('a client that sends nothing is closed at the handshake deadline', async () => {
     const { ports } = make(recorder(), recorder(), 150);
     await ports.sync([{ name: 'alice', listen: { port: 0, allowIps: [] } }]);
