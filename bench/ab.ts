@@ -9,7 +9,7 @@
 // and the main thread's CPU per tunnel summed over all rounds (robust when single rounds are not); for M2 also
 // the rest of the chain's CPU per tunnel (the upstream proxy, the load client, the target).
 //
-//   node --import tsx bench/ab.ts [--rounds 6] [--seconds 2] [--warmup 1] [--cases M2,M4,M1] [--paced N] [--profile DIR] [--strace DIR] DIR_A DIR_B [DIR_C ...]
+//   node --import tsx bench/ab.ts [--rounds 6] [--seconds 2] [--warmup 1] [--cases M2,M4,M1] [--paced N] [--greeting] [--profile DIR] [--strace DIR] DIR_A DIR_B [DIR_C ...]
 //
 // A build directory may hold ab-config.json: merged into that build's config (the same build with one setting
 // changed, to measure what the setting costs: e.g. {"log":{"access":{"store":false}}}). `DIR@N` runs that build
@@ -18,6 +18,8 @@
 // Make DIR_A with: mkdir /tmp/a && cp -r dist bin package.json /tmp/a && ln -s "$PWD/node_modules" /tmp/a/
 // (after `npm run build`), then change, rebuild, and pass the checkout itself as DIR_B.
 import { fork, spawn, type ChildProcess } from 'node:child_process';
+import { connect } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join, resolve } from 'node:path';
@@ -52,6 +54,11 @@ const { values, positionals } = parseArgs({
     // The same extra round under `perf record -g` (cpu-clock), every gateway run with --perf-basic-prof so that
     // its JS frames have names: DIR/<gateway>-<case>.data, for `perf report -i FILE --no-children`.
     perf: { type: 'string' },
+    // During each M2 SOCKS5 round, a probe in this process opens a connection to the gateway every 5 ms (one at a
+    // time), sends a SOCKS5 greeting and times the method answer: a step that touches no upstream, so its time is
+    // how long the gateway's event-loop turns keep a new client waiting under the load. p50 and p90 per gateway.
+    // Every gateway gets the same probe (some hundreds of connections per round); CPU per tunnel counts them in.
+    greeting: { type: 'boolean', default: false },
   },
 });
 const rounds = Number(values.rounds);
@@ -212,6 +219,43 @@ const mainTotals = new Map<string, { main: number; other: number; sys: number; o
  */
 const chainTotals = new Map<string, { up: number; client: number; target: number; ops: number }>();
 const m1Totals = new Map<string, { cpu: number; sys: number; ops: number }>();
+/** --greeting: the method answer's time per gateway (ms), over all rounds. */
+const greetings = new Map<string, number[]>();
+const GREETING = Buffer.from([5, 1, 2]);
+/** One greeting at a time, every 5 ms, until stopped: each a new connection, its method answer timed from the write. */
+function greetingProbe(port: number): { stop: () => Promise<number[]> } {
+  const times: number[] = [];
+  let stopping = false;
+  const one = (): Promise<void> =>
+    new Promise((done) => {
+      const s = connect({ host: '127.0.0.1', port, noDelay: true });
+      let t0 = 0;
+      s.once('connect', () => {
+        t0 = performance.now();
+        s.write(GREETING);
+      });
+      s.once('data', () => {
+        times.push(performance.now() - t0);
+        s.destroy();
+        done();
+      });
+      s.once('error', () => done());
+      s.once('close', () => done());
+    });
+  const loop = (async () => {
+    while (!stopping) {
+      await one();
+      await sleep(5);
+    }
+  })();
+  return {
+    stop: async () => {
+      stopping = true;
+      await loop;
+      return times;
+    },
+  };
+}
 const push = (k: string, g: string, v: [number, number]): void => {
   if (!res.has(k)) res.set(k, new Map());
   const byG = res.get(k)!;
@@ -225,9 +269,11 @@ for (let r = 0; r < rounds; r++) {
       for (const proto of ['connect', 'socks5'] as const) {
         const upPid = proto === 'connect' ? squid.pid : socks.pid;
         const c0 = [cpuMs(upPid), cpuMs(client.pid!), cpuMs(target.proc.pid)];
+        const probe = values.greeting && proto === 'socks5' ? greetingProbe(g.socks5) : undefined;
         const a = cpu(g.pid);
         const x = await run<RateResult>(m2Job(proxy(g, proto)));
         const b = cpu(g.pid);
+        if (probe) greetings.set(g.name, [...(greetings.get(g.name) ?? []), ...(await probe.stop())]);
         const c1 = [cpuMs(upPid), cpuMs(client.pid!), cpuMs(target.proc.pid)];
         const ck = `${g.name} ${proto}`;
         const ct = chainTotals.get(ck) ?? { up: 0, client: 0, target: 0, ops: 0 };
@@ -391,6 +437,16 @@ if (chainTotals.size > 0) {
     console.log(
       `  ${k.padEnd(32)} upstream ${(t.up / t.ops).toFixed(3)}  client ${(t.client / t.ops).toFixed(3)}  target ${(t.target / t.ops).toFixed(3)}  (${t.ops} tunnels)`,
     );
+}
+if (greetings.size > 0) {
+  console.log("\nM2 SOCKS5: a new client's greeting answered under the load (--greeting), ms over all rounds:");
+  const q = (xs: number[], p: number): number => xs[Math.min(xs.length - 1, Math.floor(xs.length * p))]!;
+  for (const [g, xs] of greetings) {
+    xs.sort((a, b) => a - b);
+    console.log(
+      `  ${g.padEnd(24)} p50 ${q(xs, 0.5).toFixed(3)}  p90 ${q(xs, 0.9).toFixed(3)}  mean ${(xs.reduce((a, b) => a + b, 0) / xs.length).toFixed(3)}  (${xs.length} greetings)`,
+    );
+  }
 }
 if (m1Totals.size > 0) {
   console.log('\nM1 CPU per request over all rounds, ms (of it, in the kernel):');
