@@ -534,7 +534,10 @@ export class Users {
         try {
           // An unreadable record throws here (and is logged).
           const e = this.install(s);
-          await this.platformStep(s.name, e.data, { quiet: true });
+          // Created first, as a batch's rows: the platform refuses a sub account's name twice (10061, then read),
+          // so one made before the crash is found, and an intent `rotor users import --store` wrote costs one
+          // call fewer than a read before the creation.
+          await this.platformStep(s.name, e.data, { fresh: true, quiet: true });
         } catch {
           // logged by install or platformStep; the next sweep tries again
           continue;

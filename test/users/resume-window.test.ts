@@ -3,7 +3,8 @@
 // SQLite file, the intents' platform steps run many at once through the sub accounts' window, as a batch's rows
 // do (one after another, 100,000 intents against a platform 20 ms away took ~45 min); a platform that takes
 // fewer at once still gets every one made; a stop in the middle takes no new intent, loses none, and the next
-// start finishes the rest with one sub account per user.
+// start finishes the rest with one sub account per user. A resumed creation creates first, as a batch row does:
+// one read only when the platform answers that the name exists.
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -107,6 +108,10 @@ test('a platform 100 ms away: the intents resumed up to 64 calls at once, never 
     assert.deepEqual(creating, []);
     assert.equal(subsOnPlatform(sim, 'r').length, 300);
     assert.equal(new Set(subsOnPlatform(sim, 'r')).size, 300, 'one sub account per user');
+    // Created first: read only when the creation was refused (here the first ones, before the main account was).
+    const calls = sim.inspect.calls();
+    assert.ok((calls.GetProxyUserInfo ?? 0) <= SUB_ACCOUNT_WINDOW_MAX, `${calls.GetProxyUserInfo} reads`);
+    assert.ok((calls.CreateProxyUser ?? 0) <= 300 + SUB_ACCOUNT_WINDOW_MAX, `${calls.CreateProxyUser} creations`);
   } finally {
     await sim.close();
   }
