@@ -307,11 +307,13 @@ async function main(): Promise<void> {
           await c.closed;
           const upstream = await settled(() => target.written, 500);
           await poll(() => target.inFlight === 0, { timeoutMs: 10_000 });
+          // The connection's final record: a checkpoint of a connection still closing (result 'open') carries the
+          // bytes of the last checkpoint, not the ones delivered since.
           const rec = await poll(
             async () =>
               (
                 await api<{ items: Array<{ bytesDown: number; result: string; target?: string }> }>(`/v1/connections?user=${name}&limit=5`)
-              ).body.items.find((i) => i.target?.endsWith(`:${target.port}`) && i.bytesDown > 1000),
+              ).body.items.find((i) => i.target?.endsWith(`:${target.port}`) && i.bytesDown > 1000 && i.result !== 'open'),
             { timeoutMs: 10_000, everyMs: 100 },
           );
           const row = {
