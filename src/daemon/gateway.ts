@@ -297,10 +297,10 @@ async function assembleListeners(config: Config, needs: Needs, ctx: AssemblyCont
     connections.recorder.stopping(draining);
     return Promise.all([httpListener.close(draining), socksListener.close(draining), httpsListener?.close()]).then(() => udp?.closeAll());
   });
-  await userPorts.sync(directory.locals());
-  ctx.stops.onStop('user ports', () => userPorts.close());
   // A burst looks at its own users only (walking every user per burst made an import O(users²)); a reload,
-  // which names nobody, at everyone.
+  // which names nobody, at everyone. Followed before the first sync lists the users: a creation the directory
+  // finishes meanwhile (its start resumes those left unfinished, in the background) comes in a burst, queued
+  // after that sync, rather than between the list and the subscription, where no later walk would find it.
   needs.users.changes.onBurst(200, (burst) => {
     const changed: LocalUser[] = [];
     const gone: string[] = [];
@@ -316,6 +316,8 @@ async function assembleListeners(config: Config, needs: Needs, ctx: AssemblyCont
       logger.warn({ err }, 'user ports could not follow a user change'),
     );
   });
+  await userPorts.sync(directory.locals());
+  ctx.stops.onStop('user ports', () => userPorts.close());
 
   return {
     userPorts,

@@ -7,7 +7,12 @@ import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import type { PortUser } from '../../src/users/ports.ts';
 import { startGateway, type Gateway } from '../e2e/harness.ts';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { importIntoStore } from '../../src/users/store-import.ts';
 import { freePort } from '../support/ports.ts';
+import { openTestStore } from '../support/store.ts';
 import { poll } from '../support/wait.ts';
 
 const EVERYONE = 2000;
@@ -98,4 +103,35 @@ describe("user ports follow a burst's own users", () => {
     assert.ok(looked >= EVERYONE, `a reload looked at ${looked} users`);
     assert.equal(gw.daemon.userPorts.portOf('imp1x0999'), to, 'the reload kept the port');
   });
+});
+
+test('users whose creation the start resumes (rotor users import --store) get their ports', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'rotor-ports-resumed-'));
+  const path = join(dir, 'rotor.db');
+  try {
+    // 2,000 intents, every 100th with a port of its own: the start resumes them in the background, 1,000 made
+    // ready at a time, while the daemon is still being put together.
+    const store = await openTestStore(path);
+    const rows = Array.from({ length: 2000 }, (_, i) => ({
+      name: `res${String(i).padStart(4, '0')}`,
+      mainAccount: 'shop1',
+      ...(i % 100 === 0 ? { listen: { port: 0, allowIps: ['127.0.0.1/32'] } } : {}),
+    }));
+    const written = await importIntoStore(store, rows, { reservedPorts: new Map(), configUsers: ['alice', 'bob'], tls: false });
+    assert.equal(written.created, 2000);
+    await store.close();
+    const gw = await startGateway({ config: { store: { path } } });
+    try {
+      const withPorts = rows.filter((r) => r.listen !== undefined).map((r) => r.name);
+      await poll(() => withPorts.every((n) => gw.daemon.userPorts.portOf(n) !== undefined), {
+        what: "every resumed user's port",
+        timeoutMs: 60_000,
+      });
+      for (const n of withPorts) assert.ok(await answers(gw.daemon.userPorts.portOf(n)!), `${n}'s port answers`);
+    } finally {
+      await gw.close();
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
