@@ -543,7 +543,13 @@ export class Users {
           continue;
         }
         done.push(s);
-        if (done.length >= RESUME_WRITE_EVERY) write();
+        if (done.length >= RESUME_WRITE_EVERY) {
+          // One set written while the next is made: a store slower than the platform holds the steps back
+          // rather than queueing every finished creation in memory.
+          const before = writing;
+          write();
+          await before;
+        }
       }
     };
     const concurrency = Math.max(1, Math.min(this.options.resumeConcurrency ?? RESUME_CONCURRENCY, names.length));
