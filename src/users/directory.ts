@@ -556,7 +556,9 @@ export class Users {
     await Promise.all(Array.from({ length: concurrency }, worker));
     write();
     await writing;
-    this.logger?.info({ resumed: finished, intents: names.length, ms: this.now() - started }, 'unfinished user creations resumed');
+    // A sweep that finished none says nothing more (each intent left was logged with why).
+    if (finished > 0)
+      this.logger?.info({ resumed: finished, intents: names.length, ms: this.now() - started }, 'unfinished user creations resumed');
   }
 
   async patch(name: string, patch: UserPatch): Promise<UserView> {
