@@ -168,8 +168,14 @@ export class SubAccounts implements SubAccountPort {
           // once; the first of a new account's users makes it): the second try tells them apart, a disabled
           // one refusing it again with 10061.
           await this.ensureMain(u.mainAccount, productNo, facts.proxyType);
-          await create();
-          created = true;
+          try {
+            await create();
+            created = true;
+          } catch (again) {
+            // 10061 again: disabled, unless the sub account was made meanwhile (another daemon of a fleet
+            // finishing the same creation); then it is there, as wanted.
+            if (!isPlatformCode(again, CODE.SUB_CREATE_FAILED) || !(await this.subExists(u.name, productNo, call))) throw again;
+          }
         }
       }
     }

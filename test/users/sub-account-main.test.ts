@@ -48,6 +48,23 @@ test('the main account made by another creation between the 10061 and the look-u
   assert.deepEqual(subs('racemain').sort(), ['racemain', 'raceuser']);
 });
 
+test('the main account and the sub account made by another daemon meanwhile: the sub account is taken as made', async () => {
+  const accounts = new SubAccounts(client, new ProductCatalog({ client }));
+  const reads = (): number => sim.inspect.calls().GetProxyUserInfo ?? 0;
+  const readsBefore = reads();
+  const making = accounts.ensure(
+    { name: 'twinuser', mainAccount: 'twinmain', product: SIM_PRODUCTS.dynamicTraffic, quota },
+    { fresh: true },
+  );
+  // Another daemon of a fleet finishing the same creation: it makes the main account, then the sub account,
+  // each landing before this creation's next step (its look-up, then its second try).
+  await poll(() => reads() > readsBefore, { what: "the creation's read of its sub account", timeoutMs: 10_000, everyMs: 2 });
+  await client.call('CreateUser', { appUsername: 'twinmain', status: 1 });
+  await client.call('CreateProxyUser', { appUsername: 'twinuser', appMainUsername: 'twinmain', limitFlow: -1, status: 1 });
+  await making;
+  assert.deepEqual(subs('twinmain').sort(), ['twinmain', 'twinuser']);
+});
+
 test('a disabled main account still refuses the user with 10061', async () => {
   await client.call('CreateUser', { appUsername: 'offmain', status: 2 });
   const accounts = new SubAccounts(client, new ProductCatalog({ client }));
