@@ -41,6 +41,11 @@ import { InternalError } from '../errors/rotor-error.ts';
 const RESUME_CONCURRENCY = 64;
 /** A resume makes its finished creations ready this many at a time (a batch's rows per request). */
 const RESUME_WRITE_EVERY = 1000;
+/**
+ * Fleet: how long another daemon's intents are left to it before a resume here takes them (its batch of 1,000
+ * against a platform 100 ms away takes ~2 s; its own sweep retries every 5 s).
+ */
+const FOLLOWED_INTENT_GRACE_MS = 60_000;
 
 /** A config `users:` entry as the directory takes it (src/config/schema.ts UserConfig). */
 export interface ConfigUserInput extends Partial<
@@ -132,6 +137,13 @@ export class Users {
   // Kept as users change so the periodic rounds look at what matters, not at every user: the intents (state
   // 'creating') the sweep resumes, the users marked for metric series, the expiries not yet come.
   private readonly intents = new Set<string>();
+  /**
+   * Fleet: the intents another daemon wrote, when this one first saw them (follow). That daemon is making them
+   * (a batch of 1,000 is written as intents, then made ready together): they are left to it for
+   * FOLLOWED_INTENT_GRACE_MS, and resumed here only if they stay intents longer (the daemon stopped or could not
+   * reach the platform). A subset of `intents`.
+   */
+  private readonly followedIntents = new Map<string, number>();
   private markedNames = new Set<string>();
   private readonly expiries = new DueQueue();
   private readonly expiredListeners: ((user: string, expiresAt: number) => void)[] = [];
@@ -508,7 +520,12 @@ export class Users {
   private async resumeAll(): Promise<void> {
     // Only the intents known here (loaded at start, or followed from the fleet): no scan of every user.
     const names: string[] = [];
-    for (const name of this.intents) if (!this.creating.has(name)) names.push(name);
+    const now = this.now();
+    for (const name of this.intents) {
+      if (this.creating.has(name)) continue;
+      const seen = this.followedIntents.get(name);
+      if (seen === undefined || now - seen >= FOLLOWED_INTENT_GRACE_MS) names.push(name);
+    }
     if (names.length === 0) return;
     const started = this.now();
     let finished = 0;
@@ -714,7 +731,10 @@ export class Users {
     };
     this.entries.set(s.name, e);
     if (e.state === 'creating') this.intents.add(s.name);
-    else this.intents.delete(s.name);
+    else {
+      this.intents.delete(s.name);
+      this.followedIntents.delete(s.name);
+    }
     if (data.metrics !== (before?.data.metrics ?? false)) this.setMarked(s.name, data.metrics);
     if (e.expiresAt !== null && e.expiresAt !== before?.expiresAt) this.expiries.push(e.expiresAt, s.name);
     return e;
@@ -732,6 +752,7 @@ export class Users {
     if (!e) return;
     this.index.removed(name);
     this.intents.delete(name);
+    this.followedIntents.delete(name);
     if (e.data.metrics) this.setMarked(name, false);
     this.accounting.removeUser(name);
   }
@@ -772,6 +793,7 @@ export class Users {
         const before = this.entries.get(s.name);
         if (before && before.version >= s.version) continue;
         const e = this.install(s);
+        if (e.state === 'creating' && !this.followedIntents.has(s.name)) this.followedIntents.set(s.name, this.now());
         await this.applyAccounting(e);
         if (before?.data.enabled && !e.data.enabled) this.stopRunning(e, 'disabled');
         names.push(s.name);
