@@ -118,19 +118,9 @@ export async function assembleAccounts(config: Config, needs: Needs, ctx: Assemb
     const all = users.locals();
     balances.setUsers(all);
     limitSync.setUsers(all);
-    await balances.start();
-    ctx.stops.onStop('balances', () => balances.stop());
-    await limitSync.start({ firstPass: false });
-    ctx.stops.onStop('limit sync', () => limitSync.stop());
-    // Every user's platform side is checked in the background: ready in seconds whatever the user count.
-    platformCheck.start(all);
-    ctx.stops.onStop('platform check', () => platformCheck.stop());
-    // The check is the start's last burst of work: what the start left behind is returned now (src/startup/heap.ts).
-    void platformCheck.done().then(() => {
-      const gc = collectStartGarbage();
-      const mib = (n: number): number => Math.round(n / 1024 / 102.4) / 10;
-      logger.info({ heapUsedMiB: { before: mib(gc.before), after: mib(gc.after) }, ms: Math.round(gc.ms) }, 'start-up garbage collected');
-    });
+    // Subscribed before the awaits below: the start resumes unfinished creations in the background (1,000 made
+    // ready at a time), and one made ready between the list above and a later subscription would be in neither
+    // (a burst names its own users only; none walks everyone).
     changes.onBurst(200, (burst) => {
       const all = users.locals();
       // The balances and the limit sync take the changes alone (walking every user per burst was O(users)).
@@ -145,6 +135,19 @@ export async function assembleAccounts(config: Config, needs: Needs, ctx: Assemb
       if ([...burst.changed].some((n) => users.get(n)?.draw === 'api')) {
         whitelist.reconcile(all).catch((err: unknown) => logger.warn({ err }, 'whitelist reconcile after a user change failed'));
       }
+    });
+    await balances.start();
+    ctx.stops.onStop('balances', () => balances.stop());
+    await limitSync.start({ firstPass: false });
+    ctx.stops.onStop('limit sync', () => limitSync.stop());
+    // Every user's platform side is checked in the background: ready in seconds whatever the user count.
+    platformCheck.start(all);
+    ctx.stops.onStop('platform check', () => platformCheck.stop());
+    // The check is the start's last burst of work: what the start left behind is returned now (src/startup/heap.ts).
+    void platformCheck.done().then(() => {
+      const gc = collectStartGarbage();
+      const mib = (n: number): number => Math.round(n / 1024 / 102.4) / 10;
+      logger.info({ heapUsedMiB: { before: mib(gc.before), after: mib(gc.after) }, ms: Math.round(gc.ms) }, 'start-up garbage collected');
     });
   };
 
