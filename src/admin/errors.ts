@@ -7,7 +7,7 @@ import { RotorError } from '../errors/rotor-error.ts';
 import { PlatformClientError } from '../platform/errors.ts';
 
 export interface ErrorBody {
-  error: { code: string; message: string; platformCode?: number };
+  error: { code: string; message: string; platformCode?: number; password?: string };
 }
 
 export interface ErrorReply {
@@ -73,9 +73,13 @@ export function toErrorReply(err: unknown): ErrorReply {
   if (err instanceof PlatformClientError) return reply(err.httpStatus, err.publicCode, err.publicMessage, err.platformCode);
   // A 500 is Rotor's own failure whatever its code: its insides go to the log, not to the caller.
   if (err instanceof RotorError) {
-    return err.httpStatus === 500
-      ? reply(500, 'INTERNAL', 'internal error')
-      : reply(err.httpStatus, err.code, err.message, err.platformCode);
+    if (err.httpStatus === 500) return reply(500, 'INTERNAL', 'internal error');
+    const answer = reply(err.httpStatus, err.code, err.message, err.platformCode);
+    // A user creation finished in the background (src/users/errors.ts UserPendingError): its generated password,
+    // given once.
+    const generated = (err as { generatedPassword?: unknown }).generatedPassword;
+    if (typeof generated === 'string') answer.body.error.password = generated;
+    return answer;
   }
 
   const e = (typeof err === 'object' && err !== null ? err : {}) as Coded & Partial<FastifyError>;

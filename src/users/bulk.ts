@@ -13,6 +13,7 @@ import type { Logger } from '../telemetry/logger.ts';
 import type { HashedCreation, Users } from './directory.ts';
 import { generatePassword, hashGeneratedPassword, hashPasswordAsync, importedHashProblem, passwordDigest } from '../admission/password.ts';
 import { createUserSchema } from './record.ts';
+import { UserPendingError } from './errors.ts';
 import { SUB_ACCOUNT_WINDOW_MAX } from './sub-account.ts';
 
 /** Rows in one batch (the CLI sends 1,000 at a time). */
@@ -170,7 +171,11 @@ export async function createBatch(users: Users, rows: readonly unknown[], option
     const out = rowsOut[i];
     if (out === undefined) return;
     const failure = failures[out.at];
-    if (failure !== undefined) return report(index, row.name, failure);
+    if (failure !== undefined) {
+      // Finished in the background with this password: the row says so, and its password is given now.
+      if (failure instanceof UserPendingError && out.generated !== undefined) passwords[row.name] = out.generated;
+      return report(index, row.name, failure);
+    }
     created++;
     if (out.generated !== undefined) passwords[row.name] = out.generated;
   });

@@ -26,7 +26,7 @@ import type { LocalUser } from '../proxy/types.ts';
 import { StoreConflictError } from '../store/errors.ts';
 import type { StoredUser, UserStore, UserWrite } from '../store/types.ts';
 import type { Logger } from '../telemetry/logger.ts';
-import { UserChangedError, UserExistsError, UserNotFoundError } from './errors.ts';
+import { UserChangedError, UserExistsError, UserNotFoundError, UserPendingError } from './errors.ts';
 import { DueQueue } from './due-queue.ts';
 import type { UserLimiter } from '../admission/limiter.ts';
 import { UserTable, type UserRow } from '../admission/users.ts';
@@ -316,7 +316,14 @@ export class Users {
     const { password: _omit, ...fields } = input;
     // A generated password (144 random bits) needs no slow hash (src/admission/password.ts).
     const hash = generated ? hashGeneratedPassword(password) : await hashPasswordAsync(password);
-    await this.createHashed(fields, hash, passwordDigest(password));
+    try {
+      await this.createHashed(fields, hash, passwordDigest(password));
+    } catch (err) {
+      // Kept as an intent the next sweep finishes: the answer carries the password it will have (nobody else
+      // would ever get it).
+      if (err instanceof UserPendingError && generated) err.generatedPassword = password;
+      throw err;
+    }
     const view = this.view(input.name)!;
     return generated ? { ...view, password } : view;
   }
@@ -479,6 +486,7 @@ export class Users {
         this.logger?.warn({ user: name, platformCode: err.platformCode }, 'user not created: the platform refused its sub account');
       } else {
         this.logger?.warn({ user: name, err }, 'user creation unfinished (platform outcome unknown); it will be resumed');
+        throw new UserPendingError(name, err);
       }
       throw err;
     }

@@ -1,5 +1,5 @@
 // Failures of the users directory, on the one base type (src/errors/rotor-error.ts): the admin API answers
-// with their status and code; none carries a password.
+// with their status and code; none carries a password, but for a pending creation's generated one.
 import { RotorError } from '../errors/rotor-error.ts';
 
 export class UserExistsError extends RotorError {
@@ -7,6 +7,23 @@ export class UserExistsError extends RotorError {
     super('USER_EXISTS', creating ? `user ${name} is being created (its platform sub account is on the way)` : `user ${name} exists`, {
       httpStatus: 409,
     });
+  }
+}
+
+/**
+ * A creation whose platform step ended without an answer to go by (a transport failure, or a system error still
+ * answered after the retries): its intent is kept and the next sweep finishes it. Answered as the platform being
+ * unreachable (503), and with the password the user will have when Rotor generated it (given once, here).
+ */
+export class UserPendingError extends RotorError {
+  /** The generated password the user is being created with (the admin API's reply carries it). */
+  generatedPassword: string | undefined;
+  constructor(name: string, cause: unknown) {
+    super(
+      'PLATFORM_UNREACHABLE',
+      `user ${name} is being created: the platform did not answer for its sub account; it is finished in the background`,
+      { httpStatus: 503, cause },
+    );
   }
 }
 
