@@ -9,7 +9,7 @@ import { Users } from '../users/directory.ts';
 import { portsByNumber } from '../users/port-check.ts';
 import { configuredPorts } from '../config/ports.ts';
 import { boundUserSeries } from '../users/series.ts';
-import { SubAccounts } from '../users/sub-account.ts';
+import { SUB_ACCOUNT_WINDOW_START, SubAccounts } from '../users/sub-account.ts';
 import { SubAccountHealer } from '../accounts/heal.ts';
 import { AccountRefusalCheck } from '../accounts/refusal-check.ts';
 import { UserNotFoundError } from '../users/errors.ts';
@@ -43,7 +43,12 @@ export async function assembleUsers(config: Config, needs: Needs, ctx: AssemblyC
   const changes = new UserChanges();
   // abuse bounds: a user's listen.port is checked against these (the configured ones until the listeners are up)
   let ownPorts = portsByNumber(configuredPorts(config));
-  const subAccounts = new SubAccounts(needs.client, accounts.products, logger);
+  // The window grows up to accounts.batchConcurrency: rows beyond it would only wait in the window's queue.
+  const windowMax = config.accounts.batchConcurrency;
+  const subAccounts = new SubAccounts(needs.client, accounts.products, logger, {
+    start: Math.min(SUB_ACCOUNT_WINDOW_START, windowMax),
+    max: windowMax,
+  });
   const directory = new Users({
     store: needs.backends.users,
     accounting: accounts.accounting,
