@@ -319,6 +319,16 @@ describe('balances', () => {
       walks = 0;
       watcher.setUsers(everyone);
       assert.equal(walks, 1);
+      // Given as how to list them (the daemon's way): a burst lists nobody, a poll lists them once.
+      let listed = 0;
+      const list = (): readonly AccountUser[] => {
+        listed++;
+        return everyone;
+      };
+      watcher.setUsers(list, [joined]);
+      assert.equal(listed, 0, 'a burst listed every user');
+      await watcher.poll();
+      assert.equal(listed, 1, 'a poll lists the users once');
     } finally {
       await watcher.stop();
     }
