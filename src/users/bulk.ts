@@ -56,7 +56,7 @@ export interface BatchOptions {
 }
 
 /** The one place a chosen password of a bulk row is hashed (scrypt on libuv's pool). */
-export const hashForBulk = (password: string): Promise<string> => hashPasswordAsync(password);
+export const hashForBulk = (password: string): Promise<string> => hashPasswordAsync(password, { priority: 'bulk' });
 
 const yieldNow = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
