@@ -11,6 +11,7 @@ const SECRET_KEYS = [
   'password',
   'pwd',
   'newPassword',
+  'generatedPassword',
   'token',
   'authorization',
   'Authorization',

@@ -321,7 +321,7 @@ export class Users {
     } catch (err) {
       // Kept as an intent the next sweep finishes: the answer carries the password it will have (nobody else
       // would ever get it).
-      if (err instanceof UserPendingError && generated) err.generatedPassword = password;
+      if (err instanceof UserPendingError && generated) err.withPassword(password);
       throw err;
     }
     const view = this.view(input.name)!;

@@ -16,14 +16,23 @@ export class UserExistsError extends RotorError {
  * unreachable (503), and with the password the user will have when Rotor generated it (given once, here).
  */
 export class UserPendingError extends RotorError {
-  /** The generated password the user is being created with (the admin API's reply carries it). */
-  generatedPassword: string | undefined;
+  /**
+   * The generated password the user is being created with (the admin API's reply carries it). Not enumerable:
+   * a logged error never shows it.
+   */
+  declare readonly generatedPassword: string | undefined;
   constructor(name: string, cause: unknown) {
     super(
       'PLATFORM_UNREACHABLE',
       `user ${name} is being created: the platform did not answer for its sub account; it is finished in the background`,
       { httpStatus: 503, cause },
     );
+  }
+
+  /** Carries the generated password to the admin API's answer (set once, never enumerated). */
+  withPassword(password: string): this {
+    Object.defineProperty(this, 'generatedPassword', { value: password, enumerable: false });
+    return this;
   }
 }
 

@@ -70,6 +70,7 @@ test('a row answered code 500 past the retries, its password made up: the user m
     assert.equal(reply.status, 503);
     assert.equal(reply.body.error.code, 'PLATFORM_UNREACHABLE');
     assert.equal(reply.body.error.password, err?.generatedPassword, 'the admin API answers it');
+    assert.ok(!JSON.stringify(err).includes(err?.generatedPassword ?? '?'), 'a logged error does not show it');
     assert.equal(users.view('later2')?.state, 'creating');
     await users.resume();
     assert.equal(users.view('later2')?.state, 'ready');
