@@ -331,6 +331,14 @@ function callsOf(chain: readonly string[]): [string, string][] {
   return out;
 }
 
+/**
+ * Modules whose one job is to run the operation their caller hands them: the store's Redis connection
+ * (RedisConnection.run(what, op) calls op with the client and maps its failures). Their call back into that
+ * op is the caller's own step, not a climb. It runs in a connection's chain only for the connection log's
+ * batched write, which the connection's close schedules (a timer, off the data path).
+ */
+const EXECUTORS = new Set(['store/redis-connection.ts']);
+
 export function controlCalls(
   stacks: readonly Stack[],
   srcUrl: string,
@@ -352,7 +360,7 @@ export function controlCalls(
   }
   const climbing = [...steps].filter((step) => {
     const [a, b] = step.split(' → ');
-    return climbs(graph, a!, b!, order);
+    return !EXECUTORS.has(a!) && climbs(graph, a!, b!, order);
   });
   return { steps: [...steps].sort(), modules: [...modules].sort(), handing: [...handing].sort(), climbs: climbing.sort() };
 }
