@@ -4,39 +4,25 @@
 // that sends the row again is told the user exists. A single creation (POST /v1/users) likewise answers 503
 // PLATFORM_UNREACHABLE with the password the user is finished with. Against a real sandbox over HTTP and a real SQLite file.
 import { after, test } from 'node:test';
+import { sandboxClient, startSandboxUsers } from '../support/sandbox-users.ts';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Accounting } from '../../src/accounting/accounting.ts';
 import { toErrorReply } from '../../src/admin/errors.ts';
-import { ProductCatalog } from '../../src/accounting/products.ts';
-import { PlatformClient } from '../../src/platform/client.ts';
 import { startSimulator, SIM_PRODUCTS } from '../../src/sim/index.ts';
 import { SqliteStore } from '../../src/store/sqlite.ts';
 import { createBatch } from '../../src/users/bulk.ts';
-import { Users } from '../../src/users/directory.ts';
 import { createUserSchema } from '../../src/users/record.ts';
-import { SubAccounts } from '../../src/users/sub-account.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'rotor-batch-unknown-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
 
 test('a row answered code 500 past the retries, its password made up: the user made later is one the client can use', async () => {
   const sim = await startSimulator({ latencyMs: 0, upstreams: false });
-  const client = new PlatformClient({
-    baseUrl: sim.baseUrl,
-    appKey: sim.appKey,
-    appSecret: sim.appSecret,
-    retries: 1,
-    backoff: { baseMs: 5, maxMs: 10 },
-  });
-  const store = new SqliteStore(join(dir, 'users.db'));
-  const accounting = new Accounting({ store, flushIntervalMs: 3_600_000 });
-  const users = new Users({ store, accounting, platform: new SubAccounts(client, new ProductCatalog({ client })), sweepMs: 3_600_000 });
-  await accounting.start([]);
+  const client = sandboxClient(sim, { retries: 1, backoff: { baseMs: 5, maxMs: 10 } });
+  const { users, close } = await startSandboxUsers(client, new SqliteStore(join(dir, 'users.db')));
   try {
-    await users.start([]);
     // The main account first, so that the row's only platform step is its sub account's creation.
     await client.call('CreateUser', { appUsername: 'shop1', status: 1 });
     sim.faults.set({ fail: { count: Infinity, operation: 'CreateProxyUser' } });
@@ -75,9 +61,7 @@ test('a row answered code 500 past the retries, its password made up: the user m
     await users.resume();
     assert.equal(users.view('later2')?.state, 'ready');
   } finally {
-    await users.close();
-    await accounting.close();
-    await store.close();
+    await close();
     client.close();
     await sim.close();
   }

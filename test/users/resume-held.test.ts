@@ -5,20 +5,17 @@
 // --store` writes them: at the start and end of each ready write, the creations the platform made that are not
 // yet written stay within two sets and the steps in flight.
 import { after, test } from 'node:test';
+import { sandboxClient, startSandboxUsers } from '../support/sandbox-users.ts';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
-import { Accounting } from '../../src/accounting/accounting.ts';
-import { ProductCatalog } from '../../src/accounting/products.ts';
 import { PlatformClient } from '../../src/platform/client.ts';
 import { startSimulator, SIM_PRODUCTS, type Simulator } from '../../src/sim/index.ts';
 import { SqliteStore } from '../../src/store/sqlite.ts';
 import type { UserWrite } from '../../src/store/types.ts';
-import { Users } from '../../src/users/directory.ts';
 import { importIntoStore } from '../../src/users/store-import.ts';
-import { SubAccounts } from '../../src/users/sub-account.ts';
 
 const INTENTS = 3000;
 const SET = 1000; // src/users/directory.ts RESUME_WRITE_EVERY
@@ -58,7 +55,7 @@ test('a resume against a store slower than the platform holds at most two sets o
   try {
     sim = await startSimulator({ latencyMs: 0, upstreams: false });
     const s = sim;
-    client = new PlatformClient({ baseUrl: s.baseUrl, appKey: s.appKey, appSecret: s.appSecret, retries: 2 });
+    client = sandboxClient(s, { retries: 2 });
     const file = join(dir, 'held.db');
     const seed = new SqliteStore(file);
     const rows = Array.from({ length: INTENTS }, (_, i) => ({ name: `h${i}`, mainAccount: 'shop1', product: SIM_PRODUCTS.dynamicTraffic }));
@@ -66,17 +63,8 @@ test('a resume against a store slower than the platform holds at most two sets o
     await seed.close();
 
     const store = new SlowReadyWrites(file, () => s.inspect.calls().CreateProxyUser ?? 0);
-    const accounting = new Accounting({ store, flushIntervalMs: 3_600_000 });
-    const users = new Users({
-      store,
-      accounting,
-      platform: new SubAccounts(client, new ProductCatalog({ client })),
-      sweepMs: 3_600_000,
-      resumeConcurrency: WINDOW,
-    });
-    await accounting.start([]);
+    const { users, close } = await startSandboxUsers(client, store, { resumeConcurrency: WINDOW });
     try {
-      await users.start([]);
       await users.resume();
       assert.equal(store.written, INTENTS, 'every intent made ready');
       assert.equal(users.view(`h${INTENTS - 1}`)?.state, 'ready');
@@ -85,9 +73,7 @@ test('a resume against a store slower than the platform holds at most two sets o
       const bound = 2 * SET + WINDOW + 8;
       assert.ok(store.mostHeld <= bound, `${store.mostHeld} creations made and not written at once (bound ${bound})`);
     } finally {
-      await users.close();
-      await accounting.close();
-      await store.close();
+      await close();
     }
   } finally {
     client?.close();

@@ -5,20 +5,16 @@
 // 'creating' in this daemon (refused at the proxy, listed as creating) until it restarts. Against a real sandbox
 // over HTTP and a real SQLite file, whose putUsers here commits, then rejects as a timed-out Redis call does.
 import { after, test } from 'node:test';
+import { sandboxClient, startSandboxUsers } from '../support/sandbox-users.ts';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Accounting } from '../../src/accounting/accounting.ts';
-import { ProductCatalog } from '../../src/accounting/products.ts';
-import { PlatformClient } from '../../src/platform/client.ts';
 import { startSimulator, SIM_PRODUCTS } from '../../src/sim/index.ts';
 import { StoreUnavailableError } from '../../src/store/errors.ts';
 import { SqliteStore } from '../../src/store/sqlite.ts';
 import type { UserWrite } from '../../src/store/types.ts';
-import { Users } from '../../src/users/directory.ts';
 import { importIntoStore } from '../../src/users/store-import.ts';
-import { SubAccounts } from '../../src/users/sub-account.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'rotor-resume-landed-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -39,7 +35,7 @@ class LandedThenFailed extends SqliteStore {
 test('a ready write that landed but was seen failed: the next sweep takes the users as stored', async () => {
   const sim = await startSimulator({ latencyMs: 0, upstreams: false });
   const file = join(dir, 'landed.db');
-  const client = new PlatformClient({ baseUrl: sim.baseUrl, appKey: sim.appKey, appSecret: sim.appSecret, retries: 2 });
+  const client = sandboxClient(sim, { retries: 2 });
   try {
     const seed = new SqliteStore(file);
     const rows = ['w0', 'w1', 'w2'].map((name) => ({ name, mainAccount: 'shop1', product: SIM_PRODUCTS.dynamicTraffic }));
@@ -47,11 +43,8 @@ test('a ready write that landed but was seen failed: the next sweep takes the us
     await seed.close();
 
     const store = new LandedThenFailed(file);
-    const accounting = new Accounting({ store, flushIntervalMs: 3_600_000 });
-    const users = new Users({ store, accounting, platform: new SubAccounts(client, new ProductCatalog({ client })), sweepMs: 3_600_000 });
-    await accounting.start([]);
+    const { users, close } = await startSandboxUsers(client, store);
     try {
-      await users.start([]);
       await users.resume(); // the start's resume: its write landed, then failed
       assert.equal(store.failNextReady, false, 'the ready write was made');
       assert.equal((await store.getUser('w0'))?.state, 'ready', 'the store holds the user ready');
@@ -61,9 +54,7 @@ test('a ready write that landed but was seen failed: the next sweep takes the us
         assert.ok(users.get(name) !== undefined, `${name} served by the proxy`);
       }
     } finally {
-      await users.close();
-      await accounting.close();
-      await store.close();
+      await close();
     }
   } finally {
     client.close();

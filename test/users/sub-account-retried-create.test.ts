@@ -5,16 +5,15 @@
 // exists": the sub account is there, made by this very creation. It must be taken as made, not as a refusal
 // that removes the user (the user's intent deleted from the store, its sub account left on the platform).
 import { after, before, test } from 'node:test';
+import { sandboxClient, startSandboxUsers } from '../support/sandbox-users.ts';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Accounting } from '../../src/accounting/accounting.ts';
 import { ProductCatalog } from '../../src/accounting/products.ts';
 import { PlatformClient } from '../../src/platform/client.ts';
 import { startSimulator, SIM_PRODUCTS, type Simulator } from '../../src/sim/index.ts';
 import { SqliteStore } from '../../src/store/sqlite.ts';
-import { Users } from '../../src/users/directory.ts';
 import { createUserSchema } from '../../src/users/record.ts';
 import { SubAccounts } from '../../src/users/sub-account.ts';
 import { poll } from '../support/wait.ts';
@@ -26,13 +25,7 @@ let client: PlatformClient;
 before(async () => {
   // Each call acts after its 100 ms: the drop is armed between the main account's creation and the retry.
   sim = await startSimulator({ latencyMs: 100, upstreams: false });
-  client = new PlatformClient({
-    baseUrl: sim.baseUrl,
-    appKey: sim.appKey,
-    appSecret: sim.appSecret,
-    retries: 3,
-    backoff: { baseMs: 10, maxMs: 50 },
-  });
+  client = sandboxClient(sim, { retries: 3, backoff: { baseMs: 10, maxMs: 50 } });
 });
 after(async () => {
   client?.close();
@@ -67,10 +60,7 @@ test('the second creation done but its answer lost: the retry answered 10061 fin
 
 test('a creation through the directory: the user is made, not removed while its sub account stays', async () => {
   const store = new SqliteStore(join(dir, 'users.db'));
-  const accounting = new Accounting({ store, flushIntervalMs: 3_600_000 });
-  const users = new Users({ store, accounting, platform: new SubAccounts(client, new ProductCatalog({ client })), sweepMs: 3_600_000 });
-  await accounting.start([]);
-  await users.start([]);
+  const { users, close } = await startSandboxUsers(client, store);
   try {
     const creating = users.create(
       createUserSchema.parse({ name: 'lostuser2', mainAccount: 'lostmain2', product: SIM_PRODUCTS.dynamicTraffic, quota }),
@@ -85,8 +75,6 @@ test('a creation through the directory: the user is made, not removed while its 
     assert.equal(users.view('lostuser2')?.state, 'ready');
     assert.equal((await store.getUser('lostuser2'))?.state, 'ready');
   } finally {
-    await users.close();
-    await accounting.close();
-    await store.close();
+    await close();
   }
 });
