@@ -79,7 +79,10 @@ const platform = z
 /** Proxy logins (src/proxy/auth-guard.ts AuthSettings, src/admission/password.ts hashing bounds). */
 const proxyAuth = z
   .strictObject({
-    /** Verified (user name, password) pairs remembered; each answers without a password check. */
+    /**
+     * Refused (user name, password) pairs remembered by digest; each is refused again without a check. Verified
+     * logins are one per user (src/proxy/auth-check.ts), bounded by the users, not by this.
+     */
     cacheSize: z.number().int().min(1).max(10_000_000).default(10_000),
     /** scrypt checks running at once, each on a thread of its own (src/admission/hash-threads.ts). */
     maxConcurrentHashes: z.number().int().min(1).max(64).default(2),

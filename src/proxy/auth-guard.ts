@@ -12,7 +12,10 @@ import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 
 export interface AuthSettings {
-  /** Verified credential pairs remembered (each answers without a password check). */
+  /**
+   * Refused credential pairs remembered by digest (each refused again without a check). Verified logins are
+   * kept one per user (auth-check.ts), whatever this says.
+   */
   cacheSize: number;
   /** Password checks waiting for the hash queue from one address at most; beyond, refused at once. */
   maxPendingPerSource: number;
