@@ -360,6 +360,12 @@ const pool = z
       .prefault({}),
     /** Pools (product × region) one user may hold; room is made by closing that user's least recently used idle pool. */
     maxPerUser: z.number().int().min(1).default(32),
+    /**
+     * Pools a user holding maxPerUser may open per minute in place of others (each closes its least recently used
+     * idle one), after a burst of 2 × maxPerUser; past it a new region or product is refused (403) rather than
+     * drawn for with every connection (src/pool/registry.ts).
+     */
+    replacePerMinute: z.number().int().min(0).max(100_000).default(6),
     /** A pool unused this long (and with nothing in use) is closed; longer than any session (120 min) by default. */
     idleEvictMs: millis.default(7_800_000),
     /**

@@ -2,6 +2,7 @@
 // (authorize), and how to get a tunnel to its target (dial): sticky session or pool, dial with deadlines,
 // on a failure before any byte reached the client mark the node, rotate the session and try another node.
 import { InternalError } from '../errors/rotor-error.ts';
+import { PoolChurnError } from '../pool/registry.ts';
 import { StaticPool } from '../pool/static.ts';
 import { PoolEmptyError, type FailureReason, type NodeSource, type PoolKey, type UpstreamNode } from '../pool/types.ts';
 import { HedgeDelays } from './handshake-times.ts';
@@ -336,6 +337,8 @@ export class Router {
     try {
       source = this.sourceFor(route);
     } catch (err) {
+      // The registry refuses a new pool past the user's replacements (pool.replacePerMinute): the client's doing.
+      if (err instanceof PoolChurnError) throw new GatewayError('LIMITED', err.message);
       // The registry refuses a new pool when all of the user's pools are busy (pool.maxPerUser).
       if (err instanceof PoolEmptyError)
         throw new GatewayError('NO_UPSTREAM', 'no upstream available: too many regions or products in use');
