@@ -80,8 +80,9 @@ const platform = z
 const proxyAuth = z
   .strictObject({
     /**
-     * Refused (user name, password) pairs remembered by digest; each is refused again without a check. Verified
-     * logins are one per user (src/proxy/auth-check.ts), bounded by the users, not by this.
+     * (user name, password) pairs answered lately, each answered again with one look-up; refused pairs: as many,
+     * by digest. A pair pushed out still needs no check: each user's verified password is kept per user
+     * (src/proxy/auth-check.ts), bounded by the users, not by this.
      */
     cacheSize: z.number().int().min(1).max(10_000_000).default(10_000),
     /** scrypt checks running at once, each on a thread of its own (src/admission/hash-threads.ts). */

@@ -1,9 +1,10 @@
 // The proxy login: which user a (user name, password) pair proves, without ever blocking the event loop.
-//   1. A user's password verified before answers at once, whatever options its name carries: the steady state
-//      of every client, and what keeps a customer working while its address or name is blocked. It is kept
+//   0. A (user name, password) pair answered before is answered again from a bounded LRU (cacheSize), its
+//      parsed options with it: the steady state of every client, a Map look-up per connection or request.
+//   1. Under it, a user's password verified before answers at once, whatever options its name carries: kept
 //      per user (the digest of the password last verified, beside the user object the directory holds), not
-//      per user name in a shared LRU: a customer's logins, however many names they use, never evict another
-//      customer's, so nobody can push a victim back to the check while its name is blocked.
+//      per user name: what a customer's logins under however many names push out of the LRU costs the others
+//      a parse and a digest, never a check, and a customer keeps working while its address or name is blocked.
 //   2. A pair refused recently (bounded LRU of digests) is refused again without a check.
 //   3. A blocked address or name (src/proxy/auth-guard.ts) is refused without a check; an address with too
 //      many checks waiting is refused ('busy').
@@ -36,6 +37,13 @@ interface Proven {
   stored: string;
 }
 
+/** A (user name, password) pair that proved its user: the user object, its stored password then, the options. */
+interface Answered {
+  user: LocalUser;
+  stored: string;
+  options: UsernameOptions;
+}
+
 export type Authenticated = { ok: true; user: LocalUser; options: UsernameOptions } | { ok: false; reason: string };
 
 function digest(text: string): Buffer {
@@ -49,6 +57,8 @@ export class Authenticator {
    * the directory and evicted by nobody's logins.
    */
   private verified = new WeakMap<LocalUser, Proven>();
+  /** The quick path over it: pairs answered lately (evicting one costs its client a parse and a digest). */
+  private readonly answered: LRUCache<string, Answered>;
   /** Digests of pairs refused recently (user name, password): a client repeating one costs no check. */
   private readonly refused: LRUCache<string, true>;
 
@@ -58,11 +68,13 @@ export class Authenticator {
   ) {
     this.guard = new AuthGuard(settings, options);
     this.refused = new LRUCache({ max: Math.max(1, settings.cacheSize) });
+    this.answered = new LRUCache({ max: Math.max(1, settings.cacheSize) });
   }
 
   /** Forget every verified password (the directory was swapped). */
   clear(): void {
     this.verified = new WeakMap();
+    this.answered.clear();
   }
 
   /**
@@ -72,7 +84,12 @@ export class Authenticator {
   check(users: UserDirectory, username: string, password: string, source: string): Authenticated | Promise<Authenticated> {
     const started = this.now();
     if (username.length > MAX_USERNAME_LENGTH) return this.fail(source, '', 'credentials', started);
-    // Options are parsed before the cache is asked: the cache knows users, not names.
+    const key = `${username}\u0000${password}`;
+    // A hit stands only while the directory still holds that very user with that very password.
+    const hit = this.answered.get(key);
+    if (hit !== undefined && users.get(hit.user.name) === hit.user && hit.user.password === hit.stored)
+      return { ok: true, user: hit.user, options: hit.options };
+    // Options are parsed before the user's proof is asked: it knows users, not names.
     const parsed = parseUsername(username, users);
     const name = parsed.ok ? parsed.user : userPrefix(username, users);
     const found = users.get(name);
@@ -82,11 +99,13 @@ export class Authenticator {
       const proven = this.verified.get(found);
       if (proven !== undefined && proven.stored === found.password) {
         proof = digest(password);
-        if (timingSafeEqual(proof, proven.digest))
-          return parsed.ok ? { ok: true, user: found, options: parsed.options } : { ok: false, reason: parsed.reason };
+        if (timingSafeEqual(proof, proven.digest)) {
+          if (!parsed.ok) return { ok: false, reason: parsed.reason };
+          this.answered.set(key, { user: found, stored: found.password, options: parsed.options });
+          return { ok: true, user: found, options: parsed.options };
+        }
       }
     }
-    const key = `${username}\u0000${password}`;
     // Keyed with the user's stored password too, so a pair refused before a password change is checked again.
     const refusedKey = digest(`${key}\u0000${found?.password ?? ''}`).toString('base64');
     if (this.refused.has(refusedKey)) return this.fail(source, name, 'credentials', started);
@@ -95,7 +114,7 @@ export class Authenticator {
     if (users.verify === undefined) {
       // Plain-text passwords (tests, in-memory directories): compared as digests, so the time says nothing.
       const ok = timingSafeEqual(digest(password), found ? digest(found.password) : DUMMY_DIGEST) && found !== undefined;
-      return this.finish(ok ? found : undefined, users, password, proof, refusedKey, parsed, source, name, started);
+      return this.finish(ok ? found : undefined, users, key, password, proof, refusedKey, parsed, source, name, started);
     }
     if (!this.guard.enter(source)) return this.fail(source, name, 'busy', started);
     let answer: boolean | Promise<boolean>;
@@ -107,7 +126,7 @@ export class Authenticator {
     }
     if (typeof answer === 'boolean') {
       this.guard.leave(source);
-      return this.finish(answer ? found : undefined, users, password, proof, refusedKey, parsed, source, name, started);
+      return this.finish(answer ? found : undefined, users, key, password, proof, refusedKey, parsed, source, name, started);
     }
     return answer.then(
       (ok) => {
@@ -116,7 +135,7 @@ export class Authenticator {
         // still has the password that was checked.
         const now = found && users.get(found.name);
         const user = ok && now && now.password === found.password ? now : undefined;
-        return this.finish(user, users, password, proof, refusedKey, parsed, source, name, started);
+        return this.finish(user, users, key, password, proof, refusedKey, parsed, source, name, started);
       },
       (err: unknown) => {
         this.guard.leave(source);
@@ -128,6 +147,7 @@ export class Authenticator {
   private finish(
     user: LocalUser | undefined,
     users: UserDirectory,
+    key: string,
     password: string,
     /** digest(password), when the cache already took it */
     proof: Buffer | undefined,
@@ -145,6 +165,7 @@ export class Authenticator {
     this.verified.set(user, { digest: proof ?? digest(password), stored: user.password });
     // The name's own problem (an option misspelt) is told only to a client whose password proves the user.
     if (!parsed.ok) return { ok: false, reason: parsed.reason };
+    this.answered.set(key, { user, stored: user.password, options: parsed.options });
     return { ok: true, user, options: parsed.options };
   }
 

@@ -13,8 +13,8 @@ import type { Metrics } from '../telemetry/metrics.ts';
 
 export interface AuthSettings {
   /**
-   * Refused credential pairs remembered by digest (each refused again without a check). Verified logins are
-   * kept one per user (auth-check.ts), whatever this says.
+   * Credential pairs answered lately (each answered again with one look-up), and as many refused ones by
+   * digest. Verified passwords are kept one per user under them (auth-check.ts), whatever this says.
    */
   cacheSize: number;
   /** Password checks waiting for the hash queue from one address at most; beyond, refused at once. */
