@@ -292,10 +292,14 @@ async function assembleListeners(config: Config, needs: Needs, ctx: AssemblyCont
       : undefined;
   const https = httpsListener && needs.listen.https ? await listenAs(needs.listen.https, () => httpsListener.listen()) : undefined;
   let draining = 0;
-  ctx.stops.onStop('listeners', () => {
+  ctx.stops.onStop('listeners', async () => {
     // Connections still open when the drain ends are recorded as cut by the shutdown (src/connlog/recorder.ts).
     connections.recorder.stopping(draining);
-    return Promise.all([httpListener.close(draining), socksListener.close(draining), httpsListener?.close()]).then(() => udp?.closeAll());
+    // Users' own ports stop accepting (their silent connections closed); those handed to the listeners drain
+    // with the shared ports' connections and, cut, are recorded as `shutdown` like them.
+    await Promise.all([userPorts.stopAccepting(), httpListener.close(draining), socksListener.close(draining), httpsListener?.close()]);
+    await udp?.closeAll();
+    await userPorts.close();
   });
   // A burst looks at its own users only (walking every user per burst made an import O(users²)); a reload,
   // which names nobody, at everyone. Followed before the first sync lists the users: a creation the directory
@@ -317,7 +321,6 @@ async function assembleListeners(config: Config, needs: Needs, ctx: AssemblyCont
     );
   });
   await userPorts.sync(directory.locals());
-  ctx.stops.onStop('user ports', () => userPorts.close());
 
   return {
     userPorts,
