@@ -3,7 +3,7 @@
 // logout. A customer is whoever the session cookie names: no route takes a user name (or anything naming
 // another customer) by path, query or body; the strict schemas refuse any extra field. Nothing here accepts
 // the admin token, and nothing under /v1 accepts a portal session (the admin's /v1 checks only its bearer).
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { zs } from '../admin/validation.ts';
 import { timeQuery } from '../admin/routes/time-query.ts';
@@ -11,7 +11,7 @@ import type { ConnectionListQuery, UsageListQuery } from '../connlog/service.ts'
 import type { ConnectionRecord, LiveConnection } from '../connlog/types.ts';
 import type { UsageRow } from '../connlog/usage.ts';
 import type { UserView } from '../users/record.ts';
-import { LoginBackoff } from './backoff.ts';
+import { LoginBackoff, type TryOutcome } from './backoff.ts';
 import { checkPassword } from './credentials.ts';
 import { buildEndpoints, endpointQuery, renderEndpoints, type EndpointQuery, type ProxyAddress } from './endpoints.ts';
 import { badCredentials, csrfRefused, LoginDelayedError, PortalError, signedOut } from './errors.ts';
@@ -164,21 +164,30 @@ export function registerPortal(app: FastifyInstance, deps: PortalDeps, options: 
 /** Signing in and out, the customer's own record and their password. */
 function registerAccountRoutes(app: FastifyInstance, ctx: PortalContext): void {
   const { deps, options, api, sessions, backoff, cookie, signedIn, me, hide } = ctx;
-  app.post<{ Body: z.output<typeof loginBody> }>(`${api}/login`, { schema: { ...hide, body: zs(loginBody) } }, async (request, reply) => {
-    const { user, password: given } = request.body;
-    const wait = backoff.waitMs(user, request.ip);
+  /**
+   * A password check under the back-off: the try is reserved first (refused unchecked, 429 LOGIN_DELAYED, when
+   * the name or the address waits or its free tries are all in flight), then checked, then counted.
+   */
+  const checked = async (reply: FastifyReply, user: string, client: string, check: () => Promise<boolean>): Promise<boolean> => {
+    const wait = backoff.begin(user, client);
     if (wait > 0) {
-      const seconds = Math.ceil(wait / 1000);
+      const seconds = Math.max(1, Math.ceil(wait / 1000));
       void reply.header('retry-after', String(seconds));
       throw new LoginDelayedError(seconds);
     }
-    const hash = deps.users.hashOf(user);
-    const ok = await checkPassword(given, hash);
-    if (!ok) {
-      backoff.failed(user, request.ip);
-      throw badCredentials();
+    let outcome: TryOutcome = 'unchecked';
+    try {
+      const ok = await check();
+      outcome = ok ? 'succeeded' : 'failed';
+      return ok;
+    } finally {
+      backoff.end(user, client, outcome);
     }
-    backoff.succeeded(user);
+  };
+  app.post<{ Body: z.output<typeof loginBody> }>(`${api}/login`, { schema: { ...hide, body: zs(loginBody) } }, async (request, reply) => {
+    const { user, password: given } = request.body;
+    const hash = deps.users.hashOf(user);
+    if (!(await checked(reply, user, request.ip, () => checkPassword(given, hash)))) throw badCredentials();
     const { token, session } = sessions.create(user, given, hash);
     void reply.header('set-cookie', cookie(request, token, Math.floor(options.sessionMaxMs / 1000)));
     void reply.header(CSRF_HEADER, session.csrf);
@@ -222,16 +231,9 @@ function registerAccountRoutes(app: FastifyInstance, ctx: PortalContext): void {
     { schema: { ...hide, body: zs(passwordBody) }, onRequest: signedIn(true) },
     async (request, reply) => {
       const s = me(request);
-      const wait = backoff.waitMs(s.user, request.ip);
-      if (wait > 0) {
-        const seconds = Math.ceil(wait / 1000);
-        void reply.header('retry-after', String(seconds));
-        throw new LoginDelayedError(seconds);
-      }
-      if (!(await checkPassword(request.body.current, deps.users.hashOf(s.user)))) {
-        backoff.failed(s.user, request.ip);
+      const hash = deps.users.hashOf(s.user);
+      if (!(await checked(reply, s.user, request.ip, () => checkPassword(request.body.current, hash))))
         throw new PortalError(401, 'BAD_CREDENTIALS', 'the current password is wrong');
-      }
       await deps.users.setPassword(s.user, request.body.password);
       // Every other session of this customer ends; this one goes on with the new password.
       sessions.dropUser(s.user, s);
