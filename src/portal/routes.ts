@@ -11,6 +11,7 @@ import type { ConnectionListQuery, UsageListQuery } from '../connlog/service.ts'
 import type { ConnectionRecord, LiveConnection } from '../connlog/types.ts';
 import type { UsageRow } from '../connlog/usage.ts';
 import type { UserView } from '../users/record.ts';
+import { HashBusyError } from '../admission/password.ts';
 import { LoginBackoff, type TryOutcome } from './backoff.ts';
 import { checkPassword } from './credentials.ts';
 import { buildEndpoints, endpointQuery, renderEndpoints, type EndpointQuery, type ProxyAddress } from './endpoints.ts';
@@ -166,7 +167,8 @@ function registerAccountRoutes(app: FastifyInstance, ctx: PortalContext): void {
   const { deps, options, api, sessions, backoff, cookie, signedIn, me, hide } = ctx;
   /**
    * A password check under the back-off: the try is reserved first (refused unchecked, 429 LOGIN_DELAYED, when
-   * the name or the address waits or its free tries are all in flight), then checked, then counted.
+   * the name or the address waits or its free tries are all in flight: so one address has at most 4 ×
+   * freeFailures checks in flight), then checked at the hash queue's 'portal' priority, then counted.
    */
   const checked = async (reply: FastifyReply, user: string, client: string, check: () => Promise<boolean>): Promise<boolean> => {
     const wait = backoff.begin(user, client);
@@ -180,6 +182,10 @@ function registerAccountRoutes(app: FastifyInstance, ctx: PortalContext): void {
       const ok = await check();
       outcome = ok ? 'succeeded' : 'failed';
       return ok;
+    } catch (err) {
+      // Shed unchecked (too many sign-ins waiting for a hash): 503 AUTH_BUSY, try again shortly; not a failure.
+      if (err instanceof HashBusyError) void reply.header('retry-after', '1');
+      throw err;
     } finally {
       backoff.end(user, client, outcome);
     }

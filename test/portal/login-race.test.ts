@@ -103,3 +103,41 @@ test('the password change: a burst of wrong current passwords checks at most the
     JSON.stringify(codes),
   );
 });
+
+test("unauthenticated portal sign-ins do not hold the admin API's password writes behind them; beyond the queue's bound they are shed", async () => {
+  // 300 sign-ins for names nobody has (each costs a scrypt on the process's hash queue), from 30 addresses (10
+  // each, under an address's bound), then the reseller creates a user with a password: its hash must not wait
+  // for them. Before, they ran at the 'admin' priority, never shed: the write waited behind all of them.
+  let checkedSoFar = 0;
+  const answers: { status: number; headers: IncomingHttpHeaders; body: string }[] = [];
+  const flood = Array.from({ length: 300 }, (_, i) =>
+    post('login', { user: `nobody${i}`, password: 'x' }, `127.0.1.${1 + (i % 30)}`).then((a) => {
+      answers.push(a);
+      if (a.status === 401) checkedSoFar++;
+    }),
+  );
+  // The queue filled: the first sign-in answered (the shed ones are answered at once, checked ones after a hash).
+  await poll(() => answers.length > 0, { what: 'the first anonymous sign-in answered', timeoutMs: 30_000, everyMs: 5 });
+  const atSend = checkedSoFar;
+  const sentAt = Date.now();
+  const r = await gw.admin('/v1/users', { body: { name: 'newcust1', mainAccount: 'shop1', password: 'newcust1-pass-99' } });
+  const took = Date.now() - sentAt;
+  const during = checkedSoFar - atSend;
+  await Promise.all(flood);
+  assert.equal(r.status, 201, JSON.stringify(r.body));
+  const checked = answers.filter((a) => a.status === 401).length;
+  const shed = answers.filter((a) => a.status === 503);
+  assert.ok(
+    during < 20,
+    `POST /v1/users took ${took} ms: ${during} of the ${checked - atSend} anonymous portal sign-ins checked after it was sent were checked before its answer`,
+  );
+  // Bounded: at most the queue's bound (proxy.auth.maxQueuedHashes, 64) waits; the others are shed, unchecked.
+  assert.ok(shed.length > 0 && checked + shed.length === 300, `answers: ${checked} checked (401), ${shed.length} shed (503) of 300`);
+  for (const a of shed) {
+    assert.equal((JSON.parse(a.body) as { error: { code: string } }).error.code, 'AUTH_BUSY');
+    assert.equal(a.headers['retry-after'], '1');
+  }
+  // Shed sign-ins are not failures: every address may still sign in (no 429 for them afterwards).
+  const after = await login('newcust1', 'newcust1-pass-99', '127.0.1.1');
+  assert.equal(after, 204, 'a customer behind a flooding address signs in once the flood is over');
+});
