@@ -179,6 +179,10 @@ const CONFIG_LIMIT_KEY = 'accounting.configLimit.';
 const UNREAD: unique symbol = Symbol('unread');
 /** Users applied per batch (a start, an import, a period's roll): their limits written and fleet leases taken together. */
 const UPSERT_BATCH = 1000;
+/** How long a stop keeps trying to write the meters' last bytes when the store fails (a bound within the stop's budget). */
+const CLOSE_RETRY_MS = 3000;
+/** Users named in the log line of a stop that could not write every meter (the largest; the total covers all). */
+const CLOSE_LOST_LISTED = 100;
 
 /**
  * What applying a batch of users gathers instead of sending it per user, one round trip after another: the
@@ -1099,7 +1103,37 @@ export class Accounting {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
     this.closed = true;
+    // The stop's flush is the last: a failed one (a store blip, SQLITE_BUSY behind an import or a backup) is tried
+    // again a few times within CLOSE_RETRY_MS, and what still cannot be written is logged by user, so an operator
+    // can apply it; before, it was dropped while the log said "will retry".
+    let wait = 50;
+    const until = this.now() + CLOSE_RETRY_MS;
     await this.flush();
+    while (this.unwritten() && this.now() + wait <= until) {
+      await new Promise((resolve) => setTimeout(resolve, wait));
+      wait *= 2;
+      await this.flush();
+    }
+    if (this.unwritten()) {
+      const lost = this.unwrittenBytes();
+      this.logger?.error(
+        { users: lost.length, bytes: lost.reduce((n, d) => n + d.bytes, 0), byUser: lost.slice(0, CLOSE_LOST_LISTED) },
+        'traffic counters not written at stop: these bytes are missing from the stored usage',
+      );
+    }
+  }
+
+  /** Whether metered bytes are still waiting for a store write. */
+  private unwritten(): boolean {
+    return this.carry.length > 0 || this.unflushed.size > 0;
+  }
+
+  /** What a stop could not write, by store key (a user, or a user's period), largest first. */
+  private unwrittenBytes(): { user: string; bytes: number }[] {
+    const byKey = new Map<string, number>();
+    for (const d of this.carry) byKey.set(d.user, (byKey.get(d.user) ?? 0) + d.bytes);
+    for (const m of this.unflushed) if (m.used !== m.persisted) byKey.set(m.key, (byKey.get(m.key) ?? 0) + m.used - m.persisted);
+    return [...byKey].map(([user, bytes]) => ({ user, bytes })).sort((a, b) => b.bytes - a.bytes);
   }
 
   private flushOnce(): Promise<void> {
