@@ -7,7 +7,7 @@ import { RotorError } from '../errors/rotor-error.ts';
 import { PlatformClientError } from '../platform/errors.ts';
 
 export interface ErrorBody {
-  error: { code: string; message: string; platformCode?: number; password?: string };
+  error: { code: string; message: string; platformCode?: number; password?: string; [field: string]: unknown };
 }
 
 export interface ErrorReply {
@@ -75,10 +75,9 @@ export function toErrorReply(err: unknown): ErrorReply {
   if (err instanceof RotorError) {
     if (err.httpStatus === 500) return reply(500, 'INTERNAL', 'internal error');
     const answer = reply(err.httpStatus, err.code, err.message, err.platformCode);
-    // A user creation finished in the background (src/users/errors.ts UserPendingError): its generated password,
-    // given once.
-    const generated = (err as { generatedPassword?: unknown }).generatedPassword;
-    if (typeof generated === 'string') answer.body.error.password = generated;
+    // What the error gives its caller only (a pending creation's generated password); code and message win.
+    const extra = err.replyFields();
+    if (extra !== undefined) for (const [field, value] of Object.entries(extra)) answer.body.error[field] ??= value;
     return answer;
   }
 

@@ -29,6 +29,15 @@ export class RotorError extends Error {
     this.socksReply = options.socksReply ?? 0x01;
     this.platformCode = options.platformCode;
   }
+
+  /**
+   * Fields the admin API's error body carries beside code and message, for the one who asked only (e.g. the
+   * password of a creation finished in the background). Kept off the error's own enumerable properties so a
+   * logged or serialised error never shows them.
+   */
+  replyFields(): Readonly<Record<string, string>> | undefined {
+    return undefined;
+  }
 }
 
 export const isRotorError = (err: unknown): err is RotorError => err instanceof RotorError;

@@ -34,6 +34,10 @@ export class UserPendingError extends RotorError {
     Object.defineProperty(this, 'generatedPassword', { value: password, enumerable: false });
     return this;
   }
+
+  override replyFields(): Readonly<Record<string, string>> | undefined {
+    return this.generatedPassword === undefined ? undefined : { password: this.generatedPassword };
+  }
 }
 
 export class UserNotFoundError extends RotorError {
