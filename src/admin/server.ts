@@ -39,6 +39,14 @@ export interface AdminServerOptions {
   stats?: Omit<StatsSamplerOptions, 'source'>;
 }
 
+/** Routes for operators only once the port is published: the metrics and the API's description. */
+const OPERATORS_ONLY = /^\/(?:metrics|docs)(?:\/|$)/i;
+
+/** Whether admin.allowedHosts names a host other than a loopback name ('*' included). */
+function publishesName(allowedHosts: readonly string[] | undefined): boolean {
+  return (allowedHosts ?? []).some((h) => !isLoopbackHost(h.trim().toLowerCase()));
+}
+
 export function buildAdminServer(deps: AdminDeps, options: AdminServerOptions): FastifyInstance {
   if (!options.token && !isLoopbackHost(options.host)) {
     throw new AdminConfigError('admin.token', `required when admin.host (${options.host}) is not a loopback address`);
@@ -78,10 +86,15 @@ export function buildAdminServer(deps: AdminDeps, options: AdminServerOptions): 
       .status(401)
       .send({ error: { code: 'UNAUTHORIZED', message: request.headers.authorization ? 'bad token' : 'missing bearer token' } });
   };
+  // A token and a published name (admin.allowedHosts beyond loopback: the portal behind a terminator) mean that
+  // people other than operators reach this port: the metrics (customers' names, main accounts' balances) and the
+  // API's description then need the token too, whatever Host a request names (a terminator may pass any).
+  const published = options.token !== undefined && options.token !== '' && publishesName(options.allowedHosts);
   // Defence in depth: a /v1 route registered anywhere (not only in the /v1 scope below) gets the token check
   // too. routeOptions.url is the route's pattern, what the router matches against, not the raw target.
   app.addHook('onRoute', (route) => {
-    if (!/^\/v1(?:\/|$)/i.test(route.url ?? '')) return;
+    const url = route.url ?? '';
+    if (!/^\/v1(?:\/|$)/i.test(url) && !(published && OPERATORS_ONLY.test(url))) return;
     const hooks = route.onRequest === undefined ? [] : Array.isArray(route.onRequest) ? route.onRequest : [route.onRequest];
     route.onRequest = [requireToken, ...hooks];
   });

@@ -2,8 +2,10 @@
 // be raised later and old hashes still verify. A hash costs ~40-60 ms of CPU at N=2^14, so it never runs on
 // the event loop: every hash and verification goes through one process-wide queue onto threads of its own
 // at a lower CPU priority (src/admission/hash-threads.ts; not libuv's pool, whose 4 threads dns.lookup and fs
-// need), at most `concurrency` at once, logins first, then admin writes, then bulk imports. Logins waiting beyond
-// `maxQueued` are shed at once (HashBusyError): a flood costs the queue's bound, never an unbounded backlog.
+// need), at most `concurrency` at once, the proxy's logins first, then admin writes, then bulk imports, then the
+// portal's sign-ins. The proxy's logins and the portal's sign-ins (both anyone who reaches a listener can send)
+// waiting beyond `maxQueued` each are shed at once (HashBusyError): a flood costs the queue's bound, never an
+// unbounded backlog, and the portal's, the last in line, never holds an admin write behind it.
 // The users' table remembers a verified password's SHA-256 in memory (users.ts), so each user pays the hash
 // once per process. A password Rotor generated costs no scrypt at all (the end of this file).
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
@@ -16,9 +18,13 @@ const P = 1;
 const KEY_LENGTH = 32;
 const MAXMEM = 64 * 1024 * 1024;
 
-export type HashPriority = 'login' | 'admin' | 'bulk';
+/**
+ * login: the proxy's logins; admin: the admin API's writes (and the config's users); bulk: batch imports;
+ * portal: the customer portal's sign-ins and password changes (anonymous traffic, so after every admin write).
+ */
+export type HashPriority = 'login' | 'admin' | 'bulk' | 'portal';
 
-/** A login's verification refused before hashing: the queue of waiting verifications is full. */
+/** A login's (or portal sign-in's) verification refused before hashing: the queue of waiting verifications is full. */
 export class HashBusyError extends RotorError {
   constructor() {
     super('AUTH_BUSY', 'too many password checks waiting; try again shortly', { httpStatus: 503 });
@@ -28,7 +34,7 @@ export class HashBusyError extends RotorError {
 export interface HashingSettings {
   /** scrypt computations running at once (each on a thread of its own). */
   concurrency: number;
-  /** Login verifications waiting at most; beyond, refused at once. */
+  /** Verifications waiting at most, for the proxy's logins and for the portal's sign-ins each; beyond, refused at once. */
   maxQueued: number;
   /** Linux nice value of the hashing threads (0 = the process's; default HASH_NICE). */
   nice?: number;
@@ -40,8 +46,8 @@ export const HASH_NICE = 10;
 /** One bounded, prioritized queue in front of the hashing threads. */
 export class HashQueue {
   private running = 0;
-  private readonly waiting: Record<HashPriority, (() => void)[]> = { login: [], admin: [], bulk: [] };
-  private readonly heads: Record<HashPriority, number> = { login: 0, admin: 0, bulk: 0 };
+  private readonly waiting: Record<HashPriority, (() => void)[]> = { login: [], admin: [], bulk: [], portal: [] };
+  private readonly heads: Record<HashPriority, number> = { login: 0, admin: 0, bulk: 0, portal: 0 };
 
   constructor(private settings: HashingSettings) {}
 
@@ -59,9 +65,9 @@ export class HashQueue {
 
   run<T>(priority: HashPriority, work: () => Promise<T>): Promise<T> {
     if (
-      priority === 'login' &&
+      SHED.has(priority) &&
       this.running >= this.settings.concurrency &&
-      this.waiting.login.length - this.heads.login >= this.settings.maxQueued
+      this.waiting[priority].length - this.heads[priority] >= this.settings.maxQueued
     ) {
       return Promise.reject(new HashBusyError());
     }
@@ -106,7 +112,9 @@ export class HashQueue {
   }
 }
 
-const PRIORITIES: readonly HashPriority[] = ['login', 'admin', 'bulk'];
+const PRIORITIES: readonly HashPriority[] = ['login', 'admin', 'bulk', 'portal'];
+/** The priorities anyone reaching a listener can fill: bounded by maxQueued each, shed beyond. */
+const SHED: ReadonlySet<HashPriority> = new Set(['login', 'portal']);
 
 /** The process's queue (one set of hashing threads per process). */
 export const hashQueue = new HashQueue({ concurrency: 2, maxQueued: 64 });

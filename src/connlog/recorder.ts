@@ -10,7 +10,17 @@
 // day's rollups, and the connection's record is written as `open` with its bytes so far (the end replaces
 // it). A connection still open when the drain of a stop ends is recorded as `shutdown`, with its bytes up to
 // the cut. A SIGKILL therefore loses at most one checkpoint interval of an open connection's bytes, and one
-// flush interval of ended connections' records.
+// flush interval of ended connections' records. From the stop's start the open connections are checkpointed
+// at once and then about every second of the drain, so a SIGKILL during the drain (a stop whose grace is
+// shorter than the drain) loses about a second of their bytes.
+//
+// A store write that fails (a Redis command past its timeout, a Redis restart, a full disk) loses nothing: the
+// batch (its records, the checkpoints' `open` records and the rollup increments taken with them) is kept as it
+// was and written again, after a back-off, before anything newer; the records ended meanwhile wait on the
+// queue (still bounded by queueMax: what falls off is counted, and its bytes stay in the rollups). Each batch
+// carries an id the store writes with it in the same unit of work, so a write that landed but was seen
+// failing (its answer lost past the command timeout) is skipped when written again: no byte billed twice. At
+// close the store is tried again for up to closeRetryMs before what is left is logged, with its bytes.
 import { randomBytes } from 'node:crypto';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
@@ -49,6 +59,13 @@ export interface ConnectionLogOptions {
   checkpointMs?: number;
   /** Records written per batch; a full batch is written without waiting for the timer. Default 500. */
   batchSize?: number;
+  /**
+   * A failed store write is tried again after firstMs, doubling up to maxMs (defaults 1000 and 15000 ms); at
+   * close, for up to closeMs more (default 3000 ms) before what is left is logged as lost.
+   */
+  retry?: { firstMs?: number; maxMs?: number; closeMs?: number };
+  /** How often open connections are checkpointed while a stop drains them. Default 1000 ms. */
+  stopCheckpointMs?: number;
   /** Records waiting at most; beyond it the oldest are dropped. Default 50000. */
   queueMax?: number;
   /**
@@ -71,6 +88,24 @@ export function connectionIds(): () => string {
 }
 
 const NO_BYTES: ByteCounters = { up: 0, down: 0 };
+
+/** A store write that failed: written again as it was (same id, same content) before anything newer. */
+interface Unstored {
+  id: string;
+  /** The checkpoints' `open` records first, then the batch's. */
+  records: ConnectionRecord[];
+  /** How many of `records` are checkpoints (the rest are ended connections' records). */
+  checkpoints: number;
+  usage: UsageRollup[];
+  attempts: number;
+}
+
+/** Bytes both ways and records: what a message about records not (yet) stored says. */
+interface Tally {
+  records: number;
+  bytesUp: number;
+  bytesDown: number;
+}
 
 class Context implements ConnectionContext, Listed<Context> {
   user: string | null = null;
@@ -111,7 +146,23 @@ class Context implements ConnectionContext, Listed<Context> {
 export class ConnectionLog implements ConnectionRecorder {
   /** Open connections, oldest first (not a Map: live-list.ts says why). */
   private readonly live = new LiveList<Context>();
+  /** Ended connections' records not yet written to the store (the store's queue; empty without a store). */
   private queue: ConnectionRecord[] = [];
+  /** Records not yet written to the sinks (the file); empty without sinks. */
+  private sinkQueue: ConnectionRecord[] = [];
+  /** The store write that failed, written again before anything newer; null while the store takes writes. */
+  private unstored: Unstored | null = null;
+  /** When (performance.now()) the failed write is due again, and the timer that brings it. */
+  private retryAt = 0;
+  private retryTimer: NodeJS.Timeout | undefined = undefined;
+  private readonly retryFirstMs: number;
+  private readonly retryMaxMs: number;
+  private readonly closeRetryMs: number;
+  private readonly batchIds = connectionIds();
+  /** Records the full queue dropped since the last flush said so. */
+  private readonly dropped: Tally = { records: 0, bytesUp: 0, bytesDown: 0 };
+  /** Checkpoints while a stop drains (stopping()). */
+  private stopTimer: NodeJS.Timeout | undefined = undefined;
   private readonly store: ConnectionLogStore | undefined;
   private readonly sinks: RecordSink[];
   private readonly targets: boolean;
@@ -145,6 +196,9 @@ export class ConnectionLog implements ConnectionRecorder {
     this.ids = options.ids ?? connectionIds();
     this.now = options.now ?? Date.now;
     this.flushMs = options.flushIntervalMs ?? 1000;
+    this.retryFirstMs = Math.max(1, options.retry?.firstMs ?? 1000);
+    this.retryMaxMs = Math.max(this.retryFirstMs, options.retry?.maxMs ?? 15_000);
+    this.closeRetryMs = Math.max(0, options.retry?.closeMs ?? 3000);
     if (this.recording) {
       this.refusals = new RefusalTally({
         emit: (record) => this.enqueue(this.redacted(record)),
@@ -210,23 +264,42 @@ export class ConnectionLog implements ConnectionRecorder {
     this.enqueue(record);
   }
 
-  /** A record onto the bounded queue (the oldest dropped when full); a full batch is written soon. */
+  /**
+   * A record onto the bounded queues (the oldest dropped when full: a failed write kept for its retry counts
+   * towards the store's bound); a full batch is written soon.
+   */
   enqueue(record: ConnectionRecord): void {
     if (this.closed) return;
-    if (this.queue.length >= this.queueMax) {
-      this.queue.shift();
-      this.options.metrics?.connlogDropped.inc();
+    let full = false;
+    if (this.store) {
+      const held = this.unstored === null ? 0 : this.unstored.records.length - this.unstored.checkpoints;
+      if (this.queue.length + held >= this.queueMax && this.queue.length > 0) this.drop(this.queue.shift()!);
+      this.queue.push(record);
+      // While a failed write waits for its retry, its timer writes the store: no batch is due before.
+      full = this.queue.length >= this.batchSize && this.unstored === null;
     }
-    this.queue.push(record);
+    if (this.sinks.length > 0) {
+      if (this.sinkQueue.length >= this.queueMax) this.drop(this.sinkQueue.shift()!);
+      this.sinkQueue.push(record);
+      full ||= this.sinkQueue.length >= this.batchSize;
+    }
     // Written within flushMs of the first record queued (a checkpoint writes its own at once).
     if (this.flushTimer === undefined && this.recording) this.armFlush();
-    if (this.queue.length >= this.batchSize && !this.soon) {
+    if (full && !this.soon) {
       this.soon = true;
       setImmediate(() => {
         this.soon = false;
-        void this.flush();
+        void this.flushWhenDue();
       });
     }
+  }
+
+  /** A record the full queue lets go: counted, its bytes told by the next flush (they stay in the rollups). */
+  private drop(record: ConnectionRecord): void {
+    this.options.metrics?.connlogDropped.inc();
+    this.dropped.records++;
+    this.dropped.bytesUp += record.bytesUp;
+    this.dropped.bytesDown += record.bytesDown;
   }
 
   private armFlush(): void {
@@ -237,7 +310,7 @@ export class ConnectionLog implements ConnectionRecorder {
   /** The flush timer fired: records queued from now on arm the next one. */
   flushDue(): void {
     this.flushTimer = undefined;
-    void this.flush();
+    void this.flushWhenDue();
   }
 
   /**
@@ -260,7 +333,7 @@ export class ConnectionLog implements ConnectionRecorder {
       this.snapshots.set(c.id, this.openRecord(c, now));
       changed = true;
     }
-    if (changed) void this.flush();
+    if (changed) void this.flushWhenDue();
   }
 
   private openRecord(c: Context, now: number): ConnectionRecord {
@@ -303,6 +376,12 @@ export class ConnectionLog implements ConnectionRecorder {
    */
   stopping(drainMs: number): void {
     this.cutAt = this.now() + Math.max(0, drainMs);
+    // Open connections checkpointed now and about every second until close(): a SIGKILL during the drain (a
+    // grace shorter than drainMs) costs about a second of their bytes, settled `lost` by the next start.
+    if (!this.store || this.closed || this.stopTimer !== undefined) return;
+    this.checkpoint();
+    this.stopTimer = setInterval(() => this.checkpoint(), Math.max(10, this.options.stopCheckpointMs ?? 1000));
+    this.stopTimer.unref();
   }
 
   /** Live connections with their bytes so far, oldest first. */
@@ -340,51 +419,129 @@ export class ConnectionLog implements ConnectionRecorder {
     return true;
   }
 
-  /** Records waiting to be written. */
+  /** Records waiting to be written (to the store, or without one to the sinks), a failed write's included. */
   get pending(): number {
-    return this.queue.length;
+    if (!this.store) return this.sinkQueue.length;
+    return this.queue.length + (this.unstored === null ? 0 : this.unstored.records.length - this.unstored.checkpoints);
   }
 
   /**
-   * Writes everything queued, a batch at a time; resolves when written (or failed and logged). `refusals`:
-   * the refusals counted so far in the current window are written first (their window ends now).
+   * Writes everything queued, a batch at a time; resolves when written (or failed and kept for a retry: a
+   * failed write is tried again at once here). `refusals`: the refusals counted so far in the current window
+   * are written first (their window ends now).
    */
   async flush(options?: { refusals?: boolean }): Promise<void> {
     if (options?.refusals) this.refusals?.flush();
+    await this.write(true);
+  }
+
+  /** The timers' flush: a failed write waits for its back-off (its own timer brings it). */
+  private flushWhenDue(): Promise<void> {
+    return this.write(false);
+  }
+
+  private async write(retryNow: boolean): Promise<void> {
     while (this.writing) await this.writing;
-    while (this.queue.length > 0 || this.snapshots.size > 0 || this.usage.size > 0) {
-      const batch = this.queue.length <= this.batchSize ? this.queue : this.queue.slice(0, this.batchSize);
-      this.queue = this.queue.length <= this.batchSize ? [] : this.queue.slice(this.batchSize);
-      // The checkpoints first: a batch's final record of the same connection then replaces its `open` one.
-      const snapshots = [...this.snapshots.values()];
-      this.snapshots = new Map();
-      this.writing = this.write(batch, snapshots, this.usage.take());
-      await this.writing;
+    const run = this.writeAll(retryNow);
+    this.writing = run;
+    try {
+      await run;
+    } finally {
       this.writing = null;
     }
   }
 
-  private async write(batch: ConnectionRecord[], snapshots: ConnectionRecord[], usage: UsageRollup[]): Promise<void> {
-    const metrics = this.options.metrics;
-    if (this.store) {
-      try {
-        const refused = await this.store.append(snapshots.length > 0 ? [...snapshots, ...batch] : batch, usage);
-        metrics?.connlogWritten.inc({ sink: 'store' }, batch.length - refused);
-        if (refused > 0) {
-          metrics?.connlogDropped.inc(refused);
-          this.options.logger?.error({ records: refused }, 'connection records refused by the store (a required field without a value)');
-        }
-      } catch (err) {
-        // The data path never waits for the store, so a failing store costs records, not connections.
-        metrics?.connlogDropped.inc(batch.length);
-        this.options.logger?.error({ err, records: batch.length }, 'connection records could not be stored');
-      }
+  private async writeAll(retryNow: boolean): Promise<void> {
+    if (this.dropped.records > 0) {
+      this.options.logger?.error(
+        { ...this.dropped },
+        'connection records dropped: the queue was full (log.access.queueMax); their bytes are in the usage rollups all the same',
+      );
+      this.dropped.records = this.dropped.bytesUp = this.dropped.bytesDown = 0;
     }
-    if (batch.length === 0) return;
+    if (this.store) await this.writeStore(this.store, retryNow);
+    while (this.sinkQueue.length > 0) {
+      const batch = this.take(this.sinkQueue);
+      this.sinkQueue = batch.rest;
+      await this.writeSinks(batch.taken);
+    }
+  }
+
+  /** The first batchSize records of `queue`, and the rest. */
+  private take(queue: ConnectionRecord[]): { taken: ConnectionRecord[]; rest: ConnectionRecord[] } {
+    if (queue.length <= this.batchSize) return { taken: queue, rest: [] };
+    return { taken: queue.slice(0, this.batchSize), rest: queue.slice(this.batchSize) };
+  }
+
+  /** The failed write first (when due), then batches until the queue, the checkpoints and the rollups are written. */
+  private async writeStore(store: ConnectionLogStore, retryNow: boolean): Promise<void> {
+    if (this.unstored !== null) {
+      if (!retryNow && performance.now() < this.retryAt) return;
+      if (!(await this.attempt(store, this.unstored))) return;
+    }
+    while (this.queue.length > 0 || this.snapshots.size > 0 || this.usage.size > 0) {
+      const batch = this.take(this.queue);
+      this.queue = batch.rest;
+      // The checkpoints first: a batch's final record of the same connection then replaces its `open` one.
+      const snapshots = [...this.snapshots.values()];
+      this.snapshots = new Map();
+      const unit: Unstored = {
+        id: this.batchIds(),
+        records: snapshots.length > 0 ? [...snapshots, ...batch.taken] : batch.taken,
+        checkpoints: snapshots.length,
+        usage: this.usage.take(),
+        attempts: 0,
+      };
+      if (!(await this.attempt(store, unit))) return;
+    }
+  }
+
+  /** One write of `unit` to the store; false when it failed: then it is kept, due again after a back-off. */
+  private async attempt(store: ConnectionLogStore, unit: Unstored): Promise<boolean> {
+    const metrics = this.options.metrics;
+    const logger = this.options.logger;
+    unit.attempts++;
+    try {
+      const refused = await store.append(unit.records, unit.usage, unit.id);
+      this.unstored = null;
+      clearTimeout(this.retryTimer);
+      this.retryTimer = undefined;
+      metrics?.connlogWritten.inc({ sink: 'store' }, unit.records.length - unit.checkpoints - refused);
+      if (refused > 0) {
+        metrics?.connlogDropped.inc(refused);
+        logger?.error({ records: refused }, 'connection records refused by the store (a required field without a value)');
+      }
+      if (unit.attempts > 1) logger?.info({ ...tallyOf(unit), attempts: unit.attempts }, 'connection records stored after a retry');
+      return true;
+    } catch (err) {
+      // The data path never waits for the store: the batch waits here instead, as it was (same id).
+      this.unstored = unit;
+      const backoff = Math.min(this.retryMaxMs, this.retryFirstMs * 2 ** Math.min(20, unit.attempts - 1));
+      this.retryAt = performance.now() + backoff;
+      if (!this.closed) {
+        clearTimeout(this.retryTimer);
+        this.retryTimer = setTimeout(onRetryTimer, backoff, this);
+        this.retryTimer.unref();
+      }
+      logger?.error(
+        { err, ...tallyOf(unit), attempts: unit.attempts, retryInMs: backoff },
+        'connection records could not be stored; kept and written again later',
+      );
+      return false;
+    }
+  }
+
+  /** The retry timer fired: the back-off is over (a timer may fire a fraction of a millisecond before retryAt). */
+  retryDue(): void {
+    this.retryTimer = undefined;
+    void this.write(true);
+  }
+
+  private async writeSinks(batch: ConnectionRecord[]): Promise<void> {
     for (const sink of this.sinks) {
       try {
         await sink.write(batch);
-        metrics?.connlogWritten.inc({ sink: 'file' }, batch.length);
+        this.options.metrics?.connlogWritten.inc({ sink: 'file' }, batch.length);
       } catch (err) {
         this.options.logger?.error({ err, records: batch.length }, 'connection records could not be written to the file');
       }
@@ -393,22 +550,83 @@ export class ConnectionLog implements ConnectionRecorder {
 
   /**
    * Last flush (after the listeners closed, so every connection has its record; one still live here, whose
-   * listener never ended it, is recorded as `shutdown` with its bytes so far), then the sinks.
+   * listener never ended it, is recorded as `shutdown` with its bytes so far), then the sinks. A store that
+   * fails is tried again for up to closeRetryMs; what it never took is logged with its bytes.
    */
   async close(): Promise<void> {
     if (this.closed) return;
     clearTimeout(this.flushTimer);
     this.flushTimer = undefined;
     if (this.checkpointTimer) clearInterval(this.checkpointTimer);
+    clearInterval(this.stopTimer);
     this.cutAt ??= this.now();
     for (const c of [...this.live]) c.end({ result: 'ok', reason: 'stopped' });
     this.refusals?.close();
     await this.flush();
+    const deadline = performance.now() + this.closeRetryMs;
+    for (let wait = 100; this.unstored !== null && performance.now() < deadline; wait *= 2) {
+      await new Promise((resolve) => setTimeout(resolve, Math.max(0, Math.min(wait, deadline - performance.now()))));
+      await this.flush();
+    }
     this.closed = true;
     clearTimeout(this.flushTimer);
     this.flushTimer = undefined;
+    clearTimeout(this.retryTimer);
+    this.retryTimer = undefined;
+    if (this.unstored !== null) this.reportLost(this.unstored);
     for (const sink of this.sinks) await sink.close().catch(() => undefined);
   }
+
+  /**
+   * What the store never took at close, said once, with the bytes per user (the hour rollups' increments, so
+   * that an operator can apply them by hand): the failed write and everything queued behind it.
+   */
+  private reportLost(unstored: Unstored): void {
+    const lost = tallyOf(unstored);
+    lost.records += this.queue.length;
+    const byUser = new Map<string, { bytesUp: number; bytesDown: number }>();
+    let bytesUp = 0;
+    let bytesDown = 0;
+    for (const u of [...unstored.usage, ...this.usage.take()]) {
+      if (u.granularity !== 'hour') continue;
+      const row = byUser.get(u.user) ?? { bytesUp: 0, bytesDown: 0 };
+      row.bytesUp += u.bytesUp;
+      row.bytesDown += u.bytesDown;
+      byUser.set(u.user, row);
+      bytesUp += u.bytesUp;
+      bytesDown += u.bytesDown;
+    }
+    this.options.metrics?.connlogDropped.inc(lost.records);
+    this.options.logger?.error(
+      {
+        records: lost.records,
+        checkpoints: unstored.checkpoints + this.snapshots.size,
+        rollups: { bytesUp, bytesDown },
+        users: Object.fromEntries([...byUser].slice(0, MAX_USERS_REPORTED)),
+        usersLeftOut: Math.max(0, byUser.size - MAX_USERS_REPORTED),
+      },
+      'connection records and usage the store did not take before the stop: lost from the bill (the bytes per user are these)',
+    );
+  }
+}
+
+/** Users named in the log line of what a stop could not store (the totals count them all). */
+const MAX_USERS_REPORTED = 1000;
+
+/** The ended connections' records of a store write and their bytes. */
+function tallyOf(unit: Unstored): Tally {
+  const t: Tally = { records: 0, bytesUp: 0, bytesDown: 0 };
+  for (let i = unit.checkpoints; i < unit.records.length; i++) {
+    const r = unit.records[i]!;
+    t.records++;
+    t.bytesUp += r.bytesUp;
+    t.bytesDown += r.bytesDown;
+  }
+  return t;
+}
+
+function onRetryTimer(log: ConnectionLog): void {
+  log.retryDue();
 }
 
 /** How a connection the stop cut ends: its relay stopped, or a forwarded exchange dropped mid-answer. */

@@ -220,7 +220,6 @@ async function assembleRouting(config: Config, needs: Needs, ctx: AssemblyContex
 /** The HTTP, SOCKS5 and HTTPS listeners, SOCKS5 UDP associations and users' own ports, and how they stop. */
 async function assembleListeners(config: Config, needs: Needs, ctx: AssemblyContext, router: Router, connections: ConnectionLogService) {
   const { logger, metrics } = ctx;
-  const directory = needs.users.directory;
   // Out of descriptors: the proxy listeners pause (drop new clients) and resume, said once (src/proxy/accept-guard.ts).
   ctx.stops.onStop('descriptor guard', descriptorGuard.attach({ metrics, logger: logger.child({ component: 'descriptors' }) }));
   // Users' own ports hand their sockets to the shared listeners, which admit an allowed address without
@@ -298,16 +297,38 @@ async function assembleListeners(config: Config, needs: Needs, ctx: AssemblyCont
       : undefined;
   const https = httpsListener && needs.listen.https ? await listenAs(needs.listen.https, () => httpsListener.listen()) : undefined;
   let draining = 0;
-  ctx.stops.onStop('listeners', () => {
+  ctx.stops.onStop('listeners', async () => {
     // Connections still open when the drain ends are recorded as cut by the shutdown (src/connlog/recorder.ts).
     connections.recorder.stopping(draining);
-    return Promise.all([httpListener.close(draining), socksListener.close(draining), httpsListener?.close()]).then(() => udp?.closeAll());
+    // Users' own ports stop accepting (their silent connections closed); those handed to the listeners drain
+    // with the shared ports' connections and, cut, are recorded as `shutdown` like them.
+    await Promise.all([userPorts.stopAccepting(), httpListener.close(draining), socksListener.close(draining), httpsListener?.close()]);
+    await udp?.closeAll();
+    await userPorts.close();
   });
+  await followUsers(needs.users, userPorts, logger);
+
+  return {
+    userPorts,
+    udp,
+    httpListener,
+    socksListener,
+    httpsListener,
+    addresses: { http, socks5, https },
+    setDrain: (ms: number) => {
+      draining = ms;
+    },
+  };
+}
+
+/** Users' own ports follow the users: every burst of changes, and a first sync now. */
+async function followUsers(users: UsersPart, userPorts: UserPorts, logger: AssemblyContext['logger']): Promise<void> {
+  const directory = users.directory;
   // A burst looks at its own users only (walking every user per burst made an import O(users²)); a reload,
   // which names nobody, at everyone. Followed before the first sync lists the users: a creation the directory
   // finishes meanwhile (its start resumes those left unfinished, in the background) comes in a burst, queued
   // after that sync, rather than between the list and the subscription, where no later walk would find it.
-  needs.users.changes.onBurst(200, (burst) => {
+  users.changes.onBurst(200, (burst) => {
     const changed: LocalUser[] = [];
     const gone: string[] = [];
     if (!burst.whole) {
@@ -323,17 +344,4 @@ async function assembleListeners(config: Config, needs: Needs, ctx: AssemblyCont
     );
   });
   await userPorts.sync(directory.locals());
-  ctx.stops.onStop('user ports', () => userPorts.close());
-
-  return {
-    userPorts,
-    udp,
-    httpListener,
-    socksListener,
-    httpsListener,
-    addresses: { http, socks5, https },
-    setDrain: (ms: number) => {
-      draining = ms;
-    },
-  };
 }

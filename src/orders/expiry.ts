@@ -1,5 +1,6 @@
 // The expiry watch: running static instances close to their end are warned about once per expiry, and, when
-// auto-renew is enabled, renewed `hoursBefore` the end, once per expiry. The tracker runs it on its timer;
+// auto-renew is enabled, renewed `hoursBefore` the end, once per expiry (a renewal the platform refused is tried
+// again at the next check). The tracker runs it on its timer;
 // it reads only the store (instances as last read from the platform) and places renewals through the placer.
 import type { Logger } from '../telemetry/logger.ts';
 import type { InstanceRecord, InstanceStore, OrderJournal } from '../store/types.ts';
@@ -8,12 +9,19 @@ import { derivedMerchantNo } from './numbers.ts';
 import type { Placer } from './placer.ts';
 import { INSTANCE_STATUS } from './types.ts';
 
-/** Local auto-renew: off unless `enabled`. Renews `cycleTimes` periods `hoursBefore` expiry, once per expiry. */
+/** Local auto-renew: off unless `enabled`. Renews `cycleTimes` periods `hoursBefore` expiry, once per expiry (refusals retried). */
 export interface AutoRenewSettings {
   enabled: boolean;
   hoursBefore: number;
   cycleTimes?: number;
 }
+
+/**
+ * Renewals of one expiry the platform may refuse before the watch stops trying (one per check, every
+ * expiryCheckMs: 48 is eight hours at the default ten minutes, enough to outlast a short balance and still
+ * bounded in journal entries and platform calls).
+ */
+export const MAX_RENEW_ATTEMPTS = 48;
 
 export interface ExpiryWatchOptions {
   store: InstanceStore & OrderJournal;
@@ -28,6 +36,8 @@ export interface ExpiryWatchOptions {
 export class ExpiryWatch {
   /** `instanceNo:userExpired` already warned about (a renewal moves the expiry, and warns again). */
   private readonly warned = new Set<string>();
+  /** `instanceNo:userExpired` whose renewals were all refused (said once). */
+  private readonly gaveUp = new Set<string>();
 
   constructor(private readonly o: ExpiryWatchOptions) {}
 
@@ -53,18 +63,37 @@ export class ExpiryWatch {
         );
       }
       if (renew && left > 0 && left <= renew.hoursBefore * 3600) {
-        // Derived from the expiry being renewed: a restart, a second sweep or a second daemon on the same
-        // store finds the number journaled and places nothing.
-        const appOrderNo = derivedMerchantNo('RA', mark);
-        if (await store.getJournal(appOrderNo)) continue;
+        const appOrderNo = await this.renewalNumber(mark, inst.instanceNo);
+        if (appOrderNo === undefined) continue;
         try {
           await placer.renew({ appOrderNo, instances: [{ instanceNo: inst.instanceNo, cycleTimes: renew.cycleTimes ?? 1 }] });
           logger?.info({ instanceNo: inst.instanceNo, appOrderNo }, 'auto-renew placed');
         } catch (err) {
-          logger?.warn({ instanceNo: inst.instanceNo, appOrderNo, err }, 'auto-renew failed');
+          logger?.warn({ instanceNo: inst.instanceNo, appOrderNo, err }, 'auto-renew failed; tried again at the next check');
         }
       }
     }
+  }
+
+  /**
+   * The merchant number of this expiry's next renewal, or undefined when none is to be placed. Numbers are derived
+   * from the expiry and the attempt, so a restart, a second sweep or a second daemon on the same store finds the
+   * same ones journaled: one accepted, sent or unresolved renewal ends the search (nothing placed again); one the
+   * platform refused (its balance short at that moment, the product briefly off sale) is followed by the next
+   * attempt, up to MAX_RENEW_ATTEMPTS.
+   */
+  private async renewalNumber(mark: string, instanceNo: string): Promise<string | undefined> {
+    for (let attempt = 0; attempt < MAX_RENEW_ATTEMPTS; attempt++) {
+      const appOrderNo = derivedMerchantNo('RA', attempt === 0 ? mark : `${mark}:${attempt}`);
+      const entry = await this.o.store.getJournal(appOrderNo);
+      if (entry === undefined) return appOrderNo;
+      if (entry.state !== 'rejected') return undefined;
+    }
+    if (!this.gaveUp.has(mark)) {
+      this.gaveUp.add(mark);
+      this.o.logger?.error({ instanceNo, refused: MAX_RENEW_ATTEMPTS }, 'auto-renew given up for this expiry: every renewal was refused');
+    }
+    return undefined;
   }
 }
 

@@ -3,6 +3,13 @@
 // `maxDelayMs`; a try during the wait is refused without checking the password (so it costs no scrypt and
 // tells nothing). A right password clears the user name's count. Both tables are bounded LRUs whose entries
 // outlive their longest wait.
+//
+// A try is reserved before its password is checked (begin), and settled after (end): the checks in flight
+// count against the name and the address as failures would, so however many tries arrive at once, at most the
+// free failures left are checked (one at a time once they are spent and the wait is over); the others are
+// refused unchecked, like a try during the wait. Counting a failure only after its check let a burst of any size
+// through the wait test before the first check ended (all checked), as the proxy's AuthGuard.enter bounds the
+// checks pending per source for the same reason.
 import { LRUCache } from 'lru-cache';
 
 export interface BackoffOptions {
@@ -15,12 +22,19 @@ export interface BackoffOptions {
 
 /** A client address's free tries, as a multiple of a user name's. */
 const CLIENT_FACTOR = 4;
+/** What a try refused because the free tries are all in flight is told to wait (their checks end sooner). */
+const IN_FLIGHT_WAIT_MS = 1000;
 
 interface Count {
   failures: number;
   /** Until when tries are refused. */
   until: number;
+  /** Tries reserved (begin) whose check has not ended (end). */
+  inFlight: number;
 }
+
+/** How a reserved try ended: its password checked wrong or right, or not checked at all (e.g. shed as busy). */
+export type TryOutcome = 'failed' | 'succeeded' | 'unchecked';
 
 export class LoginBackoff {
   private readonly users: LRUCache<string, Count>;
@@ -35,7 +49,7 @@ export class LoginBackoff {
     this.clients = new LRUCache({ max: options.max ?? 10_000, ttl, ttlAutopurge: false });
   }
 
-  /** Milliseconds before `user` may try again from `client`; 0 = now. */
+  /** Milliseconds before `user` may try again from `client`; 0 = now (tries in flight not counted: see begin). */
   waitMs(user: string, client: string): number {
     const t = this.now();
     const u = this.users.get(user.toLowerCase());
@@ -43,21 +57,90 @@ export class LoginBackoff {
     return Math.max(0, (u?.until ?? 0) - t, (c?.until ?? 0) - t);
   }
 
+  /**
+   * Reserves a try of `user` from `client` before its password is checked: 0 = reserved (call end() once the
+   * check ended, whatever its outcome), else the milliseconds to tell the client to wait (nothing reserved):
+   * the name or the address is in its wait, or the tries it has left are all in flight.
+   */
+  begin(user: string, client: string): number {
+    const wait = this.waitMs(user, client);
+    if (wait > 0) return wait;
+    const uk = user.toLowerCase();
+    const u = this.users.get(uk);
+    const c = this.clients.get(client);
+    const free = this.options.freeFailures;
+    if (full(u, free) || full(c, free * CLIENT_FACTOR)) return IN_FLIGHT_WAIT_MS;
+    this.reserve(this.users, uk, u);
+    this.reserve(this.clients, client, c);
+    return 0;
+  }
+
+  /** Settles a try begin() reserved. */
+  end(user: string, client: string, outcome: TryOutcome): void {
+    const uk = user.toLowerCase();
+    const u = this.release(this.users, uk);
+    const c = this.release(this.clients, client);
+    if (outcome === 'failed') {
+      this.bump(this.users, uk, u, this.options.freeFailures);
+      // One address may be many customers behind one NAT: it gets more tries before its wait starts.
+      this.bump(this.clients, client, c, this.options.freeFailures * CLIENT_FACTOR);
+    } else {
+      if (outcome === 'succeeded' && u !== undefined) {
+        u.failures = 0;
+        u.until = 0;
+      }
+      this.settle(this.users, uk, u);
+      this.settle(this.clients, client, c);
+    }
+  }
+
+  /** A wrong password counted without a reservation (begin/end is what the routes use). */
   failed(user: string, client: string): void {
-    this.bump(this.users, user.toLowerCase(), this.options.freeFailures);
-    // One address may be many customers behind one NAT: it gets more tries before its wait starts.
-    this.bump(this.clients, client, this.options.freeFailures * CLIENT_FACTOR);
+    const uk = user.toLowerCase();
+    this.bump(this.users, uk, this.users.get(uk), this.options.freeFailures);
+    this.bump(this.clients, client, this.clients.get(client), this.options.freeFailures * CLIENT_FACTOR);
   }
 
+  /** A right password: the name's count starts again (its tries in flight stay counted). */
   succeeded(user: string): void {
-    this.users.delete(user.toLowerCase());
+    const uk = user.toLowerCase();
+    const u = this.users.get(uk);
+    if (u === undefined) return;
+    u.failures = 0;
+    u.until = 0;
+    this.settle(this.users, uk, u);
   }
 
-  private bump(table: LRUCache<string, Count>, k: string, free: number): void {
-    const c = table.get(k) ?? { failures: 0, until: 0 };
+  private reserve(table: LRUCache<string, Count>, k: string, c: Count | undefined): void {
+    const n = c ?? { failures: 0, until: 0, inFlight: 0 };
+    n.inFlight++;
+    table.set(k, n);
+  }
+
+  /** The entry with one try fewer in flight (undefined: forgotten meanwhile, by age or by the bound). */
+  private release(table: LRUCache<string, Count>, k: string): Count | undefined {
+    const c = table.get(k);
+    if (c !== undefined && c.inFlight > 0) c.inFlight--;
+    return c;
+  }
+
+  /** Keeps an entry that still counts something, drops one that counts nothing. */
+  private settle(table: LRUCache<string, Count>, k: string, c: Count | undefined): void {
+    if (c === undefined) return;
+    if (c.failures === 0 && c.inFlight === 0 && c.until <= this.now()) table.delete(k);
+    else table.set(k, c);
+  }
+
+  private bump(table: LRUCache<string, Count>, k: string, known: Count | undefined, free: number): void {
+    const c = known ?? { failures: 0, until: 0, inFlight: 0 };
     c.failures++;
     const over = c.failures - free;
     if (over >= 0) c.until = this.now() + Math.min(this.options.maxDelayMs, 1000 * 2 ** Math.min(over, 30));
     table.set(k, c);
   }
+}
+
+/** The free tries left are all in flight (once spent, and the wait over, one try at a time). */
+function full(c: Count | undefined, free: number): boolean {
+  return c !== undefined && c.inFlight >= Math.max(1, free - c.failures);
 }

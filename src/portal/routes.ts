@@ -3,7 +3,7 @@
 // logout. A customer is whoever the session cookie names: no route takes a user name (or anything naming
 // another customer) by path, query or body; the strict schemas refuse any extra field. Nothing here accepts
 // the admin token, and nothing under /v1 accepts a portal session (the admin's /v1 checks only its bearer).
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { zs } from '../admin/validation.ts';
 import { timeQuery } from '../admin/routes/time-query.ts';
@@ -11,7 +11,8 @@ import type { ConnectionListQuery, UsageListQuery } from '../connlog/service.ts'
 import type { ConnectionRecord, LiveConnection } from '../connlog/types.ts';
 import type { UsageRow } from '../connlog/usage.ts';
 import type { UserView } from '../users/record.ts';
-import { LoginBackoff } from './backoff.ts';
+import { HashBusyError } from '../admission/password.ts';
+import { LoginBackoff, type TryOutcome } from './backoff.ts';
 import { checkPassword } from './credentials.ts';
 import { buildEndpoints, endpointQuery, renderEndpoints, type EndpointQuery, type ProxyAddress } from './endpoints.ts';
 import { badCredentials, csrfRefused, LoginDelayedError, PortalError, signedOut } from './errors.ts';
@@ -24,6 +25,11 @@ export interface PortalUsers {
   /** The stored password hash (the proxy's), undefined for an unknown user. */
   hashOf(name: string): string | undefined;
   setPassword(name: string, password: string): Promise<unknown>;
+  /**
+   * Since when the name's records and usage rows are this customer's (epoch ms): for a name deleted and made
+   * again, the new user's creation (what came before was another customer's); 0 for the name's first user.
+   */
+  historySince(name: string): number | undefined;
 }
 
 export interface PortalConnections {
@@ -164,21 +170,35 @@ export function registerPortal(app: FastifyInstance, deps: PortalDeps, options: 
 /** Signing in and out, the customer's own record and their password. */
 function registerAccountRoutes(app: FastifyInstance, ctx: PortalContext): void {
   const { deps, options, api, sessions, backoff, cookie, signedIn, me, hide } = ctx;
-  app.post<{ Body: z.output<typeof loginBody> }>(`${api}/login`, { schema: { ...hide, body: zs(loginBody) } }, async (request, reply) => {
-    const { user, password: given } = request.body;
-    const wait = backoff.waitMs(user, request.ip);
+  /**
+   * A password check under the back-off: the try is reserved first (refused unchecked, 429 LOGIN_DELAYED, when
+   * the name or the address waits or its free tries are all in flight: so one address has at most 4 ×
+   * freeFailures checks in flight), then checked at the hash queue's 'portal' priority, then counted.
+   */
+  const checked = async (reply: FastifyReply, user: string, client: string, check: () => Promise<boolean>): Promise<boolean> => {
+    const wait = backoff.begin(user, client);
     if (wait > 0) {
-      const seconds = Math.ceil(wait / 1000);
+      const seconds = Math.max(1, Math.ceil(wait / 1000));
       void reply.header('retry-after', String(seconds));
       throw new LoginDelayedError(seconds);
     }
-    const hash = deps.users.hashOf(user);
-    const ok = await checkPassword(given, hash);
-    if (!ok) {
-      backoff.failed(user, request.ip);
-      throw badCredentials();
+    let outcome: TryOutcome = 'unchecked';
+    try {
+      const ok = await check();
+      outcome = ok ? 'succeeded' : 'failed';
+      return ok;
+    } catch (err) {
+      // Shed unchecked (too many sign-ins waiting for a hash): 503 AUTH_BUSY, try again shortly; not a failure.
+      if (err instanceof HashBusyError) void reply.header('retry-after', '1');
+      throw err;
+    } finally {
+      backoff.end(user, client, outcome);
     }
-    backoff.succeeded(user);
+  };
+  app.post<{ Body: z.output<typeof loginBody> }>(`${api}/login`, { schema: { ...hide, body: zs(loginBody) } }, async (request, reply) => {
+    const { user, password: given } = request.body;
+    const hash = deps.users.hashOf(user);
+    if (!(await checked(reply, user, request.ip, () => checkPassword(given, hash)))) throw badCredentials();
     const { token, session } = sessions.create(user, given, hash);
     void reply.header('set-cookie', cookie(request, token, Math.floor(options.sessionMaxMs / 1000)));
     void reply.header(CSRF_HEADER, session.csrf);
@@ -222,16 +242,9 @@ function registerAccountRoutes(app: FastifyInstance, ctx: PortalContext): void {
     { schema: { ...hide, body: zs(passwordBody) }, onRequest: signedIn(true) },
     async (request, reply) => {
       const s = me(request);
-      const wait = backoff.waitMs(s.user, request.ip);
-      if (wait > 0) {
-        const seconds = Math.ceil(wait / 1000);
-        void reply.header('retry-after', String(seconds));
-        throw new LoginDelayedError(seconds);
-      }
-      if (!(await checkPassword(request.body.current, deps.users.hashOf(s.user)))) {
-        backoff.failed(s.user, request.ip);
+      const hash = deps.users.hashOf(s.user);
+      if (!(await checked(reply, s.user, request.ip, () => checkPassword(request.body.current, hash))))
         throw new PortalError(401, 'BAD_CREDENTIALS', 'the current password is wrong');
-      }
       await deps.users.setPassword(s.user, request.body.password);
       // Every other session of this customer ends; this one goes on with the new password.
       sessions.dropUser(s.user, s);
@@ -255,8 +268,10 @@ function registerDataRoutes(app: FastifyInstance, ctx: PortalContext): void {
       if (!(from < to) || to - from > 400 * DAY_MS)
         throw new PortalError(400, 'INVALID_INPUT', 'query.from: must be before to, at most 400 days apart');
       const rows = await deps.connections.usage({ from, to, granularity: request.query.granularity, user: s.user });
+      // A name made again: the rows of periods that began before this customer are (at least partly) another's.
+      const since = deps.users.historySince(s.user) ?? 0;
       return rows
-        .filter((r) => r.user === s.user)
+        .filter((r) => r.user === s.user && (since === 0 || Date.parse(r.period) >= since))
         .map((r) => ({
           period: r.period,
           bytesUp: r.bytesUp,
@@ -285,14 +300,16 @@ function registerDataRoutes(app: FastifyInstance, ctx: PortalContext): void {
     { schema: { ...hide, querystring: zs(connectionsQuery) }, onRequest: signedIn(false) },
     async (request) => {
       const s = me(request);
-      const recent = await deps.connections.list({ user: s.user, limit: request.query.limit });
+      // A name made again: only what this customer did (records that started from its creation on).
+      const since = deps.users.historySince(s.user) ?? 0;
+      const recent = await deps.connections.list({ user: s.user, limit: request.query.limit, ...(since > 0 ? { since } : {}) });
       return {
         live: deps.connections
           .active()
-          .filter((c) => c.user === s.user)
+          .filter((c) => c.user === s.user && c.startedAt >= since)
           .slice(0, 200)
           .map(connectionView),
-        recent: recent.items.filter((c) => c.user === s.user).map(connectionView),
+        recent: recent.items.filter((c) => c.user === s.user && c.startedAt >= since).map(connectionView),
       };
     },
   );

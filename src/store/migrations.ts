@@ -204,4 +204,18 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX connections_user_result ON connections (user, result, started_at, id) WHERE result <> 'ok';
     `,
   },
+  {
+    // The connection log's batches written lately, by the writer's id (ConnectionLogStore.append's batchId): a
+    // batch written again after its caller saw the first write fail changes nothing (its rollup increments are
+    // added once). Rows older than BATCH_ID_TTL_MS go in each append's transaction.
+    id: 70,
+    name: 'connection log: ids of the batches written lately',
+    sql: `
+      CREATE TABLE connlog_batches (
+        id  TEXT PRIMARY KEY NOT NULL,
+        at  INTEGER NOT NULL
+      ) WITHOUT ROWID;
+      CREATE INDEX connlog_batches_at ON connlog_batches (at);
+    `,
+  },
 ];

@@ -7,14 +7,18 @@
 //   P usage:<g>:<period>       hash         <user>|up, |down, |n, |f counters of one hour or day
 //   P usage:<g>:periods        sorted set   the periods that have a hash, scored by period
 //   P connlog:open, :owners                 whose the \`open\` records are (redis-open-records.ts)
-// Bounded like SQLite: a batch is one MULTI whose script writes the records and, when the log would pass
+//   P connlog:batch:<id>       string       a batch written (ConnectionLogStore.append's batchId), for BATCH_ID_TTL_MS
+// Bounded like SQLite: a batch is one script that writes the records and, when the log would pass
 // log.access.maxRecords or maxSize, removes the oldest in the same step, so no reader (of any daemon of the
-// fleet) ever sees more. Retention on the timer trims by age and by count (the oldest first).
+// fleet) ever sees more; the rollup increments and the batch's id are written by the same script, so a batch
+// written again (its first write landed, its answer was lost) changes nothing. Retention on the timer trims by
+// age and by count (the oldest first).
 // Filters (user, result) are applied while reading newest first, so a rare filter over a full log reads
 // far: fleets that query the log heavily are better served by the JSON-lines file into a log system.
 import type { Redis } from 'ioredis';
 import type { RedisConnection } from './redis-connection.ts';
 import { foldRollups } from './connection-log-rollup.ts';
+import { BATCH_ID_TTL_MS } from './connection-log-types.ts';
 import { NOW_LUA, SIZE_LUA, type OpenRecordOwner } from './redis-open-records.ts';
 import {
   recordSize,
@@ -32,15 +36,29 @@ import {
 /** Records read per round trip while filtering. */
 const SCAN_PAGE = 500;
 
-// KEYS: idx, rec, held, open, owners. ARGV: maxRecords, maxBytes, owner, lease ms, then per record: startedAt,
-// id, JSON, recordSize, 1 when it is \`open\`. A stored record is replaced only when it is an \`open\` checkpoint
-// (or was settled \`lost\` while its daemon stalled). Open records are the owner's, its lease renewed with them.
-// Returns the records removed to make room.
+// KEYS: idx, rec, held, open, owners, the batch's id key, the hour and day period sets, then the rollup hashes.
+// ARGV: maxRecords, maxBytes, owner, lease ms, the batch id's life in ms (0: no id), the number of records, then
+// per record: startedAt, id, JSON, recordSize, 1 when it is \`open\`; then per rollup increment: its hash's and its
+// period set's index in KEYS, period, user, up, down, connections, failures. A batch id already written: nothing
+// is done, -1. A stored record is replaced only when it is an \`open\` checkpoint (or was settled \`lost\` while its
+// daemon stalled). Open records are the owner's, its lease renewed with them. Returns the records removed to make
+// room.
 const APPEND = `${SIZE_LUA}${NOW_LUA}
+if tonumber(ARGV[5]) > 0 and not redis.call('SET', KEYS[6], '1', 'NX', 'PX', ARGV[5]) then return -1 end
 local maxRecords, maxBytes = tonumber(ARGV[1]), tonumber(ARGV[2])
+local lastRecord = 6 + 5 * tonumber(ARGV[6])
+for i = lastRecord + 1, #ARGV, 8 do
+  local key, user = KEYS[tonumber(ARGV[i])], ARGV[i + 3]
+  redis.call('HINCRBY', key, user .. '|up', ARGV[i + 4])
+  redis.call('HINCRBY', key, user .. '|down', ARGV[i + 5])
+  redis.call('HINCRBY', key, user .. '|n', ARGV[i + 6])
+  redis.call('HINCRBY', key, user .. '|f', ARGV[i + 7])
+  redis.call('ZADD', KEYS[tonumber(ARGV[i + 1])], ARGV[i + 2], ARGV[i + 2])
+end
+if lastRecord == 6 then return 0 end
 local b = held(KEYS[2], KEYS[3])
 local anyOpen = false
-for i = 5, #ARGV, 5 do
+for i = 7, lastRecord, 5 do
   local id, json = ARGV[i + 1], ARGV[i + 2]
   local old = redis.call('HGET', KEYS[2], id)
   local written = true
@@ -106,7 +124,7 @@ return b
 `;
 
 const SCRIPTS = {
-  rotorConnlogAppend: { numberOfKeys: 5, lua: APPEND },
+  rotorConnlogAppend: { lua: APPEND },
   rotorConnlogRemove: { numberOfKeys: 4, lua: REMOVE },
   rotorConnlogHeld: { numberOfKeys: 2, lua: HELD },
 } as const;
@@ -154,37 +172,34 @@ export class RedisConnectionLog implements ConnectionLogStore {
     return `${this.prefix}usage:${g}:${period}`;
   }
 
-  /** Every record is stored as JSON: none is refused (0). */
-  async append(records: readonly ConnectionRecord[], usage?: readonly UsageRollup[]): Promise<number> {
+  /** Every record is stored as JSON: none is refused (0). One script: records, rollups and the batch's id together. */
+  async append(records: readonly ConnectionRecord[], usage?: readonly UsageRollup[], batchId?: string): Promise<number> {
     if (records.length === 0 && (usage === undefined || usage.length === 0)) return 0;
-    await this.redis.run('connlog append', async (c) => {
-      const m = scripted(c).multi() as Scripted<ReturnType<Redis['multi']>>;
-      if (records.length > 0) {
-        const { owner } = this;
-        const args: (string | number)[] = [this.idx, this.rec, this.held, this.open, owner.keys.owners];
-        args.push(this.bounds.maxRecords, this.bounds.maxBytes, owner.id, owner.leaseMs);
-        let open = 0;
-        for (const r of records) {
-          const isOpen = r.result === 'open' ? 1 : 0;
-          open |= isOpen;
-          args.push(r.startedAt, r.id, JSON.stringify(r), recordSize(r), isOpen);
-        }
-        // Its open records' lease is renewed from now on.
-        if (open === 1) owner.keep();
-        void m.rotorConnlogAppend(...args);
+    const { owner } = this;
+    const keys: string[] = [this.idx, this.rec, this.held, this.open, owner.keys.owners];
+    keys.push(`${this.prefix}connlog:batch:${batchId ?? ''}`, this.periods('hour'), this.periods('day'));
+    const args: (string | number)[] = [this.bounds.maxRecords, this.bounds.maxBytes, owner.id, owner.leaseMs];
+    args.push(batchId === undefined ? 0 : BATCH_ID_TTL_MS, records.length);
+    let open = 0;
+    for (const r of records) {
+      const isOpen = r.result === 'open' ? 1 : 0;
+      open |= isOpen;
+      args.push(r.startedAt, r.id, JSON.stringify(r), recordSize(r), isOpen);
+    }
+    // Each rollup hash is named once in KEYS (a batch touches an hour or two and a day).
+    const hashIndex = new Map<string, number>();
+    for (const u of usage ?? foldRollups(records)) {
+      const key = this.usageKey(u.granularity, u.period);
+      let index = hashIndex.get(key);
+      if (index === undefined) {
+        index = keys.push(key);
+        hashIndex.set(key, index);
       }
-      for (const u of usage ?? foldRollups(records)) {
-        const key = this.usageKey(u.granularity, u.period);
-        m.hincrby(key, `${u.user}|up`, u.bytesUp);
-        m.hincrby(key, `${u.user}|down`, u.bytesDown);
-        m.hincrby(key, `${u.user}|n`, u.connections);
-        m.hincrby(key, `${u.user}|f`, u.failures);
-        m.zadd(this.periods(u.granularity), u.period, String(u.period));
-      }
-      const answers = await m.exec();
-      const failed = answers?.find(([err]) => err);
-      if (failed) throw failed[0];
-    });
+      args.push(index, u.granularity === 'hour' ? 7 : 8, u.period, u.user, u.bytesUp, u.bytesDown, u.connections, u.failures);
+    }
+    // Its open records' lease is renewed from now on.
+    if (open === 1) owner.keep();
+    await this.redis.run('connlog append', (c) => scripted(c).rotorConnlogAppend(keys.length, ...keys, ...args));
     return 0;
   }
 

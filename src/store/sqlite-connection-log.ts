@@ -5,9 +5,11 @@
 // log opens and then kept exact from each insert and delete (no COUNT per batch). Freed pages go back to the
 // file system (the file is auto_vacuum=INCREMENTAL) once they are a large share of it. Retention by age deletes
 // in slices (better-sqlite3 is synchronous: one huge DELETE would hold the event loop, and with it the data path).
+// A batch's id (migration 70) is written in its transaction too: a batch written again changes nothing.
 import type Database from 'better-sqlite3';
 import { foldRollups } from './connection-log-rollup.ts';
 import {
+  BATCH_ID_TTL_MS,
   LOST_REASON,
   RECORD_FIXED_BYTES,
   RECORD_TEXT_FIELDS,
@@ -121,7 +123,13 @@ export class SqliteConnectionLog implements ConnectionLogStore {
   private readonly newest: Database.Statement;
   private readonly sizeThrough: Database.Statement;
   private readonly removeThrough: Database.Statement;
-  private readonly appendTx: (records: readonly ConnectionRecord[], usage: readonly UsageRollup[] | undefined) => void;
+  private readonly appendTx: (
+    records: readonly ConnectionRecord[],
+    usage: readonly UsageRollup[] | undefined,
+    batchId: string | undefined,
+  ) => boolean;
+  private readonly batchTaken: Database.Statement;
+  private readonly batchTrim: Database.Statement;
   private readonly bounds: RecordBounds;
   /** Rows and bytes held, exact: counted at open, then kept from every insert and delete. */
   private held: RecordFootprint;
@@ -168,47 +176,58 @@ export class SqliteConnectionLog implements ConnectionLogStore {
          bytes_down = bytes_down + excluded.bytes_down, connections = connections + excluded.connections,
          failures = failures + excluded.failures`,
     );
-    this.appendTx = db.transaction((records: readonly ConnectionRecord[], usage: readonly UsageRollup[] | undefined) => {
-      // Positional values: no copy of the record per row (a plain-HTTP request is a record of its own).
-      const insert = this.insert;
-      const values = this.manyValues;
-      let i = 0;
-      for (; i + ROWS_PER_INSERT <= records.length; i += ROWS_PER_INSERT) {
-        for (let j = 0; j < ROWS_PER_INSERT; j++) bindRow(values, j * COLUMNS, records[i + j]!);
-        // Spread, not the array: better-sqlite3 reads an array's values one v8::Object::Get (a generic property
-        // lookup) each, the call's own arguments directly (callgrind, bench/connlog-append.ts: ~6 k instructions per record).
-        const { changes, lastInsertRowid } = this.insertMany.run(...values);
-        if (changes === ROWS_PER_INSERT) for (let j = i; j < i + ROWS_PER_INSERT; j++) this.inserted(records[j]!);
-        else this.settleRun(records, i, changes, BigInt(lastInsertRowid));
-      }
-      for (; i < records.length; i++) {
-        const r = records[i]!;
-        const { changes } = insert.run(
-          r.id,
-          r.user,
-          r.session,
-          r.listener,
-          r.target ?? null,
-          r.node,
-          r.exit ?? null,
-          r.bytesUp,
-          r.bytesDown,
-          r.startedAt,
-          r.durationMs,
-          r.result,
-          r.reason,
-          r.retries,
-          r.hedges,
-          r.rule ?? null,
-          r.client ?? null,
-          r.count ?? null,
-        );
-        if (changes === 1) this.inserted(r);
-        else this.replaceOpen(r);
-      }
-      this.makeRoom();
-      for (const u of usage ?? foldRollups(records)) this.fold.run(u);
-    });
+    this.batchTaken = db.prepare('INSERT OR IGNORE INTO connlog_batches (id, at) VALUES (?, ?)');
+    this.batchTrim = db.prepare('DELETE FROM connlog_batches WHERE at < ?');
+    this.appendTx = db.transaction(
+      (records: readonly ConnectionRecord[], usage: readonly UsageRollup[] | undefined, batchId: string | undefined) => {
+        if (batchId !== undefined) {
+          // Written before (its first write committed, its caller saw it fail): nothing to do.
+          const at = Date.now();
+          if (this.batchTaken.run(batchId, at).changes === 0) return false;
+          this.batchTrim.run(at - BATCH_ID_TTL_MS);
+        }
+        // Positional values: no copy of the record per row (a plain-HTTP request is a record of its own).
+        const insert = this.insert;
+        const values = this.manyValues;
+        let i = 0;
+        for (; i + ROWS_PER_INSERT <= records.length; i += ROWS_PER_INSERT) {
+          for (let j = 0; j < ROWS_PER_INSERT; j++) bindRow(values, j * COLUMNS, records[i + j]!);
+          // Spread, not the array: better-sqlite3 reads an array's values one v8::Object::Get (a generic property
+          // lookup) each, the call's own arguments directly (callgrind, bench/connlog-append.ts: ~6 k instructions per record).
+          const { changes, lastInsertRowid } = this.insertMany.run(...values);
+          if (changes === ROWS_PER_INSERT) for (let j = i; j < i + ROWS_PER_INSERT; j++) this.inserted(records[j]!);
+          else this.settleRun(records, i, changes, BigInt(lastInsertRowid));
+        }
+        for (; i < records.length; i++) {
+          const r = records[i]!;
+          const { changes } = insert.run(
+            r.id,
+            r.user,
+            r.session,
+            r.listener,
+            r.target ?? null,
+            r.node,
+            r.exit ?? null,
+            r.bytesUp,
+            r.bytesDown,
+            r.startedAt,
+            r.durationMs,
+            r.result,
+            r.reason,
+            r.retries,
+            r.hedges,
+            r.rule ?? null,
+            r.client ?? null,
+            r.count ?? null,
+          );
+          if (changes === 1) this.inserted(r);
+          else this.replaceOpen(r);
+        }
+        this.makeRoom();
+        for (const u of usage ?? foldRollups(records)) this.fold.run(u);
+        return true;
+      },
+    );
   }
 
   private inserted(r: ConnectionRecord): void {
@@ -279,20 +298,28 @@ export class SqliteConnectionLog implements ConnectionLogStore {
     return removed;
   }
 
-  /** Hands free pages back to the file system once they are a large share of the file (auto_vacuum=INCREMENTAL). */
+  /**
+   * Hands free pages back to the file system once they are a large share of the file (auto_vacuum=INCREMENTAL).
+   * Never throws: it runs after an append committed, whose caller must not take it for failed (and write it
+   * again); pages not handed back now are by a later call.
+   */
   private reclaim(): void {
-    const free = Number(this.db.pragma('freelist_count', { simple: true }));
-    if (free < FREE_PAGES_MIN) return;
-    const pages = Number(this.db.pragma('page_count', { simple: true }));
-    if (free * 4 >= pages) this.db.pragma('incremental_vacuum');
+    try {
+      const free = Number(this.db.pragma('freelist_count', { simple: true }));
+      if (free < FREE_PAGES_MIN) return;
+      const pages = Number(this.db.pragma('page_count', { simple: true }));
+      if (free * 4 >= pages) this.db.pragma('incremental_vacuum');
+    } catch {
+      // SQLITE_BUSY or an I/O error: the pages stay free in the file until the next try.
+    }
   }
 
-  async append(records: readonly ConnectionRecord[], usage?: readonly UsageRollup[]): Promise<number> {
+  async append(records: readonly ConnectionRecord[], usage?: readonly UsageRollup[], batchId?: string): Promise<number> {
     if (records.length === 0 && (usage === undefined || usage.length === 0)) return 0;
     const before = this.held.records;
     this.refused = 0;
     try {
-      this.appendTx(records, usage);
+      if (!this.appendTx(records, usage, batchId)) return 0;
     } catch (err) {
       // The transaction rolled back: count again rather than trust the counts it changed.
       this.recount();

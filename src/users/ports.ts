@@ -59,15 +59,25 @@ interface Entry {
   allowIps: readonly string[];
   tls: boolean;
   server: Server;
+  /** The server's close, asked once (a second server.close() after its 'close' would never call back). */
+  closing: Promise<void> | undefined;
   /** Its open connections (a live list, not a Set: src/connlog/live-list.ts says why). */
   sockets: LiveList<PortSocket>;
 }
 
-/** A connection of a user port, as its port's live list holds it. */
+/**
+ * A connection of a user port, as its port's live list holds it: the accepted socket, and on a TLS port also
+ * the TLS socket once its handshake is done (`secure`), which is what is sniffed and handed over.
+ */
 class PortSocket implements Listed<PortSocket> {
   prevLive: PortSocket | null = null;
   nextLive: PortSocket | null = null;
-  constructor(readonly socket: Socket) {}
+  /** Handed over to a shared listener: from then on that listener's drain ends it at a stop. */
+  handed = false;
+  constructor(
+    readonly socket: Socket,
+    readonly secure = false,
+  ) {}
 }
 
 type Wanted = { port: number; allowIps: readonly string[]; tls?: boolean | undefined };
@@ -85,6 +95,8 @@ export class UserPorts {
   private readonly failed = new Map<string, Wanted>();
   private readonly handshakeTimeoutMs: number;
   private syncing: Promise<unknown> = Promise.resolve();
+  /** Set by stopAccepting(): no port opens any more. */
+  private stopped = false;
 
   constructor(private readonly options: UserPortsOptions) {
     this.handshakeTimeoutMs = options.handshakeTimeoutMs ?? 10_000;
@@ -147,8 +159,25 @@ export class UserPorts {
     return this.entries.get(user)?.port;
   }
 
+  /**
+   * The first step of a stop: every port stops accepting, and its connections that have not been handed to a
+   * listener yet (no first byte, or a TLS handshake under way) are closed, as the shared listeners close their
+   * silent ones. The connections already handed over are left to the listeners' drain, like those of the
+   * shared ports (they get proxy.drainMs, and those it cuts are recorded as `shutdown`); close() ends what is
+   * left after it. No port opens from now on.
+   */
+  async stopAccepting(): Promise<void> {
+    this.stopped = true;
+    await this.syncing;
+    for (const e of this.entries.values()) {
+      void this.serverClosed(e);
+      this.closeSilent(e);
+    }
+  }
+
   /** Closes every port and its connections. */
   async close(): Promise<void> {
+    this.stopped = true;
     await this.syncing;
     await Promise.all([...this.entries.values()].map((e) => this.closeEntry(e)));
     this.entries.clear();
@@ -170,6 +199,8 @@ export class UserPorts {
    */
   private async apply(named: Map<string, Wanted | undefined>, whole: boolean): Promise<UserPortsReport> {
     const report: UserPortsReport = { opened: [], closed: [], failed: [] };
+    // Stopping: the ports stay as they are until close() (their connections drain with the listeners').
+    if (this.stopped) return report;
     if (whole) this.failed.clear();
     else for (const [user, want] of this.failed) if (!named.has(user)) named.set(user, want);
     for (const [user, want] of named) {
@@ -217,17 +248,16 @@ export class UserPorts {
       allowIps: [...allowIps],
       tls,
       server,
+      closing: undefined,
       sockets: new LiveList(),
     };
     // The raw sockets (a TLS one's too): closed with the port.
     server.on('connection', (socket: Socket) => {
       socket.on('error', noop);
-      const listed = new PortSocket(socket);
-      entry.sockets.add(listed);
-      socket.once('close', () => entry.sockets.remove(listed));
-      if (!tls) this.handOver(socket, entry);
+      const listed = this.listed(socket, entry, false);
+      if (!tls) this.handOver(listed, entry);
     });
-    if (tls) server.on('secureConnection', (socket: TLSSocket) => this.handOver(socket, entry));
+    if (tls) server.on('secureConnection', (socket: TLSSocket) => this.handOver(this.listed(socket, entry, true), entry));
     return new Promise((resolve, reject) => {
       server.once('error', reject);
       server.listen(requested, this.options.host, () => {
@@ -241,10 +271,21 @@ export class UserPorts {
     });
   }
 
-  private handOver(socket: Socket, entry: Entry): void {
+  /** `socket` onto its port's live list, off it at its close. */
+  private listed(socket: Socket, entry: Entry, secure: boolean): PortSocket {
+    const listed = new PortSocket(socket, secure);
+    entry.sockets.add(listed);
+    socket.once('close', () => entry.sockets.remove(listed));
+    return listed;
+  }
+
+  private handOver(listed: PortSocket, entry: Entry): void {
+    const socket = listed.socket;
     socket.on('error', noop);
     this.origin.set(socket, entry);
-    sniffAndHandOver(socket, this.options.listeners, this.handshakeTimeoutMs);
+    sniffAndHandOver(socket, this.options.listeners, this.handshakeTimeoutMs, () => {
+      listed.handed = true;
+    });
   }
 
   /** A TLS port: refused (the port stays closed, the reason logged) when no certificate is configured. */
@@ -268,9 +309,33 @@ export class UserPorts {
   }
 
   private async closeEntry(entry: Entry): Promise<void> {
-    const closed = new Promise<void>((resolve) => entry.server.close(() => resolve()));
+    const closed = this.serverClosed(entry);
     for (const s of entry.sockets) s.socket.destroy();
     await closed;
+  }
+
+  /** Stops the port accepting; resolves once its last connection has closed too. */
+  private serverClosed(entry: Entry): Promise<void> {
+    entry.closing ??= new Promise<void>((resolve) => entry.server.close(() => resolve()));
+    return entry.closing;
+  }
+
+  /**
+   * Closes the port's connections no listener has taken yet. On a TLS port the accepted socket of a connection
+   * whose TLS socket was handed over stays (closing it would close the TLS one); the two are matched by the
+   * client's address and port, once, here.
+   */
+  private closeSilent(entry: Entry): void {
+    let handedTls: Set<string> | undefined;
+    if (entry.tls) {
+      handedTls = new Set();
+      for (const s of entry.sockets) if (s.secure && s.handed) handedTls.add(peerOf(s.socket));
+    }
+    for (const s of entry.sockets) {
+      if (s.handed) continue;
+      if (handedTls !== undefined && !s.secure && handedTls.has(peerOf(s.socket))) continue;
+      s.socket.destroy();
+    }
   }
 }
 
@@ -282,3 +347,8 @@ export class UserPortTlsError extends RotorError {
 }
 
 function noop(): void {}
+
+/** The client's end of a connection (the same for a TLS socket and the socket it runs over). */
+function peerOf(socket: Socket): string {
+  return `${socket.remoteAddress ?? ''} ${socket.remotePort ?? ''}`;
+}

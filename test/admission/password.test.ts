@@ -56,3 +56,25 @@ test('the queue runs at most `concurrency` at once, logins first, and sheds logi
   assert.equal(most, 2);
   assert.deepEqual(order, ['b1', 'b2', 'l1', 'l2', 'a1', 'b3']);
 });
+
+test("the portal's sign-ins come after every admin write and bulk import, and are shed beyond maxQueued on their own", async () => {
+  const q = new HashQueue({ concurrency: 1, maxQueued: 2 });
+  const order: string[] = [];
+  const gates: (() => void)[] = [];
+  const job = (name: string) => () =>
+    new Promise<string>((resolve) => {
+      order.push(name);
+      gates.push(() => resolve(name));
+    });
+  const all = [q.run('portal', job('p1')), q.run('portal', job('p2')), q.run('portal', job('p3'))];
+  // One running, two waiting: a fourth sign-in is refused at once; the proxy's logins have their own bound.
+  await assert.rejects(q.run('portal', job('p4')), HashBusyError);
+  all.push(q.run('bulk', job('b1')), q.run('admin', job('a1')), q.run('login', job('l1')), q.run('login', job('l2')));
+  await assert.rejects(q.run('login', job('l3')), HashBusyError);
+  while (gates.length > 0) {
+    gates.shift()!();
+    await new Promise((r) => setImmediate(r));
+  }
+  await Promise.all(all);
+  assert.deepEqual(order, ['p1', 'l1', 'l2', 'a1', 'b1', 'p2', 'p3']);
+});

@@ -74,7 +74,9 @@ test('a store of the former schema is rebuilt with every record, and a checkpoin
   const lines = text()
     .trim()
     .split('\n')
-    .map((l) => JSON.parse(l) as { migration?: number; ms?: number; msg: string });
+    .map((l) => JSON.parse(l) as { migration?: number; ms?: number; msg: string })
+    // Later migrations (70: the batch ids) run after it.
+    .filter((l) => l.migration === 60);
   assert.deepEqual(
     lines.map((l) => [l.msg, l.migration]),
     [

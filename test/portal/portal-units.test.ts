@@ -75,6 +75,40 @@ describe('wrong-password back-off', () => {
   });
 });
 
+describe('wrong-password back-off: tries in flight', () => {
+  test('a try is reserved before its check: tries at once get the free failures left, then one at a time after the wait', () => {
+    let now = 0;
+    const b = new LoginBackoff({ freeFailures: 3, maxDelayMs: 4000, now: () => now });
+    assert.deepEqual(
+      [1, 2, 3, 4, 5].map(() => b.begin('alice', '10.0.0.1')),
+      [0, 0, 0, 1000, 1000],
+      'three free tries in flight at once, the fourth refused unchecked',
+    );
+    assert.ok(b.begin('Alice', '10.0.0.2') > 0, 'the name counts its tries in flight from every address');
+    assert.equal(b.begin('bob', '10.0.0.1'), 0, 'another name from that address: its own free tries (the address has 12)');
+    b.end('bob', '10.0.0.1', 'unchecked');
+    b.end('alice', '10.0.0.1', 'failed');
+    assert.ok(b.begin('alice', '10.0.0.1') > 0, 'two free failures left, both in flight');
+    b.end('alice', '10.0.0.1', 'failed');
+    b.end('alice', '10.0.0.1', 'failed');
+    assert.equal(b.waitMs('alice', '10.0.0.1'), 1000, 'three failures: the wait starts');
+    assert.equal(b.begin('alice', '10.0.0.1'), 1000);
+    now += 1000;
+    assert.deepEqual([b.begin('alice', '10.0.0.1'), b.begin('alice', '10.0.0.1')], [0, 1000], 'after the wait: one try at a time');
+    b.end('alice', '10.0.0.1', 'unchecked');
+    assert.equal(b.begin('alice', '10.0.0.1'), 0, 'a try not checked (shed) gives its place back without a failure');
+    b.end('alice', '10.0.0.1', 'succeeded');
+    assert.deepEqual(
+      [1, 2, 3].map(() => b.begin('alice', '10.0.0.1')),
+      [0, 0, 0],
+      'a right password clears the name',
+    );
+    // One address: 12 tries in flight at most, whatever the names.
+    const spray = Array.from({ length: 14 }, (_, i) => b.begin(`user${i}`, '10.9.9.9'));
+    assert.equal(spray.filter((w) => w === 0).length, 12);
+  });
+});
+
 describe('password check', () => {
   test("the proxy's scrypt hashes, off the event loop; unknown users and malformed hashes are false", async () => {
     const hash = await hashPasswordAsync('right-pass');

@@ -1,0 +1,64 @@
+// README, "Customer portal", first way: the admin port is given a public name for the portal (admin.allowedHosts)
+// and `/v1` stays behind admin.token. `/metrics` names customers (rotor_user_used_bytes{user}) and main accounts'
+// balances, and `/docs/json` describes the API: once a name is published they need the token too, under any Host
+// (a terminator may pass whatever Host a client sent). /healthz and /readyz stay open; an unpublished port keeps
+// /metrics open to the operators' scraper. Real daemon, admin token set, the portal on the admin listener.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { startGateway, type Gateway } from './harness.ts';
+
+const TOKEN = 'admin-token-1234567';
+
+async function get(gw: Gateway, path: string, headers: Record<string, string> = {}): Promise<{ status: number; text: string }> {
+  const r = await fetch(`${gw.adminUrl}${path}`, { headers });
+  return { status: r.status, text: await r.text() };
+}
+
+describe('admin port published under a name (admin.allowedHosts) with a token', () => {
+  let gw: Gateway;
+  before(async () => {
+    gw = await startGateway({ config: { admin: { token: TOKEN, allowedHosts: ['panel.example.com'] } } });
+    const made = await gw.admin('/v1/users', { body: { name: 'secretcust', mainAccount: 'shop1', password: 'secretcust-pass' } });
+    assert.equal(made.status, 201);
+  });
+  after(async () => {
+    await gw?.close();
+  });
+
+  test('the portal is served under its public name, /metrics and /docs are not without the token, under any Host', async () => {
+    assert.equal((await get(gw, gw.config.portal.path, { host: 'panel.example.com' })).status, 200, 'the portal under its name');
+    for (const host of ['panel.example.com', new URL(gw.adminUrl).host, 'localhost']) {
+      for (const path of ['/metrics', '/docs/json', '/docs/yaml', '/docs', '/docs/static/index.html']) {
+        const r = await get(gw, path, { host });
+        assert.equal(r.status, 401, `${host} ${path}: ${r.status} ${r.text.slice(0, 200)}`);
+        assert.doesNotMatch(r.text, /secretcust|shop1/);
+      }
+    }
+    for (const path of ['/healthz', '/readyz']) assert.notEqual((await get(gw, path, { host: 'panel.example.com' })).status, 401, path);
+  });
+
+  test('with the token, /metrics lists the customer and /docs/json describes the API', async () => {
+    const auth = { authorization: `Bearer ${TOKEN}` };
+    const metrics = await get(gw, '/metrics', { host: 'panel.example.com', ...auth });
+    assert.equal(metrics.status, 200);
+    assert.match(metrics.text, /user="secretcust"/);
+    const docs = await get(gw, '/docs/json', auth);
+    assert.equal(docs.status, 200);
+    assert.match(docs.text, /"openapi"/);
+  });
+});
+
+describe('admin port not published (no allowedHosts)', () => {
+  let gw: Gateway;
+  before(async () => {
+    gw = await startGateway({ config: { admin: { token: TOKEN } } });
+  });
+  after(async () => {
+    await gw?.close();
+  });
+
+  test('/metrics and /docs/json answer the operators without the token', async () => {
+    assert.equal((await get(gw, '/metrics')).status, 200);
+    assert.equal((await get(gw, '/docs/json')).status, 200);
+  });
+});
