@@ -862,8 +862,8 @@ export class Users {
     }
   }
 
-  /** Fleet: applies what other daemons wrote since the last look. */
-  private follow(): Promise<void> {
+  /** Fleet: applies what other daemons wrote since the last look (every `followMs`; a look already running is shared). */
+  follow(): Promise<void> {
     if (this.following || this.closed) return this.following ?? Promise.resolve();
     const run = (async () => {
       const { changed, deleted, version } = await this.store.usersChangedSince(this.version);
@@ -873,6 +873,10 @@ export class Users {
         if (before && before.version >= s.version) continue;
         const e = this.install(s);
         if (e.state === 'creating' && !this.followedIntents.has(s.name)) this.followedIntents.set(s.name, this.now());
+        // Deleted and made again between two looks (the tombstone below is older than this record): another
+        // customer under the name, so the deleted one's connections here end now, as its delete would end them,
+        // before they count on the new customer's meter.
+        if (before !== undefined && before.data.createdAt !== e.data.createdAt) this.stopRunning(before, 'deleted');
         await this.applyAccounting(e);
         if (before?.data.enabled && !e.data.enabled) this.stopRunning(e, 'disabled');
         names.push(s.name);
