@@ -306,6 +306,17 @@ const user = z.strictObject({
   enabled: z.boolean().default(true),
   /** Always export this user's per-user metric series. */
   metrics: z.boolean().default(false),
+  /** Static instances the user may name with `-instance-`; null/absent = every running instance (src/users/record.ts). */
+  instances: z
+    .array(
+      z
+        .string()
+        .regex(/^[A-Za-z0-9_.]+$/)
+        .max(64),
+    )
+    .max(1000)
+    .nullable()
+    .optional(),
 });
 
 const users = z
