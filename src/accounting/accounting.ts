@@ -25,6 +25,15 @@
 // `used` and allowance change (rolled by the flush timer and by admission once `endsAt` has passed); the
 // bytes not yet written for the old period are written to the old key. The user's limit stays on the plain
 // name's row (and, in a fleet, is copied to the period row the allowance reads).
+//
+// A name deleted and made again is another customer (src/users/directory.ts): the new user's usage is kept
+// under a key of its own, `<name>~<incarnation>` (its creation time), so it starts at 0 against its quota while
+// the deleted customer's rows stay in the store as they were (history, never rewritten). `AccountingUser.usageKey`
+// names that base key (default: the plain name, as for every user made before); the period rows are
+// `<base>@<periodKey>`, the limit is on the base row. A meter that still holds the deleted user's key (this
+// daemon's, or another daemon's of the fleet following the change) moves to the new key when the new user is
+// applied: its unwritten bytes go to the old key, its fleet lease of the old key is given back, and the new
+// key's stored usage (what other daemons already counted for the new customer) is read in.
 import type { SettingsStore, UsageCursor, UsageRecord, UsageStore as UsageBackend } from '../store/types.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import type { Logger } from '../telemetry/logger.ts';
@@ -81,6 +90,21 @@ export interface AccountingUser {
   limitBytes: number;
   /** The quota's period; default 'total'. */
   period?: QuotaPeriod;
+  /**
+   * The store key the user's usage is kept under (its period rows: `<usageKey>@<periodKey>`); default the name.
+   * A name made again after a delete has a key of its own (see the top of this file).
+   */
+  usageKey?: string;
+}
+
+/** The base key of a user's usage rows. */
+const baseOf = (u: { name: string; usageKey?: string | undefined }): string => u.usageKey ?? u.name;
+/** The user name a usage row's key belongs to (`<name>`, `<name>@<period>`, `<name>~<n>`, `<name>~<n>@<period>`). */
+function nameOfKey(key: string): string {
+  const at = key.indexOf('@');
+  const head = at < 0 ? key : key.slice(0, at);
+  const tilde = head.indexOf('~');
+  return tilde < 0 ? head : head.slice(0, tilde);
 }
 
 /** A meter as background work reads it (the meter itself: live values). */
@@ -201,6 +225,8 @@ class Meter implements UserMeter {
   periodKey = 'total';
   /** When the current period ends (Infinity for 'total'). */
   endsAt = Infinity;
+  /** The base key of its usage rows: the name, or `<name>~<incarnation>` for a name made again (AccountingUser.usageKey). */
+  base: string;
   /** In `changes` already (see Accounting.changeFeed). */
   changed = false;
   /**
@@ -222,16 +248,17 @@ class Meter implements UserMeter {
     this.used = used;
     this.persisted = used;
     this.limit = limit;
+    this.base = name;
     this.overLimit = limit !== UNLIMITED && used >= limit;
   }
 
   /**
-   * The store key of the current period's usage: the name for 'total', else `<name>@<periodKey>`. Made when
+   * The store key of the current period's usage: the base (the name) for 'total', else `<base>@<periodKey>`. Made when
    * asked (a flush, a roll) rather than kept: 100,000 period meters each held one as a chain of concatenated
    * strings (17 MiB of heap).
    */
   get key(): string {
-    return this.periodKey === 'total' ? this.name : `${this.name}@${this.periodKey}`;
+    return this.periodKey === 'total' ? this.base : `${this.base}@${this.periodKey}`;
   }
 
   get exhausted(): boolean {
@@ -355,8 +382,9 @@ export class Accounting {
       if (r.cursor !== undefined) this.startRead = { rows: stored, missed: new Set(), applying: false };
     } else stored = byUser(await this.store.listUsage());
     stored.forEach((rec) => {
-      // Period rows (`user@period`) are history or the current period, read when the user is applied.
-      if (rec.user.includes('@')) return;
+      // Period rows (`user@period`) are history or the current period, read when the user is applied; so are the
+      // rows of a name made again (`user~n`).
+      if (rec.user.includes('@') || rec.user.includes('~')) return;
       this.entry(rec.user, rec.usedBytes, rec.limitBytes, this.fedFrom(stored, rec.user));
     });
     // Kept for the directory's upsertUsers right after (the start's stored users) until anything is written.
@@ -488,13 +516,16 @@ export class Accounting {
   }
 
   /** The stored rows the users' upserts read (each name, and its current period's key), in one read. */
-  private async rowsOf(users: readonly { name: string; period?: QuotaPeriod }[]): Promise<Map<string, UsageRecord>> {
+  private async rowsOf(
+    users: readonly { name: string; period?: QuotaPeriod; usageKey?: string | undefined }[],
+  ): Promise<Map<string, UsageRecord>> {
     const now = this.now();
     const keys: string[] = [];
     for (const u of users) {
-      keys.push(u.name);
+      const base = baseOf(u);
+      keys.push(base);
       const period = u.period ?? 'total';
-      if (period !== 'total') keys.push(`${u.name}@${periodWindow(period, this.timeZone, now).key}`);
+      if (period !== 'total') keys.push(`${base}@${periodWindow(period, this.timeZone, now).key}`);
     }
     const rows = byUser(await this.store.getUsages!(keys));
     this.partial.set(rows, new Set(keys));
@@ -586,29 +617,36 @@ export class Accounting {
    */
   private async upsert(u: AccountingUser, records?: Map<string, UsageRecord>, batch?: Batch): Promise<void> {
     checkLocalLimit(u.limitBytes, `users.${u.name}.limitBytes`);
+    const base = baseOf(u);
     const known = this.meters.get(u.name);
+    // A meter on another key: the name was deleted and made again (another customer); it starts over on its key.
+    const rebased = known !== undefined && known.base !== base;
     // Configured before this call (not only read from the store at the start): see the lease below.
-    const wasConfigured = known?.configured === true;
+    const wasConfigured = known?.configured === true && !rebased;
     let rec: UsageRecord | undefined;
-    if (known === undefined) {
-      const snap = this.fromSnapshot(u.name, records);
-      rec = snap !== UNREAD ? snap : await this.store.getUsage?.(u.name);
+    if (known === undefined || rebased) {
+      const snap = this.fromSnapshot(base, records);
+      rec = snap !== UNREAD ? snap : await this.store.getUsage?.(base);
     }
-    const m = this.entry(u.name, rec?.usedBytes ?? 0, u.limitBytes, this.fedFrom(records, u.name));
+    if (rebased) await this.rebase(known, base);
+    const m = this.entry(u.name, rec?.usedBytes ?? 0, u.limitBytes, this.fedFrom(records, base), base);
     m.configured = true;
     // A known meter compares its own limit; a new one writes the limit unless the stored row already holds it
     // (comparing `rec` for a known meter made every PATCH look like a limit change: a spurious allowance
     // release/acquire and a platform limit sync each time).
-    const limitChanged = known !== undefined ? m.limit !== u.limitBytes : rec === undefined || rec.limitBytes !== u.limitBytes;
+    const limitChanged = known !== undefined && !rebased ? m.limit !== u.limitBytes : rec === undefined || rec.limitBytes !== u.limitBytes;
     const periodChanged = m.period !== (u.period ?? 'total');
     // A start's users (a snapshot answering, a batch gathering the writes) go through here without waiting on
     // anything: no promise per step and user (100,000 users' upserts allocated ~2 KB each in suspended steps).
     if (limitChanged) {
       m.limit = u.limitBytes;
-      const write = this.limitWrite(u.name, u.limitBytes, batch);
+      const write = this.limitWrite(base, u.limitBytes, batch);
       if (write !== undefined) await write;
-    }
-    if (periodChanged || known === undefined) {
+    } else if (rebased) m.limit = u.limitBytes;
+    if (rebased) {
+      const entered = this.enterBase(m, u.period ?? 'total', records, batch);
+      if (entered !== undefined) await entered;
+    } else if (periodChanged || known === undefined) {
       const applied = this.applyPeriod(m, u.period ?? 'total', records, batch);
       if (applied !== undefined) await applied;
     }
@@ -621,14 +659,53 @@ export class Accounting {
       // is cut from the new limit. A meter new to this process (or only read from the store at its start) got
       // its period row written and leased by its roll: a restart takes one lease per user, not three.
       const renew = limitChanged || (periodChanged && wasConfigured);
-      if (renew && m.key !== m.name && records?.get(m.key)?.limitBytes !== m.limit) {
+      if (renew && m.periodKey !== 'total' && records?.get(m.key)?.limitBytes !== m.limit) {
         const write = this.limitWrite(m.key, m.limit, batch);
         if (write !== undefined) await write;
       }
       if (batch) batch.leases.set(m.key, renew || batch.leases.get(m.key) === true);
       else await this.lease(m.key, renew);
     }
-    if (limitChanged && known !== undefined) this.emit({ user: u.name, limitBytes: u.limitBytes, source: 'admin' });
+    if (limitChanged && known !== undefined && !rebased) this.emit({ user: u.name, limitBytes: u.limitBytes, source: 'admin' });
+  }
+
+  /**
+   * A meter left on a deleted customer's key (the name is made again, see the top of this file) moved to the new
+   * customer's base key, at 0: its unwritten bytes go to the old key with the next flush, its fleet lease of the
+   * old key is given back (its spending synced there), a read of the old key in flight is dropped. Its period and
+   * stored usage are then entered by enterBase.
+   */
+  private async rebase(m: Meter, base: string): Promise<void> {
+    const old = m.key;
+    if (m.loading === null) {
+      const delta = m.used - m.persisted;
+      if (delta !== 0) this.carry.push({ user: old, bytes: delta });
+    }
+    m.loading = null;
+    m.loadFailed = false;
+    this.loadRetries.delete(m);
+    m.base = base;
+    m.used = 0;
+    m.persisted = 0;
+    m.period = 'total';
+    m.periodKey = 'total';
+    m.endsAt = Infinity;
+    m.overLimit = false;
+    if (this.allowance) {
+      await this.allowance.release(old);
+      m.allowance = this.allowance.user(m.key);
+      this.recheck.add(m);
+    }
+    m.touch();
+    this.logger?.debug({ user: m.name, from: old, to: base }, 'user name made again: its usage is counted under a key of its own');
+  }
+
+  /** A rebased meter's period, and what is stored under its new key (other daemons' counts of the new customer). */
+  private enterBase(m: Meter, period: QuotaPeriod, records?: Map<string, UsageRecord>, batch?: Batch): Promise<void> | undefined {
+    m.period = period;
+    if (period === 'total') return this.loadStored(m, m.key, records);
+    m.endsAt = -Infinity;
+    return this.rollNow(m, records, batch);
   }
 
   /** Every limit Accounting writes: the start's snapshot of the rows is stale from then on. */
@@ -646,6 +723,36 @@ export class Accounting {
     this.removals++;
     this.metrics?.userLimitBytes.remove({ user: name });
     this.metrics?.userUsedBytes.remove({ user: name });
+  }
+
+  /**
+   * The names among `names` that have usage history here or in the store (a meter, or a stored row under the
+   * plain name: every user ever applied has one, its limit): a user made under such a name is another customer
+   * than the one who used it, and gets a usage key of its own (src/users/directory.ts). One read for all.
+   */
+  async withHistory(names: readonly string[]): Promise<Set<string>> {
+    const out = new Set<string>();
+    const unknown: string[] = [];
+    for (const n of names) {
+      if (this.meters.has(n)) out.add(n);
+      else unknown.push(n);
+    }
+    if (unknown.length === 0) return out;
+    if (this.store.getUsages) {
+      for (const r of await this.store.getUsages(unknown)) out.add(r.user);
+    } else if (this.store.getUsage) {
+      for (const n of unknown) if ((await this.store.getUsage(n)) !== undefined) out.add(n);
+    } else {
+      const wanted = new Set(unknown);
+      for (const r of await this.store.listUsage()) if (wanted.has(r.user)) out.add(r.user);
+    }
+    return out;
+  }
+
+  /** Whether the user's usage is kept under a key of its own (a name made again: AccountingUser.usageKey). */
+  hasOwnUsageKey(user: string): boolean {
+    const m = this.meters.get(user);
+    return m !== undefined && m.base !== m.name;
   }
 
   /** The quota period of a user (undefined when unknown). */
@@ -712,7 +819,7 @@ export class Accounting {
    * to wait for, or undefined when it is done (the snapshot answered and the batch took the writes).
    */
   private applyPeriod(m: Meter, period: QuotaPeriod, records?: Map<string, UsageRecord>, batch?: Batch): Promise<void> | undefined {
-    if (m.period === period && m.key !== m.name) return undefined;
+    if (m.period === period && m.periodKey !== 'total') return undefined;
     if (m.period !== period) {
       // A different period: usage not yet written belongs to the row it was counted under.
       const delta = m.used - m.persisted;
@@ -745,11 +852,11 @@ export class Accounting {
     const w = periodWindow(m.period, this.timeZone, now);
     m.endsAt = w.endsAt;
     if (w.endsAt < this.nextBoundary) this.nextBoundary = w.endsAt;
-    const key = `${m.name}@${w.key}`;
+    const key = `${m.base}@${w.key}`;
     if (key === m.key) return undefined;
     m.touch();
     const delta = m.used - m.persisted;
-    if (delta !== 0 && m.key !== m.name) this.carry.push({ user: m.key, bytes: delta });
+    if (delta !== 0 && m.periodKey !== 'total') this.carry.push({ user: m.key, bytes: delta });
     m.periodKey = sharedPeriodKey(w.key);
     m.used = 0;
     m.persisted = 0;
@@ -801,7 +908,7 @@ export class Accounting {
       let records: Map<string, UsageRecord> | undefined;
       if (this.store.getUsages) {
         try {
-          records = await this.rowsOf(part);
+          records = await this.rowsOf(part.map((m) => ({ name: m.name, period: m.period, usageKey: m.base })));
         } catch (err) {
           this.logger?.warn({ err, users: part.length }, 'could not read the new quota periods; reading them one by one');
         }
@@ -912,12 +1019,12 @@ export class Accounting {
     checkLocalLimit(limitBytes);
     const m = this.meters.get(user);
     if (m === undefined || !m.configured) throw new AccountingError('UNKNOWN_USER', `unknown user ${user}`);
-    await this.writeLimit(user, limitBytes);
+    await this.writeLimit(m.base, limitBytes);
     m.limit = limitBytes;
     m.recheck();
     m.touch();
     if (this.allowance) {
-      if (m.key !== user) await this.writeLimit(m.key, limitBytes);
+      if (m.key !== m.base) await this.writeLimit(m.key, limitBytes);
       this.allowance.user(m.key).seedLimit = limitBytes;
       await this.allowance.release(m.key);
       await this.allowance.acquire(m.key);
@@ -1121,12 +1228,8 @@ export class Accounting {
 
   /** The meter whose current store key is `key` (`<name>` or `<name>@<periodKey>`), without a walk of every meter. */
   private meterOfKey(key: string): Meter | undefined {
-    const m = this.meters.get(key);
-    if (m !== undefined && m.key === key) return m;
-    const at = key.lastIndexOf('@');
-    if (at < 0) return undefined;
-    const p = this.meters.get(key.slice(0, at));
-    return p !== undefined && p.key === key ? p : undefined;
+    const m = this.meters.get(nameOfKey(key));
+    return m !== undefined && m.key === key ? m : undefined;
   }
 
   private async writeDeltas(): Promise<void> {
@@ -1183,10 +1286,11 @@ export class Accounting {
   }
 
   /** `fed`: its figures come from a read the usage feed covers (see fedFrom). */
-  private entry(name: string, used: number, limit: number, fed = false): Meter {
+  private entry(name: string, used: number, limit: number, fed = false, base = name): Meter {
     let m = this.meters.get(name);
     if (m === undefined) {
       m = new Meter(name, used, limit, this.changes);
+      m.base = base;
       if (this.allowance) {
         m.allowance = this.allowance.user(m.key);
         if (!fed) this.recheck.add(m);

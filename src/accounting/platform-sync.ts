@@ -195,8 +195,10 @@ export class PlatformLimitSync {
       const info = await this.client.call('GetProxyUserInfo', { appUsername: u.name, productNo });
       const result: UserSyncResult = { user: u.name, productNo, outcome: 'synced' };
       // A per-period quota (day, week, month) is Rotor's alone: the platform counts lifetime usage, which
-      // is neither comparable with the period's nor a backstop for it (so its platform limit is -1).
-      const periodic = (this.accounting.periodOf(u.name) ?? 'total') !== 'total';
+      // is neither comparable with the period's nor a backstop for it (so its platform limit is -1). So is the
+      // quota of a user made under a name deleted before (its usage has a key of its own, Accounting usageKey):
+      // the sub account's lifetime usage holds the deleted customer's too.
+      const periodic = (this.accounting.periodOf(u.name) ?? 'total') !== 'total' || this.accounting.hasOwnUsageKey(u.name);
       if (!periodic && info.useFlow !== undefined && info.useFlow !== null) {
         result.platformUsedBytes = Number(info.useFlow);
         result.adopted = (await this.adopt()) ? this.accounting.adoptUsage(u.name, result.platformUsedBytes) : false;

@@ -26,6 +26,7 @@ export function attachPortal(parts: {
       view: (name) => users.view(name),
       hashOf: (name) => users.get(name)?.password,
       setPassword: (name, password) => users.setPassword(name, password),
+      historySince: (name) => users.historySince(name),
     },
     connections: parts.connections,
     areas: () => parts.catalog.areas(),

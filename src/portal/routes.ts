@@ -25,6 +25,11 @@ export interface PortalUsers {
   /** The stored password hash (the proxy's), undefined for an unknown user. */
   hashOf(name: string): string | undefined;
   setPassword(name: string, password: string): Promise<unknown>;
+  /**
+   * Since when the name's records and usage rows are this customer's (epoch ms): for a name deleted and made
+   * again, the new user's creation (what came before was another customer's); 0 for the name's first user.
+   */
+  historySince(name: string): number | undefined;
 }
 
 export interface PortalConnections {
@@ -263,8 +268,10 @@ function registerDataRoutes(app: FastifyInstance, ctx: PortalContext): void {
       if (!(from < to) || to - from > 400 * DAY_MS)
         throw new PortalError(400, 'INVALID_INPUT', 'query.from: must be before to, at most 400 days apart');
       const rows = await deps.connections.usage({ from, to, granularity: request.query.granularity, user: s.user });
+      // A name made again: the rows of periods that began before this customer are (at least partly) another's.
+      const since = deps.users.historySince(s.user) ?? 0;
       return rows
-        .filter((r) => r.user === s.user)
+        .filter((r) => r.user === s.user && (since === 0 || Date.parse(r.period) >= since))
         .map((r) => ({
           period: r.period,
           bytesUp: r.bytesUp,
@@ -293,14 +300,16 @@ function registerDataRoutes(app: FastifyInstance, ctx: PortalContext): void {
     { schema: { ...hide, querystring: zs(connectionsQuery) }, onRequest: signedIn(false) },
     async (request) => {
       const s = me(request);
-      const recent = await deps.connections.list({ user: s.user, limit: request.query.limit });
+      // A name made again: only what this customer did (records that started from its creation on).
+      const since = deps.users.historySince(s.user) ?? 0;
+      const recent = await deps.connections.list({ user: s.user, limit: request.query.limit, ...(since > 0 ? { since } : {}) });
       return {
         live: deps.connections
           .active()
-          .filter((c) => c.user === s.user)
+          .filter((c) => c.user === s.user && c.startedAt >= since)
           .slice(0, 200)
           .map(connectionView),
-        recent: recent.items.filter((c) => c.user === s.user).map(connectionView),
+        recent: recent.items.filter((c) => c.user === s.user && c.startedAt >= since).map(connectionView),
       };
     },
   );

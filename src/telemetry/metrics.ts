@@ -318,7 +318,7 @@ function recordMetrics(registers: Registry[]) {
     }),
     connlogDropped: new Counter({
       name: METRIC.connlogDropped,
-      help: 'Connection records dropped because the write queue was full (oldest first)',
+      help: 'Connection records dropped: the write queue was full (oldest first), or a stop could not write them',
       registers,
     }),
     connlogWritten: new Counter({

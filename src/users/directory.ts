@@ -33,7 +33,7 @@ import { UserTable, type UserRow } from '../admission/users.ts';
 import { checkUserPort, checkUserTls, type PortCheckOptions } from './port-check.ts';
 import { NameIndex, pageOf, PAGE_DEFAULT, type UserSort } from './listing.ts';
 import { generatePassword, hashGeneratedPassword, hashPasswordAsync, passwordDigest, verifyPasswordAsync } from '../admission/password.ts';
-import { expiryOf, readStoredData, type CreateUserInput, type UserData, type UserPatch, type UserView } from './record.ts';
+import { expiryOf, readStoredData, usageKeyOf, type CreateUserInput, type UserData, type UserPatch, type UserView } from './record.ts';
 import type { SubAccountPort } from './sub-account.ts';
 import { InternalError } from '../errors/rotor-error.ts';
 
@@ -230,8 +230,7 @@ export class Users {
     // One read of the stored usage for every stored user (not one per user: 100,000 users restart in seconds).
     const stored: AccountingUser[] = [];
     this.entries.forEach((e) => {
-      if (e.state === 'ready' && e.data.source === 'api')
-        stored.push({ name: e.data.name, limitBytes: e.data.quota.bytes, period: e.data.quota.period });
+      if (e.state === 'ready' && e.data.source === 'api') stored.push(accountingUser(e.data));
     });
     // In a fleet their leases come after ready (Accounting.upsertUsers leasesAfter; src/fleet/allowance.ts):
     // 100,000 users' leases were a third of a restart; each user is served from a bounded start share meanwhile.
@@ -342,7 +341,7 @@ export class Users {
     const existing = this.entries.get(fields.name);
     if (existing) throw new UserExistsError(fields.name, existing.state === 'creating');
     checkUserTls(this.options.ports, fields.listen);
-    const data: UserData = { ...fields, source: 'api', createdAt: this.now() };
+    const data = await this.newRecord(fields);
     let stored: StoredUser;
     try {
       stored = await this.store.putUser({ name: fields.name, data, passwordHash: hash, state: 'creating' }, { ifAbsent: true });
@@ -383,6 +382,9 @@ export class Users {
       }
       intents.push({ at, data: { ...fields, source: 'api', createdAt: this.now() } });
     }
+    // Names made again (deleted before): each new customer gets its own usage key (newRecord), one read for all.
+    const reused = intents.length > 0 ? await this.accounting.withHistory(intents.map((i) => i.data.name)) : new Set<string>();
+    for (const i of intents) if (reused.has(i.data.name)) i.data.incarnation = i.data.createdAt;
     const written = await this.putMany(
       intents.map(({ at, data }) => ({ user: { name: data.name, data, passwordHash: rows[at]!.hash, state: 'creating' }, ifAbsent: true })),
     );
@@ -449,13 +451,34 @@ export class Users {
     const made: AccountingUser[] = [];
     for (const r of records) {
       const e = this.install(r);
-      if (e.state === 'ready') made.push({ name: r.name, limitBytes: e.data.quota.bytes, period: e.data.quota.period });
+      if (e.state === 'ready') made.push(accountingUser(e.data));
       names.push(r.name);
     }
     await this.accounting.upsertUsers(made);
     if (said !== undefined) for (const user of names) this.logger?.info({ user }, said);
     if (names.length > 0) this.onChange?.(names, []);
     return names.length;
+  }
+
+  /**
+   * Intents written without the check of newRecord (`rotor users import --store` writes them offline): those whose
+   * name has usage history get their incarnation now, in the ready write. An intent newRecord made already carries
+   * its answer (a name without history has no usage row before its ready write).
+   */
+  private async reusedIntents(intents: StoredUser[]): Promise<StoredUser[]> {
+    const unchecked = intents.filter((s) => {
+      const d = s.data as Partial<UserData> | null;
+      return typeof d === 'object' && d !== null && d.source === 'api' && d.incarnation === undefined;
+    });
+    if (unchecked.length === 0) return intents;
+    const reused = await this.accounting.withHistory(unchecked.map((s) => s.name));
+    if (reused.size === 0) return intents;
+    return intents.map((s) => {
+      if (!reused.has(s.name)) return s;
+      const d = s.data as UserData;
+      if (d.incarnation !== undefined || typeof d.createdAt !== 'number' || d.createdAt <= 0) return s;
+      return { ...s, data: { ...d, incarnation: d.createdAt } };
+    });
   }
 
   /** The writes as one unit of the store (one transaction or script). */
@@ -556,7 +579,7 @@ export class Users {
       writesInFlight++;
       writing = writing.then(async () => {
         try {
-          finished += await this.makeReady(these, 'unfinished user creation resumed and finished');
+          finished += await this.makeReady(await this.reusedIntents(these), 'unfinished user creation resumed and finished');
         } catch (err) {
           this.logger?.warn({ err, users: these.length }, 'resumed user creations not written ready; the next sweep resumes them');
         } finally {
@@ -659,7 +682,7 @@ export class Users {
     const e = this.entries.get(name);
     if (!e) return undefined;
     const usage = this.accounting.get(name);
-    const { createdAt, ...data } = e.data;
+    const { createdAt, incarnation: _incarnation, ...data } = e.data;
     return {
       ...data,
       usedBytes: usage?.usedBytes ?? 0,
@@ -695,7 +718,29 @@ export class Users {
     return { items: page.names.flatMap((name) => this.view(name) ?? []), next: page.next, total: page.total };
   }
 
+  /**
+   * Since when the records and usage rows of this name are this user's (epoch ms): the creation time of a user
+   * made under a name that was deleted before (another customer used it until then), 0 for the name's first
+   * user (its whole history). Undefined for an unknown name.
+   */
+  historySince(name: string): number | undefined {
+    const d = this.entries.get(name)?.data;
+    return d === undefined ? undefined : (d.incarnation ?? 0);
+  }
+
   // ── internals ──
+
+  /**
+   * A new API user's record. A name with usage history (deleted and made again: another customer) gets an
+   * incarnation, its creation time: its usage is kept under a key of its own, so it starts at 0 against its quota,
+   * and its portal shows nothing from before it; the deleted customer's usage, records and rollups stay as they
+   * were, for the reseller's bill (src/users/record.ts UserData.incarnation).
+   */
+  private async newRecord(fields: Omit<CreateUserInput, 'password'>): Promise<UserData> {
+    const createdAt = this.now();
+    const reused = (await this.accounting.withHistory([fields.name])).has(fields.name);
+    return { ...fields, source: 'api', createdAt, ...(reused ? { incarnation: createdAt } : {}) };
+  }
 
   /** PortInUseError when `port` is taken (another user's, the daemon's own, another process's). */
   private async checkPort(name: string, port: number | undefined): Promise<void> {
@@ -798,7 +843,7 @@ export class Users {
       if (this.accounting.limitOf(e.data.name) !== e.data.quota.bytes) await this.accounting.setLimit(e.data.name, e.data.quota.bytes);
       return;
     }
-    await this.accounting.upsertUser({ name: e.data.name, limitBytes: e.data.quota.bytes, period: e.data.quota.period });
+    await this.accounting.upsertUser(accountingUser(e.data));
   }
 
   private stopRunning(e: Entry, why: string): void {
@@ -853,6 +898,12 @@ export class Users {
     this.following = run;
     return run;
   }
+}
+
+/** A record as accounting takes it: its limit, period and usage key. */
+function accountingUser(d: UserData): AccountingUser {
+  const usageKey = usageKeyOf(d);
+  return { name: d.name, limitBytes: d.quota.bytes, period: d.quota.period, ...(usageKey !== undefined ? { usageKey } : {}) };
 }
 
 function defaults(): Omit<UserData, 'name' | 'mainAccount' | 'source' | 'createdAt'> {

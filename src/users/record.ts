@@ -117,10 +117,17 @@ export interface UserData {
   metrics: boolean;
   source: UserSource;
   createdAt: number;
+  /**
+   * Absent (or 0): the name's first customer, its usage kept under the plain name as for every record made
+   * before. Else the creation time of a user made under a name that has history (deleted and made again): another
+   * customer, whose usage is kept under `<name>~<incarnation>` (src/accounting/accounting.ts usageKey) and whose
+   * portal shows only what came after it (records and usage rows from this time on).
+   */
+  incarnation?: number;
 }
 
 /** A record as the admin API answers it (docs/reference.md): the stored part plus live usage. */
-export interface UserView extends Omit<UserData, 'createdAt'> {
+export interface UserView extends Omit<UserData, 'createdAt' | 'incarnation'> {
   usedBytes: number;
   limitBytes: number;
   activeConnections: number;
@@ -138,6 +145,7 @@ const storedSchema = z.looseObject({
   name: storedName,
   source: z.enum(['config', 'api']).default('api'),
   createdAt: z.number().default(0),
+  incarnation: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional(),
   ...fields,
 });
 
@@ -201,7 +209,8 @@ function plainData(name: string, data: unknown): UserData | undefined {
     !(Array.isArray(d.requestRules) && d.requestRules.length === 0) ||
     typeof d.metrics !== 'boolean' ||
     (d.source !== 'config' && d.source !== 'api') ||
-    typeof d.createdAt !== 'number'
+    typeof d.createdAt !== 'number' ||
+    (d.incarnation !== undefined && !isInt(d.incarnation, 0, Number.MAX_SAFE_INTEGER))
   )
     return undefined;
   return {
@@ -222,6 +231,7 @@ function plainData(name: string, data: unknown): UserData | undefined {
     metrics: d.metrics,
     source: d.source,
     createdAt: d.createdAt,
+    ...(typeof d.incarnation === 'number' && d.incarnation > 0 ? { incarnation: d.incarnation } : {}),
   };
 }
 
@@ -247,7 +257,13 @@ function schemaData(name: string, data: unknown): UserData | undefined {
     metrics: d.metrics,
     source: d.source,
     createdAt: d.createdAt,
+    ...(d.incarnation !== undefined && d.incarnation > 0 ? { incarnation: d.incarnation } : {}),
   };
+}
+
+/** The key the user's usage is kept under (Accounting's usageKey): undefined for the plain name (see incarnation). */
+export function usageKeyOf(d: Pick<UserData, 'name' | 'incarnation'>): string | undefined {
+  return d.incarnation !== undefined && d.incarnation > 0 ? `${d.name}~${d.incarnation}` : undefined;
 }
 
 /** Epoch ms of expiresAt (null: never). */

@@ -5,7 +5,9 @@
 // A missing main account is created too (CreateUser only after ProxyInfo said 10052: CreateUser "creates or
 // modifies", so calling it on an existing account would overwrite its status).
 // The platform-side limit is a looser backstop of a `total` quota (accounting/units.ts platformBackstopFor);
-// a per-period quota is Rotor's alone (the platform only knows lifetime usage), so its backstop is -1.
+// a per-period quota is Rotor's alone (the platform only knows lifetime usage), so its backstop is -1. So is a
+// user made under a name deleted before (UserData.incarnation): its sub account is the name's, whose lifetime
+// usage on the platform holds the deleted customer's too, which the new customer's quota does not count.
 //
 // How many users' platform steps run at once (CallWindow): the seed shows no rate limits, so the window probes:
 // it starts at SUB_ACCOUNT_WINDOW_START and grows while the platform answers (up to SUB_ACCOUNT_WINDOW_MAX),
@@ -20,7 +22,7 @@ import { isRetryable } from '../platform/errors.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { UserData } from './record.ts';
 
-export type SubAccountUser = Pick<UserData, 'name' | 'mainAccount' | 'product' | 'quota'>;
+export type SubAccountUser = Pick<UserData, 'name' | 'mainAccount' | 'product' | 'quota' | 'incarnation'>;
 
 export interface EnsureOptions {
   /** A new user: create first, read only when the platform says the name exists (one call fewer). */
@@ -146,7 +148,8 @@ export class SubAccounts implements SubAccountPort {
     facts: Awaited<ReturnType<ProductCatalog['facts']>>,
     call: { onRetry: () => void },
   ): Promise<void> {
-    const periodic = u.quota.period !== 'total';
+    // No platform backstop: a per-period quota, or a name made again (see the top of this file).
+    const periodic = u.quota.period !== 'total' || (u.incarnation ?? 0) > 0;
     const createdLimit = periodic ? -1 : createLimitMbFor(u.quota.bytes, facts.base);
     let created = false;
     if (u.name !== u.mainAccount && (options.fresh === true || !(await this.subExists(u.name, productNo, call)))) {

@@ -190,6 +190,50 @@ describe('Accounting: persistence', () => {
     assert.equal(c.accounting.admit('alice').ok, false, 'exhausted survives a restart');
   });
 
+  test("a name made again (usageKey): the new user starts at 0, the deleted one's rows stay with its last bytes; a restart keeps them apart", async () => {
+    const path = dbPath();
+    const a = await open(path, []);
+    await a.accounting.upsertUser({ name: 'carol', limitBytes: 10_000 });
+    a.accounting.meter('carol').add(0, 3000);
+    await a.accounting.flush();
+    a.accounting.meter('carol').add(0, 500); // not written yet when the user is deleted
+    a.accounting.removeUser('carol');
+    await a.accounting.upsertUser({ name: 'carol', limitBytes: 10_000, usageKey: 'carol~123' });
+    assert.equal(a.accounting.get('carol')?.usedBytes, 0, 'the new customer starts at 0');
+    assert.equal(a.accounting.hasOwnUsageKey('carol'), true);
+    a.accounting.meter('carol').add(0, 100);
+    await a.accounting.flush();
+    assert.equal((await a.store.getUsage('carol'))?.usedBytes, 3500, "the deleted customer's row, with its last bytes");
+    assert.equal((await a.store.getUsage('carol~123'))?.usedBytes, 100);
+    assert.equal((await a.store.getUsage('carol~123'))?.limitBytes, 10_000, 'the limit is on the new base row');
+    // A day quota under a key of its own: its period rows are `<key>@day:…`.
+    await a.accounting.upsertUser({ name: 'dan', limitBytes: -1, period: 'day' });
+    a.accounting.meter('dan').add(0, 7);
+    a.accounting.removeUser('dan');
+    await a.accounting.upsertUser({ name: 'dan', limitBytes: -1, period: 'day', usageKey: 'dan~5' });
+    assert.equal(a.accounting.get('dan')?.usedBytes, 0);
+    a.accounting.meter('dan').add(1, 1);
+    await a.close();
+    const keys = (
+      await openTestStore(path).then(async (st) => {
+        try {
+          return await st.listUsage();
+        } finally {
+          await st.close();
+        }
+      })
+    ).map((r) => `${r.user}=${r.usedBytes}`);
+    assert.ok(keys.some((k) => /^dan@day:[\d-]+=7$/.test(k)) && keys.some((k) => /^dan~5@day:[\d-]+=2$/.test(k)), JSON.stringify(keys));
+    // A restart reads every row (the deleted customers' too) and applies the users on their own keys.
+    const b = await open(path, []);
+    await b.accounting.upsertUsers([
+      { name: 'carol', limitBytes: 10_000, usageKey: 'carol~123' },
+      { name: 'dan', limitBytes: -1, period: 'day', usageKey: 'dan~5' },
+    ]);
+    assert.equal(b.accounting.get('carol')?.usedBytes, 100);
+    assert.equal(b.accounting.get('dan')?.usedBytes, 2);
+  });
+
   test('the timer writes only changed users, in batches', async () => {
     const path = dbPath();
     const { store, accounting } = await open(

@@ -162,6 +162,25 @@ describe('warm demand', () => {
     small.warm.close();
     warm.close();
   });
+
+  test('a wrapped ring whose oldest dials left the window: those are passed over across the wrap, the burst counts', () => {
+    const { warm } = make({ perNode: 32 });
+    const now = 100_000;
+    // In time order: 20 dials 30 s ago (out of the 10 s window), 32 over the last 8 s, then 12 within 5 ms.
+    const inOrder = [
+      ...Array.from({ length: 20 }, (_, i) => now - 30_000 + i),
+      ...Array.from({ length: 32 }, (_, i) => now - 8000 + i * 150),
+      ...Array.from({ length: 12 }, (_, i) => now - 50 + i * 0.4),
+    ];
+    // Written past its end: the oldest at index 50, so the old ones wrap from 63 to 0.
+    const at = 50;
+    const ring = Array.from({ length: 64 }, (_, i) => inOrder[(i - at + 64) % 64]!);
+    // 44 in the window (the rate over the window: 1 + ceil(44 / 10 s × 10 ms) = 2), 12 of them within one opening time.
+    assert.equal((warm as unknown as Demand).demand({ recent: ring, openMs: 10, at }, now), 13);
+    // Later, with the burst itself out of the window too: nothing wanted.
+    assert.equal((warm as unknown as Demand).demand({ recent: ring, openMs: 10, at }, now + 10_000), 0);
+    warm.close();
+  });
 });
 
 describe('warm upstream connections', () => {
