@@ -85,16 +85,20 @@ test('docker stop (SIGTERM, SIGKILL 10 s later) with the default drainMs: a grac
   const d = await spawnDaemon(file, join(dir, 'rotor.log'));
   const dl = await download(d, 'dora');
   await waitFor('2 MiB delivered', () => dl.received() >= 2 * MIB, 20_000);
+  const termAt = Date.now();
   d.signal('SIGTERM');
   const killer = setTimeout(() => d.signal('SIGKILL'), 10_000); // docker stop's default grace
   const exit = await d.exited;
+  const stoppedIn = Date.now() - termAt;
   clearTimeout(killer);
   const delivered = dl.received();
 
   const d2 = await spawnDaemon(file, join(dir, 'rotor2.log'));
   try {
     const b = await billed(d2, 'dora');
-    const story = `exit ${JSON.stringify(exit)}: the client received ${delivered} B, the connection log holds ${JSON.stringify(b)}`;
+    const story =
+      `exit ${JSON.stringify(exit)} ${stoppedIn} ms after the SIGTERM: the client received ${delivered} B, ` +
+      `the connection log holds ${JSON.stringify(b)}`;
     t.diagnostic(story);
     assert.equal(exit.code, 0, story);
     assert.deepEqual(
