@@ -79,7 +79,11 @@ const platform = z
 /** Proxy logins (src/proxy/auth-guard.ts AuthSettings, src/admission/password.ts hashing bounds). */
 const proxyAuth = z
   .strictObject({
-    /** Verified (user name, password) pairs remembered; each answers without a password check. */
+    /**
+     * (user name, password) pairs answered lately, each answered again with one look-up; refused pairs: as many,
+     * by digest. A pair pushed out still needs no check: each user's verified password is kept per user
+     * (src/proxy/auth-check.ts), bounded by the users, not by this.
+     */
     cacheSize: z.number().int().min(1).max(10_000_000).default(10_000),
     /** scrypt checks running at once, each on a thread of its own (src/admission/hash-threads.ts). */
     maxConcurrentHashes: z.number().int().min(1).max(64).default(2),
@@ -124,8 +128,11 @@ const proxy = z
     rules: rulesSchema.prefault({ denyPorts: [25] }),
     /** Request rules every user is held to, after the user's own (src/proxy/request-rules.ts); none by default. */
     requestRules: requestRulesSchema.default([]),
-    /** On SIGTERM/SIGINT, open connections get this long to finish; those still open are then cut and recorded as `shutdown`. */
-    drainMs: z.number().int().min(0).max(600_000).default(10_000),
+    /**
+     * On SIGTERM/SIGINT, open connections get this long to finish; those still open are then cut and recorded as
+     * `shutdown`. 5 s: a stop's grace of 10 s (docker stop's default) leaves the rest for the last writes.
+     */
+    drainMs: z.number().int().min(0).max(600_000).default(5_000),
     // ── TLS to the proxy (src/proxy/https-listener.ts) ──
     /** The HTTP proxy over TLS ("HTTPS proxy"); absent = off. `cert`/`key`: PEM files, read again on SIGHUP. */
     https: z
@@ -368,6 +375,12 @@ const pool = z
       .prefault({}),
     /** Pools (product × region) one user may hold; room is made by closing that user's least recently used idle pool. */
     maxPerUser: z.number().int().min(1).default(32),
+    /**
+     * Pools a user holding maxPerUser may open per minute in place of others (each closes its least recently used
+     * idle one), after a burst of 2 × maxPerUser; past it a new region or product is refused (403) rather than
+     * drawn for with every connection (src/pool/registry.ts).
+     */
+    replacePerMinute: z.number().int().min(0).max(100_000).default(6),
     /** A pool unused this long (and with nothing in use) is closed; longer than any session (120 min) by default. */
     idleEvictMs: millis.default(7_800_000),
     /**

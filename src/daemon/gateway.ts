@@ -11,6 +11,7 @@ import type { PoolRegistry } from '../pool/registry.ts';
 import { UpstreamTlsPolicy } from '../proxy/dial-tls.ts';
 import { HttpListener } from '../proxy/http.ts';
 import { HttpsListener, type loadTlsPair } from '../proxy/https-listener.ts';
+import { ProductNames } from '../proxy/product-names.ts';
 import { Router } from '../proxy/router.ts';
 import { warmConnections } from './warm.ts';
 import { Socks5Listener } from '../proxy/socks5.ts';
@@ -162,8 +163,12 @@ async function assembleRouting(config: Config, needs: Needs, ctx: AssemblyContex
   const fleetSessions = fleetSessionsFor(needs, sessions, ctx);
   needs.state.fleet?.holdSessions(() => sessions.held()); // put back should Redis lose them (src/fleet/index.ts rebuild)
   const regions = new RegionDirectory(orders.orders.catalog, { logger: logger.child({ component: 'regions' }) });
-  await regions.start();
+  // The products a `-product-` may name: the catalogue's full listing, loaded with the regions (at once, so a
+  // slow platform delays the start once), before the listeners open.
+  const products = new ProductNames(orders.orders.catalog, { logger: logger.child({ component: 'products' }) });
+  await Promise.all([regions.start(), products.start()]);
   ctx.stops.onStop('regions', () => regions.stop());
+  ctx.stops.onStop('products', () => products.stop());
   const destinations = new DestinationPolicy(config.proxy.rules);
   const upstreamTls = new UpstreamTlsPolicy(config.pool.tls, logger.child({ component: 'gateway' }));
   const warm = warmConnections(config, ctx);
@@ -176,6 +181,7 @@ async function assembleRouting(config: Config, needs: Needs, ctx: AssemblyContex
     requestRules,
     bans,
     regionKnown: (code: string) => regions.isKnown(code),
+    productKnown: (productNo: string) => products.isKnown(productNo),
     users: directory.table,
     meters: new UserGate(directory.table, accounts.accounting, ctx.now ?? Date.now),
     instances: orders.instances,
@@ -291,9 +297,15 @@ async function assembleListeners(config: Config, needs: Needs, ctx: AssemblyCont
       : undefined;
   const https = httpsListener && needs.listen.https ? await listenAs(needs.listen.https, () => httpsListener.listen()) : undefined;
   let draining = 0;
+  const accounting = needs.accounts.accounting;
   ctx.stops.onStop('listeners', async () => {
-    // Connections still open when the drain ends are recorded as cut by the shutdown (src/connlog/recorder.ts).
+    // Connections still open when the drain ends are recorded as cut by the shutdown; open connections are
+    // checkpointed now and about every second of the drain, and the meter is written now: a SIGKILL during the
+    // drain (a stop's grace shorter than proxy.drainMs) costs about a second of their bytes (src/connlog/recorder.ts).
     connections.recorder.stopping(draining);
+    accounting
+      .flush()
+      .catch((err: unknown) => logger.warn({ err }, 'the meter could not be written at the stop; its next flush tries again'));
     // Users' own ports stop accepting (their silent connections closed); those handed to the listeners drain
     // with the shared ports' connections and, cut, are recorded as `shutdown` like them.
     await Promise.all([userPorts.stopAccepting(), httpListener.close(draining), socksListener.close(draining), httpsListener?.close()]);

@@ -79,6 +79,7 @@ export async function assemblePools(config: Config, needs: Needs, ctx: AssemblyC
   const pools = new PoolRegistry({
     drawerFor,
     maxPerUser: config.pool.maxPerUser,
+    replacePerMinute: config.pool.replacePerMinute,
     idleEvictMs: config.pool.idleEvictMs,
     ...clockOption(ctx),
     tuning: {

@@ -4,6 +4,12 @@
 // user's least recently used idle pool; with none idle the new pool is refused), and a pool unused for
 // `idleEvictMs` (longer than any sticky session lasts: 120 minutes) is closed, which removes its metric
 // series too. The region codes themselves are checked against the platform's dictionaries by the gateway.
+// A user at its bound who keeps naming other regions would close a pool and open (and draw for) another with
+// every connection: a platform call per connection. So replacing a pool is rationed per user (a token bucket:
+// `replacePerMinute`, a burst of twice maxPerUser: a working set moved whole, twice); past it the new pool is
+// refused (PoolChurnError, 403 at the gateway) and the user's pools stay as they are. Opening a pool below
+// the bound costs nothing.
+import { RotorError } from '../errors/rotor-error.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import type { Drawer } from './drawer.ts';
@@ -24,19 +30,52 @@ export interface PoolRegistryOptions {
   maxPerUser?: number;
   /** A pool not asked for this long, with nothing in use, is closed (config pool.idleEvictMs). Default 130 min. */
   idleEvictMs?: number;
+  /**
+   * Pools a user at maxPerUser may open per minute in place of others (config pool.replacePerMinute), with a burst
+   * of 2 × maxPerUser. Default 6.
+   */
+  replacePerMinute?: number;
 }
 
 const DEFAULT_MAX_PER_USER = 32;
 const DEFAULT_IDLE_EVICT_MS = 130 * 60_000;
+const DEFAULT_REPLACE_PER_MINUTE = 6;
+
+/** A new pool refused: the user holds maxPerUser pools and has replaced them too often lately. */
+export class PoolChurnError extends RotorError {
+  constructor(
+    readonly user: string,
+    maxPerUser: number,
+    perMinute: number,
+  ) {
+    super(
+      'POOL_CHURN',
+      `too many regions or products at once: user ${user} holds ${maxPerUser} pools (pool.maxPerUser) and may replace ` +
+        `${perMinute} a minute (pool.replacePerMinute); use one of its regions or try again shortly`,
+      { httpStatus: 429 },
+    );
+  }
+}
+
+/** A user's pools, and the bucket its replacements take from. */
+interface UserPools {
+  ids: Set<string>;
+  tokens: number;
+  /** registry clock of the last refill */
+  at: number;
+}
 
 export class PoolRegistry {
   private readonly pools = new Map<string, Pool>();
   /** user → its pools' ids: a user's pools without a pass over every user's (100,000 users). */
-  private readonly byUser = new Map<string, Set<string>>();
+  private readonly byUser = new Map<string, UserPools>();
   /** pool id → when it was last asked for (registry clock) */
   private readonly lastUsed = new Map<string, number>();
   private readonly maxPerUser: number;
   private readonly idleEvictMs: number;
+  private readonly replacePerMinute: number;
+  /** the bucket's size: replacements a user may make at once */
+  private readonly replaceBurst: number;
   private readonly now: () => number;
   private readonly sweeper: NodeJS.Timeout;
   private closed = false;
@@ -44,6 +83,8 @@ export class PoolRegistry {
   constructor(private readonly options: PoolRegistryOptions) {
     this.maxPerUser = Math.max(1, options.maxPerUser ?? DEFAULT_MAX_PER_USER);
     this.idleEvictMs = options.idleEvictMs ?? DEFAULT_IDLE_EVICT_MS;
+    this.replacePerMinute = Math.max(0, options.replacePerMinute ?? DEFAULT_REPLACE_PER_MINUTE);
+    this.replaceBurst = 2 * this.maxPerUser;
     this.now = options.now ?? Date.now;
     this.sweeper = setInterval(() => this.evictIdle(), Math.min(this.idleEvictMs, 60_000));
     this.sweeper.unref();
@@ -71,24 +112,38 @@ export class PoolRegistry {
     pool.close();
     this.pools.delete(id);
     this.lastUsed.delete(id);
-    const ids = this.byUser.get(pool.key.user);
-    ids?.delete(id);
-    if (ids?.size === 0) this.byUser.delete(pool.key.user);
+    const mine = this.byUser.get(pool.key.user);
+    mine?.ids.delete(id);
+    if (mine?.ids.size === 0) this.byUser.delete(pool.key.user);
   }
 
-  /** Makes room for one more pool of `user`, or throws when all of them are in use. */
+  /**
+   * Makes room for one more pool of `user`: at its bound, closes its least recently used idle pool if its bucket
+   * allows a replacement now; throws when all of them are in use (PoolEmptyError) or it replaced too many
+   * lately (PoolChurnError).
+   */
   private makeRoom(user: string, id: string): void {
-    const ids = this.byUser.get(user);
-    const count = ids?.size ?? 0;
+    const mine = this.byUser.get(user);
+    const count = mine?.ids.size ?? 0;
     if (count < this.maxPerUser) return;
     let oldest: { id: string; pool: Pool; at: number } | undefined;
-    for (const pid of ids!) {
+    for (const pid of mine!.ids) {
       const pool = this.pools.get(pid)!;
       const at = this.lastUsed.get(pid) ?? 0;
       if (!pool.busy && (!oldest || at < oldest.at)) oldest = { id: pid, pool, at };
     }
     if (!oldest) throw new PoolEmptyError(id, `user ${user} has ${count} pools in use (pool.maxPerUser)`);
+    const now = this.now();
+    const tokens = Math.min(this.replaceBurst, mine!.tokens + ((now - mine!.at) * this.replacePerMinute) / 60_000);
+    mine!.at = now;
+    if (tokens < 1) {
+      mine!.tokens = tokens;
+      throw new PoolChurnError(user, this.maxPerUser, this.replacePerMinute);
+    }
+    mine!.tokens = tokens - 1;
     this.forget(oldest.id, oldest.pool, 'room for another region');
+    // Its last pool closed (maxPerUser 1): the bucket stays with the user for the pool about to open.
+    if (!this.byUser.has(user)) this.byUser.set(user, mine!);
   }
 
   /** The gateway's PoolProvider (src/proxy/types.ts): the registry itself, so a dial calls nothing above it. */
@@ -115,9 +170,9 @@ export class PoolRegistry {
         ...(o.logger ? { logger: o.logger.child({ pool: id }) } : {}),
       });
       this.pools.set(id, pool);
-      let ids = this.byUser.get(key.user);
-      if (!ids) this.byUser.set(key.user, (ids = new Set()));
-      ids.add(id);
+      let mine = this.byUser.get(key.user);
+      if (!mine) this.byUser.set(key.user, (mine = { ids: new Set(), tokens: this.replaceBurst, at: this.now() }));
+      mine.ids.add(id);
     }
     this.lastUsed.set(id, this.now());
     return pool;
@@ -138,8 +193,8 @@ export class PoolRegistry {
 
   /** The pools of one user. */
   ofUser(user: string): Pool[] {
-    const ids = this.byUser.get(user);
-    return ids ? [...ids].map((id) => this.pools.get(id)!) : [];
+    const mine = this.byUser.get(user);
+    return mine ? [...mine.ids].map((id) => this.pools.get(id)!) : [];
   }
 
   /** Closes and forgets one pool (the user's config changed, for instance). */

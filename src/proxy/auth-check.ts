@@ -1,6 +1,10 @@
 // The proxy login: which user a (user name, password) pair proves, without ever blocking the event loop.
-//   1. A pair verified before (bounded LRU of verified pairs) answers at once: the steady state of every
-//      client, and what keeps a customer working while its address or name is blocked.
+//   0. A (user name, password) pair answered before is answered again from a bounded LRU (cacheSize), its
+//      parsed options with it: the steady state of every client, a Map look-up per connection or request.
+//   1. Under it, a user's password verified before answers at once, whatever options its name carries: kept
+//      per user (the digest of the password last verified, beside the user object the directory holds), not
+//      per user name: what a customer's logins under however many names push out of the LRU costs the others
+//      a parse and a digest, never a check, and a customer keeps working while its address or name is blocked.
 //   2. A pair refused recently (bounded LRU of digests) is refused again without a check.
 //   3. A blocked address or name (src/proxy/auth-guard.ts) is refused without a check; an address with too
 //      many checks waiting is refused ('busy').
@@ -27,10 +31,16 @@ const REASONS: Record<Exclude<AuthFailureReason, 'credentials'>, string> = {
 const MAX_USERNAME_LENGTH = 1024;
 const DUMMY_DIGEST = Buffer.alloc(32);
 
-/** A credential pair that matched: the user object and password it matched, and its parsed options. */
-interface CachedAuth {
+/** A user's password verified in this process: its digest, and the stored password it matched then. */
+interface Proven {
+  digest: Buffer;
+  stored: string;
+}
+
+/** A (user name, password) pair that proved its user: the user object, its stored password then, the options. */
+interface Answered {
   user: LocalUser;
-  password: string;
+  stored: string;
   options: UsernameOptions;
 }
 
@@ -42,7 +52,13 @@ function digest(text: string): Buffer {
 
 export class Authenticator {
   readonly guard: AuthGuard;
-  private readonly verified: LRUCache<string, CachedAuth>;
+  /**
+   * One entry per user object the directory holds (gone with it: a changed user is a new object), so bounded by
+   * the directory and evicted by nobody's logins.
+   */
+  private verified = new WeakMap<LocalUser, Proven>();
+  /** The quick path over it: pairs answered lately (evicting one costs its client a parse and a digest). */
+  private readonly answered: LRUCache<string, Answered>;
   /** Digests of pairs refused recently (user name, password): a client repeating one costs no check. */
   private readonly refused: LRUCache<string, true>;
 
@@ -51,13 +67,14 @@ export class Authenticator {
     private readonly options: { metrics?: Metrics | undefined; logger?: Logger | undefined; now?: () => number } = {},
   ) {
     this.guard = new AuthGuard(settings, options);
-    this.verified = new LRUCache({ max: Math.max(1, settings.cacheSize) });
     this.refused = new LRUCache({ max: Math.max(1, settings.cacheSize) });
+    this.answered = new LRUCache({ max: Math.max(1, settings.cacheSize) });
   }
 
-  /** Forget every verified pair (the directory was swapped). */
+  /** Forget every verified password (the directory was swapped). */
   clear(): void {
-    this.verified.clear();
+    this.verified = new WeakMap();
+    this.answered.clear();
   }
 
   /**
@@ -68,17 +85,27 @@ export class Authenticator {
     const started = this.now();
     if (username.length > MAX_USERNAME_LENGTH) return this.fail(source, '', 'credentials', started);
     const key = `${username}\u0000${password}`;
-    const hit = this.verified.get(key);
     // A hit stands only while the directory still holds that very user with that very password.
-    if (hit && users.get(hit.user.name) === hit.user && hit.user.password === hit.password)
+    const hit = this.answered.get(key);
+    if (hit !== undefined && users.get(hit.user.name) === hit.user && hit.user.password === hit.stored)
       return { ok: true, user: hit.user, options: hit.options };
+    // Options are parsed before the user's proof is asked: it knows users, not names.
     const parsed = parseUsername(username, users);
     const name = parsed.ok ? parsed.user : userPrefix(username, users);
     const found = users.get(name);
-    // The same user and password with other options (a new session id): proven already, no check, block or not.
-    const proven = found && parsed.ok ? this.verified.get(`${found.name}\u0000${password}`) : undefined;
-    if (proven && proven.user === found && proven.password === found!.password)
-      return this.finish(found, users, key, password, '', parsed, source, name, started);
+    let proof: Buffer | undefined;
+    if (found !== undefined) {
+      // The password last verified for this very user object and its stored password: no check, block or not.
+      const proven = this.verified.get(found);
+      if (proven !== undefined && proven.stored === found.password) {
+        proof = digest(password);
+        if (timingSafeEqual(proof, proven.digest)) {
+          if (!parsed.ok) return { ok: false, reason: parsed.reason };
+          this.answered.set(key, { user: found, stored: found.password, options: parsed.options });
+          return { ok: true, user: found, options: parsed.options };
+        }
+      }
+    }
     // Keyed with the user's stored password too, so a pair refused before a password change is checked again.
     const refusedKey = digest(`${key}\u0000${found?.password ?? ''}`).toString('base64');
     if (this.refused.has(refusedKey)) return this.fail(source, name, 'credentials', started);
@@ -87,7 +114,7 @@ export class Authenticator {
     if (users.verify === undefined) {
       // Plain-text passwords (tests, in-memory directories): compared as digests, so the time says nothing.
       const ok = timingSafeEqual(digest(password), found ? digest(found.password) : DUMMY_DIGEST) && found !== undefined;
-      return this.finish(ok ? found : undefined, users, key, password, refusedKey, parsed, source, name, started);
+      return this.finish(ok ? found : undefined, users, key, password, proof, refusedKey, parsed, source, name, started);
     }
     if (!this.guard.enter(source)) return this.fail(source, name, 'busy', started);
     let answer: boolean | Promise<boolean>;
@@ -99,7 +126,7 @@ export class Authenticator {
     }
     if (typeof answer === 'boolean') {
       this.guard.leave(source);
-      return this.finish(answer ? found : undefined, users, key, password, refusedKey, parsed, source, name, started);
+      return this.finish(answer ? found : undefined, users, key, password, proof, refusedKey, parsed, source, name, started);
     }
     return answer.then(
       (ok) => {
@@ -108,7 +135,7 @@ export class Authenticator {
         // still has the password that was checked.
         const now = found && users.get(found.name);
         const user = ok && now && now.password === found.password ? now : undefined;
-        return this.finish(user, users, key, password, refusedKey, parsed, source, name, started);
+        return this.finish(user, users, key, password, proof, refusedKey, parsed, source, name, started);
       },
       (err: unknown) => {
         this.guard.leave(source);
@@ -122,6 +149,8 @@ export class Authenticator {
     users: UserDirectory,
     key: string,
     password: string,
+    /** digest(password), when the cache already took it */
+    proof: Buffer | undefined,
     refusedKey: string,
     parsed: ReturnType<typeof parseUsername>,
     source: string,
@@ -132,13 +161,11 @@ export class Authenticator {
       this.refused.set(refusedKey, true);
       return this.fail(source, name, 'credentials', started);
     }
+    if (users.get(user.name) !== user) return this.fail(source, name, 'credentials', started);
+    this.verified.set(user, { digest: proof ?? digest(password), stored: user.password });
     // The name's own problem (an option misspelt) is told only to a client whose password proves the user.
     if (!parsed.ok) return { ok: false, reason: parsed.reason };
-    if (users.get(user.name) !== user) return this.fail(source, name, 'credentials', started);
-    this.verified.set(key, { user, password: user.password, options: parsed.options });
-    // Also by the bare name (parsed options of the bare name are none), so other options need no check.
-    const bare = `${user.name}\u0000${password}`;
-    if (bare !== key) this.verified.set(bare, { user, password: user.password, options: {} });
+    this.answered.set(key, { user, stored: user.password, options: parsed.options });
     return { ok: true, user, options: parsed.options };
   }
 

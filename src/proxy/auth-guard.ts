@@ -12,7 +12,10 @@ import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 
 export interface AuthSettings {
-  /** Verified credential pairs remembered (each answers without a password check). */
+  /**
+   * Credential pairs answered lately (each answered again with one look-up), and as many refused ones by
+   * digest. Verified passwords are kept one per user under them (auth-check.ts), whatever this says.
+   */
   cacheSize: number;
   /** Password checks waiting for the hash queue from one address at most; beyond, refused at once. */
   maxPendingPerSource: number;

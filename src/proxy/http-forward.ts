@@ -14,6 +14,10 @@
 //   - a rotating user: its user and this client connection only ("every new client connection may leave
 //     through a different upstream"); those idle connections are closed with the client connection.
 // Every key also holds the target (a SOCKS5 node's connection is a tunnel to one target).
+// Idle connections are bounded per key (maxIdlePerKey), per client connection across all its keys
+// (maxIdlePerClient: the ones it released last) and per user (maxIdlePerUser): past a bound the least recently
+// released one closes, so a client walking many targets over one kept-alive connection holds a few upstream
+// connections, not one per target.
 // Timeouts are one sweep over the open upstream connections (no timer per request): an idle connection
 // closes after idleMs (or the upstream's shorter Keep-Alive hint), a request whose upstream is silent for
 // responseTimeoutMs fails (504).
@@ -43,8 +47,22 @@ import { MeteredStream, Valve } from './tunnel-stream.ts';
 class KeySlot {
   readonly idle: Upstream[] = [];
   open = 0;
+  /** a rotating route's key: one client connection's own (keyFor), never picked once that client closed */
+  readonly rotating: boolean;
 
-  constructor(readonly key: string) {}
+  constructor(
+    readonly key: string,
+    readonly user: string,
+  ) {
+    this.rotating = key.charCodeAt(0) === 0x63; // 'c|'
+  }
+}
+
+/** Idle upstream connections, least recently released first: a client connection's (ClientState) or a user's. */
+class IdleList {
+  head: Upstream | null = null;
+  tail: Upstream | null = null;
+  size = 0;
 }
 
 /** One upstream connection: its dial, its metered stream, the request it carries now, its timeouts' state. */
@@ -61,6 +79,15 @@ class Upstream implements Listed<Upstream> {
   seen = 0;
   /** how long it may stay idle: the forwarder's, or the upstream's shorter Keep-Alive hint */
   idleMs = 0;
+  /** the client connection whose request it carried last (carry); while idle it is in that client's list */
+  owner: ClientState | null = null;
+  /** while idle: the lists it is in (its owner's, its user's) and its neighbours there */
+  byClient: ClientState | null = null;
+  prevOfClient: Upstream | null = null;
+  nextOfClient: Upstream | null = null;
+  byUser: IdleList | null = null;
+  prevOfUser: Upstream | null = null;
+  nextOfUser: Upstream | null = null;
   prevLive: Upstream | null = null;
   nextLive: Upstream | null = null;
 
@@ -109,6 +136,10 @@ export interface ForwarderOptions {
   idleMs?: number;
   /** Idle connections kept per key. Default 8. */
   maxIdlePerKey?: number;
+  /** Idle connections one client connection keeps across all its keys (the ones it released last). Default 8. */
+  maxIdlePerClient?: number;
+  /** Idle connections one user keeps across all its client connections and keys. Default 256. */
+  maxIdlePerUser?: number;
   metrics?: Metrics | undefined;
   /** Counts each exchange that reached an upstream (rotor_proxy_connections_total{result="ok"}). */
   counter: ResultCounter;
@@ -155,6 +186,8 @@ class Exchange implements ByteCounters {
     readonly req: IncomingMessage,
     readonly res: ServerResponse,
     readonly client: Socket,
+    /** what the forwarder keeps with the client connection */
+    readonly state: ClientState,
     readonly route: Route,
     readonly target: AbsoluteTarget,
     public key: string,
@@ -193,19 +226,25 @@ class Exchange implements ByteCounters {
   }
 }
 
-/** What the forwarder keeps with a client connection (on the socket, CLIENT): set at its first forwarded request. */
-class ClientState {
+/**
+ * What the forwarder keeps with a client connection (on the socket, CLIENT): set at its first forwarded request.
+ * It is the list of the idle upstream connections it released last (IdleList): bounded (maxIdlePerClient), and
+ * its rotating routes' ones close with it.
+ */
+class ClientState extends IdleList {
   /** the exchange under way (stopped when the client leaves) */
   exchange: Exchange | null = null;
-  /** its rotating routes' keys (see Forwarder.keyFor); their idle upstreams close with it */
-  readonly keys = new Set<string>();
+  /** the client connection closed: its rotating routes' connections are not kept any more */
+  closed = false;
   /** the last rotating key made, with what it was made of */
   last: { key: string; user: string; productNo: string; region: string; host: string; port: number } | null = null;
 
   constructor(
     readonly forwarder: Forwarder,
     readonly id: number,
-  ) {}
+  ) {
+    super();
+  }
 }
 
 const CLIENT = Symbol('rotor.forwarded');
@@ -222,11 +261,17 @@ export class Forwarder {
   private readonly sweepMs: number;
   private readonly idleMs: number;
   private readonly maxIdle: number;
+  private readonly maxIdlePerClient: number;
+  private readonly maxIdlePerUser: number;
+  /** Each user's idle connections (an entry while it has any; emptied ones are dropped by the sweep, not per request). */
+  private readonly idleOfUser = new Map<string, IdleList>();
   private nextClientId = 1;
 
   constructor(private readonly options: ForwarderOptions) {
     this.idleMs = options.idleMs ?? 30_000;
     this.maxIdle = options.maxIdlePerKey ?? 8;
+    this.maxIdlePerClient = Math.max(1, options.maxIdlePerClient ?? 8);
+    this.maxIdlePerUser = Math.max(1, options.maxIdlePerUser ?? 256);
     // A timeout fires within one sweep after it is due.
     this.sweepMs = Math.max(5, Math.min(1000, Math.floor(Math.min(this.idleMs, options.responseTimeoutMs) / 4)));
   }
@@ -257,7 +302,7 @@ export class Forwarder {
     }
     const key = this.keyFor(route, target, state);
     const headers = forwardHeaderObject(req.rawHeaders, DROP, target.authority);
-    const exchange = new Exchange(this, req, res, client, route, target, key, headers, conn, expectContinue);
+    const exchange = new Exchange(this, req, res, client, state, route, target, key, headers, conn, expectContinue);
     state.exchange = exchange;
     const rules = this.options.router.rulesFor(route, target.host);
     if (rules !== undefined) {
@@ -329,6 +374,7 @@ export class Forwarder {
     while (idle.length > 0) {
       const u = idle.pop()!;
       u.free = false;
+      this.unlist(u);
       const socket = u.dialed.socket;
       if (!socket.destroyed && !socket.readableEnded) return u;
     }
@@ -368,9 +414,9 @@ export class Forwarder {
     exchange.conn.retries++;
     // Kept connections of this route to the exit just judged must not carry the retry.
     const idle = node === undefined ? undefined : this.slots.get(exchange.key)?.idle;
-    if (idle !== undefined) for (const u of [...idle]) if (u.dialed.node.id === node!.id) u.dialed.socket.destroy();
+    if (idle !== undefined) for (const u of [...idle]) if (u.dialed.node.id === node!.id) this.evict(u);
     // A sticky session the rule moved has a new key (no node bound yet).
-    exchange.key = this.keyFor(route, exchange.target, (exchange.client as ForwardedClient)[CLIENT]!);
+    exchange.key = this.keyFor(route, exchange.target, exchange.state);
     exchange.mayRetry = false;
     this.attempt(exchange);
     return true;
@@ -380,6 +426,7 @@ export class Forwarder {
   carry(exchange: Exchange, up: ClientRequest, upstream: Upstream): void {
     const conn = exchange.conn;
     upstream.client = exchange.client;
+    upstream.owner = exchange.state;
     // The response's silence is counted from here (sweep).
     upstream.tick = this.ticks;
     upstream.seen = upstream.stream.up + upstream.stream.down;
@@ -457,7 +504,15 @@ export class Forwarder {
     const slot = upstream.slot;
     // No request: one that left before it had the socket (node hands it back unused): closed, as node's agent does.
     const idleMs = !req || !req.shouldKeepAlive ? 0 : keepAliveMs(req, this.idleMs);
-    if (idleMs <= 0 || !socket.writable || socket.readableEnded || slot.idle.length >= this.maxIdle) {
+    const owner = upstream.owner;
+    if (
+      idleMs <= 0 ||
+      !socket.writable ||
+      socket.readableEnded ||
+      slot.idle.length >= this.maxIdle ||
+      // A rotating route's connection whose client connection closed can never be picked again.
+      (slot.rotating && (owner === null || owner.closed))
+    ) {
       socket.destroy();
       return;
     }
@@ -467,6 +522,33 @@ export class Forwarder {
     upstream.idleMs = idleMs;
     upstream.tick = this.ticks;
     slot.idle.push(upstream);
+    // Listed with its client connection and its user; past either bound, the least recently released closes.
+    if (owner !== null && !owner.closed) {
+      pushClient(owner, upstream);
+      if (owner.size > this.maxIdlePerClient) this.evict(owner.head!);
+    }
+    let ofUser = this.idleOfUser.get(slot.user);
+    if (ofUser === undefined) this.idleOfUser.set(slot.user, (ofUser = new IdleList()));
+    pushUser(ofUser, upstream);
+    if (ofUser.size > this.maxIdlePerUser) this.evict(ofUser.head!);
+  }
+
+  /** An idle connection taken out of its client's and user's lists (it was picked, or it closes). */
+  private unlist(u: Upstream): void {
+    if (u.byClient !== null) removeClient(u.byClient, u);
+    if (u.byUser !== null) removeUser(u.byUser, u);
+  }
+
+  /** An idle connection closed to keep a bound: out of its slot and lists now (its 'close' comes later). */
+  private evict(u: Upstream): void {
+    if (u.free) {
+      const idle = u.slot.idle;
+      const i = idle.indexOf(u);
+      if (i >= 0) idle.splice(i, 1);
+      u.free = false;
+      this.unlist(u);
+    }
+    u.dialed.socket.destroy();
   }
 
   /** An upstream connection closed: out of its slot (the slot too once it was the last) and out of the sweep. */
@@ -476,12 +558,15 @@ export class Forwarder {
       const i = slot.idle.indexOf(upstream);
       if (i >= 0) slot.idle.splice(i, 1);
       upstream.free = false;
+      this.unlist(upstream);
     }
     if (--slot.open === 0) this.slots.delete(slot.key);
     this.upstreams.remove(upstream);
     if (this.upstreams.size === 0) {
       clearInterval(this.sweepTimer);
       this.sweepTimer = undefined;
+      // No connection open: every user's list is empty.
+      this.idleOfUser.clear();
     }
   }
 
@@ -491,6 +576,7 @@ export class Forwarder {
    */
   sweep(): void {
     const tick = ++this.ticks;
+    for (const [user, list] of this.idleOfUser) if (list.size === 0) this.idleOfUser.delete(user);
     const sweepMs = this.sweepMs;
     const responseTicks = this.options.responseTimeoutMs / sweepMs;
     for (const u of this.upstreams) {
@@ -530,16 +616,23 @@ export class Forwarder {
       return last.key;
     }
     const key = `c|${routes.id}|${user}|${productNo}|${region}|${target.host}:${target.port}`;
-    routes.keys.add(key);
     routes.last = { key, user, productNo, region, host: target.host, port: target.port };
     return key;
   }
 
-  /** A client connection closed: its rotating routes' idle upstreams can never be picked again. */
-  dropClient(routes: ClientState): void {
-    for (const key of routes.keys) {
-      const idle = this.slots.get(key)?.idle;
-      if (idle !== undefined) for (const u of [...idle]) u.dialed.socket.destroy();
+  /**
+   * A client connection closed: its rotating routes' idle upstreams can never be picked again (closed); the
+   * shared ones it released (a sticky session's, an instance's) stay, bounded by their key and their user.
+   */
+  dropClient(state: ClientState): void {
+    state.closed = true;
+    let u = state.head;
+    while (u !== null) {
+      const next = u.nextOfClient;
+      u.owner = null;
+      if (u.slot.rotating) this.evict(u);
+      else removeClient(state, u);
+      u = next;
     }
   }
 
@@ -557,7 +650,7 @@ export class Forwarder {
     const key = exchange.key;
     let slot = this.slots.get(key);
     if (slot === undefined) {
-      slot = new KeySlot(key);
+      slot = new KeySlot(key, user);
       this.slots.set(key, slot);
     }
     slot.open++;
@@ -579,6 +672,46 @@ export class Forwarder {
     socket.resume();
     return upstream;
   }
+}
+
+function pushClient(list: ClientState, u: Upstream): void {
+  u.byClient = list;
+  u.prevOfClient = list.tail;
+  u.nextOfClient = null;
+  if (list.tail !== null) list.tail.nextOfClient = u;
+  else list.head = u;
+  list.tail = u;
+  list.size++;
+}
+
+function removeClient(list: ClientState, u: Upstream): void {
+  const { prevOfClient: prev, nextOfClient: next } = u;
+  if (prev !== null) prev.nextOfClient = next;
+  else list.head = next;
+  if (next !== null) next.prevOfClient = prev;
+  else list.tail = prev;
+  u.byClient = u.prevOfClient = u.nextOfClient = null;
+  list.size--;
+}
+
+function pushUser(list: IdleList, u: Upstream): void {
+  u.byUser = list;
+  u.prevOfUser = list.tail;
+  u.nextOfUser = null;
+  if (list.tail !== null) list.tail.nextOfUser = u;
+  else list.head = u;
+  list.tail = u;
+  list.size++;
+}
+
+function removeUser(list: IdleList, u: Upstream): void {
+  const { prevOfUser: prev, nextOfUser: next } = u;
+  if (prev !== null) prev.nextOfUser = next;
+  else list.head = next;
+  if (next !== null) next.prevOfUser = prev;
+  else list.tail = prev;
+  u.byUser = u.prevOfUser = u.nextOfUser = null;
+  list.size--;
 }
 
 /**
@@ -736,7 +869,7 @@ function upClosed(this: TaggedRequest): void {
   if (exchange.request !== this) return;
   // Only a request with a rule has a timer (a clearTimeout call per request otherwise).
   if (exchange.ruleTimer !== undefined) clearTimeout(exchange.ruleTimer);
-  const state = (exchange.client as ForwardedClient)[CLIENT]!;
+  const state = exchange.state;
   if (state.exchange === exchange) state.exchange = null;
   // Whatever ended the exchange without an answer or a failure said: the limit or the client leaving.
   if (exchange.upstream?.stream.exhausted) exchange.end('ok', 'limit');

@@ -2,6 +2,7 @@
 // (authorize), and how to get a tunnel to its target (dial): sticky session or pool, dial with deadlines,
 // on a failure before any byte reached the client mark the node, rotate the session and try another node.
 import { InternalError } from '../errors/rotor-error.ts';
+import { PoolChurnError } from '../pool/registry.ts';
 import { StaticPool } from '../pool/static.ts';
 import { PoolEmptyError, type FailureReason, type NodeSource, type PoolKey, type UpstreamNode } from '../pool/types.ts';
 import { HedgeDelays } from './handshake-times.ts';
@@ -99,6 +100,12 @@ export interface RouterOptions {
    * known yet (let through). An unknown code is refused (403) before any pool or draw exists for it.
    */
   regionKnown?: (code: string) => boolean | undefined;
+  /**
+   * Whether a `-product-` productNo is in the merchant's catalogue (src/proxy/product-names.ts); undefined = no
+   * listing loaded yet. A product other than the user's own that is not known is refused (403) before any pool
+   * or platform call. Absent (tests, tools): every product is let through.
+   */
+  productKnown?: (productNo: string) => boolean | undefined;
   /** Request rules (src/proxy/request-rules.ts): proxy.requestRules and each user's; none = no cost. */
   requestRules?: RequestRules;
   /** Exits banned per user by request rules (src/proxy/request-bans.ts). */
@@ -230,6 +237,21 @@ export class Router {
     if (o.region !== undefined && this.options.regionKnown?.(o.region) === false) {
       return { ok: false, kind: 'forbidden', reason: `unknown region '${o.region}'` };
     }
+    // A product named in the user name is judged by the catalogue already loaded: a forged name costs nothing.
+    if (o.product !== undefined && o.product !== user.product && this.options.productKnown !== undefined) {
+      const known = this.options.productKnown(o.product);
+      if (known !== true)
+        return {
+          ok: false,
+          kind: 'forbidden',
+          reason:
+            known === false
+              ? `unknown product '${shown(o.product)}'`
+              : `product '${shown(o.product)}' not known yet (the product list is loading); try again shortly`,
+          user: user.name,
+          result: 'not_allowed',
+        };
+    }
     // A new sticky session past the user's bound (proxy.maxSessionsPerUser) is refused before it takes a slot.
     if (o.sessionId !== undefined && this.options.sessions.admits?.(user.name, o.sessionId) === false) {
       return {
@@ -315,6 +337,8 @@ export class Router {
     try {
       source = this.sourceFor(route);
     } catch (err) {
+      // The registry refuses a new pool past the user's replacements (pool.replacePerMinute): the client's doing.
+      if (err instanceof PoolChurnError) throw new GatewayError('LIMITED', err.message);
       // The registry refuses a new pool when all of the user's pools are busy (pool.maxPerUser).
       if (err instanceof PoolEmptyError)
         throw new GatewayError('NO_UPSTREAM', 'no upstream available: too many regions or products in use');
@@ -554,6 +578,11 @@ class DialedTunnel implements Dialed {
 function failOutcome(outcome: DialOutcome, err: unknown): void {
   outcome.error = err instanceof Error ? err : new InternalError(String(err));
   outcome.resolve(outcome);
+}
+
+/** A client's value in a one-line reason: at most 40 characters. */
+function shown(value: string): string {
+  return value.length > 40 ? `${value.slice(0, 40)}...` : value;
 }
 
 /** A node another daemon of a fleet drew (not in this daemon's pools) serves its session while it lasts. */

@@ -392,6 +392,8 @@ describe('PoolRegistry bounds (issue 13: regions chosen by the client)', () => {
       drawerFor: () => ({ draw: async () => [node(40010)] }),
       tuning: { lowWater: 0 },
       maxPerUser: 3,
+      // Replacements unrationed here (one a millisecond of this clock): test/pool/registry-churn.test.ts rations them.
+      replacePerMinute: 60_000,
       now: () => now,
       metrics,
     });

@@ -1,0 +1,80 @@
+// `-product-<productNo>` in the proxy user name is judged by the merchant's catalogue already loaded (src/proxy/
+// product-names.ts, the router's admit), as `-region-` codes are by the dictionaries (test/e2e/security.test.ts):
+// a product nobody sells is refused 403 "unknown product" before any pool or platform call. Before, each distinct
+// forged name cost a catalogue look-up on the platform (GetProductInfo), was answered 503 and made a pool: a
+// customer cycling names spent the reseller's app key's platform calls at its connection rate. Real daemon on the
+// embedded sandbox, raw CONNECTs.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { connect } from 'node:net';
+import { startGateway, startTarget, type Gateway, type Target } from './harness.ts';
+
+let gw: Gateway;
+let target: Target;
+before(async () => {
+  gw = await startGateway();
+  target = await startTarget();
+});
+after(async () => {
+  await target?.close();
+  await gw?.close();
+});
+
+function connectStatus(port: number, text: string): Promise<number> {
+  return connectHead(port, text).then((t) => Number(/^HTTP\/1\.[01] (\d{3})/.exec(t)?.[1] ?? 0));
+}
+
+/** The answer's head to one request sent on a new connection. */
+function connectHead(port: number, text: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const s = connect({ host: '127.0.0.1', port });
+    let t = '';
+    s.on('data', (d: Buffer) => {
+      t += d.toString('latin1');
+      if (t.includes('\r\n\r\n')) s.destroy();
+    });
+    s.on('error', reject);
+    s.on('close', () => resolve(t));
+    s.write(text);
+  });
+}
+const basic = (user: string, pass: string) => `Proxy-Authorization: Basic ${Buffer.from(`${user}:${pass}`).toString('base64')}\r\n`;
+
+test('-product- names the catalogue does not hold are refused before any pool or platform draw', async () => {
+  const calls = (): number => Object.values(gw.daemon.sim!.inspect.calls()).reduce((n, c) => n + (c ?? 0), 0);
+  const before = calls();
+  const ops0 = { ...gw.daemon.sim!.inspect.calls() } as Record<string, number | undefined>;
+  const statuses: number[] = [];
+  for (let i = 0; i < 50; i++)
+    statuses.push(
+      await connectStatus(
+        gw.ports.http,
+        `CONNECT 127.0.0.1:${target.port} HTTP/1.1\r\nHost: x\r\n${basic(`alice-product-FORGED${i}`, 'alice-pass')}\r\n`,
+      ),
+    );
+  const made = calls() - before;
+  const ops1 = gw.daemon.sim!.inspect.calls() as Record<string, number | undefined>;
+  const byOp = Object.entries(ops1)
+    .map(([k, v]) => [k, (v ?? 0) - (ops0[k] ?? 0)] as const)
+    .filter(([, n]) => n > 0);
+  assert.ok(
+    made < 5,
+    `50 CONNECTs with forged -product- names cost ${made} platform calls (${JSON.stringify(Object.fromEntries(byOp))}; answers: ${[...new Set(statuses)].join(', ')})`,
+  );
+  assert.deepEqual([...new Set(statuses)], [403], 'each refused as forbidden, not as a platform failure (503)');
+  const pools = gw.daemon.pools.list().map((p) => p.key.productNo);
+  assert.ok(!pools.some((p) => p.startsWith('FORGED')), `no pool made for a forged product: ${JSON.stringify(pools)}`);
+  const head = await connectHead(
+    gw.ports.http,
+    `CONNECT 127.0.0.1:${target.port} HTTP/1.1\r\nHost: x\r\n${basic('alice-product-FORGED99', 'alice-pass')}\r\n`,
+  );
+  assert.match(head, /unknown product 'FORGED99'/, head);
+  // A wrong password with a forged product: still the one credential refusal (the product is judged after it).
+  assert.equal(
+    await connectStatus(
+      gw.ports.http,
+      `CONNECT 127.0.0.1:${target.port} HTTP/1.1\r\nHost: x\r\n${basic('alice-product-FORGED1', 'wrong')}\r\n`,
+    ),
+    407,
+  );
+});
