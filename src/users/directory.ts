@@ -49,7 +49,10 @@ const FOLLOWED_INTENT_GRACE_MS = 60_000;
 
 /** A config `users:` entry as the directory takes it (src/config/schema.ts UserConfig). */
 export interface ConfigUserInput extends Partial<
-  Omit<UserData, 'name' | 'source' | 'createdAt' | 'mainAccount' | 'rules' | 'listen' | 'expiresAt' | 'pricePerGb' | 'requestRules'>
+  Omit<
+    UserData,
+    'name' | 'source' | 'createdAt' | 'mainAccount' | 'rules' | 'listen' | 'expiresAt' | 'pricePerGb' | 'requestRules' | 'instances'
+  >
 > {
   name: string;
   password: string;
@@ -62,6 +65,7 @@ export interface ConfigUserInput extends Partial<
   listen?: { port: number; allowIps: readonly string[] } | null | undefined;
   expiresAt?: string | null | undefined;
   pricePerGb?: number | null | undefined;
+  instances?: readonly string[] | null | undefined;
 }
 
 /** A user's record in memory: the gateway's row (src/admission/users.ts) and what only the directory reads. */
@@ -797,6 +801,7 @@ export class Users {
       expiresAt: data.expiresAt,
       listen: data.listen,
       pricePerGb: data.pricePerGb,
+      instances: data.instances,
     };
     const e: Entry = {
       data,
@@ -925,6 +930,7 @@ function defaults(): Omit<UserData, 'name' | 'mainAccount' | 'source' | 'created
     rules: { denyPorts: [], denyHosts: [], allowPorts: [], allowHosts: [] },
     requestRules: [],
     metrics: false,
+    instances: null,
   };
 }
 
