@@ -834,7 +834,7 @@ export class Accounting {
         m.used = 0;
         m.persisted = 0;
         if (this.allowance) m.allowance = this.allowance.user(m.key);
-        return this.loadStored(m, m.name, records);
+        return this.loadStored(m, m.key, records);
       }
     }
     return this.rollNow(m, records, batch);

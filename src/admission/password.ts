@@ -17,6 +17,14 @@ const R = 8;
 const P = 1;
 const KEY_LENGTH = 32;
 const MAXMEM = 64 * 1024 * 1024;
+/** The memory a verification may take (scrypt needs about 128 × N × r bytes). */
+const VERIFY_MAXMEM = 256 * 1024 * 1024;
+/**
+ * The most work an imported hash may ask per check, N × r × p: 16 times Rotor's own (2^14 × 8 × 1), and within
+ * VERIFY_MAXMEM. Heavier parameters cost seconds of a hashing thread per wrong guess (two threads serve every
+ * login), or could never be checked at all (past the memory bound every check failed).
+ */
+const MAX_IMPORTED_WORK = 2 ** 21;
 
 /**
  * login: the proxy's logins; admin: the admin API's writes (and the config's users); bulk: batch imports;
@@ -156,6 +164,8 @@ function parse(stored: string): Parsed | undefined {
   if (parts.length !== 6 || parts[0] !== 'scrypt') return undefined;
   const [n, r, p] = [Number(parts[1]), Number(parts[2]), Number(parts[3])];
   if (![n, r, p].every((x) => Number.isInteger(x) && x > 0) || n > 1 << 20) return undefined;
+  // Past the check's memory bound scrypt throws: such a hash is as good as malformed (the dummy's work is done).
+  if (128 * n * r > VERIFY_MAXMEM) return undefined;
   const expected = Buffer.from(parts[5]!, 'base64');
   if (expected.length === 0) return undefined;
   return { n, r, p, salt: Buffer.from(parts[4]!, 'base64'), expected };
@@ -172,7 +182,7 @@ export async function verifyPasswordAsync(password: string, stored: string, prio
   const h = isGeneratedHash(stored) ? undefined : parse(stored);
   const work = h ?? parse(DUMMY_HASH)!;
   const key = await hashQueue.run(priority, () =>
-    scryptAsync(password, work.salt, work.expected.length, work.n, work.r, work.p, 256 * 1024 * 1024),
+    scryptAsync(password, work.salt, work.expected.length, work.n, work.r, work.p, VERIFY_MAXMEM),
   );
   return h !== undefined && timingSafeEqual(key, h.expected);
 }
@@ -231,7 +241,8 @@ const SCRYPT_HASH = /^scrypt\$(\d{1,8})\$(\d{1,3})\$(\d{1,3})\$([A-Za-z0-9+/]{16
 
 /**
  * Why an imported `passwordHash` is refused, or undefined when it is an scrypt hash Rotor can verify: N a
- * power of two from 2^14 (no weaker than Rotor's own) to 2^20, r 1–32, p 1–16, salt ≥ 12 bytes, key ≥ 32.
+ * power of two from 2^14 (no weaker than Rotor's own) to 2^20, r 1–32, p 1–16, N × r × p at most 2^21
+ * (MAX_IMPORTED_WORK), salt ≥ 12 bytes, key ≥ 32.
  */
 export function importedHashProblem(hash: string): string | undefined {
   const m = SCRYPT_HASH.exec(hash);
@@ -239,6 +250,8 @@ export function importedHashProblem(hash: string): string | undefined {
   const [n, r, p] = [Number(m[1]), Number(m[2]), Number(m[3])];
   if (n < 16_384 || n > 1 << 20 || (n & (n - 1)) !== 0) return 'N must be a power of two from 16384 to 1048576';
   if (r < 1 || r > 32 || p < 1 || p > 16) return 'r must be 1-32 and p 1-16';
+  if (n * r * p > MAX_IMPORTED_WORK)
+    return `N × r × p must be at most ${MAX_IMPORTED_WORK} (16 times Rotor's own cost per check, whose memory is bounded to 256 MiB)`;
   if (Buffer.from(m[4]!, 'base64').length < 12) return 'the salt must be at least 12 bytes';
   if (Buffer.from(m[5]!, 'base64').length < 32) return 'the key must be at least 32 bytes';
   return undefined;

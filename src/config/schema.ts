@@ -128,8 +128,11 @@ const proxy = z
     rules: rulesSchema.prefault({ denyPorts: [25] }),
     /** Request rules every user is held to, after the user's own (src/proxy/request-rules.ts); none by default. */
     requestRules: requestRulesSchema.default([]),
-    /** On SIGTERM/SIGINT, open connections get this long to finish; those still open are then cut and recorded as `shutdown`. */
-    drainMs: z.number().int().min(0).max(600_000).default(10_000),
+    /**
+     * On SIGTERM/SIGINT, open connections get this long to finish; those still open are then cut and recorded as
+     * `shutdown`. 5 s: a stop's grace of 10 s (docker stop's default) leaves the rest for the last writes.
+     */
+    drainMs: z.number().int().min(0).max(600_000).default(5_000),
     // ── TLS to the proxy (src/proxy/https-listener.ts) ──
     /** The HTTP proxy over TLS ("HTTPS proxy"); absent = off. `cert`/`key`: PEM files, read again on SIGHUP. */
     https: z
@@ -310,6 +313,17 @@ const user = z.strictObject({
   enabled: z.boolean().default(true),
   /** Always export this user's per-user metric series. */
   metrics: z.boolean().default(false),
+  /** Static instances the user may name with `-instance-`; null/absent = every running instance (src/users/record.ts). */
+  instances: z
+    .array(
+      z
+        .string()
+        .regex(/^[A-Za-z0-9_.]+$/)
+        .max(64),
+    )
+    .max(1000)
+    .nullable()
+    .optional(),
 });
 
 const users = z

@@ -297,9 +297,15 @@ async function assembleListeners(config: Config, needs: Needs, ctx: AssemblyCont
       : undefined;
   const https = httpsListener && needs.listen.https ? await listenAs(needs.listen.https, () => httpsListener.listen()) : undefined;
   let draining = 0;
+  const accounting = needs.accounts.accounting;
   ctx.stops.onStop('listeners', async () => {
-    // Connections still open when the drain ends are recorded as cut by the shutdown (src/connlog/recorder.ts).
+    // Connections still open when the drain ends are recorded as cut by the shutdown; open connections are
+    // checkpointed now and about every second of the drain, and the meter is written now: a SIGKILL during the
+    // drain (a stop's grace shorter than proxy.drainMs) costs about a second of their bytes (src/connlog/recorder.ts).
     connections.recorder.stopping(draining);
+    accounting
+      .flush()
+      .catch((err: unknown) => logger.warn({ err }, 'the meter could not be written at the stop; its next flush tries again'));
     // Users' own ports stop accepting (their silent connections closed); those handed to the listeners drain
     // with the shared ports' connections and, cut, are recorded as `shutdown` like them.
     await Promise.all([userPorts.stopAccepting(), httpListener.close(draining), socksListener.close(draining), httpsListener?.close()]);

@@ -3,7 +3,7 @@
 import type { Config } from '../config/schema.ts';
 import { orderFinalWriter } from '../events/index.ts';
 import type { Fleet } from '../fleet/index.ts';
-import { InstanceDirectoryCache } from '../orders/instance-directory.ts';
+import { InstanceDirectoryCache, type InstanceRights } from '../orders/instance-directory.ts';
 import { Orders, orderLeaseName } from '../orders/index.ts';
 import type { PlatformClient } from '../platform/client.ts';
 import type { Backends } from '../store/backends.ts';
@@ -23,6 +23,8 @@ interface Needs {
   events: EventsPart;
   /** An order stored as final: its dynamic balances are read at once (src/accounts/balances.ts orderFinal). */
   onOrderFinal?: (request: unknown) => void;
+  /** A user's `instances` (the users directory): which static instances `-instance-` may name for them. */
+  rights?: InstanceRights;
 }
 
 export async function assembleOrders(config: Config, needs: Needs, ctx: AssemblyContext): Promise<OrdersPart> {
@@ -51,6 +53,7 @@ export async function assembleOrders(config: Config, needs: Needs, ctx: Assembly
   await orders.start();
   ctx.stops.onStop('orders', () => orders.stop());
   const instances = new InstanceDirectoryCache(store, { logger: ctx.logger, ...clockOption(ctx) });
+  if (needs.rights) instances.useRights(needs.rights);
   await instances.start();
   ctx.stops.onStop('instance directory', () => instances.stop());
   return { orders, instances };

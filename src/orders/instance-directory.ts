@@ -13,8 +13,12 @@ export interface InstanceDirectoryOptions {
   now?: () => number;
 }
 
+/** A user's `instances` (undefined or null: every running instance of the merchant). */
+export type InstanceRights = (user: string) => readonly string[] | null | undefined;
+
 export class InstanceDirectoryCache {
   private nodes = new Map<string, UpstreamNode>();
+  private rights: InstanceRights | undefined;
   private timer: NodeJS.Timeout | undefined;
   private readonly now: () => number;
 
@@ -49,9 +53,20 @@ export class InstanceDirectoryCache {
     return node;
   }
 
-  /** One merchant's daemon: every configured user may use the merchant's running instances. */
-  allowed(_user: string, instanceNo: string): boolean {
-    return this.nodes.has(instanceNo);
+  /**
+   * Whether `user` may leave through `instanceNo`: a running instance of the merchant, and one of the user's
+   * `instances` when the record names them (a static IP sold to one customer); a record without the field may
+   * use every running instance.
+   */
+  allowed(user: string, instanceNo: string): boolean {
+    if (!this.nodes.has(instanceNo)) return false;
+    const mine = this.rights?.(user);
+    return mine === undefined || mine === null || mine.includes(instanceNo);
+  }
+
+  /** Where a user's `instances` are read (the users directory, given once both are assembled). */
+  useRights(rights: InstanceRights): void {
+    this.rights = rights;
   }
 
   stop(): void {

@@ -57,9 +57,15 @@ export class PoolChurnError extends RotorError {
   }
 }
 
-/** A user's pools, and the bucket its replacements take from. */
+/** A user's pools, the one it was given last, and the bucket its replacements take from. */
 interface UserPools {
   ids: Set<string>;
+  /**
+   * The pool the user was last given (gone with its pool): every tunnel asks, and most ask for their user's same
+   * pool again, which is then found without joining the key into its id and hashing that new string (2.5 k
+   * instructions per tunnel, a third of them the join, docs/benchmarks.md).
+   */
+  last: Pool | undefined;
   tokens: number;
   /** registry clock of the last refill */
   at: number;
@@ -113,6 +119,7 @@ export class PoolRegistry {
     this.pools.delete(id);
     this.lastUsed.delete(id);
     const mine = this.byUser.get(pool.key.user);
+    if (mine?.last === pool) mine.last = undefined;
     mine?.ids.delete(id);
     if (mine?.ids.size === 0) this.byUser.delete(pool.key.user);
   }
@@ -153,6 +160,21 @@ export class PoolRegistry {
 
   /** The pool for this key, created (empty; it draws on first acquire) when absent. */
   get(key: PoolKey): Pool {
+    const last = this.byUser.get(key.user)?.last;
+    let pool: Pool;
+    if (last !== undefined && last.key.productNo === key.productNo && last.key.region === key.region) pool = last;
+    else {
+      pool = this.lookup(key);
+      // The user's entry exists now (lookup made it with the pool if it had none).
+      this.byUser.get(key.user)!.last = pool;
+    }
+    // By the pool's own id: its hash is kept with the string.
+    this.lastUsed.set(pool.id, this.now());
+    return pool;
+  }
+
+  /** The pool for this key by its id, created when absent. */
+  private lookup(key: PoolKey): Pool {
     const id = poolKeyId(key);
     let pool = this.pools.get(id);
     if (!pool) {
@@ -171,10 +193,9 @@ export class PoolRegistry {
       });
       this.pools.set(id, pool);
       let mine = this.byUser.get(key.user);
-      if (!mine) this.byUser.set(key.user, (mine = { ids: new Set(), tokens: this.replaceBurst, at: this.now() }));
+      if (!mine) this.byUser.set(key.user, (mine = { ids: new Set(), last: undefined, tokens: this.replaceBurst, at: this.now() }));
       mine.ids.add(id);
     }
-    this.lastUsed.set(id, this.now());
     return pool;
   }
 

@@ -30,6 +30,8 @@ export interface LocalUser {
   pricePerGb?: number | null | undefined;
   /** Request rules of this user, before proxy.requestRules (src/proxy/request-rules.ts). */
   requestRules?: readonly RequestRule[] | null | undefined;
+  /** Static instances this user may name with `-instance-`; null/absent = every running instance of the merchant. */
+  instances?: readonly string[] | null | undefined;
 }
 
 /** Config-backed; a reload swaps the object (Router.setUsers) or its contents. */

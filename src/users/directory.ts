@@ -49,7 +49,10 @@ const FOLLOWED_INTENT_GRACE_MS = 60_000;
 
 /** A config `users:` entry as the directory takes it (src/config/schema.ts UserConfig). */
 export interface ConfigUserInput extends Partial<
-  Omit<UserData, 'name' | 'source' | 'createdAt' | 'mainAccount' | 'rules' | 'listen' | 'expiresAt' | 'pricePerGb' | 'requestRules'>
+  Omit<
+    UserData,
+    'name' | 'source' | 'createdAt' | 'mainAccount' | 'rules' | 'listen' | 'expiresAt' | 'pricePerGb' | 'requestRules' | 'instances'
+  >
 > {
   name: string;
   password: string;
@@ -62,6 +65,7 @@ export interface ConfigUserInput extends Partial<
   listen?: { port: number; allowIps: readonly string[] } | null | undefined;
   expiresAt?: string | null | undefined;
   pricePerGb?: number | null | undefined;
+  instances?: readonly string[] | null | undefined;
 }
 
 /** A user's record in memory: the gateway's row (src/admission/users.ts) and what only the directory reads. */
@@ -797,6 +801,7 @@ export class Users {
       expiresAt: data.expiresAt,
       listen: data.listen,
       pricePerGb: data.pricePerGb,
+      instances: data.instances,
     };
     const e: Entry = {
       data,
@@ -862,8 +867,8 @@ export class Users {
     }
   }
 
-  /** Fleet: applies what other daemons wrote since the last look. */
-  private follow(): Promise<void> {
+  /** Fleet: applies what other daemons wrote since the last look (every `followMs`; a look already running is shared). */
+  follow(): Promise<void> {
     if (this.following || this.closed) return this.following ?? Promise.resolve();
     const run = (async () => {
       const { changed, deleted, version } = await this.store.usersChangedSince(this.version);
@@ -873,6 +878,10 @@ export class Users {
         if (before && before.version >= s.version) continue;
         const e = this.install(s);
         if (e.state === 'creating' && !this.followedIntents.has(s.name)) this.followedIntents.set(s.name, this.now());
+        // Deleted and made again between two looks (the tombstone below is older than this record): another
+        // customer under the name, so the deleted one's connections here end now, as its delete would end them,
+        // before they count on the new customer's meter.
+        if (before !== undefined && before.data.createdAt !== e.data.createdAt) this.stopRunning(before, 'deleted');
         await this.applyAccounting(e);
         if (before?.data.enabled && !e.data.enabled) this.stopRunning(e, 'disabled');
         names.push(s.name);
@@ -921,6 +930,7 @@ function defaults(): Omit<UserData, 'name' | 'mainAccount' | 'source' | 'created
     rules: { denyPorts: [], denyHosts: [], allowPorts: [], allowHosts: [] },
     requestRules: [],
     metrics: false,
+    instances: null,
   };
 }
 

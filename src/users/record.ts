@@ -40,6 +40,18 @@ const rfc3339 = z
   )
   .refine((v) => Number.isFinite(Date.parse(v)), 'must be a valid date-time');
 
+/** A user's static instances: instanceNos as `-instance-` takes them (at most INSTANCES_MAX, no repeats). */
+export const INSTANCES_MAX = 1000;
+const instancesSchema = z
+  .array(
+    z
+      .string()
+      .regex(/^[A-Za-z0-9_.]+$/, 'an instanceNo is [A-Za-z0-9_.]+')
+      .max(64),
+  )
+  .max(INSTANCES_MAX)
+  .refine((list) => new Set(list).size === list.length, 'must not repeat an instanceNo');
+
 /** Every field of a record a client may set (besides name and password), with defaults. */
 const fields = {
   mainAccount: z.string().min(1).max(64).regex(/^\S+$/, 'must not contain spaces'),
@@ -59,6 +71,8 @@ const fields = {
   requestRules: requestRulesSchema.default([]),
   /** Always export this user's per-user metric series (within the bound, see src/users/series.ts). */
   metrics: z.boolean().default(false),
+  /** Static instances the user may name with `-instance-` (a static IP sold to this customer); null = every one. */
+  instances: instancesSchema.nullable().default(null),
 };
 
 /** POST /v1/users. */
@@ -85,6 +99,7 @@ export const patchUserSchema = z
     rules: rulesSchema,
     requestRules: requestRulesSchema,
     metrics: z.boolean(),
+    instances: instancesSchema.nullable(),
   })
   .partial();
 
@@ -115,6 +130,8 @@ export interface UserData {
   rules: UserRules;
   requestRules: RequestRuleConfig[];
   metrics: boolean;
+  /** Static instances the user may name with `-instance-`; null = every running instance of the merchant. */
+  instances: string[] | null;
   source: UserSource;
   createdAt: number;
   /**
@@ -208,6 +225,7 @@ function plainData(name: string, data: unknown): UserData | undefined {
     !RULE_KEYS.every((k) => Array.isArray(rules[k]) && (rules[k] as unknown[]).length === 0) ||
     !(Array.isArray(d.requestRules) && d.requestRules.length === 0) ||
     typeof d.metrics !== 'boolean' ||
+    (d.instances !== undefined && d.instances !== null) ||
     (d.source !== 'config' && d.source !== 'api') ||
     typeof d.createdAt !== 'number' ||
     (d.incarnation !== undefined && !isInt(d.incarnation, 0, Number.MAX_SAFE_INTEGER))
@@ -229,6 +247,7 @@ function plainData(name: string, data: unknown): UserData | undefined {
     rules: EMPTY_RULES,
     requestRules: EMPTY_REQUEST_RULES,
     metrics: d.metrics,
+    instances: null,
     source: d.source,
     createdAt: d.createdAt,
     ...(typeof d.incarnation === 'number' && d.incarnation > 0 ? { incarnation: d.incarnation } : {}),
@@ -255,6 +274,7 @@ function schemaData(name: string, data: unknown): UserData | undefined {
     rules: d.rules,
     requestRules: d.requestRules,
     metrics: d.metrics,
+    instances: d.instances,
     source: d.source,
     createdAt: d.createdAt,
     ...(d.incarnation !== undefined && d.incarnation > 0 ? { incarnation: d.incarnation } : {}),

@@ -1,7 +1,14 @@
 // Password hashing off the event loop: real scrypt on libuv's pool through the bounded, prioritized queue.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { HashBusyError, HashQueue, hashPasswordAsync, hashQueue, verifyPasswordAsync } from '../../src/admission/password.ts';
+import {
+  HashBusyError,
+  HashQueue,
+  hashPasswordAsync,
+  hashQueue,
+  importedHashProblem,
+  verifyPasswordAsync,
+} from '../../src/admission/password.ts';
 
 test('hashes made on the thread pool verify, sync and async; a malformed hash is false after the same work', async () => {
   const h = await hashPasswordAsync('s3cret', { priority: 'bulk' });
@@ -77,4 +84,18 @@ test("the portal's sign-ins come after every admin write and bulk import, and ar
   }
   await Promise.all(all);
   assert.deepEqual(order, ['p1', 'l1', 'l2', 'a1', 'b1', 'p2', 'p3']);
+});
+
+test("an imported hash is refused past 16 times the work of Rotor's own (N × r × p ≤ 2^21); a stored one past the memory bound is false, not an error", async () => {
+  const salt = Buffer.alloc(16, 7).toString('base64');
+  const key = Buffer.alloc(32, 9).toString('base64');
+  const h = (n: number, r: number, p: number) => `scrypt$${n}$${r}$${p}$${salt}$${key}`;
+  assert.equal(importedHashProblem(h(16_384, 8, 1)), undefined, "Rotor's own parameters");
+  assert.equal(importedHashProblem(h(262_144, 8, 1)), undefined, '2^21: 16 times the work, 256 MiB');
+  assert.match(importedHashProblem(h(262_144, 8, 2)) ?? '', /N × r × p must be at most 2097152/);
+  assert.match(importedHashProblem(h(1_048_576, 32, 1)) ?? '', /N × r × p/, '4 GiB per check before');
+  assert.match(importedHashProblem(h(16_384, 16, 16)) ?? '', /N × r × p/);
+  // A hash stored before the bound (or written straight into the store) whose check cannot run: false, at the
+  // dummy's cost, instead of an error on every login.
+  assert.equal(await verifyPasswordAsync('any', h(1_048_576, 32, 1)), false);
 });

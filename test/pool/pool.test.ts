@@ -384,6 +384,49 @@ describe('PoolRegistry', () => {
   });
 });
 
+describe("PoolRegistry: a user's last pool", () => {
+  test('is given again for its own key only, keeps its use time, and never once closed', async () => {
+    let now = 1_000;
+    const reg = new PoolRegistry({
+      drawerFor: () => ({ draw: async () => [node(40030)] }),
+      tuning: { lowWater: 0 },
+      idleEvictMs: 60_000,
+      now: () => now,
+    });
+    try {
+      const a = reg.get({ user: 'alice', productNo: 'P', region: 'USA' });
+      assert.equal(reg.get({ user: 'alice', productNo: 'P', region: 'USA' }), a);
+      const b = reg.get({ user: 'alice', productNo: 'P', region: '' });
+      assert.notEqual(b, a);
+      assert.equal(reg.get({ user: 'alice', productNo: 'Q', region: 'USA' }).id, 'alice/Q/USA');
+      assert.equal(reg.get({ user: 'bob', productNo: 'P', region: 'USA' }).id, 'bob/P/USA');
+      assert.equal(reg.get({ user: 'alice', productNo: 'P', region: 'USA' }), a);
+      assert.equal(reg.get({ user: 'alice', productNo: 'P', region: '' }), b);
+      // Asked again (as the user's last pool) just before its idle time: it was used, so it stays.
+      now += 59_999;
+      assert.equal(reg.get({ user: 'alice', productNo: 'P', region: '' }), b);
+      now += 2;
+      assert.equal(reg.evictIdle(), 3);
+      assert.equal(reg.find('alice/P/'), b);
+      // Removed while it was the user's last: the next ask makes a new pool, which serves.
+      assert.equal(reg.delete({ user: 'alice', productNo: 'P', region: '' }), true);
+      const b2 = reg.get({ user: 'alice', productNo: 'P', region: '' });
+      assert.notEqual(b2, b);
+      const n2 = await b2.acquire();
+      assert.equal(n2.port, 40030);
+      b2.release(n2);
+      // Evicted while it was the user's last: the same.
+      now += 60_001;
+      reg.evictIdle();
+      const b3 = reg.get({ user: 'alice', productNo: 'P', region: '' });
+      assert.notEqual(b3, b2);
+      assert.equal((await b3.acquire()).port, 40030);
+    } finally {
+      reg.close();
+    }
+  });
+});
+
 describe('PoolRegistry bounds (issue 13: regions chosen by the client)', () => {
   test('at most maxPerUser pools per user: the least recently used idle one makes room; none idle = refused', async () => {
     let now = 1_000;

@@ -63,6 +63,7 @@ const userView = {
       },
     },
     metrics: { type: 'boolean', description: "always export this user's per-user metric series" },
+    instances: nullable({ ...stringList, description: 'static instances the user may name with -instance-; null = every running one' }),
     source: { type: 'string', enum: ['config', 'api'] },
     state: { type: 'string', enum: ['creating', 'ready'] },
     platformAccount: {
