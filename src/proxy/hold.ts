@@ -2,14 +2,29 @@
 // the client's FIN, so a client that gives up would hold a dial (and a pool slot) until its deadline. Bytes
 // the client pipelines meanwhile are kept (bounded) and handed to the relay as the head.
 //
-// One Hold object per dial and the same four module-level listeners for every socket (they find their Hold
-// on the socket): no closure per connection.
+// One Hold object per dial and the same module-level listeners for every socket (they find their Hold on the
+// socket): no closure per connection. A tunnel's hold is given its reader's listeners (the relay's, which call
+// heldData and heldGone here until the relay starts): a release that hands them over leaves them on the socket,
+// instead of three taken off and the same three kinds put on again by the relay in the same turn (~3.7 k
+// instructions per tunnel, most of them node's stream code, docs/benchmarks.md).
 import type { Socket } from 'node:net';
 
 const MAX_HELD_BYTES = 64 * 1024;
 
 const HOLD = Symbol('rotor.hold');
-type HeldSocket = Socket & { [HOLD]?: Hold | undefined };
+/** Set on a socket whose release handed its listeners over, until the reader takes them (takeHandedListeners). */
+const HANDED = Symbol('rotor.heldHanded');
+type HeldSocket = Socket & { [HOLD]?: Hold | undefined; [HANDED]?: boolean };
+
+/** A reader's listeners for a held socket ('data', 'end', 'close'), each calling heldData / heldGone while held. */
+export interface HoldListeners {
+  data: (this: Socket, chunk: Buffer) => void;
+  end: (this: Socket) => void;
+  close: (this: Socket) => void;
+}
+
+/** The hold's own (a hold nobody reads after: the admission's). */
+const OWN: HoldListeners = { data: onHeldData, end: onHeldGone, close: onHeldGone };
 
 /** Told once when the client ends or closes (a failure closes it) before the hold is released (a DialCancel fits). */
 export interface HoldWatcher {
@@ -29,15 +44,17 @@ export class Hold {
     private readonly socket: Socket,
     private readonly head: Buffer | null,
     readonly watcher: HoldWatcher,
+    /** The reader's listeners, to hand over at release (see release's handOver); default the hold's own. */
+    private readonly listeners: HoldListeners = OWN,
   ) {
     this.size = head?.length ?? 0;
     (socket as HeldSocket)[HOLD] = this;
-    socket.on('data', onHeldData);
+    socket.on('data', listeners.data);
     // on(), not once(): detach() removes them all when the first fires (once() would wrap each in a new function).
     // No 'error' listener: a socket destroys itself on an error and 'close' follows, and every accepted socket
     // carries the listener's own error guard (ListenerConnections.accept): one listener fewer per connection.
-    socket.on('end', onHeldGone);
-    socket.on('close', onHeldGone);
+    socket.on('end', listeners.end);
+    socket.on('close', listeners.close);
     // Already flowing when the handshake left it so (acceptSocks5 keepReading): then this costs nothing.
     socket.resume();
   }
@@ -53,14 +70,23 @@ export class Hold {
     const socket = this.socket as HeldSocket;
     if (socket[HOLD] !== this) return;
     socket[HOLD] = undefined;
-    socket.off('data', onHeldData);
-    socket.off('end', onHeldGone);
-    socket.off('close', onHeldGone);
+    const { listeners } = this;
+    socket.off('data', listeners.data);
+    socket.off('end', listeners.end);
+    socket.off('close', listeners.close);
   }
 
-  release(keepReading = false): Buffer | null {
+  /**
+   * `handOver`: the reader whose listeners the hold was given starts in this same turn (takeHandedListeners) and
+   * they stay on the socket for it; until it starts they find no hold and do nothing.
+   */
+  release(keepReading = false, handOver = false): Buffer | null {
     if (!keepReading) this.socket.pause();
-    this.detach();
+    const socket = this.socket as HeldSocket;
+    if (handOver && this.listeners !== OWN && socket[HOLD] === this) {
+      socket[HOLD] = undefined;
+      socket[HANDED] = true;
+    } else this.detach();
     const held = this.held;
     const head = this.head !== null && this.head.length > 0 ? this.head : null;
     if (held === null) return head;
@@ -74,10 +100,28 @@ function onHeldData(this: HeldSocket, chunk: Buffer): void {
 }
 
 function onHeldGone(this: HeldSocket): void {
-  const hold = this[HOLD];
+  heldGone(this);
+}
+
+/** A held socket's chunk, from its reader's 'data' listener before the reader starts. */
+export function heldData(socket: Socket, chunk: Buffer): void {
+  (socket as HeldSocket)[HOLD]?.data(chunk);
+}
+
+/** A held socket's 'end' or 'close', from its reader's listener before the reader starts: the watcher is told once. */
+export function heldGone(socket: Socket): void {
+  const hold = (socket as HeldSocket)[HOLD];
   if (hold === undefined) return;
   hold.detach();
   hold.watcher.abort();
+}
+
+/** Whether a release handed `socket`'s listeners over (the reader then adds none of its own); the reader takes them. */
+export function takeHandedListeners(socket: Socket): boolean {
+  const s = socket as HeldSocket;
+  if (s[HANDED] !== true) return false;
+  s[HANDED] = false;
+  return true;
 }
 
 /** holdClient's callback as a watcher. */

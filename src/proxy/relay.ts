@@ -14,6 +14,7 @@
 import type { Socket } from 'node:net';
 import { LiveList, type Listed } from '../connlog/live-list.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
+import { heldData, heldGone, takeHandedListeners, type HoldListeners } from './hold.ts';
 import { NODE_READ, bulkReads } from './paced-reads.ts';
 import { MeteredStream, type Valve } from './tunnel-stream.ts';
 import { BULK_UNSENT, unsentBulk } from './unsent-limit.ts';
@@ -127,13 +128,15 @@ class Relay implements RelayHandle, Listed<Relay> {
 
     (client as RelaySocket)[RELAY] = this;
     (upstream as RelaySocket)[RELAY] = this;
-    client.on('data', onClientData);
+    // The client's 'data', 'end' and 'close' listeners are these already when its dial's hold handed them over.
+    const handed = takeHandedListeners(client);
+    if (!handed) client.on('data', onClientData);
     upstream.on('data', onUpstreamData);
     client.on('drain', onClientDrain);
     upstream.on('drain', onUpstreamDrain);
-    client.on('end', onClientEnd);
+    if (!handed) client.on('end', onClientEnd);
     upstream.on('end', onUpstreamEnd);
-    client.on('close', onClose);
+    if (!handed) client.on('close', onClose);
     upstream.on('close', onClose);
     client.on('error', onError);
     upstream.on('error', onError);
@@ -275,9 +278,12 @@ class Relay implements RelayHandle, Listed<Relay> {
   }
 }
 
-// The listeners every relay attaches, shared: `this` is the socket, its relay is found by RELAY.
+// The listeners every relay attaches, shared: `this` is the socket, its relay is found by RELAY. The client's
+// three are also its dial's hold's (CLIENT_LISTENERS): before the relay starts they tell the hold (hold.ts).
 function onClientData(this: RelaySocket, chunk: Buffer): void {
-  this[RELAY]!.clientData(chunk);
+  const relay = this[RELAY];
+  if (relay !== undefined) relay.clientData(chunk);
+  else heldData(this, chunk);
 }
 function onUpstreamData(this: RelaySocket, chunk: Buffer): void {
   this[RELAY]!.upstreamData(chunk);
@@ -291,14 +297,21 @@ function onUpstreamDrain(this: RelaySocket): void {
 }
 // Half-close is passed on: the other side may still be sending.
 function onClientEnd(this: RelaySocket): void {
-  this[RELAY]!.clientEnd();
+  const relay = this[RELAY];
+  if (relay !== undefined) relay.clientEnd();
+  else heldGone(this);
 }
 function onUpstreamEnd(this: RelaySocket): void {
   this[RELAY]!.client.end();
 }
 function onClose(this: RelaySocket): void {
-  this[RELAY]!.closed(this);
+  const relay = this[RELAY];
+  if (relay !== undefined) relay.closed(this);
+  else heldGone(this);
 }
+
+/** A tunnel client's listeners for its dial's hold to attach and hand over to the relay (hold.ts Hold, release). */
+export const CLIENT_LISTENERS: HoldListeners = { data: onClientData, end: onClientEnd, close: onClose };
 function onError(this: RelaySocket): void {
   this[RELAY]!.finish('error');
 }

@@ -25,7 +25,7 @@ import { Forwarder } from './http-forward.ts';
 import type { AbsoluteTarget } from './http-message.ts';
 import { Hold } from './hold.ts';
 import { ResultCounter } from './metric-cells.ts';
-import { relay, type RelayOptions } from './relay.ts';
+import { CLIENT_LISTENERS, relay, type RelayOptions } from './relay.ts';
 import type { Authorization, Dialed, Route, Router } from './router.ts';
 import {
   endBeforeRelay,
@@ -129,7 +129,8 @@ export class TunnelDial extends DialPromise {
     readonly keepReading: boolean,
   ) {
     super();
-    this.hold = new Hold(client, head, this.abort);
+    // The relay's client listeners, handed over at the dial's end (connected): none taken off and put on again.
+    this.hold = new Hold(client, head, this.abort, CLIENT_LISTENERS);
   }
 }
 
@@ -282,7 +283,8 @@ export class TunnelPipeline {
     } catch (err) {
       return this.dialFailed(dial, err);
     }
-    const held = dial.hold.release(dial.keepReading);
+    // The hold's listeners stay for the relay (carry(), in this turn).
+    const held = dial.hold.release(dial.keepReading, true);
     if (client.destroyed || abort.aborted) {
       client.destroy();
       dialed.socket.destroy();
