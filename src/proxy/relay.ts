@@ -14,6 +14,7 @@
 import type { Socket } from 'node:net';
 import { LiveList, type Listed } from '../connlog/live-list.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
+import { onHeldClose, onHeldData, onHeldEnd, takeHeldListeners, type HeldReader } from './hold.ts';
 import { NODE_READ, bulkReads } from './paced-reads.ts';
 import { MeteredStream, type Valve } from './tunnel-stream.ts';
 import { BULK_UNSENT, unsentBulk } from './unsent-limit.ts';
@@ -86,9 +87,11 @@ const PROBE_MS = 50;
 const RELAY = Symbol('rotor.relay');
 type RelaySocket = Socket & { [RELAY]?: Relay };
 
-class Relay implements RelayHandle, Listed<Relay> {
+class Relay implements RelayHandle, Listed<Relay>, HeldReader {
   readonly stats: Stats;
   done = false;
+  /** The client is read through its dial's hold's listeners, handed over (hold.ts), not through this module's. */
+  private readonly viaHold: boolean;
   /** Neighbours in its ticker's list (joinTicker). */
   prevLive: Relay | null = null;
   nextLive: Relay | null = null;
@@ -127,13 +130,15 @@ class Relay implements RelayHandle, Listed<Relay> {
 
     (client as RelaySocket)[RELAY] = this;
     (upstream as RelaySocket)[RELAY] = this;
-    client.on('data', onClientData);
+    // The client's 'data', 'end' and 'close' are the hold's, when its release handed them over.
+    const viaHold = (this.viaHold = takeHeldListeners(client, this));
+    if (!viaHold) client.on('data', onClientData);
     upstream.on('data', onUpstreamData);
     client.on('drain', onClientDrain);
     upstream.on('drain', onUpstreamDrain);
-    client.on('end', onClientEnd);
+    if (!viaHold) client.on('end', onClientEnd);
     upstream.on('end', onUpstreamEnd);
-    client.on('close', onClose);
+    if (!viaHold) client.on('close', onClose);
     upstream.on('close', onClose);
     client.on('error', onError);
     upstream.on('error', onError);
@@ -232,12 +237,12 @@ class Relay implements RelayHandle, Listed<Relay> {
     this.toUpstream.close();
     this.toClient.close();
     if (this.probeTimer !== undefined) clearTimeout(this.probeTimer);
-    const { client, upstream } = this;
-    client.off('data', onClientData);
+    const { client, upstream, viaHold } = this;
+    client.off('data', viaHold ? onHeldData : onClientData);
     upstream.off('data', onUpstreamData);
     client.off('drain', onClientDrain);
     upstream.off('drain', onUpstreamDrain);
-    client.off('end', onClientEnd);
+    client.off('end', viaHold ? onHeldEnd : onClientEnd);
     upstream.off('end', onUpstreamEnd);
     // onError stays: a late error (a reset racing the destroy) finds the relay done and does nothing, and must
     // not crash the process (kept rather than swapped for a no-op: two listener changes fewer per socket).
@@ -251,7 +256,7 @@ class Relay implements RelayHandle, Listed<Relay> {
       upstream.destroySoon();
       if (this.waitClient || this.waitUpstream) this.cutoff = setTimeout(cutOff, this.options.idleTimeoutMs, this).unref();
     } else {
-      client.off('close', onClose);
+      client.off('close', viaHold ? onHeldClose : onClose);
       upstream.off('close', onClose);
       client.destroy();
       upstream.destroy();

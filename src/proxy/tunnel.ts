@@ -282,7 +282,8 @@ export class TunnelPipeline {
     } catch (err) {
       return this.dialFailed(dial, err);
     }
-    const held = dial.hold.release(dial.keepReading);
+    // The hold's listeners stay for the relay (carry(), in this turn: hold.ts takeHeldListeners).
+    const held = dial.hold.release(dial.keepReading, true);
     if (client.destroyed || abort.aborted) {
       client.destroy();
       dialed.socket.destroy();
