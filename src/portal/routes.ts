@@ -35,7 +35,8 @@ export interface PortalUsers {
 
 export interface PortalConnections {
   list(q: ConnectionListQuery): Promise<{ items: ConnectionRecord[]; next: string | null }>;
-  active(): LiveConnection[];
+  /** The user's open connections, oldest first, at most `max` (the others are not listed for it). */
+  active(user: string, max: number): LiveConnection[];
   usage(q: UsageListQuery): Promise<UsageRow[]>;
 }
 
@@ -311,9 +312,8 @@ function registerDataRoutes(app: FastifyInstance, ctx: PortalContext): void {
       const recent = await deps.connections.list({ user: s.user, limit: request.query.limit, ...(since > 0 ? { since } : {}) });
       return {
         live: deps.connections
-          .active()
+          .active(s.user, 200)
           .filter((c) => c.user === s.user && c.startedAt >= since)
-          .slice(0, 200)
           .map(connectionView),
         recent: recent.items.filter((c) => c.user === s.user && c.startedAt >= since).map(connectionView),
       };
