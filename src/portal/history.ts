@@ -1,11 +1,14 @@
 // The usage rows a customer of a name made again sees (src/users/record.ts UserData.incarnation). The rollups are
 // per name, so a row of a period that began before the new customer's creation holds the deleted customer's bytes:
 // a period that ended before it is the deleted customer's alone (left out); the period holding the creation is
-// shown with the deleted customer's part taken out. That part is folded from the deleted customer's records (those
-// that started before the creation and ended in that period, each counted whole in the period it ended in, as the
-// rollups count a connection between checkpoints), read at most MAX_PAGES pages; past that, or when the read fails,
-// the row is left out rather than shown with another customer's bytes. Those records no longer change once the
-// recorder's last writes are in: the part is kept per (name, creation, period), a bounded table.
+// shown with the deleted customer's part taken out. That part is folded from the deleted customer's records that
+// started before the creation and ended in that period: a connection that started in the period has all its bytes
+// in that period's row (its checkpoints and its end all fall in it). One that started before the period has part of
+// its bytes in an earlier row, split at checkpoints the record does not tell: then the part cannot be told and the
+// row is left out, rather than shown with another customer's bytes or without some of the new customer's. So is it
+// when the records of the period may be gone (older than the log's retention), past MAX_PAGES pages, or when the
+// read fails. Those records no longer change once the recorder's last writes are in: the part is kept per (name,
+// creation, period), a bounded table.
 import { LRUCache } from 'lru-cache';
 import type { ConnectionListQuery } from '../connlog/service.ts';
 import { isFailure, type ConnectionRecord, type Granularity } from '../connlog/types.ts';
@@ -34,6 +37,8 @@ export class HistorySplit {
   constructor(
     private readonly list: ListRecords,
     private readonly now: () => number = Date.now,
+    /** How long records are kept (log.access.retentionDays): a period older than that may have lost its records. */
+    private readonly retentionMs = Infinity,
   ) {}
 
   /** `rows` (one name's, oldest or newest first) as the customer made at `since` sees them; since 0: all of them. */
@@ -71,6 +76,7 @@ export class HistorySplit {
     const key = `${user}\u0000${since}\u0000${start}\u0000${size}`;
     const kept = this.parts.get(key);
     if (kept !== undefined) return kept;
+    if (this.now() - start >= this.retentionMs) return UNKNOWN;
     const part: Part = { up: 0, down: 0, connections: 0, failures: 0 };
     let cursor: string | undefined;
     try {
@@ -81,6 +87,8 @@ export class HistorySplit {
         for (const c of r.items) {
           const end = c.startedAt + c.durationMs;
           if (c.user !== user || end < start || end >= start + size) continue;
+          // Begun in an earlier period: some of its bytes are in an earlier row, how many the record does not say.
+          if (c.startedAt < start) return UNKNOWN;
           part.up += c.bytesUp;
           part.down += c.bytesDown;
           part.connections += 1;

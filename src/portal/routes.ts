@@ -58,6 +58,8 @@ export interface PortalOptions {
   sessionMaxMs: number;
   freeFailures: number;
   maxDelayMs: number;
+  /** How long connection records are kept (log.access.retentionDays); default: for good. */
+  recordsRetentionMs?: number | undefined;
   now?: () => number;
 }
 
@@ -260,7 +262,7 @@ function registerAccountRoutes(app: FastifyInstance, ctx: PortalContext): void {
 /** Usage, connections, endpoints and regions: what a signed-in customer reads. */
 function registerDataRoutes(app: FastifyInstance, ctx: PortalContext): void {
   const { deps, api, signedIn, me, publicHost, hide } = ctx;
-  const history = new HistorySplit((q) => deps.connections.list(q), ctx.options.now);
+  const history = new HistorySplit((q) => deps.connections.list(q), ctx.options.now, ctx.options.recordsRetentionMs);
   app.get<{ Querystring: z.output<typeof usageQuery> }>(
     `${api}/usage`,
     { schema: { ...hide, querystring: zs(usageQuery) }, onRequest: signedIn(false) },
