@@ -14,7 +14,6 @@
 import type { Socket } from 'node:net';
 import { LiveList, type Listed } from '../connlog/live-list.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
-import { onHeldClose, onHeldData, onHeldEnd, takeHeldListeners, type HeldReader } from './hold.ts';
 import { NODE_READ, bulkReads } from './paced-reads.ts';
 import { MeteredStream, type Valve } from './tunnel-stream.ts';
 import { BULK_UNSENT, unsentBulk } from './unsent-limit.ts';
@@ -87,11 +86,9 @@ const PROBE_MS = 50;
 const RELAY = Symbol('rotor.relay');
 type RelaySocket = Socket & { [RELAY]?: Relay };
 
-class Relay implements RelayHandle, Listed<Relay>, HeldReader {
+class Relay implements RelayHandle, Listed<Relay> {
   readonly stats: Stats;
   done = false;
-  /** The client is read through its dial's hold's listeners, handed over (hold.ts), not through this module's. */
-  private readonly viaHold: boolean;
   /** Neighbours in its ticker's list (joinTicker). */
   prevLive: Relay | null = null;
   nextLive: Relay | null = null;
@@ -130,15 +127,13 @@ class Relay implements RelayHandle, Listed<Relay>, HeldReader {
 
     (client as RelaySocket)[RELAY] = this;
     (upstream as RelaySocket)[RELAY] = this;
-    // The client's 'data', 'end' and 'close' are the hold's, when its release handed them over.
-    const viaHold = (this.viaHold = takeHeldListeners(client, this));
-    if (!viaHold) client.on('data', onClientData);
+    client.on('data', onClientData);
     upstream.on('data', onUpstreamData);
     client.on('drain', onClientDrain);
     upstream.on('drain', onUpstreamDrain);
-    if (!viaHold) client.on('end', onClientEnd);
+    client.on('end', onClientEnd);
     upstream.on('end', onUpstreamEnd);
-    if (!viaHold) client.on('close', onClose);
+    client.on('close', onClose);
     upstream.on('close', onClose);
     client.on('error', onError);
     upstream.on('error', onError);
@@ -237,12 +232,12 @@ class Relay implements RelayHandle, Listed<Relay>, HeldReader {
     this.toUpstream.close();
     this.toClient.close();
     if (this.probeTimer !== undefined) clearTimeout(this.probeTimer);
-    const { client, upstream, viaHold } = this;
-    client.off('data', viaHold ? onHeldData : onClientData);
+    const { client, upstream } = this;
+    client.off('data', onClientData);
     upstream.off('data', onUpstreamData);
     client.off('drain', onClientDrain);
     upstream.off('drain', onUpstreamDrain);
-    client.off('end', viaHold ? onHeldEnd : onClientEnd);
+    client.off('end', onClientEnd);
     upstream.off('end', onUpstreamEnd);
     // onError stays: a late error (a reset racing the destroy) finds the relay done and does nothing, and must
     // not crash the process (kept rather than swapped for a no-op: two listener changes fewer per socket).
@@ -256,7 +251,7 @@ class Relay implements RelayHandle, Listed<Relay>, HeldReader {
       upstream.destroySoon();
       if (this.waitClient || this.waitUpstream) this.cutoff = setTimeout(cutOff, this.options.idleTimeoutMs, this).unref();
     } else {
-      client.off('close', viaHold ? onHeldClose : onClose);
+      client.off('close', onClose);
       upstream.off('close', onClose);
       client.destroy();
       upstream.destroy();

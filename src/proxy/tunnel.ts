@@ -282,8 +282,7 @@ export class TunnelPipeline {
     } catch (err) {
       return this.dialFailed(dial, err);
     }
-    // The hold's listeners stay for the relay (carry(), in this turn: hold.ts takeHeldListeners).
-    const held = dial.hold.release(dial.keepReading, true);
+    const held = dial.hold.release(dial.keepReading);
     if (client.destroyed || abort.aborted) {
       client.destroy();
       dialed.socket.destroy();
