@@ -429,6 +429,12 @@ export class Accounting {
         await this.store.kvSet(CONFIG_LIMIT_KEY + u.name, u.limitBytes);
       }
       const m = this.entry(u.name, rec?.usedBytes ?? 0, limit, this.fedFrom(records, u.name));
+      // A config user counts under its name: a meter left on an API user's own key (a name made again, deleted
+      // since, now in the config) moves back to it.
+      if (m.base !== u.name) {
+        await this.rebase(m, u.name);
+        await this.enterBase(m, u.period ?? 'total', records);
+      }
       m.configured = true;
       m.fromConfig = true;
       await this.applyPeriod(m, u.period ?? 'total', records);

@@ -33,6 +33,13 @@ export interface AdminServerOptions {
   allowedHosts?: readonly string[];
   /** config admin.allowedOrigins (see origin.ts) */
   allowedOrigins?: readonly string[];
+  /**
+   * The port is reached by more than operators (config admin.allowedHosts names a public host the admin port
+   * itself answers: the portal on it): /metrics and /docs need the token too. Default: a token is set and
+   * allowedHosts names a host other than loopback. The daemon says false when those names are the portal's own
+   * listener's and the admin port is on loopback.
+   */
+  published?: boolean;
   /** config callback.path, for the OpenAPI document (the callback route lives on its own server). */
   callbackPath?: string;
   /** The dashboard's series (GET /v1/stats) when deps bring none: sampling interval, window, clock. */
@@ -43,7 +50,7 @@ export interface AdminServerOptions {
 const OPERATORS_ONLY = /^\/(?:metrics|docs)(?:\/|$)/i;
 
 /** Whether admin.allowedHosts names a host other than a loopback name ('*' included). */
-function publishesName(allowedHosts: readonly string[] | undefined): boolean {
+export function publishesName(allowedHosts: readonly string[] | undefined): boolean {
   return (allowedHosts ?? []).some((h) => !isLoopbackHost(h.trim().toLowerCase()));
 }
 
@@ -89,7 +96,7 @@ export function buildAdminServer(deps: AdminDeps, options: AdminServerOptions): 
   // A token and a published name (admin.allowedHosts beyond loopback: the portal behind a terminator) mean that
   // people other than operators reach this port: the metrics (customers' names, main accounts' balances) and the
   // API's description then need the token too, whatever Host a request names (a terminator may pass any).
-  const published = options.token !== undefined && options.token !== '' && publishesName(options.allowedHosts);
+  const published = options.token !== undefined && options.token !== '' && (options.published ?? publishesName(options.allowedHosts));
   // Defence in depth: a /v1 route registered anywhere (not only in the /v1 scope below) gets the token check
   // too. routeOptions.url is the route's pattern, what the router matches against, not the raw target.
   app.addHook('onRoute', (route) => {

@@ -2,10 +2,11 @@
 // be raised later and old hashes still verify. A hash costs ~40-60 ms of CPU at N=2^14, so it never runs on
 // the event loop: every hash and verification goes through one process-wide queue onto threads of its own
 // at a lower CPU priority (src/admission/hash-threads.ts; not libuv's pool, whose 4 threads dns.lookup and fs
-// need), at most `concurrency` at once, the proxy's logins first, then admin writes, then bulk imports, then the
-// portal's sign-ins. The proxy's logins and the portal's sign-ins (both anyone who reaches a listener can send)
-// waiting beyond `maxQueued` each are shed at once (HashBusyError): a flood costs the queue's bound, never an
-// unbounded backlog, and the portal's, the last in line, never holds an admin write behind it.
+// need), at most `concurrency` at once, the proxy's logins first, then admin writes, then bulk imports and the
+// portal's sign-ins taking turns (neither waits for the whole of the other: a customer signing in during an
+// import waits for about one hash, an import during a flood of sign-ins goes at half speed). The proxy's logins and
+// the portal's sign-ins (both anyone who reaches a listener can send) waiting beyond `maxQueued` each are shed at
+// once (HashBusyError): a flood costs the queue's bound, never an unbounded backlog, and never holds an admin write.
 // The users' table remembers a verified password's SHA-256 in memory (users.ts), so each user pays the hash
 // once per process. A password Rotor generated costs no scrypt at all (the end of this file).
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
@@ -28,7 +29,8 @@ const MAX_IMPORTED_WORK = 2 ** 21;
 
 /**
  * login: the proxy's logins; admin: the admin API's writes (and the config's users); bulk: batch imports;
- * portal: the customer portal's sign-ins and password changes (anonymous traffic, so after every admin write).
+ * portal: the customer portal's sign-ins and password changes (anonymous traffic: after every admin write, in turn
+ * with bulk imports).
  */
 export type HashPriority = 'login' | 'admin' | 'bulk' | 'portal';
 
@@ -56,6 +58,8 @@ export class HashQueue {
   private running = 0;
   private readonly waiting: Record<HashPriority, (() => void)[]> = { login: [], admin: [], bulk: [], portal: [] };
   private readonly heads: Record<HashPriority, number> = { login: 0, admin: 0, bulk: 0, portal: 0 };
+  /** Which of bulk and portal was taken last (they take turns). */
+  private lastShared: HashPriority = 'portal';
 
   constructor(private settings: HashingSettings) {}
 
@@ -103,24 +107,37 @@ export class HashQueue {
   }
 
   private take(): (() => void) | undefined {
-    for (const p of PRIORITIES) {
-      const q = this.waiting[p];
-      if (this.heads[p] < q.length) {
-        const fn = q[this.heads[p]]!;
-        this.heads[p]++;
-        // Compact now and then, so a long-lived queue does not keep its consumed head.
-        if (this.heads[p] >= 1024 || this.heads[p] === q.length) {
-          q.splice(0, this.heads[p]);
-          this.heads[p] = 0;
-        }
-        return fn;
+    for (const p of FIRST) {
+      if (this.heads[p] < this.waiting[p].length) return this.pop(p);
+    }
+    // Bulk imports and the portal's sign-ins in turn.
+    for (const p of this.lastShared === 'bulk' ? PORTAL_FIRST : BULK_FIRST) {
+      if (this.heads[p] < this.waiting[p].length) {
+        this.lastShared = p;
+        return this.pop(p);
       }
     }
     return undefined;
   }
+
+  private pop(p: HashPriority): () => void {
+    const q = this.waiting[p];
+    const fn = q[this.heads[p]]!;
+    this.heads[p]++;
+    // Compact now and then, so a long-lived queue does not keep its consumed head.
+    if (this.heads[p] >= 1024 || this.heads[p] === q.length) {
+      q.splice(0, this.heads[p]);
+      this.heads[p] = 0;
+    }
+    return fn;
+  }
 }
 
 const PRIORITIES: readonly HashPriority[] = ['login', 'admin', 'bulk', 'portal'];
+/** Taken strictly first, in this order; then bulk and portal in turn. */
+const FIRST: readonly HashPriority[] = ['login', 'admin'];
+const BULK_FIRST: readonly HashPriority[] = ['bulk', 'portal'];
+const PORTAL_FIRST: readonly HashPriority[] = ['portal', 'bulk'];
 /** The priorities anyone reaching a listener can fill: bounded by maxQueued each, shed beyond. */
 const SHED: ReadonlySet<HashPriority> = new Set(['login', 'portal']);
 

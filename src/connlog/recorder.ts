@@ -384,11 +384,14 @@ export class ConnectionLog implements ConnectionRecorder {
     this.stopTimer.unref();
   }
 
-  /** Live connections with their bytes so far, oldest first. */
-  active(): LiveConnection[] {
+  /** Live connections with their bytes so far, oldest first; `user`: only that user's, at most `max`. */
+  active(user?: string, max = Infinity): LiveConnection[] {
     const now = this.now();
     const out: LiveConnection[] = [];
     for (const c of this.live) {
+      // One user's (the portal's list): the others are passed over without an object each.
+      if (user !== undefined && c.user !== user) continue;
+      if (out.length >= max) break;
       const bytes = c.bytes ?? NO_BYTES;
       const item: LiveConnection = {
         id: c.id,

@@ -139,8 +139,9 @@ export class ConnectionLogService {
     return { items, next: rows.length > q.limit && last ? encodeCursor({ startedAt: last.startedAt, id: last.id }) : null };
   }
 
-  active(): LiveConnection[] {
-    return this.options.recorder.active().map((c) => this.shown(c));
+  /** The open connections, oldest first; `user`: only that user's, at most `max` of them (the portal's list). */
+  active(user?: string, max?: number): LiveConnection[] {
+    return this.options.recorder.active(user, max).map((c) => this.shown(c));
   }
 
   /** DELETE /v1/connections/:id: false when no such connection is live. */

@@ -1,10 +1,10 @@
 // The admin API (with the dashboard) and the server the platform's callbacks reach.
 import type { FastifyInstance } from 'fastify';
-import { buildAdminServer, buildCallbackServer } from '../admin/server.ts';
+import { buildAdminServer, buildCallbackServer, publishesName } from '../admin/server.ts';
 import { warmRoutes } from '../admin/lazy-serializers.ts';
 import { createReadiness } from '../admin/readiness.ts';
 import { attachPortal } from '../portal/daemon.ts';
-import type { Config } from '../config/schema.ts';
+import { isLoopbackHost, type Config } from '../config/schema.ts';
 import type { PlatformClient } from '../platform/client.ts';
 import type { PoolRegistry } from '../pool/registry.ts';
 import type { Simulator } from '../sim/index.ts';
@@ -70,6 +70,9 @@ export async function assembleAdmin(
       host: config.admin.host,
       allowedHosts: config.admin.allowedHosts,
       allowedOrigins: config.admin.allowedOrigins,
+      // The names in allowedHosts are the portal's own listener's when it has one and the admin port is on
+      // loopback (README's second way): the admin port is then not published, and its scraper keeps /metrics.
+      published: publishesName(config.admin.allowedHosts) && !(config.portal.port !== undefined && isLoopbackHost(config.admin.host)),
       logger: ctx.logger.child({ component: 'admin' }),
       callbackPath: config.callback.path,
     },

@@ -48,6 +48,8 @@ export class ExpiryWatch {
     const renew = this.o.autoRenew?.enabled ? this.o.autoRenew : undefined;
     const horizon = Math.max(warnHours, renew?.hoursBefore ?? 0) * 3600;
     const soon = await store.listInstances({ statuses: [INSTANCE_STATUS.running], expiresBefore: nowSec + horizon });
+    forgetPast(this.warned, nowSec);
+    forgetPast(this.gaveUp, nowSec);
     for (const inst of soon) {
       const expires = inst.userExpired ?? 0;
       // A dynamic order's instance has no expiry: the platform leaves userExpired 0 (or absent), or may date
@@ -95,6 +97,11 @@ export class ExpiryWatch {
     }
     return undefined;
   }
+}
+
+/** Drops `instanceNo:userExpired` marks of expiries a day past: the sets hold the instances near their end only. */
+function forgetPast(marks: Set<string>, nowSec: number): void {
+  for (const mark of marks) if (Number(mark.slice(mark.lastIndexOf(':') + 1)) < nowSec - 86_400) marks.delete(mark);
 }
 
 /** proxyType 104/105 in the platform's record (dynamic by traffic or by IP count). */

@@ -263,7 +263,11 @@ export class Placer {
           { merchantNo, field: merchantField(op) },
         );
       }
-      return this.send(prior, false);
+      // Journaled and unsettled: another caller (a second daemon's expiry check, a client re-posting its number)
+      // placed it. Sent again as a resend: a refusal then asks whether the order exists under the number (the
+      // platform answers a renew it already took with 10013) before it counts as refused — else an accepted
+      // renewal written 'rejected' was renewed again.
+      return this.send(prior, true);
     }
     const entry = await this.store.addIntent({ merchantNo, operation: op, request, reqId: this.makeReqId() });
     return this.send(entry, false);
@@ -280,6 +284,11 @@ export class Placer {
   private async sendOnce(entry: JournalEntry, resuming: boolean): Promise<JournalEntry> {
     const op = entry.operation as PlacingOperation;
     const m = entry.merchantNo;
+    if (resuming) {
+      // Settled meanwhile by whoever sent it first: nothing to send, and its 'accepted' is not overwritten.
+      const latest = await this.store.getJournal(m);
+      if (latest?.state === 'accepted') return latest;
+    }
     await this.store.updateJournal(m, { state: 'sent', sent: true });
     let answer: unknown;
     try {

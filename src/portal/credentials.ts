@@ -7,7 +7,8 @@ import { DUMMY_HASH, verifyPasswordAsync } from '../admission/password.ts';
 /** True when `password` is the one `stored` was made from; false for a malformed or absent hash. */
 export async function checkPassword(password: string, stored: string | undefined): Promise<boolean> {
   // Through the process's bounded hash queue (src/admission/password.ts) at its own priority, after the proxy's
-  // logins and every admin write: anonymous sign-ins never hold a reseller's password write behind them, and
-  // beyond the queue's bound they are shed at once (HashBusyError: 503 AUTH_BUSY, "try again shortly").
+  // logins and every admin write, in turn with bulk imports: anonymous sign-ins never hold a reseller's password
+  // write behind them, nor an import for long, and beyond the queue's bound they are shed at once (HashBusyError:
+  // 503 AUTH_BUSY, "try again shortly").
   return (await verifyPasswordAsync(password, stored ?? DUMMY_HASH, 'portal')) && stored !== undefined;
 }

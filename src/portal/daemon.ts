@@ -35,6 +35,7 @@ export function attachPortal(parts: {
       return { http: { host: config.proxy.http.host, port: p.http }, socks5: { host: config.proxy.socks5.host, port: p.socks5 } };
     },
     currency: config.billing.currency,
+    recordsRetentionMs: config.log.access.retentionDays * 86_400_000,
     logger: parts.logger,
   });
 }

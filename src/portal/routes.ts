@@ -14,6 +14,7 @@ import type { UserView } from '../users/record.ts';
 import { HashBusyError } from '../admission/password.ts';
 import { LoginBackoff, type TryOutcome } from './backoff.ts';
 import { checkPassword } from './credentials.ts';
+import { HistorySplit } from './history.ts';
 import { buildEndpoints, endpointQuery, renderEndpoints, type EndpointQuery, type ProxyAddress } from './endpoints.ts';
 import { badCredentials, csrfRefused, LoginDelayedError, PortalError, signedOut } from './errors.ts';
 import { csrfMatches, PortalSessions, type PortalSession } from './sessions.ts';
@@ -34,7 +35,8 @@ export interface PortalUsers {
 
 export interface PortalConnections {
   list(q: ConnectionListQuery): Promise<{ items: ConnectionRecord[]; next: string | null }>;
-  active(): LiveConnection[];
+  /** The user's open connections, oldest first, at most `max` (the others are not listed for it). */
+  active(user: string, max: number): LiveConnection[];
   usage(q: UsageListQuery): Promise<UsageRow[]>;
 }
 
@@ -56,6 +58,8 @@ export interface PortalOptions {
   sessionMaxMs: number;
   freeFailures: number;
   maxDelayMs: number;
+  /** How long connection records are kept (log.access.retentionDays); default: for good. */
+  recordsRetentionMs?: number | undefined;
   now?: () => number;
 }
 
@@ -258,6 +262,7 @@ function registerAccountRoutes(app: FastifyInstance, ctx: PortalContext): void {
 /** Usage, connections, endpoints and regions: what a signed-in customer reads. */
 function registerDataRoutes(app: FastifyInstance, ctx: PortalContext): void {
   const { deps, api, signedIn, me, publicHost, hide } = ctx;
+  const history = new HistorySplit((q) => deps.connections.list(q), ctx.options.now, ctx.options.recordsRetentionMs);
   app.get<{ Querystring: z.output<typeof usageQuery> }>(
     `${api}/usage`,
     { schema: { ...hide, querystring: zs(usageQuery) }, onRequest: signedIn(false) },
@@ -268,18 +273,22 @@ function registerDataRoutes(app: FastifyInstance, ctx: PortalContext): void {
       if (!(from < to) || to - from > 400 * DAY_MS)
         throw new PortalError(400, 'INVALID_INPUT', 'query.from: must be before to, at most 400 days apart');
       const rows = await deps.connections.usage({ from, to, granularity: request.query.granularity, user: s.user });
-      // A name made again: the rows of periods that began before this customer are (at least partly) another's.
+      // A name made again: only this customer's part of the rows (src/portal/history.ts).
       const since = deps.users.historySince(s.user) ?? 0;
-      return rows
-        .filter((r) => r.user === s.user && (since === 0 || Date.parse(r.period) >= since))
-        .map((r) => ({
-          period: r.period,
-          bytesUp: r.bytesUp,
-          bytesDown: r.bytesDown,
-          connections: r.connections,
-          failures: r.failures,
-          amount: r.amount,
-        }));
+      const own = await history.own(
+        s.user,
+        since,
+        request.query.granularity,
+        rows.filter((r) => r.user === s.user),
+      );
+      return own.map((r) => ({
+        period: r.period,
+        bytesUp: r.bytesUp,
+        bytesDown: r.bytesDown,
+        connections: r.connections,
+        failures: r.failures,
+        amount: r.amount,
+      }));
     },
   );
 
@@ -305,9 +314,8 @@ function registerDataRoutes(app: FastifyInstance, ctx: PortalContext): void {
       const recent = await deps.connections.list({ user: s.user, limit: request.query.limit, ...(since > 0 ? { since } : {}) });
       return {
         live: deps.connections
-          .active()
+          .active(s.user, 200)
           .filter((c) => c.user === s.user && c.startedAt >= since)
-          .slice(0, 200)
           .map(connectionView),
         recent: recent.items.filter((c) => c.user === s.user && c.startedAt >= since).map(connectionView),
       };

@@ -25,6 +25,8 @@ export interface PortalWiring {
   areas(): Promise<AreaNode[]>;
   proxy(): { http: ProxyAddress; socks5: ProxyAddress };
   currency: string;
+  /** How long connection records are kept (log.access.retentionDays, in ms). */
+  recordsRetentionMs?: number;
   logger: FastifyBaseLogger;
 }
 
@@ -95,6 +97,7 @@ export async function startPortal(w: PortalWiring): Promise<RunningPortal> {
     sessionMaxMs: c.sessionMaxHours * 3_600_000,
     freeFailures: c.login.freeFailures,
     maxDelayMs: c.login.maxDelaySeconds * 1000,
+    recordsRetentionMs: w.recordsRetentionMs,
   };
   if (c.host === undefined || c.port === undefined) {
     const handle = registerPortal(w.admin, deps, options);

@@ -232,6 +232,11 @@ describe('Accounting: persistence', () => {
     ]);
     assert.equal(b.accounting.get('carol')?.usedBytes, 100);
     assert.equal(b.accounting.get('dan')?.usedBytes, 2);
+    // Deleted again, and the name now a config user: it counts under the plain name (config users are by name).
+    b.accounting.removeUser('carol');
+    await b.accounting.setUsers([{ name: 'carol', limitBytes: 10_000 }]);
+    assert.equal(b.accounting.hasOwnUsageKey('carol'), false);
+    assert.equal(b.accounting.get('carol')?.usedBytes, 3500);
   });
 
   test('the timer writes only changed users, in batches', async () => {

@@ -64,7 +64,7 @@ test('the queue runs at most `concurrency` at once, logins first, and sheds logi
   assert.deepEqual(order, ['b1', 'b2', 'l1', 'l2', 'a1', 'b3']);
 });
 
-test("the portal's sign-ins come after every admin write and bulk import, and are shed beyond maxQueued on their own", async () => {
+test("the portal's sign-ins come after every admin write, in turn with bulk imports, and are shed beyond maxQueued on their own", async () => {
   const q = new HashQueue({ concurrency: 1, maxQueued: 2 });
   const order: string[] = [];
   const gates: (() => void)[] = [];
@@ -76,14 +76,20 @@ test("the portal's sign-ins come after every admin write and bulk import, and ar
   const all = [q.run('portal', job('p1')), q.run('portal', job('p2')), q.run('portal', job('p3'))];
   // One running, two waiting: a fourth sign-in is refused at once; the proxy's logins have their own bound.
   await assert.rejects(q.run('portal', job('p4')), HashBusyError);
-  all.push(q.run('bulk', job('b1')), q.run('admin', job('a1')), q.run('login', job('l1')), q.run('login', job('l2')));
+  all.push(
+    q.run('bulk', job('b1')),
+    q.run('bulk', job('b2')),
+    q.run('admin', job('a1')),
+    q.run('login', job('l1')),
+    q.run('login', job('l2')),
+  );
   await assert.rejects(q.run('login', job('l3')), HashBusyError);
   while (gates.length > 0) {
     gates.shift()!();
     await new Promise((r) => setImmediate(r));
   }
   await Promise.all(all);
-  assert.deepEqual(order, ['p1', 'l1', 'l2', 'a1', 'b1', 'p2', 'p3']);
+  assert.deepEqual(order, ['p1', 'l1', 'l2', 'a1', 'b1', 'p2', 'b2', 'p3']);
 });
 
 test("an imported hash is refused past 16 times the work of Rotor's own (N × r × p ≤ 2^21); a stored one past the memory bound is false, not an error", async () => {

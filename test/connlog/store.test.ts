@@ -210,6 +210,16 @@ describe('the recorder', () => {
         ['id2', null, 0, 0],
       ],
     );
+    // One user's (the portal's list), at most `max`.
+    assert.deepEqual(
+      rec.active('ann').map((c) => c.id),
+      ['id1'],
+    );
+    assert.deepEqual(rec.active('ben'), []);
+    assert.deepEqual(
+      rec.active(undefined, 1).map((c) => c.id),
+      ['id1'],
+    );
     a.end({ result: 'ok', reason: 'closed' });
     a.end({ result: 'upstream_error' }); // the first end wins
     assert.equal(rec.pending, 1);

@@ -2,7 +2,8 @@
 // and `/v1` stays behind admin.token. `/metrics` names customers (rotor_user_used_bytes{user}) and main accounts'
 // balances, and `/docs/json` describes the API: once a name is published they need the token too, under any Host
 // (a terminator may pass whatever Host a client sent). /healthz and /readyz stay open; an unpublished port keeps
-// /metrics open to the operators' scraper. Real daemon, admin token set, the portal on the admin listener.
+// /metrics open to the operators' scraper, also when allowedHosts names the portal's own listener and the admin
+// port is on loopback. Real daemon, admin token set, the portal on the admin listener.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { startGateway, type Gateway } from './harness.ts';
@@ -58,6 +59,23 @@ describe('admin port not published (no allowedHosts)', () => {
   });
 
   test('/metrics and /docs/json answer the operators without the token', async () => {
+    assert.equal((await get(gw, '/metrics')).status, 200);
+    assert.equal((await get(gw, '/docs/json')).status, 200);
+  });
+});
+
+describe("the portal on its own listener, the admin port on loopback (README's second way)", () => {
+  let gw: Gateway;
+  before(async () => {
+    gw = await startGateway({
+      config: { admin: { token: TOKEN, allowedHosts: ['panel.example.com'] }, portal: { host: '127.0.0.1', port: 0 } },
+    });
+  });
+  after(async () => {
+    await gw?.close();
+  });
+
+  test("allowedHosts are the portal listener's names: the admin port's /metrics stays open to its scraper", async () => {
     assert.equal((await get(gw, '/metrics')).status, 200);
     assert.equal((await get(gw, '/docs/json')).status, 200);
   });

@@ -132,3 +132,52 @@ test('a name deleted and made again, then a restart (SQLite file): the new custo
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test("a name made again: the new customer's portal shows its own traffic of its first hour and day, not the deleted one's", async () => {
+  // review11: the rows of the hour and the day in which the name was made again hold both customers' bytes (the
+  // rollups are per name); the portal shows them with the deleted customer's part taken out, not left out whole.
+  const user = { name: 'reused9', mainAccount: 'shop1', password: 'reused9-pass-1' };
+  assert.equal((await gw.admin('/v1/users', { body: user })).status, 201);
+  assert.equal((await curl([...viaHttp(gw.ports.http, user.name, user.password), target.url(50_000)])).exitCode, 0);
+  await poll(
+    async () => ((await gw.admin<{ items: unknown[] }>(`/v1/connections?user=${user.name}`)).body.items.length > 0 ? true : undefined),
+    { what: 'the first customer recorded', timeoutMs: 10_000 },
+  );
+  assert.equal((await gw.admin(`/v1/users/${user.name}`, { method: 'DELETE' })).status, 204);
+  const second = { ...user, password: 'another-customer-9' };
+  assert.equal((await gw.admin('/v1/users', { body: second })).status, 201);
+  const r = await curl([...viaHttp(gw.ports.http, second.name, second.password), target.url(200_000)]);
+  assert.equal(r.exitCode, 0, r.stderr);
+  const view = (await gw.admin<{ createdAt: string }>(`/v1/users/${user.name}`)).body;
+  await poll(
+    async () => {
+      const rows = (await gw.admin<{ bytesDown: number }[]>(`/v1/usage?user=${user.name}&granularity=hour`)).body;
+      return rows.reduce((n, x) => n + x.bytesDown, 0) >= 250_000 ? true : undefined;
+    },
+    { what: "both customers' bytes in the rollups", timeoutMs: 10_000 },
+  );
+  const login = await fetch(`${gw.adminUrl}${gw.config.portal.path}api/login`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ user: second.name, password: second.password }),
+  });
+  assert.equal(login.status, 204);
+  const cookie = /^(rotor_portal=[A-Za-z0-9_-]+)/.exec(login.headers.get('set-cookie') ?? '')![1]!;
+  const portal = async <T>(path: string): Promise<T> =>
+    (await (await fetch(`${gw.adminUrl}${gw.config.portal.path}api/${path}`, { headers: { cookie } })).json()) as T;
+  const hours = await portal<{ bytesDown: number; connections: number }[]>('usage?granularity=hour');
+  const days = await portal<{ bytesDown: number; connections: number }[]>('usage?granularity=day');
+  const me = await portal<{ usedBytes: number }>('me');
+  const sum = (rows: { bytesDown: number }[]) => rows.reduce((n, x) => n + x.bytesDown, 0);
+  const connections = (rows: { connections: number }[]) => rows.reduce((n, x) => n + x.connections, 0);
+  for (const [what, rows] of [
+    ['hour', hours],
+    ['day', days],
+  ] as const) {
+    assert.ok(
+      sum(rows) >= 200_000 && sum(rows) < 250_000 && connections(rows) === 1,
+      `created ${view.createdAt}; the quota bar says ${me.usedBytes} B used, the portal's usage by ${what} shows ` +
+        `${sum(rows)} B in ${connections(rows)} connections (${JSON.stringify(rows)})`,
+    );
+  }
+});
