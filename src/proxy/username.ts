@@ -46,6 +46,22 @@ function isOption(key: string | undefined): key is UsernameOption {
   return key !== undefined && (USERNAME_OPTIONS as readonly string[]).includes(key);
 }
 
+/** Options whose value is a platform identifier, which may hold '-'. */
+const SPANNING: ReadonlySet<string> = new Set(['product', 'instance']);
+
+/**
+ * The index of a `product` or `instance` token whose value is every token from it to `end` (two or more, each a
+ * plain value and none an option's name), the nearest to `end`; undefined when there is none.
+ */
+function spannedOption(tokens: readonly string[], end: number, seen: ReadonlySet<UsernameOption>): number | undefined {
+  for (let at = end - 1; at >= 1; at--) {
+    const t = tokens[at]!;
+    if (isOption(t)) return SPANNING.has(t) && !seen.has(t) && at <= end - 3 ? at : undefined;
+    if (!VALUE.test(t)) return undefined;
+  }
+  return undefined;
+}
+
 function refuse(code: UsernameErrorCode, reason: string): UsernameRefusal {
   return { ok: false, code, reason };
 }
@@ -68,11 +84,22 @@ export function parseUsername(raw: string, users?: { get(name: string): unknown 
   let end = tokens.length;
   // Consume (option, value) pairs from the right while the key is a known option.
   while (end >= 3) {
-    const key = tokens[end - 2];
-    if (!isOption(key)) break;
-    const value = tokens[end - 1]!;
+    const right = tokens[end - 2];
+    let key: UsernameOption;
+    let value = tokens[end - 1]!;
+    let width = 2;
+    if (isOption(right)) key = right;
+    else {
+      // A platform identifier may hold '-' (productNo "DYN-105-FLOW"): `-product-` and `-instance-` take every
+      // token up to the option on their right, when none of them is empty or an option's name.
+      const at = spannedOption(tokens, end, seen);
+      if (at === undefined) break;
+      key = tokens[at] as UsernameOption;
+      value = tokens.slice(at + 1, end).join('-');
+      width = end - at;
+    }
     if (seen.has(key)) return refuse('DUPLICATE_OPTION', `option '${key}' given twice`);
-    if (!VALUE.test(value)) return refuse('BAD_VALUE', `bad value for option '${key}': must match [A-Za-z0-9_.]+`);
+    if (width === 2 && !VALUE.test(value)) return refuse('BAD_VALUE', `bad value for option '${key}': must match [A-Za-z0-9_.]+`);
     seen.add(key);
     switch (key) {
       case 'session':
@@ -101,7 +128,7 @@ export function parseUsername(raw: string, users?: { get(name: string): unknown 
         if (value === '1') options.strict = true;
         break;
     }
-    end -= 2;
+    end -= width;
   }
   const user = tokens.slice(0, end).join('-');
   if (user === '' || tokens[0] === '') return refuse('EMPTY_USER', 'empty user name');

@@ -78,3 +78,15 @@ test('-product- names the catalogue does not hold are refused before any pool or
     407,
   );
 });
+
+test('-product- with a productNo that holds dashes (as the platform writes them) is read whole and judged as that product', async () => {
+  const ask = (user: string) =>
+    connectHead(gw.ports.http, `CONNECT 127.0.0.1:${target.port} HTTP/1.1\r\nHost: x\r\n${basic(user, 'alice-pass')}\r\n`);
+  const drawn = await ask('alice-session-p1-product-DYN-104-FLOW');
+  assert.match(drawn, /^HTTP\/1\.1 200/, drawn);
+  // Another product of the catalogue, with options on both sides: judged as DYN-105-FLOW (its balance), not as a
+  // malformed name.
+  const other = await ask('alice-session-p2-product-DYN-105-FLOW-sesstime-10');
+  assert.match(other, /^HTTP\/1\.1 403[^]*DYN-105-FLOW/, other);
+  assert.doesNotMatch(other, /unknown product|bad value/);
+});

@@ -71,6 +71,30 @@ describe('user-name grammar', () => {
     assert.ok(one.ok && one.options.sessTime === 1);
   });
 
+  test('a productNo or instanceNo holding dashes is read whole, with options on either side', () => {
+    assert.deepEqual(parseUsername('alice-product-DYN-105-FLOW', isUser), {
+      ok: true,
+      user: 'alice',
+      options: { product: 'DYN-105-FLOW' },
+    });
+    assert.deepEqual(parseUsername('bob-smith-session-s1-product-STC-101-USA-SOCKS-region-US', isUser), {
+      ok: true,
+      user: 'bob-smith',
+      options: { region: 'US', product: 'STC-101-USA-SOCKS', sessionId: 's1' },
+    });
+    assert.deepEqual(parseUsername('alice-instance-INS-7-product-DYN-105', isUser), {
+      ok: true,
+      user: 'alice',
+      options: { product: 'DYN-105', instance: 'INS-7' },
+    });
+    // Without the users' table too (a user name then holds no dash).
+    assert.deepEqual(parseUsername('alice-product-D-1'), { ok: true, user: 'alice', options: { product: 'D-1' } });
+    // An option's name inside, or an empty piece, ends the value: the usual refusals.
+    assert.equal(parseUsername('alice-product-A-session', isUser).ok, false);
+    assert.equal(parseUsername('alice-product-A--B', isUser).ok, false);
+    assert.ok(!parseUsername('alice-product-A-B-product-C', isUser).ok);
+  });
+
   test('a value with a dash does not parse', () => {
     const r = parseUsername('alice-session-a-b', isUser);
     assert.ok(!r.ok && r.code === 'BAD_VALUE' && r.reason.includes("'session'"));
