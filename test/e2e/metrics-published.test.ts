@@ -7,6 +7,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { startGateway, type Gateway } from './harness.ts';
+import { poll } from '../support/wait.ts';
 
 const TOKEN = 'admin-token-1234567';
 
@@ -19,7 +20,10 @@ describe('admin port published under a name (admin.allowedHosts) with a token', 
   let gw: Gateway;
   before(async () => {
     gw = await startGateway({ config: { admin: { token: TOKEN, allowedHosts: ['panel.example.com'] } } });
-    const made = await gw.admin('/v1/users', { body: { name: 'secretcust', mainAccount: 'shop1', password: 'secretcust-pass' } });
+    // metrics: true: its per-user series are always exported (once the meters' next flush sets them).
+    const made = await gw.admin('/v1/users', {
+      body: { name: 'secretcust', mainAccount: 'shop1', password: 'secretcust-pass', metrics: true },
+    });
     assert.equal(made.status, 201);
   });
   after(async () => {
@@ -40,9 +44,13 @@ describe('admin port published under a name (admin.allowedHosts) with a token', 
 
   test('with the token, /metrics lists the customer and /docs/json describes the API', async () => {
     const auth = { authorization: `Bearer ${TOKEN}` };
-    const metrics = await get(gw, '/metrics', { host: 'panel.example.com', ...auth });
+    const metrics = await poll(() => get(gw, '/metrics', { host: 'panel.example.com', ...auth }), {
+      what: "the customer's series in /metrics",
+      timeoutMs: 15_000,
+      everyMs: 100,
+      done: (r) => r !== undefined && r !== null && r !== false && r.status === 200 && /user="secretcust"/.test(r.text),
+    });
     assert.equal(metrics.status, 200);
-    assert.match(metrics.text, /user="secretcust"/);
     const docs = await get(gw, '/docs/json', auth);
     assert.equal(docs.status, 200);
     assert.match(docs.text, /"openapi"/);
