@@ -6,8 +6,8 @@
 // embedded sandbox, raw CONNECTs.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { connect } from 'node:net';
 import { startGateway, startTarget, type Gateway, type Target } from './harness.ts';
+import { connectHead, connectStatus } from '../support/connect-head.ts';
 
 let gw: Gateway;
 let target: Target;
@@ -20,38 +20,15 @@ after(async () => {
   await gw?.close();
 });
 
-function connectStatus(port: number, text: string): Promise<number> {
-  return connectHead(port, text).then((t) => Number(/^HTTP\/1\.[01] (\d{3})/.exec(t)?.[1] ?? 0));
-}
-
-/** The answer's head to one request sent on a new connection. */
-function connectHead(port: number, text: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const s = connect({ host: '127.0.0.1', port });
-    let t = '';
-    s.on('data', (d: Buffer) => {
-      t += d.toString('latin1');
-      if (t.includes('\r\n\r\n')) s.destroy();
-    });
-    s.on('error', reject);
-    s.on('close', () => resolve(t));
-    s.write(text);
-  });
-}
-const basic = (user: string, pass: string) => `Proxy-Authorization: Basic ${Buffer.from(`${user}:${pass}`).toString('base64')}\r\n`;
+const status = (user: string, pass: string) => connectStatus(gw.ports.http, target.port, user, pass);
+const head = (user: string, pass: string) => connectHead(gw.ports.http, target.port, user, pass);
 
 test('-product- names the catalogue does not hold are refused before any pool or platform draw', async () => {
   const calls = (): number => Object.values(gw.daemon.sim!.inspect.calls()).reduce((n, c) => n + (c ?? 0), 0);
   const before = calls();
   const ops0 = { ...gw.daemon.sim!.inspect.calls() } as Record<string, number | undefined>;
   const statuses: number[] = [];
-  for (let i = 0; i < 50; i++)
-    statuses.push(
-      await connectStatus(
-        gw.ports.http,
-        `CONNECT 127.0.0.1:${target.port} HTTP/1.1\r\nHost: x\r\n${basic(`alice-product-FORGED${i}`, 'alice-pass')}\r\n`,
-      ),
-    );
+  for (let i = 0; i < 50; i++) statuses.push(await status(`alice-product-FORGED${i}`, 'alice-pass'));
   const made = calls() - before;
   const ops1 = gw.daemon.sim!.inspect.calls() as Record<string, number | undefined>;
   const byOp = Object.entries(ops1)
@@ -64,24 +41,14 @@ test('-product- names the catalogue does not hold are refused before any pool or
   assert.deepEqual([...new Set(statuses)], [403], 'each refused as forbidden, not as a platform failure (503)');
   const pools = gw.daemon.pools.list().map((p) => p.key.productNo);
   assert.ok(!pools.some((p) => p.startsWith('FORGED')), `no pool made for a forged product: ${JSON.stringify(pools)}`);
-  const head = await connectHead(
-    gw.ports.http,
-    `CONNECT 127.0.0.1:${target.port} HTTP/1.1\r\nHost: x\r\n${basic('alice-product-FORGED99', 'alice-pass')}\r\n`,
-  );
-  assert.match(head, /unknown product 'FORGED99'/, head);
+  const answer = await head('alice-product-FORGED99', 'alice-pass');
+  assert.match(answer, /unknown product 'FORGED99'/, answer);
   // A wrong password with a forged product: still the one credential refusal (the product is judged after it).
-  assert.equal(
-    await connectStatus(
-      gw.ports.http,
-      `CONNECT 127.0.0.1:${target.port} HTTP/1.1\r\nHost: x\r\n${basic('alice-product-FORGED1', 'wrong')}\r\n`,
-    ),
-    407,
-  );
+  assert.equal(await status('alice-product-FORGED1', 'wrong'), 407);
 });
 
 test('-product- with a productNo that holds dashes (as the platform writes them) is read whole and judged as that product', async () => {
-  const ask = (user: string) =>
-    connectHead(gw.ports.http, `CONNECT 127.0.0.1:${target.port} HTTP/1.1\r\nHost: x\r\n${basic(user, 'alice-pass')}\r\n`);
+  const ask = (user: string) => head(user, 'alice-pass');
   const drawn = await ask('alice-session-p1-product-DYN-104-FLOW');
   assert.match(drawn, /^HTTP\/1\.1 200/, drawn);
   // Another product of the catalogue, with options on both sides: judged as DYN-105-FLOW (its balance), not as a

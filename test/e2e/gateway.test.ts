@@ -10,6 +10,7 @@ import {
   nodeConnectGet,
   nodeHttpGet,
   nodeSocksGet,
+  openStaticInstance,
   startGateway,
   startRotorProcess,
   startTarget,
@@ -154,17 +155,7 @@ describe('gateway: both listeners, rotation, refusals, static instances', () => 
     const unknownSocks = await curl([...viaSocks5h(gw.ports.socks5, `${ALICE}-instance-INS99999999`, ALICE_PASS), target.url('/i')]);
     assert.equal(unknownSocks.exitCode, 97, unknownSocks.stderr);
 
-    const opened = await gw.admin<{ appOrderNo: string; status: number }>('/v1/orders/open', {
-      body: { productNo: 'STC-101-USA-SOCKS', count: 1, cycleTimes: 1 },
-    });
-    assert.equal(opened.status, 202, JSON.stringify(opened.body));
-    const order = await waitFor('the static order to finish with its instance', async () => {
-      const r = await gw.admin<{ status: number; instances?: Array<{ instanceNo: string; status: number | null }> }>(
-        `/v1/orders/${opened.body.appOrderNo}`,
-      );
-      return r.body.status === 3 && r.body.instances?.[0]?.status === 3 ? r.body : undefined;
-    });
-    const instanceNo = order.instances![0]!.instanceNo;
+    const instanceNo = await openStaticInstance(gw);
     // The sandbox pins a static instance to one exit (src/sim/upstreams/exits.ts: fixed per instance number).
     const instanceExit = new Exits(gw.exits, Date.now).fixed(instanceNo);
     const user = `${ALICE}-instance-${instanceNo}`;

@@ -437,3 +437,20 @@ export function waitFor<T>(
 ): Promise<T> {
   return poll(probe, { what, timeoutMs, everyMs, ignoreErrors: true, done: (v) => v !== undefined });
 }
+
+// ───────────────────────────── static orders ─────────────────────────────
+
+/** Opens one static instance of `productNo` through the admin API and waits for the order to finish with it. */
+export async function openStaticInstance(gw: Gateway, productNo = 'STC-101-USA-SOCKS'): Promise<string> {
+  const opened = await gw.admin<{ appOrderNo: string; status: number }>('/v1/orders/open', {
+    body: { productNo, count: 1, cycleTimes: 1 },
+  });
+  if (opened.status !== 202) throw new Error(`POST /v1/orders/open answered ${opened.status}: ${JSON.stringify(opened.body)}`);
+  const order = await waitFor('the static order to finish with its instance', async () => {
+    const r = await gw.admin<{ status: number; instances?: Array<{ instanceNo: string; status: number | null }> }>(
+      `/v1/orders/${opened.body.appOrderNo}`,
+    );
+    return r.body.status === 3 && r.body.instances?.[0]?.status === 3 ? r.body : undefined;
+  });
+  return order.instances![0]!.instanceNo;
+}

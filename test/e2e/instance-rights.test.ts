@@ -5,7 +5,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Exits } from '../../src/sim/upstreams/exits.ts';
-import { curl, startGateway, startTarget, viaHttp, viaSocks5h, waitFor, type Gateway, type Target } from './harness.ts';
+import { curl, openStaticInstance, startGateway, startTarget, viaHttp, viaSocks5h, waitFor, type Gateway, type Target } from './harness.ts';
 
 let gw: Gateway;
 let target: Target;
@@ -14,17 +14,7 @@ let exit: string;
 
 before(async () => {
   [gw, target] = await Promise.all([startGateway(), startTarget()]);
-  const opened = await gw.admin<{ appOrderNo: string }>('/v1/orders/open', {
-    body: { productNo: 'STC-101-USA-SOCKS', count: 1, cycleTimes: 1 },
-  });
-  assert.equal(opened.status, 202, JSON.stringify(opened.body));
-  const order = await waitFor('the static order to finish with its instance', async () => {
-    const r = await gw.admin<{ status: number; instances?: Array<{ instanceNo: string; status: number | null }> }>(
-      `/v1/orders/${opened.body.appOrderNo}`,
-    );
-    return r.body.status === 3 && r.body.instances?.[0]?.status === 3 ? r.body : undefined;
-  });
-  instanceNo = order.instances![0]!.instanceNo;
+  instanceNo = await openStaticInstance(gw);
   exit = new Exits(gw.exits, Date.now).fixed(instanceNo);
   // The gateway learns running instances from the store on a short refresh: wait until a config user routes.
   await waitFor(

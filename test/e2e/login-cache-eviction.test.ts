@@ -6,8 +6,8 @@
 // LRU's size (the default 10,000 needs as many requests). Real daemon on the embedded sandbox, raw CONNECTs.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { connect } from 'node:net';
 import { startGateway, startTarget, type Gateway, type Target } from './harness.ts';
+import { connectStatus } from '../support/connect-head.ts';
 
 const CACHE = 300;
 let gw: Gateway;
@@ -29,20 +29,7 @@ after(async () => {
   await gw?.close();
 });
 
-function status(user: string, pass: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = connect({ host: '127.0.0.1', port: gw.ports.http });
-    let t = '';
-    s.on('data', (d: Buffer) => {
-      t += d.toString('latin1');
-      if (t.includes('\r\n\r\n')) s.destroy();
-    });
-    s.on('error', reject);
-    s.on('close', () => resolve(Number(/^HTTP\/1\.[01] (\d{3})/.exec(t)?.[1] ?? 0)));
-    const auth = Buffer.from(`${user}:${pass}`).toString('base64');
-    s.write(`CONNECT 127.0.0.1:${target.port} HTTP/1.1\r\nHost: x\r\nProxy-Authorization: Basic ${auth}\r\n\r\n`);
-  });
-}
+const status = (user: string, pass: string) => connectStatus(gw.ports.http, target.port, user, pass);
 
 test("one customer's own valid logins evict another's verified pair: a blocked name then locks the victim out", async () => {
   assert.equal(await status('victim', 'victim-pass'), 200, 'the victim is served (its pair verified and kept)');

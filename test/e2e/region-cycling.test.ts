@@ -6,8 +6,8 @@
 // codes. Real daemon on the embedded sandbox, raw CONNECTs.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { connect } from 'node:net';
 import { startGateway, startTarget, type Gateway, type Target } from './harness.ts';
+import { connectHead, connectStatus } from '../support/connect-head.ts';
 
 let gw: Gateway;
 let target: Target;
@@ -20,25 +20,8 @@ after(async () => {
   await gw?.close();
 });
 
-function status(user: string, pass: string): Promise<number> {
-  return head(user, pass).then((t) => Number(/^HTTP\/1\.[01] (\d{3})/.exec(t)?.[1] ?? 0));
-}
-
-/** The answer's head to one CONNECT on a new connection. */
-function head(user: string, pass: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const s = connect({ host: '127.0.0.1', port: gw.ports.http });
-    let t = '';
-    s.on('data', (d: Buffer) => {
-      t += d.toString('latin1');
-      if (t.includes('\r\n\r\n')) s.destroy();
-    });
-    s.on('error', reject);
-    s.on('close', () => resolve(t));
-    const auth = Buffer.from(`${user}:${pass}`).toString('base64');
-    s.write(`CONNECT 127.0.0.1:${target.port} HTTP/1.1\r\nHost: x\r\nProxy-Authorization: Basic ${auth}\r\n\r\n`);
-  });
-}
+const status = (user: string, pass: string) => connectStatus(gw.ports.http, target.port, user, pass);
+const head = (user: string, pass: string) => connectHead(gw.ports.http, target.port, user, pass);
 
 test('cycling 6+ valid regions past pool.maxPerUser 4: platform calls stay bounded, not one per connection', async () => {
   const candidates = [
