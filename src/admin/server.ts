@@ -6,11 +6,12 @@
 // (and for the scope's own 404), however the client spelled the target: percent-encoded, absolute form,
 // `;` parameters, dot segments. A check on the raw URL's prefix (as before) let `/%761/users` and
 // `GET http://x/v1/app` through. Before any route, every request passes the Host/Origin policy (origin.ts).
+import { isIP } from 'node:net';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { isLoopbackHost } from '../config/schema.ts';
 import { logFailedAccepts } from '../errors/failed-accept.ts';
 import { bearerChecker } from './auth.ts';
-import { createOriginPolicy } from './origin.ts';
+import { createOriginPolicy, hostName } from './origin.ts';
 import type { AdminDeps } from './deps.ts';
 import { registerApiDocs } from './docs.ts';
 import { AdminConfigError, toErrorReply } from './errors.ts';
@@ -54,6 +55,19 @@ export function publishesName(allowedHosts: readonly string[] | undefined): bool
   return (allowedHosts ?? []).some((h) => !isLoopbackHost(h.trim().toLowerCase()));
 }
 
+/**
+ * Whether the request names this port by a host name other than a loopback name or admin.host (the Host header, or
+ * an absolute-form target's authority): a name the origin policy let through from admin.allowedHosts.
+ */
+function namesPublicHost(request: FastifyRequest, adminName: string | undefined): boolean {
+  const named = [request.headers.host, /^[a-z][a-z0-9+.-]*:\/\/([^/?#]*)/i.exec(request.raw.url ?? '')?.[1]];
+  return named.some((authority) => {
+    if (typeof authority !== 'string') return false;
+    const name = hostName(authority.slice(authority.lastIndexOf('@') + 1));
+    return name !== undefined && isIP(name) === 0 && !isLoopbackHost(name) && !name.endsWith('.localhost') && name !== adminName;
+  });
+}
+
 export function buildAdminServer(deps: AdminDeps, options: AdminServerOptions): FastifyInstance {
   if (!options.token && !isLoopbackHost(options.host)) {
     throw new AdminConfigError('admin.token', `required when admin.host (${options.host}) is not a loopback address`);
@@ -95,15 +109,24 @@ export function buildAdminServer(deps: AdminDeps, options: AdminServerOptions): 
   };
   // A token and a published name (admin.allowedHosts beyond loopback: the portal behind a terminator) mean that
   // people other than operators reach this port: the metrics (customers' names, main accounts' balances) and the
-  // API's description then need the token too, whatever Host a request names (a terminator may pass any).
-  const published = options.token !== undefined && options.token !== '' && (options.published ?? publishesName(options.allowedHosts));
+  // API's description then need the token too, whatever Host a request names (a terminator may pass any). When
+  // the daemon says the names are not this port's (the portal's own listener's), a request that still names one
+  // of them reached this port by it, and needs the token as well; the operators' scraper asks by an address.
+  const tokenSet = options.token !== undefined && options.token !== '';
+  const published = tokenSet && (options.published ?? publishesName(options.allowedHosts));
+  const adminName = hostName(options.host);
+  const operatorsOnly = async (request: FastifyRequest, reply: FastifyReply): Promise<unknown> => {
+    if (published || namesPublicHost(request, adminName)) return requireToken(request, reply);
+    return undefined;
+  };
   // Defence in depth: a /v1 route registered anywhere (not only in the /v1 scope below) gets the token check
   // too. routeOptions.url is the route's pattern, what the router matches against, not the raw target.
   app.addHook('onRoute', (route) => {
     const url = route.url ?? '';
-    if (!/^\/v1(?:\/|$)/i.test(url) && !(published && OPERATORS_ONLY.test(url))) return;
+    const guard = /^\/v1(?:\/|$)/i.test(url) ? requireToken : tokenSet && OPERATORS_ONLY.test(url) ? operatorsOnly : undefined;
+    if (guard === undefined) return;
     const hooks = route.onRequest === undefined ? [] : Array.isArray(route.onRequest) ? route.onRequest : [route.onRequest];
-    route.onRequest = [requireToken, ...hooks];
+    route.onRequest = [guard, ...hooks];
   });
   app.addHook('onResponse', async (request, reply) => {
     request.log.debug(

@@ -318,7 +318,7 @@ const user = z.strictObject({
     .array(
       z
         .string()
-        .regex(/^[A-Za-z0-9_.]+$/)
+        .regex(/^[A-Za-z0-9_.]+(?:-[A-Za-z0-9_.]+)*$/)
         .max(64),
     )
     .max(1000)

@@ -46,7 +46,7 @@ const instancesSchema = z
   .array(
     z
       .string()
-      .regex(/^[A-Za-z0-9_.]+$/, 'an instanceNo is [A-Za-z0-9_.]+')
+      .regex(/^[A-Za-z0-9_.]+(?:-[A-Za-z0-9_.]+)*$/, 'an instanceNo is pieces of [A-Za-z0-9_.]+ joined by -')
       .max(64),
   )
   .max(INSTANCES_MAX)

@@ -49,6 +49,11 @@ test('a user whose instances name the instance leaves through it; one whose list
   });
   assert.equal(other.status, 201, JSON.stringify(other.body));
   const none = await gw.admin('/v1/users', { body: { name: 'erin', mainAccount: 'shop1', password: 'erin-pass', instances: [] } });
+  // An instanceNo holding '-' (as a platform may write it) is a right like any other.
+  const dashed = await gw.admin('/v1/users', {
+    body: { name: 'gina', mainAccount: 'shop1', password: 'gina-pass', instances: ['INS-2024-0001'] },
+  });
+  assert.equal(dashed.status, 201, JSON.stringify(dashed.body));
   assert.equal(none.status, 201, JSON.stringify(none.body));
 
   const carol = await through('carol', 'carol-pass');
@@ -83,7 +88,7 @@ test('PATCH moves the instance from one customer to another at once; null gives 
 });
 
 test('instances that are not instanceNos, or repeat one, are refused 400 naming the field', async () => {
-  for (const instances of [['not an instance!'], ['INS1', 'INS1'], 'INS1']) {
+  for (const instances of [['not an instance!'], ['INS-'], ['INS1', 'INS1'], 'INS1']) {
     const r = await gw.admin<{ error: { code: string; message: string } }>('/v1/users', {
       body: { name: 'frank', mainAccount: 'shop1', password: 'frank-pass', instances },
     });

@@ -4,6 +4,7 @@
 // (a terminator may pass whatever Host a client sent). /healthz and /readyz stay open; an unpublished port keeps
 // /metrics open to the operators' scraper, also when allowedHosts names the portal's own listener and the admin
 // port is on loopback. Real daemon, admin token set, the portal on the admin listener.
+import { request } from 'node:http';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { startGateway, type Gateway } from './harness.ts';
@@ -11,9 +12,20 @@ import { poll } from '../support/wait.ts';
 
 const TOKEN = 'admin-token-1234567';
 
-async function get(gw: Gateway, path: string, headers: Record<string, string> = {}): Promise<{ status: number; text: string }> {
-  const r = await fetch(`${gw.adminUrl}${path}`, { headers });
-  return { status: r.status, text: await r.text() };
+/** A GET with the headers as given (node's http sends the Host named; fetch would not). */
+function get(gw: Gateway, path: string, headers: Record<string, string> = {}): Promise<{ status: number; text: string }> {
+  const url = new URL(gw.adminUrl);
+  return new Promise((resolve, reject) => {
+    const req = request({ host: url.hostname, port: url.port, path, headers: { host: url.host, ...headers } }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (text += chunk));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end();
+  });
 }
 
 describe('admin port published under a name (admin.allowedHosts) with a token', () => {
@@ -76,7 +88,10 @@ describe("the portal on its own listener, the admin port on loopback (README's s
   let gw: Gateway;
   before(async () => {
     gw = await startGateway({
-      config: { admin: { token: TOKEN, allowedHosts: ['panel.example.com'] }, portal: { host: '127.0.0.1', port: 0 } },
+      config: {
+        admin: { token: TOKEN, allowedHosts: ['admin.example.com', 'panel.example.com'] },
+        portal: { host: '127.0.0.1', port: 0 },
+      },
     });
   });
   after(async () => {
@@ -86,5 +101,16 @@ describe("the portal on its own listener, the admin port on loopback (README's s
   test("allowedHosts are the portal listener's names: the admin port's /metrics stays open to its scraper", async () => {
     assert.equal((await get(gw, '/metrics')).status, 200);
     assert.equal((await get(gw, '/docs/json')).status, 200);
+  });
+
+  test('a request that reached the admin port under one of those names needs the token there', async () => {
+    // One list for both ways: the reseller's dashboard behind a terminator under admin.example.com too.
+    for (const host of ['panel.example.com', 'ADMIN.example.com:443']) {
+      for (const path of ['/metrics', '/docs/json']) assert.equal((await get(gw, path, { host })).status, 401, `${host} ${path}`);
+    }
+    const auth = { authorization: `Bearer ${TOKEN}` };
+    assert.equal((await get(gw, '/metrics', { host: 'panel.example.com', ...auth })).status, 200);
+    // An address, a loopback name: the operators' own.
+    for (const host of ['127.0.0.1', 'localhost:9090', '[::1]']) assert.equal((await get(gw, '/metrics', { host })).status, 200, host);
   });
 });
