@@ -28,6 +28,9 @@ interface Part {
   failures: number;
 }
 const UNKNOWN: Part = { up: -1, down: -1, connections: -1, failures: -1 };
+/** A read that failed (the store): UNKNOWN to the caller, kept FAILED_KEPT_MS so a polling customer does not retry it at once. */
+const FAILED: Part = { up: -1, down: -1, connections: -1, failures: -1 };
+const FAILED_KEPT_MS = 5000;
 
 export type ListRecords = (q: ConnectionListQuery) => Promise<{ items: ConnectionRecord[]; next: string | null }>;
 
@@ -77,6 +80,15 @@ export class HistorySplit {
     const kept = this.parts.get(key);
     if (kept !== undefined) return kept;
     if (this.now() - start >= this.retentionMs) return UNKNOWN;
+    const part = await this.read(user, since, start, size);
+    // Settled (the deleted customer's records are all written), an answer is kept, UNKNOWN too: a period past
+    // MAX_PAGES is not read again at every request. A failed read is kept for a few seconds only.
+    if (part === FAILED) this.parts.set(key, UNKNOWN, { ttl: FAILED_KEPT_MS });
+    else if (this.now() - since >= SETTLED_MS) this.parts.set(key, part);
+    return part === FAILED ? UNKNOWN : part;
+  }
+
+  private async read(user: string, since: number, start: number, size: number): Promise<Part> {
     const part: Part = { up: 0, down: 0, connections: 0, failures: 0 };
     let cursor: string | undefined;
     try {
@@ -98,9 +110,8 @@ export class HistorySplit {
         cursor = r.next;
       }
     } catch {
-      return UNKNOWN;
+      return FAILED;
     }
-    if (this.now() - since >= SETTLED_MS) this.parts.set(key, part);
     return part;
   }
 }

@@ -80,3 +80,29 @@ test("records past the log's retention: the creation period's row is left out (i
   assert.deepEqual(await split.own('bob', since, 'day', [row(Date.parse('2026-11-29T00:00:00Z'), 600_000, 2)]), []);
   assert.equal(list.reads, 0);
 });
+
+test('a part that cannot be told (past the pages read) is kept once settled: a polling customer does not read the records again', async () => {
+  // 6,000 short connections of the deleted customer in the creation hour: more than the pages a part reads.
+  const records = Array.from({ length: 6000 }, (_, i) => record(`o${i}`, t0 + i * 100, 50, 100));
+  let reads = 0;
+  const paged: ListRecords = async (q) => {
+    reads++;
+    const from = q.cursor === undefined ? 0 : Number(q.cursor);
+    const items = records.slice(from, from + q.limit!);
+    return { items, next: from + q.limit! < records.length ? String(from + q.limit!) : null };
+  };
+  const split = new HistorySplit(paged, () => since + 10 * 60_000);
+  for (let i = 0; i < 20; i++) assert.deepEqual(await split.own('bob', since, 'hour', [row(t0, 605_000, 6001)]), []);
+  assert.ok(reads <= 25, `20 reads of the portal's usage cost ${reads} store reads`);
+});
+
+test('a failed read shows the row as unknown and is not retried at once', async () => {
+  let reads = 0;
+  const failing: ListRecords = async () => {
+    reads++;
+    throw new Error('store unavailable');
+  };
+  const split = new HistorySplit(failing, () => since + 10 * 60_000);
+  for (let i = 0; i < 5; i++) assert.deepEqual(await split.own('bob', since, 'hour', [row(t0, 600_000, 2)]), []);
+  assert.equal(reads, 1, 'kept a few seconds, not read again at every request');
+});
