@@ -470,6 +470,22 @@ export class ConnectionLog implements ConnectionRecorder {
     }
   }
 
+  /** Up to batchSize pending checkpoints, taken off the pending ones. */
+  private takeSnapshots(): ConnectionRecord[] {
+    if (this.snapshots.size <= this.batchSize) {
+      const all = [...this.snapshots.values()];
+      this.snapshots = new Map();
+      return all;
+    }
+    const some: ConnectionRecord[] = [];
+    for (const [id, record] of this.snapshots) {
+      some.push(record);
+      this.snapshots.delete(id);
+      if (some.length === this.batchSize) break;
+    }
+    return some;
+  }
+
   /** The first batchSize records of `queue`, and the rest. */
   private take(queue: ConnectionRecord[]): { taken: ConnectionRecord[]; rest: ConnectionRecord[] } {
     if (queue.length <= this.batchSize) return { taken: queue, rest: [] };
@@ -485,9 +501,11 @@ export class ConnectionLog implements ConnectionRecorder {
     while (this.queue.length > 0 || this.snapshots.size > 0 || this.usage.size > 0) {
       const batch = this.take(this.queue);
       this.queue = batch.rest;
-      // The checkpoints first: a batch's final record of the same connection then replaces its `open` one.
-      const snapshots = [...this.snapshots.values()];
-      this.snapshots = new Map();
+      // The checkpoints first: a batch's final record of the same connection then replaces its `open` one (a
+      // connection that ends drops its pending checkpoint, so none is in a later unit than its end). At most
+      // batchSize of them per unit: a stop checkpoints every open connection each second of its drain, and one
+      // unit of 50,000 would be one long Redis script or SQLite transaction.
+      const snapshots = this.takeSnapshots();
       const unit: Unstored = {
         id: this.batchIds(),
         records: snapshots.length > 0 ? [...snapshots, ...batch.taken] : batch.taken,
