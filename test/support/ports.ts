@@ -1,6 +1,6 @@
 // Loopback ports for tests and the bench: a free one, and waiting until a child process listens on one.
 import { readFileSync } from 'node:fs';
-import { connect, createServer, type AddressInfo } from 'node:net';
+import { connect, createServer } from 'node:net';
 
 export class SetupError extends Error {
   readonly code = 'TEST_SETUP';
@@ -10,16 +10,14 @@ export class SetupError extends Error {
   }
 }
 
-/** A loopback port nothing listens on (bound, read and released). */
+/**
+ * A loopback port nothing listens on, for a process that binds it later (a child daemon, redis-server, squid): one
+ * below the kernel's ephemeral range (restartablePort). A port the kernel handed out from that range and took back
+ * may be given again, before the process binds it, to any outgoing connection on the machine (another test file's
+ * client, a daemon's platform calls): with two suites at once, `rotor start` failed "admin.port … is in use".
+ */
 export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
+  return restartablePort();
 }
 
 /** Resolves once 127.0.0.1:port accepts a connection; SetupError after `deadlineMs`. */
