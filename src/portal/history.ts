@@ -16,6 +16,8 @@ import type { UsageRow } from '../connlog/usage.ts';
 
 const HOUR_MS = 3_600_000;
 const DAY_MS = 86_400_000;
+/** The longest look back for a deleted customer's connections when the records are kept longer (or for ever). */
+const LOOKBACK_MAX_MS = 31 * DAY_MS;
 const PAGE = 200;
 const MAX_PAGES = 25;
 /** After this long since the creation the deleted customer's records are all written (its connections ended at its delete). */
@@ -36,13 +38,17 @@ export type ListRecords = (q: ConnectionListQuery) => Promise<{ items: Connectio
 
 export class HistorySplit {
   private readonly parts = new LRUCache<string, Part>({ max: 1000 });
+  /** How far before a period its connections are looked for: the records' retention, at most LOOKBACK_MAX_MS. */
+  private readonly lookbackMs: number;
 
   constructor(
     private readonly list: ListRecords,
     private readonly now: () => number = Date.now,
     /** How long records are kept (log.access.retentionDays): a period older than that may have lost its records. */
     private readonly retentionMs = Infinity,
-  ) {}
+  ) {
+    this.lookbackMs = Math.min(retentionMs, LOOKBACK_MAX_MS);
+  }
 
   /** `rows` (one name's, oldest or newest first) as the customer made at `since` sees them; since 0: all of them. */
   async own(user: string, since: number, granularity: Granularity, rows: readonly UsageRow[]): Promise<UsageRow[]> {
@@ -94,8 +100,9 @@ export class HistorySplit {
     try {
       for (let page = 0; ; page++) {
         if (page === MAX_PAGES) return UNKNOWN;
-        // A connection that ended in the period started at most a day before it (longer ones: counted by their end).
-        const r = await this.list({ user, since: start - DAY_MS, until: since, limit: PAGE, ...(cursor !== undefined ? { cursor } : {}) });
+        // A connection that ended in the period began at most the records' retention before it (a websocket may
+        // run for days): one begun earlier than the period makes the part unknown, however long before.
+        const r = await this.list({ user, since: start - this.lookbackMs, until: since, limit: PAGE, ...(cursor !== undefined ? { cursor } : {}) });
         for (const c of r.items) {
           const end = c.startedAt + c.durationMs;
           if (c.user !== user || end < start || end >= start + size) continue;

@@ -106,3 +106,11 @@ test('a failed read shows the row as unknown and is not retried at once', async 
   for (let i = 0; i < 5; i++) assert.deepEqual(await split.own('bob', since, 'hour', [row(t0, 600_000, 2)]), []);
   assert.equal(reads, 1, 'kept a few seconds, not read again at every request');
 });
+
+test("a deleted customer's tunnel begun days before the creation's period (a websocket): the row is left out, not shown with its bytes", async () => {
+  // Open two days, cut at its delete at 11:20; 400,000 B of it relayed after 11:00, in the creation hour's row.
+  const list = store([record('ws1', t0 - 2 * 24 * H, 2 * 24 * H + 20 * 60_000, 50_000_000)]);
+  const split = new HistorySplit(list, () => since + 120_000, 7 * 24 * H);
+  const shown = await split.own('bob', since, 'hour', [row(t0, 600_000, 2)]);
+  assert.deepEqual(shown, [], `the new customer's portal shows ${JSON.stringify(shown)} (its own: 200,000 B)`);
+});
