@@ -102,7 +102,13 @@ export class HistorySplit {
         if (page === MAX_PAGES) return UNKNOWN;
         // A connection that ended in the period began at most the records' retention before it (a websocket may
         // run for days): one begun earlier than the period makes the part unknown, however long before.
-        const r = await this.list({ user, since: start - this.lookbackMs, until: since, limit: PAGE, ...(cursor !== undefined ? { cursor } : {}) });
+        const r = await this.list({
+          user,
+          since: start - this.lookbackMs,
+          until: since,
+          limit: PAGE,
+          ...(cursor !== undefined ? { cursor } : {}),
+        });
         for (const c of r.items) {
           const end = c.startedAt + c.durationMs;
           if (c.user !== user || end < start || end >= start + size) continue;
