@@ -54,6 +54,22 @@ describe('admin port published under a name (admin.allowedHosts) with a token', 
     for (const path of ['/healthz', '/readyz']) assert.notEqual((await get(gw, path, { host: 'panel.example.com' })).status, 401, path);
   });
 
+  test('/metrics and /docs spelled otherwise (percent-encoded, absolute form, doubled slash) still need the token', async () => {
+    for (const path of [
+      '/%6detrics',
+      '/%6D%65trics',
+      '//metrics',
+      '/metrics?x=1',
+      '/docs/%6Ason',
+      'http://panel.example.com/metrics',
+      'http://x/docs/json',
+    ]) {
+      const r = await get(gw, path);
+      assert.ok([400, 401, 403, 404].includes(r.status), `${path}: ${r.status}`);
+      assert.doesNotMatch(r.text, /secretcust|shop1|rotor_process/, path);
+    }
+  });
+
   test('with the token, /metrics lists the customer and /docs/json describes the API', async () => {
     const auth = { authorization: `Bearer ${TOKEN}` };
     const metrics = await poll(() => get(gw, '/metrics', { host: 'panel.example.com', ...auth }), {
