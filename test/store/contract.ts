@@ -345,6 +345,23 @@ export function storeContract(name: string, factory: StoreFactory): void {
       await b.close();
     });
 
+    test('usage: a batch of 60,000 rows (a flush of that many users) is added, once under its id', async () => {
+      const s = await open(fresh());
+      const rows = Array.from({ length: 60_000 }, (_, i) => ({ user: `wide${i}`, bytes: i + 1 }));
+      await s.usage.addUsage(rows, 'wide-1');
+      await s.usage.addUsage(rows, 'wide-1');
+      const got = await s.usage.getUsages(['wide0', 'wide29999', 'wide59999']);
+      assert.deepEqual(
+        got.map((u) => [u.user, u.usedBytes]),
+        [
+          ['wide0', 1],
+          ['wide29999', 30_000],
+          ['wide59999', 60_000],
+        ],
+      );
+      await s.close();
+    });
+
     test('usage: a failing batch leaves nothing half-applied', async () => {
       const s = await open(fresh());
       await s.usage.addUsage([{ user: 'alice', bytes: 1 }]);
