@@ -51,7 +51,17 @@ const FOLLOWED_INTENT_GRACE_MS = 60_000;
 export interface ConfigUserInput extends Partial<
   Omit<
     UserData,
-    'name' | 'source' | 'createdAt' | 'mainAccount' | 'rules' | 'listen' | 'expiresAt' | 'pricePerGb' | 'requestRules' | 'instances'
+    | 'name'
+    | 'source'
+    | 'createdAt'
+    | 'mainAccount'
+    | 'rules'
+    | 'listen'
+    | 'expiresAt'
+    | 'pricePerGb'
+    | 'requestRules'
+    | 'instances'
+    | 'products'
   >
 > {
   name: string;
@@ -66,6 +76,7 @@ export interface ConfigUserInput extends Partial<
   expiresAt?: string | null | undefined;
   pricePerGb?: number | null | undefined;
   instances?: readonly string[] | null | undefined;
+  products?: readonly string[] | null | undefined;
 }
 
 /** A user's record in memory: the gateway's row (src/admission/users.ts) and what only the directory reads. */
@@ -802,6 +813,13 @@ export class Users {
       listen: data.listen,
       pricePerGb: data.pricePerGb,
       instances: data.instances,
+      products: data.products,
+      // Sets, made once per record change: asked on every -instance- and -product- connection (a list of up to
+      // 1,000 instanceNos was scanned per connection).
+      rights: {
+        instances: data.instances === null ? null : new Set(data.instances),
+        products: data.products === null ? null : new Set(data.products),
+      },
     };
     const e: Entry = {
       data,
@@ -931,6 +949,7 @@ function defaults(): Omit<UserData, 'name' | 'mainAccount' | 'source' | 'created
     requestRules: [],
     metrics: false,
     instances: null,
+    products: null,
   };
 }
 
