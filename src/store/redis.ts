@@ -703,6 +703,22 @@ export class RedisStore implements S.Store {
     return Number(r) === 1;
   }
 
+  async deletedAmong(names: readonly string[]): Promise<Set<string>> {
+    const out = new Set<string>();
+    if (names.length === 0) return out;
+    // One round trip: a ZSCORE per name in one pipeline (ZMSCORE needs Redis 6.2).
+    await this.run('users', async (c) => {
+      const p = c.pipeline();
+      for (const n of names) p.zscore(this.keys.usersGone, n);
+      const results = (await p.exec()) ?? [];
+      results.forEach(([err, score], i) => {
+        if (err) throw err;
+        if (score !== null) out.add(names[i]!);
+      });
+    });
+    return out;
+  }
+
   async usersChangedSince(version: number): Promise<{ changed: S.StoredUser[]; deleted: string[]; version: number }> {
     return this.run('users', async (c) => {
       // The counter first: a write landing between the reads is seen now or by the next call, never lost.

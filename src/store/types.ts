@@ -254,6 +254,8 @@ export interface UserStore {
   deleteUser(name: string): Promise<boolean>;
   /** Users written and names deleted after `version`, and the newest version now. */
   usersChangedSince(version: number): Promise<{ changed: StoredUser[]; deleted: string[]; version: number }>;
+  /** The names among `names` that were deleted and not written since (a tombstone): one read for all. */
+  deletedAmong(names: readonly string[]): Promise<Set<string>>;
 }
 
 /** Small key/value state (JSON values): settings a component keeps across restarts. */

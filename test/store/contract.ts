@@ -465,6 +465,23 @@ export function storeContract(name: string, factory: StoreFactory): void {
       await r.close();
     });
 
+    test('users: deletedAmong names the deleted names (tombstones) among those asked, until one is written again', async () => {
+      const space = fresh();
+      const s = await open(space);
+      const r = await open(space);
+      for (const name of ['gone1', 'gone2', 'kept']) await s.users.putUser({ name, data: {}, passwordHash: 'h', state: 'ready' });
+      assert.deepEqual([...(await s.users.deletedAmong(['gone1', 'kept', 'never']))], []);
+      await s.users.deleteUser('gone1');
+      await s.users.deleteUser('gone2');
+      await s.users.deleteUser('never'); // nothing to delete: no tombstone
+      assert.deepEqual([...(await r.users.deletedAmong(['never', 'gone2', 'kept', 'gone1']))].sort(), ['gone1', 'gone2']);
+      assert.deepEqual([...(await r.users.deletedAmong([]))], []);
+      await r.users.putUser({ name: 'gone2', data: {}, passwordHash: 'h', state: 'ready' }, { ifAbsent: true });
+      assert.deepEqual([...(await s.users.deletedAmong(['gone1', 'gone2']))], ['gone1']);
+      await s.close();
+      await r.close();
+    });
+
     test('users: putUsers writes in order as one unit; a conflict fails alone; a write it cannot make fails them all', async () => {
       const space = fresh();
       const s = await open(space, { now: () => 7 });
