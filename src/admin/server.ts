@@ -10,7 +10,7 @@ import { isIP } from 'node:net';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { isLoopbackHost } from '../config/schema.ts';
 import { logFailedAccepts } from '../errors/failed-accept.ts';
-import { bearerChecker } from './auth.ts';
+import { AdminToken } from './auth.ts';
 import { createOriginPolicy, hostName } from './origin.ts';
 import type { AdminDeps } from './deps.ts';
 import { registerApiDocs } from './docs.ts';
@@ -23,8 +23,8 @@ import { zodValidatorCompiler } from './validation.ts';
 import { buildLazySerializer } from './lazy-serializers.ts';
 
 export interface AdminServerOptions {
-  /** Bearer token for /v1; required unless `host` is a loopback address. */
-  token?: string;
+  /** Bearer token for /v1; required unless `host` is a loopback address. An AdminToken lets a reload replace it. */
+  token?: string | AdminToken;
   /** The address the server will listen on (decides whether a token is required). */
   host: string;
   logger?: FastifyBaseLogger;
@@ -69,7 +69,8 @@ function namesPublicHost(request: FastifyRequest, adminName: string | undefined)
 }
 
 export function buildAdminServer(deps: AdminDeps, options: AdminServerOptions): FastifyInstance {
-  if (!options.token && !isLoopbackHost(options.host)) {
+  const token = options.token instanceof AdminToken ? options.token : new AdminToken(options.token);
+  if (!token.isSet && !isLoopbackHost(options.host)) {
     throw new AdminConfigError('admin.token', `required when admin.host (${options.host}) is not a loopback address`);
   }
   const app = Fastify({
@@ -99,9 +100,8 @@ export function buildAdminServer(deps: AdminDeps, options: AdminServerOptions): 
     const origin = request.headers.origin;
     checkOrigin({ host: request.headers.host, origin: typeof origin === 'string' ? origin : undefined, url: request.raw.url ?? '' });
   });
-  const authorized = bearerChecker(options.token);
   const requireToken = async (request: FastifyRequest, reply: FastifyReply): Promise<unknown> => {
-    if (authorized(request.headers.authorization)) return undefined;
+    if (token.check(request.headers.authorization)) return undefined;
     reply.header('www-authenticate', 'Bearer');
     return reply
       .status(401)
@@ -112,7 +112,7 @@ export function buildAdminServer(deps: AdminDeps, options: AdminServerOptions): 
   // API's description then need the token too, whatever Host a request names (a terminator may pass any). When
   // the daemon says the names are not this port's (the portal's own listener's), a request that still names one
   // of them reached this port by it, and needs the token as well; the operators' scraper asks by an address.
-  const tokenSet = options.token !== undefined && options.token !== '';
+  const tokenSet = token.isSet;
   const published = tokenSet && (options.published ?? publishesName(options.allowedHosts));
   const adminName = hostName(options.host);
   const operatorsOnly = async (request: FastifyRequest, reply: FastifyReply): Promise<unknown> => {
