@@ -23,10 +23,10 @@ const AUTH = { authorization: `Bearer ${TOKEN}` };
 const SECRETS = /forwardcust|shop1|rotor_process|"openapi"/;
 
 /** A GET with the headers as given; `path` may be an absolute-form target. */
-function get(gw: Gateway, path: string, headers: Record<string, string> = {}): Promise<{ status: number; text: string }> {
+function get(gw: Gateway, path: string, headers: Record<string, string> = {}, method = 'GET'): Promise<{ status: number; text: string }> {
   const url = new URL(gw.adminUrl);
   return new Promise((resolve, reject) => {
-    const req = request({ host: url.hostname, port: url.port, path, headers: { host: url.host, ...headers } }, (res) => {
+    const req = request({ host: url.hostname, port: url.port, path, method, headers: { host: url.host, ...headers } }, (res) => {
       let text = '';
       res.setEncoding('utf8');
       res.on('data', (chunk: string) => (text += chunk));
@@ -137,6 +137,7 @@ describe('a token and no allowedHosts (admin.metricsToken auto): a request throu
     ];
     for (const h of headers) {
       for (const path of spellings(gw)) assertRefused(await get(gw, path, h), `${JSON.stringify(h)} ${path}`);
+      assert.equal((await get(gw, '/metrics', h, 'HEAD')).status, 401, `${JSON.stringify(h)} HEAD /metrics`);
       assert.equal((await get(gw, '/metrics', { ...h, ...AUTH })).status, 200, `${JSON.stringify(h)} with the token`);
     }
   });
