@@ -2,7 +2,10 @@
 // UserMeter: `add` is two number adds, a sum and a compare that may set `exhausted`; nothing allocates, logs
 // or awaits there. Everything slow happens off the data path: a timer takes what changed since the last
 // flush and writes it to the store in one batch (at most one interval is lost on a crash; `close()` flushes
-// the rest), and metrics are brought up to date at the same moment. Modelled on gost's x/limiter/quota (the
+// the rest), and metrics are brought up to date at the same moment. Each batch carries an id the store takes in
+// the same transaction (SQLite) or script (Redis) as the increments: a write that failed is written again as it
+// was, before anything newer, and one that landed although its caller saw it fail (a reply lost past the
+// timeout) is skipped by the store then, so no byte is counted twice. Modelled on gost's x/limiter/quota (the
 // quota checked in memory, the store behind it) and x/internal/util/stats (report only what changed).
 //
 // Limit precedence: the config's `limitBytes` is the initial limit. An admin override (`setLimit`) is
@@ -34,6 +37,7 @@
 // daemon's, or another daemon's of the fleet following the change) moves to the new key when the new user is
 // applied: its unwritten bytes go to the old key, its fleet lease of the old key is given back, and the new
 // key's stored usage (what other daemons already counted for the new customer) is read in.
+import { randomBytes } from 'node:crypto';
 import type { SettingsStore, UsageCursor, UsageRecord, UsageStore as UsageBackend } from '../store/types.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import type { Logger } from '../telemetry/logger.ts';
@@ -154,6 +158,8 @@ export interface AccountingOptions {
   timeZone?: string;
   /** Clock for quota periods; default Date.now. */
   now?: () => number;
+  /** Ids of the flushes' store writes (unique across daemons and restarts); default a random prefix and a counter. */
+  batchIds?: () => string;
 }
 
 export const DEFAULT_FLUSH_INTERVAL_MS = 2000;
@@ -183,6 +189,23 @@ const UPSERT_BATCH = 1000;
 const CLOSE_RETRY_MS = 3000;
 /** Users named in the log line of a stop that could not write every meter (the largest; the total covers all). */
 const CLOSE_LOST_LISTED = 100;
+
+/** Ids unique across restarts and daemons without a random draw per flush. */
+function flushIds(): () => string {
+  const prefix = randomBytes(6).toString('base64url');
+  let n = 0;
+  return () => `${prefix}${(++n).toString(36)}`;
+}
+
+/**
+ * A flush's store write that failed: written again as it was (its id, its deltas) before anything newer. The
+ * store may have taken it although the caller saw an error (a Redis reply lost past the command timeout); the
+ * id makes the store skip it then, so its bytes are counted once.
+ */
+interface UnstoredFlush {
+  id: string;
+  deltas: { user: string; bytes: number }[];
+}
 
 /**
  * What applying a batch of users gathers instead of sending it per user, one round trip after another: the
@@ -313,6 +336,9 @@ export class Accounting {
   private readonly now: () => number;
   /** Usage of periods that ended before it was written, written with the next flush. */
   private carry: { user: string; bytes: number }[] = [];
+  /** Local mode: the flush whose write failed, written again (same id) before anything newer (UnstoredFlush). */
+  private unstored: UnstoredFlush | undefined;
+  private readonly batchIds: () => string;
   private readonly meters = new Map<string, Meter>();
   /**
    * Meters whose usage, limit or period moved since the feeds last looked (each at most once: Meter.changed).
@@ -365,6 +391,7 @@ export class Accounting {
     this.countBytes = options.countBytes ?? true;
     this.timeZone = options.timeZone ?? 'UTC';
     this.now = options.now ?? Date.now;
+    this.batchIds = options.batchIds ?? flushIds();
     if (!(this.flushIntervalMs > 0)) throw new InternalError('flushIntervalMs must be positive');
     this.unflushed = this.newFeed();
   }
@@ -1131,12 +1158,13 @@ export class Accounting {
 
   /** Whether metered bytes are still waiting for a store write. */
   private unwritten(): boolean {
-    return this.carry.length > 0 || this.unflushed.size > 0;
+    return this.unstored !== undefined || this.carry.length > 0 || this.unflushed.size > 0;
   }
 
   /** What a stop could not write, by store key (a user, or a user's period), largest first. */
   private unwrittenBytes(): { user: string; bytes: number }[] {
     const byKey = new Map<string, number>();
+    for (const d of this.unstored?.deltas ?? []) byKey.set(d.user, (byKey.get(d.user) ?? 0) + d.bytes);
     for (const d of this.carry) byKey.set(d.user, (byKey.get(d.user) ?? 0) + d.bytes);
     for (const m of this.unflushed) if (m.used !== m.persisted) byKey.set(m.key, (byKey.get(m.key) ?? 0) + m.used - m.persisted);
     return [...byKey].map(([user, bytes]) => ({ user, bytes })).sort((a, b) => b.bytes - a.bytes);
@@ -1239,6 +1267,20 @@ export class Accounting {
   }
 
   private async writeDeltas(): Promise<void> {
+    // A flush whose write failed goes first, as it was: nothing newer is written before it (its id would not
+    // cover bytes added to it, and a later write of the same bytes under another id would count them twice).
+    this.fanOut();
+    const unstored = this.unstored;
+    if (unstored !== undefined) {
+      try {
+        this.startRows = undefined;
+        await this.store.addUsage(unstored.deltas, unstored.id);
+      } catch (err) {
+        this.logger?.warn({ err, users: unstored.deltas.length, batch: unstored.id }, 'could not persist traffic counters; will retry');
+        return;
+      }
+      if (this.unstored === unstored) this.unstored = undefined;
+    }
     const carried = this.carry;
     this.carry = [];
     const deltas: { user: string; bytes: number }[] = [...carried];
@@ -1267,15 +1309,32 @@ export class Accounting {
       }
     }
     if (deltas.length === 0) return;
+    if (this.allowance) {
+      // Fleet: the leaser's usageStore moves the bytes (its syncs and reports), never the store's addUsage; a
+      // failed report is folded into the next flush's deltas as before.
+      try {
+        this.startRows = undefined;
+        await this.store.addUsage(deltas);
+        for (const t of targets) t.m.persisted = t.to;
+      } catch (err) {
+        this.carry.unshift(...carried);
+        for (const t of targets) this.unflushed.add(t.m);
+        // Kept in memory: the next flush writes them again.
+        this.logger?.warn({ err, users: deltas.length }, 'could not persist traffic counters; will retry');
+      }
+      return;
+    }
+    // The bytes are this write's from now on, whatever its outcome: a reset or a period's roll meanwhile counts
+    // only what came after (before, it carried them to the old key a second time), and a failed write is kept
+    // whole and written again under its id (see UnstoredFlush).
+    for (const t of targets) t.m.persisted = t.to;
+    const batch: UnstoredFlush = { id: this.batchIds(), deltas };
     try {
       this.startRows = undefined;
-      await this.store.addUsage(deltas);
-      for (const t of targets) t.m.persisted = t.to;
+      await this.store.addUsage(deltas, batch.id);
     } catch (err) {
-      this.carry.unshift(...carried);
-      for (const t of targets) this.unflushed.add(t.m);
-      // Kept in memory: the next flush writes them again.
-      this.logger?.warn({ err, users: deltas.length }, 'could not persist traffic counters; will retry');
+      this.unstored = batch;
+      this.logger?.warn({ err, users: deltas.length, batch: batch.id }, 'could not persist traffic counters; will retry');
     }
   }
 

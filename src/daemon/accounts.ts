@@ -172,7 +172,7 @@ async function resolveProducts(users: readonly UserConfig[], products: ProductCa
 /** Accounting keeps its counters in the usage backend and the configured limits it last applied in the settings. */
 function accountingStore({ usage, settings }: Pick<Backends, 'usage' | 'settings'>): UsageStore {
   return {
-    addUsage: (deltas) => usage.addUsage(deltas),
+    addUsage: (deltas, batchId) => usage.addUsage(deltas, batchId),
     getUsage: (user) => usage.getUsage(user),
     listUsage: () => usage.listUsage(),
     setLimit: (user, limitBytes) => usage.setLimit(user, limitBytes),

@@ -10,6 +10,22 @@
 // refused unchecked, like a try during the wait. Counting a failure only after its check let a burst of any size
 // through the wait test before the first check ended (all checked), as the proxy's AuthGuard.enter bounds the
 // checks pending per source for the same reason.
+//
+// The rule, by what is counted where:
+// - a user name (from every address together): its checks in flight are at most its free failures left (one at
+//   a time once they are spent); a try past that is refused at once, 429. One name guessed from one address or
+//   from many addresses: at most the free failures checked, whatever the burst.
+// - a client address (whatever the names): its checks in flight are at most its own free failures left (4 ×
+//   the name's), as before; but a try past that, for a name that may still try, waits in the address's line
+//   for a check in flight to end instead of being refused: a right password ends its check without spending
+//   the address's count, and the next in line is checked; failures that spend it start the address's wait, and
+//   everyone in line is refused with it, unchecked. So a burst of guesses over many names from one address
+//   still checks at most the address's free failures, while a busy office behind one NAT signing in with right
+//   passwords is delayed by a check's time, never refused. The line is bounded: LINE_PER_CLIENT tries per
+//   address, LINE_TOTAL in all, each waiting at most `maxLineWaitMs`; past any bound a try is refused, 429.
+//   (Counting reservations per (address, name) and only failures per address was the other way considered: a
+//   burst of N names from one address would then check all N at once, the address's count learning of their
+//   failures only after the checks ended.)
 import { LRUCache } from 'lru-cache';
 
 export interface BackoffOptions {
@@ -18,12 +34,26 @@ export interface BackoffOptions {
   /** Entries per table (user names, client addresses). */
   max?: number;
   now?: () => number;
+  /** How long a try may wait in its address's line for a check in flight to end (default 10 s). */
+  maxLineWaitMs?: number;
 }
 
 /** A client address's free tries, as a multiple of a user name's. */
 const CLIENT_FACTOR = 4;
 /** What a try refused because the free tries are all in flight is told to wait (their checks end sooner). */
 const IN_FLIGHT_WAIT_MS = 1000;
+/** Tries waiting in one address's line (beyond: 429 at once), and in every line together. */
+const LINE_PER_CLIENT = 64;
+const LINE_TOTAL = 1024;
+/** begin()'s internal answer: the address's free tries left are all in flight (the try may wait in line). */
+const ADDRESS_FULL = -1;
+
+/** A try waiting in its address's line. */
+interface Waiter {
+  user: string;
+  resolve: (waitMs: number) => void;
+  timer: NodeJS.Timeout | undefined;
+}
 
 interface Count {
   failures: number;
@@ -40,6 +70,9 @@ export class LoginBackoff {
   private readonly users: LRUCache<string, Count>;
   private readonly clients: LRUCache<string, Count>;
   private readonly now: () => number;
+  /** Tries waiting for a check in flight from their address to end, by address, in arrival order. */
+  private readonly lines = new Map<string, Waiter[]>();
+  private waiting = 0;
 
   constructor(private readonly options: BackoffOptions) {
     this.now = options.now ?? Date.now;
@@ -60,19 +93,76 @@ export class LoginBackoff {
   /**
    * Reserves a try of `user` from `client` before its password is checked: 0 = reserved (call end() once the
    * check ended, whatever its outcome), else the milliseconds to tell the client to wait (nothing reserved):
-   * the name or the address is in its wait, or the tries it has left are all in flight.
+   * the name or the address is in its wait, or the name's tries left are all in flight. When the address's
+   * tries left are all in flight (other names' checks) the answer is a promise: the try waits in the address's
+   * line for one of them to end (see the rule at the top), then is reserved (0) or refused (> 0).
    */
-  begin(user: string, client: string): number {
+  begin(user: string, client: string): number | Promise<number> {
+    const line = this.lines.get(client);
+    // Behind others in line: in line too (the address is full, or they would have been served).
+    const r = this.reserveTry(user, client, line !== undefined);
+    if (r !== ADDRESS_FULL) return r;
+    if (this.waiting >= LINE_TOTAL || (line?.length ?? 0) >= LINE_PER_CLIENT) return IN_FLIGHT_WAIT_MS;
+    return new Promise<number>((resolve) => {
+      const w: Waiter = { user, resolve, timer: undefined };
+      w.timer = setTimeout(() => this.leave(client, w), this.options.maxLineWaitMs ?? 10_000);
+      if (line === undefined) this.lines.set(client, [w]);
+      else line.push(w);
+      this.waiting++;
+    });
+  }
+
+  /** Tries waiting in the addresses' lines now. */
+  get waitingInLine(): number {
+    return this.waiting;
+  }
+
+  /**
+   * begin()'s test and reservation: 0 reserved, > 0 refused for that long, ADDRESS_FULL the address's tries in
+   * flight (or `behind` others in its line: the name is tested, nothing reserved).
+   */
+  private reserveTry(user: string, client: string, behind = false): number {
     const wait = this.waitMs(user, client);
     if (wait > 0) return wait;
     const uk = user.toLowerCase();
     const u = this.users.get(uk);
-    const c = this.clients.get(client);
     const free = this.options.freeFailures;
-    if (full(u, free) || full(c, free * CLIENT_FACTOR)) return IN_FLIGHT_WAIT_MS;
+    if (full(u, free)) return IN_FLIGHT_WAIT_MS;
+    const c = this.clients.get(client);
+    if (behind || full(c, free * CLIENT_FACTOR)) return ADDRESS_FULL;
     this.reserve(this.users, uk, u);
     this.reserve(this.clients, client, c);
     return 0;
+  }
+
+  /** A check from `client` ended: the tries at the head of its line are served (reserved or refused) while they can be. */
+  private wake(client: string): void {
+    const line = this.lines.get(client);
+    if (line === undefined) return;
+    while (line.length > 0) {
+      const w = line[0]!;
+      const r = this.reserveTry(w.user, client);
+      if (r === ADDRESS_FULL) break;
+      line.shift();
+      this.settled(w, r);
+    }
+    if (line.length === 0) this.lines.delete(client);
+  }
+
+  /** A try waited its longest in line: refused unchecked. */
+  private leave(client: string, w: Waiter): void {
+    const line = this.lines.get(client);
+    const i = line?.indexOf(w) ?? -1;
+    if (i < 0) return;
+    line!.splice(i, 1);
+    if (line!.length === 0) this.lines.delete(client);
+    this.settled(w, IN_FLIGHT_WAIT_MS);
+  }
+
+  private settled(w: Waiter, waitMs: number): void {
+    clearTimeout(w.timer);
+    this.waiting--;
+    w.resolve(waitMs);
   }
 
   /** Settles a try begin() reserved. */
@@ -92,6 +182,7 @@ export class LoginBackoff {
       this.settle(this.users, uk, u);
       this.settle(this.clients, client, c);
     }
+    this.wake(client);
   }
 
   /** A wrong password counted without a reservation (begin/end is what the routes use). */

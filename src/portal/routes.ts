@@ -176,11 +176,12 @@ function registerAccountRoutes(app: FastifyInstance, ctx: PortalContext): void {
   const { deps, options, api, sessions, backoff, cookie, signedIn, me, hide } = ctx;
   /**
    * A password check under the back-off: the try is reserved first (refused unchecked, 429 LOGIN_DELAYED, when
-   * the name or the address waits or its free tries are all in flight: so one address has at most 4 ×
-   * freeFailures checks in flight), then checked at the hash queue's 'portal' priority, then counted.
+   * the name or the address waits or the name's free tries are all in flight; when the address's are — at most
+   * 4 × freeFailures checks in flight from one address — it waits in the address's line for one to end, see
+   * backoff.ts), then checked at the hash queue's 'portal' priority, then counted.
    */
   const checked = async (reply: FastifyReply, user: string, client: string, check: () => Promise<boolean>): Promise<boolean> => {
-    const wait = backoff.begin(user, client);
+    const wait = await backoff.begin(user, client);
     if (wait > 0) {
       const seconds = Math.max(1, Math.ceil(wait / 1000));
       void reply.header('retry-after', String(seconds));

@@ -6,13 +6,19 @@
 // came (client and upstream speak the same header). Bytes of payload are metered both ways and recorded as
 // the association's connection. It ends with either TCP control connection, after `idleTimeoutMs` without a
 // datagram, or when the quota is spent. Bounded: associations per user, datagrams in flight per association.
+// Whose datagrams it takes (RFC 1928 §7: DST.ADDR/DST.PORT of the request are where the client will send from):
+// a non-zero DST.ADDR is the only source address taken, a non-zero DST.PORT the only source port; a zero
+// address means the control connection's, a zero port the first datagram's from that address. Once the source
+// is fixed a datagram from any other (a second port of the same address: a neighbour behind the client's NAT)
+// is dropped unread and counted ('foreign'), and replies only ever go to the fixed source. A domain name as
+// DST.ADDR names no source a datagram can be matched to: refused 0x08 (address type not supported).
 // The user's rate (the bucket its TCP connections share) applies to datagrams too: over it they wait in the
 // association's queue, which holds at most `maxPendingDatagrams` (with those in flight) and one second of the
 // rate, so a datagram is late by about a second at most; beyond it they are dropped and counted. UDP has no
 // backpressure to give, and a datagram held longer is worth little to DNS, QUIC or voice, which retry or
 // adapt to loss themselves.
 import { createSocket, type RemoteInfo, type Socket as UdpSocket } from 'node:dgram';
-import { isIPv6, type Socket } from 'node:net';
+import { isIPv6, SocketAddress, type Socket } from 'node:net';
 import type { ConnectionContext } from '../connlog/types.ts';
 import { InternalError } from '../errors/rotor-error.ts';
 import type { Logger } from '../telemetry/logger.ts';
@@ -73,6 +79,11 @@ export class UdpAssociations {
   /** Serves a UDP ASSOCIATE whose client is authorized for `route`; answers the request itself. */
   async serve(control: Socket, request: ConnectRequest<unknown>, route: Route, conn: ConnectionContext): Promise<void> {
     const user = route.user.name;
+    if (request.addressType === 3) {
+      writeReply(control, REPLY.addressTypeNotSupported);
+      conn.end({ result: 'bad_request', reason: 'UDP ASSOCIATE names its source by a domain name' });
+      return;
+    }
     const held = this.perUser.get(user) ?? 0;
     if (held >= this.settings.maxAssociationsPerUser) {
       writeReply(control, REPLY.notAllowed);
@@ -165,9 +176,12 @@ export class UdpAssociations {
 class Association {
   private readonly client: UdpSocket;
   private readonly upstream: UdpSocket;
-  /** The client's UDP address, fixed by the request (when it named one) or its first datagram. */
+  /** The client's UDP address, fixed by the request (when it named both) or its first datagram; replies go only there. */
   private clientAddr: { address: string; port: number } | undefined;
-  private readonly clientIp: string;
+  /** The one source address taken: the request's DST.ADDR, or the control connection's when it is zero. */
+  private readonly fromAddress: string;
+  /** The one source port taken: the request's DST.PORT, or the first datagram's when it is zero (0 until then). */
+  private fromPort: number;
   /** Payload bytes both ways (tunnel-stream.ts: the user's meter, rotor_proxy_bytes_total, the record's counters). */
   private readonly stream: MeteredStream;
   private pending = 0;
@@ -193,12 +207,13 @@ class Association {
     private readonly conn: ConnectionContext,
     request: ConnectRequest<unknown>,
   ) {
-    this.clientIp = bare(control.remoteAddress ?? '');
     const local = control.localAddress ?? '127.0.0.1';
     this.client = createSocket({ type: isIPv6(local) && !local.startsWith('::ffff:') ? 'udp6' : 'udp4' });
     this.upstream = createSocket({ type: isIPv6(relay.host) ? 'udp6' : 'udp4' });
-    const named = request.port !== 0 && !/^(0\.0\.0\.0|::|0(:0)*)$/.test(request.host);
-    if (named) this.clientAddr = { address: bare(request.host), port: request.port };
+    const named = canonical(request.host, request.addressType);
+    this.fromAddress = named ?? bare(control.remoteAddress ?? '');
+    this.fromPort = request.port;
+    if (this.fromPort !== 0) this.clientAddr = { address: this.fromAddress, port: this.fromPort };
     const user = route.user.name;
     const meters = owner.routerOf.meters;
     this.limiter = meters.limiter?.(user);
@@ -243,10 +258,11 @@ class Association {
 
   private fromClient(msg: Buffer, from: RemoteInfo): void {
     if (this.over) return;
-    const addr = this.clientAddr;
-    if (addr ? bare(from.address) !== addr.address || from.port !== addr.port : bare(from.address) !== this.clientIp)
-      return this.drop('foreign');
-    this.clientAddr ??= { address: bare(from.address), port: from.port };
+    if ((this.fromPort !== 0 && from.port !== this.fromPort) || bare(from.address) !== this.fromAddress) return this.drop('foreign');
+    if (this.fromPort === 0) {
+      this.fromPort = from.port;
+      this.clientAddr = { address: this.fromAddress, port: from.port };
+    }
     const h = parseUdpHeader(msg);
     if ('error' in h) return this.drop('malformed');
     if (h.frag !== 0) return this.drop('fragment');
@@ -355,6 +371,15 @@ class Association {
     this.stream.flush();
     this.conn.end({ result, reason: this.dropped > 0 ? `${reason ?? 'closed'}; ${this.dropped} datagrams dropped` : reason });
   }
+}
+
+/**
+ * The request's DST.ADDR in the form the kernel gives a datagram's source (IPv6 shortened, an IPv4-mapped one as
+ * IPv4), or undefined for an all-zero address (the client does not know it yet).
+ */
+function canonical(host: string, addressType: 1 | 3 | 4): string | undefined {
+  const address = bare(new SocketAddress({ address: host, family: addressType === 4 ? 'ipv6' : 'ipv4' }).address);
+  return address === '0.0.0.0' || address === '::' ? undefined : address;
 }
 
 function bare(address: string): string {

@@ -218,4 +218,18 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX connlog_batches_at ON connlog_batches (at);
     `,
   },
+  {
+    // The quota meters' flushes written lately, by the writer's id (UsageStore.addUsage's batchId): a flush
+    // written again after its caller saw the first write fail adds nothing. Rows older than USAGE_BATCH_TTL_MS
+    // go in each addUsage's transaction.
+    id: 71,
+    name: 'usage: ids of the meter flushes written lately',
+    sql: `
+      CREATE TABLE usage_batches (
+        id  TEXT PRIMARY KEY NOT NULL,
+        at  INTEGER NOT NULL
+      ) WITHOUT ROWID;
+      CREATE INDEX usage_batches_at ON usage_batches (at);
+    `,
+  },
 ];

@@ -12,6 +12,7 @@
 //   P usage:all               set    users
 //   P usage:changed           zset   user -> version of its row's last write (the usage change feed)
 //   P usage:version           string counter every usage write takes its version from
+//   P usage:batch:<id>        string a meter flush written (UsageStore.addUsage's batchId), for USAGE_BATCH_TTL_MS
 //   P kv                      hash   key -> JSON
 //   P usr:<name>              hash   one user record (data JSON, passwordHash, state, version, updatedAt)
 //   P users:live / :gone      zset   name -> version of its last write / of its deletion
@@ -81,6 +82,9 @@ export class RedisKeys {
   }
   get usageVersion(): string {
     return `${this.prefix}usage:version`;
+  }
+  usageBatch(id: string): string {
+    return `${this.prefix}usage:batch:${id}`;
   }
   get kv(): string {
     return `${this.prefix}kv`;

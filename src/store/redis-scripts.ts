@@ -48,6 +48,24 @@ for i = 1, #ARGV do redis.call('ZADD', KEYS[2], v, ARGV[i]) end
 return v
 `;
 
+// A flush of the quota meters (addUsage): the batch's id, every row's increment and the usage change feed's entry
+// (as USAGE_CHANGED) in one script, so a batch written again after its answer was lost adds nothing. KEYS: the
+// batch id's key, the users set, the version counter, the changed zset, then one usage hash per delta. ARGV: the
+// id's life in ms (0: no id), now, then per delta: user, bytes. Returns 0 when the id was taken before, else 1.
+export const ADD_USAGE = `
+if tonumber(ARGV[1]) > 0 and not redis.call('SET', KEYS[1], '1', 'NX', 'PX', ARGV[1]) then return 0 end
+local v = redis.call('INCR', KEYS[3])
+for j = 1, #KEYS - 4 do
+  local key, user = KEYS[4 + j], ARGV[1 + 2 * j]
+  redis.call('HINCRBY', key, 'used', ARGV[2 + 2 * j])
+  redis.call('HSETNX', key, 'limit', -1)
+  redis.call('HSET', key, 'updatedAt', ARGV[2])
+  redis.call('SADD', KEYS[2], user)
+  redis.call('ZADD', KEYS[4], v, user)
+end
+return 1
+`;
+
 // KEYS: entry hash, all set, intent set. ARGV: merchantNo, operation, request, reqId, now.
 export const ADD_INTENT = `
 if redis.call('EXISTS', KEYS[1]) == 1 then return redis.error_reply('ROTOR_CONFLICT journal entry ' .. ARGV[1] .. ' already exists') end

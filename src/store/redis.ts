@@ -17,6 +17,7 @@ import type { Logger } from '../telemetry/logger.ts';
 import { StoreConflictError, StoreError } from './errors.ts';
 import {
   ADD_INTENT,
+  ADD_USAGE,
   DELETE_USER,
   HASHES,
   MARK_CALLBACK,
@@ -36,7 +37,7 @@ import { DEFAULT_REDIS_PREFIX, RedisKeys } from './redis-keys.ts';
 import * as outbox from './redis-events.ts';
 // S: the records and the interface both drivers implement (src/store/types.ts).
 import type * as S from './types.ts';
-import { intentEntry } from './types.ts';
+import { USAGE_BATCH_TTL_MS, intentEntry } from './types.ts';
 
 /** Rows written per MULTI when many are (setLimits). */
 const HASH_PAGE = 500;
@@ -82,6 +83,8 @@ const SCRIPTS = {
   rotorRecordCallback: { numberOfKeys: 4, lua: RECORD_CALLBACK },
   rotorMarkCallback: { numberOfKeys: 2, lua: MARK_CALLBACK },
   rotorUsageChanged: { numberOfKeys: 2, lua: USAGE_CHANGED },
+  // Keys counted per call (the first argument): 4 + one per delta.
+  rotorAddUsage: { lua: ADD_USAGE },
   // Keys counted per call (the first argument): one per record.
   rotorHashes: { lua: HASHES },
   rotorUserPage: { lua: USER_PAGE },
@@ -515,21 +518,19 @@ export class RedisStore implements S.Store {
   }
 
   // ── usage ──
-  async addUsage(deltas: { user: string; bytes: number }[]): Promise<void> {
+  async addUsage(deltas: { user: string; bytes: number }[], batchId?: string): Promise<void> {
     if (deltas.length === 0) return;
     // Checked before anything is sent: a bad entry leaves the whole batch unapplied, as in SQLite.
     const checked = deltas.map((d) => ({ user: checkUser(d.user, 'usage'), bytes: checkBytes(d.bytes, 'usage') }));
-    const t = this.now();
-    await this.run('usage', async (c) => {
-      const m = c.multi();
-      for (const d of checked) {
-        const key = this.keys.usage(d.user);
-        m.hincrby(key, 'used', d.bytes).hsetnx(key, 'limit', -1).hset(key, 'updatedAt', t).sadd(this.keys.usageAll, d.user);
-      }
-      this.usageChanged(m, checked);
-      const results = (await m.exec()) ?? [];
-      for (const [err] of results) if (err) throw err;
-    });
+    const k = this.keys;
+    const keys: string[] = [k.usageBatch(batchId ?? ''), k.usageAll, k.usageVersion, k.usageChanged];
+    const args: (string | number)[] = [batchId === undefined ? 0 : USAGE_BATCH_TTL_MS, this.now()];
+    for (const d of checked) {
+      keys.push(k.usage(d.user));
+      args.push(d.user, d.bytes);
+    }
+    // One script: the batch's id, the increments and the change feed's entry together (ADD_USAGE).
+    await this.run('usage', (c) => this.script(c, 'rotorAddUsage', [keys.length, ...keys, ...args]));
   }
 
   async getUsage(user: string): Promise<S.UsageRecord | undefined> {

@@ -13,7 +13,7 @@ import * as outbox from './sqlite-events.ts';
 // S: the records and the interface both drivers implement (src/store/types.ts).
 import type * as S from './types.ts';
 import type { Logger } from '../telemetry/logger.ts';
-import { intentEntry } from './types.ts';
+import { USAGE_BATCH_TTL_MS, intentEntry } from './types.ts';
 
 export interface SqliteStoreOptions {
   /** Clock for timestamps (epoch ms); default Date.now. */
@@ -395,7 +395,7 @@ export class SqliteStore implements S.Store {
   }
 
   // ── usage ──
-  async addUsage(deltas: { user: string; bytes: number }[]): Promise<void> {
+  async addUsage(deltas: { user: string; bytes: number }[], batchId?: string): Promise<void> {
     const db = this.q();
     const stmt = this.prepare(
       `INSERT INTO usage (user, used_bytes, limit_bytes, updated_at) VALUES (?, ?, -1, ?)
@@ -403,6 +403,11 @@ export class SqliteStore implements S.Store {
     );
     const t = this.now();
     db.transaction((list: { user: string; bytes: number }[]) => {
+      if (batchId !== undefined) {
+        // The batch's id in the same transaction as its increments (migration 71): taken before, nothing is added.
+        if (this.prepare('INSERT OR IGNORE INTO usage_batches (id, at) VALUES (?, ?)').run(batchId, t).changes === 0) return;
+        this.prepare('DELETE FROM usage_batches WHERE at < ?').run(t - USAGE_BATCH_TTL_MS);
+      }
       for (const d of list) stmt.run(d.user, Math.trunc(d.bytes), t);
     })(deltas);
   }

@@ -197,10 +197,18 @@ export interface UsageCursor {
   epoch: string;
 }
 
+/** How long a store remembers an addUsage batch id (see UsageStore.addUsage). */
+export const USAGE_BATCH_TTL_MS = 3_600_000;
+
 /** Per-user byte counters and limits (src/accounting/). */
 export interface UsageStore {
-  /** Adds every delta in one transaction (users unknown so far start at 0 bytes, unlimited). */
-  addUsage(deltas: { user: string; bytes: number }[]): Promise<void>;
+  /**
+   * Adds every delta in one transaction (users unknown so far start at 0 bytes, unlimited). `batchId`: the
+   * writer's id of this batch (unique across daemons and restarts), taken in the same transaction (SQLite) or
+   * script (Redis) as the increments; a batch whose id the store took before (within USAGE_BATCH_TTL_MS)
+   * changes nothing, so a write that landed although its caller saw it fail can be written again.
+   */
+  addUsage(deltas: { user: string; bytes: number }[], batchId?: string): Promise<void>;
   getUsage(user: string): Promise<UsageRecord | undefined>;
   listUsage(): Promise<UsageRecord[]>;
   setLimit(user: string, limitBytes: number): Promise<void>;

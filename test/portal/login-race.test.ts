@@ -141,3 +141,30 @@ test("unauthenticated portal sign-ins do not hold the admin API's password write
   const after = await login('newcust1', 'newcust1-pass-99', '127.0.1.1');
   assert.equal(after, 204, 'a customer behind a flooding address signs in once the flood is over');
 });
+
+test('an office behind one NAT: 20 customers signing in at once with their right passwords all get in (none refused 429)', async () => {
+  // One address, 20 names: past the address's 12 checks in flight the others wait in its line for a check to
+  // end, and a right password ends without spending the address's count. Before, the 13th to the 20th were
+  // refused 429 LOGIN_DELAYED however right their passwords.
+  const staff = Array.from({ length: 20 }, (_, i) => ({ user: `office${i}`, password: `office-pass-${i}-5678` }));
+  for (const u of staff) {
+    const r = await gw.admin('/v1/users', { body: { name: u.user, mainAccount: 'shop1', password: u.password } });
+    assert.equal(r.status, 201, JSON.stringify(r.body));
+  }
+  const statuses = await Promise.all(staff.map((u) => login(u.user, u.password, '127.0.0.3')));
+  assert.deepEqual(statuses, Array(20).fill(204), JSON.stringify(statuses));
+});
+
+test('one address guessing 40 names at once: at most its 12 free failures are checked, the others refused unchecked', async () => {
+  // The line must not let a burst over many names through: once the checks in flight spent the address's free
+  // failures its wait starts and every try in line is refused with it. The 40th guess is a right password.
+  const names = Array.from({ length: 39 }, (_, i) => ({ user: `sprayed${i}`, password: 'Summer2026!' }));
+  names.push({ user: 'office0', password: 'office-pass-0-5678' });
+  const statuses = await Promise.all(names.map((n) => login(n.user, n.password, '127.0.0.4')));
+  const checked = statuses.filter((s) => s === 401 || s === 204).length;
+  const held = statuses.filter((s) => s === 429).length;
+  assert.ok(
+    checked <= 12 && checked + held === 40,
+    `of 40 guesses at once ${checked} were checked, ${held} held back: ${JSON.stringify(statuses)}`,
+  );
+});

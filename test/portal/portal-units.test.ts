@@ -84,11 +84,11 @@ describe('wrong-password back-off: tries in flight', () => {
       [0, 0, 0, 1000, 1000],
       'three free tries in flight at once, the fourth refused unchecked',
     );
-    assert.ok(b.begin('Alice', '10.0.0.2') > 0, 'the name counts its tries in flight from every address');
+    assert.ok((b.begin('Alice', '10.0.0.2') as number) > 0, 'the name counts its tries in flight from every address');
     assert.equal(b.begin('bob', '10.0.0.1'), 0, 'another name from that address: its own free tries (the address has 12)');
     b.end('bob', '10.0.0.1', 'unchecked');
     b.end('alice', '10.0.0.1', 'failed');
-    assert.ok(b.begin('alice', '10.0.0.1') > 0, 'two free failures left, both in flight');
+    assert.ok((b.begin('alice', '10.0.0.1') as number) > 0, 'two free failures left, both in flight');
     b.end('alice', '10.0.0.1', 'failed');
     b.end('alice', '10.0.0.1', 'failed');
     assert.equal(b.waitMs('alice', '10.0.0.1'), 1000, 'three failures: the wait starts');
@@ -103,9 +103,66 @@ describe('wrong-password back-off: tries in flight', () => {
       [0, 0, 0],
       'a right password clears the name',
     );
-    // One address: 12 tries in flight at most, whatever the names.
+    // One address: 12 tries in flight at most, whatever the names; the others wait in the address's line.
     const spray = Array.from({ length: 14 }, (_, i) => b.begin(`user${i}`, '10.9.9.9'));
     assert.equal(spray.filter((w) => w === 0).length, 12);
+    assert.equal(b.waitingInLine, 2);
+  });
+
+  test("past an address's checks in flight a try waits in line: a right password lets the next be checked, failures refuse the line", async () => {
+    const b = new LoginBackoff({ freeFailures: 3, maxDelayMs: 4000, now: () => 0 });
+    const office = '10.1.1.1';
+    // An office behind one NAT: 12 sign-ins in flight, then two more for other names wait (not refused).
+    const first = Array.from({ length: 12 }, (_, i) => b.begin(`staff${i}`, office));
+    assert.deepEqual(first, Array(12).fill(0));
+    const thirteenth = b.begin('staff12', office);
+    const fourteenth = b.begin('staff13', office);
+    assert.ok(thirteenth instanceof Promise && fourteenth instanceof Promise, 'waiting, not refused');
+    // A name whose own tries are all in flight (here two more from elsewhere) is refused at once, line or no line.
+    assert.deepEqual([b.begin('staff0', '10.3.3.3'), b.begin('staff0', '10.3.3.3')], [0, 0]);
+    assert.equal(b.begin('staff0', office), 1000);
+    b.end('staff0', '10.3.3.3', 'unchecked');
+    b.end('staff0', '10.3.3.3', 'unchecked');
+    // Two right passwords end: the two waiting are reserved, in order.
+    b.end('staff0', office, 'succeeded');
+    assert.equal(await thirteenth, 0);
+    b.end('staff1', office, 'succeeded');
+    assert.equal(await fourteenth, 0);
+    assert.equal(b.waitingInLine, 0);
+    // A guessing burst over many names from the same address: 12 in flight, the rest in line.
+    for (let i = 2; i < 14; i++) b.end(`staff${i}`, office, 'succeeded');
+    const guesses = Array.from({ length: 40 }, (_, i) => b.begin(`name${i}`, office));
+    const line = guesses.filter((g) => g instanceof Promise);
+    assert.equal(guesses.filter((g) => g === 0).length, 12);
+    assert.equal(line.length, 28);
+    // Wrong passwords end one by one: each frees a place for the next only while the address has failures left.
+    let checked = 12;
+    for (let i = 0; i < 12; i++) b.end(`name${i}`, office, 'failed');
+    const outcomes = await Promise.all(line);
+    checked += outcomes.filter((o) => o === 0).length;
+    assert.equal(
+      outcomes.filter((o) => o === 0).length,
+      0,
+      `the line was checked past the address's 12 free failures: ${JSON.stringify(outcomes)}`,
+    );
+    assert.ok(
+      outcomes.every((o) => o >= 1000),
+      'the line is refused with the address wait',
+    );
+    assert.equal(checked, 12);
+    assert.ok(b.waitMs('someone', office) > 0, 'the address waits: 12 failures');
+  });
+
+  test('the line is bounded per address and waits at most maxLineWaitMs', async () => {
+    const b = new LoginBackoff({ freeFailures: 3, maxDelayMs: 4000, maxLineWaitMs: 50 });
+    const held = Array.from({ length: 12 + 64 + 3 }, (_, i) => b.begin(`u${i}`, '10.2.2.2'));
+    assert.equal(held.filter((h) => h === 0).length, 12);
+    assert.equal(held.filter((h) => h instanceof Promise).length, 64);
+    assert.deepEqual(held.slice(12 + 64), [1000, 1000, 1000], 'past 64 in line: refused at once');
+    // Nothing ends in time: the line is refused after its longest wait, unchecked.
+    const waited = await Promise.all(held.filter((h) => h instanceof Promise));
+    assert.ok(waited.every((w) => w === 1000));
+    assert.equal(b.waitingInLine, 0);
   });
 });
 

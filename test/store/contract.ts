@@ -313,6 +313,38 @@ export function storeContract(name: string, factory: StoreFactory): void {
       await s.close();
     });
 
+    test('usage: a batch id taken before adds nothing, on any handle, and the change feed sees the write once', async () => {
+      const space = fresh();
+      const a = await open(space);
+      const b = await open(space);
+      const batch = [
+        { user: 'alice', bytes: 1_000 },
+        { user: 'bob@day:2026-11-29', bytes: 20 },
+      ];
+      await a.usage.addUsage(batch, 'flush-1');
+      // Written again (its first answer lost), here or through another handle: nothing more.
+      await a.usage.addUsage(batch, 'flush-1');
+      await b.usage.addUsage([{ user: 'alice', bytes: 1_000 }], 'flush-1');
+      assert.equal((await b.usage.getUsage('alice'))?.usedBytes, 1_000);
+      assert.equal((await b.usage.getUsage('bob@day:2026-11-29'))?.usedBytes, 20);
+      // Another id, or none, is another write.
+      await b.usage.addUsage([{ user: 'alice', bytes: 3 }], 'flush-2');
+      await b.usage.addUsage([{ user: 'alice', bytes: 4 }]);
+      await b.usage.addUsage([{ user: 'alice', bytes: 4 }]);
+      assert.equal((await a.usage.getUsage('alice'))?.usedBytes, 1_011);
+      // A skipped batch is no change for the feed's readers either.
+      const first = await a.usage.usageChangedSince(undefined);
+      await a.usage.addUsage(batch, 'flush-1');
+      const next = await a.usage.usageChangedSince(first.cursor);
+      if (!next.full) assert.deepEqual(next.rows, []);
+      // A failing batch takes no id: written again once fixed, it is added.
+      await assert.rejects(a.usage.addUsage([{ user: null as unknown as string, bytes: 1 }], 'flush-3'));
+      await a.usage.addUsage([{ user: 'alice', bytes: 5 }], 'flush-3');
+      assert.equal((await a.usage.getUsage('alice'))?.usedBytes, 1_016);
+      await a.close();
+      await b.close();
+    });
+
     test('usage: a failing batch leaves nothing half-applied', async () => {
       const s = await open(fresh());
       await s.usage.addUsage([{ user: 'alice', bytes: 1 }]);
