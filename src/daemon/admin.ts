@@ -76,6 +76,7 @@ export async function assembleAdmin(
       // The names in allowedHosts are the portal's own listener's when it has one and the admin port is on
       // loopback (README's second way): the admin port is then not published, and its scraper keeps /metrics.
       published: publishesName(config.admin.allowedHosts) && !(config.portal.port !== undefined && isLoopbackHost(config.admin.host)),
+      metricsToken: config.admin.metricsToken,
       logger: ctx.logger.child({ component: 'admin' }),
       callbackPath: config.callback.path,
     },
