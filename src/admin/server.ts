@@ -11,6 +11,7 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, t
 import { isLoopbackHost } from '../config/schema.ts';
 import { logFailedAccepts } from '../errors/failed-accept.ts';
 import { AdminToken } from './auth.ts';
+import { ADMIN_LIMITS, boundListener } from './http-limits.ts';
 import { createOriginPolicy, hostName } from './origin.ts';
 import type { AdminDeps } from './deps.ts';
 import { registerApiDocs } from './docs.ts';
@@ -119,6 +120,7 @@ export function buildAdminServer(deps: AdminDeps, options: AdminServerOptions): 
   });
   app.setValidatorCompiler(zodValidatorCompiler);
   logFailedAccepts(app.server, 'admin server', app.log);
+  boundListener(app.server, ADMIN_LIMITS);
 
   // Forms post text/plain without a CORS preflight; no route takes it, so no parser either (415).
   app.removeContentTypeParser('text/plain');
