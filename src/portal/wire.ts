@@ -3,9 +3,8 @@
 // generator to the admin API: GET /v1/users/:name/endpoints (the admin token, as every /v1 route).
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply } from 'fastify';
 import { readFileSync } from 'node:fs';
-import type { Server as HttpServer } from 'node:http';
-import type { Socket } from 'node:net';
 import { toErrorReply } from '../admin/errors.ts';
+import { boundListener, type ListenerLimits } from '../admin/http-limits.ts';
 import { createOriginPolicy } from '../admin/origin.ts';
 import { doc } from '../admin/routes/common.ts';
 import { zodValidatorCompiler, zs } from '../admin/validation.ts';
@@ -30,33 +29,20 @@ export interface PortalWiring {
   /** How long connection records are kept (log.access.retentionDays, in ms). */
   recordsRetentionMs?: number;
   logger: FastifyBaseLogger;
-  /** The own listener's bounds (LISTENER_LIMITS); tests shorten them. */
-  limits?: Partial<ListenerLimits>;
 }
 
 /**
- * The portal's own listener faces anyone who can reach it, and every socket it holds is one of the daemon's
- * descriptors, shared with every tunnel: a socket idle (no byte either way) for `idleMs` is closed, also one that
- * never sent a byte or is in the middle of a request (a sign-in waits at most ~10 s in its address's line, then
- * one hash); a kept-alive one between requests after `keepAliveMs` (the page polls every 5 s); a request head
- * must come whole within `headersMs`, a request within `requestMs`. One client address holds at most
- * `perAddress` connections (a browser opens 6 per host), all addresses `total`: past these a new one is closed at
- * once, without a byte read.
+ * The portal's own listener faces anyone who can reach it (admin/http-limits.ts): a socket idle (no byte either
+ * way) for 30 s is closed, also one in the middle of a request (a sign-in waits at most ~10 s in its address's
+ * line, then one hash); a kept-alive one after 10 s between requests (the page polls every 5 s); a request head
+ * within 10 s, a request within 30 s; at most 32 connections per client address (a browser opens 6 per host)
+ * and 1,024 in all.
  */
-export interface ListenerLimits {
-  idleMs: number;
-  keepAliveMs: number;
-  headersMs: number;
-  requestMs: number;
-  perAddress: number;
-  total: number;
-}
-
-export const LISTENER_LIMITS: ListenerLimits = {
-  idleMs: 30_000,
-  keepAliveMs: 10_000,
+export const PORTAL_LIMITS: ListenerLimits = {
   headersMs: 10_000,
   requestMs: 30_000,
+  keepAliveMs: 10_000,
+  idleMs: 30_000,
   perAddress: 32,
   total: 1024,
 };
@@ -136,13 +122,10 @@ export async function startPortal(w: PortalWiring): Promise<RunningPortal> {
   }
 
   // Its own listener: only the portal answers there (no /v1, no dashboard).
-  const limits = { ...LISTENER_LIMITS, ...w.limits };
+  const limits = PORTAL_LIMITS;
   const app = Fastify({
     logger: false,
     bodyLimit: 16 * 1024,
-    connectionTimeout: limits.idleMs,
-    keepAliveTimeout: limits.keepAliveMs,
-    requestTimeout: limits.requestMs,
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 256 },
     // A TLS handshake not done within the head's deadline is dropped too (node's default waits 120 s).
     ...(c.tls ? { https: { cert: readFileSync(c.tls.cert), key: readFileSync(c.tls.key), handshakeTimeout: limits.headersMs } } : {}),
@@ -170,7 +153,7 @@ export async function startPortal(w: PortalWiring): Promise<RunningPortal> {
     reply.status(404).send({ error: { code: 'NOT_FOUND', message: `no route ${request.method} ${request.url.split('?')[0]}` } }),
   );
   const handle = registerPortal(app, deps, options);
-  boundConnections(app.server, limits);
+  boundListener(app.server, limits);
   await app.listen({ host: c.host, port: c.port });
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : c.port;
@@ -183,27 +166,4 @@ export async function startPortal(w: PortalWiring): Promise<RunningPortal> {
       await app.close();
     },
   };
-}
-
-/** LISTENER_LIMITS' head deadline and connection caps on the portal's own server (the timeouts are fastify's options). */
-function boundConnections(server: HttpServer, limits: ListenerLimits): void {
-  server.headersTimeout = Math.min(limits.headersMs, limits.requestMs);
-  // Node checks the head and request deadlines this often (30 s by default: a silent socket would outlive them).
-  (server as HttpServer & { connectionsCheckingInterval?: number }).connectionsCheckingInterval = Math.min(limits.headersMs, 1000);
-  server.maxConnections = limits.total;
-  const byAddress = new Map<string, number>();
-  server.on('connection', (socket: Socket) => {
-    const address = socket.remoteAddress ?? '';
-    const n = byAddress.get(address) ?? 0;
-    if (n >= limits.perAddress) {
-      socket.destroy();
-      return;
-    }
-    byAddress.set(address, n + 1);
-    socket.once('close', () => {
-      const left = (byAddress.get(address) ?? 1) - 1;
-      if (left <= 0) byAddress.delete(address);
-      else byAddress.set(address, left);
-    });
-  });
 }

@@ -19,6 +19,7 @@ import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import { LiveList, type Listed } from '../connlog/live-list.ts';
 import { InternalError } from '../errors/rotor-error.ts';
+import { slotIf, slotOf } from '../wire/socket-slot.ts';
 import { readConnectHead } from './connect-head.ts';
 import { holdClient } from './hold.ts';
 import { Lane } from './http-lane.ts';
@@ -84,7 +85,7 @@ const LISTENER = 'http';
 const PARSED_AUTH_MAX = 1024;
 
 /**
- * A client connection's own state in the listener, kept on its socket (ACCEPTED): in the handshake deadline's
+ * A client connection's own state in the listener, kept in its socket's slot: in the handshake deadline's
  * list until its first request head (or the deadline, or its close), and the user counted open on it. Found
  * through the socket, so neither needs a table keyed by sockets (a WeakSet or WeakMap insert per connection).
  */
@@ -98,29 +99,31 @@ interface Accepted extends Listed<Accepted> {
   silent: boolean;
 }
 
-const ACCEPTED = Symbol('rotor.httpAccepted');
-type AcceptedSocket = Socket & { [ACCEPTED]?: Accepted };
+/** The socket's Accepted: its slot's field (wire/socket-slot.ts), not a property of its own. */
+function acceptedOf(socket: Socket): Accepted | undefined {
+  return slotIf(socket)?.accepted as Accepted | undefined;
+}
 
 /** A socket's first bytes, for the CONNECT fast path (one function for all; `this` is the socket). */
-function onFirstData(this: AcceptedSocket, chunk: Buffer): void {
+function onFirstData(this: Socket, chunk: Buffer): void {
   this.removeListener('data', onFirstData);
   this.removeListener('end', onEndBeforeData);
-  const entry = this[ACCEPTED]!;
+  const entry = acceptedOf(this)!;
   entry.silent = false;
   entry.listener.firstData(this, chunk);
 }
 
 /** The client sent its FIN before any byte: closed, as node's server closes a connection ended without a request. */
-function onEndBeforeData(this: AcceptedSocket): void {
+function onEndBeforeData(this: Socket): void {
   this.removeListener('data', onFirstData);
   this.removeListener('end', onEndBeforeData);
-  this[ACCEPTED]!.silent = false;
+  acceptedOf(this)!.silent = false;
   this.end();
 }
 
 /** Every accepted socket's 'close' listener (one function for all; `this` is the socket). */
-function onAcceptedClose(this: AcceptedSocket): void {
-  const entry = this[ACCEPTED];
+function onAcceptedClose(this: Socket): void {
+  const entry = acceptedOf(this);
   if (entry !== undefined) entry.listener.closed(entry);
 }
 
@@ -257,7 +260,7 @@ export class HttpListener extends ProxyListener {
       prevLive: null,
       nextLive: null,
     };
-    (socket as AcceptedSocket)[ACCEPTED] = entry;
+    slotOf(socket).accepted = entry;
     this.accepted.add(entry);
     if (this.deadlineSweep === undefined) {
       this.deadlineSweep = setInterval(sweepDeadlines, Math.max(5, Math.min(1000, Math.floor(this.handshakeMs / 4))), this);
@@ -277,7 +280,7 @@ export class HttpListener extends ProxyListener {
 
   /** The connection's first request head arrived (any later one finds it out already): no deadline from here. */
   private started(socket: Socket): Accepted {
-    const entry = (socket as AcceptedSocket)[ACCEPTED]!;
+    const entry = acceptedOf(socket)!;
     this.accepted.remove(entry);
     return entry;
   }
@@ -362,7 +365,7 @@ export class HttpListener extends ProxyListener {
     // counting it open takes it again: every request is admitted against the user's maxConnections, yet a
     // kept-alive connection holds one slot however many requests it carries (a reservation left unopened
     // here would lock the user out for the reservation's lifetime).
-    const entry = (client as AcceptedSocket)[ACCEPTED]!;
+    const entry = acceptedOf(client)!;
     const counted = entry.counted;
     if (counted !== undefined) this.options.router.meters.connectionClosed(counted.user);
     const pending = this.admit(req.headers['proxy-authorization'], client);
@@ -394,7 +397,7 @@ export class HttpListener extends ProxyListener {
       this.pipeline.refused(conn, 'client_abort', 'the client went away');
       return;
     }
-    const entry = (client as AcceptedSocket)[ACCEPTED]!;
+    const entry = acceptedOf(client)!;
     const route = this.pipeline.admitted(conn, admission);
     if (route === undefined) {
       if (counted !== undefined) this.forget(entry, counted);
