@@ -1,15 +1,15 @@
 // The expiry watch: running static instances close to their end are warned about once per expiry, and, when
-// auto-renew is enabled, renewed `hoursBefore` the end, once per expiry (a renewal the platform refused is tried
-// again at the next check). The tracker runs it on its timer;
+// auto-renew is enabled, renewed `hoursBefore` the end, once per expiry (a renewal the platform refused, or
+// accepted but whose order then failed, is tried again at the next check). The tracker runs it on its timer;
 // it reads only the store (instances as last read from the platform) and places renewals through the placer.
 import type { Logger } from '../telemetry/logger.ts';
-import type { InstanceRecord, InstanceStore, OrderJournal } from '../store/types.ts';
+import type { InstanceRecord, InstanceStore, OrderJournal, OrderStore } from '../store/types.ts';
 import type { OrdersClock } from './clock.ts';
 import { derivedMerchantNo } from './numbers.ts';
 import type { Placer } from './placer.ts';
-import { INSTANCE_STATUS } from './types.ts';
+import { INSTANCE_STATUS, ORDER_STATUS } from './types.ts';
 
-/** Local auto-renew: off unless `enabled`. Renews `cycleTimes` periods `hoursBefore` expiry, once per expiry (refusals retried). */
+/** Local auto-renew: off unless `enabled`. Renews `cycleTimes` periods `hoursBefore` expiry, once per expiry (refusals and failed orders retried). */
 export interface AutoRenewSettings {
   enabled: boolean;
   hoursBefore: number;
@@ -17,14 +17,14 @@ export interface AutoRenewSettings {
 }
 
 /**
- * Renewals of one expiry the platform may refuse before the watch stops trying (one per check, every
+ * Renewals of one expiry the platform may refuse (or accept and then fail) before the watch stops trying (one per check, every
  * expiryCheckMs: 48 is eight hours at the default ten minutes, enough to outlast a short balance and still
  * bounded in journal entries and platform calls).
  */
 export const MAX_RENEW_ATTEMPTS = 48;
 
 export interface ExpiryWatchOptions {
-  store: InstanceStore & OrderJournal;
+  store: InstanceStore & OrderJournal & Pick<OrderStore, 'getOrder'>;
   placer: Pick<Placer, 'renew'>;
   clock: Pick<OrdersClock, 'now'>;
   /** Warn when a running instance expires within this many hours. */
@@ -80,20 +80,38 @@ export class ExpiryWatch {
   /**
    * The merchant number of this expiry's next renewal, or undefined when none is to be placed. Numbers are derived
    * from the expiry and the attempt, so a restart, a second sweep or a second daemon on the same store finds the
-   * same ones journaled: one accepted, sent or unresolved renewal ends the search (nothing placed again); one the
-   * platform refused (its balance short at that moment, the product briefly off sale) is followed by the next
-   * attempt, up to MAX_RENEW_ATTEMPTS.
+   * same ones journaled: one sent or unresolved renewal, or one accepted whose order is not known to have failed
+   * (pending, processing, succeeded, partial, or not read yet), ends the search (nothing placed again); one the
+   * platform refused (its balance short at that moment, the product briefly off sale) or accepted and then
+   * failed (order status 4: nothing renewed, the line refunded) is followed by the next attempt, up to
+   * MAX_RENEW_ATTEMPTS.
    */
   private async renewalNumber(mark: string, instanceNo: string): Promise<string | undefined> {
+    let failed = 0;
+    let previous: string | undefined;
     for (let attempt = 0; attempt < MAX_RENEW_ATTEMPTS; attempt++) {
       const appOrderNo = derivedMerchantNo('RA', attempt === 0 ? mark : `${mark}:${attempt}`);
       const entry = await this.o.store.getJournal(appOrderNo);
-      if (entry === undefined) return appOrderNo;
-      if (entry.state !== 'rejected') return undefined;
+      if (entry === undefined) {
+        if (previous !== undefined) {
+          this.o.logger?.warn({ instanceNo, failedOrder: previous, appOrderNo }, 'auto-renew order failed; placing another');
+        }
+        return appOrderNo;
+      }
+      previous = undefined;
+      if (entry.state === 'rejected') continue;
+      if (entry.state !== 'accepted') return undefined;
+      const order = await this.o.store.getOrder(appOrderNo);
+      if (order?.status !== ORDER_STATUS.failed) return undefined;
+      failed += 1;
+      previous = appOrderNo;
     }
     if (!this.gaveUp.has(mark)) {
       this.gaveUp.add(mark);
-      this.o.logger?.error({ instanceNo, refused: MAX_RENEW_ATTEMPTS }, 'auto-renew given up for this expiry: every renewal was refused');
+      this.o.logger?.error(
+        { instanceNo, attempts: MAX_RENEW_ATTEMPTS, failedOrders: failed },
+        'auto-renew given up for this expiry: every renewal was refused or failed',
+      );
     }
     return undefined;
   }
