@@ -10,7 +10,7 @@ import { isIP } from 'node:net';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { isLoopbackHost } from '../config/schema.ts';
 import { logFailedAccepts } from '../errors/failed-accept.ts';
-import { bearerChecker } from './auth.ts';
+import { AdminToken } from './auth.ts';
 import { ADMIN_LIMITS, boundListener } from './http-limits.ts';
 import { createOriginPolicy, hostName } from './origin.ts';
 import type { AdminDeps } from './deps.ts';
@@ -24,8 +24,8 @@ import { zodValidatorCompiler } from './validation.ts';
 import { buildLazySerializer } from './lazy-serializers.ts';
 
 export interface AdminServerOptions {
-  /** Bearer token for /v1; required unless `host` is a loopback address. */
-  token?: string;
+  /** Bearer token for /v1; required unless `host` is a loopback address. An AdminToken lets a reload replace it. */
+  token?: string | AdminToken;
   /** The address the server will listen on (decides whether a token is required). */
   host: string;
   logger?: FastifyBaseLogger;
@@ -101,7 +101,8 @@ export function cameThroughProxy(headers: FastifyRequest['headers']): boolean {
 }
 
 export function buildAdminServer(deps: AdminDeps, options: AdminServerOptions): FastifyInstance {
-  if (!options.token && !isLoopbackHost(options.host)) {
+  const token = options.token instanceof AdminToken ? options.token : new AdminToken(options.token);
+  if (!token.isSet && !isLoopbackHost(options.host)) {
     throw new AdminConfigError('admin.token', `required when admin.host (${options.host}) is not a loopback address`);
   }
   const app = Fastify({
@@ -132,9 +133,8 @@ export function buildAdminServer(deps: AdminDeps, options: AdminServerOptions): 
     const origin = request.headers.origin;
     checkOrigin({ host: request.headers.host, origin: typeof origin === 'string' ? origin : undefined, url: request.raw.url ?? '' });
   });
-  const authorized = bearerChecker(options.token);
   const requireToken = async (request: FastifyRequest, reply: FastifyReply): Promise<unknown> => {
-    if (authorized(request.headers.authorization)) return undefined;
+    if (token.check(request.headers.authorization)) return undefined;
     reply.header('www-authenticate', 'Bearer');
     return reply
       .status(401)
@@ -149,7 +149,7 @@ export function buildAdminServer(deps: AdminDeps, options: AdminServerOptions): 
   // proxy_pass sends Host: 127.0.0.1:port) with no allowedHosts at all: a request carrying a forwarding header
   // (Forwarded, X-Forwarded-For, X-Real-IP, Via...) came through one and needs the token too. A terminator that
   // adds none cannot be told from a local scraper: admin.metricsToken 'always' needs the token on every request.
-  const tokenSet = options.token !== undefined && options.token !== '';
+  const tokenSet = token.isSet;
   const always = tokenSet && options.metricsToken === 'always';
   const published = tokenSet && (always || (options.published ?? publishesName(options.allowedHosts)));
   const adminName = hostName(options.host);
