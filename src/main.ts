@@ -1,5 +1,5 @@
 // The composition root: each component is assembled by its own module in src/daemon/, in dependency order;
-// reload hands the new config to the components it concerns; stop runs in the reverse order of start.
+// reload (src/daemon/reload.ts) hands the new config to the components it concerns; stop runs in the reverse order of start.
 import type { Config } from './config/schema.ts';
 import { assembleAccounts } from './daemon/accounts.ts';
 import { assembleAdmin } from './daemon/admin.ts';
@@ -8,6 +8,7 @@ import { assembleGateway } from './daemon/gateway.ts';
 import { listenAddresses } from './daemon/listen-addresses.ts';
 import { StopStack, type AssemblyContext } from './daemon/lifecycle.ts';
 import { assembleOrders } from './daemon/orders.ts';
+import { assembleReload } from './daemon/reload.ts';
 import { assemblePlatform } from './daemon/platform.ts';
 import { assemblePools } from './daemon/pools.ts';
 import { runUntilSignalled } from './daemon/signals.ts';
@@ -50,7 +51,8 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       ctx,
     );
     const watchers = assembleWatchers({ events, accounts, users }, ctx);
-    const adminPorts = await assembleAdmin(config, { client, backends, sim, accounts, users, orders, pools, gateway, events, listen }, ctx);
+    const admin = await assembleAdmin(config, { client, backends, sim, accounts, users, orders, pools, gateway, events, listen }, ctx);
+    const adminPorts = admin.ports;
     stops.onStop('user changes', () => users.changes.close());
     const { http, socks5, https } = gateway.addresses;
     users.reservePorts({
@@ -71,6 +73,19 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     let closed = false;
     // Read-only to callers, replaced by reload: a getter over this, not a cast that writes a readonly field.
     let currentConfig = config;
+    const reload = assembleReload({
+      accounts,
+      events,
+      watchers,
+      users,
+      gateway,
+      logger,
+      adminToken: admin.token,
+      current: () => currentConfig,
+      replace: (next) => {
+        currentConfig = next;
+      },
+    });
     return {
       get config() {
         return currentConfig;
@@ -95,23 +110,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
       },
       userPorts: gateway.userPorts,
       connections: gateway.connections,
-      async reload(next: Config): Promise<void> {
-        // Config users are seeded again (config fields win); API users stay. Pools of users that went away
-        // or changed how they draw are dropped; live connections keep their node.
-        const nextUsers = await accounts.resolve(next.users);
-        await events.reload(next.events);
-        watchers.reload(next.events);
-        await users.directory.seed(nextUsers);
-        await gateway.reload(next);
-        await accounts.apply(nextUsers);
-        // A reload names nobody: every component that follows users takes all of them again.
-        users.changes.emit([], []);
-        // A user new to the config gets its platform-side backstop now (in the background), not at the next sync interval.
-        accounts.platformCheck.start(users.directory.locals());
-        await gateway.reloadTls(next);
-        currentConfig = next;
-        logger.info({ users: nextUsers.map((u) => u.name) }, 'configuration reloaded');
-      },
+      reload,
       async close(drainMs = 0): Promise<void> {
         if (closed) return;
         closed = true;

@@ -5,6 +5,7 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { CallbackHandler } from './deps.ts';
 import { logFailedAccepts } from '../errors/failed-accept.ts';
+import { boundListener, CALLBACK_LIMITS } from './http-limits.ts';
 
 export interface CallbackServerOptions {
   /** config callback.path, e.g. /callback */
@@ -19,6 +20,7 @@ export function buildCallbackServer(handle: CallbackHandler, options: CallbackSe
     bodyLimit: 16 * 1024,
   });
   logFailedAccepts(app.server, 'callback server', app.log);
+  boundListener(app.server, CALLBACK_LIMITS);
 
   app.get(options.path, async (request, reply) => {
     const answer = await handle((request.query ?? {}) as Record<string, unknown>);

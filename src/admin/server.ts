@@ -10,7 +10,8 @@ import { isIP } from 'node:net';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { isLoopbackHost } from '../config/schema.ts';
 import { logFailedAccepts } from '../errors/failed-accept.ts';
-import { bearerChecker } from './auth.ts';
+import { AdminToken } from './auth.ts';
+import { ADMIN_LIMITS, boundListener } from './http-limits.ts';
 import { createOriginPolicy, hostName } from './origin.ts';
 import type { AdminDeps } from './deps.ts';
 import { registerApiDocs } from './docs.ts';
@@ -23,8 +24,8 @@ import { zodValidatorCompiler } from './validation.ts';
 import { buildLazySerializer } from './lazy-serializers.ts';
 
 export interface AdminServerOptions {
-  /** Bearer token for /v1; required unless `host` is a loopback address. */
-  token?: string;
+  /** Bearer token for /v1; required unless `host` is a loopback address. An AdminToken lets a reload replace it. */
+  token?: string | AdminToken;
   /** The address the server will listen on (decides whether a token is required). */
   host: string;
   logger?: FastifyBaseLogger;
@@ -41,6 +42,11 @@ export interface AdminServerOptions {
    * listener's and the admin port is on loopback.
    */
   published?: boolean;
+  /**
+   * config admin.metricsToken: 'always' = with a token set, /metrics and /docs need it on every request; 'auto'
+   * (default) = when the port is published, the request names a public host, or it came through a proxy.
+   */
+  metricsToken?: 'auto' | 'always';
   /** config callback.path, for the OpenAPI document (the callback route lives on its own server). */
   callbackPath?: string;
   /** The dashboard's series (GET /v1/stats) when deps bring none: sampling interval, window, clock. */
@@ -68,8 +74,35 @@ function namesPublicHost(request: FastifyRequest, adminName: string | undefined)
   });
 }
 
+/**
+ * Headers a reverse proxy or TLS terminator adds (standard and de facto): a request carrying one reached this
+ * port through something in front of it, so its client may be anyone the terminator serves. Only a request's
+ * sender can add one, never take one out that its proxy added, so they can only tighten the rule.
+ */
+const FORWARDING_HEADERS = [
+  'forwarded',
+  'x-forwarded-for',
+  'x-forwarded-host',
+  'x-forwarded-proto',
+  'x-forwarded-port',
+  'x-forwarded-server',
+  'x-real-ip',
+  'via',
+  'true-client-ip',
+  'cf-connecting-ip',
+  'x-client-ip',
+  'x-cluster-client-ip',
+  'fastly-client-ip',
+];
+
+/** Whether the request carries a header a proxy in front adds (FORWARDING_HEADERS). */
+export function cameThroughProxy(headers: FastifyRequest['headers']): boolean {
+  return FORWARDING_HEADERS.some((name) => headers[name] !== undefined);
+}
+
 export function buildAdminServer(deps: AdminDeps, options: AdminServerOptions): FastifyInstance {
-  if (!options.token && !isLoopbackHost(options.host)) {
+  const token = options.token instanceof AdminToken ? options.token : new AdminToken(options.token);
+  if (!token.isSet && !isLoopbackHost(options.host)) {
     throw new AdminConfigError('admin.token', `required when admin.host (${options.host}) is not a loopback address`);
   }
   const app = Fastify({
@@ -87,6 +120,7 @@ export function buildAdminServer(deps: AdminDeps, options: AdminServerOptions): 
   });
   app.setValidatorCompiler(zodValidatorCompiler);
   logFailedAccepts(app.server, 'admin server', app.log);
+  boundListener(app.server, ADMIN_LIMITS);
 
   // Forms post text/plain without a CORS preflight; no route takes it, so no parser either (415).
   app.removeContentTypeParser('text/plain');
@@ -99,9 +133,8 @@ export function buildAdminServer(deps: AdminDeps, options: AdminServerOptions): 
     const origin = request.headers.origin;
     checkOrigin({ host: request.headers.host, origin: typeof origin === 'string' ? origin : undefined, url: request.raw.url ?? '' });
   });
-  const authorized = bearerChecker(options.token);
   const requireToken = async (request: FastifyRequest, reply: FastifyReply): Promise<unknown> => {
-    if (authorized(request.headers.authorization)) return undefined;
+    if (token.check(request.headers.authorization)) return undefined;
     reply.header('www-authenticate', 'Bearer');
     return reply
       .status(401)
@@ -112,11 +145,16 @@ export function buildAdminServer(deps: AdminDeps, options: AdminServerOptions): 
   // API's description then need the token too, whatever Host a request names (a terminator may pass any). When
   // the daemon says the names are not this port's (the portal's own listener's), a request that still names one
   // of them reached this port by it, and needs the token as well; the operators' scraper asks by an address.
-  const tokenSet = options.token !== undefined && options.token !== '';
-  const published = tokenSet && (options.published ?? publishesName(options.allowedHosts));
+  // A TLS terminator on this host forwarding to a loopback admin port may name it by its address (nginx's
+  // proxy_pass sends Host: 127.0.0.1:port) with no allowedHosts at all: a request carrying a forwarding header
+  // (Forwarded, X-Forwarded-For, X-Real-IP, Via...) came through one and needs the token too. A terminator that
+  // adds none cannot be told from a local scraper: admin.metricsToken 'always' needs the token on every request.
+  const tokenSet = token.isSet;
+  const always = tokenSet && options.metricsToken === 'always';
+  const published = tokenSet && (always || (options.published ?? publishesName(options.allowedHosts)));
   const adminName = hostName(options.host);
   const operatorsOnly = async (request: FastifyRequest, reply: FastifyReply): Promise<unknown> => {
-    if (published || namesPublicHost(request, adminName)) return requireToken(request, reply);
+    if (published || namesPublicHost(request, adminName) || cameThroughProxy(request.headers)) return requireToken(request, reply);
     return undefined;
   };
   // Defence in depth: a /v1 route registered anywhere (not only in the /v1 scope below) gets the token check

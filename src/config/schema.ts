@@ -182,11 +182,19 @@ const admin = z
     allowedHosts: z.array(z.string().min(1)).default([]),
     /** Web origins (besides the admin port itself) whose pages may call the admin port; '*' = any. */
     allowedOrigins: z.array(z.string().min(1)).default([]),
+    /**
+     * When /metrics and /docs need the token (src/admin/server.ts): 'auto' = once the port is published under a
+     * name, for a request naming a public host, or one carrying a forwarding header; 'always' = every request.
+     */
+    metricsToken: z.enum(['auto', 'always']).default('auto'),
   })
   .prefault({})
   .superRefine((a, ctx) => {
     if (a.token === '' && !isLoopbackHost(a.host)) {
       ctx.addIssue({ code: 'custom', path: ['token'], message: `required when admin.host (${a.host}) is not a loopback address` });
+    }
+    if (a.token === '' && a.metricsToken === 'always') {
+      ctx.addIssue({ code: 'custom', path: ['metricsToken'], message: "'always' needs admin.token (there is no token to ask for)" });
     }
   });
 

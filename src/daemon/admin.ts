@@ -1,6 +1,7 @@
 // The admin API (with the dashboard) and the server the platform's callbacks reach.
 import type { FastifyInstance } from 'fastify';
 import { buildAdminServer, buildCallbackServer, publishesName } from '../admin/server.ts';
+import { AdminToken } from '../admin/auth.ts';
 import { warmRoutes } from '../admin/lazy-serializers.ts';
 import { createReadiness } from '../admin/readiness.ts';
 import { attachPortal } from '../portal/daemon.ts';
@@ -35,13 +36,15 @@ export async function assembleAdmin(
   config: Config,
   needs: Needs,
   ctx: AssemblyContext,
-): Promise<{ admin: number; callback: number; portal: number | undefined }> {
+): Promise<{ ports: { admin: number; callback: number; portal: number | undefined }; token: AdminToken }> {
   const { client, backends, accounts, orders, gateway, pools } = needs;
   const ready = createReadiness({
     probePlatform: () => client.call('GetAppInfo', {}),
     probeStore: () => backends.settings.kvGet('readyz.probe'),
     listenersUp: () => gateway.httpListener.port > 0 && gateway.socksListener.port > 0,
   });
+  // Held apart from the server so a reload can rotate it (src/daemon/reload.ts).
+  const token = new AdminToken(config.admin.token);
   const admin: FastifyInstance = buildAdminServer(
     {
       platform: client,
@@ -66,13 +69,14 @@ export async function assembleAdmin(
       bans: gateway.bans,
     },
     {
-      token: config.admin.token,
+      token,
       host: config.admin.host,
       allowedHosts: config.admin.allowedHosts,
       allowedOrigins: config.admin.allowedOrigins,
       // The names in allowedHosts are the portal's own listener's when it has one and the admin port is on
       // loopback (README's second way): the admin port is then not published, and its scraper keeps /metrics.
       published: publishesName(config.admin.allowedHosts) && !(config.portal.port !== undefined && isLoopbackHost(config.admin.host)),
+      metricsToken: config.admin.metricsToken,
       logger: ctx.logger.child({ component: 'admin' }),
       callbackPath: config.callback.path,
     },
@@ -112,7 +116,7 @@ export async function assembleAdmin(
   ctx.stops.onStop('callbacks', () => callbacks.close());
   const ports = { admin: portOf(admin), callback: portOf(callbacks), portal: portal.port };
   if (needs.sim) needs.sim.setCallbackUrl(`http://${urlHost(config.callback.host)}:${ports.callback}${config.callback.path}`);
-  return ports;
+  return { ports, token };
 }
 
 function portOf(server: FastifyInstance): number {

@@ -49,7 +49,8 @@ export interface GatewayPart {
   };
   /** How long the listeners let live connections finish when the daemon stops. */
   setDrain(ms: number): void;
-  reload(next: Config): Promise<void>;
+  /** Reads the files a new config names (throws = nothing changed), then returns the application of its rules, TLS policy and users' ports. */
+  prepareReload(next: Config): Promise<() => Promise<void>>;
   /** After the rest of a reload: the HTTPS proxy's certificate read again. */
   reloadTls(next: Config): Promise<void>;
   /** Exits banned by request rules (GET /v1/bans). */
@@ -132,12 +133,15 @@ export async function assembleGateway(config: Config, needs: Needs, ctx: Assembl
     socksListener: listeners.socksListener,
     addresses: listeners.addresses,
     setDrain: listeners.setDrain,
-    async reload(next) {
-      routing.destinations.setDefaults(next.proxy.rules);
-      routing.requestRules.setGlobal(next.proxy.requestRules);
-      await routing.upstreamTls.reload(next.pool.tls);
-      udp?.setSettings({ ...next.proxy.udp, idleTimeoutMs: next.proxy.idleTimeoutMs });
-      await userPorts.sync(directory.locals());
+    async prepareReload(next) {
+      const applyTls = await routing.upstreamTls.prepare(next.pool.tls);
+      return async () => {
+        routing.destinations.setDefaults(next.proxy.rules);
+        routing.requestRules.setGlobal(next.proxy.requestRules);
+        applyTls();
+        udp?.setSettings({ ...next.proxy.udp, idleTimeoutMs: next.proxy.idleTimeoutMs });
+        await userPorts.sync(directory.locals());
+      };
     },
     async reloadTls(next) {
       // The HTTPS proxy's certificate (renewed files at the same or new paths); unreadable = the old one kept.

@@ -1,7 +1,9 @@
 // How `rotor start` lives under a service manager: SIGINT/SIGTERM drain and stop the daemon, SIGHUP reloads the
-// configuration file (read off the event loop; an invalid file is refused and the running config kept).
+// configuration file (read off the event loop; an invalid file is refused and the running config kept;
+// src/daemon/reload.ts says how the rest of a reload goes).
 import { reloadConfig } from '../config/index.ts';
 import type { Logger } from '../telemetry/logger.ts';
+import { ReloadIncompleteError } from './reload.ts';
 import type { Daemon } from './types.ts';
 
 /** Resolves once a signal has stopped the daemon (after draining for `drainMs`). */
@@ -19,15 +21,27 @@ export function runUntilSignalled(daemon: Daemon, drainMs: number, logger: Logge
     };
     process.once('SIGINT', () => stop('SIGINT'));
     process.once('SIGTERM', () => stop('SIGTERM'));
-    process.on('SIGHUP', () => {
-      void (async () => {
+    // One reload at a time; SIGHUPs that arrive meanwhile are folded into one more, which reads the file again:
+    // the file as it is after the last signal is the one in force.
+    let reloading = false;
+    let again = false;
+    const reload = async (): Promise<void> => {
+      reloading = true;
+      do {
+        again = false;
         try {
           const next = await reloadConfig(configFile ? { file: configFile } : {});
           await daemon.reload(next);
         } catch (err) {
-          logger.error({ err }, 'reload refused; the running configuration is kept');
+          if (err instanceof ReloadIncompleteError) logger.error({ err }, err.message);
+          else logger.error({ err }, 'reload refused; the running configuration is kept');
         }
-      })();
+      } while (again && !stopping);
+      reloading = false;
+    };
+    process.on('SIGHUP', () => {
+      if (reloading) again = true;
+      else void reload();
     });
   });
 }

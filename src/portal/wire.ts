@@ -4,6 +4,7 @@
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply } from 'fastify';
 import { readFileSync } from 'node:fs';
 import { toErrorReply } from '../admin/errors.ts';
+import { boundListener, type ListenerLimits } from '../admin/http-limits.ts';
 import { createOriginPolicy } from '../admin/origin.ts';
 import { doc } from '../admin/routes/common.ts';
 import { zodValidatorCompiler, zs } from '../admin/validation.ts';
@@ -29,6 +30,22 @@ export interface PortalWiring {
   recordsRetentionMs?: number;
   logger: FastifyBaseLogger;
 }
+
+/**
+ * The portal's own listener faces anyone who can reach it (admin/http-limits.ts): a socket idle (no byte either
+ * way) for 30 s is closed, also one in the middle of a request (a sign-in waits at most ~10 s in its address's
+ * line, then one hash); a kept-alive one after 10 s between requests (the page polls every 5 s); a request head
+ * within 10 s, a request within 30 s; at most 32 connections per client address (a browser opens 6 per host)
+ * and 1,024 in all.
+ */
+export const PORTAL_LIMITS: ListenerLimits = {
+  headersMs: 10_000,
+  requestMs: 30_000,
+  keepAliveMs: 10_000,
+  idleMs: 30_000,
+  perAddress: 32,
+  total: 1024,
+};
 
 export interface RunningPortal {
   handle: PortalHandle | undefined;
@@ -105,11 +122,13 @@ export async function startPortal(w: PortalWiring): Promise<RunningPortal> {
   }
 
   // Its own listener: only the portal answers there (no /v1, no dashboard).
+  const limits = PORTAL_LIMITS;
   const app = Fastify({
     logger: false,
     bodyLimit: 16 * 1024,
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 256 },
-    ...(c.tls ? { https: { cert: readFileSync(c.tls.cert), key: readFileSync(c.tls.key) } } : {}),
+    // A TLS handshake not done within the head's deadline is dropped too (node's default waits 120 s).
+    ...(c.tls ? { https: { cert: readFileSync(c.tls.cert), key: readFileSync(c.tls.key), handshakeTimeout: limits.headersMs } } : {}),
     frameworkErrors: (err: FastifyError, _request: unknown, reply: FastifyReply) => {
       const r = toErrorReply(err);
       void reply.status(r.status).send(r.body);
@@ -134,6 +153,7 @@ export async function startPortal(w: PortalWiring): Promise<RunningPortal> {
     reply.status(404).send({ error: { code: 'NOT_FOUND', message: `no route ${request.method} ${request.url.split('?')[0]}` } }),
   );
   const handle = registerPortal(app, deps, options);
+  boundListener(app.server, limits);
   await app.listen({ host: c.host, port: c.port });
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : c.port;

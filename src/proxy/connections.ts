@@ -7,20 +7,18 @@ import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import { metricCell, type MetricCell } from './metric-cells.ts';
 import { noDelay } from './no-delay.ts';
+import { slotIf, slotOf } from '../wire/socket-slot.ts';
 import type { RunningRelay } from './tunnel-record.ts';
 
-/** An open client socket in the listener's list (kept on the socket: one 'close' function for all sockets). */
+/** An open client socket in the listener's list (kept in the socket's slot, wire/socket-slot.ts: one 'close' function for all sockets). */
 interface OpenSocket extends Listed<OpenSocket> {
   readonly socket: Socket;
   readonly list: LiveList<OpenSocket>;
   readonly active: MetricCell | undefined;
 }
 
-const OPEN = Symbol('rotor.openSocket');
-type OpenedSocket = Socket & { [OPEN]?: OpenSocket };
-
-function onOpenClose(this: OpenedSocket): void {
-  const entry = this[OPEN];
+function onOpenClose(this: Socket): void {
+  const entry = slotIf(this)?.open as OpenSocket | undefined;
   if (entry === undefined) return;
   entry.list.remove(entry);
   entry.active?.dec();
@@ -51,7 +49,7 @@ export class ListenerConnections {
     noDelay(socket);
     const active = metrics ? this.activeCell(metrics, listener) : undefined;
     const entry: OpenSocket = { socket, list: this.open, active, prevLive: null, nextLive: null };
-    (socket as OpenedSocket)[OPEN] = entry;
+    slotOf(socket).open = entry;
     this.open.add(entry);
     active?.inc();
     socket.on('close', onOpenClose);

@@ -59,6 +59,14 @@ export class UpstreamTlsPolicy {
 
   /** Takes new settings while the daemon serves (reload): the caFile read off the event loop. */
   async reload(settings: UpstreamTlsSettings): Promise<void> {
+    (await this.prepare(settings))();
+  }
+
+  /**
+   * Reads what new settings need (the caFile, off the event loop; unreadable = throws, naming the key) and
+   * returns their application, so a reload can read every file before it changes anything.
+   */
+  async prepare(settings: UpstreamTlsSettings): Promise<() => void> {
     let pem: Buffer | undefined;
     if (settings.caFile) {
       try {
@@ -67,7 +75,7 @@ export class UpstreamTlsPolicy {
         throw caFileError(settings.caFile, err);
       }
     }
-    this.apply(settings, pem);
+    return () => this.apply(settings, pem);
   }
 
   private apply(settings: UpstreamTlsSettings, pem: Buffer | undefined): void {

@@ -8,13 +8,17 @@
 // instead of three taken off and the same three kinds put on again by the relay in the same turn (~3.7 k
 // instructions per tunnel, most of them node's stream code, docs/benchmarks.md).
 import type { Socket } from 'node:net';
+import { slotIf, slotOf } from '../wire/socket-slot.ts';
 
 const MAX_HELD_BYTES = 64 * 1024;
 
-const HOLD = Symbol('rotor.hold');
-/** Set on a socket whose release handed its listeners over, until the reader takes them (takeHandedListeners). */
-const HANDED = Symbol('rotor.heldHanded');
-type HeldSocket = Socket & { [HOLD]?: Hold | undefined; [HANDED]?: boolean };
+/**
+ * A socket's hold is its slot's `hold` (wire/socket-slot.ts); the slot's `handed` is set on a socket whose release
+ * handed its listeners over, until the reader takes them (takeHandedListeners).
+ */
+function holdOf(socket: Socket): Hold | undefined {
+  return slotIf(socket)?.hold as Hold | undefined;
+}
 
 /** A reader's listeners for a held socket ('data', 'end', 'close'), each calling heldData / heldGone while held. */
 export interface HoldListeners {
@@ -48,7 +52,7 @@ export class Hold {
     private readonly listeners: HoldListeners = OWN,
   ) {
     this.size = head?.length ?? 0;
-    (socket as HeldSocket)[HOLD] = this;
+    slotOf(socket).hold = this;
     socket.on('data', listeners.data);
     // on(), not once(): detach() removes them all when the first fires (once() would wrap each in a new function).
     // No 'error' listener: a socket destroys itself on an error and 'close' follows, and every accepted socket
@@ -67,9 +71,10 @@ export class Hold {
   }
 
   detach(): void {
-    const socket = this.socket as HeldSocket;
-    if (socket[HOLD] !== this) return;
-    socket[HOLD] = undefined;
+    const socket = this.socket;
+    const slot = slotIf(socket);
+    if (slot === undefined || slot.hold !== this) return;
+    slot.hold = undefined;
     const { listeners } = this;
     socket.off('data', listeners.data);
     socket.off('end', listeners.end);
@@ -82,10 +87,10 @@ export class Hold {
    */
   release(keepReading = false, handOver = false): Buffer | null {
     if (!keepReading) this.socket.pause();
-    const socket = this.socket as HeldSocket;
-    if (handOver && this.listeners !== OWN && socket[HOLD] === this) {
-      socket[HOLD] = undefined;
-      socket[HANDED] = true;
+    const slot = slotIf(this.socket);
+    if (handOver && this.listeners !== OWN && slot !== undefined && slot.hold === this) {
+      slot.hold = undefined;
+      slot.handed = true;
     } else this.detach();
     const held = this.held;
     const head = this.head !== null && this.head.length > 0 ? this.head : null;
@@ -95,22 +100,22 @@ export class Hold {
   }
 }
 
-function onHeldData(this: HeldSocket, chunk: Buffer): void {
-  this[HOLD]?.data(chunk);
+function onHeldData(this: Socket, chunk: Buffer): void {
+  holdOf(this)?.data(chunk);
 }
 
-function onHeldGone(this: HeldSocket): void {
+function onHeldGone(this: Socket): void {
   heldGone(this);
 }
 
 /** A held socket's chunk, from its reader's 'data' listener before the reader starts. */
 export function heldData(socket: Socket, chunk: Buffer): void {
-  (socket as HeldSocket)[HOLD]?.data(chunk);
+  holdOf(socket)?.data(chunk);
 }
 
 /** A held socket's 'end' or 'close', from its reader's listener before the reader starts: the watcher is told once. */
 export function heldGone(socket: Socket): void {
-  const hold = (socket as HeldSocket)[HOLD];
+  const hold = holdOf(socket);
   if (hold === undefined) return;
   hold.detach();
   hold.watcher.abort();
@@ -118,9 +123,9 @@ export function heldGone(socket: Socket): void {
 
 /** Whether a release handed `socket`'s listeners over (the reader then adds none of its own); the reader takes them. */
 export function takeHandedListeners(socket: Socket): boolean {
-  const s = socket as HeldSocket;
-  if (s[HANDED] !== true) return false;
-  s[HANDED] = false;
+  const slot = slotIf(socket);
+  if (slot === undefined || !slot.handed) return false;
+  slot.handed = false;
   return true;
 }
 

@@ -9,6 +9,7 @@
 // (Lane.done) and starts it itself.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import { slotIf, slotOf } from '../wire/socket-slot.ts';
 
 /** A request waiting its turn. */
 export interface Waiting {
@@ -17,8 +18,8 @@ export interface Waiting {
   expectContinue: boolean;
 }
 
+// A client connection's lane is its socket's slot's `lane` (wire/socket-slot.ts); a response's, a symbol.
 const LANE = Symbol('rotor.lane');
-type LaneSocket = Socket & { [LANE]?: Lane };
 type LaneResponse = ServerResponse & { [LANE]?: Lane | undefined };
 
 /** What became of a request that just arrived. */
@@ -36,13 +37,13 @@ export class Lane {
 
   /** The lane of `client` (made on its first request). */
   static of(client: Socket): Lane {
-    const s = client as LaneSocket;
-    return (s[LANE] ??= new Lane(client));
+    const slot = slotOf(client);
+    return (slot.lane ??= new Lane(client)) as Lane;
   }
 
   /** Whether `client` has a plain-HTTP request in flight or waiting. */
   static busy(client: Socket): boolean {
-    const lane = (client as LaneSocket)[LANE];
+    const lane = slotIf(client)?.lane as Lane | undefined;
     return lane !== undefined && (lane.busy || (lane.waiting !== null && lane.waiting.length > 0));
   }
 

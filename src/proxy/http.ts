@@ -19,6 +19,7 @@ import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import { LiveList, type Listed } from '../connlog/live-list.ts';
 import { InternalError } from '../errors/rotor-error.ts';
+import { slotIf, slotOf } from '../wire/socket-slot.ts';
 import { readConnectHead } from './connect-head.ts';
 import { holdClient } from './hold.ts';
 import { Lane } from './http-lane.ts';
@@ -84,7 +85,7 @@ const LISTENER = 'http';
 const PARSED_AUTH_MAX = 1024;
 
 /**
- * A client connection's own state in the listener, kept on its socket (ACCEPTED): in the handshake deadline's
+ * A client connection's own state in the listener, kept in its socket's slot: in the handshake deadline's
  * list until its first request head (or the deadline, or its close), and the user counted open on it. Found
  * through the socket, so neither needs a table keyed by sockets (a WeakSet or WeakMap insert per connection).
  */
@@ -98,29 +99,31 @@ interface Accepted extends Listed<Accepted> {
   silent: boolean;
 }
 
-const ACCEPTED = Symbol('rotor.httpAccepted');
-type AcceptedSocket = Socket & { [ACCEPTED]?: Accepted };
+/** The socket's Accepted: its slot's field (wire/socket-slot.ts), not a property of its own. */
+function acceptedOf(socket: Socket): Accepted | undefined {
+  return slotIf(socket)?.accepted as Accepted | undefined;
+}
 
 /** A socket's first bytes, for the CONNECT fast path (one function for all; `this` is the socket). */
-function onFirstData(this: AcceptedSocket, chunk: Buffer): void {
+function onFirstData(this: Socket, chunk: Buffer): void {
   this.removeListener('data', onFirstData);
   this.removeListener('end', onEndBeforeData);
-  const entry = this[ACCEPTED]!;
+  const entry = acceptedOf(this)!;
   entry.silent = false;
   entry.listener.firstData(this, chunk);
 }
 
 /** The client sent its FIN before any byte: closed, as node's server closes a connection ended without a request. */
-function onEndBeforeData(this: AcceptedSocket): void {
+function onEndBeforeData(this: Socket): void {
   this.removeListener('data', onFirstData);
   this.removeListener('end', onEndBeforeData);
-  this[ACCEPTED]!.silent = false;
+  acceptedOf(this)!.silent = false;
   this.end();
 }
 
 /** Every accepted socket's 'close' listener (one function for all; `this` is the socket). */
-function onAcceptedClose(this: AcceptedSocket): void {
-  const entry = this[ACCEPTED];
+function onAcceptedClose(this: Socket): void {
+  const entry = acceptedOf(this);
   if (entry !== undefined) entry.listener.closed(entry);
 }
 
@@ -257,7 +260,7 @@ export class HttpListener extends ProxyListener {
       prevLive: null,
       nextLive: null,
     };
-    (socket as AcceptedSocket)[ACCEPTED] = entry;
+    slotOf(socket).accepted = entry;
     this.accepted.add(entry);
     if (this.deadlineSweep === undefined) {
       this.deadlineSweep = setInterval(sweepDeadlines, Math.max(5, Math.min(1000, Math.floor(this.handshakeMs / 4))), this);
@@ -277,7 +280,7 @@ export class HttpListener extends ProxyListener {
 
   /** The connection's first request head arrived (any later one finds it out already): no deadline from here. */
   private started(socket: Socket): Accepted {
-    const entry = (socket as AcceptedSocket)[ACCEPTED]!;
+    const entry = acceptedOf(socket)!;
     this.accepted.remove(entry);
     return entry;
   }
@@ -362,7 +365,7 @@ export class HttpListener extends ProxyListener {
     // counting it open takes it again: every request is admitted against the user's maxConnections, yet a
     // kept-alive connection holds one slot however many requests it carries (a reservation left unopened
     // here would lock the user out for the reservation's lifetime).
-    const entry = (client as AcceptedSocket)[ACCEPTED]!;
+    const entry = acceptedOf(client)!;
     const counted = entry.counted;
     if (counted !== undefined) this.options.router.meters.connectionClosed(counted.user);
     const pending = this.admit(req.headers['proxy-authorization'], client);
@@ -394,7 +397,7 @@ export class HttpListener extends ProxyListener {
       this.pipeline.refused(conn, 'client_abort', 'the client went away');
       return;
     }
-    const entry = (client as AcceptedSocket)[ACCEPTED]!;
+    const entry = acceptedOf(client)!;
     const route = this.pipeline.admitted(conn, admission);
     if (route === undefined) {
       if (counted !== undefined) this.forget(entry, counted);
@@ -526,22 +529,27 @@ export class HttpListener extends ProxyListener {
       return;
     }
     // An Upgrade goes through a tunnel to the target (CONNECT to an HTTP node): HTTP proxies commonly drop
-    // Upgrade on forwarded requests, and a tunnel carries whatever protocol the 101 switches to.
-    const up = this.pipeline.connect(socket, conn, route, target, head.length > 0 ? head : null);
+    // Upgrade on forwarded requests, and a tunnel carries whatever protocol the 101 switches to. Its request
+    // head goes first as client data of the relay, metered like every later byte (quota, rate, the record's
+    // bytesUp, the rollups), as a forwarded request's head is (http-forward.ts settle).
+    const upgrade = absolute === undefined || req === null ? null : upgradeHead(req, absolute);
+    const clientHead = upgrade === null ? (head.length > 0 ? head : null) : head.length > 0 ? Buffer.concat([upgrade, head]) : upgrade;
+    const up = this.pipeline.connect(socket, conn, route, target, clientHead);
     if (up === undefined) return;
     if (!(up instanceof TunnelDial)) {
       refuseSocket(socket, up, this.realm);
       return;
     }
-    if (absolute === undefined || req === null) up.whenEnded(this.onDialed);
-    else up.whenEnded((d) => this.answer(d, upgradeHead(req, absolute)));
+    up.whenEnded(upgrade === null ? this.onDialed : this.onUpgradeDialed);
   }
 
   /** A CONNECT's dial ended (one function of the listener for all its tunnels). */
-  private readonly onDialed = (dial: TunnelDial): void => this.answer(dial, null);
+  private readonly onDialed = (dial: TunnelDial): void => this.answer(dial, false);
+  /** An Upgrade's dial ended: its request head is the relay's first client data. */
+  private readonly onUpgradeDialed = (dial: TunnelDial): void => this.answer(dial, true);
 
-  /** A tunnel's dial ended: the client answered (200, or the Upgrade's request sent on) and the relay started. */
-  private answer(dial: TunnelDial, upgrade: string | null): void {
+  /** A tunnel's dial ended: the client answered (200; an Upgrade's answer is the target's) and the relay started. */
+  private answer(dial: TunnelDial, upgrade: boolean): void {
     const { client, conn } = dial;
     try {
       const up = this.pipeline.connected(dial);
@@ -550,8 +558,7 @@ export class HttpListener extends ProxyListener {
         refuseSocket(client, up, this.realm);
         return;
       }
-      if (upgrade !== null) up.dialed.socket.write(upgrade);
-      else client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+      if (!upgrade) client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
       this.pipeline.carry(client, up, dial.route, conn);
     } catch (err) {
       this.pipeline.defect(client, conn, err);
@@ -559,11 +566,14 @@ export class HttpListener extends ProxyListener {
   }
 }
 
-/** An Upgrade's request as it goes on through the tunnel: as received, hop-by-hop fields removed, Upgrade kept. */
-function upgradeHead(req: IncomingMessage, absolute: AbsoluteTarget): string {
+/**
+ * An Upgrade's request as it goes on through the tunnel: as received, hop-by-hop fields removed, Upgrade kept.
+ * Latin-1, as node read the header bytes (and writes a forwarded request's head): each byte goes on as it came.
+ */
+function upgradeHead(req: IncomingMessage, absolute: AbsoluteTarget): Buffer {
   const headers = forwardHeaders(req.rawHeaders, { keepUpgrade: true, drop: HOST });
   headers.unshift('Host', absolute.authority);
-  return requestHead(req.method ?? 'GET', absolute.path, headers);
+  return Buffer.from(requestHead(req.method ?? 'GET', absolute.path, headers), 'latin1');
 }
 
 const HOST = new Set(['host']);

@@ -12,6 +12,7 @@
 // time, in coarser steps (test/proxy/throttle.test.ts fails then).
 import { Socket } from 'node:net';
 import { TLSSocket } from 'node:tls';
+import { slotIf, slotOf } from '../wire/socket-slot.ts';
 
 const KiB = 1024;
 
@@ -47,8 +48,7 @@ const internals = ((): { buffer: symbol; callback: symbol; generator: symbol } |
   return buffer && callback && generator ? { buffer, callback, generator } : undefined;
 })();
 
-const PACED = Symbol('rotor.paced');
-type Paced = Socket & { [PACED]?: true };
+// Whether a socket is paced, and a bulk socket's sink, are its slot's `paced` and `bulk` (wire/socket-slot.ts).
 
 /** A read landed in the socket's own buffer: it goes on as node's read would have (false = stop reading). */
 function pushRead(this: SocketInternals, n: number, buffer: Buffer): boolean {
@@ -60,8 +60,7 @@ function pushRead(this: SocketInternals, n: number, buffer: Buffer): boolean {
  * TLS, or node's internals are not the expected ones): it then reads as before.
  */
 export function paceReads(socket: Socket, rate: RateSource): boolean {
-  const s = socket as Paced;
-  if (s[PACED]) return true;
+  if (slotIf(socket)?.paced === true) return true;
   const inner = socket as unknown as SocketInternals & Record<symbol, unknown>;
   const handle = inner._handle;
   if (internals === undefined || handle === null || typeof handle.useUserBuffer !== 'function' || socket instanceof TLSSocket) return false;
@@ -74,13 +73,13 @@ export function paceReads(socket: Socket, rate: RateSource): boolean {
   // Paused, the socket reads ahead only up to this (one piece), not node's 16 KiB.
   inner._readableState.highWaterMark = first.length;
   handle.useUserBuffer(first);
-  s[PACED] = true;
+  slotOf(socket).paced = true;
   return true;
 }
 
 /** Whether `socket` reads in paced pieces. */
 export function isPaced(socket: Socket): boolean {
-  return (socket as Paced)[PACED] === true;
+  return slotIf(socket)?.paced === true;
 }
 
 // Bulk reads. Node reads every socket into a new 64 KiB buffer from malloc, freed only when V8 collects its
@@ -119,8 +118,7 @@ function bulkBuffer(): Buffer {
   return spares.pop() ?? Buffer.allocUnsafeSlow(BULK_READ);
 }
 
-const BULK = Symbol('rotor.bulk');
-type BulkSocket = SocketInternals & { [BULK]: Sink };
+type BulkSocket = SocketInternals & Socket;
 
 /** Where a bulk socket's chunks are written (the relay's other socket). */
 interface Sink {
@@ -141,7 +139,7 @@ let nextBuffer: Buffer | undefined;
 function pushBulk(this: BulkSocket & ReadableInternals, n: number, buffer: Buffer): boolean {
   const more = this.push(n === buffer.length ? buffer : buffer.subarray(0, n));
   const small = buffer.length === BULK_IDLE_READ;
-  if (this._readableState.length !== 0 || this[BULK].writableLength !== 0) {
+  if (this._readableState.length !== 0 || (slotIf(this)!.bulk as Sink).writableLength !== 0) {
     // Kept: the buffer is lent to the chunk; the sink is not taking at once, so the next read waits in a small one.
     nextBuffer = Buffer.allocUnsafeSlow(BULK_IDLE_READ);
   } else if (n < buffer.length) {
@@ -173,9 +171,10 @@ export function bulkReads(socket: Socket, sink: Sink): boolean {
   const inner = socket as unknown as SocketInternals & Record<symbol, unknown>;
   const handle = inner._handle;
   if (internals === undefined || handle === null || typeof handle.useUserBuffer !== 'function' || socket instanceof TLSSocket) return false;
-  if ((socket as Paced)[PACED] || inner[BULK] !== undefined) return false;
+  const slot = slotOf(socket);
+  if (slot.paced || slot.bulk !== undefined) return false;
   const first = bulkBuffer();
-  inner[BULK] = sink;
+  slot.bulk = sink;
   inner[internals.buffer] = first;
   inner[internals.generator] = nextBulk;
   inner[internals.callback] = pushBulk;
@@ -185,7 +184,7 @@ export function bulkReads(socket: Socket, sink: Sink): boolean {
 
 /** Whether `socket` reads into a buffer of its own (bulkReads). */
 export function isBulk(socket: Socket): boolean {
-  return (socket as unknown as Record<symbol, unknown>)[BULK] !== undefined;
+  return slotIf(socket)?.bulk !== undefined;
 }
 
 /** The size of the buffer a bulk socket's next read lands in (undefined for any other socket). */

@@ -1,7 +1,7 @@
 // Moves bytes both ways between a client and its upstream tunnel. Per chunk the data path does a write, the
 // metered stream's count (tunnel-stream.ts: two number adds, the user's meter, a flag check) and its valve for
 // that direction (backpressure and the user's rate: a take() and flag checks). The listeners are
-// module functions shared by every relay (a socket finds its relay through a symbol), so a tunnel costs one
+// module functions shared by every relay (a socket finds its relay in its slot, wire/socket-slot.ts), so a tunnel costs one
 // Relay object and no closures. The user's meter decides when to stop: once `exhausted` is set (by this or
 // another connection of the user) both sides are destroyed on the next chunk. Idle detection and the
 // rotor_proxy_bytes_total updates run on one coarse timer shared by all relays with the same tick (not a
@@ -14,6 +14,7 @@
 import type { Socket } from 'node:net';
 import { LiveList, type Listed } from '../connlog/live-list.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
+import { slotIf, slotOf } from '../wire/socket-slot.ts';
 import { heldData, heldGone, takeHandedListeners, type HoldListeners } from './hold.ts';
 import { NODE_READ, bulkReads } from './paced-reads.ts';
 import { MeteredStream, type Valve } from './tunnel-stream.ts';
@@ -83,9 +84,10 @@ const CLIENT_CREDIT = 16 * 1024;
 const PROBES = 2;
 const PROBE_MS = 50;
 
-/** The relay a socket belongs to, for the shared handlers below (one set for all relays, no closures). */
-const RELAY = Symbol('rotor.relay');
-type RelaySocket = Socket & { [RELAY]?: Relay };
+/** The relay a socket belongs to (its slot's field, wire/socket-slot.ts), for the shared handlers below. */
+function relayOf(socket: Socket): Relay | undefined {
+  return slotIf(socket)?.relay as Relay | undefined;
+}
 
 class Relay implements RelayHandle, Listed<Relay> {
   readonly stats: Stats;
@@ -126,8 +128,8 @@ class Relay implements RelayHandle, Listed<Relay> {
     this.toClient = stats.valve(upstream, 0, upstream);
     stats.pace(upstream);
 
-    (client as RelaySocket)[RELAY] = this;
-    (upstream as RelaySocket)[RELAY] = this;
+    slotOf(client).relay = this;
+    slotOf(upstream).relay = this;
     // The client's 'data', 'end' and 'close' listeners are these already when its dial's hold handed them over.
     const handed = takeHandedListeners(client);
     if (!handed) client.on('data', onClientData);
@@ -278,42 +280,42 @@ class Relay implements RelayHandle, Listed<Relay> {
   }
 }
 
-// The listeners every relay attaches, shared: `this` is the socket, its relay is found by RELAY. The client's
+// The listeners every relay attaches, shared: `this` is the socket, its relay is found in its slot. The client's
 // three are also its dial's hold's (CLIENT_LISTENERS): before the relay starts they tell the hold (hold.ts).
-function onClientData(this: RelaySocket, chunk: Buffer): void {
-  const relay = this[RELAY];
+function onClientData(this: Socket, chunk: Buffer): void {
+  const relay = relayOf(this);
   if (relay !== undefined) relay.clientData(chunk);
   else heldData(this, chunk);
 }
-function onUpstreamData(this: RelaySocket, chunk: Buffer): void {
-  this[RELAY]!.upstreamData(chunk);
+function onUpstreamData(this: Socket, chunk: Buffer): void {
+  relayOf(this)!.upstreamData(chunk);
 }
 // A side paused by the limiter stays paused through the other side's 'drain' (the valve keeps both reasons).
-function onClientDrain(this: RelaySocket): void {
-  this[RELAY]!.toClient.drained();
+function onClientDrain(this: Socket): void {
+  relayOf(this)!.toClient.drained();
 }
-function onUpstreamDrain(this: RelaySocket): void {
-  this[RELAY]!.toUpstream.drained();
+function onUpstreamDrain(this: Socket): void {
+  relayOf(this)!.toUpstream.drained();
 }
 // Half-close is passed on: the other side may still be sending.
-function onClientEnd(this: RelaySocket): void {
-  const relay = this[RELAY];
+function onClientEnd(this: Socket): void {
+  const relay = relayOf(this);
   if (relay !== undefined) relay.clientEnd();
   else heldGone(this);
 }
-function onUpstreamEnd(this: RelaySocket): void {
-  this[RELAY]!.client.end();
+function onUpstreamEnd(this: Socket): void {
+  relayOf(this)!.client.end();
 }
-function onClose(this: RelaySocket): void {
-  const relay = this[RELAY];
+function onClose(this: Socket): void {
+  const relay = relayOf(this);
   if (relay !== undefined) relay.closed(this);
   else heldGone(this);
 }
 
 /** A tunnel client's listeners for its dial's hold to attach and hand over to the relay (hold.ts Hold, release). */
 export const CLIENT_LISTENERS: HoldListeners = { data: onClientData, end: onClientEnd, close: onClose };
-function onError(this: RelaySocket): void {
-  this[RELAY]!.finish('error');
+function onError(this: Socket): void {
+  relayOf(this)!.finish('error');
 }
 function probeNow(r: Relay): void {
   r.probeNow();

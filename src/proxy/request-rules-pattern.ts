@@ -5,6 +5,9 @@
 // bounded is accepted:
 //   - no unbounded repetition (`*`, `+`, `{n,}`): write a bound, `.{0,64}`; bounds at most 1,000;
 //   - no backreference and no lookaround;
+//   - classes read as JavaScript reads them without the `u`/`v` flag (none is taken): the first unescaped ']'
+//     ends one, so `[]` (nothing) and `[^]` (any character) are whole classes; the engine is asked to confirm
+//     each class and the count of capturing groups, and a pattern it reads otherwise is refused;
 //   - the ways the pattern can match at one place (alternatives add, repetitions multiply) times bodyBytes
 //     stays within a fixed budget, so the worst match costs a few million steps whatever the page.
 
@@ -31,8 +34,27 @@ class PatternProblem extends RotorError {
 /** Walks the pattern's source once, computing its cost (ways to match at one place); throws PatternProblem. */
 class CostReader {
   private i = 0;
+  /** Capturing groups read (plain and named), checked against the engine's own count. */
+  groups = 0;
 
   constructor(private readonly src: string) {}
+
+  /**
+   * The engine must read `span` as one whole class too: it compiles alone, and without its last ']' it is an
+   * unterminated class. Anything the reader would take for a class while the engine reads pattern is refused.
+   */
+  private checkClass(span: string): void {
+    let whole = false;
+    let cut = false;
+    try {
+      new RegExp(span, 'i');
+      whole = true;
+      new RegExp(span.slice(0, -1), 'i');
+    } catch {
+      cut = whole;
+    }
+    if (!whole || !cut) throw new PatternProblem(`a character class not read as one at ${this.i - span.length}`);
+  }
 
   read(): number {
     const cost = this.alternatives();
@@ -62,24 +84,29 @@ class CostReader {
     const c = this.src[this.i]!;
     if (c === '(') {
       this.i++;
+      const capturing = this.src[this.i] !== '?' || this.src.startsWith('?<', this.i);
       if (this.src.startsWith('?:', this.i)) this.i += 2;
       else if (this.src.startsWith('?<', this.i) && this.src[this.i + 2] !== '=' && this.src[this.i + 2] !== '!') {
         const close = this.src.indexOf('>', this.i);
         if (close < 0) throw new PatternProblem('unterminated group name');
         this.i = close + 1;
-      } else if (this.src[this.i] === '?') throw new PatternProblem('lookarounds ((?=, (?!, (?<=, (?<!) are not accepted');
+      } else if (this.src[this.i] === '?')
+        throw new PatternProblem("lookarounds ((?=, (?!, (?<=, (?<!) and other '(?' groups are not accepted");
+      if (capturing) this.groups++;
       const inner = this.alternatives();
       if (this.src[this.i] !== ')') throw new PatternProblem("missing ')'");
       this.i++;
       return inner;
     }
     if (c === '[') {
+      // JavaScript (no `u`/`v` flag) ends a class at its first unescaped ']', also right after '[' or '[^':
+      // `[]` matches nothing and `[^]` any character; '[' inside a class is a plain member (no nesting).
+      const start = this.i;
       this.i++;
-      if (this.src[this.i] === '^') this.i++;
-      if (this.src[this.i] === ']') this.i++;
       while (this.i < this.src.length && this.src[this.i] !== ']') this.i += this.src[this.i] === '\\' ? 2 : 1;
       if (this.i >= this.src.length) throw new PatternProblem("missing ']'");
       this.i++;
+      this.checkClass(this.src.slice(start, this.i));
       return 1;
     }
     if (c === '\\') {
@@ -136,12 +163,17 @@ export function bodyPatternProblem(source: string, bodyBytes: number): string | 
     return `not a valid regular expression (${(err as Error).message})`;
   }
   let cost: number;
+  const reader = new CostReader(source);
   try {
-    cost = new CostReader(source).read();
+    cost = reader.read();
   } catch (err) {
     if (err instanceof PatternProblem) return err.message;
     throw err;
   }
+  // A second reading by the engine itself: the capturing groups it counts (an empty alternative added so
+  // that the match cannot fail) must be the ones the reader costed; a group hidden from the reader is refused.
+  const engineGroups = new RegExp(`${source}|`, 'i').exec('')!.length - 1;
+  if (engineGroups !== reader.groups) return 'a pattern the cost reader cannot read as the engine does';
   if (cost * bodyBytes > BODY_PATTERN_BUDGET) {
     const most = Math.floor(BODY_PATTERN_BUDGET / bodyBytes);
     return `too costly: ${cost >= CAP ? 'too many' : cost} ways to match at one place, at most ${most} over ${bodyBytes} body bytes`;

@@ -21,6 +21,7 @@ import {
   type HandshakeProgress,
 } from '../wire/socks5.ts';
 import { logFailedAccepts } from '../errors/failed-accept.ts';
+import { slotIf, slotOf } from '../wire/socket-slot.ts';
 import type { Authorization, Router } from './router.ts';
 import type { UdpAssociations } from './udp-associate.ts';
 import type { ConnectionContext, ConnectionRecorder } from '../connlog/types.ts';
@@ -99,7 +100,7 @@ export class Socks5Listener extends ProxyListener {
   private onConnection(socket: Socket): void {
     this.pipeline.accept(socket);
     const client = new Socks5Connection(this, socket, this.pipeline.open(socket, socket), this.handshake);
-    (socket as ClientSocket)[CLIENT] = client;
+    slotOf(socket).socks5 = client;
     socket.on('data', onClientData);
     // on(), not once(): done() removes them (once() would wrap each in a new function per connection).
     socket.on('end', onClientEnd);
@@ -177,8 +178,8 @@ export class Socks5Listener extends ProxyListener {
 
   /** The handshake ended: its listeners and its deadline go (the socket keeps flowing: the dial's hold reads it next). */
   private done(client: Socks5Connection): void {
-    const socket = client.socket as ClientSocket;
-    socket[CLIENT] = undefined;
+    const socket = client.socket;
+    slotOf(socket).socks5 = undefined;
     socket.off('data', onClientData);
     socket.off('end', onClientEnd);
     socket.off('close', onClientClose);
@@ -246,22 +247,23 @@ class Socks5Connection implements Listed<Socks5Connection> {
   }
 }
 
-/** The connection a socket in its handshake belongs to, for the shared listeners below (no closure per connection). */
-const CLIENT = Symbol('rotor.socks5Client');
-type ClientSocket = Socket & { [CLIENT]?: Socks5Connection | undefined };
+/** The connection a socket in its handshake belongs to (its slot's field, wire/socket-slot.ts), for the shared listeners below (no closure per connection). */
+function clientOf(socket: Socket): Socks5Connection | undefined {
+  return slotIf(socket)?.socks5 as Socks5Connection | undefined;
+}
 
-function onClientData(this: ClientSocket, chunk: Buffer): void {
-  const client = this[CLIENT];
+function onClientData(this: Socket, chunk: Buffer): void {
+  const client = clientOf(this);
   if (client !== undefined) client.listener.progress(client, client.steps.feed(chunk));
 }
 
-function onClientEnd(this: ClientSocket): void {
-  const client = this[CLIENT];
+function onClientEnd(this: Socket): void {
+  const client = clientOf(this);
   if (client !== undefined) client.listener.progress(client, client.steps.end('CLOSED', 'client closed during the handshake'));
 }
 
-function onClientClose(this: ClientSocket, hadError: boolean): void {
-  const client = this[CLIENT];
+function onClientClose(this: Socket, hadError: boolean): void {
+  const client = clientOf(this);
   if (client === undefined) return;
   const message = hadError ? 'client connection failed during the handshake' : 'client closed during the handshake';
   client.listener.progress(client, client.steps.end('CLOSED', message));

@@ -12,6 +12,7 @@ import { DONE, FAILED, MORE, socks5Connect, type Socks5Client, type Step } from 
 import { DialCancel } from './cancel.ts';
 import { ConnectAnswer, connectRequestText, type DialOptions, type Tunnel } from './dial-http.ts';
 import { credentialsOf, pipelineWaitFor, socks5Ended } from './dial-socks5.ts';
+import { slotIf, slotOf } from '../wire/socket-slot.ts';
 import { classifySocketError, dialSocketError } from './dial-tcp.ts';
 import { isDescriptorExhaustion } from '../errors/failed-accept.ts';
 import { DialAbortedError, UpstreamDialError } from './errors.ts';
@@ -21,11 +22,13 @@ import type { Target } from './types.ts';
 /** What a dial says once connected: a SOCKS5 client, an HTTP CONNECT answer to read, or nothing (a plain connection). */
 export type HandshakeReader = Socks5Client | ConnectAnswer | null;
 
-const DIAL = Symbol('rotor.upstreamDial');
-type DialSocket = Socket & { [DIAL]?: GuardedDial | undefined };
+/** A dialing socket's dial: its slot's field (wire/socket-slot.ts), for the shared listeners below. */
+function dialOf(socket: Socket): GuardedDial | undefined {
+  return slotIf(socket)?.dial as GuardedDial | undefined;
+}
 
 class GuardedDial {
-  private socket: DialSocket | undefined;
+  private socket: Socket | undefined;
   private timer: NodeJS.Timeout | undefined;
   /** Pipelined SOCKS5: armed between the method answer and the auth answer (the reader's stallWait). */
   private stall: NodeJS.Timeout | undefined;
@@ -102,9 +105,9 @@ class GuardedDial {
       tls
         ? connectTls(this.node, this.options.tls)
         : connect({ host: this.node.host, port: this.node.port, allowHalfOpen: true, noDelay: true })
-    ) as DialSocket;
+    ) as Socket;
     this.socket = s;
-    s[DIAL] = this;
+    slotOf(s).dial = this;
     if (this.cancel !== undefined) this.cancel.socket = s;
     // A plain socket has it from its options: setNoDelay() right after connect() costs a second setsockopt.
     if (tls) s.setNoDelay(true);
@@ -224,8 +227,8 @@ class GuardedDial {
   }
 
   /** The dial's listeners off the socket (the 'error' no-op stays). */
-  private detach(s: DialSocket): void {
-    s[DIAL] = undefined;
+  private detach(s: Socket): void {
+    slotOf(s).dial = undefined;
     if (this.connecting) {
       this.connecting = false;
       s.off('error', onConnectError);
@@ -272,23 +275,23 @@ class GuardedDial {
 
 const ONCE = { once: true } as const;
 
-function onConnect(this: DialSocket): void {
-  this[DIAL]?.connected();
+function onConnect(this: Socket): void {
+  dialOf(this)?.connected();
 }
-function onConnectError(this: DialSocket, err: NodeJS.ErrnoException): void {
-  this[DIAL]?.connectFailed(err);
+function onConnectError(this: Socket, err: NodeJS.ErrnoException): void {
+  dialOf(this)?.connectFailed(err);
 }
-function onDialData(this: DialSocket, chunk: Buffer): void {
-  this[DIAL]?.data(chunk);
+function onDialData(this: Socket, chunk: Buffer): void {
+  dialOf(this)?.data(chunk);
 }
-function onDialEnd(this: DialSocket): void {
-  this[DIAL]?.closed();
+function onDialEnd(this: Socket): void {
+  dialOf(this)?.closed();
 }
-function onDialClose(this: DialSocket): void {
-  this[DIAL]?.closed();
+function onDialClose(this: Socket): void {
+  dialOf(this)?.closed();
 }
-function onDialError(this: DialSocket, err: NodeJS.ErrnoException): void {
-  this[DIAL]?.closed(err);
+function onDialError(this: Socket, err: NodeJS.ErrnoException): void {
+  dialOf(this)?.closed(err);
 }
 function onConnectTimeout(d: GuardedDial): void {
   d.connectTimedOut();

@@ -31,6 +31,7 @@ import type { UpstreamNode } from '../pool/types.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import { metricCell, type MetricCell } from './metric-cells.ts';
 import { DONE, FAILED, MORE, socks5Greet, socks5Request, type Socks5Client, type Step } from '../wire/socks5-client.ts';
+import { slotIf, slotOf } from '../wire/socket-slot.ts';
 import { DialCancel } from './cancel.ts';
 import { ConnectAnswer, connectRequestText, type DialOptions, type Tunnel } from './dial-http.ts';
 import { classifySocksError, credentialsOf, learnSocks5Pipelining, pipelineWaitFor } from './dial-socks5.ts';
@@ -100,16 +101,9 @@ interface NodeSet {
   openMs: number;
 }
 
-const READY = Symbol('rotor.warmReady');
-type WarmSocket = Socket & {
-  [READY]?: Ready | undefined;
-  [OWNER]?: WarmConnections;
-  [OPENING]?: WarmOpening | undefined;
-  [REQUEST]?: WarmRequest | undefined;
-};
-const OWNER = Symbol('rotor.warmOwner');
-const OPENING = Symbol('rotor.warmOpening');
-const REQUEST = Symbol('rotor.warmRequest');
+// A warm connection's stage (its opening, readiness and owner, its tunnel's request) is in its socket's slot
+// (wire/socket-slot.ts: warmOpening, warmReady, warmOwner, warmRequest), not in properties of the socket.
+type WarmSocket = Socket;
 
 function noop(): void {}
 
@@ -373,8 +367,9 @@ export class WarmConnections {
     const r: Ready = { socket, set, since: performance.now() };
     this.startSweep();
     // Idle: any sign from the upstream (it closed, failed, or said something unasked) takes it out (onWarm*).
-    socket[READY] = r;
-    socket[OWNER] = this;
+    const slot = slotOf(socket);
+    slot.warmReady = r;
+    slot.warmOwner = this;
     set.ready.push(r);
     this.readyCount++;
     this.readyGauge?.inc();
@@ -382,7 +377,7 @@ export class WarmConnections {
 
   /** A ready connection leaves the ready list (taken, or gone). */
   private unready(r: Ready): void {
-    (r.socket as WarmSocket)[READY] = undefined;
+    slotOf(r.socket).warmReady = undefined;
     this.readyCount--;
     this.readyGauge?.dec();
   }
@@ -505,7 +500,7 @@ class WarmOpening implements Listed<Pending> {
     // noDelay as an option: setNoDelay() right after connect() costs a second setsockopt once connected.
     const socket = connect({ host: node.host, port: node.port, allowHalfOpen: true, noDelay: true }) as WarmSocket;
     this.socket = socket;
-    socket[OPENING] = this;
+    slotOf(socket).warmOpening = this;
     this.deadline = this.started + timeoutMs;
     warm.watch(this);
     // One set of listeners for the connection's whole warm life (opening, ready, its tunnel's request): each
@@ -577,7 +572,7 @@ class WarmOpening implements Listed<Pending> {
     this.warm.unwatch(this);
     clearTimeout(this.stall);
     const socket = this.socket;
-    socket[OPENING] = undefined;
+    slotOf(socket).warmOpening = undefined;
     if (this.connecting) socket.off('connect', onOpeningConnected);
     this.warm.opened(this.set, socket, ok, performance.now() - this.started);
   }
@@ -585,21 +580,25 @@ class WarmOpening implements Listed<Pending> {
 
 /** A warm connection's bytes: its request's answer, a sign while it idles, or its greeting's answer. */
 function onWarmData(this: WarmSocket, chunk: Buffer): void {
-  const request = this[REQUEST];
+  const slot = slotIf(this);
+  if (slot === undefined) return;
+  const request = slot.warmRequest as WarmRequest | undefined;
   if (request !== undefined) return request.data(chunk);
-  const r = this[READY];
-  if (r !== undefined) return this[OWNER]?.idleEnd(r);
-  this[OPENING]?.data(chunk);
+  const r = slot.warmReady as Ready | undefined;
+  if (r !== undefined) return (slot.warmOwner as WarmConnections | undefined)?.idleEnd(r);
+  (slot.warmOpening as WarmOpening | undefined)?.data(chunk);
 }
 
 /** A warm connection closed or failed: its request fails (or falls back to a fresh dial), an idle one leaves, an opening fails. */
 function onWarmClosed(this: WarmSocket, err?: NodeJS.ErrnoException | boolean): void {
   const e = typeof err === 'object' ? err : undefined;
-  const request = this[REQUEST];
+  const slot = slotIf(this);
+  if (slot === undefined) return;
+  const request = slot.warmRequest as WarmRequest | undefined;
   if (request !== undefined) return request.closed(e);
-  const r = this[READY];
-  if (r !== undefined) return this[OWNER]?.idleEnd(r);
-  this[OPENING]?.closed(e);
+  const r = slot.warmReady as Ready | undefined;
+  if (r !== undefined) return (slot.warmOwner as WarmConnections | undefined)?.idleEnd(r);
+  (slot.warmOpening as WarmOpening | undefined)?.closed(e);
 }
 
 function onWarmFailed(this: WarmSocket, err: NodeJS.ErrnoException): void {
@@ -607,7 +606,7 @@ function onWarmFailed(this: WarmSocket, err: NodeJS.ErrnoException): void {
 }
 
 function onOpeningConnected(this: WarmSocket): void {
-  this[OPENING]?.connected();
+  (slotIf(this)?.warmOpening as WarmOpening | undefined)?.connected();
 }
 
 function onOpeningStall(opening: WarmOpening): void {
@@ -665,7 +664,7 @@ class WarmRequest implements Listed<Pending> {
     const first = reader.start();
     if (first === null) return this.answered(FAILED);
     // The connection's listeners (onWarm*) find it here.
-    socket[REQUEST] = this;
+    slotOf(socket).warmRequest = this;
     socket.write(first);
   }
 
@@ -710,7 +709,8 @@ class WarmRequest implements Listed<Pending> {
     this.done = true;
     this.warm.unwatch(this);
     const { options, socket } = this;
-    if (socket[REQUEST] === this) socket[REQUEST] = undefined;
+    const slot = slotOf(socket);
+    if (slot.warmRequest === this) slot.warmRequest = undefined;
     const cancel = this.cancel;
     if (cancel !== undefined) {
       if (cancel.socket === socket) cancel.socket = null;

@@ -6,6 +6,7 @@
 import type { Socket } from 'node:net';
 import { isIPv6 } from 'node:net';
 import { ipv4Value, ipv6Bytes } from './ip-bytes.ts';
+import { slotIf, slotOf } from './socket-slot.ts';
 import { RotorError } from '../errors/rotor-error.ts';
 
 export const SOCKS_VERSION = 0x05;
@@ -136,7 +137,7 @@ export function startSocks5<T = undefined, O = unknown>(
   options: HandshakeOptions<T>,
   owner?: O,
 ): Promise<Socks5Step<T, O>> {
-  starting = new ServerHandshake<T, O>(socket as HandshakeSocket, options, owner) as unknown as Binding;
+  starting = new ServerHandshake<T, O>(socket, options, owner) as unknown as Binding;
   return new Promise<Socks5Step<T, O>>(bindHandshake as (resolve: (step: Socks5Step<T, O>) => void, reject: (err: Error) => void) => void);
 }
 
@@ -423,9 +424,13 @@ export function closeFailedHandshake(socket: Socket, answer: Buffer | null): voi
   if (answer) setTimeout(destroySocket, 1000, socket).unref();
 }
 
-/** The handshake a socket belongs to, for the shared listeners below (one set for every connection, no closures). */
-const HANDSHAKE = Symbol('rotor.socks5Server');
-type HandshakeSocket = Socket & { [HANDSHAKE]?: HandshakeSteps | undefined };
+/**
+ * The handshake a socket belongs to (its slot's field, socket-slot.ts), for the shared listeners below (one set for
+ * every connection, no closures).
+ */
+function handshakeOf(socket: Socket): HandshakeSteps | undefined {
+  return slotIf(socket)?.handshake as HandshakeSteps | undefined;
+}
 
 /** What the shared listeners and the timer call on the handshake they belong to. */
 interface HandshakeSteps {
@@ -455,7 +460,7 @@ class ServerHandshake<T, O> implements HandshakeSteps, Socks5Login<T, O> {
   private decision: AuthDecision<T> | undefined;
 
   constructor(
-    private readonly socket: HandshakeSocket,
+    private readonly socket: Socket,
     private readonly options: HandshakeOptions<T>,
     readonly owner: O | undefined,
   ) {
@@ -513,7 +518,7 @@ class ServerHandshake<T, O> implements HandshakeSteps, Socks5Login<T, O> {
   start(): void {
     const socket = this.socket;
     this.timer = setTimeout(onHandshakeTimeout, this.options.timeoutMs, this);
-    socket[HANDSHAKE] = this;
+    slotOf(socket).handshake = this;
     socket.on('data', onData);
     // on(), not once(): cleanup() removes them (once() would wrap each in a new function per connection).
     socket.on('close', onClose);
@@ -525,7 +530,7 @@ class ServerHandshake<T, O> implements HandshakeSteps, Socks5Login<T, O> {
   private cleanup(): void {
     clearTimeout(this.timer);
     const socket = this.socket;
-    socket[HANDSHAKE] = undefined;
+    slotOf(socket).handshake = undefined;
     socket.off('data', onData);
     socket.off('close', onClose);
     socket.off('end', onClose);
@@ -570,14 +575,14 @@ class ServerHandshake<T, O> implements HandshakeSteps, Socks5Login<T, O> {
 
 const EMPTY = Buffer.alloc(0);
 
-function onData(this: HandshakeSocket, chunk: Buffer): void {
-  this[HANDSHAKE]?.data(chunk);
+function onData(this: Socket, chunk: Buffer): void {
+  handshakeOf(this)?.data(chunk);
 }
-function onClose(this: HandshakeSocket): void {
-  this[HANDSHAKE]?.fail('CLOSED', 'client closed during the handshake');
+function onClose(this: Socket): void {
+  handshakeOf(this)?.fail('CLOSED', 'client closed during the handshake');
 }
-function onError(this: HandshakeSocket): void {
-  this[HANDSHAKE]?.fail('CLOSED', 'client connection failed during the handshake');
+function onError(this: Socket): void {
+  handshakeOf(this)?.fail('CLOSED', 'client connection failed during the handshake');
 }
 function onHandshakeTimeout(h: HandshakeSteps): void {
   h.fail('TIMEOUT', 'handshake timed out');

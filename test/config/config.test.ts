@@ -40,7 +40,7 @@ describe('config', () => {
     assert.equal(c.platform.encrypt, 'aes');
     assert.deepEqual(c.proxy.http, { host: '127.0.0.1', port: 8080 });
     assert.deepEqual(c.proxy.socks5, { host: '127.0.0.1', port: 1080 });
-    assert.deepEqual(c.admin, { host: '127.0.0.1', port: 9090, token: '', allowedHosts: [], allowedOrigins: [] });
+    assert.deepEqual(c.admin, { host: '127.0.0.1', port: 9090, token: '', allowedHosts: [], allowedOrigins: [], metricsToken: 'auto' });
     assert.deepEqual(c.callback, { host: '127.0.0.1', port: 9091, path: '/callback' });
     assert.equal(c.store.path, 'data/rotor.db');
     assert.deepEqual(
