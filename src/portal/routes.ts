@@ -13,6 +13,7 @@ import type { UsageRow } from '../connlog/usage.ts';
 import type { UserView } from '../users/record.ts';
 import { HashBusyError } from '../admission/password.ts';
 import { LoginBackoff, type TryOutcome } from './backoff.ts';
+import { CustomerReads, SlowDownError } from './reads.ts';
 import { checkPassword } from './credentials.ts';
 import { HistorySplit } from './history.ts';
 import { buildEndpoints, endpointQuery, renderEndpoints, type EndpointQuery, type ProxyAddress } from './endpoints.ts';
@@ -264,24 +265,37 @@ function registerAccountRoutes(app: FastifyInstance, ctx: PortalContext): void {
 function registerDataRoutes(app: FastifyInstance, ctx: PortalContext): void {
   const { deps, api, signedIn, me, publicHost, hide } = ctx;
   const history = new HistorySplit((q) => deps.connections.list(q), ctx.options.now, ctx.options.recordsRetentionMs);
+  // Each customer's store reads are bounded (reads.ts): past its bucket 429 SLOW_DOWN with Retry-After.
+  const reads = new CustomerReads(ctx.options.now ? { now: ctx.options.now } : {});
+  const bounded = async <T>(reply: FastifyReply, user: string, key: string, load: () => Promise<T>, keep = false): Promise<T> => {
+    try {
+      return await reads.read(user, key, load, keep);
+    } catch (err) {
+      if (err instanceof SlowDownError) void reply.header('retry-after', String(err.retryAfterSeconds));
+      throw err;
+    }
+  };
   app.get<{ Querystring: z.output<typeof usageQuery> }>(
     `${api}/usage`,
     { schema: { ...hide, querystring: zs(usageQuery) }, onRequest: signedIn(false) },
-    async (request) => {
+    async (request, reply) => {
       const s = me(request);
       const to = request.query.to ?? Date.now();
       const from = request.query.from ?? to - (request.query.granularity === 'hour' ? 2 * DAY_MS : 30 * DAY_MS);
       if (!(from < to) || to - from > 400 * DAY_MS)
         throw new PortalError(400, 'INVALID_INPUT', 'query.from: must be before to, at most 400 days apart');
-      const rows = await deps.connections.usage({ from, to, granularity: request.query.granularity, user: s.user });
+      const granularity = request.query.granularity;
       // A name made again: only this customer's part of the rows (src/portal/history.ts).
       const since = deps.users.historySince(s.user) ?? 0;
-      const own = await history.own(
-        s.user,
-        since,
-        request.query.granularity,
-        rows.filter((r) => r.user === s.user),
-      );
+      const own = await bounded(reply, s.user, `usage ${from} ${to} ${granularity} ${since}`, async () => {
+        const rows = await deps.connections.usage({ from, to, granularity, user: s.user });
+        return history.own(
+          s.user,
+          since,
+          granularity,
+          rows.filter((r) => r.user === s.user),
+        );
+      });
       return own.map((r) => ({
         period: r.period,
         bytesUp: r.bytesUp,
@@ -308,11 +322,19 @@ function registerDataRoutes(app: FastifyInstance, ctx: PortalContext): void {
   app.get<{ Querystring: z.output<typeof connectionsQuery> }>(
     `${api}/connections`,
     { schema: { ...hide, querystring: zs(connectionsQuery) }, onRequest: signedIn(false) },
-    async (request) => {
+    async (request, reply) => {
       const s = me(request);
       // A name made again: only what this customer did (records that started from its creation on).
       const since = deps.users.historySince(s.user) ?? 0;
-      const recent = await deps.connections.list({ user: s.user, limit: request.query.limit, ...(since > 0 ? { since } : {}) });
+      const limit = request.query.limit;
+      // The page polls this every 5 s: the store's answer is kept a few seconds for the next poll (reads.ts).
+      const recent = await bounded(
+        reply,
+        s.user,
+        `connections ${limit} ${since}`,
+        () => deps.connections.list({ user: s.user, limit, ...(since > 0 ? { since } : {}) }),
+        true,
+      );
       return {
         live: deps.connections
           .active(s.user, 200)

@@ -170,6 +170,9 @@ class Exchange implements ByteCounters {
   upstream: Upstream | null = null;
   upBase = 0;
   downBase = 0;
+  /** bytes of the tries dropped before this one (a rule's retry, a kept connection that failed): metered, billed */
+  earlierUp = 0;
+  earlierDown = 0;
   /** the kept connection this try was handed (null: a new dial) */
   kept: Upstream | null = null;
   // Request rules (src/proxy/request-rules.ts): set only when a rule applies to this request.
@@ -199,14 +202,28 @@ class Exchange implements ByteCounters {
     this.continued = !expectContinue;
   }
 
-  /** Up bytes of this exchange so far (the record's live ByteCounters). */
+  /** Up bytes of this exchange so far, every try's (the record's live ByteCounters). */
   get up(): number {
-    return this.upstream ? this.upstream.stream.up - this.upBase : 0;
+    return this.upstream ? this.earlierUp + this.upstream.stream.up - this.upBase : this.earlierUp;
   }
 
-  /** Down bytes of this exchange so far. */
+  /** Down bytes of this exchange so far, every try's. */
   get down(): number {
-    return this.upstream ? this.upstream.stream.down - this.downBase : 0;
+    return this.upstream ? this.earlierDown + this.upstream.stream.down - this.downBase : this.earlierDown;
+  }
+
+  /**
+   * The try under way is dropped (its upstream is destroyed in this turn) for another: what it wrote and read
+   * crossed the platform and is in the user's meter, so it stays in the record. Its head and framing are
+   * counted now (settle), so the record and the meter hold the same bytes.
+   */
+  dropTry(): void {
+    const u = this.upstream;
+    if (u === null) return;
+    this.forwarder.settle(u.dialed.socket, u);
+    this.earlierUp += u.stream.up - this.upBase;
+    this.earlierDown += u.stream.down - this.downBase;
+    this.upstream = null;
   }
 
   /**
@@ -221,7 +238,7 @@ class Exchange implements ByteCounters {
 
   end(result: 'ok' | 'client_abort' | 'upstream_error', reason: string): void {
     const u = this.upstream;
-    if (u) this.conn.end({ result, reason, up: u.stream.up - this.upBase, down: u.stream.down - this.downBase });
+    if (u) this.conn.end({ result, reason, up: this.up, down: this.down });
     else this.conn.end({ result, reason });
   }
 }
@@ -412,6 +429,7 @@ export class Forwarder {
     if (exchange.bodyStarted && (exchange.replay === null || !exchange.req.complete)) return false;
     exchange.ruleRetries++;
     exchange.conn.retries++;
+    exchange.dropTry();
     // Kept connections of this route to the exit just judged must not carry the retry.
     const idle = node === undefined ? undefined : this.slots.get(exchange.key)?.idle;
     if (idle !== undefined) for (const u of [...idle]) if (u.dialed.node.id === node!.id) this.evict(u);
@@ -881,6 +899,7 @@ function upFailed(this: TaggedRequest, err: Error): void {
   if (exchange.request !== this || exchange.client.destroyed) return;
   if (exchange.mayRetry && exchange.kept !== null && !exchange.responded && !exchange.bodyStarted) {
     exchange.mayRetry = false;
+    exchange.dropTry();
     exchange.forwarder.attempt(exchange);
     return;
   }

@@ -529,22 +529,27 @@ export class HttpListener extends ProxyListener {
       return;
     }
     // An Upgrade goes through a tunnel to the target (CONNECT to an HTTP node): HTTP proxies commonly drop
-    // Upgrade on forwarded requests, and a tunnel carries whatever protocol the 101 switches to.
-    const up = this.pipeline.connect(socket, conn, route, target, head.length > 0 ? head : null);
+    // Upgrade on forwarded requests, and a tunnel carries whatever protocol the 101 switches to. Its request
+    // head goes first as client data of the relay, metered like every later byte (quota, rate, the record's
+    // bytesUp, the rollups), as a forwarded request's head is (http-forward.ts settle).
+    const upgrade = absolute === undefined || req === null ? null : upgradeHead(req, absolute);
+    const clientHead = upgrade === null ? (head.length > 0 ? head : null) : head.length > 0 ? Buffer.concat([upgrade, head]) : upgrade;
+    const up = this.pipeline.connect(socket, conn, route, target, clientHead);
     if (up === undefined) return;
     if (!(up instanceof TunnelDial)) {
       refuseSocket(socket, up, this.realm);
       return;
     }
-    if (absolute === undefined || req === null) up.whenEnded(this.onDialed);
-    else up.whenEnded((d) => this.answer(d, upgradeHead(req, absolute)));
+    up.whenEnded(upgrade === null ? this.onDialed : this.onUpgradeDialed);
   }
 
   /** A CONNECT's dial ended (one function of the listener for all its tunnels). */
-  private readonly onDialed = (dial: TunnelDial): void => this.answer(dial, null);
+  private readonly onDialed = (dial: TunnelDial): void => this.answer(dial, false);
+  /** An Upgrade's dial ended: its request head is the relay's first client data. */
+  private readonly onUpgradeDialed = (dial: TunnelDial): void => this.answer(dial, true);
 
-  /** A tunnel's dial ended: the client answered (200, or the Upgrade's request sent on) and the relay started. */
-  private answer(dial: TunnelDial, upgrade: string | null): void {
+  /** A tunnel's dial ended: the client answered (200; an Upgrade's answer is the target's) and the relay started. */
+  private answer(dial: TunnelDial, upgrade: boolean): void {
     const { client, conn } = dial;
     try {
       const up = this.pipeline.connected(dial);
@@ -553,8 +558,7 @@ export class HttpListener extends ProxyListener {
         refuseSocket(client, up, this.realm);
         return;
       }
-      if (upgrade !== null) up.dialed.socket.write(upgrade);
-      else client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+      if (!upgrade) client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
       this.pipeline.carry(client, up, dial.route, conn);
     } catch (err) {
       this.pipeline.defect(client, conn, err);
@@ -562,11 +566,14 @@ export class HttpListener extends ProxyListener {
   }
 }
 
-/** An Upgrade's request as it goes on through the tunnel: as received, hop-by-hop fields removed, Upgrade kept. */
-function upgradeHead(req: IncomingMessage, absolute: AbsoluteTarget): string {
+/**
+ * An Upgrade's request as it goes on through the tunnel: as received, hop-by-hop fields removed, Upgrade kept.
+ * Latin-1, as node read the header bytes (and writes a forwarded request's head): each byte goes on as it came.
+ */
+function upgradeHead(req: IncomingMessage, absolute: AbsoluteTarget): Buffer {
   const headers = forwardHeaders(req.rawHeaders, { keepUpgrade: true, drop: HOST });
   headers.unshift('Host', absolute.authority);
-  return requestHead(req.method ?? 'GET', absolute.path, headers);
+  return Buffer.from(requestHead(req.method ?? 'GET', absolute.path, headers), 'latin1');
 }
 
 const HOST = new Set(['host']);
