@@ -21,6 +21,11 @@
 // carries an id the store writes with it in the same unit of work, so a write that landed but was seen
 // failing (its answer lost past the command timeout) is skipped when written again: no byte billed twice. At
 // close the store is tried again for up to closeRetryMs before what is left is logged, with its bytes.
+// A unit holds at most batchSize records, batchSize checkpoints and 2 × batchSize rollup rows (an hour and a day
+// row for batchSize users): the rest waits for the next unit of the same write. A failure that is not the
+// store's (a RangeError or TypeError of our own code, a Redis script's runtime error, SQLite refusing the data:
+// writing the same unit again fails the same way) is not retried as it was: the unit is split in two, each
+// written at once, down to one record or row, which is then left out and logged with its bytes.
 import { randomBytes } from 'node:crypto';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
@@ -150,8 +155,11 @@ export class ConnectionLog implements ConnectionRecorder {
   private queue: ConnectionRecord[] = [];
   /** Records not yet written to the sinks (the file); empty without sinks. */
   private sinkQueue: ConnectionRecord[] = [];
-  /** The store write that failed, written again before anything newer; null while the store takes writes. */
-  private unstored: Unstored | null = null;
+  /**
+   * Store writes that failed, oldest first, written again before anything newer; empty while the store takes
+   * writes. One unit normally; the halves of a unit split after a failure of its own (see the top) until written.
+   */
+  private unstored: Unstored[] = [];
   /** When (performance.now()) the failed write is due again, and the timer that brings it. */
   private retryAt = 0;
   private retryTimer: NodeJS.Timeout | undefined = undefined;
@@ -272,11 +280,11 @@ export class ConnectionLog implements ConnectionRecorder {
     if (this.closed) return;
     let full = false;
     if (this.store) {
-      const held = this.unstored === null ? 0 : this.unstored.records.length - this.unstored.checkpoints;
+      const held = this.unstored.length === 0 ? 0 : heldRecords(this.unstored);
       if (this.queue.length + held >= this.queueMax && this.queue.length > 0) this.drop(this.queue.shift()!);
       this.queue.push(record);
       // While a failed write waits for its retry, its timer writes the store: no batch is due before.
-      full = this.queue.length >= this.batchSize && this.unstored === null;
+      full = this.queue.length >= this.batchSize && this.unstored.length === 0;
     }
     if (this.sinks.length > 0) {
       if (this.sinkQueue.length >= this.queueMax) this.drop(this.sinkQueue.shift()!);
@@ -425,7 +433,7 @@ export class ConnectionLog implements ConnectionRecorder {
   /** Records waiting to be written (to the store, or without one to the sinks), a failed write's included. */
   get pending(): number {
     if (!this.store) return this.sinkQueue.length;
-    return this.queue.length + (this.unstored === null ? 0 : this.unstored.records.length - this.unstored.checkpoints);
+    return this.queue.length + heldRecords(this.unstored);
   }
 
   /**
@@ -492,11 +500,11 @@ export class ConnectionLog implements ConnectionRecorder {
     return { taken: queue.slice(0, this.batchSize), rest: queue.slice(this.batchSize) };
   }
 
-  /** The failed write first (when due), then batches until the queue, the checkpoints and the rollups are written. */
+  /** The failed writes first (when due), then batches until the queue, the checkpoints and the rollups are written. */
   private async writeStore(store: ConnectionLogStore, retryNow: boolean): Promise<void> {
-    if (this.unstored !== null) {
+    while (this.unstored.length > 0) {
       if (!retryNow && performance.now() < this.retryAt) return;
-      if (!(await this.attempt(store, this.unstored))) return;
+      if (!(await this.attempt(store, this.unstored.shift()!))) return;
     }
     while (this.queue.length > 0 || this.snapshots.size > 0 || this.usage.size > 0) {
       const batch = this.take(this.queue);
@@ -510,21 +518,27 @@ export class ConnectionLog implements ConnectionRecorder {
         id: this.batchIds(),
         records: snapshots.length > 0 ? [...snapshots, ...batch.taken] : batch.taken,
         checkpoints: snapshots.length,
-        usage: this.usage.take(),
+        // An hour and a day row per user: as many users per unit as records.
+        usage: this.usage.take(2 * this.batchSize),
         attempts: 0,
       };
       if (!(await this.attempt(store, unit))) return;
+      // The halves of a unit split after a failure of its own, before anything newer.
+      while (this.unstored.length > 0) if (!(await this.attempt(store, this.unstored.shift()!))) return;
     }
   }
 
-  /** One write of `unit` to the store; false when it failed: then it is kept, due again after a back-off. */
+  /**
+   * One write of `unit` to the store (not in `unstored`); false when it failed as a store does (an outage): then
+   * it is kept first in `unstored`, due again after a back-off. A failure of its own (see the top) puts its two
+   * halves there instead, due at once, or leaves a unit of one record or row out (logged): true.
+   */
   private async attempt(store: ConnectionLogStore, unit: Unstored): Promise<boolean> {
     const metrics = this.options.metrics;
     const logger = this.options.logger;
     unit.attempts++;
     try {
       const refused = await store.append(unit.records, unit.usage, unit.id);
-      this.unstored = null;
       clearTimeout(this.retryTimer);
       this.retryTimer = undefined;
       metrics?.connlogWritten.inc({ sink: 'store' }, unit.records.length - unit.checkpoints - refused);
@@ -535,8 +549,9 @@ export class ConnectionLog implements ConnectionRecorder {
       if (unit.attempts > 1) logger?.info({ ...tallyOf(unit), attempts: unit.attempts }, 'connection records stored after a retry');
       return true;
     } catch (err) {
+      if (notTransient(err)) return this.split(unit, err);
       // The data path never waits for the store: the batch waits here instead, as it was (same id).
-      this.unstored = unit;
+      this.unstored.unshift(unit);
       const backoff = Math.min(this.retryMaxMs, this.retryFirstMs * 2 ** Math.min(20, unit.attempts - 1));
       this.retryAt = performance.now() + backoff;
       if (!this.closed) {
@@ -550,6 +565,47 @@ export class ConnectionLog implements ConnectionRecorder {
       );
       return false;
     }
+  }
+
+  /**
+   * A unit the store failed for a reason of its own: its halves (new ids: nothing of it was stored) go first in
+   * `unstored`, due at once; a unit of one record or row is left out, logged with its bytes. True: go on.
+   */
+  private split(unit: Unstored, err: unknown): boolean {
+    const logger = this.options.logger;
+    const size = unit.records.length + unit.usage.length;
+    if (size <= 1) {
+      const lost = tallyOf(unit);
+      this.options.metrics?.connlogDropped.inc(lost.records);
+      logger?.error(
+        { err, ...lost, checkpoints: unit.checkpoints, rollups: unit.usage },
+        'a connection record or usage row the store failed to take for a reason of its own (not an outage): left out of the log and the bill',
+      );
+      return true;
+    }
+    // Checkpoints stay before the records they precede; both halves hold something.
+    const r = Math.ceil(unit.records.length / 2);
+    const u = Math.floor(unit.usage.length / 2);
+    const first: Unstored = {
+      id: this.batchIds(),
+      records: unit.records.slice(0, r),
+      checkpoints: Math.min(unit.checkpoints, r),
+      usage: unit.usage.slice(0, u),
+      attempts: 0,
+    };
+    const second: Unstored = {
+      id: this.batchIds(),
+      records: unit.records.slice(r),
+      checkpoints: Math.max(0, unit.checkpoints - r),
+      usage: unit.usage.slice(u),
+      attempts: 0,
+    };
+    this.unstored.unshift(first, second);
+    logger?.error(
+      { err, records: unit.records.length, rollups: unit.usage.length },
+      'connection records could not be stored for a reason of their own (not an outage); written again in two halves',
+    );
+    return true;
   }
 
   /** The retry timer fired: the back-off is over (a timer may fire a fraction of a millisecond before retryAt). */
@@ -585,7 +641,7 @@ export class ConnectionLog implements ConnectionRecorder {
     this.refusals?.close();
     await this.flush();
     const deadline = performance.now() + this.closeRetryMs;
-    for (let wait = 100; this.unstored !== null && performance.now() < deadline; wait *= 2) {
+    for (let wait = 100; this.unstored.length > 0 && performance.now() < deadline; wait *= 2) {
       await new Promise((resolve) => setTimeout(resolve, Math.max(0, Math.min(wait, deadline - performance.now()))));
       await this.flush();
     }
@@ -602,13 +658,22 @@ export class ConnectionLog implements ConnectionRecorder {
    * What the store never took at close, said once, with the bytes per user (the hour rollups' increments, so
    * that an operator can apply them by hand): the failed write and everything queued behind it.
    */
-  private reportLost(unstored: Unstored): void {
-    const lost = tallyOf(unstored);
-    lost.records += this.queue.length;
+  private reportLost(unstored: readonly Unstored[]): void {
+    const lost: Tally = { records: this.queue.length, bytesUp: 0, bytesDown: 0 };
+    let checkpoints = this.snapshots.size;
+    const usage: UsageRollup[] = [];
+    for (const unit of unstored) {
+      const t = tallyOf(unit);
+      lost.records += t.records;
+      lost.bytesUp += t.bytesUp;
+      lost.bytesDown += t.bytesDown;
+      checkpoints += unit.checkpoints;
+      usage.push(...unit.usage);
+    }
     const byUser = new Map<string, { bytesUp: number; bytesDown: number }>();
     let bytesUp = 0;
     let bytesDown = 0;
-    for (const u of [...unstored.usage, ...this.usage.take()]) {
+    for (const u of [usage, this.usage.take()].flat()) {
       if (u.granularity !== 'hour') continue;
       const row = byUser.get(u.user) ?? { bytesUp: 0, bytesDown: 0 };
       row.bytesUp += u.bytesUp;
@@ -621,7 +686,7 @@ export class ConnectionLog implements ConnectionRecorder {
     this.options.logger?.error(
       {
         records: lost.records,
-        checkpoints: unstored.checkpoints + this.snapshots.size,
+        checkpoints,
         rollups: { bytesUp, bytesDown },
         users: Object.fromEntries([...byUser].slice(0, MAX_USERS_REPORTED)),
         usersLeftOut: Math.max(0, byUser.size - MAX_USERS_REPORTED),
@@ -633,6 +698,31 @@ export class ConnectionLog implements ConnectionRecorder {
 
 /** Users named in the log line of what a stop could not store (the totals count them all). */
 const MAX_USERS_REPORTED = 1000;
+
+/** The ended connections' records held by failed writes. */
+function heldRecords(units: readonly Unstored[]): number {
+  let n = 0;
+  for (const u of units) n += u.records.length - u.checkpoints;
+  return n;
+}
+
+/**
+ * A store failure that writing the same unit again repeats (not an outage: Redis gone, a timeout, a full disk):
+ * an error of our own code (a RangeError — a stack overflow — TypeError, ReferenceError or SyntaxError), a Redis
+ * script's runtime error (a reply `ERR ... user_script ...`; OOM, READONLY, LOADING and the like are the server's
+ * state and do pass), or SQLite refusing the data itself (a constraint, a value too big or of the wrong type).
+ * Looked for in the error and its causes (the store wraps what it caught).
+ */
+export function notTransient(err: unknown): boolean {
+  let e: unknown = err;
+  for (let depth = 0; e instanceof Error && depth < 5; depth++, e = e.cause) {
+    if (e instanceof RangeError || e instanceof TypeError || e instanceof ReferenceError || e instanceof SyntaxError) return true;
+    if (/^ERR\b.*user_script/s.test(e.message)) return true;
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string' && /^SQLITE_(CONSTRAINT|TOOBIG|MISMATCH|RANGE)/.test(code)) return true;
+  }
+  return false;
+}
 
 /** The ended connections' records of a store write and their bytes. */
 function tallyOf(unit: Unstored): Tally {

@@ -94,12 +94,21 @@ export class UsageFold {
     return this.rows.size;
   }
 
-  /** The increments so far; the fold starts empty again. */
-  take(): UsageRollup[] {
-    const out = [...this.rows.values()];
-    this.rows = new Map();
+  /** The increments so far (at most `max` rows: the rest stay for the next take); the fold starts empty again. */
+  take(max = Infinity): UsageRollup[] {
     this.lastUser = null;
     this.hourRow = this.dayRow = undefined;
+    if (this.rows.size <= max) {
+      const out = [...this.rows.values()];
+      this.rows = new Map();
+      return out;
+    }
+    const out: UsageRollup[] = [];
+    for (const [key, row] of this.rows) {
+      if (out.length >= max) break;
+      out.push(row);
+      this.rows.delete(key);
+    }
     return out;
   }
 }

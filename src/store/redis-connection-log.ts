@@ -129,7 +129,10 @@ const SCRIPTS = {
   rotorConnlogHeld: { numberOfKeys: 2, lua: HELD },
 } as const;
 
-type ScriptCall = (...args: (string | number)[]) => Promise<unknown>;
+// An argument list may be passed as one array (ioredis flattens it one level): a variable-length list is never
+// spread into a call, whose arguments live on the stack (a unit of 16,000 rollup rows, 128,000 arguments,
+// overflowed it).
+type ScriptCall = (...args: (string | number | readonly (string | number)[])[]) => Promise<unknown>;
 type Scripted<T> = T & Record<keyof typeof SCRIPTS, ScriptCall>;
 
 /** The client with the log's scripts registered (before any MULTI is made from it: a MULTI copies the commands). */
@@ -199,7 +202,8 @@ export class RedisConnectionLog implements ConnectionLogStore {
     }
     // Its open records' lease is renewed from now on.
     if (open === 1) owner.keep();
-    await this.redis.run('connlog append', (c) => scripted(c).rotorConnlogAppend(keys.length, ...keys, ...args));
+    // The lists as arrays, never spread (ScriptCall).
+    await this.redis.run('connlog append', (c) => scripted(c).rotorConnlogAppend(keys.length, keys, args));
     return 0;
   }
 
