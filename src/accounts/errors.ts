@@ -15,7 +15,9 @@ export type AccountsErrorCode =
   /** No egress address to whitelist could be learned. */
   | 'EGRESS_UNKNOWN'
   /** Invalid input (admin routes). */
-  | 'INVALID_INPUT';
+  | 'INVALID_INPUT'
+  /** A traffic return was sent, its answer lost, and the balance does not show whether it was done. */
+  | 'RETURN_OUTCOME_UNKNOWN';
 
 const HTTP_STATUS: Record<AccountsErrorCode, number> = {
   INVALID_INPUT: 400,
@@ -24,6 +26,7 @@ const HTTP_STATUS: Record<AccountsErrorCode, number> = {
   MAIN_ACCOUNT_NAME_TAKEN: 409,
   MAIN_ACCOUNT_UNUSABLE: 409,
   EGRESS_UNKNOWN: 503,
+  RETURN_OUTCOME_UNKNOWN: 503,
 };
 
 export class AccountsError extends RotorError {

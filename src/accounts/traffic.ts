@@ -1,11 +1,22 @@
 // The flow-use log (ProxyFlowUseLog: bytes, paged, the last 7 days by default) and traffic return
-// (DynamicProxyReturn: whole MB or IPs back for money), as the admin API calls them.
+// (DynamicProxyReturn: whole MB or IPs back for money), as the admin API calls them. A return is never sent
+// twice blindly: see returnTraffic.
 //
 // Times: the seed gives the format `YYYY-MM-DD HH:MM:SS` and no time zone. Rotor writes them in UTC unless
 // told an offset (`utcOffsetMinutes`, e.g. 480 for a platform on China time), and always sends the range
 // explicitly so the answer can say which range it covers.
 import type { PlatformClient } from '../platform/client.ts';
-import type { ProductCatalog } from '../accounting/products.ts';
+import { CODE } from '../platform/codes.ts';
+import {
+  DecryptReplyError,
+  EmptyReplyError,
+  PlatformError,
+  RequestInvalidError,
+  ResponseInvalidError,
+  neverReached,
+} from '../platform/errors.ts';
+import type { ProductCatalog, ProductFacts } from '../accounting/products.ts';
+import type { Logger } from '../telemetry/logger.ts';
 import { checkWholeAmount } from '../accounting/units.ts';
 import { AccountsError } from './errors.ts';
 
@@ -62,6 +73,15 @@ export interface TrafficOptions {
   now?: () => number;
   /** Called after a successful return (e.g. BalanceWatcher.nudge). */
   onReturned?: (account: string, productNo: string) => void;
+  /** Sends again of a return the platform answered code 500 with the balance unchanged; default 2. */
+  resends?: number;
+  logger?: Logger;
+}
+
+/** What a return answers: the refund when the platform said it; `confirmedBy` when its reply was lost and the balance showed the return. */
+export interface TrafficReturned {
+  returnAmount: number | undefined;
+  confirmedBy?: 'balance';
 }
 
 export class Traffic {
@@ -70,6 +90,10 @@ export class Traffic {
   private readonly offsetMs: number;
   private readonly now: () => number;
   private readonly onReturned: ((account: string, productNo: string) => void) | undefined;
+  private readonly resends: number;
+  private readonly logger: Logger | undefined;
+  /** The return in progress per `account\nproduct` (its end), so the next waits for it. */
+  private readonly returning = new Map<string, Promise<void>>();
 
   constructor(options: TrafficOptions) {
     this.client = options.client;
@@ -77,6 +101,8 @@ export class Traffic {
     this.offsetMs = (options.utcOffsetMinutes ?? 0) * 60_000;
     this.now = options.now ?? Date.now;
     this.onReturned = options.onReturned;
+    this.resends = options.resends ?? 2;
+    this.logger = options.logger;
   }
 
   /** Formats epoch ms as the platform's `YYYY-MM-DD HH:MM:SS`. */
@@ -138,8 +164,22 @@ export class Traffic {
     return { ...first, page: 1, pageSize: entries.length, entries };
   }
 
-  /** Returns traffic (flowNum, whole MB) or IPs (ipNum) to the platform; resolves with the refund. */
-  async returnTraffic(req: TrafficReturn): Promise<{ returnAmount: number | undefined }> {
+  /**
+   * Returns traffic (flowNum, whole MB) or IPs (ipNum) to the platform; resolves with the refund. One return
+   * per (account, product) at a time, so the balance read around it is this return's alone.
+   *
+   * DynamicProxyReturn moves money every time the platform processes it and carries no merchant number; the
+   * seed asks for the same reqId on a retry but does not say a platform recognises it. So it is never resent
+   * blindly: the client resends it only when the request never reached the platform (refused, DNS, HTTP 429).
+   * When the outcome is unknown (no answer, a reply cut off, HTTP 5xx, code 500) the balance tells: the
+   * product's `total` (MB; `ipTotal` for IP-count products) read before and after — lower by exactly the
+   * amount: returned (`returnAmount` unknown, `confirmedBy: 'balance'`); unchanged after a code-500 answer
+   * (the platform answered, so it is no longer working on it): not returned, sent again under a new reqId (at
+   * most `resends` times); anything else: RETURN_OUTCOME_UNKNOWN (503), naming the balance to read before
+   * returning again. Right under either reading of reqId (a platform that answers a resent reqId with its
+   * first answer, or one that processes it again), never returning twice.
+   */
+  async returnTraffic(req: TrafficReturn): Promise<TrafficReturned> {
     const facts = await this.products.facts(req.productNo);
     if (!facts.dynamic) throw new AccountsError('NOT_SUPPORTED', `product ${req.productNo} is not a dynamic product`);
     if (facts.byIpCount) {
@@ -152,14 +192,87 @@ export class Traffic {
     }
     if (req.remark !== undefined && req.remark.length > 250)
       throw new AccountsError('INVALID_INPUT', 'remark must be at most 250 characters');
-    const answer = await this.client.call('DynamicProxyReturn', {
+    const key = `${req.account}\n${req.productNo}`;
+    const previous = this.returning.get(key) ?? Promise.resolve();
+    const mine = previous.then(() => this.returnOnce(req, facts));
+    const tail = mine.then(noop, noop);
+    this.returning.set(key, tail);
+    void tail.then(() => {
+      if (this.returning.get(key) === tail) this.returning.delete(key);
+    });
+    return mine;
+  }
+
+  private async returnOnce(req: TrafficReturn, facts: ProductFacts): Promise<TrafficReturned> {
+    const asked = (facts.byIpCount ? req.ipNum : req.flowNum) ?? 0;
+    const unit = facts.byIpCount ? 'IPs' : 'MB';
+    const field = facts.byIpCount ? 'ipTotal' : 'total';
+    const params = {
       appUsername: req.account,
       proxyType: facts.proxyType as 104 | 105,
       productNo: req.productNo,
       ...(facts.byIpCount ? { ipNum: req.ipNum } : { flowNum: req.flowNum }),
       ...(req.remark !== undefined ? { remark: req.remark } : {}),
-    });
-    this.onReturned?.(req.account, req.productNo);
-    return { returnAmount: answer.returnAmount ?? undefined };
+    };
+    const what = `the return of ${asked} ${unit} of ${req.productNo} to ${req.account}`;
+    const check = `read GET /v1/accounts/${req.account}/balance?productNo=${req.productNo} (its ${field}) before returning again`;
+    // Read before sending: nothing is sent when the balance cannot be read.
+    let before = await this.returnedAmount(req.account, req.productNo, facts);
+    for (let resend = 0; ; resend++) {
+      try {
+        // A fresh reqId each time round: a platform that recognises reqIds must not answer its first failure again.
+        const answer = await this.client.call('DynamicProxyReturn', params);
+        this.onReturned?.(req.account, req.productNo);
+        return { returnAmount: answer.returnAmount ?? undefined };
+      } catch (err) {
+        // The platform answered 200: done, whatever its data said (the seed makes returnAmount optional).
+        if (err instanceof EmptyReplyError || err instanceof ResponseInvalidError || err instanceof DecryptReplyError) {
+          this.onReturned?.(req.account, req.productNo);
+          return { returnAmount: undefined };
+        }
+        // Refused (10081, bad parameters), or it never reached the platform: nothing was returned.
+        if (err instanceof RequestInvalidError || (err instanceof PlatformError && err.platformCode !== CODE.SYSTEM) || neverReached(err)) {
+          throw err;
+        }
+        let after: number | undefined;
+        try {
+          after = await this.returnedAmount(req.account, req.productNo, facts);
+        } catch {
+          after = undefined;
+        }
+        const said = err instanceof PlatformError ? `the platform answered ${err.platformCode}` : `no answer (${(err as Error).message})`;
+        if (before !== undefined && after === before - asked) {
+          this.onReturned?.(req.account, req.productNo);
+          this.logger?.warn(
+            { account: req.account, productNo: req.productNo, asked, [field]: after, err },
+            `${what}: ${said}; the balance shows it done`,
+          );
+          return { returnAmount: undefined, confirmedBy: 'balance' };
+        }
+        if (err instanceof PlatformError && before !== undefined && after === before && resend < this.resends) {
+          this.logger?.warn(
+            { account: req.account, productNo: req.productNo, asked, [field]: after },
+            `${what}: ${said}, the balance unchanged; sending it again`,
+          );
+          before = after;
+          continue;
+        }
+        const seen =
+          before === undefined || after === undefined
+            ? `the balance's ${field} could not be compared (${before ?? 'unknown'} ${unit} before, ${after ?? 'unknown'} now)`
+            : `the balance's ${field} was ${before} ${unit} before and is ${after} ${unit} now`;
+        throw new AccountsError('RETURN_OUTCOME_UNKNOWN', `${what}: ${said}; ${seen}; it may have been done: ${check}`, { cause: err });
+      }
+    }
+  }
+
+  /** The product's `total` (MB) or, sold by IP count, `ipTotal` as ProxyInfo shows it: what a return lowers. */
+  private async returnedAmount(account: string, productNo: string, facts: ProductFacts): Promise<number | undefined> {
+    const info = await this.client.call('ProxyInfo', { appUsername: account, proxyType: facts.proxyType as 104 | 105, productNo });
+    const entry = info.list?.find((e) => e.productNo === productNo) ?? info.list?.[0];
+    const v = facts.byIpCount ? entry?.ipTotal : entry?.total;
+    return v === undefined || v === null || !Number.isFinite(Number(v)) ? undefined : Number(v);
   }
 }
+
+function noop(): void {}

@@ -1,6 +1,7 @@
 // The Open API v2 client. Every call: validate the request against the operation's schema (part 8 limits
 // included) before anything is sent; encrypt once; POST the envelope; retry transient failures with the SAME
-// reqId and the SAME ciphertext (seed part 5); never parse `data` of a non-200 answer; decrypt and read the
+// reqId and the SAME ciphertext (seed part 5) — for an operation marked `resend: 'unsent'` (DynamicProxyReturn)
+// only failures where the request never reached the platform; never parse `data` of a non-200 answer; decrypt and read the
 // answer leniently. Unlike the provider's SDK it treats HTTP >= 400 as a failure, tolerates 200 without data,
 // survives a wrong secret, and keeps the reqId across retries.
 import http from 'node:http';
@@ -20,6 +21,7 @@ import {
   TransportError,
   UnknownOperationError,
   fieldIssues,
+  neverReached,
   type TransportReason,
 } from './errors.ts';
 import { DEFAULT_BACKOFF, withRetries, type Backoff } from './retry.ts';
@@ -180,6 +182,7 @@ export class PlatformClient {
         retries: this.retries,
         backoff: this.backoff,
         signal: options.signal,
+        ...(spec.resend === 'unsent' ? { retryable: neverReached } : {}),
         onRetry: (error, attempt) => {
           this.logger?.warn(
             { operation: name, reqId, attempt, err: { code: (error as PlatformClientError).code, message: error.message } },

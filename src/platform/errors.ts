@@ -189,6 +189,16 @@ export class ResponseInvalidError extends PlatformClientError {
   }
 }
 
+/**
+ * The request never reached the platform, or the platform turned it away unread: the connection was refused,
+ * the name did not resolve, or HTTP 429. Resending is harmless even for an operation that is not idempotent.
+ */
+export function neverReached(err: unknown): boolean {
+  if (!(err instanceof TransportError)) return false;
+  if (err.reason === 'http_status') return err.responseStatus === 429;
+  return err.reason === 'refused' || err.reason === 'dns';
+}
+
 /** Retrying is safe and useful: the request may not have been processed, or the platform failed internally. */
 export function isRetryable(err: unknown): boolean {
   if (err instanceof PlatformError) return err.platformCode === CODE.SYSTEM;

@@ -406,6 +406,9 @@ export const operations = {
       remark: z.string().max(250).optional(),
     }),
     response: z.looseObject({ returnAmount: r.numeric.optional().nullable() }),
+    // Money moved with no merchant number to make a second send harmless, and the seed does not say the
+    // platform recognises a resent reqId: resent only when the first send never reached it.
+    resend: 'unsent',
   },
 } as const satisfies Record<string, OperationSpec>;
 
@@ -419,6 +422,16 @@ export interface OperationSpec {
   merchantNo?: string;
   /** The order type (seed 2.7) that the operation creates. */
   orderType?: number;
+  /**
+   * When the client may send the same request again (same reqId, same ciphertext) after a failed attempt:
+   * absent = after any transient failure (isRetryable), because a second processing changes nothing — reads,
+   * operations keyed by a merchant number the platform does not process twice (seed 2.7, part 7), creations
+   * under a unique name (a second one is refused as existing), settings (limit, whitelist, auth) that come out
+   * the same, and draws (traffic is billed on use, not per draw). 'unsent' = only when the request never
+   * reached the platform (errors.ts neverReached): an operation that moves money each time it is processed
+   * (DynamicProxyReturn), whose outcome the caller must then verify rather than resend.
+   */
+  resend?: 'unsent';
 }
 
 export type OperationName = keyof typeof operations;

@@ -21,16 +21,19 @@ export interface RetryPolicy {
   signal?: AbortSignal | undefined;
   /** Called after a failed attempt that will be retried. */
   onRetry?: (error: Error, attempt: number) => void;
+  /** Which failures are retried; default isRetryable (errors.ts). */
+  retryable?: (error: unknown) => boolean;
 }
 
 /** Runs `attempt` until it succeeds, fails with a non-retryable error, or the retries are spent. */
 export async function withRetries<T>(attempt: (attemptNumber: number) => Promise<T>, policy: RetryPolicy): Promise<T> {
   policy.signal?.throwIfAborted();
+  const retryable = policy.retryable ?? isRetryable;
   let first: unknown;
   try {
     return await attempt(1);
   } catch (err) {
-    if (policy.retries <= 0 || !isRetryable(err)) throw err;
+    if (policy.retries <= 0 || !retryable(err)) throw err;
     first = err;
   }
   return pRetry((n) => (n === 1 ? Promise.reject(first as Error) : attempt(n)), {
@@ -41,7 +44,7 @@ export async function withRetries<T>(attempt: (attemptNumber: number) => Promise
     randomize: true,
     signal: policy.signal,
     shouldRetry: ({ error, attemptNumber }) => {
-      const again = isRetryable(error);
+      const again = retryable(error);
       if (again) policy.onRetry?.(error, attemptNumber);
       return again;
     },

@@ -296,6 +296,54 @@ describe('PlatformClient against a loopback platform', () => {
     await assert.rejects(client().call('GetAppInfo', {}), (e: unknown) => e instanceof TransportError && e.reason === 'bad_envelope');
   });
 
+  test('DynamicProxyReturn (money, no merchant number) is not resent once it may have reached the platform; HTTP 429 is', async () => {
+    const ret = { appUsername: 'shop1', proxyType: 104 as const, productNo: 'P', flowNum: 100 };
+    const c = client({ retries: 3 });
+    for (const b of [
+      { kind: 'drop' },
+      { kind: 'truncate' },
+      { kind: 'http', status: 502, body: 'bad gateway' },
+      { kind: 'reply', code: 500, msg: 'system error' },
+    ] as const) {
+      fake.reset();
+      fake.enqueue(b);
+      await assert.rejects(c.call('DynamicProxyReturn', ret), `${b.kind}: fails`);
+      assert.equal(fake.received.length, 1, `${b.kind}: sent once, not resent`);
+    }
+    const timing = client({ retries: 3, timeoutMs: 100 });
+    fake.reset();
+    fake.enqueue({ kind: 'delay', ms: 400 });
+    await assert.rejects(timing.call('DynamicProxyReturn', ret), (e: unknown) => e instanceof TransportError && e.reason === 'timeout');
+    assert.equal(fake.received.length, 1, 'timeout: sent once');
+    fake.reset();
+    fake.enqueue({ kind: 'http', status: 429, body: 'too many requests' });
+    await c.call('DynamicProxyReturn', ret);
+    assert.equal(fake.received.length, 2, 'HTTP 429 (turned away unread): resent');
+    assert.equal(fake.received[0]!.body, fake.received[1]!.body, 'the same reqId and ciphertext');
+    // every other operation keeps its retries
+    fake.reset();
+    fake.enqueue({ kind: 'drop' });
+    await c.call('ProxyInfo', { appUsername: 'shop1', proxyType: 104, productNo: 'P' });
+    assert.equal(fake.received.length, 2);
+  });
+
+  test('DynamicProxyReturn is resent when the connection was refused (nothing reached the platform)', async () => {
+    const srv = http.createServer();
+    await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+    const port = (srv.address() as AddressInfo).port;
+    await new Promise<void>((r) => srv.close(() => r()));
+    const retried: string[] = [];
+    await assert.rejects(
+      client({ baseUrl: `http://127.0.0.1:${port}`, retries: 2 }).call(
+        'DynamicProxyReturn',
+        { appUsername: 'shop1', proxyType: 104, productNo: 'P', flowNum: 1 },
+        { onRetry: (e) => retried.push((e as TransportError).reason) },
+      ),
+      (e: unknown) => e instanceof TransportError && e.reason === 'refused',
+    );
+    assert.deepEqual(retried, ['refused', 'refused']);
+  });
+
   test('connection refused is retried, then a TransportError(refused)', async () => {
     const srv = http.createServer();
     await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));

@@ -46,6 +46,12 @@ export interface FaultSettings {
    * the set; [] ends it.
    */
   backconnect?: string[];
+  /**
+   * Whether a retried reqId (same operation and params) gets its first answer again (replays.ts; default true).
+   * Not a fault: the seed only asks the merchant to keep the reqId on a retry; false plays a platform that
+   * processes every retry again.
+   */
+  replayReqIds?: boolean;
 }
 
 export class Faults {
@@ -55,6 +61,7 @@ export class Faults {
   orderOutcome: { outcome: OrderOutcome; count: number } | null = null;
   pwdDrawShape: PwdDrawShape = 'lines';
   backconnect: ReadonlySet<string> = new Set();
+  replayReqIds = true;
   /** Calls waiting out `latencyMs` right now: a test can wait for a held call to land instead of sleeping. */
   held = 0;
   /** The `maxInFlight` knob: null = no limit. */
@@ -86,6 +93,7 @@ export class Faults {
     if (settings.drop !== undefined) this.drop = settings.drop ? { ...settings.drop, count: settings.drop.count ?? Infinity } : null;
     if (settings.orderOutcome !== undefined) this.orderOutcome = settings.orderOutcome;
     if (settings.pwdDrawShape !== undefined && PWD_DRAW_SHAPES.includes(settings.pwdDrawShape)) this.pwdDrawShape = settings.pwdDrawShape;
+    if (typeof settings.replayReqIds === 'boolean') this.replayReqIds = settings.replayReqIds;
     if (Array.isArray(settings.backconnect)) this.backconnect = new Set(settings.backconnect.filter((p) => typeof p === 'string'));
   }
 
@@ -97,6 +105,7 @@ export class Faults {
     this.orderOutcome = null;
     this.pwdDrawShape = 'lines';
     this.backconnect = this.initialBackconnect;
+    this.replayReqIds = true;
   }
 
   /** A call arrives: false when it is one too many (the `maxInFlight` knob); else it counts until `leave()`. */

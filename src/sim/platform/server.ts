@@ -1,17 +1,21 @@
 // The sandbox's HTTP server: every operation of the table at its path with the envelope of seed part 5, and
 // the test routes under /sim. Tolerant like the live service: version "v2" or "2.0", encrypt in any case,
-// missing reqId, empty or "{}" params; both POST and GET are answered on the operation paths.
+// missing reqId, empty or "{}" params; both POST and GET are answered on the operation paths. A retried reqId
+// (same operation and params) of an operation that changes something and has no merchant number (a traffic
+// return, an account, a limit, the whitelist, a draw) gets its first answer again without being processed
+// twice (replays.ts).
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { CODE } from '../../platform/codes.ts';
 import { AesEnvelope, DecryptError } from '../../platform/envelope.ts';
-import { operationByPath, operations, type OperationName } from '../../platform/operations.ts';
+import { operationByPath, operations, type OperationName, type OperationSpec } from '../../platform/operations.ts';
 import type { Fault } from '../contracts.ts';
 import type { SimContext } from './context.ts';
 import type { FaultControl, Inspect } from './control.ts';
 import { extract } from './draws.ts';
 import { SimError } from './errors.ts';
 import { handlers } from './handlers.ts';
+import { Replays } from './replays.ts';
 
 const MAX_BODY = 1024 * 1024;
 
@@ -52,9 +56,12 @@ export interface SimServer {
 }
 
 type Reply = { reqId: string; code: number; msg: string; data?: string };
+/** A reply and whether the operation was handled (answers of handled calls are what a retried reqId gets again). */
+type Outcome = { reply: Reply; handled: boolean };
 
 export async function startServer(opts: ServerOptions): Promise<SimServer> {
   const envelope = new AesEnvelope(opts.appSecret);
+  const replays = new Replays<Outcome>({ enabled: () => opts.ctx.faults.replayReqIds });
   const server = createServer((req, res) => {
     void route(req, res).catch(() => {
       if (!res.headersSent) sendJson(res, 500, { code: 500, msg: 'system error' });
@@ -70,7 +77,7 @@ export async function startServer(opts: ServerOptions): Promise<SimServer> {
     const name = operationByPath(url.pathname);
     if (!name) return sendJson(res, 404, { code: 404, msg: 'no such operation' });
     if (req.method !== 'POST' && req.method !== 'GET') return sendJson(res, 405, { code: 405, msg: 'method not allowed' });
-    const reply = await operate(opts, envelope, name, body);
+    const reply = await operate(opts, envelope, replays, name, body);
     if (opts.ctx.faults.takeDrop(name)) {
       req.socket.destroy();
       return;
@@ -132,7 +139,13 @@ function readBody(req: IncomingMessage): Promise<string | null> {
 function noop(): void {}
 
 /** One platform operation: the envelope checked and opened, the parameters validated, the handler run. */
-async function operate(opts: ServerOptions, envelope: AesEnvelope, name: OperationName, body: string): Promise<Reply> {
+async function operate(
+  opts: ServerOptions,
+  envelope: AesEnvelope,
+  replays: Replays<Outcome>,
+  name: OperationName,
+  body: string,
+): Promise<Reply> {
   let raw: unknown;
   try {
     raw = JSON.parse(body);
@@ -161,19 +174,32 @@ async function operate(opts: ServerOptions, envelope: AesEnvelope, name: Operati
   if (params === null) params = {};
   opts.ctx.calls.set(name, (opts.ctx.calls.get(name) ?? 0) + 1);
   const faults = opts.ctx.faults;
-  if (!faults.enter()) return fail(CODE.SYSTEM, 'system error (too many requests at once)');
-  try {
-    return await handle(opts, envelope, name, params, reqId);
-  } finally {
-    faults.leave();
-  }
+  const parsedParams = params;
+  const request = `${name}\n${typeof env.params === 'string' ? env.params : ''}`;
+  // Reads answer the current state; operations keyed by a merchant number answer as the seed says for a
+  // duplicate number (the existing order or change order state): only the others remember reqIds.
+  const replayable = !READS.has(name) && (operations[name] as OperationSpec).merchantNo === undefined;
+  const outcome = await replays.answer(
+    replayable ? reqId : '',
+    request,
+    async (): Promise<Outcome> => {
+      if (!faults.enter()) return { reply: fail(CODE.SYSTEM, 'system error (too many requests at once)'), handled: false };
+      try {
+        return await handle(opts, envelope, name, parsedParams, reqId);
+      } finally {
+        faults.leave();
+      }
+    },
+    (o) => o.handled,
+  );
+  return outcome.reply;
 }
 
 /** The call's latency, failure knob, parameters and handler (one call counted in flight meanwhile). */
-async function handle(opts: ServerOptions, envelope: AesEnvelope, name: OperationName, params: unknown, reqId: string): Promise<Reply> {
-  const fail = (code: number, msg: string): Reply => ({ reqId, code, msg });
+async function handle(opts: ServerOptions, envelope: AesEnvelope, name: OperationName, params: unknown, reqId: string): Promise<Outcome> {
+  const fail = (code: number, msg: string): Outcome => ({ reply: { reqId, code, msg }, handled: true });
   await opts.ctx.faults.hold();
-  if (opts.ctx.faults.takeFail(name)) return fail(CODE.SYSTEM, 'system error');
+  if (opts.ctx.faults.takeFail(name)) return { reply: { reqId, code: CODE.SYSTEM, msg: 'system error' }, handled: false };
   const parsed = operations[name].request.safeParse(params);
   if (!parsed.success) {
     const issues = parsed.error.issues;
@@ -183,11 +209,11 @@ async function handle(opts: ServerOptions, envelope: AesEnvelope, name: Operatio
   try {
     const handler = handlers[name] as (ctx: SimContext, p: unknown) => unknown;
     const data = handler(opts.ctx, parsed.data);
-    if (operations[name].response === null) return { reqId, code: CODE.OK, msg: 'success' };
-    return { reqId, code: CODE.OK, msg: 'success', data: envelope.encryptJson(data) };
+    if (operations[name].response === null) return { reply: { reqId, code: CODE.OK, msg: 'success' }, handled: true };
+    return { reply: { reqId, code: CODE.OK, msg: 'success', data: envelope.encryptJson(data) }, handled: true };
   } catch (err) {
     if (err instanceof SimError) return fail(err.platformCode, err.message);
-    return fail(CODE.SYSTEM, 'system error');
+    return { reply: { reqId, code: CODE.SYSTEM, msg: 'system error' }, handled: false };
   } finally {
     if (!READS.has(name)) opts.ctx.state.touch();
   }

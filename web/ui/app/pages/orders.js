@@ -34,6 +34,32 @@ function Tracked({ order, onFinal }) {
   </div>`;
 }
 
+// An order is named by a merchant number made once per intent: after an answer that leaves the outcome unknown
+// (503 ORDER_OUTCOME_UNKNOWN, a lost reply, no answer) placing the same order again resends that number, which
+// the platform answers once: never a second charge. A definite answer (placed, or refused) forgets it.
+const intents = new Map();
+const INTENTS_KEPT = 50;
+const merchantNo = () => `ui${Date.now().toString(36)}${Math.random().toString(36).slice(2, 10)}`;
+
+async function placeOnce(path, body, field = 'appOrderNo') {
+  const key = `${path} ${JSON.stringify(body)}`;
+  let no = intents.get(key);
+  if (no === undefined) {
+    no = merchantNo();
+    intents.set(key, no);
+    if (intents.size > INTENTS_KEPT) intents.delete(intents.keys().next().value);
+  }
+  try {
+    const placed = await api(path, { method: 'POST', body: { ...body, [field]: no } });
+    intents.delete(key);
+    return placed;
+  } catch (error) {
+    const unknown = error.code === 'ORDER_OUTCOME_UNKNOWN' || error.status === 0 || error.status >= 500;
+    if (!unknown) intents.delete(key);
+    throw error;
+  }
+}
+
 function OpenForm({ onPlaced }) {
   const products = usePoll(() => api('/v1/products'), 0);
   const [error, setError] = useState();
@@ -49,7 +75,7 @@ function OpenForm({ onPlaced }) {
         confirmLabel: 'Place order',
         danger: false,
       },
-      () => api('/v1/orders/open', { method: 'POST', body }),
+      () => placeOnce('/v1/orders/open', body),
       { onDone: (o) => (setError(undefined), onPlaced(o)), onError: setError },
     );
   };
@@ -149,11 +175,7 @@ export function OrdersPage() {
               body: `${chosen.join(', ')} for ${cycles} more cycle(s). The platform charges the merchant's balance.`,
               confirmLabel: 'Renew',
             },
-            () =>
-              api('/v1/orders/renew', {
-                method: 'POST',
-                body: { instances: chosen.map((instanceNo) => ({ instanceNo, cycleTimes: cycles })) },
-              }),
+            () => placeOnce('/v1/orders/renew', { instances: chosen.map((instanceNo) => ({ instanceNo, cycleTimes: cycles })) }),
           )}
       >
         Renew selected
@@ -169,7 +191,7 @@ export function OrdersPage() {
               body: `${chosen.join(', ')} stop working and are given back. This cannot be undone.`,
               confirmLabel: 'Release',
             },
-            () => api('/v1/orders/release', { method: 'POST', body: { instances: chosen } }),
+            () => placeOnce('/v1/orders/release', { instances: chosen }, 'orderNo'),
           )}
       >
         Release selected
