@@ -42,7 +42,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
     const accounts = await assembleAccounts(config, { client, backends, fleet, sim, events }, ctx);
     const users = await assembleUsers(config, { client, backends, fleet, accounts }, ctx);
     const onOrderFinal = (request: unknown): void => void accounts.balances.orderFinal(request);
-    const rights = (name: string): readonly string[] | null | undefined => users.directory.get(name)?.instances;
+    const rights = (name: string): ReadonlySet<string> | null | undefined => users.directory.get(name)?.rights?.instances;
     const orders = await assembleOrders(config, { client, backends, fleet, events, onOrderFinal, rights }, ctx);
     const pools = await assemblePools(config, { client, orders: orders.orders, accounts, users }, ctx);
     const gateway = await assembleGateway(

@@ -445,21 +445,24 @@ export class Accounting {
     for (const u of users) {
       checkLocalLimit(u.limitBytes, `users.${u.name}.limitBytes`);
       wanted.add(u.name);
+      // A config user counts under its name, or under a key of its own when the directory gave it one (a config
+      // user made under a deleted customer's name: another customer, see the top of this file).
+      const base = baseOf(u);
       const lastConfig = await this.store.kvGet<number>(CONFIG_LIMIT_KEY + u.name);
-      const rec = records !== undefined ? records.get(u.name) : await this.store.getUsage?.(u.name);
+      const rec = records !== undefined ? records.get(base) : await this.store.getUsage?.(base);
       let limit: number;
       if (lastConfig === u.limitBytes && rec !== undefined) {
         limit = rec.limitBytes;
       } else {
         limit = u.limitBytes;
-        if (rec === undefined || rec.limitBytes !== limit) await this.writeLimit(u.name, limit);
+        if (rec === undefined || rec.limitBytes !== limit) await this.writeLimit(base, limit);
         await this.store.kvSet(CONFIG_LIMIT_KEY + u.name, u.limitBytes);
       }
-      const m = this.entry(u.name, rec?.usedBytes ?? 0, limit, this.fedFrom(records, u.name));
-      // A config user counts under its name: a meter left on an API user's own key (a name made again, deleted
-      // since, now in the config) moves back to it.
-      if (m.base !== u.name) {
-        await this.rebase(m, u.name);
+      const m = this.entry(u.name, rec?.usedBytes ?? 0, limit, this.fedFrom(records, base), base);
+      // A meter left on another key (an API user's own key, a name made again and deleted since; or the deleted
+      // customer's plain name under a config user of its own) moves to this user's.
+      if (m.base !== base) {
+        await this.rebase(m, base);
         await this.enterBase(m, u.period ?? 'total', records);
       }
       m.configured = true;
@@ -780,6 +783,11 @@ export class Accounting {
       for (const r of await this.store.listUsage()) if (wanted.has(r.user)) out.add(r.user);
     }
     return out;
+  }
+
+  /** The base key the user's usage is kept under now (its name, or its own key), undefined when unknown. */
+  usageBaseOf(user: string): string | undefined {
+    return this.meters.get(user)?.base;
   }
 
   /** Whether the user's usage is kept under a key of its own (a name made again: AccountingUser.usageKey). */

@@ -48,7 +48,7 @@ interface BatchAnswer {
 
 const NUMBER_FIELDS = new Set(['sessTime', 'quota.bytes', 'rateBytesPerSec', 'maxConnections', 'pricePerGb', 'listen.port']);
 const BOOLEAN_FIELDS = new Set(['enabled', 'metrics']);
-const NULLABLE_FIELDS = new Set(['expiresAt', 'pricePerGb', 'listen', 'instances']);
+const NULLABLE_FIELDS = new Set(['expiresAt', 'pricePerGb', 'listen', 'instances', 'products']);
 
 /** RFC 4180 rows: quoted fields ("" for a quote), commas, CRLF or LF line ends. */
 export function parseCsv(text: string): string[][] {

@@ -5,7 +5,7 @@ import { isIP } from 'node:net';
 import { z } from 'zod';
 import { SESS_TIME_MAX, SESS_TIME_MIN } from '../platform/operations.ts';
 import { isTimeZone } from '../accounting/period.ts';
-import { quotaSchema } from '../users/record.ts';
+import { productsSchema, quotaSchema } from '../users/record.ts';
 import { listenSchema, rulesSchema } from '../users/schemas.ts';
 import { requestRulesSchema } from '../users/request-rules-schema.ts';
 
@@ -332,6 +332,8 @@ const user = z.strictObject({
     .max(1000)
     .nullable()
     .optional(),
+  /** Products the user may name with `-product-` besides `product`; null/absent = every one, [] = `product` only. */
+  products: productsSchema.nullable().optional(),
 });
 
 const users = z

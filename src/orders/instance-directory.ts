@@ -13,8 +13,8 @@ export interface InstanceDirectoryOptions {
   now?: () => number;
 }
 
-/** A user's `instances` (undefined or null: every running instance of the merchant). */
-export type InstanceRights = (user: string) => readonly string[] | null | undefined;
+/** A user's `instances` as a set (undefined or null: every running instance of the merchant). */
+export type InstanceRights = (user: string) => ReadonlySet<string> | null | undefined;
 
 export class InstanceDirectoryCache {
   private nodes = new Map<string, UpstreamNode>();
@@ -61,7 +61,7 @@ export class InstanceDirectoryCache {
   allowed(user: string, instanceNo: string): boolean {
     if (!this.nodes.has(instanceNo)) return false;
     const mine = this.rights?.(user);
-    return mine === undefined || mine === null || mine.includes(instanceNo);
+    return mine === undefined || mine === null || mine.has(instanceNo);
   }
 
   /** Where a user's `instances` are read (the users directory, given once both are assembled). */

@@ -18,7 +18,16 @@ import { DialJob, DialPromise, type DialMode, type DialOutcome, type DialSetting
 import { descriptorGuard } from './accept-guard.ts';
 import { GatewayError } from './errors.ts';
 import { checkTarget } from './target.ts';
-import type { InstanceDirectory, LocalUser, MeterProvider, PoolProvider, SessionStore, Target, UserDirectory } from './types.ts';
+import type {
+  InstanceDirectory,
+  LocalUser,
+  MeterProvider,
+  PoolProvider,
+  SessionStore,
+  Target,
+  UserDirectory,
+  UserRights,
+} from './types.ts';
 import type { UsernameOptions } from './username.ts';
 import { AUTH_FAILED, Authenticator, type Authenticated } from './auth-check.ts';
 import { AUTH_DEFAULTS, sourceKey, type AuthGuard, type AuthSettings } from './auth-guard.ts';
@@ -237,7 +246,19 @@ export class Router {
     if (o.region !== undefined && this.options.regionKnown?.(o.region) === false) {
       return { ok: false, kind: 'forbidden', reason: `unknown region '${o.region}'` };
     }
-    // A product named in the user name is judged by the catalogue already loaded: a forged name costs nothing.
+    // A product other than the user's default must be one of its `products` (a set: no scan per connection),
+    // then one the catalogue already loaded knows: a forged or unsold name costs nothing, no platform call.
+    if (o.product !== undefined && o.product !== user.product) {
+      const products = rightsOf(user).products;
+      if (products !== null && !products.has(o.product))
+        return {
+          ok: false,
+          kind: 'forbidden',
+          reason: `user may not use product '${shown(o.product)}'`,
+          user: user.name,
+          result: 'not_allowed',
+        };
+    }
     if (o.product !== undefined && o.product !== user.product && this.options.productKnown !== undefined) {
       const known = this.options.productKnown(o.product);
       if (known !== true)
@@ -581,6 +602,21 @@ function failOutcome(outcome: DialOutcome, err: unknown): void {
 }
 
 /** A client's value in a one-line reason: at most 40 characters. */
+/** Rights made from the lists of a user object that came without them (an in-memory directory), once per object. */
+const madeRights = new WeakMap<LocalUser, UserRights>();
+const setOf = (list: readonly string[] | null | undefined): ReadonlySet<string> | null => (list == null ? null : new Set(list));
+
+/** The user's `instances` and `products` as sets: the directory's (made per record change), else made once here. */
+function rightsOf(user: LocalUser): UserRights {
+  if (user.rights !== undefined) return user.rights;
+  let made = madeRights.get(user);
+  if (made === undefined) {
+    made = { instances: setOf(user.instances), products: setOf(user.products) };
+    madeRights.set(user, made);
+  }
+  return made;
+}
+
 function shown(value: string): string {
   return value.length > 40 ? `${value.slice(0, 40)}...` : value;
 }

@@ -32,6 +32,20 @@ export interface LocalUser {
   requestRules?: readonly RequestRule[] | null | undefined;
   /** Static instances this user may name with `-instance-`; null/absent = every running instance of the merchant. */
   instances?: readonly string[] | null | undefined;
+  /** Products this user may name with `-product-` besides `product` (always allowed); null/absent = every one. */
+  products?: readonly string[] | null | undefined;
+  /**
+   * `instances` and `products` as sets, made once per record change by the users directory: they are asked on
+   * every `-instance-` / `-product-` connection (a list of up to 1,000 was scanned). Absent (an in-memory
+   * directory: tests, tools): the router makes them from the lists, once per user object.
+   */
+  rights?: UserRights | undefined;
+}
+
+/** A user's `instances` and `products` as sets (null: every one). */
+export interface UserRights {
+  readonly instances: ReadonlySet<string> | null;
+  readonly products: ReadonlySet<string> | null;
 }
 
 /** Config-backed; a reload swaps the object (Router.setUsers) or its contents. */

@@ -72,6 +72,9 @@ const parse = (s: string | undefined): unknown => (s === undefined ? null : JSON
 const optNum = (s: string | undefined): number | null => (s === undefined ? null : Number(s));
 const byKey = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
 
+/** Rows per ADD_USAGE call (3 arguments each, spread into the call; ~5 ms of Redis each). */
+const ADD_USAGE_ROWS = 1000;
+
 const SCRIPTS = {
   rotorPutUser: { numberOfKeys: 4, lua: PUT_USER },
   // Keys counted per call (the first argument): 3 + one per write.
@@ -523,14 +526,25 @@ export class RedisStore implements S.Store {
     // Checked before anything is sent: a bad entry leaves the whole batch unapplied, as in SQLite.
     const checked = deltas.map((d) => ({ user: checkUser(d.user, 'usage'), bytes: checkBytes(d.bytes, 'usage') }));
     const k = this.keys;
-    const keys: string[] = [k.usageBatch(batchId ?? ''), k.usageAll, k.usageVersion, k.usageChanged];
-    const args: (string | number)[] = [batchId === undefined ? 0 : USAGE_BATCH_TTL_MS, this.now()];
-    for (const d of checked) {
-      keys.push(k.usage(d.user));
-      args.push(d.user, d.bytes);
-    }
-    // One script: the batch's id, the increments and the change feed's entry together (ADD_USAGE).
-    await this.run('usage', (c) => this.script(c, 'rotorAddUsage', [keys.length, ...keys, ...args]));
+    const t = this.now();
+    // One script per ADD_USAGE_ROWS rows (the batch's id, the increments and the change feed's entry together),
+    // one after another: a call's arguments are spread (a flush of tens of thousands of users in one call
+    // overflowed the stack), and each call keeps the command timeout for itself. A part's id is the batch's and
+    // its index: a batch written again is cut the same way, so the parts the store took before (a write that
+    // failed half-way, or landed past its timeout) are skipped and the others added.
+    await this.run('usage', async (c) => {
+      for (let from = 0, part = 0; from < checked.length; from += ADD_USAGE_ROWS, part++) {
+        const id = batchId === undefined ? '' : part === 0 ? batchId : `${batchId}:${part}`;
+        const keys: string[] = [k.usageBatch(id), k.usageAll, k.usageVersion, k.usageChanged];
+        const args: (string | number)[] = [batchId === undefined ? 0 : USAGE_BATCH_TTL_MS, t];
+        for (let i = from; i < Math.min(checked.length, from + ADD_USAGE_ROWS); i++) {
+          const d = checked[i]!;
+          keys.push(k.usage(d.user));
+          args.push(d.user, d.bytes);
+        }
+        await this.script(c, 'rotorAddUsage', [keys.length, ...keys, ...args]);
+      }
+    });
   }
 
   async getUsage(user: string): Promise<S.UsageRecord | undefined> {
@@ -687,6 +701,22 @@ export class RedisStore implements S.Store {
       this.script(c, 'rotorDeleteUser', [k.user(name), k.usersLive, k.usersGone, k.usersVersion, name]),
     );
     return Number(r) === 1;
+  }
+
+  async deletedAmong(names: readonly string[]): Promise<Set<string>> {
+    const out = new Set<string>();
+    if (names.length === 0) return out;
+    // One round trip: a ZSCORE per name in one pipeline (ZMSCORE needs Redis 6.2).
+    await this.run('users', async (c) => {
+      const p = c.pipeline();
+      for (const n of names) p.zscore(this.keys.usersGone, n);
+      const results = (await p.exec()) ?? [];
+      results.forEach(([err, score], i) => {
+        if (err) throw err;
+        if (score !== null) out.add(names[i]!);
+      });
+    });
+    return out;
   }
 
   async usersChangedSince(version: number): Promise<{ changed: S.StoredUser[]; deleted: string[]; version: number }> {

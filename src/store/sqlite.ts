@@ -521,6 +521,13 @@ export class SqliteStore implements S.Store {
     })();
   }
 
+  async deletedAmong(names: readonly string[]): Promise<Set<string>> {
+    const stmt = this.prepare('SELECT 1 FROM user_tombstones WHERE name = ?');
+    const out = new Set<string>();
+    for (const n of names) if (stmt.get(n) !== undefined) out.add(n);
+    return out;
+  }
+
   async usersChangedSince(version: number): Promise<{ changed: S.StoredUser[]; deleted: string[]; version: number }> {
     const db = this.q();
     return db.transaction(() => {

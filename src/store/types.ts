@@ -206,7 +206,9 @@ export interface UsageStore {
    * Adds every delta in one transaction (users unknown so far start at 0 bytes, unlimited). `batchId`: the
    * writer's id of this batch (unique across daemons and restarts), taken in the same transaction (SQLite) or
    * script (Redis) as the increments; a batch whose id the store took before (within USAGE_BATCH_TTL_MS)
-   * changes nothing, so a write that landed although its caller saw it fail can be written again.
+   * changes nothing, so a write that landed although its caller saw it fail can be written again. Redis writes
+   * a batch 1,000 rows per script, each part under its own id (`<batchId>:<n>` after the first), so a batch that
+   * failed part-way adds, written again, only the parts not taken.
    */
   addUsage(deltas: { user: string; bytes: number }[], batchId?: string): Promise<void>;
   getUsage(user: string): Promise<UsageRecord | undefined>;
@@ -252,6 +254,8 @@ export interface UserStore {
   deleteUser(name: string): Promise<boolean>;
   /** Users written and names deleted after `version`, and the newest version now. */
   usersChangedSince(version: number): Promise<{ changed: StoredUser[]; deleted: string[]; version: number }>;
+  /** The names among `names` that were deleted and not written since (a tombstone): one read for all. */
+  deletedAmong(names: readonly string[]): Promise<Set<string>>;
 }
 
 /** Small key/value state (JSON values): settings a component keeps across restarts. */

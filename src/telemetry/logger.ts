@@ -38,13 +38,16 @@ const SECRET_MEMBER = new RegExp(`("(?:${SECRET_KEYS.join('|')})"\\s*:\\s*")(?:[
  * Bearer/Basic authorization values, and in JSON members named like a secret ("password":"…").
  */
 export function redactText(text: string): string {
-  return text
-    .replace(/([a-z][a-z0-9+.-]*:\/\/[^:/@\s]+:)[^@\s]+@/gi, '$1***@')
-    .replace(/(^|[\s"'(,;[{=])([^\s"'(,;[{=:/@]+:)(?!\*\*\*@)[^\s"'@/]+@/g, '$1$2***@')
-    .replace(/(^|[\s"'(,;[{=])([A-Za-z0-9.-]+:\d{1,5}:[^\s"':@]+:)[^\s"',;]+/g, '$1$2***')
-    .replace(SECRET_MEMBER, '$1***"')
-    .replace(/(Bearer\s+)[A-Za-z0-9._~+/=-]+/g, '$1***')
-    .replace(/(Basic\s+)[A-Za-z0-9+/=]+/g, '$1***');
+  return (
+    text
+      // The user may be empty (redis://:pass@host); the password runs to the authority's last '@' (it may hold one).
+      .replace(/([a-z][a-z0-9+.-]*:\/\/[^:/@\s]*:)[^\s"'/?#]*@/gi, '$1***@')
+      .replace(/(^|[\s"'(,;[{=])([^\s"'(,;[{=:/@]+:)(?!\*\*\*@)[^\s"'/?#]+@/g, '$1$2***@')
+      .replace(/(^|[\s"'(,;[{=])([A-Za-z0-9.-]+:\d{1,5}:[^\s"':@]+:)[^\s"',;]+/g, '$1$2***')
+      .replace(SECRET_MEMBER, '$1***"')
+      .replace(/(Bearer\s+)[A-Za-z0-9._~+/=-]+/g, '$1***')
+      .replace(/(Basic\s+)[A-Za-z0-9+/=]+/g, '$1***')
+  );
 }
 
 export interface LoggerSettings {

@@ -51,7 +51,17 @@ const FOLLOWED_INTENT_GRACE_MS = 60_000;
 export interface ConfigUserInput extends Partial<
   Omit<
     UserData,
-    'name' | 'source' | 'createdAt' | 'mainAccount' | 'rules' | 'listen' | 'expiresAt' | 'pricePerGb' | 'requestRules' | 'instances'
+    | 'name'
+    | 'source'
+    | 'createdAt'
+    | 'mainAccount'
+    | 'rules'
+    | 'listen'
+    | 'expiresAt'
+    | 'pricePerGb'
+    | 'requestRules'
+    | 'instances'
+    | 'products'
   >
 > {
   name: string;
@@ -66,6 +76,7 @@ export interface ConfigUserInput extends Partial<
   expiresAt?: string | null | undefined;
   pricePerGb?: number | null | undefined;
   instances?: readonly string[] | null | undefined;
+  products?: readonly string[] | null | undefined;
 }
 
 /** A user's record in memory: the gateway's row (src/admission/users.ts) and what only the directory reads. */
@@ -264,15 +275,37 @@ export class Users {
     });
     for (const name of gone) {
       await this.store.deleteUser(name);
+      const e = this.entries.get(name);
       this.uninstall(name);
+      // Removed from the file is deleted: its open connections end, as DELETE /v1/users/:name ends them.
+      if (e) this.stopRunning(e, 'deleted');
       removed.push(name);
     }
+    // A config user new to the store under a name that was deleted and has usage history is another customer, as
+    // a user made again through the API is (newRecord): its usage gets a key of its own, from its creation time,
+    // kept in its record across restarts. A name without a tombstone keeps its plain key (a store from before
+    // users were records holds the config users' usage rows under their names, and they are those customers').
+    const now = this.now();
+    const reused = await this.reusedNames(configUsers.filter((u) => !this.entries.has(u.name)).map((u) => u.name));
+    const incarnationOf = (name: string): number | undefined => {
+      const before = this.entries.get(name);
+      return before !== undefined ? before.data.incarnation : reused.has(name) ? now : undefined;
+    };
     await this.accounting.setUsers(
-      configUsers.map((u) => ({ name: u.name, limitBytes: u.quota?.bytes ?? u.limitBytes ?? -1, period: u.quota?.period ?? 'total' })),
+      configUsers.map((u) => {
+        const usageKey = usageKeyOf({ name: u.name, incarnation: incarnationOf(u.name) });
+        return {
+          name: u.name,
+          limitBytes: u.quota?.bytes ?? u.limitBytes ?? -1,
+          period: u.quota?.period ?? 'total',
+          ...(usageKey !== undefined ? { usageKey } : {}),
+        };
+      }),
     );
     for (const u of configUsers) {
       const before = this.entries.get(u.name);
       const limit = this.accounting.limitOf(u.name) ?? u.quota?.bytes ?? u.limitBytes ?? -1;
+      const incarnation = incarnationOf(u.name);
       const data: UserData = {
         ...defaults(),
         ...(before?.data ?? {}),
@@ -280,7 +313,8 @@ export class Users {
         name: u.name,
         quota: { bytes: limit, period: u.quota?.period ?? 'total' },
         source: 'config',
-        createdAt: before?.data.createdAt ?? this.now(),
+        createdAt: before?.data.createdAt ?? now,
+        ...(incarnation !== undefined && incarnation > 0 ? { incarnation } : {}),
       } as UserData;
       const hash =
         before && (await verifyPasswordAsync(u.password, before.hash, 'admin')) ? before.hash : await hashPasswordAsync(u.password);
@@ -292,11 +326,21 @@ export class Users {
       const stored = await this.store.putUser({ name: u.name, data, passwordHash: hash, state: 'ready' });
       const e = this.install(stored);
       e.verified = passwordDigest(u.password);
+      // `enabled: false` in the file ends the user's open connections, as PATCH {enabled: false} does.
+      if (before?.data.enabled && !e.data.enabled) this.stopRunning(e, 'disabled');
     }
     this.onChange?.(
       configUsers.map((u) => u.name),
       removed,
     );
+  }
+
+  /** The names among `names` (no record here) that were deleted and have usage history: made again, another customer. */
+  private async reusedNames(names: readonly string[]): Promise<Set<string>> {
+    if (names.length === 0) return new Set();
+    const deleted = await this.store.deletedAmong(names);
+    if (deleted.size === 0) return deleted;
+    return this.accounting.withHistory([...deleted]);
   }
 
   async close(): Promise<void> {
@@ -802,6 +846,13 @@ export class Users {
       listen: data.listen,
       pricePerGb: data.pricePerGb,
       instances: data.instances,
+      products: data.products,
+      // Sets, made once per record change: asked on every -instance- and -product- connection (a list of up to
+      // 1,000 instanceNos was scanned per connection).
+      rights: {
+        instances: data.instances === null ? null : new Set(data.instances),
+        products: data.products === null ? null : new Set(data.products),
+      },
     };
     const e: Entry = {
       data,
@@ -843,7 +894,11 @@ export class Users {
 
   private async applyAccounting(e: Entry): Promise<void> {
     if (e.state !== 'ready') return;
-    if (e.data.source === 'config' && this.accounting.periodOf(e.data.name) === e.data.quota.period) {
+    if (
+      e.data.source === 'config' &&
+      this.accounting.periodOf(e.data.name) === e.data.quota.period &&
+      this.accounting.usageBaseOf(e.data.name) === (usageKeyOf(e.data) ?? e.data.name)
+    ) {
       // Limit precedence stays Accounting's (setUsers); an admin change is its setLimit.
       if (this.accounting.limitOf(e.data.name) !== e.data.quota.bytes) await this.accounting.setLimit(e.data.name, e.data.quota.bytes);
       return;
@@ -931,6 +986,7 @@ function defaults(): Omit<UserData, 'name' | 'mainAccount' | 'source' | 'created
     requestRules: [],
     metrics: false,
     instances: null,
+    products: null,
   };
 }
 

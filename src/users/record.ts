@@ -52,6 +52,22 @@ const instancesSchema = z
   .max(INSTANCES_MAX)
   .refine((list) => new Set(list).size === list.length, 'must not repeat an instanceNo');
 
+/**
+ * A user's products: productNos it may name with `-product-` besides its default `product` (at most
+ * PRODUCTS_MAX, no repeats). A productNo is written as `-product-` takes it: pieces of [A-Za-z0-9_.] joined by
+ * '-' (the sandbox's DYN-105-FLOW).
+ */
+export const PRODUCTS_MAX = 100;
+export const productsSchema = z
+  .array(
+    z
+      .string()
+      .regex(/^[A-Za-z0-9_.]+(?:-[A-Za-z0-9_.]+)*$/, 'a productNo is pieces of [A-Za-z0-9_.]+ joined by -')
+      .max(64),
+  )
+  .max(PRODUCTS_MAX)
+  .refine((list) => new Set(list).size === list.length, 'must not repeat a productNo');
+
 /** Every field of a record a client may set (besides name and password), with defaults. */
 const fields = {
   mainAccount: z.string().min(1).max(64).regex(/^\S+$/, 'must not contain spaces'),
@@ -73,6 +89,11 @@ const fields = {
   metrics: z.boolean().default(false),
   /** Static instances the user may name with `-instance-` (a static IP sold to this customer); null = every one. */
   instances: instancesSchema.nullable().default(null),
+  /**
+   * Products the user may name with `-product-` besides its default `product` (always allowed); null = every
+   * product of the merchant, [] = the default product only.
+   */
+  products: productsSchema.nullable().default(null),
 };
 
 /** POST /v1/users. */
@@ -100,6 +121,7 @@ export const patchUserSchema = z
     requestRules: requestRulesSchema,
     metrics: z.boolean(),
     instances: instancesSchema.nullable(),
+    products: productsSchema.nullable(),
   })
   .partial();
 
@@ -132,6 +154,8 @@ export interface UserData {
   metrics: boolean;
   /** Static instances the user may name with `-instance-`; null = every running instance of the merchant. */
   instances: string[] | null;
+  /** Products the user may name with `-product-` besides `product`; null = every product, [] = `product` only. */
+  products: string[] | null;
   source: UserSource;
   createdAt: number;
   /**
@@ -226,6 +250,7 @@ function plainData(name: string, data: unknown): UserData | undefined {
     !(Array.isArray(d.requestRules) && d.requestRules.length === 0) ||
     typeof d.metrics !== 'boolean' ||
     (d.instances !== undefined && d.instances !== null) ||
+    (d.products !== undefined && d.products !== null) ||
     (d.source !== 'config' && d.source !== 'api') ||
     typeof d.createdAt !== 'number' ||
     (d.incarnation !== undefined && !isInt(d.incarnation, 0, Number.MAX_SAFE_INTEGER))
@@ -248,6 +273,7 @@ function plainData(name: string, data: unknown): UserData | undefined {
     requestRules: EMPTY_REQUEST_RULES,
     metrics: d.metrics,
     instances: null,
+    products: null,
     source: d.source,
     createdAt: d.createdAt,
     ...(typeof d.incarnation === 'number' && d.incarnation > 0 ? { incarnation: d.incarnation } : {}),
@@ -275,6 +301,7 @@ function schemaData(name: string, data: unknown): UserData | undefined {
     requestRules: d.requestRules,
     metrics: d.metrics,
     instances: d.instances,
+    products: d.products,
     source: d.source,
     createdAt: d.createdAt,
     ...(d.incarnation !== undefined && d.incarnation > 0 ? { incarnation: d.incarnation } : {}),

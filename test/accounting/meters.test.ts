@@ -237,6 +237,14 @@ describe('Accounting: persistence', () => {
     await b.accounting.setUsers([{ name: 'carol', limitBytes: 10_000 }]);
     assert.equal(b.accounting.hasOwnUsageKey('carol'), false);
     assert.equal(b.accounting.get('carol')?.usedBytes, 3500);
+    // A config user the directory gives a key of its own (made after a delete of the name): it counts there, from 0.
+    await b.accounting.setUsers([{ name: 'carol', limitBytes: 10_000, usageKey: 'carol~777' }]);
+    assert.equal(b.accounting.usageBaseOf('carol'), 'carol~777');
+    assert.equal(b.accounting.get('carol')?.usedBytes, 0);
+    b.accounting.meter('carol').add(0, 40);
+    await b.accounting.flush();
+    assert.equal((await b.store.getUsage('carol~777'))?.usedBytes, 40);
+    assert.equal((await b.store.getUsage('carol'))?.usedBytes, 3500, "the deleted customer's row stays as it was");
   });
 
   test('the timer writes only changed users, in batches', async () => {

@@ -21,7 +21,7 @@ interface Peer {
 }
 
 async function peer(address: string): Promise<Peer> {
-  const udp = createSocket('udp4');
+  const udp = createSocket(address.includes(':') ? 'udp6' : 'udp4');
   const received: string[] = [];
   udp.on('message', (msg) => {
     const h = parseUdpHeader(msg);
@@ -60,8 +60,13 @@ function reader(s: Socket): (n: number) => Promise<Buffer> {
  * UDP ASSOCIATE from a control connection bound on `from`, its DST.ADDR/DST.PORT given as the request's address
  * bytes (ATYP first): the reply code and, when 0, the relay's port.
  */
-async function associate(port: number, from: string, dst: Buffer): Promise<{ reply: number; relay: number; control: Socket }> {
-  const control = connect({ host: '127.0.0.1', port, localAddress: from });
+async function associate(
+  port: number,
+  from: string,
+  dst: Buffer,
+  host = '127.0.0.1',
+): Promise<{ reply: number; relay: number; control: Socket }> {
+  const control = connect({ host, port, localAddress: from });
   control.on('error', () => undefined);
   await new Promise<void>((r, j) => control.once('connect', r).once('error', j));
   const read = reader(control);
@@ -74,9 +79,9 @@ async function associate(port: number, from: string, dst: Buffer): Promise<{ rep
   control.write(Buffer.concat([Buffer.from([5, 3, 0]), dst]));
   const head = await read(4);
   if (head[1] !== 0) return { reply: head[1]!, relay: 0, control };
-  assert.equal(head[3], 1);
-  const rest = await read(6);
-  return { reply: 0, relay: rest.readUInt16BE(4), control };
+  assert.ok(head[3] === 1 || head[3] === 4, `BND.ADDR type ${head[3]}`);
+  const rest = await read(head[3] === 1 ? 6 : 18);
+  return { reply: 0, relay: rest.readUInt16BE(rest.length - 2), control };
 }
 
 /** DST as ATYP 1: an IPv4 address and a port. */
@@ -223,5 +228,62 @@ describe('SOCKS5 UDP ASSOCIATE: the source a datagram must come from', () => {
     const { reply, control } = await associate(gw.ports.socks5, '127.0.0.1', dst);
     opened.push({ close: () => control.destroy() });
     assert.equal(reply, 0x08);
+  });
+});
+
+describe("SOCKS5 UDP ASSOCIATE over IPv6: a named DST.ADDR is matched in the kernel's form", () => {
+  let gw: Gateway;
+  let echo: UdpSocket;
+  let echoPort: number;
+  const opened: Array<{ close(): void }> = [];
+
+  before(async () => {
+    gw = await startGateway({
+      config: {
+        proxy: { socks5: { host: '::1', port: 0 } },
+        users: [{ name: 'alice', password: 'alice-pass', mainAccount: 'shop1', rules: { allowHosts: ['127.0.0.0/8'] } }],
+      },
+    });
+    echo = createSocket('udp4');
+    echo.on('message', (msg, rinfo) => echo.send(msg, rinfo.port, rinfo.address));
+    await new Promise<void>((r) => echo.bind(0, '127.0.0.1', r));
+    echoPort = echo.address().port;
+  });
+  after(async () => {
+    for (const o of opened) o.close();
+    echo?.close();
+    await gw?.close();
+  });
+
+  test('DST ::1 and the client port (sent as 0:0:0:0:0:0:0:1 on the wire): the client is served, a neighbour on ::1 is not', async () => {
+    const client = await peer('::1');
+    const neighbour = await peer('::1');
+    opened.push({ close: () => client.udp.close() }, { close: () => neighbour.udp.close() });
+    const dst = Buffer.alloc(19);
+    dst[0] = 4;
+    dst[16] = 1; // ::1
+    dst.writeUInt16BE(client.port, 17);
+    const { reply, relay, control } = await associate(gw.ports.socks5, '::1', dst, '::1');
+    opened.push({ close: () => control.destroy() });
+    assert.equal(reply, 0);
+    const send = (p: Peer, payload: string): void => {
+      p.udp.send(Buffer.concat([udpHeader('127.0.0.1', echoPort)!, Buffer.from(payload)]), relay, '::1');
+    };
+    const foreign = (): Promise<number> => gw.metric('rotor_udp_datagrams_dropped_total', { reason: 'foreign' });
+    const before = await foreign();
+    send(neighbour, 'v6-neighbour');
+    await poll(async () => (await foreign()) > before, {
+      what: "the neighbour's datagram dropped as foreign",
+      timeoutMs: 10_000,
+      everyMs: 50,
+    });
+    const again = setInterval(() => send(client, 'v6-client'), 300);
+    try {
+      send(client, 'v6-client');
+      await poll(() => client.received.includes('v6-client'), { what: "the named IPv6 client's echo", timeoutMs: 15_000 });
+    } finally {
+      clearInterval(again);
+    }
+    assert.deepEqual(neighbour.received, []);
   });
 });

@@ -345,6 +345,23 @@ export function storeContract(name: string, factory: StoreFactory): void {
       await b.close();
     });
 
+    test('usage: a batch of 60,000 rows (a flush of that many users) is added, once under its id', async () => {
+      const s = await open(fresh());
+      const rows = Array.from({ length: 60_000 }, (_, i) => ({ user: `wide${i}`, bytes: i + 1 }));
+      await s.usage.addUsage(rows, 'wide-1');
+      await s.usage.addUsage(rows, 'wide-1');
+      const got = await s.usage.getUsages(['wide0', 'wide29999', 'wide59999']);
+      assert.deepEqual(
+        got.map((u) => [u.user, u.usedBytes]),
+        [
+          ['wide0', 1],
+          ['wide29999', 30_000],
+          ['wide59999', 60_000],
+        ],
+      );
+      await s.close();
+    });
+
     test('usage: a failing batch leaves nothing half-applied', async () => {
       const s = await open(fresh());
       await s.usage.addUsage([{ user: 'alice', bytes: 1 }]);
@@ -444,6 +461,23 @@ export function storeContract(name: string, factory: StoreFactory): void {
         again.changed.map((u) => u.name),
         ['cust1'],
       );
+      await s.close();
+      await r.close();
+    });
+
+    test('users: deletedAmong names the deleted names (tombstones) among those asked, until one is written again', async () => {
+      const space = fresh();
+      const s = await open(space);
+      const r = await open(space);
+      for (const name of ['gone1', 'gone2', 'kept']) await s.users.putUser({ name, data: {}, passwordHash: 'h', state: 'ready' });
+      assert.deepEqual([...(await s.users.deletedAmong(['gone1', 'kept', 'never']))], []);
+      await s.users.deleteUser('gone1');
+      await s.users.deleteUser('gone2');
+      await s.users.deleteUser('never'); // nothing to delete: no tombstone
+      assert.deepEqual([...(await r.users.deletedAmong(['never', 'gone2', 'kept', 'gone1']))].sort(), ['gone1', 'gone2']);
+      assert.deepEqual([...(await r.users.deletedAmong([]))], []);
+      await r.users.putUser({ name: 'gone2', data: {}, passwordHash: 'h', state: 'ready' }, { ifAbsent: true });
+      assert.deepEqual([...(await s.users.deletedAmong(['gone1', 'gone2']))], ['gone1']);
       await s.close();
       await r.close();
     });

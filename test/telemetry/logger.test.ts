@@ -13,6 +13,11 @@ describe('redactText', () => {
       ['drawn 127.0.0.1:1080:u1:hunter2 ok', 'drawn 127.0.0.1:1080:u1:*** ok'],
       ['Authorization: Bearer tok.en-1', 'Authorization: Bearer ***'],
       ['Proxy-Authorization: Basic dTE6aHVudGVyMg==', 'Proxy-Authorization: Basic ***'],
+      // A Redis URL with only requirepass has no user; a password may hold '@' (the authority ends at its last one).
+      ['store redis://:s3cret@127.0.0.1:6379/0 down', 'store redis://:***@127.0.0.1:6379/0 down'],
+      ['http://u:p@w0rd@127.0.0.1:8080/a@b', 'http://u:***@127.0.0.1:8080/a@b'],
+      ['drawn u1:p@w0rd@127.0.0.1:1080 ok', 'drawn u1:***@127.0.0.1:1080 ok'],
+      ['"url":"socks5://u:p@x@127.0.0.1:1","mail":"a@b.com"', '"url":"socks5://u:***@127.0.0.1:1","mail":"a@b.com"'],
     ];
     for (const [input, want] of cases) assert.equal(redactText(input), want);
   });
@@ -31,6 +36,8 @@ describe('redactText', () => {
       'at 2026-01-01 10:00:00',
       'IP not in whitelist 1.2.3.4',
       '[::1]:80',
+      'http://127.0.0.1:8080/a@b',
+      'redis://127.0.0.1:6379',
     ]) {
       assert.equal(redactText(text), text);
     }

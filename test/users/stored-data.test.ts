@@ -30,9 +30,12 @@ const plain = (over: Record<string, unknown> = {}) => ({
 test('a plain record reads back whole, its empty rules shared and frozen', () => {
   const a = readStoredData('c000001', JSON.parse(JSON.stringify(plain())));
   const b = readStoredData('c000002', JSON.parse(JSON.stringify(plain({ name: 'c000002' }))));
-  // Records stored before `instances` existed read back with it null (every running instance), as new ones do.
-  assert.deepEqual(a, { ...plain(), instances: null });
-  assert.deepEqual(readStoredData('c000001', plain({ instances: null })), { ...plain(), instances: null });
+  // Records stored before `instances` and `products` existed read back with them null (every running instance,
+  // every product), as new ones do.
+  assert.deepEqual(a, { ...plain(), instances: null, products: null });
+  assert.deepEqual(readStoredData('c000001', plain({ instances: null, products: null })), { ...plain(), instances: null, products: null });
+  // A record naming products is read through the schema, the list kept.
+  assert.deepEqual(readStoredData('c000001', plain({ products: ['DYN-104-IP'] }))?.products, ['DYN-104-IP']);
   assert.ok(a && b);
   assert.equal(a.rules, b.rules, 'one rules object for both');
   assert.equal(a.requestRules, b.requestRules);

@@ -64,6 +64,11 @@ const userView = {
     },
     metrics: { type: 'boolean', description: "always export this user's per-user metric series" },
     instances: nullable({ ...stringList, description: 'static instances the user may name with -instance-; null = every running one' }),
+    products: nullable({
+      ...stringList,
+      description:
+        'products the user may name with -product- besides its default product (always allowed); null = every one, [] = the default only',
+    }),
     source: { type: 'string', enum: ['config', 'api'] },
     state: { type: 'string', enum: ['creating', 'ready'] },
     platformAccount: {
