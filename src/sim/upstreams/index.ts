@@ -105,19 +105,7 @@ export async function startUpstreams(opts: UpstreamsOptions): Promise<Upstreams>
 
     async instancePort(instanceNo: string, preferred?: number): Promise<number> {
       const exit = exits.fixed(instanceNo);
-      const port = await openOnce(
-        instances,
-        instanceNo,
-        () => ({
-          auth: 'password',
-          admit({ username, password }): Admission {
-            const grant = authority.authorizeInstance(instanceNo, username, password);
-            if (!grant.ok) return { ok: false, reason: grant.reason, refusal: grant.refusal ?? 'credentials' };
-            return { ok: true, meter: grant.meter, exit };
-          },
-        }),
-        preferred ?? 0,
-      );
+      const port = await openOnce(instances, instanceNo, () => instancePolicy(authority, instanceNo, exit), preferred ?? 0);
       return port.port;
     },
 
@@ -146,6 +134,18 @@ export async function startUpstreams(opts: UpstreamsOptions): Promise<Upstreams>
     },
 
     close: closeAll,
+  };
+}
+
+/** A static instance's port: its current credentials, always the same exit. */
+function instancePolicy(authority: UpstreamsOptions['authority'], instanceNo: string, exit: string): AdmissionPolicy {
+  return {
+    auth: 'password',
+    admit({ username, password }): Admission {
+      const grant = authority.authorizeInstance(instanceNo, username, password);
+      if (!grant.ok) return { ok: false, reason: grant.reason, refusal: grant.refusal ?? 'credentials' };
+      return { ok: true, meter: grant.meter, exit };
+    },
   };
 }
 
