@@ -6,6 +6,9 @@
 //   P connlog:held             hash         bytes -> recordSize() summed over the records held
 //   P usage:<g>:<period>       hash         <user>|up, |down, |n, |f counters of one hour or day
 //   P usage:<g>:periods        sorted set   the periods that have a hash, scored by period
+//   P connlog:idx:u:<user>     sorted set   one user's record ids, scored by startedAt (as connlog:idx)
+//   P connlog:byuser           string       set once every record held is in its user's index
+//   P connlog:byuser:pass      hash         where the one-time pass that fills them from older records is
 //   P connlog:open, :owners                 whose the \`open\` records are (redis-open-records.ts)
 //   P connlog:batch:<id>       string       a batch written (ConnectionLogStore.append's batchId), for BATCH_ID_TTL_MS
 // Bounded like SQLite: a batch is one script that writes the records and, when the log would pass
@@ -13,12 +16,19 @@
 // fleet) ever sees more; the rollup increments and the batch's id are written by the same script, so a batch
 // written again (its first write landed, its answer was lost) changes nothing. Retention on the timer trims by
 // age and by count (the oldest first).
-// Filters (user, result) are applied while reading newest first, so a rare filter over a full log reads
-// far: fleets that query the log heavily are better served by the JSON-lines file into a log system.
+// One user's records (the portal's poll, GET /v1/connections?user=) are read from that user's index only: the
+// append script adds a new record's id to it, and every removal of records (the bounds, retention) takes it out in
+// the same script, so it never holds more nor less than the log holds of that user. A log written by an older
+// version has no per-user index: a one-time pass (indexPass, started with settleOpen at a daemon's start, shared by
+// the fleet's daemons through its cursor in connlog:byuser:pass) fills it from the records held, a page per script;
+// until it sets connlog:byuser, one user's records are found by reading the whole log newest first, as before.
+// One user's rollups (the portal's usage page, GET /v1/usage?user=) are that user's four fields of each period's
+// hash in the window (one HMGET each, pipelined): no key of their own, so nothing more to write, trim or fill.
+// A result filter without a user is applied while reading newest first.
 import type { Redis } from 'ioredis';
 import type { RedisConnection } from './redis-connection.ts';
 import { foldRollups } from './connection-log-rollup.ts';
-import { BATCH_ID_TTL_MS } from './connection-log-types.ts';
+import { BATCH_ID_TTL_MS, RECORD_FIXED_BYTES } from './connection-log-types.ts';
 import { NOW_LUA, SIZE_LUA, type OpenRecordOwner } from './redis-open-records.ts';
 import {
   recordSize,
@@ -35,18 +45,39 @@ import {
 
 /** Records read per round trip while filtering. */
 const SCAN_PAGE = 500;
+/** Periods whose HMGETs of one user's fields go in one pipeline. */
+const USAGE_PAGE = 1000;
+/** Records one step of the one-time pass reads at most (one script each). */
+const PASS_STEP = 500;
+/** A failed step of the one-time pass is tried again after this long. */
+const PASS_RETRY_MS = 5000;
+
+// Lua, after SIZE_LUA: a record leaving the log leaves its user's index; returns its recordSize().
+const BY_USER_LUA = `
+local function leaving(prefix, id, json)
+  local r = cjson.decode(json)
+  if type(r.user) == 'string' then redis.call('ZREM', prefix .. 'connlog:idx:u:' .. r.user, id) end
+  local n = ${RECORD_FIXED_BYTES}
+  for _, f in ipairs(FIELDS) do
+    local v = r[f]
+    if type(v) == 'string' then n = n + #v end
+  end
+  return n
+end
+`;
 
 // KEYS: idx, rec, held, open, owners, the batch's id key, the hour and day period sets, then the rollup hashes.
-// ARGV: maxRecords, maxBytes, owner, lease ms, the batch id's life in ms (0: no id), the number of records, then
-// per record: startedAt, id, JSON, recordSize, 1 when it is \`open\`; then per rollup increment: its hash's and its
-// period set's index in KEYS, period, user, up, down, connections, failures. A batch id already written: nothing
-// is done, -1. A stored record is replaced only when it is an \`open\` checkpoint (or was settled \`lost\` while its
-// daemon stalled). Open records are the owner's, its lease renewed with them. Returns the records removed to make
-// room.
-const APPEND = `${SIZE_LUA}${NOW_LUA}
+// ARGV: maxRecords, maxBytes, owner, lease ms, the batch id's life in ms (0: no id), the number of records, the
+// fleet prefix, then per record: startedAt, id, JSON, recordSize, 1 when it is \`open\`, its user ('' for none);
+// then per rollup increment: its hash's and its period set's index in KEYS, period, user, up, down, connections,
+// failures. A batch id already written: nothing is done, -1. A stored record is replaced only when it is an
+// \`open\` checkpoint (or was settled \`lost\` while its daemon stalled). Open records are the owner's, its lease
+// renewed with them. A new record's id goes into its user's index too, and a record removed to make room leaves
+// it. Returns the records removed to make room.
+const APPEND = `${SIZE_LUA}${NOW_LUA}${BY_USER_LUA}
 if tonumber(ARGV[5]) > 0 and not redis.call('SET', KEYS[6], '1', 'NX', 'PX', ARGV[5]) then return -1 end
-local maxRecords, maxBytes = tonumber(ARGV[1]), tonumber(ARGV[2])
-local lastRecord = 6 + 5 * tonumber(ARGV[6])
+local maxRecords, maxBytes, prefix = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[7]
+local lastRecord = 7 + 6 * tonumber(ARGV[6])
 for i = lastRecord + 1, #ARGV, 8 do
   local key, user = KEYS[tonumber(ARGV[i])], ARGV[i + 3]
   redis.call('HINCRBY', key, user .. '|up', ARGV[i + 4])
@@ -55,16 +86,17 @@ for i = lastRecord + 1, #ARGV, 8 do
   redis.call('HINCRBY', key, user .. '|f', ARGV[i + 7])
   redis.call('ZADD', KEYS[tonumber(ARGV[i + 1])], ARGV[i + 2], ARGV[i + 2])
 end
-if lastRecord == 6 then return 0 end
+if lastRecord == 7 then return 0 end
 local b = held(KEYS[2], KEYS[3])
 local anyOpen = false
-for i = 7, lastRecord, 5 do
+for i = 8, lastRecord, 6 do
   local id, json = ARGV[i + 1], ARGV[i + 2]
   local old = redis.call('HGET', KEYS[2], id)
   local written = true
   if not old then
     redis.call('ZADD', KEYS[1], ARGV[i], id)
     redis.call('HSET', KEYS[2], id, json)
+    if ARGV[i + 5] ~= '' then redis.call('ZADD', prefix .. 'connlog:idx:u:' .. ARGV[i + 5], ARGV[i], id) end
     b = b + tonumber(ARGV[i + 3])
   else
     local was = cjson.decode(old).result
@@ -92,7 +124,7 @@ while n > maxRecords or (b > maxBytes and n > 0) do
   local ids = redis.call('ZRANGE', KEYS[1], 0, math.min(1000, k) - 1)
   if #ids == 0 then break end
   local texts = redis.call('HMGET', KEYS[2], unpack(ids))
-  for _, t in ipairs(texts) do if t then b = b - size(t) end end
+  for j, t in ipairs(texts) do if t then b = b - leaving(prefix, ids[j], t) end end
   redis.call('ZREM', KEYS[1], unpack(ids))
   redis.call('HDEL', KEYS[2], unpack(ids))
   redis.call('HDEL', KEYS[4], unpack(ids))
@@ -103,17 +135,44 @@ redis.call('HSET', KEYS[3], 'bytes', b)
 return removed
 `;
 
-// KEYS: idx, rec, held, open. ARGV: ids. Removes them and their bytes; returns how many were held.
-const REMOVE = `${SIZE_LUA}
+// KEYS: idx, rec, held, open. ARGV: the fleet prefix, then ids. Removes them (and from their users' indexes) and
+// their bytes; returns how many were held.
+const REMOVE = `${SIZE_LUA}${BY_USER_LUA}
+local prefix = table.remove(ARGV, 1)
 local b = held(KEYS[2], KEYS[3])
 local texts = redis.call('HMGET', KEYS[2], unpack(ARGV))
 local n = 0
-for _, t in ipairs(texts) do if t then b = b - size(t); n = n + 1 end end
+for j, t in ipairs(texts) do if t then b = b - leaving(prefix, ARGV[j], t); n = n + 1 end end
 redis.call('ZREM', KEYS[1], unpack(ARGV))
 redis.call('HDEL', KEYS[2], unpack(ARGV))
 redis.call('HDEL', KEYS[4], unpack(ARGV))
 redis.call('HSET', KEYS[3], 'bytes', b)
 return n
+`;
+
+// The one-time pass over a log written before the per-user index (see the top). KEYS: idx, rec, the pass's hash,
+// the done flag. ARGV: the fleet prefix, the records to read at most. One step: the next page of records (HSCAN
+// of rec: every record held from the pass's start to its end is read at least once) into their users' indexes,
+// scored as in idx. Returns 1 while there is more, 0 once done (the flag set, the pass's hash deleted).
+const INDEX_PASS = `
+if redis.call('EXISTS', KEYS[4]) == 1 then return 0 end
+local prefix = ARGV[1]
+local page = redis.call('HSCAN', KEYS[2], redis.call('HGET', KEYS[3], 'cursor') or '0', 'COUNT', ARGV[2])
+local kv = page[2]
+for i = 1, #kv, 2 do
+  local ok, r = pcall(cjson.decode, kv[i + 1])
+  local at = redis.call('ZSCORE', KEYS[1], kv[i])
+  if ok and type(r) == 'table' and type(r.user) == 'string' and at then
+    redis.call('ZADD', prefix .. 'connlog:idx:u:' .. r.user, at, kv[i])
+  end
+end
+if page[1] ~= '0' then
+  redis.call('HSET', KEYS[3], 'cursor', page[1])
+  return 1
+end
+redis.call('SET', KEYS[4], '1')
+redis.call('DEL', KEYS[3])
+return 0
 `;
 
 // KEYS: rec, held. Returns the bytes held.
@@ -127,6 +186,7 @@ const SCRIPTS = {
   rotorConnlogAppend: { lua: APPEND },
   rotorConnlogRemove: { numberOfKeys: 4, lua: REMOVE },
   rotorConnlogHeld: { numberOfKeys: 2, lua: HELD },
+  rotorConnlogIndexPass: { numberOfKeys: 4, lua: INDEX_PASS },
 } as const;
 
 // An argument list may be passed as one array (ioredis flattens it one level): a variable-length list is never
@@ -151,6 +211,9 @@ export class RedisConnectionLog implements ConnectionLogStore {
   private readonly open: string;
   private readonly prefix: string;
   private readonly bounds: RecordBounds;
+  /** Set once connlog:byuser is seen: one user's records are read from that user's index from then on. */
+  private byUser = false;
+  private pass: Promise<void> | undefined;
 
   constructor(
     private readonly redis: RedisConnection,
@@ -161,10 +224,45 @@ export class RedisConnectionLog implements ConnectionLogStore {
     this.bounds = { ...UNBOUNDED, ...bounds };
   }
 
-  /** Settles the open records of daemons whose lease lapsed now, and from now on every lease's life. */
+  /**
+   * Settles the open records of daemons whose lease lapsed now, and from now on every lease's life. Called at a
+   * daemon's start: also starts the one-time pass that fills the per-user index of a log written before it.
+   */
   async settleOpen(): Promise<number> {
     this.owner.keep();
+    this.pass ??= this.indexPass();
     return this.owner.settle();
+  }
+
+  /**
+   * The one-time pass (INDEX_PASS), a step at a time with a turn of the event loop between steps, until the store
+   * says it is done (by this daemon or another; a step that fails is tried again later; it stops with the store).
+   * Resolves when done or stopped.
+   */
+  indexPass(): Promise<void> {
+    const k = this.owner.keys;
+    const keys = [this.idx, this.rec, `${this.prefix}connlog:byuser:pass`, `${this.prefix}connlog:byuser`];
+    return new Promise<void>((resolve) => {
+      const step = (): void => {
+        if (this.redis.client.status === 'end') return resolve();
+        this.redis
+          .run('connlog index pass', (c) => scripted(c).rotorConnlogIndexPass(keys, k.prefix, PASS_STEP))
+          .then((more) => {
+            if (Number(more) === 0) {
+              this.byUser = true;
+              resolve();
+            } else setImmediate(step);
+          })
+          .catch(() => setTimeout(step, PASS_RETRY_MS).unref());
+      };
+      step();
+    });
+  }
+
+  /** Whether one user's records may be read from that user's index (the pass has run on this store). */
+  private async indexed(): Promise<boolean> {
+    if (!this.byUser) this.byUser = (await this.redis.run('connlog query', (c) => c.exists(`${this.prefix}connlog:byuser`))) === 1;
+    return this.byUser;
   }
 
   private periods(g: Granularity): string {
@@ -182,12 +280,12 @@ export class RedisConnectionLog implements ConnectionLogStore {
     const keys: string[] = [this.idx, this.rec, this.held, this.open, owner.keys.owners];
     keys.push(`${this.prefix}connlog:batch:${batchId ?? ''}`, this.periods('hour'), this.periods('day'));
     const args: (string | number)[] = [this.bounds.maxRecords, this.bounds.maxBytes, owner.id, owner.leaseMs];
-    args.push(batchId === undefined ? 0 : BATCH_ID_TTL_MS, records.length);
+    args.push(batchId === undefined ? 0 : BATCH_ID_TTL_MS, records.length, this.prefix);
     let open = 0;
     for (const r of records) {
       const isOpen = r.result === 'open' ? 1 : 0;
       open |= isOpen;
-      args.push(r.startedAt, r.id, JSON.stringify(r), recordSize(r), isOpen);
+      args.push(r.startedAt, r.id, JSON.stringify(r), recordSize(r), isOpen, r.user ?? '');
     }
     // Each rollup hash is named once in KEYS (a batch touches an hour or two and a day).
     const hashIndex = new Map<string, number>();
@@ -211,11 +309,15 @@ export class RedisConnectionLog implements ConnectionLogStore {
     const out: ConnectionRecord[] = [];
     const max = q.after ? q.after.startedAt : q.until !== undefined ? `(${q.until}` : '+inf';
     const min = q.since ?? '-inf';
+    // One user's: that user's index (only its records are read); else the log's, filtered while read.
+    const mine = q.user !== undefined && (await this.indexed());
+    const idx = mine ? `${this.prefix}connlog:idx:u:${q.user}` : this.idx;
     let offset = 0;
     while (out.length < q.limit) {
-      const page = await this.redis.run('connlog query', (c) =>
-        c.zrevrangebyscore(this.idx, max, min, 'WITHSCORES', 'LIMIT', offset, SCAN_PAGE),
-      );
+      // Every record of a user's index (or of the log without a filter) is one to answer: no more are read than
+      // asked for (and one, a tie with \`after\` passed over).
+      const want = (mine || q.user === undefined) && q.result === undefined ? Math.min(SCAN_PAGE, q.limit - out.length + 1) : SCAN_PAGE;
+      const page = await this.redis.run('connlog query', (c) => c.zrevrangebyscore(idx, max, min, 'WITHSCORES', 'LIMIT', offset, want));
       if (page.length === 0) break;
       offset += page.length / 2;
       const ids: string[] = [];
@@ -242,6 +344,7 @@ export class RedisConnectionLog implements ConnectionLogStore {
 
   async usage(q: UsageQuery): Promise<UsageRollup[]> {
     const periods = await this.redis.run('connlog usage', (c) => c.zrangebyscore(this.periods(q.granularity), q.from, `(${q.to}`));
+    if (q.user !== undefined) return this.userUsage(q.user, q.granularity, periods);
     const out: UsageRollup[] = [];
     for (const p of periods) {
       const period = Number(p);
@@ -264,6 +367,36 @@ export class RedisConnectionLog implements ConnectionLogStore {
         else if (kind === 'f') row.failures = n;
       }
       out.push(...[...byUser.values()].sort((a, b) => (a.user < b.user ? -1 : a.user > b.user ? 1 : 0)));
+    }
+    return out;
+  }
+
+  /** One user's rows of the periods given: its four fields of each period's hash, a pipeline per page of periods. */
+  private async userUsage(user: string, granularity: Granularity, periods: string[]): Promise<UsageRollup[]> {
+    const out: UsageRollup[] = [];
+    const fields = [`${user}|up`, `${user}|down`, `${user}|n`, `${user}|f`];
+    for (let i = 0; i < periods.length; i += USAGE_PAGE) {
+      const page = periods.slice(i, i + USAGE_PAGE);
+      const replies = await this.redis.run('connlog usage', async (c) => {
+        const p = c.pipeline();
+        for (const period of page) p.hmget(this.usageKey(granularity, Number(period)), ...fields);
+        return (await p.exec()) ?? [];
+      });
+      for (let j = 0; j < page.length; j++) {
+        const [err, values] = replies[j] ?? [new Error('no reply')];
+        if (err) throw this.redis.toStoreError(err, 'connlog usage');
+        const [up, down, n, f] = values as (string | null)[];
+        if (up == null && down == null && n == null && f == null) continue;
+        out.push({
+          user,
+          granularity,
+          period: Number(page[j]),
+          bytesUp: Number(up ?? 0),
+          bytesDown: Number(down ?? 0),
+          connections: Number(n ?? 0),
+          failures: Number(f ?? 0),
+        });
+      }
     }
     return out;
   }
@@ -293,7 +426,9 @@ export class RedisConnectionLog implements ConnectionLogStore {
   private async remove(ids: string[]): Promise<number> {
     for (let i = 0; i < ids.length; i += SCAN_PAGE) {
       const slice = ids.slice(i, i + SCAN_PAGE);
-      await this.redis.run('connlog prune', (c) => scripted(c).rotorConnlogRemove(this.idx, this.rec, this.held, this.open, ...slice));
+      await this.redis.run('connlog prune', (c) =>
+        scripted(c).rotorConnlogRemove([this.idx, this.rec, this.held, this.open], this.prefix, slice),
+      );
     }
     return ids.length;
   }

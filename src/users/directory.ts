@@ -275,7 +275,10 @@ export class Users {
     });
     for (const name of gone) {
       await this.store.deleteUser(name);
+      const e = this.entries.get(name);
       this.uninstall(name);
+      // Removed from the file is deleted: its open connections end, as DELETE /v1/users/:name ends them.
+      if (e) this.stopRunning(e, 'deleted');
       removed.push(name);
     }
     // A config user new to the store under a name that was deleted and has usage history is another customer, as
@@ -323,6 +326,8 @@ export class Users {
       const stored = await this.store.putUser({ name: u.name, data, passwordHash: hash, state: 'ready' });
       const e = this.install(stored);
       e.verified = passwordDigest(u.password);
+      // `enabled: false` in the file ends the user's open connections, as PATCH {enabled: false} does.
+      if (before?.data.enabled && !e.data.enabled) this.stopRunning(e, 'disabled');
     }
     this.onChange?.(
       configUsers.map((u) => u.name),
