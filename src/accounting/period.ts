@@ -77,7 +77,23 @@ function localMidnight(timeZone: string, y: number, m: number, d: number): numbe
   const guess = Date.UTC(y, m - 1, d);
   let t = guess - offsetAt(timeZone, guess);
   t = guess - offsetAt(timeZone, t);
-  return t;
+  if (sameDate(wall(timeZone, t), y, m, d)) return t;
+  // The date's 00:00 falls in a gap (a DST start at midnight: America/Santiago, America/Havana): t is an instant
+  // of the day before. The date begins where the clock jumps: after t, by the day before's offset at the latest
+  // (00:00 at that offset); the first instant of the date between the two, to the millisecond.
+  let lo = t;
+  let hi = guess - offsetAt(timeZone, t);
+  if (!sameDate(wall(timeZone, hi), y, m, d)) return t;
+  while (hi - lo > 1) {
+    const mid = Math.floor((lo + hi) / 2);
+    if (sameDate(wall(timeZone, mid), y, m, d)) hi = mid;
+    else lo = mid;
+  }
+  return hi;
+}
+
+function sameDate(w: Wall, y: number, m: number, d: number): boolean {
+  return w.year === y && w.month === m && w.day === d;
 }
 
 /** Calendar date arithmetic on (y, m, d) through UTC dates (no zone involved). */

@@ -92,3 +92,41 @@ test("100,000 users' period windows at start cost one calendar computation per p
     proto.formatToParts = real;
   }
 });
+
+test('DST at midnight: a day whose 00:00 does not exist begins where the clock jumps, and every instant is inside its window', () => {
+  // America/Santiago 2026-09-06 00:00 -04 -> 01:00 -03; America/Havana 2026-03-08 00:00 -05 -> 01:00 -04. The day
+  // before ended an hour early (at 23:00 local): for that hour every admission rolled and every flush walked the
+  // meters, the period containing `now` having ended already.
+  for (const [zone, at, day, starts] of [
+    ['America/Santiago', '2026-09-06T03:30:00Z', 'day:2026-09-05', '2026-09-06T04:00:00.000Z'],
+    ['America/Havana', '2026-03-08T04:30:00Z', 'day:2026-03-07', '2026-03-08T05:00:00.000Z'],
+  ] as const) {
+    const now = Date.parse(at);
+    assert.equal(periodKey('day', zone, now), day);
+    assert.equal(iso(periodEnd('day', zone, now)), starts, `${zone}: ${day} ends where the next day begins`);
+    assert.equal(iso(periodStart('day', zone, Date.parse(starts))), starts);
+    assert.equal(periodEnd('day', zone, Date.parse(starts)) - Date.parse(starts), 23 * 3600_000);
+  }
+  // Every 20 minutes of 2025-2026 in zones with DST changes at, before and after midnight: start <= now < end.
+  const zones = [
+    'America/Santiago',
+    'America/Havana',
+    'America/Asuncion',
+    'Europe/Berlin',
+    'America/New_York',
+    'Australia/Sydney',
+    'Pacific/Chatham',
+    'Atlantic/Azores',
+    'Asia/Beirut',
+  ];
+  for (const zone of zones) {
+    for (let t = Date.parse('2025-01-01T00:00:00Z'); t < Date.parse('2027-01-01T00:00:00Z'); t += 20 * 60_000) {
+      for (const period of ['day', 'week', 'month'] as const) {
+        const start = periodStart(period, zone, t);
+        const end = periodEnd(period, zone, t);
+        if (!(start <= t && t < end))
+          assert.fail(`${zone} ${periodKey(period, zone, t)}: start ${iso(start)}, end ${iso(end)}, now ${iso(t)}`);
+      }
+    }
+  }
+});
