@@ -650,7 +650,7 @@ export class ConnectionLog implements ConnectionRecorder {
     this.flushTimer = undefined;
     clearTimeout(this.retryTimer);
     this.retryTimer = undefined;
-    if (this.unstored !== null) this.reportLost(this.unstored);
+    if (this.unstored.length > 0) this.reportLost(this.unstored);
     for (const sink of this.sinks) await sink.close().catch(() => undefined);
   }
 

@@ -518,7 +518,32 @@ describe('local users, pools, sessions', () => {
     const again = await call({ method: 'DELETE', url: '/v1/sessions/alice/s1' });
     assert.equal(again.status, 404);
     await bad({ method: 'DELETE', url: '/v1/sessions/alice/bad-id' }, 'path.id');
-    await bad({ method: 'GET', url: '/v1/sessions?user=alice' }, 'query.user');
+    await bad({ method: 'GET', url: '/v1/sessions?user=a-b' }, 'query.user');
+    await bad({ method: 'GET', url: '/v1/sessions?limit=0' }, 'query.limit');
+    await bad({ method: 'GET', url: '/v1/sessions?sort=x' }, 'sort');
+  });
+
+  test('GET /v1/sessions is bounded: 1,000 by default, ?limit= and ?user=, x-total-count counts every match', async () => {
+    const pool = h.pools.get({ user: 'alice', productNo: FLOW, region: '' });
+    const node = await pool.acquire();
+    pool.release(node);
+    for (let i = 0; i < 1050; i++) h.sessions.bind('alice', `many${i}`, node, 5);
+    for (let i = 0; i < 3; i++) h.sessions.bind('bob', `few${i}`, node, 5);
+    const all = await call({ method: 'GET', url: '/v1/sessions' });
+    assert.equal(all.status, 200);
+    assert.equal((all.body as unknown as unknown[]).length, 1000);
+    assert.equal(all.headers['x-total-count'], '1053');
+    const five = await call({ method: 'GET', url: '/v1/sessions?limit=5' });
+    assert.equal((five.body as unknown as unknown[]).length, 5);
+    const bobs = await call({ method: 'GET', url: '/v1/sessions?user=bob' });
+    assert.deepEqual((bobs.body as unknown as { user: string; sessionId: string }[]).map((s) => [s.user, s.sessionId]).sort(), [
+      ['bob', 'few0'],
+      ['bob', 'few1'],
+      ['bob', 'few2'],
+    ]);
+    assert.equal(bobs.headers['x-total-count'], '3');
+    for (let i = 0; i < 1050; i++) h.sessions.rotate('alice', `many${i}`, 'manual');
+    for (let i = 0; i < 3; i++) h.sessions.rotate('bob', `few${i}`, 'manual');
   });
 });
 

@@ -71,10 +71,22 @@ test('one flush interval of 1,200 customers with batchSize 100: no unit carries 
     () => false,
     () => new Error('never'),
   );
-  const recorder = new ConnectionLog({ store: w.store, batchSize: 100, flushIntervalMs: 3_600_000, checkpointMs: 3_600_000 });
+  const logger = captureLogger();
+  const recorder = new ConnectionLog({
+    store: w.store,
+    batchSize: 100,
+    flushIntervalMs: 3_600_000,
+    checkpointMs: 3_600_000,
+    logger: logger.logger,
+  });
   endMany(recorder, 'wide', 1200, 1000);
   await recorder.flush();
   await recorder.close();
+  assert.doesNotMatch(
+    logger.text(),
+    /did not take before the stop|could not be stored/,
+    'a stop after every write landed reports nothing lost',
+  );
   const most = Math.max(...w.seen.map((s) => s.rollups));
   assert.ok(most <= 200, `a unit carried ${most} rollup rows (the bound: 200)`);
   assert.equal(

@@ -55,9 +55,17 @@ function Pool({ pool }) {
   </details>`;
 }
 
+/** Sessions the page lists at most (the API counts the rest). */
+const SESSIONS_SHOWN = 500;
+
 export function PoolsPage() {
   const pools = usePoll(() => api('/v1/pools'), 3000);
-  const sessions = usePoll(() => api('/v1/sessions'), 2000);
+  const sessions = usePoll(async () => {
+    const r = await api(`/v1/sessions?limit=${SESSIONS_SHOWN}`, { withHeaders: true });
+    return { items: itemsOf(r.data), total: Number(r.headers.get('x-total-count') ?? 0) };
+  }, 2000);
+  const shown = sessions.data?.items ?? [];
+  const total = sessions.data?.total ?? shown.length;
   const [notice, setNotice] = useState();
   const [error, setError] = useState();
   const rotate = (s) =>
@@ -78,8 +86,9 @@ export function PoolsPage() {
     <${Notice}>${notice}<//>
     <${ErrorBox} error=${error} />
     <${ErrorBox} error=${sessions.error} what="sessions" />
+    ${total > shown.length && html`<p class="muted" data-testid="sessions-shown">The first ${shown.length} of ${total} sessions.</p>`}
     <${Table} label="sticky sessions" head=${['user', 'session', 'node', 'started', 'expires', '']} empty="No sticky sessions.">
-      ${itemsOf(sessions.data).map(
+      ${shown.map(
         (s) =>
           html`<tr data-session=${s.sessionId}>
             <td>${s.user}</td>
