@@ -56,8 +56,11 @@ export interface Upstreams {
   encodeUsername(credential: DrawnCredential): string;
   /** A port that admits whitelisted clients for (account, productNo), opened on first use and kept. */
   whitelistPort(account: string, productNo: string): Promise<number>;
-  /** A port for one static instance, opened on first use; closed by closeInstance (on release). */
-  instancePort(instanceNo: string): Promise<number>;
+  /**
+   * A port for one static instance, opened on first use; closed by closeInstance (on release). `preferred`:
+   * the port it had before a restart, taken again when it is free (a real platform keeps an instance's address).
+   */
+  instancePort(instanceNo: string, preferred?: number): Promise<number>;
   closeInstance(instanceNo: string): Promise<void>;
   /** Fault knobs by port (any kind of upstream port), or every upstream port with '*'. */
   setFault(port: number | '*', fault: Fault | null): void;

@@ -131,6 +131,9 @@ export async function startSimulator(opts: SimOptions = {}): Promise<Simulator> 
     throw err;
   }
   baseUrl = `http://${host.includes(':') ? `[${host}]` : host}:${server.port}`;
+  // Instances whose saved port was taken at the load: told to the merchant by an instance callback (seed part
+  // 6: "an instance changes"), as soon as its callback address is known.
+  for (const no of memory?.moved ?? []) callbacks.sendWhenAddressed('instance', no, '');
   let closed = false;
   return {
     baseUrl,
@@ -144,6 +147,7 @@ export async function startSimulator(opts: SimOptions = {}): Promise<Simulator> 
     faults,
     setCallbackUrl(url: string) {
       state.merchant.callbackUrl = url;
+      callbacks.flushDeferred();
     },
     stateWrites: () => memory?.writes ?? 0,
     stateSettled: async () => {

@@ -41,6 +41,23 @@ export class CallbackSender {
     private readonly backoffMs = 1000,
   ) {}
 
+  /** Callbacks waiting for the merchant's callback address (sendWhenAddressed). */
+  private deferred: [CallbackType, string, string][] = [];
+
+  /** Sends now when the merchant has a callback address, else once it is set (flushDeferred). */
+  sendWhenAddressed(type: CallbackType, no: string, op: string): void {
+    if (this.urlOf()) this.send(type, no, op);
+    else this.deferred.push([type, no, op]);
+  }
+
+  /** Sends the callbacks that waited for an address, now that there may be one. */
+  flushDeferred(): void {
+    if (!this.urlOf() || this.deferred.length === 0) return;
+    const waiting = this.deferred;
+    this.deferred = [];
+    for (const [type, no, op] of waiting) this.send(type, no, op);
+  }
+
   send(type: CallbackType, no: string, op: string): CallbackRecord {
     const url = this.urlOf();
     const record: CallbackRecord = { id: this.nextId++, type, no, op, url, state: 'pending', attempts: [] };

@@ -195,7 +195,10 @@ export function createFaultControl(ctx: SimContext) {
       if (patch.coin !== undefined) m.coin = parseMoney(patch.coin);
       if (patch.credit !== undefined) m.credit = parseMoney(patch.credit);
       if (patch.status !== undefined) m.status = patch.status;
-      if (patch.callbackUrl !== undefined) m.callbackUrl = patch.callbackUrl;
+      if (patch.callbackUrl !== undefined) {
+        m.callbackUrl = patch.callbackUrl;
+        ctx.callbacks.flushDeferred();
+      }
       if (patch.afterSale !== undefined) m.afterSale = patch.afterSale;
       if (patch.changeProxy !== undefined) m.changeProxy = patch.changeProxy;
     },

@@ -3,7 +3,9 @@
 // them on every `npm start` left users made through the API without a sub account. The whole state is
 // written as one JSON file (to a temporary name, then renamed: a crash mid-write keeps the previous file)
 // and read back before the sandbox answers anything. Orders not yet final finish after the usual delay,
-// static instances get their upstream port again (a new port number) and their expiry watch.
+// static instances get their upstream port again (the same port number when it is free: a real platform keeps
+// an instance's address; when it is taken, a new one, and the instance is listed in `moved` so the sandbox
+// sends its instance callback once the merchant's callback address is known) and their expiry watch.
 //
 // What a write costs at a reseller's size (100,000 sub accounts: a 13 MB file) decides when it happens:
 // - only after a change: everything that changes the saved state bumps SimState.revision (the server after
@@ -144,6 +146,8 @@ export interface SandboxMemory {
   readonly writes: number;
   /** Resolves once no write is under way (a file renamed into place is counted only when its write settles). */
   settled(): Promise<void>;
+  /** Static instances whose upstream port had to change at the load (their saved port was taken). */
+  readonly moved: readonly string[];
 }
 
 export interface PersistOptions {
@@ -174,6 +178,7 @@ export async function rememberSandbox(ctx: SimContext, file: string, options: Pe
   }
   const state = ctx.state;
   const loaded = text !== undefined;
+  let moved: string[] = [];
   if (text !== undefined) {
     const saved = JSON.parse(text) as SavedState;
     text = undefined;
@@ -181,11 +186,11 @@ export async function rememberSandbox(ctx: SimContext, file: string, options: Pe
     restore(state, saved);
     state.merchant.callbackUrl = callbackUrl;
     generation = saved.generation + 1;
-    await resumeWork(ctx);
+    moved = await resumeWork(ctx);
   }
-  // A state just read is what the file holds (the new ports and the callback URL are not worth a rewrite);
-  // a new sandbox's first state is written once.
-  let written = loaded ? state.revision : state.revision - 1;
+  // A state just read is what the file holds (the callback URL is not worth a rewrite; a port that moved is:
+  // the next start then prefers the new one); a new sandbox's first state is written once.
+  let written = loaded && moved.length === 0 ? state.revision : state.revision - 1;
   let writes = 0;
   let writing: Promise<void> | undefined;
   // Until a first write, reading the file stands for what a write costs: the daemon's start-up calls (which
@@ -243,6 +248,7 @@ export async function rememberSandbox(ctx: SimContext, file: string, options: Pe
   timer.unref();
   return {
     save,
+    moved,
     get writes() {
       return writes;
     },
@@ -261,15 +267,24 @@ export async function rememberSandbox(ctx: SimContext, file: string, options: Pe
   };
 }
 
-/** What was running when the state was saved, running again. */
-async function resumeWork(ctx: SimContext): Promise<void> {
+/** What was running when the state was saved, running again; answers the static instances whose port moved. */
+async function resumeWork(ctx: SimContext): Promise<string[]> {
   for (const order of ctx.state.orders.values()) {
     if (order.status === ORDER_STATUS.pending || order.status === ORDER_STATUS.processing) resumeOrder(ctx, order);
   }
+  const moved: string[] = [];
   for (const inst of ctx.state.instances.values()) {
     if (inst.dynamic) continue;
     if (inst.status !== INSTANCE_STATUS.running && inst.status !== INSTANCE_STATUS.stopped) continue;
-    if (ctx.upstreams && inst.port) inst.port = await ctx.upstreams.instancePort(inst.instanceNo);
+    if (ctx.upstreams && inst.port) {
+      const port = await ctx.upstreams.instancePort(inst.instanceNo, inst.port);
+      if (port !== inst.port) {
+        inst.port = port;
+        moved.push(inst.instanceNo);
+      }
+    }
     watchExpiry(ctx, inst);
   }
+  if (moved.length > 0) ctx.state.touch();
+  return moved;
 }

@@ -44,18 +44,23 @@ export async function startUpstreams(opts: UpstreamsOptions): Promise<Upstreams>
   const instances = new Map<string, Promise<UpstreamPort>>();
   let closed = false;
 
-  async function open(policy: AdmissionPolicy): Promise<UpstreamPort> {
+  async function open(policy: AdmissionPolicy, preferred = 0): Promise<UpstreamPort> {
     if (closed) throw new UpstreamError('UPSTREAM_CLOSED', 'the upstreams are closed');
     const port = new UpstreamPort(policy, faultFor, timeouts);
     ports.add(port);
-    await port.listen(host);
+    await port.listen(host, preferred);
     return port;
   }
   /** Opens once per key; a failed open is forgotten so the next call tries again. */
-  function openOnce(table: Map<string, Promise<UpstreamPort>>, key: string, policy: () => AdmissionPolicy): Promise<UpstreamPort> {
+  function openOnce(
+    table: Map<string, Promise<UpstreamPort>>,
+    key: string,
+    policy: () => AdmissionPolicy,
+    preferred = 0,
+  ): Promise<UpstreamPort> {
     let opening = table.get(key);
     if (!opening) {
-      opening = open(policy());
+      opening = open(policy(), preferred);
       table.set(key, opening);
       opening.catch(() => table.delete(key));
     }
@@ -98,16 +103,9 @@ export async function startUpstreams(opts: UpstreamsOptions): Promise<Upstreams>
       return port.port;
     },
 
-    async instancePort(instanceNo: string): Promise<number> {
+    async instancePort(instanceNo: string, preferred?: number): Promise<number> {
       const exit = exits.fixed(instanceNo);
-      const port = await openOnce(instances, instanceNo, () => ({
-        auth: 'password',
-        admit({ username, password }): Admission {
-          const grant = authority.authorizeInstance(instanceNo, username, password);
-          if (!grant.ok) return { ok: false, reason: grant.reason, refusal: grant.refusal ?? 'credentials' };
-          return { ok: true, meter: grant.meter, exit };
-        },
-      }));
+      const port = await openOnce(instances, instanceNo, () => instancePolicy(authority, instanceNo, exit), preferred ?? 0);
       return port.port;
     },
 
@@ -136,6 +134,18 @@ export async function startUpstreams(opts: UpstreamsOptions): Promise<Upstreams>
     },
 
     close: closeAll,
+  };
+}
+
+/** A static instance's port: its current credentials, always the same exit. */
+function instancePolicy(authority: UpstreamsOptions['authority'], instanceNo: string, exit: string): AdmissionPolicy {
+  return {
+    auth: 'password',
+    admit({ username, password }): Admission {
+      const grant = authority.authorizeInstance(instanceNo, username, password);
+      if (!grant.ok) return { ok: false, reason: grant.reason, refusal: grant.refusal ?? 'credentials' };
+      return { ok: true, meter: grant.meter, exit };
+    },
   };
 }
 

@@ -51,19 +51,30 @@ export class UpstreamPort {
     this.server = createServer({ allowHalfOpen: true, noDelay: true }, (socket) => this.onConnection(socket));
   }
 
-  async listen(host: string): Promise<number> {
-    await new Promise<void>((resolve, reject) => {
-      const onError = (err: Error): void => {
-        reject(new UpstreamError('UPSTREAM_LISTEN_FAILED', `cannot listen on ${host}: ${err.message}`));
-      };
-      this.server.once('error', onError);
-      this.server.listen(0, host, () => {
-        this.server.off('error', onError);
-        // Embedded, the sandbox shares the daemon's process: a failed accept (EMFILE…) must not end it.
-        this.server.on('error', noop);
-        resolve();
+  /** Listens on `preferred` when it is free (a port the state file remembers), else on a port the system picks. */
+  async listen(host: string, preferred = 0): Promise<number> {
+    const attempt = (port: number): Promise<void> =>
+      new Promise<void>((resolve, reject) => {
+        const onError = (err: Error): void => {
+          reject(new UpstreamError('UPSTREAM_LISTEN_FAILED', `cannot listen on ${host}:${port}: ${err.message}`));
+        };
+        this.server.once('error', onError);
+        this.server.listen(port, host, () => {
+          this.server.off('error', onError);
+          // Embedded, the sandbox shares the daemon's process: a failed accept (EMFILE…) must not end it.
+          this.server.on('error', noop);
+          resolve();
+        });
       });
-    });
+    if (preferred > 0) {
+      try {
+        await attempt(preferred);
+      } catch {
+        await attempt(0);
+      }
+    } else {
+      await attempt(0);
+    }
     if (this.closed) {
       // close() ran while the listen was under way; it could not stop a server that was not yet listening.
       this.server.close();
