@@ -621,7 +621,9 @@ export class ConnectionLog implements ConnectionRecorder {
   }
 
   /**
-   * A unit the store failed for a reason of its own: its halves (new ids: nothing of it was stored) go first in
+   * A unit the store failed for a reason of its own: its halves (new ids: SQLite rolled the unit back, and a
+   * RangeError or TypeError comes before anything is sent; only a Redis script failing part-way keeps what it
+   * wrote before the error, which a half may then add again — rare next to a unit never stored) go first in
    * `unstored`, due at once; a unit of one record or row is left out, logged with its bytes. True: go on.
    */
   private split(unit: Unstored, err: unknown): boolean {
