@@ -114,10 +114,33 @@ function prefixRange(sorted: readonly string[], prefix: string): [number, number
 
 /** One page of `index` under `query`; `keep` filters and counts `total` over the prefix's whole range. */
 export async function pageOf(index: NameIndex, source: PageSource, query: PageQuery): Promise<Page> {
+  const prefix = query.prefix ?? '';
+  if (query.sort === 'usage') return byUsage(index, prefix, source, query);
+  if (source.filtered) return byNameFiltered(index, prefix, source, query);
   const sorted = index.all();
-  const [from, to] = prefixRange(sorted, query.prefix ?? '');
-  if (query.sort === 'usage') return byUsage(sorted, from, to, source, query);
-  return source.filtered ? byNameFiltered(sorted, from, to, source, query) : byName(sorted, from, to, query);
+  const [from, to] = prefixRange(sorted, prefix);
+  return byName(sorted, from, to, query);
+}
+
+/**
+ * Visits the names of the prefix's range in order, yielding to the event loop every SLICE names. After a yield
+ * it goes on after the last name visited, in the index as it is then: a user created or deleted meanwhile (the
+ * index's array is patched in place) neither repeats a name nor skips one, as going on by position did.
+ */
+async function walk(index: NameIndex, prefix: string, visit: (name: string) => void): Promise<void> {
+  let sorted = index.all();
+  let [i, to] = prefixRange(sorted, prefix);
+  let n = 0;
+  while (i < to) {
+    const name = sorted[i++]!;
+    visit(name);
+    if (++n % SLICE === 0 && i < to) {
+      await yieldNow();
+      sorted = index.all();
+      to = prefixRange(sorted, prefix)[1];
+      i = upperBound(sorted, name);
+    }
+  }
 }
 
 /** No filter: the page is a slice and the count the range's length. */
@@ -128,20 +151,18 @@ function byName(sorted: readonly string[], from: number, to: number, query: Page
   return { names, next: end < to && names.length > 0 ? names[names.length - 1]! : null, total: to - from };
 }
 
-async function byNameFiltered(sorted: readonly string[], from: number, to: number, source: PageSource, query: PageQuery): Promise<Page> {
+async function byNameFiltered(index: NameIndex, prefix: string, source: PageSource, query: PageQuery): Promise<Page> {
   const names: string[] = [];
   let total = 0;
   let next: string | null = null;
-  const start = query.after === undefined ? from : Math.max(from, upperBound(sorted, query.after));
-  for (let i = from; i < to; i++) {
-    if ((i - from) % SLICE === SLICE - 1) await yieldNow();
-    const name = sorted[i]!;
-    if (!source.keep(name)) continue;
+  const after = query.after;
+  await walk(index, prefix, (name) => {
+    if (!source.keep(name)) return;
     total++;
-    if (i < start) continue;
+    if (after !== undefined && name <= after) return;
     if (names.length < query.limit) names.push(name);
     else next ??= names[names.length - 1]!;
-  }
+  });
   return { names, next, total };
 }
 
@@ -170,7 +191,7 @@ function usageBefore(aUsed: number, aName: string, bUsed: number, bName: string)
   return aUsed !== bUsed ? aUsed > bUsed : aName < bName;
 }
 
-async function byUsage(sorted: readonly string[], from: number, to: number, source: PageSource, query: PageQuery): Promise<Page> {
+async function byUsage(index: NameIndex, prefix: string, source: PageSource, query: PageQuery): Promise<Page> {
   const cursor = query.after === undefined ? undefined : parseUsageCursor(query.after);
   // A max-heap on usage order (its root is the last of the `limit` best found so far).
   const heapUsed: number[] = [];
@@ -188,13 +209,11 @@ async function byUsage(sorted: readonly string[], from: number, to: number, sour
   };
   // "worse" = later in usage order; the root is the worst kept.
   const worse = (i: number, j: number): boolean => usageBefore(heapUsed[j]!, heapName[j]!, heapUsed[i]!, heapName[i]!);
-  for (let i = from; i < to; i++) {
-    if ((i - from) % SLICE === SLICE - 1) await yieldNow();
-    const name = sorted[i]!;
-    if (source.filtered && !source.keep(name)) continue;
+  await walk(index, prefix, (name) => {
+    if (source.filtered && !source.keep(name)) return;
     total++;
     const used = source.usedBytes(name);
-    if (cursor !== undefined && !usageBefore(cursor.used, cursor.name, used, name)) continue;
+    if (cursor !== undefined && !usageBefore(cursor.used, cursor.name, used, name)) return;
     if (heapName.length < limit) {
       heapUsed.push(used);
       heapName.push(name);
@@ -205,10 +224,10 @@ async function byUsage(sorted: readonly string[], from: number, to: number, sour
         swap(c, p);
         c = p;
       }
-      continue;
+      return;
     }
     more = true;
-    if (!usageBefore(used, name, heapUsed[0]!, heapName[0]!)) continue;
+    if (!usageBefore(used, name, heapUsed[0]!, heapName[0]!)) return;
     heapUsed[0] = used;
     heapName[0] = name;
     let p = 0;
@@ -222,7 +241,7 @@ async function byUsage(sorted: readonly string[], from: number, to: number, sour
       swap(p, w);
       p = w;
     }
-  }
+  });
   const order = heapName.map((name, i) => ({ name, used: heapUsed[i]! }));
   order.sort((a, b) => (usageBefore(a.used, a.name, b.used, b.name) ? -1 : 1));
   const last = order[order.length - 1];
