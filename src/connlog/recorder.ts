@@ -8,8 +8,12 @@
 // Billing must not depend on when a connection ends or when the daemon stops, so open connections are
 // checkpointed (every checkpointMs): the bytes relayed since the last checkpoint go into that hour's and
 // day's rollups, and the connection's record is written as `open` with its bytes so far (the end replaces
-// it). A connection still open when the drain of a stop ends is recorded as `shutdown`, with its bytes up to
-// the cut. A SIGKILL therefore loses at most one checkpoint interval of an open connection's bytes, and one
+// it). They are also checkpointed at every hour boundary of the recorder's clock (a timer armed for it; the
+// first connection opened or ended, or checkpoint, past it if the timer is late or the clock jumped), their
+// bytes so far counted in the hour that ends: bytes relayed before midnight are in that day's row, not the
+// next's, give or take what is relayed between the boundary and that checkpoint (the timer's lateness:
+// milliseconds, more on a stalled event loop). A connection still open when the drain of a stop ends is
+// recorded as `shutdown`, with its bytes up to the cut. A SIGKILL therefore loses at most one checkpoint interval of an open connection's bytes, and one
 // flush interval of ended connections' records. From the stop's start the open connections are checkpointed
 // at once and then about every second of the drain, so a SIGKILL during the drain (a stop whose grace is
 // shorter than the drain) loses about a second of their bytes.
@@ -29,7 +33,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
-import { UsageFold } from '../store/connection-log-rollup.ts';
+import { periodStart, UsageFold } from '../store/connection-log-rollup.ts';
 import { LiveList, type Listed } from './live-list.ts';
 import { RefusalTally } from './refusals.ts';
 import {
@@ -93,6 +97,7 @@ export function connectionIds(): () => string {
 }
 
 const NO_BYTES: ByteCounters = { up: 0, down: 0 };
+const HOUR_MS = 3_600_000;
 
 /** A store write that failed: written again as it was (same id, same content) before anything newer. */
 interface Unstored {
@@ -183,6 +188,9 @@ export class ConnectionLog implements ConnectionRecorder {
   private flushTimer: NodeJS.Timeout | undefined = undefined;
   private readonly flushMs: number;
   private readonly checkpointTimer: NodeJS.Timeout | undefined;
+  /** The next hour boundary (epoch ms, the recorder's clock) at which open connections are checkpointed. */
+  private nextHour = Infinity;
+  private hourTimer: NodeJS.Timeout | undefined = undefined;
   /** Rollup increments not yet written (checkpoints' bytes, ended connections' remainders). */
   private readonly usage = new UsageFold();
   /** Open connections' checkpoint records not yet written, by id (the latest wins). */
@@ -217,7 +225,36 @@ export class ConnectionLog implements ConnectionRecorder {
     if (this.store) {
       this.checkpointTimer = setInterval(() => this.checkpoint(), Math.max(10, options.checkpointMs ?? 60_000));
       this.checkpointTimer.unref();
+      this.nextHour = periodStart(this.now(), 'hour') + HOUR_MS;
+      this.armHour();
     }
+  }
+
+  /** The timer for the next hour boundary, by the recorder's clock. */
+  private armHour(): void {
+    clearTimeout(this.hourTimer);
+    this.hourTimer = setTimeout(onHourTimer, Math.max(1, Math.min(HOUR_MS, this.nextHour - this.now())), this);
+    this.hourTimer.unref();
+  }
+
+  /** The hour timer fired: checkpoints when the boundary has come (a timer early by the clock's steps waits again). */
+  hourDue(): void {
+    this.hourTimer = undefined;
+    if (this.closed) return;
+    const now = this.now();
+    if (now >= this.nextHour) this.pastHour(now);
+    else this.armHour();
+  }
+
+  /**
+   * The clock passed the hour boundary: open connections' bytes so far go into the hour (and day) that ended
+   * (a checkpoint as of 1 ms before the boundary); the next boundary's timer is armed.
+   */
+  private pastHour(now: number): void {
+    const at = this.nextHour - 1;
+    this.nextHour = periodStart(now, 'hour') + HOUR_MS;
+    this.checkpointAt(at, now);
+    if (!this.closed) this.armHour();
   }
 
   /** Whether records are kept anywhere (else only the live list and the ids serve). */
@@ -226,18 +263,27 @@ export class ConnectionLog implements ConnectionRecorder {
   }
 
   open(listener: string, client?: string | null): ConnectionContext {
-    const ctx = new Context(this.ids(), listener, this.now(), client ?? null, this);
+    const now = this.now();
+    // Past an hour boundary whose timer is late: the open connections' bytes go into the hour that ended first.
+    if (now >= this.nextHour) this.pastHour(now);
+    const ctx = new Context(this.ids(), listener, now, client ?? null, this);
     this.live.add(ctx);
     return ctx;
   }
 
   /** Context.end lands here. */
   ended(ctx: Context, outcome: ConnectionEnd): void {
+    if (!this.recording || this.closed) {
+      this.live.remove(ctx);
+      return;
+    }
+    const now = this.now();
+    // Past an hour boundary whose timer is late: this connection's bytes so far (it is still listed) and every
+    // open one's go into the hour that ended, before its end puts the rest in the new one.
+    if (now >= this.nextHour) this.pastHour(now);
     this.live.remove(ctx);
-    if (!this.recording || this.closed) return;
     if (this.refusals?.take(ctx, outcome)) return;
     const bytes = ctx.bytes ?? NO_BYTES;
-    const now = this.now();
     let result = outcome.result;
     let reason = outcome.result === 'ok' && ctx.killed ? 'killed' : (outcome.reason ?? null);
     if (this.cutAt !== undefined && now >= this.cutAt && isCut(outcome, ctx)) {
@@ -328,6 +374,13 @@ export class ConnectionLog implements ConnectionRecorder {
   checkpoint(): void {
     if (!this.store || this.closed) return;
     const now = this.now();
+    if (now >= this.nextHour) this.pastHour(now);
+    this.checkpointAt(now, now);
+  }
+
+  /** checkpoint() with the bytes counted at `at` (the rollups' period) and the records' duration to `now`. */
+  private checkpointAt(at: number, now: number): void {
+    if (!this.store || this.closed) return;
     let changed = false;
     for (const c of this.live) {
       const bytes = c.bytes;
@@ -335,7 +388,7 @@ export class ConnectionLog implements ConnectionRecorder {
       const up = bytes.up - c.savedUp;
       const down = bytes.down - c.savedDown;
       if (up === 0 && down === 0) continue;
-      this.usage.add(c.user, now, up, down, 0, 0);
+      this.usage.add(c.user, at, up, down, 0, 0);
       c.savedUp = bytes.up;
       c.savedDown = bytes.down;
       this.snapshots.set(c.id, this.openRecord(c, now));
@@ -568,7 +621,9 @@ export class ConnectionLog implements ConnectionRecorder {
   }
 
   /**
-   * A unit the store failed for a reason of its own: its halves (new ids: nothing of it was stored) go first in
+   * A unit the store failed for a reason of its own: its halves (new ids: SQLite rolled the unit back, and a
+   * RangeError or TypeError comes before anything is sent; only a Redis script failing part-way keeps what it
+   * wrote before the error, which a half may then add again — rare next to a unit never stored) go first in
    * `unstored`, due at once; a unit of one record or row is left out, logged with its bytes. True: go on.
    */
   private split(unit: Unstored, err: unknown): boolean {
@@ -635,6 +690,7 @@ export class ConnectionLog implements ConnectionRecorder {
     clearTimeout(this.flushTimer);
     this.flushTimer = undefined;
     if (this.checkpointTimer) clearInterval(this.checkpointTimer);
+    clearTimeout(this.hourTimer);
     clearInterval(this.stopTimer);
     this.cutAt ??= this.now();
     for (const c of [...this.live]) c.end({ result: 'ok', reason: 'stopped' });
@@ -650,6 +706,7 @@ export class ConnectionLog implements ConnectionRecorder {
     this.flushTimer = undefined;
     clearTimeout(this.retryTimer);
     this.retryTimer = undefined;
+    clearTimeout(this.hourTimer);
     if (this.unstored.length > 0) this.reportLost(this.unstored);
     for (const sink of this.sinks) await sink.close().catch(() => undefined);
   }
@@ -734,6 +791,10 @@ function tallyOf(unit: Unstored): Tally {
     t.bytesDown += r.bytesDown;
   }
   return t;
+}
+
+function onHourTimer(log: ConnectionLog): void {
+  log.hourDue();
 }
 
 function onRetryTimer(log: ConnectionLog): void {

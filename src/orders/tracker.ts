@@ -11,7 +11,7 @@
 // any daemon: they only read the platform and are deduplicated by the shared store.
 import { PlatformError } from '../platform/errors.ts';
 import { CODE } from '../platform/codes.ts';
-import type { Instance } from '../platform/schemas.ts';
+import type { Instance, Order } from '../platform/schemas.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import { UNRESOLVED_STATES, type CallbackKey, type InstanceRecord, type OrderRecord, type OrdersBackend } from '../store/types.ts';
@@ -212,22 +212,37 @@ export class Tracker {
   private async doRefreshOrder(no: string): Promise<OrderRecord | undefined> {
     const local = await this.store.getOrder(no);
     const platformNo = local?.orderNo ?? undefined;
+    // Ours by its platform number, then by our merchant number (the idempotency key: the platform number is
+    // the platform's, and a platform that lost an order may have given its number to another).
     const queries: { orderNo?: string; appOrderNo?: string }[] = platformNo
-      ? [{ orderNo: platformNo }]
+      ? [{ orderNo: platformNo }, { appOrderNo: local!.appOrderNo }]
       : no.length <= 32
         ? [{ orderNo: no }, { appOrderNo: no }]
         : [{ appOrderNo: no }];
-    let first;
+    let first: Order | undefined;
     let query: { orderNo?: string; appOrderNo?: string } | undefined;
     for (const q of queries) {
+      let answer: Order;
       try {
-        first = await this.client.call('GetOrder', { ...q, page: 1, pageSize: PAGE_SIZE });
-        query = q;
-        break;
+        answer = await this.client.call('GetOrder', { ...q, page: 1, pageSize: PAGE_SIZE });
       } catch (err) {
         if (err instanceof PlatformError && err.platformCode === CODE.ORDER_NOT_FOUND) continue;
         throw err;
       }
+      if (local && !isSameOrder(answer, local)) {
+        this.logger?.error(
+          { appOrderNo: local.appOrderNo, orderNo: answer.orderNo, answeredAppOrderNo: answer.appOrderNo ?? null, type: answer.type },
+          "the platform answered for another order under this order's number; not stored, asking by the merchant number",
+        );
+        continue;
+      }
+      first = answer;
+      query = q;
+      break;
+    }
+    if ((!first || !query) && local && platformNo) {
+      await this.lost(local);
+      return undefined;
     }
     if (!first || !query) return undefined;
     const instances: Instance[] = [...(first.instances ?? [])];
@@ -270,6 +285,42 @@ export class Tracker {
     }
     await this.updateGauges();
     return order;
+  }
+
+  /**
+   * An order the platform accepted (it has a platform number) that the platform no longer knows by either
+   * number (a platform that lost its last moments, e.g. the embedded sandbox killed): its journal entry
+   * becomes 'unknown' and is sent again with the same merchant number — which the platform does not process
+   * twice, so an order it does hold after all is answered, not placed again — and its platform number is
+   * dropped from the record until the platform answers anew.
+   */
+  private async lost(local: OrderRecord): Promise<void> {
+    const entry = await this.store.getJournal(local.appOrderNo);
+    if (!entry || entry.state !== 'accepted') {
+      this.logger?.error(
+        { appOrderNo: local.appOrderNo, orderNo: local.orderNo },
+        'the platform no longer knows this order; nothing journaled to send again',
+      );
+      return;
+    }
+    const reason = { code: 'ORDER_LOST', message: `the platform no longer knows ${local.orderNo ?? ''} under ${local.appOrderNo}` };
+    await this.store.updateJournal(local.appOrderNo, { state: 'unknown', result: reason, orderNo: null });
+    await this.store.putOrder({ ...local, orderNo: null, updatedAt: this.clock.now() });
+    this.logger?.error(
+      { appOrderNo: local.appOrderNo, orderNo: local.orderNo, operation: entry.operation },
+      'the platform no longer knows this order; it is sent again with its merchant number',
+    );
+    const f = this.followed.get(local.appOrderNo);
+    f?.cancel();
+    this.followed.delete(local.appOrderNo);
+    this.letGo(local.appOrderNo);
+    if (this.running) {
+      void this.track(
+        this.placer
+          .resumeIntents()
+          .catch((err: unknown) => this.logger?.warn({ err }, 'resending a lost order failed; the sweep tries again')),
+      );
+    }
   }
 
   /**
@@ -434,6 +485,12 @@ export class Tracker {
     void p.finally(() => this.work.delete(p)).catch(() => undefined);
     return p;
   }
+}
+
+/** Whether a GetOrder answer is about this stored order: its merchant number when the answer has one, else its type. */
+function isSameOrder(answer: Order, local: OrderRecord): boolean {
+  if (answer.appOrderNo) return answer.appOrderNo === local.appOrderNo;
+  return answer.type === local.type;
 }
 
 function callbackId(key: CallbackKey): string {

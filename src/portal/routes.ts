@@ -133,8 +133,10 @@ function portalContext(deps: PortalDeps, options: PortalOptions) {
   const signedIn = (write: boolean) => async (request: FastifyRequest) => {
     const token = cookieValue(request.headers.cookie, COOKIE);
     const session = sessions.get(token);
-    // A customer deleted, or given a new password (by the reseller, or in another browser): signed out.
-    if (!session || !deps.users.view(session.user) || deps.users.hashOf(session.user) !== session.hash) {
+    // A customer deleted (also when the name was made again since, even with the same stored hash: another
+    // customer), or given a new password (by the reseller, or in another browser): signed out.
+    const user = session ? deps.users.view(session.user) : undefined;
+    if (!session || !user || user.createdAt !== session.born || deps.users.hashOf(session.user) !== session.hash) {
       if (token && session) sessions.drop(token);
       throw signedOut();
     }
@@ -204,8 +206,10 @@ function registerAccountRoutes(app: FastifyInstance, ctx: PortalContext): void {
   app.post<{ Body: z.output<typeof loginBody> }>(`${api}/login`, { schema: { ...hide, body: zs(loginBody) } }, async (request, reply) => {
     const { user, password: given } = request.body;
     const hash = deps.users.hashOf(user);
+    // The customer the hash is of (a name deleted and made again meanwhile is another: its sessions end at once).
+    const born = deps.users.view(user)?.createdAt ?? '';
     if (!(await checked(reply, user, request.ip, () => checkPassword(given, hash)))) throw badCredentials();
-    const { token, session } = sessions.create(user, given, hash);
+    const { token, session } = sessions.create(user, given, hash, born);
     void reply.header('set-cookie', cookie(request, token, Math.floor(options.sessionMaxMs / 1000)));
     void reply.header(CSRF_HEADER, session.csrf);
     return reply.code(204).send();

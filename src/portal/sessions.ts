@@ -11,6 +11,8 @@ export interface PortalSession {
   password: string;
   /** The stored hash the password was checked against: when it changes (a new password set anywhere), the session ends. */
   hash: string;
+  /** The user's creation (UserView.createdAt) when it signed in: a name deleted and made again is another customer, whatever its hash. */
+  born: string;
   createdAt: number;
   lastSeen: number;
 }
@@ -42,7 +44,7 @@ export class PortalSessions {
   }
 
   /** A new session; answers the cookie's token (never stored) and the session. */
-  create(user: string, password: string, hash = ''): { token: string; session: PortalSession } {
+  create(user: string, password: string, hash = '', born = ''): { token: string; session: PortalSession } {
     const perUser = this.options.perUser ?? 20;
     const mine = [...this.byKey].filter(([, s]) => s.user === user);
     for (const [k] of mine.slice(0, Math.max(0, mine.length - perUser + 1))) this.byKey.delete(k);
@@ -50,7 +52,7 @@ export class PortalSessions {
     while (this.byKey.size >= max) this.byKey.delete(this.byKey.keys().next().value as string);
     const token = randomBytes(32).toString('base64url');
     const t = this.now();
-    const session: PortalSession = { user, csrf: randomBytes(24).toString('base64url'), password, hash, createdAt: t, lastSeen: t };
+    const session: PortalSession = { user, csrf: randomBytes(24).toString('base64url'), password, hash, born, createdAt: t, lastSeen: t };
     this.byKey.set(key(token), session);
     return { token, session };
   }

@@ -86,7 +86,7 @@ after(async () => {
   await gw?.close();
 });
 
-test("one customer's portal poll of its connections does not read the whole fleet's log", async () => {
+test("one customer's portal poll of its connections does not read the whole fleet's log", async (tc) => {
   const login = await fetch(`${gw.adminUrl}/portal/api/login`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
@@ -102,6 +102,7 @@ test("one customer's portal poll of its connections does not read the whole flee
   assert.equal(res.status, 200);
   const body = (await res.json()) as { recent: unknown[] };
   const reads = (await hmgetCalls()) - before;
+  tc.diagnostic(`poll: ${reads} HMGETs, ${body.recent.length} records, ${ms} ms`);
   assert.ok(
     reads <= 10,
     `the portal's 5-second poll of one customer (${body.recent.length} records of its own) made ${reads} HMGETs of 500 records ` +
@@ -113,7 +114,7 @@ async function netOut(): Promise<number> {
   return Number(/total_net_output_bytes:(\d+)/.exec(await redis.info('stats'))?.[1] ?? 0);
 }
 
-test("one customer's portal usage read does not fetch every customer's rollups", async () => {
+test("one customer's portal usage read does not fetch every customer's rollups", async (tc) => {
   const login = await fetch(`${gw.adminUrl}/portal/api/login`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
@@ -130,6 +131,7 @@ test("one customer's portal usage read does not fetch every customer's rollups",
   assert.equal(res.status, 200);
   const rows = (await res.json()) as unknown[];
   const sent = (await netOut()) - before;
+  tc.diagnostic(`usage page: Redis sent ${sent} B, ${rows.length} rows, ${ms} ms`);
   assert.ok(
     sent < 256 * 1024,
     `one customer's hourly usage page (${rows.length} rows of its own) made Redis send ${sent} bytes (every customer's rollups of every hour) and took ${ms} ms`,

@@ -19,6 +19,12 @@
 //   when the write began; a record changed meanwhile is written as it is then, and its change bumped the
 //   revision, so the next write follows.
 // At close the last change is written synchronously (a close during process exit must not leave it half done).
+//
+// Platform numbers (orders, instances) are never handed out twice, even by a sandbox killed before its file was
+// written: ids are taken only below a ceiling kept in a small file beside it (`<file>.ids`), written
+// synchronously ID_BLOCK ids ahead before the first id past the old ceiling is answered; a start resumes
+// above the larger of the saved counter and that ceiling (a graceful close lowers the ceiling to the counter,
+// so an orderly restart leaves no gap).
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { open, rename } from 'node:fs/promises';
@@ -41,6 +47,37 @@ import type {
 } from './state.ts';
 
 const VERSION = 1;
+
+/** Ids reserved ahead per synchronous write of the ceiling: one small write per this many orders and instances. */
+export const ID_BLOCK = 1000;
+
+interface ReservedIds {
+  /** every id handed out is at most this */
+  upTo: number;
+  /** the run that wrote it */
+  generation: number;
+}
+
+function readReserved(idsFile: string): ReservedIds | undefined {
+  let text: string;
+  try {
+    text = readFileSync(idsFile, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw err;
+  }
+  const v = JSON.parse(text) as Partial<ReservedIds>;
+  if (!Number.isSafeInteger(v.upTo) || !Number.isSafeInteger(v.generation)) {
+    throw new InternalError(`sandbox id ceiling ${idsFile} is not {"upTo","generation"}`);
+  }
+  return { upTo: v.upTo!, generation: v.generation! };
+}
+
+/** Written before it is relied on: synchronously, to a temporary name, then renamed. */
+function writeReserved(idsFile: string, r: ReservedIds): void {
+  writeFileSync(`${idsFile}.tmp`, JSON.stringify(r));
+  renameSync(`${idsFile}.tmp`, idsFile);
+}
 
 interface SavedState {
   version: number;
@@ -178,6 +215,8 @@ export async function rememberSandbox(ctx: SimContext, file: string, options: Pe
   }
   const state = ctx.state;
   const loaded = text !== undefined;
+  const idsFile = `${file}.ids`;
+  const reserved = readReserved(idsFile);
   let moved: string[] = [];
   if (text !== undefined) {
     const saved = JSON.parse(text) as SavedState;
@@ -186,8 +225,18 @@ export async function rememberSandbox(ctx: SimContext, file: string, options: Pe
     restore(state, saved);
     state.merchant.callbackUrl = callbackUrl;
     generation = saved.generation + 1;
-    moved = await resumeWork(ctx);
   }
+  if (reserved) {
+    // Killed before the file held its last ids (or before it was written at all): resume above them.
+    generation = Math.max(generation, reserved.generation + 1);
+    if (reserved.upTo > state.idCounter) state.resume(reserved.upTo, generation - 1);
+  }
+  state.reserveIdsWith((next) => {
+    const upTo = next - 1 + ID_BLOCK;
+    writeReserved(idsFile, { upTo, generation });
+    return upTo;
+  }, state.idCounter);
+  if (loaded) moved = await resumeWork(ctx);
   // A state just read is what the file holds (the callback URL is not worth a rewrite; a port that moved is:
   // the next start then prefers the new one); a new sandbox's first state is written once.
   let written = loaded && moved.length === 0 ? state.revision : state.revision - 1;
@@ -258,11 +307,14 @@ export async function rememberSandbox(ctx: SimContext, file: string, options: Pe
     async close() {
       clearInterval(timer);
       await writing?.catch(() => undefined);
-      if (state.revision === written) return;
-      // Synchronously: a close during process exit must not leave the write half done.
-      writeFileSync(`${file}.tmp`, [...pieces(capture(state, generation))].join(''));
-      renameSync(`${file}.tmp`, file);
-      written = state.revision;
+      if (state.revision !== written) {
+        // Synchronously: a close during process exit must not leave the write half done.
+        writeFileSync(`${file}.tmp`, [...pieces(capture(state, generation))].join(''));
+        renameSync(`${file}.tmp`, file);
+        written = state.revision;
+      }
+      // The file holds every id handed out: the next start continues right after them.
+      writeReserved(idsFile, { upTo: state.idCounter, generation });
     },
   };
 }

@@ -172,6 +172,9 @@ export class SimState {
   /** bytes relayed through each static instance */
   instanceBytes = new Map<string, number>();
   private counter = 0;
+  /** Ids up to this may be handed out; past it `reserve` is asked first (persist.ts writes the new ceiling ahead). */
+  private reservedUpTo = Number.POSITIVE_INFINITY;
+  private reserve: ((next: number) => number) | undefined;
   private rand: () => number;
   /**
    * Bumped by every change of what persist.ts saves (the server after an operation that writes, the traffic
@@ -224,9 +227,21 @@ export class SimState {
     this.revision++;
   }
 
+  /**
+   * Ids are handed out only below a ceiling recorded durably ahead of them (persist.ts): `reserve(next)` is
+   * called when `next` passes the ceiling and answers the new one. A sandbox killed before its state file was
+   * written resumes above every id it may have handed out, so no platform number is ever given twice.
+   */
+  reserveIdsWith(reserve: (next: number) => number, upTo: number): void {
+    this.reserve = reserve;
+    this.reservedUpTo = upTo;
+  }
+
   nextId(prefix: string): string {
     this.revision++;
-    this.counter += 1;
+    const next = this.counter + 1;
+    if (next > this.reservedUpTo && this.reserve) this.reservedUpTo = this.reserve(next);
+    this.counter = next;
     return `${prefix}${String(this.counter).padStart(8, '0')}`;
   }
 
