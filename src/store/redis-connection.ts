@@ -92,6 +92,10 @@ export class RedisConnection {
       if (own) return new StoreError(`STORE_${own[1]}`, `${what}: ${own[2]}`);
       return new StoreError('STORE_FAILED', `${what}: redis refused: ${message}`, { cause: err });
     }
+    // A fault of Rotor's own code inside the operation (a stack overflow from a spread, a TypeError) is not an
+    // outage: retrying it cannot help, so it must not read as 'redis unavailable' to a caller that retries those.
+    if (err instanceof RangeError || err instanceof TypeError || err instanceof ReferenceError || err instanceof SyntaxError)
+      return new StoreError('STORE_FAILED', `${what}: failed in Rotor before reaching redis: ${message}`, { cause: err });
     // Connection closed, not writeable (offline queue off), retries exhausted, command timeout.
     return new StoreUnavailableError(`${what}: redis unavailable: ${message}`, { cause: err });
   }
