@@ -17,7 +17,9 @@ export type AccountsErrorCode =
   /** Invalid input (admin routes). */
   | 'INVALID_INPUT'
   /** A traffic return was sent, its answer lost, and the balance does not show whether it was done. */
-  | 'RETURN_OUTCOME_UNKNOWN';
+  | 'RETURN_OUTCOME_UNKNOWN'
+  /** A flow-use log window holds more entries than Rotor reads at once (compare=platform): a shorter window. */
+  | 'FLOW_LOG_TOO_LONG';
 
 const HTTP_STATUS: Record<AccountsErrorCode, number> = {
   INVALID_INPUT: 400,
@@ -27,6 +29,7 @@ const HTTP_STATUS: Record<AccountsErrorCode, number> = {
   MAIN_ACCOUNT_UNUSABLE: 409,
   EGRESS_UNKNOWN: 503,
   RETURN_OUTCOME_UNKNOWN: 503,
+  FLOW_LOG_TOO_LONG: 422,
 };
 
 export class AccountsError extends RotorError {

@@ -22,6 +22,8 @@ import { AccountsError } from './errors.ts';
 
 export const FLOW_LOG_DEFAULT_DAYS = 7;
 export const FLOW_LOG_MAX_PAGE_SIZE = 100;
+/** Pages flowLogAll reads at most (of FLOW_LOG_MAX_PAGE_SIZE entries). */
+export const FLOW_LOG_MAX_PAGES = 1000;
 const DAY_MS = 86_400_000;
 
 export interface FlowLogQuery {
@@ -151,9 +153,20 @@ export class Traffic {
     };
   }
 
-  /** Every page of the range (follows `total`), at most `maxPages` pages of 100. */
-  async flowLogAll(query: Omit<FlowLogQuery, 'page' | 'pageSize'>, maxPages = 100): Promise<FlowLogPage> {
+  /**
+   * Every page of the range (follows `total`). A log longer than `maxPages` pages of 100 (default 1,000:
+   * 100,000 entries, about 69 days of one entry a minute) is refused before it is read (FLOW_LOG_TOO_LONG,
+   * 422: ask for a shorter window), never answered cut short as if it were the whole.
+   */
+  async flowLogAll(query: Omit<FlowLogQuery, 'page' | 'pageSize'>, maxPages = FLOW_LOG_MAX_PAGES): Promise<FlowLogPage> {
     const first = await this.flowLog({ ...query, page: 1, pageSize: FLOW_LOG_MAX_PAGE_SIZE });
+    if (first.total > maxPages * FLOW_LOG_MAX_PAGE_SIZE) {
+      throw new AccountsError(
+        'FLOW_LOG_TOO_LONG',
+        `the flow-use log of ${query.account} (${query.productNo}) from ${first.startTime} to ${first.endTime} has ${first.total} ` +
+          `entries, more than the ${maxPages * FLOW_LOG_MAX_PAGE_SIZE} read at once: ask for a shorter window`,
+      );
+    }
     const range = { ...query, startTime: first.startTime, endTime: first.endTime };
     const entries = [...first.entries];
     for (let page = 2; entries.length < first.total && page <= maxPages; page++) {
