@@ -89,3 +89,12 @@ test('reads are never replayed: a retried ProxyInfo shows the balance as it is n
   const totalOf = (r: typeof first) => (r.value as { list: { total: number }[] }).list[0]!.total;
   assert.equal(totalOf(first) - totalOf(again), 10);
 });
+
+test('draws are not remembered (a second draw moves no money; its answer is the largest): a retried reqId draws again', async () => {
+  await client.call('CreateProxyUser', { appMainUsername: 'shop', appUsername: 'cust-draw', limitFlow: -1, status: 1, password: 'pw-1' });
+  const draw = { appUsername: 'cust-draw', productNo: FLOW, num: 1 };
+  const a = await rawCall(sim, 'DrawByPwd', draw, { reqId: 'draw-1' });
+  const b = await rawCall(sim, 'DrawByPwd', draw, { reqId: 'draw-1' });
+  assert.equal(a.code, 200);
+  assert.notDeepEqual(b.value, a.value, 'drawn again: other lines');
+});

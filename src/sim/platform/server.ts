@@ -2,7 +2,7 @@
 // the test routes under /sim. Tolerant like the live service: version "v2" or "2.0", encrypt in any case,
 // missing reqId, empty or "{}" params; both POST and GET are answered on the operation paths. A retried reqId
 // (same operation and params) of an operation that changes something and has no merchant number (a traffic
-// return, an account, a limit, the whitelist, a draw) gets its first answer again without being processed
+// return, an account, a limit, the whitelist) gets its first answer again without being processed
 // twice (replays.ts).
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -38,6 +38,9 @@ const READS: ReadonlySet<OperationName> = new Set<OperationName>([
   'GetProxyUserInfo',
   'ProxyFlowUseLog',
 ]);
+
+/** Draws: not remembered by reqId (replays.ts holds small answers only; a second draw costs nothing). */
+const DRAWS: ReadonlySet<OperationName> = new Set<OperationName>(['DrawByPwd', 'DrawByApi']);
 
 export interface ServerOptions {
   host: string;
@@ -177,8 +180,9 @@ async function operate(
   const parsedParams = params;
   const request = `${name}\n${typeof env.params === 'string' ? env.params : ''}`;
   // Reads answer the current state; operations keyed by a merchant number answer as the seed says for a
-  // duplicate number (the existing order or change order state): only the others remember reqIds.
-  const replayable = !READS.has(name) && (operations[name] as OperationSpec).merchantNo === undefined;
+  // duplicate number (the existing order or change order state); a draw drawn twice moves no money and its
+  // answers (lines) are the largest: only the others remember reqIds.
+  const replayable = !READS.has(name) && !DRAWS.has(name) && (operations[name] as OperationSpec).merchantNo === undefined;
   const outcome = await replays.answer(
     replayable ? reqId : '',
     request,
