@@ -313,8 +313,13 @@ export async function rememberSandbox(ctx: SimContext, file: string, options: Pe
         renameSync(`${file}.tmp`, file);
         written = state.revision;
       }
-      // The file holds every id handed out: the next start continues right after them.
-      writeReserved(idsFile, { upTo: state.idCounter, generation });
+      // The file holds every id handed out: the next start continues right after them. Best effort: a ceiling
+      // left higher only leaves a gap in the numbers.
+      try {
+        writeReserved(idsFile, { upTo: state.idCounter, generation });
+      } catch {
+        // the reserved ceiling stays, which is safe
+      }
     },
   };
 }
