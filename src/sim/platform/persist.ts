@@ -73,6 +73,37 @@ function readReserved(idsFile: string): ReservedIds | undefined {
   return { upTo: v.upTo!, generation: v.generation! };
 }
 
+/**
+ * Resumes ids above a ceiling a killed sandbox left (it may have answered ids its state file never held) and keeps
+ * the ceiling written ahead of the ids handed out; answers the generation this run writes.
+ */
+function keepIdsAhead(state: SimState, idsFile: string, loadedGeneration: number): number {
+  const reserved = readReserved(idsFile);
+  let generation = loadedGeneration;
+  if (reserved) {
+    generation = Math.max(generation, reserved.generation + 1);
+    if (reserved.upTo > state.idCounter) state.resume(reserved.upTo, generation - 1);
+  }
+  state.reserveIdsWith((next) => {
+    const upTo = next - 1 + ID_BLOCK;
+    writeReserved(idsFile, { upTo, generation });
+    return upTo;
+  }, state.idCounter);
+  return generation;
+}
+
+/**
+ * At a close the state file holds every id handed out: the next start continues right after them. Best effort:
+ * a ceiling left higher only leaves a gap in the numbers, and a close must not fail on it.
+ */
+function lowerCeiling(idsFile: string, upTo: number, generation: number): void {
+  try {
+    writeReserved(idsFile, { upTo, generation });
+  } catch {
+    // the reserved ceiling stays, which is safe
+  }
+}
+
 /** Written before it is relied on: synchronously, to a temporary name, then renamed. */
 function writeReserved(idsFile: string, r: ReservedIds): void {
   writeFileSync(`${idsFile}.tmp`, JSON.stringify(r));
@@ -216,7 +247,6 @@ export async function rememberSandbox(ctx: SimContext, file: string, options: Pe
   const state = ctx.state;
   const loaded = text !== undefined;
   const idsFile = `${file}.ids`;
-  const reserved = readReserved(idsFile);
   let moved: string[] = [];
   if (text !== undefined) {
     const saved = JSON.parse(text) as SavedState;
@@ -226,16 +256,7 @@ export async function rememberSandbox(ctx: SimContext, file: string, options: Pe
     state.merchant.callbackUrl = callbackUrl;
     generation = saved.generation + 1;
   }
-  if (reserved) {
-    // Killed before the file held its last ids (or before it was written at all): resume above them.
-    generation = Math.max(generation, reserved.generation + 1);
-    if (reserved.upTo > state.idCounter) state.resume(reserved.upTo, generation - 1);
-  }
-  state.reserveIdsWith((next) => {
-    const upTo = next - 1 + ID_BLOCK;
-    writeReserved(idsFile, { upTo, generation });
-    return upTo;
-  }, state.idCounter);
+  generation = keepIdsAhead(state, idsFile, generation);
   if (loaded) moved = await resumeWork(ctx);
   // A state just read is what the file holds (the callback URL is not worth a rewrite; a port that moved is:
   // the next start then prefers the new one); a new sandbox's first state is written once.
@@ -313,13 +334,7 @@ export async function rememberSandbox(ctx: SimContext, file: string, options: Pe
         renameSync(`${file}.tmp`, file);
         written = state.revision;
       }
-      // The file holds every id handed out: the next start continues right after them. Best effort: a ceiling
-      // left higher only leaves a gap in the numbers.
-      try {
-        writeReserved(idsFile, { upTo: state.idCounter, generation });
-      } catch {
-        // the reserved ceiling stays, which is safe
-      }
+      lowerCeiling(idsFile, state.idCounter, generation);
     },
   };
 }
