@@ -75,8 +75,6 @@ export interface TrafficOptions {
   now?: () => number;
   /** Called after a successful return (e.g. BalanceWatcher.nudge). */
   onReturned?: (account: string, productNo: string) => void;
-  /** Sends again of a return the platform answered code 500 with the balance unchanged; default 2. */
-  resends?: number;
   logger?: Logger;
 }
 
@@ -92,7 +90,6 @@ export class Traffic {
   private readonly offsetMs: number;
   private readonly now: () => number;
   private readonly onReturned: ((account: string, productNo: string) => void) | undefined;
-  private readonly resends: number;
   private readonly logger: Logger | undefined;
   /** The return in progress per `account\nproduct` (its end), so the next waits for it. */
   private readonly returning = new Map<string, Promise<void>>();
@@ -103,7 +100,6 @@ export class Traffic {
     this.offsetMs = (options.utcOffsetMinutes ?? 0) * 60_000;
     this.now = options.now ?? Date.now;
     this.onReturned = options.onReturned;
-    this.resends = options.resends ?? 2;
     this.logger = options.logger;
   }
 
@@ -186,11 +182,11 @@ export class Traffic {
    * blindly: the client resends it only when the request never reached the platform (refused, DNS, HTTP 429).
    * When the outcome is unknown (no answer, a reply cut off, HTTP 5xx, code 500) the balance tells: the
    * product's `total` (MB; `ipTotal` for IP-count products) read before and after — lower by exactly the
-   * amount: returned (`returnAmount` unknown, `confirmedBy: 'balance'`); unchanged after a code-500 answer
-   * (the platform answered, so it is no longer working on it): not returned, sent again under a new reqId (at
-   * most `resends` times); anything else: RETURN_OUTCOME_UNKNOWN (503), naming the balance to read before
-   * returning again. Right under either reading of reqId (a platform that answers a resent reqId with its
-   * first answer, or one that processes it again), never returning twice.
+   * amount: returned (`returnAmount` unknown, `confirmedBy: 'balance'`); anything else, unchanged included:
+   * RETURN_OUTCOME_UNKNOWN (503) with what the balance showed, naming the balance to read before returning
+   * again. Never sent again by Rotor: right under either reading of reqId (a platform that answers a resent
+   * reqId with its first answer, or one that processes it again), and with another daemon of a fleet (or an
+   * order) moving the same balance meanwhile, which the per-process order of returns cannot see.
    */
   async returnTraffic(req: TrafficReturn): Promise<TrafficReturned> {
     const facts = await this.products.facts(req.productNo);
@@ -230,59 +226,52 @@ export class Traffic {
     const what = `the return of ${asked} ${unit} of ${req.productNo} to ${req.account}`;
     const check = `read GET /v1/accounts/${req.account}/balance?productNo=${req.productNo} (its ${field}) before returning again`;
     // Read before sending: nothing is sent when the balance cannot be read.
-    let before = await this.returnedAmount(req.account, req.productNo, facts);
-    for (let resend = 0; ; resend++) {
-      try {
-        // A fresh reqId each time round: a platform that recognises reqIds must not answer its first failure again.
-        const answer = await this.client.call('DynamicProxyReturn', params);
+    const before = await this.returnedAmount(req.account, req.productNo, facts);
+    try {
+      const answer = await this.client.call('DynamicProxyReturn', params);
+      this.onReturned?.(req.account, req.productNo);
+      return { returnAmount: answer.returnAmount ?? undefined };
+    } catch (err) {
+      // The platform answered 200: done, whatever its data said (the seed makes returnAmount optional).
+      if (err instanceof EmptyReplyError || err instanceof ResponseInvalidError || err instanceof DecryptReplyError) {
         this.onReturned?.(req.account, req.productNo);
-        return { returnAmount: answer.returnAmount ?? undefined };
-      } catch (err) {
-        // The platform answered 200: done, whatever its data said (the seed makes returnAmount optional).
-        if (err instanceof EmptyReplyError || err instanceof ResponseInvalidError || err instanceof DecryptReplyError) {
-          this.onReturned?.(req.account, req.productNo);
-          return { returnAmount: undefined };
-        }
-        // Refused (10081, bad parameters), or it never reached the platform: nothing was returned.
-        if (err instanceof RequestInvalidError || (err instanceof PlatformError && err.platformCode !== CODE.SYSTEM) || neverReached(err)) {
-          throw err;
-        }
-        let after: number | undefined;
-        try {
-          after = await this.returnedAmount(req.account, req.productNo, facts);
-        } catch {
-          after = undefined;
-        }
-        const said = err instanceof PlatformError ? `the platform answered ${err.platformCode}` : `no answer (${(err as Error).message})`;
-        if (before !== undefined && after === before - asked) {
-          this.onReturned?.(req.account, req.productNo);
-          this.logger?.warn(
-            { account: req.account, productNo: req.productNo, asked, [field]: after, err },
-            `${what}: ${said}; the balance shows it done`,
-          );
-          return { returnAmount: undefined, confirmedBy: 'balance' };
-        }
-        if (err instanceof PlatformError && before !== undefined && after === before && resend < this.resends) {
-          this.logger?.warn(
-            { account: req.account, productNo: req.productNo, asked, [field]: after },
-            `${what}: ${said}, the balance unchanged; sending it again`,
-          );
-          before = after;
-          continue;
-        }
-        const seen =
-          before === undefined || after === undefined
-            ? `the balance's ${field} could not be compared (${before ?? 'unknown'} ${unit} before, ${after ?? 'unknown'} now)`
-            : `the balance's ${field} was ${before} ${unit} before and is ${after} ${unit} now`;
-        throw new AccountsError('RETURN_OUTCOME_UNKNOWN', `${what}: ${said}; ${seen}; it may have been done: ${check}`, { cause: err });
+        return { returnAmount: undefined };
       }
+      // Refused (10081, bad parameters), or it never reached the platform: nothing was returned.
+      if (err instanceof RequestInvalidError || (err instanceof PlatformError && err.platformCode !== CODE.SYSTEM) || neverReached(err)) {
+        throw err;
+      }
+      let after: number | undefined;
+      try {
+        after = await this.returnedAmount(req.account, req.productNo, facts);
+      } catch {
+        after = undefined;
+      }
+      const said = err instanceof PlatformError ? `the platform answered ${err.platformCode}` : `no answer (${(err as Error).message})`;
+      if (before !== undefined && after === before - asked) {
+        this.onReturned?.(req.account, req.productNo);
+        this.logger?.warn(
+          { account: req.account, productNo: req.productNo, asked, [field]: after, err },
+          `${what}: ${said}; the balance shows it done`,
+        );
+        return { returnAmount: undefined, confirmedBy: 'balance' };
+      }
+      const seen =
+        before === undefined || after === undefined
+          ? `the balance's ${field} could not be compared (${before ?? 'unknown'} ${unit} before, ${after ?? 'unknown'} now)`
+          : after === before
+            ? `the balance's ${field} is ${after} ${unit} as before (not done, unless something else moved it meanwhile)`
+            : `the balance's ${field} was ${before} ${unit} before and is ${after} ${unit} now`;
+      throw new AccountsError('RETURN_OUTCOME_UNKNOWN', `${what}: ${said}; ${seen}; ${check}`, { cause: err });
     }
   }
 
   /** The product's `total` (MB) or, sold by IP count, `ipTotal` as ProxyInfo shows it: what a return lowers. */
   private async returnedAmount(account: string, productNo: string, facts: ProductFacts): Promise<number | undefined> {
     const info = await this.client.call('ProxyInfo', { appUsername: account, proxyType: facts.proxyType as 104 | 105, productNo });
-    const entry = info.list?.find((e) => e.productNo === productNo) ?? info.list?.[0];
+    // Only this product's entry (or the one entry of an answer that names no product): never another's total.
+    const list = info.list ?? [];
+    const entry = list.find((e) => e.productNo === productNo) ?? (list.length === 1 && !list[0]!.productNo ? list[0] : undefined);
     const v = facts.byIpCount ? entry?.ipTotal : entry?.total;
     return v === undefined || v === null || !Number.isFinite(Number(v)) ? undefined : Number(v);
   }

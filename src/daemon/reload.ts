@@ -115,7 +115,16 @@ export function assembleReload(parts: ReloadParts): (next: Config) => Promise<vo
       const applyGateway = await gateway.prepareReload(next);
       const current = parts.current();
       const tokenChanged = next.admin.token !== current.admin.token;
+      let tokenTaken = false;
       return [
+        {
+          // First: it depends on nothing and cannot fail, and rotating a leaked token must not wait on a store.
+          name: 'admin token',
+          run: () => {
+            tokenTaken = tokenChanged && adminToken.replace(next.admin.token);
+            if (tokenTaken) logger.info('admin token replaced: the previous one no longer opens the admin API');
+          },
+        },
         {
           name: 'events',
           run: async () => {
@@ -140,7 +149,7 @@ export function assembleReload(parts: ReloadParts): (next: Config) => Promise<vo
           name: 'done',
           run: () => {
             const unapplied = settingsNeedingRestart(current, next).filter((key) => key !== 'admin.token');
-            if (tokenChanged && !adminToken.replace(next.admin.token)) unapplied.push('admin.token');
+            if (tokenChanged && !tokenTaken) unapplied.push('admin.token');
             if (unapplied.length > 0)
               logger.warn({ keys: unapplied }, 'changed settings a reload does not apply: they take effect at the next start');
             parts.replace(next);

@@ -1,8 +1,8 @@
 // A traffic return (DynamicProxyReturn) moves money each time the platform processes it and has no merchant
 // number, and the seed does not say a platform recognises a resent reqId. Rotor (src/accounts/traffic.ts) never
-// resends it blindly: when the outcome is unknown it reads the product's `total` (or `ipTotal`) before and after;
-// lower by exactly the amount: done; unchanged after a code-500 answer: sent again under a new reqId; anything
-// else: RETURN_OUTCOME_UNKNOWN (503). Checked on the real sandbox over HTTP under both readings of reqId
+// resends it: when the outcome is unknown it reads the product's `total` (or `ipTotal`) before and after; lower
+// by exactly the amount: done; anything else (unchanged included): RETURN_OUTCOME_UNKNOWN (503) saying what the
+// balance showed. Checked on the real sandbox over HTTP under both readings of reqId
 // (faults `replayReqIds` true: a retry gets its first answer; false: a platform that processes every retry).
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -60,12 +60,18 @@ for (const replayReqIds of [true, false]) {
       assert.equal(refunds() - r0, 1);
     });
 
-    test('code 500 with nothing done (the balance unchanged): sent again, returned once with its refund', async () => {
+    test('code 500 with nothing done: not sent again; 503 saying the balance is unchanged; a new return then goes through once', async () => {
       const traffic = new Traffic({ client, products });
       const [t0, r0] = [total(), refunds()];
       sim.faults.failNext(1, 'DynamicProxyReturn');
-      const r = await traffic.returnTraffic({ account: 'shop', productNo: FLOW, flowNum: 100 });
-      assert.deepEqual(r, { returnAmount: 0.4 });
+      await assert.rejects(traffic.returnTraffic({ account: 'shop', productNo: FLOW, flowNum: 100 }), (e: unknown) => {
+        assert.ok(e instanceof AccountsError && e.code === 'RETURN_OUTCOME_UNKNOWN', String(e));
+        assert.match(e.message, /the platform answered 500; the balance's total is \d+ MB as before/);
+        return true;
+      });
+      assert.equal(total(), t0, 'nothing returned');
+      assert.equal(refunds(), r0);
+      assert.deepEqual(await traffic.returnTraffic({ account: 'shop', productNo: FLOW, flowNum: 100 }), { returnAmount: 0.4 });
       assert.equal(t0 - total(), 100 * MB);
       assert.equal(refunds() - r0, 1);
     });
