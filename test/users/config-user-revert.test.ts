@@ -96,3 +96,36 @@ test('a config user removed by a reload and put back by the next keeps its usage
     await gw.close();
   }
 });
+
+test('a config user of its own usage key (a name made again) taken out of the file across a restart and put back keeps its key and usage', async () => {
+  const path = join(dir, 'restart.db');
+  const base = { store: { path }, accounts: { flushIntervalMs: 100 } };
+  const name = 'dave';
+  const DAVE = { name, password: 'config-dave-1', mainAccount: 'shop1', product: '', limitBytes: 5_000_000 };
+  let gw: Gateway | undefined = await startGateway({ config: { ...base, users: [ALICE] } });
+  try {
+    // An API customer under the name, deleted: the config user after it is another customer, under `dave~<createdAt>`.
+    const api = { name, mainAccount: 'shop1', password: 'api-dave-first' };
+    assert.equal((await gw.admin('/v1/users', { body: api })).status, 201);
+    await carry(gw, api, 200_000, 200_000);
+    assert.equal((await gw.admin(`/v1/users/${name}`, { method: 'DELETE' })).status, 204);
+    await gw.daemon.reload(testConfig({ ...gw.config, users: [ALICE, DAVE] } as never));
+    assert.equal((await row(gw, name)).usedBytes, 0, 'the config user after the API customer starts at 0');
+    const mine = await carry(gw, DAVE, 30_000, 30_000);
+    const created = (await row(gw, name)).createdAt;
+    await gw.close();
+    gw = undefined;
+
+    gw = await startGateway({ config: { ...base, users: [ALICE] } });
+    assert.equal((await gw.admin(`/v1/users/${name}`)).status, 404, 'removed from the file: gone');
+    await gw.close();
+    gw = undefined;
+
+    gw = await startGateway({ config: { ...base, users: [ALICE, DAVE] } });
+    const back = await row(gw, name);
+    assert.equal(back.usedBytes, mine, `put back: ${back.usedBytes} B used (its own before: ${mine} B; the API customer's 200,000 B not)`);
+    assert.equal(back.createdAt, created);
+  } finally {
+    await gw?.close();
+  }
+});
