@@ -51,6 +51,13 @@ export type UsageStore = Pick<UsageBackend, 'addUsage' | 'listUsage' | 'setLimit
   Partial<Pick<UsageBackend, 'getUsage' | 'getUsages' | 'setLimits' | 'usageChangedSince'>> &
   Pick<SettingsStore, 'kvGet' | 'kvSet'>;
 
+/** A config user removed from the config (Accounting.rememberRemovedConfig): its record's creation time and incarnation. */
+export interface RemovedConfigUser {
+  createdAt: number;
+  /** The record's incarnation (its usage key `<name>~<incarnation>`); absent: the plain name. */
+  incarnation?: number;
+}
+
 /** What the gateway asks before it does any work for a connection (src/proxy/types.ts imports it). */
 export type Admission = { ok: true } | { ok: false; reason: string };
 
@@ -181,6 +188,8 @@ function sharedPeriodKey(key: string): string {
   return key;
 }
 const CONFIG_LIMIT_KEY = 'accounting.configLimit.';
+/** A config user removed from the config, until it is put back or its name made again (RemovedConfigUser). */
+const CONFIG_REMOVED_KEY = 'accounting.configRemoved.';
 /** fromSnapshot's answer when the snapshot does not answer for a key: the store is asked. */
 const UNREAD: unique symbol = Symbol('unread');
 /** Users applied per batch (a start, an import, a period's roll): their limits written and fleet leases taken together. */
@@ -783,6 +792,30 @@ export class Accounting {
       for (const r of await this.store.listUsage()) if (wanted.has(r.user)) out.add(r.user);
     }
     return out;
+  }
+
+  /**
+   * A config user removed from the config (a reload without it): which customer it was, so the same user put back
+   * by a later config continues under the same usage key (its usage, its quota, a limit set on it through the API)
+   * instead of counting from 0 as a name made again after DELETE /v1/users/:name does. One write per removal.
+   */
+  async rememberRemovedConfig(name: string, who: RemovedConfigUser): Promise<void> {
+    await this.store.kvSet(CONFIG_REMOVED_KEY + name, who);
+  }
+
+  /** The config users removed from the config among `names` (names deleted and not made again since): one read each. */
+  async removedConfig(names: readonly string[]): Promise<Map<string, RemovedConfigUser>> {
+    const out = new Map<string, RemovedConfigUser>();
+    for (const n of names) {
+      const who = await this.store.kvGet<RemovedConfigUser | null>(CONFIG_REMOVED_KEY + n);
+      if (who !== undefined && who !== null && typeof who.createdAt === 'number') out.set(n, who);
+    }
+    return out;
+  }
+
+  /** The name is another customer's now (put back, or made again through the API): the removed config user is forgotten. */
+  async forgetRemovedConfig(name: string): Promise<void> {
+    await this.store.kvSet(CONFIG_REMOVED_KEY + name, null);
   }
 
   /** The base key the user's usage is kept under now (its name, or its own key), undefined when unknown. */

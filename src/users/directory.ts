@@ -21,7 +21,7 @@
 // reloads. In a fleet each daemon follows the others' changes through the store's version counter
 // (usersChangedSince) every `followMs`.
 import { timingSafeEqual } from 'node:crypto';
-import type { Accounting, AccountingUser } from '../accounting/accounting.ts';
+import type { Accounting, AccountingUser, RemovedConfigUser } from '../accounting/accounting.ts';
 import { isRetryable, PlatformError } from '../platform/errors.ts';
 import type { LocalUser } from '../proxy/types.ts';
 import { StoreConflictError } from '../store/errors.ts';
@@ -275,8 +275,12 @@ export class Users {
       if (e.data.source === 'config' && !wanted.has(name)) gone.push(name);
     });
     for (const name of gone) {
-      await this.store.deleteUser(name);
       const e = this.entries.get(name);
+      // Removed from the file is not DELETE /v1/users/:name: the same user put back (an edit and its revert, a typo
+      // fixed) is the same customer, and continues under the same usage key (seed's `back` below). Remembered before
+      // the delete, so no tombstone of a config removal is without it.
+      if (e) await this.accounting.rememberRemovedConfig(name, { createdAt: e.data.createdAt, ...incarnationField(e.data.incarnation) });
+      await this.store.deleteUser(name);
       this.uninstall(name);
       // Removed from the file is deleted: its open connections end, as DELETE /v1/users/:name ends them.
       if (e) this.stopRunning(e, 'deleted');
@@ -286,11 +290,16 @@ export class Users {
     // a user made again through the API is (newRecord): its usage gets a key of its own, from its creation time,
     // kept in its record across restarts. A name without a tombstone keeps its plain key (a store from before
     // users were records holds the config users' usage rows under their names, and they are those customers').
+    // Except a config user removed from the config and put back (`back`): the same customer, its key and creation
+    // time as they were, so its usage counts against its quota as before and a limit set through the API stays.
     const now = this.now();
-    const reused = await this.reusedNames(configUsers.filter((u) => !this.entries.has(u.name)).map((u) => u.name));
+    const { reused, back } = await this.reusedNames(configUsers.filter((u) => !this.entries.has(u.name)).map((u) => u.name));
     const incarnationOf = (name: string): number | undefined => {
       const before = this.entries.get(name);
-      return before !== undefined ? before.data.incarnation : reused.has(name) ? now : undefined;
+      if (before !== undefined) return before.data.incarnation;
+      const was = back.get(name);
+      if (was !== undefined) return was.incarnation;
+      return reused.has(name) ? now : undefined;
     };
     await this.accounting.setUsers(
       configUsers.map((u) => {
@@ -314,7 +323,7 @@ export class Users {
         name: u.name,
         quota: { bytes: limit, period: u.quota?.period ?? 'total' },
         source: 'config',
-        createdAt: before?.data.createdAt ?? now,
+        createdAt: before?.data.createdAt ?? back.get(u.name)?.createdAt ?? now,
         ...(incarnation !== undefined && incarnation > 0 ? { incarnation } : {}),
       } as UserData;
       // The password this process verified against the stored hash (the last seed's, or a login's) needs no scrypt:
@@ -336,18 +345,25 @@ export class Users {
       // `enabled: false` in the file ends the user's open connections, as PATCH {enabled: false} does.
       if (before?.data.enabled && !e.data.enabled) this.stopRunning(e, 'disabled');
     }
+    // Put back: remembered no more (a DELETE /v1/users/:name of it later, and the config again, is another customer).
+    for (const name of back.keys()) await this.accounting.forgetRemovedConfig(name);
     this.onChange?.(
       configUsers.map((u) => u.name),
       removed,
     );
   }
 
-  /** The names among `names` (no record here) that were deleted and have usage history: made again, another customer. */
-  private async reusedNames(names: readonly string[]): Promise<Set<string>> {
-    if (names.length === 0) return new Set();
+  /**
+   * Among `names` (no record here), the deleted ones: `back`, config users removed from the config (the same
+   * customers, put back); `reused`, the others with usage history (made again, another customer).
+   */
+  private async reusedNames(names: readonly string[]): Promise<{ reused: Set<string>; back: Map<string, RemovedConfigUser> }> {
+    if (names.length === 0) return { reused: new Set(), back: new Map() };
     const deleted = await this.store.deletedAmong(names);
-    if (deleted.size === 0) return deleted;
-    return this.accounting.withHistory([...deleted]);
+    if (deleted.size === 0) return { reused: deleted, back: new Map() };
+    const back = await this.accounting.removedConfig([...deleted]);
+    const others = [...deleted].filter((n) => !back.has(n));
+    return { reused: others.length > 0 ? await this.accounting.withHistory(others) : new Set(), back };
   }
 
   async close(): Promise<void> {
@@ -440,6 +456,7 @@ export class Users {
     // Names made again (deleted before): each new customer gets its own usage key (newRecord), one read for all.
     const reused = intents.length > 0 ? await this.accounting.withHistory(intents.map((i) => i.data.name)) : new Set<string>();
     for (const i of intents) if (reused.has(i.data.name)) i.data.incarnation = i.data.createdAt;
+    for (const name of reused) await this.accounting.forgetRemovedConfig(name);
     const written = await this.putMany(
       intents.map(({ at, data }) => ({ user: { name: data.name, data, passwordHash: rows[at]!.hash, state: 'creating' }, ifAbsent: true })),
     );
@@ -528,6 +545,7 @@ export class Users {
     if (unchecked.length === 0) return intents;
     const reused = await this.accounting.withHistory(unchecked.map((s) => s.name));
     if (reused.size === 0) return intents;
+    for (const name of reused) await this.accounting.forgetRemovedConfig(name);
     return intents.map((s) => {
       if (!reused.has(s.name)) return s;
       const d = s.data as UserData;
@@ -794,6 +812,8 @@ export class Users {
   private async newRecord(fields: Omit<CreateUserInput, 'password'>): Promise<UserData> {
     const createdAt = this.now();
     const reused = (await this.accounting.withHistory([fields.name])).has(fields.name);
+    // A config user removed from the config under this name is not put back by the config now: forgotten.
+    if (reused) await this.accounting.forgetRemovedConfig(fields.name);
     return { ...fields, source: 'api', createdAt, ...(reused ? { incarnation: createdAt } : {}) };
   }
 
@@ -995,6 +1015,11 @@ function defaults(): Omit<UserData, 'name' | 'mainAccount' | 'source' | 'created
     instances: null,
     products: null,
   };
+}
+
+/** `{ incarnation }` when the record has one (a name made again), else nothing. */
+function incarnationField(incarnation: number | undefined): { incarnation?: number } {
+  return incarnation !== undefined && incarnation > 0 ? { incarnation } : {};
 }
 
 function stripUndefined<T extends object>(o: T): Partial<T> {
