@@ -5,8 +5,9 @@
 // head must come whole within `headersMs` (a silent socket included: node checks every second), a request body
 // within `requestMs`, a kept-alive socket is closed after `keepAliveMs` between requests, one with no byte either way
 // for `idleMs` (0 = never: the admin API's bulk imports are quiet for minutes while they hash), and past
-// `perAddress` connections from one client address or `total` in all a new one is closed at once, unread.
-import type { Server } from 'node:http';
+// `perAddress` connections from one client address or `total` in all the oldest one without a request in flight
+// makes room (boundListener below).
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 
 export interface ListenerLimits {
@@ -39,7 +40,13 @@ export const CALLBACK_LIMITS: ListenerLimits = {
   total: 256,
 };
 
-/** Sets the deadlines and the caps on `server` (before it listens). */
+/**
+ * Sets the deadlines and the caps on `server` (before it listens). At a cap (the client's address's, or the
+ * listener's total) the new connection is not refused while an older one holds no request in flight (silent, a
+ * head still coming, or kept alive between requests): the oldest such one is closed instead. So sockets that never
+ * finish a request cannot lock operators, the platform or customers out; only connections all busy answering
+ * requests make a newcomer wait.
+ */
 export function boundListener(server: Server, limits: ListenerLimits): void {
   server.requestTimeout = limits.requestMs;
   server.headersTimeout = Math.min(limits.headersMs, limits.requestMs);
@@ -47,20 +54,49 @@ export function boundListener(server: Server, limits: ListenerLimits): void {
   if (limits.idleMs > 0) server.setTimeout(limits.idleMs);
   // Node checks the head and request deadlines this often (30 s by default); read when the server starts listening.
   (server as Server & { connectionsCheckingInterval: number }).connectionsCheckingInterval = Math.min(limits.headersMs, 1000);
-  server.maxConnections = limits.total;
-  const byAddress = new Map<string, number>();
+  // Requests in flight per connection; a Map keeps the order the connections came in, oldest first.
+  const open = new Map<Socket, { address: string; requests: number }>();
+  const byAddress = new Map<string, Set<Socket>>();
+  const shedFrom = (sockets: Iterable<Socket>): boolean => {
+    for (const socket of sockets) {
+      if (open.get(socket)?.requests !== 0) continue;
+      forget(socket);
+      socket.destroy();
+      return true;
+    }
+    return false;
+  };
+  const forget = (socket: Socket): void => {
+    const state = open.get(socket);
+    if (!state) return;
+    open.delete(socket);
+    const mine = byAddress.get(state.address);
+    mine?.delete(socket);
+    if (mine?.size === 0) byAddress.delete(state.address);
+  };
   server.on('connection', (socket: Socket) => {
     const address = socket.remoteAddress ?? '';
-    const n = byAddress.get(address) ?? 0;
-    if (n >= limits.perAddress) {
+    let mine = byAddress.get(address);
+    if (
+      (mine !== undefined && mine.size >= limits.perAddress && !shedFrom(mine)) ||
+      (open.size >= limits.total && !shedFrom(open.keys()))
+    ) {
       socket.destroy();
       return;
     }
-    byAddress.set(address, n + 1);
-    socket.once('close', () => {
-      const left = (byAddress.get(address) ?? 1) - 1;
-      if (left <= 0) byAddress.delete(address);
-      else byAddress.set(address, left);
+    if (mine === undefined) byAddress.set(address, (mine = new Set()));
+    mine.add(socket);
+    open.set(socket, { address, requests: 0 });
+    socket.once('close', () => forget(socket));
+  });
+  server.on('request', (request: IncomingMessage, response: ServerResponse) => {
+    // Behind TLS the request's socket is the TLSSocket over the connection's own (its _parent).
+    const socket = request.socket as Socket & { _parent?: Socket };
+    const state = open.get(socket) ?? (socket._parent ? open.get(socket._parent) : undefined);
+    if (!state) return;
+    state.requests++;
+    response.once('close', () => {
+      state.requests--;
     });
   });
 }
