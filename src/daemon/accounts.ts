@@ -90,7 +90,12 @@ export async function assembleAccounts(config: Config, needs: Needs, ctx: Assemb
     logger: logger.child({ component: 'limits' }),
     ...(config.billing.adoptPlatformUsage ? { adopt: usageAdoption(fleet?.leases) } : {}),
   });
-  const traffic = new Traffic({ client, products, onReturned: () => void balances.nudge() });
+  const traffic = new Traffic({
+    client,
+    products,
+    onReturned: () => void balances.nudge(),
+    logger: logger.child({ component: 'traffic' }),
+  });
   const platformCheck = new PlatformCheck({
     check: (u) => limitSync.syncUser(u),
     concurrency: config.accounts.platformConcurrency,
