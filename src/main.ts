@@ -126,9 +126,12 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
   }
 }
 
-/** `rotor start`: run until SIGINT/SIGTERM, reload on SIGHUP. Resolves once the daemon has shut down. */
-export async function runDaemon(config: Config, configFile?: string): Promise<void> {
+/**
+ * `rotor start`: run until SIGINT/SIGTERM, reload on SIGHUP. Resolves once the daemon has shut down: true, or
+ * false when an uncaught error stopped it.
+ */
+export async function runDaemon(config: Config, configFile?: string): Promise<boolean> {
   const logger = createLogger({ level: config.log.level });
   const daemon = await startDaemon(config, { logger });
-  await runUntilSignalled(daemon, config.proxy.drainMs, logger, configFile);
+  return runUntilSignalled(daemon, config.proxy.drainMs, logger, configFile);
 }
