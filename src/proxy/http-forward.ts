@@ -855,13 +855,30 @@ function bodyLost(exchange: Exchange, up: TaggedRequest): void {
   );
 }
 
+/** An answer from the upstream that cannot be passed on (tunnel-record.ts maps an HPE_ code to 502 http_protocol_error). */
+const MALFORMED_ANSWER = Object.assign(new Error('the upstream answered with a status line that cannot be passed on'), {
+  code: 'HPE_INVALID_STATUS',
+});
+
 /**
  * The response goes to the client: its head, then `held` (body bytes a rule's body pattern looked at) and the
  * rest as it comes; `ended` = the held bytes are the whole body.
  */
 function passResponse(exchange: Exchange, answer: IncomingMessage, held: Buffer | undefined, ended: boolean): void {
   exchange.responded = true;
-  exchange.res.writeHead(answer.statusCode ?? 502, answer.statusMessage, forwardHeaders(answer.rawHeaders));
+  // node:http's client takes status lines its server will not write (a status under 100, a control byte in the
+  // reason phrase): writeHead throws, on the upstream socket's data path. Such an answer fails the exchange (502,
+  // http_protocol_error) before any byte of it reached the client, and its connection is not kept.
+  try {
+    exchange.res.writeHead(answer.statusCode ?? 0, answer.statusMessage, forwardHeaders(answer.rawHeaders));
+  } catch {
+    // writeHead kept the refused reason phrase, and the 502's writeHead would keep it too: cleared.
+    exchange.res.statusMessage = '';
+    answer.resume();
+    exchange.request?.destroy();
+    exchange.forwarder.failed(MALFORMED_ANSWER, exchange.res, exchange.conn);
+    return;
+  }
   (answer as TaggedAnswer)[EXCHANGE] = exchange;
   if (ended) {
     exchange.upstream?.stream.charge(held?.length ?? 0);
