@@ -909,6 +909,30 @@ function upClosed(this: TaggedRequest): void {
   // Whatever ended the exchange without an answer or a failure said: the limit or the client leaving.
   if (exchange.upstream?.stream.exhausted) exchange.end('ok', 'limit');
   else if (exchange.client.destroyed) exchange.end('client_abort', 'the client went away');
+  else if (!exchange.res.writableEnded) {
+    // Not answered yet, and node:http said no 'error': the upstream closed during the response body (node
+    // destroys the response quietly), or it answered a plain request with 101 (node, with no 'upgrade'
+    // listener, destroys the socket). A response whose body was read whole ends by its own 'end' (answerEnded).
+    const answer = (this as ClientRequest & { res?: IncomingMessage | null }).res;
+    if (answer && (answer.statusCode === 101 || !answer.complete)) answerLost(exchange, answer.statusCode === 101);
+  }
+}
+
+/** An upgrade answer to a request that asked for none (tunnel-record.ts maps an HPE_ code to 502 http_protocol_error). */
+const UNASKED_UPGRADE = Object.assign(new Error('the upstream switched protocols on a plain request'), { code: 'HPE_UNEXPECTED_UPGRADE' });
+const CLOSED_DURING_RESPONSE = Object.assign(new Error('the upstream closed during the response'), { code: 'ECONNRESET' });
+
+/**
+ * The upstream's answer was lost after its head came: a client that has the head loses its connection (so it
+ * knows the body is short) and the record ends as the upstream's failure; one that has nothing yet gets a 502.
+ */
+function answerLost(exchange: Exchange, upgrade: boolean): void {
+  if (exchange.res.headersSent) {
+    exchange.client.destroy();
+    exchange.end('upstream_error', 'the upstream closed during the response');
+  } else {
+    exchange.forwarder.failed(upgrade ? UNASKED_UPGRADE : CLOSED_DURING_RESPONSE, exchange.res, exchange.conn);
+  }
 }
 
 function upFailed(this: TaggedRequest, err: Error): void {
