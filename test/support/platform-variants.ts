@@ -30,6 +30,8 @@ export interface VariantHooks {
   data?: (op: OperationName, data: unknown, params: Record<string, unknown>) => unknown;
   /** Answers instead of the sandbox's reply (the sandbox was still called): HTTP status and body, or a drop. */
   reply?: (op: OperationName, params: Record<string, unknown>, up: Upstream) => VariantReply | Promise<VariantReply>;
+  /** Rewrites the request's params before the sandbox sees them (the platform reads a field its own way). */
+  request?: (op: OperationName, params: Record<string, unknown>) => Record<string, unknown> | undefined;
   /** Answers without calling the sandbox at all. `method` is the HTTP method the request came with. */
   before?: (
     op: OperationName,
@@ -116,9 +118,10 @@ export async function startVariantPlatform(hooks: VariantHooks = {}, simOptions:
     }
     const early = platform.hooks.before?.(op, params, reqId, method);
     if (early) return send(early.status, early.body);
+    const rewritten = platform.hooks.request?.(op, params);
     const r = await fetch(sim.baseUrl + url.pathname, {
       method: 'POST',
-      body: JSON.stringify(envelope),
+      body: JSON.stringify(rewritten ? { ...envelope, params: aes.encryptJson(rewritten) } : envelope),
       headers: { 'content-type': 'application/json' },
     });
     const text = await r.text();
@@ -204,6 +207,10 @@ export interface VariantRigOptions {
   product?: string;
   /** MB bought before the start (0: none). */
   flowMb?: number;
+  /** Buys what the user needs instead of `flowMb` of traffic (after the main account is made). */
+  buy?: (direct: PlatformClient) => Promise<void>;
+  /** Make the main account before the start (default true; false: the daemon must make it). */
+  preCreate?: boolean;
   /** false: the platform has no callback address for the merchant (orders are learned by polling only). */
   callbacks?: boolean;
   config?: ConfigOverrides;
@@ -219,8 +226,9 @@ export async function startVariantRig(o: VariantRigOptions = {}): Promise<Varian
   let gw: Gateway | undefined;
   let target: Target | undefined;
   try {
-    await direct.call('CreateUser', { appUsername: VARIANT_MAIN, status: 1 });
-    if ((o.flowMb ?? 1024) > 0) await buyTraffic(direct, VARIANT_MAIN, product, o.flowMb ?? 1024);
+    if (o.preCreate !== false) await direct.call('CreateUser', { appUsername: VARIANT_MAIN, status: 1 });
+    if (o.buy) await o.buy(direct);
+    else if (o.preCreate !== false && (o.flowMb ?? 1024) > 0) await buyTraffic(direct, VARIANT_MAIN, product, o.flowMb ?? 1024);
     target = await startTarget();
     gw = await startGateway({
       config: {
