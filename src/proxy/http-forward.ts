@@ -872,13 +872,30 @@ function bodyLost(exchange: Exchange, up: TaggedRequest): void {
   );
 }
 
+/** An answer from the upstream that cannot be passed on (tunnel-record.ts maps an HPE_ code to 502 http_protocol_error). */
+const MALFORMED_ANSWER = Object.assign(new Error('the upstream answered with a status line that cannot be passed on'), {
+  code: 'HPE_INVALID_STATUS',
+});
+
 /**
  * The response goes to the client: its head, then `held` (body bytes a rule's body pattern looked at) and the
  * rest as it comes; `ended` = the held bytes are the whole body.
  */
 function passResponse(exchange: Exchange, answer: IncomingMessage, held: Buffer | undefined, ended: boolean): void {
   exchange.responded = true;
-  exchange.res.writeHead(answer.statusCode ?? 502, answer.statusMessage, forwardHeaders(answer.rawHeaders));
+  // node:http's client takes status lines its server will not write (a status under 100, a control byte in the
+  // reason phrase): writeHead throws, on the upstream socket's data path. Such an answer fails the exchange (502,
+  // http_protocol_error) before any byte of it reached the client, and its connection is not kept.
+  try {
+    exchange.res.writeHead(answer.statusCode ?? 0, answer.statusMessage, forwardHeaders(answer.rawHeaders));
+  } catch {
+    // writeHead kept the refused reason phrase, and the 502's writeHead would keep it too: cleared.
+    exchange.res.statusMessage = '';
+    answer.resume();
+    exchange.request?.destroy();
+    exchange.forwarder.failed(MALFORMED_ANSWER, exchange.res, exchange.conn);
+    return;
+  }
   (answer as TaggedAnswer)[EXCHANGE] = exchange;
   if (ended) {
     exchange.upstream?.stream.charge(held?.length ?? 0);
@@ -909,6 +926,30 @@ function upClosed(this: TaggedRequest): void {
   // Whatever ended the exchange without an answer or a failure said: the limit or the client leaving.
   if (exchange.upstream?.stream.exhausted) exchange.end('ok', 'limit');
   else if (exchange.client.destroyed) exchange.end('client_abort', 'the client went away');
+  else if (!exchange.res.writableEnded) {
+    // Not answered yet, and node:http said no 'error': the upstream closed during the response body (node
+    // destroys the response quietly), or it answered a plain request with 101 (node, with no 'upgrade'
+    // listener, destroys the socket). A response whose body was read whole ends by its own 'end' (answerEnded).
+    const answer = (this as ClientRequest & { res?: IncomingMessage | null }).res;
+    if (answer && (answer.statusCode === 101 || !answer.complete)) answerLost(exchange, answer.statusCode === 101);
+  }
+}
+
+/** An upgrade answer to a request that asked for none (tunnel-record.ts maps an HPE_ code to 502 http_protocol_error). */
+const UNASKED_UPGRADE = Object.assign(new Error('the upstream switched protocols on a plain request'), { code: 'HPE_UNEXPECTED_UPGRADE' });
+const CLOSED_DURING_RESPONSE = Object.assign(new Error('the upstream closed during the response'), { code: 'ECONNRESET' });
+
+/**
+ * The upstream's answer was lost after its head came: a client that has the head loses its connection (so it
+ * knows the body is short) and the record ends as the upstream's failure; one that has nothing yet gets a 502.
+ */
+function answerLost(exchange: Exchange, upgrade: boolean): void {
+  if (exchange.res.headersSent) {
+    exchange.client.destroy();
+    exchange.end('upstream_error', 'the upstream closed during the response');
+  } else {
+    exchange.forwarder.failed(upgrade ? UNASKED_UPGRADE : CLOSED_DURING_RESPONSE, exchange.res, exchange.conn);
+  }
 }
 
 function upFailed(this: TaggedRequest, err: Error): void {
