@@ -859,7 +859,9 @@ function bodySeen(
     return;
   }
   passResponse(exchange, answer, held, ended);
-  if (!ended && !(answer as Piped<IncomingMessage>)[PIPE].held) answer.resume();
+  // No pipe: the answer could not be passed on (passResponse failed the exchange and let the answer flow).
+  const pipe = (answer as Partial<Piped<IncomingMessage>>)[PIPE];
+  if (!ended && pipe !== undefined && !pipe.held) answer.resume();
 }
 
 /** The upstream closed while a body rule's bytes were held: nothing reached the client yet, it gets a 502. */
