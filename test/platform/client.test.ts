@@ -392,6 +392,21 @@ describe('PlatformClient against a loopback platform', () => {
     assert.equal(await c.callRaw('GetAppInfo', {}), null);
   });
 
+  test('an operation answering "without encrypted data" is not read: {} , a word, or garbage in `data` is a success', async () => {
+    const c = client();
+    for (const rawData of [{}, 'success', 'AAAA', [], 0, true]) {
+      fake.enqueue({ kind: 'reply', code: 200, rawData });
+      assert.equal(
+        await c.call('SetProxyUserFlowLimit', { appUsername: 'a', productNo: 'P', limitFlow: -1 }),
+        null,
+        JSON.stringify(rawData),
+      );
+    }
+    // A refusal is still a refusal, whatever its data.
+    fake.enqueue({ kind: 'reply', code: CODE.INVALID_PARAMS, rawData: {} });
+    await assert.rejects(c.call('SetProxyUserFlowLimit', { appUsername: 'a', productNo: 'P', limitFlow: -1 }), PlatformError);
+  });
+
   test('undecryptable or non-JSON data is a DecryptReplyError, not retried', async () => {
     const metrics = createMetrics({ defaultMetrics: false });
     const c = client({ metrics });
