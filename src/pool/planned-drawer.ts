@@ -25,10 +25,17 @@ export function drawProxyType(record: Pick<DrawProductRecord, 'proxyType'>): 104
   return record.proxyType === 105 ? 105 : 104;
 }
 
-/** IPs left in a main account's package for a product sold by IP count (ProxyInfo: ipTotal - ipUsed). */
+/**
+ * IPs left in a main account's package for a product sold by IP count (ProxyInfo: ipTotal - ipUsed). The entry
+ * is this product's, else one that names no product: ProxyInfo is asked for one product, and `productNo` is not
+ * required in its entries (seed 2.11), so a platform may write it absent, "" (Go) or null (Java).
+ */
 export async function ipsLeft(client: IpBalanceCaller, mainAccount: string, productNo: string, proxyType: 104 | 105): Promise<number> {
   const res = await client.call('ProxyInfo', { appUsername: mainAccount, productNo, proxyType });
-  const entry = (res.list ?? []).find((e) => e.productNo === undefined || e.productNo === productNo);
+  const list = res.list ?? [];
+  const entry =
+    list.find((e) => e.productNo === productNo) ??
+    list.find((e) => e.productNo === undefined || e.productNo === null || e.productNo === '');
   return Math.max(0, Number(entry?.ipTotal ?? 0) - Number(entry?.ipUsed ?? 0));
 }
 

@@ -819,12 +819,15 @@ function upResponse(this: TaggedRequest, answer: IncomingMessage): void {
     clearTimeout(exchange.ruleTimer);
     const verdict = exchange.rules.atHead(answer.statusCode ?? 0, answer.rawHeaders);
     if (typeof verdict === 'number') {
-      // A body pattern may fire: the head and the first body bytes wait (request-rules-body.ts).
+      // A body pattern may fire: the head and the first body bytes wait (request-rules-body.ts) while the
+      // patterns run on their own thread (request-rules-matcher.ts).
       exchange.responded = true;
+      const rules = exchange.rules;
       holdBody(
         answer,
         verdict,
-        (held, ended) => bodySeen(exchange, this, answer, held, ended),
+        (held, done) => rules.judgeBody(answer.statusCode ?? 0, answer.rawHeaders, held, done),
+        (held, ended, rule) => bodySeen(exchange, this, answer, held, ended, rule),
         () => bodyLost(exchange, this),
       );
       return;
@@ -839,16 +842,32 @@ function upResponse(this: TaggedRequest, answer: IncomingMessage): void {
   passResponse(exchange, answer, undefined, false);
 }
 
-/** A body rule's bytes are in hand: the rule fires (and may retry elsewhere), or the response goes on. */
-function bodySeen(exchange: Exchange, up: TaggedRequest, answer: IncomingMessage, held: Buffer, ended: boolean): void {
-  if (exchange.request !== up || exchange.client.destroyed) return;
-  const rule = exchange.rules!.afterBody(answer.statusCode ?? 0, answer.rawHeaders, held);
+/**
+ * A body rule's bytes are judged: the rule fires (and may retry elsewhere), or the response goes on. A body not
+ * whole in hand was paused meanwhile (request-rules-body.ts): it flows again unless the client is full already.
+ */
+function bodySeen(
+  exchange: Exchange,
+  up: TaggedRequest,
+  answer: IncomingMessage,
+  held: Buffer,
+  ended: boolean,
+  rule: CompiledRule | undefined,
+): void {
+  if (exchange.request !== up || exchange.client.destroyed) {
+    // Nobody takes the rest (another try owns the exchange, or the client left): read to nowhere, as before the hold.
+    answer.resume();
+    return;
+  }
   if (rule !== undefined && exchange.forwarder.ruleRetry(exchange, rule)) {
     answer.resume();
     up.destroy();
     return;
   }
   passResponse(exchange, answer, held, ended);
+  // No pipe: the answer could not be passed on (passResponse failed the exchange and let the answer flow).
+  const pipe = (answer as Partial<Piped<IncomingMessage>>)[PIPE];
+  if (!ended && pipe !== undefined && !pipe.held) answer.resume();
 }
 
 /** The upstream closed while a body rule's bytes were held: nothing reached the client yet, it gets a 502. */
