@@ -34,6 +34,7 @@ import { randomBytes } from 'node:crypto';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import { periodStart, UsageFold } from '../store/connection-log-rollup.ts';
+import { batchIds } from '../store/batch-marks.ts';
 import { LiveList, type Listed } from './live-list.ts';
 import { OpenByUser, UserListed } from './by-user.ts';
 import { RefusalTally } from './refusals.ts';
@@ -180,7 +181,8 @@ export class ConnectionLog implements ConnectionRecorder {
   private readonly retryFirstMs: number;
   private readonly retryMaxMs: number;
   private readonly closeRetryMs: number;
-  private readonly batchIds = connectionIds();
+  /** The store writes' ids: this writer's name and an increasing number (src/store/batch-marks.ts). */
+  private readonly batchIds = batchIds();
   /** Records the full queue dropped since the last flush said so. */
   private readonly dropped: Tally = { records: 0, bytesUp: 0, bytesDown: 0 };
   /** Checkpoints while a stop drains (stopping()). */
@@ -678,6 +680,9 @@ export class ConnectionLog implements ConnectionRecorder {
       usage: unit.usage.slice(u),
       attempts: 0,
     };
+    // The store takes a writer's batches in the order of their numbers (batch-marks.ts): the units waiting behind
+    // (halves of an earlier split; none was tried yet, only the first unit ever is) get numbers after the halves'.
+    for (const later of this.unstored) later.id = this.batchIds();
     this.unstored.unshift(first, second);
     logger?.error(
       { err, records: unit.records.length, rollups: unit.usage.length },

@@ -1,14 +1,14 @@
 // A user's `products` are checked against the merchant's catalogue when they come in (src/users/product-check.ts),
 // not only when a connection names one: POST and PATCH /v1/users and a batch's rows answer 422 UNKNOWN_PRODUCT
 // naming the field (`products.<i>`) and change nothing; a config user's unknown product is logged at start naming
-// its key (a start never fails on the catalogue). A catalogue that cannot be read (the platform answering
+// its key (a start never fails on the catalogue), and refuses a reload (SIGHUP) before anything changes. A catalogue that cannot be read (the platform answering
 // GetProductInfo with system errors) does not stop a reseller's work: the products are taken, with a warning line.
 // Real daemon on the embedded sandbox, the admin API over HTTP.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { SIM_PRODUCTS } from '../../src/sim/index.ts';
 import { captureLogger } from '../support/logger.ts';
-import { startGateway, type Gateway } from './harness.ts';
+import { startGateway, testConfig, type Gateway } from './harness.ts';
 
 const OTHER = SIM_PRODUCTS.dynamicIpCount;
 const DASHED = SIM_PRODUCTS.dynamicTrafficCn;
@@ -96,6 +96,24 @@ test("a config user's unknown product is logged at start naming its key; the dae
   const line = await waitForLog(/UNKNOWN_PRODUCT|unknown product 'NOPE-CFG-1'/);
   assert.match(line, /users\.1\.products\.1: unknown product 'NOPE-CFG-1'/);
   assert.equal((await gw.admin('/v1/users/cfg')).status, 200);
+});
+
+test('a reload whose config user names an unknown product is refused, naming users.<n>.products.<i>; nothing changes', async () => {
+  const users = [
+    { name: 'alice', password: 'alice-pass', mainAccount: 'shop1', product: '' },
+    { name: 'cfg', password: 'cfg-pass', mainAccount: 'shop1', product: '', products: [OTHER] },
+    { name: 'newcomer', password: 'newcomer-pass', mainAccount: 'shop1', product: '', products: [DASHED, 'NOPE-RELOAD'] },
+  ];
+  await assert.rejects(gw.daemon.reload(testConfig({ users })), (err: Error & { code?: string }) => {
+    assert.equal(err.code, 'UNKNOWN_PRODUCT');
+    assert.match(err.message, /^users\.2\.products\.1: unknown product 'NOPE-RELOAD'/);
+    return true;
+  });
+  assert.equal((await gw.admin('/v1/users/newcomer')).status, 404, 'the refused file changed nothing');
+  // The same file without the unknown product is taken.
+  users[2]!.products = [DASHED];
+  await gw.daemon.reload(testConfig({ users }));
+  assert.equal((await gw.admin('/v1/users/newcomer')).status, 200);
 });
 
 test('a catalogue that cannot be read: the products are taken, with a warning line', async () => {
