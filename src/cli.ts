@@ -47,8 +47,7 @@ async function run(command: Command): Promise<number> {
       const config = loadConfig({ file: command.config });
       const { runDaemon } = await import('./main.ts');
       // The file is resolved once so a SIGHUP reload reads the same file the daemon started with.
-      await runDaemon(config, resolveConfigFile({ file: command.config }));
-      return EXIT.OK;
+      return (await runDaemon(config, resolveConfigFile({ file: command.config }))) ? EXIT.OK : EXIT.INTERNAL;
     }
   }
 }

@@ -12,7 +12,7 @@ import { assembleReload } from './daemon/reload.ts';
 import { assemblePlatform } from './daemon/platform.ts';
 import { assemblePools } from './daemon/pools.ts';
 import { runUntilSignalled } from './daemon/signals.ts';
-import { assembleState } from './daemon/state.ts';
+import { assembleState, holdStore } from './daemon/state.ts';
 import type { Daemon, DaemonOptions } from './daemon/types.ts';
 import { assembleUsers } from './daemon/users.ts';
 import { assembleWatchers } from './daemon/watchers.ts';
@@ -35,6 +35,7 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
   const tlsPair = config.proxy.https ? await loadTlsPair(config.proxy.https.cert, config.proxy.https.key) : undefined;
 
   try {
+    holdStore(config, ctx);
     const { client, sim, platform } = await assemblePlatform(config, options.sim, ctx);
     const state = await assembleState(config, ctx);
     const { backends, fleet } = state;
@@ -125,9 +126,12 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
   }
 }
 
-/** `rotor start`: run until SIGINT/SIGTERM, reload on SIGHUP. Resolves once the daemon has shut down. */
-export async function runDaemon(config: Config, configFile?: string): Promise<void> {
+/**
+ * `rotor start`: run until SIGINT/SIGTERM, reload on SIGHUP. Resolves once the daemon has shut down: true, or
+ * false when an uncaught error stopped it.
+ */
+export async function runDaemon(config: Config, configFile?: string): Promise<boolean> {
   const logger = createLogger({ level: config.log.level });
   const daemon = await startDaemon(config, { logger });
-  await runUntilSignalled(daemon, config.proxy.drainMs, logger, configFile);
+  return runUntilSignalled(daemon, config.proxy.drainMs, logger, configFile);
 }

@@ -256,7 +256,16 @@ async function importToStore(
   const { openBackends } = await import('../store/backends.ts');
   const { importIntoStore } = await import('../users/store-import.ts');
   const { portsByNumber } = await import('../users/port-check.ts');
-  const backends = await openBackends(config.store.path, { prefix: config.fleet.prefix });
+  const { lockStore } = await import('../store/store-lock.ts');
+  // Refused while a daemon runs on this store: it would not see the rows, and both would write the file.
+  const lock = lockStore(config.store.path, 'rotor users import --store');
+  let backends: Awaited<ReturnType<typeof openBackends>>;
+  try {
+    backends = await openBackends(config.store.path, { prefix: config.fleet.prefix });
+  } catch (err) {
+    lock?.release();
+    throw err;
+  }
   try {
     const result = await importIntoStore(backends.users, records, {
       reservedPorts: portsByNumber(configuredPorts(config)),
@@ -269,5 +278,6 @@ async function importToStore(
     return { created: result.created, failed: result.errors.length, passwords: Object.entries(result.passwords) };
   } finally {
     await backends.close();
+    lock?.release();
   }
 }

@@ -34,7 +34,9 @@ import { randomBytes } from 'node:crypto';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import { periodStart, UsageFold } from '../store/connection-log-rollup.ts';
+import { batchIds } from '../store/batch-marks.ts';
 import { LiveList, type Listed } from './live-list.ts';
+import { OpenByUser, UserListed } from './by-user.ts';
 import { RefusalTally } from './refusals.ts';
 import {
   isFailure,
@@ -117,8 +119,7 @@ interface Tally {
   bytesDown: number;
 }
 
-class Context implements ConnectionContext, Listed<Context> {
-  user: string | null = null;
+class Context extends UserListed implements ConnectionContext, Listed<Context> {
   session: string | null = null;
   target: string | null = null;
   node: string | null = null;
@@ -140,15 +141,20 @@ class Context implements ConnectionContext, Listed<Context> {
 
   constructor(
     readonly id: string,
+    seq: number,
+    byUser: OpenByUser,
     readonly listener: string,
     readonly startedAt: number,
     readonly client: string | null,
     private readonly log: ConnectionLog,
-  ) {}
+  ) {
+    super(seq, byUser);
+  }
 
   end(outcome: ConnectionEnd): void {
     if (this.ended) return;
     this.ended = true;
+    this.leaveUserList();
     this.log.ended(this, outcome);
   }
 }
@@ -156,6 +162,10 @@ class Context implements ConnectionContext, Listed<Context> {
 export class ConnectionLog implements ConnectionRecorder {
   /** Open connections, oldest first (not a Map: live-list.ts says why). */
   private readonly live = new LiveList<Context>();
+  /** The open connections of each user that has one (by-user.ts): one user's live list is its own connections' walk. */
+  private readonly byUser = new OpenByUser();
+  /** Connections opened so far (Context.seq). */
+  private opened = 0;
   /** Ended connections' records not yet written to the store (the store's queue; empty without a store). */
   private queue: ConnectionRecord[] = [];
   /** Records not yet written to the sinks (the file); empty without sinks. */
@@ -171,7 +181,8 @@ export class ConnectionLog implements ConnectionRecorder {
   private readonly retryFirstMs: number;
   private readonly retryMaxMs: number;
   private readonly closeRetryMs: number;
-  private readonly batchIds = connectionIds();
+  /** The store writes' ids: this writer's name and an increasing number (src/store/batch-marks.ts). */
+  private readonly batchIds = batchIds();
   /** Records the full queue dropped since the last flush said so. */
   private readonly dropped: Tally = { records: 0, bytesUp: 0, bytesDown: 0 };
   /** Checkpoints while a stop drains (stopping()). */
@@ -266,9 +277,14 @@ export class ConnectionLog implements ConnectionRecorder {
     const now = this.now();
     // Past an hour boundary whose timer is late: the open connections' bytes go into the hour that ended first.
     if (now >= this.nextHour) this.pastHour(now);
-    const ctx = new Context(this.ids(), listener, now, client ?? null, this);
+    const ctx = new Context(this.ids(), ++this.opened, this.byUser, listener, now, client ?? null, this);
     this.live.add(ctx);
     return ctx;
+  }
+
+  /** Users with an open connection (the per-user lists held). */
+  get openUsers(): number {
+    return this.byUser.size;
   }
 
   /** Context.end lands here. */
@@ -445,30 +461,39 @@ export class ConnectionLog implements ConnectionRecorder {
     this.stopTimer.unref();
   }
 
-  /** Live connections with their bytes so far, oldest first; `user`: only that user's, at most `max`. */
+  /**
+   * Live connections with their bytes so far, oldest first; `user`: only that user's (its own list: the portal's
+   * poll walks that customer's connections, not every open one), at most `max`.
+   */
   active(user?: string, max = Infinity): LiveConnection[] {
     const now = this.now();
     const out: LiveConnection[] = [];
+    if (user !== undefined) {
+      for (let c = this.byUser.first(user); c !== null && out.length < max; c = c.nextOfUser) out.push(this.liveItem(c as Context, now));
+      return out;
+    }
     for (const c of this.live) {
-      // One user's (the portal's list): the others are passed over without an object each.
-      if (user !== undefined && c.user !== user) continue;
       if (out.length >= max) break;
-      const bytes = c.bytes ?? NO_BYTES;
-      const item: LiveConnection = {
-        id: c.id,
-        user: c.user,
-        session: c.session,
-        listener: c.listener,
-        node: c.node,
-        bytesUp: bytes.up,
-        bytesDown: bytes.down,
-        startedAt: c.startedAt,
-        durationMs: Math.max(0, now - c.startedAt),
-      };
-      this.optional(item, c);
-      out.push(item);
+      out.push(this.liveItem(c, now));
     }
     return out;
+  }
+
+  private liveItem(c: Context, now: number): LiveConnection {
+    const bytes = c.bytes ?? NO_BYTES;
+    const item: LiveConnection = {
+      id: c.id,
+      user: c.user,
+      session: c.session,
+      listener: c.listener,
+      node: c.node,
+      bytesUp: bytes.up,
+      bytesDown: bytes.down,
+      startedAt: c.startedAt,
+      durationMs: Math.max(0, now - c.startedAt),
+    };
+    this.optional(item, c);
+    return item;
   }
 
   /** Ends one live connection now; false when no such connection is live (or it cannot be closed yet). */
@@ -655,6 +680,9 @@ export class ConnectionLog implements ConnectionRecorder {
       usage: unit.usage.slice(u),
       attempts: 0,
     };
+    // The store takes a writer's batches in the order of their numbers (batch-marks.ts): the units waiting behind
+    // (halves of an earlier split; none was tried yet, only the first unit ever is) get numbers after the halves'.
+    for (const later of this.unstored) later.id = this.batchIds();
     this.unstored.unshift(first, second);
     logger?.error(
       { err, records: unit.records.length, rollups: unit.usage.length },

@@ -63,7 +63,10 @@ export async function assembleAccounts(config: Config, needs: Needs, ctx: Assemb
     ...(fleet ? { allowance: fleet.allowance } : {}),
   });
   const configured = await resolve(config.users);
-  await accounting.start(configured);
+  // The stored counters only: the config's users are applied by the users directory's seed (src/daemon/users.ts),
+  // once it knows each one's usage key. Applied here by plain name first, a config user made under a deleted
+  // customer's name had its config limit written on that customer's row at every start that changed it.
+  await accounting.start([]);
   ctx.stops.onStop('accounting', () => accounting.close());
 
   const reconciler = new AccountReconciler({ client, products, accounting, logger: logger.child({ component: 'accounts' }) });

@@ -6,7 +6,7 @@ import type { Orders } from '../orders/index.ts';
 import type { PlatformClient } from '../platform/client.ts';
 import { describePlan, planUsers } from '../pool/draw-plan.ts';
 import { ApiDrawer, PwdDrawer, drawApiFromClient, type Drawer } from '../pool/drawer.ts';
-import { ipsLeft, PlannedDrawer } from '../pool/planned-drawer.ts';
+import { drawProxyType, ipsLeft, PlannedDrawer } from '../pool/planned-drawer.ts';
 import { PoolRegistry } from '../pool/registry.ts';
 import { PoolEmptyError, poolKeyId, type PoolKey } from '../pool/types.ts';
 import type { LocalUser } from '../proxy/types.ts';
@@ -48,7 +48,7 @@ export async function assemblePools(config: Config, needs: Needs, ctx: AssemblyC
       product: productRecord,
       ipsLeft: (main, productNo, proxyType) => ipsLeft(client, main, productNo, proxyType),
       logger: logger.child({ component: 'pool', pool: `${key.user}/${key.productNo}/${key.region}` }),
-      build: (plan) => {
+      build: (plan, record) => {
         // Drawers stamp node expiry (drawn at + sessTime) on the same clock the pools judge it by; with
         // Date.now here and an injected `now` in the pools, nodes drawn after the clock moved were born expired.
         const common = {
@@ -60,7 +60,8 @@ export async function assemblePools(config: Config, needs: Needs, ctx: AssemblyC
         };
         const inner =
           plan.method === 'api'
-            ? new ApiDrawer({ ...common, mainAccount: user.mainAccount, proxyType: 104 })
+            ? // DrawByApi's proxyType is the product's (seed 4.16: 104 or 105); a platform refuses a pair that does not match.
+              new ApiDrawer({ ...common, mainAccount: user.mainAccount, proxyType: drawProxyType(record) })
             : new PwdDrawer({
                 ...common,
                 subAccount: plan.account,

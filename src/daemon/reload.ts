@@ -112,6 +112,8 @@ export function assembleReload(parts: ReloadParts): (next: Config) => Promise<vo
       // Config users are seeded again (config fields win); API users stay. Pools of users that went away or
       // changed how they draw are dropped; live connections keep their node.
       const nextUsers = await accounts.resolve(next.users);
+      // A config user naming a product the catalogue does not hold refuses the file (users.<n>.products.<i>).
+      await users.directory.checkConfigProducts(nextUsers);
       const applyGateway = await gateway.prepareReload(next);
       const current = parts.current();
       const tokenChanged = next.admin.token !== current.admin.token;

@@ -6,21 +6,46 @@ import type { Logger } from '../telemetry/logger.ts';
 import { ReloadIncompleteError } from './reload.ts';
 import type { Daemon } from './types.ts';
 
-/** Resolves once a signal has stopped the daemon (after draining for `drainMs`). */
-export function runUntilSignalled(daemon: Daemon, drainMs: number, logger: Logger, configFile?: string): Promise<void> {
-  return new Promise<void>((resolve) => {
+/** How long an uncaught error's stop may take before the process exits regardless. */
+export const FATAL_STOP_MS = 10_000;
+
+/**
+ * Resolves once a signal has stopped the daemon (after draining for `drainMs`): true; false when an uncaught
+ * error stopped it (the process should exit non-zero).
+ */
+export function runUntilSignalled(daemon: Daemon, drainMs: number, logger: Logger, configFile?: string): Promise<boolean> {
+  return new Promise<boolean>((resolve) => {
     let stopping = false;
-    const stop = (signal: string): void => {
+    let clean = true;
+    const stop = (signal: string, ms: number): void => {
       if (stopping) return;
       stopping = true;
       logger.info({ signal }, 'shutting down: draining connections');
-      daemon.close(drainMs).then(resolve, (err: unknown) => {
-        logger.error({ err }, 'shutdown failed');
-        resolve();
-      });
+      daemon.close(ms).then(
+        () => resolve(clean),
+        (err: unknown) => {
+          logger.error({ err }, 'shutdown failed');
+          resolve(clean);
+        },
+      );
     };
-    process.once('SIGINT', () => stop('SIGINT'));
-    process.once('SIGTERM', () => stop('SIGTERM'));
+    process.once('SIGINT', () => stop('SIGINT', drainMs));
+    process.once('SIGTERM', () => stop('SIGTERM', drainMs));
+    // A fault that escaped every handler goes to the log as such (not only to stderr), and the daemon stops as
+    // for a signal without the drain, so open connections are recorded and the counters written before the
+    // process exits non-zero; a stop that itself hangs is cut after FATAL_STOP_MS.
+    const fatal = (err: unknown, what: string): void => {
+      logger.fatal({ err }, `${what}: stopping the daemon`);
+      clean = false;
+      if (stopping) return;
+      setTimeout(() => {
+        logger.fatal({ ms: FATAL_STOP_MS }, 'stop after an uncaught error did not finish: exiting');
+        process.exit(1);
+      }, FATAL_STOP_MS).unref();
+      stop(what, 0);
+    };
+    process.on('uncaughtException', (err) => fatal(err, 'uncaught exception'));
+    process.on('unhandledRejection', (err) => fatal(err, 'unhandled rejection'));
     // One reload at a time; SIGHUPs that arrive meanwhile are folded into one more, which reads the file again:
     // the file as it is after the last signal is the one in force.
     let reloading = false;

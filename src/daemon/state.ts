@@ -3,6 +3,7 @@
 import type { Config } from '../config/schema.ts';
 import type { Fleet } from '../fleet/index.ts';
 import { openBackends, type Backends } from '../store/backends.ts';
+import { lockStore } from '../store/store-lock.ts';
 import { clockOption, type AssemblyContext } from './lifecycle.ts';
 
 export interface StatePart {
@@ -11,6 +12,15 @@ export interface StatePart {
   fleet: Fleet | undefined;
   /** The fleet's module, loaded only for a shared store (a daemon on SQLite never holds it). */
   fleetParts: typeof import('../fleet/index.ts') | undefined;
+}
+
+/**
+ * The store to this daemon alone (a SQLite file; a Redis store is shared by design): taken before anything that
+ * writes beside it, the embedded sandbox's state file included, and given back last.
+ */
+export function holdStore(config: Config, ctx: AssemblyContext): void {
+  const lock = lockStore(config.store.path, 'rotor start');
+  if (lock) ctx.stops.onStop('store lock', () => lock.release());
 }
 
 export async function assembleState(config: Config, ctx: AssemblyContext): Promise<StatePart> {

@@ -262,7 +262,9 @@ export class PlatformClient {
           responseStatus: reply.status,
         });
       }
-      const payload = this.decryptData(name, reqId, envelope.data);
+      // An operation that answers "without encrypted data" (seed 4.18, part 5 rule 5): code 200 is the whole
+      // answer. Whatever a platform puts in `data` there ({} from a Go service's shared helper, "success") is not read.
+      const payload = operations[name].response === null ? undefined : this.decryptData(name, reqId, envelope.data);
       this.logger?.debug({ operation: name, reqId, attempt, code: 200, ms: Math.round(performance.now() - t0) }, 'platform call');
       return payload;
     } catch (err) {

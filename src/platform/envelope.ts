@@ -32,6 +32,9 @@ export class DecryptError extends RotorError {
   }
 }
 
+const WHITESPACE = /[ \t\r\n]/;
+const WHITESPACE_ALL = /[ \t\r\n]+/g;
+
 /** A prepared cipher for one secret; validates the key length once. */
 export class AesEnvelope {
   private readonly key: Buffer;
@@ -51,11 +54,16 @@ export class AesEnvelope {
     return Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]).toString('base64');
   }
 
-  /** Throws DecryptError on bad base64, a wrong key or bad padding; never anything else. */
+  /**
+   * Throws DecryptError on bad base64, a wrong key or bad padding; never anything else. Base64 written in lines
+   * (CRLF or LF every 76 characters: Java's MIME encoders and sun.misc.BASE64Encoder, Python's encodebytes) is
+   * read as one text: spaces, tabs and line breaks are dropped before the alphabet and padding are checked.
+   */
   decrypt(base64: string): string {
     if (typeof base64 !== 'string' || base64.length === 0) throw new DecryptError('empty ciphertext');
-    if (!/^[A-Za-z0-9+/]+={0,2}$/.test(base64)) throw new DecryptError('not base64');
-    const bytes = Buffer.from(base64, 'base64');
+    const text = WHITESPACE.test(base64) ? base64.replace(WHITESPACE_ALL, '') : base64;
+    if (!/^[A-Za-z0-9+/]+={0,2}$/.test(text)) throw new DecryptError('not base64');
+    const bytes = Buffer.from(text, 'base64');
     if (bytes.length === 0 || bytes.length % 16 !== 0) throw new DecryptError('ciphertext is not a whole number of blocks');
     try {
       const decipher = createDecipheriv(this.algorithm, this.key, this.iv);

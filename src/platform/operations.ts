@@ -153,7 +153,7 @@ export const operations = {
       orderNo: z.string(),
       appOrderNo: z.string().optional().nullable(),
       instanceNo: z.string().optional().nullable(),
-      status: r.numeric.optional().nullable(),
+      status: r.optNumeric,
     }),
   },
   InstanceRenew: {
@@ -228,11 +228,9 @@ export const operations = {
     }),
     response: z.looseObject({
       resetNo: z.string().optional().nullable(),
-      status: r.numeric.optional().nullable(),
+      status: r.optNumeric,
       list: z
-        .array(
-          z.looseObject({ instanceNo: z.string(), newPassword: z.string().optional().nullable(), status: r.numeric.optional().nullable() }),
-        )
+        .array(z.looseObject({ instanceNo: z.string(), newPassword: z.string().optional().nullable(), status: r.optNumeric }))
         .optional()
         .nullable(),
     }),
@@ -269,7 +267,7 @@ export const operations = {
         message: 'username or appUsername is required',
         path: ['appUsername'],
       }),
-    response: z.looseObject({ username: z.string().optional().nullable(), authStatus: r.numeric.optional().nullable() }),
+    response: z.looseObject({ username: z.string().optional().nullable(), authStatus: r.optNumeric }),
   },
   CreateProxyUser: {
     path: '/api/open/app/proxy/user/v2',
@@ -389,8 +387,8 @@ export const operations = {
       pageSize: PAGE_SIZE.optional(),
     }),
     response: z.looseObject({
-      total: r.numeric.optional().nullable(),
-      curPage: r.numeric.optional().nullable(),
+      total: r.optNumeric,
+      curPage: r.optNumeric,
       list: z.array(r.flowLogEntry).nullable().optional(),
     }),
   },
@@ -405,7 +403,7 @@ export const operations = {
       flowNum: INT.min(1).optional(),
       remark: z.string().max(250).optional(),
     }),
-    response: z.looseObject({ returnAmount: r.numeric.optional().nullable() }),
+    response: z.looseObject({ returnAmount: r.optNumeric }),
     // Money moved with no merchant number to make a second send harmless, and the seed does not say the
     // platform recognises a resent reqId: resent only when the first send never reached it.
     resend: 'unsent',

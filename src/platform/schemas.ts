@@ -3,15 +3,31 @@
 // fields the seed does not list are kept, so a platform that adds a field never breaks Rotor.
 import { z } from 'zod';
 
+/**
+ * A decimal number as text: what Number() reads as a finite decimal, exponent included ("1e+06", the way Go's
+ * %v / FormatFloat('g') writes 1,000,000; "1.048576e+06"; "+5"; ".5"). No hex, no "Infinity", no empty text.
+ */
+const NUMBER_TEXT = /^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/;
+
 /** A number that may arrive as a JSON number or a numeric string. */
 export const numeric = z.union([
   z.number(),
-  z
-    .string()
-    .trim()
-    .regex(/^-?\d+(\.\d+)?$/, 'expected a number')
-    .transform(Number),
+  z.string().trim().regex(NUMBER_TEXT, 'expected a number').transform(Number).refine(Number.isFinite, 'expected a finite number'),
 ]);
+/**
+ * An optional number: also absent when it arrives as "" or blank (a platform with nothing to say, e.g. ProxyInfo's
+ * `used` before any use, writes Go's or Java's empty string rather than leaving the field out).
+ */
+export const optNumeric = z
+  .union([
+    numeric,
+    z
+      .string()
+      .regex(/^\s*$/)
+      .transform(() => undefined),
+  ])
+  .optional()
+  .nullable();
 /** A string that may arrive as a number (prices, balances). */
 export const stringish = z.union([z.string(), z.number().transform(String)]);
 /** Booleans as the live platform might send them. */
@@ -23,9 +39,9 @@ export const appInfo = z.looseObject({
   appName: stringish,
   coin: stringish,
   credit: stringish,
-  useBridge: opt(numeric),
+  useBridge: optNumeric,
   callbackUrl: opt(z.string()),
-  status: opt(numeric),
+  status: optNumeric,
 });
 
 export interface AreaNode {
@@ -56,14 +72,14 @@ export const city = z.looseObject({
   areaCode: opt(z.string()),
   areaName: opt(z.string()),
   areaEnName: opt(z.string()),
-  status: opt(numeric),
+  status: optNumeric,
 });
 
-export const project = z.looseObject({ code: z.string(), name: opt(z.string()), status: opt(numeric) });
+export const project = z.looseObject({ code: z.string(), name: opt(z.string()), status: optNumeric });
 
 export const cidrBlock = z.looseObject({
   cidr: z.string(),
-  count: opt(numeric),
+  count: optNumeric,
   asn: opt(stringish),
   isp: opt(z.string()),
   projectList: opt(z.array(z.unknown())),
@@ -75,69 +91,69 @@ export const product = z.looseObject({
   proxyType: numeric,
   useType: opt(stringish),
   protocol: opt(stringish),
-  useLimit: opt(numeric),
-  sellLimit: opt(numeric),
+  useLimit: optNumeric,
+  sellLimit: optNumeric,
   areaCode: opt(z.string()),
   countryCode: opt(z.string()),
   stateCode: opt(z.string()),
   cityCode: opt(z.string()),
   detail: opt(z.string()),
   costPrice: opt(stringish),
-  inventory: opt(numeric),
-  ipType: opt(numeric),
-  ispType: opt(numeric),
-  netType: opt(numeric),
-  duration: opt(numeric),
-  unit: opt(numeric),
-  bandWidth: opt(numeric),
+  inventory: optNumeric,
+  ipType: optNumeric,
+  ispType: optNumeric,
+  netType: optNumeric,
+  duration: optNumeric,
+  unit: optNumeric,
+  bandWidth: optNumeric,
   bandWidthPrice: opt(stringish),
-  maxBandWidth: opt(numeric),
-  flow: opt(numeric),
-  cpu: opt(numeric),
-  memory: opt(numeric),
-  enable: opt(numeric),
+  maxBandWidth: optNumeric,
+  flow: optNumeric,
+  cpu: optNumeric,
+  memory: optNumeric,
+  enable: optNumeric,
   supplierCode: opt(z.string()),
-  ipCount: opt(numeric),
-  ipDuration: opt(numeric),
-  assignIp: opt(numeric),
+  ipCount: optNumeric,
+  ipDuration: optNumeric,
+  assignIp: optNumeric,
   parentNo: opt(z.string()),
-  cidrStatus: opt(numeric),
-  oneDay: opt(numeric),
+  cidrStatus: optNumeric,
+  oneDay: optNumeric,
   cidrBlocks: opt(z.array(cidrBlock)),
   offlineCidrBlocks: opt(z.array(z.looseObject({ cidr: z.string(), offlineTime: opt(z.string()) }))),
-  proxyEverytimeChange: opt(numeric),
-  proxyGlobalRandom: opt(numeric),
-  apiDrawGlobalRandom: opt(numeric),
-  ipWhiteList: opt(numeric),
-  pwdDrawProxyUser: opt(numeric),
-  proxyUserFlowLimit: opt(numeric),
-  flowUseLog: opt(numeric),
+  proxyEverytimeChange: optNumeric,
+  proxyGlobalRandom: optNumeric,
+  apiDrawGlobalRandom: optNumeric,
+  ipWhiteList: optNumeric,
+  pwdDrawProxyUser: optNumeric,
+  proxyUserFlowLimit: optNumeric,
+  flowUseLog: optNumeric,
   pwdDrawSessionRange: opt(stringish),
-  flowConversionBase: opt(numeric),
-  changeProxy: opt(numeric),
-  projectList: opt(z.array(z.looseObject({ code: z.string(), inventory: opt(numeric) }))),
-  productType: opt(numeric),
+  flowConversionBase: optNumeric,
+  changeProxy: optNumeric,
+  projectList: opt(z.array(z.looseObject({ code: z.string(), inventory: optNumeric }))),
+  productType: optNumeric,
 });
 
 export const productArea = z.looseObject({
   productNo: opt(z.string()),
-  proxyType: opt(numeric),
+  proxyType: optNumeric,
   areaCode: opt(z.string()),
   countryCode: opt(z.string()),
   stateCode: opt(z.string()),
   cityCode: opt(z.string()),
-  status: opt(numeric),
+  status: optNumeric,
   region: opt(z.string()),
   supplierCode: opt(z.string()),
 });
 
 export const instance = z.looseObject({
   instanceNo: z.string(),
-  proxyType: opt(numeric),
-  asnType: opt(numeric),
+  proxyType: optNumeric,
+  asnType: optNumeric,
   protocol: opt(stringish),
   ip: opt(z.string()),
-  port: opt(numeric),
+  port: optNumeric,
   regionId: opt(z.string()),
   countryCode: opt(z.string()),
   cityCode: opt(z.string()),
@@ -145,11 +161,11 @@ export const instance = z.looseObject({
   username: opt(z.string()),
   pwd: opt(z.string()),
   orderNo: opt(z.string()),
-  userExpired: opt(numeric),
-  flowTotal: opt(numeric),
-  flowBalance: opt(numeric),
-  status: opt(numeric),
-  renew: opt(numeric),
+  userExpired: optNumeric,
+  flowTotal: optNumeric,
+  flowBalance: optNumeric,
+  status: optNumeric,
+  renew: optNumeric,
   bridges: opt(z.array(z.string())),
   openAt: opt(stringish),
   renewAt: opt(stringish),
@@ -163,13 +179,13 @@ export const order = z.looseObject({
   orderNo: z.string(),
   appOrderNo: opt(z.string()),
   type: numeric,
-  status: opt(numeric),
-  count: opt(numeric),
+  status: optNumeric,
+  count: optNumeric,
   amount: opt(stringish),
-  refund: opt(numeric),
-  page: opt(numeric),
-  pageSize: opt(numeric),
-  total: opt(numeric),
+  refund: optNumeric,
+  page: optNumeric,
+  pageSize: optNumeric,
+  total: optNumeric,
   instances: opt(z.array(instance)),
 });
 
@@ -183,8 +199,8 @@ export const mainAccount = z.looseObject({
   appUsername: opt(z.string()),
   username: opt(z.string()),
   password: opt(z.string()),
-  status: opt(numeric),
-  authStatus: opt(numeric),
+  status: optNumeric,
+  authStatus: optNumeric,
 });
 
 export const subAccountInfo = z.looseObject({
@@ -192,27 +208,27 @@ export const subAccountInfo = z.looseObject({
   productNo: opt(z.string()),
   username: opt(z.string()),
   password: opt(z.string()),
-  status: opt(numeric),
+  status: optNumeric,
   remark: opt(z.string()),
-  limitFlow: opt(numeric),
-  useFlow: opt(numeric),
+  limitFlow: optNumeric,
+  useFlow: optNumeric,
 });
 
 export const balanceEntry = z.looseObject({
-  used: opt(numeric),
-  total: opt(numeric),
+  used: optNumeric,
+  total: optNumeric,
   balance: numeric,
   productNo: opt(z.string()),
   ipWhiteList: opt(z.array(z.string())),
-  ipUsed: opt(numeric),
-  ipTotal: opt(numeric),
+  ipUsed: optNumeric,
+  ipTotal: optNumeric,
 });
 
 export const flowLogEntry = z.looseObject({
   used: numeric,
-  total: opt(numeric),
-  balance: opt(numeric),
-  usedTime: opt(numeric),
+  total: optNumeric,
+  balance: optNumeric,
+  usedTime: optNumeric,
   productNo: opt(z.string()),
 });
 

@@ -20,10 +20,22 @@ export interface IpBalanceCaller {
   call(name: 'ProxyInfo', params: OpRequest<'ProxyInfo'>): Promise<OpResponse<'ProxyInfo'>>;
 }
 
-/** IPs left in a main account's package for a product sold by IP count (ProxyInfo: ipTotal - ipUsed). */
+/** The proxyType a draw or balance read of this product names (seed 2.1: 104 dynamic overseas, 105 domestic). */
+export function drawProxyType(record: Pick<DrawProductRecord, 'proxyType'>): 104 | 105 {
+  return record.proxyType === 105 ? 105 : 104;
+}
+
+/**
+ * IPs left in a main account's package for a product sold by IP count (ProxyInfo: ipTotal - ipUsed). The entry
+ * is this product's, else one that names no product: ProxyInfo is asked for one product, and `productNo` is not
+ * required in its entries (seed 2.11), so a platform may write it absent, "" (Go) or null (Java).
+ */
 export async function ipsLeft(client: IpBalanceCaller, mainAccount: string, productNo: string, proxyType: 104 | 105): Promise<number> {
   const res = await client.call('ProxyInfo', { appUsername: mainAccount, productNo, proxyType });
-  const entry = (res.list ?? []).find((e) => e.productNo === undefined || e.productNo === productNo);
+  const list = res.list ?? [];
+  const entry =
+    list.find((e) => e.productNo === productNo) ??
+    list.find((e) => e.productNo === undefined || e.productNo === null || e.productNo === '');
   return Math.max(0, Number(entry?.ipTotal ?? 0) - Number(entry?.ipUsed ?? 0));
 }
 
@@ -34,8 +46,8 @@ export interface PlannedDrawerOptions {
   product: (productNo: string) => Promise<DrawProductRecord | undefined>;
   /** IPs left for (main account, product); required for products sold by IP count. */
   ipsLeft?: (mainAccount: string, productNo: string, proxyType: 104 | 105) => Promise<number>;
-  /** The drawer for a plan (PwdDrawer/ApiDrawer, guarded); built once per distinct plan. */
-  build: (plan: DrawPlanOk) => Drawer;
+  /** The drawer for a plan (PwdDrawer/ApiDrawer, guarded) of this product record; built once per distinct plan. */
+  build: (plan: DrawPlanOk, record: DrawProductRecord) => Drawer;
   logger?: Logger;
 }
 
@@ -59,14 +71,13 @@ export class PlannedDrawer implements Drawer {
     let n = count;
     if (plan.byIp) {
       if (!o.ipsLeft) throw new DrawNotAllowedError(`${record.productNo} is sold by IP count and Rotor cannot read the IPs left`);
-      const proxyType = record.proxyType === 105 ? 105 : 104;
-      this.left = await o.ipsLeft(o.user.mainAccount, record.productNo, proxyType);
+      this.left = await o.ipsLeft(o.user.mainAccount, record.productNo, drawProxyType(record));
       if (this.left <= 0) throw new DrawNotAllowedError(`the IP package of ${o.user.mainAccount} for ${record.productNo} is used up`);
       // One exit at a time, kept for its ipDuration: every new exit spends an IP.
       n = 1;
     }
-    const signature = JSON.stringify([plan.method, plan.account, plan.sessTime]);
-    if (this.built?.signature !== signature) this.built = { signature, drawer: o.build(plan) };
+    const signature = JSON.stringify([plan.method, plan.account, plan.sessTime, drawProxyType(record)]);
+    if (this.built?.signature !== signature) this.built = { signature, drawer: o.build(plan, record) };
     const nodes = await this.built.drawer.draw(n);
     if (plan.byIp && this.left !== undefined) this.left = Math.max(0, this.left - nodes.length);
     return nodes;

@@ -155,6 +155,8 @@ function parseColonForm(text: string, defaultProtocol: UpstreamProtocol): Parsed
 
   const parts = text.split(':');
   if (parts.length === 2) return { protocol: defaultProtocol, ...parseHostPort(text) };
+  const bare = parts.length >= 5 ? bareIpv6WithCredentials(parts, defaultProtocol) : undefined;
+  if (bare) return bare;
   if (parts.length >= 4 && parts[0] !== '' && /^\d+$/.test(parts[1]!)) {
     const host = checkHost(parts[0]!);
     const port = parsePort(parts[1]!);
@@ -164,6 +166,39 @@ function parseColonForm(text: string, defaultProtocol: UpstreamProtocol): Parsed
   if (parts.length === 1) throw new ProxyStringError('bad_port', 'missing port');
   if (parts.length >= 3 && isIPv6(text)) throw new ProxyStringError('bad_host', 'IPv6 address must be in brackets');
   throw new ProxyStringError('bad_form', 'expected host:port, host:port:user:pass, user:pass@host:port or scheme://user:pass@host:port');
+}
+
+/**
+ * `host:port:user:pass` with an unbracketed IPv6 host (`::1:40000:user:pass`, `2001:db8::10:8080:u:p`): the colon
+ * form has no bracket convention, so a platform that joins the four fields with ':' writes the address bare (the
+ * sandbox does, put on ::1). The address is the fields before a port, and it must be a whole IPv6 address. First
+ * read: the last three fields are port, user and password (the form's own reading, neither holding ':'); else
+ * the shortest address followed by port and user, the rest the password (one holding ':'). Without credentials
+ * (`::1:1080`) nothing is read: that is itself an IPv6 address, and which field is a port cannot be told.
+ */
+function bareIpv6WithCredentials(parts: readonly string[], protocol: UpstreamProtocol): ParsedProxy | undefined {
+  const n = parts.length;
+  const hostPort = (k: number): { host: string; port: number } | undefined => {
+    const host = parts.slice(0, k).join(':');
+    const port = parts[k]!;
+    if (!host.includes(':') || !isIPv6(host) || !/^\d{1,5}$/.test(port)) return undefined;
+    const value = Number(port);
+    return value >= 1 && value <= 65535 ? { host, port: value } : undefined;
+  };
+  const read = (k: number): ParsedProxy | undefined => {
+    const hp = hostPort(k);
+    const username = parts[k + 1]!;
+    const password = parts.slice(k + 2).join(':');
+    if (!hp || username === '' || k + 2 >= n) return undefined;
+    return { protocol, ...hp, username, password };
+  };
+  const own = read(n - 3);
+  if (own) return own;
+  for (let k = 2; k < n - 3; k++) {
+    const withColons = read(k);
+    if (withColons) return withColons;
+  }
+  return undefined;
 }
 
 /** The node identity of types.ts: protocol://username@host:port, never the password. */

@@ -373,7 +373,7 @@ export class Forwarder {
 
   /** A try's request gets its connection: a kept one of its key (node emits 'socket' in the next tick), or a dial's. */
   handOut(exchange: Exchange, up: ClientRequest): void {
-    const kept = this.takeIdle(exchange.key);
+    const kept = this.takeIdle(exchange);
     exchange.kept = kept;
     if (kept === null) {
       this.dialFor(exchange, up);
@@ -383,10 +383,16 @@ export class Forwarder {
     up.onSocket(kept.dialed.socket);
   }
 
-  /** The newest idle connection of `key` that is still open, taken out of its slot (null: none). */
-  private takeIdle(key: string): Upstream | null {
-    const slot = this.slots.get(key);
-    if (slot === undefined) return null;
+  /**
+   * The newest idle connection of the exchange's key that is still open, taken out of its slot (null: none).
+   * Each request is checked against the destination rules in force now, as a dial checks it (Router.startDial):
+   * a rule set after the connection was made (the user's, or proxy.rules by a reload) refuses the request here,
+   * and the dial it then goes to refuses it the dial's way (403, nothing sent); the kept connection stays idle.
+   */
+  private takeIdle(exchange: Exchange): Upstream | null {
+    const slot = this.slots.get(exchange.key);
+    if (slot === undefined || slot.idle.length === 0) return null;
+    if (this.options.router.destinationRefusal(exchange.route, exchange.target) !== undefined) return null;
     const idle = slot.idle;
     while (idle.length > 0) {
       const u = idle.pop()!;
@@ -813,12 +819,15 @@ function upResponse(this: TaggedRequest, answer: IncomingMessage): void {
     clearTimeout(exchange.ruleTimer);
     const verdict = exchange.rules.atHead(answer.statusCode ?? 0, answer.rawHeaders);
     if (typeof verdict === 'number') {
-      // A body pattern may fire: the head and the first body bytes wait (request-rules-body.ts).
+      // A body pattern may fire: the head and the first body bytes wait (request-rules-body.ts) while the
+      // patterns run on their own thread (request-rules-matcher.ts).
       exchange.responded = true;
+      const rules = exchange.rules;
       holdBody(
         answer,
         verdict,
-        (held, ended) => bodySeen(exchange, this, answer, held, ended),
+        (held, done) => rules.judgeBody(answer.statusCode ?? 0, answer.rawHeaders, held, done),
+        (held, ended, rule) => bodySeen(exchange, this, answer, held, ended, rule),
         () => bodyLost(exchange, this),
       );
       return;
@@ -833,16 +842,32 @@ function upResponse(this: TaggedRequest, answer: IncomingMessage): void {
   passResponse(exchange, answer, undefined, false);
 }
 
-/** A body rule's bytes are in hand: the rule fires (and may retry elsewhere), or the response goes on. */
-function bodySeen(exchange: Exchange, up: TaggedRequest, answer: IncomingMessage, held: Buffer, ended: boolean): void {
-  if (exchange.request !== up || exchange.client.destroyed) return;
-  const rule = exchange.rules!.afterBody(answer.statusCode ?? 0, answer.rawHeaders, held);
+/**
+ * A body rule's bytes are judged: the rule fires (and may retry elsewhere), or the response goes on. A body not
+ * whole in hand was paused meanwhile (request-rules-body.ts): it flows again unless the client is full already.
+ */
+function bodySeen(
+  exchange: Exchange,
+  up: TaggedRequest,
+  answer: IncomingMessage,
+  held: Buffer,
+  ended: boolean,
+  rule: CompiledRule | undefined,
+): void {
+  if (exchange.request !== up || exchange.client.destroyed) {
+    // Nobody takes the rest (another try owns the exchange, or the client left): read to nowhere, as before the hold.
+    answer.resume();
+    return;
+  }
   if (rule !== undefined && exchange.forwarder.ruleRetry(exchange, rule)) {
     answer.resume();
     up.destroy();
     return;
   }
   passResponse(exchange, answer, held, ended);
+  // No pipe: the answer could not be passed on (passResponse failed the exchange and let the answer flow).
+  const pipe = (answer as Partial<Piped<IncomingMessage>>)[PIPE];
+  if (!ended && pipe !== undefined && !pipe.held) answer.resume();
 }
 
 /** The upstream closed while a body rule's bytes were held: nothing reached the client yet, it gets a 502. */
@@ -855,13 +880,30 @@ function bodyLost(exchange: Exchange, up: TaggedRequest): void {
   );
 }
 
+/** An answer from the upstream that cannot be passed on (tunnel-record.ts maps an HPE_ code to 502 http_protocol_error). */
+const MALFORMED_ANSWER = Object.assign(new Error('the upstream answered with a status line that cannot be passed on'), {
+  code: 'HPE_INVALID_STATUS',
+});
+
 /**
  * The response goes to the client: its head, then `held` (body bytes a rule's body pattern looked at) and the
  * rest as it comes; `ended` = the held bytes are the whole body.
  */
 function passResponse(exchange: Exchange, answer: IncomingMessage, held: Buffer | undefined, ended: boolean): void {
   exchange.responded = true;
-  exchange.res.writeHead(answer.statusCode ?? 502, answer.statusMessage, forwardHeaders(answer.rawHeaders));
+  // node:http's client takes status lines its server will not write (a status under 100, a control byte in the
+  // reason phrase): writeHead throws, on the upstream socket's data path. Such an answer fails the exchange (502,
+  // http_protocol_error) before any byte of it reached the client, and its connection is not kept.
+  try {
+    exchange.res.writeHead(answer.statusCode ?? 0, answer.statusMessage, forwardHeaders(answer.rawHeaders));
+  } catch {
+    // writeHead kept the refused reason phrase, and the 502's writeHead would keep it too: cleared.
+    exchange.res.statusMessage = '';
+    answer.resume();
+    exchange.request?.destroy();
+    exchange.forwarder.failed(MALFORMED_ANSWER, exchange.res, exchange.conn);
+    return;
+  }
   (answer as TaggedAnswer)[EXCHANGE] = exchange;
   if (ended) {
     exchange.upstream?.stream.charge(held?.length ?? 0);
@@ -892,6 +934,30 @@ function upClosed(this: TaggedRequest): void {
   // Whatever ended the exchange without an answer or a failure said: the limit or the client leaving.
   if (exchange.upstream?.stream.exhausted) exchange.end('ok', 'limit');
   else if (exchange.client.destroyed) exchange.end('client_abort', 'the client went away');
+  else if (!exchange.res.writableEnded) {
+    // Not answered yet, and node:http said no 'error': the upstream closed during the response body (node
+    // destroys the response quietly), or it answered a plain request with 101 (node, with no 'upgrade'
+    // listener, destroys the socket). A response whose body was read whole ends by its own 'end' (answerEnded).
+    const answer = (this as ClientRequest & { res?: IncomingMessage | null }).res;
+    if (answer && (answer.statusCode === 101 || !answer.complete)) answerLost(exchange, answer.statusCode === 101);
+  }
+}
+
+/** An upgrade answer to a request that asked for none (tunnel-record.ts maps an HPE_ code to 502 http_protocol_error). */
+const UNASKED_UPGRADE = Object.assign(new Error('the upstream switched protocols on a plain request'), { code: 'HPE_UNEXPECTED_UPGRADE' });
+const CLOSED_DURING_RESPONSE = Object.assign(new Error('the upstream closed during the response'), { code: 'ECONNRESET' });
+
+/**
+ * The upstream's answer was lost after its head came: a client that has the head loses its connection (so it
+ * knows the body is short) and the record ends as the upstream's failure; one that has nothing yet gets a 502.
+ */
+function answerLost(exchange: Exchange, upgrade: boolean): void {
+  if (exchange.res.headersSent) {
+    exchange.client.destroy();
+    exchange.end('upstream_error', 'the upstream closed during the response');
+  } else {
+    exchange.forwarder.failed(upgrade ? UNASKED_UPGRADE : CLOSED_DURING_RESPONSE, exchange.res, exchange.conn);
+  }
 }
 
 function upFailed(this: TaggedRequest, err: Error): void {

@@ -157,7 +157,8 @@ function connectionNamed(raw: string[]): Set<string> | undefined {
       }
       for (const token of value.split(',')) {
         const t = token.trim().toLowerCase();
-        if (t) (named ??= new Set()).add(t);
+        // Content-Length frames the message: never hop-by-hop (RFC 9110 §7.6.1), whatever Connection says.
+        if (t && t !== 'content-length') (named ??= new Set()).add(t);
       }
     }
   }
@@ -190,6 +191,10 @@ export function forwardHeaders(raw: string[], options: { keepUpgrade?: boolean; 
 /**
  * The same fields as forwardHeaders, as the object node:http's request takes (repeated fields as arrays,
  * the sender's case), with `Host: authority` first and `drop` removed: one pass, no intermediate list.
+ * A request's Transfer-Encoding stays, as sent: node:http chunks the body it is given only when the head says
+ * so (or by default for POST-like methods), and a GET's, DELETE's or OPTIONS's chunked body would otherwise go
+ * out unframed, for the target to read as further requests. Its codings are the body's as read (node:http's
+ * parser takes off only the chunking, which node:http's client puts back).
  */
 export function forwardHeaderObject(raw: string[], drop: ReadonlySet<string>, authority: string): Record<string, string | string[]> {
   const named = connectionNamed(raw);
@@ -197,12 +202,14 @@ export function forwardHeaderObject(raw: string[], drop: ReadonlySet<string>, au
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i]!;
     const lower = name.toLowerCase();
-    if (HOP_BY_HOP.has(lower) || named?.has(lower) || drop.has(lower)) continue;
+    if (HOP_BY_HOP.has(lower) ? lower !== 'transfer-encoding' : named?.has(lower) || drop.has(lower)) continue;
     const value = raw[i + 1]!;
     const had = out[name];
     if (had === undefined) out[name] = value;
+    else if (typeof had === 'string') out[name] = [had, value];
     else if (Array.isArray(had)) had.push(value);
-    else out[name] = [had, value];
+    // A name Object.prototype has (constructor, toString, __proto__): an own field, not the inherited member.
+    else Object.defineProperty(out, name, { value, enumerable: true, writable: true, configurable: true });
   }
   return out;
 }

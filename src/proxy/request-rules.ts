@@ -7,6 +7,7 @@
 // come before the global ones; the first that matches fires.
 import type { DialTrace } from '../connlog/types.ts';
 import type { AcquireOptions, FailureReason, NodeSource, UpstreamNode } from '../pool/types.ts';
+import { BodyMatcher } from './request-rules-matcher.ts';
 import { BODY_BYTES_DEFAULT, compileBodyPattern } from './request-rules-pattern.ts';
 
 export type RuleAction = 'retry' | 'ban' | 'retry_ban' | 'tag';
@@ -26,6 +27,8 @@ export interface RequestRule {
   /** a body pattern (checked by the schema: src/proxy/request-rules-pattern.ts) */
   body?: string | undefined;
   bodyBytes?: number | undefined;
+  /** When the body match is stopped by its deadline (request-rules-matcher.ts): pass (default) or fire. */
+  bodyTimeout?: 'pass' | 'fire' | undefined;
 }
 
 /** RFC 9110 §9.2.2's idempotent methods: retried unless a rule lists its own. */
@@ -41,7 +44,11 @@ export class CompiledRule {
   readonly timeoutMs: number | undefined;
   /** the body pattern, compiled here once; undefined = the rule does not look at bodies */
   readonly body: RegExp | undefined;
+  /** the body pattern's source (what the matcher's thread compiles) */
+  readonly bodySource: string | undefined;
   readonly bodyBytes: number;
+  /** a body match stopped by the deadline while on this rule's pattern fires the rule */
+  readonly fireOnBodyTimeout: boolean;
   private readonly exact: ReadonlySet<string> | undefined;
   private readonly below: readonly string[];
   private readonly statuses: ReadonlySet<number> | undefined;
@@ -56,7 +63,9 @@ export class CompiledRule {
     this.banHost = rule.banHost ?? false;
     this.timeoutMs = rule.timeoutMs;
     this.body = rule.body === undefined ? undefined : compileBodyPattern(rule.body);
+    this.bodySource = rule.body;
     this.bodyBytes = rule.bodyBytes ?? BODY_BYTES_DEFAULT;
+    this.fireOnBodyTimeout = rule.bodyTimeout === 'fire';
     if (rule.hosts && rule.hosts.length > 0) {
       const exact = new Set<string>();
       const below: string[] = [];
@@ -117,7 +126,11 @@ export class CompiledRule {
 
 /** The rules one request is held to (the user's, then the global ones), narrowed to its target host. */
 export class RuleSet {
-  constructor(readonly rules: readonly CompiledRule[]) {}
+  constructor(
+    readonly rules: readonly CompiledRule[],
+    /** where body patterns run (a thread with a deadline); undefined: on this thread (tests) */
+    readonly matcher?: BodyMatcher,
+  ) {}
 
   /**
    * At a response's head: the first rule it fires, or, when a rule with a body pattern comes first among
@@ -134,7 +147,45 @@ export class RuleSet {
     return hold > 0 ? hold : undefined;
   }
 
-  /** With the first body bytes in hand (at most the hold atHead asked for): the first rule the response fires. */
+  /**
+   * With the first body bytes in hand (at most the hold atHead asked for): `decide` is called with the first rule
+   * the response fires, later, once the body patterns have run on the matcher's thread. A match the deadline
+   * stopped fires the rule it was on when that rule says `bodyTimeout: fire`; otherwise that rule and the body
+   * rules after it count as not matched, and the first rule without a pattern after them (if any) fires.
+   */
+  judgeBody(status: number, rawHeaders: readonly string[], body: Buffer, decide: (rule: CompiledRule | undefined) => void): void {
+    const matcher = this.matcher;
+    if (matcher === undefined) {
+      decide(this.afterBody(status, rawHeaders, body));
+      return;
+    }
+    const candidates: CompiledRule[] = [];
+    let next: CompiledRule | undefined;
+    for (const r of this.rules) {
+      if (!r.firesOn(status, rawHeaders)) continue;
+      if (r.body === undefined) {
+        next = r;
+        break;
+      }
+      candidates.push(r);
+    }
+    if (candidates.length === 0) {
+      decide(next);
+      return;
+    }
+    matcher.match(
+      body,
+      candidates.map((r) => r.bodySource!),
+      candidates.map((r) => r.bodyBytes),
+      (found, stoppedAt) => {
+        if (found >= 0) decide(candidates[found]);
+        else if (stoppedAt !== undefined && candidates[stoppedAt]?.fireOnBodyTimeout) decide(candidates[stoppedAt]);
+        else decide(next);
+      },
+    );
+  }
+
+  /** The first rule the response fires, its body patterns matched on this thread (tests; judgeBody without a matcher). */
   afterBody(status: number, rawHeaders: readonly string[], body: Buffer): CompiledRule | undefined {
     let text: string | undefined;
     let textBytes = -1;
@@ -180,7 +231,14 @@ export class RequestRules {
   private global: CompiledRule[];
   private readonly perUser = new WeakMap<object, CompiledRule[]>();
 
-  constructor(global?: readonly RequestRule[] | null) {
+  private readonly matcher: BodyMatcher | undefined;
+
+  constructor(
+    global?: readonly RequestRule[] | null,
+    /** where body patterns run (its thread starts with the first body to match); null: on the event loop (tests) */
+    matcher: BodyMatcher | null = new BodyMatcher(),
+  ) {
+    this.matcher = matcher ?? undefined;
     this.global = compile(global, 'proxy');
   }
 
@@ -206,7 +264,7 @@ export class RequestRules {
     const applying: CompiledRule[] = [];
     for (const r of mine) if (r.appliesTo(name)) applying.push(r);
     for (const r of this.global) if (r.appliesTo(name)) applying.push(r);
-    return applying.length === 0 ? undefined : new RuleSet(applying);
+    return applying.length === 0 ? undefined : new RuleSet(applying, this.matcher);
   }
 }
 

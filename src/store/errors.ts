@@ -6,6 +6,7 @@ import { RotorError } from '../errors/rotor-error.ts';
 // own) is an internal failure: 500.
 const HTTP_STATUS: Record<string, number> = {
   STORE_CONFLICT: 409,
+  STORE_IN_USE: 503,
   STORE_UNAVAILABLE: 503,
   STORE_UNSUPPORTED: 503,
 };
@@ -27,5 +28,12 @@ export class StoreConflictError extends StoreError {
 export class StoreUnavailableError extends StoreError {
   constructor(message: string, options?: { cause?: unknown }) {
     super('STORE_UNAVAILABLE', message, options);
+  }
+}
+
+/** Another daemon (or `rotor users import --store`) holds this SQLite store: one process at a time. */
+export class StoreInUseError extends StoreError {
+  constructor(message: string) {
+    super('STORE_IN_USE', message);
   }
 }

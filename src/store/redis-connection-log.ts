@@ -10,10 +10,11 @@
 //   P connlog:byuser           string       set once every record held is in its user's index
 //   P connlog:byuser:pass      hash         where the one-time pass that fills them from older records is
 //   P connlog:open, :owners                 whose the \`open\` records are (redis-open-records.ts)
-//   P connlog:batch:<id>       string       a batch written (ConnectionLogStore.append's batchId), for BATCH_ID_TTL_MS
+//   P connlog:writers          hash         writer -> "seq part": the last batch it wrote (batch-marks.ts)
+//   P connlog:writers:at       sorted set   writer -> its last write (store clock, ms): marks go BATCH_WRITER_TTL_MS after
 // Bounded like SQLite: a batch is one script that writes the records and, when the log would pass
 // log.access.maxRecords or maxSize, removes the oldest in the same step, so no reader (of any daemon of the
-// fleet) ever sees more; the rollup increments and the batch's id are written by the same script, so a batch
+// fleet) ever sees more; the rollup increments and the batch's writer mark are written by the same script, so a batch
 // written again (its first write landed, its answer was lost) changes nothing. Retention on the timer trims by
 // age and by count (the oldest first).
 // One user's records (the portal's poll, GET /v1/connections?user=) are read from that user's index only: the
@@ -28,7 +29,8 @@
 import type { Redis } from 'ioredis';
 import type { RedisConnection } from './redis-connection.ts';
 import { foldRollups } from './connection-log-rollup.ts';
-import { BATCH_ID_TTL_MS, RECORD_FIXED_BYTES } from './connection-log-types.ts';
+import { RECORD_FIXED_BYTES } from './connection-log-types.ts';
+import { BATCH_MARK_LUA, redisBatchMark } from './batch-marks.ts';
 import { NOW_LUA, SIZE_LUA, type OpenRecordOwner } from './redis-open-records.ts';
 import {
   recordSize,
@@ -66,18 +68,18 @@ local function leaving(prefix, id, json)
 end
 `;
 
-// KEYS: idx, rec, held, open, owners, the batch's id key, the hour and day period sets, then the rollup hashes.
-// ARGV: maxRecords, maxBytes, owner, lease ms, the batch id's life in ms (0: no id), the number of records, the
-// fleet prefix, then per record: startedAt, id, JSON, recordSize, 1 when it is \`open\`, its user ('' for none);
-// then per rollup increment: its hash's and its period set's index in KEYS, period, user, up, down, connections,
-// failures. A batch id already written: nothing is done, -1. A stored record is replaced only when it is an
+// KEYS: idx, rec, held, open, owners, the writers' marks hash, the hour and day period sets, the marks' times, then
+// the rollup hashes. ARGV: maxRecords, maxBytes, owner, lease ms, the batch's mark ('' none: redisBatchMark), the
+// number of records, the fleet prefix, the store's clock (ms), then per record: startedAt, id, JSON, recordSize, 1
+// when it is \`open\`, its user ('' for none); then per rollup increment: its hash's and its period set's index in
+// KEYS, period, user, up, down, connections, failures. A batch taken before (its writer's mark): nothing is done, -1. A stored record is replaced only when it is an
 // \`open\` checkpoint (or was settled \`lost\` while its daemon stalled). Open records are the owner's, its lease
 // renewed with them. A new record's id goes into its user's index too, and a record removed to make room leaves
 // it. Returns the records removed to make room.
-const APPEND = `${SIZE_LUA}${NOW_LUA}${BY_USER_LUA}
-if tonumber(ARGV[5]) > 0 and not redis.call('SET', KEYS[6], '1', 'NX', 'PX', ARGV[5]) then return -1 end
+const APPEND = `${SIZE_LUA}${NOW_LUA}${BY_USER_LUA}${BATCH_MARK_LUA}
+if ARGV[5] ~= '' and taken(KEYS[6], KEYS[9], ARGV[5], ARGV[8]) then return -1 end
 local maxRecords, maxBytes, prefix = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[7]
-local lastRecord = 7 + 6 * tonumber(ARGV[6])
+local lastRecord = 8 + 6 * tonumber(ARGV[6])
 for i = lastRecord + 1, #ARGV, 8 do
   local key, user = KEYS[tonumber(ARGV[i])], ARGV[i + 3]
   redis.call('HINCRBY', key, user .. '|up', ARGV[i + 4])
@@ -86,10 +88,10 @@ for i = lastRecord + 1, #ARGV, 8 do
   redis.call('HINCRBY', key, user .. '|f', ARGV[i + 7])
   redis.call('ZADD', KEYS[tonumber(ARGV[i + 1])], ARGV[i + 2], ARGV[i + 2])
 end
-if lastRecord == 7 then return 0 end
+if lastRecord == 8 then return 0 end
 local b = held(KEYS[2], KEYS[3])
 local anyOpen = false
-for i = 8, lastRecord, 6 do
+for i = 9, lastRecord, 6 do
   local id, json = ARGV[i + 1], ARGV[i + 2]
   local old = redis.call('HGET', KEYS[2], id)
   local written = true
@@ -219,6 +221,8 @@ export class RedisConnectionLog implements ConnectionLogStore {
     private readonly redis: RedisConnection,
     private readonly owner: OpenRecordOwner,
     bounds: Partial<RecordBounds> = {},
+    /** The store's clock: a batch's writer mark is timed by it (batch-marks.ts). */
+    private readonly now: () => number = Date.now,
   ) {
     ({ idx: this.idx, rec: this.rec, held: this.held, open: this.open, prefix: this.prefix } = owner.keys);
     this.bounds = { ...UNBOUNDED, ...bounds };
@@ -278,9 +282,9 @@ export class RedisConnectionLog implements ConnectionLogStore {
     if (records.length === 0 && (usage === undefined || usage.length === 0)) return 0;
     const { owner } = this;
     const keys: string[] = [this.idx, this.rec, this.held, this.open, owner.keys.owners];
-    keys.push(`${this.prefix}connlog:batch:${batchId ?? ''}`, this.periods('hour'), this.periods('day'));
+    keys.push(`${this.prefix}connlog:writers`, this.periods('hour'), this.periods('day'), `${this.prefix}connlog:writers:at`);
     const args: (string | number)[] = [this.bounds.maxRecords, this.bounds.maxBytes, owner.id, owner.leaseMs];
-    args.push(batchId === undefined ? 0 : BATCH_ID_TTL_MS, records.length, this.prefix);
+    args.push(redisBatchMark(batchId), records.length, this.prefix, this.now());
     let open = 0;
     for (const r of records) {
       const isOpen = r.result === 'open' ? 1 : 0;

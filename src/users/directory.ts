@@ -35,6 +35,7 @@ import { checkUserPort, checkUserTls, type PortCheckOptions } from './port-check
 import { NameIndex, pageOf, PAGE_DEFAULT, type UserSort } from './listing.ts';
 import { generatePassword, hashGeneratedPassword, hashPasswordAsync, passwordDigest, verifyPasswordAsync } from '../admission/password.ts';
 import { expiryOf, readStoredData, usageKeyOf, type CreateUserInput, type UserData, type UserPatch, type UserView } from './record.ts';
+import { checkProducts } from './product-check.ts';
 import type { SubAccountPort } from './sub-account.ts';
 import { InternalError } from '../errors/rotor-error.ts';
 
@@ -243,6 +244,11 @@ export class Users {
     this.version = version;
     for (const s of changed) this.install(s);
     await this.seed(configUsers);
+    // A start never fails on the catalogue (the platform may have dropped a product while the daemon was down):
+    // an unknown product of a config user is logged, naming its key, and refused when a connection names it.
+    void this.checkConfigProducts(configUsers).catch((err: unknown) =>
+      this.logger?.error({ err }, 'a config user names a product the catalogue does not hold (refused when a connection names it)'),
+    );
     // One read of the stored usage for every stored user (not one per user: 100,000 users restart in seconds).
     const stored: AccountingUser[] = [];
     this.entries.forEach((e) => {
@@ -260,6 +266,14 @@ export class Users {
     if (this.options.followMs) this.timers.push(setInterval(() => void this.follow(), this.options.followMs));
     for (const t of this.timers) t.unref();
     void this.resume();
+  }
+
+  /**
+   * The config users' `products` against the catalogue: throws UnknownProductError naming `users.<n>.products.<i>`
+   * (a reload asks it before anything changes, and is refused); a catalogue that cannot be read passes, logged.
+   */
+  async checkConfigProducts(configUsers: readonly ConfigUserInput[]): Promise<void> {
+    await Promise.all(configUsers.map((u, n) => checkProducts(this.platform, u.products, `users.${n}.products`, this.logger, u.name)));
   }
 
   /**
@@ -381,6 +395,7 @@ export class Users {
     if (existing) throw new UserExistsError(input.name, existing.state === 'creating');
     checkUserTls(this.options.ports, input.listen);
     await this.checkPort(input.name, input.listen?.port);
+    await checkProducts(this.platform, input.products, 'products', this.logger, input.name);
     const generated = input.password === undefined;
     const password = input.password ?? generatePassword();
     const { password: _omit, ...fields } = input;
@@ -438,11 +453,21 @@ export class Users {
   async createMany(rows: readonly HashedCreation[], options: { concurrency: number }): Promise<unknown[]> {
     const failures: unknown[] = new Array<unknown>(rows.length).fill(undefined);
     const intents: { at: number; data: UserData }[] = [];
+    // Each row's products against the catalogue (each productNo read once: the catalogue caches it).
+    const productChecks = await Promise.all(
+      rows.map(({ fields }) =>
+        checkProducts(this.platform, fields.products, 'products', this.logger, fields.name).catch((err: unknown) => err),
+      ),
+    );
     for (let at = 0; at < rows.length; at++) {
       const { fields } = rows[at]!;
       const existing = this.entries.get(fields.name);
       if (existing) {
         failures[at] = new UserExistsError(fields.name, existing.state === 'creating');
+        continue;
+      }
+      if (productChecks[at] !== undefined) {
+        failures[at] = productChecks[at];
         continue;
       }
       try {
@@ -712,6 +737,7 @@ export class Users {
     const e = this.require(name);
     checkUserTls(this.options.ports, patch.listen);
     if (patch.listen && patch.listen.port !== e.data.listen?.port) await this.checkPort(name, patch.listen.port);
+    await checkProducts(this.platform, patch.products, 'products', this.logger, name);
     const data: UserData = { ...e.data, ...stripUndefined(patch) } as UserData;
     const stored = await this.write(e, data, e.hash);
     const next = this.install(stored);

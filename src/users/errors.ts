@@ -64,3 +64,16 @@ export class PortInUseError extends RotorError {
     super('PORT_IN_USE', `listen.port ${port} is already in use (${by})`, { httpStatus: 409 });
   }
 }
+
+/**
+ * A user's `products` naming a product the merchant's catalogue does not hold (the platform refused it): the
+ * field is named (`products.<i>`, or `users.<n>.products.<i>` in the config), answered 422.
+ */
+export class UnknownProductError extends RotorError {
+  constructor(
+    readonly field: string,
+    readonly productNo: string,
+  ) {
+    super('UNKNOWN_PRODUCT', `${field}: unknown product '${productNo}' (the merchant's catalogue does not hold it)`, { httpStatus: 422 });
+  }
+}

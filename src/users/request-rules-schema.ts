@@ -41,6 +41,11 @@ export const requestRuleSchema = z
     body: z.string().min(1).max(BODY_PATTERN_MAX_LENGTH).optional(),
     /** How much of the body a body pattern sees (held before any byte goes to the client). Default 8 KiB. */
     bodyBytes: z.number().int().min(1).max(BODY_BYTES_MAX).default(BODY_BYTES_DEFAULT),
+    /**
+     * When matching the body takes longer than the deadline (src/proxy/request-rules-matcher.ts, 100 ms) and is
+     * stopped on this rule's pattern: `pass` (default) counts it as not matched, `fire` fires the rule.
+     */
+    bodyTimeout: z.enum(['pass', 'fire']).optional(),
     action: z.enum(['retry', 'ban', 'retry_ban', 'tag']),
     /** Further exits tried (retry, retry_ban). Default 1. */
     retries: z.number().int().min(0).max(5).default(1),

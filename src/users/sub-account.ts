@@ -18,8 +18,9 @@ import type { ProductCatalog } from '../accounting/products.ts';
 import { isPlatformCode } from '../accounts/errors.ts';
 import type { PlatformClient } from '../platform/client.ts';
 import { CODE } from '../platform/codes.ts';
-import { isRetryable } from '../platform/errors.ts';
+import { isRetryable, PlatformError } from '../platform/errors.ts';
 import type { Logger } from '../telemetry/logger.ts';
+import { PRODUCT_CHECK_MS, type ProductLookup } from './product-check.ts';
 import type { UserData } from './record.ts';
 
 export type SubAccountUser = Pick<UserData, 'name' | 'mainAccount' | 'product' | 'quota' | 'incarnation'>;
@@ -32,7 +33,7 @@ export interface EnsureOptions {
 }
 
 /** What the users directory needs from the platform side. */
-export interface SubAccountPort {
+export interface SubAccountPort extends ProductLookup {
   /** Makes the platform side match the user; rejects with the platform's error when it refuses. */
   ensure(user: SubAccountUser, options?: EnsureOptions): Promise<void>;
 }
@@ -123,6 +124,30 @@ export class SubAccounts implements SubAccountPort {
     window: { start: number; max: number } = { start: SUB_ACCOUNT_WINDOW_START, max: SUB_ACCOUNT_WINDOW_MAX },
   ) {
     this.window = new CallWindow(window.start, window.max);
+  }
+
+  /**
+   * Whether the merchant's catalogue holds `productNo` (GetProductInfo, cached by the catalogue): false when the
+   * platform refuses it, undefined when no answer came within `withinMs` or the call failed otherwise.
+   */
+  async knowsProduct(productNo: string, withinMs = PRODUCT_CHECK_MS): Promise<boolean | undefined> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<undefined>((resolve) => {
+      timer = setTimeout(resolve, withinMs, undefined);
+      timer.unref();
+    });
+    try {
+      return await Promise.race([
+        this.products.facts(productNo).then(
+          () => true,
+          // A refusal names the product; a wrong secret (10001) says nothing of it.
+          (err: unknown) => (err instanceof PlatformError && !isRetryable(err) && err.platformCode !== CODE.DECRYPT ? false : undefined),
+        ),
+        late,
+      ]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /** Users' platform steps let through at once now. */

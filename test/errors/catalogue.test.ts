@@ -22,7 +22,7 @@ import {
   UnknownOperationError,
 } from '../../src/platform/errors.ts';
 import { PoolEmptyError } from '../../src/pool/types.ts';
-import { StoreConflictError, StoreError, StoreUnavailableError } from '../../src/store/errors.ts';
+import { StoreConflictError, StoreError, StoreInUseError, StoreUnavailableError } from '../../src/store/errors.ts';
 
 interface Case {
   err: RotorError;
@@ -79,6 +79,7 @@ const CATALOGUE: Case[] = [
   // store
   { err: new StoreConflictError('journal entry M1'), status: 409, code: 'STORE_CONFLICT' },
   { err: new StoreUnavailableError('store closed'), status: 503, code: 'STORE_UNAVAILABLE' },
+  { err: new StoreInUseError('store data/rotor.db is in use by another process'), status: 503, code: 'STORE_IN_USE' },
   { err: new StoreError('STORE_UNSUPPORTED', 'redis:// needs openStoreFor'), status: 503, code: 'STORE_UNSUPPORTED' },
   { err: new StoreError('STORE_FAILED', 'script x is not defined'), status: 500, code: 'INTERNAL' },
   // config

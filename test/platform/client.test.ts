@@ -92,6 +92,27 @@ describe('PlatformClient against a loopback platform', () => {
     assert.deepEqual(res.list?.[0], { used: 10.5, total: 1024, balance: 1013.5, productNo: 'P1', extra: 'kept' });
   });
 
+  test('numbers written with an exponent (Go %v: "1e+06") are read; "" in an optional number is absent; no hex, Infinity or blank balance', async () => {
+    const c = client();
+    fake.responder = () => ({
+      list: [
+        { used: '', total: '1e+06', balance: '1e+06', productNo: 'P1' },
+        { used: ' 1.048576e+06 ', total: '2E3', balance: '-.5', productNo: 'P2', ipUsed: '', ipTotal: '+10' },
+      ],
+    });
+    const res = await c.call('ProxyInfo', { appUsername: 'shop1', proxyType: 104, productNo: 'P1' });
+    assert.deepEqual(res.list?.[0], { used: undefined, total: 1_000_000, balance: 1_000_000, productNo: 'P1' });
+    assert.deepEqual(res.list?.[1], { used: 1_048_576, total: 2000, balance: -0.5, productNo: 'P2', ipUsed: undefined, ipTotal: 10 });
+    for (const balance of ['', '0x10', 'Infinity', '1e999', '1e', '1.2.3', '1,5']) {
+      fake.responder = () => ({ list: [{ balance }] });
+      await assert.rejects(
+        c.call('ProxyInfo', { appUsername: 'shop1', proxyType: 104, productNo: 'P1' }),
+        (e: unknown) => e instanceof ResponseInvalidError && e.field === 'list.0.balance',
+        `balance ${JSON.stringify(balance)}`,
+      );
+    }
+  });
+
   describe('part 8 limits: refused with the field named, nothing sent', () => {
     const long = (n: number) => 'x'.repeat(n);
     const ids = (n: number) => Array.from({ length: n }, (_, i) => `I${i}`);
@@ -369,6 +390,21 @@ describe('PlatformClient against a loopback platform', () => {
     await assert.rejects(c.call('GetAppInfo', {}), (e: unknown) => e instanceof EmptyReplyError && e.code === 'EMPTY_REPLY');
     fake.enqueue({ kind: 'reply', code: 200 });
     assert.equal(await c.callRaw('GetAppInfo', {}), null);
+  });
+
+  test('an operation answering "without encrypted data" is not read: {} , a word, or garbage in `data` is a success', async () => {
+    const c = client();
+    for (const rawData of [{}, 'success', 'AAAA', [], 0, true]) {
+      fake.enqueue({ kind: 'reply', code: 200, rawData });
+      assert.equal(
+        await c.call('SetProxyUserFlowLimit', { appUsername: 'a', productNo: 'P', limitFlow: -1 }),
+        null,
+        JSON.stringify(rawData),
+      );
+    }
+    // A refusal is still a refusal, whatever its data.
+    fake.enqueue({ kind: 'reply', code: CODE.INVALID_PARAMS, rawData: {} });
+    await assert.rejects(c.call('SetProxyUserFlowLimit', { appUsername: 'a', productNo: 'P', limitFlow: -1 }), PlatformError);
   });
 
   test('undecryptable or non-JSON data is a DecryptReplyError, not retried', async () => {

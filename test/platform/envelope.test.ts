@@ -55,4 +55,20 @@ describe('AES envelope (seed part 5)', () => {
     assert.throws(() => a.decryptJson(a.encrypt('not json')), DecryptError);
     assert.deepEqual(a.decryptJson(cipher), { hello: 'world' });
   });
+
+  test('Base64 written in lines (CRLF or LF every 76 characters, a final line end) decrypts; alphabet, padding and blocks still checked', () => {
+    const a = new AesEnvelope('abcdefghijklmnop');
+    const value = { list: Array.from({ length: 20 }, (_, i) => `socks5://user${i}:pass@127.0.0.1:${40000 + i}`) };
+    const cipher = a.encryptJson(value);
+    assert.ok(cipher.length > 300 && cipher.endsWith('='), 'long enough for several lines, and padded');
+    const wrap = (eol: string, width = 76) => (cipher.match(new RegExp(`.{1,${width}}`, 'g')) ?? []).join(eol) + eol;
+    for (const text of [wrap('\r\n'), wrap('\n'), wrap('\r\n', 64), ` ${wrap('\n')}\t`]) assert.deepEqual(a.decryptJson(text), value);
+    // A character dropped from one line: not a whole number of blocks (or bad padding), never a wrong plaintext.
+    const cut = wrap('\r\n').replace(/^(.{10})./, '$1');
+    assert.throws(() => a.decryptJson(cut), DecryptError);
+    // Padding only at the end, the alphabet as before.
+    assert.throws(() => a.decryptJson(`${cipher.slice(0, 20)}=\r\n${cipher.slice(20)}`), /not base64/);
+    assert.throws(() => a.decryptJson(`-${wrap('\r\n').slice(1)}`), DecryptError);
+    assert.throws(() => a.decryptJson('\r\n'), /not base64/);
+  });
 });

@@ -52,6 +52,17 @@ describe('parseProxyString: accepted forms', () => {
     ['[::1]:1080:u:p', 'socks5', { protocol: 'socks5', host: '::1', port: 1080, username: 'u', password: 'p' }],
     ['u:p@[::1]:1080', 'http', { protocol: 'http', host: '::1', port: 1080, username: 'u', password: 'p' }],
     ['socks5://u:p@[::1]:1080', 'http', { protocol: 'socks5', host: '::1', port: 1080, username: 'u', password: 'p' }],
+    // The colon form with a bare IPv6 host (no bracket convention there): port, user and password are the last three fields.
+    ['::1:40000:user:pass', 'socks5', { protocol: 'socks5', host: '::1', port: 40000, username: 'user', password: 'pass' }],
+    [
+      '2001:db8::10:40000:user-1:secret',
+      'http',
+      { protocol: 'http', host: '2001:db8::10', port: 40000, username: 'user-1', password: 'secret' },
+    ],
+    ['2001:4860::1:8080:u:p', 'socks5', { protocol: 'socks5', host: '2001:4860::1', port: 8080, username: 'u', password: 'p' }],
+    ['::ffff:127.0.0.1:8080:u:p', 'socks5', { protocol: 'socks5', host: '::ffff:127.0.0.1', port: 8080, username: 'u', password: 'p' }],
+    // ... else the shortest address, then port and user; the rest is a password holding ':'.
+    ['::1:8080:u:p:q', 'socks5', { protocol: 'socks5', host: '::1', port: 8080, username: 'u', password: 'p:q' }],
     ['  \t127.0.0.1:1080\r\n', 'socks5', { protocol: 'socks5', host: '127.0.0.1', port: 1080 }],
     ['127.0.0.1:65535', 'socks5', { protocol: 'socks5', host: '127.0.0.1', port: 65535 }],
   ];
@@ -73,6 +84,8 @@ describe('parseProxyString: rejected input', () => {
     ['127.0.0.1:80a', 'bad_port'],
     ['127.0.0.1:1080:user', 'bad_form'],
     ['::1:1080', 'bad_host'],
+    ['::1:1080:user', 'bad_form'],
+    ['::1:99999:u:p', 'bad_form'],
     ['fe80::1', 'bad_host'],
     ['[::1:1080', 'bad_host'],
     ['[zz::1]:1080', 'bad_host'],

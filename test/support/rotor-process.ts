@@ -73,6 +73,8 @@ export interface LaunchOptions {
   /** Where stdout and stderr go; default a file in a temp dir removed when the process exits. */
   logFile?: string;
   readyTimeoutMs?: number;
+  /** Node's own arguments before the entry (e.g. `--import` of a test's module). */
+  nodeArgs?: string[];
 }
 
 function childEnv(own: Record<string, string>): Record<string, string> {
@@ -85,7 +87,7 @@ export async function launchRotor(options: LaunchOptions = {}): Promise<RotorChi
   const tmp = options.logFile ? undefined : mkdtempSync(join(tmpdir(), 'rotor-child-'));
   const logFile = options.logFile ?? join(tmp!, 'rotor.log');
   const fd = openSync(logFile, 'a');
-  const child = spawn(process.execPath, [...rotorEntry(), 'start', ...(options.args ?? [])], {
+  const child = spawn(process.execPath, [...(options.nodeArgs ?? []), ...rotorEntry(), 'start', ...(options.args ?? [])], {
     cwd: REPO_ROOT,
     env: childEnv(options.env ?? {}),
     stdio: ['ignore', fd, fd],

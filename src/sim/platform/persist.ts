@@ -20,12 +20,17 @@
 //   revision, so the next write follows.
 // At close the last change is written synchronously (a close during process exit must not leave it half done).
 //
+// Remembered reqIds (replays.ts: a retry is answered with its first answer, not processed again) are part of the
+// state (state.ts rememberReply, the newest 10,000 of the last 10 minutes): recorded in the same turn as the change
+// they answer, so a write holds both or neither, and a restarted sandbox still answers a retry of a call its last
+// run handled.
+//
 // Platform numbers (orders, instances) are never handed out twice, even by a sandbox killed before its file was
 // written: ids are taken only below a ceiling kept in a small file beside it (`<file>.ids`), written
-// synchronously ID_BLOCK ids ahead before the first id past the old ceiling is answered; a start resumes
+// synchronously and fsynced ID_BLOCK ids ahead before the first id past the old ceiling is answered; a start resumes
 // above the larger of the saved counter and that ceiling (a graceful close lowers the ceiling to the counter,
 // so an orderly restart leaves no gap).
-import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, writeFileSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { open, rename } from 'node:fs/promises';
 import { InternalError } from '../../errors/rotor-error.ts';
@@ -38,6 +43,7 @@ import type {
   ExtractToken,
   Instance,
   MainAccount,
+  RememberedReply,
   Merchant,
   Order,
   OrderKind,
@@ -45,6 +51,7 @@ import type {
   SimState,
   SubAccount,
 } from './state.ts';
+import { REMEMBERED_REPLIES_TTL_MS } from './state.ts';
 
 const VERSION = 1;
 
@@ -104,10 +111,27 @@ function lowerCeiling(idsFile: string, upTo: number, generation: number): void {
   }
 }
 
-/** Written before it is relied on: synchronously, to a temporary name, then renamed. */
+/**
+ * Written before it is relied on: synchronously, to a temporary name made durable (fsync), then renamed and the
+ * rename made durable (fsync of the directory), so a power loss cannot leave an older ceiling behind ids already
+ * answered. Once per ID_BLOCK ids.
+ */
 function writeReserved(idsFile: string, r: ReservedIds): void {
-  writeFileSync(`${idsFile}.tmp`, JSON.stringify(r));
-  renameSync(`${idsFile}.tmp`, idsFile);
+  const tmp = `${idsFile}.tmp`;
+  const fd = openSync(tmp, 'w');
+  try {
+    writeSync(fd, JSON.stringify(r));
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  renameSync(tmp, idsFile);
+  const dir = openSync(dirname(idsFile), 'r');
+  try {
+    fsyncSync(dir);
+  } finally {
+    closeSync(dir);
+  }
 }
 
 interface SavedState {
@@ -127,6 +151,8 @@ interface SavedState {
   extractTokens: [string, ExtractToken][];
   soldIps: string[];
   instanceBytes: [string, number][];
+  /** remembered reqIds (absent in files written before them) */
+  replies?: [string, RememberedReply][];
 }
 
 /** The sandbox state file beside a store: `<store>.sandbox.json`; none for a Redis or in-memory store. */
@@ -161,6 +187,7 @@ function capture(state: SimState, generation: number): Captured {
       ['extractTokens', [...state.extractTokens], undefined],
       ['soldIps', [...state.soldIps], undefined],
       ['instanceBytes', [...state.instanceBytes], undefined],
+      ['replies', [...state.replies], undefined],
     ],
   };
 }
@@ -202,6 +229,8 @@ function restore(state: SimState, saved: SavedState): void {
   state.extractTokens = new Map(saved.extractTokens);
   state.soldIps = new Set(saved.soldIps);
   state.instanceBytes = new Map(saved.instanceBytes);
+  const now = Date.now();
+  state.replies = new Map((saved.replies ?? []).filter(([, r]) => now - r.at < REMEMBERED_REPLIES_TTL_MS));
   state.resume(saved.counter, saved.generation);
 }
 

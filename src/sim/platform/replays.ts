@@ -6,8 +6,10 @@
 // is still being handled waits for its answer. Only answers of handled calls are remembered (success or a
 // refusal); the failure knob's 500 and the "too many at once" answer did nothing and are not.
 //
-// Bounded: the last `max` reqIds, each for `ttlMs` (real time: a client's retries come within seconds). Kept in
-// memory only: after a restart of the sandbox a retry is processed again (merchant numbers still dedupe orders).
+// Bounded: the last `max` reqIds, each for `ttlMs` (real time: a client's retries come within seconds). A handled
+// answer is also handed to `durable` (the sandbox's state: state.ts rememberReply, written with the state file by
+// persist.ts, in the same turn as the change it answers), asked when memory has no entry: after a restart of the
+// sandbox a retry is still answered, not processed again.
 // The server asks it only for operations that change something and carry no merchant number: reads answer the
 // current state, and a duplicate merchant number gets what the seed says (the existing order or change state).
 
@@ -16,6 +18,13 @@ export interface Remembered<T> {
   request: string;
   answer: Promise<T>;
   at: number;
+}
+
+/** Answers kept beyond this object's memory (the sandbox's state file). */
+export interface DurableReplies<T> {
+  /** The kept answer of this reqId when it was for the same request and is still fresh. */
+  find(reqId: string, request: string): T | undefined;
+  keep(reqId: string, request: string, answer: T): void;
 }
 
 export class Replays<T> {
@@ -27,6 +36,7 @@ export class Replays<T> {
   private readonly ttlMs: number;
   private readonly now: () => number;
   private readonly enabled: () => boolean;
+  private readonly durable: DurableReplies<T> | undefined;
 
   constructor(
     options: {
@@ -35,12 +45,14 @@ export class Replays<T> {
       now?: () => number;
       /** Read per call: false = every request is handled (a platform that does not recognise retried reqIds). */
       enabled?: () => boolean;
+      durable?: DurableReplies<T>;
     } = {},
   ) {
     this.max = options.max ?? 10_000;
     this.ttlMs = options.ttlMs ?? 10 * 60_000;
     this.now = options.now ?? (() => performance.now());
     this.enabled = options.enabled ?? (() => true);
+    this.durable = options.durable;
   }
 
   /**
@@ -59,13 +71,22 @@ export class Replays<T> {
       return handle();
     }
     if (hit !== undefined) this.entries.delete(reqId);
+    else {
+      const kept = this.durable?.find(reqId, request);
+      if (kept !== undefined) {
+        this.replayed += 1;
+        return kept;
+      }
+    }
     const answer = handle();
     const entry: Remembered<T> = { request, answer, at: now };
     this.entries.set(reqId, entry);
     this.trim(now);
     try {
       const value = await answer;
-      if (!keep(value) && this.entries.get(reqId) === entry) this.entries.delete(reqId);
+      // In the turn the handler's change was made (microtasks only since): a state write has both or neither.
+      if (keep(value)) this.durable?.keep(reqId, request, value);
+      else if (this.entries.get(reqId) === entry) this.entries.delete(reqId);
       return value;
     } catch (err) {
       if (this.entries.get(reqId) === entry) this.entries.delete(reqId);

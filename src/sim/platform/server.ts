@@ -4,6 +4,7 @@
 // (same operation and params) of an operation that changes something and has no merchant number (a traffic
 // return, an account, a limit, the whitelist) gets its first answer again without being processed
 // twice (replays.ts).
+import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { CODE } from '../../platform/codes.ts';
@@ -16,6 +17,7 @@ import { extract } from './draws.ts';
 import { SimError } from './errors.ts';
 import { handlers } from './handlers.ts';
 import { Replays } from './replays.ts';
+import { REMEMBERED_REPLIES_TTL_MS } from './state.ts';
 
 const MAX_BODY = 1024 * 1024;
 
@@ -64,7 +66,21 @@ type Outcome = { reply: Reply; handled: boolean };
 
 export async function startServer(opts: ServerOptions): Promise<SimServer> {
   const envelope = new AesEnvelope(opts.appSecret);
-  const replays = new Replays<Outcome>({ enabled: () => opts.ctx.faults.replayReqIds });
+  const state = opts.ctx.state;
+  const replays = new Replays<Outcome>({
+    enabled: () => opts.ctx.faults.replayReqIds,
+    // Kept with the state file: a sandbox restarted between a call and its retry answers the retry.
+    durable: {
+      find(reqId, request) {
+        const r = state.replies.get(reqId);
+        if (r === undefined || Date.now() - r.at >= REMEMBERED_REPLIES_TTL_MS || r.request !== digest(request)) return undefined;
+        return { reply: r.reply, handled: true };
+      },
+      keep(reqId, request, answer) {
+        state.rememberReply(reqId, { request: digest(request), reply: answer.reply, at: Date.now() });
+      },
+    },
+  });
   const server = createServer((req, res) => {
     void route(req, res).catch(() => {
       if (!res.headersSent) sendJson(res, 500, { code: 500, msg: 'system error' });
@@ -140,6 +156,11 @@ function readBody(req: IncomingMessage): Promise<string | null> {
 }
 
 function noop(): void {}
+
+/** What a remembered reqId keeps of its request (the params ciphertext can be long). */
+function digest(request: string): string {
+  return createHash('sha256').update(request).digest('base64');
+}
 
 /** One platform operation: the envelope checked and opened, the parameters validated, the handler run. */
 async function operate(

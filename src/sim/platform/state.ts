@@ -155,6 +155,23 @@ export interface ExtractToken {
   lines?: string[];
 }
 
+/**
+ * A retried reqId's first answer, kept with the state (replays.ts, persist.ts): so a sandbox restarted between a
+ * call and its retry answers the retry instead of processing it again.
+ */
+export interface RememberedReply {
+  /** SHA-256 (base64) of the operation name and the params ciphertext as sent: a retry carries the same */
+  request: string;
+  /** the reply as first sent */
+  reply: { reqId: string; code: number; msg: string; data?: string };
+  /** real time (epoch ms) of the first answer */
+  at: number;
+}
+
+/** Remembered reqIds kept with the state: the newest this many, each this long (real time). */
+export const REMEMBERED_REPLIES_MAX = 10_000;
+export const REMEMBERED_REPLIES_TTL_MS = 10 * 60_000;
+
 export class SimState {
   merchant: Merchant;
   products: Map<string, SimProduct>;
@@ -171,6 +188,8 @@ export class SimState {
   soldIps = new Set<string>();
   /** bytes relayed through each static instance */
   instanceBytes = new Map<string, number>();
+  /** reqId → its first answer, oldest first (bounded by rememberReply) */
+  replies = new Map<string, RememberedReply>();
   private counter = 0;
   /** Ids up to this may be handed out; past it `reserve` is asked first (persist.ts writes the new ceiling ahead). */
   private reservedUpTo = Number.POSITIVE_INFINITY;
@@ -243,6 +262,20 @@ export class SimState {
     if (next > this.reservedUpTo && this.reserve) this.reservedUpTo = this.reserve(next);
     this.counter = next;
     return `${prefix}${String(this.counter).padStart(8, '0')}`;
+  }
+
+  /**
+   * Keeps a handled reqId's answer with the state, in the same turn as the change it answers (the state file
+   * then holds both or neither); drops the oldest past REMEMBERED_REPLIES_MAX or REMEMBERED_REPLIES_TTL_MS.
+   */
+  rememberReply(reqId: string, remembered: RememberedReply): void {
+    this.revision++;
+    this.replies.delete(reqId);
+    this.replies.set(reqId, remembered);
+    for (const [id, r] of this.replies) {
+      if (this.replies.size <= REMEMBERED_REPLIES_MAX && remembered.at - r.at < REMEMBERED_REPLIES_TTL_MS) break;
+      this.replies.delete(id);
+    }
   }
 
   product(productNo: string): SimProduct | undefined {
