@@ -37,7 +37,7 @@
 // daemon's, or another daemon's of the fleet following the change) moves to the new key when the new user is
 // applied: its unwritten bytes go to the old key, its fleet lease of the old key is given back, and the new
 // key's stored usage (what other daemons already counted for the new customer) is read in.
-import { randomBytes } from 'node:crypto';
+import { batchIds } from '../store/batch-marks.ts';
 import type { SettingsStore, UsageCursor, UsageRecord, UsageStore as UsageBackend } from '../store/types.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import type { Logger } from '../telemetry/logger.ts';
@@ -165,7 +165,10 @@ export interface AccountingOptions {
   timeZone?: string;
   /** Clock for quota periods; default Date.now. */
   now?: () => number;
-  /** Ids of the flushes' store writes (unique across daemons and restarts); default a random prefix and a counter. */
+  /**
+   * Ids of the flushes' store writes, `<writer><seq>` with seq increasing (src/store/batch-marks.ts); default a
+   * random writer name and 1, 2, 3, …
+   */
   batchIds?: () => string;
 }
 
@@ -198,13 +201,6 @@ const UPSERT_BATCH = 1000;
 const CLOSE_RETRY_MS = 3000;
 /** Users named in the log line of a stop that could not write every meter (the largest; the total covers all). */
 const CLOSE_LOST_LISTED = 100;
-
-/** Ids unique across restarts and daemons without a random draw per flush. */
-function flushIds(): () => string {
-  const prefix = randomBytes(6).toString('base64url');
-  let n = 0;
-  return () => `${prefix}${(++n).toString(36)}`;
-}
 
 /**
  * A flush's store write that failed: written again as it was (its id, its deltas) before anything newer. The
@@ -400,7 +396,7 @@ export class Accounting {
     this.countBytes = options.countBytes ?? true;
     this.timeZone = options.timeZone ?? 'UTC';
     this.now = options.now ?? Date.now;
-    this.batchIds = options.batchIds ?? flushIds();
+    this.batchIds = options.batchIds ?? batchIds();
     if (!(this.flushIntervalMs > 0)) throw new InternalError('flushIntervalMs must be positive');
     this.unflushed = this.newFeed();
   }

@@ -5,12 +5,13 @@
 //
 // Why existence is read before anything is created: CreateUser "creates or modifies", so calling it on an
 // existing main account would overwrite its status — re-enabling an account the operator disabled. Rotor
-// therefore reads first (ProxyInfo answers 10052 for a missing main account) and creates only what is
-// missing. The seed has no "get main account": its status is read from the same-name sub account every main
-// account owns (GetProxyUserInfo), which follows the main account's status.
-// "Already exists" answers are successes once the account is read back: 10051 (CreateUser) when ProxyInfo
-// then finds the main account; 10061 (CreateProxyUser) when GetProxyUserInfo then finds the sub account —
-// otherwise 10061 means the main account is missing or disabled, and the user is refused saying so.
+// therefore reads first (main-account.ts: ProxyInfo's 10052, or — a platform answering an unknown name with an
+// empty list or 10004 — the same-name sub account) and creates only what is missing. The seed has no "get main
+// account": its status is read from the same-name sub account every main account owns (GetProxyUserInfo),
+// which follows the main account's status.
+// "Already exists" answers are successes once the account is read back: 10051 (CreateUser) when the read then
+// does not say the main account is missing; 10061 (CreateProxyUser) when GetProxyUserInfo then finds the sub
+// account — otherwise 10061 means the main account is missing or disabled, and the user is refused saying so.
 import type { PlatformClient } from '../platform/client.ts';
 import { CODE } from '../platform/codes.ts';
 import type { Accounting } from '../accounting/accounting.ts';
@@ -18,6 +19,7 @@ import type { ProductCatalog, ProductFacts } from '../accounting/products.ts';
 import { createLimitMbFor } from '../accounting/units.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import { AccountsError, isPlatformCode } from './errors.ts';
+import { mainAccountPresence } from './main-account.ts';
 
 /** A config user as reconciliation needs it (config users[]). */
 export interface AccountUser {
@@ -194,7 +196,7 @@ export class AccountReconciler {
         return result;
       }
       result.productNo = product.productNo;
-      if (await this.mainExists(account, product)) {
+      if ((await mainAccountPresence(this.client, account, product)) === 'present') {
         result.status = await this.ownSubStatus(account, product.productNo);
       } else {
         try {
@@ -209,8 +211,9 @@ export class AccountReconciler {
           this.logger?.info({ account }, 'main account created on the platform');
         } catch (err) {
           if (!isPlatformCode(err, CODE.USER_EXISTS)) throw err;
-          // Created meanwhile (or by another Rotor): read it back before calling it a success.
-          if (!(await this.mainExists(account, product))) {
+          // Created meanwhile (or by another Rotor): read it back before calling it a success. A platform that
+          // cannot say (unknown) has just said the name exists.
+          if ((await mainAccountPresence(this.client, account, product)) === 'missing') {
             throw new AccountsError(
               'MAIN_ACCOUNT_NAME_TAKEN',
               `main account name ${account} is taken by an account that is not a main account`,
@@ -231,20 +234,6 @@ export class AccountReconciler {
       this.logger?.warn({ account, err }, 'main account reconcile failed');
     }
     return result;
-  }
-
-  private async mainExists(account: string, product: ProductFacts): Promise<boolean> {
-    try {
-      await this.client.call('ProxyInfo', {
-        appUsername: account,
-        proxyType: product.proxyType as 104 | 105,
-        productNo: product.productNo,
-      });
-      return true;
-    } catch (err) {
-      if (isPlatformCode(err, CODE.USER_NOT_FOUND)) return false;
-      throw err;
-    }
   }
 
   /** Status of the same-name sub account a main account owns; undefined when it cannot be read. */

@@ -117,10 +117,20 @@ export class RuleSet {
 
 /** Lower case, no trailing dot, no IPv6 brackets. */
 export function normalizeHost(host: string): string {
-  let h = host.toLowerCase();
+  // Mostly lower case already (the listeners lower-case what they parse): no copy then (toLowerCase makes one).
+  let h = hasUpper(host) ? host.toLowerCase() : host;
   if (h.startsWith('[') && h.endsWith(']')) h = h.slice(1, -1);
   if (h.endsWith('.')) h = h.slice(0, -1);
   return h;
+}
+
+/** Whether `s` holds a character toLowerCase changes (any non-ASCII one counts). */
+function hasUpper(s: string): boolean {
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if ((c >= 0x41 && c <= 0x5a) || c > 0x7f) return true;
+  }
+  return false;
 }
 
 /**

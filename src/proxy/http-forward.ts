@@ -373,7 +373,7 @@ export class Forwarder {
 
   /** A try's request gets its connection: a kept one of its key (node emits 'socket' in the next tick), or a dial's. */
   handOut(exchange: Exchange, up: ClientRequest): void {
-    const kept = this.takeIdle(exchange.key);
+    const kept = this.takeIdle(exchange);
     exchange.kept = kept;
     if (kept === null) {
       this.dialFor(exchange, up);
@@ -383,10 +383,16 @@ export class Forwarder {
     up.onSocket(kept.dialed.socket);
   }
 
-  /** The newest idle connection of `key` that is still open, taken out of its slot (null: none). */
-  private takeIdle(key: string): Upstream | null {
-    const slot = this.slots.get(key);
-    if (slot === undefined) return null;
+  /**
+   * The newest idle connection of the exchange's key that is still open, taken out of its slot (null: none).
+   * Each request is checked against the destination rules in force now, as a dial checks it (Router.startDial):
+   * a rule set after the connection was made (the user's, or proxy.rules by a reload) refuses the request here,
+   * and the dial it then goes to refuses it the dial's way (403, nothing sent); the kept connection stays idle.
+   */
+  private takeIdle(exchange: Exchange): Upstream | null {
+    const slot = this.slots.get(exchange.key);
+    if (slot === undefined || slot.idle.length === 0) return null;
+    if (this.options.router.destinationRefusal(exchange.route, exchange.target) !== undefined) return null;
     const idle = slot.idle;
     while (idle.length > 0) {
       const u = idle.pop()!;

@@ -182,12 +182,6 @@ function textBytes(v: string | null | undefined): number {
   return typeof v === 'string' ? Buffer.byteLength(v) : 0;
 }
 
-/**
- * How long a store remembers a batch id (ConnectionLogStore.append): far longer than a writer retries one batch
- * (seconds; its stop gives up after a few more).
- */
-export const BATCH_ID_TTL_MS = 3_600_000;
-
 /** Where records and rollups are kept (SQLite or Redis, beside the daemon's Store). */
 export interface ConnectionLogStore {
   /**
@@ -198,10 +192,12 @@ export interface ConnectionLogStore {
    * connection's bytes in the hour they were relayed). Resolves with the records the store refused (a required
    * field without a value): left out, the rest stored; 0 normally.
    *
-   * `batchId`: the writer's id of this batch (unique across daemons and restarts). An append whose id the store
-   * took before (within BATCH_ID_TTL_MS) changes nothing and resolves 0: a write that landed but was seen failing
-   * (its answer lost past a command timeout) and is written again adds its rollup increments once. The id is
-   * kept in the same unit of work as the records and the increments.
+   * `batchId`: the writer's id of this batch, `<writer><seq>` (src/store/batch-marks.ts: the writer's name, unique
+   * across daemons and restarts, and a sequence number it writes in increasing order). An append at or below the
+   * writer's mark (the highest it took) changes nothing and resolves 0: a write that landed but was seen failing
+   * (its answer lost past a command timeout) and is written again, after an outage of any length within
+   * BATCH_WRITER_TTL_MS of the writer's last write, adds its rollup increments once. The mark is written in the same
+   * unit of work as the records and the increments.
    */
   append(records: readonly ConnectionRecord[], usage?: readonly UsageRollup[], batchId?: string): Promise<number>;
   /** Newest first, at most `limit`. */

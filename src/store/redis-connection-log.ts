@@ -10,10 +10,11 @@
 //   P connlog:byuser           string       set once every record held is in its user's index
 //   P connlog:byuser:pass      hash         where the one-time pass that fills them from older records is
 //   P connlog:open, :owners                 whose the \`open\` records are (redis-open-records.ts)
-//   P connlog:batch:<id>       string       a batch written (ConnectionLogStore.append's batchId), for BATCH_ID_TTL_MS
+//   P connlog:writers          hash         writer -> "seq part": the last batch it wrote (batch-marks.ts)
+//   P connlog:writers:at       sorted set   writer -> its last write (store clock, ms): marks go BATCH_WRITER_TTL_MS after
 // Bounded like SQLite: a batch is one script that writes the records and, when the log would pass
 // log.access.maxRecords or maxSize, removes the oldest in the same step, so no reader (of any daemon of the
-// fleet) ever sees more; the rollup increments and the batch's id are written by the same script, so a batch
+// fleet) ever sees more; the rollup increments and the batch's writer mark are written by the same script, so a batch
 // written again (its first write landed, its answer was lost) changes nothing. Retention on the timer trims by
 // age and by count (the oldest first).
 // One user's records (the portal's poll, GET /v1/connections?user=) are read from that user's index only: the
@@ -28,7 +29,9 @@
 import type { Redis } from 'ioredis';
 import type { RedisConnection } from './redis-connection.ts';
 import { foldRollups } from './connection-log-rollup.ts';
-import { BATCH_ID_TTL_MS, RECORD_FIXED_BYTES } from './connection-log-types.ts';
+import { RECORD_FIXED_BYTES } from './connection-log-types.ts';
+import { StoreError } from './errors.ts';
+import { BATCH_MARK_LUA, redisBatchMark } from './batch-marks.ts';
 import { NOW_LUA, SIZE_LUA, type OpenRecordOwner } from './redis-open-records.ts';
 import {
   recordSize,
@@ -52,11 +55,14 @@ const PASS_STEP = 500;
 /** A failed step of the one-time pass is tried again after this long. */
 const PASS_RETRY_MS = 5000;
 
-// Lua, after SIZE_LUA: a record leaving the log leaves its user's index; returns its recordSize().
+// Lua, after SIZE_LUA: a record leaving the log leaves its user's index; returns its recordSize(). Never fails: a
+// stored text that is not a record is measured by its length, and an index key of another type is left as it is
+// (APPEND writes after its checks, and must not fail half-way).
 const BY_USER_LUA = `
 local function leaving(prefix, id, json)
-  local r = cjson.decode(json)
-  if type(r.user) == 'string' then redis.call('ZREM', prefix .. 'connlog:idx:u:' .. r.user, id) end
+  local ok, r = pcall(cjson.decode, json)
+  if not ok or type(r) ~= 'table' then return ${RECORD_FIXED_BYTES} + #json end
+  if type(r.user) == 'string' then redis.pcall('ZREM', prefix .. 'connlog:idx:u:' .. r.user, id) end
   local n = ${RECORD_FIXED_BYTES}
   for _, f in ipairs(FIELDS) do
     local v = r[f]
@@ -64,20 +70,47 @@ local function leaving(prefix, id, json)
   end
   return n
 end
+-- The result of a stored record's text; nil when it is not a record.
+local function resultOf(json)
+  local ok, r = pcall(cjson.decode, json)
+  if ok and type(r) == 'table' then return r.result end
+  return nil
+end
+-- Every key the append writes is of its type or absent: checked before the first write (an error reply then).
+local function wrongType(checks)
+  for i = 1, #checks, 2 do
+    local t = redis.call('TYPE', checks[i])['ok']
+    if t ~= 'none' and t ~= checks[i + 1] then return checks[i] .. ' holds a ' .. t .. ', not a ' .. checks[i + 1] end
+  end
+  return nil
+end
 `;
 
-// KEYS: idx, rec, held, open, owners, the batch's id key, the hour and day period sets, then the rollup hashes.
-// ARGV: maxRecords, maxBytes, owner, lease ms, the batch id's life in ms (0: no id), the number of records, the
-// fleet prefix, then per record: startedAt, id, JSON, recordSize, 1 when it is \`open\`, its user ('' for none);
-// then per rollup increment: its hash's and its period set's index in KEYS, period, user, up, down, connections,
-// failures. A batch id already written: nothing is done, -1. A stored record is replaced only when it is an
-// \`open\` checkpoint (or was settled \`lost\` while its daemon stalled). Open records are the owner's, its lease
+// KEYS: idx, rec, held, open, owners, the writers' marks hash, the hour and day period sets, the marks' times, then
+// the rollup hashes. ARGV: maxRecords, maxBytes, owner, lease ms, the batch's mark ('' none: redisBatchMark), the
+// number of records, the fleet prefix, the store's clock (ms), then per record: startedAt, id, JSON, recordSize, 1
+// when it is \`open\`, its user ('' for none); then per rollup increment: its hash's and its period set's index in
+// KEYS, period, user, up, down, connections, failures. A batch taken before (its writer's mark): nothing is done, -1.
+// Nothing can fail after its first write (the mark): every key's type is checked first (WRONGTYPE reply, nothing
+// written), stored texts are decoded under pcall, a user's index is written under pcall (it is no part of the bill),
+// and append() sends only whole numbers (STORE_INVALID before anything is sent). Redis refuses a script's first
+// write only when out of memory. So a unit fails whole or lands whole: its rollups are never added twice by the
+// halves the recorder writes after an error of the unit's own (test/store/redis-append-partial.test.ts). A stored
+// record is replaced only when it is an \`open\` checkpoint (or was settled \`lost\` while its daemon stalled). Open records are the owner's, its lease
 // renewed with them. A new record's id goes into its user's index too, and a record removed to make room leaves
 // it. Returns the records removed to make room.
-const APPEND = `${SIZE_LUA}${NOW_LUA}${BY_USER_LUA}
-if tonumber(ARGV[5]) > 0 and not redis.call('SET', KEYS[6], '1', 'NX', 'PX', ARGV[5]) then return -1 end
+const APPEND = `${SIZE_LUA}${NOW_LUA}${BY_USER_LUA}${BATCH_MARK_LUA}
+local checks = {KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'hash', KEYS[4], 'hash', KEYS[5], 'zset', KEYS[6], 'hash',
+  KEYS[7], 'zset', KEYS[8], 'zset', KEYS[9], 'zset'}
+for k = 10, #KEYS do
+  checks[#checks + 1] = KEYS[k]
+  checks[#checks + 1] = 'hash'
+end
+local wrong = wrongType(checks)
+if wrong then return redis.error_reply('WRONGTYPE connection log: ' .. wrong .. ' (nothing written)') end
+if ARGV[5] ~= '' and taken(KEYS[6], KEYS[9], ARGV[5], ARGV[8]) then return -1 end
 local maxRecords, maxBytes, prefix = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[7]
-local lastRecord = 7 + 6 * tonumber(ARGV[6])
+local lastRecord = 8 + 6 * tonumber(ARGV[6])
 for i = lastRecord + 1, #ARGV, 8 do
   local key, user = KEYS[tonumber(ARGV[i])], ARGV[i + 3]
   redis.call('HINCRBY', key, user .. '|up', ARGV[i + 4])
@@ -86,26 +119,26 @@ for i = lastRecord + 1, #ARGV, 8 do
   redis.call('HINCRBY', key, user .. '|f', ARGV[i + 7])
   redis.call('ZADD', KEYS[tonumber(ARGV[i + 1])], ARGV[i + 2], ARGV[i + 2])
 end
-if lastRecord == 7 then return 0 end
+if lastRecord == 8 then return 0 end
 local b = held(KEYS[2], KEYS[3])
 local anyOpen = false
-for i = 8, lastRecord, 6 do
+for i = 9, lastRecord, 6 do
   local id, json = ARGV[i + 1], ARGV[i + 2]
   local old = redis.call('HGET', KEYS[2], id)
   local written = true
-  if not old then
+  -- A text there that is not a record (never written so by Rotor) is replaced as if the place were empty.
+  local was = old and resultOf(old)
+  if not was then
     redis.call('ZADD', KEYS[1], ARGV[i], id)
     redis.call('HSET', KEYS[2], id, json)
-    if ARGV[i + 5] ~= '' then redis.call('ZADD', prefix .. 'connlog:idx:u:' .. ARGV[i + 5], ARGV[i], id) end
+    if ARGV[i + 5] ~= '' then redis.pcall('ZADD', prefix .. 'connlog:idx:u:' .. ARGV[i + 5], ARGV[i], id) end
     b = b + tonumber(ARGV[i + 3])
+    if old then b = b - size(old) end
+  elseif was == 'open' or was == 'lost' then
+    redis.call('HSET', KEYS[2], id, json)
+    b = b + tonumber(ARGV[i + 3]) - size(old)
   else
-    local was = cjson.decode(old).result
-    if was == 'open' or was == 'lost' then
-      redis.call('HSET', KEYS[2], id, json)
-      b = b + tonumber(ARGV[i + 3]) - size(old)
-    else
-      written = false
-    end
+    written = false
   end
   if written and ARGV[i + 4] == '1' then
     redis.call('HSET', KEYS[4], id, ARGV[3])
@@ -202,6 +235,9 @@ function scripted(c: Redis): Scripted<Redis> {
   return c as Scripted<Redis>;
 }
 
+/** A unit append() will not send: refused before anything is written (the recorder splits it: STORE_INVALID). */
+const invalid = (what: string): StoreError => new StoreError('STORE_INVALID', `connlog append: ${what}`);
+
 const UNBOUNDED: RecordBounds = { maxRecords: Number.MAX_SAFE_INTEGER, maxBytes: Number.MAX_SAFE_INTEGER };
 
 export class RedisConnectionLog implements ConnectionLogStore {
@@ -219,6 +255,8 @@ export class RedisConnectionLog implements ConnectionLogStore {
     private readonly redis: RedisConnection,
     private readonly owner: OpenRecordOwner,
     bounds: Partial<RecordBounds> = {},
+    /** The store's clock: a batch's writer mark is timed by it (batch-marks.ts). */
+    private readonly now: () => number = Date.now,
   ) {
     ({ idx: this.idx, rec: this.rec, held: this.held, open: this.open, prefix: this.prefix } = owner.keys);
     this.bounds = { ...UNBOUNDED, ...bounds };
@@ -278,11 +316,12 @@ export class RedisConnectionLog implements ConnectionLogStore {
     if (records.length === 0 && (usage === undefined || usage.length === 0)) return 0;
     const { owner } = this;
     const keys: string[] = [this.idx, this.rec, this.held, this.open, owner.keys.owners];
-    keys.push(`${this.prefix}connlog:batch:${batchId ?? ''}`, this.periods('hour'), this.periods('day'));
+    keys.push(`${this.prefix}connlog:writers`, this.periods('hour'), this.periods('day'), `${this.prefix}connlog:writers:at`);
     const args: (string | number)[] = [this.bounds.maxRecords, this.bounds.maxBytes, owner.id, owner.leaseMs];
-    args.push(batchId === undefined ? 0 : BATCH_ID_TTL_MS, records.length, this.prefix);
+    args.push(redisBatchMark(batchId), records.length, this.prefix, this.now());
     let open = 0;
     for (const r of records) {
+      if (!Number.isFinite(r.startedAt)) throw invalid(`record ${r.id}: startedAt ${r.startedAt}`);
       const isOpen = r.result === 'open' ? 1 : 0;
       open |= isOpen;
       args.push(r.startedAt, r.id, JSON.stringify(r), recordSize(r), isOpen, r.user ?? '');
@@ -290,6 +329,9 @@ export class RedisConnectionLog implements ConnectionLogStore {
     // Each rollup hash is named once in KEYS (a batch touches an hour or two and a day).
     const hashIndex = new Map<string, number>();
     for (const u of usage ?? foldRollups(records)) {
+      // Whole numbers only: HINCRBY refuses anything else, and the script must not fail after its first write.
+      for (const v of [u.period, u.bytesUp, u.bytesDown, u.connections, u.failures])
+        if (!Number.isSafeInteger(v)) throw invalid(`usage row of ${u.user} (${u.granularity} ${u.period}): ${v} is not a whole number`);
       const key = this.usageKey(u.granularity, u.period);
       let index = hashIndex.get(key);
       if (index === undefined) {

@@ -12,7 +12,8 @@
 //   P usage:all               set    users
 //   P usage:changed           zset   user -> version of its row's last write (the usage change feed)
 //   P usage:version           string counter every usage write takes its version from
-//   P usage:batch:<id>        string a meter flush written (UsageStore.addUsage's batchId), for USAGE_BATCH_TTL_MS
+//   P usage:writers           hash   meter flush writer -> "seq part", the last batch part it wrote (batch-marks.ts)
+//   P usage:writers:at        zset   meter flush writer -> its last write (store clock, ms): marks go BATCH_WRITER_TTL_MS after
 //   P kv                      hash   key -> JSON
 //   P usr:<name>              hash   one user record (data JSON, passwordHash, state, version, updatedAt)
 //   P users:live / :gone      zset   name -> version of its last write / of its deletion
@@ -83,8 +84,11 @@ export class RedisKeys {
   get usageVersion(): string {
     return `${this.prefix}usage:version`;
   }
-  usageBatch(id: string): string {
-    return `${this.prefix}usage:batch:${id}`;
+  get usageWriters(): string {
+    return `${this.prefix}usage:writers`;
+  }
+  get usageWritersAt(): string {
+    return `${this.prefix}usage:writers:at`;
   }
   get kv(): string {
     return `${this.prefix}kv`;

@@ -1,6 +1,7 @@
 // The Lua scripts of the Redis store (src/store/redis.ts registers and calls them): every write that reads
 // before it writes is one script, so two daemons racing see the outcome SQLite's transactions give one.
 // A script fails with an error reply starting `ROTOR_<CODE>` (redis-connection.ts turns it into StoreError).
+import { BATCH_MARK_LUA } from './batch-marks.ts';
 import type { Redis } from 'ioredis';
 import { StoreError } from './errors.ts';
 
@@ -48,15 +49,16 @@ for i = 1, #ARGV do redis.call('ZADD', KEYS[2], v, ARGV[i]) end
 return v
 `;
 
-// A flush of the quota meters (addUsage): the batch's id, every row's increment and the usage change feed's entry
-// (as USAGE_CHANGED) in one script, so a batch written again after its answer was lost adds nothing. KEYS: the
-// batch id's key, the users set, the version counter, the changed zset, then one usage hash per delta. ARGV: the
-// id's life in ms (0: no id), now, then per delta: user, bytes. Returns 0 when the id was taken before, else 1.
-export const ADD_USAGE = `
-if tonumber(ARGV[1]) > 0 and not redis.call('SET', KEYS[1], '1', 'NX', 'PX', ARGV[1]) then return 0 end
+// A flush of the quota meters (addUsage): the batch's writer mark, every row's increment and the usage change
+// feed's entry (as USAGE_CHANGED) in one script, so a batch written again after its answer was lost adds nothing.
+// KEYS: the writers' marks hash, the users set, the version counter, the changed zset, the marks' times zset, then
+// one usage hash per delta. ARGV: the batch part's mark ('' none: redisBatchMark), now, then per delta: user,
+// bytes (checked before the call: HINCRBY cannot fail on them). Returns 0 when the part was taken before, else 1.
+export const ADD_USAGE = `${BATCH_MARK_LUA}
+if ARGV[1] ~= '' and taken(KEYS[1], KEYS[5], ARGV[1], ARGV[2]) then return 0 end
 local v = redis.call('INCR', KEYS[3])
-for j = 1, #KEYS - 4 do
-  local key, user = KEYS[4 + j], ARGV[1 + 2 * j]
+for j = 1, #KEYS - 5 do
+  local key, user = KEYS[5 + j], ARGV[1 + 2 * j]
   redis.call('HINCRBY', key, 'used', ARGV[2 + 2 * j])
   redis.call('HSETNX', key, 'limit', -1)
   redis.call('HSET', key, 'updatedAt', ARGV[2])

@@ -37,7 +37,8 @@ import { DEFAULT_REDIS_PREFIX, RedisKeys } from './redis-keys.ts';
 import * as outbox from './redis-events.ts';
 // S: the records and the interface both drivers implement (src/store/types.ts).
 import type * as S from './types.ts';
-import { USAGE_BATCH_TTL_MS, intentEntry } from './types.ts';
+import { intentEntry } from './types.ts';
+import { parseBatchId, redisBatchMark } from './batch-marks.ts';
 
 /** Rows written per MULTI when many are (setLimits). */
 const HASH_PAGE = 500;
@@ -525,18 +526,18 @@ export class RedisStore implements S.Store {
     if (deltas.length === 0) return;
     // Checked before anything is sent: a bad entry leaves the whole batch unapplied, as in SQLite.
     const checked = deltas.map((d) => ({ user: checkUser(d.user, 'usage'), bytes: checkBytes(d.bytes, 'usage') }));
+    if (batchId !== undefined) parseBatchId(batchId); // a malformed id is refused before anything is sent
     const k = this.keys;
     const t = this.now();
-    // One script per ADD_USAGE_ROWS rows (the batch's id, the increments and the change feed's entry together),
-    // one after another: a call's arguments are spread (a flush of tens of thousands of users in one call
-    // overflowed the stack), and each call keeps the command timeout for itself. A part's id is the batch's and
-    // its index: a batch written again is cut the same way, so the parts the store took before (a write that
-    // failed half-way, or landed past its timeout) are skipped and the others added.
+    // One script per ADD_USAGE_ROWS rows (the batch part's writer mark, the increments and the change feed's entry
+    // together), one after another: a call's arguments are spread (a flush of tens of thousands of users in one
+    // call overflowed the stack), and each call keeps the command timeout for itself. A part is marked (seq, part):
+    // a batch written again is cut the same way, so the parts the store took before (a write that failed half-way,
+    // or landed past its timeout) are skipped and the others added.
     await this.run('usage', async (c) => {
       for (let from = 0, part = 0; from < checked.length; from += ADD_USAGE_ROWS, part++) {
-        const id = batchId === undefined ? '' : part === 0 ? batchId : `${batchId}:${part}`;
-        const keys: string[] = [k.usageBatch(id), k.usageAll, k.usageVersion, k.usageChanged];
-        const args: (string | number)[] = [batchId === undefined ? 0 : USAGE_BATCH_TTL_MS, t];
+        const keys: string[] = [k.usageWriters, k.usageAll, k.usageVersion, k.usageChanged, k.usageWritersAt];
+        const args: (string | number)[] = [redisBatchMark(batchId, part), t];
         for (let i = from; i < Math.min(checked.length, from + ADD_USAGE_ROWS); i++) {
           const d = checked[i]!;
           keys.push(k.usage(d.user));
@@ -779,7 +780,7 @@ export class RedisStore implements S.Store {
   }
 
   connectionLog(bounds: Partial<RecordBounds> = {}): ConnectionLogStore {
-    return new RedisConnectionLog(this.connection, this.openRecords, bounds);
+    return new RedisConnectionLog(this.connection, this.openRecords, bounds, this.now);
   }
 
   fleetState(): FleetState {

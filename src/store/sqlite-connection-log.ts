@@ -5,11 +5,12 @@
 // log opens and then kept exact from each insert and delete (no COUNT per batch). Freed pages go back to the
 // file system (the file is auto_vacuum=INCREMENTAL) once they are a large share of it. Retention by age deletes
 // in slices (better-sqlite3 is synchronous: one huge DELETE would hold the event loop, and with it the data path).
-// A batch's id (migration 70) is written in its transaction too: a batch written again changes nothing.
+// A batch's writer mark (batch-marks.ts, migration 72) is written in its transaction too: a batch written again
+// changes nothing.
 import type Database from 'better-sqlite3';
+import { SqliteBatchMarks } from './sqlite-batch-marks.ts';
 import { foldRollups } from './connection-log-rollup.ts';
 import {
-  BATCH_ID_TTL_MS,
   LOST_REASON,
   RECORD_FIXED_BYTES,
   RECORD_TEXT_FIELDS,
@@ -128,8 +129,7 @@ export class SqliteConnectionLog implements ConnectionLogStore {
     usage: readonly UsageRollup[] | undefined,
     batchId: string | undefined,
   ) => boolean;
-  private readonly batchTaken: Database.Statement;
-  private readonly batchTrim: Database.Statement;
+  private readonly marks: SqliteBatchMarks;
   private readonly bounds: RecordBounds;
   /** Rows and bytes held, exact: counted at open, then kept from every insert and delete. */
   private held: RecordFootprint;
@@ -139,6 +139,8 @@ export class SqliteConnectionLog implements ConnectionLogStore {
   constructor(
     private readonly db: Database.Database,
     bounds: Partial<RecordBounds> = {},
+    /** The store's clock: a batch's writer mark is timed by it (batch-marks.ts). */
+    private readonly now: () => number = Date.now,
   ) {
     this.bounds = { ...UNBOUNDED, ...bounds };
     // OR IGNORE rather than ON CONFLICT DO NOTHING: a row the table cannot hold (a NOT NULL column without a value)
@@ -176,16 +178,11 @@ export class SqliteConnectionLog implements ConnectionLogStore {
          bytes_down = bytes_down + excluded.bytes_down, connections = connections + excluded.connections,
          failures = failures + excluded.failures`,
     );
-    this.batchTaken = db.prepare('INSERT OR IGNORE INTO connlog_batches (id, at) VALUES (?, ?)');
-    this.batchTrim = db.prepare('DELETE FROM connlog_batches WHERE at < ?');
+    this.marks = new SqliteBatchMarks(db, 'connlog');
     this.appendTx = db.transaction(
       (records: readonly ConnectionRecord[], usage: readonly UsageRollup[] | undefined, batchId: string | undefined) => {
-        if (batchId !== undefined) {
-          // Written before (its first write committed, its caller saw it fail): nothing to do.
-          const at = Date.now();
-          if (this.batchTaken.run(batchId, at).changes === 0) return false;
-          this.batchTrim.run(at - BATCH_ID_TTL_MS);
-        }
+        // Written before (its first write committed, its caller saw it fail): nothing to do.
+        if (batchId !== undefined && this.marks.taken(batchId, this.now())) return false;
         // Positional values: no copy of the record per row (a plain-HTTP request is a record of its own).
         const insert = this.insert;
         const values = this.manyValues;

@@ -13,7 +13,8 @@ import * as outbox from './sqlite-events.ts';
 // S: the records and the interface both drivers implement (src/store/types.ts).
 import type * as S from './types.ts';
 import type { Logger } from '../telemetry/logger.ts';
-import { USAGE_BATCH_TTL_MS, intentEntry } from './types.ts';
+import { intentEntry } from './types.ts';
+import { SqliteBatchMarks } from './sqlite-batch-marks.ts';
 
 export interface SqliteStoreOptions {
   /** Clock for timestamps (epoch ms); default Date.now. */
@@ -138,6 +139,8 @@ const WAL_SIZE_LIMIT = 4 * 1024 * 1024;
 export class SqliteStore implements S.Store {
   private readonly db: Database.Database;
   private readonly now: () => number;
+  /** The meter flushes' writer marks (made with the first flush: the migrations have run by then). */
+  private usageMarks: SqliteBatchMarks | undefined;
   private closed = false;
   private readonly statements = new Map<string, Database.Statement>();
 
@@ -186,7 +189,7 @@ export class SqliteStore implements S.Store {
   }
 
   connectionLog(bounds: Partial<RecordBounds> = {}): ConnectionLogStore {
-    return new SqliteConnectionLog(this.q(), bounds);
+    return new SqliteConnectionLog(this.q(), bounds, this.now);
   }
 
   private q(): Database.Database {
@@ -402,12 +405,11 @@ export class SqliteStore implements S.Store {
        ON CONFLICT (user) DO UPDATE SET used_bytes = used_bytes + excluded.used_bytes, updated_at = excluded.updated_at`,
     );
     const t = this.now();
+    this.usageMarks ??= new SqliteBatchMarks(db, 'usage');
+    const marks = this.usageMarks;
     db.transaction((list: { user: string; bytes: number }[]) => {
-      if (batchId !== undefined) {
-        // The batch's id in the same transaction as its increments (migration 71): taken before, nothing is added.
-        if (this.prepare('INSERT OR IGNORE INTO usage_batches (id, at) VALUES (?, ?)').run(batchId, t).changes === 0) return;
-        this.prepare('DELETE FROM usage_batches WHERE at < ?').run(t - USAGE_BATCH_TTL_MS);
-      }
+      // The batch's writer mark in the same transaction as its increments (batch-marks.ts): taken before, nothing is added.
+      if (batchId !== undefined && marks.taken(batchId, t)) return;
       for (const d of list) stmt.run(d.user, Math.trunc(d.bytes), t);
     })(deltas);
   }

@@ -197,18 +197,16 @@ export interface UsageCursor {
   epoch: string;
 }
 
-/** How long a store remembers an addUsage batch id (see UsageStore.addUsage). */
-export const USAGE_BATCH_TTL_MS = 3_600_000;
-
 /** Per-user byte counters and limits (src/accounting/). */
 export interface UsageStore {
   /**
    * Adds every delta in one transaction (users unknown so far start at 0 bytes, unlimited). `batchId`: the
-   * writer's id of this batch (unique across daemons and restarts), taken in the same transaction (SQLite) or
-   * script (Redis) as the increments; a batch whose id the store took before (within USAGE_BATCH_TTL_MS)
-   * changes nothing, so a write that landed although its caller saw it fail can be written again. Redis writes
-   * a batch 1,000 rows per script, each part under its own id (`<batchId>:<n>` after the first), so a batch that
-   * failed part-way adds, written again, only the parts not taken.
+   * writer's id of this batch, `<writer><seq>` (src/store/batch-marks.ts: a name unique across daemons and
+   * restarts, and a sequence number the writer writes in increasing order), marked in the same transaction
+   * (SQLite) or script (Redis) as the increments; a batch at or below its writer's mark changes nothing, so a
+   * write that landed although its caller saw it fail can be written again, after an outage of any length within
+   * BATCH_WRITER_TTL_MS of the writer's last write. Redis writes a batch 1,000 rows per script, each part marked
+   * (seq, part), so a batch that failed part-way adds, written again, only the parts not taken.
    */
   addUsage(deltas: { user: string; bytes: number }[], batchId?: string): Promise<void>;
   getUsage(user: string): Promise<UsageRecord | undefined>;

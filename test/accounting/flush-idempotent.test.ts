@@ -147,3 +147,35 @@ test('a stop that cannot write a kept flush logs its bytes by user', async () =>
   assert.equal(line.bytes, 4_050);
   assert.deepEqual(line.byUser, [{ user: name, bytes: 4_050 }]);
 });
+
+test('a flush that landed, then a store outage of a day while another daemon flushes: written again, it is counted once', async () => {
+  // The store's clock is injected: a day passes without a real wait. The ids of one hour kept before were trimmed by
+  // the other writer's flushes meanwhile, and the flush written again counted twice (src/store/batch-marks.ts).
+  let now = Date.UTC(2026, 10, 29, 10);
+  const shared = await openTestStore(':memory:', { now: () => now });
+  try {
+    const f = flaky(shared);
+    const a = new Accounting({ store: f.store, flushIntervalMs: 3_600_000, now: () => now });
+    const b = new Accounting({ store: shared, flushIntervalMs: 3_600_000, now: () => now });
+    await a.start([{ name: 'payer_outage', limitBytes: 1_000_000_000 }]);
+    await b.start([{ name: 'payer_other', limitBytes: 1_000_000_000 }]);
+    a.meter('payer_outage').add(0, 9_000_000);
+    f.fail(Infinity, true);
+    await a.flush(); // landed, seen failing
+    for (let hour = 1; hour <= 24; hour++) {
+      now += 3_600_000;
+      await a.flush(); // the store still unreachable for this daemon
+      b.meter('payer_other').add(0, 10);
+      await b.flush();
+    }
+    f.fail(0, false);
+    a.meter('payer_outage').add(0, 1);
+    await a.flush(); // the kept flush, then the new byte
+    await a.close();
+    await b.close();
+    assert.equal((await shared.getUsage('payer_outage'))?.usedBytes, 9_000_001);
+    assert.equal((await shared.getUsage('payer_other'))?.usedBytes, 240);
+  } finally {
+    await shared.close();
+  }
+});

@@ -179,3 +179,30 @@ test('an outage is not mistaken for an error of our own', () => {
   const lua = Object.assign(new Error('ERR user_script:12: attempt to compare nil with number script: 1f0e, on @user_script:12.'), {});
   assert.equal(notTransient(new StoreError('STORE_FAILED', 'connlog append: redis refused', { cause: lua })), true);
 });
+
+test("the halves of a split unit are written before the units behind them, whose ids follow theirs: the store takes a writer's batches in order", async () => {
+  // The store keeps one mark per writer, the highest batch number it took (src/store/batch-marks.ts): a unit waiting
+  // behind a split one (the other half of an earlier split) must be numbered after the new halves, or it is taken
+  // for a write that landed before and skipped. The poisoned record first: its half splits again, the other waits.
+  const poisoning = new Proxy(log, {
+    get(t, p) {
+      if (p === 'append')
+        return async (...args: Parameters<ConnectionLogStore['append']>) => {
+          if (args[0].some((r) => r.user === 'poison-first')) throw new TypeError('Do not know how to serialize a BigInt');
+          return t.append(...args);
+        };
+      const v = Reflect.get(t, p, t) as unknown;
+      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(t) : v;
+    },
+  });
+  const logger = captureLogger();
+  const recorder = new ConnectionLog({ store: poisoning, flushIntervalMs: 3_600_000, checkpointMs: 3_600_000, logger: logger.logger });
+  const c = recorder.open('socks5', '127.0.0.1');
+  c.user = 'poison-first';
+  c.end({ result: 'ok', reason: 'closed', up: 0, down: 0 });
+  endMany(recorder, 'behind', 20, 3000);
+  await recorder.flush();
+  await recorder.close();
+  assert.equal(await billedDown('behind', 20), 60_000, 'every customer behind the poisoned record is billed');
+  assert.equal((await log.query({ user: 'behind19', limit: 10 })).length, 1);
+});

@@ -5,6 +5,7 @@
 // The outbox's is test/store/events.test.ts, the connection log's test/connlog/store|bounds, the fleet
 // state's test/store/fleet-state.test.ts. Driver files test only what is their own.
 import { test, describe } from 'node:test';
+import { BATCH_WRITER_TTL_MS } from '../../src/store/batch-marks.ts';
 import assert from 'node:assert/strict';
 import {
   StoreConflictError,
@@ -343,6 +344,63 @@ export function storeContract(name: string, factory: StoreFactory): void {
       assert.equal((await a.usage.getUsage('alice'))?.usedBytes, 1_016);
       await a.close();
       await b.close();
+    });
+
+    test('usage and the connection log: a batch written again after an outage of days (others writing meanwhile) adds nothing; one mark per writer', async () => {
+      // A writer's batches are `<writer><seq>` (src/store/batch-marks.ts). The ids of an hour kept before let a write
+      // retried after a longer outage count twice: another writer's write trimmed them.
+      const HOUR = 3_600_000;
+      let t = Date.UTC(2026, 10, 29, 12);
+      const s = await open(fresh(), { now: () => t });
+      const log = s.connectionLog();
+      const rollup = (bytesDown: number) => [
+        {
+          user: 'outage',
+          granularity: 'hour' as const,
+          period: Date.UTC(2026, 10, 29, 11),
+          bytesUp: 0,
+          bytesDown,
+          connections: 1,
+          failures: 0,
+        },
+      ];
+      const billed = async () =>
+        (await log.usage({ granularity: 'hour', user: 'outage', from: Date.UTC(2026, 10, 29), to: Date.UTC(2026, 10, 30) })).reduce(
+          (n, r) => n + r.bytesDown,
+          0,
+        );
+      // Daemon A's writes land, their answers are lost, and A cannot reach the store for days.
+      await s.usage.addUsage([{ user: 'outage', bytes: 700 }], 'daemonA.41');
+      await log.append([], rollup(700), 'daemonA.41');
+      // Daemon B writes on: two hours on, then twenty days on.
+      for (const later of [2 * HOUR, 20 * 24 * HOUR]) {
+        t += later;
+        await s.usage.addUsage([{ user: 'other', bytes: 1 }], `daemonB.${later}`);
+        await log.append([], [{ ...rollup(1)[0]!, user: 'other' }], `daemonB.${later}`);
+      }
+      // A is back: its batches written again as they were add nothing; its next ones add; an older number nothing.
+      await s.usage.addUsage([{ user: 'outage', bytes: 700 }], 'daemonA.41');
+      await log.append([], rollup(700), 'daemonA.41');
+      assert.equal((await s.usage.getUsage('outage'))?.usedBytes, 700);
+      assert.equal(await billed(), 700);
+      await s.usage.addUsage([{ user: 'outage', bytes: 5 }], 'daemonA.42');
+      await log.append([], rollup(5), 'daemonA.42');
+      await s.usage.addUsage([{ user: 'outage', bytes: 9 }], 'daemonA.40');
+      await log.append([], rollup(9), 'daemonA.40');
+      assert.equal((await s.usage.getUsage('outage'))?.usedBytes, 705);
+      assert.equal(await billed(), 705);
+      // A writer silent for BATCH_WRITER_TTL_MS is forgotten by the next write (the marks stay one per live writer).
+      t += BATCH_WRITER_TTL_MS + 1;
+      await s.usage.addUsage([{ user: 'other', bytes: 1 }], 'daemonB.99999999999');
+      await log.append([], [{ ...rollup(1)[0]!, user: 'other' }], 'daemonB.99999999999');
+      await s.usage.addUsage([{ user: 'outage', bytes: 5 }], 'daemonA.42');
+      await log.append([], rollup(5), 'daemonA.42');
+      assert.equal((await s.usage.getUsage('outage'))?.usedBytes, 710);
+      assert.equal(await billed(), 710);
+      // An id that is not <writer><number> is refused before anything is written.
+      await assert.rejects(s.usage.addUsage([{ user: 'outage', bytes: 1 }], 'no-number'));
+      assert.equal((await s.usage.getUsage('outage'))?.usedBytes, 710);
+      await s.close();
     });
 
     test('usage: a batch of 60,000 rows (a flush of that many users) is added, once under its id', async () => {
