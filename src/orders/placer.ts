@@ -4,7 +4,7 @@
 // outcome Rotor cannot know (no reply, a system error after the retries) leaves the entry unresolved;
 // `resumeIntents` re-sends it later, or after a restart, with the SAME number and reqId, so the platform's
 // idempotency answers with the first result instead of charging again.
-import { isRetryable, PlatformClientError, PlatformError, RequestInvalidError } from '../platform/errors.ts';
+import { isRetryable, PlatformClientError, PlatformError, RequestInvalidError, TransportError } from '../platform/errors.ts';
 import { operations, type OperationSpec, type OpRequest, type OpResponse } from '../platform/operations.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import {
@@ -291,14 +291,19 @@ export class Placer {
     }
     await this.store.updateJournal(m, { state: 'sent', sent: true });
     let answer: unknown;
+    // Set when the client resent this request itself (a timeout, a lost or cut answer, 5xx, code 500): the
+    // platform may have done the first send, so a refusal that follows may be its duplicate refusal.
+    let resent = false;
     try {
-      answer = await this.client.call(op, entry.request as never, { reqId: entry.reqId });
+      answer = await this.client.call(op, entry.request as never, { reqId: entry.reqId, onRetry: () => (resent = true) });
     } catch (err) {
       if (err instanceof RequestInvalidError || (err instanceof PlatformError && !isRetryable(err))) {
-        // A refusal after a resend may mean the first send went through and the platform does not repeat
-        // its first answer (10013 for renew): if the order exists under our number, it was accepted.
-        if (resuming && orderTypeOf(op) !== undefined) {
+        // A refusal after a resend — ours from the journal, or the client's own retry — may mean the first send
+        // went through and the platform does not repeat its first answer (10013 for a renew, a parameter refusal
+        // such as 10004 for an open): if the order exists under our number, it was accepted (and charged).
+        if ((resuming || resent) && orderTypeOf(op) !== undefined) {
           const found = await this.findOrder(m);
+          if (found === 'unanswered') return this.outcomeUnknown(entry, err);
           if (found) return this.accept(entry, found);
         }
         await this.store.updateJournal(m, { state: 'rejected', result: describeFailure(err) });
@@ -307,30 +312,49 @@ export class Placer {
           throw new OrderError('ORDER_INVALID', err.message, { issues: err.issues, merchantNo: m, cause: err });
         throw err;
       }
-      await this.store.updateJournal(m, { state: 'unknown', result: describeFailure(err) });
-      this.logger?.warn(
-        { merchantNo: m, operation: op, err: describeFailure(err) },
-        'order outcome unknown; it will be resent with the same number and reqId',
-      );
-      const latest = (await this.store.getJournal(m)) ?? entry;
-      this.onUnknown(latest);
-      throw new OrderError(
-        'ORDER_OUTCOME_UNKNOWN',
-        `${op} ${m}: no answer from the platform; Rotor resends it with the same merchant number`,
-        { merchantNo: m, cause: err },
-      );
+      return this.outcomeUnknown(entry, err);
     }
     return this.accept(entry, answer);
   }
 
+  /** No knowing whether the platform took it: the entry stays unresolved and is resent with the same number and reqId. */
+  private async outcomeUnknown(entry: JournalEntry, err: unknown): Promise<never> {
+    const op = entry.operation;
+    const m = entry.merchantNo;
+    await this.store.updateJournal(m, { state: 'unknown', result: describeFailure(err) });
+    this.logger?.warn(
+      { merchantNo: m, operation: op, err: describeFailure(err) },
+      'order outcome unknown; it will be resent with the same number and reqId',
+    );
+    const latest = (await this.store.getJournal(m)) ?? entry;
+    this.onUnknown(latest);
+    throw new OrderError(
+      'ORDER_OUTCOME_UNKNOWN',
+      `${op} ${m}: no answer from the platform; Rotor resends it with the same merchant number`,
+      {
+        merchantNo: m,
+        cause: err,
+      },
+    );
+  }
+
+  /**
+   * The order the platform holds under our merchant number; undefined when it answers that there is none,
+   * 'unanswered' when the question got no answer (then the send's refusal proves nothing: left unresolved).
+   */
   private async findOrder(
     merchantNo: string,
-  ): Promise<{ orderNo: string; appOrderNo: string; amount?: string | null; status?: number | null } | undefined> {
+  ): Promise<{ orderNo: string; appOrderNo: string; amount?: string | null } | 'unanswered' | undefined> {
     try {
       const o = await this.client.call('GetOrder', { appOrderNo: merchantNo, page: 1, pageSize: 1 });
-      return { orderNo: o.orderNo, appOrderNo: merchantNo, amount: o.amount ?? null, status: o.status ?? null };
-    } catch {
-      return undefined;
+      // An answer naming another merchant number is not ours (the tracker refuses it the same way).
+      if (o.appOrderNo && o.appOrderNo !== merchantNo) return undefined;
+      // Accepted as pending whatever its status: the tracker then reads it whole — instances, a renewal's new
+      // expiry, its final event — as for any order just placed.
+      return { orderNo: o.orderNo, appOrderNo: merchantNo, amount: o.amount ?? null };
+    } catch (err) {
+      // Unreachable, or its system error after the retries; any other answer (a refusal, no order) says: none.
+      return err instanceof TransportError || (err instanceof PlatformError && isRetryable(err)) ? 'unanswered' : undefined;
     }
   }
 
