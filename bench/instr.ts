@@ -43,6 +43,13 @@ const { values, positionals } = parseArgs({
     concurrency: { type: 'string', default: '4' },
     idle: { type: 'string', default: '20' },
     keep: { type: 'string' },
+    // Callgrind's cache simulation as well (--cache-sim=yes: first-level and last-level misses, reads and writes
+    // apart): per tunnel beside the instructions, to see whether two builds with the same instructions differ in
+    // how much memory they touch. Slower still; the simulated caches are the host's as valgrind detects them.
+    cache: { type: 'boolean', default: false },
+    // The last-level cache callgrind simulates, as valgrind's --LL=size,associativity,line (e.g. 1048576,16,64 for
+    // a core's own second-level cache; in a VM valgrind may detect none and simulate 512 MiB, which misses only cold).
+    ll: { type: 'string' },
   },
 });
 const kind = values.case.toLowerCase();
@@ -60,7 +67,8 @@ const PERF_FLAGS = keep === undefined ? [] : ['--perf-basic-prof'];
 const VALGRIND = [
   '--tool=callgrind',
   '--smc-check=all-non-file',
-  '--cache-sim=no',
+  values.cache ? '--cache-sim=yes' : '--cache-sim=no',
+  ...(values.cache && values.ll !== undefined ? [`--LL=${values.ll}`] : []),
   '--branch-sim=no',
   '--dump-line=no',
   '--instr-atstart=no',
@@ -179,16 +187,21 @@ function lastDump(g: Gateway): string[] {
  * operations leaves TurboFan still compiling in the measured window, a share that depends on when each function
  * tiers up, not on the code's steady cost; the table gives the figure with and without it.
  */
-function dumped(g: Gateway): { ir: number; compiler: number } {
+function dumped(g: Gateway): { ir: number; compiler: number; events: Map<string, number> } {
   let ir = 0;
   let compiler = 0;
+  const events = new Map<string, number>();
   for (const f of lastDump(g)) {
     const text = readFileSync(join(work, f), 'utf8');
     const m = /^(?:summary|totals): (\d+)/m.exec(text);
     if (m) ir += Number(m[1]);
     compiler += compilerSelfCost(text);
+    // Every event of the dump (with --cache the simulated misses), by the names of its `events:` line.
+    const names = /^events: (.*)$/m.exec(text)?.[1]?.trim().split(/\s+/) ?? [];
+    const sums = /^(?:summary|totals): (.*)$/m.exec(text)?.[1]?.trim().split(/\s+/) ?? [];
+    names.forEach((name, i) => events.set(name, (events.get(name) ?? 0) + Number(sums[i] ?? 0)));
   }
-  return { ir, compiler };
+  return { ir, compiler, events };
 }
 
 const COMPILER = /v8::internal::(?:compiler|maglev)::/;
@@ -218,7 +231,7 @@ function compilerSelfCost(text: string): number {
   return cost;
 }
 
-const rows: Array<{ label: string; ops: number; perOp: number; noCompiler: number; idleShare: number }> = [];
+const rows: Array<{ label: string; ops: number; perOp: number; noCompiler: number; idleShare: number; events: Map<string, number> }> = [];
 try {
   for (const [n, spec] of positionals.entries()) {
     process.stderr.write(`${spec}: starting under callgrind\n`);
@@ -245,6 +258,8 @@ try {
       const busy = dumped(g);
       const ir = busy.ir - idlePerMs * busyMs;
       const noCompiler = busy.ir - busy.compiler - ((idle.ir - idle.compiler) / idleMs) * busyMs;
+      const events = new Map<string, number>();
+      for (const [name, v] of busy.events) events.set(name, (v - ((idle.events.get(name) ?? 0) / idleMs) * busyMs) / Math.max(1, ops));
       if (keep !== undefined) {
         const name = `${n}-${spec.replace(/[^A-Za-z0-9._-]+/g, '_')}`;
         for (const f of lastDump(g)) copyFileSync(join(work, f), join(keep, `${name}.callgrind${f.slice(f.lastIndexOf('.'))}`));
@@ -258,6 +273,7 @@ try {
         perOp: ir / Math.max(1, ops),
         noCompiler: noCompiler / Math.max(1, ops),
         idleShare: (idlePerMs * busyMs) / Math.max(1, ir + idlePerMs * busyMs),
+        events,
       });
       process.stderr.write(
         `${spec}: ${ops} operations, ${(ir / 1e6).toFixed(1)} M instructions after ${((idlePerMs * busyMs) / 1e6).toFixed(1)} M of idle work; the compiler's ${(busy.compiler / 1e6).toFixed(1)} M\n`,
@@ -282,4 +298,13 @@ for (const r of rows) {
   process.stdout.write(
     `  ${r.label.padEnd(28)} ${(r.perOp / 1000).toFixed(1).padStart(9)} k  ${(r.perOp / first.perOp).toFixed(3)}×  ${(r.noCompiler / 1000).toFixed(1).padStart(9)} k  ${(r.noCompiler / first.noCompiler).toFixed(3)}×  (${r.ops} ${per}s; idle work taken off: ${(r.idleShare * 100).toFixed(0)} % of the window)\n`,
   );
+}
+if (values.cache) {
+  // Per operation, idle work taken off as above; the compiler's share is in these (a dump gives no split per event).
+  const names = [...first.events.keys()];
+  process.stdout.write(`\nEvents per ${per} (callgrind --cache-sim=yes, all threads): ${names.join(' ')}\n`);
+  for (const r of rows)
+    process.stdout.write(
+      `  ${r.label.padEnd(28)} ${names.map((n) => ((r.events.get(n) ?? 0) / 1000).toFixed(2).padStart(9) + ' k').join(' ')}\n`,
+    );
 }

@@ -19,8 +19,8 @@ export interface RelayLimiter {
   take(bytes: number): boolean;
   /** Calls `wake` (the same function each time, made once per relay) when the user may read again. */
   wait(wake: () => void): void;
-  attach(relay: { stop(): void }): void;
-  detach(relay: { stop(): void }): void;
+  /** Registers a running relay (stopped by stopAll); the caller detaches it through what this returns. */
+  attach(relay: Stoppable): RelayAttachment;
   /** The rate now (bytes per second, 0 = none): bounds the datagrams a UDP association queues (src/proxy/udp-associate.ts). */
   readonly rateBytesPerSec?: number;
 }
@@ -43,6 +43,69 @@ export interface Stoppable {
   stop(): void;
 }
 
+/**
+ * A relay's place in its user's list of running relays, from attach() to its detach(). The list is threaded
+ * through these places (each holds its neighbours) instead of a Set: one user's relays are added and deleted
+ * at every tunnel, and a long-lived Set's hash table sits in V8's old generation, where every rehash (steady adds
+ * and deletes cause one every few dozen) leaves the previous table behind, linked to the next, with the relays
+ * it held. Until the next full collection every scavenge takes those stale entries as roots, so each relay of
+ * the chain — its sockets, stream states and buffers — was copied and promoted instead of dying young
+ * (docs/benchmarks.md, "M2 per tunnel: the scavenger's share"). A place taken out keeps no link.
+ */
+export class RelayAttachment {
+  prev: RelayAttachment | null = null;
+  next: RelayAttachment | null = null;
+  /** Set while in its limiter's list: detach() after stopAll() (or twice) does nothing. */
+  attached = true;
+
+  constructor(
+    readonly relay: Stoppable,
+    private readonly list: RelayList,
+  ) {}
+
+  /** Takes the relay out of its user's list (idempotent). */
+  detach(): void {
+    if (!this.attached) return;
+    this.attached = false;
+    const list = this.list;
+    const { prev, next } = this;
+    if (prev === null) list.head = next;
+    else prev.next = next;
+    if (next === null) list.tail = prev;
+    else next.prev = prev;
+    this.prev = null;
+    this.next = null;
+    list.count--;
+  }
+}
+
+/** One user's running relays, oldest first (RelayAttachment above says why not a Set). */
+class RelayList {
+  head: RelayAttachment | null = null;
+  tail: RelayAttachment | null = null;
+  count = 0;
+
+  add(relay: Stoppable): RelayAttachment {
+    const a = new RelayAttachment(relay, this);
+    a.prev = this.tail;
+    if (this.tail === null) this.head = a;
+    else this.tail.next = a;
+    this.tail = a;
+    this.count++;
+    return a;
+  }
+
+  /** Every relay, each taken out of the list first. */
+  takeAll(): Stoppable[] {
+    const out: Stoppable[] = [];
+    for (let a = this.head; a !== null; a = this.head) {
+      a.detach();
+      out.push(a.relay);
+    }
+    return out;
+  }
+}
+
 export class UserLimiter implements RelayLimiter {
   /** bytes per second, both directions together; 0 = none */
   private rate = 0;
@@ -53,7 +116,7 @@ export class UserLimiter implements RelayLimiter {
   /** The other of two sets swapped at each wake, so a waiter that waits again lands in the next round. */
   private spare: Set<() => void> | null = null;
   private timer: NodeJS.Timeout | undefined;
-  private relays: Set<Stoppable> | null = null;
+  private relays: RelayList | null = null;
   /** Concurrent connections allowed; 0 = no cap. */
   maxConnections = 0;
   /** Connections counted open (connectionOpened .. connectionClosed). */
@@ -101,12 +164,8 @@ export class UserLimiter implements RelayLimiter {
     }
   }
 
-  attach(relay: Stoppable): void {
-    (this.relays ??= new Set()).add(relay);
-  }
-
-  detach(relay: Stoppable): void {
-    this.relays?.delete(relay);
+  attach(relay: Stoppable): RelayAttachment {
+    return (this.relays ??= new RelayList()).add(relay);
   }
 
   /** Stops every running relay of the user (disable, delete). Returns how many. */
@@ -116,15 +175,14 @@ export class UserLimiter implements RelayLimiter {
       this.wakeAll();
       return 0;
     }
-    const n = relays.size;
-    for (const r of [...relays]) r.stop();
-    relays.clear();
+    const taken = relays.takeAll();
+    for (const r of taken) r.stop();
     this.wakeAll();
-    return n;
+    return taken.length;
   }
 
   get running(): number {
-    return this.relays?.size ?? 0;
+    return this.relays?.count ?? 0;
   }
 
   /**

@@ -35,7 +35,7 @@ import {
 } from './http-message.ts';
 import { onServerError } from './connections.ts';
 import type { Authorization, Router } from './router.ts';
-import type { RelayLimiter, Target } from './types.ts';
+import type { RelayAttachment, RelayLimiter, Target } from './types.ts';
 import type { ConnectionContext, ConnectionRecorder } from '../connlog/types.ts';
 import { ProxyListener } from './proxy-listener.ts';
 import { descriptorGuard } from './accept-guard.ts';
@@ -131,6 +131,8 @@ function onAcceptedClose(this: Socket): void {
 interface CountedClient {
   user: string;
   limiter: RelayLimiter | undefined;
+  /** Its place in the limiter's running relays (set right after it is made, when the user has a limiter). */
+  attached: RelayAttachment | undefined;
   stop(): void;
 }
 
@@ -418,17 +420,17 @@ export class HttpListener extends ProxyListener {
     const limiter = meters.limiter?.(user);
     // The same user again on a kept-alive connection (the usual case): its registration stands as it is.
     if (previous !== undefined && previous.user === user && previous.limiter === limiter) return;
-    if (previous !== undefined) previous.limiter?.detach(previous);
+    if (previous !== undefined) previous.attached?.detach();
     const client = entry.socket;
-    const counted: CountedClient = { user, limiter, stop: () => client.destroy() };
-    limiter?.attach(counted);
+    const counted: CountedClient = { user, limiter, attached: undefined, stop: () => client.destroy() };
+    if (limiter) counted.attached = limiter.attach(counted);
     entry.counted = counted;
   }
 
   /** Drops a client connection's registration whose slot was already given back. */
   private forget(entry: Accepted, counted: CountedClient): void {
     entry.counted = undefined;
-    counted.limiter?.detach(counted);
+    counted.attached?.detach();
   }
 
   private uncount(entry: Accepted): void {

@@ -16,7 +16,7 @@ import { GatewayError } from './errors.ts';
 import type { ProxyErrorType } from './proxy-status.ts';
 import type { ResultCounter } from './metric-cells.ts';
 import type { Dialed, Route } from './router.ts';
-import type { MeterProvider, RelayLimiter, Target } from './types.ts';
+import type { MeterProvider, RelayAttachment, Target } from './types.ts';
 
 /**
  * The sockets accepted on users' own ports (src/users/ports.ts UserPorts.sockets, which it fills): read, not
@@ -127,13 +127,14 @@ export class TunnelEnd implements RunningRelay {
   ended = false;
   /** Set once relay() returned and the pipeline registered it (unless it had ended already). */
   handle: { stop(): void } | undefined = undefined;
+  /** The relay's place in its user's limiter, set with `handle` when the user has one. */
+  attached: RelayAttachment | undefined = undefined;
   /** Neighbours in the listener's list of running relays (ListenerConnections.relays). */
   prevLive: RunningRelay | null = null;
   nextLive: RunningRelay | null = null;
 
   constructor(
     private readonly relays: LiveList<RunningRelay>,
-    private readonly limiter: RelayLimiter | undefined,
     private readonly dialed: Dialed,
     private readonly meters: MeterProvider,
     private readonly user: string,
@@ -145,7 +146,7 @@ export class TunnelEnd implements RunningRelay {
     const handle = this.handle;
     if (handle !== undefined) {
       this.relays.remove(this);
-      this.limiter?.detach(handle);
+      this.attached?.detach();
     }
     this.dialed.release(upstreamFailedEarly(stats, this.dialed.socket));
     this.meters.connectionClosed(this.user);

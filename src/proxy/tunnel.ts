@@ -322,7 +322,7 @@ export class TunnelPipeline {
     const user = route.user.name;
     const limiter = meters.limiter?.(user);
     recordNode(conn, dialed.node, dialed.exit);
-    const end = new TunnelEnd(this.conns.relays, limiter, dialed, meters, user, conn);
+    const end = new TunnelEnd(this.conns.relays, dialed, meters, user, conn);
     // Built field by field, not with conditional spreads (each spread a temporary object and a copy per tunnel).
     const relayOptions: RelayOptions = {
       meter: meters.meter(user),
@@ -338,7 +338,7 @@ export class TunnelPipeline {
     if (end.ended) return;
     end.handle = handle;
     this.conns.relays.add(end);
-    limiter?.attach(handle);
+    if (limiter) end.attached = limiter.attach(handle);
     recordCarrying(conn, handle.stats, handle);
   }
 

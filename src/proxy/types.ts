@@ -4,7 +4,7 @@ import type { NodeSource, PoolKey, UpstreamNode } from '../pool/types.ts';
 import type { DestinationRules } from './destination-rules.ts';
 import type { Admission, UserMeter } from '../accounting/accounting.ts';
 import type { RotationReason } from '../session/table.ts';
-import type { RelayLimiter } from '../admission/limiter.ts';
+import type { RelayAttachment, RelayLimiter } from '../admission/limiter.ts';
 import type { RequestRule } from './request-rules.ts';
 
 /** A local proxy user from the config (docs/reference.md, `users:`). */
@@ -63,7 +63,7 @@ export interface UserDirectory {
 export type { Admission, UserMeter };
 
 // A user's live limits as a relay consults them are admission's (defined there, below the gateway).
-export type { RelayLimiter };
+export type { RelayAttachment, RelayLimiter };
 
 /** Implemented by the accounting component; test/support/meters.ts UnlimitedMeters in tests. */
 export interface MeterProvider {

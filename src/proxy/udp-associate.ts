@@ -32,7 +32,7 @@ import { UDP_UNSUPPORTED, refusedForUdp, relayOf } from './udp-dial.ts';
 import type { Dialed, Route, Router } from './router.ts';
 import { recordCarrying, recordNode } from './tunnel-record.ts';
 import { MeteredStream } from './tunnel-stream.ts';
-import type { RelayLimiter } from './types.ts';
+import type { RelayAttachment, RelayLimiter } from './types.ts';
 
 /** Why a datagram was not passed on (label `reason` of rotor_udp_datagrams_dropped_total). */
 export type DropReason = 'malformed' | 'fragment' | 'not_allowed' | 'foreign' | 'queue_full';
@@ -197,6 +197,8 @@ class Association {
   private waiting = false;
   /** Held by the user's limiter while the association runs: disabling or deleting the user ends it, as it ends TCP relays. */
   private readonly stopper = { stop: (): void => this.end('ok', 'stopped') };
+  /** The stopper's place in the limiter's running relays while the association runs. */
+  private attached: RelayAttachment | undefined = undefined;
 
   constructor(
     private readonly owner: UdpAssociations,
@@ -225,7 +227,7 @@ class Association {
     // The association's exit is not named by its reply (BND.ADDR is the UDP relay, not where datagrams leave).
     recordNode(conn, dialed.node, null);
     recordCarrying(conn, this.stream, () => this.end('ok', 'closed by the admin'));
-    this.limiter?.attach(this.stopper);
+    if (this.limiter) this.attached = this.limiter.attach(this.stopper);
     control.on('close', () => this.end('ok', null));
     control.on('end', () => this.end('ok', null));
     dialed.socket.on('error', noop);
@@ -350,7 +352,7 @@ class Association {
   end(result: 'ok' | 'limited' | 'upstream_error' | 'shutdown', reason: string | null): void {
     if (this.over) return;
     this.over = true;
-    this.limiter?.detach(this.stopper);
+    this.attached?.detach();
     clearInterval(this.idle);
     this.queue.length = 0;
     this.queuedBytes = 0;

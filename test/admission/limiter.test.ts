@@ -1,7 +1,10 @@
 // The per-user limiter (src/admission/limiter.ts): the token bucket's long-run rate over several takers, a live
-// rate change, exact connection slots with lapsing reservations, and stopping registered relays.
+// rate change, exact connection slots with lapsing reservations, stopping registered relays, and relays detached
+// from a long-lived limiter dying young.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { getHeapSpaceStatistics, setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { UserLimiter } from '../../src/admission/limiter.ts';
 
 test('a 512 KiB/s bucket shared by 3 takers of 16 KiB chunks lets through 512 KiB/s', async () => {
@@ -78,10 +81,51 @@ test('stopAll stops the registered relays and forgets them', () => {
   let stopped = 0;
   const a = { stop: () => stopped++ };
   const b = { stop: () => stopped++ };
-  l.attach(a);
-  l.attach(b);
-  l.detach(b);
-  assert.equal(l.stopAll(), 1);
-  assert.equal(stopped, 1);
+  const placeA = l.attach(a);
+  const placeB = l.attach(b);
+  const c = { stop: () => stopped++ };
+  l.attach(c);
+  assert.equal(l.running, 3);
+  placeB.detach();
+  placeB.detach(); // twice: nothing more
+  assert.equal(l.running, 2);
+  assert.equal(l.stopAll(), 2);
+  assert.equal(stopped, 2);
   assert.equal(l.running, 0);
+  placeA.detach(); // a relay stopped by stopAll detaches itself at its end: nothing happens
+  assert.equal(l.running, 0);
+  assert.equal(l.stopAll(), 0);
+  // The list works again after being emptied.
+  const d = l.attach({ stop: () => stopped++ });
+  l.attach({ stop: () => stopped++ });
+  d.detach();
+  assert.equal(l.stopAll(), 1);
+  assert.equal(stopped, 3);
+});
+
+test('relays attached to and detached from a long-lived limiter die young (no stale table keeps them through scavenges)', () => {
+  // A Set of the user's relays, aged into the old generation, left each rehash's previous table behind with the
+  // relays it held: every relay of the churn below was promoted (~5 MiB of old space grew here with a Set).
+  setFlagsFromString('--expose-gc');
+  const gc = runInNewContext('gc') as (options?: { type: 'minor' | 'major' }) => void;
+  const oldSpace = (): number => getHeapSpaceStatistics().find((s) => s.space_name === 'old_space')!.space_used_size;
+  const l = new UserLimiter('u');
+  const first = l.attach({ stop: () => undefined });
+  gc();
+  gc();
+  const before = oldSpace();
+  const inFlight: Array<{ detach(): void }> = [];
+  for (let i = 0; i < 20_000; i++) {
+    // ~250 B each, 32 running at a time as a user's tunnels are.
+    const relay = { stop: () => undefined, payload: new Array<number>(48).fill(i) };
+    inFlight.push(l.attach(relay));
+    if (inFlight.length > 32) inFlight.shift()!.detach();
+    if (i % 250 === 0) gc({ type: 'minor' });
+  }
+  gc({ type: 'minor' });
+  gc({ type: 'minor' });
+  const grown = oldSpace() - before;
+  assert.ok(grown < 1024 * 1024, `old space grew by ${(grown / 1024).toFixed(0)} KiB over 20,000 short-lived relays`);
+  assert.equal(l.running, 33);
+  first.detach();
 });
