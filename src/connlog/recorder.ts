@@ -28,8 +28,10 @@
 // A unit holds at most batchSize records, batchSize checkpoints and 2 × batchSize rollup rows (an hour and a day
 // row for batchSize users): the rest waits for the next unit of the same write. A failure that is not the
 // store's (a RangeError or TypeError of our own code, a Redis script's runtime error, SQLite refusing the data:
-// writing the same unit again fails the same way) is not retried as it was: the unit is split in two, each
-// written at once, down to one record or row, which is then left out and logged with its bytes.
+// writing the same unit again fails the same way; a unit the store refuses before writing it, STORE_INVALID) is
+// not retried as it was: the unit is split in two, each written at once, down to one record or row, which is then
+// left out and logged with its bytes. The stores write a unit whole or not at all (SQLite's transaction; the Redis
+// script checks everything before its first write), so no half adds what the failed unit had written.
 import { randomBytes } from 'node:crypto';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
@@ -646,10 +648,10 @@ export class ConnectionLog implements ConnectionRecorder {
   }
 
   /**
-   * A unit the store failed for a reason of its own: its halves (new ids: SQLite rolled the unit back, and a
-   * RangeError or TypeError comes before anything is sent; only a Redis script failing part-way keeps what it
-   * wrote before the error, which a half may then add again — rare next to a unit never stored) go first in
-   * `unstored`, due at once; a unit of one record or row is left out, logged with its bytes. True: go on.
+   * A unit the store failed for a reason of its own: its halves (new ids: nothing of the unit was written — SQLite
+   * rolled it back, a RangeError, TypeError or STORE_INVALID comes before anything is sent, and the Redis script
+   * checks all it can fail on before its first write) go first in `unstored`, due at once; a unit of one record
+   * or row is left out, logged with its bytes. True: go on.
    */
   private split(unit: Unstored, err: unknown): boolean {
     const logger = this.options.logger;
@@ -805,6 +807,8 @@ export function notTransient(err: unknown): boolean {
     if (/^ERR\b.*user_script/s.test(e.message)) return true;
     const code = (e as { code?: unknown }).code;
     if (typeof code === 'string' && /^SQLITE_(CONSTRAINT|TOOBIG|MISMATCH|RANGE)/.test(code)) return true;
+    // The store refused the unit's data before writing anything (a row that is not whole numbers).
+    if (code === 'STORE_INVALID') return true;
   }
   return false;
 }

@@ -30,6 +30,7 @@ import type { Redis } from 'ioredis';
 import type { RedisConnection } from './redis-connection.ts';
 import { foldRollups } from './connection-log-rollup.ts';
 import { RECORD_FIXED_BYTES } from './connection-log-types.ts';
+import { StoreError } from './errors.ts';
 import { BATCH_MARK_LUA, redisBatchMark } from './batch-marks.ts';
 import { NOW_LUA, SIZE_LUA, type OpenRecordOwner } from './redis-open-records.ts';
 import {
@@ -54,11 +55,14 @@ const PASS_STEP = 500;
 /** A failed step of the one-time pass is tried again after this long. */
 const PASS_RETRY_MS = 5000;
 
-// Lua, after SIZE_LUA: a record leaving the log leaves its user's index; returns its recordSize().
+// Lua, after SIZE_LUA: a record leaving the log leaves its user's index; returns its recordSize(). Never fails: a
+// stored text that is not a record is measured by its length, and an index key of another type is left as it is
+// (APPEND writes after its checks, and must not fail half-way).
 const BY_USER_LUA = `
 local function leaving(prefix, id, json)
-  local r = cjson.decode(json)
-  if type(r.user) == 'string' then redis.call('ZREM', prefix .. 'connlog:idx:u:' .. r.user, id) end
+  local ok, r = pcall(cjson.decode, json)
+  if not ok or type(r) ~= 'table' then return ${RECORD_FIXED_BYTES} + #json end
+  if type(r.user) == 'string' then redis.pcall('ZREM', prefix .. 'connlog:idx:u:' .. r.user, id) end
   local n = ${RECORD_FIXED_BYTES}
   for _, f in ipairs(FIELDS) do
     local v = r[f]
@@ -66,17 +70,44 @@ local function leaving(prefix, id, json)
   end
   return n
 end
+-- The result of a stored record's text; nil when it is not a record.
+local function resultOf(json)
+  local ok, r = pcall(cjson.decode, json)
+  if ok and type(r) == 'table' then return r.result end
+  return nil
+end
+-- Every key the append writes is of its type or absent: checked before the first write (an error reply then).
+local function wrongType(checks)
+  for i = 1, #checks, 2 do
+    local t = redis.call('TYPE', checks[i])['ok']
+    if t ~= 'none' and t ~= checks[i + 1] then return checks[i] .. ' holds a ' .. t .. ', not a ' .. checks[i + 1] end
+  end
+  return nil
+end
 `;
 
 // KEYS: idx, rec, held, open, owners, the writers' marks hash, the hour and day period sets, the marks' times, then
 // the rollup hashes. ARGV: maxRecords, maxBytes, owner, lease ms, the batch's mark ('' none: redisBatchMark), the
 // number of records, the fleet prefix, the store's clock (ms), then per record: startedAt, id, JSON, recordSize, 1
 // when it is \`open\`, its user ('' for none); then per rollup increment: its hash's and its period set's index in
-// KEYS, period, user, up, down, connections, failures. A batch taken before (its writer's mark): nothing is done, -1. A stored record is replaced only when it is an
-// \`open\` checkpoint (or was settled \`lost\` while its daemon stalled). Open records are the owner's, its lease
+// KEYS, period, user, up, down, connections, failures. A batch taken before (its writer's mark): nothing is done, -1.
+// Nothing can fail after its first write (the mark): every key's type is checked first (WRONGTYPE reply, nothing
+// written), stored texts are decoded under pcall, a user's index is written under pcall (it is no part of the bill),
+// and append() sends only whole numbers (STORE_INVALID before anything is sent). Redis refuses a script's first
+// write only when out of memory. So a unit fails whole or lands whole: its rollups are never added twice by the
+// halves the recorder writes after an error of the unit's own (test/store/redis-append-partial.test.ts). A stored
+// record is replaced only when it is an \`open\` checkpoint (or was settled \`lost\` while its daemon stalled). Open records are the owner's, its lease
 // renewed with them. A new record's id goes into its user's index too, and a record removed to make room leaves
 // it. Returns the records removed to make room.
 const APPEND = `${SIZE_LUA}${NOW_LUA}${BY_USER_LUA}${BATCH_MARK_LUA}
+local checks = {KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'hash', KEYS[4], 'hash', KEYS[5], 'zset', KEYS[6], 'hash',
+  KEYS[7], 'zset', KEYS[8], 'zset', KEYS[9], 'zset'}
+for k = 10, #KEYS do
+  checks[#checks + 1] = KEYS[k]
+  checks[#checks + 1] = 'hash'
+end
+local wrong = wrongType(checks)
+if wrong then return redis.error_reply('WRONGTYPE connection log: ' .. wrong .. ' (nothing written)') end
 if ARGV[5] ~= '' and taken(KEYS[6], KEYS[9], ARGV[5], ARGV[8]) then return -1 end
 local maxRecords, maxBytes, prefix = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[7]
 local lastRecord = 8 + 6 * tonumber(ARGV[6])
@@ -95,19 +126,19 @@ for i = 9, lastRecord, 6 do
   local id, json = ARGV[i + 1], ARGV[i + 2]
   local old = redis.call('HGET', KEYS[2], id)
   local written = true
-  if not old then
+  -- A text there that is not a record (never written so by Rotor) is replaced as if the place were empty.
+  local was = old and resultOf(old)
+  if not was then
     redis.call('ZADD', KEYS[1], ARGV[i], id)
     redis.call('HSET', KEYS[2], id, json)
-    if ARGV[i + 5] ~= '' then redis.call('ZADD', prefix .. 'connlog:idx:u:' .. ARGV[i + 5], ARGV[i], id) end
+    if ARGV[i + 5] ~= '' then redis.pcall('ZADD', prefix .. 'connlog:idx:u:' .. ARGV[i + 5], ARGV[i], id) end
     b = b + tonumber(ARGV[i + 3])
+    if old then b = b - size(old) end
+  elseif was == 'open' or was == 'lost' then
+    redis.call('HSET', KEYS[2], id, json)
+    b = b + tonumber(ARGV[i + 3]) - size(old)
   else
-    local was = cjson.decode(old).result
-    if was == 'open' or was == 'lost' then
-      redis.call('HSET', KEYS[2], id, json)
-      b = b + tonumber(ARGV[i + 3]) - size(old)
-    else
-      written = false
-    end
+    written = false
   end
   if written and ARGV[i + 4] == '1' then
     redis.call('HSET', KEYS[4], id, ARGV[3])
@@ -204,6 +235,9 @@ function scripted(c: Redis): Scripted<Redis> {
   return c as Scripted<Redis>;
 }
 
+/** A unit append() will not send: refused before anything is written (the recorder splits it: STORE_INVALID). */
+const invalid = (what: string): StoreError => new StoreError('STORE_INVALID', `connlog append: ${what}`);
+
 const UNBOUNDED: RecordBounds = { maxRecords: Number.MAX_SAFE_INTEGER, maxBytes: Number.MAX_SAFE_INTEGER };
 
 export class RedisConnectionLog implements ConnectionLogStore {
@@ -287,6 +321,7 @@ export class RedisConnectionLog implements ConnectionLogStore {
     args.push(redisBatchMark(batchId), records.length, this.prefix, this.now());
     let open = 0;
     for (const r of records) {
+      if (!Number.isFinite(r.startedAt)) throw invalid(`record ${r.id}: startedAt ${r.startedAt}`);
       const isOpen = r.result === 'open' ? 1 : 0;
       open |= isOpen;
       args.push(r.startedAt, r.id, JSON.stringify(r), recordSize(r), isOpen, r.user ?? '');
@@ -294,6 +329,9 @@ export class RedisConnectionLog implements ConnectionLogStore {
     // Each rollup hash is named once in KEYS (a batch touches an hour or two and a day).
     const hashIndex = new Map<string, number>();
     for (const u of usage ?? foldRollups(records)) {
+      // Whole numbers only: HINCRBY refuses anything else, and the script must not fail after its first write.
+      for (const v of [u.period, u.bytesUp, u.bytesDown, u.connections, u.failures])
+        if (!Number.isSafeInteger(v)) throw invalid(`usage row of ${u.user} (${u.granularity} ${u.period}): ${v} is not a whole number`);
       const key = this.usageKey(u.granularity, u.period);
       let index = hashIndex.get(key);
       if (index === undefined) {

@@ -18,7 +18,9 @@ import { callScript, defineScripts } from './redis-scripts.ts';
 export const SIZE_LUA = `
 local FIELDS = {${RECORD_TEXT_FIELDS.map((f) => `'${f}'`).join(', ')}}
 local function size(json)
-  local r = cjson.decode(json)
+  -- A text that is not a record (never written so by Rotor) is measured by its length: a script never fails on it.
+  local ok, r = pcall(cjson.decode, json)
+  if not ok or type(r) ~= 'table' then return ${RECORD_FIXED_BYTES} + #json end
   local n = ${RECORD_FIXED_BYTES}
   for _, f in ipairs(FIELDS) do
     local v = r[f]
