@@ -6,9 +6,12 @@
 // within `requestMs`, a kept-alive socket is closed after `keepAliveMs` between requests, one with no byte either way
 // for `idleMs` (0 = never: the admin API's bulk imports are quiet for minutes while they hash), and past
 // `perAddress` connections from one client address or `total` in all the oldest one without a request in flight
-// makes room (boundListener below).
+// makes room (boundListener below). Together, the listeners bounded here hold at most the process's budget for
+// them (src/errors/descriptor-budget.ts: an eighth of the soft descriptor limit, at least 32), so that a flood on
+// these ports cannot leave the customers' tunnels without descriptors.
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import { sideDescriptors, type DescriptorBudget } from '../errors/descriptor-budget.ts';
 
 export interface ListenerLimits {
   headersMs: number;
@@ -47,7 +50,7 @@ export const CALLBACK_LIMITS: ListenerLimits = {
  * finish a request cannot lock operators, the platform or customers out; only connections all busy answering
  * requests make a newcomer wait.
  */
-export function boundListener(server: Server, limits: ListenerLimits): void {
+export function boundListener(server: Server, limits: ListenerLimits, budget: DescriptorBudget = sideDescriptors): void {
   server.requestTimeout = limits.requestMs;
   server.headersTimeout = Math.min(limits.headersMs, limits.requestMs);
   server.keepAliveTimeout = limits.keepAliveMs;
@@ -70,6 +73,7 @@ export function boundListener(server: Server, limits: ListenerLimits): void {
     const state = open.get(socket);
     if (!state) return;
     open.delete(socket);
+    budget.give();
     const mine = byAddress.get(state.address);
     mine?.delete(socket);
     if (mine?.size === 0) byAddress.delete(state.address);
@@ -84,11 +88,19 @@ export function boundListener(server: Server, limits: ListenerLimits): void {
       socket.destroy();
       return;
     }
+    // The process's budget for these listeners: past it, the oldest idle connection of the fullest one goes.
+    if (!budget.take()) {
+      socket.destroy();
+      return;
+    }
+    // Read again: the connection closed for this one may have been its address's last.
+    mine = byAddress.get(address);
     if (mine === undefined) byAddress.set(address, (mine = new Set()));
     mine.add(socket);
     open.set(socket, { address, requests: 0 });
     socket.once('close', () => forget(socket));
   });
+  server.once('close', budget.register({ held: () => open.size, shedIdle: () => shedFrom(open.keys()) }));
   server.on('request', (request: IncomingMessage, response: ServerResponse) => {
     // Behind TLS the request's socket is the TLSSocket over the connection's own (its _parent).
     const socket = request.socket as Socket & { _parent?: Socket };

@@ -99,7 +99,9 @@ export const operations = {
     path: '/api/open/app/product/info/v2',
     summary: 'one product, real time',
     request: z.strictObject({ productNo: z.string().min(1) }),
-    response: r.product,
+    // The seed shows neither side: one record (the provider SDK), or an array of it as the product query
+    // answers (src/platform/product-reader.ts reads both, and falls back to the product query).
+    response: z.union([r.product, z.array(r.product)]),
   },
   ProductAreaList: {
     path: '/api/open/app/product/area/v2',
