@@ -231,6 +231,8 @@ export const operations = {
     response: z.looseObject({
       resetNo: z.string().optional().nullable(),
       status: r.optNumeric,
+      // The seed names `status` and `newPassword` without placing them: at the top here, per instance in `list`.
+      newPassword: z.string().optional().nullable(),
       list: z
         .array(z.looseObject({ instanceNo: z.string(), newPassword: z.string().optional().nullable(), status: r.optNumeric }))
         .optional()
