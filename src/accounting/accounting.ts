@@ -1346,24 +1346,11 @@ export class Accounting {
       }
     }
     if (deltas.length === 0) return;
-    if (this.allowance) {
-      // Fleet: the leaser's usageStore moves the bytes (its syncs and reports), never the store's addUsage; a
-      // failed report is folded into the next flush's deltas as before.
-      try {
-        this.startRows = undefined;
-        await this.store.addUsage(deltas);
-        for (const t of targets) t.m.persisted = t.to;
-      } catch (err) {
-        this.carry.unshift(...carried);
-        for (const t of targets) this.unflushed.add(t.m);
-        // Kept in memory: the next flush writes them again.
-        this.logger?.warn({ err, users: deltas.length }, 'could not persist traffic counters; will retry');
-      }
-      return;
-    }
     // The bytes are this write's from now on, whatever its outcome: a reset or a period's roll meanwhile counts
     // only what came after (before, it carried them to the old key a second time), and a failed write is kept
-    // whole and written again under its id (see UnstoredFlush).
+    // whole and written again under its id (see UnstoredFlush). In a fleet the write is the leaser's usageStore
+    // (its syncs and reports move the bytes, never the store's addUsage), which takes a batch id once too: a
+    // flush it took but that was seen failing was folded into the next flush's deltas and reported twice.
     for (const t of targets) t.m.persisted = t.to;
     const batch: UnstoredFlush = { id: this.batchIds(), deltas };
     try {

@@ -3,6 +3,7 @@
 // and which per-product features it has (sub-account limits, whitelist, flow log). A small cache of its own
 // so the lower layers do not depend on the orders component's catalog.
 import type { PlatformClient } from '../platform/client.ts';
+import { ProductReader } from '../platform/product-reader.ts';
 import { flowBase, type FlowBase } from './units.ts';
 
 export interface ProductFacts {
@@ -34,6 +35,7 @@ const DYNAMIC_TYPES = [104, 105];
 
 export class ProductCatalog {
   private readonly client: ProductClient;
+  private readonly reader: ProductReader;
   private readonly ttlMs: number;
   private readonly now: () => number;
   private readonly cache = new Map<string, { at: number; facts: Promise<ProductFacts> }>();
@@ -41,15 +43,19 @@ export class ProductCatalog {
 
   constructor(options: ProductCatalogOptions) {
     this.client = options.client;
+    this.reader = new ProductReader(options.client);
     this.ttlMs = options.ttlMs ?? 600_000;
     this.now = options.now ?? Date.now;
   }
 
-  /** Facts of one product (GetProductInfo); platform errors propagate and are not cached. */
+  /**
+   * Facts of one product (GetProductInfo, else the product query: src/platform/product-reader.ts); platform
+   * errors propagate and are not cached.
+   */
   facts(productNo: string): Promise<ProductFacts> {
     const hit = this.cache.get(productNo);
     if (hit && this.now() - hit.at < this.ttlMs) return hit.facts;
-    const facts = this.client.call('GetProductInfo', { productNo }).then((p) => {
+    const facts = this.reader.read(productNo).then((p) => {
       const proxyType = Number(p.proxyType);
       return {
         productNo: p.productNo,

@@ -2,9 +2,10 @@
 // (DynamicProxyReturn: whole MB or IPs back for money), as the admin API calls them. A return is never sent
 // twice blindly: see returnTraffic.
 //
-// Times: the seed gives the format `YYYY-MM-DD HH:MM:SS` and no time zone. Rotor writes them in UTC unless
-// told an offset (`utcOffsetMinutes`, e.g. 480 for a platform on China time), and always sends the range
-// explicitly so the answer can say which range it covers.
+// Times: the seed gives the format `YYYY-MM-DD HH:MM:SS` and no time zone (`usedTime` in the answer is epoch
+// seconds). Rotor writes them in UTC unless told the platform's zone (config `platform.timeZone`: an IANA zone
+// such as Asia/Shanghai, or a fixed offset such as +08:00 — a mainland platform reading them on China time), and
+// always sends the range explicitly so the answer can say which range it covers.
 import type { PlatformClient } from '../platform/client.ts';
 import { CODE } from '../platform/codes.ts';
 import {
@@ -72,6 +73,8 @@ export interface TrafficOptions {
   products: ProductCatalog;
   /** Offset of the platform's clock from UTC for log times; default 0. */
   utcOffsetMinutes?: number;
+  /** The platform's zone for log times: an IANA zone or a fixed offset `±HH:MM`; wins over utcOffsetMinutes. */
+  timeZone?: string;
   now?: () => number;
   /** Called after a successful return (e.g. BalanceWatcher.nudge). */
   onReturned?: (account: string, productNo: string) => void;
@@ -87,7 +90,7 @@ export interface TrafficReturned {
 export class Traffic {
   private readonly client: Pick<PlatformClient, 'call'>;
   private readonly products: ProductCatalog;
-  private readonly offsetMs: number;
+  private readonly wall: (ms: number) => string;
   private readonly now: () => number;
   private readonly onReturned: ((account: string, productNo: string) => void) | undefined;
   private readonly logger: Logger | undefined;
@@ -97,7 +100,7 @@ export class Traffic {
   constructor(options: TrafficOptions) {
     this.client = options.client;
     this.products = options.products;
-    this.offsetMs = (options.utcOffsetMinutes ?? 0) * 60_000;
+    this.wall = wallClock(options.timeZone ?? options.utcOffsetMinutes ?? 0);
     this.now = options.now ?? Date.now;
     this.onReturned = options.onReturned;
     this.logger = options.logger;
@@ -105,7 +108,7 @@ export class Traffic {
 
   /** Formats epoch ms as the platform's `YYYY-MM-DD HH:MM:SS`. */
   formatTime(ms: number): string {
-    return new Date(ms + this.offsetMs).toISOString().slice(0, 19).replace('T', ' ');
+    return this.wall(ms);
   }
 
   /** One page of the flow-use log. */
@@ -119,10 +122,9 @@ export class Traffic {
     const facts = await this.products.facts(query.productNo);
     if (!facts.flowLog) throw new AccountsError('NOT_SUPPORTED', `product ${query.productNo} has no flow-use log`);
     const now = this.now();
-    const local = now + this.offsetMs;
-    const endOfDay = Math.floor(local / DAY_MS) * DAY_MS + DAY_MS - 1000 - this.offsetMs;
     const startTime = query.startTime ?? this.formatTime(now - FLOW_LOG_DEFAULT_DAYS * DAY_MS);
-    const endTime = query.endTime ?? this.formatTime(endOfDay);
+    // The end of the platform's current day, on its own clock.
+    const endTime = query.endTime ?? `${this.formatTime(now).slice(0, 10)} 23:59:59`;
     const answer = await this.client.call('ProxyFlowUseLog', {
       appUsername: query.account,
       productNo: query.productNo,
@@ -278,3 +280,29 @@ export class Traffic {
 }
 
 function noop(): void {}
+
+const FIXED_OFFSET = /^([+-])(\d{2}):?(\d{2})$/;
+
+/** `YYYY-MM-DD HH:MM:SS` of an instant on a zone's clock (IANA, `±HH:MM`, or minutes east of UTC). */
+function wallClock(zone: string | number): (ms: number) => string {
+  const iso = (ms: number): string => new Date(ms).toISOString().slice(0, 19).replace('T', ' ');
+  const m = typeof zone === 'string' ? FIXED_OFFSET.exec(zone) : null;
+  const minutes =
+    typeof zone === 'number' ? zone : m ? (m[1] === '-' ? -1 : 1) * (Number(m[2]) * 60 + Number(m[3])) : zone === 'UTC' ? 0 : undefined;
+  if (minutes !== undefined) return (ms) => iso(ms + minutes * 60_000);
+  const f = new Intl.DateTimeFormat('en-US', {
+    timeZone: zone as string,
+    hourCycle: 'h23',
+    year: 'numeric',
+    month: '2-digit',
+    day: '2-digit',
+    hour: '2-digit',
+    minute: '2-digit',
+    second: '2-digit',
+  });
+  return (ms) => {
+    const p: Record<string, string> = {};
+    for (const part of f.formatToParts(new Date(ms))) p[part.type] = part.value;
+    return `${p.year}-${p.month}-${p.day} ${p.hour}:${p.minute}:${p.second}`;
+  };
+}

@@ -10,6 +10,8 @@ import { listenSchema, rulesSchema } from '../users/schemas.ts';
 import { requestRulesSchema } from '../users/request-rules-schema.ts';
 
 const port = z.number().int().min(0).max(65_535);
+/** A fixed offset from UTC, `±HH:MM` up to ±14:00 (platform.timeZone). */
+const FIXED_OFFSET = /^[+-](0\d|1[0-3]):?[0-5]\d$|^[+-]14:?00$/;
 const host = z.string().min(1);
 const millis = z.number().int().min(1);
 
@@ -38,6 +40,17 @@ const platform = z
     encrypt: z.string().min(1).default('aes'),
     timeoutMs: millis.default(10_000),
     retries: z.number().int().min(0).max(10).default(3),
+    /**
+     * The zone the platform reads the flow-use log's `YYYY-MM-DD HH:MM:SS` times in (the seed names none): an IANA
+     * zone (Asia/Shanghai for a platform on China time) or a fixed offset (+08:00).
+     */
+    timeZone: z
+      .string()
+      .refine(
+        (zone) => FIXED_OFFSET.test(zone) || isTimeZone(zone),
+        'must be an IANA time zone (e.g. UTC, Asia/Shanghai) or an offset like +08:00',
+      )
+      .default('UTC'),
     backoff: z.strictObject({ baseMs: z.number().int().min(0).default(200), maxMs: z.number().int().min(0).default(5_000) }).prefault({}),
     /** Embedded mode only: settings of the in-process sandbox. */
     sandbox: z

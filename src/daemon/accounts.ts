@@ -96,6 +96,7 @@ export async function assembleAccounts(config: Config, needs: Needs, ctx: Assemb
   const traffic = new Traffic({
     client,
     products,
+    timeZone: config.platform.timeZone,
     onReturned: () => void balances.nudge(),
     logger: logger.child({ component: 'traffic' }),
   });

@@ -46,6 +46,7 @@ import type { AllowanceSource } from '../accounting/accounting.ts';
 import { AllowanceShare, RefillRequests } from '../accounting/allowance-share.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { UsageStore } from '../store/types.ts';
+import { parseBatchId, type BatchId } from '../store/batch-marks.ts';
 import type { AllowanceGrant, AllowanceStore, AllowanceSync } from '../store/fleet-state.ts';
 import { InternalError } from '../errors/rotor-error.ts';
 
@@ -327,12 +328,25 @@ export class AllowanceLeaser implements AllowanceSource {
 
   /**
    * A UsageStore for the accounting layer in fleet mode: its flush no longer adds traffic to `used` (each
-   * sync does), only what it counted beyond the bytes that went through `spend` (adopted usage).
+   * sync does), only what it counted beyond the bytes that went through `spend` (adopted usage). A flush is taken
+   * once by its batch id (`<writer><seq>`, written in order, src/store/batch-marks.ts): one taken and seen failing
+   * (a sync that landed, then failed in its answer's handling) is written again as it was, and then only synced,
+   * not reported again (before, the retry reported its whole delta, traffic included, a second time).
    */
   usageStore<S extends Pick<UsageStore, 'addUsage'>>(store: S): S {
-    const addUsage = async (deltas: { user: string; bytes: number }[]): Promise<void> => {
+    /** The last flush taken: its writer and number. */
+    let mark: BatchId | undefined;
+    const addUsage = async (deltas: { user: string; bytes: number }[], batchId?: string): Promise<void> => {
+      const id = batchId === undefined ? undefined : parseBatchId(batchId);
+      const again = id !== undefined && mark !== undefined && id.writer === mark.writer && id.seq <= mark.seq;
+      if (id !== undefined && !again) mark = id;
       const waits: Promise<void>[] = [];
       for (const d of deltas) {
+        if (again) {
+          // Taken before: what it reported waits in the user's books (extra, or acked); the sync is what failed.
+          waits.push(this.report(d.user, 0));
+          continue;
+        }
         const a = this.user(d.user);
         const beyond = d.bytes - a.unflushed;
         a.unflushed = 0;

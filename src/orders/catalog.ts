@@ -4,6 +4,7 @@
 // a segment listed before and missing later is offline (seed 2.6 rule 3).
 import { LRUCache } from 'lru-cache';
 import { PlatformError } from '../platform/errors.ts';
+import { ProductNotListedError, ProductReader } from '../platform/product-reader.ts';
 import { CODE } from '../platform/codes.ts';
 import type { OpRequest } from '../platform/operations.ts';
 import type { AreaNode, City, Product, Project } from '../platform/schemas.ts';
@@ -45,6 +46,8 @@ type Loader = () => Promise<unknown>;
 
 export class Catalog {
   private readonly client: PlatformCaller;
+  /** One product: GetProductInfo, else the product query (src/platform/product-reader.ts). */
+  private readonly reader: ProductReader;
   private readonly logger: Logger | undefined;
   private readonly now: () => number;
   private readonly cache: LRUCache<string, Entry, Loader>;
@@ -56,6 +59,7 @@ export class Catalog {
 
   constructor(options: CatalogOptions) {
     this.client = options.client;
+    this.reader = new ProductReader(options.client);
     this.logger = options.logger;
     this.now = options.now ?? Date.now;
     this.cache = new LRUCache<string, Entry, Loader>({
@@ -98,7 +102,7 @@ export class Catalog {
 
   /**
    * One product; undefined when the merchant is not (or no longer) authorized for it.
-   * `fresh` reads it in real time (GetProductInfo) instead of from the cache.
+   * `fresh` reads it in real time (GetProductInfo, else the product query) instead of from the cache.
    */
   async product(productNo: string, options: { fresh?: boolean } = {}): Promise<Product | undefined> {
     const key = `product:${productNo}`;
@@ -160,12 +164,13 @@ export class Catalog {
 
   private async loadProduct(productNo: string): Promise<Product | undefined> {
     try {
-      const p = await this.client.call('GetProductInfo', { productNo });
+      const p = await this.reader.read(productNo);
       this.learnProduct(p);
       return p;
     } catch (err) {
-      // A refusal (other than a system error) for a named product means the merchant may not buy it.
-      if (err instanceof PlatformError && err.platformCode !== CODE.SYSTEM) {
+      // A refusal (other than a system error) for a named product, that the product query does not list
+      // either, means the merchant may not buy it.
+      if ((err instanceof PlatformError && err.platformCode !== CODE.SYSTEM) || err instanceof ProductNotListedError) {
         this.markUnauthorized(productNo, false);
         return undefined;
       }

@@ -118,6 +118,10 @@ export class Orders {
     };
     this.placer.onUnknown = () => undefined; // the tracker's sweep resends unknown intents
     this.placer.onResetPending = (resetNo) => this.tracker.followReset(resetNo);
+    this.placer.onResetUnread = (instanceNos) =>
+      void this.tracker
+        .refreshInstances(instanceNos)
+        .catch((err: unknown) => options.logger?.warn({ instanceNos, err }, 'reading the instances of a password reset failed'));
     this.placer.storeFinal = options.storeFinalOrder;
   }
 

@@ -118,6 +118,8 @@ export class Placer {
   onUnknown: (entry: JournalEntry) => void = () => undefined;
   /** Called when a password reset was accepted but is not finished. */
   onResetPending: (resetNo: string) => void = () => undefined;
+  /** Called when a reset succeeded but its answer named no new password per instance (the instances are read again). */
+  onResetUnread: (instanceNos: string[]) => void = () => undefined;
   /**
    * Stores the order, instead of putOrder, when the platform's answer already carries a final status (a
    * resent change order answers with the order's current state) and it was not stored final before: with
@@ -202,10 +204,11 @@ export class Placer {
     const entry = await this.store.getJournal(resetNo);
     if (!entry || entry.operation !== 'ResetProxyPassword') throw new OrderError('ORDER_NOT_FOUND', `no reset ${resetNo}`);
     // A fresh reqId: this is a new question about the same reset, not a retry of the first send.
-    const res = await this.client.call('ResetProxyPassword', entry.request as OpRequest<'ResetProxyPassword'>, { reqId: this.makeReqId() });
-    await this.applyReset(res);
-    await this.store.updateJournal(resetNo, { state: 'accepted', result: this.redactReset(res) });
-    return this.resetOutcome({ ...entry, result: this.redactReset(res) });
+    const request = entry.request as OpRequest<'ResetProxyPassword'>;
+    const res = await this.client.call('ResetProxyPassword', request, { reqId: this.makeReqId() });
+    await this.applyReset(res, request);
+    await this.store.updateJournal(resetNo, { state: 'accepted', result: this.redactReset(res, request) });
+    return this.resetOutcome({ ...entry, result: this.redactReset(res, request) });
   }
 
   /** Re-sends every journal entry whose outcome is unknown, with its own merchant number and reqId. */
@@ -363,8 +366,9 @@ export class Placer {
     const m = entry.merchantNo;
     if (op === 'ResetProxyPassword') {
       const res = answer as OpResponse<'ResetProxyPassword'>;
-      await this.applyReset(res);
-      const result = this.redactReset(res);
+      const request = entry.request as OpRequest<'ResetProxyPassword'>;
+      await this.applyReset(res, request);
+      const result = this.redactReset(res, request);
       await this.store.updateJournal(m, { state: 'accepted', result });
       const done = { ...entry, state: 'accepted' as const, result };
       if (this.resetOutcome(done).status < 3) this.onResetPending(m);
@@ -400,17 +404,18 @@ export class Placer {
     return { ...entry, state: 'accepted', result: answer, orderNo: res.orderNo };
   }
 
-  private redactReset(res: OpResponse<'ResetProxyPassword'>): unknown {
+  private redactReset(res: OpResponse<'ResetProxyPassword'>, request: OpRequest<'ResetProxyPassword'>): unknown {
     return {
       resetNo: res.resetNo,
       status: res.status,
-      list: (res.list ?? []).map((i) => ({ instanceNo: i.instanceNo, status: i.status ?? null, passwordChanged: !!i.newPassword })),
+      list: resetItems(res, request).map((i) => ({ instanceNo: i.instanceNo, status: i.status ?? null, passwordChanged: !!i.newPassword })),
     };
   }
 
-  private async applyReset(res: OpResponse<'ResetProxyPassword'>): Promise<void> {
+  private async applyReset(res: OpResponse<'ResetProxyPassword'>, request: OpRequest<'ResetProxyPassword'>): Promise<void> {
     const changed = [];
-    for (const item of res.list ?? []) {
+    const items = resetItems(res, request);
+    for (const item of items) {
       if (!item.newPassword || (item.status !== undefined && item.status !== null && item.status !== 3)) continue;
       const inst = await this.store.getInstance(item.instanceNo);
       if (!inst) continue;
@@ -418,6 +423,9 @@ export class Placer {
       changed.push({ ...inst, pwd: item.newPassword, raw, updatedAt: this.now() });
     }
     if (changed.length) await this.store.putInstances(changed);
+    // Succeeded with no password per instance to store (several instances, one top-level answer): the
+    // instances are read again from the platform, which holds their new passwords.
+    if (res.status === 3 && !items.some((i) => i.newPassword)) this.onResetUnread(request.instanceNoList);
   }
 
   private resetOutcome(entry: JournalEntry): ResetOutcome {
@@ -432,6 +440,19 @@ export class Placer {
     const status = unsettled.length ? Math.min(...unsettled) : statuses.includes(4) ? 4 : 3;
     return { resetNo: entry.merchantNo, status, list };
   }
+}
+
+type ResetItem = { instanceNo: string; newPassword?: string | null; status?: number | null };
+
+/**
+ * The reset's items: its `list` (the provider SDK's reading), else — `{resetNo, status, newPassword}` at the top,
+ * as the seed names the fields — the one instance of a one-instance reset.
+ */
+function resetItems(res: OpResponse<'ResetProxyPassword'>, request: OpRequest<'ResetProxyPassword'>): ResetItem[] {
+  if (res.list?.length) return res.list;
+  const only = request.instanceNoList.length === 1 ? request.instanceNoList[0] : undefined;
+  if (only === undefined || (!res.newPassword && (res.status === undefined || res.status === null))) return [];
+  return [{ instanceNo: only, newPassword: res.newPassword ?? null, status: res.status ?? null }];
 }
 
 function countOf(op: PlacingOperation, request: Record<string, unknown>): number {

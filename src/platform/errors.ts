@@ -83,8 +83,9 @@ export function fieldIssues(error: z.ZodError): FieldIssue[] {
   return error.issues.map((i) => ({ path: i.path.map(String).join('.'), message: i.message }));
 }
 
-function describeIssues(issues: FieldIssue[]): string {
-  return issues.map((i) => `${i.path || '(request)'}: ${i.message}`).join('; ');
+/** `whole` names the object itself when an issue has no field path: '(request)' or '(answer)'. */
+function describeIssues(issues: FieldIssue[], whole = '(request)'): string {
+  return issues.map((i) => `${i.path || whole}: ${i.message}`).join('; ');
 }
 
 /** The request breaks the operation's schema or a part 8 limit; nothing was sent. */
@@ -180,7 +181,7 @@ export class ResponseInvalidError extends PlatformClientError {
     super({
       code: 'RESPONSE_INVALID',
       httpStatus: 502,
-      message: `${operation}: unexpected reply: ${describeIssues(issues)}`,
+      message: `${operation}: unexpected reply: ${describeIssues(issues, '(answer)')}`,
       operation,
       reqId,
     });
@@ -204,7 +205,9 @@ export function isRetryable(err: unknown): boolean {
   if (err instanceof PlatformError) return err.platformCode === CODE.SYSTEM;
   if (err instanceof TransportError) {
     // 429: the platform's own "too many requests" (the seed shows no rate limits; a platform may still have them).
-    if (err.reason === 'http_status') return err.responseStatus !== undefined && (err.responseStatus >= 500 || err.responseStatus === 429);
+    // 501 Not Implemented: the platform has no such operation; asking again changes nothing.
+    if (err.reason === 'http_status')
+      return err.responseStatus !== undefined && ((err.responseStatus >= 500 && err.responseStatus !== 501) || err.responseStatus === 429);
     return (
       err.reason === 'timeout' || err.reason === 'refused' || err.reason === 'reset' || err.reason === 'network' || err.reason === 'dns'
     );

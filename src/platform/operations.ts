@@ -99,7 +99,9 @@ export const operations = {
     path: '/api/open/app/product/info/v2',
     summary: 'one product, real time',
     request: z.strictObject({ productNo: z.string().min(1) }),
-    response: r.product,
+    // The seed shows neither side: one record (the provider SDK), or an array of it as the product query
+    // answers (src/platform/product-reader.ts reads both, and falls back to the product query).
+    response: z.union([r.product, z.array(r.product)]),
   },
   ProductAreaList: {
     path: '/api/open/app/product/area/v2',
@@ -229,6 +231,8 @@ export const operations = {
     response: z.looseObject({
       resetNo: z.string().optional().nullable(),
       status: r.optNumeric,
+      // The seed names `status` and `newPassword` without placing them: at the top here, per instance in `list`.
+      newPassword: z.string().optional().nullable(),
       list: z
         .array(z.looseObject({ instanceNo: z.string(), newPassword: z.string().optional().nullable(), status: r.optNumeric }))
         .optional()

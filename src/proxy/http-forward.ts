@@ -854,8 +854,9 @@ function bodySeen(
   ended: boolean,
   rule: CompiledRule | undefined,
 ): void {
-  if (exchange.request !== up || exchange.client.destroyed) {
-    // Nobody takes the rest (another try owns the exchange, or the client left): read to nowhere, as before the hold.
+  if (exchange.request !== up || exchange.client.destroyed || exchange.res.headersSent) {
+    // Nobody takes the rest (another try owns the exchange, the client left, or the upstream closed while the
+    // bytes were judged and upClosed answered 502): read to nowhere, as before the hold.
     answer.resume();
     return;
   }

@@ -139,6 +139,8 @@ describe('config', () => {
       [{ platform: { baseUrl: 'ftp://x' } }, {}, 'platform.baseUrl', /http/],
       [{ platform: { mode: 'cloud' } }, {}, 'platform.mode', /embedded|remote/],
       [{ platform: { version: '3' } }, {}, 'platform.version', /v2/],
+      [{ platform: { timeZone: 'Mars/Olympus' } }, {}, 'platform.timeZone', /IANA time zone .* or an offset like \+08:00/],
+      [{ platform: { timeZone: '+15:00' } }, {}, 'platform.timeZone', /an offset like/],
       [{ platform: { appsecret: SECRET16 } }, {}, 'platform.appsecret', /unknown key/],
       [{ proxy: { http: { port: 70000 } } }, {}, 'proxy.http.port', /65535/],
       [{ admin: { host: '0.0.0.0' } }, {}, 'admin.token', /required when admin.host \(0.0.0.0\) is not a loopback/],

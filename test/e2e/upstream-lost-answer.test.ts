@@ -17,6 +17,8 @@ let target: Server;
 const behaviours: Record<string, (s: Socket) => void> = {
   // 1,000 of the 100,000 bytes announced, then the connection is closed (a FIN, no reset).
   '/cut': (s) => s.end(`HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n${'a'.repeat(1000)}`),
+  // 70,000 of 200,000 bytes: more than the body rule below holds (64 KiB), then the connection is closed.
+  '/cutheld': (s) => s.end(`HTTP/1.1 200 OK\r\nContent-Length: 200000\r\n\r\n${'a'.repeat(70_000)}`),
   '/switch': (s) => s.write('HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: Upgrade\r\n\r\n'),
 };
 
@@ -31,6 +33,13 @@ before(async () => {
     const made = await gw.admin('/v1/users', { body: { name, password: `${name}-pass-1`, mainAccount: 'shop1' } });
     assert.equal(made.status, 201, JSON.stringify(made.body));
   }
+  // A body rule holds the head and the first 64 KiB while its pattern is judged on its own thread; on 64 KiB of
+  // 'a' this pattern runs into the matcher's 100 ms deadline, so the upstream's close always comes first.
+  const rule = { body: `(?:${'a'.repeat(400)}){0,127}b`, bodyBytes: 65_536, action: 'tag' };
+  const held = await gw.admin('/v1/users', {
+    body: { name: 'heldcut', password: 'heldcut-pass-1', mainAccount: 'shop1', requestRules: [rule] },
+  });
+  assert.equal(held.status, 201, JSON.stringify(held.body));
 });
 after(async () => {
   target?.close();
@@ -93,6 +102,20 @@ test('a target answering a plain GET with 101: the client gets 502 http_protocol
   assert.equal(await noneLive('switch101'), 0, 'no connection of switch101 left in the live list');
   const rec = await recordOf('switch101');
   assert.equal(rec.result, 'upstream_error', JSON.stringify(rec));
+});
+
+test("an upstream that closes while a body rule's bytes are judged: one 502, whole, counted once", async () => {
+  const failures = (): Promise<number> => gw.metric('rotor_proxy_connections_total', { listener: 'http', result: 'upstream_error' });
+  for (let i = 0; i < 3; i++) {
+    const before = await failures();
+    const { answer, open } = await request('heldcut', '/cutheld');
+    assert.equal(open, false);
+    assert.match(answer, /^HTTP\/1\.1 502 /, `the client got ${JSON.stringify(answer.slice(0, 80))}`);
+    const length = Number(/\r\ncontent-length: (\d+)/i.exec(answer)?.[1]);
+    assert.equal(answer.length - answer.indexOf('\r\n\r\n') - 4, length, `the 502 reached the client whole: ${JSON.stringify(answer)}`);
+    assert.equal(await failures(), before + 1, 'the failure is counted once');
+  }
+  assert.equal(await noneLive('heldcut'), 0);
 });
 
 test('one customer looping on cut downloads leaves no live connection behind', async () => {
