@@ -24,7 +24,7 @@ import { PlatformError } from '../platform/errors.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { Accounting, LimitChange } from './accounting.ts';
 import type { ProductCatalog } from './products.ts';
-import { platformBackstopFor } from './units.ts';
+import { bytesPerMb, platformBackstopFor, type FlowBase } from './units.ts';
 
 export interface SyncedUser {
   name: string;
@@ -207,7 +207,7 @@ export class PlatformLimitSync {
       if (local !== undefined) {
         // Looser than the local limit so Rotor, not the platform, cuts first and refuses with a reason.
         const wanted = periodic ? -1 : platformBackstopFor(local);
-        if (info.limitFlow === undefined || info.limitFlow === null || Number(info.limitFlow) !== wanted) {
+        if (!limitHeld(info.limitFlow, wanted, facts.base)) {
           await this.client.call('SetProxyUserFlowLimit', { appUsername: u.name, productNo, limitFlow: wanted });
           result.limitSent = wanted;
           this.logger?.info({ user: u.name, productNo, limitFlow: wanted, localLimitBytes: local }, 'platform sub-account limit set');
@@ -230,4 +230,19 @@ export class PlatformLimitSync {
     this.pending.add(p);
     void p.finally(() => this.pending.delete(p));
   }
+}
+
+/**
+ * Does the platform hold the limit Rotor wants? -1 (unlimited) exactly; bytes within one MB at the product's base:
+ * the seed creates a sub account's limit in MB (4.13) and sets and reads it in bytes (4.18, 2.9), and a platform
+ * that keeps it in whole MB reads back the bytes of the MB it kept (51,048,576 set, 50,331,648 read). Setting it
+ * again would change nothing there, at every pass for every user. Both ways of rounding stay looser than the
+ * local limit (the backstop's headroom is a MiB), so Rotor still cuts first.
+ */
+export function limitHeld(read: number | string | null | undefined, wanted: number, base: FlowBase): boolean {
+  if (read === undefined || read === null || read === '') return false;
+  const bytes = Number(read);
+  if (!Number.isFinite(bytes)) return false;
+  if (wanted < 0 || bytes < 0) return bytes === wanted;
+  return Math.abs(bytes - wanted) < bytesPerMb(base);
 }

@@ -184,7 +184,7 @@ async function assembleRouting(config: Config, needs: Needs, ctx: AssemblyContex
     destinations,
     requestRules,
     bans,
-    regionKnown: (code: string) => regions.isKnown(code),
+    regionKnown: (code: string) => regions.spelling(code),
     productKnown: (productNo: string) => products.isKnown(productNo),
     users: directory.table,
     meters: new UserGate(directory.table, accounts.accounting, ctx.now ?? Date.now),

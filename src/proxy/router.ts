@@ -106,9 +106,10 @@ export interface RouterOptions {
   destinations?: DestinationPolicy;
   /**
    * Whether a `-region-` code is in the platform's dictionaries (src/orders/regions.ts); undefined = not
-   * known yet (let through). An unknown code is refused (403) before any pool or draw exists for it.
+   * known yet (let through). An unknown code is refused (403) before any pool or draw exists for it. A string
+   * is the dictionary's spelling of a known code: the pool is keyed, and the draw made, by it (one pool per code).
    */
-  regionKnown?: (code: string) => boolean | undefined;
+  regionKnown?: (code: string) => boolean | string | undefined;
   /**
    * Whether a `-product-` productNo is in the merchant's catalogue (src/proxy/product-names.ts); undefined = no
    * listing loaded yet. A product other than the user's own that is not known is refused (403) before any pool
@@ -243,8 +244,11 @@ export class Router {
           result: 'not_allowed',
         };
     }
-    if (o.region !== undefined && this.options.regionKnown?.(o.region) === false) {
-      return { ok: false, kind: 'forbidden', reason: `unknown region '${o.region}'` };
+    let region = o.region;
+    if (region !== undefined) {
+      const known = this.options.regionKnown?.(region);
+      if (known === false) return { ok: false, kind: 'forbidden', reason: `unknown region '${region}'` };
+      if (typeof known === 'string') region = known;
     }
     // A product other than the user's default must be one of its `products` (a set: no scan per connection),
     // then one the catalogue already loaded knows: a forged or unsold name costs nothing, no platform call.
@@ -289,7 +293,7 @@ export class Router {
     const route: Route = {
       user,
       sessTime: o.sessTime ?? user.sessTime,
-      poolKey: { user: user.name, productNo: o.product ?? user.product, region: o.region ?? '' },
+      poolKey: { user: user.name, productNo: o.product ?? user.product, region: region ?? '' },
     };
     if (o.sessionId !== undefined) route.sessionId = o.sessionId;
     if (o.strict) route.strict = true;

@@ -105,6 +105,28 @@ describe('Router.authorize', () => {
     assert.ok(early.authorize('alice-region-ZZ9', 'secret').ok);
   });
 
+  test("-region- in another case is routed in the dictionary's spelling (one pool per code, the draw sends it)", () => {
+    const spelling = new Map([
+      ['US', 'US'],
+      ['CHN001', 'CHN001'],
+    ]);
+    const r = new Router({
+      users: new Users([user('alice', 'secret')]),
+      meters: new UnlimitedMeters(),
+      pools: new FixedPools(new FixedPool([node('socks5', 1)])),
+      sessions: new MapSessions(),
+      regionKnown: (code) => spelling.get(code.toUpperCase()) ?? false,
+    });
+    for (const typed of ['us', 'Us', 'US']) {
+      const a = r.authorize(`alice-region-${typed}`, 'secret');
+      assert.ok(a.ok && a.route.poolKey.region === 'US', typed);
+    }
+    const city = r.authorize('alice-region-chn001', 'secret');
+    assert.ok(city.ok && city.route.poolKey.region === 'CHN001');
+    const bad = r.authorize('alice-region-zz9', 'secret');
+    assert.ok(!bad.ok && bad.reason === "unknown region 'zz9'");
+  });
+
   test('a pool the registry refuses (every pool of the user busy) is NO_UPSTREAM, not an internal error', async () => {
     const r = new Router({
       users: new Users([user('alice', 'secret')]),
