@@ -16,6 +16,7 @@
 import { createLimitMbFor, platformBackstopFor } from '../accounting/units.ts';
 import type { ProductCatalog } from '../accounting/products.ts';
 import { isPlatformCode } from '../accounts/errors.ts';
+import { mainAccountPresence } from '../accounts/main-account.ts';
 import type { PlatformClient } from '../platform/client.ts';
 import { CODE } from '../platform/codes.ts';
 import { isRetryable, PlatformError } from '../platform/errors.ts';
@@ -231,15 +232,19 @@ export class SubAccounts implements SubAccountPort {
     }
   }
 
-  /** Creates the main account when the platform says it is missing (ProxyInfo 10052); nothing when it exists. */
+  /**
+   * Creates the main account unless the platform shows it (src/accounts/main-account.ts: ProxyInfo's 10052, or on a
+   * platform answering an unknown name with an empty list or 10004, its same-name sub account); nothing when it is there.
+   */
   private async ensureMain(account: string, productNo: string, proxyType: number): Promise<void> {
+    if ((await mainAccountPresence(this.client, account, { productNo, proxyType })) === 'present') return;
     try {
-      await this.client.call('ProxyInfo', { appUsername: account, proxyType: proxyType as 104 | 105, productNo });
-      return;
+      await this.client.call('CreateUser', { appUsername: account, status: 1 });
     } catch (err) {
-      if (!isPlatformCode(err, CODE.USER_NOT_FOUND)) throw err;
+      // 10051: there after all (made meanwhile, or a platform that could not say); the second try tells the rest.
+      if (isPlatformCode(err, CODE.USER_EXISTS)) return;
+      throw err;
     }
-    await this.client.call('CreateUser', { appUsername: account, status: 1 });
     this.logger?.info({ account }, 'main account created on the platform');
   }
 }
