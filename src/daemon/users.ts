@@ -39,7 +39,34 @@ interface Needs {
 export async function assembleUsers(config: Config, needs: Needs, ctx: AssemblyContext): Promise<UsersPart> {
   const { accounts, fleet } = needs;
   const logger = ctx.logger.child({ component: 'users' });
-  const defaultProduct = (await accounts.products.productFor('')) ?? '';
+  // The product of users stored without one of their own (the first dynamic product the merchant may use: the
+  // product listing). A start does not fail on that lookup (a platform busy for a moment, a listing it serves
+  // otherwise): the listing is read again in the background until it answers.
+  let defaultProduct = '';
+  let retry: NodeJS.Timeout | undefined;
+  let stopped = false;
+  ctx.stops.onStop('users-default-product', () => {
+    stopped = true;
+    clearTimeout(retry);
+  });
+  const learnDefault = async (attempt: number): Promise<void> => {
+    try {
+      defaultProduct = (await accounts.products.productFor('')) ?? '';
+      if (attempt > 0)
+        logger.info(
+          { product: defaultProduct || null },
+          "the merchant's product listing is read: users stored without a product of their own draw from it",
+        );
+    } catch (err) {
+      if (attempt === 0)
+        logger.warn(
+          { err },
+          "the merchant's product listing could not be read at the start: users stored without a product of their own have none until it is read (asked again in the background)",
+        );
+      if (!stopped) retry = setTimeout(() => void learnDefault(attempt + 1), Math.min(60_000, 2_000 * 2 ** attempt)).unref();
+    }
+  };
+  await learnDefault(0);
   const changes = new UserChanges();
   // abuse bounds: a user's listen.port is checked against these (the configured ones until the listeners are up)
   let ownPorts = portsByNumber(configuredPorts(config));

@@ -96,6 +96,8 @@ export class PlatformClient {
   private readonly transport: typeof http | typeof https;
   /** Where each operation's requests go, parsed once per path (not one URL parse per call). */
   private readonly targets = new Map<string, http.RequestOptions>();
+  /** Lookups this platform answered HTTP 405 for a POST: sent as GET from then on (operations.ts `lookup`). */
+  private readonly getLookups = new Set<OperationName>();
 
   constructor(options: PlatformClientOptions) {
     let url: URL;
@@ -231,7 +233,7 @@ export class PlatformClient {
     const t0 = performance.now();
     let label = 'transport';
     try {
-      const reply = await this.post(name, target, body, reqId, signal);
+      const reply = await this.send(name, target, body, reqId, signal);
       // HTTP 429: too many requests, whatever the body says (nothing was done; retried after a backoff).
       if (reply.status === 429)
         throw new TransportError({ operation: name, reqId, reason: 'http_status', detail: 'HTTP 429', responseStatus: 429 });
@@ -288,10 +290,30 @@ export class PlatformClient {
     }
   }
 
-  private post(
+  /**
+   * POSTs the envelope; a lookup the platform serves on GET only (HTTP 405 for the POST) is sent again at once as
+   * GET, with the envelope's fields in the query string, and remembered (one POST per lookup per process).
+   */
+  private async send(
     name: OperationName,
     target: http.RequestOptions,
     body: string,
+    reqId: string,
+    signal: AbortSignal | undefined,
+  ): Promise<HttpReply> {
+    if (this.getLookups.has(name)) return this.post(name, withQuery(target, body), undefined, reqId, signal);
+    const reply = await this.post(name, target, body, reqId, signal);
+    if (reply.status !== 405 || (operations[name] as OperationSpec).lookup !== true) return reply;
+    this.getLookups.add(name);
+    this.logger?.info({ operation: name }, 'the platform answered HTTP 405 for a POST of this lookup: sent as GET from now on');
+    return this.post(name, withQuery(target, body), undefined, reqId, signal);
+  }
+
+  /** One HTTP exchange: POST with `body`, or GET (`body` undefined, the envelope already in the target's query). */
+  private post(
+    name: OperationName,
+    target: http.RequestOptions,
+    body: string | undefined,
     reqId: string,
     signal: AbortSignal | undefined,
   ): Promise<HttpReply> {
@@ -312,9 +334,12 @@ export class PlatformClient {
       }
       const req = this.transport.request({
         ...target,
-        method: 'POST',
+        method: body === undefined ? 'GET' : 'POST',
         agent: this.agent,
-        headers: { 'content-type': 'application/json', accept: 'application/json', 'content-length': Buffer.byteLength(body) },
+        headers:
+          body === undefined
+            ? { accept: 'application/json' }
+            : { 'content-type': 'application/json', accept: 'application/json', 'content-length': Buffer.byteLength(body) },
       });
       const timer = setTimeout(() => fail('timeout', `no complete answer within ${this.timeoutMs} ms`), this.timeoutMs);
       signal?.addEventListener('abort', onAbort, { once: true });
@@ -344,6 +369,13 @@ export class PlatformClient {
       req.end(body);
     });
   }
+}
+
+/** The target with the envelope's fields (version, encrypt, appKey, reqId, params) in its query string. */
+function withQuery(target: http.RequestOptions, body: string): http.RequestOptions {
+  const fields = JSON.parse(body) as Record<string, string>;
+  const path = target.path ?? '/';
+  return { ...target, path: `${path}${path.includes('?') ? '&' : '?'}${new URLSearchParams(fields).toString()}` };
 }
 
 function classify(err: NodeJS.ErrnoException): TransportReason {

@@ -77,10 +77,17 @@ export const operations = {
     request: z.strictObject({}),
     response: r.appInfo,
   },
-  GetArea: { path: '/api/open/app/area/v2', summary: 'region tree', request: codesRequest, response: z.array(r.areaNode) },
-  GetCityList: { path: '/api/open/app/city/list/v2', summary: 'cities', request: codesRequest, response: z.array(r.city) },
-  GetProjectList: { path: '/api/open/app/project/list/v2', summary: 'projects', request: codesRequest, response: z.array(r.project) },
+  GetArea: { path: '/api/open/app/area/v2', summary: 'region tree', request: codesRequest, response: z.array(r.areaNode), lookup: true },
+  GetCityList: { path: '/api/open/app/city/list/v2', summary: 'cities', request: codesRequest, response: z.array(r.city), lookup: true },
+  GetProjectList: {
+    path: '/api/open/app/project/list/v2',
+    summary: 'projects',
+    request: codesRequest,
+    response: z.array(r.project),
+    lookup: true,
+  },
   GetProductStock: {
+    lookup: true,
     path: '/api/open/app/product/query/v2',
     summary: 'authorized products with stock',
     request: z.strictObject({
@@ -96,6 +103,7 @@ export const operations = {
     response: z.array(r.product),
   },
   GetProductInfo: {
+    lookup: true,
     path: '/api/open/app/product/info/v2',
     summary: 'one product, real time',
     request: z.strictObject({ productNo: z.string().min(1) }),
@@ -104,6 +112,7 @@ export const operations = {
     response: z.union([r.product, z.array(r.product)]),
   },
   ProductAreaList: {
+    lookup: true,
     path: '/api/open/app/product/area/v2',
     summary: 'regions of a dynamic product',
     request: z.strictObject({ productNo: z.string().min(1), proxyType: DYNAMIC_TYPE }),
@@ -118,6 +127,7 @@ export const operations = {
     response: r.orderAccepted,
   },
   GetOrder: {
+    lookup: true,
     path: '/api/open/app/order/v2',
     summary: 'one order with paged instances',
     request: z
@@ -134,6 +144,7 @@ export const operations = {
     response: r.order,
   },
   GetInstance: {
+    lookup: true,
     path: '/api/open/app/instance/v2',
     summary: 'instances by number',
     request: z.strictObject({ instances: instanceNos() }),
@@ -434,6 +445,12 @@ export interface OperationSpec {
    * (DynamicProxyReturn), whose outcome the caller must then verify rather than resend.
    */
   resend?: 'unsent';
+  /**
+   * A dictionary, product, order or instance lookup, whose HTTP method the seed leaves open (part 4: "not
+   * shown"). Sent as POST like everything else; a platform answering HTTP 405 gets it (and every later call of
+   * it) as GET with the envelope's fields in the query string (client.ts).
+   */
+  lookup?: true;
 }
 
 export type OperationName = keyof typeof operations;

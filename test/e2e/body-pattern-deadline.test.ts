@@ -1,7 +1,7 @@
 // The second line behind the body-pattern guard: a pattern the guard accepts can still be slow on a page built for
 // it (`(?:a×400){0,127}b` over 64 KiB of "a": ~1 s of backtracking per page, the guard costs the 128 ways, not the
 // 400 characters each walks). Body patterns run on a thread of their own under a 100 ms deadline
-// (src/proxy/request-rules-matcher.ts): while such pages are matched, another customer's request through the same
+// (src/proxy/request-rules-matcher.ts): while four such pages are matched, another customer's request through the same
 // daemon is answered at once and the event loop never stalls; a stopped match counts as not matched
 // (`bodyTimeout: pass`, the default: the page goes to the client untouched) or fires the rule (`fire`: the record
 // names it). Real daemon on the embedded sandbox, real sockets, curl through the HTTP listener.
@@ -68,7 +68,7 @@ test("another customer's request is answered at once while hostile pages are mat
   const delay = monitorEventLoopDelay({ resolution: 10 });
   delay.enable();
   const firstWritten = new Promise<void>((resolve) => (written = resolve));
-  const hostile = [1, 2, 3].map((i) => page('scraper', i));
+  const hostile = [1, 2, 3, 4].map((i) => page('scraper', i));
   await firstWritten;
   // A hostile page is in the daemon now: its match has begun (on the event loop it would hold it ~1 s per page).
   const started = performance.now();
@@ -83,7 +83,7 @@ test("another customer's request is answered at once while hostile pages are mat
   }
   const maxMs = Math.round(delay.max / 1e6);
   console.log(`# another customer's request: ${otherMs.toFixed(0)} ms; event loop's longest stall: ${maxMs} ms`);
-  assert.ok(otherMs < 500, `another customer's request waited ${otherMs.toFixed(0)} ms behind the hostile match`);
+  assert.ok(otherMs < 1000, `another customer's request waited ${otherMs.toFixed(0)} ms behind the hostile match`);
   assert.ok(maxMs < 500, `the event loop stalled ${maxMs} ms`);
 });
 
@@ -95,7 +95,7 @@ test('bodyTimeout: pass leaves the record untouched; fire fires the rule it stop
       r.target?.includes(String(pagesPort)),
     );
   const passed = await records('scraper');
-  assert.ok(passed.length >= 4);
+  assert.ok(passed.length >= 5);
   assert.ok(
     passed.every((r) => r.rule === undefined || r.rule === null),
     `pass: no rule fired (${JSON.stringify(passed.map((r) => r.rule))})`,

@@ -407,6 +407,35 @@ describe('PlatformClient against a loopback platform', () => {
     await assert.rejects(c.call('SetProxyUserFlowLimit', { appUsername: 'a', productNo: 'P', limitFlow: -1 }), PlatformError);
   });
 
+  test('a lookup answered HTTP 405 for a POST is sent at once as GET (envelope in the query), and as GET from then on; other operations are not', async () => {
+    const c = client();
+    fake.router = (op) =>
+      (op === 'GetProductStock' || op === 'CreateUser') && fake.received.at(-1)?.method === 'POST'
+        ? { kind: 'reply', code: 405, msg: 'method not allowed', httpStatus: 405 }
+        : undefined;
+    const list = await c.call('GetProductStock', { proxyType: [104], productNo: 'P-DYN-1' });
+    assert.equal(list.length, 1);
+    const [post, get] = fake.received;
+    assert.deepEqual([post!.method, get!.method], ['POST', 'GET']);
+    assert.equal(get!.reqId, post!.reqId, 'one request: same reqId');
+    assert.deepEqual(get!.params, { proxyType: [104], productNo: 'P-DYN-1' });
+    assert.deepEqual(Object.keys(get!.envelope).sort(), ['appKey', 'encrypt', 'params', 'reqId', 'version']);
+    await c.call('GetProductStock', { proxyType: [105] });
+    assert.deepEqual(
+      fake.received.map((r) => r.method),
+      ['POST', 'GET', 'GET'],
+    );
+    // Not a lookup: the seed says POST; a 405 is the platform's refusal, not a hint.
+    await assert.rejects(
+      c.call('CreateUser', { appUsername: 'shop1', status: 1 }),
+      (e: unknown) => e instanceof PlatformError && e.platformCode === 405,
+    );
+    assert.deepEqual(
+      fake.received.slice(3).map((r) => r.method),
+      ['POST'],
+    );
+  });
+
   test('undecryptable or non-JSON data is a DecryptReplyError, not retried', async () => {
     const metrics = createMetrics({ defaultMetrics: false });
     const c = client({ metrics });

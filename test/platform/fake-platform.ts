@@ -16,6 +16,8 @@ export interface Received {
   params: unknown;
   /** The raw request body, to compare ciphertexts across retries. */
   body: string;
+  /** The HTTP method (a GET carries the envelope in its query string). */
+  method: string;
 }
 
 export type Behaviour =
@@ -92,9 +94,13 @@ export class FakePlatform {
     const body = Buffer.concat(chunks).toString('utf8');
     const path = (req.url ?? '').split('?')[0] ?? '';
     const operation = operationByPath(path);
+    const method = req.method ?? 'GET';
     let envelope: Record<string, unknown> = {};
     try {
-      envelope = JSON.parse(body) as Record<string, unknown>;
+      envelope =
+        method === 'GET'
+          ? Object.fromEntries(new URL(req.url ?? '/', 'http://fake').searchParams)
+          : (JSON.parse(body) as Record<string, unknown>);
     } catch {
       // recorded as an empty envelope
     }
@@ -105,7 +111,7 @@ export class FakePlatform {
       params = undefined;
     }
     const reqId = typeof envelope.reqId === 'string' ? envelope.reqId : '';
-    this.received.push({ path, operation, envelope, reqId, params, body });
+    this.received.push({ path, operation, envelope, reqId, params, body, method });
 
     let behaviour = this.script.shift() ?? this.router?.(operation, params);
     while (behaviour?.kind === 'delay') {

@@ -73,7 +73,9 @@ describe('ProductReader: one product on every reading of GetProductInfo', () => 
       const reader = new ProductReader(client);
       assert.equal((await reader.read('P1')).productNo, 'P1');
       assert.equal((await reader.read('P2')).productNo, 'P2');
-      assert.deepEqual(ops(), ['GetProductInfo', 'GetProductStock', 'GetProductStock'], `HTTP ${status}`);
+      // A 405 is first taken as "this lookup is served on GET" (client.ts): the GET is answered 405 too.
+      const info = status === 405 ? ['GetProductInfo', 'GetProductInfo'] : ['GetProductInfo'];
+      assert.deepEqual(ops(), [...info, 'GetProductStock', 'GetProductStock'], `HTTP ${status}`);
     }
   });
 

@@ -112,3 +112,43 @@ export function basicCredentials(head: RequestHead): { username: string; passwor
   if (colon === -1) return null;
   return { username: decoded.slice(0, colon), password: decoded.slice(colon + 1) };
 }
+
+/**
+ * A plain request's answer as the node passes it back: its final head (after any 1xx) says `Connection: close`
+ * (the target's own Connection, Keep-Alive and Proxy-Connection fields dropped), so the client sends no second
+ * request on this connection. The node reads one request head per connection and relays the rest raw to that
+ * first target: a second request on a kept connection (with the node's Proxy-Authorization) would reach the target.
+ * `feed` answers the bytes to pass on for each chunk read from the target (empty while a head is incomplete).
+ */
+export class ClosingHeads {
+  private pending: Buffer | null = Buffer.alloc(0);
+
+  feed(chunk: Buffer): Buffer {
+    if (this.pending === null) return chunk;
+    let data = this.pending.length > 0 ? Buffer.concat([this.pending, chunk]) : chunk;
+    const out: Buffer[] = [];
+    for (;;) {
+      const end = data.indexOf(TERMINATOR);
+      if (end < 0) {
+        // A head past the bound is no head: passed as it came.
+        if (data.length > MAX_HEAD_BYTES) break;
+        this.pending = data;
+        return Buffer.concat(out);
+      }
+      const lines = data.subarray(0, end).toString('latin1').split('\r\n');
+      const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(lines[0]!)?.[1] ?? 0);
+      if (status >= 100 && status < 200 && status !== 101) {
+        out.push(data.subarray(0, end + 4));
+        data = data.subarray(end + 4);
+        continue;
+      }
+      const kept = lines.slice(1).filter((l) => !/^(connection|keep-alive|proxy-connection)[ \t]*:/i.test(l));
+      out.push(Buffer.from([lines[0]!, ...kept, 'Connection: close', '', ''].join('\r\n'), 'latin1'));
+      data = data.subarray(end + 4);
+      break;
+    }
+    this.pending = null;
+    out.push(data);
+    return Buffer.concat(out);
+  }
+}

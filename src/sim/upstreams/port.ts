@@ -4,7 +4,7 @@ import { createServer, type AddressInfo, type Server, type Socket } from 'node:n
 import { acceptSocks5, REPLY, writeReply, type ConnectRequest, type ReplyCode } from '../../wire/socks5.ts';
 import type { Fault, Meter, Refusal } from '../contracts.ts';
 import { UpstreamError } from './errors.ts';
-import { basicCredentials, HttpHeadError, readRequestHead, type RequestHead } from './http-head.ts';
+import { basicCredentials, ClosingHeads, HttpHeadError, readRequestHead, type RequestHead } from './http-head.ts';
 import { dial, relay } from './relay.ts';
 import { serveUdpAssociate } from './udp.ts';
 
@@ -244,7 +244,10 @@ export class UpstreamPort {
     }
     const forwarded = Buffer.from(originHead(head, destination.path, destination.hostHeader), 'latin1');
     const initial = head.rest ? Buffer.concat([forwarded, head.rest]) : forwarded;
-    relay(socket, target, { meter: admitted.meter, resetAfter, initial });
+    // One request per connection: its answer tells the client to close, so no second request (with this node's
+    // Proxy-Authorization) is relayed raw to the target.
+    const heads = new ClosingHeads();
+    relay(socket, target, { meter: admitted.meter, resetAfter, initial, fromTarget: (chunk) => heads.feed(chunk) });
   }
 
   /** Tracks the target with the client; false (and both destroyed) when the client left meanwhile. */

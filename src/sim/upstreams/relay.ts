@@ -40,6 +40,8 @@ export interface RelayOptions {
   resetAfter?: number;
   /** client bytes already read past the handshake, forwarded (and charged) first */
   initial?: Buffer | null;
+  /** what of each chunk read from the target is passed on (http-head.ts ClosingHeads for a plain request) */
+  fromTarget?: (chunk: Buffer) => Buffer;
 }
 
 /** Relays until either side ends; both sockets are destroyed on error, exhaustion or reset. */
@@ -79,7 +81,14 @@ export function relay(client: Socket, target: Socket, options: RelayOptions): vo
   };
 
   const fromClient = (chunk: Buffer): void => forward(chunk, client, target);
-  const fromTarget = (chunk: Buffer): void => forward(chunk, target, client);
+  const rewrite = options.fromTarget;
+  const fromTarget =
+    rewrite === undefined
+      ? (chunk: Buffer): void => forward(chunk, target, client)
+      : (chunk: Buffer): void => {
+          const bytes = rewrite(chunk);
+          if (bytes.length > 0) forward(bytes, target, client);
+        };
   client.on('data', fromClient);
   target.on('data', fromTarget);
   client.on('drain', () => target.resume());
