@@ -16,9 +16,11 @@
 import { createLimitMbFor, platformBackstopFor } from '../accounting/units.ts';
 import type { ProductCatalog } from '../accounting/products.ts';
 import { isPlatformCode } from '../accounts/errors.ts';
+import { mainAccountPresence } from '../accounts/main-account.ts';
 import type { PlatformClient } from '../platform/client.ts';
 import { CODE } from '../platform/codes.ts';
 import { isRetryable, PlatformError } from '../platform/errors.ts';
+import { ProductNotListedError } from '../platform/product-reader.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import { PRODUCT_CHECK_MS, type ProductLookup } from './product-check.ts';
 import type { UserData } from './record.ts';
@@ -140,8 +142,12 @@ export class SubAccounts implements SubAccountPort {
       return await Promise.race([
         this.products.facts(productNo).then(
           () => true,
-          // A refusal names the product; a wrong secret (10001) says nothing of it.
-          (err: unknown) => (err instanceof PlatformError && !isRetryable(err) && err.platformCode !== CODE.DECRYPT ? false : undefined),
+          // A refusal names the product, and so does a product query that does not list it (a platform without
+          // GetProductInfo); a wrong secret (10001) says nothing of it.
+          (err: unknown) =>
+            err instanceof ProductNotListedError || (err instanceof PlatformError && !isRetryable(err) && err.platformCode !== CODE.DECRYPT)
+              ? false
+              : undefined,
         ),
         late,
       ]);
@@ -226,15 +232,19 @@ export class SubAccounts implements SubAccountPort {
     }
   }
 
-  /** Creates the main account when the platform says it is missing (ProxyInfo 10052); nothing when it exists. */
+  /**
+   * Creates the main account unless the platform shows it (src/accounts/main-account.ts: ProxyInfo's 10052, or on a
+   * platform answering an unknown name with an empty list or 10004, its same-name sub account); nothing when it is there.
+   */
   private async ensureMain(account: string, productNo: string, proxyType: number): Promise<void> {
+    if ((await mainAccountPresence(this.client, account, { productNo, proxyType })) === 'present') return;
     try {
-      await this.client.call('ProxyInfo', { appUsername: account, proxyType: proxyType as 104 | 105, productNo });
-      return;
+      await this.client.call('CreateUser', { appUsername: account, status: 1 });
     } catch (err) {
-      if (!isPlatformCode(err, CODE.USER_NOT_FOUND)) throw err;
+      // 10051: there after all (made meanwhile, or a platform that could not say); the second try tells the rest.
+      if (isPlatformCode(err, CODE.USER_EXISTS)) return;
+      throw err;
     }
-    await this.client.call('CreateUser', { appUsername: account, status: 1 });
     this.logger?.info({ account }, 'main account created on the platform');
   }
 }

@@ -2,7 +2,8 @@
 // the sandbox's 10052 (control), an empty list, or 10004 (seed 4.14 is a list query; part 7's 10052 names no
 // operation). Rotor once waited for a 10052: on the other readings CreateUser was never called and the user was
 // refused for good (review15 #4). The real daemon in remote mode on the sandbox behind
-// test/support/platform-variants.ts; the main account is not made beforehand; traffic is bought once it exists.
+// test/support/platform-variants.ts; the main account is not made beforehand; traffic is bought once it exists. The
+// same for a user POSTed under a new main account (src/users/sub-account.ts ensureMain).
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { CODE } from '../../src/platform/codes.ts';
@@ -77,6 +78,22 @@ for (const reading of ['an empty list', 'code 10004', 'code 10052 (control)'] as
         return r.status === 200 ? r : undefined;
       });
       assert.equal(served.status, 200);
+    });
+
+    test('a user made through the admin API under a main account never made: the main account is made, the user created', async () => {
+      const made = await gw.admin<{ state?: string }>('/v1/users', {
+        body: { name: 'apiuser', password: 'apiuser-pass', mainAccount: 'apishop', product: FLOW },
+      });
+      const main = platform.sim.inspect.accounts().find((a) => a.appUsername === 'apishop');
+      assert.equal(
+        made.status,
+        201,
+        `POST /v1/users answered ${made.status} ${JSON.stringify(made.body)}; main: ${JSON.stringify(main ?? null)}`,
+      );
+      assert.ok(
+        main?.subs.some((s) => s.appUsername === 'apiuser'),
+        JSON.stringify(main ?? null),
+      );
     });
   });
 }
