@@ -5,7 +5,7 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { CallbackHandler } from './deps.ts';
 import { logFailedAccepts } from '../errors/failed-accept.ts';
-import { boundListener, CALLBACK_LIMITS } from './http-limits.ts';
+import { boundListener, CALLBACK_LIMITS, STOP_GRACE_MS } from './http-limits.ts';
 
 export interface CallbackServerOptions {
   /** config callback.path, e.g. /callback */
@@ -20,7 +20,12 @@ export function buildCallbackServer(handle: CallbackHandler, options: CallbackSe
     bodyLimit: 16 * 1024,
   });
   logFailedAccepts(app.server, 'callback server', app.log);
-  boundListener(app.server, CALLBACK_LIMITS);
+  const bound = boundListener(app.server, CALLBACK_LIMITS);
+  // A stop closes connections without a request at once: they would hold the close (src/admin/http-limits.ts).
+  app.addHook('preClose', (done) => {
+    bound.closing(STOP_GRACE_MS);
+    done();
+  });
 
   app.get(options.path, async (request, reply) => {
     const answer = await handle((request.query ?? {}) as Record<string, unknown>);

@@ -50,7 +50,21 @@ export const CALLBACK_LIMITS: ListenerLimits = {
  * finish a request cannot lock operators, the platform or customers out; only connections all busy answering
  * requests make a newcomer wait.
  */
-export function boundListener(server: Server, limits: ListenerLimits, budget: DescriptorBudget = sideDescriptors): void {
+/** What a bounded listener offers its owner at a stop. */
+export interface BoundListener {
+  /**
+   * Called as the server's close begins: node stops its head deadline then and closes only connections kept alive
+   * between requests, so a socket that never sent a head would hold the close (and the daemon's stop) for as long
+   * as its client likes. Every connection without a request in flight is closed now, one with a request once its
+   * answer is written, and whatever is left after `graceMs`.
+   */
+  closing(graceMs: number): void;
+}
+
+/** How long a request in flight at a stop may take to be answered before its connection is cut. */
+export const STOP_GRACE_MS = 1000;
+
+export function boundListener(server: Server, limits: ListenerLimits, budget: DescriptorBudget = sideDescriptors): BoundListener {
   server.requestTimeout = limits.requestMs;
   server.headersTimeout = Math.min(limits.headersMs, limits.requestMs);
   server.keepAliveTimeout = limits.keepAliveMs;
@@ -101,6 +115,7 @@ export function boundListener(server: Server, limits: ListenerLimits, budget: De
     socket.once('close', () => forget(socket));
   });
   server.once('close', budget.register({ held: () => open.size, shedIdle: () => shedFrom(open.keys()) }));
+  let stopping = false;
   server.on('request', (request: IncomingMessage, response: ServerResponse) => {
     // Behind TLS the request's socket is the TLSSocket over the connection's own (its _parent).
     const socket = request.socket as Socket & { _parent?: Socket };
@@ -109,6 +124,19 @@ export function boundListener(server: Server, limits: ListenerLimits, budget: De
     state.requests++;
     response.once('close', () => {
       state.requests--;
+      // At a stop the answer is written and the connection ends (end, not destroy: the answer's bytes go first).
+      if (stopping && state.requests === 0) socket.end();
     });
   });
+  return {
+    closing(graceMs: number): void {
+      if (stopping) return;
+      stopping = true;
+      for (const [socket, state] of open) if (state.requests === 0) socket.destroy();
+      if (open.size === 0) return;
+      setTimeout(() => {
+        for (const socket of open.keys()) socket.destroy();
+      }, graceMs).unref();
+    },
+  };
 }

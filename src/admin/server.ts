@@ -11,7 +11,7 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, t
 import { isLoopbackHost } from '../config/schema.ts';
 import { logFailedAccepts } from '../errors/failed-accept.ts';
 import { AdminToken } from './auth.ts';
-import { ADMIN_LIMITS, boundListener } from './http-limits.ts';
+import { ADMIN_LIMITS, boundListener, STOP_GRACE_MS } from './http-limits.ts';
 import { createOriginPolicy, hostName } from './origin.ts';
 import type { AdminDeps } from './deps.ts';
 import { registerApiDocs } from './docs.ts';
@@ -120,7 +120,12 @@ export function buildAdminServer(deps: AdminDeps, options: AdminServerOptions): 
   });
   app.setValidatorCompiler(zodValidatorCompiler);
   logFailedAccepts(app.server, 'admin server', app.log);
-  boundListener(app.server, ADMIN_LIMITS);
+  const bound = boundListener(app.server, ADMIN_LIMITS);
+  // A stop closes connections without a request at once: they would hold the close (src/admin/http-limits.ts).
+  app.addHook('preClose', (done) => {
+    bound.closing(STOP_GRACE_MS);
+    done();
+  });
 
   // Forms post text/plain without a CORS preflight; no route takes it, so no parser either (415).
   app.removeContentTypeParser('text/plain');

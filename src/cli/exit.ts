@@ -59,6 +59,9 @@ export function describeFailure(err: unknown): { exitCode: number; message: stri
   // A listener address that cannot be bound is a configuration problem: the message names the key.
   if (err instanceof ListenAddressError) return { exitCode: EXIT.USAGE, message: err.message };
   if (err instanceof TlsConfigError) return { exitCode: EXIT.USAGE, message: err.message };
+  // A store another process holds (src/store/store-lock.ts) is refused by design, not a crash: the fix is the
+  // other daemon or this one's store.path, so it is named like any other config key (by code: cli does not import store).
+  if (err instanceof RotorError && err.code === 'STORE_IN_USE') return { exitCode: EXIT.USAGE, message: `store.path: ${err.message}` };
   if (err instanceof SecretLengthError) return { exitCode: EXIT.USAGE, message: `platform.appSecret: ${err.message}` };
   if (err instanceof ClientConfigError) return { exitCode: EXIT.USAGE, message: `platform.${err.message}` };
   if (err instanceof Error && (err as { code?: unknown }).code === 'NOT_WIRED') return { exitCode: EXIT.USAGE, message: err.message };

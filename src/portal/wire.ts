@@ -4,7 +4,7 @@
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply } from 'fastify';
 import { readFileSync } from 'node:fs';
 import { toErrorReply } from '../admin/errors.ts';
-import { boundListener, type ListenerLimits } from '../admin/http-limits.ts';
+import { boundListener, STOP_GRACE_MS, type ListenerLimits } from '../admin/http-limits.ts';
 import { createOriginPolicy } from '../admin/origin.ts';
 import { doc } from '../admin/routes/common.ts';
 import { zodValidatorCompiler, zs } from '../admin/validation.ts';
@@ -153,7 +153,12 @@ export async function startPortal(w: PortalWiring): Promise<RunningPortal> {
     reply.status(404).send({ error: { code: 'NOT_FOUND', message: `no route ${request.method} ${request.url.split('?')[0]}` } }),
   );
   const handle = registerPortal(app, deps, options);
-  boundListener(app.server, limits);
+  const bound = boundListener(app.server, limits);
+  // A stop closes connections without a request at once: they would hold the close (src/admin/http-limits.ts).
+  app.addHook('preClose', (done) => {
+    bound.closing(STOP_GRACE_MS);
+    done();
+  });
   await app.listen({ host: c.host, port: c.port });
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : c.port;

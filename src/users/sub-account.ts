@@ -20,6 +20,7 @@ import { mainAccountPresence } from '../accounts/main-account.ts';
 import type { PlatformClient } from '../platform/client.ts';
 import { CODE } from '../platform/codes.ts';
 import { isRetryable, PlatformError } from '../platform/errors.ts';
+import { ProductNotListedError } from '../platform/product-reader.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import { PRODUCT_CHECK_MS, type ProductLookup } from './product-check.ts';
 import type { UserData } from './record.ts';
@@ -141,8 +142,12 @@ export class SubAccounts implements SubAccountPort {
       return await Promise.race([
         this.products.facts(productNo).then(
           () => true,
-          // A refusal names the product; a wrong secret (10001) says nothing of it.
-          (err: unknown) => (err instanceof PlatformError && !isRetryable(err) && err.platformCode !== CODE.DECRYPT ? false : undefined),
+          // A refusal names the product, and so does a product query that does not list it (a platform without
+          // GetProductInfo); a wrong secret (10001) says nothing of it.
+          (err: unknown) =>
+            err instanceof ProductNotListedError || (err instanceof PlatformError && !isRetryable(err) && err.platformCode !== CODE.DECRYPT)
+              ? false
+              : undefined,
         ),
         late,
       ]);

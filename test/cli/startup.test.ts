@@ -10,6 +10,7 @@ import { createServer, type AddressInfo, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { rotorEntry } from '../support/rotor-process.ts';
+import { lockStore } from '../../src/store/store-lock.ts';
 
 function listen(s: Server | HttpServer): Promise<number> {
   return new Promise((resolve) => s.listen(0, '127.0.0.1', () => resolve((s.address() as AddressInfo).port)));
@@ -94,6 +95,21 @@ describe('rotor start: listeners first, then the platform', () => {
     const twice = await rotorStart(config, { ROTOR_SOCKS_PORT: String(port), ROTOR_ADMIN_PORT: String(port), ROTOR_LOG_LEVEL: 'silent' });
     assert.equal(twice.code, 2, twice.stderr);
     assert.match(twice.stderr, new RegExp(`admin\\.port: 127\\.0\\.0\\.1:${port} is in use`));
+    assert.equal(platformCalls, 0);
+  });
+
+  // review17 #15: a store another process holds ended the start with "internal error: StoreInUseError", exit 1.
+  test('a store another process holds: exit 2 naming store.path, not an internal error', async () => {
+    const lock = lockStore(join(dir, 'rotor.db'), 'the test');
+    try {
+      const r = await rotorStart(config, { ROTOR_ADMIN_PORT: '0', ROTOR_LOG_LEVEL: 'silent' });
+      assert.equal(r.code, 2, r.stderr);
+      assert.match(r.stderr, /^store\.path: store \S+rotor\.db is in use by another process/m);
+      assert.doesNotMatch(r.stderr, /internal error/);
+      assert.equal(r.stderr.trim().split('\n').length, 1, r.stderr);
+    } finally {
+      lock?.release();
+    }
     assert.equal(platformCalls, 0);
   });
 });

@@ -221,4 +221,39 @@ describe('config', () => {
     assert.equal(c.platform.appSecret, SECRET16, 'the original is untouched');
     assert.equal(redactConfig(parseConfig({}, { env: {} })).platform.appSecret, '', 'an unset secret stays visibly unset');
   });
+
+  // review17 #11: check-config printed pool.healthCheck.url's and platform.sandbox.drawnLines' passwords in clear.
+  test('redactConfig masks the password of every URL and proxy string, wherever the key', () => {
+    const c = parseConfig(
+      {
+        platform: {
+          sandbox: {
+            drawnLines: {
+              'DYN-104-FLOW': ['socks5://u1:p1secret@127.0.0.1:18601', 'u2:p2secret@127.0.0.1:18602', '127.0.0.1:18603:u3:p3secret'],
+            },
+          },
+        },
+        pool: { healthCheck: { url: 'https://probe:s3cr3t@127.0.0.1:9/check' } },
+        events: { webhookUrl: 'https://hook:wsecret@127.0.0.1:9/h', secret: 'hooksecret' },
+      },
+      { env: {} },
+    );
+    const r = redactConfig(c);
+    const text = JSON.stringify(r);
+    for (const secret of ['p1secret', 'p2secret', 'p3secret', 's3cr3t', 'wsecret']) assert.ok(!text.includes(secret), secret);
+    assert.equal(r.pool.healthCheck.url, 'https://probe:***@127.0.0.1:9/check');
+    assert.deepEqual(r.platform.sandbox.drawnLines['DYN-104-FLOW'], [
+      'socks5://u1:***@127.0.0.1:18601',
+      'u2:***@127.0.0.1:18602',
+      '127.0.0.1:18603:u3:***',
+    ]);
+    // What carries no credential is shown as it is.
+    assert.equal(r.proxy.http.host, c.proxy.http.host);
+    assert.equal(r.platform.baseUrl, c.platform.baseUrl);
+    assert.equal(
+      redactConfig(parseConfig({ pool: { healthCheck: { url: 'https://probe@127.0.0.1:9/c' } } }, { env: {} })).pool.healthCheck.url,
+      'https://probe@127.0.0.1:9/c',
+    );
+    assert.equal(c.pool.healthCheck.url, 'https://probe:s3cr3t@127.0.0.1:9/check', 'the original is untouched');
+  });
 });
