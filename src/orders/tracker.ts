@@ -59,6 +59,16 @@ export interface TrackerOptions extends TrackerSettings {
 
 const PAGE_SIZE = 100;
 
+/**
+ * How many instances a page of this order's answer holds: what its first page held when that is not all of them
+ * (a first page is a full page, whatever size was asked or echoed: a platform may page by less than asked), else
+ * the size asked.
+ */
+function pageSizeOf(first: Order, received: number): number {
+  const total = Number(first.total ?? received);
+  return received > 0 && received < total ? Math.min(received, PAGE_SIZE) : PAGE_SIZE;
+}
+
 interface Followed {
   attempt: number;
   cancel: () => void;
@@ -247,7 +257,7 @@ export class Tracker {
     if (!first || !query) return undefined;
     const instances: Instance[] = [...(first.instances ?? [])];
     const total = first.total ?? instances.length;
-    const pages = Math.ceil(total / PAGE_SIZE);
+    const pages = Math.ceil(total / pageSizeOf(first, instances.length));
     for (let page = 2; page <= pages && instances.length < total; page++) {
       const next = await this.client.call('GetOrder', { ...query, page, pageSize: PAGE_SIZE });
       if (!next.instances?.length) break;
