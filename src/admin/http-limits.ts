@@ -92,6 +92,7 @@ export function boundListener(server: Server, limits: ListenerLimits, budget: De
     mine?.delete(socket);
     if (mine?.size === 0) byAddress.delete(state.address);
   };
+  const me = { held: () => open.size, shedIdle: () => shedFrom(open.keys()) };
   server.on('connection', (socket: Socket) => {
     const address = socket.remoteAddress ?? '';
     let mine = byAddress.get(address);
@@ -103,7 +104,7 @@ export function boundListener(server: Server, limits: ListenerLimits, budget: De
       return;
     }
     // The process's budget for these listeners: past it, the oldest idle connection of the fullest one goes.
-    if (!budget.take()) {
+    if (!budget.take(me)) {
       socket.destroy();
       return;
     }
@@ -114,7 +115,7 @@ export function boundListener(server: Server, limits: ListenerLimits, budget: De
     open.set(socket, { address, requests: 0 });
     socket.once('close', () => forget(socket));
   });
-  server.once('close', budget.register({ held: () => open.size, shedIdle: () => shedFrom(open.keys()) }));
+  server.once('close', budget.register(me));
   let stopping = false;
   server.on('request', (request: IncomingMessage, response: ServerResponse) => {
     // Behind TLS the request's socket is the TLSSocket over the connection's own (its _parent).

@@ -4,8 +4,9 @@
 // not shares of the process's limit: under a 1,024 soft RLIMIT_NOFILE one listener alone could hold every
 // descriptor, and the proxy (src/proxy/accept-guard.ts) then refuses every customer. Here the three together hold
 // at most an eighth of the soft limit (at least 32); a connection past it closes the oldest idle one (no request
-// in flight) of whichever listener holds the most, so an operator or the platform still gets in, or is refused
-// when all are busy. Descriptors are the process's: one budget per process (`sideDescriptors`). It sits with the
+// in flight) of whichever listener holds the most, or is refused when all are busy — unless its own listener
+// holds fewer than its reserve (8), so that one listener's busy clients (a portal's POSTs whose bodies never
+// come) cannot lock the operator or the platform out of theirs. Descriptors are the process's: one budget per process (`sideDescriptors`). It sits with the
 // process-wide exhaustion report (failed-accept.ts), below every folder, so the admin and portal listeners and the
 // proxy's guard can all reach it without climbing the folder order (docs/architecture.md).
 import { readFileSync } from 'node:fs';
@@ -23,6 +24,8 @@ export interface DescriptorBudgetOptions {
   share?: number;
   /** The budget is never below this; default 32. */
   floor?: number;
+  /** Connections each listener may hold even past the budget (so no listener's clients lock another's out); default 8. */
+  reserve?: number;
 }
 
 /**
@@ -48,6 +51,7 @@ export class DescriptorBudget {
   private readonly readLimit: () => number | undefined;
   private readonly share: number;
   private readonly floor: number;
+  private readonly reserve: number;
   private readonly listeners = new Set<BudgetedListener>();
   private held = 0;
   private limit = Infinity;
@@ -60,6 +64,7 @@ export class DescriptorBudget {
     this.readLimit = options.limit ?? procSoftLimit;
     this.share = options.share ?? 1 / 8;
     this.floor = options.floor ?? 32;
+    this.reserve = options.reserve ?? 8;
   }
 
   /** Connections held now across every listener under the budget. */
@@ -79,11 +84,11 @@ export class DescriptorBudget {
   }
 
   /**
-   * A connection accepted by a budgeted listener: true when it may stay (room, or an idle one was closed for
-   * it — whose give() came first). false: refuse it (every held connection is busy). Call give() when a
-   * connection taken here closes.
+   * A connection accepted by listener `from`: true when it may stay (room; `from` holds fewer than its reserve; or
+   * an idle one was closed for it — whose give() came first). false: refuse it (every held connection is busy).
+   * Call give() when a connection taken here closes.
    */
-  take(): boolean {
+  take(from?: BudgetedListener): boolean {
     const now = performance.now();
     if (now - this.readAt >= REREAD_MS || ++this.takesSinceRead >= REREAD_TAKES) {
       // No descriptor to read it with: the last value stands.
@@ -91,7 +96,8 @@ export class DescriptorBudget {
       this.readAt = now;
       this.takesSinceRead = 0;
     }
-    if (this.held < this.max || this.shed()) {
+    // A listener's reserve: the portal's clients busy with requests cannot lock the operator or the platform out.
+    if (this.held < this.max || (from !== undefined && from.held() < this.reserve) || this.shed()) {
       this.held++;
       return true;
     }
