@@ -7,6 +7,7 @@ import http from 'node:http';
 import https from 'node:https';
 import { isIP } from 'node:net';
 import type { PlatformClient } from '../platform/client.ts';
+import { balanceEntry } from '../platform/balance-entry.ts';
 import { CODE } from '../platform/codes.ts';
 import type { ProductCatalog, ProductFacts } from '../accounting/products.ts';
 import type { SettingsStore } from '../store/types.ts';
@@ -114,7 +115,7 @@ export class Whitelist {
   async list(account: string, productNo: string): Promise<string[]> {
     const facts = await this.facts(productNo);
     const info = await this.client.call('ProxyInfo', { appUsername: account, proxyType: facts.proxyType as 104 | 105, productNo });
-    const entry = info.list?.find((e) => e.productNo === productNo) ?? info.list?.[0];
+    const entry = balanceEntry(info.list, productNo);
     return entry?.ipWhiteList ?? [];
   }
 
