@@ -81,6 +81,8 @@ export class PlatformLimitSync {
   private listening = false;
   private subscribed = false;
   private healer: { lost(user: string, err: unknown): Promise<boolean> } | undefined;
+  /** The backstop this process last sent per user: a read-back within one MB of it is the platform's rounding of it. */
+  private readonly sent = new Map<string, number>();
 
   constructor(options: PlatformLimitSyncOptions) {
     this.client = options.client;
@@ -101,6 +103,7 @@ export class PlatformLimitSync {
     const map = new Map<string, SyncedUser>();
     for (const u of users) map.set(u.name, u);
     this.users = map;
+    for (const name of this.sent.keys()) if (!map.has(name)) this.sent.delete(name);
     // The slice goes on from about where it was (a list rebuilt after each burst of user changes must not
     // send it back to the first user every time).
     this.order = undefined;
@@ -112,7 +115,10 @@ export class PlatformLimitSync {
       if (!this.users.has(u.name)) this.order?.push(u.name);
       this.users.set(u.name, u);
     }
-    for (const name of removed) this.users.delete(name);
+    for (const name of removed) {
+      this.users.delete(name);
+      this.sent.delete(name);
+    }
     // The turn's list drops the removed names when it is next needed.
     if (removed.length > 0) this.order = undefined;
   }
@@ -207,8 +213,12 @@ export class PlatformLimitSync {
       if (local !== undefined) {
         // Looser than the local limit so Rotor, not the platform, cuts first and refuses with a reason.
         const wanted = periodic ? -1 : platformBackstopFor(local);
-        if (!limitHeld(info.limitFlow, wanted, facts.base)) {
+        // Held: the value itself, or — once Rotor sent it — the platform's whole-MB rounding of it.
+        const held =
+          limitHeld(info.limitFlow, wanted, facts.base) && (Number(info.limitFlow) === wanted || this.sent.get(u.name) === wanted);
+        if (!held) {
           await this.client.call('SetProxyUserFlowLimit', { appUsername: u.name, productNo, limitFlow: wanted });
+          this.sent.set(u.name, wanted);
           result.limitSent = wanted;
           this.logger?.info({ user: u.name, productNo, limitFlow: wanted, localLimitBytes: local }, 'platform sub-account limit set');
         }
@@ -233,11 +243,12 @@ export class PlatformLimitSync {
 }
 
 /**
- * Does the platform hold the limit Rotor wants? -1 (unlimited) exactly; bytes within one MB at the product's base:
- * the seed creates a sub account's limit in MB (4.13) and sets and reads it in bytes (4.18, 2.9), and a platform
- * that keeps it in whole MB reads back the bytes of the MB it kept (51,048,576 set, 50,331,648 read). Setting it
- * again would change nothing there, at every pass for every user. Both ways of rounding stay looser than the
- * local limit (the backstop's headroom is a MiB), so Rotor still cuts first.
+ * Can the platform's read-back be the limit Rotor set? -1 (unlimited) exactly; bytes within one MB at the product's
+ * base: the seed creates a sub account's limit in MB (4.13) and sets and reads it in bytes (4.18, 2.9), and a
+ * platform that keeps it in whole MB reads back the bytes of the MB it kept (51,048,576 set, 50,331,648 read).
+ * Setting it again would change nothing there, at every pass for every user. The sync takes it as held only once
+ * it has sent that value (a limit made in MB at creation can be as close and still wants the set once). Rounded
+ * either way the backstop stays looser than the local limit (its headroom is a MiB), so Rotor still cuts first.
  */
 export function limitHeld(read: number | string | null | undefined, wanted: number, base: FlowBase): boolean {
   if (read === undefined || read === null || read === '') return false;

@@ -7,6 +7,7 @@
 // platform's MB figure.
 import type { PlatformClient } from '../platform/client.ts';
 import { PlatformError } from '../platform/errors.ts';
+import { balanceEntry } from '../platform/balance-entry.ts';
 import { CODE } from '../platform/codes.ts';
 import type { Accounting } from '../accounting/accounting.ts';
 import type { ProductCatalog } from '../accounting/products.ts';
@@ -274,7 +275,8 @@ export class BalanceWatcher {
   async fetch(account: string, productNo: string): Promise<Balance> {
     const facts = await this.products.facts(productNo);
     const info = await this.client.call('ProxyInfo', { appUsername: account, proxyType: facts.proxyType as 104 | 105, productNo });
-    const entry = info.list?.find((e) => e.productNo === productNo) ?? info.list?.[0];
+    // This product's entry (or a lone one naming none), never another product's balance.
+    const entry = balanceEntry(info.list, productNo);
     const balanceMb = Number(entry?.balance ?? 0);
     const ipTotal = entry?.ipTotal ?? undefined;
     const ipUsed = entry?.ipUsed ?? undefined;

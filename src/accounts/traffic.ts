@@ -7,6 +7,7 @@
 // such as Asia/Shanghai, or a fixed offset such as +08:00 — a mainland platform reading them on China time), and
 // always sends the range explicitly so the answer can say which range it covers.
 import type { PlatformClient } from '../platform/client.ts';
+import { balanceEntry } from '../platform/balance-entry.ts';
 import { CODE } from '../platform/codes.ts';
 import {
   DecryptReplyError,
@@ -272,8 +273,7 @@ export class Traffic {
   private async returnedAmount(account: string, productNo: string, facts: ProductFacts): Promise<number | undefined> {
     const info = await this.client.call('ProxyInfo', { appUsername: account, proxyType: facts.proxyType as 104 | 105, productNo });
     // Only this product's entry (or the one entry of an answer that names no product): never another's total.
-    const list = info.list ?? [];
-    const entry = list.find((e) => e.productNo === productNo) ?? (list.length === 1 && !list[0]!.productNo ? list[0] : undefined);
+    const entry = balanceEntry(info.list, productNo);
     const v = facts.byIpCount ? entry?.ipTotal : entry?.total;
     return v === undefined || v === null || !Number.isFinite(Number(v)) ? undefined : Number(v);
   }

@@ -3,6 +3,7 @@
 // for. For products sold by IP count it spends the package carefully: one IP per draw, never more than
 // ProxyInfo says remain, and the drawn exit is kept for its ipDuration (the node expires then).
 import { RotorError } from '../errors/rotor-error.ts';
+import { balanceEntry } from '../platform/balance-entry.ts';
 import type { OpRequest, OpResponse } from '../platform/operations.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import { planDraw, type DrawPlanOk, type DrawPlanUser, type DrawProductRecord } from './draw-plan.ts';
@@ -27,15 +28,12 @@ export function drawProxyType(record: Pick<DrawProductRecord, 'proxyType'>): 104
 
 /**
  * IPs left in a main account's package for a product sold by IP count (ProxyInfo: ipTotal - ipUsed). The entry
- * is this product's, else one that names no product: ProxyInfo is asked for one product, and `productNo` is not
- * required in its entries (seed 2.11), so a platform may write it absent, "" (Go) or null (Java).
+ * is this product's, else a lone one that names no product (absent, "" or null: the field is not required, seed
+ * 2.11): src/platform/balance-entry.ts.
  */
 export async function ipsLeft(client: IpBalanceCaller, mainAccount: string, productNo: string, proxyType: 104 | 105): Promise<number> {
   const res = await client.call('ProxyInfo', { appUsername: mainAccount, productNo, proxyType });
-  const list = res.list ?? [];
-  const entry =
-    list.find((e) => e.productNo === productNo) ??
-    list.find((e) => e.productNo === undefined || e.productNo === null || e.productNo === '');
+  const entry = balanceEntry(res.list, productNo);
   return Math.max(0, Number(entry?.ipTotal ?? 0) - Number(entry?.ipUsed ?? 0));
 }
 

@@ -7,8 +7,10 @@
 // within `deadlineMs` has its worker terminated (V8 stops the regular expression where it is; the next response
 // gets a new thread) and is answered "stopped at pattern i", the index the worker published in shared memory as
 // it began that pattern, so the rule's own `bodyTimeout` decides (request-rules.ts judgeBody). Responses wait
-// their turn first come, first served: at most one per client connection (http-lane.ts), each at most the
-// deadline. Only responses a body rule may fire come here; the thread starts with the first of them.
+// their turn per owner (the customer whose rules they are), the owners served in turn: one customer's many
+// hostile pages (at most one per client connection, http-lane.ts) delay another customer's response by at most
+// one deadline per customer waiting, not one per page. Only responses a body rule may fire come here; the thread
+// starts with the first of them.
 import { Worker } from 'node:worker_threads';
 
 /** How long one response's body patterns may run before they are stopped. */
@@ -77,8 +79,10 @@ export class BodyMatcher {
   private online = false;
   private running: Job | undefined;
   private timer: NodeJS.Timeout | undefined;
-  /** Waiting their turn (a few at most: one response per client connection with a body rule in play). */
-  private queue: Job[] = [];
+  /** Waiting their turn, per owner (one response per client connection with a body rule in play). */
+  private readonly queues = new Map<object, Job[]>();
+  /** Owners with responses waiting, in the order they are served (round robin). */
+  private turns: object[] = [];
   private nextId = 1;
   private closed = false;
   /** Responses whose patterns the deadline stopped (tests read it). */
@@ -94,22 +98,40 @@ export class BodyMatcher {
    * Matches `patterns` (sources a rule compiled, case-insensitive), each against the first `bytes[i]` bytes of
    * `body` as UTF-8, in order; `done` is called once, later (never synchronously).
    */
-  match(body: Buffer, patterns: readonly string[], bytes: readonly number[], done: BodyMatchDone): void {
+  match(body: Buffer, patterns: readonly string[], bytes: readonly number[], done: BodyMatchDone, owner: object = this): void {
     if (this.closed) {
       queueMicrotask(() => done(-1, 0));
       return;
     }
-    this.queue.push({ id: this.nextId++, body, patterns, bytes, done });
+    const job = { id: this.nextId++, body, patterns, bytes, done };
+    const queue = this.queues.get(owner);
+    if (queue === undefined) {
+      this.queues.set(owner, [job]);
+      this.turns.push(owner);
+    } else queue.push(job);
     if (this.running === undefined) this.next();
+  }
+
+  /** The next owner's oldest response (owners in turn). */
+  private take(): Job | undefined {
+    const owner = this.turns.shift();
+    if (owner === undefined) return undefined;
+    const queue = this.queues.get(owner)!;
+    const job = queue.shift()!;
+    if (queue.length === 0) this.queues.delete(owner);
+    else this.turns.push(owner);
+    return job;
   }
 
   /** Ends the thread; responses still waiting are answered as stopped at their first pattern. */
   close(): void {
     this.closed = true;
     clearTimeout(this.timer);
-    const waiting = this.running ? [this.running, ...this.queue] : this.queue;
+    const waiting = this.running ? [this.running] : [];
+    for (const queue of this.queues.values()) waiting.push(...queue);
     this.running = undefined;
-    this.queue = [];
+    this.queues.clear();
+    this.turns = [];
     void this.worker?.terminate();
     this.worker = undefined;
     for (const job of waiting) job.done(-1, 0);
@@ -118,7 +140,7 @@ export class BodyMatcher {
   private next(): void {
     // A `done` callback may have queued (and so started) the next response already.
     if (this.running !== undefined) return;
-    const job = this.queue.shift();
+    const job = this.take();
     if (job === undefined) {
       this.worker?.unref();
       return;

@@ -130,6 +130,8 @@ export class RuleSet {
     readonly rules: readonly CompiledRule[],
     /** where body patterns run (a thread with a deadline); undefined: on this thread (tests) */
     readonly matcher?: BodyMatcher,
+    /** whose rules they are (the user): the matcher serves owners in turn */
+    readonly owner?: object,
   ) {}
 
   /**
@@ -182,6 +184,7 @@ export class RuleSet {
         else if (stoppedAt !== undefined && candidates[stoppedAt]?.fireOnBodyTimeout) decide(candidates[stoppedAt]);
         else decide(next);
       },
+      this.owner,
     );
   }
 
@@ -264,7 +267,7 @@ export class RequestRules {
     const applying: CompiledRule[] = [];
     for (const r of mine) if (r.appliesTo(name)) applying.push(r);
     for (const r of this.global) if (r.appliesTo(name)) applying.push(r);
-    return applying.length === 0 ? undefined : new RuleSet(applying, this.matcher);
+    return applying.length === 0 ? undefined : new RuleSet(applying, this.matcher, user);
   }
 }
 

@@ -3,8 +3,8 @@
 // in embedded mode each would write its own sandbox state over the other's. The lock is an exclusive SQLite
 // lock on `<store>.lock`, held for the process's life: the kernel drops it when the process dies, so a
 // killed daemon leaves nothing stale behind. Redis stores are shared by design (a fleet) and take no lock.
-import { mkdirSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import { mkdirSync, realpathSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
 import Database from 'better-sqlite3';
 import { StoreInUseError, StoreUnavailableError } from './errors.ts';
 import { isRedisUrl } from './open.ts';
@@ -20,7 +20,23 @@ const heldHere = new Set<string>();
 /** The lock file of a SQLite `store.path`; undefined for Redis and in-memory stores, which take none. */
 export function storeLockFile(path: string): string | undefined {
   if (path === ':memory:' || path === '' || path.startsWith('file:') || isRedisUrl(path)) return undefined;
-  return `${resolve(path)}.lock`;
+  return `${canonical(path)}.lock`;
+}
+
+// The file itself, not the name it was given: a store.path through a symlink (a deploy's `current.db`, a linked
+// directory) locks the same file as its target's own name.
+function canonical(path: string): string {
+  const abs = resolve(path);
+  try {
+    return realpathSync(abs);
+  } catch {
+    // Not made yet: its directory may still be a link.
+  }
+  try {
+    return join(realpathSync(dirname(abs)), basename(abs));
+  } catch {
+    return abs;
+  }
 }
 
 /**

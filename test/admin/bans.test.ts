@@ -74,7 +74,8 @@ describe("admin API: bans and users' request rules", () => {
     assert.equal(bans.list().length, 2, 'nothing lifted without the token');
     assert.equal((await raw(port, 'DELETE', `/v1/bans/${a.id}`, AUTH)).status, 204);
     assert.equal((await raw(port, 'DELETE', `/v1/bans/${a.id}`, AUTH)).status, 404);
-    assert.equal((await raw(port, 'DELETE', '/v1/bans/nope', AUTH)).status, 400);
+    // review17 #5: an id that is not of the b<n> form was a 400; README: 404 when none.
+    assert.equal((await raw(port, 'DELETE', '/v1/bans/nope', AUTH)).status, 404);
     assert.deepEqual(
       bans.list().map((x) => x.id),
       [b.id],

@@ -46,6 +46,9 @@ test("an answer for another order under our order's platform number is not store
       params: [{ productNo: SIM_PRODUCTS.staticDeYear, count: 1 }],
     });
     await orderSucceeded(h.client, other.orderNo);
+    // The tracker's own reads of our order done (a read still in flight would be joined by the refresh below and
+    // answer from before the record was changed).
+    await h.orders.tracker.idle();
     // ... whose number our record now carries, as after a platform that lost our order and reused its number.
     await h.store.putOrder({ ...done, orderNo: other.orderNo, status: 1 });
     const read = await h.orders.tracker.refreshOrder(ours.appOrderNo);

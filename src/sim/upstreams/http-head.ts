@@ -114,7 +114,8 @@ export function basicCredentials(head: RequestHead): { username: string; passwor
 }
 
 /**
- * A plain request's answer as the node passes it back: its final head (after any 1xx) says `Connection: close`
+ * A plain request's answer as the node passes it back: its final head (after any 1xx; a 101 passes as it is, the
+ * connection then being the upgraded protocol's) says `Connection: close`
  * (the target's own Connection, Keep-Alive and Proxy-Connection fields dropped), so the client sends no second
  * request on this connection. The node reads one request head per connection and relays the rest raw to that
  * first target: a second request on a kept connection (with the node's Proxy-Authorization) would reach the target.
@@ -137,9 +138,11 @@ export class ClosingHeads {
       }
       const lines = data.subarray(0, end).toString('latin1').split('\r\n');
       const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(lines[0]!)?.[1] ?? 0);
-      if (status >= 100 && status < 200 && status !== 101) {
+      if (status >= 100 && status < 200) {
         out.push(data.subarray(0, end + 4));
         data = data.subarray(end + 4);
+        // 101: the connection is the upgraded protocol's from here on (its Connection: Upgrade stays).
+        if (status === 101) break;
         continue;
       }
       const kept = lines.slice(1).filter((l) => !/^(connection|keep-alive|proxy-connection)[ \t]*:/i.test(l));
