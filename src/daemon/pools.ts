@@ -61,7 +61,13 @@ export async function assemblePools(config: Config, needs: Needs, ctx: AssemblyC
         const inner =
           plan.method === 'api'
             ? // DrawByApi's proxyType is the product's (seed 4.16: 104 or 105); a platform refuses a pair that does not match.
-              new ApiDrawer({ ...common, mainAccount: user.mainAccount, proxyType: drawProxyType(record) })
+              new ApiDrawer({
+                ...common,
+                mainAccount: user.mainAccount,
+                proxyType: drawProxyType(record),
+                // A proxyUrl that is a path on the platform's host is fetched from there.
+                ...(config.platform.baseUrl ? { linkBase: config.platform.baseUrl } : {}),
+              })
             : new PwdDrawer({
                 ...common,
                 subAccount: plan.account,
