@@ -52,7 +52,8 @@ return v
 // A flush of the quota meters (addUsage): the batch's writer mark, every row's increment and the usage change
 // feed's entry (as USAGE_CHANGED) in one script, so a batch written again after its answer was lost adds nothing.
 // KEYS: the writers' marks hash, the users set, the version counter, the changed zset, the marks' times zset, then
-// one usage hash per delta. ARGV: the batch part's mark ('' none: redisBatchMark), now, then per delta: user,
+// one usage hash per delta. ARGV: the batch part's mark ('' none: redisBatchMark), now (the rows' updatedAt; the
+// mark is timed by Redis's TIME), then per delta: user,
 // bytes (checked before the call: HINCRBY cannot fail on them). Returns 0 when the part was taken before, else 1.
 // Nothing can fail after its first write (the mark): every key's type, the counter's and every row's `used` value
 // are checked first (WRONGTYPE reply, nothing written, mark included), so a part fails whole and stays failing
@@ -74,7 +75,7 @@ for j = 6, #KEYS do
   if used and not string.match(used, '^%-?%d+$') then bad = KEYS[j] .. ' used is not a whole number' end
 end
 if bad then return redis.error_reply('WRONGTYPE quota meters: ' .. bad .. ' (nothing written)') end
-if ARGV[1] ~= '' and taken(KEYS[1], KEYS[5], ARGV[1], ARGV[2]) then return 0 end
+if ARGV[1] ~= '' and taken(KEYS[1], KEYS[5], ARGV[1]) then return 0 end
 local v = redis.call('INCR', KEYS[3])
 for j = 1, #KEYS - 5 do
   local key, user = KEYS[5 + j], ARGV[1 + 2 * j]
