@@ -1,5 +1,6 @@
 // The composition root: each component is assembled by its own module in src/daemon/, in dependency order;
 // reload (src/daemon/reload.ts) hands the new config to the components it concerns; stop runs in the reverse order of start.
+import { userListenAddresses } from './config/ports.ts';
 import type { Config } from './config/schema.ts';
 import { assembleAccounts } from './daemon/accounts.ts';
 import { assembleAdmin } from './daemon/admin.ts';
@@ -30,7 +31,8 @@ export async function startDaemon(config: Config, options: DaemonOptions = {}): 
   const ctx: AssemblyContext = { logger, metrics, stops, now: options.now };
 
   const listen = listenAddresses(config);
-  await checkListenAddresses(Object.values(listen));
+  // A config user's own port too: one another process holds is a config error naming users.<i>.listen.port.
+  await checkListenAddresses([...Object.values(listen), ...userListenAddresses(config)]);
   // The HTTPS proxy's certificate is read as early (a wrong path fails the start, naming its key).
   const tlsPair = config.proxy.https ? await loadTlsPair(config.proxy.https.cert, config.proxy.https.key) : undefined;
 

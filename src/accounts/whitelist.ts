@@ -201,15 +201,22 @@ export class Whitelist {
 
   /** Adds the entry unless the platform already lists it; records it as Rotor's when Rotor added it. */
   private async addOwned(entry: WhitelistEntry, facts: ProductFacts): Promise<'added' | 'present'> {
-    const current = await this.list(entry.account, entry.productNo);
+    const listed = async (): Promise<boolean> => (await this.list(entry.account, entry.productNo)).some((x) => sameAddress(x, entry.ip));
     let outcome: 'added' | 'present' = 'present';
-    if (!current.includes(entry.ip)) {
-      await this.client.call('AddIpWhiteList', {
-        appUsername: entry.account,
-        ip: entry.ip,
-        proxyType: facts.proxyType as 104 | 105,
-        productNo: entry.productNo,
-      });
+    if (!(await listed())) {
+      try {
+        await this.client.call('AddIpWhiteList', {
+          appUsername: entry.account,
+          ip: entry.ip,
+          proxyType: facts.proxyType as 104 | 105,
+          productNo: entry.productNo,
+        });
+      } catch (err) {
+        // A platform refusing a duplicate (10004) for an address it lists in a spelling not read above: there.
+        if (!isPlatformCode(err, CODE.INVALID_PARAMS) || !(await listed())) throw err;
+        this.ensured.add(`${entry.account}\n${entry.productNo}`);
+        return 'present';
+      }
       const owned = await this.added();
       if (!owned.some((o) => same(o, entry))) await this.store.kvSet(ADDED_KEY, [...owned, entry]);
       outcome = 'added';
@@ -262,4 +269,28 @@ export function fetchEgressIp(url: string, timeoutMs = 5000): Promise<string> {
       reject(new AccountsError('EGRESS_UNKNOWN', `cannot learn the egress address: ${err.message}`, { cause: err })),
     );
   });
+}
+
+/**
+ * The platform's listed address and Rotor's are one address: the seed shows the list as plain strings (4.17), and a
+ * platform may write `127.0.0.1/32` or an IPv6 address in another spelling (`0:0:0:0:0:0:0:1`, upper case).
+ */
+export function sameAddress(listed: string, ip: string): boolean {
+  const a = canonicalIp(listed);
+  return a !== undefined && a === canonicalIp(ip);
+}
+
+function canonicalIp(text: string): string | undefined {
+  let t = text.trim();
+  const slash = t.indexOf('/');
+  if (slash >= 0) {
+    const bits = t.slice(slash + 1);
+    t = t.slice(0, slash);
+    if (!((isIP(t) === 4 && bits === '32') || (isIP(t) === 6 && bits === '128'))) return undefined;
+  }
+  if (t.startsWith('[') && t.endsWith(']')) t = t.slice(1, -1);
+  const family = isIP(t);
+  if (family === 4) return t;
+  if (family !== 6) return undefined;
+  return new URL(`http://[${t}]/`).hostname;
 }

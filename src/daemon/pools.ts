@@ -6,7 +6,7 @@ import type { Orders } from '../orders/index.ts';
 import type { PlatformClient } from '../platform/client.ts';
 import { describePlan, planUsers } from '../pool/draw-plan.ts';
 import { ApiDrawer, PwdDrawer, drawApiFromClient, type Drawer } from '../pool/drawer.ts';
-import { drawProxyType, ipsLeft, PlannedDrawer } from '../pool/planned-drawer.ts';
+import { drawProxyType, drawProtocol, ipsLeft, PlannedDrawer } from '../pool/planned-drawer.ts';
 import { PoolRegistry } from '../pool/registry.ts';
 import { PoolEmptyError, poolKeyId, type PoolKey } from '../pool/types.ts';
 import type { LocalUser } from '../proxy/types.ts';
@@ -54,6 +54,8 @@ export async function assemblePools(config: Config, needs: Needs, ctx: AssemblyC
         const common = {
           api: drawApi,
           productNo: key.productNo,
+          // Strings without a scheme speak the product's protocol (an HTTP-only product's host:port:user:pass).
+          protocol: drawProtocol(record),
           metrics,
           ...(key.region ? { region: key.region } : {}),
           ...clockOption(ctx),
@@ -61,7 +63,13 @@ export async function assemblePools(config: Config, needs: Needs, ctx: AssemblyC
         const inner =
           plan.method === 'api'
             ? // DrawByApi's proxyType is the product's (seed 4.16: 104 or 105); a platform refuses a pair that does not match.
-              new ApiDrawer({ ...common, mainAccount: user.mainAccount, proxyType: drawProxyType(record) })
+              new ApiDrawer({
+                ...common,
+                mainAccount: user.mainAccount,
+                proxyType: drawProxyType(record),
+                // A proxyUrl that is a path on the platform's host is fetched from there.
+                ...(config.platform.baseUrl ? { linkBase: config.platform.baseUrl } : {}),
+              })
             : new PwdDrawer({
                 ...common,
                 subAccount: plan.account,

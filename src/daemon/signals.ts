@@ -36,12 +36,13 @@ export function runUntilSignalled(daemon: Daemon, drainMs: number, logger: Logge
     // process exits non-zero; a stop that itself hangs is cut after FATAL_STOP_MS.
     const fatal = (err: unknown, what: string): void => {
       logger.fatal({ err }, `${what}: stopping the daemon`);
+      // Also during a stop already under way (a signal's drain): the fault may be what keeps it from ending.
+      if (clean)
+        setTimeout(() => {
+          logger.fatal({ ms: FATAL_STOP_MS }, 'stop after an uncaught error did not finish: exiting');
+          process.exit(1);
+        }, FATAL_STOP_MS).unref();
       clean = false;
-      if (stopping) return;
-      setTimeout(() => {
-        logger.fatal({ ms: FATAL_STOP_MS }, 'stop after an uncaught error did not finish: exiting');
-        process.exit(1);
-      }, FATAL_STOP_MS).unref();
       stop(what, 0);
     };
     process.on('uncaughtException', (err) => fatal(err, 'uncaught exception'));

@@ -6,18 +6,23 @@ import type { InstanceRecord, OrderRecord } from '../store/types.ts';
 const orNull = <T>(v: T | null | undefined, fallback: T | null | undefined): T | null =>
   v === undefined || v === null ? (fallback ?? null) : v;
 
+// A platform written in Go fills what a listing leaves out with zero values ("pwd": "", "userExpired": 0, "port":
+// 0): in an instance's connection data and expiry those are "not said", never a value (no instance has port 0, an
+// empty password or an expiry in 1970), so they keep what Rotor knew as an absent field does.
+const said = <T>(v: T | null | undefined): T | undefined => (v === '' || v === 0 ? undefined : (v ?? undefined));
+
 export function instanceRecord(i: Instance, existing: InstanceRecord | undefined, now: number): InstanceRecord {
   return {
     instanceNo: i.instanceNo,
     orderNo: orNull(i.orderNo, existing?.orderNo),
     productNo: orNull(i.productNo, existing?.productNo),
     status: orNull(i.status, existing?.status),
-    ip: orNull(i.ip, existing?.ip),
-    port: orNull(i.port, existing?.port),
-    username: orNull(i.username, existing?.username),
-    pwd: orNull(i.pwd, existing?.pwd),
-    protocol: orNull(i.protocol, existing?.protocol),
-    userExpired: orNull(i.userExpired, existing?.userExpired),
+    ip: orNull(said(i.ip), existing?.ip),
+    port: orNull(said(i.port), existing?.port),
+    username: orNull(said(i.username), existing?.username),
+    pwd: orNull(said(i.pwd), existing?.pwd),
+    protocol: orNull(said(i.protocol), existing?.protocol),
+    userExpired: orNull(said(i.userExpired), existing?.userExpired),
     raw: i,
     updatedAt: now,
   };

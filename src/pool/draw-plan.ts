@@ -12,6 +12,8 @@
 export interface DrawProductRecord {
   productNo: string;
   proxyType?: number | null | undefined;
+  /** Seed 2.6: 1 socks5, 2 http, 3 https, 4 ssh; may list several ("1,2"). */
+  protocol?: string | number | null | undefined;
   pwdDrawProxyUser?: number | null | undefined;
   pwdDrawSessionRange?: string | null | undefined;
   proxyEverytimeChange?: number | null | undefined;

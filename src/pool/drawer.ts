@@ -175,6 +175,21 @@ export interface ApiDrawerOptions {
   fetch?: typeof fetch;
   now?: () => number;
   metrics?: Metrics;
+  /**
+   * The platform's address (platform.baseUrl): a `proxyUrl` without a scheme — a path on the platform's own host,
+   * `/extract/…` (seed 4.16 does not say the address's form) — is fetched from there.
+   */
+  linkBase?: string;
+}
+
+/** An extraction address as given, or, without a scheme, resolved against the platform's address. */
+export function extractionUrl(proxyUrl: string, linkBase: string | undefined): string {
+  if (!linkBase || /^[A-Za-z][A-Za-z0-9+.-]*:/.test(proxyUrl.trim())) return proxyUrl;
+  try {
+    return new URL(proxyUrl.trim(), linkBase).href;
+  } catch {
+    return proxyUrl;
+  }
 }
 
 export class ApiDrawer implements Drawer {
@@ -203,7 +218,7 @@ export class ApiDrawer implements Drawer {
     let firstError: unknown;
     for (const item of res.list) {
       try {
-        const r = await fetchExtraction(item.proxyUrl, {
+        const r = await fetchExtraction(extractionUrl(item.proxyUrl, o.linkBase), {
           defaultProtocol: protocol,
           timeoutMs: o.fetchTimeoutMs ?? 10_000,
           ...(o.fetch ? { fetch: o.fetch } : {}),

@@ -8,7 +8,7 @@ import type { OpRequest, OpResponse } from '../platform/operations.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import { planDraw, type DrawPlanOk, type DrawPlanUser, type DrawProductRecord } from './draw-plan.ts';
 import type { Drawer, DrawerStatus } from './drawer.ts';
-import type { PoolKey, UpstreamNode } from './types.ts';
+import type { PoolKey, UpstreamNode, UpstreamProtocol } from './types.ts';
 
 /** The product refuses every way the user could draw (the reason says what to change). */
 export class DrawNotAllowedError extends RotorError {
@@ -24,6 +24,17 @@ export interface IpBalanceCaller {
 /** The proxyType a draw or balance read of this product names (seed 2.1: 104 dynamic overseas, 105 domestic). */
 export function drawProxyType(record: Pick<DrawProductRecord, 'proxyType'>): 104 | 105 {
   return record.proxyType === 105 ? 105 : 104;
+}
+
+/**
+ * The protocol of drawn strings that carry no scheme (`host:port:user:pass`, DrawByApi's `ip:port`): the product's
+ * first listed (seed 2.6: 2 http, 3 https are HTTP proxies; 1, absent or anything else socks5, the seed's default).
+ */
+export function drawProtocol(record: Pick<DrawProductRecord, 'protocol'>): UpstreamProtocol {
+  const first = String(record.protocol ?? '')
+    .split(/[\s,;|]+/)
+    .find((code) => code !== '');
+  return first === '2' || first === '3' ? 'http' : 'socks5';
 }
 
 /**

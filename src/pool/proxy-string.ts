@@ -118,6 +118,12 @@ export function parseProxyString(input: string, defaultProtocol: UpstreamProtoco
     if (/[/?#]/.test(authority)) throw new ProxyStringError('trailing_path', 'a proxy URL has no path, query or fragment');
     // The last '@' ends the userinfo, so an unencoded '@' in a password still parses.
     const at = authority.lastIndexOf('@');
+    // A scheme in front of the colon form (`socks5://host:port:user:pass`, as some providers export lines).
+    if (at < 0 && !authority.startsWith('[') && authority.split(':').length >= 4) {
+      const parsed = parseColonForm(authority, protocol);
+      if (scheme[1]!.toLowerCase() === 'https') parsed.tls = true;
+      return parsed;
+    }
     const hostPort = parseHostPort(at < 0 ? authority : authority.slice(at + 1));
     const parsed = withCredentials({ protocol, ...hostPort }, at < 0 ? undefined : splitUserinfo(authority.slice(0, at), true));
     if (scheme[1]!.toLowerCase() === 'https') parsed.tls = true;

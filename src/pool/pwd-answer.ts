@@ -31,7 +31,9 @@ export interface ReadAnswer {
   dropped: Array<{ reason: DropReason; detail: string }>;
 }
 
-const LINK = /^https?:\/\/[^/]+\/./i;
+// A URL with a path or a query after the host is an extraction link (a proxy line has neither: `http://host:8080` is a
+// gateway, `http://host:8080?key=...&num=5` and `http://host/extract` are links).
+const LINK = /^https?:\/\/[^/?#]+[/?]./i;
 
 function hasCredentials(p: ParsedProxy): boolean {
   return p.username !== undefined && p.username.length > 0 && p.password !== undefined;

@@ -71,32 +71,36 @@ function flatten(
 export async function startPortal(w: PortalWiring): Promise<RunningPortal> {
   const c = w.config;
   const nameParams = zs(z.strictObject({ name: userName }));
-  w.admin.get<{ Params: { name: string }; Querystring: EndpointQuery }>(
-    '/v1/users/:name/endpoints',
-    {
-      schema: {
-        operationId: 'userEndpoints',
-        params: nameParams,
-        querystring: zs(endpointQuery),
-        ...doc(
-          'users',
-          "a user's proxy endpoints (the access generator): URL, host:port:user:pass, curl, Python; the password shows as PASSWORD; format=json|txt|csv",
-          {
-            200: { type: 'object', additionalProperties: true },
-          },
-        ),
+  // In a plugin of its own: a route added straight on the root instance here comes before @fastify/swagger has
+  // loaded, and would be served but missing from GET /docs/json (review17 #9).
+  void w.admin.register(async (scope) => {
+    scope.get<{ Params: { name: string }; Querystring: EndpointQuery }>(
+      '/v1/users/:name/endpoints',
+      {
+        schema: {
+          operationId: 'userEndpoints',
+          params: nameParams,
+          querystring: zs(endpointQuery),
+          ...doc(
+            'users',
+            "a user's proxy endpoints (the access generator): URL, host:port:user:pass, curl, Python; the password shows as PASSWORD; format=json|txt|csv",
+            {
+              200: { type: 'object', additionalProperties: true },
+            },
+          ),
+        },
       },
-    },
-    async (request, reply) => {
-      if (!w.users.view(request.params.name)) throw new PortalError(404, 'UNKNOWN_USER', `unknown user ${request.params.name}`);
-      const q = request.query;
-      const list = adminEndpoints(w, c.proxyHost, request.params.name, q, request.hostname);
-      if (q.format === 'json') return reply.serializer(JSON.stringify).send({ endpoints: list });
-      void reply.header('content-type', q.format === 'csv' ? 'text/csv; charset=utf-8' : 'text/plain; charset=utf-8');
-      void reply.header('content-disposition', `attachment; filename="${request.params.name}-endpoints.${q.format}"`);
-      return reply.serializer((body: unknown) => body as string).send(renderEndpoints(list, q.format, q.style));
-    },
-  );
+      async (request, reply) => {
+        if (!w.users.view(request.params.name)) throw new PortalError(404, 'UNKNOWN_USER', `unknown user ${request.params.name}`);
+        const q = request.query;
+        const list = adminEndpoints(w, c.proxyHost, request.params.name, q, request.hostname);
+        if (q.format === 'json') return reply.serializer(JSON.stringify).send({ endpoints: list });
+        void reply.header('content-type', q.format === 'csv' ? 'text/csv; charset=utf-8' : 'text/plain; charset=utf-8');
+        void reply.header('content-disposition', `attachment; filename="${request.params.name}-endpoints.${q.format}"`);
+        return reply.serializer((body: unknown) => body as string).send(renderEndpoints(list, q.format, q.style));
+      },
+    );
+  });
   if (!c.enabled) return { handle: undefined, port: undefined, close: async () => {} };
 
   const deps = {

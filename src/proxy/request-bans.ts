@@ -49,8 +49,11 @@ export class BanTable {
     return this.byId.size;
   }
 
-  /** Bans `node` for `user` (for `host` only when given) for `ms`; an existing ban of the same is extended. */
-  add(user: string, node: UpstreamNode, host: string | null, ms: number, rule: string): Ban | undefined {
+  /**
+   * Bans `node` for `user` (for `host` only when given) for `ms`; an existing ban of the same is extended. `exit`:
+   * the address the connection left from as its record names it (the node's host when none is known).
+   */
+  add(user: string, node: UpstreamNode, host: string | null, ms: number, rule: string, exit?: string | null): Ban | undefined {
     const now = this.now();
     const key = host === null ? node.id : `${node.id}\u0000${host}`;
     let mine = this.byUser.get(user);
@@ -58,6 +61,7 @@ export class BanTable {
     if (known) {
       known.until = Math.max(known.until, now + ms);
       known.rule = rule;
+      if (exit) known.exit = exit;
       return known;
     }
     if (mine === undefined) {
@@ -74,7 +78,7 @@ export class BanTable {
       this.sweepAll(now);
       if (this.byId.size >= this.maxTotal) return undefined;
     }
-    const ban: Ban = { id: `b${++this.serial}`, user, node: node.id, exit: node.host, host, rule, createdAt: now, until: now + ms };
+    const ban: Ban = { id: `b${++this.serial}`, user, node: node.id, exit: exit || node.host, host, rule, createdAt: now, until: now + ms };
     // The sweep may have dropped the user's (emptied) map: put it back.
     this.byUser.set(user, mine);
     mine.set(key, ban);

@@ -469,7 +469,9 @@ export class Router {
     if (trace) trace.rule = rule.name;
     const user = route.user.name;
     if (rule.banMs > 0) {
-      const ban = this.options.bans?.add(user, node, rule.banHost ? host : null, rule.banMs, rule.name);
+      // The exit the connection's record names (a ConnectionContext's; a bare DialTrace has none: the node's host).
+      const exit = (trace as { exit?: string | null } | undefined)?.exit;
+      const ban = this.options.bans?.add(user, node, rule.banHost ? host : null, rule.banMs, rule.name, exit);
       if (ban === undefined) this.options.logger?.warn({ user, rule: rule.name }, 'ban table full: exit not banned');
     }
     if (

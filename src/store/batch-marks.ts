@@ -35,14 +35,16 @@ export function batchIds(): () => string {
 }
 
 /**
- * Lua: `taken(marks, ats, mark, now)`: whether a batch was taken before, by its writer's mark in the hash `marks`
+ * Lua: `taken(marks, ats, mark)`: whether a batch was taken before, by its writer's mark in the hash `marks`
  * (writer -> "seq part"), else marks it (its time in the zset `ats`, by which the marks of writers silent for
- * BATCH_WRITER_TTL_MS go, a hundred at a time). `mark`: "<seq> <part> <writer>" (redisBatchMark). Its first write
+ * BATCH_WRITER_TTL_MS go, a hundred at a time). The marks' times are Redis's own (TIME), one clock for the whole
+ * fleet: a daemon's clock off by more than BATCH_WRITER_TTL_MS (a host without NTP, a VM restored from a snapshot)
+ * neither removes the other writers' marks (ahead) nor has its own removed by theirs (behind). `mark`: "<seq> <part> <writer>" (redisBatchMark). Its first write
  * is the script's first: a script whose inputs were checked before cannot fail after it (a server out of memory
  * refuses a script's first write only).
  */
 export const BATCH_MARK_LUA = `
-local function taken(marks, ats, mark, now)
+local function taken(marks, ats, mark)
   local seq, part, writer = string.match(mark, '^(%d+) (%d+) (.*)$')
   local had = redis.call('HGET', marks, writer)
   if had then
@@ -51,9 +53,11 @@ local function taken(marks, ats, mark, now)
     local q, r = tonumber(seq), tonumber(part)
     if q < s or (q == s and r <= p) then return true end
   end
+  local time = redis.call('TIME')
+  local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
   redis.call('HSET', marks, writer, seq .. ' ' .. part)
   redis.call('ZADD', ats, now, writer)
-  local old = redis.call('ZRANGEBYSCORE', ats, '-inf', tonumber(now) - ${BATCH_WRITER_TTL_MS}, 'LIMIT', 0, 100)
+  local old = redis.call('ZRANGEBYSCORE', ats, '-inf', now - ${BATCH_WRITER_TTL_MS}, 'LIMIT', 0, 100)
   if #old > 0 then
     redis.call('HDEL', marks, unpack(old))
     redis.call('ZREM', ats, unpack(old))

@@ -88,7 +88,7 @@ end
 
 // KEYS: idx, rec, held, open, owners, the writers' marks hash, the hour and day period sets, the marks' times, then
 // the rollup hashes. ARGV: maxRecords, maxBytes, owner, lease ms, the batch's mark ('' none: redisBatchMark), the
-// number of records, the fleet prefix, the store's clock (ms), then per record: startedAt, id, JSON, recordSize, 1
+// number of records, the fleet prefix, 0 (unused: the mark is timed by Redis's TIME), then per record: startedAt, id, JSON, recordSize, 1
 // when it is \`open\`, its user ('' for none); then per rollup increment: its hash's and its period set's index in
 // KEYS, period, user, up, down, connections, failures. A batch taken before (its writer's mark): nothing is done, -1.
 // Nothing can fail after its first write (the mark): every key's type is checked first (WRONGTYPE reply, nothing
@@ -108,7 +108,7 @@ for k = 10, #KEYS do
 end
 local wrong = wrongType(checks)
 if wrong then return redis.error_reply('WRONGTYPE connection log: ' .. wrong .. ' (nothing written)') end
-if ARGV[5] ~= '' and taken(KEYS[6], KEYS[9], ARGV[5], ARGV[8]) then return -1 end
+if ARGV[5] ~= '' and taken(KEYS[6], KEYS[9], ARGV[5]) then return -1 end
 local maxRecords, maxBytes, prefix = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[7]
 local lastRecord = 8 + 6 * tonumber(ARGV[6])
 for i = lastRecord + 1, #ARGV, 8 do
@@ -255,8 +255,6 @@ export class RedisConnectionLog implements ConnectionLogStore {
     private readonly redis: RedisConnection,
     private readonly owner: OpenRecordOwner,
     bounds: Partial<RecordBounds> = {},
-    /** The store's clock: a batch's writer mark is timed by it (batch-marks.ts). */
-    private readonly now: () => number = Date.now,
   ) {
     ({ idx: this.idx, rec: this.rec, held: this.held, open: this.open, prefix: this.prefix } = owner.keys);
     this.bounds = { ...UNBOUNDED, ...bounds };
@@ -318,7 +316,7 @@ export class RedisConnectionLog implements ConnectionLogStore {
     const keys: string[] = [this.idx, this.rec, this.held, this.open, owner.keys.owners];
     keys.push(`${this.prefix}connlog:writers`, this.periods('hour'), this.periods('day'), `${this.prefix}connlog:writers:at`);
     const args: (string | number)[] = [this.bounds.maxRecords, this.bounds.maxBytes, owner.id, owner.leaseMs];
-    args.push(redisBatchMark(batchId), records.length, this.prefix, this.now());
+    args.push(redisBatchMark(batchId), records.length, this.prefix, 0);
     let open = 0;
     for (const r of records) {
       if (!Number.isFinite(r.startedAt)) throw invalid(`record ${r.id}: startedAt ${r.startedAt}`);

@@ -52,10 +52,30 @@ return v
 // A flush of the quota meters (addUsage): the batch's writer mark, every row's increment and the usage change
 // feed's entry (as USAGE_CHANGED) in one script, so a batch written again after its answer was lost adds nothing.
 // KEYS: the writers' marks hash, the users set, the version counter, the changed zset, the marks' times zset, then
-// one usage hash per delta. ARGV: the batch part's mark ('' none: redisBatchMark), now, then per delta: user,
+// one usage hash per delta. ARGV: the batch part's mark ('' none: redisBatchMark), now (the rows' updatedAt; the
+// mark is timed by Redis's TIME), then per delta: user,
 // bytes (checked before the call: HINCRBY cannot fail on them). Returns 0 when the part was taken before, else 1.
+// Nothing can fail after its first write (the mark): every key's type, the counter's and every row's `used` value
+// are checked first (WRONGTYPE reply, nothing written, mark included), so a part fails whole and stays failing
+// (the accounting keeps and logs it) instead of being marked taken with the rows after a bad key never added.
 export const ADD_USAGE = `${BATCH_MARK_LUA}
-if ARGV[1] ~= '' and taken(KEYS[1], KEYS[5], ARGV[1], ARGV[2]) then return 0 end
+local function wrong(key, want)
+  local t = redis.call('TYPE', key)['ok']
+  if t ~= 'none' and t ~= want then return key .. ' holds a ' .. t .. ', not a ' .. want end
+  return nil
+end
+local bad = wrong(KEYS[1], 'hash') or wrong(KEYS[2], 'set') or wrong(KEYS[3], 'string') or wrong(KEYS[4], 'zset')
+  or wrong(KEYS[5], 'zset')
+local version = not bad and redis.call('GET', KEYS[3])
+if version and not string.match(version, '^%-?%d+$') then bad = KEYS[3] .. ' is not a whole number' end
+for j = 6, #KEYS do
+  if bad then break end
+  bad = wrong(KEYS[j], 'hash')
+  local used = not bad and redis.call('HGET', KEYS[j], 'used')
+  if used and not string.match(used, '^%-?%d+$') then bad = KEYS[j] .. ' used is not a whole number' end
+end
+if bad then return redis.error_reply('WRONGTYPE quota meters: ' .. bad .. ' (nothing written)') end
+if ARGV[1] ~= '' and taken(KEYS[1], KEYS[5], ARGV[1]) then return 0 end
 local v = redis.call('INCR', KEYS[3])
 for j = 1, #KEYS - 5 do
   local key, user = KEYS[5 + j], ARGV[1 + 2 * j]

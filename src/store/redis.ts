@@ -780,7 +780,7 @@ export class RedisStore implements S.Store {
   }
 
   connectionLog(bounds: Partial<RecordBounds> = {}): ConnectionLogStore {
-    return new RedisConnectionLog(this.connection, this.openRecords, bounds, this.now);
+    return new RedisConnectionLog(this.connection, this.openRecords, bounds);
   }
 
   fleetState(): FleetState {

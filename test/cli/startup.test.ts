@@ -4,7 +4,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
 import { createServer, type AddressInfo, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -95,6 +95,25 @@ describe('rotor start: listeners first, then the platform', () => {
     const twice = await rotorStart(config, { ROTOR_SOCKS_PORT: String(port), ROTOR_ADMIN_PORT: String(port), ROTOR_LOG_LEVEL: 'silent' });
     assert.equal(twice.code, 2, twice.stderr);
     assert.match(twice.stderr, new RegExp(`admin\\.port: 127\\.0\\.0\\.1:${port} is in use`));
+    assert.equal(platformCalls, 0);
+  });
+
+  // review17 #12: a config user's own port held by another process was logged and skipped; the daemon said ready.
+  test("a config user's listen.port another process holds: exit 2 naming users.<i>.listen.port, and not one platform call", async () => {
+    const withPort = join(dir, 'user-port.yaml');
+    writeFileSync(
+      withPort,
+      readFileSync(config, 'utf8').replace(
+        '  - { name: alice, password: alice-pass, mainAccount: shop, product: P1, draw: pwd }',
+        [
+          '  - { name: alice, password: alice-pass, mainAccount: shop, product: P1, draw: pwd }',
+          `  - { name: bob, password: bob-pass, mainAccount: shop, product: P1, draw: pwd, listen: { port: ${takenPort} } }`,
+        ].join('\n'),
+      ),
+    );
+    const r = await rotorStart(withPort, { ROTOR_ADMIN_PORT: '0', ROTOR_LOG_LEVEL: 'silent' });
+    assert.equal(r.code, 2, r.stderr);
+    assert.match(r.stderr, new RegExp(`users\\.1\\.listen\\.port: 127\\.0\\.0\\.1:${takenPort} is in use`));
     assert.equal(platformCalls, 0);
   });
 

@@ -6,9 +6,11 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { nodeConnectGet } from './harness.ts';
+import { eventually } from '../support/wait.ts';
 import {
   poolError,
   startVariantRig,
+  VARIANT_MAIN,
   VARIANT_PASS,
   VARIANT_USER,
   type VariantHooks,
@@ -70,3 +72,36 @@ for (const [variant, hooks] of VARIANTS) {
     });
   });
 }
+
+// The listing a start could not read is read again in the background: a customer made without a product of its own
+// once the platform answers again draws from the merchant's first dynamic product.
+describe('the daemon started while GetProductStock answered 503, the platform answering again afterwards', () => {
+  let rig: VariantRig;
+  let busy = true;
+  before(async () => {
+    rig = await startVariantRig({
+      hooks: { before: (op) => (busy && op === 'GetProductStock' ? { status: 503, body: 'upstream busy' } : undefined) },
+    });
+  });
+  after(async () => rig?.close());
+
+  test('a customer made without a product draws from the first dynamic product', async () => {
+    busy = false;
+    let n = 0;
+    let last = '';
+    const served = await eventually(
+      async () => {
+        const name = `vdefault${++n}`;
+        const made = await rig.gw.admin('/v1/users', { body: { name, password: `${name}-pass`, mainAccount: VARIANT_MAIN } });
+        if (made.status !== 201 && made.status !== 202)
+          return ((last = `POST /v1/users ${made.status} ${JSON.stringify(made.body)}`), false);
+        const r = await nodeConnectGet(rig.gw.ports.http, name, `${name}-pass`, rig.target.port, '/hello', 10_000);
+        last = `CONNECT ${r.status}; the pool says ${await poolError(rig, name)}`;
+        return r.status === 200;
+      },
+      15_000,
+      250,
+    );
+    assert.ok(served, `${n} customers made; the last: ${last}`);
+  });
+});

@@ -88,3 +88,37 @@ test('an uncaught fault is logged as fatal and the open connection is billed bef
     await again.stop();
   }
 });
+
+test('a fault during a signal drain that would outlast it ends the process within 10 s', async () => {
+  const dir = tempDir();
+  const file = join(dir, 'rotor.yaml');
+  const config = rawConfig(dir, [{ name: 'nora', password: 'nora-pw', mainAccount: 'shop1' }]) as { proxy: Record<string, unknown> };
+  config.proxy.drainMs = 120_000;
+  writeConfigFile(file, config);
+  const d = await launchRotor({
+    args: ['--config', file],
+    logFile: join(dir, 'drain.log'),
+    nodeArgs: ['--import', join(REPO_ROOT, 'test/support/plant-fault.mjs')],
+  });
+  let exit: { code: number | null; signal: NodeJS.Signals | null } | undefined;
+  try {
+    const download = curl(['-x', `http://nora:nora-pw@127.0.0.1:${d.ports.http}`, target.url(8_000_000, 64_000)], { maxTimeS: 120 });
+    await waitFor(
+      'the download to flow',
+      async () => (await adminGet<Live[]>(d.ports.admin, '/v1/connections/active')).find((c) => c.user === 'nora' && c.bytesDown > 0),
+      20_000,
+    );
+    d.signal('SIGTERM');
+    await waitFor('the drain to begin', () => d.lines().some((l) => l.msg === 'shutting down: draining connections'), 10_000);
+    const t0 = Date.now();
+    d.signal('SIGUSR2');
+    exit = await d.exited;
+    const ms = Date.now() - t0;
+    await download;
+    assert.equal(exit.code, 1, d.output().slice(-1500));
+    assert.ok(ms < 30_000, `the process ended ${ms} ms after the fault (drainMs 120 s)`);
+    assert.ok(d.lines().some((l) => l.msg === 'stop after an uncaught error did not finish: exiting'));
+  } finally {
+    if (!exit) await d.stop('SIGKILL');
+  }
+});

@@ -104,4 +104,17 @@ describe('odd answers: what yields a node and what is dropped', () => {
     );
     assert.deepEqual(r.dropped, []);
   });
+
+  test('readPwdAnswer: an extraction link with a query but no path is a link, not an unparsable line', () => {
+    const r = readPwdAnswer(
+      [
+        { proxyUrl: 'http://127.0.0.1:8080?key=abc&num=5' },
+        { proxyUrl: 'https://127.0.0.1/extract/t1' },
+        { proxyUrl: 'http://127.0.0.1:8080' },
+      ],
+      'socks5',
+    );
+    assert.deepEqual(r.links, ['http://127.0.0.1:8080?key=abc&num=5', 'https://127.0.0.1/extract/t1']);
+    assert.deepEqual(r.dropped, [{ reason: 'no_credentials', detail: '127.0.0.1:8080' }]);
+  });
 });

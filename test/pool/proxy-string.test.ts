@@ -61,6 +61,11 @@ describe('parseProxyString: accepted forms', () => {
     ],
     ['2001:4860::1:8080:u:p', 'socks5', { protocol: 'socks5', host: '2001:4860::1', port: 8080, username: 'u', password: 'p' }],
     ['::ffff:127.0.0.1:8080:u:p', 'socks5', { protocol: 'socks5', host: '::ffff:127.0.0.1', port: 8080, username: 'u', password: 'p' }],
+    // A scheme in front of the colon form: the scheme's protocol.
+    ['socks5://127.0.0.1:1080:u:p', 'http', { protocol: 'socks5', host: '127.0.0.1', port: 1080, username: 'u', password: 'p' }],
+    ['http://gw.example:8080:u:p:q', 'socks5', { protocol: 'http', host: 'gw.example', port: 8080, username: 'u', password: 'p:q' }],
+    ['https://gw.example:443:u:p', 'socks5', { protocol: 'http', host: 'gw.example', port: 443, username: 'u', password: 'p', tls: true }],
+    ['socks5://::1:40000:u:p', 'http', { protocol: 'socks5', host: '::1', port: 40000, username: 'u', password: 'p' }],
     // ... else the shortest address, then port and user; the rest is a password holding ':'.
     ['::1:8080:u:p:q', 'socks5', { protocol: 'socks5', host: '::1', port: 8080, username: 'u', password: 'p:q' }],
     ['  \t127.0.0.1:1080\r\n', 'socks5', { protocol: 'socks5', host: '127.0.0.1', port: 1080 }],
@@ -95,6 +100,7 @@ describe('parseProxyString: rejected input', () => {
     ['socks5://127.0.0.1:1080/path', 'trailing_path'],
     ['http://127.0.0.1:8080?x=1', 'trailing_path'],
     ['socks5://127.0.0.1', 'bad_port'],
+    ['socks5://127.0.0.1:1080:user', 'bad_host'],
     ['socks5://:pass@127.0.0.1:1080', 'bad_userinfo'],
     [':pass@127.0.0.1:1080', 'bad_userinfo'],
     ['socks5://u:%zz@127.0.0.1:1080', 'bad_percent_encoding'],
