@@ -142,6 +142,28 @@ describe('dashboard in Chromium', () => {
     await done(page);
   });
 
+  test('a page asked for as soon as the login draws the shell is the page shown (the hash change before the route listener)', async () => {
+    const page = await newPage();
+    await page.goto(`${gw.adminUrl}/ui/`);
+    // The moment the shell's first heading is in the document (a microtask after the render, before the app's
+    // effects run), the hash moves to the users page, as a link followed at once would.
+    // (A string: the test's TypeScript has no DOM types.)
+    await page.evaluate(`{
+      const seen = new MutationObserver(() => {
+        if (document.querySelector('h1')?.textContent === 'Overview') {
+          seen.disconnect();
+          location.hash = '#/users';
+        }
+      });
+      seen.observe(document.body, { childList: true, subtree: true, characterData: true });
+    }`);
+    await page.getByLabel('Admin token').fill(TOKEN);
+    await page.getByRole('button', { name: 'Log in' }).click();
+    await page.getByRole('heading', { name: 'Users', level: 1 }).waitFor({ timeout: 10_000 });
+    await page.locator('tr[data-user="alice"]').waitFor({ timeout: 10_000 });
+    await done(page);
+  });
+
   test("traffic through the proxy moves a user's bytes on the users page", async () => {
     const page = await loggedIn('users');
     await page.locator('tr[data-user="alice"]').waitFor();

@@ -47,6 +47,9 @@ function useRoute() {
   useEffect(() => {
     const on = () => setRoute(routeOf());
     addEventListener('hashchange', on);
+    // A hash changed between the first render and this effect (a click or a link followed right after the login
+    // drew the shell) fired no event this listener heard: read it once now.
+    on();
     return () => removeEventListener('hashchange', on);
   }, []);
   return route;
